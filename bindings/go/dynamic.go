@@ -38,6 +38,10 @@ type DynamicTableConfig struct {
 	AdmissionThreshold int32
 	// TTLSteps (EvictionTTL only) is how many steps a row may go unseen before it may leave.
 	TTLSteps int64
+	// CapacityBytes, when > 0, is the table's capacity in bytes of memory (its Rows must then be
+	// 0): the planner turns it into the slots that fit (docs/dynamic-tables.md, "Capacity in
+	// bytes").
+	CapacityBytes int64
 }
 
 // newNativeDynamic fills a C dynamic table config; the caller deletes it.
@@ -50,6 +54,7 @@ func newNativeDynamic(d *DynamicTableConfig) (swig.Dynamic_table_config, error) 
 	o.SetEviction(int(d.Eviction))
 	o.SetAdmission_threshold(int(d.AdmissionThreshold))
 	o.SetTtl_steps(d.TTLSteps)
+	o.SetCapacity_bytes(d.CapacityBytes)
 	return o, nil
 }
 
@@ -69,6 +74,9 @@ type DynamicTableStats struct {
 	TotalRejectedAdmission int64
 	TotalRejectedFull      int64
 	MetadataBytes          uint64 // id index, per-slot metadata and admission counts
+	// CapacityBytes is what this rank allocated for the table: every slot's row and optimizer
+	// state, each shard's zero row, and MetadataBytes.
+	CapacityBytes uint64
 }
 
 // DynamicStats returns this rank's part of dynamic table `table`. Not collective; an error
@@ -92,5 +100,6 @@ func (e *EmbeddingCollection) DynamicStats(table string) (DynamicTableStats, err
 		TotalRejectedAdmission: s.GetTotal_rejected_admission(),
 		TotalRejectedFull:      s.GetTotal_rejected_full(),
 		MetadataBytes:          s.GetMetadata_bytes(),
+		CapacityBytes:          s.GetCapacity_bytes(),
 	}, nil
 }

@@ -73,7 +73,7 @@ func TestDynamicTableTrainsOnRawIDs(t *testing.T) {
 	s = stats()
 	want := DynamicTableStats{Size: capacity, Capacity: capacity, LoadFactor: 1, LastInserted: 2,
 		LastEvicted: 1, TotalInserted: 5, TotalEvicted: 1, TotalRejectedAdmission: 3,
-		MetadataBytes: s.MetadataBytes}
+		MetadataBytes: s.MetadataBytes, CapacityBytes: s.CapacityBytes}
 	if s != want {
 		t.Fatalf("at capacity: %+v, want %+v", s, want)
 	}
@@ -99,4 +99,30 @@ func TestDynamicTableConfigIsValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan.Close()
+}
+
+// A capacity in bytes (Rows 0): the planner's slots are those whose row (SGD: no state) and
+// metadata fit; the stats report both figures; rows and bytes together are refused.
+func TestDynamicTableCapacityInBytes(t *testing.T) {
+	const dim = 4
+	dyn := &DynamicTableConfig{Eviction: EvictionLRU, CapacityBytes: 1600}
+	tables := []TableConfig{{Name: "dyn", Rows: 0, Dim: dim, Features: []int32{0}, Dynamic: dyn}}
+	features := []FeatureConfig{{Name: "f"}}
+	coll := newWorld1Collection(t, tables, features, &OptimizerConfig{Type: OptimizerSGD})
+	defer coll.Close()
+	s, err := coll.DynamicStats("dyn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perSlot := 4*dim + int64(s.MetadataBytes)/s.Capacity
+	if s.Capacity <= 0 || s.Capacity != 1600/perSlot ||
+		s.CapacityBytes != uint64((s.Capacity+1)*4*dim)+s.MetadataBytes {
+		t.Fatalf("capacity from 1600 bytes: %+v", s)
+	}
+	tables[0].Rows = 8
+	var ferr *Error
+	if _, err := NewPlan(tables, features, Topology{WorldSize: 1}, nil); !errors.As(err, &ferr) ||
+		ferr.Code != ErrCodeInvalid {
+		t.Fatalf("rows and bytes both: %v", err)
+	}
 }

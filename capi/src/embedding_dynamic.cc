@@ -19,8 +19,10 @@ extern "C" {
 SHARDREC_API shardrec_status_t
 shardrec_dynamic_table_stats_init(shardrec_dynamic_table_stats_t* stats, uint32_t version) {
   const shardrec_dynamic_table_stats_t d = SHARDREC_DYNAMIC_TABLE_STATS_INIT;
-  return shardrec::capi::InitStruct(stats, version, SHARDREC_DYNAMIC_TABLE_STATS_VERSION, d,
-                                    "dynamic table stats");
+  // Version 1 ended with metadata_bytes.
+  return shardrec::capi::InitStruct(
+      stats, version, SHARDREC_DYNAMIC_TABLE_STATS_VERSION, d, "dynamic table stats",
+      {offsetof(shardrec_dynamic_table_stats_t, capacity_bytes), sizeof(d)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
@@ -51,6 +53,14 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
     out->total_rejected_admission = s.total.rejected_admission;
     out->total_rejected_full = s.total.rejected_full;
     out->metadata_bytes = s.metadata_bytes;
+    if (out->version >= 2) {
+      uint64_t bytes = s.metadata_bytes;
+      for (const shardrec::embedding::ShardTensor& st : coll->impl->ShardTensors())
+        if (st.table == t)
+          bytes += static_cast<uint64_t>(st.rows) * static_cast<uint64_t>(st.cols) *
+                   shardrec::DTypeSize(st.dtype);
+      out->capacity_bytes = bytes;
+    }
     return Status::Ok();
   });
 }

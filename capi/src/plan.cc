@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -77,9 +78,24 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
     std::string what = StrCat("tables[", i, "]");
     if (c.name == nullptr) return Status::InvalidArgument(what, ".name must not be NULL");
     what = StrCat("table '", c.name, "'");
-    if (c.rows <= 0) return Status::InvalidArgument(what, ": rows ", c.rows, " must be > 0");
+    // A dynamic table may give its capacity in bytes instead (rows 0, resolved by the planner).
+    int64_t capacity_bytes = 0;
+    if (c.dynamic != nullptr && c.dynamic->version >= 2 &&
+        c.dynamic->version <= SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION)
+      capacity_bytes = c.dynamic->capacity_bytes;
+    if (capacity_bytes < 0)
+      return Status::InvalidArgument(what, ": dynamic capacity_bytes ", capacity_bytes,
+                                     " must be >= 0");
+    if (capacity_bytes > 0 && c.rows != 0)
+      return Status::InvalidArgument(what, ": give the capacity as rows (", c.rows,
+                                     ") or as dynamic capacity_bytes (", capacity_bytes,
+                                     "), not both");
+    if (capacity_bytes == 0 && c.rows <= 0)
+      return Status::InvalidArgument(
+          what, ": rows ", c.rows, " must be > 0",
+          c.dynamic != nullptr ? " (or dynamic capacity_bytes > 0)" : "");
     if (c.dim <= 0) return Status::InvalidArgument(what, ": dim ", c.dim, " must be > 0");
-    SR_RETURN_IF_ERROR(sharding::CheckTableElements(c.rows, c.dim, what));
+    if (capacity_bytes == 0) SR_RETURN_IF_ERROR(sharding::CheckTableElements(c.rows, c.dim, what));
     if (c.pooling < SHARDREC_POOLING_SUM || c.pooling > SHARDREC_POOLING_NONE)
       return Status::InvalidArgument(what, ": unknown pooling ", c.pooling);
     if (c.dtype != SHARDREC_DTYPE_FLOAT32 && c.dtype != SHARDREC_DTYPE_FLOAT16 &&
@@ -141,6 +157,7 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
       t.dynamic.eviction = static_cast<sharding::DynamicConfig::Eviction>(d.eviction);
       t.dynamic.admission_threshold = d.admission_threshold;
       t.dynamic.ttl_steps = d.ttl_steps;
+      t.dynamic.capacity_bytes = capacity_bytes;
     }
     out->push_back(std::move(t));
   }
@@ -303,8 +320,10 @@ SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_
 SHARDREC_API shardrec_status_t
 shardrec_dynamic_table_config_init(shardrec_dynamic_table_config_t* config, uint32_t version) {
   const shardrec_dynamic_table_config_t d = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
-  return shardrec::capi::InitStruct(config, version, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, d,
-                                    "dynamic table config");
+  // Version 1 ended with ttl_steps (24 bytes).
+  return shardrec::capi::InitStruct(
+      config, version, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, d, "dynamic table config",
+      {offsetof(shardrec_dynamic_table_config_t, capacity_bytes), sizeof(d)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,

@@ -172,7 +172,10 @@ uint64_t Checksum(const void* data, size_t n) { return XXH3_64bits_dispatch(data
 std::string ManifestToJson(const Manifest& m) {
   json j;
   j["format"] = "shardrec-checkpoint";
-  j["format_version"] = m.format_version;
+  bool dynamic = false;
+  for (const TableEntry& t : m.tables) dynamic = dynamic || t.dynamic;
+  j["format_version"] =
+      dynamic ? std::max(m.format_version, kDynamicFormatVersion) : m.format_version;
   j["library_version"] = m.library_version;
   j["generation"] = m.generation;
   j["step"] = m.step;
@@ -207,9 +210,11 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
       return Status::Corrupt(path, " is not a libshardrec checkpoint manifest");
     Manifest m;
     m.format_version = Int<int>(j.at("format_version"));
-    if (m.format_version != kFormatVersion)
+    if (m.format_version != kFormatVersion && m.format_version != kDynamicFormatVersion)
       return Status::Unsupported(path, ": checkpoint format version ", m.format_version,
-                                 " (this library reads version ", kFormatVersion, ")");
+                                 " is newer than this library reads (versions ", kFormatVersion,
+                                 " and ", kDynamicFormatVersion,
+                                 "): load it with a newer libshardrec");
     m.library_version = j.at("library_version").get<std::string>();
     m.generation = Int<int64_t>(j.at("generation"));
     m.step = Int<int64_t>(j.at("step"));

@@ -14,7 +14,13 @@
 
 namespace shardrec::checkpoint {
 
+// Version 1: fixed tables only. Version 2: the same layout plus dynamic tables (rows keyed by id,
+// docs/checkpoint-format.md#dynamic-tables). A writer stamps the lowest version that describes
+// what it holds, so a checkpoint of fixed tables stays readable by a version-1 reader, and a
+// version-1 reader refuses one with dynamic tables as a newer format instead of finding its
+// blocks uncovered. The reader takes both.
 inline constexpr int kFormatVersion = 1;
+inline constexpr int kDynamicFormatVersion = 2;
 inline constexpr const char* kManifestName = "manifest.json";
 // Rows per checksum chunk are chosen so a chunk is about this many bytes: the loader reads and
 // verifies whole chunks, so this bounds both its buffer and its over-read.

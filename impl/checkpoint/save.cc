@@ -242,8 +242,9 @@ Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t 
   return m;
 }
 
-// Digest of this rank's dynamic shards: their forward counters, ids, last-seen forwards and
-// counts (the rows follow from the ids after a sync: a merge writes the same values everywhere).
+// Digest of this rank's dynamic shards: their forward counters, ids, last-seen forwards, counts
+// and scores (the rows follow from the ids after a sync: a merge writes the same values
+// everywhere).
 uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
   uint64_t h = Mix64(0x2d);
   const auto fold = [&h](const void* p, size_t bytes) {
@@ -264,6 +265,7 @@ uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
     fold(d->ids().data(), d->ids().size_bytes());
     fold(d->last_seen().data(), d->last_seen().size_bytes());
     fold(d->counts().data(), d->counts().size_bytes());
+    fold(d->scores().data(), d->scores().size_bytes());  // empty unless SCORE
   }
   return h;
 }

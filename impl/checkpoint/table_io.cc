@@ -7,10 +7,10 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/dynamic_table_io.h"
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/staged_load.h"
 #include "impl/core/config.h"
-#include "impl/embedding/dynamic/delta.h"
 
 namespace shardrec::checkpoint {
 namespace {
@@ -27,48 +27,6 @@ void SplitPath(const std::string& path, std::string* dir, std::string* name) {
   }
 }
 
-// A dynamic table's export: its rows keyed by id ("ids" I64 [n] ascending, "weights" F32
-// [n, dim]); the arguments decide every refusal, so every rank refuses alike.
-Status ExportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
-                          const std::string& path, const std::string& table, int32_t t,
-                          bool with_state) {
-  if (with_state)
-    return Status::Unsupported("table export of dynamic table '", table,
-                               "': its optimizer state is not exported yet (export the weights, "
-                               "or save a checkpoint)");
-  if (path.empty()) return Status::InvalidArgument("path must not be empty");
-  comm::Communicator& comm = coll.comm();
-  embedding::dynamic::Delta d;
-  SR_RETURN_IF_ERROR(embedding::dynamic::GatherRows(coll, t, &d));
-  const int64_t n = static_cast<int64_t>(d.ids.size());
-  const int64_t dim = coll.plan().tables[t].dim;
-  std::vector<Record> recs(2);
-  recs[0].key = "ids";
-  recs[0].dtype = DType::kInt64;
-  recs[0].vector = true;
-  recs[0].rows = n;
-  recs[0].cols = 1;
-  recs[0].nbytes = static_cast<uint64_t>(n) * sizeof(int64_t);
-  recs[1].key = "weights";
-  recs[1].rows = n;
-  recs[1].cols = dim;
-  recs[1].nbytes = d.rows.size() * sizeof(float);
-  Status local = Status::Ok();
-  if (comm.Rank() == 0) {
-    const std::string header =
-        SafetensorsHeader(&recs, {{"format", "shardrec-dynamic-table"},
-                                  {"table", table},
-                                  {"library_version", SHARDREC_VERSION_STRING}});
-    std::vector<std::pair<const void*, size_t>> pieces{{header.data(), header.size()},
-                                                       {d.ids.data(), recs[0].nbytes},
-                                                       {d.rows.data(), recs[1].nbytes}};
-    std::string dir, name;
-    SplitPath(path, &dir, &name);
-    local = WriteAtomically(fs, dir, name, pieces);
-  }
-  return Agree(comm, local, "to write the exported table");
-}
-
 }  // namespace
 
 Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
@@ -76,7 +34,7 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
   const auto& tables = coll.plan().tables;
   for (size_t t = 0; t < tables.size(); ++t)
     if (tables[t].name == table && tables[t].dynamic.enabled)
-      return ExportDynamicTable(coll, fs, path, table, static_cast<int32_t>(t), with_state);
+      return ExportDynamicTable(coll, fs, path, static_cast<int32_t>(t), with_state);
   comm::Communicator& comm = coll.comm();
   std::vector<embedding::StateInfo> states;
   Status local = coll.TableStates(table, &states);  // kNotFound for an unknown table
@@ -126,7 +84,10 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
 
 Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state, uint64_t staging_limit) {
-  SR_RETURN_IF_ERROR(coll.RefuseDynamicTables("table imports"));
+  const auto& tables = coll.plan().tables;
+  for (size_t t = 0; t < tables.size(); ++t)
+    if (tables[t].name == table && tables[t].dynamic.enabled)
+      return ImportDynamicTable(coll, fs, path, static_cast<int32_t>(t), with_state);
   comm::Communicator& comm = coll.comm();
   std::unique_ptr<ReadableFile> file;
   struct Copy {

@@ -136,6 +136,36 @@ int64_t DynamicMetadataBytes(const sharding::DynamicConfig& d, int64_t slots) {
   return bytes;
 }
 
+int64_t DynamicSlotsBytes(const sharding::TableConfig& table, optim::OptimizerType optimizer,
+                          int64_t slots) {
+  int64_t rows = 0, total = 0;
+  if (__builtin_mul_overflow(slots, static_cast<int64_t>(table.dim) * DTypeSize(table.dtype),
+                             &rows) ||
+      __builtin_add_overflow(rows, OptimizerStateBytes(optimizer, slots, table.dim), &total) ||
+      __builtin_add_overflow(total, DynamicMetadataBytes(table.dynamic, slots), &total))
+    return std::numeric_limits<int64_t>::max();
+  return total;
+}
+
+int64_t DynamicSlotsForBytes(const sharding::TableConfig& table, optim::OptimizerType optimizer,
+                             int64_t capacity_bytes) {
+  // DynamicSlotsBytes grows with the slots (the sketch in power-of-two steps), so the answer is
+  // the last slot count that fits: a binary search, bounded by the rows alone and the table size
+  // every plan allows.
+  const int64_t row = static_cast<int64_t>(table.dim) * DTypeSize(table.dtype);
+  int64_t lo = 0;
+  int64_t hi = std::min(capacity_bytes / std::max<int64_t>(row, 1),
+                        sharding::kMaxTableElements / std::max<int64_t>(table.dim, 1));
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (DynamicSlotsBytes(table, optimizer, mid) <= capacity_bytes)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::TableConfig& table,
                                           const std::vector<float>& pooling_factors,
                                           ShardingType type,

@@ -70,6 +70,16 @@ int64_t OptimizerStateBytes(optim::OptimizerType type, int64_t rows, int32_t col
 // Bytes a dynamic table's shard of `slots` slots keeps beside its rows and their state (its id
 // index, per-slot metadata and admission sketch; docs/dynamic-tables.md); 0 for a fixed table.
 int64_t DynamicMetadataBytes(const sharding::DynamicConfig& d, int64_t slots);
+// Bytes of `slots` slots of dynamic table `table` as the storage model counts one shard of them:
+// their rows at the storage dtype, their optimizer state (`optimizer`: the table's own or the
+// topology's) and DynamicMetadataBytes; INT64_MAX on overflow.
+int64_t DynamicSlotsBytes(const sharding::TableConfig& table, optim::OptimizerType optimizer,
+                          int64_t slots);
+// The capacity of a table given as `capacity_bytes` (docs/dynamic-tables.md, "Capacity in
+// bytes"): the largest slot count whose DynamicSlotsBytes fits in it (at most the largest table
+// the plan allows); 0 when not even one slot fits.
+int64_t DynamicSlotsForBytes(const sharding::TableConfig& table, optim::OptimizerType optimizer,
+                             int64_t capacity_bytes);
 
 // Expected number of distinct rows among `ids` ids drawn uniformly from `rows` rows:
 // rows * (1 - e^(-ids/rows)); 0 when either is not positive. Skewed ids touch fewer rows, so

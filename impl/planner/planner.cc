@@ -2,10 +2,12 @@
 // parts: the caller states usable memory, optionally minus reserved_fraction).
 #include "impl/planner/planner.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "impl/core/check.h"
 #include "impl/planner/enumerator.h"
+#include "impl/planner/estimator.h"
 #include "impl/planner/partitioner.h"
 #include "impl/planner/proposers.h"
 #include "impl/planner/stats.h"
@@ -97,6 +99,17 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
   plan.features = input.features;
   plan.tables = input.tables;
   plan.planned_optimizer = static_cast<int32_t>(topo.optimizer);
+  // Capacities given in bytes become slot counts before anything reads `rows`.
+  for (sharding::TableConfig& t : plan.tables) {
+    if (!t.dynamic.enabled || t.dynamic.capacity_bytes <= 0) continue;
+    const auto optimizer = t.has_optimizer ? t.optimizer.type : topo.optimizer;
+    t.rows = DynamicSlotsForBytes(t, optimizer, t.dynamic.capacity_bytes);
+    if (t.rows < 1)
+      return Status::InvalidArgument(
+          "table '", t.name, "': dynamic capacity_bytes ", t.dynamic.capacity_bytes,
+          " holds no slot (one slot costs ", DynamicSlotsBytes(t, optimizer, 1),
+          " bytes: its row, optimizer state and metadata; docs/dynamic-tables.md)");
+  }
   SR_RETURN_IF_ERROR(sharding::ValidatePlanConfigs(plan));
 
   std::vector<TableRequest> requests;
@@ -136,6 +149,20 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
     return Status::OutOfMemory(FitFailureMessage(smallest_failure, plan.tables, topo));
 
   plan.table_plans = std::move(best.table_plans);
+  // A capacity asked in bytes must give every shard of the plan a slot: an empty row block there
+  // is a figure too small for this plan, not a choice the caller made.
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const sharding::TableConfig& tc = plan.tables[t];
+    if (!tc.dynamic.enabled || tc.dynamic.capacity_bytes <= 0) continue;
+    const auto& shards = plan.table_plans[t].shards;
+    const auto empty = std::count_if(shards.begin(), shards.end(),
+                                     [](const sharding::Shard& s) { return s.rows < 1; });
+    if (empty > 0)
+      return Status::InvalidArgument("table '", tc.name, "': dynamic capacity_bytes ",
+                                     tc.dynamic.capacity_bytes, " gives ", tc.rows,
+                                     " slots, fewer than its ", shards.size(),
+                                     " shards under this plan (one slot per shard at least)");
+  }
   Status valid = sharding::ValidatePlan(plan);
   if (!valid.ok()) return Status::Internal("planner produced an invalid plan: ", valid.message());
   std::vector<std::vector<float>> pooling(requests.size());

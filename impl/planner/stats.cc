@@ -132,7 +132,12 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
     double pf = 0;
     for (float p : pooling_factors[t]) pf += p;
     // A dynamic table's rows are its capacity (docs/dynamic-tables.md).
-    const std::string rows_text = StrCat(tc.rows, tc.dynamic.enabled ? " (dynamic)" : "");
+    // Given in bytes: the figure the slots were resolved from, too.
+    const std::string rows_text =
+        !tc.dynamic.enabled ? StrCat(tc.rows)
+        : tc.dynamic.capacity_bytes > 0
+            ? StrCat(tc.rows, " (dynamic, ", tc.dynamic.capacity_bytes, " bytes)")
+            : StrCat(tc.rows, " (dynamic)");
     rows.push_back({tc.name, sharding::ShardingTypeShortName(tp.type), rows_text, dim_text,
                     StrCat(tp.shards.size()), rank_text, Fmt("%.6g", est.table_perf[t].total()),
                     Mib(est.table_storage[t].total()), Fmt("%.3g", pf),

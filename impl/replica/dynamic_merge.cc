@@ -1,7 +1,8 @@
 // Gathering and rebuilding dynamic shards for a replica sync (dynamic_merge.h). Each replica's
 // contribution is one byte buffer: per local dynamic shard, a header {rows, forwards, admission
-// counters}, then ids, last-seen forwards and counts (int64), the admission counters (uint16,
-// padded to 8 bytes) and each tensor's live rows, packed and padded to 8 bytes.
+// counters, scores}, then ids, last-seen forwards and counts (int64), the admission counters
+// (uint16, padded to 8 bytes), the scores (double; SCORE tables only) and each tensor's live
+// rows, packed and padded to 8 bytes.
 #include "impl/replica/dynamic_merge.h"
 
 #include <algorithm>
@@ -74,13 +75,16 @@ Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communic
                Mix64(static_cast<uint64_t>(ls.table) ^ Mix64(static_cast<uint64_t>(ls.row_offset)) ^
                      Mix64(static_cast<uint64_t>(ls.col_offset) << 20) ^
                      Mix64(static_cast<uint64_t>(shard->slots())) ^ Mix64(sketch.size() + 7)));
-    const int64_t header[3] = {n, shard->forwards(), static_cast<int64_t>(sketch.size())};
+    const std::span<const double> scores = shard->scores();
+    const int64_t header[4] = {n, shard->forwards(), static_cast<int64_t>(sketch.size()),
+                               static_cast<int64_t>(scores.size())};
     Append(&mine, header, sizeof(header));
     Append(&mine, shard->ids().data(), n * sizeof(int64_t));
     Append(&mine, shard->last_seen().data(), n * sizeof(int64_t));
     std::vector<int64_t> counts(shard->counts().begin(), shard->counts().end());
     Append(&mine, counts.data(), n * sizeof(int64_t));
     Append(&mine, sketch.data(), sketch.size() * sizeof(uint16_t));
+    Append(&mine, scores.data(), scores.size_bytes());
     for (size_t k = 0; k < l.tensors.size(); ++k) {
       const size_t row_bytes = l.tensors[k].cols * DTypeSize(l.tensors[k].dtype);
       const size_t at = mine.size();
@@ -133,7 +137,7 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
   for (const Local& l : locals_) {
     for (size_t r = 0; r < cursors.size(); ++r) {
       Cursor& c = cursors[r];
-      const std::span<const int64_t> header = c.Take<int64_t>(3);
+      const std::span<const int64_t> header = c.Take<int64_t>(4);
       const auto n = static_cast<size_t>(header[0]);
       ReplicaRows& rr = rows[r];
       rr.forwards = header[1];
@@ -141,6 +145,7 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
       rr.last_seen = c.Take<int64_t>(n);
       rr.counts = c.Take<int64_t>(n);
       rr.sketch = c.Take<uint16_t>(static_cast<size_t>(header[2]));
+      rr.scores = c.Take<double>(static_cast<size_t>(header[3]));
       rr.tensors.clear();
       for (const auto& t : l.tensors)
         rr.tensors.push_back(c.Take<uint8_t>(n * t.cols * DTypeSize(t.dtype)).data());
@@ -152,6 +157,8 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
                                       shard->slots(), l.tensors, rows, self_, &merged);
     shard->RestoreMerged(merged.forwards, merged.ids, merged.last_seen, merged.counts,
                          merged.sketch, merged.gone);
+    // RestoreMerged leaves every score 0; a SCORE table takes the merged ones.
+    if (!merged.scores.empty()) shard->RestoreScores(merged.scores);
     evicted_ += merged.evicted;
     const size_t n = merged.ids.size();
     for (size_t k = 0; k < l.tensors.size(); ++k) {

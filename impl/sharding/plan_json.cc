@@ -139,6 +139,9 @@ Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* 
     t->dynamic.eviction = static_cast<DynamicConfig::Eviction>(ev);
     t->dynamic.admission_threshold = static_cast<int32_t>(threshold);
     t->dynamic.ttl_steps = ttl;
+    // Optional: the capacity in bytes the rows were resolved from (absent: given in rows).
+    if (const json::Value* bv = dv->Find("capacity_bytes"))
+      SR_RETURN_IF_ERROR(json::GetInt(*bv, dw + ".capacity_bytes", &t->dynamic.capacity_bytes));
   }
   std::string type;
   SR_RETURN_IF_ERROR(StringMember(tv, where, "sharding", &type));
@@ -229,7 +232,10 @@ std::string PlanToJson(const Plan& plan) {
       Key(&o, "dynamic");
       o.append(StrCat("{\"eviction\": ", static_cast<int32_t>(t.dynamic.eviction),
                       ", \"admission_threshold\": ", t.dynamic.admission_threshold,
-                      ", \"ttl_steps\": ", t.dynamic.ttl_steps, "},\n      "));
+                      ", \"ttl_steps\": ", t.dynamic.ttl_steps));
+      if (t.dynamic.capacity_bytes > 0)
+        o.append(StrCat(", \"capacity_bytes\": ", t.dynamic.capacity_bytes));
+      o.append("},\n      ");
     }
     Key(&o, "sharding");
     json::AppendString(&o, ShardingTypeName(tp.type));

@@ -73,6 +73,9 @@ Status ValidateConfigs(const Plan& plan) {
       if (t.dynamic.eviction == DynamicConfig::Eviction::kTtl && t.dynamic.ttl_steps < 1)
         return TableError(
             t, StrCat("TTL eviction needs ttl_steps >= 1 (got ", t.dynamic.ttl_steps, ")"));
+      if (t.dynamic.capacity_bytes < 0)
+        return TableError(
+            t, StrCat("dynamic capacity_bytes ", t.dynamic.capacity_bytes, " must be >= 0"));
     }
     if (t.features.empty()) return TableError(t, "no feature reads it");
     for (int32_t f : t.features) {

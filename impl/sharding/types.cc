@@ -111,6 +111,8 @@ uint64_t Plan::Hash() const {
       h.I64(static_cast<int32_t>(t.dynamic.eviction));
       h.I64(t.dynamic.admission_threshold);
       h.I64(t.dynamic.ttl_steps);
+      // Only when set, so plans of tables given in rows keep their hashes.
+      if (t.dynamic.capacity_bytes > 0) h.I64(t.dynamic.capacity_bytes);
     }
   }
   h.I64(planned_optimizer);

@@ -53,6 +53,9 @@ struct DynamicConfig {
   Eviction eviction = Eviction::kNone;
   int32_t admission_threshold = 0;  // 0 or 1: admitted at first sight
   int64_t ttl_steps = 0;            // kTtl only
+  // > 0: the capacity was given in bytes; the planner turned it into `rows`
+  // (planner::DynamicSlotsForBytes) before anything else reads the table.
+  int64_t capacity_bytes = 0;
 };
 
 struct TableConfig {

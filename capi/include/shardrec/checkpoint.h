@@ -193,16 +193,16 @@ shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
  * the table is gathered on every rank, so each rank needs its size in host memory. On a mesh the
  * communicator is the sharding group: call it in one sharding group, or in every group with the
  * same path (each writes the same bytes under its own temporary name; the last rename wins).
- * A dynamic table (docs/dynamic-tables.md) exports its rows keyed by id: tensors "ids" (I64,
- * [n], ascending) and "weights" (F32, [n, dim]), metadata format "shardrec-dynamic-table"; its
- * optimizer state is not exported yet (SHARDREC_EUNSUPPORTED with @p with_optimizer_state), and
- * shardrec_checkpoint_import_table refuses dynamic tables.
+ * A dynamic table (docs/dynamic-tables.md) exports its live rows keyed by id: tensors "ids"
+ * (I64, [n], ascending), "weights" (F32, [n, dim]) and, with @p with_optimizer_state, each state
+ * (F32, [n] or [n, dim]), row i of each belonging to ids[i]; metadata format
+ * "shardrec-dynamic-table". Its eviction metadata (last seen, counts, scores) is not exported.
  * @param coll  [in] Must not be NULL.
  * @param table [in] NUL-terminated table name; must not be NULL.
  * @param path  [in] NUL-terminated file path; must not be NULL or empty; its directory must exist.
  * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL
- *         arguments; SHARDREC_EUNSUPPORTED for a dynamic table's optimizer state; SHARDREC_EUSAGE
- *         while an input distribution is pending (dynamic tables); SHARDREC_EIO;
+ *         arguments; SHARDREC_EUSAGE while an input distribution is pending (dynamic tables);
+ *         SHARDREC_EIO;
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embedding_t* coll,
@@ -216,8 +216,17 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
  * optimizer states are loaded too (states the file lacks stay as they are). Each rank reads only
  * its own shards' rows. Collective. All-or-nothing like shardrec_checkpoint_load: each rank
  * reads its rows into host staging (the same 1 GiB limit) before anything changes.
+ * A dynamic table reads a file keyed by id (its table export: "ids", I64 [n], unique; "weights"
+ * [n, dim]; with @p with_optimizer_state the states, F32 [n] or [n, dim]): each rank reads the
+ * whole file and inserts the ids its shards own under this plan, beside the rows they hold. An
+ * id with a row takes the file's row (and state when read; else it keeps its own); a new id takes
+ * a free slot, the file's row, the file's state or zeros, last seen now, count and score 0. Rows
+ * the file does not name stay. A shard that would hold more rows than its slots fails the import
+ * on every rank (SHARDREC_EINVAL; nothing evicted, nothing changed). docs/dynamic-tables.md,
+ * "Table export and import".
  * @return SHARDREC_OK. Nothing changed: SHARDREC_ENOTFOUND for an unknown table or a missing
- *         file; SHARDREC_EINVAL for a shape or dtype mismatch or NULL arguments;
+ *         file; SHARDREC_EINVAL for a shape or dtype mismatch, NULL arguments, or (dynamic
+ *         tables) a file without "ids", a repeated id or too few free slots;
  *         SHARDREC_ECORRUPT for a malformed or truncated file; SHARDREC_EIO; SHARDREC_ETIMEOUT /
  *         SHARDREC_EREMOTE; SHARDREC_EUSAGE while an input distribution is pending. During the
  *         commit ("partly imported"): SHARDREC_ECUDA when a GPU collection's device copy fails,

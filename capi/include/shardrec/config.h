@@ -160,11 +160,20 @@ typedef struct shardrec_dynamic_table_config {
                                     undercount); 0 or 1: at first sight. >= 0. */
   int64_t ttl_steps;           /**< TTL only: steps a row may go unseen before it may be
                                     evicted; >= 1 with TTL, else ignored. */
+  /* Version 2. */
+  int64_t capacity_bytes; /**< 0: the capacity is the table's `rows`. Else the capacity in bytes
+                               of memory, and the table's `rows` must be 0 (give one of the two):
+                               shardrec_plan_create turns it into the largest slot count whose
+                               rows at the storage dtype, optimizer state (the table's optimizer,
+                               else the topology's) and per-slot metadata, counted as the planner
+                               counts them for one shard, fit in it (docs/dynamic-tables.md,
+                               "Capacity in bytes"; rounded down). A figure too small for one slot
+                               is SHARDREC_EINVAL naming the table and the cost of a slot. >= 0. */
 } shardrec_dynamic_table_config_t;
 
-#define SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION 1u
+#define SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION 2u
 #define SHARDREC_DYNAMIC_TABLE_CONFIG_INIT \
-  { SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, SHARDREC_EVICTION_NONE, 0, 0 }
+  { SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, SHARDREC_EVICTION_NONE, 0, 0, 0 }
 
 /**
  * Fills @p config with the defaults (no eviction, admission at first sight).
@@ -183,7 +192,9 @@ typedef struct shardrec_table_config {
   const char* name;        /**< Unique, non-empty, NUL-terminated; copied by the callee. */
   int64_t rows;            /**< Number of rows (hash size); must be > 0, and rows x dim at
                                 most 2^56. A dynamic table (@ref dynamic): its capacity in rows,
-                                split into row blocks like a fixed table's rows. */
+                                split into row blocks like a fixed table's rows; 0 when its
+                                capacity is given in bytes (its dynamic config's capacity_bytes),
+                                and the plan then holds the slot count. */
   int32_t dim;             /**< Embedding dimension; must be > 0. */
   int32_t pooling;         /**< SHARDREC_POOLING_*; 0 is SUM. */
   int32_t dtype;           /**< Weight storage type, SHARDREC_DTYPE_*; 0 is FLOAT32. */

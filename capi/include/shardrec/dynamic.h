@@ -47,11 +47,18 @@ typedef struct shardrec_dynamic_table_stats {
   uint64_t metadata_bytes;          /**< Bytes of this rank's id index, per-slot metadata and
                                          admission counts for the table (beyond the rows and their
                                          optimizer state). */
+  /* Version 2. */
+  uint64_t capacity_bytes; /**< The capacity in bytes of memory: what this rank allocated for
+                                the table's row blocks held here, every slot's row (storage
+                                dtype) and optimizer state on every column shard, each shard's
+                                zero row, and metadata_bytes. Compare with the table config's
+                                capacity_bytes, which counts the slots alone
+                                (docs/dynamic-tables.md, "Capacity in bytes"). */
 } shardrec_dynamic_table_stats_t;
 
-#define SHARDREC_DYNAMIC_TABLE_STATS_VERSION 1u
+#define SHARDREC_DYNAMIC_TABLE_STATS_VERSION 2u
 #define SHARDREC_DYNAMIC_TABLE_STATS_INIT \
-  { SHARDREC_DYNAMIC_TABLE_STATS_VERSION, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0u }
+  { SHARDREC_DYNAMIC_TABLE_STATS_VERSION, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0u, 0u }
 
 /**
  * Fills @p stats with zeros for struct version @p version.

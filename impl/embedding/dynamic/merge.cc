@@ -18,6 +18,7 @@ struct Key {
   int64_t id = 0;
   int64_t last_seen = 0;
   int64_t count = 0;
+  double score = 0.0;
   size_t first = 0;  // its holders: holders_[first, first + n)
   size_t n = 0;
 };
@@ -66,30 +67,40 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
   std::vector<Key> keys;
   std::vector<Holder> holders;
   holders.reserve(all.size());
+  bool scored = false;
+  for (const ReplicaRows& rr : replicas) scored = scored || !rr.scores.empty();
   for (size_t i = 0; i < all.size();) {
     Key k;
     k.id = std::get<0>(all[i]);
     k.first = holders.size();
+    bool first_score = true;
     for (; i < all.size() && std::get<0>(all[i]) == k.id; ++i) {
       const auto [id, r, row] = all[i];
       const ReplicaRows& rr = replicas[static_cast<size_t>(r)];
       k.last_seen = std::max(k.last_seen, rr.last_seen[static_cast<size_t>(row)]);
       k.count = std::max(k.count, rr.counts[static_cast<size_t>(row)]);
+      // The maximum: a key any replica scored high stays (scores are finite, maybe negative).
+      const double score = rr.scores.empty() ? 0.0 : rr.scores[static_cast<size_t>(row)];
+      k.score = first_score ? score : std::max(k.score, score);
+      first_score = false;
       holders.push_back({r, row});
     }
     k.n = holders.size() - k.first;
     keys.push_back(k);
   }
-  // Over capacity: the ids that leave first under the table's order (LFU: fewest occurrences;
-  // otherwise, and for tables that never evict in training, least recently seen; ties by id).
+  // Over capacity: the ids that leave first under the table's order (SCORE: lowest score, as a
+  // forward evicts; LFU: fewest occurrences; otherwise, and for tables that never evict in
+  // training, least recently seen; ties by id).
   const int64_t excess = static_cast<int64_t>(keys.size()) - slots;
   if (excess > 0) {
     std::vector<size_t> order(keys.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     const bool lfu = config.eviction == Eviction::kLfu;
+    const bool by_score = config.eviction == Eviction::kScore;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       const Key& x = keys[a];
       const Key& y = keys[b];
+      if (by_score) return std::tie(x.score, x.id) < std::tie(y.score, y.id);
       if (lfu) return std::tie(x.count, x.last_seen, x.id) < std::tie(y.count, y.last_seen, y.id);
       return std::tie(x.last_seen, x.id) < std::tie(y.last_seen, y.id);
     });
@@ -112,7 +123,9 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
   out->ids.resize(n);
   out->last_seen.resize(n);
   out->counts.resize(n);
+  if (scored) out->scores.resize(n);
   for (size_t i = 0; i < n; ++i) {
+    if (scored) out->scores[i] = keys[i].score;
     out->ids[i] = keys[i].id;
     out->last_seen[i] = keys[i].last_seen;
     out->counts[i] = static_cast<uint32_t>(std::min<int64_t>(keys[i].count, UINT32_MAX));

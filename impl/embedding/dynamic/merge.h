@@ -27,6 +27,7 @@ struct ReplicaRows {
   int64_t forwards = 0;
   std::span<const int64_t> ids, last_seen, counts;
   std::span<const uint16_t> sketch;     // admission counters; empty without admission
+  std::span<const double> scores;       // per row: the caller's score; empty unless SCORE
   std::vector<const uint8_t*> tensors;  // per MergeTensor
 };
 
@@ -35,6 +36,7 @@ struct MergedShard {
   int64_t forwards = 0;
   std::vector<int64_t> ids, last_seen;
   std::vector<uint32_t> counts;
+  std::vector<double> scores;  // per row (SCORE tables); empty when no replica sent scores
   std::vector<uint16_t> sketch;
   std::vector<std::vector<uint8_t>> tensors;  // per MergeTensor, packed rows
   std::vector<int64_t> gone;                  // ids replica `self` held that the merge evicted
@@ -45,8 +47,10 @@ struct MergedShard {
 // of at most `slots` rows under `config`'s eviction order, as seen from replica `self` (only
 // `gone` and the own_if_held tensors depend on it). Per id: the weights and each state are the
 // fp32 sum over its holders in replica order divided by their number (16-bit storage widened,
-// rounded once); last seen and count take the maximum; the forward counter and each admission
-// counter take the maximum over all replicas.
+// rounded once); last seen, count and score (SCORE tables) take the maximum; the forward counter
+// and each admission counter take the maximum over all replicas. Over capacity the victims are
+// the lowest scores in a SCORE table, the fewest counts in an LFU one, else the least recently
+// seen; ties by id.
 void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
                    std::span<const MergeTensor> tensors, std::span<const ReplicaRows> replicas,
                    int self, MergedShard* out);

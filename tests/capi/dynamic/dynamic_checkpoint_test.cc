@@ -318,6 +318,60 @@ TEST(DynamicCheckpoint, CorruptFileOrTooSmallCapacityChangesNothing) {
   }
 }
 
+// The manifest's format_version of the checkpoint in dir.
+int FormatVersion(const std::string& dir) {
+  std::ifstream f(dir + "/manifest.json");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("\"format_version\":");
+  if (at == std::string::npos) return -1;
+  return std::atoi(text.c_str() + at + std::strlen("\"format_version\":"));
+}
+
+// A checkpoint with dynamic tables is format version 2 and one of fixed tables only stays
+// version 1 (docs/checkpoint-format.md#versions), so a reader of version 1 refuses the first as
+// a newer format; a version this library does not know is refused the same way, on every rank,
+// with nothing changed.
+TEST(DynamicCheckpoint, FormatVersionMarksDynamicTables) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+  const Side side{2, SHARDREC_SHARDING_ROW_WISE, 64};
+  const std::string dir = Dir("version");
+  (void)RunSide(s, side, st, {"", "", dir, 0, kSaveAt, kSaveAt});
+  EXPECT_EQ(FormatVersion(dir), 2);
+  const std::string newer = Dir("version_newer");
+  std::filesystem::copy(dir, newer);
+  {
+    std::ifstream f(newer + "/manifest.json");
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string key = "\"format_version\": 2";
+    const size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos) << text.substr(0, 200);
+    text.replace(at, key.size(), "\"format_version\": 3");
+    std::ofstream(newer + "/manifest.json", std::ios::trunc) << text;
+  }
+  const Result want = RunSide(s, side, st, {"", "", "", 0, 2, kSaveAt});
+  const Result got = RunSide(s, side, st, {"", newer, "", 0, 2, kSaveAt, SHARDREC_EUNSUPPORTED});
+  ExpectNear(got.probe, want.probe, 0.0f, "probe after the refused load");
+
+  DynScenario f = s;
+  f.fixed = true;
+  for (RefTable& t : f.base.tables) t.rows = 64;
+  PlanPtr plan = MakeDynPlan(f);
+  ASSERT_NE(plan, nullptr);
+  const std::string fixed_dir = Dir("version_fixed");
+  const shardrec_optimizer_config_t opt = ToCOptimizer(f.base.optimizer);
+  SpawnRanks(1, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, r), &opt, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    ASSERT_EQ(shardrec_checkpoint_save(c, fixed_dir.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  });
+  EXPECT_EQ(FormatVersion(fixed_dir), 1);
+}
+
 // Writes a column-wise checkpoint of world 2 with dynamic tables and, per table, every pool id's
 // row (from the probe after the save) and the rows saved, for read_with_safetensors.py --dynamic,
 // which reassembles each table's id -> row map with the Python `safetensors` package.

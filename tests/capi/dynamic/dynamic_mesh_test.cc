@@ -63,7 +63,7 @@ std::vector<Table> ReadCheckpoint(const std::string& dir) {
       const size_t a = key.find('/'), b = key.rfind('/');
       const std::string table = key.substr(0, a), tensor = key.substr(a + 1, b - a - 1);
       if (tensor == "ids" || tensor == "last_seen" || tensor == "count" || tensor == "admission" ||
-          tensor == "dynamic_meta")
+          tensor == "dynamic_meta" || tensor == "score")
         continue;
       EXPECT_EQ(key.substr(key.find('_', b)), "_c0") << "row-wise or table-wise only";
       const std::vector<int64_t>& v = ids.at(table + key.substr(b, key.find('_', b) - b));
@@ -79,6 +79,37 @@ std::vector<Table> ReadCheckpoint(const std::string& dir) {
     }
   }
   EXPECT_GT(files, 0u) << dir;
+  return out;
+}
+
+// Both tables' scores in a checkpoint in `dir` (SCORE tables: the "score" record of each row
+// block, beside its "ids"), by id.
+std::vector<std::map<int64_t, double>> ReadScores(const std::string& dir) {
+  std::vector<std::map<int64_t, double>> out(2);
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    uint64_t hlen = 0;
+    in.read(reinterpret_cast<char*>(&hlen), 8);
+    std::string header(hlen, '\0');
+    in.read(header.data(), static_cast<std::streamsize>(hlen));
+    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const nlohmann::json h = nlohmann::json::parse(header);
+    for (const auto& [key, t] : h.items()) {
+      const size_t a = key.find('/'), b = key.rfind('/');
+      if (key == "__metadata__" || key.substr(a + 1, b - a - 1) != "score") continue;
+      const nlohmann::json& ids = h.at(key.substr(0, a) + "/ids" + key.substr(b));
+      const auto n = t["shape"][0].get<size_t>();
+      EXPECT_EQ(ids["shape"][0].get<size_t>(), n) << key;
+      for (size_t i = 0; i < n; ++i) {
+        int64_t id;
+        double score;
+        std::memcpy(&id, data.data() + ids["data_offsets"][0].get<size_t>() + i * 8, 8);
+        std::memcpy(&score, data.data() + t["data_offsets"][0].get<size_t>() + i * 8, 8);
+        out[key.substr(0, a) == "t0" ? 0 : 1][id] = score;
+      }
+    }
+  }
   return out;
 }
 
@@ -402,6 +433,116 @@ TEST(DynamicMesh, OverCapacityKeepsTheLruOrderOnEveryReplica) {
     runs.push_back(tables);
   }
   for (int t = 0; t < 2; ++t) ExpectSame(runs[1][t], runs[0][t], "second run");
+}
+
+// A replica's score of an id (SCORE eviction): replicas score shared ids differently, with ties
+// and negative scores among them.
+double ReplicaScore(int64_t id, int32_t replica) {
+  const uint64_t x = static_cast<uint64_t>(id) * 0x9e3779b97f4a7c15ull + replica * 0x51ull;
+  return static_cast<double>((x >> 40) % 23) - 11.0;
+}
+
+// SCORE tables on two replicas of one table-wise shard whose union exceeds the capacity, each
+// replica scoring its own ids: the sync keeps per id the maximum of its holders' scores, evicts
+// the lowest (ties: the smaller id), the same on both replicas; the merged rows are the holders'
+// average; a mesh checkpoint keeps the scores, and a 1D load of it has them (it saves them
+// again).
+TEST(DynamicMesh, ScoresMergeByMaximumAndEvictLowestFirst) {
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
+  for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_SCORE;
+  DynScenario sw = s;
+  sw.base.world = 2;
+  const auto batches = MakeDynBatches(sw);
+  const std::vector<int32_t> table_of = {0, 1, 1};
+  std::vector<std::vector<std::set<int64_t>>> seen(2, std::vector<std::set<int64_t>>(2));
+  for (int32_t step = 0; step < s.base.steps; ++step) {
+    for (int r = 0; r < 2; ++r) {
+      const RefBatch& b = batches[step][r];
+      size_t at = 0;
+      for (int32_t f = 0; f < 3; ++f)
+        for (int64_t i = 0; i < b.batch_size; ++i)
+          for (int32_t k = 0; k < b.lengths[f * b.batch_size + i]; ++k)
+            seen[r][table_of[f]].insert(b.ids[at++]);
+    }
+  }
+  std::vector<std::map<int64_t, double>> want_scores(2);  // per table: the maximum
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < 2; ++r)
+      for (int64_t id : seen[r][t]) {
+        auto it = want_scores[t].find(id);
+        const double x = ReplicaScore(id, r);
+        if (it == want_scores[t].end() || x > it->second) want_scores[t][id] = x;
+      }
+    s.base.tables[t].rows = static_cast<int64_t>(std::max(seen[0][t].size(), seen[1][t].size()));
+    ASSERT_LT(s.base.tables[t].rows, static_cast<int64_t>(want_scores[t].size()));
+  }
+  const int64_t dim = DynOutputDim(s);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const std::string dir = Dir("scores");
+  const std::string ckpt = dir + "/ckpt";
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, plan.get(), &opt, s.base.seed, &m);
+    for (int32_t step = 0; step < s.base.steps; ++step)
+      TrainStep(m.coll, batches[step][r], dim, step, r, nullptr);
+    for (int t = 0; t < 2; ++t) {
+      const std::vector<int64_t> ids(seen[m.replica_rank][t].begin(),
+                                     seen[m.replica_rank][t].end());
+      std::vector<double> scores;
+      for (int64_t id : ids) scores.push_back(ReplicaScore(id, m.replica_rank));
+      size_t num_set = 0;
+      ASSERT_EQ(shardrec_embedding_dynamic_set_scores(m.coll, t == 0 ? "t0" : "t1", ids.data(),
+                                                      scores.data(), ids.size(), &num_set),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      EXPECT_EQ(num_set, ids.size());  // training evicted nothing: every id has its row
+    }
+    SaveGroup(m.coll, GroupDir(dir, "pre", m.replica_rank));
+    ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << shardrec_last_error();
+    SaveGroup(m.coll, GroupDir(dir, "post", m.replica_rank));
+    ASSERT_EQ(shardrec_checkpoint_save_mesh(m.mesh, m.coll, ckpt.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  });
+  if (HasFatalFailure()) return;
+  SpawnRanks(1, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, r), &opt, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    ASSERT_EQ(shardrec_checkpoint_load(c, ckpt.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    SaveGroup(c, GroupDir(dir, "reloaded", 0));
+  });
+  if (HasFatalFailure()) return;
+  const std::vector<Table> pre0 = ReadCheckpoint(GroupDir(dir, "pre", 0));
+  const std::vector<Table> pre1 = ReadCheckpoint(GroupDir(dir, "pre", 1));
+  for (const char* stage : {"post_r0", "post_r1", "reloaded"}) {
+    const std::string at = std::string(stage) == "reloaded"  ? GroupDir(dir, "reloaded", 0)
+                           : std::string(stage) == "post_r0" ? GroupDir(dir, "post", 0)
+                                                             : GroupDir(dir, "post", 1);
+    const std::vector<Table> got = ReadCheckpoint(at);
+    const std::vector<std::map<int64_t, double>> scores = ReadScores(at);
+    for (size_t t = 0; t < 2; ++t) {
+      std::vector<std::pair<double, int64_t>> order;
+      for (const auto& [id, x] : want_scores[t]) order.push_back({x, id});
+      std::sort(order.begin(), order.end());
+      std::map<int64_t, double> kept = want_scores[t];
+      Table want = Merge({pre0[t], pre1[t]});
+      const size_t excess = order.size() - static_cast<size_t>(s.base.tables[t].rows);
+      for (size_t i = 0; i < excess; ++i) {
+        kept.erase(order[i].second);
+        want.erase(order[i].second);
+      }
+      const std::string what = std::string(stage) + " table " + std::to_string(t);
+      ExpectSame(got[t], want, what);
+      EXPECT_EQ(scores[t], kept) << what;
+    }
+  }
 }
 
 // A weights-only sync: the weights merge as in a full sync; each replica keeps its own optimizer

@@ -212,15 +212,7 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   std::vector<float> w(16 * 8);
   EXPECT_EQ(shardrec_embedding_get_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
   EXPECT_EQ(shardrec_embedding_set_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
-  // A dynamic table's optimizer state is not exported, and imports refuse dynamic tables,
-  // before touching the file system (its weights export: dynamic_delta_test.cc).
-  const std::string dir = ::testing::TempDir() + "shardrec_dynamic_refusal_ckpt";
-  EXPECT_EQ(shardrec_checkpoint_export_table(c, "t0", (dir + ".bin").c_str(), 1),
-            SHARDREC_EUNSUPPORTED);
-  EXPECT_NE(std::string(shardrec_last_error()).find("dynamic"), std::string::npos)
-      << shardrec_last_error();
-  EXPECT_EQ(shardrec_checkpoint_import_table(c, "t0", (dir + ".bin").c_str(), 0),
-            SHARDREC_EUNSUPPORTED);
+  // Table export and import of dynamic tables: dynamic_table_io_test.cc.
   const auto st = StatsOf(c, "t1");
   EXPECT_EQ(st.size, 0);
   EXPECT_EQ(st.capacity, 16);

@@ -36,23 +36,23 @@ typedef long long swig_type_3;
 typedef _gostring_ swig_type_4;
 typedef long long swig_type_5;
 typedef long long swig_type_6;
-typedef _gostring_ swig_type_7;
+typedef long long swig_type_7;
 typedef long long swig_type_8;
-typedef long long swig_type_9;
-typedef _gostring_ swig_type_10;
+typedef _gostring_ swig_type_9;
+typedef long long swig_type_10;
 typedef long long swig_type_11;
-typedef long long swig_type_12;
-typedef _gostring_ swig_type_13;
-typedef _gostring_ swig_type_14;
-typedef long long swig_type_15;
-typedef long long swig_type_16;
-typedef _gostring_ swig_type_17;
-typedef _gostring_ swig_type_18;
-typedef _goslice_ swig_type_19;
+typedef _gostring_ swig_type_12;
+typedef long long swig_type_13;
+typedef long long swig_type_14;
+typedef _gostring_ swig_type_15;
+typedef _gostring_ swig_type_16;
+typedef long long swig_type_17;
+typedef long long swig_type_18;
+typedef _gostring_ swig_type_19;
 typedef _gostring_ swig_type_20;
 typedef _goslice_ swig_type_21;
-typedef _goslice_ swig_type_22;
-typedef _gostring_ swig_type_23;
+typedef _gostring_ swig_type_22;
+typedef _goslice_ swig_type_23;
 typedef _goslice_ swig_type_24;
 typedef _gostring_ swig_type_25;
 typedef _goslice_ swig_type_26;
@@ -61,38 +61,38 @@ typedef _goslice_ swig_type_28;
 typedef _gostring_ swig_type_29;
 typedef _goslice_ swig_type_30;
 typedef _gostring_ swig_type_31;
-typedef long long swig_type_32;
+typedef _goslice_ swig_type_32;
 typedef _gostring_ swig_type_33;
-typedef _gostring_ swig_type_34;
+typedef long long swig_type_34;
 typedef _gostring_ swig_type_35;
-typedef long long swig_type_36;
+typedef _gostring_ swig_type_36;
 typedef _gostring_ swig_type_37;
 typedef long long swig_type_38;
 typedef _gostring_ swig_type_39;
 typedef long long swig_type_40;
 typedef _gostring_ swig_type_41;
-typedef _gostring_ swig_type_42;
-typedef _goslice_ swig_type_43;
-typedef long long swig_type_44;
-typedef _gostring_ swig_type_45;
-typedef _goslice_ swig_type_46;
+typedef long long swig_type_42;
+typedef _gostring_ swig_type_43;
+typedef _gostring_ swig_type_44;
+typedef _goslice_ swig_type_45;
+typedef long long swig_type_46;
 typedef _gostring_ swig_type_47;
 typedef _goslice_ swig_type_48;
 typedef _gostring_ swig_type_49;
 typedef _goslice_ swig_type_50;
 typedef _gostring_ swig_type_51;
 typedef _goslice_ swig_type_52;
-typedef long long swig_type_53;
-typedef long long swig_type_54;
+typedef _gostring_ swig_type_53;
+typedef _goslice_ swig_type_54;
 typedef long long swig_type_55;
 typedef long long swig_type_56;
-typedef _gostring_ swig_type_57;
-typedef _goslice_ swig_type_58;
+typedef long long swig_type_57;
+typedef long long swig_type_58;
 typedef _gostring_ swig_type_59;
-typedef _gostring_ swig_type_60;
+typedef _goslice_ swig_type_60;
 typedef _gostring_ swig_type_61;
 typedef _gostring_ swig_type_62;
-typedef _goslice_ swig_type_63;
+typedef _gostring_ swig_type_63;
 typedef _gostring_ swig_type_64;
 typedef _goslice_ swig_type_65;
 typedef _gostring_ swig_type_66;
@@ -102,108 +102,108 @@ typedef _goslice_ swig_type_69;
 typedef _gostring_ swig_type_70;
 typedef _goslice_ swig_type_71;
 typedef _gostring_ swig_type_72;
-typedef long long swig_type_73;
+typedef _goslice_ swig_type_73;
 typedef _gostring_ swig_type_74;
 typedef long long swig_type_75;
 typedef _gostring_ swig_type_76;
-typedef _gostring_ swig_type_77;
-typedef _goslice_ swig_type_78;
+typedef long long swig_type_77;
+typedef _gostring_ swig_type_78;
 typedef _gostring_ swig_type_79;
-typedef long long swig_type_80;
-typedef _goslice_ swig_type_81;
-typedef _gostring_ swig_type_82;
-typedef long long swig_type_83;
-typedef _goslice_ swig_type_84;
-typedef _gostring_ swig_type_85;
-typedef long long swig_type_86;
-typedef _goslice_ swig_type_87;
-typedef _goslice_ swig_type_88;
-typedef _gostring_ swig_type_89;
-typedef long long swig_type_90;
-typedef long long swig_type_91;
-typedef _gostring_ swig_type_92;
-typedef _gostring_ swig_type_93;
+typedef _goslice_ swig_type_80;
+typedef _gostring_ swig_type_81;
+typedef long long swig_type_82;
+typedef _goslice_ swig_type_83;
+typedef _gostring_ swig_type_84;
+typedef long long swig_type_85;
+typedef _goslice_ swig_type_86;
+typedef _gostring_ swig_type_87;
+typedef long long swig_type_88;
+typedef _goslice_ swig_type_89;
+typedef _goslice_ swig_type_90;
+typedef _gostring_ swig_type_91;
+typedef long long swig_type_92;
+typedef long long swig_type_93;
 typedef _gostring_ swig_type_94;
 typedef _gostring_ swig_type_95;
-typedef long long swig_type_96;
-typedef long long swig_type_97;
+typedef _gostring_ swig_type_96;
+typedef _gostring_ swig_type_97;
 typedef long long swig_type_98;
 typedef long long swig_type_99;
 typedef long long swig_type_100;
 typedef long long swig_type_101;
-typedef _gostring_ swig_type_102;
-typedef _gostring_ swig_type_103;
-typedef _goslice_ swig_type_104;
+typedef long long swig_type_102;
+typedef long long swig_type_103;
+typedef _gostring_ swig_type_104;
 typedef _gostring_ swig_type_105;
 typedef _goslice_ swig_type_106;
 typedef _gostring_ swig_type_107;
 typedef _goslice_ swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef _gostring_ swig_type_110;
-typedef _goslice_ swig_type_111;
+typedef _goslice_ swig_type_110;
+typedef _gostring_ swig_type_111;
 typedef _gostring_ swig_type_112;
 typedef _goslice_ swig_type_113;
 typedef _gostring_ swig_type_114;
-typedef _gostring_ swig_type_115;
+typedef _goslice_ swig_type_115;
 typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
 typedef _gostring_ swig_type_118;
 typedef _gostring_ swig_type_119;
-typedef _goslice_ swig_type_120;
+typedef _gostring_ swig_type_120;
 typedef _gostring_ swig_type_121;
-typedef long long swig_type_122;
+typedef _goslice_ swig_type_122;
 typedef _gostring_ swig_type_123;
-typedef _gostring_ swig_type_124;
-typedef _goslice_ swig_type_125;
+typedef long long swig_type_124;
+typedef _gostring_ swig_type_125;
 typedef _gostring_ swig_type_126;
-typedef _gostring_ swig_type_127;
-typedef _goslice_ swig_type_128;
+typedef _goslice_ swig_type_127;
+typedef _gostring_ swig_type_128;
 typedef _gostring_ swig_type_129;
 typedef _goslice_ swig_type_130;
 typedef _gostring_ swig_type_131;
-typedef long long swig_type_132;
-typedef _goslice_ swig_type_133;
-typedef _gostring_ swig_type_134;
-typedef _gostring_ swig_type_135;
+typedef _goslice_ swig_type_132;
+typedef _gostring_ swig_type_133;
+typedef long long swig_type_134;
+typedef _goslice_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef _goslice_ swig_type_137;
+typedef _gostring_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef _gostring_ swig_type_139;
+typedef _goslice_ swig_type_139;
 typedef _gostring_ swig_type_140;
-typedef _goslice_ swig_type_141;
+typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
 typedef _goslice_ swig_type_143;
-typedef _goslice_ swig_type_144;
-typedef _gostring_ swig_type_145;
-typedef _gostring_ swig_type_146;
+typedef _gostring_ swig_type_144;
+typedef _goslice_ swig_type_145;
+typedef _goslice_ swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
 typedef _gostring_ swig_type_150;
-typedef _goslice_ swig_type_151;
+typedef _gostring_ swig_type_151;
 typedef _gostring_ swig_type_152;
-typedef _gostring_ swig_type_153;
-typedef long long swig_type_154;
-typedef _goslice_ swig_type_155;
-typedef _gostring_ swig_type_156;
+typedef _goslice_ swig_type_153;
+typedef _gostring_ swig_type_154;
+typedef _gostring_ swig_type_155;
+typedef long long swig_type_156;
 typedef _goslice_ swig_type_157;
 typedef _gostring_ swig_type_158;
-typedef long long swig_type_159;
-typedef _goslice_ swig_type_160;
-typedef _goslice_ swig_type_161;
-typedef long long swig_type_162;
-typedef long long swig_type_163;
+typedef _goslice_ swig_type_159;
+typedef _gostring_ swig_type_160;
+typedef long long swig_type_161;
+typedef _goslice_ swig_type_162;
+typedef _goslice_ swig_type_163;
 typedef long long swig_type_164;
 typedef long long swig_type_165;
 typedef long long swig_type_166;
 typedef long long swig_type_167;
-typedef _gostring_ swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef long long swig_type_168;
+typedef long long swig_type_169;
 typedef _gostring_ swig_type_170;
 typedef _gostring_ swig_type_171;
-typedef _goslice_ swig_type_172;
-typedef long long swig_type_173;
-typedef long long swig_type_174;
+typedef _gostring_ swig_type_172;
+typedef _gostring_ swig_type_173;
+typedef _goslice_ swig_type_174;
 typedef long long swig_type_175;
 typedef long long swig_type_176;
 typedef long long swig_type_177;
@@ -224,57 +224,57 @@ typedef long long swig_type_191;
 typedef long long swig_type_192;
 typedef long long swig_type_193;
 typedef long long swig_type_194;
-typedef _gostring_ swig_type_195;
-typedef _gostring_ swig_type_196;
-typedef _gostring_ swig_type_197;
-typedef _gostring_ swig_type_198;
+typedef long long swig_type_195;
+typedef long long swig_type_196;
+typedef long long swig_type_197;
+typedef long long swig_type_198;
 typedef _gostring_ swig_type_199;
 typedef _gostring_ swig_type_200;
 typedef _gostring_ swig_type_201;
-typedef _goslice_ swig_type_202;
-typedef _goslice_ swig_type_203;
-typedef long long swig_type_204;
-typedef _goslice_ swig_type_205;
-typedef long long swig_type_206;
+typedef _gostring_ swig_type_202;
+typedef _gostring_ swig_type_203;
+typedef _gostring_ swig_type_204;
+typedef _gostring_ swig_type_205;
+typedef _goslice_ swig_type_206;
 typedef _goslice_ swig_type_207;
-typedef _goslice_ swig_type_208;
-typedef _gostring_ swig_type_209;
-typedef _gostring_ swig_type_210;
+typedef long long swig_type_208;
+typedef _goslice_ swig_type_209;
+typedef long long swig_type_210;
 typedef _goslice_ swig_type_211;
 typedef _goslice_ swig_type_212;
-typedef long long swig_type_213;
-typedef _goslice_ swig_type_214;
-typedef _gostring_ swig_type_215;
+typedef _gostring_ swig_type_213;
+typedef _gostring_ swig_type_214;
+typedef _goslice_ swig_type_215;
 typedef _goslice_ swig_type_216;
-typedef _gostring_ swig_type_217;
-typedef _gostring_ swig_type_218;
+typedef long long swig_type_217;
+typedef _goslice_ swig_type_218;
 typedef _gostring_ swig_type_219;
 typedef _goslice_ swig_type_220;
 typedef _gostring_ swig_type_221;
-typedef _goslice_ swig_type_222;
-typedef _goslice_ swig_type_223;
+typedef _gostring_ swig_type_222;
+typedef _gostring_ swig_type_223;
 typedef _goslice_ swig_type_224;
-typedef _goslice_ swig_type_225;
-typedef _gostring_ swig_type_226;
+typedef _gostring_ swig_type_225;
+typedef _goslice_ swig_type_226;
 typedef _goslice_ swig_type_227;
-typedef _gostring_ swig_type_228;
+typedef _goslice_ swig_type_228;
 typedef _goslice_ swig_type_229;
 typedef _gostring_ swig_type_230;
-typedef _gostring_ swig_type_231;
-typedef _goslice_ swig_type_232;
-typedef _gostring_ swig_type_233;
+typedef _goslice_ swig_type_231;
+typedef _gostring_ swig_type_232;
+typedef _goslice_ swig_type_233;
 typedef _gostring_ swig_type_234;
-typedef _goslice_ swig_type_235;
-typedef _gostring_ swig_type_236;
-typedef _goslice_ swig_type_237;
-typedef _goslice_ swig_type_238;
+typedef _gostring_ swig_type_235;
+typedef _goslice_ swig_type_236;
+typedef _gostring_ swig_type_237;
+typedef _gostring_ swig_type_238;
 typedef _goslice_ swig_type_239;
-typedef long long swig_type_240;
-typedef long long swig_type_241;
-typedef _gostring_ swig_type_242;
-typedef _gostring_ swig_type_243;
-typedef _gostring_ swig_type_244;
-typedef _gostring_ swig_type_245;
+typedef _gostring_ swig_type_240;
+typedef _goslice_ swig_type_241;
+typedef _goslice_ swig_type_242;
+typedef _goslice_ swig_type_243;
+typedef long long swig_type_244;
+typedef long long swig_type_245;
 typedef _gostring_ swig_type_246;
 typedef _gostring_ swig_type_247;
 typedef _gostring_ swig_type_248;
@@ -290,288 +290,292 @@ typedef _gostring_ swig_type_257;
 typedef _gostring_ swig_type_258;
 typedef _gostring_ swig_type_259;
 typedef _gostring_ swig_type_260;
-typedef long long swig_type_261;
-typedef _goslice_ swig_type_262;
+typedef _gostring_ swig_type_261;
+typedef _gostring_ swig_type_262;
 typedef _gostring_ swig_type_263;
 typedef _gostring_ swig_type_264;
-typedef _gostring_ swig_type_265;
-typedef _gostring_ swig_type_266;
+typedef long long swig_type_265;
+typedef _goslice_ swig_type_266;
 typedef _gostring_ swig_type_267;
 typedef _gostring_ swig_type_268;
-typedef _goslice_ swig_type_269;
-typedef _goslice_ swig_type_270;
+typedef _gostring_ swig_type_269;
+typedef _gostring_ swig_type_270;
 typedef _gostring_ swig_type_271;
-typedef _goslice_ swig_type_272;
-typedef _gostring_ swig_type_273;
+typedef _gostring_ swig_type_272;
+typedef _goslice_ swig_type_273;
 typedef _goslice_ swig_type_274;
 typedef _gostring_ swig_type_275;
-typedef long long swig_type_276;
-typedef long long swig_type_277;
+typedef _goslice_ swig_type_276;
+typedef _gostring_ swig_type_277;
 typedef _goslice_ swig_type_278;
-typedef _goslice_ swig_type_279;
-typedef _goslice_ swig_type_280;
-typedef _goslice_ swig_type_281;
-typedef _gostring_ swig_type_282;
-typedef long long swig_type_283;
-typedef long long swig_type_284;
+typedef _gostring_ swig_type_279;
+typedef long long swig_type_280;
+typedef long long swig_type_281;
+typedef _goslice_ swig_type_282;
+typedef _goslice_ swig_type_283;
+typedef _goslice_ swig_type_284;
 typedef _goslice_ swig_type_285;
-typedef _goslice_ swig_type_286;
-typedef _goslice_ swig_type_287;
-typedef _gostring_ swig_type_288;
-typedef _gostring_ swig_type_289;
-typedef _gostring_ swig_type_290;
-typedef _gostring_ swig_type_291;
-typedef _goslice_ swig_type_292;
-typedef _goslice_ swig_type_293;
+typedef _gostring_ swig_type_286;
+typedef long long swig_type_287;
+typedef long long swig_type_288;
+typedef _goslice_ swig_type_289;
+typedef _goslice_ swig_type_290;
+typedef _goslice_ swig_type_291;
+typedef _gostring_ swig_type_292;
+typedef _gostring_ swig_type_293;
 typedef _gostring_ swig_type_294;
-typedef long long swig_type_295;
-typedef long long swig_type_296;
+typedef _gostring_ swig_type_295;
+typedef _goslice_ swig_type_296;
 typedef _goslice_ swig_type_297;
-typedef _goslice_ swig_type_298;
-typedef _goslice_ swig_type_299;
-typedef _goslice_ swig_type_300;
+typedef _gostring_ swig_type_298;
+typedef long long swig_type_299;
+typedef long long swig_type_300;
 typedef _goslice_ swig_type_301;
-typedef _gostring_ swig_type_302;
+typedef _goslice_ swig_type_302;
 typedef _goslice_ swig_type_303;
 typedef _goslice_ swig_type_304;
-typedef _gostring_ swig_type_305;
-typedef _goslice_ swig_type_306;
+typedef _goslice_ swig_type_305;
+typedef _gostring_ swig_type_306;
 typedef _goslice_ swig_type_307;
-typedef _gostring_ swig_type_308;
+typedef _goslice_ swig_type_308;
 typedef _gostring_ swig_type_309;
 typedef _goslice_ swig_type_310;
-typedef long long swig_type_311;
-typedef _goslice_ swig_type_312;
-typedef long long swig_type_313;
-typedef _gostring_ swig_type_314;
-typedef _goslice_ swig_type_315;
-typedef long long swig_type_316;
-typedef _goslice_ swig_type_317;
-typedef long long swig_type_318;
-typedef _gostring_ swig_type_319;
-typedef _gostring_ swig_type_320;
+typedef _goslice_ swig_type_311;
+typedef _gostring_ swig_type_312;
+typedef _gostring_ swig_type_313;
+typedef _goslice_ swig_type_314;
+typedef long long swig_type_315;
+typedef _goslice_ swig_type_316;
+typedef long long swig_type_317;
+typedef _gostring_ swig_type_318;
+typedef _goslice_ swig_type_319;
+typedef long long swig_type_320;
 typedef _goslice_ swig_type_321;
-typedef _gostring_ swig_type_322;
-typedef _goslice_ swig_type_323;
-typedef long long swig_type_324;
-typedef long long swig_type_325;
-typedef long long swig_type_326;
-typedef _gostring_ swig_type_327;
-typedef _gostring_ swig_type_328;
-typedef _goslice_ swig_type_329;
+typedef long long swig_type_322;
+typedef _gostring_ swig_type_323;
+typedef _gostring_ swig_type_324;
+typedef _goslice_ swig_type_325;
+typedef _gostring_ swig_type_326;
+typedef _goslice_ swig_type_327;
+typedef long long swig_type_328;
+typedef long long swig_type_329;
 typedef long long swig_type_330;
-typedef _goslice_ swig_type_331;
-typedef long long swig_type_332;
-typedef _gostring_ swig_type_333;
-typedef _goslice_ swig_type_334;
-typedef long long swig_type_335;
-typedef _goslice_ swig_type_336;
-typedef long long swig_type_337;
-typedef _gostring_ swig_type_338;
-typedef _gostring_ swig_type_339;
+typedef _gostring_ swig_type_331;
+typedef _gostring_ swig_type_332;
+typedef _goslice_ swig_type_333;
+typedef long long swig_type_334;
+typedef _goslice_ swig_type_335;
+typedef long long swig_type_336;
+typedef _gostring_ swig_type_337;
+typedef _goslice_ swig_type_338;
+typedef long long swig_type_339;
 typedef _goslice_ swig_type_340;
-typedef _gostring_ swig_type_341;
-typedef long long swig_type_342;
-typedef long long swig_type_343;
+typedef long long swig_type_341;
+typedef _gostring_ swig_type_342;
+typedef _gostring_ swig_type_343;
 typedef _goslice_ swig_type_344;
 typedef _gostring_ swig_type_345;
-typedef _goslice_ swig_type_346;
-typedef _goslice_ swig_type_347;
+typedef long long swig_type_346;
+typedef long long swig_type_347;
 typedef _goslice_ swig_type_348;
-typedef long long swig_type_349;
-typedef long long swig_type_350;
-typedef long long swig_type_351;
+typedef _gostring_ swig_type_349;
+typedef _goslice_ swig_type_350;
+typedef _goslice_ swig_type_351;
 typedef _goslice_ swig_type_352;
-typedef _goslice_ swig_type_353;
-typedef _gostring_ swig_type_354;
-typedef _goslice_ swig_type_355;
+typedef long long swig_type_353;
+typedef long long swig_type_354;
+typedef long long swig_type_355;
 typedef _goslice_ swig_type_356;
-typedef long long swig_type_357;
-typedef _goslice_ swig_type_358;
+typedef _goslice_ swig_type_357;
+typedef _gostring_ swig_type_358;
 typedef _goslice_ swig_type_359;
-typedef _gostring_ swig_type_360;
-typedef _goslice_ swig_type_361;
-typedef _gostring_ swig_type_362;
-typedef _gostring_ swig_type_363;
-typedef _goslice_ swig_type_364;
-typedef _gostring_ swig_type_365;
-typedef long long swig_type_366;
+typedef _goslice_ swig_type_360;
+typedef long long swig_type_361;
+typedef _goslice_ swig_type_362;
+typedef _goslice_ swig_type_363;
+typedef _gostring_ swig_type_364;
+typedef _goslice_ swig_type_365;
+typedef _gostring_ swig_type_366;
 typedef _gostring_ swig_type_367;
-typedef _gostring_ swig_type_368;
-typedef long long swig_type_369;
-typedef _gostring_ swig_type_370;
+typedef _goslice_ swig_type_368;
+typedef _gostring_ swig_type_369;
+typedef long long swig_type_370;
 typedef _gostring_ swig_type_371;
 typedef _gostring_ swig_type_372;
 typedef long long swig_type_373;
 typedef _gostring_ swig_type_374;
-typedef long long swig_type_375;
+typedef _gostring_ swig_type_375;
 typedef _gostring_ swig_type_376;
-typedef _gostring_ swig_type_377;
-typedef _goslice_ swig_type_378;
-typedef _gostring_ swig_type_379;
-typedef _goslice_ swig_type_380;
-typedef _goslice_ swig_type_381;
-typedef _gostring_ swig_type_382;
-typedef _goslice_ swig_type_383;
+typedef long long swig_type_377;
+typedef _gostring_ swig_type_378;
+typedef long long swig_type_379;
+typedef _gostring_ swig_type_380;
+typedef _gostring_ swig_type_381;
+typedef _goslice_ swig_type_382;
+typedef _gostring_ swig_type_383;
 typedef _goslice_ swig_type_384;
-typedef _gostring_ swig_type_385;
-typedef _goslice_ swig_type_386;
+typedef _goslice_ swig_type_385;
+typedef _gostring_ swig_type_386;
 typedef _goslice_ swig_type_387;
-typedef _gostring_ swig_type_388;
+typedef _goslice_ swig_type_388;
 typedef _gostring_ swig_type_389;
-typedef _gostring_ swig_type_390;
-typedef _gostring_ swig_type_391;
-typedef _goslice_ swig_type_392;
-typedef long long swig_type_393;
-typedef _goslice_ swig_type_394;
-typedef _goslice_ swig_type_395;
-typedef long long swig_type_396;
-typedef _gostring_ swig_type_397;
-typedef _gostring_ swig_type_398;
+typedef _goslice_ swig_type_390;
+typedef _goslice_ swig_type_391;
+typedef _gostring_ swig_type_392;
+typedef _gostring_ swig_type_393;
+typedef _gostring_ swig_type_394;
+typedef _gostring_ swig_type_395;
+typedef _goslice_ swig_type_396;
+typedef long long swig_type_397;
+typedef _goslice_ swig_type_398;
 typedef _goslice_ swig_type_399;
 typedef long long swig_type_400;
-typedef _goslice_ swig_type_401;
-typedef _goslice_ swig_type_402;
-typedef long long swig_type_403;
-typedef _gostring_ swig_type_404;
-typedef _gostring_ swig_type_405;
+typedef _gostring_ swig_type_401;
+typedef _gostring_ swig_type_402;
+typedef _goslice_ swig_type_403;
+typedef long long swig_type_404;
+typedef _goslice_ swig_type_405;
 typedef _goslice_ swig_type_406;
-typedef _goslice_ swig_type_407;
-typedef long long swig_type_408;
+typedef long long swig_type_407;
+typedef _gostring_ swig_type_408;
 typedef _gostring_ swig_type_409;
 typedef _goslice_ swig_type_410;
 typedef _goslice_ swig_type_411;
 typedef long long swig_type_412;
 typedef _gostring_ swig_type_413;
-typedef long long swig_type_414;
-typedef _gostring_ swig_type_415;
+typedef _goslice_ swig_type_414;
+typedef _goslice_ swig_type_415;
 typedef long long swig_type_416;
 typedef _gostring_ swig_type_417;
 typedef long long swig_type_418;
-typedef _goslice_ swig_type_419;
-typedef _gostring_ swig_type_420;
-typedef long long swig_type_421;
-typedef _goslice_ swig_type_422;
-typedef _gostring_ swig_type_423;
-typedef long long swig_type_424;
-typedef _goslice_ swig_type_425;
-typedef _gostring_ swig_type_426;
-typedef long long swig_type_427;
-typedef _goslice_ swig_type_428;
-typedef _gostring_ swig_type_429;
-typedef _goslice_ swig_type_430;
-typedef _goslice_ swig_type_431;
-typedef long long swig_type_432;
-typedef long long swig_type_433;
-typedef _gostring_ swig_type_434;
+typedef _gostring_ swig_type_419;
+typedef long long swig_type_420;
+typedef _gostring_ swig_type_421;
+typedef long long swig_type_422;
+typedef _goslice_ swig_type_423;
+typedef _gostring_ swig_type_424;
+typedef long long swig_type_425;
+typedef _goslice_ swig_type_426;
+typedef _gostring_ swig_type_427;
+typedef long long swig_type_428;
+typedef _goslice_ swig_type_429;
+typedef _gostring_ swig_type_430;
+typedef long long swig_type_431;
+typedef _goslice_ swig_type_432;
+typedef _gostring_ swig_type_433;
+typedef _goslice_ swig_type_434;
 typedef _goslice_ swig_type_435;
-typedef _goslice_ swig_type_436;
-typedef _goslice_ swig_type_437;
-typedef _goslice_ swig_type_438;
+typedef long long swig_type_436;
+typedef long long swig_type_437;
+typedef _gostring_ swig_type_438;
 typedef _goslice_ swig_type_439;
-typedef _gostring_ swig_type_440;
-typedef long long swig_type_441;
+typedef _goslice_ swig_type_440;
+typedef _goslice_ swig_type_441;
 typedef _goslice_ swig_type_442;
-typedef _gostring_ swig_type_443;
-typedef long long swig_type_444;
+typedef _goslice_ swig_type_443;
+typedef _gostring_ swig_type_444;
 typedef long long swig_type_445;
 typedef _goslice_ swig_type_446;
 typedef _gostring_ swig_type_447;
-typedef _goslice_ swig_type_448;
-typedef _goslice_ swig_type_449;
-typedef long long swig_type_450;
-typedef long long swig_type_451;
-typedef long long swig_type_452;
+typedef long long swig_type_448;
+typedef long long swig_type_449;
+typedef _goslice_ swig_type_450;
+typedef _gostring_ swig_type_451;
+typedef _goslice_ swig_type_452;
 typedef _goslice_ swig_type_453;
 typedef long long swig_type_454;
-typedef _gostring_ swig_type_455;
-typedef _goslice_ swig_type_456;
+typedef long long swig_type_455;
+typedef long long swig_type_456;
 typedef _goslice_ swig_type_457;
-typedef _goslice_ swig_type_458;
+typedef long long swig_type_458;
 typedef _gostring_ swig_type_459;
-typedef long long swig_type_460;
-typedef long long swig_type_461;
+typedef _goslice_ swig_type_460;
+typedef _goslice_ swig_type_461;
 typedef _goslice_ swig_type_462;
-typedef long long swig_type_463;
-typedef _gostring_ swig_type_464;
+typedef _gostring_ swig_type_463;
+typedef long long swig_type_464;
 typedef long long swig_type_465;
 typedef _goslice_ swig_type_466;
 typedef long long swig_type_467;
 typedef _gostring_ swig_type_468;
 typedef long long swig_type_469;
 typedef _goslice_ swig_type_470;
-typedef _goslice_ swig_type_471;
+typedef long long swig_type_471;
 typedef _gostring_ swig_type_472;
 typedef long long swig_type_473;
 typedef _goslice_ swig_type_474;
-typedef _gostring_ swig_type_475;
-typedef long long swig_type_476;
-typedef _goslice_ swig_type_477;
-typedef _gostring_ swig_type_478;
-typedef long long swig_type_479;
-typedef _goslice_ swig_type_480;
-typedef long long swig_type_481;
+typedef _goslice_ swig_type_475;
+typedef _gostring_ swig_type_476;
+typedef long long swig_type_477;
+typedef _goslice_ swig_type_478;
+typedef _gostring_ swig_type_479;
+typedef long long swig_type_480;
+typedef _goslice_ swig_type_481;
 typedef _gostring_ swig_type_482;
 typedef long long swig_type_483;
-typedef _gostring_ swig_type_484;
+typedef _goslice_ swig_type_484;
 typedef long long swig_type_485;
 typedef _gostring_ swig_type_486;
 typedef long long swig_type_487;
 typedef _gostring_ swig_type_488;
-typedef _gostring_ swig_type_489;
+typedef long long swig_type_489;
 typedef _gostring_ swig_type_490;
-typedef _goslice_ swig_type_491;
+typedef long long swig_type_491;
 typedef _gostring_ swig_type_492;
-typedef _goslice_ swig_type_493;
+typedef _gostring_ swig_type_493;
 typedef _gostring_ swig_type_494;
 typedef _goslice_ swig_type_495;
 typedef _gostring_ swig_type_496;
 typedef _goslice_ swig_type_497;
 typedef _gostring_ swig_type_498;
-typedef long long swig_type_499;
-typedef _goslice_ swig_type_500;
+typedef _goslice_ swig_type_499;
+typedef _gostring_ swig_type_500;
 typedef _goslice_ swig_type_501;
-typedef _goslice_ swig_type_502;
-typedef _gostring_ swig_type_503;
+typedef _gostring_ swig_type_502;
+typedef long long swig_type_503;
 typedef _goslice_ swig_type_504;
-typedef _gostring_ swig_type_505;
+typedef _goslice_ swig_type_505;
 typedef _goslice_ swig_type_506;
 typedef _gostring_ swig_type_507;
 typedef _goslice_ swig_type_508;
 typedef _gostring_ swig_type_509;
-typedef _gostring_ swig_type_510;
-typedef _goslice_ swig_type_511;
+typedef _goslice_ swig_type_510;
+typedef _gostring_ swig_type_511;
 typedef _goslice_ swig_type_512;
 typedef _gostring_ swig_type_513;
 typedef _gostring_ swig_type_514;
-typedef _gostring_ swig_type_515;
-typedef _gostring_ swig_type_516;
-typedef _goslice_ swig_type_517;
-typedef _goslice_ swig_type_518;
-typedef long long swig_type_519;
-typedef _goslice_ swig_type_520;
+typedef _goslice_ swig_type_515;
+typedef _goslice_ swig_type_516;
+typedef _gostring_ swig_type_517;
+typedef _gostring_ swig_type_518;
+typedef _gostring_ swig_type_519;
+typedef _gostring_ swig_type_520;
 typedef _goslice_ swig_type_521;
-typedef _gostring_ swig_type_522;
-typedef _goslice_ swig_type_523;
-typedef _gostring_ swig_type_524;
-typedef _gostring_ swig_type_525;
-typedef _goslice_ swig_type_526;
-typedef _gostring_ swig_type_527;
-typedef long long swig_type_528;
-typedef long long swig_type_529;
+typedef _goslice_ swig_type_522;
+typedef long long swig_type_523;
+typedef _goslice_ swig_type_524;
+typedef _goslice_ swig_type_525;
+typedef _gostring_ swig_type_526;
+typedef _goslice_ swig_type_527;
+typedef _gostring_ swig_type_528;
+typedef _gostring_ swig_type_529;
 typedef _goslice_ swig_type_530;
-typedef _goslice_ swig_type_531;
-typedef _goslice_ swig_type_532;
-typedef _goslice_ swig_type_533;
+typedef _gostring_ swig_type_531;
+typedef long long swig_type_532;
+typedef long long swig_type_533;
 typedef _goslice_ swig_type_534;
-typedef _gostring_ swig_type_535;
-typedef long long swig_type_536;
-typedef long long swig_type_537;
+typedef _goslice_ swig_type_535;
+typedef _goslice_ swig_type_536;
+typedef _goslice_ swig_type_537;
 typedef _goslice_ swig_type_538;
-typedef _goslice_ swig_type_539;
-typedef _goslice_ swig_type_540;
-typedef _goslice_ swig_type_541;
-typedef long long swig_type_542;
+typedef _gostring_ swig_type_539;
+typedef long long swig_type_540;
+typedef long long swig_type_541;
+typedef _goslice_ swig_type_542;
+typedef _goslice_ swig_type_543;
+typedef _goslice_ swig_type_544;
+typedef _goslice_ swig_type_545;
+typedef long long swig_type_546;
 extern void _wrap_Swig_free_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_e07ccb9d9606a104(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_e07ccb9d9606a104(void);
@@ -658,9 +662,11 @@ extern void _wrap_dynamic_table_config_admission_threshold_set_swig_e07ccb9d9606
 extern swig_intgo _wrap_dynamic_table_config_admission_threshold_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_dynamic_table_config_ttl_steps_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_5 arg2);
 extern swig_type_6 _wrap_dynamic_table_config_ttl_steps_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_capacity_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_7 arg2);
+extern swig_type_8 _wrap_dynamic_table_config_capacity_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_dynamic_table_config_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_dynamic_table_config_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_7 _wrap_dynamic_table_config_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_9 _wrap_dynamic_table_config_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_Topology_t_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Topology_t_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Topology_t_world_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -669,8 +675,8 @@ extern void _wrap_Topology_t_ranks_per_node_set_swig_e07ccb9d9606a104(uintptr_t 
 extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Topology_t_device_type_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Topology_t_device_type_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_8 arg2);
-extern swig_type_9 _wrap_Topology_t_memory_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_10 arg2);
+extern swig_type_11 _wrap_Topology_t_memory_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
 extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
@@ -689,47 +695,47 @@ extern void _wrap_Topology_t_per_id_cost_set_swig_e07ccb9d9606a104(uintptr_t arg
 extern double _wrap_Topology_t_per_id_cost_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_Topology_t_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_Topology_t_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_10 _wrap_topology_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_12 _wrap_topology_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_comm_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_11 arg2);
-extern swig_type_12 _wrap_comm_options_timeout_ms_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_13 arg2);
+extern swig_type_14 _wrap_comm_options_timeout_ms_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_comm_options_backend_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_backend_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_comm_options_device_type_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_device_type_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_comm_options_device_index_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_device_index_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_13 arg2);
-extern swig_type_14 _wrap_comm_options_bind_address_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_15 arg2);
-extern swig_type_16 _wrap_comm_options_store_grace_ms_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_15 arg2);
+extern swig_type_16 _wrap_comm_options_bind_address_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_17 arg2);
+extern swig_type_18 _wrap_comm_options_store_grace_ms_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_comm_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_comm_options_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_17 _wrap_comm_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_18 _wrap_comm_unique_id_create_swig_e07ccb9d9606a104(swig_type_19 arg1);
-extern swig_type_20 _wrap_comm_create_swig_e07ccb9d9606a104(swig_type_21 arg1, swig_type_22 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_23 _wrap_comm_create_local_group_swig_e07ccb9d9606a104(swig_type_24 arg1, uintptr_t arg2);
-extern swig_type_25 _wrap_comm_split_swig_e07ccb9d9606a104(swig_type_26 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_27 _wrap_comm_rank_swig_e07ccb9d9606a104(swig_type_28 arg1, uintptr_t arg2);
-extern swig_type_29 _wrap_comm_size_swig_e07ccb9d9606a104(swig_type_30 arg1, uintptr_t arg2);
-extern swig_type_31 _wrap_comm_set_timeout_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_32 arg2);
-extern swig_type_33 _wrap_comm_abort_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_34 _wrap_comm_async_error_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_19 _wrap_comm_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_20 _wrap_comm_unique_id_create_swig_e07ccb9d9606a104(swig_type_21 arg1);
+extern swig_type_22 _wrap_comm_create_swig_e07ccb9d9606a104(swig_type_23 arg1, swig_type_24 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_25 _wrap_comm_create_local_group_swig_e07ccb9d9606a104(swig_type_26 arg1, uintptr_t arg2);
+extern swig_type_27 _wrap_comm_split_swig_e07ccb9d9606a104(swig_type_28 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_29 _wrap_comm_rank_swig_e07ccb9d9606a104(swig_type_30 arg1, uintptr_t arg2);
+extern swig_type_31 _wrap_comm_size_swig_e07ccb9d9606a104(swig_type_32 arg1, uintptr_t arg2);
+extern swig_type_33 _wrap_comm_set_timeout_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_34 arg2);
+extern swig_type_35 _wrap_comm_abort_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_36 _wrap_comm_async_error_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_comm_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_35 _wrap_comm_allreduce_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_36 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_37 _wrap_comm_broadcast_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_38 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_39 _wrap_comm_allgather_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_40 arg4, swig_intgo arg5);
-extern swig_type_41 _wrap_comm_barrier_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_42 _wrap_comm_create_mpi_swig_e07ccb9d9606a104(swig_type_43 arg1, swig_type_44 arg2, uintptr_t arg3);
-extern swig_type_45 _wrap_comm_create_from_env_swig_e07ccb9d9606a104(swig_type_46 arg1, uintptr_t arg2);
-extern swig_type_47 _wrap_comm_local_rank_swig_e07ccb9d9606a104(swig_type_48 arg1, uintptr_t arg2);
-extern swig_type_49 _wrap_comm_local_size_swig_e07ccb9d9606a104(swig_type_50 arg1, uintptr_t arg2);
-extern swig_type_51 _wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(swig_type_52 arg1, uintptr_t arg2);
-extern void _wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_53 arg2);
-extern swig_type_54 _wrap_Shard_t_row_offset_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_55 arg2);
-extern swig_type_56 _wrap_Shard_t_rows_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_37 _wrap_comm_allreduce_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_38 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_39 _wrap_comm_broadcast_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_40 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_41 _wrap_comm_allgather_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_42 arg4, swig_intgo arg5);
+extern swig_type_43 _wrap_comm_barrier_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_44 _wrap_comm_create_mpi_swig_e07ccb9d9606a104(swig_type_45 arg1, swig_type_46 arg2, uintptr_t arg3);
+extern swig_type_47 _wrap_comm_create_from_env_swig_e07ccb9d9606a104(swig_type_48 arg1, uintptr_t arg2);
+extern swig_type_49 _wrap_comm_local_rank_swig_e07ccb9d9606a104(swig_type_50 arg1, uintptr_t arg2);
+extern swig_type_51 _wrap_comm_local_size_swig_e07ccb9d9606a104(swig_type_52 arg1, uintptr_t arg2);
+extern swig_type_53 _wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(swig_type_54 arg1, uintptr_t arg2);
+extern void _wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_Shard_t_row_offset_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_57 arg2);
+extern swig_type_58 _wrap_Shard_t_rows_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Shard_t_col_offset_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Shard_t_col_offset_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Shard_t_cols_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -738,21 +744,21 @@ extern void _wrap_Shard_t_rank_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_in
 extern swig_intgo _wrap_Shard_t_rank_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_Shard_t_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_Shard_t_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_57 _wrap_plan_from_json_swig_e07ccb9d9606a104(swig_type_58 arg1, swig_type_59 arg2);
-extern swig_type_60 _wrap_plan_to_json_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_61 _wrap_plan_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_62 _wrap_plan_hash_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_63 arg2);
-extern swig_type_64 _wrap_plan_world_size_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_65 arg2);
-extern swig_type_66 _wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_67 arg2);
-extern swig_type_68 _wrap_plan_num_tables_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_69 arg2);
-extern swig_type_70 _wrap_plan_num_features_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_71 arg2);
-extern swig_type_72 _wrap_plan_feature_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_73 arg2, swig_voidp arg3);
-extern swig_type_74 _wrap_plan_table_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
-extern swig_type_76 _wrap_plan_find_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3);
-extern swig_type_79 _wrap_plan_table_rows_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3);
-extern swig_type_82 _wrap_plan_table_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3);
-extern swig_type_85 _wrap_plan_table_sharding_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_86 arg2, swig_type_87 arg3, swig_type_88 arg4);
-extern swig_type_89 _wrap_plan_shard_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_90 arg2, swig_type_91 arg3, uintptr_t arg4);
+extern swig_type_59 _wrap_plan_from_json_swig_e07ccb9d9606a104(swig_type_60 arg1, swig_type_61 arg2);
+extern swig_type_62 _wrap_plan_to_json_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_63 _wrap_plan_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_64 _wrap_plan_hash_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_65 arg2);
+extern swig_type_66 _wrap_plan_world_size_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_67 arg2);
+extern swig_type_68 _wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_69 arg2);
+extern swig_type_70 _wrap_plan_num_tables_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_71 arg2);
+extern swig_type_72 _wrap_plan_num_features_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_73 arg2);
+extern swig_type_74 _wrap_plan_feature_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
+extern swig_type_76 _wrap_plan_table_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_77 arg2, swig_voidp arg3);
+extern swig_type_78 _wrap_plan_find_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_79 arg2, swig_type_80 arg3);
+extern swig_type_81 _wrap_plan_table_rows_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_82 arg2, swig_type_83 arg3);
+extern swig_type_84 _wrap_plan_table_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_85 arg2, swig_type_86 arg3);
+extern swig_type_87 _wrap_plan_table_sharding_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_88 arg2, swig_type_89 arg3, swig_type_90 arg4);
+extern swig_type_91 _wrap_plan_shard_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_92 arg2, swig_type_93 arg3, uintptr_t arg4);
 extern void _wrap_calibrate_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibrate_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_calibrate_options_ranks_share_memory_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -765,7 +771,7 @@ extern void _wrap_calibrate_options_ranks_per_machine_set_swig_e07ccb9d9606a104(
 extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibrate_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_calibrate_options_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_92 _wrap_calibrate_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_94 _wrap_calibrate_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_calibration_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibration_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_calibration_gather_bandwidth_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
@@ -784,17 +790,17 @@ extern void _wrap_calibration_oversubscription_set_swig_e07ccb9d9606a104(uintptr
 extern double _wrap_calibration_oversubscription_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibration_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_calibration_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_93 _wrap_calibration_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_94 _wrap_topology_calibrate_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_95 _wrap_topology_from_comm_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_95 _wrap_calibration_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_96 _wrap_topology_calibrate_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_97 _wrap_topology_from_comm_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_plan_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern swig_intgo _wrap_BOUNDS_ERROR_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_BOUNDS_CLAMP_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_BOUNDS_SKIP_swig_e07ccb9d9606a104(void);
 extern void _wrap_embedding_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_96 arg2);
-extern swig_type_97 _wrap_embedding_options_seed_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_98 arg2);
+extern swig_type_99 _wrap_embedding_options_seed_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_embedding_options_bounds_policy_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_embedding_options_num_threads_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -813,10 +819,10 @@ extern void _wrap_embedding_options_forward_comm_encoding_set_swig_e07ccb9d9606a
 extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_embedding_options_backward_comm_encoding_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_98 arg2);
-extern swig_type_99 _wrap_embedding_options_max_batch_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_100 arg2);
-extern swig_type_101 _wrap_embedding_options_max_ids_per_batch_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_100 arg2);
+extern swig_type_101 _wrap_embedding_options_max_batch_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_102 arg2);
+extern swig_type_103 _wrap_embedding_options_max_ids_per_batch_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_embedding_options_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_e07ccb9d9606a104(void);
@@ -826,42 +832,42 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_e07ccb9d9606a104(void);
-extern swig_type_102 _wrap_embedding_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_103 _wrap_embedding_create_swig_e07ccb9d9606a104(swig_type_104 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_104 _wrap_embedding_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_105 _wrap_embedding_create_swig_e07ccb9d9606a104(swig_type_106 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_105 _wrap_embedding_output_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_106 arg2);
-extern swig_type_107 _wrap_embedding_is_sequence_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_embedding_input_dist_wait_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_110 _wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_111 arg2);
-extern swig_type_112 _wrap_embedding_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_113 arg2);
-extern swig_type_114 _wrap_embedding_forward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_115 _wrap_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_116 _wrap_embedding_backward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_117 _wrap_embedding_synchronize_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_118 _wrap_embedding_set_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, float arg2);
-extern swig_type_119 _wrap_embedding_num_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_120 arg2);
-extern swig_type_121 _wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_122 arg2);
-extern swig_type_123 _wrap_embedding_get_weights_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3);
-extern swig_type_126 _wrap_embedding_set_weights_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3);
-extern swig_type_129 _wrap_embedding_num_states_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_130 arg2);
-extern swig_type_131 _wrap_embedding_state_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_132 arg2, swig_voidp arg3, swig_type_133 arg4);
-extern swig_type_134 _wrap_embedding_get_state_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_type_137 arg4);
-extern swig_type_138 _wrap_embedding_set_state_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3, swig_type_141 arg4);
-extern swig_type_142 _wrap_embedding_timings_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_143 arg2, swig_type_144 arg3);
-extern swig_type_145 _wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_146 arg2, float arg3);
-extern swig_type_147 _wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_148 arg2, uintptr_t arg3);
-extern swig_type_149 _wrap_embedding_table_num_states_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3);
-extern swig_type_152 _wrap_embedding_table_state_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_voidp arg4, swig_type_155 arg5);
-extern swig_type_156 _wrap_embedding_num_outputs_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_157 arg2);
-extern swig_type_158 _wrap_embedding_output_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_159 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_160 arg5, swig_type_161 arg6);
+extern swig_type_107 _wrap_embedding_output_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_embedding_is_sequence_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_110 arg2);
+extern swig_type_111 _wrap_embedding_input_dist_wait_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_112 _wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_113 arg2);
+extern swig_type_114 _wrap_embedding_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_115 arg2);
+extern swig_type_116 _wrap_embedding_forward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_117 _wrap_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_118 _wrap_embedding_backward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_119 _wrap_embedding_synchronize_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_120 _wrap_embedding_set_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, float arg2);
+extern swig_type_121 _wrap_embedding_num_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_122 arg2);
+extern swig_type_123 _wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_124 arg2);
+extern swig_type_125 _wrap_embedding_get_weights_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_126 arg2, swig_type_127 arg3);
+extern swig_type_128 _wrap_embedding_set_weights_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_129 arg2, swig_type_130 arg3);
+extern swig_type_131 _wrap_embedding_num_states_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_132 arg2);
+extern swig_type_133 _wrap_embedding_state_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3, swig_type_135 arg4);
+extern swig_type_136 _wrap_embedding_get_state_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_137 arg2, swig_type_138 arg3, swig_type_139 arg4);
+extern swig_type_140 _wrap_embedding_set_state_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_141 arg2, swig_type_142 arg3, swig_type_143 arg4);
+extern swig_type_144 _wrap_embedding_timings_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3);
+extern swig_type_147 _wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_148 arg2, float arg3);
+extern swig_type_149 _wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_150 arg2, uintptr_t arg3);
+extern swig_type_151 _wrap_embedding_table_num_states_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3);
+extern swig_type_154 _wrap_embedding_table_state_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, swig_voidp arg4, swig_type_157 arg5);
+extern swig_type_158 _wrap_embedding_num_outputs_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_159 arg2);
+extern swig_type_160 _wrap_embedding_output_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_162 arg5, swig_type_163 arg6);
 extern void _wrap_step_timings_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_162 arg2);
-extern swig_type_163 _wrap_step_timings_forwards_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_164 arg2);
-extern swig_type_165 _wrap_step_timings_backwards_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_166 arg2);
-extern swig_type_167 _wrap_step_timings_samples_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_164 arg2);
+extern swig_type_165 _wrap_step_timings_forwards_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_166 arg2);
+extern swig_type_167 _wrap_step_timings_backwards_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_168 arg2);
+extern swig_type_169 _wrap_step_timings_samples_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
@@ -878,45 +884,47 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_e07ccb9d9606a104(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_step_timings_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_168 _wrap_step_timings_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_169 _wrap_embedding_step_timings_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_170 _wrap_embedding_set_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_171 _wrap_embedding_is_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_172 arg2);
+extern swig_type_170 _wrap_step_timings_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_171 _wrap_embedding_step_timings_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_172 _wrap_embedding_set_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_173 _wrap_embedding_is_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_174 arg2);
 extern void _wrap_dynamic_table_stats_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_dynamic_table_stats_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_175 arg2);
-extern swig_type_176 _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_175 arg2);
+extern swig_type_176 _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_177 arg2);
+extern swig_type_178 _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_dynamic_table_stats_load_factor_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
 extern double _wrap_dynamic_table_stats_load_factor_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_181 arg2);
-extern swig_type_182 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_183 arg2);
-extern swig_type_184 _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_185 arg2);
-extern swig_type_186 _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_193 arg2);
-extern swig_type_194 _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_181 arg2);
+extern swig_type_182 _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_193 arg2);
+extern swig_type_194 _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_195 arg2);
+extern swig_type_196 _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_197 arg2);
+extern swig_type_198 _wrap_dynamic_table_stats_capacity_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_dynamic_table_stats_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_dynamic_table_stats_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_195 _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_196 _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_197 arg2, uintptr_t arg3);
-extern swig_type_198 _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_199 arg2);
-extern swig_type_200 _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_201 arg2, swig_type_202 arg3, swig_type_203 arg4, swig_type_204 arg5, swig_type_205 arg6, swig_type_206 arg7, swig_type_207 arg8, swig_type_208 arg9);
-extern swig_type_209 _wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3, swig_type_212 arg4, swig_type_213 arg5, swig_type_214 arg6);
-extern swig_type_215 _wrap_device_count_swig_e07ccb9d9606a104(swig_type_216 arg1);
-extern swig_type_217 _wrap_device_check_swig_e07ccb9d9606a104(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_199 _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_200 _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_201 arg2, uintptr_t arg3);
+extern swig_type_202 _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_203 arg2);
+extern swig_type_204 _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_205 arg2, swig_type_206 arg3, swig_type_207 arg4, swig_type_208 arg5, swig_type_209 arg6, swig_type_210 arg7, swig_type_211 arg8, swig_type_212 arg9);
+extern swig_type_213 _wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3, swig_type_216 arg4, swig_type_217 arg5, swig_type_218 arg6);
+extern swig_type_219 _wrap_device_count_swig_e07ccb9d9606a104(swig_type_220 arg1);
+extern swig_type_221 _wrap_device_check_swig_e07ccb9d9606a104(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -931,21 +939,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_e07ccb9d9606a104(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_mesh_options_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_218 _wrap_mesh_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_219 _wrap_mesh_create_swig_e07ccb9d9606a104(swig_type_220 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_222 _wrap_mesh_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_223 _wrap_mesh_create_swig_e07ccb9d9606a104(swig_type_224 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_221 _wrap_mesh_coords_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_222 arg2, swig_type_223 arg3, swig_type_224 arg4, swig_type_225 arg5);
-extern swig_type_226 _wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(swig_type_227 arg1, uintptr_t arg2);
-extern swig_type_228 _wrap_mesh_replica_comm_swig_e07ccb9d9606a104(swig_type_229 arg1, uintptr_t arg2);
-extern swig_type_230 _wrap_mesh_describe_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_231 _wrap_mesh_embedding_create_swig_e07ccb9d9606a104(swig_type_232 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_233 _wrap_mesh_sync_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_234 _wrap_mesh_step_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_235 arg3);
-extern swig_type_236 _wrap_mesh_sync_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_237 arg2, swig_type_238 arg3, swig_type_239 arg4);
+extern swig_type_225 _wrap_mesh_coords_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_226 arg2, swig_type_227 arg3, swig_type_228 arg4, swig_type_229 arg5);
+extern swig_type_230 _wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(swig_type_231 arg1, uintptr_t arg2);
+extern swig_type_232 _wrap_mesh_replica_comm_swig_e07ccb9d9606a104(swig_type_233 arg1, uintptr_t arg2);
+extern swig_type_234 _wrap_mesh_describe_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_235 _wrap_mesh_embedding_create_swig_e07ccb9d9606a104(swig_type_236 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_237 _wrap_mesh_sync_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_238 _wrap_mesh_step_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_239 arg3);
+extern swig_type_240 _wrap_mesh_sync_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_241 arg2, swig_type_242 arg3, swig_type_243 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_240 arg2);
-extern swig_type_241 _wrap_checkpoint_options_num_dense_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_244 arg2);
+extern swig_type_245 _wrap_checkpoint_options_num_dense_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -956,126 +964,126 @@ extern void _wrap_checkpoint_options_allow_partial_load_set_swig_e07ccb9d9606a10
 extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_checkpoint_options_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_242 _wrap_checkpoint_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_243 _wrap_checkpoint_save_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_244 arg2, uintptr_t arg3);
-extern swig_type_245 _wrap_checkpoint_load_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_246 arg2, uintptr_t arg3);
-extern swig_type_247 _wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_248 arg3, uintptr_t arg4);
-extern swig_type_249 _wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_250 arg3, uintptr_t arg4);
-extern swig_type_251 _wrap_checkpoint_export_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_252 arg2, swig_type_253 arg3, swig_intgo arg4);
-extern swig_type_254 _wrap_checkpoint_import_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_255 arg2, swig_type_256 arg3, swig_intgo arg4);
+extern swig_type_246 _wrap_checkpoint_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_247 _wrap_checkpoint_save_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_248 arg2, uintptr_t arg3);
+extern swig_type_249 _wrap_checkpoint_load_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_250 arg2, uintptr_t arg3);
+extern swig_type_251 _wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_252 arg3, uintptr_t arg4);
+extern swig_type_253 _wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_254 arg3, uintptr_t arg4);
+extern swig_type_255 _wrap_checkpoint_export_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_256 arg2, swig_type_257 arg3, swig_intgo arg4);
+extern swig_type_258 _wrap_checkpoint_import_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_259 arg2, swig_type_260 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_e07ccb9d9606a104(void);
 extern void _wrap_bind_plan_spec_free_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_257 _wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_258 arg2, float arg3);
-extern swig_type_259 _wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_260 arg2, swig_type_261 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_262 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_263 _wrap_bind_plan_spec_set_table_optimizer_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_264 _wrap_bind_plan_spec_set_table_dynamic_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_265 _wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_266 arg2);
-extern swig_type_267 _wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_268 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_269 arg5, swig_type_270 arg6);
-extern swig_type_271 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_272 arg2);
-extern swig_type_273 _wrap_bind_plan_create_swig_e07ccb9d9606a104(swig_type_274 arg1, uintptr_t arg2);
-extern swig_type_275 _wrap_bind_embedding_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_276 arg2, swig_type_277 arg3, swig_type_278 arg4, swig_type_279 arg5, swig_type_280 arg6, swig_type_281 arg7);
-extern swig_type_282 _wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_283 arg2, swig_type_284 arg3, swig_type_285 arg4, swig_type_286 arg5, swig_type_287 arg6);
-extern swig_type_288 _wrap_bind_device_plugin_path_swig_e07ccb9d9606a104(swig_voidp arg1);
-extern swig_type_289 _wrap_bind_checkpoint_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_290 arg3, uintptr_t arg4, swig_type_291 arg5, swig_type_292 arg6, swig_type_293 arg7, swig_intgo arg8);
-extern swig_type_294 _wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_295 arg2, swig_type_296 arg3, swig_type_297 arg4, swig_type_298 arg5, swig_type_299 arg6, swig_type_300 arg7, swig_type_301 arg8);
-extern swig_type_302 _wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_303 arg2, swig_type_304 arg3);
-extern swig_type_305 _wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_306 arg2, swig_type_307 arg3);
+extern swig_type_261 _wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_262 arg2, float arg3);
+extern swig_type_263 _wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_264 arg2, swig_type_265 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_266 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_267 _wrap_bind_plan_spec_set_table_optimizer_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_268 _wrap_bind_plan_spec_set_table_dynamic_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_269 _wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_270 arg2);
+extern swig_type_271 _wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_272 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_273 arg5, swig_type_274 arg6);
+extern swig_type_275 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_276 arg2);
+extern swig_type_277 _wrap_bind_plan_create_swig_e07ccb9d9606a104(swig_type_278 arg1, uintptr_t arg2);
+extern swig_type_279 _wrap_bind_embedding_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_280 arg2, swig_type_281 arg3, swig_type_282 arg4, swig_type_283 arg5, swig_type_284 arg6, swig_type_285 arg7);
+extern swig_type_286 _wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_287 arg2, swig_type_288 arg3, swig_type_289 arg4, swig_type_290 arg5, swig_type_291 arg6);
+extern swig_type_292 _wrap_bind_device_plugin_path_swig_e07ccb9d9606a104(swig_voidp arg1);
+extern swig_type_293 _wrap_bind_checkpoint_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_294 arg3, uintptr_t arg4, swig_type_295 arg5, swig_type_296 arg6, swig_type_297 arg7, swig_intgo arg8);
+extern swig_type_298 _wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_299 arg2, swig_type_300 arg3, swig_type_301 arg4, swig_type_302 arg5, swig_type_303 arg6, swig_type_304 arg7, swig_type_305 arg8);
+extern swig_type_306 _wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_307 arg2, swig_type_308 arg3);
+extern swig_type_309 _wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_310 arg2, swig_type_311 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_e07ccb9d9606a104(void);
-extern swig_type_308 _wrap_dense_set_blas_threads_swig_e07ccb9d9606a104(swig_intgo arg1);
+extern swig_type_312 _wrap_dense_set_blas_threads_swig_e07ccb9d9606a104(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_e07ccb9d9606a104(void);
 extern void _wrap_mlp_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_309 _wrap_mlp_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_310 arg2, swig_type_311 arg3, swig_type_312 arg4, swig_type_313 arg5);
-extern swig_type_314 _wrap_mlp_infer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_315 arg2, swig_type_316 arg3, swig_type_317 arg4, swig_type_318 arg5);
-extern swig_type_319 _wrap_mlp_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_320 _wrap_mlp_num_tensors_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_321 arg2);
-extern swig_type_322 _wrap_dcn_create_swig_e07ccb9d9606a104(swig_type_323 arg1, swig_type_324 arg2, swig_intgo arg3, swig_type_325 arg4, swig_type_326 arg5, swig_type_327 arg6);
+extern swig_type_313 _wrap_mlp_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_314 arg2, swig_type_315 arg3, swig_type_316 arg4, swig_type_317 arg5);
+extern swig_type_318 _wrap_mlp_infer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_319 arg2, swig_type_320 arg3, swig_type_321 arg4, swig_type_322 arg5);
+extern swig_type_323 _wrap_mlp_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_324 _wrap_mlp_num_tensors_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_325 arg2);
+extern swig_type_326 _wrap_dcn_create_swig_e07ccb9d9606a104(swig_type_327 arg1, swig_type_328 arg2, swig_intgo arg3, swig_type_329 arg4, swig_type_330 arg5, swig_type_331 arg6);
 extern void _wrap_dcn_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_328 _wrap_dcn_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_329 arg2, swig_type_330 arg3, swig_type_331 arg4, swig_type_332 arg5);
-extern swig_type_333 _wrap_dcn_infer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_334 arg2, swig_type_335 arg3, swig_type_336 arg4, swig_type_337 arg5);
-extern swig_type_338 _wrap_dcn_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_339 _wrap_dcn_num_tensors_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_340 arg2);
-extern swig_type_341 _wrap_dot_interaction_width_swig_e07ccb9d9606a104(swig_type_342 arg1, swig_type_343 arg2, swig_type_344 arg3);
-extern swig_type_345 _wrap_dot_interaction_backward_swig_e07ccb9d9606a104(swig_type_346 arg1, swig_type_347 arg2, swig_type_348 arg3, swig_type_349 arg4, swig_type_350 arg5, swig_type_351 arg6, swig_type_352 arg7, swig_type_353 arg8);
-extern swig_type_354 _wrap_bce_with_logits_swig_e07ccb9d9606a104(swig_type_355 arg1, swig_type_356 arg2, swig_type_357 arg3, double arg4, swig_type_358 arg5, swig_type_359 arg6);
-extern swig_type_360 _wrap_dense_optimizer_create_swig_e07ccb9d9606a104(swig_type_361 arg1, uintptr_t arg2);
+extern swig_type_332 _wrap_dcn_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_333 arg2, swig_type_334 arg3, swig_type_335 arg4, swig_type_336 arg5);
+extern swig_type_337 _wrap_dcn_infer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_338 arg2, swig_type_339 arg3, swig_type_340 arg4, swig_type_341 arg5);
+extern swig_type_342 _wrap_dcn_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_343 _wrap_dcn_num_tensors_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_344 arg2);
+extern swig_type_345 _wrap_dot_interaction_width_swig_e07ccb9d9606a104(swig_type_346 arg1, swig_type_347 arg2, swig_type_348 arg3);
+extern swig_type_349 _wrap_dot_interaction_backward_swig_e07ccb9d9606a104(swig_type_350 arg1, swig_type_351 arg2, swig_type_352 arg3, swig_type_353 arg4, swig_type_354 arg5, swig_type_355 arg6, swig_type_356 arg7, swig_type_357 arg8);
+extern swig_type_358 _wrap_bce_with_logits_swig_e07ccb9d9606a104(swig_type_359 arg1, swig_type_360 arg2, swig_type_361 arg3, double arg4, swig_type_362 arg5, swig_type_363 arg6);
+extern swig_type_364 _wrap_dense_optimizer_create_swig_e07ccb9d9606a104(swig_type_365 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_362 _wrap_dense_optimizer_set_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, float arg2);
-extern swig_type_363 _wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_364 arg2);
-extern swig_type_365 _wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_366 arg2);
+extern swig_type_366 _wrap_dense_optimizer_set_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, float arg2);
+extern swig_type_367 _wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_368 arg2);
+extern swig_type_369 _wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_370 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_e07ccb9d9606a104(void);
 extern void _wrap_ddp_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_367 _wrap_ddp_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_368 _wrap_ddp_mark_ready_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_369 arg2);
-extern swig_type_370 _wrap_ddp_finish_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_371 _wrap_ddp_set_sync_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_371 _wrap_ddp_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_372 _wrap_ddp_mark_ready_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_373 arg2);
+extern swig_type_374 _wrap_ddp_finish_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_375 _wrap_ddp_set_sync_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_372 _wrap_fsdp_release_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_373 arg2);
-extern swig_type_374 _wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_375 arg2);
-extern swig_type_376 _wrap_fsdp_step_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_377 _wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(swig_type_378 arg1);
-extern swig_type_379 _wrap_bind_mlp_dims_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_380 arg2, swig_type_381 arg3);
-extern swig_type_382 _wrap_bind_mlp_device_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_383 arg2, swig_type_384 arg3);
-extern swig_type_385 _wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_386 arg2, swig_type_387 arg3);
+extern swig_type_376 _wrap_fsdp_release_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_377 arg2);
+extern swig_type_378 _wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_379 arg2);
+extern swig_type_380 _wrap_fsdp_step_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_381 _wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(swig_type_382 arg1);
+extern swig_type_383 _wrap_bind_mlp_dims_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_384 arg2, swig_type_385 arg3);
+extern swig_type_386 _wrap_bind_mlp_device_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_387 arg2, swig_type_388 arg3);
+extern swig_type_389 _wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_390 arg2, swig_type_391 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_e07ccb9d9606a104(void);
 extern void _wrap_bind_param_list_free_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_388 _wrap_bind_param_list_add_mlp_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_389 _wrap_bind_param_list_add_dcn_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_390 _wrap_bind_dense_optimizer_step_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_391 _wrap_bind_mlp_create_swig_e07ccb9d9606a104(swig_type_392 arg1, swig_type_393 arg2, swig_type_394 arg3, swig_type_395 arg4, swig_type_396 arg5, swig_type_397 arg6);
-extern swig_type_398 _wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(swig_type_399 arg1, swig_type_400 arg2, swig_type_401 arg3, swig_type_402 arg4, swig_type_403 arg5, swig_type_404 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_405 _wrap_bind_mlp_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3, uintptr_t arg4, swig_type_408 arg5);
-extern swig_type_409 _wrap_bind_dcn_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, uintptr_t arg4, swig_type_412 arg5);
-extern swig_type_413 _wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_414 arg3);
-extern swig_type_415 _wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_416 arg3);
-extern swig_type_417 _wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_418 arg2, swig_voidp arg3, swig_type_419 arg4);
-extern swig_type_420 _wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_421 arg2, swig_voidp arg3, swig_type_422 arg4);
-extern swig_type_423 _wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_424 arg2, swig_intgo arg3, swig_type_425 arg4, swig_intgo arg5);
-extern swig_type_426 _wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_427 arg2, swig_intgo arg3, swig_type_428 arg4, swig_intgo arg5);
-extern swig_type_429 _wrap_bind_ddp_create_swig_e07ccb9d9606a104(swig_type_430 arg1, uintptr_t arg2, swig_type_431 arg3, swig_type_432 arg4, swig_type_433 arg5, swig_intgo arg6);
-extern swig_type_434 _wrap_bind_ddp_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_435 arg2, swig_type_436 arg3, swig_type_437 arg4, swig_type_438 arg5, swig_type_439 arg6);
-extern swig_type_440 _wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_441 arg2, swig_type_442 arg3);
-extern swig_type_443 _wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_444 arg2, swig_type_445 arg3, swig_type_446 arg4);
-extern swig_type_447 _wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(swig_type_448 arg1, swig_type_449 arg2, swig_type_450 arg3, swig_type_451 arg4, swig_type_452 arg5, swig_type_453 arg6, swig_type_454 arg7);
-extern swig_type_455 _wrap_bind_fsdp_create_swig_e07ccb9d9606a104(swig_type_456 arg1, uintptr_t arg2, swig_type_457 arg3, swig_type_458 arg4, uintptr_t arg5);
-extern swig_type_459 _wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_460 arg2, swig_type_461 arg3, swig_type_462 arg4, swig_type_463 arg5);
-extern swig_type_464 _wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_465 arg2, swig_type_466 arg3, swig_type_467 arg4);
-extern swig_type_468 _wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_469 arg2, swig_type_470 arg3, swig_type_471 arg4);
-extern swig_type_472 _wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_473 arg2, swig_type_474 arg3);
-extern swig_type_475 _wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_476 arg2, swig_intgo arg3, swig_type_477 arg4);
-extern swig_type_478 _wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_479 arg2, swig_intgo arg3, swig_type_480 arg4, swig_type_481 arg5, swig_intgo arg6);
-extern swig_type_482 _wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_483 arg2, uintptr_t arg3);
-extern swig_type_484 _wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_485 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_486 _wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_487 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_392 _wrap_bind_param_list_add_mlp_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_393 _wrap_bind_param_list_add_dcn_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_394 _wrap_bind_dense_optimizer_step_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_395 _wrap_bind_mlp_create_swig_e07ccb9d9606a104(swig_type_396 arg1, swig_type_397 arg2, swig_type_398 arg3, swig_type_399 arg4, swig_type_400 arg5, swig_type_401 arg6);
+extern swig_type_402 _wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(swig_type_403 arg1, swig_type_404 arg2, swig_type_405 arg3, swig_type_406 arg4, swig_type_407 arg5, swig_type_408 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_409 _wrap_bind_mlp_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, uintptr_t arg4, swig_type_412 arg5);
+extern swig_type_413 _wrap_bind_dcn_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_414 arg2, swig_type_415 arg3, uintptr_t arg4, swig_type_416 arg5);
+extern swig_type_417 _wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_418 arg3);
+extern swig_type_419 _wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_420 arg3);
+extern swig_type_421 _wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_422 arg2, swig_voidp arg3, swig_type_423 arg4);
+extern swig_type_424 _wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_425 arg2, swig_voidp arg3, swig_type_426 arg4);
+extern swig_type_427 _wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_428 arg2, swig_intgo arg3, swig_type_429 arg4, swig_intgo arg5);
+extern swig_type_430 _wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_431 arg2, swig_intgo arg3, swig_type_432 arg4, swig_intgo arg5);
+extern swig_type_433 _wrap_bind_ddp_create_swig_e07ccb9d9606a104(swig_type_434 arg1, uintptr_t arg2, swig_type_435 arg3, swig_type_436 arg4, swig_type_437 arg5, swig_intgo arg6);
+extern swig_type_438 _wrap_bind_ddp_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_439 arg2, swig_type_440 arg3, swig_type_441 arg4, swig_type_442 arg5, swig_type_443 arg6);
+extern swig_type_444 _wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_445 arg2, swig_type_446 arg3);
+extern swig_type_447 _wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_448 arg2, swig_type_449 arg3, swig_type_450 arg4);
+extern swig_type_451 _wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(swig_type_452 arg1, swig_type_453 arg2, swig_type_454 arg3, swig_type_455 arg4, swig_type_456 arg5, swig_type_457 arg6, swig_type_458 arg7);
+extern swig_type_459 _wrap_bind_fsdp_create_swig_e07ccb9d9606a104(swig_type_460 arg1, uintptr_t arg2, swig_type_461 arg3, swig_type_462 arg4, uintptr_t arg5);
+extern swig_type_463 _wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_464 arg2, swig_type_465 arg3, swig_type_466 arg4, swig_type_467 arg5);
+extern swig_type_468 _wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_469 arg2, swig_type_470 arg3, swig_type_471 arg4);
+extern swig_type_472 _wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_473 arg2, swig_type_474 arg3, swig_type_475 arg4);
+extern swig_type_476 _wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_477 arg2, swig_type_478 arg3);
+extern swig_type_479 _wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_480 arg2, swig_intgo arg3, swig_type_481 arg4);
+extern swig_type_482 _wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_483 arg2, swig_intgo arg3, swig_type_484 arg4, swig_type_485 arg5, swig_intgo arg6);
+extern swig_type_486 _wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_487 arg2, uintptr_t arg3);
+extern swig_type_488 _wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_489 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_490 _wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_491 arg2, uintptr_t arg3, uintptr_t arg4);
 extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_FP32_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_FP16_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_BF16_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_INT8_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_INT4_swig_e07ccb9d9606a104(void);
-extern swig_type_488 _wrap_inference_save_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_489 arg2);
+extern swig_type_492 _wrap_inference_save_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_493 arg2);
 extern void _wrap_inference_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_490 _wrap_inference_output_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_491 arg2);
-extern swig_type_492 _wrap_inference_is_sequence_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_493 arg2);
-extern swig_type_494 _wrap_inference_num_features_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_495 arg2);
-extern swig_type_496 _wrap_inference_num_tables_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_497 arg2);
-extern swig_type_498 _wrap_inference_table_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_499 arg2, swig_voidp arg3, swig_type_500 arg4, swig_type_501 arg5, swig_type_502 arg6);
-extern swig_type_503 _wrap_inference_version_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_504 arg2);
-extern swig_type_505 _wrap_inference_pin_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_506 arg2);
+extern swig_type_494 _wrap_inference_output_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_495 arg2);
+extern swig_type_496 _wrap_inference_is_sequence_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_497 arg2);
+extern swig_type_498 _wrap_inference_num_features_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_499 arg2);
+extern swig_type_500 _wrap_inference_num_tables_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_501 arg2);
+extern swig_type_502 _wrap_inference_table_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_503 arg2, swig_voidp arg3, swig_type_504 arg4, swig_type_505 arg5, swig_type_506 arg6);
+extern swig_type_507 _wrap_inference_version_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_508 arg2);
+extern swig_type_509 _wrap_inference_pin_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_510 arg2);
 extern void _wrap_inference_unpin_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_507 _wrap_inference_snapshot_version_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_508 arg2);
-extern swig_type_509 _wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_510 arg2, swig_type_511 arg3, swig_type_512 arg4);
-extern swig_type_513 _wrap_inference_reload_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_514 arg2);
-extern swig_type_515 _wrap_inference_apply_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_516 arg2, swig_type_517 arg3, swig_type_518 arg4, swig_type_519 arg5, swig_type_520 arg6, swig_type_521 arg7);
-extern swig_type_522 _wrap_bind_inference_open_swig_e07ccb9d9606a104(swig_type_523 arg1, swig_type_524 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_525 arg6, swig_type_526 arg7);
-extern swig_type_527 _wrap_bind_inference_lookup_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_528 arg2, swig_type_529 arg3, swig_type_530 arg4, swig_type_531 arg5, swig_type_532 arg6, swig_type_533 arg7, swig_type_534 arg8);
-extern swig_type_535 _wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_536 arg2, swig_type_537 arg3, swig_type_538 arg4, swig_type_539 arg5, swig_type_540 arg6, swig_type_541 arg7);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(swig_type_542 arg1);
+extern swig_type_511 _wrap_inference_snapshot_version_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_512 arg2);
+extern swig_type_513 _wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_514 arg2, swig_type_515 arg3, swig_type_516 arg4);
+extern swig_type_517 _wrap_inference_reload_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_518 arg2);
+extern swig_type_519 _wrap_inference_apply_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_520 arg2, swig_type_521 arg3, swig_type_522 arg4, swig_type_523 arg5, swig_type_524 arg6, swig_type_525 arg7);
+extern swig_type_526 _wrap_bind_inference_open_swig_e07ccb9d9606a104(swig_type_527 arg1, swig_type_528 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_529 arg6, swig_type_530 arg7);
+extern swig_type_531 _wrap_bind_inference_lookup_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_532 arg2, swig_type_533 arg3, swig_type_534 arg4, swig_type_535 arg5, swig_type_536 arg6, swig_type_537 arg7, swig_type_538 arg8);
+extern swig_type_539 _wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_540 arg2, swig_type_541 arg3, swig_type_542 arg4, swig_type_543 arg5, swig_type_544 arg6, swig_type_545 arg7);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(swig_type_546 arg1);
 extern void _wrap_bind_host_free_swig_e07ccb9d9606a104(uintptr_t arg1);
 #undef intgo
 */
@@ -1765,6 +1773,19 @@ func (arg1 SwigcptrDynamic_table_config) GetTtl_steps() (_swig_ret int64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrDynamic_table_config) SetCapacity_bytes(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_config_capacity_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_config) GetCapacity_bytes() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_config_capacity_bytes_get_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewDynamic_table_config() (_swig_ret Dynamic_table_config) {
 	var swig_r Dynamic_table_config
 	swig_r = (Dynamic_table_config)(SwigcptrDynamic_table_config(C._wrap_new_dynamic_table_config_swig_e07ccb9d9606a104()))
@@ -1787,9 +1808,11 @@ type Dynamic_table_config interface {
 	GetAdmission_threshold() (_swig_ret int)
 	SetTtl_steps(arg2 int64)
 	GetTtl_steps() (_swig_ret int64)
+	SetCapacity_bytes(arg2 int64)
+	GetCapacity_bytes() (_swig_ret int64)
 }
 
-const DYNAMIC_TABLE_CONFIG_VERSION uint = 1
+const DYNAMIC_TABLE_CONFIG_VERSION uint = 2
 func Dynamic_table_config_init(arg1 Dynamic_table_config, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -1866,7 +1889,7 @@ func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
 func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1))
+	C._wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_10(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
@@ -2069,7 +2092,7 @@ func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1))
+	C._wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_13(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
@@ -2121,7 +2144,7 @@ func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
 func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_13)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_15)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2140,7 +2163,7 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 func (arg1 SwigcptrComm_options) SetStore_grace_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_15(_swig_i_1))
+	C._wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_17(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetStore_grace_ms() (_swig_ret int64) {
@@ -2194,7 +2217,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_swig_e07ccb9d9606a104(*(*C.swig_type_19)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_swig_e07ccb9d9606a104(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2211,7 +2234,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_swig_e07ccb9d9606a104(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_22)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_swig_e07ccb9d9606a104(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_24)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2229,7 +2252,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_swig_e07ccb9d9606a104(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_swig_e07ccb9d9606a104(*(*C.swig_type_26)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2245,7 +2268,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_swig_e07ccb9d9606a104(*(*C.swig_type_26)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_swig_e07ccb9d9606a104(*(*C.swig_type_28)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2259,7 +2282,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_swig_e07ccb9d9606a104(*(*C.swig_type_28)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_swig_e07ccb9d9606a104(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2273,7 +2296,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_swig_e07ccb9d9606a104(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_swig_e07ccb9d9606a104(*(*C.swig_type_32)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2287,7 +2310,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2327,7 +2350,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_36(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_38(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2341,7 +2364,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_38(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_40(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2355,7 +2378,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_40(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_42(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2378,7 +2401,7 @@ func Comm_create_mpi(arg1 []uintptr, arg2 int64, arg3 Comm_options) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_comm_create_mpi_swig_e07ccb9d9606a104(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), C.swig_type_44(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_comm_create_mpi_swig_e07ccb9d9606a104(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), C.swig_type_46(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2392,7 +2415,7 @@ func Comm_create_from_env(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_from_env_swig_e07ccb9d9606a104(*(*C.swig_type_46)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_from_env_swig_e07ccb9d9606a104(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2406,7 +2429,7 @@ func Comm_local_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_rank_swig_e07ccb9d9606a104(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_rank_swig_e07ccb9d9606a104(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2420,7 +2443,7 @@ func Comm_local_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_size_swig_e07ccb9d9606a104(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_size_swig_e07ccb9d9606a104(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2434,7 +2457,7 @@ func Comm_bind_local_numa(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2456,7 +2479,7 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_53(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
@@ -2469,7 +2492,7 @@ func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
@@ -2548,7 +2571,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_swig_e07ccb9d9606a104(*(*C.swig_type_58)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_e07ccb9d9606a104(*(*C.swig_type_60)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2589,7 +2612,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2603,7 +2626,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2617,7 +2640,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2631,7 +2654,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2645,7 +2668,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2660,7 +2683,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2673,7 +2696,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2686,7 +2709,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2704,7 +2727,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2719,7 +2742,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2735,7 +2758,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_86(_swig_i_1), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2754,7 +2777,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1), C.swig_type_91(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_92(_swig_i_1), C.swig_type_93(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3105,7 +3128,7 @@ func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
@@ -3235,7 +3258,7 @@ func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
@@ -3248,7 +3271,7 @@ func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
@@ -3371,7 +3394,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_e07ccb9d9606a104(*(*C.swig_type_104)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_e07ccb9d9606a104(*(*C.swig_type_106)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3390,7 +3413,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3404,7 +3427,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3428,7 +3451,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3442,7 +3465,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3511,7 +3534,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3525,7 +3548,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3537,7 +3560,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3555,7 +3578,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3572,7 +3595,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3588,7 +3611,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3605,7 +3628,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3627,7 +3650,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3648,7 +3671,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3666,7 +3689,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3681,7 +3704,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3696,7 +3719,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3716,7 +3739,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_type_154(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_type_156(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3734,7 +3757,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3752,7 +3775,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3792,7 +3815,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_162(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -3805,7 +3828,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -3818,7 +3841,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -3995,7 +4018,7 @@ func Embedding_is_training(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_training_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_training_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4030,7 +4053,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrDynamic_table_stats) SetSize(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
@@ -4043,7 +4066,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity() (_swig_ret int64) {
@@ -4069,7 +4092,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLoad_factor() (_swig_ret float64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
@@ -4082,7 +4105,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
@@ -4095,7 +4118,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret int64) {
@@ -4108,7 +4131,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64) {
@@ -4121,7 +4144,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
@@ -4134,7 +4157,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
@@ -4147,7 +4170,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret int64) {
@@ -4160,7 +4183,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int64) {
@@ -4173,13 +4196,26 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int6
 func (arg1 SwigcptrDynamic_table_stats) SetMetadata_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
 	swig_r = (uint64)(C._wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetCapacity_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetCapacity_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_dynamic_table_stats_capacity_bytes_get_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -4223,9 +4259,11 @@ type Dynamic_table_stats interface {
 	GetTotal_rejected_full() (_swig_ret int64)
 	SetMetadata_bytes(arg2 uint64)
 	GetMetadata_bytes() (_swig_ret uint64)
+	SetCapacity_bytes(arg2 uint64)
+	GetCapacity_bytes() (_swig_ret uint64)
 }
 
-const DYNAMIC_TABLE_STATS_VERSION uint = 1
+const DYNAMIC_TABLE_STATS_VERSION uint = 2
 func Dynamic_table_stats_init(arg1 Dynamic_table_stats, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -4242,7 +4280,7 @@ func Embedding_dynamic_stats(arg1 uintptr, arg2 string, arg3 Dynamic_table_stats
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4256,7 +4294,7 @@ func Embedding_dynamic_mark(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4277,7 +4315,7 @@ func Embedding_dynamic_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []flo
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_3)), C.swig_type_204(_swig_i_4), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_5)), C.swig_type_206(_swig_i_6), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_3)), C.swig_type_208(_swig_i_4), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_5)), C.swig_type_210(_swig_i_6), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4310,7 +4348,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_3)), C.swig_type_213(_swig_i_4), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_3)), C.swig_type_217(_swig_i_4), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4332,7 +4370,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_e07ccb9d9606a104(*(*C.swig_type_216)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_e07ccb9d9606a104(*(*C.swig_type_220)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4490,7 +4528,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_e07ccb9d9606a104(*(*C.swig_type_220)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_e07ccb9d9606a104(*(*C.swig_type_224)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4512,7 +4550,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4535,7 +4573,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(*(*C.swig_type_227)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(*(*C.swig_type_231)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4549,7 +4587,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_e07ccb9d9606a104(*(*C.swig_type_229)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_e07ccb9d9606a104(*(*C.swig_type_233)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4578,7 +4616,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_e07ccb9d9606a104(*(*C.swig_type_232)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_e07ccb9d9606a104(*(*C.swig_type_236)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4605,7 +4643,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4621,7 +4659,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4663,7 +4701,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -4769,7 +4807,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4784,7 +4822,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4800,7 +4838,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4816,7 +4854,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4832,7 +4870,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_253)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4851,7 +4889,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4887,7 +4925,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4909,7 +4947,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_1)), C.swig_type_261(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.swig_type_265(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4948,7 +4986,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4966,7 +5004,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4986,7 +5024,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5000,7 +5038,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_e07ccb9d9606a104(*(*C.swig_type_274)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_e07ccb9d9606a104(*(*C.swig_type_278)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5019,7 +5057,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_276(_swig_i_1), C.swig_type_277(_swig_i_2), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1), C.swig_type_281(_swig_i_2), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5046,7 +5084,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_283(_swig_i_1), C.swig_type_284(_swig_i_2), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_287)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_287(_swig_i_1), C.swig_type_288(_swig_i_2), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5083,7 +5121,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5112,7 +5150,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_295(_swig_i_1), C.swig_type_296(_swig_i_2), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_298)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1), C.swig_type_300(_swig_i_2), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5139,7 +5177,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5157,7 +5195,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5237,7 +5275,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_1)), C.swig_type_311(_swig_i_2), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_3)), C.swig_type_313(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_1)), C.swig_type_315(_swig_i_2), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_3)), C.swig_type_317(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5257,7 +5295,7 @@ func Mlp_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_infer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_1)), C.swig_type_316(_swig_i_2), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_3)), C.swig_type_318(_swig_i_4))
+	swig_r_p := C._wrap_mlp_infer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_1)), C.swig_type_320(_swig_i_2), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_3)), C.swig_type_322(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5284,7 +5322,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5302,7 +5340,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_e07ccb9d9606a104(*(*C.swig_type_323)(unsafe.Pointer(&_swig_i_0)), C.swig_type_324(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_325(_swig_i_3), C.swig_type_326(_swig_i_4), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_e07ccb9d9606a104(*(*C.swig_type_327)(unsafe.Pointer(&_swig_i_0)), C.swig_type_328(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_329(_swig_i_3), C.swig_type_330(_swig_i_4), *(*C.swig_type_331)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5327,7 +5365,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_1)), C.swig_type_330(_swig_i_2), *(*C.swig_type_331)(unsafe.Pointer(&_swig_i_3)), C.swig_type_332(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_1)), C.swig_type_334(_swig_i_2), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_3)), C.swig_type_336(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5347,7 +5385,7 @@ func Dcn_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_infer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_1)), C.swig_type_335(_swig_i_2), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_3)), C.swig_type_337(_swig_i_4))
+	swig_r_p := C._wrap_dcn_infer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_1)), C.swig_type_339(_swig_i_2), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_3)), C.swig_type_341(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5374,7 +5412,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5389,7 +5427,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_e07ccb9d9606a104(C.swig_type_342(_swig_i_0), C.swig_type_343(_swig_i_1), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_e07ccb9d9606a104(C.swig_type_346(_swig_i_0), C.swig_type_347(_swig_i_1), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5409,7 +5447,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_e07ccb9d9606a104(*(*C.swig_type_346)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_2)), C.swig_type_349(_swig_i_3), C.swig_type_350(_swig_i_4), C.swig_type_351(_swig_i_5), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_353)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_e07ccb9d9606a104(*(*C.swig_type_350)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_2)), C.swig_type_353(_swig_i_3), C.swig_type_354(_swig_i_4), C.swig_type_355(_swig_i_5), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5439,7 +5477,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_e07ccb9d9606a104(*(*C.swig_type_355)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_1)), C.swig_type_357(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_e07ccb9d9606a104(*(*C.swig_type_359)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_1)), C.swig_type_361(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5462,7 +5500,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_e07ccb9d9606a104(*(*C.swig_type_361)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_e07ccb9d9606a104(*(*C.swig_type_365)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5492,7 +5530,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5506,7 +5544,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_366(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_370(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5548,7 +5586,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5585,7 +5623,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_377(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5596,7 +5634,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5616,7 +5654,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(*(*C.swig_type_378)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(*(*C.swig_type_382)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5631,7 +5669,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_381)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_385)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5649,7 +5687,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_383)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5667,7 +5705,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_386)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_391)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5732,7 +5770,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_e07ccb9d9606a104(*(*C.swig_type_392)(unsafe.Pointer(&_swig_i_0)), C.swig_type_393(_swig_i_1), *(*C.swig_type_394)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_395)(unsafe.Pointer(&_swig_i_3)), C.swig_type_396(_swig_i_4), *(*C.swig_type_397)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_e07ccb9d9606a104(*(*C.swig_type_396)(unsafe.Pointer(&_swig_i_0)), C.swig_type_397(_swig_i_1), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)), C.swig_type_400(_swig_i_4), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5762,7 +5800,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(*(*C.swig_type_399)(unsafe.Pointer(&_swig_i_0)), C.swig_type_400(_swig_i_1), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_402)(unsafe.Pointer(&_swig_i_3)), C.swig_type_403(_swig_i_4), *(*C.swig_type_404)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(*(*C.swig_type_403)(unsafe.Pointer(&_swig_i_0)), C.swig_type_404(_swig_i_1), *(*C.swig_type_405)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_3)), C.swig_type_407(_swig_i_4), *(*C.swig_type_408)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5788,7 +5826,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_408(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_412(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5808,7 +5846,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_412(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_414)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_416(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5826,7 +5864,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_414(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_418(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5838,7 +5876,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_416(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_420(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5851,7 +5889,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_418(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_419)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_422(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_423)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5868,7 +5906,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_421(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_422)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_425(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_426)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5886,7 +5924,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_425)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_429)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5903,7 +5941,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_427(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_428)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_431(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_432)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5921,7 +5959,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_e07ccb9d9606a104(*(*C.swig_type_430)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_431)(unsafe.Pointer(&_swig_i_2)), C.swig_type_432(_swig_i_3), C.swig_type_433(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_e07ccb9d9606a104(*(*C.swig_type_434)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_435)(unsafe.Pointer(&_swig_i_2)), C.swig_type_436(_swig_i_3), C.swig_type_437(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5942,7 +5980,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_435)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_436)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_437)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_438)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_439)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_439)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_440)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_441)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_443)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5969,7 +6007,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_441(_swig_i_1), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_445(_swig_i_1), *(*C.swig_type_446)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5985,7 +6023,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_444(_swig_i_1), C.swig_type_445(_swig_i_2), *(*C.swig_type_446)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_448(_swig_i_1), C.swig_type_449(_swig_i_2), *(*C.swig_type_450)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6004,7 +6042,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(*(*C.swig_type_448)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_449)(unsafe.Pointer(&_swig_i_1)), C.swig_type_450(_swig_i_2), C.swig_type_451(_swig_i_3), C.swig_type_452(_swig_i_4), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_5)), C.swig_type_454(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(*(*C.swig_type_452)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_1)), C.swig_type_454(_swig_i_2), C.swig_type_455(_swig_i_3), C.swig_type_456(_swig_i_4), *(*C.swig_type_457)(unsafe.Pointer(&_swig_i_5)), C.swig_type_458(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6027,7 +6065,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_e07ccb9d9606a104(*(*C.swig_type_456)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_457)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_e07ccb9d9606a104(*(*C.swig_type_460)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_461)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6050,7 +6088,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_460(_swig_i_1), C.swig_type_461(_swig_i_2), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_3)), C.swig_type_463(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_464(_swig_i_1), C.swig_type_465(_swig_i_2), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_3)), C.swig_type_467(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6066,7 +6104,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_465(_swig_i_1), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_2)), C.swig_type_467(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_469(_swig_i_1), *(*C.swig_type_470)(unsafe.Pointer(&_swig_i_2)), C.swig_type_471(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6082,7 +6120,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_469(_swig_i_1), *(*C.swig_type_470)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_471)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_473(_swig_i_1), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_475)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6100,7 +6138,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_473(_swig_i_1), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_477(_swig_i_1), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6116,7 +6154,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_476(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_477)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_481)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6134,7 +6172,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_479(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_480)(unsafe.Pointer(&_swig_i_3)), C.swig_type_481(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_483(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_484)(unsafe.Pointer(&_swig_i_3)), C.swig_type_485(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6149,7 +6187,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_483(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_487(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6162,7 +6200,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_485(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_489(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6175,7 +6213,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_487(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_491(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6231,7 +6269,7 @@ func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_save_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_489)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_save_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_493)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6250,7 +6288,7 @@ func Inference_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_output_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_491)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_output_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_495)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6264,7 +6302,7 @@ func Inference_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_is_sequence_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_493)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_is_sequence_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6278,7 +6316,7 @@ func Inference_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_features_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_495)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_features_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_499)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6292,7 +6330,7 @@ func Inference_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_tables_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_tables_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_501)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6310,7 +6348,7 @@ func Inference_table_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_inference_table_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_500)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_501)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_502)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_inference_table_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_503(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_504)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_505)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_506)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6331,7 +6369,7 @@ func Inference_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_version_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_504)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_version_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_508)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6345,7 +6383,7 @@ func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_pin_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_506)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_pin_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_510)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6364,7 +6402,7 @@ func Inference_snapshot_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_snapshot_version_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_508)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_snapshot_version_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_512)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6380,7 +6418,7 @@ func Inference_snapshot_dense_tensor(arg1 uintptr, arg2 string, arg3 []uintptr, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_510)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_511)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_512)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_514)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_515)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_516)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6400,7 +6438,7 @@ func Inference_reload(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_reload_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_514)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_reload_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6419,7 +6457,7 @@ func Inference_apply_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []float
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_inference_apply_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_516)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_517)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_3)), C.swig_type_519(_swig_i_4), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_521)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_inference_apply_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_521)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_522)(unsafe.Pointer(&_swig_i_3)), C.swig_type_523(_swig_i_4), *(*C.swig_type_524)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_525)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6450,7 +6488,7 @@ func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 i
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_open_swig_e07ccb9d9606a104(*(*C.swig_type_523)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_524)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_525)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_526)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_open_swig_e07ccb9d9606a104(*(*C.swig_type_527)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_528)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_529)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6479,7 +6517,7 @@ func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_inference_lookup_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_528(_swig_i_1), C.swig_type_529(_swig_i_2), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_531)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_532)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_533)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_inference_lookup_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_532(_swig_i_1), C.swig_type_533(_swig_i_2), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_535)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_536)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_537)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6510,7 +6548,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_536(_swig_i_1), C.swig_type_537(_swig_i_2), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_539)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_540)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_541)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_540(_swig_i_1), C.swig_type_541(_swig_i_2), *(*C.swig_type_542)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_544)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_545)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6532,7 +6570,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(C.swig_type_542(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(C.swig_type_546(_swig_i_0)))
 	return swig_r
 }
 

@@ -7,7 +7,7 @@ pub const SHARDREC_VERSION_CODE: u32 = 100;
 pub const SHARDREC_SHARDING_COUNT: u32 = 7;
 pub const SHARDREC_FEATURE_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
-pub const SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION: u32 = 1;
+pub const SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION: u32 = 2;
 pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 3;
 pub const SHARDREC_TOPOLOGY_VERSION: u32 = 2;
 pub const SHARDREC_TABLE_CONSTRAINTS_VERSION: u32 = 1;
@@ -27,7 +27,7 @@ pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CALIBRATION_VERSION: u32 = 1;
 pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 4;
 pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 2;
-pub const SHARDREC_DYNAMIC_TABLE_STATS_VERSION: u32 = 1;
+pub const SHARDREC_DYNAMIC_TABLE_STATS_VERSION: u32 = 2;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
 pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
 pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
@@ -430,12 +430,13 @@ pub struct shardrec_dynamic_table_config {
     pub eviction: i32,
     pub admission_threshold: i32,
     pub ttl_steps: i64,
+    pub capacity_bytes: i64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_dynamic_table_config() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_dynamic_table_config>(),
-        24usize,
+        32usize,
         concat!("Size of: ", stringify!(shardrec_dynamic_table_config))
     );
     assert_eq!(
@@ -511,6 +512,23 @@ fn bindgen_test_layout_shardrec_dynamic_table_config() {
         );
     }
     test_field_ttl_steps();
+    fn test_field_capacity_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).capacity_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_config),
+                "::",
+                stringify!(capacity_bytes)
+            )
+        );
+    }
+    test_field_capacity_bytes();
 }
 pub type shardrec_dynamic_table_config_t = shardrec_dynamic_table_config;
 extern "C" {
@@ -3317,12 +3335,13 @@ pub struct shardrec_dynamic_table_stats {
     pub total_rejected_admission: i64,
     pub total_rejected_full: i64,
     pub metadata_bytes: u64,
+    pub capacity_bytes: u64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_dynamic_table_stats() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_dynamic_table_stats>(),
-        104usize,
+        112usize,
         concat!("Size of: ", stringify!(shardrec_dynamic_table_stats))
     );
     assert_eq!(
@@ -3551,6 +3570,23 @@ fn bindgen_test_layout_shardrec_dynamic_table_stats() {
         );
     }
     test_field_metadata_bytes();
+    fn test_field_capacity_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).capacity_bytes) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(capacity_bytes)
+            )
+        );
+    }
+    test_field_capacity_bytes();
 }
 pub type shardrec_dynamic_table_stats_t = shardrec_dynamic_table_stats;
 extern "C" {

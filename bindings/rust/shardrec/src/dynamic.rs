@@ -31,11 +31,15 @@ pub struct DynamicTable {
     pub admission_threshold: i32,
     /// `Eviction::Ttl` only: steps a row may go unseen before it may leave (>= 1 with TTL).
     pub ttl_steps: i64,
+    /// 0: the capacity is the table's `rows`. Else the capacity in bytes of memory (the table's
+    /// `rows` must then be 0), turned into slots by the planner (docs/dynamic-tables.md,
+    /// "Capacity in bytes").
+    pub capacity_bytes: i64,
 }
 
 impl DynamicTable {
     pub fn new(eviction: Eviction, admission_threshold: i32) -> DynamicTable {
-        DynamicTable { eviction, admission_threshold, ttl_steps: 0 }
+        DynamicTable { eviction, admission_threshold, ttl_steps: 0, capacity_bytes: 0 }
     }
 
     pub(crate) fn raw(&self) -> sys::shardrec_dynamic_table_config_t {
@@ -47,6 +51,7 @@ impl DynamicTable {
         d.eviction = self.eviction as i32;
         d.admission_threshold = self.admission_threshold;
         d.ttl_steps = self.ttl_steps;
+        d.capacity_bytes = self.capacity_bytes;
         d
     }
 }
@@ -74,6 +79,9 @@ pub struct DynamicTableStats {
     pub total_rejected_full: i64,
     /// Bytes of the id index, per-slot metadata and admission counts.
     pub metadata_bytes: u64,
+    /// What this rank allocated for the table: every slot's row and optimizer state, each
+    /// shard's zero row, and `metadata_bytes`.
+    pub capacity_bytes: u64,
 }
 
 impl EmbeddingCollection {
@@ -100,6 +108,7 @@ impl EmbeddingCollection {
             total_rejected_admission: s.total_rejected_admission,
             total_rejected_full: s.total_rejected_full,
             metadata_bytes: s.metadata_bytes,
+            capacity_bytes: s.capacity_bytes,
         })
     }
 }

@@ -57,6 +57,7 @@ fn dynamic_table_trains_on_raw_ids() {
         total_evicted: 1,
         total_rejected_admission: 3,
         metadata_bytes: s.metadata_bytes,
+        capacity_bytes: s.capacity_bytes,
         ..Default::default()
     };
     assert_eq!(s, want);
@@ -73,4 +74,27 @@ fn ttl_without_steps_is_rejected() {
     assert!(Plan::new(&table(dynamic), &features, &Topology::new(1), &[]).is_err());
     dynamic.ttl_steps = 5;
     Plan::new(&table(dynamic), &features, &Topology::new(1), &[]).expect("plan with ttl_steps");
+}
+
+/// A capacity in bytes (`rows` 0): the planner's slots are those whose row (SGD: no state) and
+/// metadata fit; the stats report both figures; rows and bytes together are refused.
+#[test]
+fn capacity_in_bytes_becomes_slots() {
+    let features = [Feature::new("f")];
+    let dynamic = DynamicTable { eviction: Eviction::Lru, capacity_bytes: 1600, ..Default::default() };
+    let plan = Plan::new(&[Table::new("dyn", 0, DIM as i32, &[0]).dynamic(dynamic)], &features,
+                         &Topology::new(1), &[])
+        .expect("plan from bytes");
+    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let sgd = Optimizer::new(OptimizerType::Sgd, 0.1);
+    let coll = EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default()).expect("collection");
+    let s = coll.dynamic_stats("dyn").expect("stats");
+    let per_slot = 4 * DIM as i64 + s.metadata_bytes as i64 / s.capacity;
+    assert!(s.capacity > 0 && s.capacity == 1600 / per_slot, "{s:?}");
+    assert_eq!(s.capacity_bytes, ((s.capacity + 1) * 4 * DIM as i64) as u64 + s.metadata_bytes);
+    let both = [Table::new("dyn", 8, DIM as i32, &[0]).dynamic(dynamic)];
+    match Plan::new(&both, &features, &Topology::new(1), &[]) {
+        Ok(_) => panic!("rows and bytes both were accepted"),
+        Err(e) => assert_eq!(e.code(), Code::Invalid),
+    }
 }

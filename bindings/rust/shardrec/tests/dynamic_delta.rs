@@ -77,8 +77,10 @@ fn delta_after_mark_holds_the_forwards_rows_and_a_tombstone() {
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("dyn.safetensors");
     let path = path.to_str().expect("utf-8 path");
-    let err = coll.export_table("dyn", path, true).expect_err("optimizer state");
-    assert_eq!(err.code(), Code::Unsupported);
+    // With the optimizer state too (keyed by the same ids), and imported back: a table import
+    // of its own rows changes nothing.
+    coll.export_table("dyn", path, true).expect("export with optimizer state");
+    coll.import_table("dyn", path, true).expect("import of the table's own export");
     coll.export_table("dyn", path, false).expect("export");
     let file = std::fs::read(path).expect("read");
     std::fs::remove_dir_all(&dir).ok();

@@ -500,6 +500,12 @@ public final class Config {
     public int admissionThreshold;
     /** TTL only: steps a row may go unseen before it may be evicted (>= 1 with TTL). */
     public long ttlSteps;
+    /**
+     * 0: the capacity is the table's {@code rows}. Else the capacity in bytes of memory (the
+     * table's {@code rows} must then be 0), turned into slots by the planner (docs/dynamic-tables.md,
+     * "Capacity in bytes").
+     */
+    public long capacityBytes;
 
     public DynamicTable eviction(Eviction v) {
       eviction = java.util.Objects.requireNonNull(v, "eviction");
@@ -516,6 +522,11 @@ public final class Config {
       return this;
     }
 
+    public DynamicTable capacityBytes(long v) {
+      capacityBytes = v;
+      return this;
+    }
+
     org.shardrec.swig.dynamic_table_config toNative() {
       org.shardrec.swig.dynamic_table_config d = new org.shardrec.swig.dynamic_table_config();
       org.shardrec.swig.Native.dynamic_table_config_init(
@@ -523,6 +534,7 @@ public final class Config {
       d.setEviction(eviction.code());
       d.setAdmission_threshold(admissionThreshold);
       d.setTtl_steps(ttlSteps);
+      d.setCapacity_bytes(capacityBytes);
       return d;
     }
   }

@@ -27,6 +27,11 @@ public final class DynamicTableStats {
   public long totalRejectedFull;
   /** Bytes of the id index, per-slot metadata and admission counts (unsigned in C). */
   public long metadataBytes;
+  /**
+   * The capacity in bytes: what this rank allocated for the table (every slot's row and optimizer
+   * state, each shard's zero row, and {@link #metadataBytes}; unsigned in C).
+   */
+  public long capacityBytes;
 
   static DynamicTableStats fromNative(org.shardrec.swig.dynamic_table_stats s) {
     DynamicTableStats v = new DynamicTableStats();
@@ -42,12 +47,14 @@ public final class DynamicTableStats {
     v.totalRejectedAdmission = s.getTotal_rejected_admission();
     v.totalRejectedFull = s.getTotal_rejected_full();
     v.metadataBytes = s.getMetadata_bytes();
+    v.capacityBytes = s.getCapacity_bytes();
     return v;
   }
 
   @Override
   public String toString() {
-    return "DynamicTableStats(size=" + size + ", capacity=" + capacity + ", inserted="
+    return "DynamicTableStats(size=" + size + ", capacity=" + capacity + ", capacityBytes="
+        + capacityBytes + ", inserted="
         + totalInserted + ", evicted=" + totalEvicted + ", rejectedAdmission="
         + totalRejectedAdmission + ", rejectedFull=" + totalRejectedFull + ")";
   }

@@ -86,4 +86,28 @@ class DynamicTableTest {
     Plan.create(List.of(t), features, new Config.Topology(1), List.of()).close();
     assertEquals(Eviction.LFU, Eviction.of(Eviction.LFU.code()));
   }
+
+  @Test
+  void capacityInBytesBecomesSlots() {
+    // SGD (no state), fp32 dim 4: 16 bytes of row per slot plus the metadata; 100 slots' worth
+    // of rows alone is more than what fits once the metadata is counted.
+    Config.Table t = new Config.Table("dyn", 0, DIM).features(0).dynamic(
+        new Config.DynamicTable().eviction(Eviction.LRU).capacityBytes(1600));
+    List<Config.Feature> features = List.of(new Config.Feature("f"));
+    Config.Topology topo = new Config.Topology(1);  // the planner counts SGD's state (none)
+    Config.Optimizer sgd = new Config.Optimizer().type(OptimizerType.SGD).learningRate(0.1f);
+    try (Plan plan = Plan.create(List.of(t), features, topo, List.of());
+         Comm comm = Comm.createLocalGroup(1)[0];
+         EmbeddingCollection coll = EmbeddingCollection.create(plan, comm, sgd, null)) {
+      DynamicTableStats s = coll.dynamicStats("dyn");
+      assertTrue(s.capacity > 0 && s.capacity < 100, "capacity " + s.capacity);
+      assertEquals(s.capacity, 1600 / (4 * DIM + s.metadataBytes / s.capacity));
+      assertEquals((s.capacity + 1) * 4 * DIM + s.metadataBytes, s.capacityBytes);
+    }
+    Config.Table both = new Config.Table("dyn", 8, DIM).features(0).dynamic(t.dynamic);
+    assertEquals(ShardrecException.EINVAL,
+                 assertThrows(ShardrecException.class,
+                              () -> Plan.create(List.of(both), features, topo, List.of()))
+                     .code());
+  }
 }

@@ -1,0 +1,215 @@
+// Capacity in bytes of dynamic tables through the C API (docs/dynamic-tables.md, "Capacity in
+// bytes"): the plan's slots are the largest count whose rows, optimizer state and metadata fit,
+// the stats report the capacity in rows and bytes, a table given in bytes trains bit-identically
+// to the same table given its slot count, the plan JSON keeps the figure, and bad figures fail
+// plan creation with a message naming the table.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "shardrec/plan.h"
+#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+int64_t PlanRows(const shardrec_plan_t* plan, size_t table) {
+  int64_t rows = 0;
+  EXPECT_EQ(shardrec_plan_table_rows(plan, table, &rows), SHARDREC_OK) << shardrec_last_error();
+  return rows;
+}
+
+// This rank's stats of both tables of a world-1 collection of `plan`.
+std::vector<shardrec_dynamic_table_stats_t> Stats(const DynScenario& s,
+                                                  const shardrec_plan_t* plan) {
+  std::vector<shardrec_dynamic_table_stats_t> out(2);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  SpawnRanks(1, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan, GroupComm(1, r), &opt, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    for (int t = 0; t < 2; ++t) {
+      shardrec_dynamic_table_stats_init(&out[t], SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+      ASSERT_EQ(shardrec_embedding_dynamic_stats(c, t == 0 ? "t0" : "t1", &out[t]), SHARDREC_OK)
+          << shardrec_last_error();
+    }
+  });
+  return out;
+}
+
+// A caller built against version 1 of the stats struct (which ends with metadata_bytes) gets
+// nothing written past it.
+TEST(DynamicCapacity, VersionOneStatsGetNoCapacityBytes) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 16, 24);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  CollPtr coll(c);
+  shardrec_dynamic_table_stats_t st;
+  st.capacity_bytes = 12345;
+  ASSERT_EQ(shardrec_dynamic_table_stats_init(&st, 1), SHARDREC_OK);
+  EXPECT_EQ(st.capacity_bytes, 12345u);
+  ASSERT_EQ(shardrec_embedding_dynamic_stats(c, "t0", &st), SHARDREC_OK) << shardrec_last_error();
+  EXPECT_EQ(st.capacity, 16);
+  EXPECT_GT(st.metadata_bytes, 0u);
+  EXPECT_EQ(st.capacity_bytes, 12345u);
+}
+
+// Bytes of one slot's row and optimizer state (fp32 storage): Adagrad keeps one float per
+// element, row-wise Adagrad one per row.
+int64_t RowAndStateBytes(int32_t optimizer, int64_t dim) {
+  return dim * 4 + (optimizer == SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD ? 4 : dim * 4);
+}
+
+// The slots are floor(bytes / per-slot cost), the per-slot metadata read back from the stats
+// (metadata_bytes / capacity, linear without admission counters); the stats' capacity_bytes is
+// the allocation (every slot and the zero row, with state) plus the metadata.
+TEST(DynamicCapacity, BytesBecomeTheSlotsThatFit) {
+  for (int32_t optimizer : {SHARDREC_OPTIMIZER_ADAGRAD, SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD}) {
+    for (int32_t eviction : {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_SCORE}) {
+      SCOPED_TRACE("optimizer " + std::to_string(optimizer) + " eviction " +
+                   std::to_string(eviction));
+      DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, optimizer, 0, 24);
+      const int64_t bytes[2] = {5000, 7777};
+      for (int t = 0; t < 2; ++t) {
+        s.dynamic[t].eviction = eviction;
+        s.dynamic[t].capacity_bytes = bytes[t];
+      }
+      PlanPtr plan = MakeDynPlan(s);
+      ASSERT_NE(plan, nullptr);
+      const std::vector<shardrec_dynamic_table_stats_t> st = Stats(s, plan.get());
+      for (int t = 0; t < 2; ++t) {
+        const int64_t dim = s.base.tables[t].dim;
+        const int64_t slots = PlanRows(plan.get(), static_cast<size_t>(t));
+        ASSERT_GT(slots, 0);
+        EXPECT_EQ(st[t].capacity, slots);
+        const auto meta = static_cast<int64_t>(st[t].metadata_bytes);
+        ASSERT_EQ(meta % slots, 0) << "metadata grows by a fixed figure per slot";
+        const int64_t per_slot = RowAndStateBytes(optimizer, dim) + meta / slots;
+        EXPECT_EQ(slots, bytes[t] / per_slot) << "table " << t << ", " << per_slot << " B/slot";
+        EXPECT_EQ(st[t].capacity_bytes,
+                  static_cast<uint64_t>((slots + 1) * RowAndStateBytes(optimizer, dim) + meta));
+      }
+    }
+  }
+}
+
+// A table given in bytes is the table given its slot count: the same outputs, bit for bit, at
+// capacity with eviction, row-wise at world 2; the plan JSON carries the figure and reads back to
+// the same plan.
+TEST(DynamicCapacity, BytesTrainAsTheirSlotCount) {
+  DynScenario by_bytes =
+      MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 0, 40);
+  for (auto& d : by_bytes.dynamic) {
+    d.eviction = SHARDREC_EVICTION_LFU;
+    d.admission_threshold = 2;  // with admission counters: the per-slot cost is not linear
+    d.capacity_bytes = 3000;
+  }
+  PlanPtr plan = MakeDynPlan(by_bytes);
+  ASSERT_NE(plan, nullptr);
+  DynScenario by_rows = by_bytes;
+  for (int t = 0; t < 2; ++t) {
+    by_rows.dynamic[t].capacity_bytes = 0;
+    by_rows.base.tables[t].rows = PlanRows(plan.get(), static_cast<size_t>(t));
+    by_bytes.base.tables[t].rows = 0;
+    EXPECT_LT(by_rows.base.tables[t].rows, 40) << "the case must evict";
+  }
+  const auto batches = MakeDynBatches(by_rows);
+  const auto grads = MakeGrads(by_rows.base, batches, DynOutputDim(by_rows));
+  const DynRun a = RunDynamic(by_bytes, batches, grads);
+  const DynRun b = RunDynamic(by_rows, batches, grads);
+  ASSERT_EQ(a.out.size(), b.out.size());
+  for (size_t step = 0; step < a.out.size(); ++step)
+    for (size_t r = 0; r < a.out[step].size(); ++r)
+      EXPECT_EQ(a.out[step][r], b.out[step][r]) << "step " << step << " rank " << r;
+  int64_t evicted = 0;
+  for (const auto& rank : b.stats)
+    for (const auto& t : rank) evicted += t.total_evicted;
+  EXPECT_GT(evicted, 0);
+
+  char* text = nullptr;
+  size_t len = 0;
+  ASSERT_EQ(shardrec_plan_to_json(plan.get(), &text, &len), SHARDREC_OK) << shardrec_last_error();
+  const std::string json(text, len);
+  shardrec_free(text);
+  EXPECT_NE(json.find("\"capacity_bytes\": 3000"), std::string::npos) << json;
+  shardrec_plan_t* back = nullptr;
+  ASSERT_EQ(shardrec_plan_from_json(&back, json.data(), json.size()), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr back_ptr(back);
+  uint64_t h1 = 0, h2 = 0;
+  ASSERT_EQ(shardrec_plan_hash(plan.get(), &h1), SHARDREC_OK);
+  ASSERT_EQ(shardrec_plan_hash(back, &h2), SHARDREC_OK);
+  EXPECT_EQ(h1, h2);
+  EXPECT_EQ(PlanRows(back, 0), PlanRows(plan.get(), 0));
+  char* stats = nullptr;
+  ASSERT_EQ(shardrec_plan_stats(plan.get(), &stats, &len), SHARDREC_OK);
+  EXPECT_NE(std::string(stats, len).find("(dynamic, 3000 bytes)"), std::string::npos)
+      << std::string(stats, len);
+  shardrec_free(stats);
+}
+
+// Plan creation refuses: rows and bytes both given, neither, a negative figure, and a figure
+// below one slot's cost (naming the table and the cost), or one giving fewer slots than the
+// plan's shards. A version-1 dynamic config has no
+// capacity_bytes and is read without it.
+TEST(DynamicCapacity, BadFiguresFailPlanCreation) {
+  struct Case {
+    int64_t rows, bytes;
+    const char* want;
+  };
+  for (const Case& c : {Case{16, 4096, "not both"}, Case{0, 0, "rows 0 must be > 0"},
+                        Case{0, -8, "capacity_bytes -8 must be >= 0"},
+                        Case{0, 40, "capacity_bytes 40 holds no slot"}}) {
+    SCOPED_TRACE(c.want);
+    DynScenario s =
+        MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+    s.base.tables[1].rows = c.rows;
+    s.dynamic[1].capacity_bytes = c.bytes;
+    ::testing::TestPartResultArray failures;  // MakeDynPlan's own expectation of success
+    {
+      ::testing::ScopedFakeTestPartResultReporter reporter(
+          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+      PlanPtr plan = MakeDynPlan(s);
+      EXPECT_EQ(plan, nullptr);
+    }
+    const std::string msg = shardrec_last_error();
+    EXPECT_NE(msg.find("table 't1'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
+  }
+  {
+    // Two slots' worth, row-wise over 4 ranks: fewer slots than shards.
+    DynScenario s = MakeDynScenario(4, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 0, 24);
+    s.base.min_partition = 1;
+    for (auto& d : s.dynamic) d.capacity_bytes = 2 * (12 * 4 + 28) + 10;
+    ::testing::TestPartResultArray failures;
+    {
+      ::testing::ScopedFakeTestPartResultReporter reporter(
+          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+      PlanPtr plan = MakeDynPlan(s);
+      EXPECT_EQ(plan, nullptr);
+    }
+    const std::string msg = shardrec_last_error();
+    EXPECT_NE(msg.find("slots, fewer than its"), std::string::npos) << msg;
+  }
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  for (auto& d : s.dynamic) {
+    ASSERT_EQ(shardrec_dynamic_table_config_init(&d, 1), SHARDREC_OK);
+    d.capacity_bytes = -1;  // past the end of a version-1 struct: never read
+  }
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(PlanRows(plan.get(), 1), 64);
+}
+
+}  // namespace
+}  // namespace shardrec::testing
