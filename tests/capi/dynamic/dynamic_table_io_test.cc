@@ -102,7 +102,11 @@ TEST(DynamicTableIo, ExportWithStateImportsBitExactAtAnotherWorld) {
   const std::vector<std::pair<Side, Side>> pairs = {
       {{2, SHARDREC_SHARDING_ROW_WISE, 64}, {1, SHARDREC_SHARDING_TABLE_WISE, 64}},
       {{1, SHARDREC_SHARDING_TABLE_WISE, 64}, {4, SHARDREC_SHARDING_ROW_WISE, 96}},
-      {{2, SHARDREC_SHARDING_COLUMN_WISE, 48}, {3, SHARDREC_SHARDING_ROW_WISE, 64}}};
+      {{2, SHARDREC_SHARDING_COLUMN_WISE, 48}, {3, SHARDREC_SHARDING_ROW_WISE, 64}},
+      // A data-parallel table exports one copy and imports a whole copy on every rank.
+      {{2, SHARDREC_SHARDING_DATA_PARALLEL, 64}, {3, SHARDREC_SHARDING_ROW_WISE, 64}},
+      {{2, SHARDREC_SHARDING_TABLE_ROW_WISE, 64}, {3, SHARDREC_SHARDING_DATA_PARALLEL, 64}},
+      {{4, SHARDREC_SHARDING_GRID, 64}, {2, SHARDREC_SHARDING_TABLE_COLUMN_WISE, 64}}};
   for (int32_t optimizer : {SHARDREC_OPTIMIZER_ADAM, SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD}) {
     DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, optimizer, 64, 24);
     s.base.tables[1].dtype = SHARDREC_DTYPE_BFLOAT16;  // exported widened, imported exactly
