@@ -19,9 +19,9 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   now_ = 0;
   index_.Reset(slots);
   if (config.admission_threshold > 1) sketch_.Reset(slots);
+  base_ = 0;
   ids_.assign(static_cast<size_t>(slots), 0);
-  last_seen_.assign(static_cast<size_t>(slots), 0);
-  count_.assign(static_cast<size_t>(slots), 0);
+  meta_.assign(static_cast<size_t>(slots), SlotMeta{0, 0});
   score_.assign(config.eviction == Eviction::kScore ? static_cast<size_t>(slots) : 0, 0.0);
   last_ = total_ = StepCounts{};
   tracking_ = false;
@@ -31,7 +31,7 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
 
 size_t DynamicShard::metadata_bytes() const {
   return index_.bytes() + sketch_.bytes() +
-         static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t)) +
+         static_cast<size_t>(slots_) * (sizeof(int64_t) + sizeof(SlotMeta)) +
          score_.size() * sizeof(double) + dirty_.size() * sizeof(uint64_t) +
          tombstones_.capacity() * sizeof(int64_t);
 }
@@ -42,10 +42,16 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
   SR_CHECK(static_cast<int64_t>(ids.size()) <= slots_ && last_seen.size() == ids.size() &&
            counts.size() == ids.size());
   index_.Reset(slots_);
+  // base_: the oldest last-seen forward, or as old as 32 bits relative to `forwards` reach. A
+  // checkpoint's values outside [base_, forwards] (only a file not written by us has them, or
+  // rows unseen for 4 billion forwards) are clamped into it.
+  base_ = forwards;
+  for (int64_t x : last_seen) base_ = std::min(base_, x);
+  base_ = std::max(base_, forwards - int64_t{UINT32_MAX});
   for (size_t i = 0; i < ids.size(); ++i) {
     ids_[i] = ids[i];
-    last_seen_[i] = last_seen[i];
-    count_[i] = counts[i];
+    const int64_t seen = std::clamp(last_seen[i], base_, forwards);
+    meta_[i] = SlotMeta{static_cast<uint32_t>(seen - base_), counts[i]};
     index_.Insert(ids[i], static_cast<int32_t>(i), ids_.data());
   }
   used_ = static_cast<int64_t>(ids.size());
@@ -68,13 +74,36 @@ void DynamicShard::Mark() {
   tombstones_.clear();
 }
 
+std::vector<int64_t> DynamicShard::LastSeen() const {
+  std::vector<int64_t> out(static_cast<size_t>(used_));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = base_ + meta_[i].seen;
+  return out;
+}
+
+std::vector<uint32_t> DynamicShard::Counts() const {
+  std::vector<uint32_t> out(static_cast<size_t>(used_));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = meta_[i].count;
+  return out;
+}
+
+void DynamicShard::Rebase() {
+  int64_t base = now_;
+  for (int64_t s = 0; s < used_; ++s) base = std::min(base, base_ + meta_[s].seen);
+  base = std::max(base, now_ - int64_t{UINT32_MAX});
+  for (int64_t s = 0; s < used_; ++s) {
+    const int64_t seen = std::max(base_ + meta_[s].seen, base);
+    meta_[s].seen = static_cast<uint32_t>(seen - base);
+  }
+  base_ = base;
+}
+
 bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
   if (config_.eviction == Eviction::kScore)
     return std::tie(score_[a], ids_[a]) < std::tie(score_[b], ids_[b]);
   if (config_.eviction == Eviction::kLfu)
-    return std::tie(count_[a], last_seen_[a], ids_[a]) <
-           std::tie(count_[b], last_seen_[b], ids_[b]);
-  return std::tie(last_seen_[a], ids_[a]) < std::tie(last_seen_[b], ids_[b]);
+    return std::tie(meta_[a].count, meta_[a].seen, ids_[a]) <
+           std::tie(meta_[b].count, meta_[b].seen, ids_[b]);
+  return std::tie(meta_[a].seen, ids_[a]) < std::tie(meta_[b].seen, ids_[b]);
 }
 
 void DynamicShard::SelectVictims(int64_t need) {
@@ -83,14 +112,16 @@ void DynamicShard::SelectVictims(int64_t need) {
   // are distinct (ids are), so selecting the `need` smallest and sorting them gives exactly the
   // victims, in the order, that a sort by EvictsBefore would.
   const bool lfu = config_.eviction == Eviction::kLfu;
+  const uint32_t now = NowRel();
   candidates_.clear();
   for (int64_t s = 0; s < used_; ++s) {
-    if (last_seen_[s] == now_) continue;
-    if (config_.eviction == Eviction::kTtl && now_ - last_seen_[s] <= config_.ttl_steps) continue;
-    candidates_.push_back({lfu ? count_[s] : 0u, last_seen_[s], ids_[s], static_cast<int32_t>(s)});
+    const SlotMeta m = meta_[s];
+    if (m.seen == now) continue;
+    if (config_.eviction == Eviction::kTtl && int64_t{now - m.seen} <= config_.ttl_steps) continue;
+    candidates_.push_back({lfu ? m.count : 0u, m.seen, ids_[s], static_cast<int32_t>(s)});
   }
   auto before = [](const Candidate& a, const Candidate& b) {
-    return std::tie(a.count, a.last_seen, a.id) < std::tie(b.count, b.last_seen, b.id);
+    return std::tie(a.count, a.seen, a.id) < std::tie(b.count, b.seen, b.id);
   };
   if (static_cast<int64_t>(candidates_.size()) > need) {
     std::nth_element(candidates_.begin(), candidates_.begin() + need, candidates_.end(), before);
@@ -103,6 +134,8 @@ void DynamicShard::SelectVictims(int64_t need) {
 void DynamicShard::Translate(std::span<const IdSpan> ids,
                              const std::function<void(int32_t, int64_t)>& init) {
   ++now_;
+  if (now_ - base_ > int64_t{UINT32_MAX}) Rebase();
+  const uint32_t now = NowRel();
   last_ = StepCounts{};
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
   // the order does not matter for them. Index lookups of random ids miss the cache, and so do the
@@ -123,8 +156,9 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
         continue;
       }
       SetDirty(s);
-      last_seen_[s] = now_;
-      if (count_[s] != UINT32_MAX) ++count_[s];
+      SlotMeta& m = meta_[s];
+      m.seen = now;
+      if (m.count != UINT32_MAX) ++m.count;
       x = s;
     }
   }
@@ -164,8 +198,9 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     SelectVictims(need);
   } else if (need > 0 && config_.eviction != Eviction::kNone) {
     for (int64_t s = 0; s < used_; ++s) {
-      if (last_seen_[s] == now_) continue;
-      if (config_.eviction == Eviction::kTtl && now_ - last_seen_[s] <= config_.ttl_steps) continue;
+      if (meta_[s].seen == now) continue;
+      if (config_.eviction == Eviction::kTtl && int64_t{now - meta_[s].seen} <= config_.ttl_steps)
+        continue;
       victims_.push_back(static_cast<int32_t>(s));
     }
     auto before = [this](int32_t a, int32_t b) { return EvictsBefore(a, b); };
@@ -191,8 +226,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       continue;
     }
     ids_[slot] = pending_[k];
-    last_seen_[slot] = now_;
-    count_[slot] = pending_count_[k];
+    meta_[slot] = SlotMeta{now, pending_count_[k]};
     if (!score_.empty()) score_[slot] = 0.0;
     index_.Insert(pending_[k], slot, ids_.data());
     SetDirty(slot);
