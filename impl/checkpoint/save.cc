@@ -259,7 +259,8 @@ uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
     if (d == nullptr) continue;
     const int64_t head[2] = {d->forwards(), d->size()};
     fold(head, sizeof(head));
-    fold(d->ids().data(), d->ids().size_bytes());
+    const std::vector<int64_t> ids = d->Ids();
+    fold(ids.data(), ids.size() * sizeof(int64_t));
     const std::vector<int64_t> last_seen = d->LastSeen();
     const std::vector<uint32_t> counts = d->Counts();
     fold(last_seen.data(), last_seen.size() * sizeof(int64_t));

@@ -76,7 +76,8 @@ Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communic
                      Mix64(static_cast<uint64_t>(shard->slots())) ^ Mix64(sketch.size() + 7)));
     const int64_t header[3] = {n, shard->forwards(), static_cast<int64_t>(sketch.size())};
     Append(&mine, header, sizeof(header));
-    Append(&mine, shard->ids().data(), n * sizeof(int64_t));
+    const std::vector<int64_t> ids = shard->Ids();
+    Append(&mine, ids.data(), n * sizeof(int64_t));
     const std::vector<int64_t> last_seen = shard->LastSeen();
     Append(&mine, last_seen.data(), n * sizeof(int64_t));
     const std::vector<uint32_t> counts32 = shard->Counts();

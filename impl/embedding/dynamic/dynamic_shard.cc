@@ -20,8 +20,7 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   index_.Reset(slots);
   if (config.admission_threshold > 1) sketch_.Reset(slots);
   base_ = 0;
-  ids_.assign(static_cast<size_t>(slots), 0);
-  meta_.assign(static_cast<size_t>(slots), SlotMeta{0, 0});
+  records_.assign(static_cast<size_t>(slots), SlotRecord{0, 0, 0});
   score_.assign(config.eviction == Eviction::kScore ? static_cast<size_t>(slots) : 0, 0.0);
   last_ = total_ = StepCounts{};
   tracking_ = false;
@@ -30,8 +29,7 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
 }
 
 size_t DynamicShard::metadata_bytes() const {
-  return index_.bytes() + sketch_.bytes() +
-         static_cast<size_t>(slots_) * (sizeof(int64_t) + sizeof(SlotMeta)) +
+  return index_.bytes() + sketch_.bytes() + static_cast<size_t>(slots_) * (sizeof(SlotRecord)) +
          score_.size() * sizeof(double) + dirty_.size() * sizeof(uint64_t) +
          tombstones_.capacity() * sizeof(int64_t);
 }
@@ -49,10 +47,9 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
   for (int64_t x : last_seen) base_ = std::min(base_, x);
   base_ = std::max(base_, forwards - int64_t{UINT32_MAX});
   for (size_t i = 0; i < ids.size(); ++i) {
-    ids_[i] = ids[i];
     const int64_t seen = std::clamp(last_seen[i], base_, forwards);
-    meta_[i] = SlotMeta{static_cast<uint32_t>(seen - base_), counts[i]};
-    index_.Insert(ids[i], static_cast<int32_t>(i), ids_.data());
+    records_[i] = SlotRecord{ids[i], static_cast<uint32_t>(seen - base_), counts[i]};
+    index_.Insert(ids[i], static_cast<int32_t>(i));
   }
   used_ = static_cast<int64_t>(ids.size());
   std::fill(score_.begin(), score_.end(), 0.0);
@@ -74,36 +71,43 @@ void DynamicShard::Mark() {
   tombstones_.clear();
 }
 
+std::vector<int64_t> DynamicShard::Ids() const {
+  std::vector<int64_t> out(static_cast<size_t>(used_));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = records_[i].id;
+  return out;
+}
+
 std::vector<int64_t> DynamicShard::LastSeen() const {
   std::vector<int64_t> out(static_cast<size_t>(used_));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = base_ + meta_[i].seen;
+  for (size_t i = 0; i < out.size(); ++i) out[i] = base_ + records_[i].seen;
   return out;
 }
 
 std::vector<uint32_t> DynamicShard::Counts() const {
   std::vector<uint32_t> out(static_cast<size_t>(used_));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = meta_[i].count;
+  for (size_t i = 0; i < out.size(); ++i) out[i] = records_[i].count;
   return out;
 }
 
 void DynamicShard::Rebase() {
   int64_t base = now_;
-  for (int64_t s = 0; s < used_; ++s) base = std::min(base, base_ + meta_[s].seen);
+  for (int64_t s = 0; s < used_; ++s) base = std::min(base, base_ + records_[s].seen);
   base = std::max(base, now_ - int64_t{UINT32_MAX});
   for (int64_t s = 0; s < used_; ++s) {
-    const int64_t seen = std::max(base_ + meta_[s].seen, base);
-    meta_[s].seen = static_cast<uint32_t>(seen - base);
+    const int64_t seen = std::max(base_ + records_[s].seen, base);
+    records_[s].seen = static_cast<uint32_t>(seen - base);
   }
   base_ = base;
 }
 
 bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
+  const SlotRecord& x = records_[a];
+  const SlotRecord& y = records_[b];
   if (config_.eviction == Eviction::kScore)
-    return std::tie(score_[a], ids_[a]) < std::tie(score_[b], ids_[b]);
+    return std::tie(score_[a], x.id) < std::tie(score_[b], y.id);
   if (config_.eviction == Eviction::kLfu)
-    return std::tie(meta_[a].count, meta_[a].seen, ids_[a]) <
-           std::tie(meta_[b].count, meta_[b].seen, ids_[b]);
-  return std::tie(meta_[a].seen, ids_[a]) < std::tie(meta_[b].seen, ids_[b]);
+    return std::tie(x.count, x.seen, x.id) < std::tie(y.count, y.seen, y.id);
+  return std::tie(x.seen, x.id) < std::tie(y.seen, y.id);
 }
 
 void DynamicShard::SelectVictims(int64_t need) {
@@ -115,10 +119,10 @@ void DynamicShard::SelectVictims(int64_t need) {
   const uint32_t now = NowRel();
   candidates_.clear();
   for (int64_t s = 0; s < used_; ++s) {
-    const SlotMeta m = meta_[s];
+    const SlotRecord& m = records_[s];
     if (m.seen == now) continue;
     if (config_.eviction == Eviction::kTtl && int64_t{now - m.seen} <= config_.ttl_steps) continue;
-    candidates_.push_back({lfu ? m.count : 0u, m.seen, ids_[s], static_cast<int32_t>(s)});
+    candidates_.push_back({lfu ? m.count : 0u, m.seen, m.id, static_cast<int32_t>(s)});
   }
   auto before = [](const Candidate& a, const Candidate& b) {
     return std::tie(a.count, a.seen, a.id) < std::tie(b.count, b.seen, b.id);
@@ -138,11 +142,12 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
   const uint32_t now = NowRel();
   last_ = StepCounts{};
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
-  // the order does not matter for them. Index lookups of random ids miss the cache, and so do the
-  // slot's id, last-seen and count after them; a two-stage pipeline hides both: the probe run of
-  // the id kIndexAhead ahead is fetched, and for the id kSlotAhead ahead (whose index entry has
-  // arrived by then) the slot its home entry guesses.
-  constexpr size_t kIndexAhead = 16, kSlotAhead = 8;
+  // the order does not matter for them. Index lookups of random ids miss the cache, and so does
+  // the slot's record after them; a two-stage pipeline hides both: the bucket of the id
+  // kIndexAhead ahead is fetched, and for the id kSlotAhead ahead (whose bucket has arrived by
+  // then) the record of the slot its bucket guesses. 32 / 16 measured better than 16 / 8 and no
+  // worse than 48 / 24 (tests/bench/RESULTS.md).
+  constexpr size_t kIndexAhead = 32, kSlotAhead = 16;
   sorted_.clear();
   for (const IdSpan& span : ids) {
     const size_t n = span.size();
@@ -150,13 +155,13 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       if (i + kIndexAhead < n) index_.Prefetch(span[i + kIndexAhead]);
       if (i + kSlotAhead < n) PrefetchSlot(index_.Guess(span[i + kSlotAhead]));
       int64_t& x = span[i];
-      const int32_t s = index_.Find(x, ids_.data());
+      const int32_t s = index_.Find(x, IdBase(), kIdStride);
       if (s == SlotIndex::kNone) {
         sorted_.push_back({x, &x});
         continue;
       }
       SetDirty(s);
-      SlotMeta& m = meta_[s];
+      SlotRecord& m = records_[s];
       m.seen = now;
       if (m.count != UINT32_MAX) ++m.count;
       x = s;
@@ -198,8 +203,9 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     SelectVictims(need);
   } else if (need > 0 && config_.eviction != Eviction::kNone) {
     for (int64_t s = 0; s < used_; ++s) {
-      if (meta_[s].seen == now) continue;
-      if (config_.eviction == Eviction::kTtl && int64_t{now - meta_[s].seen} <= config_.ttl_steps)
+      if (records_[s].seen == now) continue;
+      if (config_.eviction == Eviction::kTtl &&
+          int64_t{now - records_[s].seen} <= config_.ttl_steps)
         continue;
       victims_.push_back(static_cast<int32_t>(s));
     }
@@ -218,17 +224,16 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       slot = static_cast<int32_t>(used_++);
     } else if (v < victims_.size()) {
       slot = victims_[v++];
-      if (tracking_) tombstones_.push_back(ids_[slot]);
-      index_.Erase(ids_[slot], ids_.data());
+      if (tracking_) tombstones_.push_back(records_[slot].id);
+      index_.Erase(records_[slot].id, IdBase(), kIdStride);
       ++last_.evicted;
     } else {
       ++last_.rejected_full;
       continue;
     }
-    ids_[slot] = pending_[k];
-    meta_[slot] = SlotMeta{now, pending_count_[k]};
+    records_[slot] = SlotRecord{pending_[k], now, pending_count_[k]};
     if (!score_.empty()) score_[slot] = 0.0;
-    index_.Insert(pending_[k], slot, ids_.data());
+    index_.Insert(pending_[k], slot);
     SetDirty(slot);
     group_slot_[pending_group_[k]] = slot;
     init(slot, pending_[k]);
@@ -249,7 +254,7 @@ void DynamicShard::Lookup(std::span<const IdSpan> ids) const {
     const size_t n = span.size();
     for (size_t i = 0; i < n; ++i) {
       if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
-      const int32_t s = index_.Find(span[i], ids_.data());
+      const int32_t s = index_.Find(span[i], IdBase(), kIdStride);
       span[i] = s == SlotIndex::kNone ? zero_row : s;
     }
   }
@@ -260,7 +265,7 @@ int64_t DynamicShard::SetScores(std::span<const int64_t> ids, std::span<const do
   if (score_.empty()) return 0;
   int64_t set = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t s = index_.Find(ids[i], ids_.data());
+    const int32_t s = index_.Find(ids[i], IdBase(), kIdStride);
     if (s == SlotIndex::kNone) continue;
     score_[s] = scores[i];
     ++set;

@@ -73,9 +73,10 @@ class DynamicShard {
   // its id, last-seen forward and count; forwards() is the forward counter the last-seen values
   // are relative to.
   int64_t forwards() const { return now_; }
-  std::span<const int64_t> ids() const { return {ids_.data(), static_cast<size_t>(used_)}; }
-  // Per slot [0, size()): its last-seen forward and its count, copied out (the shard keeps them
-  // packed, see meta_).
+  int64_t id(int64_t slot) const { return records_[static_cast<size_t>(slot)].id; }
+  // Per slot [0, size()): its id, last-seen forward and count, copied out (the shard keeps them
+  // in one record per slot, see SlotRecord).
+  std::vector<int64_t> Ids() const;
   std::vector<int64_t> LastSeen() const;
   std::vector<uint32_t> Counts() const;
   const std::vector<uint16_t>& sketch() const { return sketch_.counters(); }
@@ -111,8 +112,7 @@ class DynamicShard {
   // Asks the cache for slot s's id and metadata (s may be SlotIndex::kNone: nothing).
   void PrefetchSlot(int32_t s) const {
     if (s < 0) return;
-    __builtin_prefetch(ids_.data() + s);
-    __builtin_prefetch(meta_.data() + s, 1);
+    PrefetchLine(records_.data() + s);
   }
   // Moves base_ up to the oldest row's last-seen forward (or as far as the 32-bit range needs,
   // clamping older rows) when now_ would no longer fit relative to it.
@@ -126,16 +126,20 @@ class DynamicShard {
   int64_t now_ = 0;   // training forwards translated so far
   SlotIndex index_;
   AdmissionSketch sketch_;  // empty unless the admission threshold is above 1
-  // Per slot: its last-seen forward relative to base_ and its occurrences since it got the slot
-  // (saturating): 8 bytes beside the 8-byte id, so a touch writes one cache line and the
-  // metadata of a slot is 16 bytes (the index adds 7.5). 32 bits of forwards last 4 billion
-  // training forwards between rebases; only rows unseen for that long would lose their order.
-  struct SlotMeta {
+  // Per slot: its id, its last-seen forward relative to base_ and its occurrences since it got
+  // the slot (saturating), in one 16-byte record: a lookup compares the id and a touch writes
+  // the rest in the same cache line. 32 bits of forwards last 4 billion training forwards between
+  // rebases; only rows unseen for that long would lose their order.
+  struct SlotRecord {
+    int64_t id;
     uint32_t seen;
     uint32_t count;
   };
-  HugeVector<int64_t> ids_;  // per slot: its id
-  HugeVector<SlotMeta> meta_;
+  static_assert(sizeof(SlotRecord) == 16);
+  static constexpr size_t kIdStride = sizeof(SlotRecord) / sizeof(int64_t);
+  // The ids as the index reads them: ids[slot * kIdStride].
+  const int64_t* IdBase() const { return &records_.data()->id; }
+  HugeVector<SlotRecord> records_;
   int64_t base_ = 0;           // the forward that meta_[s].seen == 0 means
   std::vector<double> score_;  // per slot: the caller's score (SCORE policy only)
   StepCounts last_, total_;

@@ -38,7 +38,7 @@ TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
         const int32_t s = free_slots.back();
         free_slots.pop_back();
         ids[s] = x;
-        index.Insert(x, s, ids.data());
+        index.Insert(x, s);
         ref.emplace(x, s);
       } else if (it != ref.end() && rng() % 2 == 0) {
         index.Erase(x, ids.data());
@@ -77,7 +77,7 @@ TEST(DynamicShardLastSeen, ExactAcrossRebase) {
   // Forward f + 2 needs a rebase (the oldest row is UINT32_MAX + 1 forwards back): the oldest
   // row is clamped to the new base and is still the LRU victim for the new id 40.
   EXPECT_EQ(Step(&shard, {40, 30}), (std::vector<int64_t>{0, 2}));
-  EXPECT_EQ(shard.ids()[0], 40);
+  EXPECT_EQ(shard.id(0), 40);
   EXPECT_EQ(shard.LastSeen(), (std::vector<int64_t>{f + 2, f - 5, f + 2}));
   EXPECT_EQ(shard.Counts(), (std::vector<uint32_t>{1, 2, 5}));
   // Next victim: 20 (seen at f - 5).
