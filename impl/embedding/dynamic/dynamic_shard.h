@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "impl/embedding/dynamic/admission_sketch.h"
+#include "impl/embedding/dynamic/huge_page_allocator.h"
 #include "impl/embedding/dynamic/slot_index.h"
 #include "impl/sharding/types.h"
 
@@ -138,7 +139,7 @@ class DynamicShard {
   static constexpr size_t kIdStride = sizeof(SlotRecord) / sizeof(int64_t);
   // The ids as the index reads them: ids[slot * kIdStride].
   const int64_t* IdBase() const { return &records_.data()->id; }
-  std::vector<SlotRecord> records_;
+  HugeVector<SlotRecord> records_;
   int64_t base_ = 0;           // the forward that meta_[s].seen == 0 means
   std::vector<double> score_;  // per slot: the caller's score (SCORE policy only)
   StepCounts last_, total_;

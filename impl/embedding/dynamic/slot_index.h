@@ -12,6 +12,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "impl/embedding/dynamic/huge_page_allocator.h"
 #include "impl/embedding/dynamic/placement.h"
 #include "impl/embedding/dynamic/prefetch.h"
 
@@ -98,7 +99,7 @@ class SlotIndex {
   }
   size_t Next(size_t b) const { return b + 1 == buckets_.size() ? 0 : b + 1; }
 
-  std::vector<Bucket> buckets_;
+  HugeVector<Bucket> buckets_;
 };
 
 }  // namespace shardrec::embedding::dynamic
