@@ -1,5 +1,5 @@
 // An allocator that asks Linux for transparent huge pages for large arrays, so the random
-// accesses of a dynamic shard's index and per-slot metadata do not also miss the TLB.
+// accesses of a dynamic shard's index and per-slot records do not also miss the TLB.
 #pragma once
 
 #include <cstddef>
@@ -30,11 +30,12 @@ struct HugePageAllocator {
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
     if (bytes < kHuge) return static_cast<T*>(::operator new (bytes, std::align_val_t{alignof(T)}));
-    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-    void* p = std::aligned_alloc(kHuge, rounded);
-    if (p == nullptr) throw std::bad_alloc();
+    // Not rounded up to whole huge pages: the tail that does not fill one keeps small pages, so
+    // no memory is added beyond the array (metadata_bytes stays exact).
+    void* p = nullptr;
+    if (posix_memalign(&p, kHuge, bytes) != 0) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(p, rounded, MADV_HUGEPAGE);  // a refusal leaves ordinary pages: nothing to handle
+    madvise(p, bytes, MADV_HUGEPAGE);  // a refusal leaves ordinary pages: nothing to handle
 #endif
     return static_cast<T*>(p);
   }
