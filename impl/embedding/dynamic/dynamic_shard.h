@@ -163,12 +163,11 @@ class DynamicShard {
   std::vector<size_t> pending_group_;
   std::vector<int32_t> victims_;
   struct Candidate {
-    uint32_t count;  // LFU's count, 0 otherwise
-    uint32_t seen;   // relative to base_, like meta_
-    int64_t id;
+    uint64_t hi;  // (LFU's count, 0 otherwise) << 32 | last seen relative to base_
+    uint64_t lo;  // the id, sign bit flipped (unsigned order = the ids' order)
     int32_t slot;
   };
-  std::vector<Candidate> candidates_;  // scratch of SelectVictims
+  std::vector<Candidate> candidates_, scratch_;  // scratch of SelectVictims
 };
 
 }  // namespace shardrec::embedding::dynamic

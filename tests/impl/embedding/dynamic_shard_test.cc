@@ -1,12 +1,15 @@
 // White-box checks of a dynamic shard's internals that the C API cannot reach quickly: the slot
 // index against a std::unordered_map under random inserts and erases (long probe runs and
-// wrap-around included), and the 32-bit last-seen forwards near and past their rebase.
+// wrap-around included), the 32-bit last-seen forwards near and past their rebase, and the order
+// of eviction victims (which slot each new id takes; outputs alone would not show it).
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -84,6 +87,55 @@ TEST(DynamicShardLastSeen, ExactAcrossRebase) {
   EXPECT_EQ(Step(&shard, {50}), (std::vector<int64_t>{1}));
   EXPECT_EQ(shard.LastSeen(), (std::vector<int64_t>{f + 2, f + 3, f + 2}));
   EXPECT_EQ(shard.forwards(), f + 3);
+}
+
+// Victims leave in the documented order (LFU: count, then last seen, then id; LRU and TTL: last
+// seen, then id), over random metadata with many ties and negative ids: the k-th smallest new id
+// takes the k-th victim's slot.
+TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
+  for (Eviction policy : {Eviction::kLru, Eviction::kLfu, Eviction::kTtl}) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      std::mt19937_64 rng(seed);
+      sharding::DynamicConfig config;
+      config.enabled = true;
+      config.eviction = policy;
+      config.ttl_steps = 3;
+      const int64_t slots = 300;
+      DynamicShard shard;
+      shard.Reset(config, slots);
+      const int64_t forwards = 20;
+      std::vector<int64_t> ids, seen;
+      std::vector<uint32_t> counts;
+      std::unordered_map<int64_t, bool> used;
+      while (static_cast<int64_t>(ids.size()) < slots) {
+        const auto x = static_cast<int64_t>(rng() % 2001) - 1000;  // negative ids too
+        if (!used.emplace(x, true).second) continue;
+        ids.push_back(x);
+        seen.push_back(static_cast<int64_t>(rng() % 12));  // many ties
+        counts.push_back(static_cast<uint32_t>(rng() % 4));
+      }
+      shard.Restore(forwards, ids, seen, counts, {});
+      // The reference: every row may leave (none is seen by the next forward, whose ids are all
+      // new), except under TTL the rows seen within ttl_steps of forward 21.
+      std::vector<int32_t> order;
+      for (int32_t s = 0; s < slots; ++s)
+        if (policy != Eviction::kTtl || forwards + 1 - seen[s] > config.ttl_steps)
+          order.push_back(s);
+      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        const uint32_t ca = policy == Eviction::kLfu ? counts[a] : 0;
+        const uint32_t cb = policy == Eviction::kLfu ? counts[b] : 0;
+        return std::tie(ca, seen[a], ids[a]) < std::tie(cb, seen[b], ids[b]);
+      });
+      std::vector<int64_t> fresh;
+      for (int64_t k = 0; k < 120; ++k) fresh.push_back(5000 + k);  // ascending, all new
+      const std::vector<int64_t> rows = Step(&shard, fresh);
+      for (size_t k = 0; k < fresh.size(); ++k) {
+        const int64_t want = k < order.size() ? order[k] : slots;  // no victim left: zero row
+        ASSERT_EQ(rows[k], want) << "policy " << static_cast<int>(policy) << " seed " << seed
+                                 << " new id " << k;
+      }
+    }
+  }
 }
 
 }  // namespace
