@@ -3,11 +3,10 @@
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <algorithm>
-#include <array>
 #include <tuple>
-#include <utility>
 
 #include "impl/core/check.h"
+#include "impl/embedding/dynamic/radix_sort.h"
 
 namespace shardrec::embedding::dynamic {
 
@@ -117,9 +116,9 @@ void DynamicShard::SelectVictims(int64_t need) {
   // (LFU's count, else 0) << 32 | last seen (relative to base_, the same for every row), lo the
   // id with its sign bit flipped, so the unsigned order of (hi, lo) is the order of (count, last
   // seen, id). Keys are distinct (ids are), so a sort of the keys gives exactly the victims, in
-  // the order, that a sort by EvictsBefore would. The sort is an LSD radix sort over the key's
-  // 16 bytes: a comparison sort of random ids mispredicted about every other branch, and it was
-  // the largest part of victim selection; bytes every candidate shares (most of hi) are skipped.
+  // the order, that a sort by EvictsBefore would. A radix sort (radix_sort.h): the comparison
+  // sort was the largest part of victim selection; bytes every candidate shares (most of hi)
+  // are skipped.
   const bool lfu = config_.eviction == Eviction::kLfu;
   const uint32_t now = NowRel();
   candidates_.clear();
@@ -131,23 +130,10 @@ void DynamicShard::SelectVictims(int64_t need) {
                            static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63),
                            static_cast<int32_t>(s)});
   }
-  const size_t n = candidates_.size();
-  auto digit = [](const Candidate& c, int d) -> size_t {
+  RadixSort<16>(&candidates_, &scratch_, [](const Candidate& c, int d) -> size_t {
     return d < 8 ? (c.lo >> (8 * d)) & 0xff : (c.hi >> (8 * (d - 8))) & 0xff;
-  };
-  std::array<std::array<uint32_t, 256>, 16> count{};
-  for (const Candidate& c : candidates_)
-    for (int d = 0; d < 16; ++d) ++count[d][digit(c, d)];
-  scratch_.resize(n);
-  for (int d = 0; d < 16 && n > 1; ++d) {
-    std::array<uint32_t, 256>& at = count[d];
-    if (at[digit(candidates_[0], d)] == n) continue;
-    uint32_t sum = 0;
-    for (uint32_t& x : at) sum += std::exchange(x, sum);
-    for (const Candidate& c : candidates_) scratch_[at[digit(c, d)]++] = c;
-    candidates_.swap(scratch_);
-  }
-  const size_t take = std::min(n, static_cast<size_t>(need));
+  });
+  const size_t take = std::min(candidates_.size(), static_cast<size_t>(need));
   for (size_t i = 0; i < take; ++i) victims_.push_back(candidates_[i].slot);
 }
 
@@ -184,8 +170,9 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     }
   }
   // The ids without a row, distinct and ascending with their occurrences, decide in that order.
-  std::sort(sorted_.begin(), sorted_.end(),
-            [](const Occurrence& a, const Occurrence& b) { return a.id < b.id; });
+  RadixSort<8>(&sorted_, &sorted_scratch_, [](const Occurrence& o, int d) -> size_t {
+    return ((static_cast<uint64_t>(o.id) ^ (uint64_t{1} << 63)) >> (8 * d)) & 0xff;
+  });
   group_begin_.clear();
   group_slot_.clear();
   pending_.clear();

@@ -155,7 +155,7 @@ class DynamicShard {
     int64_t id;
     int64_t* at;
   };
-  std::vector<Occurrence> sorted_;
+  std::vector<Occurrence> sorted_, sorted_scratch_;
   std::vector<size_t> group_begin_;  // per distinct id (ascending) + 1: its range in sorted_
   std::vector<int32_t> group_slot_;  // per distinct id: its slot, or SlotIndex::kNone
   std::vector<int64_t> pending_;     // admitted new ids, ascending
