@@ -109,7 +109,7 @@ class DynamicShard {
   // Fills victims_ with the `need` rows that leave first under LRU, TTL or LFU (fewer when fewer
   // rows may leave), in the order EvictsBefore gives them.
   void SelectVictims(int64_t need);
-  // Asks the cache for slot s's id and metadata (s may be SlotIndex::kNone: nothing).
+  // Asks the cache for slot s's record (s may be SlotIndex::kNone: nothing).
   void PrefetchSlot(int32_t s) const {
     if (s < 0) return;
     PrefetchLine(records_.data() + s);
@@ -140,7 +140,7 @@ class DynamicShard {
   // The ids as the index reads them: ids[slot * kIdStride].
   const int64_t* IdBase() const { return &records_.data()->id; }
   HugeVector<SlotRecord> records_;
-  int64_t base_ = 0;           // the forward that meta_[s].seen == 0 means
+  int64_t base_ = 0;           // the forward that records_[s].seen == 0 means
   std::vector<double> score_;  // per slot: the caller's score (SCORE policy only)
   StepCounts last_, total_;
   bool tracking_ = false;

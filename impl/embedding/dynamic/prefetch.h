@@ -1,6 +1,6 @@
 // A cache prefetch the compiler keeps: GCC 12 at -O3 dropped the __builtin_prefetch of the slot
-// index's probe run in DynamicShard::Translate (its result is never used), so the pipeline that
-// was meant to hide the index's cache misses had none of its first stage.
+// index's line in DynamicShard::Translate (no prefetch instruction for it in the object), so
+// the pipeline that was meant to hide the index's cache misses had no first stage.
 #pragma once
 
 namespace shardrec::embedding::dynamic {
