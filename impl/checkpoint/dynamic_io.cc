@@ -100,9 +100,10 @@ void AppendDynamicSources(const embedding::EmbeddingCollection& coll, const Shar
     std::memcpy(b.data(), meta, sizeof(meta));
     out->push_back(Vector(t, kMeta, DType::kInt64, 3, b.data()));
     if (n > 0) {
-      out->push_back(Vector(t, kIds, DType::kInt64, n, shard->ids().data()));
-      out->push_back(Vector(t, kLastSeen, DType::kInt64, n, shard->last_seen().data()));
-      out->push_back(Vector(t, kCount, DType::kInt64, n, Widen<int64_t>(shard->counts(), owned)));
+      out->push_back(Vector(t, kIds, DType::kInt64, n, Widen<int64_t>(shard->Ids(), owned)));
+      out->push_back(
+          Vector(t, kLastSeen, DType::kInt64, n, Widen<int64_t>(shard->LastSeen(), owned)));
+      out->push_back(Vector(t, kCount, DType::kInt64, n, Widen<int64_t>(shard->Counts(), owned)));
       if (!shard->scores().empty())
         out->push_back(Vector(t, kScore, DType::kFloat64, n, shard->scores().data()));
     }

@@ -122,7 +122,7 @@ Status GatherTable(embedding::EmbeddingCollection& coll, int32_t t, const TableT
       const auto c0 = static_cast<int32_t>(tt.row_wise[k] ? 0 : st.col_offset);
       const auto nc = static_cast<int32_t>(st.cols);
       for (int64_t s = 0; s < shard->size(); ++s) {
-        Put<int64_t>(&blob, shard->ids()[static_cast<size_t>(s)]);
+        Put<int64_t>(&blob, shard->id(s));
         Put<int32_t>(&blob, static_cast<int32_t>(k));
         Put<int32_t>(&blob, c0);
         Put<int32_t>(&blob, nc);
@@ -302,9 +302,9 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
       s.local = li;
       s.forwards = shard->forwards();
       s.existing = static_cast<size_t>(shard->size());
-      s.ids.assign(shard->ids().begin(), shard->ids().end());
-      s.last_seen.assign(shard->last_seen().begin(), shard->last_seen().end());
-      s.counts.assign(shard->counts().begin(), shard->counts().end());
+      s.ids = shard->Ids();
+      s.last_seen = shard->LastSeen();
+      s.counts = shard->Counts();
       s.scores.assign(shard->scores().begin(), shard->scores().end());
       s.sketch = shard->sketch();
       std::unordered_map<int64_t, int64_t> slot_of;

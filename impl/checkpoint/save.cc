@@ -262,9 +262,12 @@ uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
     if (d == nullptr) continue;
     const int64_t head[2] = {d->forwards(), d->size()};
     fold(head, sizeof(head));
-    fold(d->ids().data(), d->ids().size_bytes());
-    fold(d->last_seen().data(), d->last_seen().size_bytes());
-    fold(d->counts().data(), d->counts().size_bytes());
+    const std::vector<int64_t> ids = d->Ids();
+    fold(ids.data(), ids.size() * sizeof(int64_t));
+    const std::vector<int64_t> last_seen = d->LastSeen();
+    const std::vector<uint32_t> counts = d->Counts();
+    fold(last_seen.data(), last_seen.size() * sizeof(int64_t));
+    fold(counts.data(), counts.size() * sizeof(uint32_t));
     fold(d->scores().data(), d->scores().size_bytes());  // empty unless SCORE
   }
   return h;

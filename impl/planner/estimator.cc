@@ -126,11 +126,11 @@ int64_t DynamicMetadataBytes(const sharding::DynamicConfig& d, int64_t slots) {
   if (!d.enabled || slots <= 0) return 0;
   const auto pow2 = [](uint64_t x) { return static_cast<int64_t>(std::bit_ceil(x)); };
   const uint64_t n = static_cast<uint64_t>(slots);
-  // As impl/embedding/dynamic/dynamic_shard.cc allocates: the index (4-byte entries, exactly
-  // 2 x slots), id + last seen + count per slot, and the admission sketch (4 rows of 16-bit
-  // counters, width a power of two >= max(64, 2 x slots)) when the threshold is above 1, and the
-  // caller's 8-byte score per slot under SCORE eviction.
-  int64_t bytes = slots * 2 * 4 + slots * 20;
+  // As impl/embedding/dynamic/dynamic_shard.cc allocates: the index (one 64-byte bucket per 8
+  // slots, slot_index.cc), a 16-byte record (id, last seen, count) per slot, and the admission
+  // sketch (4 rows of 16-bit counters, width a power of two >= max(64, 2 x slots)) when the
+  // threshold is above 1, and the caller's 8-byte score per slot under SCORE eviction.
+  int64_t bytes = (slots + 7) / 8 * 64 + slots * 16;
   if (d.admission_threshold > 1) bytes += 4 * pow2(std::max<uint64_t>(64, 2 * n)) * 2;
   if (d.eviction == sharding::DynamicConfig::Eviction::kScore) bytes += slots * 8;
   return bytes;

@@ -79,9 +79,12 @@ Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communic
     const int64_t header[4] = {n, shard->forwards(), static_cast<int64_t>(sketch.size()),
                                static_cast<int64_t>(scores.size())};
     Append(&mine, header, sizeof(header));
-    Append(&mine, shard->ids().data(), n * sizeof(int64_t));
-    Append(&mine, shard->last_seen().data(), n * sizeof(int64_t));
-    std::vector<int64_t> counts(shard->counts().begin(), shard->counts().end());
+    const std::vector<int64_t> ids = shard->Ids();
+    Append(&mine, ids.data(), n * sizeof(int64_t));
+    const std::vector<int64_t> last_seen = shard->LastSeen();
+    Append(&mine, last_seen.data(), n * sizeof(int64_t));
+    const std::vector<uint32_t> counts32 = shard->Counts();
+    std::vector<int64_t> counts(counts32.begin(), counts32.end());
     Append(&mine, counts.data(), n * sizeof(int64_t));
     Append(&mine, sketch.data(), sketch.size() * sizeof(uint16_t));
     Append(&mine, scores.data(), scores.size_bytes());

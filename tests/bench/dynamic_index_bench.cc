@@ -65,7 +65,7 @@ void BM_IndexFind(benchmark::State& state) {
   absl::flat_hash_map<int64_t, int32_t> map;
   map.reserve(static_cast<size_t>(slots));
   for (int64_t i = 0; i < kKeys; ++i) {
-    index.Insert(k.stored[i], static_cast<int32_t>(i), k.stored.data());
+    index.Insert(k.stored[i], static_cast<int32_t>(i));
     map.emplace(k.stored[i], static_cast<int32_t>(i));
   }
   std::vector<double> ti, ta;
@@ -101,8 +101,7 @@ void BM_IndexInsert(benchmark::State& state) {
     absl::flat_hash_map<int64_t, int32_t> map;
     map.reserve(static_cast<size_t>(slots));
     ti.push_back(Seconds([&] {
-      for (int64_t i = 0; i < kKeys; ++i)
-        index.Insert(k.stored[i], static_cast<int32_t>(i), k.stored.data());
+      for (int64_t i = 0; i < kKeys; ++i) index.Insert(k.stored[i], static_cast<int32_t>(i));
     }));
     ta.push_back(Seconds([&] {
       for (int64_t i = 0; i < kKeys; ++i) map.emplace(k.stored[i], static_cast<int32_t>(i));

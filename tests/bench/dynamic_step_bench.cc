@@ -289,8 +289,8 @@ BENCHMARK(BM_DynamicVsFixed)
     ->Arg(2)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(24);
-BENCHMARK(BM_DynamicEviction)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(24);
+    ->Iterations(120);
+BENCHMARK(BM_DynamicEviction)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(120);
 
 }  // namespace
 

@@ -97,7 +97,7 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
     const size_t es = DTypeSize(ls.dtype);
     for (int64_t s = 0; s < shard->size(); ++s) {
       if (!every_row && !shard->dirty(s)) continue;
-      Put<int64_t>(&mine, shard->ids()[static_cast<size_t>(s)]);
+      Put<int64_t>(&mine, shard->id(s));
       Put<int32_t>(&mine, ls.col_offset);
       Put<int32_t>(&mine, ls.cols);
       const uint8_t* row = weights + static_cast<size_t>(s) * ls.cols * es;

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "impl/core/check.h"
+#include "impl/embedding/dynamic/radix_sort.h"
 
 namespace shardrec::embedding::dynamic {
 
@@ -19,9 +20,8 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   now_ = 0;
   index_.Reset(slots);
   if (config.admission_threshold > 1) sketch_.Reset(slots);
-  ids_.assign(static_cast<size_t>(slots), 0);
-  last_seen_.assign(static_cast<size_t>(slots), 0);
-  count_.assign(static_cast<size_t>(slots), 0);
+  base_ = 0;
+  records_.assign(static_cast<size_t>(slots), SlotRecord{0, 0, 0});
   score_.assign(config.eviction == Eviction::kScore ? static_cast<size_t>(slots) : 0, 0.0);
   last_ = total_ = StepCounts{};
   tracking_ = false;
@@ -30,8 +30,7 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
 }
 
 size_t DynamicShard::metadata_bytes() const {
-  return index_.bytes() + sketch_.bytes() +
-         static_cast<size_t>(slots_) * (sizeof(int64_t) * 2 + sizeof(uint32_t)) +
+  return index_.bytes() + sketch_.bytes() + static_cast<size_t>(slots_) * (sizeof(SlotRecord)) +
          score_.size() * sizeof(double) + dirty_.size() * sizeof(uint64_t) +
          tombstones_.capacity() * sizeof(int64_t);
 }
@@ -42,11 +41,16 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
   SR_CHECK(static_cast<int64_t>(ids.size()) <= slots_ && last_seen.size() == ids.size() &&
            counts.size() == ids.size());
   index_.Reset(slots_);
+  // base_: the oldest last-seen forward, or as old as 32 bits relative to `forwards` reach. A
+  // checkpoint's values outside [base_, forwards] (only a file not written by us has them, or
+  // rows unseen for 4 billion forwards) are clamped into it.
+  base_ = forwards;
+  for (int64_t x : last_seen) base_ = std::min(base_, x);
+  base_ = std::max(base_, forwards - int64_t{UINT32_MAX});
   for (size_t i = 0; i < ids.size(); ++i) {
-    ids_[i] = ids[i];
-    last_seen_[i] = last_seen[i];
-    count_[i] = counts[i];
-    index_.Insert(ids[i], static_cast<int32_t>(i), ids_.data());
+    const int64_t seen = std::clamp(last_seen[i], base_, forwards);
+    records_[i] = SlotRecord{ids[i], static_cast<uint32_t>(seen - base_), counts[i]};
+    index_.Insert(ids[i], static_cast<int32_t>(i));
   }
   used_ = static_cast<int64_t>(ids.size());
   std::fill(score_.begin(), score_.end(), 0.0);
@@ -68,48 +72,84 @@ void DynamicShard::Mark() {
   tombstones_.clear();
 }
 
+std::vector<int64_t> DynamicShard::Ids() const {
+  std::vector<int64_t> out(static_cast<size_t>(used_));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = records_[i].id;
+  return out;
+}
+
+std::vector<int64_t> DynamicShard::LastSeen() const {
+  std::vector<int64_t> out(static_cast<size_t>(used_));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = base_ + records_[i].seen;
+  return out;
+}
+
+std::vector<uint32_t> DynamicShard::Counts() const {
+  std::vector<uint32_t> out(static_cast<size_t>(used_));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = records_[i].count;
+  return out;
+}
+
+void DynamicShard::Rebase() {
+  int64_t base = now_;
+  for (int64_t s = 0; s < used_; ++s) base = std::min(base, base_ + records_[s].seen);
+  base = std::max(base, now_ - int64_t{UINT32_MAX});
+  for (int64_t s = 0; s < used_; ++s) {
+    const int64_t seen = std::max(base_ + records_[s].seen, base);
+    records_[s].seen = static_cast<uint32_t>(seen - base);
+  }
+  base_ = base;
+}
+
 bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
+  const SlotRecord& x = records_[a];
+  const SlotRecord& y = records_[b];
   if (config_.eviction == Eviction::kScore)
-    return std::tie(score_[a], ids_[a]) < std::tie(score_[b], ids_[b]);
+    return std::tie(score_[a], x.id) < std::tie(score_[b], y.id);
   if (config_.eviction == Eviction::kLfu)
-    return std::tie(count_[a], last_seen_[a], ids_[a]) <
-           std::tie(count_[b], last_seen_[b], ids_[b]);
-  return std::tie(last_seen_[a], ids_[a]) < std::tie(last_seen_[b], ids_[b]);
+    return std::tie(x.count, x.seen, x.id) < std::tie(y.count, y.seen, y.id);
+  return std::tie(x.seen, x.id) < std::tie(y.seen, y.id);
 }
 
 void DynamicShard::SelectVictims(int64_t need) {
-  // The order of EvictsBefore for LRU, TTL and LFU, with each candidate's key copied next to it:
-  // comparisons then read one contiguous array instead of three per-slot ones at random. Keys
-  // are distinct (ids are), so selecting the `need` smallest and sorting them gives exactly the
-  // victims, in the order, that a sort by EvictsBefore would.
+  // The order of EvictsBefore for LRU, TTL and LFU as one 128-bit key per candidate: hi is
+  // (LFU's count, else 0) << 32 | last seen (relative to base_, the same for every row), lo the
+  // id with its sign bit flipped, so the unsigned order of (hi, lo) is the order of (count, last
+  // seen, id). Keys are distinct (ids are), so a sort of the keys gives exactly the victims, in
+  // the order, that a sort by EvictsBefore would. A radix sort (radix_sort.h): the comparison
+  // sort was the largest part of victim selection; bytes every candidate shares (most of hi)
+  // are skipped.
   const bool lfu = config_.eviction == Eviction::kLfu;
+  const uint32_t now = NowRel();
   candidates_.clear();
   for (int64_t s = 0; s < used_; ++s) {
-    if (last_seen_[s] == now_) continue;
-    if (config_.eviction == Eviction::kTtl && now_ - last_seen_[s] <= config_.ttl_steps) continue;
-    candidates_.push_back({lfu ? count_[s] : 0u, last_seen_[s], ids_[s], static_cast<int32_t>(s)});
+    const SlotRecord& m = records_[s];
+    if (m.seen == now) continue;
+    if (config_.eviction == Eviction::kTtl && int64_t{now - m.seen} <= config_.ttl_steps) continue;
+    candidates_.push_back({(uint64_t{lfu ? m.count : 0u} << 32) | m.seen,
+                           static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63),
+                           static_cast<int32_t>(s)});
   }
-  auto before = [](const Candidate& a, const Candidate& b) {
-    return std::tie(a.count, a.last_seen, a.id) < std::tie(b.count, b.last_seen, b.id);
-  };
-  if (static_cast<int64_t>(candidates_.size()) > need) {
-    std::nth_element(candidates_.begin(), candidates_.begin() + need, candidates_.end(), before);
-    candidates_.resize(static_cast<size_t>(need));
-  }
-  std::sort(candidates_.begin(), candidates_.end(), before);
-  for (const Candidate& c : candidates_) victims_.push_back(c.slot);
+  RadixSort<16>(&candidates_, &scratch_, [](const Candidate& c, int d) -> size_t {
+    return d < 8 ? (c.lo >> (8 * d)) & 0xff : (c.hi >> (8 * (d - 8))) & 0xff;
+  });
+  const size_t take = std::min(candidates_.size(), static_cast<size_t>(need));
+  for (size_t i = 0; i < take; ++i) victims_.push_back(candidates_[i].slot);
 }
 
 void DynamicShard::Translate(std::span<const IdSpan> ids,
                              const std::function<void(int32_t, int64_t)>& init) {
   ++now_;
+  if (now_ - base_ > int64_t{UINT32_MAX}) Rebase();
+  const uint32_t now = NowRel();
   last_ = StepCounts{};
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
-  // the order does not matter for them. Index lookups of random ids miss the cache, and so do the
-  // slot's id, last-seen and count after them; a two-stage pipeline hides both: the probe run of
-  // the id kIndexAhead ahead is fetched, and for the id kSlotAhead ahead (whose index entry has
-  // arrived by then) the slot its home entry guesses.
-  constexpr size_t kIndexAhead = 16, kSlotAhead = 8;
+  // the order does not matter for them. Index lookups of random ids miss the cache, and so does
+  // the slot's record after them; a two-stage pipeline hides both: the bucket of the id
+  // kIndexAhead ahead is fetched, and for the id kSlotAhead ahead (whose bucket has arrived by
+  // then) the record of the slot its bucket guesses. 32 / 16 measured better than 16 / 8 and no
+  // worse than 48 / 24 (tests/bench/RESULTS.md).
+  constexpr size_t kIndexAhead = 32, kSlotAhead = 16;
   sorted_.clear();
   for (const IdSpan& span : ids) {
     const size_t n = span.size();
@@ -117,20 +157,22 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       if (i + kIndexAhead < n) index_.Prefetch(span[i + kIndexAhead]);
       if (i + kSlotAhead < n) PrefetchSlot(index_.Guess(span[i + kSlotAhead]));
       int64_t& x = span[i];
-      const int32_t s = index_.Find(x, ids_.data());
+      const int32_t s = index_.Find(x, IdBase(), kIdStride);
       if (s == SlotIndex::kNone) {
         sorted_.push_back({x, &x});
         continue;
       }
       SetDirty(s);
-      last_seen_[s] = now_;
-      if (count_[s] != UINT32_MAX) ++count_[s];
+      SlotRecord& m = records_[s];
+      m.seen = now;
+      if (m.count != UINT32_MAX) ++m.count;
       x = s;
     }
   }
   // The ids without a row, distinct and ascending with their occurrences, decide in that order.
-  std::sort(sorted_.begin(), sorted_.end(),
-            [](const Occurrence& a, const Occurrence& b) { return a.id < b.id; });
+  RadixSort<8>(&sorted_, &sorted_scratch_, [](const Occurrence& o, int d) -> size_t {
+    return ((static_cast<uint64_t>(o.id) ^ (uint64_t{1} << 63)) >> (8 * d)) & 0xff;
+  });
   group_begin_.clear();
   group_slot_.clear();
   pending_.clear();
@@ -164,8 +206,10 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     SelectVictims(need);
   } else if (need > 0 && config_.eviction != Eviction::kNone) {
     for (int64_t s = 0; s < used_; ++s) {
-      if (last_seen_[s] == now_) continue;
-      if (config_.eviction == Eviction::kTtl && now_ - last_seen_[s] <= config_.ttl_steps) continue;
+      if (records_[s].seen == now) continue;
+      if (config_.eviction == Eviction::kTtl &&
+          int64_t{now - records_[s].seen} <= config_.ttl_steps)
+        continue;
       victims_.push_back(static_cast<int32_t>(s));
     }
     auto before = [this](int32_t a, int32_t b) { return EvictsBefore(a, b); };
@@ -183,18 +227,16 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       slot = static_cast<int32_t>(used_++);
     } else if (v < victims_.size()) {
       slot = victims_[v++];
-      if (tracking_) tombstones_.push_back(ids_[slot]);
-      index_.Erase(ids_[slot], ids_.data());
+      if (tracking_) tombstones_.push_back(records_[slot].id);
+      index_.Erase(records_[slot].id, IdBase(), kIdStride);
       ++last_.evicted;
     } else {
       ++last_.rejected_full;
       continue;
     }
-    ids_[slot] = pending_[k];
-    last_seen_[slot] = now_;
-    count_[slot] = pending_count_[k];
+    records_[slot] = SlotRecord{pending_[k], now, pending_count_[k]};
     if (!score_.empty()) score_[slot] = 0.0;
-    index_.Insert(pending_[k], slot, ids_.data());
+    index_.Insert(pending_[k], slot);
     SetDirty(slot);
     group_slot_[pending_group_[k]] = slot;
     init(slot, pending_[k]);
@@ -215,7 +257,7 @@ void DynamicShard::Lookup(std::span<const IdSpan> ids) const {
     const size_t n = span.size();
     for (size_t i = 0; i < n; ++i) {
       if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
-      const int32_t s = index_.Find(span[i], ids_.data());
+      const int32_t s = index_.Find(span[i], IdBase(), kIdStride);
       span[i] = s == SlotIndex::kNone ? zero_row : s;
     }
   }
@@ -226,7 +268,7 @@ int64_t DynamicShard::SetScores(std::span<const int64_t> ids, std::span<const do
   if (score_.empty()) return 0;
   int64_t set = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t s = index_.Find(ids[i], ids_.data());
+    const int32_t s = index_.Find(ids[i], IdBase(), kIdStride);
     if (s == SlotIndex::kNone) continue;
     score_[s] = scores[i];
     ++set;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "impl/embedding/dynamic/admission_sketch.h"
+#include "impl/embedding/dynamic/huge_page_allocator.h"
 #include "impl/embedding/dynamic/slot_index.h"
 #include "impl/sharding/types.h"
 
@@ -72,11 +73,12 @@ class DynamicShard {
   // its id, last-seen forward and count; forwards() is the forward counter the last-seen values
   // are relative to.
   int64_t forwards() const { return now_; }
-  std::span<const int64_t> ids() const { return {ids_.data(), static_cast<size_t>(used_)}; }
-  std::span<const int64_t> last_seen() const {
-    return {last_seen_.data(), static_cast<size_t>(used_)};
-  }
-  std::span<const uint32_t> counts() const { return {count_.data(), static_cast<size_t>(used_)}; }
+  int64_t id(int64_t slot) const { return records_[static_cast<size_t>(slot)].id; }
+  // Per slot [0, size()): its id, last-seen forward and count, copied out (the shard keeps them
+  // in one record per slot, see SlotRecord).
+  std::vector<int64_t> Ids() const;
+  std::vector<int64_t> LastSeen() const;
+  std::vector<uint32_t> Counts() const;
   const std::vector<uint16_t>& sketch() const { return sketch_.counters(); }
   // A checkpoint's rows replace every row: ids[i] (distinct, at most slots()) takes slot i with
   // its metadata, and the forward counter becomes `forwards`. `sketch` restores the admission
@@ -107,24 +109,39 @@ class DynamicShard {
   // Fills victims_ with the `need` rows that leave first under LRU, TTL or LFU (fewer when fewer
   // rows may leave), in the order EvictsBefore gives them.
   void SelectVictims(int64_t need);
-  // Asks the cache for slot s's id, last-seen and count (s may be SlotIndex::kNone: nothing).
+  // Asks the cache for slot s's record (s may be SlotIndex::kNone: nothing).
   void PrefetchSlot(int32_t s) const {
     if (s < 0) return;
-    __builtin_prefetch(ids_.data() + s);
-    __builtin_prefetch(last_seen_.data() + s, 1);
-    __builtin_prefetch(count_.data() + s, 1);
+    PrefetchLine(records_.data() + s);
   }
+  // Moves base_ up to the oldest row's last-seen forward (or as far as the 32-bit range needs,
+  // clamping older rows) when now_ would no longer fit relative to it.
+  void Rebase();
+  // The forward counter relative to base_.
+  uint32_t NowRel() const { return static_cast<uint32_t>(now_ - base_); }
 
   sharding::DynamicConfig config_;
   int64_t slots_ = 0;
   int64_t used_ = 0;  // slots [0, used_) hold rows; a slot is reused only by eviction
   int64_t now_ = 0;   // training forwards translated so far
   SlotIndex index_;
-  AdmissionSketch sketch_;          // empty unless the admission threshold is above 1
-  std::vector<int64_t> ids_;        // per slot: its id
-  std::vector<int64_t> last_seen_;  // per slot: the forward that last saw it
-  std::vector<uint32_t> count_;     // per slot: occurrences since it got the slot (saturating)
-  std::vector<double> score_;       // per slot: the caller's score (SCORE policy only)
+  AdmissionSketch sketch_;  // empty unless the admission threshold is above 1
+  // Per slot: its id, its last-seen forward relative to base_ and its occurrences since it got
+  // the slot (saturating), in one 16-byte record: a lookup compares the id and a touch writes
+  // the rest in the same cache line. 32 bits of forwards last 4 billion training forwards between
+  // rebases; only rows unseen for that long would lose their order.
+  struct SlotRecord {
+    int64_t id;
+    uint32_t seen;
+    uint32_t count;
+  };
+  static_assert(sizeof(SlotRecord) == 16);
+  static constexpr size_t kIdStride = sizeof(SlotRecord) / sizeof(int64_t);
+  // The ids as the index reads them: ids[slot * kIdStride].
+  const int64_t* IdBase() const { return &records_.data()->id; }
+  HugeVector<SlotRecord> records_;
+  int64_t base_ = 0;           // the forward that records_[s].seen == 0 means
+  std::vector<double> score_;  // per slot: the caller's score (SCORE policy only)
   StepCounts last_, total_;
   bool tracking_ = false;
   std::vector<uint64_t> dirty_;  // one bit per slot, while tracking
@@ -138,7 +155,7 @@ class DynamicShard {
     int64_t id;
     int64_t* at;
   };
-  std::vector<Occurrence> sorted_;
+  std::vector<Occurrence> sorted_, sorted_scratch_;
   std::vector<size_t> group_begin_;  // per distinct id (ascending) + 1: its range in sorted_
   std::vector<int32_t> group_slot_;  // per distinct id: its slot, or SlotIndex::kNone
   std::vector<int64_t> pending_;     // admitted new ids, ascending
@@ -146,12 +163,11 @@ class DynamicShard {
   std::vector<size_t> pending_group_;
   std::vector<int32_t> victims_;
   struct Candidate {
-    uint32_t count;  // LFU's count, 0 otherwise
-    int64_t last_seen;
-    int64_t id;
+    uint64_t hi;  // (LFU's count, 0 otherwise) << 32 | last seen relative to base_
+    uint64_t lo;  // the id, sign bit flipped (unsigned order = the ids' order)
     int32_t slot;
   };
-  std::vector<Candidate> candidates_;  // scratch of SelectVictims
+  std::vector<Candidate> candidates_, scratch_;  // scratch of SelectVictims
 };
 
 }  // namespace shardrec::embedding::dynamic

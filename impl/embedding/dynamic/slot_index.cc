@@ -1,46 +1,52 @@
 // The dynamic shard's id -> slot index (slot_index.h).
 #include "impl/embedding/dynamic/slot_index.h"
 
-#include <bit>
-
 #include "impl/core/check.h"
 
 namespace shardrec::embedding::dynamic {
 
 void SlotIndex::Reset(int64_t slots) {
   SR_CHECK(slots >= 1 && slots < INT32_MAX);
-  table_.assign(static_cast<size_t>(slots) * 2, 0);
-  // Entries hold slot + 1 in [1, slots]; the bits above are the tag, at least one.
-  slot_bits_ = std::bit_width(static_cast<uint32_t>(slots));
-  slot_mask_ = static_cast<uint32_t>((uint64_t{1} << slot_bits_) - 1);
+  // 1.5 entries per slot (8 slots per 12-entry bucket, 8 bytes per slot): at most 2/3 full, so
+  // few buckets overflow (a miss then reads one cache line) and every walk finds an empty entry.
+  buckets_.assign(static_cast<size_t>((slots + 7) / 8), Bucket{});
 }
 
-void SlotIndex::Insert(int64_t id, int32_t slot, const int64_t* /*ids*/) {
+void SlotIndex::Insert(int64_t id, int32_t slot) {
   const uint64_t h = Hash(id);
-  size_t i = Home(h);
-  while (table_[i] != 0) i = Next(i);
-  table_[i] = (Tag(h) << slot_bits_) | static_cast<uint32_t>(slot + 1);
-}
-
-void SlotIndex::Erase(int64_t id, const int64_t* ids) {
-  const uint64_t h = Hash(id);
-  const uint32_t tag = Tag(h);
-  size_t i = Home(h);
-  for (;; i = Next(i)) {
-    const uint32_t e = table_[i];
-    if ((e >> slot_bits_) == tag && ids[(e & slot_mask_) - 1] == id) break;
+  for (size_t b = Home(h);; b = Next(b)) {
+    Bucket& bucket = buckets_[b];
+    const uint32_t empty = Match(bucket, 0);
+    if (empty == 0) {
+      ++bucket.overflow;
+      continue;
+    }
+    const int k = __builtin_ctz(empty);
+    bucket.tags[k] = Tag(h);
+    bucket.slots[k] = static_cast<uint32_t>(slot);
+    return;
   }
-  // Backward shift: an entry after the hole moves into it unless its home lies cyclically in
-  // (hole, entry], where a lookup starting at its home would not pass the hole.
-  for (size_t j = Next(i); table_[j] != 0; j = Next(j)) {
-    const size_t k = Home(Hash(ids[(table_[j] & slot_mask_) - 1]));
-    const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-    if (!stays) {
-      table_[i] = table_[j];
-      i = j;
+}
+
+void SlotIndex::Erase(int64_t id, const int64_t* ids, size_t stride) {
+  const uint64_t h = Hash(id);
+  const uint8_t tag = Tag(h);
+  const size_t home = Home(h);
+  size_t b = home;
+  for (;; b = Next(b)) {
+    Bucket& bucket = buckets_[b];
+    uint32_t m = Match(bucket, tag);
+    for (; m != 0; m &= m - 1) {
+      const int k = __builtin_ctz(m);
+      if (ids[bucket.slots[k] * stride] == id) break;
+    }
+    if (m != 0) {
+      bucket.tags[__builtin_ctz(m)] = 0;
+      break;
     }
   }
-  table_[i] = 0;
+  // The buckets this id passed at insertion (all full then) counted it.
+  for (size_t p = home; p != b; p = Next(p)) --buckets_[p].overflow;
 }
 
 }  // namespace shardrec::embedding::dynamic

@@ -1,14 +1,20 @@
-// The id -> slot index of one dynamic shard: open addressing with linear probing over a table of
-// exactly 2 x slots entries, sized once (so it is never more than half full), each entry 4 bytes
-// holding a slot number and, in the bits the slot number does not need, a tag of the id's hash;
-// the ids themselves are kept once, per slot, by the caller.
+// The id -> slot index of one dynamic shard: a fixed table of 64-byte buckets, each 12 entries
+// (a 1-byte tag of the id's hash and a 4-byte slot number) and a count of the entries that
+// passed it, sized once at 1.5 entries per slot (8 bytes per slot); the ids themselves are kept
+// once, per slot, by the caller.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "impl/embedding/dynamic/huge_page_allocator.h"
 #include "impl/embedding/dynamic/placement.h"
+#include "impl/embedding/dynamic/prefetch.h"
 
 namespace shardrec::embedding::dynamic {
 
@@ -18,55 +24,82 @@ class SlotIndex {
 
   // An empty index for up to `slots` (1 <= slots < 2^31 - 1) entries.
   void Reset(int64_t slots);
-  // The slot of `id`, or kNone; `ids[slot]` is each stored slot's id. Inline: it is the inner
-  // loop of every dynamic lookup.
-  int32_t Find(int64_t id, const int64_t* ids) const {
+  // The slot of `id`, or kNone; `ids[slot * stride]` is each stored slot's id (the caller keeps
+  // them in its per-slot records). Inline: it is the inner loop of every dynamic lookup. A hit
+  // reads its bucket (one cache line) and the id of each entry whose tag matches (a tag matches
+  // another id's with probability 1/255 per entry); a miss usually reads its bucket alone, and
+  // goes on to the next only when an entry overflowed past it.
+  int32_t Find(int64_t id, const int64_t* ids, size_t stride = 1) const {
     const uint64_t h = Hash(id);
-    const uint32_t tag = Tag(h);
-    for (size_t i = Home(h);; i = Next(i)) {
-      const uint32_t e = table_[i];
-      if (e == 0) return kNone;
-      if ((e >> slot_bits_) == tag) {
-        const int32_t s = static_cast<int32_t>(e & slot_mask_) - 1;
-        if (ids[s] == id) return s;
+    const uint8_t tag = Tag(h);
+    for (size_t b = Home(h);; b = Next(b)) {
+      const Bucket& bucket = buckets_[b];
+      for (uint32_t m = Match(bucket, tag); m != 0; m &= m - 1) {
+        const auto s = static_cast<int32_t>(bucket.slots[__builtin_ctz(m)]);
+        if (ids[static_cast<size_t>(s) * stride] == id) return s;
       }
+      if (bucket.overflow == 0) return kNone;
     }
   }
-  // Asks the cache for the start of `id`'s probe run (a lookup soon after is then faster).
-  void Prefetch(int64_t id) const { __builtin_prefetch(table_.data() + Home(Hash(id))); }
-  // The slot `id` most likely has, from its home entry alone (no id compared), or kNone: for
+  // Asks the cache for `id`'s bucket (a lookup soon after is then faster).
+  void Prefetch(int64_t id) const { PrefetchLine(&buckets_[Home(Hash(id))]); }
+  // The slot `id` most likely has, from its bucket alone (no id compared), or kNone: for
   // prefetching the slot's data before a Find, never for a decision.
   int32_t Guess(int64_t id) const {
     const uint64_t h = Hash(id);
-    const uint32_t e = table_[Home(h)];
-    return e == 0 || (e >> slot_bits_) != Tag(h) ? kNone : static_cast<int32_t>(e & slot_mask_) - 1;
+    const Bucket& bucket = buckets_[Home(h)];
+    const uint32_t m = Match(bucket, Tag(h));
+    return m == 0 ? kNone : static_cast<int32_t>(bucket.slots[__builtin_ctz(m)]);
   }
   // Adds id -> slot (id not present; at most `slots` entries).
-  void Insert(int64_t id, int32_t slot, const int64_t* ids);
-  // Removes `id` (present), moving later entries of its probe run back so no tombstone is left
-  // and lookups stay as short as at insertion.
-  void Erase(int64_t id, const int64_t* ids);
+  void Insert(int64_t id, int32_t slot);
+  // Removes `id` (present). No tombstone: the overflow counts of the buckets it had passed are
+  // taken back, so lookups stay as short as if it had never been there.
+  void Erase(int64_t id, const int64_t* ids, size_t stride = 1);
   // Bytes of the table.
-  size_t bytes() const { return table_.size() * sizeof(uint32_t); }
+  size_t bytes() const { return buckets_.size() * sizeof(Bucket); }
 
  private:
-  // An entry: 0 when empty, else (tag << slot_bits_) | (slot + 1).
+  static constexpr int kWidth = 12;  // entries per bucket
+  // One cache line. tags[k] == 0: entry k is empty; else slots[k] is its slot. overflow: how many
+  // stored ids passed this bucket, full, on their way from their home to where they sit (like
+  // F14's overflow counts); while it is 0 a lookup ends here.
+  struct alignas(64) Bucket {
+    uint8_t tags[kWidth];
+    uint32_t overflow;
+    uint32_t slots[kWidth];
+  };
+  static_assert(sizeof(Bucket) == 64);
+
+  // The bit mask of the entries of `bucket` whose tag is `tag` (0: the empty ones).
+  static uint32_t Match(const Bucket& bucket, uint8_t tag) {
+#if defined(__SSE2__)
+    const __m128i g = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&bucket));
+    const auto m = static_cast<uint32_t>(
+        _mm_movemask_epi8(_mm_cmpeq_epi8(g, _mm_set1_epi8(static_cast<char>(tag)))));
+    return m & ((1u << kWidth) - 1);
+#else
+    uint32_t m = 0;
+    for (int k = 0; k < kWidth; ++k) m |= static_cast<uint32_t>(bucket.tags[k] == tag) << k;
+    return m;
+#endif
+  }
   // A second mix: the row-wise placement used Mix64(id) mod blocks, so that value is alike in its
-  // low bits within one shard and would crowd its table. The home comes from the high bits
-  // (times the table size) and the tag from the low 32 bits shifted past the slot number, so
-  // they are nearly independent and a tag mismatch rules an entry out without reading its id.
+  // low bits within one shard and would crowd its table. The home bucket comes from the high bits
+  // (times the bucket count) and the tag from the low 8 bits, so they are nearly independent.
   static uint64_t Hash(int64_t id) {
     return Mix64(static_cast<uint64_t>(id) ^ 0x632be59bd9b4e019ull);
   }
   size_t Home(uint64_t h) const {
-    return static_cast<size_t>((static_cast<unsigned __int128>(h) * table_.size()) >> 64);
+    return static_cast<size_t>((static_cast<unsigned __int128>(h) * buckets_.size()) >> 64);
   }
-  uint32_t Tag(uint64_t h) const { return static_cast<uint32_t>(h) >> slot_bits_; }
-  size_t Next(size_t i) const { return i + 1 == table_.size() ? 0 : i + 1; }
+  static uint8_t Tag(uint64_t h) {
+    const auto t = static_cast<uint8_t>(h);
+    return t == 0 ? 1 : t;
+  }
+  size_t Next(size_t b) const { return b + 1 == buckets_.size() ? 0 : b + 1; }
 
-  std::vector<uint32_t> table_;
-  int slot_bits_ = 31;
-  uint32_t slot_mask_ = 0;
+  HugeVector<Bucket> buckets_;
 };
 
 }  // namespace shardrec::embedding::dynamic

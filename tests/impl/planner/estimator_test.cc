@@ -70,14 +70,14 @@ TEST(PlannerEstimator, DynamicTableCountsZeroRowAndMetadata) {
   const auto d = EstimateShards(GoldenTopology(), dyn, {1.0f}, ShardingType::kRowWise, shards);
   ASSERT_EQ(f.size(), 2u);
   ASSERT_EQ(d.size(), 2u);
-  // 50 slots per shard: index 100 x 4 bytes, 50 x 20 bytes of slot metadata.
-  EXPECT_EQ(DynamicMetadataBytes(dyn.dynamic, 50), 100 * 4 + 50 * 20);
+  // 50 slots per shard: an index of 7 64-byte buckets, 50 x 16 bytes of slot records.
+  EXPECT_EQ(DynamicMetadataBytes(dyn.dynamic, 50), 7 * 64 + 50 * 16);
   for (size_t k = 0; k < 2; ++k) {
-    EXPECT_EQ(d[k].storage.weights, f[k].storage.weights + 10 * 4 + 100 * 4 + 50 * 20);
+    EXPECT_EQ(d[k].storage.weights, f[k].storage.weights + 10 * 4 + 7 * 64 + 50 * 16);
     EXPECT_EQ(d[k].storage.optimizer, f[k].storage.optimizer + 2 * 10 * 4);  // Adam: 2 x dim
   }
   dyn.dynamic.admission_threshold = 2;
-  EXPECT_EQ(DynamicMetadataBytes(dyn.dynamic, 50), 100 * 4 + 50 * 20 + 4 * 128 * 2);
+  EXPECT_EQ(DynamicMetadataBytes(dyn.dynamic, 50), 7 * 64 + 50 * 16 + 4 * 128 * 2);
   EXPECT_EQ(DynamicMetadataBytes(fixed.dynamic, 50), 0);
 }
 

@@ -1,0 +1,142 @@
+// White-box checks of a dynamic shard's internals that the C API cannot reach quickly: the slot
+// index against a std::unordered_map under random inserts and erases (long probe runs and
+// wrap-around included), the 32-bit last-seen forwards near and past their rebase, and the order
+// of eviction victims (which slot each new id takes; outputs alone would not show it).
+#include "impl/embedding/dynamic/dynamic_shard.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "impl/embedding/dynamic/slot_index.h"
+
+namespace shardrec::embedding::dynamic {
+namespace {
+
+using Eviction = sharding::DynamicConfig::Eviction;
+
+// Random inserts, erases and lookups (hits and misses) on a full-ish index, against a map.
+TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
+  for (int64_t slots : {1, 2, 7, 16, 100, 5000}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(slots));
+    SlotIndex index;
+    index.Reset(slots);
+    std::vector<int64_t> ids(static_cast<size_t>(slots), 0);
+    std::vector<int32_t> free_slots;
+    for (int64_t s = slots - 1; s >= 0; --s) free_slots.push_back(static_cast<int32_t>(s));
+    std::unordered_map<int64_t, int32_t> ref;
+    // Keys from a small range so that misses of recently erased ids are common.
+    auto key = [&] { return static_cast<int64_t>(rng() % static_cast<uint64_t>(3 * slots + 5)); };
+    for (int step = 0; step < 20000; ++step) {
+      const int64_t x = key();
+      auto it = ref.find(x);
+      ASSERT_EQ(index.Find(x, ids.data()), it == ref.end() ? SlotIndex::kNone : it->second)
+          << "slots " << slots << " step " << step;
+      if (it == ref.end() && !free_slots.empty() && rng() % 3 != 0) {
+        const int32_t s = free_slots.back();
+        free_slots.pop_back();
+        ids[s] = x;
+        index.Insert(x, s);
+        ref.emplace(x, s);
+      } else if (it != ref.end() && rng() % 2 == 0) {
+        index.Erase(x, ids.data());
+        free_slots.push_back(it->second);
+        ref.erase(it);
+      }
+    }
+    for (const auto& [x, s] : ref) ASSERT_EQ(index.Find(x, ids.data()), s);
+  }
+}
+
+// One training forward of `ids` (one span); returns the rows they became.
+std::vector<int64_t> Step(DynamicShard* shard, std::vector<int64_t> ids) {
+  std::vector<IdSpan> spans{IdSpan(ids)};
+  shard->Translate(spans, [](int32_t, int64_t) {});
+  return ids;
+}
+
+// A shard restored at a forward counter beyond 32 bits keeps exact last-seen forwards and the
+// LRU order, and one whose counter crosses the 32-bit range relative to its oldest row rebases
+// without changing any value.
+TEST(DynamicShardLastSeen, ExactAcrossRebase) {
+  sharding::DynamicConfig config;
+  config.enabled = true;
+  config.eviction = Eviction::kLru;
+  DynamicShard shard;
+  shard.Reset(config, 3);
+  const int64_t f = (int64_t{1} << 33) + 12345;
+  // Rows last seen UINT32_MAX - 1, 5 and 0 forwards before `f`.
+  shard.Restore(f, std::vector<int64_t>{10, 20, 30},
+                std::vector<int64_t>{f - int64_t{UINT32_MAX} + 1, f - 5, f},
+                std::vector<uint32_t>{1, 2, 3}, {});
+  EXPECT_EQ(shard.LastSeen(), (std::vector<int64_t>{f - int64_t{UINT32_MAX} + 1, f - 5, f}));
+  // Forward f + 1 touches 30: still within 32 bits of the oldest row.
+  EXPECT_EQ(Step(&shard, {30}), (std::vector<int64_t>{2}));
+  // Forward f + 2 needs a rebase (the oldest row is UINT32_MAX + 1 forwards back): the oldest
+  // row is clamped to the new base and is still the LRU victim for the new id 40.
+  EXPECT_EQ(Step(&shard, {40, 30}), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(shard.id(0), 40);
+  EXPECT_EQ(shard.LastSeen(), (std::vector<int64_t>{f + 2, f - 5, f + 2}));
+  EXPECT_EQ(shard.Counts(), (std::vector<uint32_t>{1, 2, 5}));
+  // Next victim: 20 (seen at f - 5).
+  EXPECT_EQ(Step(&shard, {50}), (std::vector<int64_t>{1}));
+  EXPECT_EQ(shard.LastSeen(), (std::vector<int64_t>{f + 2, f + 3, f + 2}));
+  EXPECT_EQ(shard.forwards(), f + 3);
+}
+
+// Victims leave in the documented order (LFU: count, then last seen, then id; LRU and TTL: last
+// seen, then id), over random metadata with many ties and negative ids: the k-th smallest new id
+// takes the k-th victim's slot.
+TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
+  for (Eviction policy : {Eviction::kLru, Eviction::kLfu, Eviction::kTtl}) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      std::mt19937_64 rng(seed);
+      sharding::DynamicConfig config;
+      config.enabled = true;
+      config.eviction = policy;
+      config.ttl_steps = 3;
+      const int64_t slots = 300;
+      DynamicShard shard;
+      shard.Reset(config, slots);
+      const int64_t forwards = 20;
+      std::vector<int64_t> ids, seen;
+      std::vector<uint32_t> counts;
+      std::unordered_map<int64_t, bool> used;
+      while (static_cast<int64_t>(ids.size()) < slots) {
+        const auto x = static_cast<int64_t>(rng() % 2001) - 1000;  // negative ids too
+        if (!used.emplace(x, true).second) continue;
+        ids.push_back(x);
+        seen.push_back(static_cast<int64_t>(rng() % 12));  // many ties
+        counts.push_back(static_cast<uint32_t>(rng() % 4));
+      }
+      shard.Restore(forwards, ids, seen, counts, {});
+      // The reference: every row may leave (none is seen by the next forward, whose ids are all
+      // new), except under TTL the rows seen within ttl_steps of forward 21.
+      std::vector<int32_t> order;
+      for (int32_t s = 0; s < slots; ++s)
+        if (policy != Eviction::kTtl || forwards + 1 - seen[s] > config.ttl_steps)
+          order.push_back(s);
+      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        const uint32_t ca = policy == Eviction::kLfu ? counts[a] : 0;
+        const uint32_t cb = policy == Eviction::kLfu ? counts[b] : 0;
+        return std::tie(ca, seen[a], ids[a]) < std::tie(cb, seen[b], ids[b]);
+      });
+      std::vector<int64_t> fresh;
+      for (int64_t k = 0; k < 120; ++k) fresh.push_back(5000 + k);  // ascending, all new
+      const std::vector<int64_t> rows = Step(&shard, fresh);
+      for (size_t k = 0; k < fresh.size(); ++k) {
+        const int64_t want = k < order.size() ? order[k] : slots;  // no victim left: zero row
+        ASSERT_EQ(rows[k], want) << "policy " << static_cast<int>(policy) << " seed " << seed
+                                 << " new id " << k;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::embedding::dynamic
