@@ -5,6 +5,9 @@
 #include <bit>
 #include <climits>
 #include <cstring>
+#include <utility>
+
+#include "impl/embedding/dynamic/placement.h"
 
 namespace shardrec::embedding::dynamic {
 namespace {
@@ -19,6 +22,40 @@ std::vector<IdSpan> LocalSpans(const Layout& l, RoutedBatch& rb, int32_t t) {
     spans.emplace_back(rb.dp_rows.data() + off[0], static_cast<size_t>(off[B] - off[0]));
   }
   return spans;
+}
+
+// The distinct ids of `spans` with their occurrences, ascending, into d->runs, when sending them
+// is shorter than every occurrence (2 x distinct < occurrences); false, early, once the distinct
+// ids reach half the occurrences. An open-addressing count (at most half full), then a sort of
+// the distinct ids only: cheaper than sorting every occurrence, and a batch of mostly distinct ids
+// stops after about half of them.
+bool CountDistinct(const std::vector<IdSpan>& spans, size_t occurrences,
+                   DynamicTables::DataParallel::Distinct* d) {
+  d->runs.clear();
+  if (occurrences < 3) return false;
+  size_t size = 4;
+  while (size < occurrences) size *= 2;
+  const int shift = 64 - std::countr_zero(size);
+  d->table.assign(size, -1);
+  for (const IdSpan& s : spans)
+    for (const int64_t id : s) {
+      size_t h = static_cast<size_t>(Mix64(static_cast<uint64_t>(id)) >> shift);
+      for (;; h = (h + 1) & (size - 1)) {
+        int32_t& e = d->table[h];
+        if (e < 0) {
+          if (2 * (d->runs.size() + 1) >= occurrences) return false;
+          e = static_cast<int32_t>(d->runs.size());
+          d->runs.emplace_back(id, 1);
+          break;
+        }
+        if (d->runs[static_cast<size_t>(e)].first == id) {
+          ++d->runs[static_cast<size_t>(e)].second;
+          break;
+        }
+      }
+    }
+  std::sort(d->runs.begin(), d->runs.end());
+  return true;
 }
 
 std::vector<int32_t> DynamicDpTables(const Layout& l) {
@@ -42,29 +79,16 @@ int64_t DataParallelGatherWords(const Layout& l, const RoutedBatch& rb, DynamicT
   const std::vector<int32_t> dyn = DynamicDpTables(l);
   if (dyn.empty()) return 0;
   dp.block.assign(2 * dyn.size(), 0);
-  std::vector<int64_t> sorted;
   for (size_t i = 0; i < dyn.size(); ++i) {
     // LocalSpans only reads here; it takes a mutable batch because the agreement rewrites it.
     const std::vector<IdSpan> spans = LocalSpans(l, const_cast<RoutedBatch&>(rb), dyn[i]);
-    sorted.clear();
-    for (const IdSpan& s : spans) sorted.insert(sorted.end(), s.begin(), s.end());
-    const size_t occurrences = sorted.size();
-    std::sort(sorted.begin(), sorted.end());
-    size_t distinct = 0;
-    for (size_t k = 0; k < occurrences; ++k) distinct += k == 0 || sorted[k] != sorted[k - 1];
-    if (2 * distinct < occurrences) {
-      dp.block[2 * i] = -static_cast<int64_t>(distinct);
-      const size_t ids_at = dp.block.size();
-      dp.block.resize(ids_at + 2 * distinct);
-      size_t d = 0;
-      for (size_t k = 0; k < occurrences;) {
-        size_t j = k + 1;
-        while (j < occurrences && sorted[j] == sorted[k]) ++j;
-        dp.block[ids_at + d] = sorted[k];
-        dp.block[ids_at + distinct + d] = static_cast<int64_t>(j - k);
-        ++d;
-        k = j;
-      }
+    size_t occurrences = 0;
+    for (const IdSpan& s : spans) occurrences += s.size();
+    if (CountDistinct(spans, occurrences, &dp.distinct)) {
+      const std::vector<std::pair<int64_t, int64_t>>& runs = dp.distinct.runs;
+      dp.block[2 * i] = -static_cast<int64_t>(runs.size());
+      for (const auto& run : runs) dp.block.push_back(run.first);
+      for (const auto& run : runs) dp.block.push_back(run.second);
     } else {
       dp.block[2 * i] = static_cast<int64_t>(occurrences);
       for (const IdSpan& s : spans) dp.block.insert(dp.block.end(), s.begin(), s.end());

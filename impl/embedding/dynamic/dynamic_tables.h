@@ -66,6 +66,10 @@ class DynamicTables {
     std::map<int32_t, std::vector<std::pair<int64_t, double>>> pending_scores;
     std::vector<int64_t> block;
     bool block_ready = false;
+    struct Distinct {  // scratch of the block's distinct-id count, kept to reuse its memory
+      std::vector<int32_t> table;
+      std::vector<std::pair<int64_t, int64_t>> runs;  // (id, occurrences)
+    } distinct;
   };
   DataParallel& data_parallel() { return dp_; }
 
