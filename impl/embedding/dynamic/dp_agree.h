@@ -24,7 +24,8 @@ bool HasDataParallelDynamic(const Layout& l);
 // tables.data_parallel(): per such table (in table order) a header {ids, scores}, then per table
 // its ids and its pending scores. `ids` >= 0: that many ids follow, every occurrence (in
 // Layout::dp_pairs order); `ids` < 0: -ids distinct ids follow, ascending, then their occurrence
-// counts (chosen when shorter: 2 x distinct < occurrences). `scores`: that many (id, score bits)
+// counts (chosen when shorter: 2 x distinct < occurrences, unless more than 90% of the first
+// 1024 ids are distinct). `scores`: that many (id, score bits)
 // pairs follow, the entries set_scores recorded on this rank since the last training forward.
 int64_t DataParallelGatherWords(const Layout& l, const RoutedBatch& rb, DynamicTables& tables);
 
