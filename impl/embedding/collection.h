@@ -141,6 +141,8 @@ class EmbeddingCollection {
   const optim::OptimizerConfig& optimizer() const { return optim_; }
   const CollectionTimings& timings() const { return s_.timings; }
   const dynamic::DynamicTables& dynamic_tables() const { return s_.dynamic; }
+  // Ranks of the data-parallel tables' group (the world on a 2D mesh, by default).
+  int data_parallel_size() const { return s_.dp_comm ? s_.dp_comm->Size() : 1; }
   // For checkpoint loads, which replace a dynamic shard's rows (host collections only).
   dynamic::DynamicTables& mutable_dynamic_tables() { return s_.dynamic; }
   // kUnsupported naming `what` (checkpoints, table export, replica sync) when the plan has a

@@ -63,8 +63,9 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
     const Status agreed = AgreeForward(local, rb, &dp_words);
     if (dp_dynamic && s_.dp_comm.get() != s_.comm.get()) {
       ScopedTimer t(&s_.timings.comm_seconds);
-      const int64_t words =
-          agreed.ok() && s_.training ? dynamic::DataParallelGatherWords(s_.layout, rb) : 0;
+      const int64_t words = agreed.ok() && s_.training
+                                ? dynamic::DataParallelGatherWords(s_.layout, rb, s_.dynamic)
+                                : 0;
       SR_RETURN_IF_ERROR(
           dynamic::AgreeDataParallelGroup(*s_.dp_comm, agreed, s_.training, words, &dp_words));
     }
@@ -114,7 +115,8 @@ Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,
   w[1] = s_.training ? 1 : 0;
   w[2] = s_.training ? 0 : 1;
   if (carry && local.ok() && s_.training)
-    w[3 + static_cast<size_t>(s_.comm->Rank())] = dynamic::DataParallelGatherWords(s_.layout, rb);
+    w[3 + static_cast<size_t>(s_.comm->Rank())] =
+        dynamic::DataParallelGatherWords(s_.layout, rb, s_.dynamic);
   SR_RETURN_IF_ERROR(
       s_.comm->AllReduce(w.data(), w.data(), w.size(), DType::kInt64, comm::ReduceOp::kMax));
   if (!local.ok()) return local;

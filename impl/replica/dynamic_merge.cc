@@ -10,6 +10,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/rng.h"
+#include "impl/replica/sync_scope.h"
 
 namespace shardrec::replica {
 namespace {
@@ -56,7 +57,7 @@ Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communic
     const size_t first = ti;
     ti += ntensors;
     const DynamicShard* shard = coll.dynamic_tables().Shard(static_cast<int32_t>(li));
-    if (shard == nullptr) continue;
+    if (shard == nullptr || SyncLeavesAlone(coll, ls.table, replica.Size())) continue;
     Local l;
     l.local = static_cast<int32_t>(li);
     for (size_t k = first; k < first + ntensors; ++k) {

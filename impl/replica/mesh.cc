@@ -7,6 +7,7 @@
 #include "impl/core/check.h"
 #include "impl/embedding/device_copy.h"
 #include "impl/replica/dynamic_merge.h"
+#include "impl/replica/sync_scope.h"
 
 namespace shardrec::replica {
 
@@ -76,8 +77,14 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   // Replicas of a dynamic table may hold different ids in one slot: its shards merge by key
   // (dynamic_merge.h). Their rows are gathered first, so a failed or refused gather changes
   // nothing; the arena average below also averages their slots, which the merge then overwrites.
+  // A data-parallel dynamic table agreed over the world is neither merged nor averaged
+  // (sync_scope.h).
   DynamicMerge merge;
-  const bool dynamic = !coll.dynamic_tables().empty() && replica_->Size() > 1;
+  const int replicas = replica_->Size();
+  bool dynamic = false;
+  for (const embedding::LocalShard& ls : coll.layout().local)
+    dynamic = dynamic || (coll.layout().tables[static_cast<size_t>(ls.table)].dynamic &&
+                          replicas > 1 && !SyncLeavesAlone(coll, ls.table, replicas));
   if (dynamic)
     SR_RETURN_IF_ERROR(merge.Gather(coll, *replica_host_, mode == SyncMode::kWeightsOnly));
   std::vector<SyncBuffer> buffers;
@@ -95,6 +102,7 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
     on_device.push_back(b);
     if (b.device.is_host()) on_device.back().data = nullptr;
   }
+  CutLeftAlone(coll, replicas, &buffers, &on_device);
   if (!replica_->device().is_host()) {
     SR_RETURN_IF_ERROR(SyncOverDevice(&buffers, &on_device));
     if (dynamic) merge.Commit(coll);

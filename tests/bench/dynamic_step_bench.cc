@@ -7,7 +7,10 @@
 // ratio of the median steps (target >= 0.8). BM_DynamicEviction: Zipf ids (s = 1.05) over 200k
 // values, a dynamic table with room for all of them against one with room for half the distinct
 // ids of its batches under LRU (evicting every step at steady state); evicting_over_roomy is the
-// ratio of the median steps (target <= 1.5).
+// ratio of the median steps (target <= 1.5). BM_DataParallelDynamic: the step at world 2 of two
+// data-parallel tables (20k rows, dim 16, Zipf or uniform ids) as dynamic tables (whose forward
+// gathers every rank's ids, as distinct ids with counts when that is shorter) against the same
+// fixed data-parallel tables; fixed_over_dynamic is the ratio of the median steps.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -284,6 +287,113 @@ void BM_DynamicEviction(benchmark::State& state) {
   delete tight;
 }
 
+// Two data-parallel tables of kDpRows rows, dynamic or fixed, ranks as threads.
+constexpr int64_t kDpRows = 20000;
+constexpr int32_t kDpDim = 16;
+Collection* MakeDataParallel(int world, bool dynamic) {
+  auto* c = new Collection;
+  const char* names[kTables] = {"t0", "t1"};
+  shardrec_feature_config_t features[kTables];
+  shardrec_table_config_t tables[kTables];
+  shardrec_table_constraints_t cons[kTables];
+  int32_t feature_of[kTables];
+  shardrec_dynamic_table_config_t dyn;
+  shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
+  for (int t = 0; t < kTables; ++t) {
+    shardrec_feature_config_init(&features[t], SHARDREC_FEATURE_CONFIG_VERSION);
+    features[t].name = names[t];
+    features[t].pooling_factor = kBag;
+    feature_of[t] = t;
+    shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
+    tables[t].name = names[t];
+    tables[t].rows = kDpRows;
+    tables[t].dim = kDpDim;
+    tables[t].features = &feature_of[t];
+    tables[t].num_features = 1;
+    tables[t].dynamic = dynamic ? &dyn : nullptr;
+    shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
+    cons[t].table = names[t];
+    cons[t].sharding_types = 1u << SHARDREC_SHARDING_DATA_PARALLEL;
+  }
+  shardrec_topology_t topo;
+  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+  topo.world_size = world;
+  topo.batch_size = static_cast<int32_t>(kBatch);
+  topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+  Check(shardrec_plan_create(&c->plan, tables, kTables, features, kTables, &topo, cons, kTables),
+        "plan");
+  c->comms.assign(world, nullptr);
+  Check(shardrec_comm_create_local_group(c->comms.data(), world, nullptr), "comms");
+  c->ranks.resize(world);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([c, r] {
+      shardrec_embedding_options_t o;
+      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+      o.num_threads = 1;
+      Check(shardrec_embedding_create(&c->ranks[r].coll, c->plan, c->comms[r], nullptr, &o),
+            "create");
+    });
+  for (auto& t : ts) t.join();
+  for (auto& r : c->ranks) {
+    r.out.assign(static_cast<size_t>(kBatch * kTables * kDpDim), 0.0f);
+    r.grad.assign(r.out.size(), 1e-4f);
+  }
+  return c;
+}
+
+// range(0): 1 = Zipf(1.05) ids over kDpRows values (hot: the gather sends distinct ids with
+// counts), 0 = uniform ids (about as many distinct ids as occurrences: every occurrence is sent).
+void BM_DataParallelDynamic(benchmark::State& state) {
+  constexpr int world = 2;
+  const bool zipf = state.range(0) == 1;
+  std::vector<double> cdf(kDpRows);
+  double sum = 0;
+  for (int64_t i = 0; i < kDpRows; ++i)
+    cdf[i] = (sum += zipf ? 1.0 / std::pow(static_cast<double>(i + 1), 1.05) : 1.0);
+  for (double& x : cdf) x /= sum;
+  auto draw = [&cdf](std::mt19937_64& g) {
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(g);
+    return std::min<int64_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin(),
+                             kDpRows - 1);
+  };
+  Collection* fixed = MakeDataParallel(world, false);
+  Collection* dyn = MakeDataParallel(world, true);
+  Fill(fixed, 41, draw, false);
+  Fill(dyn, 41, draw, true);
+  for (Collection* c : {fixed, dyn})
+    for (auto& r : c->ranks) {  // Fill sized them for kDim
+      r.out.assign(static_cast<size_t>(kBatch * kTables * kDpDim), 0.0f);
+      r.grad.assign(r.out.size(), 1e-4f);
+    }
+  for (int k = 0; k < kRotation; ++k) {  // warm: the dynamic tables hold the rotation's ids
+    Step(fixed, k);
+    Step(dyn, k);
+  }
+  std::vector<double> tf, td;
+  int k = 0;
+  for (auto _ : state) {
+    const int batch = k++ % kRotation;
+    tf.push_back(Step(fixed, batch));
+    td.push_back(Step(dyn, batch));
+    state.SetIterationTime(tf.back() + td.back());
+  }
+  state.counters["fixed_ms"] = Median(tf) * 1e3;
+  state.counters["dynamic_ms"] = Median(td) * 1e3;
+  state.counters["fixed_over_dynamic"] = Median(tf) / Median(td);
+  // The gather's words against every occurrence, for rank 0's first batch of table t0 (its ids
+  // lead the batch): 2 x distinct / occurrences when that is below 1.
+  const Rank& r0 = dyn->ranks[0];
+  int64_t n = 0;
+  for (int64_t b = 0; b < kBatch; ++b) n += r0.lengths[0][b];
+  std::vector<int64_t> ids(r0.ids[0].begin(), r0.ids[0].begin() + n);
+  std::sort(ids.begin(), ids.end());
+  const auto distinct = static_cast<double>(std::unique(ids.begin(), ids.end()) - ids.begin());
+  state.counters["gather_words_ratio"] = std::min(1.0, 2.0 * distinct / static_cast<double>(n));
+  delete fixed;
+  delete dyn;
+}
+
 BENCHMARK(BM_DynamicVsFixed)
     ->Arg(1)
     ->Arg(2)
@@ -291,6 +401,12 @@ BENCHMARK(BM_DynamicVsFixed)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(120);
 BENCHMARK(BM_DynamicEviction)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(120);
+BENCHMARK(BM_DataParallelDynamic)
+    ->Arg(1)
+    ->Arg(0)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(24);
 
 }  // namespace
 

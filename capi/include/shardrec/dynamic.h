@@ -138,13 +138,20 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta(
  * be given the same whole list: the result does not depend on the plan or world size. An id
  * without a row is not remembered (set its score after the forward that inserts it). An id given
  * twice takes its last score. All values are checked before any is set: on error nothing changes.
- * A data-parallel table's copies must stay the same: give every rank the same list (not checked).
+ * A data-parallel table (every rank holds a copy) is different: this rank's entries that name a
+ * row of its copy now are recorded, and the next training forward (collective anyway) gathers
+ * every rank's recorded entries and sets them on every copy before it translates, in rank order
+ * and each rank's call order, so a later rank's score wins for an id given by several ranks. The
+ * call may thus be made on any ranks with any lists and the copies stay identical. Until that
+ * forward the entries are pending: an evaluation forward, a checkpoint or an export does not see
+ * them, and an entry whose row has left by then is ignored.
  * @param coll    [in] Must not be NULL.
  * @param table   [in] Table name; must not be NULL.
  * @param ids     [in] @p n ids (any 64-bit values); may be NULL when @p n is 0.
  * @param scores  [in] @p n finite scores, scores[i] for ids[i]; may be NULL when @p n is 0.
  * @param n       Number of ids.
- * @param num_set [out] How many of the @p n entries named a row held here; may be NULL.
+ * @param num_set [out] How many of the @p n entries named a row held here (for a data-parallel
+ *                table: a row of this rank's copy, the entries recorded); may be NULL.
  * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL
  *         pointers (with n > 0), a non-finite score, a table that is not dynamic or whose
  *         eviction policy is not SCORE; SHARDREC_EUSAGE when another thread is using the

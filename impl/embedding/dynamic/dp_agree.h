@@ -19,10 +19,15 @@ namespace shardrec::embedding::dynamic {
 // Whether `l` has a data-parallel dynamic table.
 bool HasDataParallelDynamic(const Layout& l);
 
-// How many int64 words this rank contributes to the gather of a training forward: per
-// data-parallel dynamic table one count, then that many ids (its pairs in Layout::dp_pairs
-// order). 0 when there is no such table.
-int64_t DataParallelGatherWords(const Layout& l, const RoutedBatch& rb);
+// How many int64 words this rank contributes to the gather of a training forward (0 when the
+// layout has no data-parallel dynamic table). Builds the block the gather sends into
+// tables.data_parallel(): per such table (in table order) a header {ids, scores}, then per table
+// its ids and its pending scores. `ids` >= 0: that many ids follow, every occurrence (in
+// Layout::dp_pairs order); `ids` < 0: -ids distinct ids follow, ascending, then their occurrence
+// counts (chosen when shorter: 2 x distinct < occurrences, unless more than 90% of the first
+// 1024 ids are distinct). `scores`: that many (id, score bits)
+// pairs follow, the entries set_scores recorded on this rank since the last training forward.
+int64_t DataParallelGatherWords(const Layout& l, const RoutedBatch& rb, DynamicTables& tables);
 
 // Where the data-parallel group is not the collection's communicator (a 2D mesh, whose
 // data-parallel tables reduce over the world), the forward's outcome must be agreed over that
@@ -37,11 +42,14 @@ Status AgreeDataParallelGroup(comm::Communicator& dp, const Status& agreed, bool
 // A training forward's agreement over `comm` (the data-parallel group, every rank of which calls
 // this with the same layout): `words[r]` is rank r's DataParallelGatherWords, agreed before (by
 // the collection's forward agreement or AgreeDataParallelGroup). One all-gather brings every
-// rank's ids; each table's shard
-// then translates all of them (the zero row cleared first, new rows initialised from
-// (seed, table, id, column)), in rank order, which gives every copy the same slots, admission
+// rank's block (DataParallelGatherWords). Per table, every rank's pending scores are set first,
+// in rank order and each rank's call order (a later entry for an id wins; ids without a row are
+// ignored), so this forward's evictions already see them; then the shard translates every rank's
+// ids (distinct ids expanded back to their occurrences; the zero row cleared first, new rows
+// initialised from (seed, table, id, column)), which gives every copy the same slots, admission
 // counts and evictions (the translation depends on the multiset of ids alone), and this rank's
-// ids in rb.dp_rows become their slots. A failed gather changes no table.
+// ids in rb.dp_rows become their slots. A failed gather changes no table and keeps the pending
+// scores.
 Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int64_t>& words,
                                 const Layout& l, RoutedBatch& rb, DynamicTables& tables,
                                 ParamStore& params, uint64_t seed);

@@ -6,6 +6,7 @@ namespace shardrec::embedding::dynamic {
 void DynamicTables::Init(const Layout& layout) {
   layout_ = &layout;
   shards_.clear();
+  dp_ = DataParallel{};
   for (size_t i = 0; i < layout.local.size(); ++i) {
     const LocalShard& ls = layout.local[i];
     if (!layout.tables[ls.table].dynamic) continue;
@@ -62,6 +63,22 @@ void DynamicTables::Lookup(const ExecContext& ctx, RoutedBatch& rb, ParamStore& 
 int64_t DynamicTables::SetScores(int32_t table, std::span<const int64_t> ids,
                                  std::span<const double> scores) {
   int64_t set = 0;
+  if (layout_->tables[table].data_parallel) {
+    // Which entries name a row of this copy: Lookup turns an id into its slot or slots().
+    std::vector<int64_t> slots(ids.begin(), ids.end());
+    for (Entry& e : shards_) {
+      if (layout_->local[e.local].table != table) continue;
+      const IdSpan span(slots);
+      e.shard.Lookup(std::span<const IdSpan>(&span, 1));
+      auto& pending = dp_.pending_scores[table];
+      for (size_t i = 0; i < slots.size(); ++i) {
+        if (slots[i] == e.shard.slots()) continue;
+        pending.emplace_back(ids[i], scores[i]);
+        ++set;
+      }
+    }
+    return set;
+  }
   for (Entry& e : shards_) {
     const LocalShard& ls = layout_->local[e.local];
     if (ls.table != table) continue;

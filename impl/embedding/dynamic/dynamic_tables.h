@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <utility>
 #include <vector>
@@ -46,6 +47,9 @@ class DynamicTables {
   void Lookup(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params);
   // The caller's scores for table `table` (DynamicShard::SetScores on each of its local shards);
   // returns how many entries named a row held here (column shards of one block counted once).
+  // A data-parallel table's copies must stay the same, so its entries that name a row of this
+  // rank's copy are only recorded here (pending scores, below) and set on every copy by the next
+  // training forward's agreement (dp_agree.h); the count is of those entries.
   int64_t SetScores(int32_t table, std::span<const int64_t> ids, std::span<const double> scores);
   // This rank's part of table `table`; false when it is not dynamic.
   bool Stats(int32_t table, TableStats* out) const;
@@ -55,6 +59,20 @@ class DynamicTables {
     return const_cast<DynamicShard*>(std::as_const(*this).Shard(local));
   }
 
+  // What data-parallel tables keep between calls (dp_agree.h): per table the (id, score) entries
+  // given on this rank since the last training forward, in call order, and this rank's gather
+  // block of the forward in progress (built when its size is agreed, sent by the gather).
+  struct DataParallel {
+    std::map<int32_t, std::vector<std::pair<int64_t, double>>> pending_scores;
+    std::vector<int64_t> block;
+    bool block_ready = false;
+    struct Distinct {  // scratch of the block's distinct-id count, kept to reuse its memory
+      std::vector<int32_t> table;
+      std::vector<std::pair<int64_t, int64_t>> runs;  // (id, occurrences)
+    } distinct;
+  };
+  DataParallel& data_parallel() { return dp_; }
+
  private:
   struct Entry {
     int32_t local = 0;  // index into Layout::local
@@ -63,6 +81,7 @@ class DynamicTables {
   };
   const Layout* layout_ = nullptr;
   std::vector<Entry> shards_;
+  DataParallel dp_;
 };
 
 }  // namespace shardrec::embedding::dynamic

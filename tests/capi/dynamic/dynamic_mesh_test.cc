@@ -710,5 +710,49 @@ TEST(DynamicMesh, DataParallelForwardRefusedInOneGroupFailsBoth) {
   });
 }
 
+// A data-parallel dynamic table is agreed over the whole mesh, so a sync leaves it alone: with 3
+// replicas (where an fp32 average of identical copies, sum / 3, need not give back their bits) its
+// ids, weights and Adam states are bit for bit those of before the sync, on every replica. 3x1:
+// both tables data-parallel (nothing is merged); 3x2: beside a row-wise table, which is merged.
+TEST(DynamicMesh, DataParallelSyncKeepsTheBitsOnThreeReplicas) {
+  for (int32_t shard_size : {1, 2}) {
+    SCOPED_TRACE("3x" + std::to_string(shard_size));
+    const int32_t world = 3 * shard_size;
+    DynScenario s = MakeDynScenario(shard_size, SHARDREC_SHARDING_DATA_PARALLEL,
+                                    SHARDREC_OPTIMIZER_ADAM, 64, 24);
+    if (shard_size == 2) s.base.sharding[1] = SHARDREC_SHARDING_ROW_WISE;
+    DynScenario sw = s;
+    sw.base.world = world;
+    sw.base.steps = 3;
+    const auto batches = MakeDynBatches(sw);
+    const int64_t dim = DynOutputDim(s);
+    PlanPtr plan = MakeDynPlan(s);
+    ASSERT_NE(plan, nullptr);
+    const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+    const std::string dir = Dir("dp_bits_3x" + std::to_string(shard_size));
+    SpawnRanks(world, [&](int r) {
+      MeshRank m;
+      MakeMeshRank(world, shard_size, r, plan.get(), &opt, s.base.seed, &m);
+      for (int32_t step = 0; step < 3; ++step)
+        TrainStep(m.coll, batches[step][r], dim, step, r, nullptr);
+      SaveGroup(m.coll, GroupDir(dir, "pre", m.group));
+      ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_WEIGHTS_AND_STATE), SHARDREC_OK)
+          << shardrec_last_error();
+      SaveGroup(m.coll, GroupDir(dir, "post", m.group));
+    });
+    if (HasFatalFailure()) return;
+    const std::vector<Table> first = ReadCheckpoint(GroupDir(dir, "pre", 0));
+    ASSERT_FALSE(first[0].empty());
+    for (int32_t g = 0; g < 3; ++g) {
+      const std::vector<Table> pre = ReadCheckpoint(GroupDir(dir, "pre", g));
+      const std::vector<Table> post = ReadCheckpoint(GroupDir(dir, "post", g));
+      ExpectSame(pre[0], first[0], "t0 before the sync, group " + std::to_string(g));
+      ExpectSame(post[0], first[0], "t0 after the sync, group " + std::to_string(g));
+      if (shard_size == 1)
+        ExpectSame(post[1], first[1], "t1 after the sync, group " + std::to_string(g));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardrec::testing

@@ -87,6 +87,68 @@ TEST(DynamicScore, DataParallelEqualsTheReferenceAtWorld2) {
   }
 }
 
+// Rank r's score of an id: from few values (ties happen), and given only for some ids (NaN: not
+// given), so the ranks' lists differ in both ids and values and overlap.
+double RankScore(int64_t id, int32_t step, int32_t rank) {
+  const uint64_t h = (static_cast<uint64_t>(id) ^ (static_cast<uint64_t>(step) << 32) ^
+                      (static_cast<uint64_t>(rank + 1) << 48)) *
+                     0x9E3779B97F4A7C15ull;
+  if ((h >> 40) % 3 == 0) return std::numeric_limits<double>::quiet_NaN();
+  return static_cast<double>(h >> 61) - 2.5;
+}
+// The same lists as if only rank 0 had set scores: the rule must matter.
+double RankZeroScore(int64_t id, int32_t step, int32_t /*rank*/) { return RankScore(id, step, 0); }
+
+// A data-parallel table's scores may be set on any ranks with any lists: each rank's entries
+// wait for the next training forward, whose agreement applies every rank's on every copy in rank
+// order (a later rank's wins). The copies stay identical (a lookup of every pool id answers alike
+// on every rank, bit for bit), equal the reference applying that rule, and num_set counts the
+// entries naming a row of the rank's copy.
+TEST(DynamicScore, DataParallelScoresFromDifferentListsAgree) {
+  for (int32_t world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    // More slots and ids than ScoreScenario's: the larger global batch still leaves rows unseen,
+    // so the scores choose among them.
+    DynScenario s = MakeDynScenario(world, SHARDREC_SHARDING_DATA_PARALLEL, 2, 20, 48);
+    s.base.steps = 6;
+    s.base.ranks_per_node = world;
+    for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_SCORE;
+    s.rank_score = RankScore;
+    s.probe = true;
+    const auto batches = MakeDynBatches(s);
+    const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
+    const RefRun want = RunReference(s, batches, grads);
+    const DynRun got = RunDynamic(s, batches, grads);
+    ASSERT_EQ(got.out.size(), want.out.size());
+    for (size_t step = 0; step < got.out.size(); ++step)
+      for (size_t r = 0; r < static_cast<size_t>(world); ++r) {
+        std::string first;
+        EXPECT_EQ(CountMismatches(got.out[step][r], want.out[step][r], 1e-5f, 1e-6f, &first), 0u)
+            << "forward " << step << " rank " << r << ": " << first;
+      }
+    for (size_t step = 0; step < want.scores_named.size(); ++step)
+      for (size_t r = 0; r < static_cast<size_t>(world); ++r)
+        EXPECT_EQ(got.scores_set[step][r], want.scores_named[step][r])
+            << "step " << step << " rank " << r;
+    ASSERT_FALSE(got.probe[0].empty());
+    for (size_t r = 1; r < static_cast<size_t>(world); ++r)
+      EXPECT_EQ(got.probe[r], got.probe[0]) << "rank " << r << "'s copy differs from rank 0's";
+    for (size_t t = 0; t < want.counts.size(); ++t) {
+      EXPECT_EQ(got.stats[0][t].total_evicted, want.counts[t].evicted) << "table " << t;
+      EXPECT_GT(want.counts[t].evicted, 0) << "table " << t << ": the scenario must evict";
+    }
+    // Rank 0's lists alone decide other evictions: the later ranks' scores were applied.
+    DynScenario rank0 = s;
+    rank0.rank_score = RankZeroScore;
+    const RefRun other = RunReference(rank0, batches, grads);
+    bool differs = false;
+    for (size_t step = 0; step < other.out.size(); ++step)
+      for (size_t r = 0; r < static_cast<size_t>(world); ++r)
+        differs = differs || other.out[step][r] != want.out[step][r];
+    EXPECT_TRUE(differs) << "the later ranks' scores changed no eviction";
+  }
+}
+
 TEST(DynamicScore, IdenticalAcrossRunsAndThreads) {
   DynScenario s = ScoreScenario(SHARDREC_SHARDING_TABLE_WISE);
   const auto batches = MakeDynBatches(s);

@@ -137,6 +137,41 @@ TEST(DynamicTable, DataParallelEvictionAndAdmissionAnyWorld) {
     }
 }
 
+// Hot ids: sixteen distinct ids, skewed, in bags of up to 8, so a rank's part often has fewer than
+// half as many distinct ids as occurrences and the data-parallel gather sends distinct ids with
+// their counts (docs/dynamic-tables.md, "Data-parallel tables"); the admission sketch and LFU
+// counts must see the same totals as every occurrence would give: equal to the reference, and the
+// copies answer alike on every rank.
+TEST(DynamicTable, DataParallelHotIdsSentAsCounts) {
+  for (int32_t world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    DynScenario s = MakeDynScenario(world, SHARDREC_SHARDING_DATA_PARALLEL, 3, 8, 16);
+    s.base.steps = 5;
+    s.base.max_bag = 8;
+    s.probe = true;
+    for (auto& d : s.dynamic) {
+      d.eviction = SHARDREC_EVICTION_LFU;
+      d.admission_threshold = 3;
+    }
+    const auto batches = MakeDynBatches(s);
+    const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
+    const RefRun want = RunReference(s, batches, grads);
+    const DynRun got = RunDynamic(s, batches, grads);
+    ExpectMatches(got, want, "collection vs reference", false);
+    ExpectCounts(s, got, want);
+    ASSERT_FALSE(got.probe[0].empty());
+    for (size_t r = 1; r < static_cast<size_t>(world); ++r)
+      EXPECT_EQ(got.probe[r], got.probe[0]) << "rank " << r << "'s copy differs from rank 0's";
+    int64_t evicted = 0, rejected = 0;
+    for (const RefCounts& c : want.counts) {
+      evicted += c.evicted;
+      rejected += c.rejected_admission;
+    }
+    EXPECT_GT(evicted, 0);
+    EXPECT_GT(rejected, 0);
+  }
+}
+
 // 16-bit storage and the default init (whose bound is sqrt(1 / capacity)), with admission.
 TEST(DynamicTable, HalfStorageAndDefaultInit) {
   for (int32_t dtype : {SHARDREC_DTYPE_FLOAT16, SHARDREC_DTYPE_BFLOAT16}) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <random>
 #include <string>
 #include <tuple>
@@ -136,6 +137,8 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
   run.out.assign(b.steps + 1, std::vector<std::vector<float>>(b.world));
   if (s.eval) run.eval_out.assign(b.steps + 1, std::vector<std::vector<float>>(b.world));
   run.stats.assign(b.world, {});
+  run.probe.assign(b.world, {});
+  run.scores_set.assign(b.steps, std::vector<int64_t>(b.world, 0));
   PlanPtr plan = MakeDynPlan(s);
   if (plan == nullptr) return run;
   const shardrec_optimizer_config_t opt = ToCOptimizer(b.optimizer);
@@ -235,6 +238,43 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
               << shardrec_last_error();
         }
       }
+      if (s.rank_score != nullptr) {
+        for (size_t t = 0; t < b.tables.size(); ++t) {
+          if (s.dynamic[t].eviction != SHARDREC_EVICTION_SCORE) continue;
+          std::vector<int64_t> ids;
+          std::vector<double> scores;
+          for (int64_t id : s.pools[t]) {
+            const double v = s.rank_score(id, step, r);
+            if (std::isnan(v)) continue;
+            ids.push_back(id);
+            scores.push_back(v);
+          }
+          size_t num_set = 0;
+          ASSERT_EQ(shardrec_embedding_dynamic_set_scores(c, b.tables[t].name.c_str(), ids.data(),
+                                                          scores.data(), ids.size(), &num_set),
+                    SHARDREC_OK)
+              << shardrec_last_error();
+          run.scores_set[step][r] += static_cast<int64_t>(num_set);
+        }
+      }
+    }
+    if (s.probe) {
+      // One sample per pool id: feature f0 reads t0's pool, f1 t1's, f2 nothing.
+      RefBatch probe;
+      probe.batch_size = static_cast<int64_t>(std::max(s.pools[0].size(), s.pools[1].size()));
+      probe.lengths.assign(static_cast<size_t>(b.num_features * probe.batch_size), 0);
+      for (int32_t f = 0; f < 2; ++f)
+        for (size_t i = 0; i < s.pools[f].size(); ++i) {
+          probe.lengths[static_cast<size_t>(f * probe.batch_size) + i] = 1;
+          probe.ids.push_back(s.pools[f][i]);
+        }
+      KjtHolder kjt(probe, b.num_features, b.int32_ids);
+      std::vector<float> out(static_cast<size_t>(probe.batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_set_training(c, 0), SHARDREC_OK) << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << "rank " << r << ": " << shardrec_last_error();
+      run.probe[r] = std::move(out);
     }
     for (const RefTable& t : b.tables) {
       shardrec_dynamic_table_stats_t st;
@@ -419,6 +459,20 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
           if (it != dyn[t].rows.end()) it->second.score = s.score(id, step);
         }
       }
+    if (s.rank_score != nullptr) {
+      run.scores_named.emplace_back(static_cast<size_t>(b.world), 0);
+      for (int32_t r = 0; r < b.world; ++r)
+        for (size_t t = 0; t < tables.size(); ++t) {
+          if (s.dynamic[t].eviction != SHARDREC_EVICTION_SCORE) continue;
+          for (int64_t id : s.pools[t]) {
+            const double v = s.rank_score(id, step, r);
+            auto it = dyn[t].rows.find(id);
+            if (std::isnan(v) || it == dyn[t].rows.end()) continue;
+            it->second.score = v;
+            ++run.scores_named.back()[static_cast<size_t>(r)];
+          }
+        }
+    }
   }
   for (const RefDynTable& d : dyn) run.counts.push_back(d.counts);
   return run;

@@ -29,6 +29,14 @@ struct DynScenario {
   // SCORE eviction: after each backward, every rank sets score(id, step) for every id of each
   // SCORE table's pool (shardrec_embedding_dynamic_set_scores); null: no scores are set.
   double (*score)(int64_t id, int32_t step) = nullptr;
+  // Data-parallel SCORE tables: after each backward, rank r sets rank_score(id, step, r) for the
+  // ids of each SCORE table's pool where it is not NaN (lists differing per rank); the reference
+  // applies every rank's list in rank order, so a later rank's score wins
+  // (docs/dynamic-tables.md, "Scores"). Used instead of `score`.
+  double (*rank_score)(int64_t id, int32_t step, int32_t rank) = nullptr;
+  // After the run, every rank looks up every pool id in evaluation mode (DynRun::probe): a
+  // data-parallel table's copies must answer alike, bit for bit.
+  bool probe = false;
   bool fixed = false;  // the same tables as fixed ones (no dynamic config; pools in [0, rows))
 };
 
@@ -49,6 +57,9 @@ struct DynRun {
   std::vector<std::vector<std::vector<float>>> out;
   std::vector<std::vector<std::vector<float>>> eval_out;  // s.eval: per forward, per rank
   std::vector<std::vector<shardrec_dynamic_table_stats_t>> stats;
+  std::vector<std::vector<float>> probe;  // s.probe: per rank, the rows of every pool id
+  // s.rank_score: per step, per rank, the num_set of its set_scores calls (summed over tables).
+  std::vector<std::vector<int64_t>> scores_set;
 };
 
 // Trains a collection of s's plan through the C API for s.base.steps steps (forward + backward)
@@ -65,6 +76,8 @@ struct RefRun {
   std::vector<std::vector<std::vector<float>>> out;
   std::vector<std::vector<std::vector<float>>> eval_out;  // s.eval: per forward, per rank
   std::vector<RefCounts> counts;                          // per table, since creation
+  // s.rank_score: per step, per rank, how many of its entries named a row (summed over tables).
+  std::vector<std::vector<int64_t>> scores_named;
 };
 RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch>>& batches,
                     const std::vector<std::vector<std::vector<float>>>& grads);
