@@ -250,7 +250,8 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   // an all-gather in place, both point-to-point. Not MPI_Iallreduce: MPI has no 16-bit float
   // type, and Open MPI 4.1's nonblocking all-reduce (libnbc) was slower at every size measured
   // (comm_mpi_bench: 1.6-1.9x the time of the gather at 8 B-16 KiB, 3-6x Gloo's time at
-  // 16-64 MiB); every rank gets the same bits, summed in rank order, whatever the size.
+  // 16-64 MiB); every rank gets the same bits, summed in rank order, whatever the size. Ranks
+  // that can read each other's memory (one host) do the same sum reading it directly.
   std::vector<size_t> blocks(size_);
   size_t mine_offset = 0;
   for (int r = 0; r < size_; ++r) {
@@ -259,6 +260,8 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   }
   uint8_t* mine = static_cast<uint8_t*>(recv) + mine_offset * DTypeSize(dtype);
   const auto deadline = Clock::now() + t;
+  if (direct_ == 0) SR_RETURN_IF_ERROR(ProbeDirect(t));
+  if (direct_ == 1) return DirectAllReduce(send, recv, blocks, dtype, op, Remaining(deadline));
   SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine, blocks, dtype, op, t));
   return HostAllGatherV(mine, blocks[rank_], recv, blocks, dtype, Remaining(deadline));
 }

@@ -103,6 +103,12 @@ class MpiCommunicator : public Communicator, public Abortable {
   Status HostReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
                             DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
   Status HostBroadcast(void* buf, size_t bytes, int root, std::chrono::milliseconds timeout);
+  // Direct reads of same-host peers' memory (mpi_direct.cc). ProbeDirect is collective and sets
+  // direct_; DirectAllReduce needs direct_ == 1 and even `blocks` (one per rank).
+  Status ProbeDirect(std::chrono::milliseconds timeout);
+  Status DirectAllReduce(const void* send, void* recv, std::span<const size_t> blocks, DType dtype,
+                         ReduceOp op, std::chrono::milliseconds timeout);
+  Status Pull(int peer, uint64_t remote, void* local, size_t bytes);
   static uint8_t* Scratch(std::vector<uint8_t>* buf, size_t bytes);
   // Time left until `deadline`, rounded up, never negative (0: one last poll, then kTimeout).
   static std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point deadline);
@@ -121,6 +127,11 @@ class MpiCommunicator : public Communicator, public Abortable {
   Status poison_;
   // Reused by the all-reduce and the reduce-scatter (one thread at a time per communicator).
   std::vector<uint8_t> exchange_scratch_;
+  // Whether every rank can read every other's memory (process_vm_readv): 0 not yet probed (the
+  // first large all-reduce probes), 1 yes, -1 no (another host, a ptrace policy,
+  // SHARDREC_MPI_DIRECT=0): then every byte goes as an MPI message.
+  int direct_ = 0;
+  std::vector<int64_t> peer_pids_;
 };
 
 }  // namespace shardrec::comm::mpi
