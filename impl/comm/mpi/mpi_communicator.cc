@@ -114,6 +114,7 @@ Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::m
   config.size = info.size;
   config.timeout = timeout;
   config.max_message_bytes = MaxMessageBytesFromEnv();
+  config.direct_allowed = DirectAllowedByEnv();
   *out = std::make_unique<MpiCommunicator>(config);
   return Status::Ok();
 }
@@ -127,7 +128,8 @@ MpiCommunicator::MpiCommunicator(const Config& config)
                                                       : kDefaultMaxMessageBytes),
       domain_(config.domain ? config.domain : std::make_shared<FailureDomain>()),
       lineage_(config.lineage),
-      timeout_(config.timeout) {
+      timeout_(config.timeout),
+      direct_allowed_(config.direct_allowed) {
   id_ = NewCommunicatorId();
   lineage_.push_back(id_);
   domain_->Join(this, lineage_);
@@ -225,6 +227,7 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
   config.size = info.size;
   config.timeout = timeout_.load();
   config.max_message_bytes = max_message_bytes_;
+  config.direct_allowed = direct_allowed_;
   config.domain = domain_;
   config.lineage = lineage_;
   *out = std::make_unique<MpiCommunicator>(config);

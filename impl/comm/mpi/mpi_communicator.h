@@ -27,6 +27,11 @@ namespace shardrec::comm::mpi {
 Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::milliseconds timeout,
                              std::unique_ptr<Communicator>* out);
 
+// False when SHARDREC_MPI_DIRECT is "0": every byte then goes as an MPI message, even between
+// ranks of one host (for comparison, or where reading a peer's memory is unwanted). Read when a
+// communicator is created; splits inherit it.
+bool DirectAllowedByEnv();
+
 class MpiCommunicator : public Communicator, public Abortable {
  public:
   struct Config {
@@ -36,6 +41,7 @@ class MpiCommunicator : public Communicator, public Abortable {
     int size = 1;
     std::chrono::milliseconds timeout = kDefaultTimeout;
     size_t max_message_bytes = 0;  // bound on one MPI message (chunking.h)
+    bool direct_allowed = true;    // may read same-host peers' memory (mpi_direct.cc)
     std::shared_ptr<FailureDomain> domain;
     std::vector<uint64_t> lineage;  // ids of the ancestors (splits)
   };
@@ -131,6 +137,7 @@ class MpiCommunicator : public Communicator, public Abortable {
   // first large all-reduce probes), 1 yes, -1 no (another host, a ptrace policy,
   // SHARDREC_MPI_DIRECT=0): then every byte goes as an MPI message.
   int direct_ = 0;
+  bool direct_allowed_;
   std::vector<int64_t> peer_pids_;
 };
 

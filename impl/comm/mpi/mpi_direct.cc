@@ -36,13 +36,6 @@ const uint64_t& Cookie() {
   return cookie;
 }
 
-// SHARDREC_MPI_DIRECT=0 keeps every byte on MPI messages (for comparison, or where reading a
-// peer's memory is unwanted).
-bool DirectAllowedByEnv() {
-  const char* env = std::getenv("SHARDREC_MPI_DIRECT");
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}
-
 // Reads `bytes` at `remote` in process `pid` into `local`; false with errno on failure.
 bool ReadPeer(int64_t pid, uint64_t remote, void* local, size_t bytes) {
   auto* dst = static_cast<uint8_t*>(local);
@@ -65,13 +58,18 @@ bool ReadPeer(int64_t pid, uint64_t remote, void* local, size_t bytes) {
 
 }  // namespace
 
+bool DirectAllowedByEnv() {
+  const char* env = std::getenv("SHARDREC_MPI_DIRECT");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 Status MpiCommunicator::ProbeDirect(std::chrono::milliseconds timeout) {
   // Collective, run once by every rank at the same call (the first large all-reduce), so every
-  // rank reaches the same answer: direct only if every rank can read every other.
+  // rank reaches the same answer: direct only if every rank allows it and can read every other.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const int64_t mine[4] = {static_cast<int64_t>(getpid()),
                            static_cast<int64_t>(reinterpret_cast<uintptr_t>(&Cookie())),
-                           static_cast<int64_t>(Cookie()), DirectAllowedByEnv() ? 1 : 0};
+                           static_cast<int64_t>(Cookie()), direct_allowed_ ? 1 : 0};
   std::vector<int64_t> all(4 * static_cast<size_t>(size_));
   SR_RETURN_IF_ERROR(HostAllGatherV(mine, 4, all.data(), std::vector<size_t>(size_, 4),
                                     DType::kInt64, Remaining(deadline)));
