@@ -139,6 +139,9 @@ class MpiCommunicator : public Communicator, public Abortable {
   int direct_ = 0;
   bool direct_allowed_;
   std::vector<int64_t> peer_pids_;
+  // The words the probe and the direct all-reduce exchange (addresses, pids): members, so that a
+  // late peer's message after a timeout lands in memory that is still this communicator's.
+  std::vector<int64_t> direct_words_;
 };
 
 }  // namespace shardrec::comm::mpi

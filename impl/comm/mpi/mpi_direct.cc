@@ -67,12 +67,18 @@ Status MpiCommunicator::ProbeDirect(std::chrono::milliseconds timeout) {
   // Collective, run once by every rank at the same call (the first large all-reduce), so every
   // rank reaches the same answer: direct only if every rank allows it and can read every other.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const int64_t mine[4] = {static_cast<int64_t>(getpid()),
-                           static_cast<int64_t>(reinterpret_cast<uintptr_t>(&Cookie())),
-                           static_cast<int64_t>(Cookie()), direct_allowed_ ? 1 : 0};
-  std::vector<int64_t> all(4 * static_cast<size_t>(size_));
-  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 4, all.data(), std::vector<size_t>(size_, 4),
-                                    DType::kInt64, Remaining(deadline)));
+  // Member storage: after a timeout a late peer's message may still land in these words.
+  const size_t w = static_cast<size_t>(size_);
+  direct_words_.assign(5 * w + 4, 0);
+  int64_t* all = direct_words_.data();
+  int64_t* oks = all + 4 * w;
+  int64_t* mine = oks + w;
+  mine[0] = static_cast<int64_t>(getpid());
+  mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(&Cookie()));
+  mine[2] = static_cast<int64_t>(Cookie());
+  mine[3] = direct_allowed_ ? 1 : 0;
+  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 4, all, std::vector<size_t>(size_, 4), DType::kInt64,
+                                    Remaining(deadline)));
   int64_t ok = 1;
   for (int r = 0; r < size_ && ok; ++r) {
     if (all[4 * r + 3] == 0) ok = 0;
@@ -81,10 +87,10 @@ Status MpiCommunicator::ProbeDirect(std::chrono::milliseconds timeout) {
     ok = ReadPeer(all[4 * r], static_cast<uint64_t>(all[4 * r + 1]), &seen, sizeof(seen)) &&
          seen == static_cast<uint64_t>(all[4 * r + 2]);
   }
-  std::vector<int64_t> oks(size_);
-  SR_RETURN_IF_ERROR(HostAllGatherV(&ok, 1, oks.data(), std::vector<size_t>(size_, 1),
-                                    DType::kInt64, Remaining(deadline)));
-  const bool direct = std::all_of(oks.begin(), oks.end(), [](int64_t v) { return v == 1; });
+  mine[0] = ok;
+  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 1, oks, std::vector<size_t>(size_, 1), DType::kInt64,
+                                    Remaining(deadline)));
+  const bool direct = std::all_of(oks, oks + w, [](int64_t v) { return v == 1; });
   peer_pids_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_pids_[r] = all[4 * r];
   direct_ = direct ? 1 : -1;
@@ -109,11 +115,13 @@ Status MpiCommunicator::DirectAllReduce(const void* send, void* recv,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Round 1: the buffers' addresses, which also shows that every rank has entered the call (its
   // input is ready and its output may be written).
-  const int64_t mine[2] = {static_cast<int64_t>(reinterpret_cast<uintptr_t>(send)),
-                           static_cast<int64_t>(reinterpret_cast<uintptr_t>(recv))};
-  std::vector<int64_t> addr(2 * static_cast<size_t>(size_));
-  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 2, addr.data(), std::vector<size_t>(size_, 2),
-                                    DType::kInt64, Remaining(deadline)));
+  // In the words ProbeDirect sized (2W received, then 2 sent), which outlive a timed-out call.
+  int64_t* addr = direct_words_.data();
+  int64_t* mine = addr + 2 * static_cast<size_t>(size_);
+  mine[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(send));
+  mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(recv));
+  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 2, addr, std::vector<size_t>(size_, 2), DType::kInt64,
+                                    Remaining(deadline)));
   std::vector<size_t> offsets(size_);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + blocks[r - 1];
   const size_t count = blocks[rank_];
