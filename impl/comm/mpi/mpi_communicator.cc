@@ -236,6 +236,17 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
 
 // ---- Validation and dispatch ----
 
+Status MpiCommunicator::UseDirect(size_t bytes, std::chrono::milliseconds timeout, bool* out) {
+  // Every rank decides alike: `bytes` is the same on all (an all-reduce's buffer, a
+  // reduce-scatter's whole input), and the probe is collective. Small ones stay on the one-round
+  // message paths, whose latency the two extra rounds here would exceed.
+  *out = false;
+  if (bytes * static_cast<size_t>(size_ - 1) <= kGatherAllReduceBytes) return Status::Ok();
+  if (direct_ == 0) SR_RETURN_IF_ERROR(ProbeDirect(timeout));
+  *out = direct_ == 1;
+  return Status::Ok();
+}
+
 Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op, const CallOptions& opts) {
   SR_RETURN_IF_ERROR(Usable());
@@ -263,8 +274,10 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   }
   uint8_t* mine = static_cast<uint8_t*>(recv) + mine_offset * DTypeSize(dtype);
   const auto deadline = Clock::now() + t;
-  if (direct_ == 0) SR_RETURN_IF_ERROR(ProbeDirect(t));
-  if (direct_ == 1) return DirectAllReduce(send, recv, blocks, dtype, op, Remaining(deadline));
+  bool direct = false;
+  SR_RETURN_IF_ERROR(UseDirect(bytes, t, &direct));
+  if (direct)
+    return DirectReduce("allreduce", send, mine, recv, blocks, dtype, op, Remaining(deadline));
   SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine, blocks, dtype, op, t));
   return HostAllGatherV(mine, blocks[rank_], recv, blocks, dtype, Remaining(deadline));
 }
@@ -307,6 +320,15 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
       CheckReduceScatterVCall(send, recv, recv_counts, dtype, op, size_, rank_, &total));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  bool direct = false;
+  if (size_ > 1) {
+    const auto deadline = Clock::now() + t;
+    SR_RETURN_IF_ERROR(UseDirect(total * DTypeSize(dtype), t, &direct));
+    if (direct) {
+      return DirectReduce("reducescatterv", send, recv, nullptr, recv_counts, dtype, op,
+                          Remaining(deadline));
+    }
+  }
   return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
 }
 

@@ -1,9 +1,10 @@
-// Large all-reduces between MPI ranks of one host by reading the peers' buffers directly
-// (Linux cross-memory attach, process_vm_readv): each rank pulls its block of every peer's input
-// a cache-sized chunk at a time and sums it while the chunk is hot, then pulls the peers' reduced
-// blocks straight into its output. Per rank that is one pass over the input and one over the
-// output fewer than receiving whole halves into a scratch buffer and reducing from there; the sum
-// keeps the rank order of the message path, so the bits are the same.
+// Large all-reduces and reduce-scatters between MPI ranks of one host by reading the peers'
+// buffers directly (Linux cross-memory attach, process_vm_readv): each rank pulls its block of
+// every peer's input a cache-sized chunk at a time and sums it while the chunk is hot, then (an
+// all-reduce) pulls the peers' reduced blocks straight into its output. Per rank that is one pass
+// over the input and one over the output fewer than receiving whole halves into a scratch buffer
+// and reducing from there; the sum keeps the rank order of the message path, so the bits are the
+// same.
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -97,18 +98,19 @@ Status MpiCommunicator::ProbeDirect(std::chrono::milliseconds timeout) {
   return Status::Ok();
 }
 
-Status MpiCommunicator::Pull(int peer, uint64_t remote, void* local, size_t bytes) {
+Status MpiCommunicator::Pull(const char* what, int peer, uint64_t remote, void* local,
+                             size_t bytes) {
   if (ReadPeer(peer_pids_[peer], remote, local, bytes)) return Status::Ok();
   const int err = errno;
-  return Poison(Status::Remote("MPI allreduce on rank ", rank_, " of ", size_, ": reading ", bytes,
+  return Poison(Status::Remote("MPI ", what, " on rank ", rank_, " of ", size_, ": reading ", bytes,
                                " bytes of rank ", peer, "'s buffer (process ", peer_pids_[peer],
                                ") failed: ", std::strerror(err),
                                err == ESRCH ? " (the peer process has exited)" : ""));
 }
 
-Status MpiCommunicator::DirectAllReduce(const void* send, void* recv,
-                                        std::span<const size_t> blocks, DType dtype, ReduceOp op,
-                                        std::chrono::milliseconds timeout) {
+Status MpiCommunicator::DirectReduce(const char* what, const void* send, void* out, void* recv,
+                                     std::span<const size_t> blocks, DType dtype, ReduceOp op,
+                                     std::chrono::milliseconds timeout) {
   const size_t width = DTypeSize(dtype);
   ReduceFn fn = nullptr;
   SR_RETURN_IF_ERROR(GetReduceFn(dtype, op, &fn));
@@ -119,7 +121,7 @@ Status MpiCommunicator::DirectAllReduce(const void* send, void* recv,
   int64_t* addr = direct_words_.data();
   int64_t* mine = addr + 2 * static_cast<size_t>(size_);
   mine[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(send));
-  mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(recv));
+  mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(recv));  // 0: a reduce-scatter
   SR_RETURN_IF_ERROR(HostAllGatherV(mine, 2, addr, std::vector<size_t>(size_, 2), DType::kInt64,
                                     Remaining(deadline)));
   std::vector<size_t> offsets(size_);
@@ -129,9 +131,8 @@ Status MpiCommunicator::DirectAllReduce(const void* send, void* recv,
   const size_t slot = std::min(unit, count) * width;
   uint8_t* slots = Scratch(&exchange_scratch_, slot * static_cast<size_t>(size_));
   const uint8_t* own = static_cast<const uint8_t*>(send) + offsets[rank_] * width;
-  uint8_t* out = static_cast<uint8_t*>(recv) + offsets[rank_] * width;
   // In place, ranks >= 2 sum into their own slot: their input is read after the sum has begun.
-  const bool aliased = out == own;
+  const bool aliased = static_cast<const uint8_t*>(out) == own;
   std::vector<const uint8_t*> parts(size_);
   for (size_t done = 0; done < count; done += unit) {
     if (aborted_.load(std::memory_order_relaxed)) return Usable();
@@ -143,10 +144,10 @@ Status MpiCommunicator::DirectAllReduce(const void* send, void* recv,
         continue;
       }
       uint8_t* dst = slots + static_cast<size_t>(r) * slot;
-      SR_RETURN_IF_ERROR(Pull(r, static_cast<uint64_t>(addr[2 * r]) + at, dst, n * width));
+      SR_RETURN_IF_ERROR(Pull(what, r, static_cast<uint64_t>(addr[2 * r]) + at, dst, n * width));
       parts[r] = dst;
     }
-    uint8_t* dst = out + done * width;
+    uint8_t* dst = static_cast<uint8_t*>(out) + done * width;
     uint8_t* acc = aliased && rank_ >= 2 ? slots + static_cast<size_t>(rank_) * slot : dst;
     // Rank order, as the message path and Gloo: ((b0 + b1) + b2) + ...
     fn(acc, parts[0], parts[1], n);
@@ -155,19 +156,21 @@ Status MpiCommunicator::DirectAllReduce(const void* send, void* recv,
     if (op == ReduceOp::kAvg) DivideBy(dst, n, dtype, size_);
   }
   // Round 2: every block is reduced and no rank reads another's input any more, so each rank may
-  // overwrite the rest of its output (in place: its input) with the peers' blocks.
+  // return (a reduce-scatter) or overwrite the rest of its output (in place: its input) with the
+  // peers' blocks.
   shardrec_plugin_status_t st{};
   SR_RETURN_IF_ERROR(Start(t_->barrier(h_, &st), st));
-  SR_RETURN_IF_ERROR(Wait("allreduce", Remaining(deadline)));
+  SR_RETURN_IF_ERROR(Wait(what, Remaining(deadline)));
+  if (recv == nullptr) return Status::Ok();
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || blocks[r] == 0) continue;
     const size_t at = offsets[r] * width;
-    SR_RETURN_IF_ERROR(Pull(r, static_cast<uint64_t>(addr[2 * r + 1]) + at,
+    SR_RETURN_IF_ERROR(Pull(what, r, static_cast<uint64_t>(addr[2 * r + 1]) + at,
                             static_cast<uint8_t*>(recv) + at, blocks[r] * width));
   }
   // Round 3: no rank returns, and reuses its output, while a peer may still be reading it.
   SR_RETURN_IF_ERROR(Start(t_->barrier(h_, &st), st));
-  return Wait("allreduce", Remaining(deadline));
+  return Wait(what, Remaining(deadline));
 }
 
 }  // namespace shardrec::comm::mpi
