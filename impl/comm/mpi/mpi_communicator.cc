@@ -236,13 +236,14 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
 
 // ---- Validation and dispatch ----
 
-Status MpiCommunicator::UseDirect(size_t bytes, std::chrono::milliseconds timeout, bool* out) {
+Status MpiCommunicator::UseDirect(const char* what, size_t bytes, std::chrono::milliseconds timeout,
+                                  bool* out) {
   // Every rank decides alike: `bytes` is the same on all (an all-reduce's buffer, a
   // reduce-scatter's whole input), and the probe is collective. Small ones stay on the one-round
   // message paths, whose latency the two extra rounds here would exceed.
   *out = false;
   if (bytes * static_cast<size_t>(size_ - 1) <= kGatherAllReduceBytes) return Status::Ok();
-  if (direct_ == 0) SR_RETURN_IF_ERROR(ProbeDirect(timeout));
+  if (direct_ == 0) SR_RETURN_IF_ERROR(ProbeDirect(what, timeout));
   *out = direct_ == 1;
   return Status::Ok();
 }
@@ -275,7 +276,7 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   uint8_t* mine = static_cast<uint8_t*>(recv) + mine_offset * DTypeSize(dtype);
   const auto deadline = Clock::now() + t;
   bool direct = false;
-  SR_RETURN_IF_ERROR(UseDirect(bytes, t, &direct));
+  SR_RETURN_IF_ERROR(UseDirect("allreduce", bytes, t, &direct));
   if (direct)
     return DirectReduce("allreduce", send, mine, recv, blocks, dtype, op, Remaining(deadline));
   SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine, blocks, dtype, op, t));
@@ -323,7 +324,7 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
   bool direct = false;
   if (size_ > 1) {
     const auto deadline = Clock::now() + t;
-    SR_RETURN_IF_ERROR(UseDirect(total * DTypeSize(dtype), t, &direct));
+    SR_RETURN_IF_ERROR(UseDirect("reducescatterv", total * DTypeSize(dtype), t, &direct));
     if (direct) {
       return DirectReduce("reducescatterv", send, recv, nullptr, recv_counts, dtype, op,
                           Remaining(deadline));

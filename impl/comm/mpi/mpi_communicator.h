@@ -113,13 +113,16 @@ class MpiCommunicator : public Communicator, public Abortable {
   // direct_. DirectReduce (direct_ == 1) reduce-scatters `send` by `blocks` (one per rank, the
   // same on every rank) into `out`, this rank's block; with `recv` (the whole output, `out`
   // inside it) it then gathers the other blocks into `recv`: an all-reduce.
-  Status ProbeDirect(std::chrono::milliseconds timeout);
+  Status ProbeDirect(const char* what, std::chrono::milliseconds timeout);
+  // Every rank's `n` words `mine` into `all` (rank-major); `what` names the collective served.
+  Status GatherWords(const char* what, int64_t* mine, size_t n, int64_t* all,
+                     std::chrono::milliseconds timeout);
   Status DirectReduce(const char* what, const void* send, void* out, void* recv,
                       std::span<const size_t> blocks, DType dtype, ReduceOp op,
                       std::chrono::milliseconds timeout);
   Status Pull(const char* what, int peer, uint64_t remote, void* local, size_t bytes);
   // Probes on first use; true when this collective of `bytes` in all goes by DirectReduce.
-  Status UseDirect(size_t bytes, std::chrono::milliseconds timeout, bool* out);
+  Status UseDirect(const char* what, size_t bytes, std::chrono::milliseconds timeout, bool* out);
   static uint8_t* Scratch(std::vector<uint8_t>* buf, size_t bytes);
   // Time left until `deadline`, rounded up, never negative (0: one last poll, then kTimeout).
   static std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point deadline);

@@ -59,12 +59,21 @@ bool ReadPeer(int64_t pid, uint64_t remote, void* local, size_t bytes) {
 
 }  // namespace
 
+Status MpiCommunicator::GatherWords(const char* what, int64_t* mine, size_t n, int64_t* all,
+                                    std::chrono::milliseconds timeout) {
+  // An all-gather named after the collective it serves, so that a timeout names that one.
+  const Block block{reinterpret_cast<uint8_t*>(mine), n * sizeof(int64_t)};
+  std::vector<Block> sends(size_, block), recvs(size_);
+  for (int r = 0; r < size_; ++r) recvs[r] = {reinterpret_cast<uint8_t*>(all + r * n), block.bytes};
+  return Exchange(what, sends, recvs, timeout);
+}
+
 bool DirectAllowedByEnv() {
   const char* env = std::getenv("SHARDREC_MPI_DIRECT");
   return env == nullptr || std::strcmp(env, "0") != 0;
 }
 
-Status MpiCommunicator::ProbeDirect(std::chrono::milliseconds timeout) {
+Status MpiCommunicator::ProbeDirect(const char* what, std::chrono::milliseconds timeout) {
   // Collective, run once by every rank at the same call (the first large all-reduce), so every
   // rank reaches the same answer: direct only if every rank allows it and can read every other.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -78,8 +87,7 @@ Status MpiCommunicator::ProbeDirect(std::chrono::milliseconds timeout) {
   mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(&Cookie()));
   mine[2] = static_cast<int64_t>(Cookie());
   mine[3] = direct_allowed_ ? 1 : 0;
-  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 4, all, std::vector<size_t>(size_, 4), DType::kInt64,
-                                    Remaining(deadline)));
+  SR_RETURN_IF_ERROR(GatherWords(what, mine, 4, all, Remaining(deadline)));
   int64_t ok = 1;
   for (int r = 0; r < size_ && ok; ++r) {
     if (all[4 * r + 3] == 0) ok = 0;
@@ -89,8 +97,7 @@ Status MpiCommunicator::ProbeDirect(std::chrono::milliseconds timeout) {
          seen == static_cast<uint64_t>(all[4 * r + 2]);
   }
   mine[0] = ok;
-  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 1, oks, std::vector<size_t>(size_, 1), DType::kInt64,
-                                    Remaining(deadline)));
+  SR_RETURN_IF_ERROR(GatherWords(what, mine, 1, oks, Remaining(deadline)));
   const bool direct = std::all_of(oks, oks + w, [](int64_t v) { return v == 1; });
   peer_pids_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_pids_[r] = all[4 * r];
@@ -122,8 +129,7 @@ Status MpiCommunicator::DirectReduce(const char* what, const void* send, void* o
   int64_t* mine = addr + 2 * static_cast<size_t>(size_);
   mine[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(send));
   mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(recv));  // 0: a reduce-scatter
-  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 2, addr, std::vector<size_t>(size_, 2), DType::kInt64,
-                                    Remaining(deadline)));
+  SR_RETURN_IF_ERROR(GatherWords(what, mine, 2, addr, Remaining(deadline)));
   std::vector<size_t> offsets(size_);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + blocks[r - 1];
   const size_t count = blocks[rank_];
