@@ -22,6 +22,10 @@ using Clock = std::chrono::steady_clock;
 // reduce-scatter + all-gather (two rounds, each rank moving 2(W-1)/W of the buffer).
 constexpr size_t kGatherAllReduceBytes = size_t{256} << 10;
 
+// All-reduces and reduce-scatters of at least this many bytes in all read same-host peers'
+// buffers directly (mpi_direct.cc) where the ranks can.
+constexpr size_t kDirectMinBytes = size_t{1} << 20;
+
 // Polls before a waiting rank starts yielding its core after each one: enough to catch a reply
 // that is microseconds away, few enough that oversubscribed ranks (more processes than cores,
 // as in CI) let their peers run.
@@ -239,10 +243,11 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
 Status MpiCommunicator::UseDirect(const char* what, size_t bytes, std::chrono::milliseconds timeout,
                                   bool* out) {
   // Every rank decides alike: `bytes` is the same on all (an all-reduce's buffer, a
-  // reduce-scatter's whole input), and the probe is collective. Small ones stay on the one-round
-  // message paths, whose latency the two extra rounds here would exceed.
+  // reduce-scatter's whole input), and the probe is collective. Smaller ones stay on messages:
+  // the direct path's three rounds cost more than its saved copy below about 1 MiB (a 128 KiB
+  // all-reduce at world 4 took 2x the message path's time, tests/bench/RESULTS.md).
   *out = false;
-  if (bytes * static_cast<size_t>(size_ - 1) <= kGatherAllReduceBytes) return Status::Ok();
+  if (bytes < kDirectMinBytes) return Status::Ok();
   if (direct_ == 0) SR_RETURN_IF_ERROR(ProbeDirect(what, timeout));
   *out = direct_ == 1;
   return Status::Ok();

@@ -287,7 +287,7 @@ TEST_F(MpiTest, DirectReadsGiveTheSameBitsAsMessages) {
   shardrec_comm_t* messages = nullptr;
   ASSERT_EQ(shardrec_comm_create_mpi(&messages, 0, nullptr), SHARDREC_OK) << shardrec_last_error();
   ::unsetenv("SHARDREC_MPI_DIRECT");
-  const size_t n = 200003;
+  const size_t n = 300007;  // 1.2 MB: above the direct path's 1 MiB
   std::vector<float> in = Input(Rank(), n);
   for (float& x : in) x /= 3.0f;
   std::vector<float> a(n), b(n), c = in, d = in;
@@ -305,12 +305,14 @@ TEST_F(MpiTest, DirectReadsGiveTheSameBitsAsMessages) {
   }
   EXPECT_EQ(std::memcmp(a.data(), b.data(), n * 4), 0);
   EXPECT_EQ(std::memcmp(c.data(), d.data(), n * 4), 0);
-  std::vector<uint16_t> e(n), f(n);
-  for (size_t i = 0; i < n; ++i) e[i] = f[i] = ToBf16(in[i]);
-  ASSERT_EQ(shardrec_comm_allreduce(World(), e.data(), e.data(), n, SHARDREC_DTYPE_BFLOAT16,
+  // bf16: twice the elements for the same bytes; every rank's input repeated.
+  const size_t m = 2 * n;
+  std::vector<uint16_t> e(m), f(m);
+  for (size_t i = 0; i < m; ++i) e[i] = f[i] = ToBf16(in[i % n]);
+  ASSERT_EQ(shardrec_comm_allreduce(World(), e.data(), e.data(), m, SHARDREC_DTYPE_BFLOAT16,
                                     SHARDREC_REDUCE_SUM, nullptr),
             SHARDREC_OK);
-  ASSERT_EQ(shardrec_comm_allreduce(messages, f.data(), f.data(), n, SHARDREC_DTYPE_BFLOAT16,
+  ASSERT_EQ(shardrec_comm_allreduce(messages, f.data(), f.data(), m, SHARDREC_DTYPE_BFLOAT16,
                                     SHARDREC_REDUCE_SUM, nullptr),
             SHARDREC_OK);
   EXPECT_EQ(e, f);

@@ -14,9 +14,9 @@ namespace shardrec::testing {
 namespace {
 
 const MlpShape kShape{24, {40, 40, 1}, 5};
-// A first unit of 2731 x 25 floats (267 KiB): its gradient's reduce-scatter is large enough for
-// the direct reads of same-host peers' memory (docs/mpi.md) at world 2 and 4.
-const MlpShape kWide{24, {2731, 1}, 5};
+// A first unit of 10923 x 25 floats (1.04 MiB): its gradient's reduce-scatter is large enough
+// for the direct reads of same-host peers' memory (docs/mpi.md).
+const MlpShape kWide{24, {10923, 1}, 5};
 constexpr int kSteps = 3;
 constexpr int64_t kLocalBatch = 4;
 
