@@ -1,15 +1,19 @@
-// The sharded step of embedding_step_bench (same plan, batch and optimizer) with one rank per
+// The sharded step of embedding_step_bench (same tables, batch and optimizer) with one rank per
 // process under mpirun (mpirun --oversubscribe -np W embedding_step_mpi_bench), on the MPI
-// backend and on Gloo created from the launcher's variables, in the same job. Every rank runs
-// the same fixed iteration count (Google Benchmark's own choice would differ between processes
-// and deadlock the collectives); rank 0 reports samples/s over all ranks, the share of its step
-// spent in collectives, and the lowest, mean and highest share over the ranks.
+// backend and on Gloo created from the launcher's variables, in the same job, under two plans:
+// embedding_step_bench's (skewed: its table-wise table makes one rank do more lookups than the
+// others, who wait for it inside collectives) and a balanced one (every rank the same lookups).
+// Every rank runs the same fixed iteration count (Google Benchmark's own choice would differ
+// between processes and deadlock the collectives); rank 0 reports samples/s over all ranks and
+// every rank's share of its step spent inside collectives (waits for peers included), with
+// their mean and highest.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "impl/comm/env_rendezvous.h"
@@ -26,8 +30,17 @@ constexpr int64_t kBatch = 256;  // samples per rank
 constexpr int32_t kPoolingFactor = 8;
 constexpr int64_t kIterations = 100;
 
-// The plan of embedding_step_bench's BM_ShardedStep.
-std::shared_ptr<sharding::Plan> MakePlan(int world) {
+// Args of the plan: embedding_step_bench's BM_ShardedStep, or the balanced hand plan.
+enum PlanKind : int64_t { kSkewed = 0, kBalanced = 1 };
+
+// kSkewed: "item" in two column blocks on ranks 0 and W-1, "geo" table-wise on rank W/2, so at
+// world 2 rank 1 and at world 4 rank 2 look up one more 64-wide table than rank 0 does.
+// kBalanced: "item" and "geo" (the same pooling and width, so the same lookup cost) each in two
+// 32-column blocks, "item" on ranks 0 and 1, "geo" on ranks 2 and 3 (mod W): at world 2 each
+// rank holds one block of each, at world 4 one block of one; "user" row-wise and "cat" data
+// parallel as before. Every rank then does the same lookups, as a planner balancing the ranks'
+// cost would arrange.
+std::shared_ptr<sharding::Plan> MakePlan(int world, int64_t kind) {
   auto plan = std::make_shared<sharding::Plan>();
   plan->world_size = world;
   plan->local_world_size = world;
@@ -35,12 +48,19 @@ std::shared_ptr<sharding::Plan> MakePlan(int world) {
   using sharding::testing::Table;
   plan->tables = {Table("user", 200000, 64, {0}), Table("item", 100000, 64, {1}),
                   Table("cat", 1000, 32, {2}), Table("geo", 50000, 64, {3})};
-  plan->table_plans = {
-      sharding::MakeRowWise(plan->tables[0], world),
-      sharding::MakeColumnSplit(plan->tables[1], sharding::ShardingType::kColumnWise, {32, 32},
-                                {0, world - 1}),
-      sharding::MakeDataParallel(plan->tables[2], world),
-      sharding::MakeTableWise(plan->tables[3], world / 2)};
+  const auto cw = sharding::ShardingType::kColumnWise;
+  if (kind == kSkewed) {
+    plan->table_plans = {sharding::MakeRowWise(plan->tables[0], world),
+                         sharding::MakeColumnSplit(plan->tables[1], cw, {32, 32}, {0, world - 1}),
+                         sharding::MakeDataParallel(plan->tables[2], world),
+                         sharding::MakeTableWise(plan->tables[3], world / 2)};
+  } else {
+    plan->table_plans = {
+        sharding::MakeRowWise(plan->tables[0], world),
+        sharding::MakeColumnSplit(plan->tables[1], cw, {32, 32}, {0, 1 % world}),
+        sharding::MakeDataParallel(plan->tables[2], world),
+        sharding::MakeColumnSplit(plan->tables[3], cw, {32, 32}, {2 % world, 3 % world})};
+  }
   return plan;
 }
 
@@ -53,12 +73,12 @@ World& TheWorld() {
   return w;
 }
 
-// Args: backend (0 MPI, 1 Gloo).
+// Args: backend (0 MPI, 1 Gloo), plan (PlanKind).
 void BM_ShardedStep(benchmark::State& state) {
   const std::shared_ptr<comm::Communicator>& c =
       state.range(0) == 0 ? TheWorld().mpi : TheWorld().gloo;
   const int world = c->Size(), r = c->Rank();
-  auto plan = MakePlan(world);
+  auto plan = MakePlan(world, state.range(1));
   optim::OptimizerConfig opt;
   opt.type = optim::OptimizerType::kRowWiseAdagrad;
   std::unique_ptr<EmbeddingCollection> coll;
@@ -97,12 +117,10 @@ void BM_ShardedStep(benchmark::State& state) {
   const double total = coll->timings().total_seconds - total0;
   state.counters["samples/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * kBatch * world, benchmark::Counter::kIsRate);
-  state.counters["comm_share"] = total > 0 ? comm / total : 0.0;
   state.counters["compute_ms/step"] =
       state.iterations() ? (total - comm) * 1e3 / static_cast<double>(state.iterations()) : 0.0;
-  // Every rank's share: a rank with less work than its peers (this plan puts the table-wise
-  // table on one rank) counts its wait for them as collective time, so the lowest share is the
-  // closest to the collectives' own cost.
+  // Every rank's share: a rank with less work than its peers counts its wait for them as
+  // collective time, so the shares differ most under the skewed plan.
   const double mine[2] = {comm, total};
   std::vector<double> all(2 * static_cast<size_t>(world));
   const std::vector<size_t> two(world, 2);
@@ -110,6 +128,7 @@ void BM_ShardedStep(benchmark::State& state) {
   double lo = 1.0, hi = 0.0, sum = 0.0;
   for (int q = 0; q < world; ++q) {
     const double share = all[2 * q + 1] > 0 ? all[2 * q] / all[2 * q + 1] : 0.0;
+    state.counters["share_r" + std::to_string(q)] = share;
     lo = std::min(lo, share);
     hi = std::max(hi, share);
     sum += share;
@@ -153,13 +172,16 @@ int main(int argc, char** argv) {
   }
   w.mpi = std::move(mpi);
   w.gloo = std::move(gloo);
-  for (int64_t backend : {0, 1}) {
-    benchmark::RegisterBenchmark(backend == 0 ? "BM_ShardedStep/mpi" : "BM_ShardedStep/gloo",
-                                 BM_ShardedStep)
-        ->Arg(backend)
-        ->Iterations(kIterations)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+  for (int64_t kind : {kBalanced, kSkewed}) {
+    for (int64_t backend : {0, 1}) {
+      std::string name = backend == 0 ? "BM_ShardedStep/mpi" : "BM_ShardedStep/gloo";
+      name += kind == kBalanced ? "/balanced" : "/skewed";
+      benchmark::RegisterBenchmark(name.c_str(), BM_ShardedStep)
+          ->Args({backend, kind})
+          ->Iterations(kIterations)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
   }
   if (w.mpi->Rank() == 0) {
     benchmark::RunSpecifiedBenchmarks();

@@ -22,6 +22,10 @@ using Clock = std::chrono::steady_clock;
 // reduce-scatter + all-gather (two rounds, each rank moving 2(W-1)/W of the buffer).
 constexpr size_t kGatherAllReduceBytes = size_t{256} << 10;
 
+// All-reduces and reduce-scatters of at least this many bytes in all read same-host peers'
+// buffers directly (mpi_direct.cc) where the ranks can.
+constexpr size_t kDirectMinBytes = size_t{1} << 20;
+
 // Polls before a waiting rank starts yielding its core after each one: enough to catch a reply
 // that is microseconds away, few enough that oversubscribed ranks (more processes than cores,
 // as in CI) let their peers run.
@@ -114,6 +118,7 @@ Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::m
   config.size = info.size;
   config.timeout = timeout;
   config.max_message_bytes = MaxMessageBytesFromEnv();
+  config.direct_allowed = DirectAllowedByEnv();
   *out = std::make_unique<MpiCommunicator>(config);
   return Status::Ok();
 }
@@ -127,7 +132,8 @@ MpiCommunicator::MpiCommunicator(const Config& config)
                                                       : kDefaultMaxMessageBytes),
       domain_(config.domain ? config.domain : std::make_shared<FailureDomain>()),
       lineage_(config.lineage),
-      timeout_(config.timeout) {
+      timeout_(config.timeout),
+      direct_allowed_(config.direct_allowed) {
   id_ = NewCommunicatorId();
   lineage_.push_back(id_);
   domain_->Join(this, lineage_);
@@ -225,6 +231,7 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
   config.size = info.size;
   config.timeout = timeout_.load();
   config.max_message_bytes = max_message_bytes_;
+  config.direct_allowed = direct_allowed_;
   config.domain = domain_;
   config.lineage = lineage_;
   *out = std::make_unique<MpiCommunicator>(config);
@@ -232,6 +239,19 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
 }
 
 // ---- Validation and dispatch ----
+
+Status MpiCommunicator::UseDirect(const char* what, size_t bytes, std::chrono::milliseconds timeout,
+                                  bool* out) {
+  // Every rank decides alike: `bytes` is the same on all (an all-reduce's buffer, a
+  // reduce-scatter's whole input), and the probe is collective. Smaller ones stay on messages:
+  // the direct path's three rounds cost more than its saved copy below about 1 MiB (a 128 KiB
+  // all-reduce at world 4 took 2x the message path's time, tests/bench/RESULTS.md).
+  *out = false;
+  if (bytes < kDirectMinBytes) return Status::Ok();
+  if (direct_ == 0) SR_RETURN_IF_ERROR(ProbeDirect(what, timeout));
+  *out = direct_ == 1;
+  return Status::Ok();
+}
 
 Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op, const CallOptions& opts) {
@@ -250,7 +270,8 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   // an all-gather in place, both point-to-point. Not MPI_Iallreduce: MPI has no 16-bit float
   // type, and Open MPI 4.1's nonblocking all-reduce (libnbc) was slower at every size measured
   // (comm_mpi_bench: 1.6-1.9x the time of the gather at 8 B-16 KiB, 3-6x Gloo's time at
-  // 16-64 MiB); every rank gets the same bits, summed in rank order, whatever the size.
+  // 16-64 MiB); every rank gets the same bits, summed in rank order, whatever the size. Ranks
+  // that can read each other's memory (one host) do the same sum reading it directly.
   std::vector<size_t> blocks(size_);
   size_t mine_offset = 0;
   for (int r = 0; r < size_; ++r) {
@@ -259,6 +280,10 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   }
   uint8_t* mine = static_cast<uint8_t*>(recv) + mine_offset * DTypeSize(dtype);
   const auto deadline = Clock::now() + t;
+  bool direct = false;
+  SR_RETURN_IF_ERROR(UseDirect("allreduce", bytes, t, &direct));
+  if (direct)
+    return DirectReduce("allreduce", send, mine, recv, blocks, dtype, op, Remaining(deadline));
   SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine, blocks, dtype, op, t));
   return HostAllGatherV(mine, blocks[rank_], recv, blocks, dtype, Remaining(deadline));
 }
@@ -301,6 +326,15 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
       CheckReduceScatterVCall(send, recv, recv_counts, dtype, op, size_, rank_, &total));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+  bool direct = false;
+  if (size_ > 1) {
+    const auto deadline = Clock::now() + t;
+    SR_RETURN_IF_ERROR(UseDirect("reducescatterv", total * DTypeSize(dtype), t, &direct));
+    if (direct) {
+      return DirectReduce("reducescatterv", send, recv, nullptr, recv_counts, dtype, op,
+                          Remaining(deadline));
+    }
+  }
   return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
 }
 

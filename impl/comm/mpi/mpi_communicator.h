@@ -27,6 +27,11 @@ namespace shardrec::comm::mpi {
 Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::milliseconds timeout,
                              std::unique_ptr<Communicator>* out);
 
+// False when SHARDREC_MPI_DIRECT is "0": every byte then goes as an MPI message, even between
+// ranks of one host (for comparison, or where reading a peer's memory is unwanted). Read when a
+// communicator is created; splits inherit it.
+bool DirectAllowedByEnv();
+
 class MpiCommunicator : public Communicator, public Abortable {
  public:
   struct Config {
@@ -36,6 +41,7 @@ class MpiCommunicator : public Communicator, public Abortable {
     int size = 1;
     std::chrono::milliseconds timeout = kDefaultTimeout;
     size_t max_message_bytes = 0;  // bound on one MPI message (chunking.h)
+    bool direct_allowed = true;    // may read same-host peers' memory (mpi_direct.cc)
     std::shared_ptr<FailureDomain> domain;
     std::vector<uint64_t> lineage;  // ids of the ancestors (splits)
   };
@@ -103,6 +109,20 @@ class MpiCommunicator : public Communicator, public Abortable {
   Status HostReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
                             DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
   Status HostBroadcast(void* buf, size_t bytes, int root, std::chrono::milliseconds timeout);
+  // Direct reads of same-host peers' memory (mpi_direct.cc). ProbeDirect is collective and sets
+  // direct_. DirectReduce (direct_ == 1) reduce-scatters `send` by `blocks` (one per rank, the
+  // same on every rank) into `out`, this rank's block; with `recv` (the whole output, `out`
+  // inside it) it then gathers the other blocks into `recv`: an all-reduce.
+  Status ProbeDirect(const char* what, std::chrono::milliseconds timeout);
+  // Every rank's `n` words `mine` into `all` (rank-major); `what` names the collective served.
+  Status GatherWords(const char* what, int64_t* mine, size_t n, int64_t* all,
+                     std::chrono::milliseconds timeout);
+  Status DirectReduce(const char* what, const void* send, void* out, void* recv,
+                      std::span<const size_t> blocks, DType dtype, ReduceOp op,
+                      std::chrono::milliseconds timeout);
+  Status Pull(const char* what, int peer, uint64_t remote, void* local, size_t bytes);
+  // Probes on first use; true when this collective of `bytes` in all goes by DirectReduce.
+  Status UseDirect(const char* what, size_t bytes, std::chrono::milliseconds timeout, bool* out);
   static uint8_t* Scratch(std::vector<uint8_t>* buf, size_t bytes);
   // Time left until `deadline`, rounded up, never negative (0: one last poll, then kTimeout).
   static std::chrono::milliseconds Remaining(std::chrono::steady_clock::time_point deadline);
@@ -121,6 +141,15 @@ class MpiCommunicator : public Communicator, public Abortable {
   Status poison_;
   // Reused by the all-reduce and the reduce-scatter (one thread at a time per communicator).
   std::vector<uint8_t> exchange_scratch_;
+  // Whether every rank can read every other's memory (process_vm_readv): 0 not yet probed (the
+  // first large all-reduce probes), 1 yes, -1 no (another host, a ptrace policy,
+  // SHARDREC_MPI_DIRECT=0): then every byte goes as an MPI message.
+  int direct_ = 0;
+  bool direct_allowed_;
+  std::vector<int64_t> peer_pids_;
+  // The words the probe and the direct all-reduce exchange (addresses, pids): members, so that a
+  // late peer's message after a timeout lands in memory that is still this communicator's.
+  std::vector<int64_t> direct_words_;
 };
 
 }  // namespace shardrec::comm::mpi

@@ -3,4 +3,5 @@
 list(APPEND SHARDREC_COMM_SOURCES
   mpi/mpi_plugin_loader.cc
   mpi/mpi_communicator.cc
-  mpi/mpi_collectives.cc)
+  mpi/mpi_collectives.cc
+  mpi/mpi_direct.cc)

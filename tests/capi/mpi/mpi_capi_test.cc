@@ -252,14 +252,17 @@ TEST_F(MpiTest, ChunkedMessagesGiveTheSameBits) {
 }
 
 TEST_F(MpiTest, ReduceScatterInSeveralRoundsGivesTheSameBits) {
-  // 64 KiB messages: an in-place all-reduce of 300001 floats takes the reduce-scatter path in
-  // 5 to 10 rounds (world 4 to 2), with blocks of unequal length, against the one-round world.
+  // 64 KiB messages and no direct reads: an in-place all-reduce of 300001 floats takes the
+  // reduce-scatter path in 5 to 10 rounds (world 4 to 2), with blocks of unequal length, against
+  // the world (direct reads of the peers' buffers where the ranks share a host).
   ::setenv("SHARDREC_MPI_MAX_MESSAGE_BYTES", "65536", 1);
+  ::setenv("SHARDREC_MPI_DIRECT", "0", 1);
   shardrec_comm_t* rounds = nullptr;
   shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
   o.timeout_ms = 60000;
   ASSERT_EQ(shardrec_comm_create_mpi(&rounds, 0, &o), SHARDREC_OK) << shardrec_last_error();
   ::unsetenv("SHARDREC_MPI_MAX_MESSAGE_BYTES");
+  ::unsetenv("SHARDREC_MPI_DIRECT");
   const size_t n = 300001;
   std::vector<float> a = Input(Rank(), n), b = a;
   ASSERT_EQ(shardrec_comm_allreduce(World(), a.data(), a.data(), n, SHARDREC_DTYPE_FLOAT32,
@@ -273,6 +276,58 @@ TEST_F(MpiTest, ReduceScatterInSeveralRoundsGivesTheSameBits) {
   const std::vector<double> ref = Reference(SHARDREC_REDUCE_AVG, n, Size());
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], static_cast<float>(ref[i])) << "element " << i;
   shardrec_comm_destroy(rounds);
+}
+
+TEST_F(MpiTest, DirectReadsGiveTheSameBitsAsMessages) {
+  // The world reads same-host peers' buffers (128 KiB chunks, several per block here); a
+  // communicator created with SHARDREC_MPI_DIRECT=0 sends every byte as a message. Out of place
+  // and in place (ranks from 2 on sum into scratch), fp32 average and bf16 sum, uneven blocks:
+  // the same bits from both, summed in rank order. Inputs in thirds, so the order shows.
+  ::setenv("SHARDREC_MPI_DIRECT", "0", 1);
+  shardrec_comm_t* messages = nullptr;
+  ASSERT_EQ(shardrec_comm_create_mpi(&messages, 0, nullptr), SHARDREC_OK) << shardrec_last_error();
+  ::unsetenv("SHARDREC_MPI_DIRECT");
+  const size_t n = 300007;  // 1.2 MB: above the direct path's 1 MiB
+  std::vector<float> in = Input(Rank(), n);
+  for (float& x : in) x /= 3.0f;
+  std::vector<float> a(n), b(n), c = in, d = in;
+  for (shardrec_comm_t* comm : {World(), messages}) {
+    std::vector<float>& out = comm == World() ? a : b;
+    std::vector<float>& inplace = comm == World() ? c : d;
+    ASSERT_EQ(shardrec_comm_allreduce(comm, in.data(), out.data(), n, SHARDREC_DTYPE_FLOAT32,
+                                      SHARDREC_REDUCE_AVG, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    ASSERT_EQ(shardrec_comm_allreduce(comm, inplace.data(), inplace.data(), n,
+                                      SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+  }
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), n * 4), 0);
+  EXPECT_EQ(std::memcmp(c.data(), d.data(), n * 4), 0);
+  // bf16: twice the elements for the same bytes; every rank's input repeated.
+  const size_t m = 2 * n;
+  std::vector<uint16_t> e(m), f(m);
+  for (size_t i = 0; i < m; ++i) e[i] = f[i] = ToBf16(in[i % n]);
+  ASSERT_EQ(shardrec_comm_allreduce(World(), e.data(), e.data(), m, SHARDREC_DTYPE_BFLOAT16,
+                                    SHARDREC_REDUCE_SUM, nullptr),
+            SHARDREC_OK);
+  ASSERT_EQ(shardrec_comm_allreduce(messages, f.data(), f.data(), m, SHARDREC_DTYPE_BFLOAT16,
+                                    SHARDREC_REDUCE_SUM, nullptr),
+            SHARDREC_OK);
+  EXPECT_EQ(e, f);
+  // Against a sum in rank order computed here.
+  std::vector<std::vector<float>> all;
+  for (int32_t r = 0; r < Size(); ++r) {
+    all.push_back(Input(r, n));
+    for (float& x : all.back()) x /= 3.0f;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    float s = all[0][i];
+    for (int32_t r = 1; r < Size(); ++r) s += all[r][i];
+    ASSERT_EQ(c[i], s) << "element " << i;
+  }
+  shardrec_comm_destroy(messages);
 }
 
 TEST_F(MpiTest, StalledPeerGivesTimeoutNotAHang) {

@@ -14,6 +14,9 @@ namespace shardrec::testing {
 namespace {
 
 const MlpShape kShape{24, {40, 40, 1}, 5};
+// A first unit of 10923 x 25 floats (1.04 MiB): its gradient's reduce-scatter is large enough
+// for the direct reads of same-host peers' memory (docs/mpi.md).
+const MlpShape kWide{24, {10923, 1}, 5};
 constexpr int kSteps = 3;
 constexpr int64_t kLocalBatch = 4;
 
@@ -27,17 +30,17 @@ std::vector<std::vector<float>> Units(const std::vector<std::vector<float>>& ten
   return units;
 }
 
-// Trains kShape one unit per layer through shardrec_fsdp_* as rank `rank` of `comm` (this rank
+// Trains `shape` one unit per layer through shardrec_fsdp_* as rank `rank` of `comm` (this rank
 // reads samples [rank*b, (rank+1)*b) of each step) and returns every unit's full parameters.
-std::vector<std::vector<float>> TrainFsdp(shardrec_comm_t* comm, int rank,
+std::vector<std::vector<float>> TrainFsdp(const MlpShape& shape, shardrec_comm_t* comm, int rank,
                                           const std::vector<std::vector<float>>& initial) {
-  const int L = static_cast<int>(kShape.outs.size());
+  const int L = static_cast<int>(shape.outs.size());
   std::vector<MlpPtr> layers;
   std::vector<int64_t> unit_counts, weights;
   std::vector<const float*> init;
-  int64_t in = kShape.in;
+  int64_t in = shape.in;
   for (int l = 0; l < L; ++l) {
-    const int64_t o = kShape.outs[l];
+    const int64_t o = shape.outs[l];
     layers.push_back(
         MakeLayer(in, o, l + 1 < L ? SHARDREC_ACTIVATION_RELU : SHARDREC_ACTIVATION_NONE));
     weights.push_back(o * in);
@@ -60,7 +63,7 @@ std::vector<std::vector<float>> TrainFsdp(shardrec_comm_t* comm, int rank,
               SHARDREC_OK);
   };
   for (int step = 0; step < kSteps; ++step) {
-    const Batch b = MakeBatch(kShape.in, rank * kLocalBatch, kLocalBatch, step);
+    const Batch b = MakeBatch(shape.in, rank * kLocalBatch, kLocalBatch, step);
     std::vector<std::vector<float>> acts(L + 1);
     acts[0] = b.x;
     for (int l = 0; l < L; ++l) {
@@ -68,7 +71,7 @@ std::vector<std::vector<float>> TrainFsdp(shardrec_comm_t* comm, int rank,
       EXPECT_EQ(shardrec_fsdp_gather(fsdp.get(), l, l + 1 < L ? l + 1 : -1, &p), SHARDREC_OK)
           << LastError();
       bind(l, p, nullptr);
-      acts[l + 1].resize(static_cast<size_t>(kLocalBatch * kShape.outs[l]));
+      acts[l + 1].resize(static_cast<size_t>(kLocalBatch * shape.outs[l]));
       EXPECT_EQ(shardrec_mlp_forward(layers[l].get(), acts[l].data(), kLocalBatch,
                                      acts[l + 1].data(), static_cast<int64_t>(acts[l + 1].size())),
                 SHARDREC_OK);
@@ -102,17 +105,17 @@ std::vector<std::vector<float>> TrainFsdp(shardrec_comm_t* comm, int rank,
   return out;
 }
 
-TEST_F(MpiTest, FsdpTrainingIsBitIdenticalToTheSameRunOnGloo) {
+void ExpectFsdpBitIdenticalToGloo(const MlpShape& shape) {
   const int32_t world = MpiSize(), r = MpiRank();
   ASSERT_EQ(shardrec_dense_set_blas_threads(1), SHARDREC_OK);
-  MlpPtr model = MakeMlp(kShape);  // the same seeded initial parameters on every rank
+  MlpPtr model = MakeMlp(shape);  // the same seeded initial parameters on every rank
   const std::vector<std::vector<float>> initial = Units(Params(model.get()));
-  const std::vector<std::vector<float>> on_mpi = TrainFsdp(MpiWorld(), r, initial);
+  const std::vector<std::vector<float>> on_mpi = TrainFsdp(shape, MpiWorld(), r, initial);
 
   // The reference: the whole world as threads of this process on Gloo; this rank's copy.
   auto group = LocalGroup(world);
   std::vector<std::vector<std::vector<float>>> on_gloo(world);
-  SpawnRanks(world, [&](int q) { on_gloo[q] = TrainFsdp(group[q].get(), q, initial); });
+  SpawnRanks(world, [&](int q) { on_gloo[q] = TrainFsdp(shape, group[q].get(), q, initial); });
 
   ASSERT_EQ(on_mpi.size(), initial.size());
   ASSERT_EQ(on_gloo[r].size(), initial.size());
@@ -122,6 +125,14 @@ TEST_F(MpiTest, FsdpTrainingIsBitIdenticalToTheSameRunOnGloo) {
         << "rank " << r << " unit " << u;
     EXPECT_NE(on_mpi[u], initial[u]) << "unit " << u << " was not trained";
   }
+}
+
+TEST_F(MpiTest, FsdpTrainingIsBitIdenticalToTheSameRunOnGloo) {
+  ExpectFsdpBitIdenticalToGloo(kShape);
+}
+
+TEST_F(MpiTest, FsdpWideUnitsAreBitIdenticalToTheSameRunOnGloo) {
+  ExpectFsdpBitIdenticalToGloo(kWide);
 }
 
 }  // namespace
