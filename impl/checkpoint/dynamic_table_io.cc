@@ -288,12 +288,14 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
           *file, path, r,
           Target{DType::kFloat32, 0, 0, n, tt.widths[k], data[k].data(), tt.widths[k]}, &chunk));
     }
-    // Each local shard: the file's ids of its row block, overwritten in place or added.
-    const auto num_blocks = static_cast<int32_t>(tl.blocks.size());
+    // Each local shard: the file's ids of its row block, overwritten in place or added. A
+    // data-parallel table's copy is one block of every id (its layout keeps no blocks), so every
+    // rank inserts the same ids in the same order and the copies stay equal.
+    const auto num_blocks = tl.data_parallel ? 1 : static_cast<int32_t>(tl.blocks.size());
     for (int32_t li : LocalShardsOf(layout, t)) {
       const embedding::LocalShard& ls = layout.local[static_cast<size_t>(li)];
       int32_t block = 0;
-      while (block < num_blocks &&
+      while (!tl.data_parallel && block < num_blocks &&
              tl.blocks[static_cast<size_t>(block)].row_offset != ls.row_offset)
         ++block;
       SR_CHECK(block < num_blocks);

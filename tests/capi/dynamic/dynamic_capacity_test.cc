@@ -70,9 +70,10 @@ int64_t RowAndStateBytes(int32_t optimizer, int64_t dim) {
   return dim * 4 + (optimizer == SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD ? 4 : dim * 4);
 }
 
-// The slots are floor(bytes / per-slot cost), the per-slot metadata read back from the stats
-// (metadata_bytes / capacity, linear without admission counters); the stats' capacity_bytes is
-// the allocation (every slot and the zero row, with state) plus the metadata.
+// The slots are the most whose rows, state and metadata (read back from the stats) fit in the
+// bytes: the same table given one slot more (its metadata read from its own stats, since the
+// index grows in whole buckets) would not fit; the stats' capacity_bytes is the allocation
+// (every slot and the zero row, with state) plus the metadata.
 TEST(DynamicCapacity, BytesBecomeTheSlotsThatFit) {
   for (int32_t optimizer : {SHARDREC_OPTIMIZER_ADAGRAD, SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD}) {
     for (int32_t eviction : {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_SCORE}) {
@@ -87,17 +88,27 @@ TEST(DynamicCapacity, BytesBecomeTheSlotsThatFit) {
       PlanPtr plan = MakeDynPlan(s);
       ASSERT_NE(plan, nullptr);
       const std::vector<shardrec_dynamic_table_stats_t> st = Stats(s, plan.get());
+      DynScenario more = s;
+      for (int t = 0; t < 2; ++t) {
+        more.dynamic[t].capacity_bytes = 0;
+        more.base.tables[t].rows = PlanRows(plan.get(), static_cast<size_t>(t)) + 1;
+      }
+      PlanPtr more_plan = MakeDynPlan(more);
+      ASSERT_NE(more_plan, nullptr);
+      const std::vector<shardrec_dynamic_table_stats_t> more_st = Stats(more, more_plan.get());
       for (int t = 0; t < 2; ++t) {
         const int64_t dim = s.base.tables[t].dim;
         const int64_t slots = PlanRows(plan.get(), static_cast<size_t>(t));
         ASSERT_GT(slots, 0);
         EXPECT_EQ(st[t].capacity, slots);
+        ASSERT_EQ(more_st[t].capacity, slots + 1);
         const auto meta = static_cast<int64_t>(st[t].metadata_bytes);
-        ASSERT_EQ(meta % slots, 0) << "metadata grows by a fixed figure per slot";
-        const int64_t per_slot = RowAndStateBytes(optimizer, dim) + meta / slots;
-        EXPECT_EQ(slots, bytes[t] / per_slot) << "table " << t << ", " << per_slot << " B/slot";
-        EXPECT_EQ(st[t].capacity_bytes,
-                  static_cast<uint64_t>((slots + 1) * RowAndStateBytes(optimizer, dim) + meta));
+        const auto more_meta = static_cast<int64_t>(more_st[t].metadata_bytes);
+        EXPECT_GT(more_meta, meta) << "every slot has metadata";
+        const int64_t row = RowAndStateBytes(optimizer, dim);
+        EXPECT_LE(slots * row + meta, bytes[t]) << "table " << t;
+        EXPECT_GT((slots + 1) * row + more_meta, bytes[t]) << "table " << t;
+        EXPECT_EQ(st[t].capacity_bytes, static_cast<uint64_t>((slots + 1) * row + meta));
       }
     }
   }
