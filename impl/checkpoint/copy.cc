@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "impl/core/check.h"
-#include "impl/core/half.h"
+#include "impl/core/element.h"
 
 namespace shardrec::checkpoint {
 
@@ -41,39 +41,6 @@ int64_t OverlapArea(const Record& rec, const Target& dst) {
 }
 
 namespace {
-
-float ToFloat(const uint8_t* p, DType t) {
-  uint16_t h;
-  switch (t) {
-    case DType::kFloat16:
-      std::memcpy(&h, p, 2);
-      return HalfToFloat(h);
-    case DType::kBFloat16:
-      std::memcpy(&h, p, 2);
-      return BFloat16ToFloat(h);
-    default: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-  }
-}
-
-void FromFloat(float f, uint8_t* p, DType t) {
-  uint16_t h;
-  switch (t) {
-    case DType::kFloat16:
-      h = FloatToHalf(f);
-      std::memcpy(p, &h, 2);
-      return;
-    case DType::kBFloat16:
-      h = FloatToBFloat16(f);
-      std::memcpy(p, &h, 2);
-      return;
-    default:
-      std::memcpy(p, &f, 4);
-  }
-}
 
 bool Convertible(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
@@ -134,7 +101,7 @@ Status CopyOverlap(const ReadableFile& file, const std::string& path, const Reco
         std::memcpy(out, src, static_cast<size_t>(c1 - c0) * dst_es);
       } else {
         for (int64_t k = 0; k < c1 - c0; ++k)
-          FromFloat(ToFloat(src + k * src_es, rec.dtype), out + k * dst_es, dst.dtype);
+          StoreElement(dst.dtype, LoadElement(rec.dtype, src + k * src_es), out + k * dst_es);
       }
     }
   }

@@ -15,7 +15,7 @@
 #include "impl/checkpoint/record_copy.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
-#include "impl/core/half.h"
+#include "impl/core/element.h"
 #include "impl/embedding/dynamic/placement.h"
 
 namespace shardrec::checkpoint {
@@ -23,41 +23,6 @@ namespace {
 
 using embedding::ShardTensor;
 using embedding::dynamic::DynamicShard;
-
-float Load(DType dtype, const uint8_t* p) {
-  if (dtype == DType::kFloat32) {
-    float x;
-    std::memcpy(&x, p, sizeof(x));
-    return x;
-  }
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  return dtype == DType::kFloat16 ? HalfToFloat(h) : BFloat16ToFloat(h);
-}
-
-void Store(DType dtype, float x, uint8_t* p) {
-  if (dtype == DType::kFloat32) {
-    std::memcpy(p, &x, sizeof(x));
-    return;
-  }
-  const uint16_t h = dtype == DType::kFloat16 ? FloatToHalf(x) : FloatToBFloat16(x);
-  std::memcpy(p, &h, sizeof(h));
-}
-
-template <typename T>
-void Put(std::vector<uint8_t>* b, T v) {
-  const size_t at = b->size();
-  b->resize(at + sizeof(T));
-  std::memcpy(b->data() + at, &v, sizeof(T));
-}
-
-template <typename T>
-T Get(const uint8_t*& p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  p += sizeof(T);
-  return v;
-}
 
 // The table's tensors in file order: "weights", then each optimizer state; their row widths.
 struct TableTensors {
@@ -122,13 +87,14 @@ Status GatherTable(embedding::EmbeddingCollection& coll, int32_t t, const TableT
       const auto c0 = static_cast<int32_t>(tt.row_wise[k] ? 0 : st.col_offset);
       const auto nc = static_cast<int32_t>(st.cols);
       for (int64_t s = 0; s < shard->size(); ++s) {
-        Put<int64_t>(&blob, shard->id(s));
-        Put<int32_t>(&blob, static_cast<int32_t>(k));
-        Put<int32_t>(&blob, c0);
-        Put<int32_t>(&blob, nc);
+        PutValue<int64_t>(&blob, shard->id(s));
+        PutValue<int32_t>(&blob, static_cast<int32_t>(k));
+        PutValue<int32_t>(&blob, c0);
+        PutValue<int32_t>(&blob, nc);
         const auto* row = static_cast<const uint8_t*>(st.data) +
                           static_cast<size_t>(s) * static_cast<size_t>(st.row_stride) * es;
-        for (int32_t c = 0; c < nc; ++c) Put<float>(&blob, Load(st.dtype, row + c * es));
+        for (int32_t c = 0; c < nc; ++c)
+          PutValue<float>(&blob, LoadElement(st.dtype, row + c * es));
         ++entries;
       }
     }
@@ -150,11 +116,11 @@ Status GatherTable(embedding::EmbeddingCollection& coll, int32_t t, const TableT
   std::map<int64_t, std::vector<float>> rows;
   const uint8_t* p = all.data();
   for (int r = 0; r < n; ++r) {
-    const int64_t ne = Get<int64_t>(p);
+    const int64_t ne = GetValue<int64_t>(p);
     for (int64_t e = 0; e < ne; ++e) {
-      const int64_t id = Get<int64_t>(p);
-      const auto k = static_cast<size_t>(Get<int32_t>(p));
-      const int32_t c0 = Get<int32_t>(p), nc = Get<int32_t>(p);
+      const int64_t id = GetValue<int64_t>(p);
+      const auto k = static_cast<size_t>(GetValue<int32_t>(p));
+      const int32_t c0 = GetValue<int32_t>(p), nc = GetValue<int32_t>(p);
       std::vector<float>& row = rows[id];
       row.resize(static_cast<size_t>(offsets[ntensors]));
       std::memcpy(row.data() + offsets[k] + c0, p, static_cast<size_t>(nc) * sizeof(float));
@@ -363,7 +329,7 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
       for (const auto& [slot, row] : s.writes) {
         const float* from = data[k].data() + row * tt.widths[k] + c0;
         uint8_t* to = base + static_cast<size_t>(slot) * stride;
-        for (int64_t c = 0; c < st.cols; ++c) Store(st.dtype, from[c], to + c * es);
+        for (int64_t c = 0; c < st.cols; ++c) StoreElement(st.dtype, from[c], to + c * es);
       }
     }
   }

@@ -7,45 +7,10 @@
 #include <map>
 #include <set>
 
-#include "impl/core/half.h"
+#include "impl/core/element.h"
 #include "impl/embedding/collection.h"
 
 namespace shardrec::embedding::dynamic {
-namespace {
-
-float Widen(const uint8_t* p, DType t) {
-  uint16_t h;
-  switch (t) {
-    case DType::kFloat16:
-      std::memcpy(&h, p, 2);
-      return HalfToFloat(h);
-    case DType::kBFloat16:
-      std::memcpy(&h, p, 2);
-      return BFloat16ToFloat(h);
-    default: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-  }
-}
-
-template <typename T>
-void Put(std::vector<uint8_t>* b, T v) {
-  const size_t at = b->size();
-  b->resize(at + sizeof(T));
-  std::memcpy(b->data() + at, &v, sizeof(T));
-}
-
-template <typename T>
-T Get(const uint8_t*& p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  p += sizeof(T);
-  return v;
-}
-
-}  // namespace
 
 Status MarkDelta(EmbeddingCollection& coll, int32_t table) {
   const Layout& layout = coll.layout();
@@ -97,11 +62,12 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
     const size_t es = DTypeSize(ls.dtype);
     for (int64_t s = 0; s < shard->size(); ++s) {
       if (!every_row && !shard->dirty(s)) continue;
-      Put<int64_t>(&mine, shard->id(s));
-      Put<int32_t>(&mine, ls.col_offset);
-      Put<int32_t>(&mine, ls.cols);
+      PutValue<int64_t>(&mine, shard->id(s));
+      PutValue<int32_t>(&mine, ls.col_offset);
+      PutValue<int32_t>(&mine, ls.cols);
       const uint8_t* row = weights + static_cast<size_t>(s) * ls.cols * es;
-      for (int32_t c = 0; c < ls.cols; ++c) Put<float>(&mine, Widen(row + c * es, ls.dtype));
+      for (int32_t c = 0; c < ls.cols; ++c)
+        PutValue<float>(&mine, LoadElement(ls.dtype, row + c * es));
       ++entries;
     }
     if (!every_row && ls.col_offset == 0)
@@ -115,10 +81,10 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
     return Status::InvalidUsage("another rank could not export the delta of dynamic table '", name,
                                 "' (see its error)");
   std::vector<uint8_t> blob;
-  Put<int64_t>(&blob, entries);
-  Put<int64_t>(&blob, static_cast<int64_t>(tombs.size()));
+  PutValue<int64_t>(&blob, entries);
+  PutValue<int64_t>(&blob, static_cast<int64_t>(tombs.size()));
   blob.insert(blob.end(), mine.begin(), mine.end());
-  for (int64_t x : tombs) Put<int64_t>(&blob, x);
+  for (int64_t x : tombs) PutValue<int64_t>(&blob, x);
 
   const int n = comm.Size();
   uint64_t my_size = blob.size();
@@ -135,16 +101,16 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
   std::set<int64_t> evicted;
   const uint8_t* p = all.data();
   for (int r = 0; r < n; ++r) {
-    const int64_t ne = Get<int64_t>(p), nt = Get<int64_t>(p);
+    const int64_t ne = GetValue<int64_t>(p), nt = GetValue<int64_t>(p);
     for (int64_t e = 0; e < ne; ++e) {
-      const int64_t id = Get<int64_t>(p);
-      const int32_t c0 = Get<int32_t>(p), nc = Get<int32_t>(p);
+      const int64_t id = GetValue<int64_t>(p);
+      const int32_t c0 = GetValue<int32_t>(p), nc = GetValue<int32_t>(p);
       std::vector<float>& row = rows[id];
       row.resize(static_cast<size_t>(dim));
       std::memcpy(row.data() + c0, p, static_cast<size_t>(nc) * sizeof(float));
       p += static_cast<size_t>(nc) * sizeof(float);
     }
-    for (int64_t t = 0; t < nt; ++t) evicted.insert(Get<int64_t>(p));
+    for (int64_t t = 0; t < nt; ++t) evicted.insert(GetValue<int64_t>(p));
   }
   out->ids.clear();
   out->rows.clear();

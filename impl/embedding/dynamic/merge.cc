@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "impl/core/check.h"
-#include "impl/core/half.h"
+#include "impl/core/element.h"
 
 namespace shardrec::embedding::dynamic {
 namespace {
@@ -27,26 +27,6 @@ struct Holder {
   int replica = 0;
   int64_t row = 0;
 };
-
-float Load(DType dtype, const uint8_t* p) {
-  if (dtype == DType::kFloat32) {
-    float x;
-    std::memcpy(&x, p, sizeof(x));
-    return x;
-  }
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  return dtype == DType::kFloat16 ? HalfToFloat(h) : BFloat16ToFloat(h);
-}
-
-void Store(DType dtype, float x, uint8_t* p) {
-  if (dtype == DType::kFloat32) {
-    std::memcpy(p, &x, sizeof(x));
-    return;
-  }
-  const uint16_t h = dtype == DType::kFloat16 ? FloatToHalf(x) : FloatToBFloat16(x);
-  std::memcpy(p, &h, sizeof(h));
-}
 
 }  // namespace
 
@@ -164,10 +144,10 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
       for (size_t h = k.first; h < k.first + k.n; ++h) {
         const uint8_t* from = replicas[static_cast<size_t>(holders[h].replica)].tensors[t] +
                               holders[h].row * row_bytes;
-        for (size_t c = 0; c < mt.cols; ++c) sum[c] += Load(mt.dtype, from + c * es);
+        for (size_t c = 0; c < mt.cols; ++c) sum[c] += LoadElement(mt.dtype, from + c * es);
       }
       const float holders_n = static_cast<float>(k.n);
-      for (size_t c = 0; c < mt.cols; ++c) Store(mt.dtype, sum[c] / holders_n, to + c * es);
+      for (size_t c = 0; c < mt.cols; ++c) StoreElement(mt.dtype, sum[c] / holders_n, to + c * es);
     }
   }
 }

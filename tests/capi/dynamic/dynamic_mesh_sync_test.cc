@@ -1,0 +1,209 @@
+// Dynamic tables on 2D meshes through the C API, the sync's other cases (docs/dynamic-tables.md,
+// "2D merge"): a weights-only sync keeps each replica's own optimizer state of its ids; a failed
+// sync changes no dynamic row; a save before the sync is refused on every rank and writes
+// nothing; a data-parallel dynamic table agrees over the whole mesh, so a forward refused in one
+// sharding group fails both and a sync leaves its bits alone.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "shardrec/checkpoint.h"
+#include "shardrec/replica.h"
+#include "tests/capi/dynamic/dynamic_mesh_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+// A weights-only sync: the weights merge as in a full sync; each replica keeps its own optimizer
+// state of the ids it held and takes the holders' average for the ids it gains.
+TEST(DynamicMesh, WeightsOnlySyncKeepsEachReplicasOwnState) {
+  const MeshScenario c = PlanMesh(
+      MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24), 2);
+  ASSERT_NE(c.plan, nullptr);
+  const auto& batches = c.batches;
+  const int64_t dim = c.dim;
+  const std::string dir = Dir("weights_only");
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
+    for (int32_t step = 0; step < 3; ++step)
+      TrainStep(m.coll, batches[step][r], dim, step, r, nullptr);
+    SaveGroup(m.coll, GroupDir(dir, "pre", m.replica_rank));
+    ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_WEIGHTS_ONLY), SHARDREC_OK)
+        << shardrec_last_error();
+    SaveGroup(m.coll, GroupDir(dir, "post", m.replica_rank));
+  });
+  if (HasFatalFailure()) return;
+  const std::vector<Table> pre[2] = {ReadCheckpoint(GroupDir(dir, "pre", 0)),
+                                     ReadCheckpoint(GroupDir(dir, "pre", 1))};
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<Table> post = ReadCheckpoint(GroupDir(dir, "post", r));
+    for (size_t t = 0; t < 2; ++t) {
+      Table want = Merge({pre[0][t], pre[1][t]});
+      for (auto& [id, rows] : want) {
+        auto own = pre[r][t].find(id);
+        if (own == pre[r][t].end()) continue;
+        for (auto& [name, v] : rows)
+          if (name != "weights") v = own->second.at(name);
+      }
+      ExpectSame(post[t], want, "replica " + std::to_string(r) + " table " + std::to_string(t));
+    }
+  }
+}
+
+int32_t FailingHook(void*, size_t, int32_t, void*) { return SHARDREC_EIO; }
+
+// A sync that fails after the dynamic rows were gathered (here the fixed averaging's hook fails
+// on every replica) leaves every dynamic table as it was; the next sync merges.
+TEST(DynamicMesh, FailedSyncChangesNoDynamicRow) {
+  const MeshScenario c = PlanMesh(
+      MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24), 2);
+  ASSERT_NE(c.plan, nullptr);
+  const auto& batches = c.batches;
+  const int64_t dim = c.dim;
+  const std::string dir = Dir("failed_sync");
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
+    for (int32_t step = 0; step < 2; ++step)
+      TrainStep(m.coll, batches[step][r], dim, step, r, nullptr);
+    SaveGroup(m.coll, GroupDir(dir, "pre", m.replica_rank));
+    ASSERT_EQ(shardrec_mesh_set_sync_hook(m.mesh, FailingHook, nullptr), SHARDREC_OK);
+    EXPECT_NE(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_DEFAULT), SHARDREC_OK);
+    SaveGroup(m.coll, GroupDir(dir, "failed", m.replica_rank));
+    ASSERT_EQ(shardrec_mesh_set_sync_hook(m.mesh, nullptr, nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << shardrec_last_error();
+    SaveGroup(m.coll, GroupDir(dir, "post", m.replica_rank));
+  });
+  if (HasFatalFailure()) return;
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<Table> pre = ReadCheckpoint(GroupDir(dir, "pre", r));
+    const std::vector<Table> failed = ReadCheckpoint(GroupDir(dir, "failed", r));
+    for (size_t t = 0; t < 2; ++t)
+      ExpectSame(failed[t], pre[t], "after the failed sync, replica " + std::to_string(r));
+  }
+  const std::vector<Table> pre0 = ReadCheckpoint(GroupDir(dir, "pre", 0));
+  const std::vector<Table> pre1 = ReadCheckpoint(GroupDir(dir, "pre", 1));
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<Table> post = ReadCheckpoint(GroupDir(dir, "post", r));
+    for (size_t t = 0; t < 2; ++t)
+      ExpectSame(post[t], Merge({pre0[t], pre1[t]}),
+                 "after the sync, replica " + std::to_string(r));
+  }
+}
+
+// Replicas that trained on different ids and were not synced hold different keys: a mesh save
+// fails on every rank and publishes nothing; after a sync it succeeds.
+TEST(DynamicMesh, SaveBeforeSyncIsRefusedOnEveryRank) {
+  const MeshScenario c =
+      PlanMesh(MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 64, 24), 2);
+  ASSERT_NE(c.plan, nullptr);
+  const auto& batches = c.batches;
+  const int64_t dim = c.dim;
+  const std::string ckpt = Dir("refused") + "/ckpt";
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
+    TrainStep(m.coll, batches[0][r], dim, 0, r, nullptr);
+    EXPECT_EQ(shardrec_checkpoint_save_mesh(m.mesh, m.coll, ckpt.c_str(), nullptr),
+              SHARDREC_EUSAGE);
+    EXPECT_NE(std::string(shardrec_last_error()).find("sync"), std::string::npos)
+        << shardrec_last_error();
+    ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << shardrec_last_error();
+  });
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/manifest.json"));
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
+    TrainStep(m.coll, batches[0][r], dim, 0, r, nullptr);
+    ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_EQ(shardrec_checkpoint_save_mesh(m.mesh, m.coll, ckpt.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  });
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/manifest.json"));
+}
+
+// A data-parallel dynamic table on a 2 x 1 mesh agrees over the world: a forward one sharding
+// group refuses (its output buffer) or evaluates while the other trains fails on both groups and
+// inserts nothing; the next forward trains on both.
+TEST(DynamicMesh, DataParallelForwardRefusedInOneGroupFailsBoth) {
+  const MeshScenario c = PlanMesh(
+      MakeDynScenario(1, SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_OPTIMIZER_SGD, 64, 24), 2);
+  ASSERT_NE(c.plan, nullptr);
+  const auto& batches = c.batches;
+  const int64_t dim = c.dim;
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
+    auto size = [&] {
+      shardrec_dynamic_table_stats_t st;
+      shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+      EXPECT_EQ(shardrec_embedding_dynamic_stats(m.coll, "t0", &st), SHARDREC_OK);
+      return st.size;
+    };
+    const RefBatch& b = batches[0][r];
+    KjtHolder kjt(b, 3, false);
+    std::vector<float> y(static_cast<size_t>(b.batch_size * dim));
+    const size_t short_len = r == 1 ? y.size() - 1 : y.size();
+    EXPECT_EQ(shardrec_embedding_forward(m.coll, kjt.view(), y.data(), short_len, nullptr),
+              SHARDREC_EINVAL)
+        << "rank " << r;
+    EXPECT_EQ(size(), 0) << "rank " << r;
+    ASSERT_EQ(shardrec_embedding_set_training(m.coll, r == 0 ? 1 : 0), SHARDREC_OK);
+    EXPECT_EQ(shardrec_embedding_forward(m.coll, kjt.view(), y.data(), y.size(), nullptr),
+              SHARDREC_EUSAGE)
+        << "rank " << r;
+    EXPECT_EQ(size(), 0) << "rank " << r;
+    ASSERT_EQ(shardrec_embedding_set_training(m.coll, 1), SHARDREC_OK);
+    TrainStep(m.coll, b, dim, 0, r, nullptr);
+    // Rank 0 of each sharding group reports its copy: both groups hold both groups' ids.
+    EXPECT_GT(size(), 0) << "rank " << r;
+  });
+}
+
+// A data-parallel dynamic table is agreed over the whole mesh, so a sync leaves it alone: with 3
+// replicas (where an fp32 average of identical copies, sum / 3, need not give back their bits) its
+// ids, weights and Adam states are bit for bit those of before the sync, on every replica. 3x1:
+// both tables data-parallel (nothing is merged); 3x2: beside a row-wise table, which is merged.
+TEST(DynamicMesh, DataParallelSyncKeepsTheBitsOnThreeReplicas) {
+  for (int32_t shard_size : {1, 2}) {
+    SCOPED_TRACE("3x" + std::to_string(shard_size));
+    const int32_t world = 3 * shard_size;
+    DynScenario s = MakeDynScenario(shard_size, SHARDREC_SHARDING_DATA_PARALLEL,
+                                    SHARDREC_OPTIMIZER_ADAM, 64, 24);
+    if (shard_size == 2) s.base.sharding[1] = SHARDREC_SHARDING_ROW_WISE;
+    const MeshScenario c = PlanMesh(s, world, 3);
+    ASSERT_NE(c.plan, nullptr);
+    const std::string dir = Dir("dp_bits_3x" + std::to_string(shard_size));
+    SpawnRanks(world, [&](int r) {
+      MeshRank m;
+      MakeMeshRank(world, shard_size, r, c.plan.get(), &c.opt, s.base.seed, &m);
+      for (int32_t step = 0; step < 3; ++step)
+        TrainStep(m.coll, c.batches[step][r], c.dim, step, r, nullptr);
+      SaveGroup(m.coll, GroupDir(dir, "pre", m.group));
+      ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_WEIGHTS_AND_STATE), SHARDREC_OK)
+          << shardrec_last_error();
+      SaveGroup(m.coll, GroupDir(dir, "post", m.group));
+    });
+    if (HasFatalFailure()) return;
+    const std::vector<Table> first = ReadCheckpoint(GroupDir(dir, "pre", 0));
+    ASSERT_FALSE(first[0].empty());
+    for (int32_t g = 0; g < 3; ++g) {
+      const std::vector<Table> pre = ReadCheckpoint(GroupDir(dir, "pre", g));
+      const std::vector<Table> post = ReadCheckpoint(GroupDir(dir, "post", g));
+      ExpectSame(pre[0], first[0], "t0 before the sync, group " + std::to_string(g));
+      ExpectSame(post[0], first[0], "t0 after the sync, group " + std::to_string(g));
+      if (shard_size == 1)
+        ExpectSame(post[1], first[1], "t1 after the sync, group " + std::to_string(g));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::testing
