@@ -64,7 +64,6 @@ static int64_t g_rows[26];
 static int64_t g_dynamic = 0;
 static int64_t g_capacity[26];
 static shardrec_dynamic_table_config_t g_dynamic_config = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
-static int g_shard_given = 0;
 static shardrec_comm_t* g_comms[MAX_WORLD];
 static dlrm_progress_t g_out;
 static volatile int g_failed;
@@ -174,13 +173,19 @@ static void print_eval(int step, const dlrm_eval_result_t* e) {
   }
 }
 
-/* Dynamic tables: the sums over ranks of each table's stats, printed by rank 0 (collective). */
+/* Dynamic tables: each table's stats summed over the ranks of sharding group 0 (in 2D the other
+   groups hold copies of its tables), printed by rank 0 (collective). */
 enum { kStatSize, kStatCapacity, kStatInserted, kStatEvicted, kStatAdmission, kStatFull, kStats };
 
 static shardrec_status_t print_dynamic(dlrm_t* model, shardrec_comm_t* comm, int rank, int step,
                                        int summary, int per_table) {
   int64_t sums[26 * kStats], total[kStats] = {0, 0, 0, 0, 0, 0};
+  int32_t group = 0;
   int f, k;
+  {
+    const shardrec_status_t rc = shardrec_mesh_coords(dlrm_mesh(model), &group, NULL, NULL, NULL);
+    if (rc != SHARDREC_OK) return rc;
+  }
   for (f = 0; f < 26; ++f) {
     shardrec_dynamic_table_stats_t s = SHARDREC_DYNAMIC_TABLE_STATS_INIT;
     const shardrec_status_t rc =
@@ -193,7 +198,9 @@ static shardrec_status_t print_dynamic(dlrm_t* model, shardrec_comm_t* comm, int
     sums[f * kStats + kStatAdmission] = s.total_rejected_admission;
     sums[f * kStats + kStatFull] = s.total_rejected_full;
   }
-  /* Each rank holds its row blocks' part; one replica group, so the sums are the tables. */
+  /* Each rank holds its row blocks' part, so sharding group 0's sums are the tables. */
+  if (group != 0)
+    for (k = 0; k < 26 * kStats; ++k) sums[k] = 0;
   {
     const shardrec_status_t rc = shardrec_comm_allreduce(
         comm, sums, sums, 26 * kStats, SHARDREC_DTYPE_INT64, SHARDREC_REDUCE_SUM, NULL);
@@ -430,8 +437,8 @@ static int usage(const char* argv0) {
           "  --mpi 1 under mpirun takes rank and world from MPI_COMM_WORLD (MPI backend);\n"
           "  --save DIR writes the trained model (tables and dense tensors) for serving;\n"
           "  --dynamic CAPACITY trains raw 64-bit ids with dynamic tables of at most CAPACITY\n"
-          "  rows (default eviction lru, admission 1); it needs one replica group (--shard =\n"
-          "  --world, the default then); held-out ids it never trained read as zeros\n",
+          "  rows (default eviction lru, admission 1); in 2D each replica sync merges the\n"
+          "  groups' rows by id; held-out ids it never trained read as zeros\n",
           argv0);
   return 2;
 }
@@ -450,7 +457,7 @@ int main(int argc, char** argv) {
     if (strcmp(a, "--world") == 0)
       g_world = atoi(v);
     else if (strcmp(a, "--shard") == 0)
-      g_shard = atoi(v), g_shard_given = 1;
+      g_shard = atoi(v);
     else if (strcmp(a, "--steps") == 0)
       g_steps = atoi(v);
     else if (strcmp(a, "--batch") == 0)
@@ -524,14 +531,6 @@ int main(int argc, char** argv) {
     if (shardrec_comm_rank(&g_rank, args[0].comm) != SHARDREC_OK ||
         shardrec_comm_size(&g_world, args[0].comm) != SHARDREC_OK)
       return 1;
-  }
-  if (g_dynamic > 0) {
-    /* One replica group (see dlrm_model.h). */
-    if (!g_shard_given) g_shard = g_world;
-    if (g_shard != g_world) {
-      fprintf(stderr, "--dynamic needs one replica group: --shard must equal --world\n");
-      return usage(argv[0]);
-    }
   }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||

@@ -183,17 +183,6 @@ shardrec_status_t dlrm_create(dlrm_t** out, const dlrm_config_t* config, shardre
     return SHARDREC_ENOMEM;
   }
   rc = make_plan(m);
-  if (rc == SHARDREC_OK && config->dynamic != NULL) {
-    /* Replica groups would have to merge their rows by key, which the library does not do yet
-       (it refuses replica syncs of dynamic tables): one sharding group holds every row. */
-    int world_size = 0;
-    rc = shardrec_comm_size(&world_size, world);
-    if (rc == SHARDREC_OK && world_size != config->shard_size) {
-      fprintf(stderr, "dlrm: dynamic tables need one replica group (shard size %d, world %d)\n",
-              config->shard_size, world_size);
-      rc = SHARDREC_EUNSUPPORTED;
-    }
-  }
   if (rc == SHARDREC_OK) rc = shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
   if (rc == SHARDREC_OK) {
     mo.sharding_group_size = config->shard_size;
@@ -407,8 +396,8 @@ shardrec_status_t dlrm_train_step(dlrm_t* m, const float* dense, const int64_t* 
   TRY(shardrec_dense_optimizer_step(m->opt, tensors, n));
   t1 = now_seconds();
   tm->dense_optimizer += t1 - t0;
-  /* One replica group (dlrm_create checks) has nothing to average. */
-  if (c->dynamic == NULL) TRY(shardrec_mesh_step(m->mesh, m->coll, NULL));
+  /* Dynamic tables too: a sync merges the replicas' rows by id (docs/dynamic-tables.md). */
+  TRY(shardrec_mesh_step(m->mesh, m->coll, NULL));
   t0 = now_seconds();
   tm->replica_sync += t0 - t1;
   tm->total += t0 - start;

@@ -47,9 +47,9 @@ typedef struct dlrm_config {
   int64_t bucket_cap_bytes;   /* 0: 25 MiB */
   int sync_interval;          /* 2D: replica groups average every N steps; 0: 1 (exact) */
   /* Non-NULL: every table is dynamic (docs/dynamic-tables.md), configured by it (borrowed
-     until dlrm_create returns): ids are raw 64-bit values and rows[f] is table f's capacity.
-     Needs one replica group (shard_size = world size): replica syncs of dynamic tables are not
-     supported yet. NULL (the default): fixed tables, ids in [0, rows[f]). */
+     until dlrm_create returns): ids are raw 64-bit values and rows[f] is table f's capacity;
+     in 2D each replica sync merges the replica groups' rows by id. NULL (the default): fixed
+     tables, ids in [0, rows[f]). */
   const shardrec_dynamic_table_config_t* dynamic;
 } dlrm_config_t;
 
