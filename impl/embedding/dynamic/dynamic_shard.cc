@@ -145,11 +145,12 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
   last_ = StepCounts{};
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
   // the order does not matter for them. Index lookups of random ids miss the cache, and so does
-  // the slot's record after them; a two-stage pipeline hides both: the bucket of the id
-  // kIndexAhead ahead is fetched, and for the id kSlotAhead ahead (whose bucket has arrived by
-  // then) the record of the slot its bucket guesses. 32 / 16 measured better than 16 / 8 and no
-  // worse than 48 / 24 (tests/bench/RESULTS.md).
-  constexpr size_t kIndexAhead = 32, kSlotAhead = 16;
+  // the slot's record after them; the two-stage pipeline of SlotIndex::FindAll hides both (here
+  // inline, since a hit also touches its record): the bucket of the id kIndexAhead ahead is
+  // fetched, and for the id kSlotAhead ahead (whose bucket has arrived by then) the record of the
+  // slot its bucket guesses. 32 / 16 measured better than 16 / 8 and no worse than 48 / 24
+  // (tests/bench/RESULTS.md).
+  constexpr size_t kIndexAhead = SlotIndex::kBucketAhead, kSlotAhead = SlotIndex::kRecordAhead;
   sorted_.clear();
   for (const IdSpan& span : ids) {
     const size_t n = span.size();
@@ -251,28 +252,21 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
 }
 
 void DynamicShard::Lookup(std::span<const IdSpan> ids) const {
-  constexpr size_t kPrefetchAhead = 16;  // as in Translate
   const int64_t zero_row = slots_;
-  for (const IdSpan& span : ids) {
-    const size_t n = span.size();
-    for (size_t i = 0; i < n; ++i) {
-      if (i + kPrefetchAhead < n) index_.Prefetch(span[i + kPrefetchAhead]);
-      const int32_t s = index_.Find(span[i], IdBase(), kIdStride);
-      span[i] = s == SlotIndex::kNone ? zero_row : s;
-    }
-  }
+  for (const IdSpan& span : ids)
+    index_.FindAll(span, IdBase(), kIdStride,
+                   [&](size_t i, int32_t s) { span[i] = s == SlotIndex::kNone ? zero_row : s; });
 }
 
 int64_t DynamicShard::SetScores(std::span<const int64_t> ids, std::span<const double> scores) {
   SR_CHECK(ids.size() == scores.size());
   if (score_.empty()) return 0;
   int64_t set = 0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t s = index_.Find(ids[i], IdBase(), kIdStride);
-    if (s == SlotIndex::kNone) continue;
+  index_.FindAll(ids, IdBase(), kIdStride, [&](size_t i, int32_t s) {
+    if (s == SlotIndex::kNone) return;
     score_[s] = scores[i];
     ++set;
-  }
+  });
   return set;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -39,6 +40,24 @@ class SlotIndex {
         if (ids[static_cast<size_t>(s) * stride] == id) return s;
       }
       if (bucket.overflow == 0) return kNone;
+    }
+  }
+  // Find of every keys[i], calling emit(i, slot) in order (slot: kNone when absent). The cache
+  // misses of consecutive keys overlap: each key's bucket is fetched kBucketAhead keys before it
+  // is probed and the record its bucket guesses kRecordAhead keys before (by then the bucket has
+  // arrived), as the training translation does. What lookups of many ids call.
+  static constexpr size_t kBucketAhead = 32, kRecordAhead = 16;
+  template <typename Emit>
+  void FindAll(std::span<const int64_t> keys, const int64_t* ids, size_t stride,
+               Emit&& emit) const {
+    const size_t n = keys.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kBucketAhead < n) Prefetch(keys[i + kBucketAhead]);
+      if (i + kRecordAhead < n) {
+        const int32_t g = Guess(keys[i + kRecordAhead]);
+        if (g != kNone) PrefetchLine(ids + static_cast<size_t>(g) * stride);
+      }
+      emit(i, Find(keys[i], ids, stride));
     }
   }
   // Asks the cache for `id`'s bucket (a lookup soon after is then faster).
