@@ -1,5 +1,6 @@
 // Dynamic tables in the inference collection, and deltas: a checkpoint of a trained dynamic
-// collection (table-, row-, column-wise and data-parallel, worlds 1 and 2, LRU eviction) opens with
+// collection (table-, row-, column-, table-row-wise and data-parallel, worlds 1, 2 and 4, and a
+// 2 x 2 mesh checkpoint after a merging sync; LRU eviction) opens with
 // every row the training deltas replay to and zeros for unknown ids (counted in a MEAN divisor);
 // applying the next training delta equals a fresh open of the next checkpoint, bit for bit in every
 // storage, also through a serving file; a fixed table takes row updates only; deltas under load
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -24,6 +26,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/dynamic.h"
+#include "shardrec/replica.h"
 #include "tests/capi/dynamic/dynamic_stream.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/capi/inference/inference_test_util.h"
@@ -193,7 +196,8 @@ TEST(InferenceDynamic, CheckpointsAndDeltasEqualTraining) {
   };
   for (const Side side :
        {Side{1, SHARDREC_SHARDING_TABLE_WISE}, Side{2, SHARDREC_SHARDING_ROW_WISE},
-        Side{2, SHARDREC_SHARDING_COLUMN_WISE}, Side{2, SHARDREC_SHARDING_DATA_PARALLEL}}) {
+        Side{2, SHARDREC_SHARDING_COLUMN_WISE}, Side{2, SHARDREC_SHARDING_DATA_PARALLEL},
+        Side{4, SHARDREC_SHARDING_ROW_WISE}, Side{4, SHARDREC_SHARDING_TABLE_ROW_WISE}}) {
     const std::string what =
         "world " + std::to_string(side.world) + " sharding " + std::to_string(side.sharding);
     const DynRunSaved run = TrainDynamic(side.world, side.sharding);
@@ -257,6 +261,81 @@ TEST(InferenceDynamic, CheckpointsAndDeltasEqualTraining) {
       EXPECT_TRUE(SameBits(v1, Lookup(inf.get(), probe, 3))) << how;
     }
   }
+}
+
+// Dynamic tables trained on a 2 x 2 mesh (each replica on its own batches, then a sync that
+// merges them by id) serve from the mesh checkpoint: every id of the merged table reads its row
+// (the rows the synced collection's delta export replays to), unknown ids zeros.
+TEST(InferenceDynamic, MeshCheckpointServesTheMergedTable) {
+  constexpr int32_t kWorld = 4;
+  DynScenario s =
+      MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 16, 24);
+  for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LRU;
+  const int64_t dim = DynOutputDim(s);
+  const Stream st = MakeStream(s, dim, 3);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string ckpt = TempDir("dynmesh");
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  Delta merged[2];
+  std::mutex mu;
+  SpawnRanks(kWorld, [&](int r) {
+    shardrec_mesh_options_t mo;
+    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
+    mo.sharding_group_size = 2;
+    shardrec_mesh_t* m = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &mo), SHARDREC_OK)
+        << shardrec_last_error();
+    const std::unique_ptr<shardrec_mesh_t, void (*)(shardrec_mesh_t*)> mesh(m,
+                                                                            shardrec_mesh_destroy);
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.base.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);  // destroyed before the mesh
+    for (const char* t : {"t0", "t1"})
+      ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK) << shardrec_last_error();
+    for (int32_t step = 0; step < 3; ++step) {
+      const RefBatch b = Slice(st.batches[step], kWorld, r);
+      KjtHolder kjt(b, 3, false);
+      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
+      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      const int64_t lo = kGlobalBatch * r / kWorld, hi = kGlobalBatch * (r + 1) / kWorld;
+      std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
+      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+    }
+    ASSERT_EQ(shardrec_mesh_sync(m, c, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << shardrec_last_error();
+    Delta mine[2];
+    for (int t = 0; t < 2; ++t)
+      mine[t] = GetDelta(c, t == 0 ? "t0" : "t1", s.base.tables[static_cast<size_t>(t)].dim);
+    ASSERT_EQ(shardrec_checkpoint_save_mesh(m, c, ckpt.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    if (r != 0) return;
+    std::lock_guard<std::mutex> lock(mu);
+    for (int t = 0; t < 2; ++t) merged[t] = std::move(mine[t]);
+  });
+  if (HasFatalFailure()) return;
+  RowMap at[2];
+  for (int t = 0; t < 2; ++t) {
+    Replay(merged[t], s.base.tables[static_cast<size_t>(t)].dim, &at[t]);
+    EXPECT_FALSE(at[t].empty()) << "table " << t;
+  }
+  const RefBatch probe = Probe(s);
+  InferencePtr inf = Open(ckpt, SHARDREC_SERVING_AS_TRAINED);
+  ASSERT_NE(inf, nullptr);
+  for (size_t t = 0; t < 2; ++t) {
+    int64_t rows = 0;
+    ASSERT_EQ(shardrec_inference_table_info(inf.get(), t, nullptr, &rows, nullptr, nullptr),
+              SHARDREC_OK);
+    EXPECT_EQ(rows, static_cast<int64_t>(at[t].size())) << "table " << t;
+  }
+  EXPECT_TRUE(SameBits(Lookup(inf.get(), probe, 3), Expected(s, at, probe)));
 }
 
 // Bad deltas are refused and change nothing; a fixed table takes row updates by index.
