@@ -174,11 +174,11 @@ void Fill(Collection* c, uint64_t seed, Draw&& draw, bool scatter) {
   }
 }
 
-// Inserts every id of [0, kRows) (scattered) into both tables: sweeps of consecutive ids.
-void InsertAll(Collection* c) {
+// Inserts every id of [0, rows) (scattered) into both tables: sweeps of consecutive ids.
+void InsertAll(Collection* c, int64_t rows = kRows) {
   const int world = static_cast<int>(c->ranks.size());
   const int64_t per_step = kBatch * kBag * world;
-  for (int64_t first = 0; first < kRows; first += per_step) {
+  for (int64_t first = 0; first < rows; first += per_step) {
     std::vector<std::vector<int32_t>> lengths(world);
     std::vector<std::vector<int64_t>> ids(world);
     for (int r = 0; r < world; ++r)
@@ -186,7 +186,7 @@ void InsertAll(Collection* c) {
         for (int64_t b = 0; b < kBatch; ++b) {
           lengths[r].push_back(kBag);
           for (int i = 0; i < kBag; ++i)
-            ids[r].push_back(Scatter((first + (r * kBatch + b) * kBag + i) % kRows));
+            ids[r].push_back(Scatter((first + (r * kBatch + b) * kBag + i) % rows));
         }
     std::vector<std::thread> ts;
     for (int r = 0; r < world; ++r)
@@ -285,6 +285,67 @@ void BM_DynamicEviction(benchmark::State& state) {
   state.counters["distinct_ids"] = static_cast<double>(distinct);
   delete roomy;
   delete tight;
+}
+
+// Eviction at scale: two tables of range(0) slots (range(1): LRU 1, LFU 2), full, whose steps each
+// bring kNewPerStep ids never seen before per table among ~20k known ones (uniform over the table),
+// against the same tables with room for every new id of the run (no eviction). A step's eviction
+// work should follow the ids it evicts, not the table's size: evicting_over_roomy near 1 at any
+// size.
+constexpr int64_t kNewPerStep = 200;
+void BM_EvictionAtScale(benchmark::State& state) {
+  const int64_t capacity = state.range(0);
+  const auto policy = static_cast<int32_t>(state.range(1));
+  constexpr int kWarmup = 4;
+  const int64_t room = kNewPerStep * (state.max_iterations + kWarmup + 1);
+  Collection* tight = Make(1, true, capacity, policy);
+  Collection* roomy = Make(1, true, capacity + room, policy);
+  auto known = [capacity](std::mt19937_64& g) {
+    return static_cast<int64_t>(g() % static_cast<uint64_t>(capacity));
+  };
+  Fill(tight, 31, known, true);
+  Fill(roomy, 31, known, true);
+  InsertAll(tight, capacity);
+  InsertAll(roomy, capacity);
+  // The first kNewPerStep ids of each table's bag run are replaced by new ids every step.
+  int64_t next_new = capacity;
+  auto renew = [&](int k) {
+    for (Collection* c : {tight, roomy}) {
+      Rank& r = c->ranks[0];
+      int64_t at = 0;
+      for (int t = 0; t < kTables; ++t) {
+        int64_t table_ids = 0;
+        for (int64_t b = 0; b < kBatch; ++b) table_ids += r.lengths[k][t * kBatch + b];
+        for (int64_t i = 0; i < kNewPerStep; ++i)
+          r.ids[k][at + i] = Scatter(next_new + t * kNewPerStep + i);
+        at += table_ids;
+      }
+    }
+    next_new += kTables * kNewPerStep;
+  };
+  for (int k = 0; k < kWarmup; ++k) {
+    renew(k % kRotation);
+    Step(tight, k % kRotation);
+    Step(roomy, k % kRotation);
+  }
+  std::vector<double> tt, tr;
+  int k = kWarmup;
+  for (auto _ : state) {
+    const int batch = k++ % kRotation;
+    renew(batch);
+    tr.push_back(Step(roomy, batch));
+    tt.push_back(Step(tight, batch));
+    state.SetIterationTime(tr.back() + tt.back());
+  }
+  shardrec_dynamic_table_stats_t st;
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  Check(shardrec_embedding_dynamic_stats(tight->ranks[0].coll, "t0", &st), "stats");
+  state.counters["roomy_ms"] = Median(tr) * 1e3;
+  state.counters["evicting_ms"] = Median(tt) * 1e3;
+  state.counters["evicting_over_roomy"] = Median(tt) / Median(tr);
+  state.counters["evicted_per_step"] = static_cast<double>(st.last_evicted);
+  delete tight;
+  delete roomy;
 }
 
 // Two data-parallel tables of kDpRows rows, dynamic or fixed, ranks as threads.
@@ -401,6 +462,12 @@ BENCHMARK(BM_DynamicVsFixed)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(120);
 BENCHMARK(BM_DynamicEviction)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(120);
+BENCHMARK(BM_EvictionAtScale)
+    ->ArgsProduct({{1 << 16, 1 << 20}, {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_LFU}})
+    ->ArgNames({"slots", "policy"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(24);
 BENCHMARK(BM_DataParallelDynamic)
     ->Arg(1)
     ->Arg(0)

@@ -24,6 +24,7 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   records_.assign(static_cast<size_t>(slots), SlotRecord{0, 0, 0});
   score_.assign(config.eviction == Eviction::kScore ? static_cast<size_t>(slots) : 0, 0.0);
   last_ = total_ = StepCounts{};
+  ClearQueue();
   tracking_ = false;
   dirty_.clear();
   tombstones_.clear();
@@ -41,6 +42,7 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
   SR_CHECK(static_cast<int64_t>(ids.size()) <= slots_ && last_seen.size() == ids.size() &&
            counts.size() == ids.size());
   index_.Reset(slots_);
+  ClearQueue();
   // base_: the oldest last-seen forward, or as old as 32 bits relative to `forwards` reach. A
   // checkpoint's values outside [base_, forwards] (only a file not written by us has them, or
   // rows unseen for 4 billion forwards) are clamped into it.
@@ -99,6 +101,7 @@ void DynamicShard::Rebase() {
     records_[s].seen = static_cast<uint32_t>(seen - base);
   }
   base_ = base;
+  ClearQueue();
 }
 
 bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
@@ -109,32 +112,6 @@ bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
   if (config_.eviction == Eviction::kLfu)
     return std::tie(x.count, x.seen, x.id) < std::tie(y.count, y.seen, y.id);
   return std::tie(x.seen, x.id) < std::tie(y.seen, y.id);
-}
-
-void DynamicShard::SelectVictims(int64_t need) {
-  // The order of EvictsBefore for LRU, TTL and LFU as one 128-bit key per candidate: hi is
-  // (LFU's count, else 0) << 32 | last seen (relative to base_, the same for every row), lo the
-  // id with its sign bit flipped, so the unsigned order of (hi, lo) is the order of (count, last
-  // seen, id). Keys are distinct (ids are), so a sort of the keys gives exactly the victims, in
-  // the order, that a sort by EvictsBefore would. A radix sort (radix_sort.h): the comparison
-  // sort was the largest part of victim selection; bytes every candidate shares (most of hi)
-  // are skipped.
-  const bool lfu = config_.eviction == Eviction::kLfu;
-  const uint32_t now = NowRel();
-  candidates_.clear();
-  for (int64_t s = 0; s < used_; ++s) {
-    const SlotRecord& m = records_[s];
-    if (m.seen == now) continue;
-    if (config_.eviction == Eviction::kTtl && int64_t{now - m.seen} <= config_.ttl_steps) continue;
-    candidates_.push_back({(uint64_t{lfu ? m.count : 0u} << 32) | m.seen,
-                           static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63),
-                           static_cast<int32_t>(s)});
-  }
-  RadixSort<16>(&candidates_, &scratch_, [](const Candidate& c, int d) -> size_t {
-    return d < 8 ? (c.lo >> (8 * d)) & 0xff : (c.hi >> (8 * (d - 8))) & 0xff;
-  });
-  const size_t take = std::min(candidates_.size(), static_cast<size_t>(need));
-  for (size_t i = 0; i < take; ++i) victims_.push_back(candidates_[i].slot);
 }
 
 void DynamicShard::Translate(std::span<const IdSpan> ids,
@@ -165,6 +142,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       }
       SetDirty(s);
       SlotRecord& m = records_[s];
+      if (m.seen != now) NoteForLfu(s, uint64_t{m.count} + 1);
       m.seen = now;
       if (m.count != UINT32_MAX) ++m.count;
       x = s;
@@ -236,6 +214,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
       continue;
     }
     records_[slot] = SlotRecord{pending_[k], now, pending_count_[k]};
+    NoteForLfu(slot, pending_count_[k]);
     if (!score_.empty()) score_[slot] = 0.0;
     index_.Insert(pending_[k], slot);
     SetDirty(slot);

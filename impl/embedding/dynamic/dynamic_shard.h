@@ -107,8 +107,19 @@ class DynamicShard {
   // Whether slot a leaves before slot b under the eviction policy (ties by id).
   bool EvictsBefore(int32_t a, int32_t b) const;
   // Fills victims_ with the `need` rows that leave first under LRU, TTL or LFU (fewer when fewer
-  // rows may leave), in the order EvictsBefore gives them.
+  // rows may leave), in the order EvictsBefore gives them (dynamic_shard_victims.cc).
   void SelectVictims(int64_t need);
+  // victims_ from queue_ (and, under LFU, lfu_side_) (true), or false with victims_, queue_ and
+  // lfu_side_ unchanged when they run out first and the queue does not hold every candidate.
+  bool TakeQueued(int64_t need);
+  // queue_ becomes the first rows of this forward's candidates in eviction order, at least
+  // `need`; under LFU lfu_side_ the rows this forward saw that order before the queue's last.
+  void BuildQueue(int64_t need);
+  // Every row this forward did not see into candidates_, with its 128-bit eviction key (TTL's
+  // recency is checked where victims are taken: a row too recent now may leave later).
+  void CollectCandidates(bool lfu);
+  // Orders the `k` smallest keys of candidates_ first and drops the rest.
+  void KeepSmallest(size_t k);
   // Asks the cache for slot s's record (s may be SlotIndex::kNone: nothing).
   void PrefetchSlot(int32_t s) const {
     if (s < 0) return;
@@ -168,6 +179,44 @@ class DynamicShard {
     int32_t slot;
   };
   std::vector<Candidate> candidates_, scratch_;  // scratch of SelectVictims
+  // The first rows in eviction order that a scan of the whole shard found, consumed over the next
+  // forwards (a table of millions of slots is then scanned once per many forwards, not per
+  // forward). An entry is stale once its slot's last-seen forward or count differs: the row was
+  // seen again or replaced. Under LRU and TTL such a row, and every row outside the queue, is
+  // younger than every live entry. Under LFU a row seen or created since the scan may still
+  // order before the queue's last entry: when its count stays below that entry's count
+  // (lfu_bound_count_), its slot is noted in lfu_side_ (at its first touch in a forward, at its
+  // creation, or by the scan), and victims are taken from both in order. Cleared whenever
+  // last-seen values are rewritten (Reset, Restore, Rebase).
+  struct Queued {
+    int32_t slot;
+    uint32_t seen;
+    uint32_t count;
+  };
+  std::vector<Queued> queue_;
+  size_t queue_next_ = 0;         // entries before it are consumed
+  bool queue_complete_ = false;   // the scan put every row its forward had not seen in
+  int64_t queue_forward_ = 0;     // the forward of that scan
+  uint32_t lfu_bound_count_ = 0;  // LFU: the queue's last entry's count (0: nothing noted)
+  std::vector<int32_t> lfu_side_;
+  size_t lfu_side_limit_ = 0;  // beyond it the queue is dropped (the next eviction scans)
+  // Under LFU, notes `slot` (just touched for the first time this forward, or created) when its
+  // count stays below the bound. Inline: it runs for every row a forward touches.
+  void NoteForLfu(int32_t slot, uint64_t count) {
+    if (count >= lfu_bound_count_) return;
+    if (lfu_side_.size() >= lfu_side_limit_) {
+      ClearQueue();  // forwards without eviction noted too many: cheaper to scan again
+      return;
+    }
+    lfu_side_.push_back(slot);
+  }
+  void ClearQueue() {
+    queue_.clear();
+    queue_next_ = 0;
+    queue_complete_ = false;
+    lfu_bound_count_ = 0;
+    lfu_side_.clear();
+  }
 };
 
 }  // namespace shardrec::embedding::dynamic

@@ -1,13 +1,15 @@
 // White-box checks of a dynamic shard's internals that the C API cannot reach quickly: the slot
 // index against a std::unordered_map under random inserts and erases (long probe runs and
 // wrap-around included), the 32-bit last-seen forwards near and past their rebase, and the order
-// of eviction victims (which slot each new id takes; outputs alone would not show it).
+// of eviction victims (which slot each new id takes; outputs alone would not show it), over one
+// forward and over hundreds against a plain reference.
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <tuple>
 #include <unordered_map>
@@ -134,6 +136,116 @@ TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
         ASSERT_EQ(rows[k], want) << "policy " << static_cast<int>(policy) << " seed " << seed
                                  << " new id " << k;
       }
+    }
+  }
+}
+
+// The documented rule, as plainly as it can be written: per slot (id, last seen, count); known ids
+// are touched, the new ones (ascending) take free slots, then the victims of a full sort.
+class ReferenceShard {
+ public:
+  ReferenceShard(const sharding::DynamicConfig& config, int64_t slots)
+      : config_(config), slots_(slots) {}
+  // The rows `ids` become (slots_ for an id left without one).
+  std::vector<int64_t> Step(const std::vector<int64_t>& ids) {
+    ++now_;
+    std::map<int64_t, uint32_t> fresh;
+    for (int64_t x : ids) {
+      auto it = slot_of_.find(x);
+      if (it == slot_of_.end()) {
+        ++fresh[x];
+        continue;
+      }
+      rows_[it->second].seen = now_;
+      ++rows_[it->second].count;
+    }
+    std::vector<int32_t> victims;
+    for (int32_t s = 0; s < static_cast<int32_t>(rows_.size()); ++s) {
+      const Row& r = rows_[s];
+      if (r.seen == now_) continue;
+      if (config_.eviction == Eviction::kTtl && now_ - r.seen <= config_.ttl_steps) continue;
+      victims.push_back(s);
+    }
+    const bool lfu = config_.eviction == Eviction::kLfu;
+    std::sort(victims.begin(), victims.end(), [&](int32_t a, int32_t b) {
+      const Row &x = rows_[a], &y = rows_[b];
+      return std::make_tuple(lfu ? x.count : 0u, x.seen, x.id) <
+             std::make_tuple(lfu ? y.count : 0u, y.seen, y.id);
+    });
+    size_t v = 0;
+    for (const auto& [id, occ] : fresh) {
+      int32_t slot;
+      if (static_cast<int64_t>(rows_.size()) < slots_) {
+        slot = static_cast<int32_t>(rows_.size());
+        rows_.push_back({});
+      } else if (v < victims.size()) {
+        slot = victims[v++];
+        slot_of_.erase(rows_[slot].id);
+      } else {
+        continue;
+      }
+      rows_[slot] = Row{id, now_, occ};
+      slot_of_[id] = slot;
+    }
+    std::vector<int64_t> out;
+    for (int64_t x : ids) {
+      auto it = slot_of_.find(x);
+      out.push_back(it == slot_of_.end() ? slots_ : it->second);
+    }
+    return out;
+  }
+
+ private:
+  struct Row {
+    int64_t id = 0;
+    int64_t seen = 0;
+    uint32_t count = 0;
+  };
+  sharding::DynamicConfig config_;
+  int64_t slots_;
+  int64_t now_ = 0;
+  std::vector<Row> rows_;
+  std::map<int64_t, int32_t> slot_of_;
+};
+
+// Many forwards on shards large against the victims each needs (so LRU and TTL take victims from
+// the queue kept across forwards, rebuilt when it runs out, and LFU selects before it sorts),
+// with known ids touched unevenly and a few new ids each forward: every id's row equals the plain
+// reference's, forward after forward. A phase without new ids lets the LFU notes pile up; a last
+// phase of only new ids empties the queue repeatedly.
+TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
+  for (Eviction policy : {Eviction::kLru, Eviction::kTtl, Eviction::kLfu}) {
+    sharding::DynamicConfig config;
+    config.enabled = true;
+    config.eviction = policy;
+    config.ttl_steps = 5;
+    const int64_t slots = 3000;
+    DynamicShard shard;
+    shard.Reset(config, slots);
+    ReferenceShard ref(config, slots);
+    std::mt19937_64 rng(static_cast<uint64_t>(policy) + 11);
+    int64_t next_new = 1;
+    for (int forward = 0; forward < 400; ++forward) {
+      std::vector<int64_t> ids;
+      const bool flood = forward >= 360;                   // only new ids: many victims at once
+      const bool quiet = forward >= 200 && forward < 230;  // known ids only: no eviction
+      const int64_t fresh = flood ? 700 : quiet ? 0 : static_cast<int64_t>(rng() % 40);
+      for (int64_t k = 0; k < fresh; ++k) {
+        const int64_t id = (next_new++ * 7919) % 1000003 - 500000;  // distinct, negative too
+        ids.push_back(id);
+        if (rng() % 4 == 0) ids.push_back(id);  // a repeated new id
+      }
+      if (!flood)
+        for (int k = 0; k < 300; ++k) {
+          // Known ids, skewed towards the recent ones (some may have left since).
+          const int64_t back = static_cast<int64_t>(rng() % 64) * static_cast<int64_t>(rng() % 64);
+          if (back >= next_new - 1) continue;
+          ids.push_back(((next_new - 1 - back) * 7919) % 1000003 - 500000);
+        }
+      std::shuffle(ids.begin(), ids.end(), rng);
+      const std::vector<int64_t> want = ref.Step(ids);
+      const std::vector<int64_t> got = Step(&shard, ids);
+      ASSERT_EQ(got, want) << "policy " << static_cast<int>(policy) << " forward " << forward;
     }
   }
 }

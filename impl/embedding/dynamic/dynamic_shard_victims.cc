@@ -1,0 +1,172 @@
+// Which rows leave a full dynamic shard, and in which order (dynamic_shard.h, SelectVictims): the
+// order of docs/dynamic-tables.md, "Determinism", found without sorting the whole shard in every
+// forward. Every path gives the same victims in the same order as one sort of every candidate.
+#include <algorithm>
+
+#include "impl/core/check.h"
+#include "impl/embedding/dynamic/dynamic_shard.h"
+#include "impl/embedding/dynamic/radix_sort.h"
+
+namespace shardrec::embedding::dynamic {
+
+using Eviction = sharding::DynamicConfig::Eviction;
+
+namespace {
+
+// A scan keeps several forwards' worth of victims, and at least a sixteenth of the shard, so a
+// large shard is scanned once per many forwards.
+constexpr size_t kQueueForwards = 4;
+constexpr size_t kQueueShardFraction = 16;
+// Candidate buffers of shards larger than this are given back after a scan (scans are rare there;
+// a small shard that evicts every forward keeps them).
+constexpr size_t kKeepScratchCandidates = size_t{1} << 16;
+// LFU: a side list longer than this (and than twice the queue) is dropped for a fresh scan.
+constexpr size_t kMaxLfuSide = size_t{1} << 16;
+
+}  // namespace
+
+void DynamicShard::CollectCandidates(bool lfu) {
+  // The order of EvictsBefore for LRU, TTL and LFU as one 128-bit key per candidate: hi is
+  // (LFU's count, else 0) << 32 | last seen (relative to base_, the same for every row), lo the
+  // id with its sign bit flipped, so the unsigned order of (hi, lo) is the order of (count, last
+  // seen, id). Keys are distinct (ids are), so any exact selection by key gives exactly the
+  // victims, in the order, that a sort by EvictsBefore would.
+  const uint32_t now = NowRel();
+  candidates_.clear();
+  for (int64_t s = 0; s < used_; ++s) {
+    const SlotRecord& m = records_[s];
+    if (m.seen == now) continue;
+    candidates_.push_back({(uint64_t{lfu ? m.count : 0u} << 32) | m.seen,
+                           static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63),
+                           static_cast<int32_t>(s)});
+  }
+}
+
+void DynamicShard::KeepSmallest(size_t k) {
+  // A radix sort (radix_sort.h) when most candidates are kept: a comparison sort of random ids
+  // mispredicts about every other branch. When few are, a selection first (linear), so only the
+  // kept ones are sorted.
+  k = std::min(k, candidates_.size());
+  if (k < candidates_.size() / 2) {
+    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<int64_t>(k),
+                     candidates_.end(), [](const Candidate& a, const Candidate& b) {
+                       return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+                     });
+    candidates_.resize(k);
+  }
+  RadixSort<16>(&candidates_, &scratch_, [](const Candidate& c, int d) -> size_t {
+    return d < 8 ? (c.lo >> (8 * d)) & 0xff : (c.hi >> (8 * (d - 8))) & 0xff;
+  });
+  candidates_.resize(k);
+}
+
+bool DynamicShard::TakeQueued(int64_t need) {
+  // Every row that orders before the queue's last entry is a live queue entry or (LFU) in the side
+  // list (dynamic_shard.h), so taking them in order gives the first victims of the whole shard
+  // while they last. Under TTL the first live entry that is too recent ends the victims: every
+  // later row is at least as recent.
+  const uint32_t now = NowRel();
+  const bool lfu = config_.eviction == Eviction::kLfu;
+  const bool ttl = config_.eviction == Eviction::kTtl;
+  auto key = [this, lfu](int32_t slot) {
+    const SlotRecord& m = records_[static_cast<size_t>(slot)];
+    return Candidate{(uint64_t{lfu ? m.count : 0u} << 32) | m.seen,
+                     static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63), slot};
+  };
+  auto less = [](const Candidate& a, const Candidate& b) {
+    return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+  };
+  // The side list's rows still below the bound: those this forward saw stay noted for later
+  // forwards; the others are this forward's candidates, in order, once.
+  std::vector<Candidate> side;
+  std::vector<int32_t> seen_now;
+  for (int32_t slot : lfu_side_) {
+    const SlotRecord& m = records_[static_cast<size_t>(slot)];
+    if (m.count >= lfu_bound_count_) continue;
+    if (m.seen == now)
+      seen_now.push_back(slot);
+    else
+      side.push_back(key(slot));
+  }
+  std::sort(side.begin(), side.end(), less);
+  side.erase(std::unique(side.begin(), side.end(),
+                         [](const Candidate& a, const Candidate& b) { return a.slot == b.slot; }),
+             side.end());
+  const size_t first = victims_.size();
+  size_t i = queue_next_, j = 0;
+  auto live = [this](const Queued& q) {
+    const SlotRecord& m = records_[static_cast<size_t>(q.slot)];
+    return m.seen == q.seen && m.count == q.count;
+  };
+  bool ended = false;  // TTL: no row left old enough
+  while (static_cast<int64_t>(victims_.size() - first) < need) {
+    while (i < queue_.size() && !live(queue_[i])) ++i;
+    const bool from_queue = i < queue_.size();
+    if (!from_queue && j == side.size()) break;
+    const bool take_queue = from_queue && (j == side.size() || less(key(queue_[i].slot), side[j]));
+    const int32_t slot = take_queue ? queue_[i].slot : side[j].slot;
+    if (ttl && int64_t{now - records_[static_cast<size_t>(slot)].seen} <= config_.ttl_steps) {
+      ended = true;
+      break;
+    }
+    victims_.push_back(slot);
+    if (take_queue)
+      ++i;
+    else
+      ++j;
+  }
+  // A queue built in this forward holds every candidate: running out of it means no row is left.
+  if (static_cast<int64_t>(victims_.size() - first) == need || ended ||
+      (queue_complete_ && queue_forward_ == now_)) {
+    queue_next_ = i;
+    lfu_side_ = std::move(seen_now);
+    for (size_t k = j; k < side.size(); ++k) lfu_side_.push_back(side[k].slot);
+    return true;
+  }
+  victims_.resize(first);
+  return false;
+}
+
+void DynamicShard::BuildQueue(int64_t need) {
+  const bool lfu = config_.eviction == Eviction::kLfu;
+  CollectCandidates(lfu);
+  const size_t n = candidates_.size();
+  const size_t k = std::max(static_cast<size_t>(need) * kQueueForwards,
+                            static_cast<size_t>(used_) / kQueueShardFraction);
+  KeepSmallest(k);
+  queue_.resize(candidates_.size());
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const int32_t slot = candidates_[i].slot;
+    const SlotRecord& m = records_[static_cast<size_t>(slot)];
+    queue_[i] = Queued{slot, m.seen, m.count};
+  }
+  queue_next_ = 0;
+  queue_complete_ = candidates_.size() == n;
+  queue_forward_ = now_;
+  lfu_side_.clear();
+  lfu_bound_count_ = 0;
+  if (lfu && !queue_.empty()) {
+    // From now on a row whose count stays below the last entry's orders before it (its last-seen
+    // forward is later, so an equal count orders after). The rows this forward already saw are
+    // noted here; later touches and new rows note themselves.
+    lfu_bound_count_ = queue_.back().count;
+    lfu_side_limit_ = std::max(kMaxLfuSide, 2 * queue_.size());
+    const uint32_t now = NowRel();
+    for (int64_t s = 0; s < used_; ++s)
+      if (records_[s].seen == now && records_[s].count < lfu_bound_count_)
+        lfu_side_.push_back(static_cast<int32_t>(s));
+  }
+  if (n > kKeepScratchCandidates) {
+    std::vector<Candidate>().swap(candidates_);
+    std::vector<Candidate>().swap(scratch_);
+  }
+}
+
+void DynamicShard::SelectVictims(int64_t need) {
+  if (TakeQueued(need)) return;
+  BuildQueue(need);
+  const bool taken = TakeQueued(need);
+  SR_CHECK(taken);
+}
+
+}  // namespace shardrec::embedding::dynamic
