@@ -463,7 +463,8 @@ BENCHMARK(BM_DynamicVsFixed)
     ->Iterations(120);
 BENCHMARK(BM_DynamicEviction)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(120);
 BENCHMARK(BM_EvictionAtScale)
-    ->ArgsProduct({{1 << 16, 1 << 20}, {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_LFU}})
+    ->ArgsProduct({{1 << 16, 1 << 20},
+                   {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_LFU, SHARDREC_EVICTION_SCORE}})
     ->ArgNames({"slots", "policy"})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)

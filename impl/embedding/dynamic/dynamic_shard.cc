@@ -3,7 +3,6 @@
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <algorithm>
-#include <tuple>
 
 #include "impl/core/check.h"
 #include "impl/embedding/dynamic/radix_sort.h"
@@ -104,16 +103,6 @@ void DynamicShard::Rebase() {
   ClearQueue();
 }
 
-bool DynamicShard::EvictsBefore(int32_t a, int32_t b) const {
-  const SlotRecord& x = records_[a];
-  const SlotRecord& y = records_[b];
-  if (config_.eviction == Eviction::kScore)
-    return std::tie(score_[a], x.id) < std::tie(score_[b], y.id);
-  if (config_.eviction == Eviction::kLfu)
-    return std::tie(x.count, x.seen, x.id) < std::tie(y.count, y.seen, y.id);
-  return std::tie(x.seen, x.id) < std::tie(y.seen, y.id);
-}
-
 void DynamicShard::Translate(std::span<const IdSpan> ids,
                              const std::function<void(int32_t, int64_t)>& init) {
   ++now_;
@@ -180,25 +169,7 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
   const int64_t free = slots_ - used_;
   const int64_t need = static_cast<int64_t>(pending_.size()) - free;
   victims_.clear();
-  if (need > 0 && (config_.eviction == Eviction::kLru || config_.eviction == Eviction::kLfu ||
-                   config_.eviction == Eviction::kTtl)) {
-    SelectVictims(need);
-  } else if (need > 0 && config_.eviction != Eviction::kNone) {
-    for (int64_t s = 0; s < used_; ++s) {
-      if (records_[s].seen == now) continue;
-      if (config_.eviction == Eviction::kTtl &&
-          int64_t{now - records_[s].seen} <= config_.ttl_steps)
-        continue;
-      victims_.push_back(static_cast<int32_t>(s));
-    }
-    auto before = [this](int32_t a, int32_t b) { return EvictsBefore(a, b); };
-    if (static_cast<int64_t>(victims_.size()) > need) {
-      std::partial_sort(victims_.begin(), victims_.begin() + need, victims_.end(), before);
-      victims_.resize(static_cast<size_t>(need));
-    } else {
-      std::sort(victims_.begin(), victims_.end(), before);
-    }
-  }
+  if (need > 0 && config_.eviction != Eviction::kNone) SelectVictims(need);
   size_t v = 0;
   for (size_t k = 0; k < pending_.size(); ++k) {
     int32_t slot;

@@ -104,10 +104,8 @@ class DynamicShard {
   const std::vector<int64_t>& tombstones() const { return tombstones_; }
 
  private:
-  // Whether slot a leaves before slot b under the eviction policy (ties by id).
-  bool EvictsBefore(int32_t a, int32_t b) const;
-  // Fills victims_ with the `need` rows that leave first under LRU, TTL or LFU (fewer when fewer
-  // rows may leave), in the order EvictsBefore gives them (dynamic_shard_victims.cc).
+  // Fills victims_ with the `need` rows that leave first (fewer when fewer rows may leave), in the
+  // policy's order (docs/dynamic-tables.md, "Determinism"; dynamic_shard_victims.cc).
   void SelectVictims(int64_t need);
   // victims_ from queue_ (and, under LFU, lfu_side_) (true), or false with victims_, queue_ and
   // lfu_side_ unchanged when they run out first and the queue does not hold every candidate.
@@ -115,8 +113,9 @@ class DynamicShard {
   // queue_ becomes the first rows of this forward's candidates in eviction order, at least
   // `need`; under LFU lfu_side_ the rows this forward saw that order before the queue's last.
   void BuildQueue(int64_t need);
-  // Every row this forward did not see into candidates_, with its 128-bit eviction key (TTL's
-  // recency is checked where victims are taken: a row too recent now may leave later).
+  // Every row this forward did not see into candidates_, with its 128-bit eviction key (`lfu`:
+  // with its count; TTL's recency is checked where victims are taken: a row too recent now may
+  // leave later).
   void CollectCandidates(bool lfu);
   // Orders the `k` smallest keys of candidates_ first and drops the rest.
   void KeepSmallest(size_t k);

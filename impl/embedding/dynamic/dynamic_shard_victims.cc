@@ -1,7 +1,9 @@
 // Which rows leave a full dynamic shard, and in which order (dynamic_shard.h, SelectVictims): the
 // order of docs/dynamic-tables.md, "Determinism", found without sorting the whole shard in every
-// forward. Every path gives the same victims in the same order as one sort of every candidate.
+// forward (LRU, TTL, LFU) or with a selection before the sort (SCORE). Every path gives the same
+// victims in the same order as one sort of every candidate by the policy's order.
 #include <algorithm>
+#include <cstring>
 
 #include "impl/core/check.h"
 #include "impl/embedding/dynamic/dynamic_shard.h"
@@ -23,22 +25,34 @@ constexpr size_t kKeepScratchCandidates = size_t{1} << 16;
 // LFU: a side list longer than this (and than twice the queue) is dropped for a fresh scan.
 constexpr size_t kMaxLfuSide = size_t{1} << 16;
 
+// A finite score as 64 bits whose unsigned order is the scores' order (-0 taken as +0, which
+// compares equal to it).
+uint64_t ScoreBits(double score) {
+  if (score == 0.0) score = 0.0;
+  uint64_t u;
+  std::memcpy(&u, &score, sizeof(u));
+  return (u >> 63) != 0 ? ~u : u | (uint64_t{1} << 63);
+}
+
 }  // namespace
 
 void DynamicShard::CollectCandidates(bool lfu) {
-  // The order of EvictsBefore for LRU, TTL and LFU as one 128-bit key per candidate: hi is
-  // (LFU's count, else 0) << 32 | last seen (relative to base_, the same for every row), lo the
-  // id with its sign bit flipped, so the unsigned order of (hi, lo) is the order of (count, last
-  // seen, id). Keys are distinct (ids are), so any exact selection by key gives exactly the
-  // victims, in the order, that a sort by EvictsBefore would.
+  // The policy's order as one 128-bit key per candidate: hi is, for LRU, TTL and LFU,
+  // (LFU's count, else 0) << 32 | last seen (relative to base_, the same for every row), for
+  // SCORE the caller's score in order-preserving bits; lo the id with its sign bit flipped. So the
+  // unsigned order of (hi, lo) is the order of (count, last seen, id) or (score, id). Keys are
+  // distinct (ids are), so any exact selection by key gives exactly the victims, in the order,
+  // that a sort of every candidate by (count, last seen, id) or (score, id) would.
   const uint32_t now = NowRel();
+  const bool score = config_.eviction == Eviction::kScore;
   candidates_.clear();
   for (int64_t s = 0; s < used_; ++s) {
     const SlotRecord& m = records_[s];
     if (m.seen == now) continue;
-    candidates_.push_back({(uint64_t{lfu ? m.count : 0u} << 32) | m.seen,
-                           static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63),
-                           static_cast<int32_t>(s)});
+    const uint64_t hi = score ? ScoreBits(score_[static_cast<size_t>(s)])
+                              : (uint64_t{lfu ? m.count : 0u} << 32) | m.seen;
+    candidates_.push_back(
+        {hi, static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63), static_cast<int32_t>(s)});
   }
 }
 
@@ -163,6 +177,17 @@ void DynamicShard::BuildQueue(int64_t need) {
 }
 
 void DynamicShard::SelectVictims(int64_t need) {
+  if (config_.eviction == Eviction::kScore) {
+    // The caller may set any row's score before any forward: every one selects afresh.
+    CollectCandidates(false);
+    KeepSmallest(static_cast<size_t>(need));
+    for (const Candidate& c : candidates_) victims_.push_back(c.slot);
+    if (candidates_.capacity() > kKeepScratchCandidates) {
+      std::vector<Candidate>().swap(candidates_);
+      std::vector<Candidate>().swap(scratch_);
+    }
+    return;
+  }
   if (TakeQueued(need)) return;
   BuildQueue(need);
   const bool taken = TakeQueued(need);

@@ -167,8 +167,10 @@ class ReferenceShard {
       victims.push_back(s);
     }
     const bool lfu = config_.eviction == Eviction::kLfu;
+    const bool by_score = config_.eviction == Eviction::kScore;
     std::sort(victims.begin(), victims.end(), [&](int32_t a, int32_t b) {
       const Row &x = rows_[a], &y = rows_[b];
+      if (by_score) return std::make_tuple(x.score, x.id) < std::make_tuple(y.score, y.id);
       return std::make_tuple(lfu ? x.count : 0u, x.seen, x.id) <
              std::make_tuple(lfu ? y.count : 0u, y.seen, y.id);
     });
@@ -184,7 +186,7 @@ class ReferenceShard {
       } else {
         continue;
       }
-      rows_[slot] = Row{id, now_, occ};
+      rows_[slot] = Row{id, now_, occ, 0.0};
       slot_of_[id] = slot;
     }
     std::vector<int64_t> out;
@@ -194,12 +196,20 @@ class ReferenceShard {
     }
     return out;
   }
+  // SCORE: each id with a row takes its score (the last one when repeated).
+  void SetScores(const std::vector<int64_t>& ids, const std::vector<double>& scores) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = slot_of_.find(ids[i]);
+      if (it != slot_of_.end()) rows_[it->second].score = scores[i];
+    }
+  }
 
  private:
   struct Row {
     int64_t id = 0;
     int64_t seen = 0;
     uint32_t count = 0;
+    double score = 0.0;
   };
   sharding::DynamicConfig config_;
   int64_t slots_;
@@ -208,13 +218,14 @@ class ReferenceShard {
   std::map<int64_t, int32_t> slot_of_;
 };
 
-// Many forwards on shards large against the victims each needs (so LRU and TTL take victims from
-// the queue kept across forwards, rebuilt when it runs out, and LFU selects before it sorts),
+// Many forwards on shards large against the victims each needs (so LRU, TTL and LFU take victims
+// from the queue kept across forwards and LFU's side list, rebuilt when they run out, and SCORE
+// selects before it sorts; scores set after each forward, ties, negatives and -0 among them),
 // with known ids touched unevenly and a few new ids each forward: every id's row equals the plain
 // reference's, forward after forward. A phase without new ids lets the LFU notes pile up; a last
 // phase of only new ids empties the queue repeatedly.
 TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
-  for (Eviction policy : {Eviction::kLru, Eviction::kTtl, Eviction::kLfu}) {
+  for (Eviction policy : {Eviction::kLru, Eviction::kTtl, Eviction::kLfu, Eviction::kScore}) {
     sharding::DynamicConfig config;
     config.enabled = true;
     config.eviction = policy;
@@ -246,6 +257,18 @@ TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
       const std::vector<int64_t> want = ref.Step(ids);
       const std::vector<int64_t> got = Step(&shard, ids);
       ASSERT_EQ(got, want) << "policy " << static_cast<int>(policy) << " forward " << forward;
+      if (policy == Eviction::kScore) {
+        // Scores for some of this forward's ids: ties, negatives and -0 among them.
+        std::vector<int64_t> sid;
+        std::vector<double> sv;
+        for (size_t k = 0; k < ids.size(); k += 3) {
+          sid.push_back(ids[k]);
+          const auto r = static_cast<int64_t>(rng() % 9) - 4;
+          sv.push_back(r == 0 && k % 2 == 0 ? -0.0 : static_cast<double>(r) * 0.5);
+        }
+        shard.SetScores(sid, sv);
+        ref.SetScores(sid, sv);
+      }
     }
   }
 }
