@@ -117,6 +117,8 @@ class DynamicShard {
   // with its count; TTL's recency is checked where victims are taken: a row too recent now may
   // leave later).
   void CollectCandidates(bool lfu);
+  // SCORE: victims_ from one pass over the rows (dynamic_shard_victims.cc).
+  void SelectByScore(size_t need);
   // Orders the `k` smallest keys of candidates_ first and drops the rest.
   void KeepSmallest(size_t k);
   // Asks the cache for slot s's record (s may be SlotIndex::kNone: nothing).

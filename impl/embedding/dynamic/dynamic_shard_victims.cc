@@ -22,6 +22,8 @@ constexpr size_t kQueueShardFraction = 16;
 // Candidate buffers of shards larger than this are given back after a scan (scans are rare there;
 // a small shard that evicts every forward keeps them).
 constexpr size_t kKeepScratchCandidates = size_t{1} << 16;
+// SCORE: when fewer than one row in this many leaves, a bounded heap selects them in one pass.
+constexpr size_t kHeapFraction = 8;
 // LFU: a side list longer than this (and than twice the queue) is dropped for a fresh scan.
 constexpr size_t kMaxLfuSide = size_t{1} << 16;
 
@@ -176,16 +178,45 @@ void DynamicShard::BuildQueue(int64_t need) {
   }
 }
 
+void DynamicShard::SelectByScore(size_t need) {
+  if (need * kHeapFraction >= static_cast<size_t>(used_)) {
+    CollectCandidates(false);
+    KeepSmallest(need);
+  } else {
+    // Few leave: the `need` smallest keys in a bounded max-heap during one pass over the rows
+    // (most rows fail one comparison with its top), so no buffer of every row is written.
+    auto less = [](const Candidate& a, const Candidate& b) {
+      return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+    };
+    const uint32_t now = NowRel();
+    candidates_.clear();
+    for (int64_t s = 0; s < used_; ++s) {
+      const SlotRecord& m = records_[s];
+      if (m.seen == now) continue;
+      const Candidate c{ScoreBits(score_[static_cast<size_t>(s)]),
+                        static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63), static_cast<int32_t>(s)};
+      if (candidates_.size() < need) {
+        candidates_.push_back(c);
+        std::push_heap(candidates_.begin(), candidates_.end(), less);
+      } else if (less(c, candidates_.front())) {
+        std::pop_heap(candidates_.begin(), candidates_.end(), less);
+        candidates_.back() = c;
+        std::push_heap(candidates_.begin(), candidates_.end(), less);
+      }
+    }
+    std::sort_heap(candidates_.begin(), candidates_.end(), less);
+  }
+  for (const Candidate& c : candidates_) victims_.push_back(c.slot);
+  if (candidates_.capacity() > kKeepScratchCandidates) {
+    std::vector<Candidate>().swap(candidates_);
+    std::vector<Candidate>().swap(scratch_);
+  }
+}
+
 void DynamicShard::SelectVictims(int64_t need) {
   if (config_.eviction == Eviction::kScore) {
     // The caller may set any row's score before any forward: every one selects afresh.
-    CollectCandidates(false);
-    KeepSmallest(static_cast<size_t>(need));
-    for (const Candidate& c : candidates_) victims_.push_back(c.slot);
-    if (candidates_.capacity() > kKeepScratchCandidates) {
-      std::vector<Candidate>().swap(candidates_);
-      std::vector<Candidate>().swap(scratch_);
-    }
+    SelectByScore(static_cast<size_t>(need));
     return;
   }
   if (TakeQueued(need)) return;
