@@ -57,18 +57,24 @@ Keys MakeKeys(bool hit) {
   return k;
 }
 
+// The index (of `slots` slots) and the map (reserved for as many) holding every stored key.
+void FillBoth(const Keys& k, int64_t slots, SlotIndex* index,
+              absl::flat_hash_map<int64_t, int32_t>* map) {
+  index->Reset(slots);
+  map->reserve(static_cast<size_t>(slots));
+  for (int64_t i = 0; i < kKeys; ++i) {
+    index->Insert(k.stored[i], static_cast<int32_t>(i));
+    map->emplace(k.stored[i], static_cast<int32_t>(i));
+  }
+}
+
 // state.range(0): fill in percent of the slots; state.range(1): 1 = hit, 0 = miss.
 void BM_IndexFind(benchmark::State& state) {
   const int64_t slots = kKeys * 100 / state.range(0);
   const Keys k = MakeKeys(state.range(1) == 1);
   SlotIndex index;
-  index.Reset(slots);
   absl::flat_hash_map<int64_t, int32_t> map;
-  map.reserve(static_cast<size_t>(slots));
-  for (int64_t i = 0; i < kKeys; ++i) {
-    index.Insert(k.stored[i], static_cast<int32_t>(i));
-    map.emplace(k.stored[i], static_cast<int32_t>(i));
-  }
+  FillBoth(k, slots, &index, &map);
   std::vector<double> ti, ta;
   int64_t sum_i = 0, sum_a = 0;
   for (auto _ : state) {
@@ -99,13 +105,8 @@ void BM_IndexFindBatch(benchmark::State& state) {
   const int64_t slots = kKeys * 100 / state.range(0);
   const Keys k = MakeKeys(state.range(1) == 1);
   SlotIndex index;
-  index.Reset(slots);
   absl::flat_hash_map<int64_t, int32_t> map;
-  map.reserve(static_cast<size_t>(slots));
-  for (int64_t i = 0; i < kKeys; ++i) {
-    index.Insert(k.stored[i], static_cast<int32_t>(i));
-    map.emplace(k.stored[i], static_cast<int32_t>(i));
-  }
+  FillBoth(k, slots, &index, &map);
   constexpr size_t kAhead = SlotIndex::kBucketAhead;
   const size_t n = k.probe.size();
   std::vector<double> ti, ta;

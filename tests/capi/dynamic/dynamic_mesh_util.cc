@@ -12,6 +12,20 @@
 #include "shardrec/checkpoint.h"
 
 namespace shardrec::testing {
+namespace {
+
+// A safetensors file's JSON header; `data` gets the bytes after it.
+nlohmann::json ReadSafetensorsFile(const std::filesystem::path& path, std::string* data) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t hlen = 0;
+  in.read(reinterpret_cast<char*>(&hlen), 8);
+  std::string header(hlen, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(hlen));
+  data->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return nlohmann::json::parse(header);
+}
+
+}  // namespace
 
 std::vector<Table> ReadCheckpoint(const std::string& dir) {
   std::vector<Table> out(2);
@@ -19,13 +33,8 @@ std::vector<Table> ReadCheckpoint(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().extension() != ".safetensors") continue;
     ++files;
-    std::ifstream in(e.path(), std::ios::binary);
-    uint64_t hlen = 0;
-    in.read(reinterpret_cast<char*>(&hlen), 8);
-    std::string header(hlen, '\0');
-    in.read(header.data(), static_cast<std::streamsize>(hlen));
-    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const nlohmann::json h = nlohmann::json::parse(header);
+    std::string data;
+    const nlohmann::json h = ReadSafetensorsFile(e.path(), &data);
     // key "table/tensor/rOFFSET_cCOL" -> its tensor of one row block
     std::map<std::string, std::vector<int64_t>> ids;  // "table/rOFFSET" -> ids
     for (const auto& [key, t] : h.items()) {
@@ -65,13 +74,8 @@ std::vector<std::map<int64_t, double>> ReadScores(const std::string& dir) {
   std::vector<std::map<int64_t, double>> out(2);
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     if (e.path().extension() != ".safetensors") continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    uint64_t hlen = 0;
-    in.read(reinterpret_cast<char*>(&hlen), 8);
-    std::string header(hlen, '\0');
-    in.read(header.data(), static_cast<std::streamsize>(hlen));
-    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const nlohmann::json h = nlohmann::json::parse(header);
+    std::string data;
+    const nlohmann::json h = ReadSafetensorsFile(e.path(), &data);
     for (const auto& [key, t] : h.items()) {
       const size_t a = key.find('/'), b = key.rfind('/');
       if (key == "__metadata__" || key.substr(a + 1, b - a - 1) != "score") continue;
