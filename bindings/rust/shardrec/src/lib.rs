@@ -8,6 +8,7 @@ mod config;
 mod ddp;
 mod device;
 mod dense;
+mod dense_optimizer;
 mod dynamic;
 mod dynamic_delta;
 mod dynamic_eval;
@@ -22,13 +23,13 @@ pub use checkpoint::{DenseTensor, DenseTensorMut, LoadOptions};
 pub use comm::{Comm, CommOptions, Element, ReduceOp, Store, UniqueId};
 pub use device::{device_check, device_count, device_plugin_path, DType, DeviceType};
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
-pub use dense::DenseState;
+pub use dense_optimizer::{DenseOptimizer, DenseState};
 pub use dynamic::{DynamicTable, DynamicTableStats, Eviction};
 pub use dynamic_delta::DynamicDelta;
 pub use dense::{
     blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
-    dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath,
-    DenseOptimizer, Mlp, MlpPlacement,
+    dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath, Mlp,
+    MlpPlacement,
 };
 pub use config::{
     CalibrateOptions, Calibration, Constraints, Feature, Optimizer, OptimizerType, Pooling,
