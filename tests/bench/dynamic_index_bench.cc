@@ -68,6 +68,14 @@ void FillBoth(const Keys& k, int64_t slots, SlotIndex* index,
   }
 }
 
+// The counters of one comparison: the index's and abseil's passes over kKeys keys.
+void ReportPasses(benchmark::State& state, const std::vector<double>& index_passes,
+                  const std::vector<double>& abseil_passes) {
+  state.counters["index_ns_per_key"] = Median(index_passes) * 1e9 / kKeys;
+  state.counters["abseil_ns_per_key"] = Median(abseil_passes) * 1e9 / kKeys;
+  state.counters["abseil_over_index"] = Median(abseil_passes) / Median(index_passes);
+}
+
 // state.range(0): fill in percent of the slots; state.range(1): 1 = hit, 0 = miss.
 void BM_IndexFind(benchmark::State& state) {
   const int64_t slots = kKeys * 100 / state.range(0);
@@ -91,9 +99,7 @@ void BM_IndexFind(benchmark::State& state) {
   }
   if (sum_i != sum_a) state.SkipWithError("index and abseil disagree");
   benchmark::DoNotOptimize(sum_i);
-  state.counters["index_ns_per_key"] = Median(ti) * 1e9 / kKeys;
-  state.counters["abseil_ns_per_key"] = Median(ta) * 1e9 / kKeys;
-  state.counters["abseil_over_index"] = Median(ta) / Median(ti);
+  ReportPasses(state, ti, ta);
   state.counters["index_B_per_slot"] = static_cast<double>(index.bytes()) / slots;
 }
 
@@ -126,9 +132,7 @@ void BM_IndexFindBatch(benchmark::State& state) {
   }
   if (sum_i != sum_a) state.SkipWithError("index and abseil disagree");
   benchmark::DoNotOptimize(sum_i);
-  state.counters["index_ns_per_key"] = Median(ti) * 1e9 / kKeys;
-  state.counters["abseil_ns_per_key"] = Median(ta) * 1e9 / kKeys;
-  state.counters["abseil_over_index"] = Median(ta) / Median(ti);
+  ReportPasses(state, ti, ta);
 }
 
 // state.range(0): fill in percent of the slots.
@@ -150,9 +154,7 @@ void BM_IndexInsert(benchmark::State& state) {
     benchmark::DoNotOptimize(map.size());
     state.SetIterationTime(ti.back() + ta.back());
   }
-  state.counters["index_ns_per_key"] = Median(ti) * 1e9 / kKeys;
-  state.counters["abseil_ns_per_key"] = Median(ta) * 1e9 / kKeys;
-  state.counters["abseil_over_index"] = Median(ta) / Median(ti);
+  ReportPasses(state, ti, ta);
 }
 
 BENCHMARK(BM_IndexFind)

@@ -235,6 +235,21 @@ void BM_DynamicVsFixed(benchmark::State& state) {
   delete dyn;
 }
 
+// The counters of an evicting table `tight` against a roomy one, from their step times; returns
+// the evicting table's stats (rank 0, table t0).
+shardrec_dynamic_table_stats_t ReportEviction(benchmark::State& state, Collection* tight,
+                                              const std::vector<double>& roomy_steps,
+                                              const std::vector<double>& tight_steps) {
+  shardrec_dynamic_table_stats_t st;
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  Check(shardrec_embedding_dynamic_stats(tight->ranks[0].coll, "t0", &st), "stats");
+  state.counters["roomy_ms"] = Median(roomy_steps) * 1e3;
+  state.counters["evicting_ms"] = Median(tight_steps) * 1e3;
+  state.counters["evicting_over_roomy"] = Median(tight_steps) / Median(roomy_steps);
+  state.counters["evicted_per_step"] = static_cast<double>(st.last_evicted);
+  return st;
+}
+
 void BM_DynamicEviction(benchmark::State& state) {
   constexpr int world = 1;
   // Zipf(1.05) over kRows distinct ids, sampled from its CDF.
@@ -274,13 +289,7 @@ void BM_DynamicEviction(benchmark::State& state) {
     tt.push_back(Step(tight, batch));
     state.SetIterationTime(tr.back() + tt.back());
   }
-  shardrec_dynamic_table_stats_t st;
-  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
-  Check(shardrec_embedding_dynamic_stats(tight->ranks[0].coll, "t0", &st), "stats");
-  state.counters["roomy_ms"] = Median(tr) * 1e3;
-  state.counters["evicting_ms"] = Median(tt) * 1e3;
-  state.counters["evicting_over_roomy"] = Median(tt) / Median(tr);
-  state.counters["evicted_per_step"] = static_cast<double>(st.last_evicted);
+  const shardrec_dynamic_table_stats_t st = ReportEviction(state, tight, tr, tt);
   state.counters["load_factor"] = st.load_factor;
   state.counters["distinct_ids"] = static_cast<double>(distinct);
   delete roomy;
@@ -337,13 +346,7 @@ void BM_EvictionAtScale(benchmark::State& state) {
     tt.push_back(Step(tight, batch));
     state.SetIterationTime(tr.back() + tt.back());
   }
-  shardrec_dynamic_table_stats_t st;
-  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
-  Check(shardrec_embedding_dynamic_stats(tight->ranks[0].coll, "t0", &st), "stats");
-  state.counters["roomy_ms"] = Median(tr) * 1e3;
-  state.counters["evicting_ms"] = Median(tt) * 1e3;
-  state.counters["evicting_over_roomy"] = Median(tt) / Median(tr);
-  state.counters["evicted_per_step"] = static_cast<double>(st.last_evicted);
+  ReportEviction(state, tight, tr, tt);
   delete tight;
   delete roomy;
 }
