@@ -61,39 +61,20 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
   res.probe.assign(static_cast<size_t>(st.probe.batch_size * dim), 0.0f);
   PlanPtr plan = MakeDynPlan(s);
   if (plan == nullptr) return res;
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   std::vector<int64_t> evicted(static_cast<size_t>(side.world), 0);
   std::vector<std::vector<int64_t>> sizes(static_cast<size_t>(side.world),
                                           std::vector<int64_t>(2, 0));
   SpawnRanks(side.world, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.base.seed;
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(side.world, r), &opt, &o),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
-    // Runs a global batch's slice; returns this rank's output rows in the global output.
-    auto forward = [&](const RefBatch& global, float* global_out) {
-      const RefBatch b = Slice(global, side.world, r);
-      KjtHolder kjt(b, 3, false);
-      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
-      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << "rank " << r << ": " << shardrec_last_error();
-      const int64_t lo = global.batch_size * r / side.world;
-      std::copy(out.begin(), out.end(), global_out + lo * dim);
-    };
+    CollPtr coll;
+    MakeStreamCollection(s, plan.get(), side.world, r, &coll);
+    shardrec_embedding_t* c = coll.get();
+    if (c == nullptr) return;
+    // The collection averages gradients over the ranks: world x the sample's gradient makes
+    // every world train on the same sums (an exact scaling by 1, 2 or 4).
     auto train = [&](int32_t step) {
-      forward(st.batches[step], res.out[static_cast<size_t>(step - spec.from)].data());
-      const int64_t lo = kGlobalBatch * r / side.world, hi = kGlobalBatch * (r + 1) / side.world;
-      // The collection averages gradients over the ranks: world x the sample's gradient makes
-      // every world train on the same sums (an exact scaling by 1, 2 or 4).
-      std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
-      for (float& x : g) x *= static_cast<float>(side.world);
-      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
-          << "rank " << r << ": " << shardrec_last_error();
+      ForwardSlice(c, st.batches[step], side.world, r, dim,
+                   res.out[static_cast<size_t>(step - spec.from)].data());
+      BackwardSlice(c, st.grads[step], side.world, r, dim, static_cast<float>(side.world));
     };
     if (!spec.load.empty()) {
       ASSERT_EQ(shardrec_checkpoint_load(c, spec.load.c_str(), spec.load_options), SHARDREC_OK)
@@ -114,7 +95,7 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
         sizes[static_cast<size_t>(r)][static_cast<size_t>(t)] = stats.size;
       }
     }
-    forward(st.probe, res.probe.data());
+    ForwardSlice(c, st.probe, side.world, r, dim, res.probe.data());
     for (int32_t step = spec.mid; step < spec.to; ++step) train(step);
     for (const char* table : {"t0", "t1"}) {
       shardrec_dynamic_table_stats_t stats;

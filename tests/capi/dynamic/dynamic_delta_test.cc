@@ -86,36 +86,18 @@ TEST(DynamicDelta, ReplayedDeltasEqualTheTable) {
     const Stream st = MakeStream(s, dim, kSteps);
     PlanPtr plan = MakeDynPlan(s);
     ASSERT_NE(plan, nullptr);
-    const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
     std::mutex mu;
     std::vector<std::vector<DeltaOut>> deltas(static_cast<size_t>(side.world));  // [rank][2 x 2]
     std::vector<float> probe(static_cast<size_t>(st.probe.batch_size * dim));
     int64_t sizes[2] = {0, 0}, evicted = 0;
     SpawnRanks(side.world, [&](int r) {
-      shardrec_embedding_options_t o;
-      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-      o.seed = s.base.seed;
-      shardrec_embedding_t* c = nullptr;
-      ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(side.world, r), &opt, &o),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      CollPtr coll(c);
-      auto forward = [&](const RefBatch& global, float* global_out) {
-        const RefBatch b = Slice(global, side.world, r);
-        KjtHolder kjt(b, 3, false);
-        std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
-        ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                  SHARDREC_OK)
-            << shardrec_last_error();
-        if (global_out != nullptr)
-          std::copy(out.begin(), out.end(), global_out + global.batch_size * r / side.world * dim);
-      };
+      CollPtr coll;
+      MakeStreamCollection(s, plan.get(), side.world, r, &coll);
+      shardrec_embedding_t* c = coll.get();
+      if (c == nullptr) return;
       auto train = [&](int32_t step) {
-        forward(st.batches[step], nullptr);
-        const int64_t lo = kGlobalBatch * r / side.world, hi = kGlobalBatch * (r + 1) / side.world;
-        std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
-        ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
-            << shardrec_last_error();
+        ForwardSlice(c, st.batches[step], side.world, r, dim, nullptr);
+        BackwardSlice(c, st.grads[step], side.world, r, dim);
       };
       std::vector<DeltaOut> mine;
       for (const char* t : {"t0", "t1"})
@@ -138,7 +120,7 @@ TEST(DynamicDelta, ReplayedDeltasEqualTheTable) {
         my_sizes[t] = stats.size;
         my_evicted += stats.total_evicted;
       }
-      forward(st.probe, probe.data());
+      ForwardSlice(c, st.probe, side.world, r, dim, probe.data());
       std::lock_guard<std::mutex> lock(mu);
       deltas[static_cast<size_t>(r)] = std::move(mine);
       sizes[0] += my_sizes[0];
@@ -249,33 +231,17 @@ TEST(DynamicDelta, TableExportHoldsEveryRowById) {
   const Stream st = MakeStream(s, dim, 3);
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   const std::string path = ::testing::TempDir() + "shardrec_dynamic_export.safetensors";
   std::vector<float> probe(static_cast<size_t>(st.probe.batch_size * dim));
   std::vector<int64_t> sizes(2, 0);
   SpawnRanks(2, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.base.seed;
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
-    auto forward = [&](const RefBatch& global, float* global_out) {
-      const RefBatch b = Slice(global, 2, r);
-      KjtHolder kjt(b, 3, false);
-      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
-      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      if (global_out != nullptr)
-        std::copy(out.begin(), out.end(), global_out + global.batch_size * r / 2 * dim);
-    };
+    CollPtr coll;
+    MakeStreamCollection(s, plan.get(), 2, r, &coll);
+    shardrec_embedding_t* c = coll.get();
+    if (c == nullptr) return;
     for (int32_t step = 0; step < 3; ++step) {
-      forward(st.batches[step], nullptr);
-      std::vector<float> g(st.grads[step].begin() + kGlobalBatch * r / 2 * dim,
-                           st.grads[step].begin() + kGlobalBatch * (r + 1) / 2 * dim);
-      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK);
+      ForwardSlice(c, st.batches[step], 2, r, dim, nullptr);
+      BackwardSlice(c, st.grads[step], 2, r, dim);
     }
     ASSERT_EQ(shardrec_checkpoint_export_table(c, "t0", path.c_str(), 0), SHARDREC_OK)
         << shardrec_last_error();
@@ -283,7 +249,7 @@ TEST(DynamicDelta, TableExportHoldsEveryRowById) {
     shardrec_dynamic_table_stats_init(&stats, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
     ASSERT_EQ(shardrec_embedding_dynamic_stats(c, "t0", &stats), SHARDREC_OK);
     sizes[static_cast<size_t>(r)] = stats.size;
-    forward(st.probe, probe.data());
+    ForwardSlice(c, st.probe, 2, r, dim, probe.data());
   });
   // The safetensors layout read by hand: 8-byte header length, JSON header, data.
   std::ifstream in(path, std::ios::binary);

@@ -1,6 +1,8 @@
 // The stream of the dynamic checkpoint and delta tests (dynamic_stream.h).
 #include "tests/capi/dynamic/dynamic_stream.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <random>
 
@@ -57,6 +59,38 @@ RefBatch Slice(const RefBatch& b, int32_t world, int32_t r) {
     }
   }
   return out;
+}
+
+void MakeStreamCollection(const DynScenario& s, const shardrec_plan_t* plan, int32_t world,
+                          int32_t r, CollPtr* out) {
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.seed = s.base.seed;
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, plan, GroupComm(world, r), &opt, &o), SHARDREC_OK)
+      << "rank " << r << ": " << shardrec_last_error();
+  out->reset(c);
+}
+
+void ForwardSlice(shardrec_embedding_t* c, const RefBatch& global, int32_t world, int32_t r,
+                  int64_t dim, float* global_out) {
+  const RefBatch b = Slice(global, world, r);
+  KjtHolder kjt(b, 3, false);
+  std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
+  ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr), SHARDREC_OK)
+      << "rank " << r << ": " << shardrec_last_error();
+  if (global_out != nullptr)
+    std::copy(out.begin(), out.end(), global_out + global.batch_size * r / world * dim);
+}
+
+void BackwardSlice(shardrec_embedding_t* c, const std::vector<float>& grads, int32_t world,
+                   int32_t r, int64_t dim, float scale) {
+  const int64_t lo = kGlobalBatch * r / world, hi = kGlobalBatch * (r + 1) / world;
+  std::vector<float> g(grads.begin() + lo * dim, grads.begin() + hi * dim);
+  for (float& x : g) x *= scale;
+  ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+      << "rank " << r << ": " << shardrec_last_error();
 }
 
 }  // namespace shardrec::testing

@@ -26,4 +26,18 @@ Stream MakeStream(const DynScenario& s, int64_t dim, int32_t steps);
 // Rank r's part of a global batch: samples [r * n / world, (r + 1) * n / world).
 RefBatch Slice(const RefBatch& b, int32_t world, int32_t r);
 
+// Rank r's collection of `plan` on an in-process group of `world` ranks, with s's seed (gtest
+// failures when creation fails, and *out null).
+void MakeStreamCollection(const DynScenario& s, const shardrec_plan_t* plan, int32_t world,
+                          int32_t r, CollPtr* out);
+
+// Rank r's forward of its slice of `global` (output `dim` columns); when `global_out` is not
+// null, its rows are written to their place in the global output [global.batch_size, dim].
+void ForwardSlice(shardrec_embedding_t* c, const RefBatch& global, int32_t world, int32_t r,
+                  int64_t dim, float* global_out);
+
+// Rank r's backward of its samples of a step's `grads` ([kGlobalBatch, dim]) times `scale`.
+void BackwardSlice(shardrec_embedding_t* c, const std::vector<float>& grads, int32_t world,
+                   int32_t r, int64_t dim, float scale = 1.0f);
+
 }  // namespace shardrec::testing

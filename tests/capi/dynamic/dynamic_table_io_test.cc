@@ -52,37 +52,20 @@ std::vector<float> RunSide(DynScenario s, const Side& side, const Stream& st, in
   std::vector<float> probe(static_cast<size_t>(st.probe.batch_size * dim), 0.0f);
   PlanPtr plan = MakeDynPlan(s);
   if (plan == nullptr) return probe;
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   SpawnRanks(side.world, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.base.seed;
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(side.world, r), &opt, &o),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
-    auto forward = [&](const RefBatch& global, float* global_out) {
-      const RefBatch b = Slice(global, side.world, r);
-      KjtHolder kjt(b, 3, false);
-      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
-      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << "rank " << r << ": " << shardrec_last_error();
-      if (global_out != nullptr)
-        std::copy(out.begin(), out.end(), global_out + global.batch_size * r / side.world * dim);
-    };
+    CollPtr coll;
+    MakeStreamCollection(s, plan.get(), side.world, r, &coll);
+    shardrec_embedding_t* c = coll.get();
+    if (c == nullptr) return;
+    // The collection averages gradients over the ranks: world x the sample's gradient makes
+    // every world train on the same sums.
     for (int32_t step = 0; step < train; ++step) {
-      forward(st.batches[step], nullptr);
-      const int64_t lo = kGlobalBatch * r / side.world, hi = kGlobalBatch * (r + 1) / side.world;
-      std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
-      for (float& x : g) x *= static_cast<float>(side.world);
-      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
-          << "rank " << r << ": " << shardrec_last_error();
+      ForwardSlice(c, st.batches[step], side.world, r, dim, nullptr);
+      BackwardSlice(c, st.grads[step], side.world, r, dim, static_cast<float>(side.world));
     }
     body(c, r);
     ASSERT_EQ(shardrec_embedding_set_training(c, 0), SHARDREC_OK);
-    forward(st.probe, probe.data());
+    ForwardSlice(c, st.probe, side.world, r, dim, probe.data());
   });
   return probe;
 }

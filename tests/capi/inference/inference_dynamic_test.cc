@@ -88,27 +88,15 @@ DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
   if (plan == nullptr) return run;
   run.ckpt1 = TempDir("dyn1");
   run.ckpt2 = TempDir("dyn2");
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   std::mutex mu;
   SpawnRanks(world, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.base.seed;
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(world, r), &opt, &o), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
+    CollPtr coll;
+    MakeStreamCollection(s, plan.get(), world, r, &coll);
+    shardrec_embedding_t* c = coll.get();
+    if (c == nullptr) return;
     auto train = [&](int32_t step) {
-      const RefBatch b = Slice(st.batches[step], world, r);
-      KjtHolder kjt(b, 3, false);
-      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
-      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      const int64_t lo = kGlobalBatch * r / world, hi = kGlobalBatch * (r + 1) / world;
-      std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
-      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
-          << shardrec_last_error();
+      ForwardSlice(c, st.batches[step], world, r, dim, nullptr);
+      BackwardSlice(c, st.grads[step], world, r, dim);
     };
     Delta mine[4];
     for (const char* t : {"t0", "t1"})
@@ -298,16 +286,8 @@ TEST(InferenceDynamic, MeshCheckpointServesTheMergedTable) {
     for (const char* t : {"t0", "t1"})
       ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK) << shardrec_last_error();
     for (int32_t step = 0; step < 3; ++step) {
-      const RefBatch b = Slice(st.batches[step], kWorld, r);
-      KjtHolder kjt(b, 3, false);
-      std::vector<float> out(static_cast<size_t>(b.batch_size * dim));
-      ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      const int64_t lo = kGlobalBatch * r / kWorld, hi = kGlobalBatch * (r + 1) / kWorld;
-      std::vector<float> g(st.grads[step].begin() + lo * dim, st.grads[step].begin() + hi * dim);
-      ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
-          << shardrec_last_error();
+      ForwardSlice(c, st.batches[step], kWorld, r, dim, nullptr);
+      BackwardSlice(c, st.grads[step], kWorld, r, dim);
     }
     ASSERT_EQ(shardrec_mesh_sync(m, c, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
         << shardrec_last_error();
