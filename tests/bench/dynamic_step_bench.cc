@@ -67,8 +67,10 @@ struct Collection {
   }
 };
 
-// A collection of two row-wise tables of `capacity` rows, dynamic (with `eviction`) or fixed.
-Collection* Make(int world, bool dynamic, int64_t capacity, int32_t eviction) {
+// A collection of two tables of `capacity` rows and `dim` columns, restricted to `sharding`,
+// dynamic (with `eviction`) or fixed; ranks as threads, one thread each.
+Collection* Make(int world, bool dynamic, int64_t capacity, int32_t eviction, int32_t dim = kDim,
+                 int32_t sharding = SHARDREC_SHARDING_ROW_WISE) {
   auto* c = new Collection;
   const char* names[kTables] = {"t0", "t1"};
   shardrec_feature_config_t features[kTables];
@@ -86,13 +88,13 @@ Collection* Make(int world, bool dynamic, int64_t capacity, int32_t eviction) {
     shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
     tables[t].name = names[t];
     tables[t].rows = capacity;
-    tables[t].dim = kDim;
+    tables[t].dim = dim;
     tables[t].features = &feature_of[t];
     tables[t].num_features = 1;
     tables[t].dynamic = dynamic ? &dyn : nullptr;
     shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
     cons[t].table = names[t];
-    cons[t].sharding_types = 1u << SHARDREC_SHARDING_ROW_WISE;
+    cons[t].sharding_types = 1u << static_cast<uint32_t>(sharding);
   }
   shardrec_topology_t topo;
   shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
@@ -355,50 +357,8 @@ void BM_EvictionAtScale(benchmark::State& state) {
 constexpr int64_t kDpRows = 20000;
 constexpr int32_t kDpDim = 16;
 Collection* MakeDataParallel(int world, bool dynamic) {
-  auto* c = new Collection;
-  const char* names[kTables] = {"t0", "t1"};
-  shardrec_feature_config_t features[kTables];
-  shardrec_table_config_t tables[kTables];
-  shardrec_table_constraints_t cons[kTables];
-  int32_t feature_of[kTables];
-  shardrec_dynamic_table_config_t dyn;
-  shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
-  for (int t = 0; t < kTables; ++t) {
-    shardrec_feature_config_init(&features[t], SHARDREC_FEATURE_CONFIG_VERSION);
-    features[t].name = names[t];
-    features[t].pooling_factor = kBag;
-    feature_of[t] = t;
-    shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
-    tables[t].name = names[t];
-    tables[t].rows = kDpRows;
-    tables[t].dim = kDpDim;
-    tables[t].features = &feature_of[t];
-    tables[t].num_features = 1;
-    tables[t].dynamic = dynamic ? &dyn : nullptr;
-    shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
-    cons[t].table = names[t];
-    cons[t].sharding_types = 1u << SHARDREC_SHARDING_DATA_PARALLEL;
-  }
-  shardrec_topology_t topo;
-  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-  topo.world_size = world;
-  topo.batch_size = static_cast<int32_t>(kBatch);
-  topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-  Check(shardrec_plan_create(&c->plan, tables, kTables, features, kTables, &topo, cons, kTables),
-        "plan");
-  c->comms.assign(world, nullptr);
-  Check(shardrec_comm_create_local_group(c->comms.data(), world, nullptr), "comms");
-  c->ranks.resize(world);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < world; ++r)
-    ts.emplace_back([c, r] {
-      shardrec_embedding_options_t o;
-      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-      o.num_threads = 1;
-      Check(shardrec_embedding_create(&c->ranks[r].coll, c->plan, c->comms[r], nullptr, &o),
-            "create");
-    });
-  for (auto& t : ts) t.join();
+  Collection* c = Make(world, dynamic, kDpRows, SHARDREC_EVICTION_NONE, kDpDim,
+                       SHARDREC_SHARDING_DATA_PARALLEL);
   for (auto& r : c->ranks) {
     r.out.assign(static_cast<size_t>(kBatch * kTables * kDpDim), 0.0f);
     r.grad.assign(r.out.size(), 1e-4f);
