@@ -124,7 +124,7 @@ class DynamicShard {
   // Asks the cache for slot s's record (s may be SlotIndex::kNone: nothing).
   void PrefetchSlot(int32_t s) const {
     if (s < 0) return;
-    PrefetchLine(records_.data() + s);
+    core::PrefetchLine(records_.data() + s);
   }
   // Moves base_ up to the oldest row's last-seen forward (or as far as the 32-bit range needs,
   // clamping older rows) when now_ would no longer fit relative to it.

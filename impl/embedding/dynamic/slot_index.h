@@ -13,9 +13,9 @@
 #include <emmintrin.h>
 #endif
 
+#include "impl/core/prefetch.h"
 #include "impl/embedding/dynamic/huge_page_allocator.h"
 #include "impl/embedding/dynamic/placement.h"
-#include "impl/embedding/dynamic/prefetch.h"
 
 namespace shardrec::embedding::dynamic {
 
@@ -55,13 +55,13 @@ class SlotIndex {
       if (i + kBucketAhead < n) Prefetch(keys[i + kBucketAhead]);
       if (i + kRecordAhead < n) {
         const int32_t g = Guess(keys[i + kRecordAhead]);
-        if (g != kNone) PrefetchLine(ids + static_cast<size_t>(g) * stride);
+        if (g != kNone) core::PrefetchLine(ids + static_cast<size_t>(g) * stride);
       }
       emit(i, Find(keys[i], ids, stride));
     }
   }
   // Asks the cache for `id`'s bucket (a lookup soon after is then faster).
-  void Prefetch(int64_t id) const { PrefetchLine(&buckets_[Home(Hash(id))]); }
+  void Prefetch(int64_t id) const { core::PrefetchLine(&buckets_[Home(Hash(id))]); }
   // The slot `id` most likely has, from its bucket alone (no id compared), or kNone: for
   // prefetching the slot's data before a Find, never for a decision.
   int32_t Guess(int64_t id) const {
