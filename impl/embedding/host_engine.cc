@@ -57,7 +57,7 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
   // (on a mesh, whose data-parallel group is the world, the outcome, mode and counts are agreed
   // over that group as well), and one all-gather brings the ids. It runs before any sharded table
   // inserts, so a failed gather changes no table.
-  if (PlanHasDynamicTable()) {
+  if (s_.layout.has_dynamic) {
     std::vector<int64_t> dp_words;
     const bool dp_dynamic = dynamic::HasDataParallelDynamic(s_.layout);
     const Status agreed = AgreeForward(local, rb, &dp_words);
@@ -94,11 +94,6 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
                       &s_.jobs, out, nullptr, wire);
   }
   return s;
-}
-
-bool HostEngine::PlanHasDynamicTable() const {
-  return std::any_of(s_.layout.tables.begin(), s_.layout.tables.end(),
-                     [](const TableLayout& t) { return t.dynamic; });
 }
 
 Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,

@@ -42,7 +42,6 @@ class HostEngine final : public Engine {
   // training forward has data-parallel dynamic tables reduced over this communicator, it also
   // agrees every rank's gather size for dp_agree.h (*dp_words, one per rank; else left empty).
   Status AgreeForward(const Status& local, const RoutedBatch& rb, std::vector<int64_t>* dp_words);
-  bool PlanHasDynamicTable() const;
   // The lookups and the return exchange: the travelling rows first, sent by the communication
   // worker while this thread looks up the rows of its own samples.
   Status LookupAndReturn(RoutedBatch& rb);

@@ -80,6 +80,7 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
     tl.key = HashName(cfg.name);
     tl.data_parallel = tp.type == ShardingType::kDataParallel;
     tl.dynamic = cfg.dynamic.enabled;
+    l->has_dynamic = l->has_dynamic || tl.dynamic;
     // Every sharding type takes a dynamic table (docs/dynamic-tables.md, "Placement"): the
     // sharded ones route an id to its row block by hash, and a data-parallel one agrees on each
     // training forward's inserts over the data-parallel group (dynamic/dp_agree.h).
@@ -115,6 +116,7 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
                                        "' must have one shard "
                                        "per rank");
       l->dp_tables.push_back(static_cast<int32_t>(t));
+      if (tl.dynamic) l->dp_dynamic_tables.push_back(static_cast<int32_t>(t));
       l->dp_grad_size += static_cast<size_t>(cfg.rows) * (static_cast<size_t>(cfg.dim) + 1);
     }
     std::sort(tl.blocks.begin(), tl.blocks.end(),

@@ -95,6 +95,8 @@ struct Layout {
   std::vector<std::vector<int32_t>> units_to_rank;  // [rank] -> unit indices in unit order
   std::vector<int32_t> dp_pairs;                    // pairs of data-parallel tables
   std::vector<int32_t> dp_tables;                   // data-parallel tables, in table order
+  std::vector<int32_t> dp_dynamic_tables;           // those of them that are dynamic
+  bool has_dynamic = false;                         // some table of the plan is dynamic
 
   std::vector<LocalShard> local;
   size_t weights_size = 0;       // fp32 weights (floats)

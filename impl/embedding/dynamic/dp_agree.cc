@@ -64,25 +64,15 @@ bool CountDistinct(const std::vector<IdSpan>& spans, size_t occurrences,
   return true;
 }
 
-std::vector<int32_t> DynamicDpTables(const Layout& l) {
-  std::vector<int32_t> out;
-  for (int32_t t : l.dp_tables)
-    if (l.tables[t].dynamic) out.push_back(t);
-  return out;
-}
-
 }  // namespace
 
-bool HasDataParallelDynamic(const Layout& l) {
-  return std::any_of(l.dp_tables.begin(), l.dp_tables.end(),
-                     [&](int32_t t) { return l.tables[t].dynamic; });
-}
+bool HasDataParallelDynamic(const Layout& l) { return !l.dp_dynamic_tables.empty(); }
 
 int64_t DataParallelGatherWords(const Layout& l, const RoutedBatch& rb, DynamicTables& tables) {
   DynamicTables::DataParallel& dp = tables.data_parallel();
   dp.block.clear();
   dp.block_ready = false;
-  const std::vector<int32_t> dyn = DynamicDpTables(l);
+  const std::vector<int32_t>& dyn = l.dp_dynamic_tables;
   if (dyn.empty()) return 0;
   dp.block.assign(2 * dyn.size(), 0);
   for (size_t i = 0; i < dyn.size(); ++i) {
@@ -141,7 +131,7 @@ Status AgreeDataParallelGroup(comm::Communicator& dp, const Status& agreed, bool
 Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int64_t>& words,
                                 const Layout& l, RoutedBatch& rb, DynamicTables& tables,
                                 ParamStore& params, uint64_t seed) {
-  const std::vector<int32_t> dyn = DynamicDpTables(l);
+  const std::vector<int32_t>& dyn = l.dp_dynamic_tables;
   if (dyn.empty()) return Status::Ok();
   DynamicTables::DataParallel& dp = tables.data_parallel();
   if (!dp.block_ready) DataParallelGatherWords(l, rb, tables);
@@ -263,7 +253,7 @@ Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int6
 
 void LookupDataParallel(const Layout& l, RoutedBatch& rb, DynamicTables& tables,
                         ParamStore& params) {
-  for (int32_t t : DynamicDpTables(l)) {
+  for (int32_t t : l.dp_dynamic_tables) {
     const int32_t li = l.tables[t].shard_local[static_cast<size_t>(l.rank)];
     DynamicShard* shard = tables.Shard(li);
     SR_CHECK(shard != nullptr);
