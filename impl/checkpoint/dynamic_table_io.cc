@@ -13,6 +13,7 @@
 #include "impl/checkpoint/copy.h"
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/record_copy.h"
+#include "impl/comm/gather_bytes.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
 #include "impl/core/element.h"
@@ -100,22 +101,15 @@ Status GatherTable(embedding::EmbeddingCollection& coll, int32_t t, const TableT
     }
   }
   std::memcpy(blob.data(), &entries, sizeof(entries));
-  const int n = comm.Size();
-  uint64_t my_size = blob.size();
-  std::vector<uint64_t> sizes64(static_cast<size_t>(n));
-  const std::vector<size_t> ones(static_cast<size_t>(n), 1);
-  SR_RETURN_IF_ERROR(comm.AllGatherV(&my_size, 1, sizes64.data(), ones, DType::kInt64));
-  const std::vector<size_t> sizes(sizes64.begin(), sizes64.end());
-  size_t total = 0;
-  for (size_t x : sizes) total += x;
-  std::vector<uint8_t> all(total);
-  SR_RETURN_IF_ERROR(comm.AllGatherV(blob.data(), blob.size(), all.data(), sizes, DType::kUInt8));
+  std::vector<uint8_t> all;
+  std::vector<size_t> sizes;
+  SR_RETURN_IF_ERROR(comm::AllGatherBytes(comm, blob.data(), blob.size(), &all, &sizes));
 
   std::vector<int64_t> offsets(ntensors + 1, 0);  // of each tensor in a merged row
   for (size_t k = 0; k < ntensors; ++k) offsets[k + 1] = offsets[k] + tt.widths[k];
   std::map<int64_t, std::vector<float>> rows;
   const uint8_t* p = all.data();
-  for (int r = 0; r < n; ++r) {
+  for (size_t r = 0; r < sizes.size(); ++r) {
     const int64_t ne = GetValue<int64_t>(p);
     for (int64_t e = 0; e < ne; ++e) {
       const int64_t id = GetValue<int64_t>(p);

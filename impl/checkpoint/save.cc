@@ -13,6 +13,7 @@
 #include "impl/checkpoint/copy.h"
 #include "impl/checkpoint/dynamic_io.h"
 #include "impl/checkpoint/format.h"
+#include "impl/comm/gather_bytes.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
 #include "impl/core/rng.h"
@@ -324,15 +325,9 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
 
   // Every rank's file description reaches rank 0 (an all-gather: the communicator's primitive).
   const std::string mine = sources.empty() ? std::string() : FileEntryToJson(entry);
-  std::vector<size_t> sizes(comm.Size());
-  uint64_t my_size = mine.size();
-  std::vector<uint64_t> all_sizes(comm.Size());
-  std::vector<size_t> ones(comm.Size(), 1);
-  SR_RETURN_IF_ERROR(comm.AllGatherV(&my_size, 1, all_sizes.data(), ones, DType::kInt64));
-  size_t total = 0;
-  for (int r = 0; r < comm.Size(); ++r) total += sizes[r] = all_sizes[r];
-  std::string all(total, '\0');
-  SR_RETURN_IF_ERROR(comm.AllGatherV(mine.data(), mine.size(), all.data(), sizes, DType::kUInt8));
+  std::vector<uint8_t> all;
+  std::vector<size_t> sizes;
+  SR_RETURN_IF_ERROR(comm::AllGatherBytes(comm, mine.data(), mine.size(), &all, &sizes));
 
   local = Status::Ok();
   if (comm.Rank() == 0) {
@@ -341,7 +336,8 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     for (int r = 0; r < comm.Size() && local.ok(); ++r) {
       if (sizes[r] > 0) {
         FileEntry f;
-        local = FileEntryFromJson(all.substr(pos, sizes[r]), &f);
+        local = FileEntryFromJson(
+            std::string(reinterpret_cast<const char*>(all.data()) + pos, sizes[r]), &f);
         m.files.push_back(std::move(f));
       }
       pos += sizes[r];

@@ -16,4 +16,5 @@ list(APPEND SHARDREC_COMM_SOURCES
   gloo_interrupt.cc
   gloo_collectives.cc
   factory.cc
-  work.cc)
+  work.cc
+  gather_bytes.cc)

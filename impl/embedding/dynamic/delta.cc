@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "impl/comm/gather_bytes.h"
 #include "impl/core/element.h"
 #include "impl/embedding/collection.h"
 
@@ -86,21 +87,14 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
   blob.insert(blob.end(), mine.begin(), mine.end());
   for (int64_t x : tombs) PutValue<int64_t>(&blob, x);
 
-  const int n = comm.Size();
-  uint64_t my_size = blob.size();
-  std::vector<uint64_t> sizes64(static_cast<size_t>(n));
-  const std::vector<size_t> ones(static_cast<size_t>(n), 1);
-  SR_RETURN_IF_ERROR(comm.AllGatherV(&my_size, 1, sizes64.data(), ones, DType::kInt64));
-  std::vector<size_t> sizes(sizes64.begin(), sizes64.end());
-  size_t total = 0;
-  for (size_t x : sizes) total += x;
-  std::vector<uint8_t> all(total);
-  SR_RETURN_IF_ERROR(comm.AllGatherV(blob.data(), blob.size(), all.data(), sizes, DType::kUInt8));
+  std::vector<uint8_t> all;
+  std::vector<size_t> sizes;
+  SR_RETURN_IF_ERROR(comm::AllGatherBytes(comm, blob.data(), blob.size(), &all, &sizes));
 
   std::map<int64_t, std::vector<float>> rows;
   std::set<int64_t> evicted;
   const uint8_t* p = all.data();
-  for (int r = 0; r < n; ++r) {
+  for (size_t r = 0; r < sizes.size(); ++r) {
     const int64_t ne = GetValue<int64_t>(p), nt = GetValue<int64_t>(p);
     for (int64_t e = 0; e < ne; ++e) {
       const int64_t id = GetValue<int64_t>(p);
