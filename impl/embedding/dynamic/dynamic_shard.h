@@ -113,10 +113,6 @@ class DynamicShard {
   // queue_ becomes the first rows of this forward's candidates in eviction order, at least
   // `need`; under LFU lfu_side_ the rows this forward saw that order before the queue's last.
   void BuildQueue(int64_t need);
-  // Every row this forward did not see into candidates_, with its 128-bit eviction key (`lfu`:
-  // with its count; TTL's recency is checked where victims are taken: a row too recent now may
-  // leave later).
-  void CollectCandidates(bool lfu);
   // SCORE: victims_ from one pass over the rows (dynamic_shard_victims.cc).
   void SelectByScore(size_t need);
   // Orders the `k` smallest keys of candidates_ first and drops the rest.
@@ -180,6 +176,17 @@ class DynamicShard {
     int32_t slot;
   };
   std::vector<Candidate> candidates_, scratch_;  // scratch of SelectVictims
+  // Slot `slot`'s candidate with its 128-bit eviction key under the policy
+  // (dynamic_shard_victims.cc), and the order of those keys.
+  Candidate KeyOf(int32_t slot) const;
+  static bool KeyLess(const Candidate& a, const Candidate& b) {
+    return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+  }
+  // Every row this forward did not see into candidates_, with its key (TTL's recency is checked
+  // where victims are taken: a row too recent now may leave later).
+  void CollectCandidates();
+  // Gives candidates_ and scratch_ back when they are large (their scans are rare there).
+  void ReleaseLargeScratch();
   // The first rows in eviction order that a scan of the whole shard found, consumed over the next
   // forwards (a table of millions of slots is then scanned once per many forwards, not per
   // forward). An entry is stale once its slot's last-seen forward or count differs: the row was

@@ -38,24 +38,32 @@ uint64_t ScoreBits(double score) {
 
 }  // namespace
 
-void DynamicShard::CollectCandidates(bool lfu) {
-  // The policy's order as one 128-bit key per candidate: hi is, for LRU, TTL and LFU,
-  // (LFU's count, else 0) << 32 | last seen (relative to base_, the same for every row), for
-  // SCORE the caller's score in order-preserving bits; lo the id with its sign bit flipped. So the
-  // unsigned order of (hi, lo) is the order of (count, last seen, id) or (score, id). Keys are
-  // distinct (ids are), so any exact selection by key gives exactly the victims, in the order,
-  // that a sort of every candidate by (count, last seen, id) or (score, id) would.
+DynamicShard::Candidate DynamicShard::KeyOf(int32_t slot) const {
+  // The policy's order as one 128-bit key: hi is, for LRU, TTL and LFU, (LFU's count, else 0)
+  // << 32 | last seen (relative to base_, the same for every row), for SCORE the caller's score
+  // in order-preserving bits; lo the id with its sign bit flipped. So the unsigned order of
+  // (hi, lo) is the order of (count, last seen, id) or (score, id). Keys are distinct (ids are),
+  // so any exact selection by key gives exactly the victims, in the order, that a sort of every
+  // candidate by (count, last seen, id) or (score, id) would.
+  const SlotRecord& m = records_[static_cast<size_t>(slot)];
+  const uint64_t hi =
+      config_.eviction == Eviction::kScore
+          ? ScoreBits(score_[static_cast<size_t>(slot)])
+          : (uint64_t{config_.eviction == Eviction::kLfu ? m.count : 0u} << 32) | m.seen;
+  return Candidate{hi, static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63), slot};
+}
+
+void DynamicShard::CollectCandidates() {
   const uint32_t now = NowRel();
-  const bool score = config_.eviction == Eviction::kScore;
   candidates_.clear();
-  for (int64_t s = 0; s < used_; ++s) {
-    const SlotRecord& m = records_[s];
-    if (m.seen == now) continue;
-    const uint64_t hi = score ? ScoreBits(score_[static_cast<size_t>(s)])
-                              : (uint64_t{lfu ? m.count : 0u} << 32) | m.seen;
-    candidates_.push_back(
-        {hi, static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63), static_cast<int32_t>(s)});
-  }
+  for (int64_t s = 0; s < used_; ++s)
+    if (records_[s].seen != now) candidates_.push_back(KeyOf(static_cast<int32_t>(s)));
+}
+
+void DynamicShard::ReleaseLargeScratch() {
+  if (candidates_.capacity() <= kKeepScratchCandidates) return;
+  std::vector<Candidate>().swap(candidates_);
+  std::vector<Candidate>().swap(scratch_);
 }
 
 void DynamicShard::KeepSmallest(size_t k) {
@@ -65,9 +73,7 @@ void DynamicShard::KeepSmallest(size_t k) {
   k = std::min(k, candidates_.size());
   if (k < candidates_.size() / 2) {
     std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<int64_t>(k),
-                     candidates_.end(), [](const Candidate& a, const Candidate& b) {
-                       return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
-                     });
+                     candidates_.end(), KeyLess);
     candidates_.resize(k);
   }
   RadixSort<16>(&candidates_, &scratch_, [](const Candidate& c, int d) -> size_t {
@@ -82,16 +88,7 @@ bool DynamicShard::TakeQueued(int64_t need) {
   // while they last. Under TTL the first live entry that is too recent ends the victims: every
   // later row is at least as recent.
   const uint32_t now = NowRel();
-  const bool lfu = config_.eviction == Eviction::kLfu;
   const bool ttl = config_.eviction == Eviction::kTtl;
-  auto key = [this, lfu](int32_t slot) {
-    const SlotRecord& m = records_[static_cast<size_t>(slot)];
-    return Candidate{(uint64_t{lfu ? m.count : 0u} << 32) | m.seen,
-                     static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63), slot};
-  };
-  auto less = [](const Candidate& a, const Candidate& b) {
-    return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
-  };
   // The side list's rows still below the bound: those this forward saw stay noted for later
   // forwards; the others are this forward's candidates, in order, once.
   std::vector<Candidate> side;
@@ -102,9 +99,9 @@ bool DynamicShard::TakeQueued(int64_t need) {
     if (m.seen == now)
       seen_now.push_back(slot);
     else
-      side.push_back(key(slot));
+      side.push_back(KeyOf(slot));
   }
-  std::sort(side.begin(), side.end(), less);
+  std::sort(side.begin(), side.end(), KeyLess);
   side.erase(std::unique(side.begin(), side.end(),
                          [](const Candidate& a, const Candidate& b) { return a.slot == b.slot; }),
              side.end());
@@ -119,7 +116,8 @@ bool DynamicShard::TakeQueued(int64_t need) {
     while (i < queue_.size() && !live(queue_[i])) ++i;
     const bool from_queue = i < queue_.size();
     if (!from_queue && j == side.size()) break;
-    const bool take_queue = from_queue && (j == side.size() || less(key(queue_[i].slot), side[j]));
+    const bool take_queue =
+        from_queue && (j == side.size() || KeyLess(KeyOf(queue_[i].slot), side[j]));
     const int32_t slot = take_queue ? queue_[i].slot : side[j].slot;
     if (ttl && int64_t{now - records_[static_cast<size_t>(slot)].seen} <= config_.ttl_steps) {
       ended = true;
@@ -144,8 +142,7 @@ bool DynamicShard::TakeQueued(int64_t need) {
 }
 
 void DynamicShard::BuildQueue(int64_t need) {
-  const bool lfu = config_.eviction == Eviction::kLfu;
-  CollectCandidates(lfu);
+  CollectCandidates();
   const size_t n = candidates_.size();
   const size_t k = std::max(static_cast<size_t>(need) * kQueueForwards,
                             static_cast<size_t>(used_) / kQueueShardFraction);
@@ -161,7 +158,7 @@ void DynamicShard::BuildQueue(int64_t need) {
   queue_forward_ = now_;
   lfu_side_.clear();
   lfu_bound_count_ = 0;
-  if (lfu && !queue_.empty()) {
+  if (config_.eviction == Eviction::kLfu && !queue_.empty()) {
     // From now on a row whose count stays below the last entry's orders before it (its last-seen
     // forward is later, so an equal count orders after). The rows this forward already saw are
     // noted here; later touches and new rows note themselves.
@@ -172,45 +169,34 @@ void DynamicShard::BuildQueue(int64_t need) {
       if (records_[s].seen == now && records_[s].count < lfu_bound_count_)
         lfu_side_.push_back(static_cast<int32_t>(s));
   }
-  if (n > kKeepScratchCandidates) {
-    std::vector<Candidate>().swap(candidates_);
-    std::vector<Candidate>().swap(scratch_);
-  }
+  ReleaseLargeScratch();
 }
 
 void DynamicShard::SelectByScore(size_t need) {
   if (need * kHeapFraction >= static_cast<size_t>(used_)) {
-    CollectCandidates(false);
+    CollectCandidates();
     KeepSmallest(need);
   } else {
     // Few leave: the `need` smallest keys in a bounded max-heap during one pass over the rows
     // (most rows fail one comparison with its top), so no buffer of every row is written.
-    auto less = [](const Candidate& a, const Candidate& b) {
-      return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
-    };
     const uint32_t now = NowRel();
     candidates_.clear();
     for (int64_t s = 0; s < used_; ++s) {
-      const SlotRecord& m = records_[s];
-      if (m.seen == now) continue;
-      const Candidate c{ScoreBits(score_[static_cast<size_t>(s)]),
-                        static_cast<uint64_t>(m.id) ^ (uint64_t{1} << 63), static_cast<int32_t>(s)};
+      if (records_[s].seen == now) continue;
+      const Candidate c = KeyOf(static_cast<int32_t>(s));
       if (candidates_.size() < need) {
         candidates_.push_back(c);
-        std::push_heap(candidates_.begin(), candidates_.end(), less);
-      } else if (less(c, candidates_.front())) {
-        std::pop_heap(candidates_.begin(), candidates_.end(), less);
+        std::push_heap(candidates_.begin(), candidates_.end(), KeyLess);
+      } else if (KeyLess(c, candidates_.front())) {
+        std::pop_heap(candidates_.begin(), candidates_.end(), KeyLess);
         candidates_.back() = c;
-        std::push_heap(candidates_.begin(), candidates_.end(), less);
+        std::push_heap(candidates_.begin(), candidates_.end(), KeyLess);
       }
     }
-    std::sort_heap(candidates_.begin(), candidates_.end(), less);
+    std::sort_heap(candidates_.begin(), candidates_.end(), KeyLess);
   }
   for (const Candidate& c : candidates_) victims_.push_back(c.slot);
-  if (candidates_.capacity() > kKeepScratchCandidates) {
-    std::vector<Candidate>().swap(candidates_);
-    std::vector<Candidate>().swap(scratch_);
-  }
+  ReleaseLargeScratch();
 }
 
 void DynamicShard::SelectVictims(int64_t need) {
