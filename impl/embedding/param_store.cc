@@ -10,6 +10,7 @@
 #include "impl/core/check.h"
 #include "impl/core/half.h"
 #include "impl/core/host_memory.h"
+#include "impl/core/prefetch.h"
 #include "impl/core/rng.h"
 
 namespace shardrec::embedding {
@@ -112,34 +113,54 @@ SHARDREC_DRAW_CLONES void DrawBits(uint64_t seed, uint64_t key, uint64_t row,
 
 }  // namespace
 
-void ParamStore::InitRowForId(const LocalShard& ls, int64_t row, int64_t id, uint64_t seed) {
-  // Called for every row a dynamic table creates (thousands per step under eviction), so it
-  // draws exactly what InitRow draws with less work: no allocation, and the innermost mix of
-  // UniformAt, which depends on the column alone, computed once per shard's columns per thread.
+void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> slots,
+                                std::span<const int64_t> ids, uint64_t seed) {
+  // Called once per dynamic shard and forward with every row it created (thousands per step under
+  // eviction), so it draws exactly what InitRow draws with less work: no allocation, the range
+  // once, and the innermost mix of UniformAt, which depends on the column alone, once per shard's
+  // columns per thread. An evicted slot's row and state have not been touched for a while: they
+  // are asked of the cache for writing a few rows ahead, so those misses overlap the drawing.
+  SR_CHECK(!on_device() && slots.size() == ids.size());
+  if (slots.empty()) return;
   thread_local std::vector<float> values;
   thread_local std::vector<uint64_t> col_mix;
+  thread_local std::vector<uint32_t> bits;
   thread_local int64_t mixed_offset = -1;
   const size_t cols = static_cast<size_t>(ls.cols);
   values.resize(cols);
+  bits.resize(cols);
   const InitRange init = InitOf(ls);
-  if (init.constant) {
-    std::fill(values.begin(), values.end(), init.low);
-  } else {
-    if (mixed_offset != ls.col_offset || col_mix.size() != cols) {
-      col_mix.resize(cols);
-      for (size_t c = 0; c < cols; ++c)
-        col_mix[c] = Mix64(static_cast<uint64_t>(ls.col_offset) + c);
-      mixed_offset = ls.col_offset;
-    }
-    thread_local std::vector<uint32_t> bits;
-    bits.resize(cols);
-    DrawBits(seed, init.key, static_cast<uint64_t>(id), col_mix.data(), cols, bits.data());
-    const float span = init.high - init.low;
-    for (size_t c = 0; c < cols; ++c)
-      values[c] = init.low + span * (static_cast<float>(bits[c]) * (1.0f / 16777216.0f));
+  if (!init.constant && (mixed_offset != ls.col_offset || col_mix.size() != cols)) {
+    col_mix.resize(cols);
+    for (size_t c = 0; c < cols; ++c) col_mix[c] = Mix64(static_cast<uint64_t>(ls.col_offset) + c);
+    mixed_offset = ls.col_offset;
   }
-  WriteRow(ls, row, values.data());
-  ClearState(ls, row);
+  const auto& specs = layout_->tables[ls.table].state_specs;
+  const size_t elem = ls.dtype == DType::kFloat32 ? sizeof(float) : sizeof(uint16_t);
+  auto prefetch = [&](int64_t row) {
+    core::PrefetchLinesForWrite(static_cast<char*>(ShardWeights(ls)) + row * cols * elem,
+                                static_cast<int64_t>(cols * elem));
+    for (size_t k = 0; k < specs.size(); ++k) {
+      const size_t width = specs[k].row_wise ? 1 : cols;
+      core::PrefetchLinesForWrite(State(ls, k) + row * width,
+                                  static_cast<int64_t>(width * sizeof(float)));
+    }
+  };
+  constexpr size_t kAhead = 4;
+  for (size_t i = 0; i < std::min(kAhead, slots.size()); ++i) prefetch(slots[i]);
+  const float span = init.high - init.low;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (i + kAhead < slots.size()) prefetch(slots[i + kAhead]);
+    if (init.constant) {
+      std::fill(values.begin(), values.end(), init.low);
+    } else {
+      DrawBits(seed, init.key, static_cast<uint64_t>(ids[i]), col_mix.data(), cols, bits.data());
+      for (size_t c = 0; c < cols; ++c)
+        values[c] = init.low + span * (static_cast<float>(bits[c]) * (1.0f / 16777216.0f));
+    }
+    WriteRow(ls, slots[i], values.data());
+    ClearState(ls, slots[i]);
+  }
 }
 
 void ParamStore::ClearRow(const LocalShard& ls, int64_t row) {

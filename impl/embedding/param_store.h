@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "impl/core/device.h"
@@ -57,10 +58,12 @@ class ParamStore {
   // The optimizer's view of local shard `local`.
   optim::ShardParams Params(int32_t local);
 
-  // Dynamic tables (host arenas only): a slot given to id `id` takes the initial values a fixed
-  // table's row `id` would (the counter RNG keyed by (seed, table, id, column)) and zero
-  // optimizer state; ClearRow zeroes a row's weights and optimizer state (the zero row).
-  void InitRowForId(const LocalShard& ls, int64_t row, int64_t id, uint64_t seed);
+  // Dynamic tables (host arenas only): each slots[i] given to id ids[i] takes the initial values
+  // a fixed table's row ids[i] would (the counter RNG keyed by (seed, table, id, column)) and
+  // zero optimizer state; the spans have the same length. ClearRow zeroes a row's weights and
+  // optimizer state (the zero row).
+  void InitRowsForIds(const LocalShard& ls, std::span<const int32_t> slots,
+                      std::span<const int64_t> ids, uint64_t seed);
   void ClearRow(const LocalShard& ls, int64_t row);
 
   int64_t step() const { return step_; }

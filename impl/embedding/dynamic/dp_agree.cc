@@ -245,8 +245,9 @@ Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int6
       }
     }
     params.ClearRow(ls, shard->slots());  // the zero row, which the last backward trained
-    shard->Translate(spans,
-                     [&](int32_t slot, int64_t id) { params.InitRowForId(ls, slot, id, seed); });
+    shard->Translate(spans, [&](std::span<const int32_t> slots, std::span<const int64_t> ids) {
+      params.InitRowsForIds(ls, slots, ids, seed);
+    });
   }
   return Status::Ok();
 }

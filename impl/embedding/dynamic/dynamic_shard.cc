@@ -103,8 +103,7 @@ void DynamicShard::Rebase() {
   ClearQueue();
 }
 
-void DynamicShard::Translate(std::span<const IdSpan> ids,
-                             const std::function<void(int32_t, int64_t)>& init) {
+void DynamicShard::Translate(std::span<const IdSpan> ids, const InitRows& init) {
   ++now_;
   if (now_ - base_ > int64_t{UINT32_MAX}) Rebase();
   const uint32_t now = NowRel();
@@ -171,11 +170,20 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
   victims_.clear();
   if (need > 0 && config_.eviction != Eviction::kNone) SelectVictims(need);
   size_t v = 0;
+  created_slots_.clear();
+  created_ids_.clear();
+  // A victim's record and index bucket are cold (its row was not seen for a while): the record
+  // is fetched kVictimAhead victims ahead and, once it has arrived, the bucket its id names half
+  // as far ahead.
+  constexpr size_t kVictimAhead = 8;
   for (size_t k = 0; k < pending_.size(); ++k) {
     int32_t slot;
     if (used_ < slots_) {
       slot = static_cast<int32_t>(used_++);
     } else if (v < victims_.size()) {
+      if (v + kVictimAhead < victims_.size()) PrefetchSlot(victims_[v + kVictimAhead]);
+      if (v + kVictimAhead / 2 < victims_.size())
+        index_.Prefetch(records_[static_cast<size_t>(victims_[v + kVictimAhead / 2])].id);
       slot = victims_[v++];
       if (tracking_) tombstones_.push_back(records_[slot].id);
       index_.Erase(records_[slot].id, IdBase(), kIdStride);
@@ -190,9 +198,11 @@ void DynamicShard::Translate(std::span<const IdSpan> ids,
     index_.Insert(pending_[k], slot);
     SetDirty(slot);
     group_slot_[pending_group_[k]] = slot;
-    init(slot, pending_[k]);
+    created_slots_.push_back(slot);
+    created_ids_.push_back(pending_[k]);
     ++last_.inserted;
   }
+  if (!created_slots_.empty()) init(created_slots_, created_ids_);
   const int64_t zero_row = slots_;
   for (size_t g = 0; g + 1 < group_begin_.size(); ++g) {
     const int64_t row = group_slot_[g] == SlotIndex::kNone ? zero_row : group_slot_[g];

@@ -38,11 +38,15 @@ class DynamicShard {
  public:
   // An empty shard of `slots` (>= 1) slots under `config`.
   void Reset(const sharding::DynamicConfig& config, int64_t slots);
+  // What sets the rows a forward created: slots[i] was given to ids[i]; it must set their weights
+  // and clear their optimizer state.
+  using InitRows =
+      std::function<void(std::span<const int32_t> slots, std::span<const int64_t> ids)>;
   // One training forward: every id of `ids` (any order, repeated) becomes its slot, or slots()
   // (the zero row) when it has no row. Decisions follow the distinct ids in ascending order, so
-  // they depend on the ids alone. `init(slot, id)` is called for each slot given to a new id,
-  // which must set its weights and clear its optimizer state.
-  void Translate(std::span<const IdSpan> ids, const std::function<void(int32_t, int64_t)>& init);
+  // they depend on the ids alone. `init` is called once, at the end, when the forward created
+  // rows (in the order it created them).
+  void Translate(std::span<const IdSpan> ids, const InitRows& init);
 
   // An evaluation forward (docs/dynamic-tables.md, "Evaluation"): every id of `ids` becomes its
   // slot, or slots() (the zero row) when it has no row; nothing else changes (no touch, count,
@@ -170,6 +174,8 @@ class DynamicShard {
   std::vector<uint32_t> pending_count_;
   std::vector<size_t> pending_group_;
   std::vector<int32_t> victims_;
+  std::vector<int32_t> created_slots_;  // the rows this forward created, for InitRows
+  std::vector<int64_t> created_ids_;
   struct Candidate {
     uint64_t hi;  // (LFU's count, 0 otherwise) << 32 | last seen relative to base_
     uint64_t lo;  // the id, sign bit flipped (unsigned order = the ids' order)

@@ -34,8 +34,9 @@ void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStor
         int64_t* rows = const_cast<int64_t*>(run.rows) + begin;
         e.spans.emplace_back(rows, static_cast<size_t>(run.num_ids()));
       }
-      e.shard.Translate(e.spans,
-                        [&](int32_t slot, int64_t id) { params.InitRowForId(ls, slot, id, seed); });
+      e.shard.Translate(e.spans, [&](std::span<const int32_t> slots, std::span<const int64_t> ids) {
+        params.InitRowsForIds(ls, slots, ids, seed);
+      });
     }
   });
 }

@@ -58,7 +58,7 @@ TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
 // One training forward of `ids` (one span); returns the rows they became.
 std::vector<int64_t> Step(DynamicShard* shard, std::vector<int64_t> ids) {
   std::vector<IdSpan> spans{IdSpan(ids)};
-  shard->Translate(spans, [](int32_t, int64_t) {});
+  shard->Translate(spans, [](std::span<const int32_t>, std::span<const int64_t>) {});
   return ids;
 }
 
