@@ -103,12 +103,18 @@ namespace {
 #endif
 
 // The 24 random bits of UniformAt(seed, key, row, col) for each column, given Mix64(col) per
-// column. Integer work only, so the AVX-512 clone (8 lanes of 64-bit multiplies) gives the same
-// bits as the default one; the float arithmetic stays in the caller, compiled once.
+// column; `mixed` is scratch of `cols` values. Integer work only, so the AVX-512 clone (8 lanes
+// of 64-bit multiplies) gives the same bits as the default one; the float arithmetic stays in the
+// caller, compiled once. One pass per mix: an element's three mixes form a chain of six
+// multiplies (about 100 cycles), and with the chain in one loop the scheduler held too few
+// iterations to overlap them (110 cycles per 16 columns measured); each pass's elements are
+// independent, so a pass runs at the multiplier's throughput.
 SHARDREC_DRAW_CLONES void DrawBits(uint64_t seed, uint64_t key, uint64_t row,
-                                   const uint64_t* col_mix, size_t cols, uint32_t* out) {
-  for (size_t c = 0; c < cols; ++c)
-    out[c] = static_cast<uint32_t>(Mix64(seed ^ Mix64(key ^ Mix64(row ^ col_mix[c]))) >> 40);
+                                   const uint64_t* col_mix, size_t cols, uint64_t* mixed,
+                                   uint32_t* out) {
+  for (size_t c = 0; c < cols; ++c) mixed[c] = Mix64(row ^ col_mix[c]);
+  for (size_t c = 0; c < cols; ++c) mixed[c] = Mix64(key ^ mixed[c]);
+  for (size_t c = 0; c < cols; ++c) out[c] = static_cast<uint32_t>(Mix64(seed ^ mixed[c]) >> 40);
 }
 
 }  // namespace
@@ -125,10 +131,12 @@ void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> s
   thread_local std::vector<float> values;
   thread_local std::vector<uint64_t> col_mix;
   thread_local std::vector<uint32_t> bits;
+  thread_local std::vector<uint64_t> mixed;
   thread_local int64_t mixed_offset = -1;
   const size_t cols = static_cast<size_t>(ls.cols);
   values.resize(cols);
   bits.resize(cols);
+  mixed.resize(cols);
   const InitRange init = InitOf(ls);
   if (!init.constant && (mixed_offset != ls.col_offset || col_mix.size() != cols)) {
     col_mix.resize(cols);
@@ -154,7 +162,8 @@ void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> s
     if (init.constant) {
       std::fill(values.begin(), values.end(), init.low);
     } else {
-      DrawBits(seed, init.key, static_cast<uint64_t>(ids[i]), col_mix.data(), cols, bits.data());
+      DrawBits(seed, init.key, static_cast<uint64_t>(ids[i]), col_mix.data(), cols, mixed.data(),
+               bits.data());
       for (size_t c = 0; c < cols; ++c)
         values[c] = init.low + span * (static_cast<float>(bits[c]) * (1.0f / 16777216.0f));
     }
