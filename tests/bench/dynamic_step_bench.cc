@@ -5,12 +5,13 @@
 // the fixed ids passed through a bijection, so the same rows are hit), at world 1 and 2 (ranks as
 // threads). The two steps alternate within each iteration; the counter fixed_over_dynamic is the
 // ratio of the median steps (target >= 0.8). BM_DynamicEviction: Zipf ids (s = 1.05) over 200k
-// values, a dynamic table with room for all of them against one with room for half the distinct
-// ids of its batches under LRU (evicting every step at steady state); evicting_over_roomy is the
-// ratio of the median steps (target <= 1.5). BM_DataParallelDynamic: the step at world 2 of two
-// data-parallel tables (20k rows, dim 16, Zipf or uniform ids) as dynamic tables (whose forward
-// gathers every rank's ids, as distinct ids with counts when that is shorter) against the same
-// fixed data-parallel tables; fixed_over_dynamic is the ratio of the median steps.
+// values in 4 or 32 batches replayed in turn, a dynamic table with room for all of them against
+// one with room for half the distinct ids of its batches under LRU (evicting every step at steady
+// state); evicting_over_roomy is the ratio of the median steps (target <= 1.5), new_row_share the
+// rows created per step over the ids the step's table t0 looks up. BM_DataParallelDynamic: the step
+// at world 2 of two data-parallel tables (20k rows, dim 16, Zipf or uniform ids) as dynamic tables
+// (whose forward gathers every rank's ids, as distinct ids with counts when that is shorter)
+// against the same fixed data-parallel tables; fixed_over_dynamic is the ratio of the median steps.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -153,15 +154,15 @@ double Step(Collection* c, int k) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Gives every rank of `c` kRotation batches of ids drawn by `draw` (scattered when dynamic).
+// Gives every rank of `c` `batches` batches of ids drawn by `draw` (scattered when dynamic).
 template <typename Draw>
-void Fill(Collection* c, uint64_t seed, Draw&& draw, bool scatter) {
+void Fill(Collection* c, uint64_t seed, Draw&& draw, bool scatter, int batches = kRotation) {
   for (size_t r = 0; r < c->ranks.size(); ++r) {
     Rank& rank = c->ranks[r];
     std::mt19937_64 rng(seed + r);
-    rank.lengths.assign(kRotation, {});
-    rank.ids.assign(kRotation, {});
-    for (int k = 0; k < kRotation; ++k)
+    rank.lengths.assign(batches, {});
+    rank.ids.assign(batches, {});
+    for (int k = 0; k < batches; ++k)
       for (int t = 0; t < kTables; ++t)
         for (int64_t b = 0; b < kBatch; ++b) {
           const int32_t len = kBag - 4 + static_cast<int32_t>(rng() % 9);
@@ -249,11 +250,19 @@ shardrec_dynamic_table_stats_t ReportEviction(benchmark::State& state, Collectio
   state.counters["evicting_ms"] = Median(tight_steps) * 1e3;
   state.counters["evicting_over_roomy"] = Median(tight_steps) / Median(roomy_steps);
   state.counters["evicted_per_step"] = static_cast<double>(st.last_evicted);
+  // Over the ids of t0 in an average batch (the first kBatch lengths of each).
+  const Rank& r0 = tight->ranks[0];
+  double looked_up = 0;
+  for (const auto& lengths : r0.lengths)
+    for (int64_t b = 0; b < kBatch; ++b) looked_up += lengths[b];
+  looked_up /= static_cast<double>(r0.lengths.size());
+  state.counters["new_row_share"] = static_cast<double>(st.last_inserted) / looked_up;
   return st;
 }
 
 void BM_DynamicEviction(benchmark::State& state) {
   constexpr int world = 1;
+  const int batches = static_cast<int>(state.range(0));
   // Zipf(1.05) over kRows distinct ids, sampled from its CDF.
   std::vector<double> cdf(kRows);
   double sum = 0;
@@ -265,11 +274,11 @@ void BM_DynamicEviction(benchmark::State& state) {
     return static_cast<int64_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
   };
   Collection* roomy = Make(world, true, kRows, SHARDREC_EVICTION_LRU);
-  Fill(roomy, 29, zipf, true);
-  // The distinct ids table t0 sees over the rotation (its ids lead each batch): the evicting
+  Fill(roomy, 29, zipf, true, batches);
+  // The distinct ids table t0 sees over the batches (its ids lead each batch): the evicting
   // table has room for half of them.
   std::vector<int64_t> seen;
-  for (int k = 0; k < kRotation; ++k) {
+  for (int k = 0; k < batches; ++k) {
     const Rank& r0 = roomy->ranks[0];
     int64_t n = 0;
     for (int64_t b = 0; b < kBatch; ++b) n += r0.lengths[k][b];
@@ -278,15 +287,16 @@ void BM_DynamicEviction(benchmark::State& state) {
   std::sort(seen.begin(), seen.end());
   const int64_t distinct = std::unique(seen.begin(), seen.end()) - seen.begin();
   Collection* tight = Make(world, true, distinct / 2, SHARDREC_EVICTION_LRU);
-  Fill(tight, 29, zipf, true);
-  for (int k = 0; k < 3 * kRotation; ++k) {  // steady state: the tight table is full
-    Step(roomy, k % kRotation);
-    Step(tight, k % kRotation);
+  Fill(tight, 29, zipf, true, batches);
+  // Steady state: the tight table is full and every batch has been seen at least twice.
+  for (int k = 0; k < std::max(3 * batches, 2 * batches + 8); ++k) {
+    Step(roomy, k % batches);
+    Step(tight, k % batches);
   }
   std::vector<double> tr, tt;
   int k = 0;
   for (auto _ : state) {
-    const int batch = k++ % kRotation;
+    const int batch = k++ % batches;
     tr.push_back(Step(roomy, batch));
     tt.push_back(Step(tight, batch));
     state.SetIterationTime(tr.back() + tt.back());
@@ -424,7 +434,15 @@ BENCHMARK(BM_DynamicVsFixed)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(120);
-BENCHMARK(BM_DynamicEviction)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(120);
+// 4: a replay of four batches, LRU's worst case (an id of the tail recurs exactly every fourth
+// step, after more distinct ids than the table holds); 32: a Zipf stream (32 batches replayed,
+// so the roomy table's ids all exist).
+BENCHMARK(BM_DynamicEviction)
+    ->Arg(4)
+    ->Arg(32)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(128);
 BENCHMARK(BM_EvictionAtScale)
     ->ArgsProduct({{1 << 16, 1 << 20},
                    {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_LFU, SHARDREC_EVICTION_SCORE}})

@@ -106,8 +106,16 @@ void DynamicShard::Rebase() {
 void DynamicShard::Translate(std::span<const IdSpan> ids, const InitRows& init) {
   ++now_;
   if (now_ - base_ > int64_t{UINT32_MAX}) Rebase();
-  const uint32_t now = NowRel();
   last_ = StepCounts{};
+  TouchKnown(ids);
+  GroupUnknown();
+  Place();
+  if (!created_slots_.empty()) init(created_slots_, created_ids_);
+  total_.Add(last_);
+}
+
+void DynamicShard::TouchKnown(std::span<const IdSpan> ids) {
+  const uint32_t now = NowRel();
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
   // the order does not matter for them. Index lookups of random ids miss the cache, and so does
   // the slot's record after them; the two-stage pipeline of SlotIndex::FindAll hides both (here
@@ -136,6 +144,9 @@ void DynamicShard::Translate(std::span<const IdSpan> ids, const InitRows& init) 
       x = s;
     }
   }
+}
+
+void DynamicShard::GroupUnknown() {
   // The ids without a row, distinct and ascending with their occurrences, decide in that order.
   RadixSort<8>(&sorted_, &sorted_scratch_, [](const Occurrence& o, int d) -> size_t {
     return ((static_cast<uint64_t>(o.id) ^ (uint64_t{1} << 63)) >> (8 * d)) & 0xff;
@@ -164,6 +175,10 @@ void DynamicShard::Translate(std::span<const IdSpan> ids, const InitRows& init) 
     }
   }
   group_begin_.push_back(sorted_.size());
+}
+
+void DynamicShard::Place() {
+  const uint32_t now = NowRel();
   // Room: free slots first, then victims among the rows this forward did not see.
   const int64_t free = slots_ - used_;
   const int64_t need = static_cast<int64_t>(pending_.size()) - free;
@@ -202,13 +217,11 @@ void DynamicShard::Translate(std::span<const IdSpan> ids, const InitRows& init) 
     created_ids_.push_back(pending_[k]);
     ++last_.inserted;
   }
-  if (!created_slots_.empty()) init(created_slots_, created_ids_);
   const int64_t zero_row = slots_;
   for (size_t g = 0; g + 1 < group_begin_.size(); ++g) {
     const int64_t row = group_slot_[g] == SlotIndex::kNone ? zero_row : group_slot_[g];
     for (size_t i = group_begin_[g]; i < group_begin_[g + 1]; ++i) *sorted_[i].at = row;
   }
-  total_.Add(last_);
 }
 
 void DynamicShard::Lookup(std::span<const IdSpan> ids) const {

@@ -108,6 +108,13 @@ class DynamicShard {
   const std::vector<int64_t>& tombstones() const { return tombstones_; }
 
  private:
+  // Translate's three phases: every id with a row is touched and becomes its slot, the others
+  // are kept in sorted_; sorted_ is ordered and grouped by id, and the admitted ones listed in
+  // pending_; pending_ ids take free slots or victims' (created_slots_ / created_ids_), and every
+  // occurrence in sorted_ becomes its slot or the zero row.
+  void TouchKnown(std::span<const IdSpan> ids);
+  void GroupUnknown();
+  void Place();
   // Fills victims_ with the `need` rows that leave first (fewer when fewer rows may leave), in the
   // policy's order (docs/dynamic-tables.md, "Determinism"; dynamic_shard_victims.cc).
   void SelectVictims(int64_t need);
@@ -121,6 +128,8 @@ class DynamicShard {
   void SelectByScore(size_t need);
   // Orders the `k` smallest keys of candidates_ first and drops the rest.
   void KeepSmallest(size_t k);
+  // candidates_ becomes its `k` (< size) smallest keys, in no particular order.
+  void SelectSmallest(size_t k);
   // Asks the cache for slot s's record (s may be SlotIndex::kNone: nothing).
   void PrefetchSlot(int32_t s) const {
     if (s < 0) return;
@@ -187,6 +196,10 @@ class DynamicShard {
   Candidate KeyOf(int32_t slot) const;
   static bool KeyLess(const Candidate& a, const Candidate& b) {
     return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+  }
+  // Byte d (0 = least significant) of a candidate's 128-bit key (hi, lo).
+  static size_t KeyDigit(const Candidate& c, int d) {
+    return d < 8 ? (c.lo >> (8 * d)) & 0xff : (c.hi >> (8 * (d - 8))) & 0xff;
   }
   // Every row this forward did not see into candidates_, with its key (TTL's recency is checked
   // where victims are taken: a row too recent now may leave later).

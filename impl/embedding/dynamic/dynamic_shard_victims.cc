@@ -3,6 +3,7 @@
 // forward (LRU, TTL, LFU) or with a selection before the sort (SCORE). Every path gives the same
 // victims in the same order as one sort of every candidate by the policy's order.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "impl/core/check.h"
@@ -66,19 +67,41 @@ void DynamicShard::ReleaseLargeScratch() {
   std::vector<Candidate>().swap(scratch_);
 }
 
+void DynamicShard::SelectSmallest(size_t k) {
+  // A radix selection from the most significant byte down: per byte, the keys whose byte is
+  // below the one where the k-th smallest falls are kept, those above dropped, and only the keys
+  // that share it go on to the next byte. Keys are distinct, so exactly k remain. Linear, without
+  // the branch per comparison that nth_element mispredicts on random ids.
+  scratch_.clear();  // the kept ones
+  size_t begin = 0, end = candidates_.size();
+  for (int d = 15; d >= 0 && k > 0 && end - begin > k; --d) {
+    std::array<size_t, 256> count{};
+    for (size_t i = begin; i < end; ++i) ++count[KeyDigit(candidates_[i], d)];
+    size_t below = 0, at = 0;
+    while (below + count[at] < k) below += count[at++];
+    size_t tied = begin;
+    for (size_t i = begin; i < end; ++i) {
+      const size_t digit = KeyDigit(candidates_[i], d);
+      if (digit < at)
+        scratch_.push_back(candidates_[i]);
+      else if (digit == at)
+        candidates_[tied++] = candidates_[i];
+    }
+    end = tied;
+    k -= below;
+  }
+  scratch_.insert(scratch_.end(), candidates_.begin() + static_cast<int64_t>(begin),
+                  candidates_.begin() + static_cast<int64_t>(begin + k));
+  candidates_.swap(scratch_);
+}
+
 void DynamicShard::KeepSmallest(size_t k) {
   // A radix sort (radix_sort.h) when most candidates are kept: a comparison sort of random ids
   // mispredicts about every other branch. When few are, a selection first (linear), so only the
   // kept ones are sorted.
   k = std::min(k, candidates_.size());
-  if (k < candidates_.size() / 2) {
-    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<int64_t>(k),
-                     candidates_.end(), KeyLess);
-    candidates_.resize(k);
-  }
-  RadixSort<16>(&candidates_, &scratch_, [](const Candidate& c, int d) -> size_t {
-    return d < 8 ? (c.lo >> (8 * d)) & 0xff : (c.hi >> (8 * (d - 8))) & 0xff;
-  });
+  if (k < candidates_.size() / 2) SelectSmallest(k);
+  RadixSort<16>(&candidates_, &scratch_, KeyDigit);
   candidates_.resize(k);
 }
 
