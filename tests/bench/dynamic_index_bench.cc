@@ -1,11 +1,11 @@
 // The dynamic shard's slot index (impl/embedding/dynamic/slot_index.h) against abseil's
-// flat_hash_map<int64_t, int32_t> on the same keys (issue 31: find >= 1.0x abseil). 1M random
-// 64-bit keys at 0.5 and 0.9 of the entries the index allows (slots = keys / fill); find of keys
-// present (hit) and of keys absent (miss), and insert of all keys into an empty index / a map
-// reserved for the same slot count. Each iteration times one pass of each structure over the same
-// keys in the same order, alternating; the counter abseil_over_index is the ratio of the median
-// passes (> 1: the index is faster). BM_IndexFindBatch: the same finds over the batch with each
-// structure's own prefetch, at the same distance.
+// flat_hash_map<int64_t, int32_t> on the same keys (issue 31: find >= 1.0x abseil). 1M (and, for
+// finds, 16M) random 64-bit keys at 0.5 and 0.9 of the entries the index allows (slots = keys /
+// fill); find of keys present (hit) and of keys absent (miss), and insert of all keys into an empty
+// index / a map reserved for the same slot count. Each iteration times one pass of each structure
+// over the same keys in the same order, alternating; the counter abseil_over_index is the ratio of
+// the median passes (> 1: the index is faster). BM_IndexFindBatch: the same finds over the batch
+// with each structure's own prefetch, at the same distance.
 #include <absl/container/flat_hash_map.h>
 #include <benchmark/benchmark.h>
 
@@ -22,7 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using shardrec::embedding::dynamic::SlotIndex;
 
-constexpr int64_t kKeys = 1 << 20;
+constexpr int64_t kKeys = 1 << 20;  // BM_IndexInsert
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -41,17 +41,17 @@ struct Keys {
   std::vector<int64_t> probe;   // the stored keys shuffled (hit) or absent keys (miss)
 };
 
-Keys MakeKeys(bool hit) {
+Keys MakeKeys(bool hit, int64_t keys) {
   std::mt19937_64 rng(42);
   Keys k;
-  k.stored.resize(kKeys);
+  k.stored.resize(static_cast<size_t>(keys));
   for (int64_t& x : k.stored) x = static_cast<int64_t>(rng());
   if (hit) {
     k.probe = k.stored;
     std::shuffle(k.probe.begin(), k.probe.end(), rng);
   } else {
     // Fresh random 64-bit keys: a collision with a stored one has probability ~2^-24 in total.
-    k.probe.resize(kKeys);
+    k.probe.resize(static_cast<size_t>(keys));
     for (int64_t& x : k.probe) x = static_cast<int64_t>(rng());
   }
   return k;
@@ -62,24 +62,26 @@ void FillBoth(const Keys& k, int64_t slots, SlotIndex* index,
               absl::flat_hash_map<int64_t, int32_t>* map) {
   index->Reset(slots);
   map->reserve(static_cast<size_t>(slots));
-  for (int64_t i = 0; i < kKeys; ++i) {
+  for (size_t i = 0; i < k.stored.size(); ++i) {
     index->Insert(k.stored[i], static_cast<int32_t>(i));
     map->emplace(k.stored[i], static_cast<int32_t>(i));
   }
 }
 
-// The counters of one comparison: the index's and abseil's passes over kKeys keys.
+// The counters of one comparison: the index's and abseil's passes over `keys` keys.
 void ReportPasses(benchmark::State& state, const std::vector<double>& index_passes,
-                  const std::vector<double>& abseil_passes) {
-  state.counters["index_ns_per_key"] = Median(index_passes) * 1e9 / kKeys;
-  state.counters["abseil_ns_per_key"] = Median(abseil_passes) * 1e9 / kKeys;
+                  const std::vector<double>& abseil_passes, int64_t keys = kKeys) {
+  state.counters["index_ns_per_key"] = Median(index_passes) * 1e9 / static_cast<double>(keys);
+  state.counters["abseil_ns_per_key"] = Median(abseil_passes) * 1e9 / static_cast<double>(keys);
   state.counters["abseil_over_index"] = Median(abseil_passes) / Median(index_passes);
 }
 
-// state.range(0): fill in percent of the slots; state.range(1): 1 = hit, 0 = miss.
+// state.range(0): fill in percent of the slots; state.range(1): 1 = hit, 0 = miss;
+// state.range(2): log2 of the key count.
 void BM_IndexFind(benchmark::State& state) {
-  const int64_t slots = kKeys * 100 / state.range(0);
-  const Keys k = MakeKeys(state.range(1) == 1);
+  const int64_t keys = int64_t{1} << state.range(2);
+  const int64_t slots = keys * 100 / state.range(0);
+  const Keys k = MakeKeys(state.range(1) == 1, keys);
   SlotIndex index;
   absl::flat_hash_map<int64_t, int32_t> map;
   FillBoth(k, slots, &index, &map);
@@ -99,7 +101,7 @@ void BM_IndexFind(benchmark::State& state) {
   }
   if (sum_i != sum_a) state.SkipWithError("index and abseil disagree");
   benchmark::DoNotOptimize(sum_i);
-  ReportPasses(state, ti, ta);
+  ReportPasses(state, ti, ta, keys);
   state.counters["index_B_per_slot"] = static_cast<double>(index.bytes()) / slots;
 }
 
@@ -108,8 +110,9 @@ void BM_IndexFind(benchmark::State& state) {
 // records kRecordAhead ahead), abseil with flat_hash_map::prefetch (its control bytes and slots)
 // the same kBucketAhead keys ahead.
 void BM_IndexFindBatch(benchmark::State& state) {
-  const int64_t slots = kKeys * 100 / state.range(0);
-  const Keys k = MakeKeys(state.range(1) == 1);
+  const int64_t keys = int64_t{1} << state.range(2);
+  const int64_t slots = keys * 100 / state.range(0);
+  const Keys k = MakeKeys(state.range(1) == 1, keys);
   SlotIndex index;
   absl::flat_hash_map<int64_t, int32_t> map;
   FillBoth(k, slots, &index, &map);
@@ -132,13 +135,13 @@ void BM_IndexFindBatch(benchmark::State& state) {
   }
   if (sum_i != sum_a) state.SkipWithError("index and abseil disagree");
   benchmark::DoNotOptimize(sum_i);
-  ReportPasses(state, ti, ta);
+  ReportPasses(state, ti, ta, keys);
 }
 
 // state.range(0): fill in percent of the slots.
 void BM_IndexInsert(benchmark::State& state) {
   const int64_t slots = kKeys * 100 / state.range(0);
-  const Keys k = MakeKeys(true);
+  const Keys k = MakeKeys(true, kKeys);
   std::vector<double> ti, ta;
   for (auto _ : state) {
     SlotIndex index;
@@ -158,14 +161,14 @@ void BM_IndexInsert(benchmark::State& state) {
 }
 
 BENCHMARK(BM_IndexFind)
-    ->ArgsProduct({{50, 90}, {1, 0}})
-    ->ArgNames({"fill_pct", "hit"})
+    ->ArgsProduct({{50, 90}, {1, 0}, {20, 24}})
+    ->ArgNames({"fill_pct", "hit", "keys_log2"})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(9);
 BENCHMARK(BM_IndexFindBatch)
-    ->ArgsProduct({{50, 90}, {1, 0}})
-    ->ArgNames({"fill_pct", "hit"})
+    ->ArgsProduct({{50, 90}, {1, 0}, {20, 24}})
+    ->ArgNames({"fill_pct", "hit", "keys_log2"})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(9);
