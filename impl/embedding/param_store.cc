@@ -157,17 +157,23 @@ void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> s
   constexpr size_t kAhead = 4;
   for (size_t i = 0; i < std::min(kAhead, slots.size()); ++i) prefetch(slots[i]);
   const float span = init.high - init.low;
+  const bool fp32 = ls.dtype == DType::kFloat32;
   for (size_t i = 0; i < slots.size(); ++i) {
     if (i + kAhead < slots.size()) prefetch(slots[i + kAhead]);
+    // fp32 rows take the values in place; 16-bit ones are rounded from them by WriteRow.
+    float* out =
+        fp32 ? weights() + ls.weight_offset + static_cast<size_t>(slots[i]) * cols : values.data();
     if (init.constant) {
-      std::fill(values.begin(), values.end(), init.low);
+      std::fill(out, out + cols, init.low);
     } else {
       DrawBits(seed, init.key, static_cast<uint64_t>(ids[i]), col_mix.data(), cols, mixed.data(),
                bits.data());
+      // The bits are below 2^24: as int32 they convert in one instruction, to the same value.
       for (size_t c = 0; c < cols; ++c)
-        values[c] = init.low + span * (static_cast<float>(bits[c]) * (1.0f / 16777216.0f));
+        out[c] = init.low +
+                 span * (static_cast<float>(static_cast<int32_t>(bits[c])) * (1.0f / 16777216.0f));
     }
-    WriteRow(ls, slots[i], values.data());
+    if (!fp32) WriteRow(ls, slots[i], values.data());
     ClearState(ls, slots[i]);
   }
 }
