@@ -130,13 +130,20 @@ bool DynamicShard::TakeQueued(int64_t need) {
              side.end());
   const size_t first = victims_.size();
   size_t i = queue_next_, j = 0;
-  auto live = [this](const Queued& q) {
+  // Queue entries are checked in order, and their slots are scattered over the records: each
+  // record is asked of the cache kQueueAhead entries before it is checked.
+  constexpr size_t kQueueAhead = 16;
+  auto live = [this](size_t at) {
+    if (at + kQueueAhead < queue_.size()) PrefetchSlot(queue_[at + kQueueAhead].slot);
+    const Queued& q = queue_[at];
     const SlotRecord& m = records_[static_cast<size_t>(q.slot)];
     return m.seen == q.seen && m.count == q.count;
   };
+  for (size_t a = i; a < std::min(queue_.size(), i + kQueueAhead); ++a)
+    PrefetchSlot(queue_[a].slot);
   bool ended = false;  // TTL: no row left old enough
   while (static_cast<int64_t>(victims_.size() - first) < need) {
-    while (i < queue_.size() && !live(queue_[i])) ++i;
+    while (i < queue_.size() && !live(i)) ++i;
     const bool from_queue = i < queue_.size();
     if (!from_queue && j == side.size()) break;
     const bool take_queue =
