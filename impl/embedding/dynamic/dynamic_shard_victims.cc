@@ -74,7 +74,14 @@ void DynamicShard::SelectSmallest(size_t k) {
   // the branch per comparison that nth_element mispredicts on random ids.
   scratch_.clear();  // the kept ones
   size_t begin = 0, end = candidates_.size();
+  // Bytes every key shares (most of an LRU key's last-seen half) are skipped without a pass.
+  uint64_t varies_hi = 0, varies_lo = 0;
+  for (const Candidate& c : candidates_) {
+    varies_hi |= c.hi ^ candidates_[0].hi;
+    varies_lo |= c.lo ^ candidates_[0].lo;
+  }
   for (int d = 15; d >= 0 && k > 0 && end - begin > k; --d) {
+    if (((d < 8 ? varies_lo >> (8 * d) : varies_hi >> (8 * (d - 8))) & 0xff) == 0) continue;
     std::array<size_t, 256> count{};
     for (size_t i = begin; i < end; ++i) ++count[KeyDigit(candidates_[i], d)];
     size_t below = 0, at = 0;
