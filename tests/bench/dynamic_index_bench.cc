@@ -12,15 +12,25 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "impl/embedding/dynamic/huge_page_allocator.h"
 #include "impl/embedding/dynamic/slot_index.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using shardrec::embedding::dynamic::HugePageAllocator;
+using shardrec::embedding::dynamic::HugeVector;
 using shardrec::embedding::dynamic::SlotIndex;
+// Both structures on huge pages, as the library keeps its index and the ids (in its per-slot
+// records): on a machine whose transparent huge pages are in "madvise" mode a default-allocated
+// array misses the TLB on nearly every random access, which would measure the page size.
+using Map = absl::flat_hash_map<int64_t, int32_t, absl::Hash<int64_t>, std::equal_to<int64_t>,
+                                HugePageAllocator<std::pair<const int64_t, int32_t>>>;
 
 constexpr int64_t kKeys = 1 << 20;  // BM_IndexInsert
 
@@ -37,8 +47,8 @@ double Seconds(F&& f) {
 }
 
 struct Keys {
-  std::vector<int64_t> stored;  // slot i holds stored[i]
-  std::vector<int64_t> probe;   // the stored keys shuffled (hit) or absent keys (miss)
+  HugeVector<int64_t> stored;  // slot i holds stored[i]
+  std::vector<int64_t> probe;  // the stored keys shuffled (hit) or absent keys (miss)
 };
 
 Keys MakeKeys(bool hit, int64_t keys) {
@@ -47,7 +57,7 @@ Keys MakeKeys(bool hit, int64_t keys) {
   k.stored.resize(static_cast<size_t>(keys));
   for (int64_t& x : k.stored) x = static_cast<int64_t>(rng());
   if (hit) {
-    k.probe = k.stored;
+    k.probe.assign(k.stored.begin(), k.stored.end());
     std::shuffle(k.probe.begin(), k.probe.end(), rng);
   } else {
     // Fresh random 64-bit keys: a collision with a stored one has probability ~2^-24 in total.
@@ -58,8 +68,7 @@ Keys MakeKeys(bool hit, int64_t keys) {
 }
 
 // The index (of `slots` slots) and the map (reserved for as many) holding every stored key.
-void FillBoth(const Keys& k, int64_t slots, SlotIndex* index,
-              absl::flat_hash_map<int64_t, int32_t>* map) {
+void FillBoth(const Keys& k, int64_t slots, SlotIndex* index, Map* map) {
   index->Reset(slots);
   map->reserve(static_cast<size_t>(slots));
   for (size_t i = 0; i < k.stored.size(); ++i) {
@@ -83,7 +92,7 @@ void BM_IndexFind(benchmark::State& state) {
   const int64_t slots = keys * 100 / state.range(0);
   const Keys k = MakeKeys(state.range(1) == 1, keys);
   SlotIndex index;
-  absl::flat_hash_map<int64_t, int32_t> map;
+  Map map;
   FillBoth(k, slots, &index, &map);
   std::vector<double> ti, ta;
   int64_t sum_i = 0, sum_a = 0;
@@ -114,7 +123,7 @@ void BM_IndexFindBatch(benchmark::State& state) {
   const int64_t slots = keys * 100 / state.range(0);
   const Keys k = MakeKeys(state.range(1) == 1, keys);
   SlotIndex index;
-  absl::flat_hash_map<int64_t, int32_t> map;
+  Map map;
   FillBoth(k, slots, &index, &map);
   constexpr size_t kAhead = SlotIndex::kBucketAhead;
   const size_t n = k.probe.size();
@@ -146,7 +155,7 @@ void BM_IndexInsert(benchmark::State& state) {
   for (auto _ : state) {
     SlotIndex index;
     index.Reset(slots);
-    absl::flat_hash_map<int64_t, int32_t> map;
+    Map map;
     map.reserve(static_cast<size_t>(slots));
     ti.push_back(Seconds([&] {
       for (int64_t i = 0; i < kKeys; ++i) index.Insert(k.stored[i], static_cast<int32_t>(i));
