@@ -144,10 +144,11 @@ void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> s
     mixed_offset = ls.col_offset;
   }
   const auto& specs = layout_->tables[ls.table].state_specs;
-  const size_t elem = ls.dtype == DType::kFloat32 ? sizeof(float) : sizeof(uint16_t);
+  char* const weight_base = static_cast<char*>(ShardWeights(ls));
+  const size_t row_bytes = cols * DTypeSize(ls.dtype);
   auto prefetch = [&](int64_t row) {
-    core::PrefetchLinesForWrite(static_cast<char*>(ShardWeights(ls)) + row * cols * elem,
-                                static_cast<int64_t>(cols * elem));
+    core::PrefetchLinesForWrite(weight_base + static_cast<size_t>(row) * row_bytes,
+                                static_cast<int64_t>(row_bytes));
     for (size_t k = 0; k < specs.size(); ++k) {
       const size_t width = specs[k].row_wise ? 1 : cols;
       core::PrefetchLinesForWrite(State(ls, k) + row * width,
@@ -162,7 +163,8 @@ void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> s
     if (i + kAhead < slots.size()) prefetch(slots[i + kAhead]);
     // fp32 rows take the values in place; 16-bit ones are rounded from them by WriteRow.
     float* out =
-        fp32 ? weights() + ls.weight_offset + static_cast<size_t>(slots[i]) * cols : values.data();
+        fp32 ? reinterpret_cast<float*>(weight_base + static_cast<size_t>(slots[i]) * row_bytes)
+             : values.data();
     if (init.constant) {
       std::fill(out, out + cols, init.low);
     } else {

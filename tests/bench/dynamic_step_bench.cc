@@ -203,6 +203,14 @@ void InsertAll(Collection* c, int64_t rows = kRows) {
   }
 }
 
+// Rank 0's stats of table t0 of `c`.
+shardrec_dynamic_table_stats_t StatsOfT0(Collection* c) {
+  shardrec_dynamic_table_stats_t st;
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  Check(shardrec_embedding_dynamic_stats(c->ranks[0].coll, "t0", &st), "stats");
+  return st;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -224,9 +232,7 @@ void BM_DynamicVsFixed(benchmark::State& state) {
     td.push_back(Step(dyn, batch));
     state.SetIterationTime(tf.back() + td.back());
   }
-  shardrec_dynamic_table_stats_t st;
-  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
-  Check(shardrec_embedding_dynamic_stats(dyn->ranks[0].coll, "t0", &st), "stats");
+  const shardrec_dynamic_table_stats_t st = StatsOfT0(dyn);
   state.counters["fixed_ms"] = Median(tf) * 1e3;
   state.counters["dynamic_ms"] = Median(td) * 1e3;
   state.counters["fixed_over_dynamic"] = Median(tf) / Median(td);
@@ -243,9 +249,7 @@ void BM_DynamicVsFixed(benchmark::State& state) {
 shardrec_dynamic_table_stats_t ReportEviction(benchmark::State& state, Collection* tight,
                                               const std::vector<double>& roomy_steps,
                                               const std::vector<double>& tight_steps) {
-  shardrec_dynamic_table_stats_t st;
-  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
-  Check(shardrec_embedding_dynamic_stats(tight->ranks[0].coll, "t0", &st), "stats");
+  const shardrec_dynamic_table_stats_t st = StatsOfT0(tight);
   state.counters["roomy_ms"] = Median(roomy_steps) * 1e3;
   state.counters["evicting_ms"] = Median(tight_steps) * 1e3;
   state.counters["evicting_over_roomy"] = Median(tight_steps) / Median(roomy_steps);

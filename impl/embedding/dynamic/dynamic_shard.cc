@@ -187,18 +187,17 @@ void DynamicShard::Place() {
   size_t v = 0;
   created_slots_.clear();
   created_ids_.clear();
-  // A victim's record and index bucket are cold (its row was not seen for a while): the record
-  // is fetched kVictimAhead victims ahead and, once it has arrived, the bucket its id names half
-  // as far ahead.
-  constexpr size_t kVictimAhead = 8;
+  // A victim's index bucket is cold (its row was not seen for a while); its record was read by
+  // the victim selection just before, so the bucket its id names is asked of the cache
+  // kVictimAhead victims ahead.
+  constexpr size_t kVictimAhead = 4;
   for (size_t k = 0; k < pending_.size(); ++k) {
     int32_t slot;
     if (used_ < slots_) {
       slot = static_cast<int32_t>(used_++);
     } else if (v < victims_.size()) {
-      if (v + kVictimAhead < victims_.size()) PrefetchSlot(victims_[v + kVictimAhead]);
-      if (v + kVictimAhead / 2 < victims_.size())
-        index_.Prefetch(records_[static_cast<size_t>(victims_[v + kVictimAhead / 2])].id);
+      if (v + kVictimAhead < victims_.size())
+        index_.Prefetch(records_[static_cast<size_t>(victims_[v + kVictimAhead])].id);
       slot = victims_[v++];
       if (tracking_) tombstones_.push_back(records_[slot].id);
       index_.Erase(records_[slot].id, IdBase(), kIdStride);

@@ -72,22 +72,22 @@ void DynamicShard::SelectSmallest(size_t k) {
   // below the one where the k-th smallest falls are kept, those above dropped, and only the keys
   // that share it go on to the next byte. Keys are distinct, so exactly k remain. Linear, without
   // the branch per comparison that nth_element mispredicts on random ids.
-  scratch_.clear();  // the kept ones
-  size_t begin = 0, end = candidates_.size();
+  scratch_.clear();  // the kept ones; the undecided ones are candidates_[0, end)
+  size_t end = candidates_.size();
   // Bytes every key shares (most of an LRU key's last-seen half) are skipped without a pass.
   uint64_t varies_hi = 0, varies_lo = 0;
   for (const Candidate& c : candidates_) {
     varies_hi |= c.hi ^ candidates_[0].hi;
     varies_lo |= c.lo ^ candidates_[0].lo;
   }
-  for (int d = 15; d >= 0 && k > 0 && end - begin > k; --d) {
+  for (int d = 15; d >= 0 && k > 0 && end > k; --d) {
     if (((d < 8 ? varies_lo >> (8 * d) : varies_hi >> (8 * (d - 8))) & 0xff) == 0) continue;
     std::array<size_t, 256> count{};
-    for (size_t i = begin; i < end; ++i) ++count[KeyDigit(candidates_[i], d)];
+    for (size_t i = 0; i < end; ++i) ++count[KeyDigit(candidates_[i], d)];
     size_t below = 0, at = 0;
     while (below + count[at] < k) below += count[at++];
-    size_t tied = begin;
-    for (size_t i = begin; i < end; ++i) {
+    size_t tied = 0;
+    for (size_t i = 0; i < end; ++i) {
       const size_t digit = KeyDigit(candidates_[i], d);
       if (digit < at)
         scratch_.push_back(candidates_[i]);
@@ -97,8 +97,8 @@ void DynamicShard::SelectSmallest(size_t k) {
     end = tied;
     k -= below;
   }
-  scratch_.insert(scratch_.end(), candidates_.begin() + static_cast<int64_t>(begin),
-                  candidates_.begin() + static_cast<int64_t>(begin + k));
+  scratch_.insert(scratch_.end(), candidates_.begin(),
+                  candidates_.begin() + static_cast<int64_t>(k));
   candidates_.swap(scratch_);
 }
 
