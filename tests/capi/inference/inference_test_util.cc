@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <mutex>
 
 namespace shardrec::testing {
 namespace {
@@ -41,35 +39,9 @@ double ElementBound(int32_t storage, double x, double scale) {
   }
 }
 
-// Removes the directories TempDir made, once every test has run.
-class TempDirs : public ::testing::Environment {
- public:
-  static TempDirs& Get() {
-    // Owned by gtest once registered.
-    static TempDirs* dirs =
-        static_cast<TempDirs*>(::testing::AddGlobalTestEnvironment(new TempDirs));
-    return *dirs;
-  }
-  void Add(const std::string& dir) {
-    std::lock_guard<std::mutex> lock(mu_);
-    dirs_.push_back(dir);
-  }
-  void TearDown() override {
-    for (const std::string& d : dirs_) std::filesystem::remove_all(d);
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> dirs_;
-};
-
 }  // namespace
 
-std::string TempDir(const std::string& tag) {
-  std::string dir = FreshDir("inference_" + tag);
-  TempDirs::Get().Add(dir);
-  return dir;
-}
+std::string TempDir(const std::string& tag) { return FreshDir("inference_" + tag); }
 
 Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t max_bag) {
   Trained t;

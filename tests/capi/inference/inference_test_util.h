@@ -31,7 +31,7 @@ struct Trained {
   std::vector<std::vector<float>> weights;      // per table: trained full weights (fp32)
 };
 
-// A fresh empty directory (FreshDir) that is removed when the test program ends.
+// A fresh empty directory (FreshDir), removed after the program's last test.
 std::string TempDir(const std::string& tag);
 
 // Trains `side` with StandardScenario tables of `pooling`, per-id weights when `weighted`, bags
