@@ -2,14 +2,9 @@
 #include "tests/capi/checkpoint/checkpoint_test_util.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstring>
-#include <filesystem>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "tests/support/spawn_ranks.h"
 
@@ -18,31 +13,6 @@ namespace {
 
 struct MeshDeleter {
   void operator()(shardrec_mesh_t* m) const { shardrec_mesh_destroy(m); }
-};
-
-// The directories FreshDir made (a run of the checkpoint tests makes about a thousand), removed
-// after the last test. A gtest environment, so only the process that runs the tests removes
-// them, never a forked rank that exits while its parent still reads the checkpoint.
-class MadeDirs : public ::testing::Environment {
- public:
-  static MadeDirs& Get() {
-    // Owned by gtest once registered.
-    static MadeDirs* dirs =
-        static_cast<MadeDirs*>(::testing::AddGlobalTestEnvironment(new MadeDirs));
-    return *dirs;
-  }
-  void Add(const std::filesystem::path& p) {
-    std::lock_guard<std::mutex> lock(mu_);
-    dirs_.push_back(p);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    for (const auto& p : dirs_) std::filesystem::remove_all(p, ignored);
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::filesystem::path> dirs_;
 };
 
 }  // namespace
@@ -163,18 +133,6 @@ Snap TakeSnap(shardrec_embedding_t* coll, const Scenario& s) {
   snap.tensors = Snapshot(coll, s);
   shardrec_embedding_num_steps(coll, &snap.steps);
   return snap;
-}
-
-std::string FreshDir(const std::string& tag) {
-  static std::atomic<int> counter{0};
-  namespace fs = std::filesystem;
-  const fs::path p =
-      fs::path(::testing::TempDir()) /
-      ("shardrec_ckpt_" + std::to_string(::getpid()) + "_" + tag + "_" + std::to_string(counter++));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  MadeDirs::Get().Add(p);
-  return p.string();
 }
 
 }  // namespace shardrec::testing

@@ -10,6 +10,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 
@@ -50,8 +51,5 @@ shardrec_status_t LoadOn(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, cons
 
 // Collective snapshot (every rank calls it); the values are the same on every rank.
 Snap TakeSnap(shardrec_embedding_t* coll, const Scenario& s);
-
-// A fresh empty directory under the test temp dir, removed after the program's last test.
-std::string FreshDir(const std::string& tag);
 
 }  // namespace shardrec::testing

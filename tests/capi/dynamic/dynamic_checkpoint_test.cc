@@ -19,6 +19,7 @@
 #include "tests/capi/dynamic/dynamic_stream.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -112,11 +113,7 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
   return res;
 }
 
-std::string Dir(const std::string& tag) {
-  const std::string d = ::testing::TempDir() + "shardrec_dyn_ckpt_" + tag;
-  std::filesystem::remove_all(d);
-  return d;
-}
+std::string Dir(const std::string& tag) { return FreshDir("dyn_ckpt_" + tag); }
 
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float tol,
                 const std::string& what) {

@@ -19,6 +19,7 @@
 #include "tests/capi/dynamic/dynamic_stream.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -231,7 +232,7 @@ TEST(DynamicDelta, TableExportHoldsEveryRowById) {
   const Stream st = MakeStream(s, dim, 3);
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
-  const std::string path = ::testing::TempDir() + "shardrec_dynamic_export.safetensors";
+  const std::string path = FreshDir("dyn_export") + "/t.safetensors";
   std::vector<float> probe(static_cast<size_t>(st.probe.batch_size * dim));
   std::vector<int64_t> sizes(2, 0);
   SpawnRanks(2, [&](int r) {

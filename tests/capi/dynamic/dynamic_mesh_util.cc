@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardrec/checkpoint.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -166,12 +167,7 @@ void MakeMeshRank(int32_t world, int32_t shard_size, int r, const shardrec_plan_
             SHARDREC_OK);
 }
 
-std::string Dir(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "shardrec_dynmesh_" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+std::string Dir(const std::string& name) { return FreshDir("dynmesh_" + name); }
 
 void SaveGroup(shardrec_embedding_t* c, const std::string& dir) {
   ASSERT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_OK)

@@ -11,6 +11,7 @@
 #include "shardrec/checkpoint.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -230,8 +231,7 @@ TEST(DynamicScore, ScoresSurviveACheckpoint) {
   const DynScenario s = ScoreScenario(SHARDREC_SHARDING_TABLE_WISE);
   const auto batches = MakeDynBatches(s);
   const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
-  const std::string dir = ::testing::TempDir() + "shardrec_dyn_score_ckpt";
-  std::filesystem::remove_all(dir);
+  const std::string dir = FreshDir("dyn_score_ckpt");
   constexpr int32_t kSaveAfter = 2;
   const int32_t steps = s.base.steps;
   // Scores are set after steps 0..kSaveAfter only, so what decides later is what was saved.

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -17,6 +16,7 @@
 #include "tests/capi/dynamic/dynamic_stream.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/support/spawn_ranks.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -34,12 +34,7 @@ std::string Bytes(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-std::string Dir(const std::string& tag) {
-  const std::string d = ::testing::TempDir() + "shardrec_dyn_table_io_" + tag;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+std::string Dir(const std::string& tag) { return FreshDir("dyn_table_io_" + tag); }
 
 // On a collection of `side`: trains `train` steps of the stream, runs `body` on every rank, and
 // returns the probe's global output (every pool id's row, an evaluation forward after `body`).

@@ -10,7 +10,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.FloatBuffer;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,6 +18,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.function.IntFunction;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class ApiCoverageTest {
   /** Runs {@code body(rank)} on one thread per rank and returns the results in rank order. */
@@ -204,8 +204,7 @@ class ApiCoverageTest {
   }
 
   @Test
-  void checkpointCarriesDenseTensors() throws Exception {
-    Path dir = Files.createTempDirectory("shardrec_dense_java");
+  void checkpointCarriesDenseTensors(@TempDir Path dir) throws Exception {
     float[] params = {1.5f, -2f, 3.25f};
     try (Plan plan = Training.plan(1); Comm comm = Comm.createLocalGroup(1)[0];
          EmbeddingCollection coll =

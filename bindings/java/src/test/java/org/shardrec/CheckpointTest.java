@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,6 +14,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class CheckpointTest {
   private static Config.Optimizer adagrad() {
@@ -31,8 +31,7 @@ class CheckpointTest {
   }
 
   @Test
-  void saveOnTwoRanksLoadOnOneIsBitExact() throws Exception {
-    Path dir = Files.createTempDirectory("shardrec_ckpt_java");
+  void saveOnTwoRanksLoadOnOneIsBitExact(@TempDir Path dir) throws Exception {
     String export = dir.resolve("t1.safetensors").toString();
     Comm[] comms = Comm.createLocalGroup(2);
     ExecutorService pool = Executors.newFixedThreadPool(2);
