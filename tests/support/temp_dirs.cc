@@ -12,7 +12,7 @@
 namespace shardrec::testing {
 namespace {
 
-// The directories FreshDir made (the checkpoint tests make about a thousand per run). A gtest
+// The directories FreshDir made (a CI run's checkpoint tests made about 330). A gtest
 // environment, so only the process that runs the tests tears it down.
 class MadeDirs : public ::testing::Environment {
  public:
