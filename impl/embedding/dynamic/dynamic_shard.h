@@ -115,17 +115,21 @@ class DynamicShard {
   void TouchKnown(std::span<const IdSpan> ids);
   void GroupUnknown();
   void Place();
-  // Fills victims_ with the `need` rows that leave first (fewer when fewer rows may leave), in the
-  // policy's order (docs/dynamic-tables.md, "Determinism"; dynamic_shard_victims.cc).
+  // Fills victims_ with the `need` rows that leave first in the policy's order (fewer when fewer
+  // rows may leave; docs/dynamic-tables.md, "Determinism"; dynamic_shard_victims.cc), in
+  // ascending slot order: the order new ids take them.
   void SelectVictims(int64_t need);
   // victims_ from queue_ (and, under LFU, lfu_side_) (true), or false with victims_, queue_ and
   // lfu_side_ unchanged when they run out first and the queue does not hold every candidate.
   bool TakeQueued(int64_t need);
-  // queue_ becomes the first rows of this forward's candidates in eviction order, at least
-  // `need`; under LFU lfu_side_ the rows this forward saw that order before the queue's last.
+  // queue_ becomes the first rows of this forward's candidates (collected in candidates_) in
+  // eviction order, at least `need`; under LFU lfu_side_ the rows this forward saw that order
+  // before the queue's last.
   void BuildQueue(int64_t need);
   // SCORE: victims_ from one pass over the rows (dynamic_shard_victims.cc).
   void SelectByScore(size_t need);
+  // The slots of candidates_' `need` smallest keys (all when fewer) into victims_, in no order.
+  void TakeSmallest(size_t need);
   // Orders the `k` smallest keys of candidates_ first and drops the rest.
   void KeepSmallest(size_t k);
   // candidates_ becomes its `k` (< size) smallest keys, in no particular order.
@@ -182,7 +186,7 @@ class DynamicShard {
   std::vector<int64_t> pending_;     // admitted new ids, ascending
   std::vector<uint32_t> pending_count_;
   std::vector<size_t> pending_group_;
-  std::vector<int32_t> victims_;
+  std::vector<int32_t> victims_, victims_scratch_;
   std::vector<int32_t> created_slots_;  // the rows this forward created, for InitRows
   std::vector<int64_t> created_ids_;
   struct Candidate {

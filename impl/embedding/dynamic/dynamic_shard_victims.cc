@@ -1,7 +1,8 @@
-// Which rows leave a full dynamic shard, and in which order (dynamic_shard.h, SelectVictims): the
+// Which rows leave a full dynamic shard (dynamic_shard.h, SelectVictims): the first ones in the
 // order of docs/dynamic-tables.md, "Determinism", found without sorting the whole shard in every
-// forward (LRU, TTL, LFU) or with a selection before the sort (SCORE). Every path gives the same
-// victims in the same order as one sort of every candidate by the policy's order.
+// forward (LRU, TTL, LFU: a queue kept across forwards, or a selection when a forward needs most
+// candidates) or with a selection alone (SCORE). Every path gives the same victims as one sort of
+// every candidate by the policy's order; they are handed out in slot order.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -179,7 +180,6 @@ bool DynamicShard::TakeQueued(int64_t need) {
 }
 
 void DynamicShard::BuildQueue(int64_t need) {
-  CollectCandidates();
   const size_t n = candidates_.size();
   const size_t k = std::max(static_cast<size_t>(need) * kQueueForwards,
                             static_cast<size_t>(used_) / kQueueShardFraction);
@@ -209,10 +209,15 @@ void DynamicShard::BuildQueue(int64_t need) {
   ReleaseLargeScratch();
 }
 
+void DynamicShard::TakeSmallest(size_t need) {
+  if (need < candidates_.size()) SelectSmallest(need);
+  for (const Candidate& c : candidates_) victims_.push_back(c.slot);
+}
+
 void DynamicShard::SelectByScore(size_t need) {
   if (need * kHeapFraction >= static_cast<size_t>(used_)) {
     CollectCandidates();
-    KeepSmallest(need);
+    TakeSmallest(need);
   } else {
     // Few leave: the `need` smallest keys in a bounded max-heap during one pass over the rows
     // (most rows fail one comparison with its top), so no buffer of every row is written.
@@ -230,9 +235,8 @@ void DynamicShard::SelectByScore(size_t need) {
         std::push_heap(candidates_.begin(), candidates_.end(), KeyLess);
       }
     }
-    std::sort_heap(candidates_.begin(), candidates_.end(), KeyLess);
+    for (const Candidate& c : candidates_) victims_.push_back(c.slot);
   }
-  for (const Candidate& c : candidates_) victims_.push_back(c.slot);
   ReleaseLargeScratch();
 }
 
@@ -240,12 +244,36 @@ void DynamicShard::SelectVictims(int64_t need) {
   if (config_.eviction == Eviction::kScore) {
     // The caller may set any row's score before any forward: every one selects afresh.
     SelectByScore(static_cast<size_t>(need));
-    return;
+  } else if (!TakeQueued(need)) {
+    CollectCandidates();
+    if (2 * static_cast<size_t>(need) > candidates_.size()) {
+      // This forward needs more than half the candidates: what a queue would keep could not serve
+      // another forward like it, so the victims are selected (linear) and no queue is kept or
+      // sorted (the replayed-batch case of the step bench, every forward).
+      ClearQueue();
+      if (config_.eviction == Eviction::kTtl) {
+        const uint32_t now = NowRel();
+        std::erase_if(candidates_, [&](const Candidate& c) {
+          return int64_t{now - records_[static_cast<size_t>(c.slot)].seen} <= config_.ttl_steps;
+        });
+      }
+      TakeSmallest(static_cast<size_t>(need));
+      ReleaseLargeScratch();
+    } else {
+      BuildQueue(need);
+      const bool taken = TakeQueued(need);
+      SR_CHECK(taken);
+    }
   }
-  if (TakeQueued(need)) return;
-  BuildQueue(need);
-  const bool taken = TakeQueued(need);
-  SR_CHECK(taken);
+  // Which victim a new id gets is the slot order's: any fixed rule would do, and this one needs
+  // no ordering of the victims by key (the selections above leave them unordered).
+  if (victims_.size() < 256) {
+    std::sort(victims_.begin(), victims_.end());
+  } else {
+    RadixSort<4>(&victims_, &victims_scratch_, [](int32_t s, int d) -> size_t {
+      return (static_cast<uint32_t>(s) >> (8 * d)) & 0xff;
+    });
+  }
 }
 
 }  // namespace shardrec::embedding::dynamic

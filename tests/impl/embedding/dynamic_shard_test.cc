@@ -91,9 +91,9 @@ TEST(DynamicShardLastSeen, ExactAcrossRebase) {
   EXPECT_EQ(shard.forwards(), f + 3);
 }
 
-// Victims leave in the documented order (LFU: count, then last seen, then id; LRU and TTL: last
-// seen, then id), over random metadata with many ties and negative ids: the k-th smallest new id
-// takes the k-th victim's slot.
+// The rows that leave are the first in the documented order (LFU: count, then last seen, then id;
+// LRU and TTL: last seen, then id), over random metadata with many ties and negative ids, and the
+// k-th smallest new id takes the k-th lowest of their slots.
 TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
   for (Eviction policy : {Eviction::kLru, Eviction::kLfu, Eviction::kTtl}) {
     for (uint64_t seed = 1; seed <= 5; ++seed) {
@@ -130,6 +130,8 @@ TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
       });
       std::vector<int64_t> fresh;
       for (int64_t k = 0; k < 120; ++k) fresh.push_back(5000 + k);  // ascending, all new
+      order.resize(std::min(order.size(), fresh.size()));
+      std::sort(order.begin(), order.end());
       const std::vector<int64_t> rows = Step(&shard, fresh);
       for (size_t k = 0; k < fresh.size(); ++k) {
         const int64_t want = k < order.size() ? order[k] : slots;  // no victim left: zero row
@@ -141,7 +143,8 @@ TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
 }
 
 // The documented rule, as plainly as it can be written: per slot (id, last seen, count); known ids
-// are touched, the new ones (ascending) take free slots, then the victims of a full sort.
+// are touched, the new ones (ascending) take free slots, then the slots (ascending) of the first
+// victims of a full sort.
 class ReferenceShard {
  public:
   ReferenceShard(const sharding::DynamicConfig& config, int64_t slots)
@@ -174,6 +177,10 @@ class ReferenceShard {
       return std::make_tuple(lfu ? x.count : 0u, x.seen, x.id) <
              std::make_tuple(lfu ? y.count : 0u, y.seen, y.id);
     });
+    const int64_t free = slots_ - static_cast<int64_t>(rows_.size());
+    const auto need = static_cast<size_t>(std::max<int64_t>(0, std::ssize(fresh) - free));
+    victims.resize(std::min(victims.size(), need));
+    std::sort(victims.begin(), victims.end());
     size_t v = 0;
     for (const auto& [id, occ] : fresh) {
       int32_t slot;
@@ -220,10 +227,11 @@ class ReferenceShard {
 
 // Many forwards on shards large against the victims each needs (so LRU, TTL and LFU take victims
 // from the queue kept across forwards and LFU's side list, rebuilt when they run out, and SCORE
-// selects before it sorts; scores set after each forward, ties, negatives and -0 among them),
-// with known ids touched unevenly and a few new ids each forward: every id's row equals the plain
-// reference's, forward after forward. A phase without new ids lets the LFU notes pile up; a last
-// phase of only new ids empties the queue repeatedly.
+// selects; scores set after each forward, ties, negatives and -0 among them), with known ids
+// touched unevenly and a few new ids each forward: every id's row equals the plain reference's,
+// forward after forward. A phase without new ids lets the LFU notes pile up; a phase whose
+// forwards need more than half the rows selects without a queue (and under TTL runs out of rows
+// old enough); a last phase of only new ids empties the queue repeatedly.
 TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
   for (Eviction policy : {Eviction::kLru, Eviction::kTtl, Eviction::kLfu, Eviction::kScore}) {
     sharding::DynamicConfig config;
@@ -240,7 +248,11 @@ TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
       std::vector<int64_t> ids;
       const bool flood = forward >= 360;                   // only new ids: many victims at once
       const bool quiet = forward >= 200 && forward < 230;  // known ids only: no eviction
-      const int64_t fresh = flood ? 700 : quiet ? 0 : static_cast<int64_t>(rng() % 40);
+      const bool crush = forward >= 330 && forward < 345;  // most rows leave, known ids too
+      const int64_t fresh = flood   ? 700
+                            : quiet ? 0
+                            : crush ? 1500 + static_cast<int64_t>(rng() % 200)
+                                    : static_cast<int64_t>(rng() % 40);
       for (int64_t k = 0; k < fresh; ++k) {
         const int64_t id = (next_new++ * 7919) % 1000003 - 500000;  // distinct, negative too
         ids.push_back(id);
