@@ -148,8 +148,8 @@ void DynamicShard::TouchKnown(std::span<const IdSpan> ids) {
 
 void DynamicShard::GroupUnknown() {
   // The ids without a row, distinct and ascending with their occurrences, decide in that order.
-  RadixSort<8>(&sorted_, &sorted_scratch_, [](const Occurrence& o, int d) -> size_t {
-    return ((static_cast<uint64_t>(o.id) ^ (uint64_t{1} << 63)) >> (8 * d)) & 0xff;
+  SortByKey64(&sorted_, &sorted_scratch_, &sort_count_, [](const Occurrence& o) {
+    return static_cast<uint64_t>(o.id) ^ (uint64_t{1} << 63);  // unsigned order = the ids'
   });
   group_begin_.clear();
   group_slot_.clear();
@@ -189,9 +189,10 @@ void DynamicShard::Place() {
   created_ids_.clear();
   // A victim's index bucket is cold (its row was not seen for a while); its record was read by
   // the victim selection just before, so the bucket its id names is asked of the cache
-  // kVictimAhead victims ahead.
+  // kVictimAhead victims ahead, as is the bucket of the new id that many ahead.
   constexpr size_t kVictimAhead = 4;
   for (size_t k = 0; k < pending_.size(); ++k) {
+    if (k + kVictimAhead < pending_.size()) index_.Prefetch(pending_[k + kVictimAhead]);
     int32_t slot;
     if (used_ < slots_) {
       slot = static_cast<int32_t>(used_++);

@@ -130,6 +130,8 @@ class DynamicShard {
   void SelectByScore(size_t need);
   // The slots of candidates_' `need` smallest keys (all when fewer) into victims_, in no order.
   void TakeSmallest(size_t need);
+  // Sorts victims_ (distinct slots below used_) ascending.
+  void OrderBySlot();
   // Orders the `k` smallest keys of candidates_ first and drops the rest.
   void KeepSmallest(size_t k);
   // candidates_ becomes its `k` (< size) smallest keys, in no particular order.
@@ -181,12 +183,14 @@ class DynamicShard {
     int64_t* at;
   };
   std::vector<Occurrence> sorted_, sorted_scratch_;
+  std::vector<uint32_t> sort_count_;
   std::vector<size_t> group_begin_;  // per distinct id (ascending) + 1: its range in sorted_
   std::vector<int32_t> group_slot_;  // per distinct id: its slot, or SlotIndex::kNone
   std::vector<int64_t> pending_;     // admitted new ids, ascending
   std::vector<uint32_t> pending_count_;
   std::vector<size_t> pending_group_;
   std::vector<int32_t> victims_, victims_scratch_;
+  std::vector<uint64_t> victim_bits_;   // scratch of OrderBySlot
   std::vector<int32_t> created_slots_;  // the rows this forward created, for InitRows
   std::vector<int64_t> created_ids_;
   struct Candidate {

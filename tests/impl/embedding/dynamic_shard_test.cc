@@ -1,8 +1,8 @@
 // White-box checks of a dynamic shard's internals that the C API cannot reach quickly: the slot
 // index against a std::unordered_map under random inserts and erases (long probe runs and
-// wrap-around included), the 32-bit last-seen forwards near and past their rebase, and the order
-// of eviction victims (which slot each new id takes; outputs alone would not show it), over one
-// forward and over hundreds against a plain reference.
+// wrap-around included), the new ids' sort against std::sort, the 32-bit last-seen forwards near
+// and past their rebase, and the eviction victims (which slot each new id takes; outputs alone
+// would not show it), over one forward and over hundreds against a plain reference.
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "impl/embedding/dynamic/radix_sort.h"
 #include "impl/embedding/dynamic/slot_index.h"
 
 namespace shardrec::embedding::dynamic {
@@ -52,6 +53,46 @@ TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
       }
     }
     for (const auto& [x, s] : ref) ASSERT_EQ(index.Find(x, ids.data()), s);
+  }
+}
+
+// The new ids' sort (radix_sort.h, SortByKey64) against std::sort: random, sequential,
+// crowded (most keys in a narrow range below a few large ones, so one bucket is large), all equal
+// and heavily repeated keys, at sizes around its small-input cut-off. Keys must come out in order
+// and every element (key, payload) exactly once.
+TEST(DynamicRadixSort, SortByKey64MatchesStdSort) {
+  struct Item {
+    uint64_t key;
+    uint32_t payload;
+  };
+  std::mt19937_64 rng(7);
+  std::vector<uint32_t> count;
+  for (size_t n : {0, 1, 2, 63, 64, 65, 1000, 5000, 70000}) {
+    for (int kind = 0; kind < 5; ++kind) {
+      std::vector<Item> v(n), scratch;
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t k = rng();
+        if (kind == 1) k = i * 3;
+        if (kind == 2) k = i % 50 == 0 ? rng() : rng() % 100;
+        if (kind == 3) k = 42;
+        if (kind == 4) k = rng() % 7;
+        v[i] = Item{k, static_cast<uint32_t>(i)};
+      }
+      std::shuffle(v.begin(), v.end(), rng);
+      std::vector<Item> want = v;
+      auto by_both = [](const Item& a, const Item& b) {
+        return std::tie(a.key, a.payload) < std::tie(b.key, b.payload);
+      };
+      std::sort(want.begin(), want.end(), by_both);
+      SortByKey64(&v, &scratch, &count, [](const Item& x) { return x.key; });
+      ASSERT_EQ(v.size(), n);
+      for (size_t i = 1; i < n; ++i)
+        ASSERT_LE(v[i - 1].key, v[i].key) << "n " << n << " kind " << kind << " at " << i;
+      std::sort(v.begin(), v.end(), by_both);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_TRUE(v[i].key == want[i].key && v[i].payload == want[i].payload)
+            << "n " << n << " kind " << kind;
+    }
   }
 }
 
