@@ -118,23 +118,15 @@ void DynamicShard::TouchKnown(std::span<const IdSpan> ids) {
   const uint32_t now = NowRel();
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
   // the order does not matter for them. Index lookups of random ids miss the cache, and so does
-  // the slot's record after them; the two-stage pipeline of SlotIndex::FindAll hides both (here
-  // inline, since a hit also touches its record): the bucket of the id kIndexAhead ahead is
-  // fetched, and for the id kSlotAhead ahead (whose bucket has arrived by then) the record of the
-  // slot its bucket guesses. 32 / 16 measured better than 16 / 8 and no worse than 48 / 24
-  // (tests/bench/RESULTS.md).
-  constexpr size_t kIndexAhead = SlotIndex::kBucketAhead, kSlotAhead = SlotIndex::kRecordAhead;
+  // the slot's record after them: SlotIndex::FindAll's two-stage prefetch hides both (the id it
+  // compares is in the record a hit then touches).
   sorted_.clear();
   for (const IdSpan& span : ids) {
-    const size_t n = span.size();
-    for (size_t i = 0; i < n; ++i) {
-      if (i + kIndexAhead < n) index_.Prefetch(span[i + kIndexAhead]);
-      if (i + kSlotAhead < n) PrefetchSlot(index_.Guess(span[i + kSlotAhead]));
+    index_.FindAll(span, IdBase(), kIdStride, [&](size_t i, int32_t s) {
       int64_t& x = span[i];
-      const int32_t s = index_.Find(x, IdBase(), kIdStride);
       if (s == SlotIndex::kNone) {
         sorted_.push_back({x, &x});
-        continue;
+        return;
       }
       SetDirty(s);
       SlotRecord& m = records_[s];
@@ -142,7 +134,7 @@ void DynamicShard::TouchKnown(std::span<const IdSpan> ids) {
       m.seen = now;
       if (m.count != UINT32_MAX) ++m.count;
       x = s;
-    }
+    });
   }
 }
 

@@ -4,6 +4,7 @@
 // once, per slot, by the caller.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -31,7 +32,54 @@ class SlotIndex {
   // another id's with probability 1/255 per entry); a miss usually reads its bucket alone, and
   // goes on to the next only when an entry overflowed past it.
   int32_t Find(int64_t id, const int64_t* ids, size_t stride = 1) const {
-    const uint64_t h = Hash(id);
+    return FindHashed(Hash(id), id, ids, stride);
+  }
+  // Find of every keys[i], calling emit(i, slot) in order (slot: kNone when absent). The cache
+  // misses of consecutive keys overlap: each key's bucket is fetched kBucketAhead keys before it
+  // is probed and the record its bucket guesses kRecordAhead keys before (by then the bucket has
+  // arrived), and each key is hashed once, for all three. What lookups of many ids call (the
+  // training translation too); emit may rewrite keys[i] (the keys ahead are read before it).
+  // In the step, 32 / 16 measured better than 16 / 8 and no worse than 48 / 24
+  // (tests/bench/RESULTS.md).
+  static constexpr size_t kBucketAhead = 32, kRecordAhead = 16;
+  template <typename Emit>
+  void FindAll(std::span<const int64_t> keys, const int64_t* ids, size_t stride,
+               Emit&& emit) const {
+    constexpr size_t kRing = 64;  // hashes of the keys in flight, kBucketAhead < kRing
+    static_assert(kBucketAhead < kRing && kRecordAhead < kBucketAhead);
+    uint64_t hashes[kRing];
+    const size_t n = keys.size();
+    for (size_t i = 0; i < std::min(n, kBucketAhead); ++i) {
+      hashes[i] = Hash(keys[i]);
+      core::PrefetchLine(&buckets_[Home(hashes[i])]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kBucketAhead < n) {
+        const uint64_t h = Hash(keys[i + kBucketAhead]);
+        hashes[(i + kBucketAhead) % kRing] = h;
+        core::PrefetchLine(&buckets_[Home(h)]);
+      }
+      if (i + kRecordAhead < n) {
+        const int32_t g = GuessHashed(hashes[(i + kRecordAhead) % kRing]);
+        if (g != kNone) core::PrefetchLine(ids + static_cast<size_t>(g) * stride);
+      }
+      const int64_t key = keys[i];
+      emit(i, FindHashed(hashes[i % kRing], key, ids, stride));
+    }
+  }
+  // Asks the cache for `id`'s bucket (a lookup soon after is then faster).
+  void Prefetch(int64_t id) const { core::PrefetchLine(&buckets_[Home(Hash(id))]); }
+  // Adds id -> slot (id not present; at most `slots` entries).
+  void Insert(int64_t id, int32_t slot);
+  // Removes `id` (present). No tombstone: the overflow counts of the buckets it had passed are
+  // taken back, so lookups stay as short as if it had never been there.
+  void Erase(int64_t id, const int64_t* ids, size_t stride = 1);
+  // Bytes of the table.
+  size_t bytes() const { return buckets_.size() * sizeof(Bucket); }
+
+ private:
+  // Find, with `h` = Hash(id).
+  int32_t FindHashed(uint64_t h, int64_t id, const int64_t* ids, size_t stride) const {
     const uint8_t tag = Tag(h);
     for (size_t b = Home(h);; b = Next(b)) {
       const Bucket& bucket = buckets_[b];
@@ -42,43 +90,14 @@ class SlotIndex {
       if (bucket.overflow == 0) return kNone;
     }
   }
-  // Find of every keys[i], calling emit(i, slot) in order (slot: kNone when absent). The cache
-  // misses of consecutive keys overlap: each key's bucket is fetched kBucketAhead keys before it
-  // is probed and the record its bucket guesses kRecordAhead keys before (by then the bucket has
-  // arrived), as the training translation does. What lookups of many ids call.
-  static constexpr size_t kBucketAhead = 32, kRecordAhead = 16;
-  template <typename Emit>
-  void FindAll(std::span<const int64_t> keys, const int64_t* ids, size_t stride,
-               Emit&& emit) const {
-    const size_t n = keys.size();
-    for (size_t i = 0; i < n; ++i) {
-      if (i + kBucketAhead < n) Prefetch(keys[i + kBucketAhead]);
-      if (i + kRecordAhead < n) {
-        const int32_t g = Guess(keys[i + kRecordAhead]);
-        if (g != kNone) core::PrefetchLine(ids + static_cast<size_t>(g) * stride);
-      }
-      emit(i, Find(keys[i], ids, stride));
-    }
-  }
-  // Asks the cache for `id`'s bucket (a lookup soon after is then faster).
-  void Prefetch(int64_t id) const { core::PrefetchLine(&buckets_[Home(Hash(id))]); }
-  // The slot `id` most likely has, from its bucket alone (no id compared), or kNone: for
-  // prefetching the slot's data before a Find, never for a decision.
-  int32_t Guess(int64_t id) const {
-    const uint64_t h = Hash(id);
+  // The slot the id of hash `h` most likely has, from its home bucket alone (no id compared), or
+  // kNone: for prefetching the slot's data before a Find, never for a decision.
+  int32_t GuessHashed(uint64_t h) const {
     const Bucket& bucket = buckets_[Home(h)];
     const uint32_t m = Match(bucket, Tag(h));
     return m == 0 ? kNone : static_cast<int32_t>(bucket.slots[__builtin_ctz(m)]);
   }
-  // Adds id -> slot (id not present; at most `slots` entries).
-  void Insert(int64_t id, int32_t slot);
-  // Removes `id` (present). No tombstone: the overflow counts of the buckets it had passed are
-  // taken back, so lookups stay as short as if it had never been there.
-  void Erase(int64_t id, const int64_t* ids, size_t stride = 1);
-  // Bytes of the table.
-  size_t bytes() const { return buckets_.size() * sizeof(Bucket); }
 
- private:
   static constexpr int kWidth = 12;  // entries per bucket
   // One cache line. tags[k] == 0: entry k is empty; else slots[k] is its slot. overflow: how many
   // stored ids passed this bucket, full, on their way from their home to where they sit (like
