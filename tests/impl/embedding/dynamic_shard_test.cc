@@ -134,53 +134,57 @@ TEST(DynamicShardLastSeen, ExactAcrossRebase) {
 
 // The rows that leave are the first in the documented order (LFU: count, then last seen, then id;
 // LRU and TTL: last seen, then id), over random metadata with many ties and negative ids, and the
-// k-th smallest new id takes the k-th lowest of their slots.
+// k-th smallest new id takes the k-th lowest of their slots. 120 new ids of 300 rows take the
+// queue's path; 160 and 200 (more than half the rows) are selected without one. Last-seen values
+// spread over 12 or 600 forwards; under TTL about half the rows are old enough, fewer than 160.
 TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
-  for (Eviction policy : {Eviction::kLru, Eviction::kLfu, Eviction::kTtl}) {
-    for (uint64_t seed = 1; seed <= 5; ++seed) {
-      std::mt19937_64 rng(seed);
-      sharding::DynamicConfig config;
-      config.enabled = true;
-      config.eviction = policy;
-      config.ttl_steps = 3;
-      const int64_t slots = 300;
-      DynamicShard shard;
-      shard.Reset(config, slots);
-      const int64_t forwards = 20;
-      std::vector<int64_t> ids, seen;
-      std::vector<uint32_t> counts;
-      std::unordered_map<int64_t, bool> used;
-      while (static_cast<int64_t>(ids.size()) < slots) {
-        const auto x = static_cast<int64_t>(rng() % 2001) - 1000;  // negative ids too
-        if (!used.emplace(x, true).second) continue;
-        ids.push_back(x);
-        seen.push_back(static_cast<int64_t>(rng() % 12));  // many ties
-        counts.push_back(static_cast<uint32_t>(rng() % 4));
-      }
-      shard.Restore(forwards, ids, seen, counts, {});
-      // The reference: every row may leave (none is seen by the next forward, whose ids are all
-      // new), except under TTL the rows seen within ttl_steps of forward 21.
-      std::vector<int32_t> order;
-      for (int32_t s = 0; s < slots; ++s)
-        if (policy != Eviction::kTtl || forwards + 1 - seen[s] > config.ttl_steps)
-          order.push_back(s);
-      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-        const uint32_t ca = policy == Eviction::kLfu ? counts[a] : 0;
-        const uint32_t cb = policy == Eviction::kLfu ? counts[b] : 0;
-        return std::tie(ca, seen[a], ids[a]) < std::tie(cb, seen[b], ids[b]);
-      });
-      std::vector<int64_t> fresh;
-      for (int64_t k = 0; k < 120; ++k) fresh.push_back(5000 + k);  // ascending, all new
-      order.resize(std::min(order.size(), fresh.size()));
-      std::sort(order.begin(), order.end());
-      const std::vector<int64_t> rows = Step(&shard, fresh);
-      for (size_t k = 0; k < fresh.size(); ++k) {
-        const int64_t want = k < order.size() ? order[k] : slots;  // no victim left: zero row
-        ASSERT_EQ(rows[k], want) << "policy " << static_cast<int>(policy) << " seed " << seed
-                                 << " new id " << k;
-      }
-    }
-  }
+  for (Eviction policy : {Eviction::kLru, Eviction::kLfu, Eviction::kTtl})
+    for (int64_t num_new : {120, 160, 200})
+      for (int64_t spread : {12, 600})
+        for (uint64_t seed = 1; seed <= 5; ++seed) {
+          std::mt19937_64 rng(seed);
+          sharding::DynamicConfig config;
+          config.enabled = true;
+          config.eviction = policy;
+          config.ttl_steps = spread == 12 ? 15 : 300;
+          const int64_t slots = 300;
+          DynamicShard shard;
+          shard.Reset(config, slots);
+          const int64_t forwards = spread + 8;
+          std::vector<int64_t> ids, seen;
+          std::vector<uint32_t> counts;
+          std::unordered_map<int64_t, bool> used;
+          while (static_cast<int64_t>(ids.size()) < slots) {
+            const auto x = static_cast<int64_t>(rng() % 2001) - 1000;  // negative ids too
+            if (!used.emplace(x, true).second) continue;
+            ids.push_back(x);
+            seen.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(spread)));  // ties
+            counts.push_back(static_cast<uint32_t>(rng() % 4));
+          }
+          shard.Restore(forwards, ids, seen, counts, {});
+          // The reference: every row may leave (none is seen by the next forward, whose ids are all
+          // new), except under TTL the rows seen within ttl_steps of that forward.
+          std::vector<int32_t> order;
+          for (int32_t s = 0; s < slots; ++s)
+            if (policy != Eviction::kTtl || forwards + 1 - seen[s] > config.ttl_steps)
+              order.push_back(s);
+          std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+            const uint32_t ca = policy == Eviction::kLfu ? counts[a] : 0;
+            const uint32_t cb = policy == Eviction::kLfu ? counts[b] : 0;
+            return std::tie(ca, seen[a], ids[a]) < std::tie(cb, seen[b], ids[b]);
+          });
+          std::vector<int64_t> fresh;
+          for (int64_t k = 0; k < num_new; ++k) fresh.push_back(5000 + k);  // ascending, all new
+          order.resize(std::min(order.size(), fresh.size()));
+          std::sort(order.begin(), order.end());
+          const std::vector<int64_t> rows = Step(&shard, fresh);
+          for (size_t k = 0; k < fresh.size(); ++k) {
+            const int64_t want = k < order.size() ? order[k] : slots;  // no victim left: zero row
+            ASSERT_EQ(rows[k], want)
+                << "policy " << static_cast<int>(policy) << " seed " << seed << " new ids "
+                << num_new << " spread " << spread << " new id " << k;
+          }
+        }
 }
 
 // The documented rule, as plainly as it can be written: per slot (id, last seen, count); known ids
