@@ -102,19 +102,23 @@ namespace {
 #define SHARDREC_DRAW_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
 #endif
 
-// The 24 random bits of UniformAt(seed, key, row, col) for each column, given Mix64(col) per
-// column; `mixed` is scratch of `cols` values. Integer work only, so the AVX-512 clone (8 lanes
-// of 64-bit multiplies) gives the same bits as the default one; the float arithmetic stays in the
-// caller, compiled once. One pass per mix: an element's three mixes form a chain of six
-// multiplies (about 100 cycles), and with the chain in one loop the scheduler held too few
-// iterations to overlap them (110 cycles per 16 columns measured); each pass's elements are
-// independent, so a pass runs at the multiplier's throughput.
-SHARDREC_DRAW_CLONES void DrawBits(uint64_t seed, uint64_t key, uint64_t row,
-                                   const uint64_t* col_mix, size_t cols, uint64_t* mixed,
-                                   uint32_t* out) {
+// low + span * UniformAt(seed, key, row, col) for each column, given Mix64(col) per column;
+// `mixed` is scratch of `cols` values. The AVX-512 clone (8 lanes of 64-bit multiplies) gives the
+// same values as the default one: the integer mixes are exact, and the float steps (an exact
+// conversion of 24 bits, a scaling by 2^-24, one multiply and one add, never fused: this module
+// builds with -ffp-contract=off) round the same in any lane width. One pass per mix: an element's
+// three mixes form a chain of six multiplies (about 100 cycles), and with the chain in one loop the
+// scheduler held too few iterations to overlap them (110 cycles per 16 columns measured); each
+// pass's elements are independent, so a pass runs at the multiplier's throughput.
+SHARDREC_DRAW_CLONES void DrawUniform(uint64_t seed, uint64_t key, uint64_t row,
+                                      const uint64_t* col_mix, size_t cols, uint64_t* mixed,
+                                      float low, float span, float* out) {
   for (size_t c = 0; c < cols; ++c) mixed[c] = Mix64(row ^ col_mix[c]);
   for (size_t c = 0; c < cols; ++c) mixed[c] = Mix64(key ^ mixed[c]);
-  for (size_t c = 0; c < cols; ++c) out[c] = static_cast<uint32_t>(Mix64(seed ^ mixed[c]) >> 40);
+  // The 24 bits are below 2^24: as int32 they convert in one instruction, to the same value.
+  for (size_t c = 0; c < cols; ++c)
+    out[c] = low + span * (static_cast<float>(static_cast<int32_t>(Mix64(seed ^ mixed[c]) >> 40)) *
+                           (1.0f / 16777216.0f));
 }
 
 }  // namespace
@@ -130,12 +134,10 @@ void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> s
   if (slots.empty()) return;
   thread_local std::vector<float> values;
   thread_local std::vector<uint64_t> col_mix;
-  thread_local std::vector<uint32_t> bits;
   thread_local std::vector<uint64_t> mixed;
   thread_local int64_t mixed_offset = -1;
   const size_t cols = static_cast<size_t>(ls.cols);
   values.resize(cols);
-  bits.resize(cols);
   mixed.resize(cols);
   const InitRange init = InitOf(ls);
   if (!init.constant && (mixed_offset != ls.col_offset || col_mix.size() != cols)) {
@@ -168,12 +170,8 @@ void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> s
     if (init.constant) {
       std::fill(out, out + cols, init.low);
     } else {
-      DrawBits(seed, init.key, static_cast<uint64_t>(ids[i]), col_mix.data(), cols, mixed.data(),
-               bits.data());
-      // The bits are below 2^24: as int32 they convert in one instruction, to the same value.
-      for (size_t c = 0; c < cols; ++c)
-        out[c] = init.low +
-                 span * (static_cast<float>(static_cast<int32_t>(bits[c])) * (1.0f / 16777216.0f));
+      DrawUniform(seed, init.key, static_cast<uint64_t>(ids[i]), col_mix.data(), cols, mixed.data(),
+                  init.low, span, out);
     }
     if (!fp32) WriteRow(ls, slots[i], values.data());
     ClearState(ls, slots[i]);
