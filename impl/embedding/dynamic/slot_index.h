@@ -27,10 +27,11 @@ class SlotIndex {
   // An empty index for up to `slots` (1 <= slots < 2^31 - 1) entries.
   void Reset(int64_t slots);
   // The slot of `id`, or kNone; `ids[slot * stride]` is each stored slot's id (the caller keeps
-  // them in its per-slot records). Inline: it is the inner loop of every dynamic lookup. A hit
-  // reads its bucket (one cache line) and the id of each entry whose tag matches (a tag matches
-  // another id's with probability 1/255 per entry); a miss usually reads its bucket alone, and
-  // goes on to the next only when an entry overflowed past it.
+  // them in its per-slot records). One key at a time; lookups of many ids use FindAll, whose
+  // inner loop is the same probe. A hit reads its bucket (one cache line) and the id of each
+  // entry whose tag matches (a tag matches another id's with probability 1/255 per entry); a
+  // miss usually reads its bucket alone, and goes on to the next only when an entry overflowed
+  // past it.
   int32_t Find(int64_t id, const int64_t* ids, size_t stride = 1) const {
     return FindHashed(Hash(id), id, ids, stride);
   }
