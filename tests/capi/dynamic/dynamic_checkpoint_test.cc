@@ -113,8 +113,6 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
   return res;
 }
 
-std::string Dir(const std::string& tag) { return FreshDir("dyn_ckpt_" + tag); }
-
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float tol,
                 const std::string& what) {
   std::string first;
@@ -142,7 +140,7 @@ TEST(DynamicCheckpoint, ReshardsAcrossWorldsAndPlans) {
     DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, optimizer, 64, 24);
     const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
     for (size_t a = 0; a < sides.size(); ++a) {
-      const std::string dir = Dir("reshard_" + std::to_string(a));
+      const std::string dir = FreshDir("reshard_" + std::to_string(a));
       const Result orig = RunSide(s, sides[a], st, {"", "", dir, 0, kSaveAt, kSteps});
       for (size_t b = 0; b < sides.size(); ++b) {
         if (b != a && b != (a + 1) % sides.size() && b != (a + 2) % sides.size()) continue;
@@ -175,7 +173,7 @@ TEST(DynamicCheckpoint, ReshardsDataParallelAndNodeLocal) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
   const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
   for (size_t a = 0; a < sides.size(); ++a) {
-    const std::string dir = Dir("reshard_dp_" + std::to_string(a));
+    const std::string dir = FreshDir("reshard_dp_" + std::to_string(a));
     const Result orig = RunSide(s, sides[a], st, {"", "", dir, 0, kSaveAt, kSteps});
     for (size_t b : {a, (a + 1) % sides.size()}) {
       const std::string what = "saved at " + Name(sides[a]) + ", loaded at " + Name(sides[b]);
@@ -204,7 +202,7 @@ TEST(DynamicCheckpoint, SamePlanWithEvictionAndAdmissionIsBitExact) {
     }
     const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
     const Side side{2, SHARDREC_SHARDING_ROW_WISE, 12};
-    const std::string dir = Dir("evict");
+    const std::string dir = FreshDir("evict");
     const Result orig = RunSide(s, side, st, {"", "", dir, 0, kSaveAt, kSteps});
     const Result got = RunSide(s, side, st, {dir, "", "", kSaveAt, kSaveAt, kSteps});
     const std::string what = "eviction " + std::to_string(eviction);
@@ -231,7 +229,7 @@ float RoundToBf16(float x) {
 TEST(DynamicCheckpoint, LoadOptionsConvertAndReset) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
   const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
-  const std::string dir = Dir("options");
+  const std::string dir = FreshDir("options");
   const Result orig =
       RunSide(s, {2, SHARDREC_SHARDING_ROW_WISE, 64}, st, {"", "", dir, 0, kSaveAt, kSaveAt});
   DynScenario other = s;
@@ -263,9 +261,9 @@ TEST(DynamicCheckpoint, CorruptFileOrTooSmallCapacityChangesNothing) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
   const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
   const Side big{1, SHARDREC_SHARDING_TABLE_WISE, 64};
-  const std::string dir = Dir("corrupt");
+  const std::string dir = FreshDir("corrupt");
   (void)RunSide(s, big, st, {"", "", dir, 0, kSteps, kSteps});
-  const std::string corrupt = Dir("corrupt_copy");
+  const std::string corrupt = FreshDir("corrupt_copy");
   std::filesystem::copy(dir, corrupt);
   bool flipped = false;
   for (const auto& e : std::filesystem::directory_iterator(corrupt)) {
@@ -313,10 +311,10 @@ TEST(DynamicCheckpoint, FormatVersionMarksDynamicTables) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
   const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
   const Side side{2, SHARDREC_SHARDING_ROW_WISE, 64};
-  const std::string dir = Dir("version");
+  const std::string dir = FreshDir("version");
   (void)RunSide(s, side, st, {"", "", dir, 0, kSaveAt, kSaveAt});
   EXPECT_EQ(FormatVersion(dir), 2);
-  const std::string newer = Dir("version_newer");
+  const std::string newer = FreshDir("version_newer");
   std::filesystem::copy(dir, newer);
   {
     std::ifstream f(newer + "/manifest.json");
@@ -336,7 +334,7 @@ TEST(DynamicCheckpoint, FormatVersionMarksDynamicTables) {
   for (RefTable& t : f.base.tables) t.rows = 64;
   PlanPtr plan = MakeDynPlan(f);
   ASSERT_NE(plan, nullptr);
-  const std::string fixed_dir = Dir("version_fixed");
+  const std::string fixed_dir = FreshDir("version_fixed");
   const shardrec_optimizer_config_t opt = ToCOptimizer(f.base.optimizer);
   SpawnRanks(1, [&](int r) {
     shardrec_embedding_t* c = nullptr;
@@ -356,7 +354,7 @@ TEST(DynamicCheckpoint, FormatVersionMarksDynamicTables) {
 // SHARDREC_DYNAMIC_CHECKPOINT_PY_DIR names the output directory for the Python step.
 TEST(DynamicCheckpointPython, WritesCheckpointForPython) {
   const char* env = std::getenv("SHARDREC_DYNAMIC_CHECKPOINT_PY_DIR");
-  const std::string dir = env && *env ? std::string(env) : Dir("python");
+  const std::string dir = env && *env ? std::string(env) : FreshDir("python");
   std::filesystem::create_directories(dir);
   DynScenario s =
       MakeDynScenario(1, SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);

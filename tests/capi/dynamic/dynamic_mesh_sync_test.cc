@@ -13,6 +13,7 @@
 #include "shardrec/replica.h"
 #include "tests/capi/dynamic/dynamic_mesh_util.h"
 #include "tests/support/spawn_ranks.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -25,7 +26,7 @@ TEST(DynamicMesh, WeightsOnlySyncKeepsEachReplicasOwnState) {
   ASSERT_NE(c.plan, nullptr);
   const auto& batches = c.batches;
   const int64_t dim = c.dim;
-  const std::string dir = Dir("weights_only");
+  const std::string dir = FreshDir("weights_only");
   SpawnRanks(2, [&](int r) {
     MeshRank m;
     MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
@@ -64,7 +65,7 @@ TEST(DynamicMesh, FailedSyncChangesNoDynamicRow) {
   ASSERT_NE(c.plan, nullptr);
   const auto& batches = c.batches;
   const int64_t dim = c.dim;
-  const std::string dir = Dir("failed_sync");
+  const std::string dir = FreshDir("failed_sync");
   SpawnRanks(2, [&](int r) {
     MeshRank m;
     MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
@@ -104,7 +105,7 @@ TEST(DynamicMesh, SaveBeforeSyncIsRefusedOnEveryRank) {
   ASSERT_NE(c.plan, nullptr);
   const auto& batches = c.batches;
   const int64_t dim = c.dim;
-  const std::string ckpt = Dir("refused") + "/ckpt";
+  const std::string ckpt = FreshDir("refused") + "/ckpt";
   SpawnRanks(2, [&](int r) {
     MeshRank m;
     MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
@@ -180,7 +181,7 @@ TEST(DynamicMesh, DataParallelSyncKeepsTheBitsOnThreeReplicas) {
     if (shard_size == 2) s.base.sharding[1] = SHARDREC_SHARDING_ROW_WISE;
     const MeshScenario c = PlanMesh(s, world, 3);
     ASSERT_NE(c.plan, nullptr);
-    const std::string dir = Dir("dp_bits_3x" + std::to_string(shard_size));
+    const std::string dir = FreshDir("dp_bits_3x" + std::to_string(shard_size));
     SpawnRanks(world, [&](int r) {
       MeshRank m;
       MakeMeshRank(world, shard_size, r, c.plan.get(), &c.opt, s.base.seed, &m);

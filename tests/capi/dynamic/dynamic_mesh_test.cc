@@ -19,6 +19,7 @@
 #include "shardrec/replica.h"
 #include "tests/capi/dynamic/dynamic_mesh_util.h"
 #include "tests/support/spawn_ranks.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -48,7 +49,7 @@ TEST_P(DynamicMeshMerge, SyncCheckpointAndContinue) {
   ASSERT_NE(plan, nullptr);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   const std::string dir =
-      Dir("merge_" + std::to_string(p.replicas) + "x" + std::to_string(p.shard_size));
+      FreshDir("merge_" + std::to_string(p.replicas) + "x" + std::to_string(p.shard_size));
   const std::string ckpt = dir + "/ckpt";
   std::mutex mu;
   std::vector<int32_t> replica_of_group(static_cast<size_t>(p.replicas), -1);
@@ -203,7 +204,7 @@ TEST(DynamicMesh, OverCapacityKeepsTheLruOrderOnEveryReplica) {
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   std::vector<std::vector<Table>> runs;
   for (int run = 0; run < 2; ++run) {
-    const std::string dir = Dir("over_" + std::to_string(run));
+    const std::string dir = FreshDir("over_" + std::to_string(run));
     SpawnRanks(2, [&](int r) {
       MeshRank m;
       MakeMeshRank(2, 1, r, plan.get(), &opt, s.base.seed, &m);
@@ -288,7 +289,7 @@ TEST(DynamicMesh, ScoresMergeByMaximumAndEvictLowestFirst) {
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
-  const std::string dir = Dir("scores");
+  const std::string dir = FreshDir("scores");
   const std::string ckpt = dir + "/ckpt";
   SpawnRanks(2, [&](int r) {
     MeshRank m;

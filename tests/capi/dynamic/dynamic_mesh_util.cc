@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "shardrec/checkpoint.h"
-#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -166,8 +165,6 @@ void MakeMeshRank(int32_t world, int32_t shard_size, int r, const shardrec_plan_
   ASSERT_EQ(shardrec_mesh_coords(m->mesh, &m->group, &m->shard_rank, nullptr, &m->replica_rank),
             SHARDREC_OK);
 }
-
-std::string Dir(const std::string& name) { return FreshDir("dynmesh_" + name); }
 
 void SaveGroup(shardrec_embedding_t* c, const std::string& dir) {
   ASSERT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_OK)

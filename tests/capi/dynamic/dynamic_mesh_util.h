@@ -55,9 +55,6 @@ struct MeshRank {
 void MakeMeshRank(int32_t world, int32_t shard_size, int r, const shardrec_plan_t* plan,
                   const shardrec_optimizer_config_t* opt, uint64_t seed, MeshRank* m);
 
-// An empty temporary folder of the test's.
-std::string Dir(const std::string& name);
-
 // A 1D checkpoint of one sharding group's collection (collective over the group).
 void SaveGroup(shardrec_embedding_t* c, const std::string& dir);
 

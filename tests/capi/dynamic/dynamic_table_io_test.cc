@@ -34,8 +34,6 @@ std::string Bytes(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-std::string Dir(const std::string& tag) { return FreshDir("dyn_table_io_" + tag); }
-
 // On a collection of `side`: trains `train` steps of the stream, runs `body` on every rank, and
 // returns the probe's global output (every pool id's row, an evaluation forward after `body`).
 std::vector<float> RunSide(DynScenario s, const Side& side, const Stream& st, int32_t train,
@@ -92,7 +90,7 @@ TEST(DynamicTableIo, ExportWithStateImportsBitExactAtAnotherWorld) {
     for (size_t i = 0; i < pairs.size(); ++i) {
       const auto& [from, to] = pairs[i];
       SCOPED_TRACE("optimizer " + std::to_string(optimizer) + " pair " + std::to_string(i));
-      const std::string dir = Dir("roundtrip_" + std::to_string(i));
+      const std::string dir = FreshDir("roundtrip_" + std::to_string(i));
       const std::vector<float> want =
           RunSide(s, from, st, kSteps, [&](shardrec_embedding_t* c, int) { Export(c, dir, "a"); });
       const std::vector<float> got = RunSide(s, to, st, 0, [&](shardrec_embedding_t* c, int) {
@@ -124,7 +122,7 @@ TEST(DynamicTableIo, ImportInsertsBesideHeldRowsOrRefusesOverCapacity) {
       MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 64, 24);
   const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
   const Side side{2, SHARDREC_SHARDING_ROW_WISE, 64};
-  const std::string dir = Dir("insert");
+  const std::string dir = FreshDir("insert");
   // A: trained 4 steps, exported. B: trained 1 step (fewer ids), imports A's t0 weights.
   (void)RunSide(s, side, st, kSteps, [&](shardrec_embedding_t* c, int) { Export(c, dir, "a"); });
   const std::vector<float> b_alone = RunSide(s, side, st, 1, [](shardrec_embedding_t*, int) {});

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/capi/inference/inference_test_util.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -112,7 +113,7 @@ TEST(InferenceConcurrency, ManyThreadsEqualSingleThreaded) {
 TEST(InferenceConcurrency, SwapsUnderLoadNeverShowAMixedVersion) {
   std::vector<std::string> sources;
   for (int32_t m = 1; m <= kMarkers; ++m) {
-    const std::string dir = TempDir("marker");
+    const std::string dir = FreshDir("marker");
     SaveMarker(dir, SHARDREC_POOLING_MEAN, static_cast<float>(m));
     // Every other marker also as a serving file: reloads alternate between both kinds.
     if (m % 2 == 0) {
@@ -197,7 +198,7 @@ TEST(InferenceConcurrency, SwapsUnderLoadNeverShowAMixedVersion) {
 }
 
 TEST(InferenceConcurrency, ConcurrentReloadsAreRefusedNotQueued) {
-  const std::string dir = TempDir("reloads");
+  const std::string dir = FreshDir("reloads");
   SaveMarker(dir, SHARDREC_POOLING_SUM, 1.0f);
   InferencePtr inf = Open(dir, SHARDREC_SERVING_INT8);
   ASSERT_TRUE(inf);
@@ -219,7 +220,7 @@ TEST(InferenceConcurrency, ConcurrentReloadsAreRefusedNotQueued) {
 }
 
 TEST(InferenceConcurrency, SnapshotOutlivesReloadAndHandle) {
-  const std::string a = TempDir("snap_a"), b = TempDir("snap_b");
+  const std::string a = FreshDir("snap_a"), b = FreshDir("snap_b");
   SaveMarker(a, SHARDREC_POOLING_MEAN, 1.0f);
   SaveMarker(b, SHARDREC_POOLING_MEAN, 2.0f);
   InferencePtr inf = Open(a, SHARDREC_SERVING_AS_TRAINED);
@@ -249,7 +250,7 @@ TEST(InferenceConcurrency, SnapshotOutlivesReloadAndHandle) {
 
 // A row whose values are all equal has scale 0 and reads back exactly in every storage type.
 TEST(InferenceStorage, EqualRowsReadBackExactly) {
-  const std::string dir = TempDir("equal");
+  const std::string dir = FreshDir("equal");
   SaveMarker(dir, SHARDREC_POOLING_MEAN, -0.375f);
   const RefBatch batch = RandomBatches(SHARDREC_POOLING_MEAN, false)[1];
   for (int32_t storage : {SHARDREC_SERVING_FP16, SHARDREC_SERVING_BF16, SHARDREC_SERVING_INT8,

@@ -31,6 +31,7 @@
 #include "tests/capi/dynamic/dynamic_test_util.h"
 #include "tests/capi/inference/inference_test_util.h"
 #include "tests/support/spawn_ranks.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -86,8 +87,8 @@ DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
   PlanPtr plan = MakeDynPlan(s);
   EXPECT_NE(plan, nullptr);
   if (plan == nullptr) return run;
-  run.ckpt1 = TempDir("dyn1");
-  run.ckpt2 = TempDir("dyn2");
+  run.ckpt1 = FreshDir("dyn1");
+  run.ckpt2 = FreshDir("dyn2");
   std::mutex mu;
   SpawnRanks(world, [&](int r) {
     CollPtr coll;
@@ -237,7 +238,7 @@ TEST(InferenceDynamic, CheckpointsAndDeltasEqualTraining) {
                   SHARDREC_OK);
         EXPECT_EQ(rows, static_cast<int64_t>(at2[t].size())) << how;
       }
-      const std::string file = TempDir("dynfile") + "/model.srv";
+      const std::string file = FreshDir("dynfile") + "/model.srv";
       ASSERT_EQ(shardrec_inference_save(inf.get(), file.c_str()), SHARDREC_OK)
           << shardrec_last_error();
       InferencePtr mapped = Open(file, SHARDREC_SERVING_AS_TRAINED);
@@ -263,7 +264,7 @@ TEST(InferenceDynamic, MeshCheckpointServesTheMergedTable) {
   const Stream st = MakeStream(s, dim, 3);
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
-  const std::string ckpt = TempDir("dynmesh");
+  const std::string ckpt = FreshDir("dynmesh");
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   Delta merged[2];
   std::mutex mu;
@@ -415,7 +416,7 @@ TEST(InferenceDynamic, SequenceTablesFilledByDeltas) {
   }
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr) << shardrec_last_error();
-  const std::string dir = TempDir("dynseq");
+  const std::string dir = FreshDir("dynseq");
   {
     const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
     shardrec_embedding_t* c = nullptr;
@@ -489,7 +490,7 @@ void ExpectCorrupt(const std::string& path, const std::string& word) {
 TEST(InferenceDynamic, CorruptIdsAreRefused) {
   namespace fs = std::filesystem;
   const DynRunSaved run = TrainDynamic(1, SHARDREC_SHARDING_TABLE_WISE);
-  const std::string dir = TempDir("dyncorrupt");
+  const std::string dir = FreshDir("dyncorrupt");
   fs::copy(run.ckpt1, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   std::string rank_file;
   for (const auto& e : fs::directory_iterator(dir))
@@ -512,7 +513,7 @@ TEST(InferenceDynamic, CorruptIdsAreRefused) {
 
   InferencePtr inf = Open(run.ckpt1, SHARDREC_SERVING_INT4);
   ASSERT_NE(inf, nullptr);
-  const std::string file = TempDir("dyncorruptfile") + "/model.srv";
+  const std::string file = FreshDir("dyncorruptfile") + "/model.srv";
   ASSERT_EQ(shardrec_inference_save(inf.get(), file.c_str()), SHARDREC_OK) << shardrec_last_error();
   std::ifstream f(file, std::ios::binary);
   char prefix[24];

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/capi/inference/inference_test_util.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 namespace {
@@ -27,7 +28,7 @@ const Trained& Fixture() {
 }
 
 std::string CopyDir(const std::string& from) {
-  const std::string to = TempDir("copy");
+  const std::string to = FreshDir("copy");
   fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   return to;
 }
@@ -77,7 +78,7 @@ void ExpectRefused(const std::string& path, shardrec_status_t code,
 TEST(InferenceReject, CorruptAndTruncatedCheckpoints) {
   const Trained& t = Fixture();
   ExpectRefused("/nonexistent/shardrec_serving", SHARDREC_ENOTFOUND, {"does not exist"});
-  const std::string empty = TempDir("empty");
+  const std::string empty = FreshDir("empty");
   ExpectRefused(empty, SHARDREC_ENOTFOUND, {"manifest.json"});
   {
     const std::string d = CopyDir(t.trained_dir);
@@ -102,7 +103,7 @@ TEST(InferenceReject, CorruptAndTruncatedServingFiles) {
   const Trained& t = Fixture();
   InferencePtr inf = Open(t.trained_dir, SHARDREC_SERVING_INT4);
   ASSERT_TRUE(inf);
-  const std::string dir = TempDir("serving");
+  const std::string dir = FreshDir("serving");
   const std::string good = dir + "/good.serving";
   ASSERT_EQ(shardrec_inference_save(inf.get(), good.c_str()), SHARDREC_OK);
   const auto size = static_cast<std::streamoff>(fs::file_size(good));
@@ -179,7 +180,7 @@ TEST(InferenceReject, ReloadOfAnotherShapeChangesNothing) {
   EXPECT_EQ(shardrec_inference_reload(inf.get(), seq.trained_dir.c_str()), SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find(seq.trained_dir), std::string::npos);
   InferencePtr q = Open(t.trained_dir, SHARDREC_SERVING_INT8);
-  const std::string file = TempDir("reload") + "/int8.serving";
+  const std::string file = FreshDir("reload") + "/int8.serving";
   ASSERT_EQ(shardrec_inference_save(q.get(), file.c_str()), SHARDREC_OK);
   EXPECT_EQ(shardrec_inference_reload(inf.get(), file.c_str()), SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_reload(inf.get(), "/nonexistent/x"), SHARDREC_ENOTFOUND);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tests/support/temp_dirs.h"
+
 namespace shardrec::testing {
 namespace {
 
@@ -41,8 +43,6 @@ double ElementBound(int32_t storage, double x, double scale) {
 
 }  // namespace
 
-std::string TempDir(const std::string& tag) { return FreshDir("inference_" + tag); }
-
 Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t max_bag) {
   Trained t;
   const int32_t group = side.shard_size ? side.shard_size : side.world;
@@ -54,8 +54,8 @@ Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t m
   s.max_bag = max_bag;
   for (RefTable& rt : s.tables) rt.dtype = side.dtype;
   t.s = s;
-  t.trained_dir = TempDir("trained");
-  t.dyadic_dir = TempDir("dyadic");
+  t.trained_dir = FreshDir("trained");
+  t.dyadic_dir = FreshDir("dyadic");
   Scenario g = s;
   g.world = side.world;
   g.steps = 4;

@@ -31,9 +31,6 @@ struct Trained {
   std::vector<std::vector<float>> weights;      // per table: trained full weights (fp32)
 };
 
-// A fresh empty directory (FreshDir), removed after the program's last test.
-std::string TempDir(const std::string& tag);
-
 // Trains `side` with StandardScenario tables of `pooling`, per-id weights when `weighted`, bags
 // of up to `max_bag` ids.
 Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t max_bag = 4);
