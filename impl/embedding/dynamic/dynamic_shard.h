@@ -146,6 +146,10 @@ class DynamicShard {
   void Rebase();
   // The forward counter relative to base_.
   uint32_t NowRel() const { return static_cast<uint32_t>(now_ - base_); }
+  // TTL: slot's row was seen within ttl_steps forwards of `now` (NowRel()), so it may not leave.
+  bool TooRecent(int32_t slot, uint32_t now) const {
+    return int64_t{now - records_[static_cast<size_t>(slot)].seen} <= config_.ttl_steps;
+  }
 
   sharding::DynamicConfig config_;
   int64_t slots_ = 0;

@@ -157,7 +157,7 @@ bool DynamicShard::TakeQueued(int64_t need) {
     const bool take_queue =
         from_queue && (j == side.size() || KeyLess(KeyOf(queue_[i].slot), side[j]));
     const int32_t slot = take_queue ? queue_[i].slot : side[j].slot;
-    if (ttl && int64_t{now - records_[static_cast<size_t>(slot)].seen} <= config_.ttl_steps) {
+    if (ttl && TooRecent(slot, now)) {
       ended = true;
       break;
     }
@@ -253,9 +253,7 @@ void DynamicShard::SelectVictims(int64_t need) {
       ClearQueue();
       if (config_.eviction == Eviction::kTtl) {
         const uint32_t now = NowRel();
-        std::erase_if(candidates_, [&](const Candidate& c) {
-          return int64_t{now - records_[static_cast<size_t>(c.slot)].seen} <= config_.ttl_steps;
-        });
+        std::erase_if(candidates_, [&](const Candidate& c) { return TooRecent(c.slot, now); });
       }
       TakeSmallest(static_cast<size_t>(need));
       ReleaseLargeScratch();

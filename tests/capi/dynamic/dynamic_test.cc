@@ -209,7 +209,8 @@ TEST(DynamicTable, NewRowsHoldTheGeneratorsValuesExactly) {
     for (int32_t t = 0; t < 2; ++t) {
       const RefTable& rt = s.base.tables[t];
       for (size_t i = 0; i < s.pools[t].size(); ++i) {
-        const float* row = out.data() + static_cast<int64_t>(i) * dim + (t == 0 ? 0 : 64);
+        const float* row =
+            out.data() + static_cast<int64_t>(i) * dim + (t == 0 ? 0 : s.base.tables[0].dim);
         bool zero = true;
         for (int32_t c = 0; c < rt.dim; ++c) zero = zero && row[c] == 0.0f;
         if (zero) continue;  // not in the forward's batch: no row
