@@ -35,10 +35,10 @@ const (
 	WeightDecayDecoupled WeightDecayMode = 2
 )
 
-// BoundsPolicy is what a collection does with an id outside its table (shardrec/embedding.h).
+// BoundsPolicy is what a collection does with an id outside its table (shardrec/embedding_options.h).
 type BoundsPolicy int
 
-// Bounds policies (shardrec/embedding.h).
+// Bounds policies (shardrec/embedding_options.h).
 const (
 	BoundsError BoundsPolicy = 0
 	BoundsClamp BoundsPolicy = 1
@@ -46,10 +46,10 @@ const (
 )
 
 // CommEncoding is how the floats of a collection's embedding collectives travel between ranks
-// (shardrec_comm_encoding_t in shardrec/embedding.h, which documents the error of each).
+// (shardrec_comm_encoding_t in shardrec/embedding_options.h, which documents the error of each).
 type CommEncoding int
 
-// Communication encodings (shardrec/embedding.h).
+// Communication encodings (shardrec/embedding_options.h).
 const (
 	CommEncodingFP32 CommEncoding = 0 // exact (the default)
 	CommEncodingFP16 CommEncoding = 1 // relative error <= 2^-11, saturates beyond +-65504
@@ -111,10 +111,10 @@ type EmbeddingOptions struct {
 	// TableMemory is the page size of the table storage; the zero value is huge pages.
 	TableMemory TableMemory
 	// DeviceType is where the tables live: DeviceHost (the zero value). CUDA collections are
-	// refused with ErrCodeUnsupported by this build (embedding.h); forwarded as given.
+	// refused with ErrCodeUnsupported by this build (embedding_options.h); forwarded as given.
 	DeviceType  DeviceType
 	DeviceIndex int // CUDA ordinal; ignored on the host
-	// Capacity hints of a GPU collection (embedding.h): the most samples and the most ids
+	// Capacity hints of a GPU collection (embedding_options.h): the most samples and the most ids
 	// (over all features) this rank passes to one forward. With both > 0 the per-step device
 	// buffers are sized at creation; the zero value means unknown (they grow on demand).
 	// Host collections ignore them; negative values are rejected.
@@ -122,7 +122,7 @@ type EmbeddingOptions struct {
 	MaxIdsPerBatch int64
 }
 
-// NonFinitePolicy is shardrec_non_finite_policy_t (shardrec/embedding.h).
+// NonFinitePolicy is shardrec_non_finite_policy_t (shardrec/embedding_options.h).
 type NonFinitePolicy int
 
 // Non-finite policies.
@@ -131,7 +131,7 @@ const (
 	NonFiniteAllow NonFinitePolicy = 1 // no check: non-finite values flow through
 )
 
-// TableMemory is shardrec_table_memory_t (shardrec/embedding.h).
+// TableMemory is shardrec_table_memory_t (shardrec/embedding_options.h).
 type TableMemory int
 
 // Table memory kinds.

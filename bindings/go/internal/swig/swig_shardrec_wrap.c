@@ -192,6 +192,7 @@ static void* Swig_malloc(int c) {
 #include "shardrec/tensor.h"
 #include "shardrec/comm.h"
 #include "shardrec/plan.h"
+#include "shardrec/embedding_options.h"
 #include "shardrec/embedding.h"
 #include "shardrec/dynamic.h"
 #include "shardrec/device.h"

@@ -18,7 +18,7 @@ pub enum BoundsPolicy {
 }
 
 /// How the floats of a collection's embedding collectives travel between ranks
-/// (`shardrec_comm_encoding_t` in shardrec/embedding.h, which documents the error of each).
+/// (`shardrec_comm_encoding_t` in shardrec/embedding_options.h, which documents the error of each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum CommEncoding {
     /// Exact fp32 (the default).
@@ -75,12 +75,12 @@ pub struct EmbeddingOptions<'a> {
     /// Page size of the table storage.
     pub table_memory: TableMemory,
     /// Where the tables live: `Host` (the default). CUDA collections are refused with
-    /// `Code::Unsupported` by this build (embedding.h); forwarded as given.
+    /// `Code::Unsupported` by this build (embedding_options.h); forwarded as given.
     pub device_type: crate::DeviceType,
     /// CUDA ordinal; ignored on the host.
     pub device_index: i32,
-    /// Capacity hints of a GPU collection (embedding.h): the most samples and the most ids (over
-    /// all features) this rank passes to one forward. With both above 0 the per-step device
+    /// Capacity hints of a GPU collection (embedding_options.h): the most samples and the most ids
+    /// (over all features) this rank passes to one forward. With both above 0 the per-step device
     /// buffers are sized at creation; 0 (the default) means unknown (they grow on demand). Host
     /// collections ignore them; negative values are rejected.
     pub max_batch_size: i64,

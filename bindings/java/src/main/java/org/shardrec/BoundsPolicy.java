@@ -1,7 +1,7 @@
-// What a collection does with an id outside its table (shardrec/embedding.h).
+// What a collection does with an id outside its table (shardrec/embedding_options.h).
 package org.shardrec;
 
-/** What a collection does with an id outside its table (shardrec/embedding.h). */
+/** What a collection does with an id outside its table (shardrec/embedding_options.h). */
 public enum BoundsPolicy {
   /** Reject the batch with SHARDREC_EINVAL (default). */
   ERROR(0),

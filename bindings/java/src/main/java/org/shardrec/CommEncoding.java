@@ -1,9 +1,9 @@
-// How the floats of a collection's embedding collectives travel (shardrec/embedding.h).
+// How the floats of a collection's embedding collectives travel (shardrec/embedding_options.h).
 package org.shardrec;
 
 /**
  * How the floats of a collection's embedding collectives travel between ranks
- * (shardrec_comm_encoding_t in shardrec/embedding.h, which documents the error of each).
+ * (shardrec_comm_encoding_t in shardrec/embedding_options.h, which documents the error of each).
  */
 public enum CommEncoding {
   /** Exact fp32 (the default). */

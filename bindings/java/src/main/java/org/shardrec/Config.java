@@ -4,7 +4,7 @@ package org.shardrec;
 
 import java.lang.ref.Reference;
 
-/** Configuration classes of config.h and embedding.h. */
+/** Configuration classes of config.h and embedding_options.h. */
 public final class Config {
   private Config() {}
 
@@ -439,14 +439,14 @@ public final class Config {
     public TableMemory tableMemory = TableMemory.HUGE_PAGES;
     /**
      * Where the tables live: HOST (the default). CUDA collections are refused with
-     * EUNSUPPORTED by this build (embedding.h); the field is forwarded as given.
+     * EUNSUPPORTED by this build (embedding_options.h); the field is forwarded as given.
      */
     public DeviceType deviceType = DeviceType.HOST;
     /** CUDA ordinal; ignored on the host. */
     public int deviceIndex;
     /**
-     * Capacity hints of a GPU collection (embedding.h): the most samples and the most ids (over
-     * all features) this rank passes to one forward. With both above 0 the per-step device
+     * Capacity hints of a GPU collection (embedding_options.h): the most samples and the most ids
+     * (over all features) this rank passes to one forward. With both above 0 the per-step device
      * buffers are sized at creation; 0 (the default) means unknown (they grow on demand). Host
      * collections ignore them; negative values are rejected.
      */

@@ -1,4 +1,4 @@
-// What a collection does with non-finite inputs (shardrec/embedding.h).
+// What a collection does with non-finite inputs (shardrec/embedding_options.h).
 package org.shardrec;
 
 /** How a collection treats a NaN or infinite per-id weight or output gradient (shardrec_non_finite_policy_t). */

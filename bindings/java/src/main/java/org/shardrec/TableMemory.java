@@ -1,4 +1,4 @@
-// Page size of a collection's table storage (shardrec/embedding.h).
+// Page size of a collection's table storage (shardrec/embedding_options.h).
 package org.shardrec;
 
 /** Page size of a collection's table storage (shardrec_table_memory_t). */
