@@ -201,7 +201,10 @@ void DynamicShard::Place() {
     }
     records_[slot] = SlotRecord{pending_[k], now, pending_count_[k]};
     NoteForLfu(slot, pending_count_[k]);
-    if (!score_.empty()) score_[slot] = 0.0;
+    if (!score_.empty()) {
+      score_[slot] = 0.0;
+      NoteForScore(slot);
+    }
     index_.Insert(pending_[k], slot);
     SetDirty(slot);
     group_slot_[pending_group_[k]] = slot;
@@ -229,8 +232,11 @@ int64_t DynamicShard::SetScores(std::span<const int64_t> ids, std::span<const do
   int64_t set = 0;
   index_.FindAll(ids, IdBase(), kIdStride, [&](size_t i, int32_t s) {
     if (s == SlotIndex::kNone) return;
-    score_[s] = scores[i];
     ++set;
+    // An unchanged score (-0 is 0) keeps the row's place: noting it would only grow the side list.
+    const bool changed = score_[s] != scores[i];
+    score_[s] = scores[i];
+    if (changed) NoteForScore(s);
   });
   return set;
 }
@@ -239,6 +245,7 @@ void DynamicShard::RestoreScores(std::span<const double> scores) {
   if (score_.empty()) return;
   SR_CHECK(static_cast<int64_t>(scores.size()) == used_);
   std::copy(scores.begin(), scores.end(), score_.begin());
+  ClearQueue();
 }
 
 void DynamicShard::RestoreMerged(int64_t forwards, std::span<const int64_t> ids,

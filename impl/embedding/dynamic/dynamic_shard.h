@@ -119,15 +119,13 @@ class DynamicShard {
   // rows may leave; docs/dynamic-tables.md, "Determinism"; dynamic_shard_victims.cc), in
   // ascending slot order: the order new ids take them.
   void SelectVictims(int64_t need);
-  // victims_ from queue_ (and, under LFU, lfu_side_) (true), or false with victims_, queue_ and
-  // lfu_side_ unchanged when they run out first and the queue does not hold every candidate.
+  // victims_ from queue_ (and, under LFU and SCORE, side_) (true), or false with victims_, queue_
+  // and side_ unchanged when they run out first and the queue does not hold every candidate.
   bool TakeQueued(int64_t need);
   // queue_ becomes the first rows of this forward's candidates (collected in candidates_) in
-  // eviction order, at least `need`; under LFU lfu_side_ the rows this forward saw that order
-  // before the queue's last.
+  // eviction order, at least `need`; under LFU and SCORE side_ the rows this forward saw that
+  // order before the queue's last.
   void BuildQueue(int64_t need);
-  // SCORE: victims_ from one pass over the rows (dynamic_shard_victims.cc).
-  void SelectByScore(size_t need);
   // The slots of candidates_' `need` smallest keys (all when fewer) into victims_, in no order.
   void TakeSmallest(size_t need);
   // Sorts victims_ (distinct slots below used_) ascending.
@@ -218,43 +216,53 @@ class DynamicShard {
   void CollectCandidates();
   // Gives candidates_ and scratch_ back when they are large (their scans are rare there).
   void ReleaseLargeScratch();
-  // The first rows in eviction order that a scan of the whole shard found, consumed over the next
-  // forwards (a table of millions of slots is then scanned once per many forwards, not per
-  // forward). An entry is stale once its slot's last-seen forward or count differs: the row was
-  // seen again or replaced. Under LRU and TTL such a row, and every row outside the queue, is
-  // younger than every live entry. Under LFU a row seen or created since the scan may still
-  // order before the queue's last entry: when its count stays below that entry's count
-  // (lfu_bound_count_), its slot is noted in lfu_side_ (at its first touch in a forward, at its
-  // creation, or by the scan), and victims are taken from both in order. Cleared whenever
-  // last-seen values are rewritten (Reset, Restore, Rebase).
-  struct Queued {
-    int32_t slot;
-    uint32_t seen;
-    uint32_t count;
-  };
-  std::vector<Queued> queue_;
-  size_t queue_next_ = 0;         // entries before it are consumed
-  bool queue_complete_ = false;   // the scan put every row its forward had not seen in
-  int64_t queue_forward_ = 0;     // the forward of that scan
-  uint32_t lfu_bound_count_ = 0;  // LFU: the queue's last entry's count (0: nothing noted)
-  std::vector<int32_t> lfu_side_;
-  size_t lfu_side_limit_ = 0;  // beyond it the queue is dropped (the next eviction scans)
+  // The first rows in eviction order that a scan of the whole shard found, with their keys,
+  // consumed over the next forwards (a table of millions of slots is then scanned once per many
+  // forwards, not per forward). An entry is stale once its slot's key differs: the row was seen
+  // again (LRU, TTL, LFU), scored again (SCORE) or replaced. Under LRU and TTL such a row, and
+  // every row outside the queue, is younger than every live entry. Under LFU and SCORE a row
+  // seen, created or scored since the scan may still order before the queue's last entry
+  // (bound_): its slot is noted in side_ (LFU: at its first touch in a forward, while its count
+  // stays below the bound's; SCORE: when its score changes or it is created, and its key is below
+  // the bound; both: by the scan, for the rows its forward saw), and victims are taken from both
+  // in order. Under SCORE a live entry whose row a forward sees may not leave in that forward but
+  // keeps its place: it moves to side_. Cleared whenever keys are rewritten (Reset, Restore,
+  // RestoreScores, Rebase).
+  std::vector<Candidate> queue_;
+  size_t queue_next_ = 0;        // entries before it are consumed
+  bool queue_complete_ = false;  // the scan put every row its forward had not seen in
+  int64_t queue_forward_ = 0;    // the forward of that scan
+  bool bounded_ = false;         // LFU, SCORE: bound_ is the queue's last entry; side_ is kept
+  Candidate bound_{};
+  uint32_t lfu_bound_count_ = 0;  // LFU: bound_'s count (0: nothing noted)
+  std::vector<int32_t> side_;
+  size_t side_limit_ = 0;  // beyond it the queue is dropped (the next eviction scans)
+  // Appends `slot` to side_, or drops the queue when side_ is full (forwards without eviction
+  // noted too many: cheaper to scan again).
+  void NoteSide(int32_t slot) {
+    if (side_.size() >= side_limit_) {
+      ClearQueue();
+      return;
+    }
+    side_.push_back(slot);
+  }
   // Under LFU, notes `slot` (just touched for the first time this forward, or created) when its
   // count stays below the bound. Inline: it runs for every row a forward touches.
   void NoteForLfu(int32_t slot, uint64_t count) {
-    if (count >= lfu_bound_count_) return;
-    if (lfu_side_.size() >= lfu_side_limit_) {
-      ClearQueue();  // forwards without eviction noted too many: cheaper to scan again
-      return;
-    }
-    lfu_side_.push_back(slot);
+    if (count < lfu_bound_count_) NoteSide(slot);
+  }
+  // Under SCORE, notes `slot` (just created, or its score just changed) when its key orders
+  // before the bound.
+  void NoteForScore(int32_t slot) {
+    if (bounded_ && KeyLess(KeyOf(slot), bound_)) NoteSide(slot);
   }
   void ClearQueue() {
     queue_.clear();
     queue_next_ = 0;
     queue_complete_ = false;
+    bounded_ = false;
     lfu_bound_count_ = 0;
-    lfu_side_.clear();
+    side_.clear();
   }
 };
 

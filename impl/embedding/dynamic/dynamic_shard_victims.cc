@@ -1,8 +1,8 @@
 // Which rows leave a full dynamic shard (dynamic_shard.h, SelectVictims): the first ones in the
 // order of docs/dynamic-tables.md, "Determinism", found without sorting the whole shard in every
-// forward (LRU, TTL, LFU: a queue kept across forwards, or a selection when a forward needs most
-// candidates) or with a selection alone (SCORE). Every path gives the same victims as one sort of
-// every candidate by the policy's order; they are handed out in slot order.
+// forward (a queue kept across forwards, or a selection when a forward needs most candidates).
+// Every path gives the same victims as one sort of every candidate by the policy's order; they
+// are handed out in slot order.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -24,10 +24,9 @@ constexpr size_t kQueueShardFraction = 16;
 // Candidate buffers of shards larger than this are given back after a scan (scans are rare there;
 // a small shard that evicts every forward keeps them).
 constexpr size_t kKeepScratchCandidates = size_t{1} << 16;
-// SCORE: when fewer than one row in this many leaves, a bounded heap selects them in one pass.
-constexpr size_t kHeapFraction = 8;
-// LFU: a side list longer than this (and than twice the queue) is dropped for a fresh scan.
-constexpr size_t kMaxLfuSide = size_t{1} << 16;
+// LFU, SCORE: a side list longer than this (and than twice the queue) is dropped for a fresh
+// scan.
+constexpr size_t kMaxSide = size_t{1} << 16;
 
 // A finite score as 64 bits whose unsigned order is the scores' order (-0 taken as +0, which
 // compares equal to it).
@@ -114,23 +113,23 @@ void DynamicShard::KeepSmallest(size_t k) {
 }
 
 bool DynamicShard::TakeQueued(int64_t need) {
-  // Every row that orders before the queue's last entry is a live queue entry or (LFU) in the side
-  // list (dynamic_shard.h), so taking them in order gives the first victims of the whole shard
-  // while they last. Under TTL the first live entry that is too recent ends the victims: every
-  // later row is at least as recent.
+  // Every row that orders before the queue's last entry is a live queue entry or (LFU, SCORE) in
+  // the side list (dynamic_shard.h), so taking them in order gives the first victims of the whole
+  // shard while they last. Under TTL the first live entry that is too recent ends the victims:
+  // every later row is at least as recent.
   const uint32_t now = NowRel();
   const bool ttl = config_.eviction == Eviction::kTtl;
-  // The side list's rows still below the bound: those this forward saw stay noted for later
+  // The side list's rows still before the bound: those this forward saw stay noted for later
   // forwards; the others are this forward's candidates, in order, once.
   std::vector<Candidate> side;
   std::vector<int32_t> seen_now;
-  for (int32_t slot : lfu_side_) {
-    const SlotRecord& m = records_[static_cast<size_t>(slot)];
-    if (m.count >= lfu_bound_count_) continue;
-    if (m.seen == now)
+  for (int32_t slot : side_) {
+    const Candidate c = KeyOf(slot);
+    if (!KeyLess(c, bound_)) continue;
+    if (records_[static_cast<size_t>(slot)].seen == now)
       seen_now.push_back(slot);
     else
-      side.push_back(KeyOf(slot));
+      side.push_back(c);
   }
   std::sort(side.begin(), side.end(), KeyLess);
   side.erase(std::unique(side.begin(), side.end(),
@@ -141,11 +140,14 @@ bool DynamicShard::TakeQueued(int64_t need) {
   // Queue entries are checked in order, and their slots are scattered over the records: each
   // record is asked of the cache kQueueAhead entries before it is checked.
   constexpr size_t kQueueAhead = 16;
-  auto live = [this](size_t at) {
+  auto live = [&](size_t at) {
     if (at + kQueueAhead < queue_.size()) PrefetchSlot(queue_[at + kQueueAhead].slot);
-    const Queued& q = queue_[at];
-    const SlotRecord& m = records_[static_cast<size_t>(q.slot)];
-    return m.seen == q.seen && m.count == q.count;
+    const Candidate& q = queue_[at];
+    const Candidate c = KeyOf(q.slot);
+    if (c.hi != q.hi || c.lo != q.lo) return false;
+    if (records_[static_cast<size_t>(q.slot)].seen != now) return true;
+    seen_now.push_back(q.slot);  // SCORE (only there is a key kept by a touch): later forwards
+    return false;
   };
   for (size_t a = i; a < std::min(queue_.size(), i + kQueueAhead); ++a)
     PrefetchSlot(queue_[a].slot);
@@ -154,25 +156,28 @@ bool DynamicShard::TakeQueued(int64_t need) {
     while (i < queue_.size() && !live(i)) ++i;
     const bool from_queue = i < queue_.size();
     if (!from_queue && j == side.size()) break;
-    const bool take_queue =
-        from_queue && (j == side.size() || KeyLess(KeyOf(queue_[i].slot), side[j]));
+    // Equal keys are one row, both live in the queue and noted (SCORE: scored back to the value
+    // it was queued with): taken once.
+    const bool take_queue = from_queue && (j == side.size() || !KeyLess(side[j], queue_[i]));
     const int32_t slot = take_queue ? queue_[i].slot : side[j].slot;
     if (ttl && TooRecent(slot, now)) {
       ended = true;
       break;
     }
     victims_.push_back(slot);
-    if (take_queue)
+    if (take_queue) {
+      if (j < side.size() && side[j].slot == slot) ++j;
       ++i;
-    else
+    } else {
       ++j;
+    }
   }
   // A queue built in this forward holds every candidate: running out of it means no row is left.
   if (static_cast<int64_t>(victims_.size() - first) == need || ended ||
       (queue_complete_ && queue_forward_ == now_)) {
     queue_next_ = i;
-    lfu_side_ = std::move(seen_now);
-    for (size_t k = j; k < side.size(); ++k) lfu_side_.push_back(side[k].slot);
+    side_ = std::move(seen_now);
+    for (size_t k = j; k < side.size(); ++k) side_.push_back(side[k].slot);
     return true;
   }
   victims_.resize(first);
@@ -184,27 +189,27 @@ void DynamicShard::BuildQueue(int64_t need) {
   const size_t k = std::max(static_cast<size_t>(need) * kQueueForwards,
                             static_cast<size_t>(used_) / kQueueShardFraction);
   KeepSmallest(k);
-  queue_.resize(candidates_.size());
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    const int32_t slot = candidates_[i].slot;
-    const SlotRecord& m = records_[static_cast<size_t>(slot)];
-    queue_[i] = Queued{slot, m.seen, m.count};
-  }
+  queue_.assign(candidates_.begin(), candidates_.end());
   queue_next_ = 0;
   queue_complete_ = candidates_.size() == n;
   queue_forward_ = now_;
-  lfu_side_.clear();
+  side_.clear();
+  bounded_ = false;
   lfu_bound_count_ = 0;
-  if (config_.eviction == Eviction::kLfu && !queue_.empty()) {
-    // From now on a row whose count stays below the last entry's orders before it (its last-seen
-    // forward is later, so an equal count orders after). The rows this forward already saw are
-    // noted here; later touches and new rows note themselves.
-    lfu_bound_count_ = queue_.back().count;
-    lfu_side_limit_ = std::max(kMaxLfuSide, 2 * queue_.size());
+  const bool lfu = config_.eviction == Eviction::kLfu;
+  if ((lfu || config_.eviction == Eviction::kScore) && !queue_.empty()) {
+    // From now on a row may order before the last entry when seen (LFU: its count stays below the
+    // last entry's; its last-seen forward is later, so an equal count orders after), created or
+    // scored (SCORE). The rows this forward already saw are noted here; later ones note
+    // themselves.
+    bound_ = queue_.back();
+    bounded_ = true;
+    if (lfu) lfu_bound_count_ = static_cast<uint32_t>(bound_.hi >> 32);
+    side_limit_ = std::max(kMaxSide, 2 * queue_.size());
     const uint32_t now = NowRel();
     for (int64_t s = 0; s < used_; ++s)
-      if (records_[s].seen == now && records_[s].count < lfu_bound_count_)
-        lfu_side_.push_back(static_cast<int32_t>(s));
+      if (records_[s].seen == now && KeyLess(KeyOf(static_cast<int32_t>(s)), bound_))
+        side_.push_back(static_cast<int32_t>(s));
   }
   ReleaseLargeScratch();
 }
@@ -214,37 +219,8 @@ void DynamicShard::TakeSmallest(size_t need) {
   for (const Candidate& c : candidates_) victims_.push_back(c.slot);
 }
 
-void DynamicShard::SelectByScore(size_t need) {
-  if (need * kHeapFraction >= static_cast<size_t>(used_)) {
-    CollectCandidates();
-    TakeSmallest(need);
-  } else {
-    // Few leave: the `need` smallest keys in a bounded max-heap during one pass over the rows
-    // (most rows fail one comparison with its top), so no buffer of every row is written.
-    const uint32_t now = NowRel();
-    candidates_.clear();
-    for (int64_t s = 0; s < used_; ++s) {
-      if (records_[s].seen == now) continue;
-      const Candidate c = KeyOf(static_cast<int32_t>(s));
-      if (candidates_.size() < need) {
-        candidates_.push_back(c);
-        std::push_heap(candidates_.begin(), candidates_.end(), KeyLess);
-      } else if (KeyLess(c, candidates_.front())) {
-        std::pop_heap(candidates_.begin(), candidates_.end(), KeyLess);
-        candidates_.back() = c;
-        std::push_heap(candidates_.begin(), candidates_.end(), KeyLess);
-      }
-    }
-    for (const Candidate& c : candidates_) victims_.push_back(c.slot);
-  }
-  ReleaseLargeScratch();
-}
-
 void DynamicShard::SelectVictims(int64_t need) {
-  if (config_.eviction == Eviction::kScore) {
-    // The caller may set any row's score before any forward: every one selects afresh.
-    SelectByScore(static_cast<size_t>(need));
-  } else if (!TakeQueued(need)) {
+  if (!TakeQueued(need)) {
     CollectCandidates();
     if (2 * static_cast<size_t>(need) > candidates_.size()) {
       // This forward needs more than half the candidates: what a queue would keep could not serve

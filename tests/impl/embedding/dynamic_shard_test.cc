@@ -138,7 +138,7 @@ TEST(DynamicShardLastSeen, ExactAcrossRebase) {
 // queue's path; 160 and 200 (more than half the rows) are selected without one. Last-seen values
 // spread over 12 or 600 forwards; under TTL about half the rows are old enough, fewer than 160.
 TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
-  for (Eviction policy : {Eviction::kLru, Eviction::kLfu, Eviction::kTtl})
+  for (Eviction policy : {Eviction::kLru, Eviction::kLfu, Eviction::kTtl, Eviction::kScore})
     for (int64_t num_new : {120, 160, 200})
       for (int64_t spread : {12, 600})
         for (uint64_t seed = 1; seed <= 5; ++seed) {
@@ -153,6 +153,7 @@ TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
           const int64_t forwards = spread + 8;
           std::vector<int64_t> ids, seen;
           std::vector<uint32_t> counts;
+          std::vector<double> scores;
           std::unordered_map<int64_t, bool> used;
           while (static_cast<int64_t>(ids.size()) < slots) {
             const auto x = static_cast<int64_t>(rng() % 2001) - 1000;  // negative ids too
@@ -160,8 +161,10 @@ TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
             ids.push_back(x);
             seen.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(spread)));  // ties
             counts.push_back(static_cast<uint32_t>(rng() % 4));
+            scores.push_back(static_cast<double>(static_cast<int64_t>(rng() % 7) - 3) * 0.25);
           }
           shard.Restore(forwards, ids, seen, counts, {});
+          shard.RestoreScores(scores);  // ignored unless SCORE
           // The reference: every row may leave (none is seen by the next forward, whose ids are all
           // new), except under TTL the rows seen within ttl_steps of that forward.
           std::vector<int32_t> order;
@@ -169,6 +172,8 @@ TEST(DynamicShardVictims, OrderMatchesReferenceSort) {
             if (policy != Eviction::kTtl || forwards + 1 - seen[s] > config.ttl_steps)
               order.push_back(s);
           std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+            if (policy == Eviction::kScore)
+              return std::tie(scores[a], ids[a]) < std::tie(scores[b], ids[b]);
             const uint32_t ca = policy == Eviction::kLfu ? counts[a] : 0;
             const uint32_t cb = policy == Eviction::kLfu ? counts[b] : 0;
             return std::tie(ca, seen[a], ids[a]) < std::tie(cb, seen[b], ids[b]);
@@ -270,9 +275,9 @@ class ReferenceShard {
   std::map<int64_t, int32_t> slot_of_;
 };
 
-// Many forwards on shards large against the victims each needs (so LRU, TTL and LFU take victims
-// from the queue kept across forwards and LFU's side list, rebuilt when they run out, and SCORE
-// selects; scores set after each forward, ties, negatives and -0 among them), with known ids
+// Many forwards on shards large against the victims each needs (so every policy takes victims
+// from the queue kept across forwards, and LFU and SCORE from their side lists, rebuilt when they
+// run out; scores set after each forward, ties, negatives and -0 among them), with known ids
 // touched unevenly and a few new ids each forward: every id's row equals the plain reference's,
 // forward after forward. A phase without new ids lets the LFU notes pile up; a phase whose
 // forwards need more than half the rows selects without a queue (and under TTL runs out of rows
@@ -315,14 +320,22 @@ TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
       const std::vector<int64_t> got = Step(&shard, ids);
       ASSERT_EQ(got, want) << "policy " << static_cast<int>(policy) << " forward " << forward;
       if (policy == Eviction::kScore) {
-        // Scores for some of this forward's ids: ties, negatives and -0 among them.
+        // Scores for some of this forward's ids and for some earlier ids it did not see (rows
+        // queued, or behind the queue, rescored below its last entry, or back to the score they
+        // were queued with): ties, negatives and -0 among them.
         std::vector<int64_t> sid;
         std::vector<double> sv;
-        for (size_t k = 0; k < ids.size(); k += 3) {
-          sid.push_back(ids[k]);
+        auto score = [&](int64_t id, size_t k) {
+          sid.push_back(id);
           const auto r = static_cast<int64_t>(rng() % 9) - 4;
           sv.push_back(r == 0 && k % 2 == 0 ? -0.0 : static_cast<double>(r) * 0.5);
-        }
+        };
+        for (size_t k = 0; k < ids.size(); k += 3) score(ids[k], k);
+        for (size_t k = 0; k < 20; ++k)
+          score(((1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(next_new))) * 7919) %
+                        1000003 -
+                    500000,
+                k);
         shard.SetScores(sid, sv);
         ref.SetScores(sid, sv);
       }
