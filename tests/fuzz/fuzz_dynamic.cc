@@ -1,15 +1,18 @@
 // libFuzzer target over dynamic tables: fuzzed KJTs of raw 64-bit ids (the int64 extremes,
 // 2^53 and its neighbours, negative and arbitrary values) and fuzzed output gradients train a
-// 2-rank collection holding a row-wise, a column-wise and a data-parallel dynamic table (LRU,
-// admission at the second sighting, a few slots, so rows are admitted, evicted and refused all
-// the time; the data-parallel one's inserts agreed by a gather of both ranks' ids) beside a fixed
-// table; rank 1 (a partner thread) always sends a valid batch. Checked on every input:
+// 2-rank collection holding a row-wise and a data-parallel dynamic table under LRU and a
+// column-wise one under SCORE (admission at the second sighting, a few slots, so rows are
+// admitted, evicted and refused all the time; the data-parallel one's inserts agreed by a gather
+// of both ranks' ids) beside a fixed table; rank 1 (a partner thread) always sends a valid batch,
+// rank 0 also sets fuzzed scores (ids of the pool or arbitrary, NaN and infinities among the
+// scores) on the SCORE table after each step. Checked on every input:
 //  - every call returns OK or a documented rejection, never EINTERNAL;
 //  - each rank's stats add up: size <= capacity, size = inserted - evicted since creation, and
 //    an accepted forward moves the totals by exactly its "last" counts;
 //  - a rejected forward (a bad batch on rank 0 is rejected on both ranks) inserts, evicts and
 //    counts nothing on either rank; a rejected backward changes no weight or optimizer state of
 //    the fixed table (the dynamic tables' rows have no accessor);
+//  - setting scores returns OK, or EINVAL when a score is not finite, and changes no stats;
 //  - the next valid step works on both ranks (they stay paired).
 #include <cmath>
 #include <condition_variable>
@@ -25,7 +28,8 @@
 
 namespace {
 
-// a -> "rw" (dynamic), b -> "cw" (dynamic), c -> "fixed", d -> "dp" (dynamic, data-parallel)
+// a -> "rw" (dynamic), b -> "cw" (dynamic, SCORE), c -> "fixed", d -> "dp" (dynamic,
+// data-parallel)
 constexpr int kFeatures = 4;
 constexpr int64_t kMaxBatch = 6;
 constexpr const char* kDynamic[] = {"rw", "cw", "dp"};
@@ -217,11 +221,33 @@ void Step(shardrec_embedding_t* c, const FuzzBatch& batch, Reader* fuzzed, int64
   for (int k = 0; k < kNumDynamic; ++k) FUZZ_CHECK(SameTotals(mid.t[k], end.t[k]));
 }
 
+// Fuzzed scores for the SCORE table (not collective: rank 0 alone).
+void SetScores(shardrec_embedding_t* c, Reader& in) {
+  const size_t n = in.Byte() % 6;
+  std::vector<int64_t> ids(n);
+  std::vector<double> scores(n);
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = in.Id();
+    scores[i] = in.Float();
+    finite = finite && std::isfinite(scores[i]);
+  }
+  const Stats before = ReadStats(c);
+  size_t num_set = SIZE_MAX;
+  const shardrec_status_t rc =
+      shardrec_embedding_dynamic_set_scores(c, "cw", ids.data(), scores.data(), n, &num_set);
+  FUZZ_CHECK(finite ? rc == SHARDREC_OK : rc == SHARDREC_EINVAL);
+  FUZZ_CHECK(rc != SHARDREC_OK || num_set <= n);
+  const Stats after = ReadStats(c);
+  for (int k = 0; k < kNumDynamic; ++k) FUZZ_CHECK(SameTotals(before.t[k], after.t[k]));
+}
+
 void Iteration(int rank, shardrec_embedding_t* c, Reader* fuzzed, int64_t seed) {
   int64_t dim = 0;
   FUZZ_CHECK(shardrec_embedding_output_dim(c, &dim) == SHARDREC_OK);
   const FuzzBatch own = fuzzed ? Decode(*fuzzed) : Valid(seed + rank);
   Step(c, own, fuzzed, dim);
+  if (fuzzed) SetScores(c, *fuzzed);
   // Whatever happened, a valid step still works and pairs up with the peer's.
   const FuzzBatch ok = Valid(seed + 10 + rank);
   std::vector<float> o(static_cast<size_t>(ok.view.batch_size * dim));
@@ -258,6 +284,8 @@ World* Setup() {
   shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
   dyn.eviction = SHARDREC_EVICTION_LRU;
   dyn.admission_threshold = 2;
+  shardrec_dynamic_table_config_t dyn_score = dyn;
+  dyn_score.eviction = SHARDREC_EVICTION_SCORE;
   const int32_t feature_of[4] = {0, 1, 2, 3};
   const char* names[4] = {"rw", "cw", "fixed", "dp"};
   const int64_t rows[4] = {8, 4, 5, 4};  // rw: 4 slots per rank
@@ -271,7 +299,7 @@ World* Setup() {
     tables[t].dim = dims[t];
     tables[t].features = &feature_of[t];
     tables[t].num_features = 1;
-    tables[t].dynamic = t != 2 ? &dyn : nullptr;
+    tables[t].dynamic = t == 1 ? &dyn_score : t != 2 ? &dyn : nullptr;
     shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
     cons[t].table = names[t];
     cons[t].min_partition = 4;
