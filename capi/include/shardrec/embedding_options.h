@@ -42,8 +42,8 @@ typedef struct shardrec_embedding_options {
                                  across PCIe through a pinned block the collection owns, on a
                                  stream of its own, one bounded wait per step phase; a call with
                                  host buffers returns with its device work complete, one with
-                                 CUDA views on this device is stream-ordered (see the header's
-                                 Device note and shardrec_embedding_synchronize; the capacity
+                                 CUDA views on this device is stream-ordered (embedding.h's
+                                 Device note, shardrec_embedding_synchronize, the capacity
                                  hints below). A KJT in host memory is routed on the host; a KJT
                                  declared on the collection's device (shardrec_kjt_view_t
                                  device fields) is validated and routed there, and the routed
