@@ -1,7 +1,7 @@
 // planner::Calibrate times the gather with the kernel it is handed (CalibrateOptions::bag_sum:
 // the C API hands it the collections' lookup), not with a loop of its own: the bags it passes
-// are well formed, the sums land where a lookup writes them, and the figure follows the
-// kernel's speed.
+// are well formed, the sums land where a lookup writes them, and a slow kernel's figure stays
+// within what its own time allows.
 #include "impl/planner/calibrate.h"
 
 #include <gtest/gtest.h>
@@ -62,14 +62,16 @@ TEST(Calibrate, TimesTheGatherWithTheKernelItIsGiven) {
   EXPECT_GT(fast.gather_bw, 0.0);
 
   o.bag_sum = &SlowBagSum;
+  calls = 0;
   Calibration slow;
   ASSERT_TRUE(Calibrate(o, &slow).ok());
   EXPECT_TRUE(well_formed.load());
+  EXPECT_GE(calls.load(), 2 * threads);  // the slow kernel is what ran
   // A round reads 240000 rows of 256 bytes per thread; with >= 20 ms per call a rank is credited
-  // at most 61.44 MB / 20 ms = 3.072 MB per ms.
+  // at most 61.44 MB / 20 ms = 3.072 MB per ms: the kernel's time is what was measured. (Not
+  // compared with the fast kernel's figure: on a loaded machine that one can fall as low.)
   EXPECT_GT(slow.gather_bw, 0.0);
   EXPECT_LE(slow.gather_bw, 61.44e6 / 20.0);
-  EXPECT_LT(slow.gather_bw, fast.gather_bw);
 }
 
 TEST(Calibrate, WithoutAKernelUsesItsOwnLoop) {
