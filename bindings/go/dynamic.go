@@ -42,6 +42,10 @@ type DynamicTableConfig struct {
 	// 0): the planner turns it into the slots that fit (docs/dynamic-tables.md, "Capacity in
 	// bytes").
 	CapacityBytes int64
+	// AdmissionDecaySteps, when > 0, halves every admission count at the start of each training
+	// step whose number is a multiple of it, so an id must reach AdmissionThreshold within recent
+	// steps (docs/dynamic-tables.md, "Admission"); 0: counts never decay.
+	AdmissionDecaySteps int64
 }
 
 // newNativeDynamic fills a C dynamic table config; the caller deletes it.
@@ -55,6 +59,7 @@ func newNativeDynamic(d *DynamicTableConfig) (swig.Dynamic_table_config, error) 
 	o.SetAdmission_threshold(int(d.AdmissionThreshold))
 	o.SetTtl_steps(d.TTLSteps)
 	o.SetCapacity_bytes(d.CapacityBytes)
+	o.SetAdmission_decay_steps(d.AdmissionDecaySteps)
 	return o, nil
 }
 

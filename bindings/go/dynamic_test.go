@@ -126,3 +126,46 @@ func TestDynamicTableCapacityInBytes(t *testing.T) {
 		t.Fatalf("rows and bytes both: %v", err)
 	}
 }
+
+// Decaying admission counts: with AdmissionThreshold 2 an id seen once per step gets a row at its
+// second step, but with AdmissionDecaySteps 1 its count halves before every step and it never
+// does; a negative decay is refused.
+func TestDynamicTableAdmissionDecay(t *testing.T) {
+	admittedAfter := func(decay int64) int64 {
+		t.Helper()
+		tables := []TableConfig{{Name: "dyn", Rows: 8, Dim: 4, Features: []int32{0},
+			Dynamic: &DynamicTableConfig{AdmissionThreshold: 2, AdmissionDecaySteps: decay}}}
+		coll := newWorld1Collection(t, tables, []FeatureConfig{{Name: "f"}},
+			&OptimizerConfig{Type: OptimizerSGD, LearningRate: 0.1})
+		defer coll.Close()
+		for step := 0; step < 3; step++ {
+			batch := &KJT{BatchSize: 1, NumFeatures: 1, Lengths: []int32{1},
+				Values: []int64{int64(1) << 60}}
+			out, err := coll.ForwardAlloc(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := coll.Backward(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := coll.DynamicStats("dyn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Size
+	}
+	if n := admittedAfter(0); n != 1 {
+		t.Fatalf("without decay: %d rows, want 1", n)
+	}
+	if n := admittedAfter(1); n != 0 {
+		t.Fatalf("with decay 1: %d rows, want 0", n)
+	}
+	tables := []TableConfig{{Name: "dyn", Rows: 8, Dim: 4, Features: []int32{0},
+		Dynamic: &DynamicTableConfig{AdmissionThreshold: 2, AdmissionDecaySteps: -1}}}
+	var ferr *Error
+	if _, err := NewPlan(tables, []FeatureConfig{{Name: "f"}}, Topology{WorldSize: 1}, nil); !errors.As(err, &ferr) ||
+		ferr.Code != ErrCodeInvalid {
+		t.Fatalf("negative decay: %v", err)
+	}
+}

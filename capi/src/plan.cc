@@ -158,6 +158,12 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
       t.dynamic.admission_threshold = d.admission_threshold;
       t.dynamic.ttl_steps = d.ttl_steps;
       t.dynamic.capacity_bytes = capacity_bytes;
+      if (d.version >= 3) {
+        if (d.admission_decay_steps < 0)
+          return Status::InvalidArgument(what, ": admission_decay_steps ", d.admission_decay_steps,
+                                         " must be >= 0");
+        t.dynamic.admission_decay_steps = d.admission_decay_steps;
+      }
     }
     out->push_back(std::move(t));
   }
@@ -320,10 +326,11 @@ SHARDREC_API shardrec_status_t shardrec_table_config_init(shardrec_table_config_
 SHARDREC_API shardrec_status_t
 shardrec_dynamic_table_config_init(shardrec_dynamic_table_config_t* config, uint32_t version) {
   const shardrec_dynamic_table_config_t d = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
-  // Version 1 ended with ttl_steps (24 bytes).
+  // Version 1 ended with ttl_steps (24 bytes), version 2 with capacity_bytes.
   return shardrec::capi::InitStruct(
       config, version, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, d, "dynamic table config",
-      {offsetof(shardrec_dynamic_table_config_t, capacity_bytes), sizeof(d)});
+      {offsetof(shardrec_dynamic_table_config_t, capacity_bytes),
+       offsetof(shardrec_dynamic_table_config_t, admission_decay_steps), sizeof(d)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topology,

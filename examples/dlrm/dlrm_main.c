@@ -24,7 +24,7 @@
  *             [--mpi 1]   (under mpirun: one rank per process on MPI_COMM_WORLD, MPI backend)
  *             [--launcher env] [--save DIR]
  *             [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]
- *              [--admission N]]
+ *              [--admission N [--admission-decay K]]]
  * --launcher env: one rank per process, rank and world from the launcher (torchrun, mpirun,
  * srun; see docs/launch.md), no unique id to ship.
  */
@@ -429,7 +429,7 @@ static int usage(const char* argv0) {
           "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
           "          [--launcher env] [--save DIR]\n"
           "          [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]\n"
-          "           [--admission N]]\n"
+          "           [--admission N [--admission-decay K]]]\n"
           "  --launcher env: one rank per process, placed by torchrun, mpirun or srun;\n"
           "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
           "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
@@ -437,7 +437,8 @@ static int usage(const char* argv0) {
           "  --mpi 1 under mpirun takes rank and world from MPI_COMM_WORLD (MPI backend);\n"
           "  --save DIR writes the trained model (tables and dense tensors) for serving;\n"
           "  --dynamic CAPACITY trains raw 64-bit ids with dynamic tables of at most CAPACITY\n"
-          "  rows (default eviction lru, admission 1); in 2D each replica sync merges the\n"
+          "  rows (default eviction lru, admission 1; --admission-decay K halves the admission\n"
+          "  counts every K steps); in 2D each replica sync merges the\n"
           "  groups' rows by id; held-out ids it never trained read as zeros\n",
           argv0);
   return 2;
@@ -492,6 +493,8 @@ int main(int argc, char** argv) {
       g_dynamic = atoll(v);
     else if (strcmp(a, "--admission") == 0)
       g_dynamic_config.admission_threshold = atoi(v);
+    else if (strcmp(a, "--admission-decay") == 0)
+      g_dynamic_config.admission_decay_steps = atoll(v);
     else if (strcmp(a, "--ttl-steps") == 0)
       g_dynamic_config.ttl_steps = atoll(v);
     else if (strcmp(a, "--eviction") == 0 && strcmp(v, "none") == 0)
@@ -554,9 +557,11 @@ int main(int argc, char** argv) {
       static const char* const kEviction[] = {"none", "LRU", "LFU", "TTL"};
       printf(
           "raw 64-bit ids, dynamic tables of at most %lld rows (eviction %s, admission after "
-          "%d sighting(s)); held-out evaluation in evaluation mode (no insertion)\n",
+          "%d sighting(s), counts halved every %lld steps (0: never)); held-out evaluation in "
+          "evaluation mode (no insertion)\n",
           (long long)g_dynamic, kEviction[g_dynamic_config.eviction & 3],
-          g_dynamic_config.admission_threshold > 1 ? g_dynamic_config.admission_threshold : 1);
+          g_dynamic_config.admission_threshold > 1 ? g_dynamic_config.admission_threshold : 1,
+          (long long)g_dynamic_config.admission_decay_steps);
     }
   }
   if (g_rank >= 0) {

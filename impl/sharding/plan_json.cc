@@ -142,6 +142,10 @@ Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* 
     // Optional: the capacity in bytes the rows were resolved from (absent: given in rows).
     if (const json::Value* bv = dv->Find("capacity_bytes"))
       SR_RETURN_IF_ERROR(json::GetInt(*bv, dw + ".capacity_bytes", &t->dynamic.capacity_bytes));
+    // Optional: absent, admission counts never decay.
+    if (const json::Value* av = dv->Find("admission_decay_steps"))
+      SR_RETURN_IF_ERROR(
+          json::GetInt(*av, dw + ".admission_decay_steps", &t->dynamic.admission_decay_steps));
   }
   std::string type;
   SR_RETURN_IF_ERROR(StringMember(tv, where, "sharding", &type));
@@ -235,6 +239,8 @@ std::string PlanToJson(const Plan& plan) {
                       ", \"ttl_steps\": ", t.dynamic.ttl_steps));
       if (t.dynamic.capacity_bytes > 0)
         o.append(StrCat(", \"capacity_bytes\": ", t.dynamic.capacity_bytes));
+      if (t.dynamic.admission_decay_steps > 0)
+        o.append(StrCat(", \"admission_decay_steps\": ", t.dynamic.admission_decay_steps));
       o.append("},\n      ");
     }
     Key(&o, "sharding");

@@ -76,6 +76,9 @@ Status ValidateConfigs(const Plan& plan) {
       if (t.dynamic.capacity_bytes < 0)
         return TableError(
             t, StrCat("dynamic capacity_bytes ", t.dynamic.capacity_bytes, " must be >= 0"));
+      if (t.dynamic.admission_decay_steps < 0)
+        return TableError(
+            t, StrCat("admission_decay_steps ", t.dynamic.admission_decay_steps, " must be >= 0"));
     }
     if (t.features.empty()) return TableError(t, "no feature reads it");
     for (int32_t f : t.features) {

@@ -113,6 +113,10 @@ uint64_t Plan::Hash() const {
       h.I64(t.dynamic.ttl_steps);
       // Only when set, so plans of tables given in rows keep their hashes.
       if (t.dynamic.capacity_bytes > 0) h.I64(t.dynamic.capacity_bytes);
+      if (t.dynamic.admission_decay_steps > 0) {
+        h.Str("admission_decay_steps");  // tagged: it and capacity_bytes are both optional
+        h.I64(t.dynamic.admission_decay_steps);
+      }
     }
   }
   h.I64(planned_optimizer);

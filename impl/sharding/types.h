@@ -56,6 +56,9 @@ struct DynamicConfig {
   // > 0: the capacity was given in bytes; the planner turned it into `rows`
   // (planner::DynamicSlotsForBytes) before anything else reads the table.
   int64_t capacity_bytes = 0;
+  // > 0: every admission count is halved at the start of each training forward whose number is a
+  // multiple of it (docs/dynamic-tables.md, "Admission").
+  int64_t admission_decay_steps = 0;
 };
 
 struct TableConfig {

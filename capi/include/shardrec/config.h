@@ -169,14 +169,26 @@ typedef struct shardrec_dynamic_table_config {
                                counts them for one shard, fit in it (docs/dynamic-tables.md,
                                "Capacity in bytes"; rounded down). A figure too small for one slot
                                is SHARDREC_EINVAL naming the table and the cost of a slot. >= 0. */
+  /* Version 3. */
+  int64_t admission_decay_steps; /**< 0: admission counts never decay (the default). Else, at
+                               the start of every training step whose number (1, 2, ... since
+                               the table was created, checkpoints included) is a multiple of
+                               it, before that step counts its ids, every admission count of
+                               the table is halved, rounded down (docs/dynamic-tables.md,
+                               "Admission"): an id must then be seen about admission_threshold
+                               times within recent steps rather than over the whole run, and
+                               the counts of ids seen long ago fade instead of filling the
+                               sketch. Ignored when admission_threshold <= 1. >= 0. */
 } shardrec_dynamic_table_config_t;
 
-#define SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION 2u
+#define SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION 3u
 #define SHARDREC_DYNAMIC_TABLE_CONFIG_INIT \
-  { SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, SHARDREC_EVICTION_NONE, 0, 0, 0 }
+  { SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION, SHARDREC_EVICTION_NONE, 0, 0, 0, 0 }
 
 /**
- * Fills @p config with the defaults (no eviction, admission at first sight).
+ * Fills @p config with the defaults (no eviction, admission at first sight, no capacity in bytes,
+ * no decay) for struct version @p version (1, 2 or 3; version 1 has no capacity_bytes, version 2
+ * no admission_decay_steps).
  * @param config  [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.

@@ -31,4 +31,8 @@ uint32_t AdmissionSketch::Add(int64_t id, uint32_t n) {
   return est;
 }
 
+void AdmissionSketch::Halve() {
+  for (uint16_t& c : counters_) c = static_cast<uint16_t>(c >> 1);
+}
+
 }  // namespace shardrec::embedding::dynamic

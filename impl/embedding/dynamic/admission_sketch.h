@@ -18,6 +18,9 @@ class AdmissionSketch {
   void Reset(int64_t slots);
   // Adds `n` occurrences of `id` and returns its estimated count (saturating at 65535).
   uint32_t Add(int64_t id, uint32_t n);
+  // Halves every counter, rounded down (the decay of admission counts). The minimum over an id's
+  // counters halves the same way, so an estimate stays at least the halved true count.
+  void Halve();
   size_t bytes() const { return counters_.size() * sizeof(uint16_t); }
   // The counters as saved by checkpoints (empty when the shard keeps no sketch); Restore takes
   // counters of the same size (a shard of the same slot count) back.

@@ -106,6 +106,11 @@ void DynamicShard::Rebase() {
 void DynamicShard::Translate(std::span<const IdSpan> ids, const InitRows& init) {
   ++now_;
   if (now_ - base_ > int64_t{UINT32_MAX}) Rebase();
+  // The decay goes by the forward's number, which checkpoints and merges keep, so it falls on the
+  // same forwards on every rank and after a load.
+  if (config_.admission_threshold > 1 && config_.admission_decay_steps > 0 &&
+      now_ % config_.admission_decay_steps == 0)
+    sketch_.Halve();
   last_ = StepCounts{};
   TouchKnown(ids);
   GroupUnknown();

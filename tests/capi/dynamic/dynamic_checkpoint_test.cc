@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shardrec/checkpoint.h"
@@ -188,24 +189,31 @@ TEST(DynamicCheckpoint, ReshardsDataParallelAndNodeLocal) {
   }
 }
 
-// At capacity with LRU / LFU eviction and an admission threshold: the same plan's load goes on
-// bit-exactly (last-seen forwards, counts, the forward counter and the admission counts are
-// restored).
+// At capacity with LRU / LFU / TTL eviction and an admission threshold (once with admission
+// counts that decay every 3 forwards, a schedule the load must carry on): the same plan's load
+// goes on bit-exactly (last-seen forwards, counts, the forward counter and the admission counts
+// are restored).
 TEST(DynamicCheckpoint, SamePlanWithEvictionAndAdmissionIsBitExact) {
-  for (int32_t eviction : {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_LFU, SHARDREC_EVICTION_TTL}) {
+  const std::pair<int32_t, int64_t> cases[] = {{SHARDREC_EVICTION_LRU, 0},
+                                               {SHARDREC_EVICTION_LFU, 0},
+                                               {SHARDREC_EVICTION_TTL, 0},
+                                               {SHARDREC_EVICTION_LRU, 3}};
+  for (const auto& [eviction, decay] : cases) {
     DynScenario s =
         MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 12, 24);
     for (auto& d : s.dynamic) {
       d.eviction = eviction;
       d.admission_threshold = 2;
       d.ttl_steps = 1;
+      d.admission_decay_steps = decay;
     }
     const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
     const Side side{2, SHARDREC_SHARDING_ROW_WISE, 12};
     const std::string dir = FreshDir("evict");
     const Result orig = RunSide(s, side, st, {"", "", dir, 0, kSaveAt, kSteps});
     const Result got = RunSide(s, side, st, {dir, "", "", kSaveAt, kSaveAt, kSteps});
-    const std::string what = "eviction " + std::to_string(eviction);
+    const std::string what =
+        "eviction " + std::to_string(eviction) + " decay " + std::to_string(decay);
     EXPECT_GT(orig.evicted, 0) << what;  // the continued run evicts rows
     ExpectNear(got.probe, orig.probe, 0.0f, what + ", probe");
     for (int32_t step = kSaveAt; step < kSteps; ++step)

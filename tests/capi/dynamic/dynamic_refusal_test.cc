@@ -155,7 +155,8 @@ TEST(DynamicTableRefusal, EveryShardingTypePlansAndRoundTrips) {
 
 // A hand-written data-parallel plan of a dynamic table makes a collection; the full-table
 // accessors, a dynamic table's state export and table import are refused; stats refuse an unknown
-// table; the plan's JSON keeps the dynamic config, and a plan read back from it hashes the same.
+// table; the plan's JSON keeps the dynamic config (the admission decay too), and a plan read back
+// from it hashes the same.
 TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
   s.dynamic[1].eviction = SHARDREC_EVICTION_TTL;
@@ -184,6 +185,53 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   shardrec_plan_hash(plan.get(), &h1);
   shardrec_plan_hash(back, &h2);
   EXPECT_EQ(h1, h2);
+  // Decaying admission counts: kept in the JSON and the hash (a plan without the decay hashes
+  // differently); a negative decay is refused when the plan is made.
+  {
+    DynScenario d = s;
+    d.dynamic[1].admission_decay_steps = 50;
+    PlanPtr decaying = MakeDynPlan(d);
+    ASSERT_NE(decaying, nullptr);
+    char* dj = nullptr;
+    ASSERT_EQ(shardrec_plan_to_json(decaying.get(), &dj, nullptr), SHARDREC_OK);
+    const std::string dtext(dj);
+    shardrec_free(dj);
+    EXPECT_NE(dtext.find("\"ttl_steps\": 7, \"admission_decay_steps\": 50}"), std::string::npos)
+        << dtext;
+    shardrec_plan_t* dback = nullptr;
+    ASSERT_EQ(shardrec_plan_from_json(&dback, dtext.c_str(), dtext.size()), SHARDREC_OK)
+        << shardrec_last_error();
+    PlanPtr dback_ptr(dback);
+    uint64_t h3 = 0, h4 = 0;
+    shardrec_plan_hash(decaying.get(), &h3);
+    shardrec_plan_hash(dback, &h4);
+    EXPECT_EQ(h3, h4);
+    EXPECT_NE(h3, h1);
+    shardrec_dynamic_table_config_t bad;
+    shardrec_dynamic_table_config_init(&bad, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
+    bad.admission_threshold = 2;
+    bad.admission_decay_steps = -1;
+    shardrec_feature_config_t f;
+    shardrec_feature_config_init(&f, SHARDREC_FEATURE_CONFIG_VERSION);
+    f.name = "f";
+    const int32_t reads = 0;
+    shardrec_table_config_t t;
+    shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
+    t.name = "t";
+    t.rows = 16;
+    t.dim = 4;
+    t.features = &reads;
+    t.num_features = 1;
+    t.dynamic = &bad;
+    shardrec_topology_t topo;
+    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+    shardrec_plan_t* refused = nullptr;
+    EXPECT_EQ(shardrec_plan_create(&refused, &t, 1, &f, 1, &topo, nullptr, 0), SHARDREC_EINVAL);
+    EXPECT_EQ(refused, nullptr);
+    EXPECT_NE(std::string(shardrec_last_error()).find("admission_decay_steps -1 must be >= 0"),
+              std::string::npos)
+        << shardrec_last_error();
+  }
 
   shardrec_embedding_options_t o;
   shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);

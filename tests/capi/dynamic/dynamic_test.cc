@@ -2,8 +2,8 @@
 // reference of dynamic_test_util.h: raw 64-bit ids under every sharding type (the node-local ones
 // with two ranks per node) and optimizer at worlds 1-4 while no shard is full; data-parallel
 // tables at capacity with every eviction policy and admission at worlds 1-3; admission
-// thresholds; LRU, LFU, TTL and no eviction at capacity; identical results across runs and thread
-// counts; stats.
+// thresholds and decaying admission counts; LRU, LFU, TTL and no eviction at capacity; identical
+// results across runs and thread counts; stats.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -273,6 +273,30 @@ TEST(DynamicTable, AdmissionThresholds) {
       EXPECT_GT(c.rejected_admission, 0);
       EXPECT_GT(c.inserted, 0);
     }
+}
+
+// Admission counts that decay (admission_decay_steps 1 and 2, threshold 3): row-wise and
+// data-parallel at worlds 1 and 2 equal the reference, which halves its exact counts at the start
+// of every forward whose number is a multiple of the decay; and the decay admits fewer ids than
+// the same run without it.
+TEST(DynamicTable, AdmissionCountsDecay) {
+  for (int64_t decay : {1, 2})
+    for (int32_t sharding : {SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_DATA_PARALLEL})
+      for (int32_t world : {1, 2}) {
+        SCOPED_TRACE("decay " + std::to_string(decay) + " sharding " + std::to_string(sharding) +
+                     " world " + std::to_string(world));
+        DynScenario s = MakeDynScenario(world, sharding, 3, 96, 24);
+        s.base.steps = 6;
+        for (auto& d : s.dynamic) d.admission_threshold = 3;
+        const auto batches = MakeDynBatches(s);
+        const RefRun plain = RunReference(s, batches, MakeGrads(s.base, batches, DynOutputDim(s)));
+        int64_t plain_inserted = 0;
+        for (const RefCounts& c : plain.counts) plain_inserted += c.inserted;
+        for (auto& d : s.dynamic) d.admission_decay_steps = decay;
+        const RefCounts c = RunAndCompare(s);
+        EXPECT_GT(c.inserted, 0);
+        EXPECT_LT(c.inserted, plain_inserted);
+      }
 }
 
 // At capacity, world 1: every eviction policy (and none) equals the reference, counts included.

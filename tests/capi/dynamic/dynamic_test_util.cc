@@ -363,6 +363,10 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
       const shardrec_dynamic_table_config_t& cfg = s.dynamic[t];
       const int64_t capacity = b.tables[t].rows;
       const int64_t now = step + 1;
+      // Admission counts halve at the start of every forward whose number is a multiple of the
+      // decay (docs/dynamic-tables.md, "Admission").
+      if (cfg.admission_decay_steps > 0 && now % cfg.admission_decay_steps == 0)
+        for (auto& [id, n] : d.seen) n /= 2;
       std::map<int64_t, uint64_t> occ;
       for (const RefBatch& rb : in) {
         size_t pos = 0;

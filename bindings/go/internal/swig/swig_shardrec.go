@@ -38,23 +38,23 @@ typedef long long swig_type_5;
 typedef long long swig_type_6;
 typedef long long swig_type_7;
 typedef long long swig_type_8;
-typedef _gostring_ swig_type_9;
+typedef long long swig_type_9;
 typedef long long swig_type_10;
-typedef long long swig_type_11;
-typedef _gostring_ swig_type_12;
+typedef _gostring_ swig_type_11;
+typedef long long swig_type_12;
 typedef long long swig_type_13;
-typedef long long swig_type_14;
-typedef _gostring_ swig_type_15;
-typedef _gostring_ swig_type_16;
-typedef long long swig_type_17;
-typedef long long swig_type_18;
-typedef _gostring_ swig_type_19;
-typedef _gostring_ swig_type_20;
-typedef _goslice_ swig_type_21;
+typedef _gostring_ swig_type_14;
+typedef long long swig_type_15;
+typedef long long swig_type_16;
+typedef _gostring_ swig_type_17;
+typedef _gostring_ swig_type_18;
+typedef long long swig_type_19;
+typedef long long swig_type_20;
+typedef _gostring_ swig_type_21;
 typedef _gostring_ swig_type_22;
 typedef _goslice_ swig_type_23;
-typedef _goslice_ swig_type_24;
-typedef _gostring_ swig_type_25;
+typedef _gostring_ swig_type_24;
+typedef _goslice_ swig_type_25;
 typedef _goslice_ swig_type_26;
 typedef _gostring_ swig_type_27;
 typedef _goslice_ swig_type_28;
@@ -63,38 +63,38 @@ typedef _goslice_ swig_type_30;
 typedef _gostring_ swig_type_31;
 typedef _goslice_ swig_type_32;
 typedef _gostring_ swig_type_33;
-typedef long long swig_type_34;
+typedef _goslice_ swig_type_34;
 typedef _gostring_ swig_type_35;
-typedef _gostring_ swig_type_36;
+typedef long long swig_type_36;
 typedef _gostring_ swig_type_37;
-typedef long long swig_type_38;
+typedef _gostring_ swig_type_38;
 typedef _gostring_ swig_type_39;
 typedef long long swig_type_40;
 typedef _gostring_ swig_type_41;
 typedef long long swig_type_42;
 typedef _gostring_ swig_type_43;
-typedef _gostring_ swig_type_44;
-typedef _goslice_ swig_type_45;
-typedef long long swig_type_46;
-typedef _gostring_ swig_type_47;
-typedef _goslice_ swig_type_48;
+typedef long long swig_type_44;
+typedef _gostring_ swig_type_45;
+typedef _gostring_ swig_type_46;
+typedef _goslice_ swig_type_47;
+typedef long long swig_type_48;
 typedef _gostring_ swig_type_49;
 typedef _goslice_ swig_type_50;
 typedef _gostring_ swig_type_51;
 typedef _goslice_ swig_type_52;
 typedef _gostring_ swig_type_53;
 typedef _goslice_ swig_type_54;
-typedef long long swig_type_55;
-typedef long long swig_type_56;
+typedef _gostring_ swig_type_55;
+typedef _goslice_ swig_type_56;
 typedef long long swig_type_57;
 typedef long long swig_type_58;
-typedef _gostring_ swig_type_59;
-typedef _goslice_ swig_type_60;
+typedef long long swig_type_59;
+typedef long long swig_type_60;
 typedef _gostring_ swig_type_61;
-typedef _gostring_ swig_type_62;
+typedef _goslice_ swig_type_62;
 typedef _gostring_ swig_type_63;
 typedef _gostring_ swig_type_64;
-typedef _goslice_ swig_type_65;
+typedef _gostring_ swig_type_65;
 typedef _gostring_ swig_type_66;
 typedef _goslice_ swig_type_67;
 typedef _gostring_ swig_type_68;
@@ -104,108 +104,108 @@ typedef _goslice_ swig_type_71;
 typedef _gostring_ swig_type_72;
 typedef _goslice_ swig_type_73;
 typedef _gostring_ swig_type_74;
-typedef long long swig_type_75;
+typedef _goslice_ swig_type_75;
 typedef _gostring_ swig_type_76;
 typedef long long swig_type_77;
 typedef _gostring_ swig_type_78;
-typedef _gostring_ swig_type_79;
-typedef _goslice_ swig_type_80;
+typedef long long swig_type_79;
+typedef _gostring_ swig_type_80;
 typedef _gostring_ swig_type_81;
-typedef long long swig_type_82;
-typedef _goslice_ swig_type_83;
-typedef _gostring_ swig_type_84;
-typedef long long swig_type_85;
-typedef _goslice_ swig_type_86;
-typedef _gostring_ swig_type_87;
-typedef long long swig_type_88;
-typedef _goslice_ swig_type_89;
-typedef _goslice_ swig_type_90;
-typedef _gostring_ swig_type_91;
-typedef long long swig_type_92;
-typedef long long swig_type_93;
-typedef _gostring_ swig_type_94;
-typedef _gostring_ swig_type_95;
+typedef _goslice_ swig_type_82;
+typedef _gostring_ swig_type_83;
+typedef long long swig_type_84;
+typedef _goslice_ swig_type_85;
+typedef _gostring_ swig_type_86;
+typedef long long swig_type_87;
+typedef _goslice_ swig_type_88;
+typedef _gostring_ swig_type_89;
+typedef long long swig_type_90;
+typedef _goslice_ swig_type_91;
+typedef _goslice_ swig_type_92;
+typedef _gostring_ swig_type_93;
+typedef long long swig_type_94;
+typedef long long swig_type_95;
 typedef _gostring_ swig_type_96;
 typedef _gostring_ swig_type_97;
-typedef long long swig_type_98;
-typedef long long swig_type_99;
+typedef _gostring_ swig_type_98;
+typedef _gostring_ swig_type_99;
 typedef long long swig_type_100;
 typedef long long swig_type_101;
 typedef long long swig_type_102;
 typedef long long swig_type_103;
-typedef _gostring_ swig_type_104;
-typedef _gostring_ swig_type_105;
-typedef _goslice_ swig_type_106;
+typedef long long swig_type_104;
+typedef long long swig_type_105;
+typedef _gostring_ swig_type_106;
 typedef _gostring_ swig_type_107;
 typedef _goslice_ swig_type_108;
 typedef _gostring_ swig_type_109;
 typedef _goslice_ swig_type_110;
 typedef _gostring_ swig_type_111;
-typedef _gostring_ swig_type_112;
-typedef _goslice_ swig_type_113;
+typedef _goslice_ swig_type_112;
+typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _goslice_ swig_type_115;
 typedef _gostring_ swig_type_116;
-typedef _gostring_ swig_type_117;
+typedef _goslice_ swig_type_117;
 typedef _gostring_ swig_type_118;
 typedef _gostring_ swig_type_119;
 typedef _gostring_ swig_type_120;
 typedef _gostring_ swig_type_121;
-typedef _goslice_ swig_type_122;
+typedef _gostring_ swig_type_122;
 typedef _gostring_ swig_type_123;
-typedef long long swig_type_124;
+typedef _goslice_ swig_type_124;
 typedef _gostring_ swig_type_125;
-typedef _gostring_ swig_type_126;
-typedef _goslice_ swig_type_127;
+typedef long long swig_type_126;
+typedef _gostring_ swig_type_127;
 typedef _gostring_ swig_type_128;
-typedef _gostring_ swig_type_129;
-typedef _goslice_ swig_type_130;
+typedef _goslice_ swig_type_129;
+typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
 typedef _goslice_ swig_type_132;
 typedef _gostring_ swig_type_133;
-typedef long long swig_type_134;
-typedef _goslice_ swig_type_135;
-typedef _gostring_ swig_type_136;
-typedef _gostring_ swig_type_137;
+typedef _goslice_ swig_type_134;
+typedef _gostring_ swig_type_135;
+typedef long long swig_type_136;
+typedef _goslice_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef _goslice_ swig_type_139;
+typedef _gostring_ swig_type_139;
 typedef _gostring_ swig_type_140;
-typedef _gostring_ swig_type_141;
+typedef _goslice_ swig_type_141;
 typedef _gostring_ swig_type_142;
-typedef _goslice_ swig_type_143;
+typedef _gostring_ swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef _goslice_ swig_type_145;
-typedef _goslice_ swig_type_146;
-typedef _gostring_ swig_type_147;
-typedef _gostring_ swig_type_148;
+typedef _gostring_ swig_type_146;
+typedef _goslice_ swig_type_147;
+typedef _goslice_ swig_type_148;
 typedef _gostring_ swig_type_149;
 typedef _gostring_ swig_type_150;
 typedef _gostring_ swig_type_151;
 typedef _gostring_ swig_type_152;
-typedef _goslice_ swig_type_153;
+typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef _gostring_ swig_type_155;
-typedef long long swig_type_156;
-typedef _goslice_ swig_type_157;
-typedef _gostring_ swig_type_158;
+typedef _goslice_ swig_type_155;
+typedef _gostring_ swig_type_156;
+typedef _gostring_ swig_type_157;
+typedef long long swig_type_158;
 typedef _goslice_ swig_type_159;
 typedef _gostring_ swig_type_160;
-typedef long long swig_type_161;
-typedef _goslice_ swig_type_162;
-typedef _goslice_ swig_type_163;
-typedef long long swig_type_164;
-typedef long long swig_type_165;
+typedef _goslice_ swig_type_161;
+typedef _gostring_ swig_type_162;
+typedef long long swig_type_163;
+typedef _goslice_ swig_type_164;
+typedef _goslice_ swig_type_165;
 typedef long long swig_type_166;
 typedef long long swig_type_167;
 typedef long long swig_type_168;
 typedef long long swig_type_169;
-typedef _gostring_ swig_type_170;
-typedef _gostring_ swig_type_171;
+typedef long long swig_type_170;
+typedef long long swig_type_171;
 typedef _gostring_ swig_type_172;
 typedef _gostring_ swig_type_173;
-typedef _goslice_ swig_type_174;
-typedef long long swig_type_175;
-typedef long long swig_type_176;
+typedef _gostring_ swig_type_174;
+typedef _gostring_ swig_type_175;
+typedef _goslice_ swig_type_176;
 typedef long long swig_type_177;
 typedef long long swig_type_178;
 typedef long long swig_type_179;
@@ -228,55 +228,55 @@ typedef long long swig_type_195;
 typedef long long swig_type_196;
 typedef long long swig_type_197;
 typedef long long swig_type_198;
-typedef _gostring_ swig_type_199;
-typedef _gostring_ swig_type_200;
+typedef long long swig_type_199;
+typedef long long swig_type_200;
 typedef _gostring_ swig_type_201;
 typedef _gostring_ swig_type_202;
 typedef _gostring_ swig_type_203;
 typedef _gostring_ swig_type_204;
 typedef _gostring_ swig_type_205;
-typedef _goslice_ swig_type_206;
-typedef _goslice_ swig_type_207;
-typedef long long swig_type_208;
+typedef _gostring_ swig_type_206;
+typedef _gostring_ swig_type_207;
+typedef _goslice_ swig_type_208;
 typedef _goslice_ swig_type_209;
 typedef long long swig_type_210;
 typedef _goslice_ swig_type_211;
-typedef _goslice_ swig_type_212;
-typedef _gostring_ swig_type_213;
-typedef _gostring_ swig_type_214;
-typedef _goslice_ swig_type_215;
-typedef _goslice_ swig_type_216;
-typedef long long swig_type_217;
+typedef long long swig_type_212;
+typedef _goslice_ swig_type_213;
+typedef _goslice_ swig_type_214;
+typedef _gostring_ swig_type_215;
+typedef _gostring_ swig_type_216;
+typedef _goslice_ swig_type_217;
 typedef _goslice_ swig_type_218;
-typedef _gostring_ swig_type_219;
+typedef long long swig_type_219;
 typedef _goslice_ swig_type_220;
 typedef _gostring_ swig_type_221;
-typedef _gostring_ swig_type_222;
+typedef _goslice_ swig_type_222;
 typedef _gostring_ swig_type_223;
-typedef _goslice_ swig_type_224;
+typedef _gostring_ swig_type_224;
 typedef _gostring_ swig_type_225;
 typedef _goslice_ swig_type_226;
-typedef _goslice_ swig_type_227;
+typedef _gostring_ swig_type_227;
 typedef _goslice_ swig_type_228;
 typedef _goslice_ swig_type_229;
-typedef _gostring_ swig_type_230;
+typedef _goslice_ swig_type_230;
 typedef _goslice_ swig_type_231;
 typedef _gostring_ swig_type_232;
 typedef _goslice_ swig_type_233;
 typedef _gostring_ swig_type_234;
-typedef _gostring_ swig_type_235;
-typedef _goslice_ swig_type_236;
+typedef _goslice_ swig_type_235;
+typedef _gostring_ swig_type_236;
 typedef _gostring_ swig_type_237;
-typedef _gostring_ swig_type_238;
-typedef _goslice_ swig_type_239;
+typedef _goslice_ swig_type_238;
+typedef _gostring_ swig_type_239;
 typedef _gostring_ swig_type_240;
 typedef _goslice_ swig_type_241;
-typedef _goslice_ swig_type_242;
+typedef _gostring_ swig_type_242;
 typedef _goslice_ swig_type_243;
-typedef long long swig_type_244;
-typedef long long swig_type_245;
-typedef _gostring_ swig_type_246;
-typedef _gostring_ swig_type_247;
+typedef _goslice_ swig_type_244;
+typedef _goslice_ swig_type_245;
+typedef long long swig_type_246;
+typedef long long swig_type_247;
 typedef _gostring_ swig_type_248;
 typedef _gostring_ swig_type_249;
 typedef _gostring_ swig_type_250;
@@ -294,237 +294,237 @@ typedef _gostring_ swig_type_261;
 typedef _gostring_ swig_type_262;
 typedef _gostring_ swig_type_263;
 typedef _gostring_ swig_type_264;
-typedef long long swig_type_265;
-typedef _goslice_ swig_type_266;
-typedef _gostring_ swig_type_267;
-typedef _gostring_ swig_type_268;
+typedef _gostring_ swig_type_265;
+typedef _gostring_ swig_type_266;
+typedef long long swig_type_267;
+typedef _goslice_ swig_type_268;
 typedef _gostring_ swig_type_269;
 typedef _gostring_ swig_type_270;
 typedef _gostring_ swig_type_271;
 typedef _gostring_ swig_type_272;
-typedef _goslice_ swig_type_273;
-typedef _goslice_ swig_type_274;
-typedef _gostring_ swig_type_275;
+typedef _gostring_ swig_type_273;
+typedef _gostring_ swig_type_274;
+typedef _goslice_ swig_type_275;
 typedef _goslice_ swig_type_276;
 typedef _gostring_ swig_type_277;
 typedef _goslice_ swig_type_278;
 typedef _gostring_ swig_type_279;
-typedef long long swig_type_280;
-typedef long long swig_type_281;
-typedef _goslice_ swig_type_282;
-typedef _goslice_ swig_type_283;
+typedef _goslice_ swig_type_280;
+typedef _gostring_ swig_type_281;
+typedef long long swig_type_282;
+typedef long long swig_type_283;
 typedef _goslice_ swig_type_284;
 typedef _goslice_ swig_type_285;
-typedef _gostring_ swig_type_286;
-typedef long long swig_type_287;
-typedef long long swig_type_288;
-typedef _goslice_ swig_type_289;
-typedef _goslice_ swig_type_290;
+typedef _goslice_ swig_type_286;
+typedef _goslice_ swig_type_287;
+typedef _gostring_ swig_type_288;
+typedef long long swig_type_289;
+typedef long long swig_type_290;
 typedef _goslice_ swig_type_291;
-typedef _gostring_ swig_type_292;
-typedef _gostring_ swig_type_293;
+typedef _goslice_ swig_type_292;
+typedef _goslice_ swig_type_293;
 typedef _gostring_ swig_type_294;
 typedef _gostring_ swig_type_295;
-typedef _goslice_ swig_type_296;
-typedef _goslice_ swig_type_297;
-typedef _gostring_ swig_type_298;
-typedef long long swig_type_299;
-typedef long long swig_type_300;
-typedef _goslice_ swig_type_301;
-typedef _goslice_ swig_type_302;
+typedef _gostring_ swig_type_296;
+typedef _gostring_ swig_type_297;
+typedef _goslice_ swig_type_298;
+typedef _goslice_ swig_type_299;
+typedef _gostring_ swig_type_300;
+typedef long long swig_type_301;
+typedef long long swig_type_302;
 typedef _goslice_ swig_type_303;
 typedef _goslice_ swig_type_304;
 typedef _goslice_ swig_type_305;
-typedef _gostring_ swig_type_306;
+typedef _goslice_ swig_type_306;
 typedef _goslice_ swig_type_307;
-typedef _goslice_ swig_type_308;
-typedef _gostring_ swig_type_309;
+typedef _gostring_ swig_type_308;
+typedef _goslice_ swig_type_309;
 typedef _goslice_ swig_type_310;
-typedef _goslice_ swig_type_311;
-typedef _gostring_ swig_type_312;
-typedef _gostring_ swig_type_313;
-typedef _goslice_ swig_type_314;
-typedef long long swig_type_315;
+typedef _gostring_ swig_type_311;
+typedef _goslice_ swig_type_312;
+typedef _goslice_ swig_type_313;
+typedef _gostring_ swig_type_314;
+typedef _gostring_ swig_type_315;
 typedef _goslice_ swig_type_316;
 typedef long long swig_type_317;
-typedef _gostring_ swig_type_318;
-typedef _goslice_ swig_type_319;
-typedef long long swig_type_320;
+typedef _goslice_ swig_type_318;
+typedef long long swig_type_319;
+typedef _gostring_ swig_type_320;
 typedef _goslice_ swig_type_321;
 typedef long long swig_type_322;
-typedef _gostring_ swig_type_323;
-typedef _gostring_ swig_type_324;
-typedef _goslice_ swig_type_325;
+typedef _goslice_ swig_type_323;
+typedef long long swig_type_324;
+typedef _gostring_ swig_type_325;
 typedef _gostring_ swig_type_326;
 typedef _goslice_ swig_type_327;
-typedef long long swig_type_328;
-typedef long long swig_type_329;
+typedef _gostring_ swig_type_328;
+typedef _goslice_ swig_type_329;
 typedef long long swig_type_330;
-typedef _gostring_ swig_type_331;
-typedef _gostring_ swig_type_332;
-typedef _goslice_ swig_type_333;
-typedef long long swig_type_334;
+typedef long long swig_type_331;
+typedef long long swig_type_332;
+typedef _gostring_ swig_type_333;
+typedef _gostring_ swig_type_334;
 typedef _goslice_ swig_type_335;
 typedef long long swig_type_336;
-typedef _gostring_ swig_type_337;
-typedef _goslice_ swig_type_338;
-typedef long long swig_type_339;
+typedef _goslice_ swig_type_337;
+typedef long long swig_type_338;
+typedef _gostring_ swig_type_339;
 typedef _goslice_ swig_type_340;
 typedef long long swig_type_341;
-typedef _gostring_ swig_type_342;
-typedef _gostring_ swig_type_343;
-typedef _goslice_ swig_type_344;
+typedef _goslice_ swig_type_342;
+typedef long long swig_type_343;
+typedef _gostring_ swig_type_344;
 typedef _gostring_ swig_type_345;
-typedef long long swig_type_346;
-typedef long long swig_type_347;
-typedef _goslice_ swig_type_348;
-typedef _gostring_ swig_type_349;
+typedef _goslice_ swig_type_346;
+typedef _gostring_ swig_type_347;
+typedef long long swig_type_348;
+typedef long long swig_type_349;
 typedef _goslice_ swig_type_350;
-typedef _goslice_ swig_type_351;
+typedef _gostring_ swig_type_351;
 typedef _goslice_ swig_type_352;
-typedef long long swig_type_353;
-typedef long long swig_type_354;
+typedef _goslice_ swig_type_353;
+typedef _goslice_ swig_type_354;
 typedef long long swig_type_355;
-typedef _goslice_ swig_type_356;
-typedef _goslice_ swig_type_357;
-typedef _gostring_ swig_type_358;
+typedef long long swig_type_356;
+typedef long long swig_type_357;
+typedef _goslice_ swig_type_358;
 typedef _goslice_ swig_type_359;
-typedef _goslice_ swig_type_360;
-typedef long long swig_type_361;
+typedef _gostring_ swig_type_360;
+typedef _goslice_ swig_type_361;
 typedef _goslice_ swig_type_362;
-typedef _goslice_ swig_type_363;
-typedef _gostring_ swig_type_364;
+typedef long long swig_type_363;
+typedef _goslice_ swig_type_364;
 typedef _goslice_ swig_type_365;
 typedef _gostring_ swig_type_366;
-typedef _gostring_ swig_type_367;
-typedef _goslice_ swig_type_368;
+typedef _goslice_ swig_type_367;
+typedef _gostring_ swig_type_368;
 typedef _gostring_ swig_type_369;
-typedef long long swig_type_370;
+typedef _goslice_ swig_type_370;
 typedef _gostring_ swig_type_371;
-typedef _gostring_ swig_type_372;
-typedef long long swig_type_373;
+typedef long long swig_type_372;
+typedef _gostring_ swig_type_373;
 typedef _gostring_ swig_type_374;
-typedef _gostring_ swig_type_375;
+typedef long long swig_type_375;
 typedef _gostring_ swig_type_376;
-typedef long long swig_type_377;
+typedef _gostring_ swig_type_377;
 typedef _gostring_ swig_type_378;
 typedef long long swig_type_379;
 typedef _gostring_ swig_type_380;
-typedef _gostring_ swig_type_381;
-typedef _goslice_ swig_type_382;
+typedef long long swig_type_381;
+typedef _gostring_ swig_type_382;
 typedef _gostring_ swig_type_383;
 typedef _goslice_ swig_type_384;
-typedef _goslice_ swig_type_385;
-typedef _gostring_ swig_type_386;
+typedef _gostring_ swig_type_385;
+typedef _goslice_ swig_type_386;
 typedef _goslice_ swig_type_387;
-typedef _goslice_ swig_type_388;
-typedef _gostring_ swig_type_389;
+typedef _gostring_ swig_type_388;
+typedef _goslice_ swig_type_389;
 typedef _goslice_ swig_type_390;
-typedef _goslice_ swig_type_391;
-typedef _gostring_ swig_type_392;
-typedef _gostring_ swig_type_393;
+typedef _gostring_ swig_type_391;
+typedef _goslice_ swig_type_392;
+typedef _goslice_ swig_type_393;
 typedef _gostring_ swig_type_394;
 typedef _gostring_ swig_type_395;
-typedef _goslice_ swig_type_396;
-typedef long long swig_type_397;
+typedef _gostring_ swig_type_396;
+typedef _gostring_ swig_type_397;
 typedef _goslice_ swig_type_398;
-typedef _goslice_ swig_type_399;
-typedef long long swig_type_400;
-typedef _gostring_ swig_type_401;
-typedef _gostring_ swig_type_402;
-typedef _goslice_ swig_type_403;
-typedef long long swig_type_404;
+typedef long long swig_type_399;
+typedef _goslice_ swig_type_400;
+typedef _goslice_ swig_type_401;
+typedef long long swig_type_402;
+typedef _gostring_ swig_type_403;
+typedef _gostring_ swig_type_404;
 typedef _goslice_ swig_type_405;
-typedef _goslice_ swig_type_406;
-typedef long long swig_type_407;
-typedef _gostring_ swig_type_408;
-typedef _gostring_ swig_type_409;
-typedef _goslice_ swig_type_410;
-typedef _goslice_ swig_type_411;
-typedef long long swig_type_412;
-typedef _gostring_ swig_type_413;
-typedef _goslice_ swig_type_414;
-typedef _goslice_ swig_type_415;
-typedef long long swig_type_416;
-typedef _gostring_ swig_type_417;
+typedef long long swig_type_406;
+typedef _goslice_ swig_type_407;
+typedef _goslice_ swig_type_408;
+typedef long long swig_type_409;
+typedef _gostring_ swig_type_410;
+typedef _gostring_ swig_type_411;
+typedef _goslice_ swig_type_412;
+typedef _goslice_ swig_type_413;
+typedef long long swig_type_414;
+typedef _gostring_ swig_type_415;
+typedef _goslice_ swig_type_416;
+typedef _goslice_ swig_type_417;
 typedef long long swig_type_418;
 typedef _gostring_ swig_type_419;
 typedef long long swig_type_420;
 typedef _gostring_ swig_type_421;
 typedef long long swig_type_422;
-typedef _goslice_ swig_type_423;
-typedef _gostring_ swig_type_424;
-typedef long long swig_type_425;
-typedef _goslice_ swig_type_426;
-typedef _gostring_ swig_type_427;
-typedef long long swig_type_428;
-typedef _goslice_ swig_type_429;
-typedef _gostring_ swig_type_430;
-typedef long long swig_type_431;
-typedef _goslice_ swig_type_432;
-typedef _gostring_ swig_type_433;
+typedef _gostring_ swig_type_423;
+typedef long long swig_type_424;
+typedef _goslice_ swig_type_425;
+typedef _gostring_ swig_type_426;
+typedef long long swig_type_427;
+typedef _goslice_ swig_type_428;
+typedef _gostring_ swig_type_429;
+typedef long long swig_type_430;
+typedef _goslice_ swig_type_431;
+typedef _gostring_ swig_type_432;
+typedef long long swig_type_433;
 typedef _goslice_ swig_type_434;
-typedef _goslice_ swig_type_435;
-typedef long long swig_type_436;
-typedef long long swig_type_437;
-typedef _gostring_ swig_type_438;
-typedef _goslice_ swig_type_439;
-typedef _goslice_ swig_type_440;
+typedef _gostring_ swig_type_435;
+typedef _goslice_ swig_type_436;
+typedef _goslice_ swig_type_437;
+typedef long long swig_type_438;
+typedef long long swig_type_439;
+typedef _gostring_ swig_type_440;
 typedef _goslice_ swig_type_441;
 typedef _goslice_ swig_type_442;
 typedef _goslice_ swig_type_443;
-typedef _gostring_ swig_type_444;
-typedef long long swig_type_445;
-typedef _goslice_ swig_type_446;
-typedef _gostring_ swig_type_447;
-typedef long long swig_type_448;
-typedef long long swig_type_449;
-typedef _goslice_ swig_type_450;
-typedef _gostring_ swig_type_451;
+typedef _goslice_ swig_type_444;
+typedef _goslice_ swig_type_445;
+typedef _gostring_ swig_type_446;
+typedef long long swig_type_447;
+typedef _goslice_ swig_type_448;
+typedef _gostring_ swig_type_449;
+typedef long long swig_type_450;
+typedef long long swig_type_451;
 typedef _goslice_ swig_type_452;
-typedef _goslice_ swig_type_453;
-typedef long long swig_type_454;
-typedef long long swig_type_455;
+typedef _gostring_ swig_type_453;
+typedef _goslice_ swig_type_454;
+typedef _goslice_ swig_type_455;
 typedef long long swig_type_456;
-typedef _goslice_ swig_type_457;
+typedef long long swig_type_457;
 typedef long long swig_type_458;
-typedef _gostring_ swig_type_459;
-typedef _goslice_ swig_type_460;
-typedef _goslice_ swig_type_461;
+typedef _goslice_ swig_type_459;
+typedef long long swig_type_460;
+typedef _gostring_ swig_type_461;
 typedef _goslice_ swig_type_462;
-typedef _gostring_ swig_type_463;
-typedef long long swig_type_464;
-typedef long long swig_type_465;
-typedef _goslice_ swig_type_466;
+typedef _goslice_ swig_type_463;
+typedef _goslice_ swig_type_464;
+typedef _gostring_ swig_type_465;
+typedef long long swig_type_466;
 typedef long long swig_type_467;
-typedef _gostring_ swig_type_468;
+typedef _goslice_ swig_type_468;
 typedef long long swig_type_469;
-typedef _goslice_ swig_type_470;
+typedef _gostring_ swig_type_470;
 typedef long long swig_type_471;
-typedef _gostring_ swig_type_472;
+typedef _goslice_ swig_type_472;
 typedef long long swig_type_473;
-typedef _goslice_ swig_type_474;
-typedef _goslice_ swig_type_475;
-typedef _gostring_ swig_type_476;
-typedef long long swig_type_477;
-typedef _goslice_ swig_type_478;
-typedef _gostring_ swig_type_479;
-typedef long long swig_type_480;
-typedef _goslice_ swig_type_481;
-typedef _gostring_ swig_type_482;
-typedef long long swig_type_483;
-typedef _goslice_ swig_type_484;
+typedef _gostring_ swig_type_474;
+typedef long long swig_type_475;
+typedef _goslice_ swig_type_476;
+typedef _goslice_ swig_type_477;
+typedef _gostring_ swig_type_478;
+typedef long long swig_type_479;
+typedef _goslice_ swig_type_480;
+typedef _gostring_ swig_type_481;
+typedef long long swig_type_482;
+typedef _goslice_ swig_type_483;
+typedef _gostring_ swig_type_484;
 typedef long long swig_type_485;
-typedef _gostring_ swig_type_486;
+typedef _goslice_ swig_type_486;
 typedef long long swig_type_487;
 typedef _gostring_ swig_type_488;
 typedef long long swig_type_489;
 typedef _gostring_ swig_type_490;
 typedef long long swig_type_491;
 typedef _gostring_ swig_type_492;
-typedef _gostring_ swig_type_493;
+typedef long long swig_type_493;
 typedef _gostring_ swig_type_494;
-typedef _goslice_ swig_type_495;
+typedef _gostring_ swig_type_495;
 typedef _gostring_ swig_type_496;
 typedef _goslice_ swig_type_497;
 typedef _gostring_ swig_type_498;
@@ -532,50 +532,52 @@ typedef _goslice_ swig_type_499;
 typedef _gostring_ swig_type_500;
 typedef _goslice_ swig_type_501;
 typedef _gostring_ swig_type_502;
-typedef long long swig_type_503;
-typedef _goslice_ swig_type_504;
-typedef _goslice_ swig_type_505;
+typedef _goslice_ swig_type_503;
+typedef _gostring_ swig_type_504;
+typedef long long swig_type_505;
 typedef _goslice_ swig_type_506;
-typedef _gostring_ swig_type_507;
+typedef _goslice_ swig_type_507;
 typedef _goslice_ swig_type_508;
 typedef _gostring_ swig_type_509;
 typedef _goslice_ swig_type_510;
 typedef _gostring_ swig_type_511;
 typedef _goslice_ swig_type_512;
 typedef _gostring_ swig_type_513;
-typedef _gostring_ swig_type_514;
-typedef _goslice_ swig_type_515;
-typedef _goslice_ swig_type_516;
-typedef _gostring_ swig_type_517;
-typedef _gostring_ swig_type_518;
+typedef _goslice_ swig_type_514;
+typedef _gostring_ swig_type_515;
+typedef _gostring_ swig_type_516;
+typedef _goslice_ swig_type_517;
+typedef _goslice_ swig_type_518;
 typedef _gostring_ swig_type_519;
 typedef _gostring_ swig_type_520;
-typedef _goslice_ swig_type_521;
-typedef _goslice_ swig_type_522;
-typedef long long swig_type_523;
+typedef _gostring_ swig_type_521;
+typedef _gostring_ swig_type_522;
+typedef _goslice_ swig_type_523;
 typedef _goslice_ swig_type_524;
-typedef _goslice_ swig_type_525;
-typedef _gostring_ swig_type_526;
+typedef long long swig_type_525;
+typedef _goslice_ swig_type_526;
 typedef _goslice_ swig_type_527;
 typedef _gostring_ swig_type_528;
-typedef _gostring_ swig_type_529;
-typedef _goslice_ swig_type_530;
+typedef _goslice_ swig_type_529;
+typedef _gostring_ swig_type_530;
 typedef _gostring_ swig_type_531;
-typedef long long swig_type_532;
-typedef long long swig_type_533;
-typedef _goslice_ swig_type_534;
-typedef _goslice_ swig_type_535;
+typedef _goslice_ swig_type_532;
+typedef _gostring_ swig_type_533;
+typedef long long swig_type_534;
+typedef long long swig_type_535;
 typedef _goslice_ swig_type_536;
 typedef _goslice_ swig_type_537;
 typedef _goslice_ swig_type_538;
-typedef _gostring_ swig_type_539;
-typedef long long swig_type_540;
-typedef long long swig_type_541;
-typedef _goslice_ swig_type_542;
-typedef _goslice_ swig_type_543;
+typedef _goslice_ swig_type_539;
+typedef _goslice_ swig_type_540;
+typedef _gostring_ swig_type_541;
+typedef long long swig_type_542;
+typedef long long swig_type_543;
 typedef _goslice_ swig_type_544;
 typedef _goslice_ swig_type_545;
-typedef long long swig_type_546;
+typedef _goslice_ swig_type_546;
+typedef _goslice_ swig_type_547;
+typedef long long swig_type_548;
 extern void _wrap_Swig_free_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_e07ccb9d9606a104(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_e07ccb9d9606a104(void);
@@ -664,9 +666,11 @@ extern void _wrap_dynamic_table_config_ttl_steps_set_swig_e07ccb9d9606a104(uintp
 extern swig_type_6 _wrap_dynamic_table_config_ttl_steps_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_dynamic_table_config_capacity_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_7 arg2);
 extern swig_type_8 _wrap_dynamic_table_config_capacity_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_admission_decay_steps_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_9 arg2);
+extern swig_type_10 _wrap_dynamic_table_config_admission_decay_steps_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_dynamic_table_config_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_dynamic_table_config_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_9 _wrap_dynamic_table_config_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_11 _wrap_dynamic_table_config_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_Topology_t_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Topology_t_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Topology_t_world_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -675,8 +679,8 @@ extern void _wrap_Topology_t_ranks_per_node_set_swig_e07ccb9d9606a104(uintptr_t 
 extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Topology_t_device_type_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Topology_t_device_type_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_10 arg2);
-extern swig_type_11 _wrap_Topology_t_memory_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_12 arg2);
+extern swig_type_13 _wrap_Topology_t_memory_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
 extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
@@ -695,47 +699,47 @@ extern void _wrap_Topology_t_per_id_cost_set_swig_e07ccb9d9606a104(uintptr_t arg
 extern double _wrap_Topology_t_per_id_cost_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_Topology_t_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_Topology_t_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_12 _wrap_topology_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_14 _wrap_topology_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_comm_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_13 arg2);
-extern swig_type_14 _wrap_comm_options_timeout_ms_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_15 arg2);
+extern swig_type_16 _wrap_comm_options_timeout_ms_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_comm_options_backend_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_backend_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_comm_options_device_type_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_device_type_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_comm_options_device_index_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_comm_options_device_index_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_15 arg2);
-extern swig_type_16 _wrap_comm_options_bind_address_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_17 arg2);
-extern swig_type_18 _wrap_comm_options_store_grace_ms_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_17 arg2);
+extern swig_type_18 _wrap_comm_options_bind_address_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_19 arg2);
+extern swig_type_20 _wrap_comm_options_store_grace_ms_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_comm_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_comm_options_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_19 _wrap_comm_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_20 _wrap_comm_unique_id_create_swig_e07ccb9d9606a104(swig_type_21 arg1);
-extern swig_type_22 _wrap_comm_create_swig_e07ccb9d9606a104(swig_type_23 arg1, swig_type_24 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_25 _wrap_comm_create_local_group_swig_e07ccb9d9606a104(swig_type_26 arg1, uintptr_t arg2);
-extern swig_type_27 _wrap_comm_split_swig_e07ccb9d9606a104(swig_type_28 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_29 _wrap_comm_rank_swig_e07ccb9d9606a104(swig_type_30 arg1, uintptr_t arg2);
-extern swig_type_31 _wrap_comm_size_swig_e07ccb9d9606a104(swig_type_32 arg1, uintptr_t arg2);
-extern swig_type_33 _wrap_comm_set_timeout_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_34 arg2);
-extern swig_type_35 _wrap_comm_abort_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_36 _wrap_comm_async_error_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_21 _wrap_comm_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_22 _wrap_comm_unique_id_create_swig_e07ccb9d9606a104(swig_type_23 arg1);
+extern swig_type_24 _wrap_comm_create_swig_e07ccb9d9606a104(swig_type_25 arg1, swig_type_26 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_27 _wrap_comm_create_local_group_swig_e07ccb9d9606a104(swig_type_28 arg1, uintptr_t arg2);
+extern swig_type_29 _wrap_comm_split_swig_e07ccb9d9606a104(swig_type_30 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_31 _wrap_comm_rank_swig_e07ccb9d9606a104(swig_type_32 arg1, uintptr_t arg2);
+extern swig_type_33 _wrap_comm_size_swig_e07ccb9d9606a104(swig_type_34 arg1, uintptr_t arg2);
+extern swig_type_35 _wrap_comm_set_timeout_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_36 arg2);
+extern swig_type_37 _wrap_comm_abort_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_38 _wrap_comm_async_error_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_comm_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_37 _wrap_comm_allreduce_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_38 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_39 _wrap_comm_broadcast_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_40 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_41 _wrap_comm_allgather_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_42 arg4, swig_intgo arg5);
-extern swig_type_43 _wrap_comm_barrier_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_44 _wrap_comm_create_mpi_swig_e07ccb9d9606a104(swig_type_45 arg1, swig_type_46 arg2, uintptr_t arg3);
-extern swig_type_47 _wrap_comm_create_from_env_swig_e07ccb9d9606a104(swig_type_48 arg1, uintptr_t arg2);
-extern swig_type_49 _wrap_comm_local_rank_swig_e07ccb9d9606a104(swig_type_50 arg1, uintptr_t arg2);
-extern swig_type_51 _wrap_comm_local_size_swig_e07ccb9d9606a104(swig_type_52 arg1, uintptr_t arg2);
-extern swig_type_53 _wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(swig_type_54 arg1, uintptr_t arg2);
-extern void _wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_55 arg2);
-extern swig_type_56 _wrap_Shard_t_row_offset_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_57 arg2);
-extern swig_type_58 _wrap_Shard_t_rows_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_39 _wrap_comm_allreduce_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_40 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_41 _wrap_comm_broadcast_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_42 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_43 _wrap_comm_allgather_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_44 arg4, swig_intgo arg5);
+extern swig_type_45 _wrap_comm_barrier_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_46 _wrap_comm_create_mpi_swig_e07ccb9d9606a104(swig_type_47 arg1, swig_type_48 arg2, uintptr_t arg3);
+extern swig_type_49 _wrap_comm_create_from_env_swig_e07ccb9d9606a104(swig_type_50 arg1, uintptr_t arg2);
+extern swig_type_51 _wrap_comm_local_rank_swig_e07ccb9d9606a104(swig_type_52 arg1, uintptr_t arg2);
+extern swig_type_53 _wrap_comm_local_size_swig_e07ccb9d9606a104(swig_type_54 arg1, uintptr_t arg2);
+extern swig_type_55 _wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(swig_type_56 arg1, uintptr_t arg2);
+extern void _wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_57 arg2);
+extern swig_type_58 _wrap_Shard_t_row_offset_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_59 arg2);
+extern swig_type_60 _wrap_Shard_t_rows_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Shard_t_col_offset_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Shard_t_col_offset_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_Shard_t_cols_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -744,21 +748,21 @@ extern void _wrap_Shard_t_rank_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_in
 extern swig_intgo _wrap_Shard_t_rank_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_Shard_t_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_Shard_t_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_59 _wrap_plan_from_json_swig_e07ccb9d9606a104(swig_type_60 arg1, swig_type_61 arg2);
-extern swig_type_62 _wrap_plan_to_json_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_63 _wrap_plan_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_64 _wrap_plan_hash_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_65 arg2);
-extern swig_type_66 _wrap_plan_world_size_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_67 arg2);
-extern swig_type_68 _wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_69 arg2);
-extern swig_type_70 _wrap_plan_num_tables_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_71 arg2);
-extern swig_type_72 _wrap_plan_num_features_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_73 arg2);
-extern swig_type_74 _wrap_plan_feature_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
-extern swig_type_76 _wrap_plan_table_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_77 arg2, swig_voidp arg3);
-extern swig_type_78 _wrap_plan_find_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_79 arg2, swig_type_80 arg3);
-extern swig_type_81 _wrap_plan_table_rows_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_82 arg2, swig_type_83 arg3);
-extern swig_type_84 _wrap_plan_table_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_85 arg2, swig_type_86 arg3);
-extern swig_type_87 _wrap_plan_table_sharding_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_88 arg2, swig_type_89 arg3, swig_type_90 arg4);
-extern swig_type_91 _wrap_plan_shard_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_92 arg2, swig_type_93 arg3, uintptr_t arg4);
+extern swig_type_61 _wrap_plan_from_json_swig_e07ccb9d9606a104(swig_type_62 arg1, swig_type_63 arg2);
+extern swig_type_64 _wrap_plan_to_json_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_65 _wrap_plan_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_66 _wrap_plan_hash_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_67 arg2);
+extern swig_type_68 _wrap_plan_world_size_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_69 arg2);
+extern swig_type_70 _wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_71 arg2);
+extern swig_type_72 _wrap_plan_num_tables_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_73 arg2);
+extern swig_type_74 _wrap_plan_num_features_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_75 arg2);
+extern swig_type_76 _wrap_plan_feature_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_77 arg2, swig_voidp arg3);
+extern swig_type_78 _wrap_plan_table_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_79 arg2, swig_voidp arg3);
+extern swig_type_80 _wrap_plan_find_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_81 arg2, swig_type_82 arg3);
+extern swig_type_83 _wrap_plan_table_rows_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3);
+extern swig_type_86 _wrap_plan_table_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_87 arg2, swig_type_88 arg3);
+extern swig_type_89 _wrap_plan_table_sharding_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_90 arg2, swig_type_91 arg3, swig_type_92 arg4);
+extern swig_type_93 _wrap_plan_shard_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_94 arg2, swig_type_95 arg3, uintptr_t arg4);
 extern void _wrap_calibrate_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibrate_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_calibrate_options_ranks_share_memory_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -771,7 +775,7 @@ extern void _wrap_calibrate_options_ranks_per_machine_set_swig_e07ccb9d9606a104(
 extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibrate_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_calibrate_options_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_94 _wrap_calibrate_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_96 _wrap_calibrate_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_calibration_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibration_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_calibration_gather_bandwidth_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
@@ -790,17 +794,17 @@ extern void _wrap_calibration_oversubscription_set_swig_e07ccb9d9606a104(uintptr
 extern double _wrap_calibration_oversubscription_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibration_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_calibration_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_95 _wrap_calibration_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_96 _wrap_topology_calibrate_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_97 _wrap_topology_from_comm_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_97 _wrap_calibration_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_98 _wrap_topology_calibrate_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_99 _wrap_topology_from_comm_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_plan_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern swig_intgo _wrap_BOUNDS_ERROR_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_BOUNDS_CLAMP_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_BOUNDS_SKIP_swig_e07ccb9d9606a104(void);
 extern void _wrap_embedding_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_98 arg2);
-extern swig_type_99 _wrap_embedding_options_seed_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_100 arg2);
+extern swig_type_101 _wrap_embedding_options_seed_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_embedding_options_bounds_policy_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_embedding_options_num_threads_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -819,10 +823,10 @@ extern void _wrap_embedding_options_forward_comm_encoding_set_swig_e07ccb9d9606a
 extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_embedding_options_backward_comm_encoding_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_100 arg2);
-extern swig_type_101 _wrap_embedding_options_max_batch_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_102 arg2);
-extern swig_type_103 _wrap_embedding_options_max_ids_per_batch_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_102 arg2);
+extern swig_type_103 _wrap_embedding_options_max_batch_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_104 arg2);
+extern swig_type_105 _wrap_embedding_options_max_ids_per_batch_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_embedding_options_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_e07ccb9d9606a104(void);
@@ -832,42 +836,42 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_e07ccb9d9606a104(void);
-extern swig_type_104 _wrap_embedding_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_105 _wrap_embedding_create_swig_e07ccb9d9606a104(swig_type_106 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_106 _wrap_embedding_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_107 _wrap_embedding_create_swig_e07ccb9d9606a104(swig_type_108 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_107 _wrap_embedding_output_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_embedding_is_sequence_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_110 arg2);
-extern swig_type_111 _wrap_embedding_input_dist_wait_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_112 _wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_113 arg2);
-extern swig_type_114 _wrap_embedding_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_115 arg2);
-extern swig_type_116 _wrap_embedding_forward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_117 _wrap_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_118 _wrap_embedding_backward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_119 _wrap_embedding_synchronize_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_120 _wrap_embedding_set_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, float arg2);
-extern swig_type_121 _wrap_embedding_num_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_122 arg2);
-extern swig_type_123 _wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_124 arg2);
-extern swig_type_125 _wrap_embedding_get_weights_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_126 arg2, swig_type_127 arg3);
-extern swig_type_128 _wrap_embedding_set_weights_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_129 arg2, swig_type_130 arg3);
-extern swig_type_131 _wrap_embedding_num_states_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_132 arg2);
-extern swig_type_133 _wrap_embedding_state_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3, swig_type_135 arg4);
-extern swig_type_136 _wrap_embedding_get_state_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_137 arg2, swig_type_138 arg3, swig_type_139 arg4);
-extern swig_type_140 _wrap_embedding_set_state_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_141 arg2, swig_type_142 arg3, swig_type_143 arg4);
-extern swig_type_144 _wrap_embedding_timings_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3);
-extern swig_type_147 _wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_148 arg2, float arg3);
-extern swig_type_149 _wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_150 arg2, uintptr_t arg3);
-extern swig_type_151 _wrap_embedding_table_num_states_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3);
-extern swig_type_154 _wrap_embedding_table_state_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, swig_voidp arg4, swig_type_157 arg5);
-extern swig_type_158 _wrap_embedding_num_outputs_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_159 arg2);
-extern swig_type_160 _wrap_embedding_output_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_162 arg5, swig_type_163 arg6);
+extern swig_type_109 _wrap_embedding_output_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_110 arg2);
+extern swig_type_111 _wrap_embedding_is_sequence_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_112 arg2);
+extern swig_type_113 _wrap_embedding_input_dist_wait_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_114 _wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_115 arg2);
+extern swig_type_116 _wrap_embedding_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_117 arg2);
+extern swig_type_118 _wrap_embedding_forward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_119 _wrap_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_120 _wrap_embedding_backward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_121 _wrap_embedding_synchronize_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_122 _wrap_embedding_set_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, float arg2);
+extern swig_type_123 _wrap_embedding_num_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_124 arg2);
+extern swig_type_125 _wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_126 arg2);
+extern swig_type_127 _wrap_embedding_get_weights_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3);
+extern swig_type_130 _wrap_embedding_set_weights_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3);
+extern swig_type_133 _wrap_embedding_num_states_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_134 arg2);
+extern swig_type_135 _wrap_embedding_state_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3, swig_type_137 arg4);
+extern swig_type_138 _wrap_embedding_get_state_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3, swig_type_141 arg4);
+extern swig_type_142 _wrap_embedding_set_state_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_143 arg2, swig_type_144 arg3, swig_type_145 arg4);
+extern swig_type_146 _wrap_embedding_timings_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3);
+extern swig_type_149 _wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_150 arg2, float arg3);
+extern swig_type_151 _wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_152 arg2, uintptr_t arg3);
+extern swig_type_153 _wrap_embedding_table_num_states_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_154 arg2, swig_type_155 arg3);
+extern swig_type_156 _wrap_embedding_table_state_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_voidp arg4, swig_type_159 arg5);
+extern swig_type_160 _wrap_embedding_num_outputs_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_161 arg2);
+extern swig_type_162 _wrap_embedding_output_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_163 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_164 arg5, swig_type_165 arg6);
 extern void _wrap_step_timings_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_164 arg2);
-extern swig_type_165 _wrap_step_timings_forwards_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_166 arg2);
-extern swig_type_167 _wrap_step_timings_backwards_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_168 arg2);
-extern swig_type_169 _wrap_step_timings_samples_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_166 arg2);
+extern swig_type_167 _wrap_step_timings_forwards_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_168 arg2);
+extern swig_type_169 _wrap_step_timings_backwards_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_170 arg2);
+extern swig_type_171 _wrap_step_timings_samples_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
@@ -884,47 +888,47 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_e07ccb9d9606a104(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_step_timings_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_170 _wrap_step_timings_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_171 _wrap_embedding_step_timings_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_172 _wrap_embedding_set_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_173 _wrap_embedding_is_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_174 arg2);
+extern swig_type_172 _wrap_step_timings_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_173 _wrap_embedding_step_timings_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_174 _wrap_embedding_set_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_175 _wrap_embedding_is_training_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_176 arg2);
 extern void _wrap_dynamic_table_stats_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_dynamic_table_stats_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_175 arg2);
-extern swig_type_176 _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_177 arg2);
+extern swig_type_178 _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_dynamic_table_stats_load_factor_set_swig_e07ccb9d9606a104(uintptr_t arg1, double arg2);
 extern double _wrap_dynamic_table_stats_load_factor_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_181 arg2);
-extern swig_type_182 _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_183 arg2);
-extern swig_type_184 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_185 arg2);
-extern swig_type_186 _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_193 arg2);
-extern swig_type_194 _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_195 arg2);
-extern swig_type_196 _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_197 arg2);
-extern swig_type_198 _wrap_dynamic_table_stats_capacity_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_181 arg2);
+extern swig_type_182 _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_193 arg2);
+extern swig_type_194 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_195 arg2);
+extern swig_type_196 _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_197 arg2);
+extern swig_type_198 _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_199 arg2);
+extern swig_type_200 _wrap_dynamic_table_stats_capacity_bytes_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_dynamic_table_stats_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_dynamic_table_stats_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_199 _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_200 _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_201 arg2, uintptr_t arg3);
-extern swig_type_202 _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_205 arg2, swig_type_206 arg3, swig_type_207 arg4, swig_type_208 arg5, swig_type_209 arg6, swig_type_210 arg7, swig_type_211 arg8, swig_type_212 arg9);
-extern swig_type_213 _wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3, swig_type_216 arg4, swig_type_217 arg5, swig_type_218 arg6);
-extern swig_type_219 _wrap_device_count_swig_e07ccb9d9606a104(swig_type_220 arg1);
-extern swig_type_221 _wrap_device_check_swig_e07ccb9d9606a104(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_201 _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_202 _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_203 arg2, uintptr_t arg3);
+extern swig_type_204 _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_205 arg2);
+extern swig_type_206 _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_type_209 arg4, swig_type_210 arg5, swig_type_211 arg6, swig_type_212 arg7, swig_type_213 arg8, swig_type_214 arg9);
+extern swig_type_215 _wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_216 arg2, swig_type_217 arg3, swig_type_218 arg4, swig_type_219 arg5, swig_type_220 arg6);
+extern swig_type_221 _wrap_device_count_swig_e07ccb9d9606a104(swig_type_222 arg1);
+extern swig_type_223 _wrap_device_check_swig_e07ccb9d9606a104(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -939,21 +943,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_e07ccb9d9606a104(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_mesh_options_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_222 _wrap_mesh_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_223 _wrap_mesh_create_swig_e07ccb9d9606a104(swig_type_224 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_224 _wrap_mesh_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_225 _wrap_mesh_create_swig_e07ccb9d9606a104(swig_type_226 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_225 _wrap_mesh_coords_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_226 arg2, swig_type_227 arg3, swig_type_228 arg4, swig_type_229 arg5);
-extern swig_type_230 _wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(swig_type_231 arg1, uintptr_t arg2);
-extern swig_type_232 _wrap_mesh_replica_comm_swig_e07ccb9d9606a104(swig_type_233 arg1, uintptr_t arg2);
-extern swig_type_234 _wrap_mesh_describe_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_235 _wrap_mesh_embedding_create_swig_e07ccb9d9606a104(swig_type_236 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_237 _wrap_mesh_sync_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_238 _wrap_mesh_step_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_239 arg3);
-extern swig_type_240 _wrap_mesh_sync_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_241 arg2, swig_type_242 arg3, swig_type_243 arg4);
+extern swig_type_227 _wrap_mesh_coords_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_228 arg2, swig_type_229 arg3, swig_type_230 arg4, swig_type_231 arg5);
+extern swig_type_232 _wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(swig_type_233 arg1, uintptr_t arg2);
+extern swig_type_234 _wrap_mesh_replica_comm_swig_e07ccb9d9606a104(swig_type_235 arg1, uintptr_t arg2);
+extern swig_type_236 _wrap_mesh_describe_swig_e07ccb9d9606a104(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_237 _wrap_mesh_embedding_create_swig_e07ccb9d9606a104(swig_type_238 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_239 _wrap_mesh_sync_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_240 _wrap_mesh_step_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_241 arg3);
+extern swig_type_242 _wrap_mesh_sync_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_243 arg2, swig_type_244 arg3, swig_type_245 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_244 arg2);
-extern swig_type_245 _wrap_checkpoint_options_num_dense_get_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_246 arg2);
+extern swig_type_247 _wrap_checkpoint_options_num_dense_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
@@ -964,126 +968,126 @@ extern void _wrap_checkpoint_options_allow_partial_load_set_swig_e07ccb9d9606a10
 extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_e07ccb9d9606a104(void);
 extern void _wrap_delete_checkpoint_options_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_246 _wrap_checkpoint_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_247 _wrap_checkpoint_save_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_248 arg2, uintptr_t arg3);
-extern swig_type_249 _wrap_checkpoint_load_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_250 arg2, uintptr_t arg3);
-extern swig_type_251 _wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_252 arg3, uintptr_t arg4);
-extern swig_type_253 _wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_254 arg3, uintptr_t arg4);
-extern swig_type_255 _wrap_checkpoint_export_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_256 arg2, swig_type_257 arg3, swig_intgo arg4);
-extern swig_type_258 _wrap_checkpoint_import_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_259 arg2, swig_type_260 arg3, swig_intgo arg4);
+extern swig_type_248 _wrap_checkpoint_options_init_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_249 _wrap_checkpoint_save_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_250 arg2, uintptr_t arg3);
+extern swig_type_251 _wrap_checkpoint_load_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_252 arg2, uintptr_t arg3);
+extern swig_type_253 _wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_254 arg3, uintptr_t arg4);
+extern swig_type_255 _wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_256 arg3, uintptr_t arg4);
+extern swig_type_257 _wrap_checkpoint_export_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_258 arg2, swig_type_259 arg3, swig_intgo arg4);
+extern swig_type_260 _wrap_checkpoint_import_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_e07ccb9d9606a104(void);
 extern void _wrap_bind_plan_spec_free_swig_e07ccb9d9606a104(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_261 _wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_262 arg2, float arg3);
-extern swig_type_263 _wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_264 arg2, swig_type_265 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_266 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_267 _wrap_bind_plan_spec_set_table_optimizer_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_268 _wrap_bind_plan_spec_set_table_dynamic_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_269 _wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_270 arg2);
-extern swig_type_271 _wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_272 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_273 arg5, swig_type_274 arg6);
-extern swig_type_275 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_276 arg2);
-extern swig_type_277 _wrap_bind_plan_create_swig_e07ccb9d9606a104(swig_type_278 arg1, uintptr_t arg2);
-extern swig_type_279 _wrap_bind_embedding_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_280 arg2, swig_type_281 arg3, swig_type_282 arg4, swig_type_283 arg5, swig_type_284 arg6, swig_type_285 arg7);
-extern swig_type_286 _wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_287 arg2, swig_type_288 arg3, swig_type_289 arg4, swig_type_290 arg5, swig_type_291 arg6);
-extern swig_type_292 _wrap_bind_device_plugin_path_swig_e07ccb9d9606a104(swig_voidp arg1);
-extern swig_type_293 _wrap_bind_checkpoint_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_294 arg3, uintptr_t arg4, swig_type_295 arg5, swig_type_296 arg6, swig_type_297 arg7, swig_intgo arg8);
-extern swig_type_298 _wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_299 arg2, swig_type_300 arg3, swig_type_301 arg4, swig_type_302 arg5, swig_type_303 arg6, swig_type_304 arg7, swig_type_305 arg8);
-extern swig_type_306 _wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_307 arg2, swig_type_308 arg3);
-extern swig_type_309 _wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_310 arg2, swig_type_311 arg3);
+extern swig_type_263 _wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_264 arg2, float arg3);
+extern swig_type_265 _wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_266 arg2, swig_type_267 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_268 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_269 _wrap_bind_plan_spec_set_table_optimizer_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_270 _wrap_bind_plan_spec_set_table_dynamic_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_271 _wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_272 arg2);
+extern swig_type_273 _wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_274 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_275 arg5, swig_type_276 arg6);
+extern swig_type_277 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_278 arg2);
+extern swig_type_279 _wrap_bind_plan_create_swig_e07ccb9d9606a104(swig_type_280 arg1, uintptr_t arg2);
+extern swig_type_281 _wrap_bind_embedding_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_282 arg2, swig_type_283 arg3, swig_type_284 arg4, swig_type_285 arg5, swig_type_286 arg6, swig_type_287 arg7);
+extern swig_type_288 _wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_289 arg2, swig_type_290 arg3, swig_type_291 arg4, swig_type_292 arg5, swig_type_293 arg6);
+extern swig_type_294 _wrap_bind_device_plugin_path_swig_e07ccb9d9606a104(swig_voidp arg1);
+extern swig_type_295 _wrap_bind_checkpoint_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_296 arg3, uintptr_t arg4, swig_type_297 arg5, swig_type_298 arg6, swig_type_299 arg7, swig_intgo arg8);
+extern swig_type_300 _wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_301 arg2, swig_type_302 arg3, swig_type_303 arg4, swig_type_304 arg5, swig_type_305 arg6, swig_type_306 arg7, swig_type_307 arg8);
+extern swig_type_308 _wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_309 arg2, swig_type_310 arg3);
+extern swig_type_311 _wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_312 arg2, swig_type_313 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_e07ccb9d9606a104(void);
-extern swig_type_312 _wrap_dense_set_blas_threads_swig_e07ccb9d9606a104(swig_intgo arg1);
+extern swig_type_314 _wrap_dense_set_blas_threads_swig_e07ccb9d9606a104(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_e07ccb9d9606a104(void);
 extern void _wrap_mlp_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_313 _wrap_mlp_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_314 arg2, swig_type_315 arg3, swig_type_316 arg4, swig_type_317 arg5);
-extern swig_type_318 _wrap_mlp_infer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_319 arg2, swig_type_320 arg3, swig_type_321 arg4, swig_type_322 arg5);
-extern swig_type_323 _wrap_mlp_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_324 _wrap_mlp_num_tensors_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_325 arg2);
-extern swig_type_326 _wrap_dcn_create_swig_e07ccb9d9606a104(swig_type_327 arg1, swig_type_328 arg2, swig_intgo arg3, swig_type_329 arg4, swig_type_330 arg5, swig_type_331 arg6);
+extern swig_type_315 _wrap_mlp_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_316 arg2, swig_type_317 arg3, swig_type_318 arg4, swig_type_319 arg5);
+extern swig_type_320 _wrap_mlp_infer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_321 arg2, swig_type_322 arg3, swig_type_323 arg4, swig_type_324 arg5);
+extern swig_type_325 _wrap_mlp_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_326 _wrap_mlp_num_tensors_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_327 arg2);
+extern swig_type_328 _wrap_dcn_create_swig_e07ccb9d9606a104(swig_type_329 arg1, swig_type_330 arg2, swig_intgo arg3, swig_type_331 arg4, swig_type_332 arg5, swig_type_333 arg6);
 extern void _wrap_dcn_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_332 _wrap_dcn_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_333 arg2, swig_type_334 arg3, swig_type_335 arg4, swig_type_336 arg5);
-extern swig_type_337 _wrap_dcn_infer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_338 arg2, swig_type_339 arg3, swig_type_340 arg4, swig_type_341 arg5);
-extern swig_type_342 _wrap_dcn_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_343 _wrap_dcn_num_tensors_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_344 arg2);
-extern swig_type_345 _wrap_dot_interaction_width_swig_e07ccb9d9606a104(swig_type_346 arg1, swig_type_347 arg2, swig_type_348 arg3);
-extern swig_type_349 _wrap_dot_interaction_backward_swig_e07ccb9d9606a104(swig_type_350 arg1, swig_type_351 arg2, swig_type_352 arg3, swig_type_353 arg4, swig_type_354 arg5, swig_type_355 arg6, swig_type_356 arg7, swig_type_357 arg8);
-extern swig_type_358 _wrap_bce_with_logits_swig_e07ccb9d9606a104(swig_type_359 arg1, swig_type_360 arg2, swig_type_361 arg3, double arg4, swig_type_362 arg5, swig_type_363 arg6);
-extern swig_type_364 _wrap_dense_optimizer_create_swig_e07ccb9d9606a104(swig_type_365 arg1, uintptr_t arg2);
+extern swig_type_334 _wrap_dcn_forward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_335 arg2, swig_type_336 arg3, swig_type_337 arg4, swig_type_338 arg5);
+extern swig_type_339 _wrap_dcn_infer_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_340 arg2, swig_type_341 arg3, swig_type_342 arg4, swig_type_343 arg5);
+extern swig_type_344 _wrap_dcn_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_345 _wrap_dcn_num_tensors_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_346 arg2);
+extern swig_type_347 _wrap_dot_interaction_width_swig_e07ccb9d9606a104(swig_type_348 arg1, swig_type_349 arg2, swig_type_350 arg3);
+extern swig_type_351 _wrap_dot_interaction_backward_swig_e07ccb9d9606a104(swig_type_352 arg1, swig_type_353 arg2, swig_type_354 arg3, swig_type_355 arg4, swig_type_356 arg5, swig_type_357 arg6, swig_type_358 arg7, swig_type_359 arg8);
+extern swig_type_360 _wrap_bce_with_logits_swig_e07ccb9d9606a104(swig_type_361 arg1, swig_type_362 arg2, swig_type_363 arg3, double arg4, swig_type_364 arg5, swig_type_365 arg6);
+extern swig_type_366 _wrap_dense_optimizer_create_swig_e07ccb9d9606a104(swig_type_367 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_366 _wrap_dense_optimizer_set_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, float arg2);
-extern swig_type_367 _wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_368 arg2);
-extern swig_type_369 _wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_370 arg2);
+extern swig_type_368 _wrap_dense_optimizer_set_learning_rate_swig_e07ccb9d9606a104(uintptr_t arg1, float arg2);
+extern swig_type_369 _wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_370 arg2);
+extern swig_type_371 _wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_372 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_e07ccb9d9606a104(void);
 extern void _wrap_ddp_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_371 _wrap_ddp_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_372 _wrap_ddp_mark_ready_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_373 arg2);
-extern swig_type_374 _wrap_ddp_finish_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_375 _wrap_ddp_set_sync_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_373 _wrap_ddp_zero_grad_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_374 _wrap_ddp_mark_ready_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_375 arg2);
+extern swig_type_376 _wrap_ddp_finish_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_377 _wrap_ddp_set_sync_swig_e07ccb9d9606a104(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_376 _wrap_fsdp_release_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_377 arg2);
-extern swig_type_378 _wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_379 arg2);
-extern swig_type_380 _wrap_fsdp_step_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_381 _wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(swig_type_382 arg1);
-extern swig_type_383 _wrap_bind_mlp_dims_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_384 arg2, swig_type_385 arg3);
-extern swig_type_386 _wrap_bind_mlp_device_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_387 arg2, swig_type_388 arg3);
-extern swig_type_389 _wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_390 arg2, swig_type_391 arg3);
+extern swig_type_378 _wrap_fsdp_release_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_379 arg2);
+extern swig_type_380 _wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_381 arg2);
+extern swig_type_382 _wrap_fsdp_step_swig_e07ccb9d9606a104(uintptr_t arg1);
+extern swig_type_383 _wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(swig_type_384 arg1);
+extern swig_type_385 _wrap_bind_mlp_dims_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_386 arg2, swig_type_387 arg3);
+extern swig_type_388 _wrap_bind_mlp_device_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_389 arg2, swig_type_390 arg3);
+extern swig_type_391 _wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_392 arg2, swig_type_393 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_e07ccb9d9606a104(void);
 extern void _wrap_bind_param_list_free_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_392 _wrap_bind_param_list_add_mlp_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_393 _wrap_bind_param_list_add_dcn_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_394 _wrap_bind_dense_optimizer_step_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_395 _wrap_bind_mlp_create_swig_e07ccb9d9606a104(swig_type_396 arg1, swig_type_397 arg2, swig_type_398 arg3, swig_type_399 arg4, swig_type_400 arg5, swig_type_401 arg6);
-extern swig_type_402 _wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(swig_type_403 arg1, swig_type_404 arg2, swig_type_405 arg3, swig_type_406 arg4, swig_type_407 arg5, swig_type_408 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_409 _wrap_bind_mlp_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, uintptr_t arg4, swig_type_412 arg5);
-extern swig_type_413 _wrap_bind_dcn_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_414 arg2, swig_type_415 arg3, uintptr_t arg4, swig_type_416 arg5);
-extern swig_type_417 _wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_418 arg3);
-extern swig_type_419 _wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_420 arg3);
-extern swig_type_421 _wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_422 arg2, swig_voidp arg3, swig_type_423 arg4);
-extern swig_type_424 _wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_425 arg2, swig_voidp arg3, swig_type_426 arg4);
-extern swig_type_427 _wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_428 arg2, swig_intgo arg3, swig_type_429 arg4, swig_intgo arg5);
-extern swig_type_430 _wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_431 arg2, swig_intgo arg3, swig_type_432 arg4, swig_intgo arg5);
-extern swig_type_433 _wrap_bind_ddp_create_swig_e07ccb9d9606a104(swig_type_434 arg1, uintptr_t arg2, swig_type_435 arg3, swig_type_436 arg4, swig_type_437 arg5, swig_intgo arg6);
-extern swig_type_438 _wrap_bind_ddp_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_439 arg2, swig_type_440 arg3, swig_type_441 arg4, swig_type_442 arg5, swig_type_443 arg6);
-extern swig_type_444 _wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_445 arg2, swig_type_446 arg3);
-extern swig_type_447 _wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_448 arg2, swig_type_449 arg3, swig_type_450 arg4);
-extern swig_type_451 _wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(swig_type_452 arg1, swig_type_453 arg2, swig_type_454 arg3, swig_type_455 arg4, swig_type_456 arg5, swig_type_457 arg6, swig_type_458 arg7);
-extern swig_type_459 _wrap_bind_fsdp_create_swig_e07ccb9d9606a104(swig_type_460 arg1, uintptr_t arg2, swig_type_461 arg3, swig_type_462 arg4, uintptr_t arg5);
-extern swig_type_463 _wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_464 arg2, swig_type_465 arg3, swig_type_466 arg4, swig_type_467 arg5);
-extern swig_type_468 _wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_469 arg2, swig_type_470 arg3, swig_type_471 arg4);
-extern swig_type_472 _wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_473 arg2, swig_type_474 arg3, swig_type_475 arg4);
-extern swig_type_476 _wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_477 arg2, swig_type_478 arg3);
-extern swig_type_479 _wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_480 arg2, swig_intgo arg3, swig_type_481 arg4);
-extern swig_type_482 _wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_483 arg2, swig_intgo arg3, swig_type_484 arg4, swig_type_485 arg5, swig_intgo arg6);
-extern swig_type_486 _wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_487 arg2, uintptr_t arg3);
-extern swig_type_488 _wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_489 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_490 _wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_491 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_394 _wrap_bind_param_list_add_mlp_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_395 _wrap_bind_param_list_add_dcn_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_396 _wrap_bind_dense_optimizer_step_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_397 _wrap_bind_mlp_create_swig_e07ccb9d9606a104(swig_type_398 arg1, swig_type_399 arg2, swig_type_400 arg3, swig_type_401 arg4, swig_type_402 arg5, swig_type_403 arg6);
+extern swig_type_404 _wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(swig_type_405 arg1, swig_type_406 arg2, swig_type_407 arg3, swig_type_408 arg4, swig_type_409 arg5, swig_type_410 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_411 _wrap_bind_mlp_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_412 arg2, swig_type_413 arg3, uintptr_t arg4, swig_type_414 arg5);
+extern swig_type_415 _wrap_bind_dcn_backward_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_416 arg2, swig_type_417 arg3, uintptr_t arg4, swig_type_418 arg5);
+extern swig_type_419 _wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_420 arg3);
+extern swig_type_421 _wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(uintptr_t arg1, uintptr_t arg2, swig_type_422 arg3);
+extern swig_type_423 _wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_424 arg2, swig_voidp arg3, swig_type_425 arg4);
+extern swig_type_426 _wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_427 arg2, swig_voidp arg3, swig_type_428 arg4);
+extern swig_type_429 _wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_430 arg2, swig_intgo arg3, swig_type_431 arg4, swig_intgo arg5);
+extern swig_type_432 _wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_433 arg2, swig_intgo arg3, swig_type_434 arg4, swig_intgo arg5);
+extern swig_type_435 _wrap_bind_ddp_create_swig_e07ccb9d9606a104(swig_type_436 arg1, uintptr_t arg2, swig_type_437 arg3, swig_type_438 arg4, swig_type_439 arg5, swig_intgo arg6);
+extern swig_type_440 _wrap_bind_ddp_stats_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_441 arg2, swig_type_442 arg3, swig_type_443 arg4, swig_type_444 arg5, swig_type_445 arg6);
+extern swig_type_446 _wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_447 arg2, swig_type_448 arg3);
+extern swig_type_449 _wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_450 arg2, swig_type_451 arg3, swig_type_452 arg4);
+extern swig_type_453 _wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(swig_type_454 arg1, swig_type_455 arg2, swig_type_456 arg3, swig_type_457 arg4, swig_type_458 arg5, swig_type_459 arg6, swig_type_460 arg7);
+extern swig_type_461 _wrap_bind_fsdp_create_swig_e07ccb9d9606a104(swig_type_462 arg1, uintptr_t arg2, swig_type_463 arg3, swig_type_464 arg4, uintptr_t arg5);
+extern swig_type_465 _wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_466 arg2, swig_type_467 arg3, swig_type_468 arg4, swig_type_469 arg5);
+extern swig_type_470 _wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_471 arg2, swig_type_472 arg3, swig_type_473 arg4);
+extern swig_type_474 _wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_475 arg2, swig_type_476 arg3, swig_type_477 arg4);
+extern swig_type_478 _wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_479 arg2, swig_type_480 arg3);
+extern swig_type_481 _wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_482 arg2, swig_intgo arg3, swig_type_483 arg4);
+extern swig_type_484 _wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_485 arg2, swig_intgo arg3, swig_type_486 arg4, swig_type_487 arg5, swig_intgo arg6);
+extern swig_type_488 _wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_489 arg2, uintptr_t arg3);
+extern swig_type_490 _wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_491 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_492 _wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_493 arg2, uintptr_t arg3, uintptr_t arg4);
 extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_FP32_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_FP16_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_BF16_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_INT8_swig_e07ccb9d9606a104(void);
 extern swig_intgo _wrap_SERVING_INT4_swig_e07ccb9d9606a104(void);
-extern swig_type_492 _wrap_inference_save_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_493 arg2);
+extern swig_type_494 _wrap_inference_save_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_495 arg2);
 extern void _wrap_inference_destroy_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_494 _wrap_inference_output_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_495 arg2);
-extern swig_type_496 _wrap_inference_is_sequence_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_497 arg2);
-extern swig_type_498 _wrap_inference_num_features_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_499 arg2);
-extern swig_type_500 _wrap_inference_num_tables_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_501 arg2);
-extern swig_type_502 _wrap_inference_table_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_503 arg2, swig_voidp arg3, swig_type_504 arg4, swig_type_505 arg5, swig_type_506 arg6);
-extern swig_type_507 _wrap_inference_version_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_508 arg2);
-extern swig_type_509 _wrap_inference_pin_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_510 arg2);
+extern swig_type_496 _wrap_inference_output_dim_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_497 arg2);
+extern swig_type_498 _wrap_inference_is_sequence_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_499 arg2);
+extern swig_type_500 _wrap_inference_num_features_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_501 arg2);
+extern swig_type_502 _wrap_inference_num_tables_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_503 arg2);
+extern swig_type_504 _wrap_inference_table_info_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_505 arg2, swig_voidp arg3, swig_type_506 arg4, swig_type_507 arg5, swig_type_508 arg6);
+extern swig_type_509 _wrap_inference_version_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_510 arg2);
+extern swig_type_511 _wrap_inference_pin_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_512 arg2);
 extern void _wrap_inference_unpin_swig_e07ccb9d9606a104(uintptr_t arg1);
-extern swig_type_511 _wrap_inference_snapshot_version_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_512 arg2);
-extern swig_type_513 _wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_514 arg2, swig_type_515 arg3, swig_type_516 arg4);
-extern swig_type_517 _wrap_inference_reload_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_518 arg2);
-extern swig_type_519 _wrap_inference_apply_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_520 arg2, swig_type_521 arg3, swig_type_522 arg4, swig_type_523 arg5, swig_type_524 arg6, swig_type_525 arg7);
-extern swig_type_526 _wrap_bind_inference_open_swig_e07ccb9d9606a104(swig_type_527 arg1, swig_type_528 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_529 arg6, swig_type_530 arg7);
-extern swig_type_531 _wrap_bind_inference_lookup_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_532 arg2, swig_type_533 arg3, swig_type_534 arg4, swig_type_535 arg5, swig_type_536 arg6, swig_type_537 arg7, swig_type_538 arg8);
-extern swig_type_539 _wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_540 arg2, swig_type_541 arg3, swig_type_542 arg4, swig_type_543 arg5, swig_type_544 arg6, swig_type_545 arg7);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(swig_type_546 arg1);
+extern swig_type_513 _wrap_inference_snapshot_version_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_514 arg2);
+extern swig_type_515 _wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_516 arg2, swig_type_517 arg3, swig_type_518 arg4);
+extern swig_type_519 _wrap_inference_reload_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_520 arg2);
+extern swig_type_521 _wrap_inference_apply_delta_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_522 arg2, swig_type_523 arg3, swig_type_524 arg4, swig_type_525 arg5, swig_type_526 arg6, swig_type_527 arg7);
+extern swig_type_528 _wrap_bind_inference_open_swig_e07ccb9d9606a104(swig_type_529 arg1, swig_type_530 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_531 arg6, swig_type_532 arg7);
+extern swig_type_533 _wrap_bind_inference_lookup_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_534 arg2, swig_type_535 arg3, swig_type_536 arg4, swig_type_537 arg5, swig_type_538 arg6, swig_type_539 arg7, swig_type_540 arg8);
+extern swig_type_541 _wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(uintptr_t arg1, swig_type_542 arg2, swig_type_543 arg3, swig_type_544 arg4, swig_type_545 arg5, swig_type_546 arg6, swig_type_547 arg7);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(swig_type_548 arg1);
 extern void _wrap_bind_host_free_swig_e07ccb9d9606a104(uintptr_t arg1);
 #undef intgo
 */
@@ -1786,6 +1790,19 @@ func (arg1 SwigcptrDynamic_table_config) GetCapacity_bytes() (_swig_ret int64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrDynamic_table_config) SetAdmission_decay_steps(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_config_admission_decay_steps_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_config) GetAdmission_decay_steps() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_config_admission_decay_steps_get_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewDynamic_table_config() (_swig_ret Dynamic_table_config) {
 	var swig_r Dynamic_table_config
 	swig_r = (Dynamic_table_config)(SwigcptrDynamic_table_config(C._wrap_new_dynamic_table_config_swig_e07ccb9d9606a104()))
@@ -1810,9 +1827,11 @@ type Dynamic_table_config interface {
 	GetTtl_steps() (_swig_ret int64)
 	SetCapacity_bytes(arg2 int64)
 	GetCapacity_bytes() (_swig_ret int64)
+	SetAdmission_decay_steps(arg2 int64)
+	GetAdmission_decay_steps() (_swig_ret int64)
 }
 
-const DYNAMIC_TABLE_CONFIG_VERSION uint = 2
+const DYNAMIC_TABLE_CONFIG_VERSION uint = 3
 func Dynamic_table_config_init(arg1 Dynamic_table_config, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -1889,7 +1908,7 @@ func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
 func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_10(_swig_i_1))
+	C._wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
@@ -2092,7 +2111,7 @@ func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_13(_swig_i_1))
+	C._wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_15(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
@@ -2144,7 +2163,7 @@ func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
 func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_15)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2163,7 +2182,7 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 func (arg1 SwigcptrComm_options) SetStore_grace_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_17(_swig_i_1))
+	C._wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_19(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetStore_grace_ms() (_swig_ret int64) {
@@ -2217,7 +2236,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_swig_e07ccb9d9606a104(*(*C.swig_type_21)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_swig_e07ccb9d9606a104(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2234,7 +2253,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_swig_e07ccb9d9606a104(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_24)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_swig_e07ccb9d9606a104(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_26)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2252,7 +2271,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_swig_e07ccb9d9606a104(*(*C.swig_type_26)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_swig_e07ccb9d9606a104(*(*C.swig_type_28)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2268,7 +2287,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_swig_e07ccb9d9606a104(*(*C.swig_type_28)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_swig_e07ccb9d9606a104(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2282,7 +2301,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_swig_e07ccb9d9606a104(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_swig_e07ccb9d9606a104(*(*C.swig_type_32)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2296,7 +2315,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_swig_e07ccb9d9606a104(*(*C.swig_type_32)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_swig_e07ccb9d9606a104(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2310,7 +2329,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2350,7 +2369,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_38(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_40(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2364,7 +2383,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_40(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_42(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2378,7 +2397,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_42(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_44(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2401,7 +2420,7 @@ func Comm_create_mpi(arg1 []uintptr, arg2 int64, arg3 Comm_options) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_comm_create_mpi_swig_e07ccb9d9606a104(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), C.swig_type_46(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_comm_create_mpi_swig_e07ccb9d9606a104(*(*C.swig_type_47)(unsafe.Pointer(&_swig_i_0)), C.swig_type_48(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2415,7 +2434,7 @@ func Comm_create_from_env(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_from_env_swig_e07ccb9d9606a104(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_from_env_swig_e07ccb9d9606a104(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2429,7 +2448,7 @@ func Comm_local_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_rank_swig_e07ccb9d9606a104(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_rank_swig_e07ccb9d9606a104(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2443,7 +2462,7 @@ func Comm_local_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_size_swig_e07ccb9d9606a104(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_size_swig_e07ccb9d9606a104(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2457,7 +2476,7 @@ func Comm_bind_local_numa(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(*(*C.swig_type_56)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2479,7 +2498,7 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
@@ -2492,7 +2511,7 @@ func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
@@ -2571,7 +2590,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_swig_e07ccb9d9606a104(*(*C.swig_type_60)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_e07ccb9d9606a104(*(*C.swig_type_62)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2612,7 +2631,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2626,7 +2645,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2640,7 +2659,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2654,7 +2673,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2668,7 +2687,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2683,7 +2702,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2696,7 +2715,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2709,7 +2728,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2727,7 +2746,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2742,7 +2761,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2758,7 +2777,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2777,7 +2796,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_92(_swig_i_1), C.swig_type_93(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1), C.swig_type_95(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3128,7 +3147,7 @@ func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
@@ -3258,7 +3277,7 @@ func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
@@ -3271,7 +3290,7 @@ func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
@@ -3394,7 +3413,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_e07ccb9d9606a104(*(*C.swig_type_106)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_e07ccb9d9606a104(*(*C.swig_type_108)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3413,7 +3432,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3427,7 +3446,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3451,7 +3470,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3465,7 +3484,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3534,7 +3553,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3548,7 +3567,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3560,7 +3579,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3578,7 +3597,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3595,7 +3614,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3611,7 +3630,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3628,7 +3647,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3650,7 +3669,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3671,7 +3690,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3689,7 +3708,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3704,7 +3723,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3719,7 +3738,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3739,7 +3758,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_type_156(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_type_158(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3757,7 +3776,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3775,7 +3794,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3815,7 +3834,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -3828,7 +3847,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -3841,7 +3860,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -4018,7 +4037,7 @@ func Embedding_is_training(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_training_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_training_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4053,7 +4072,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrDynamic_table_stats) SetSize(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
+	C._wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
@@ -4066,7 +4085,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity() (_swig_ret int64) {
@@ -4092,7 +4111,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLoad_factor() (_swig_ret float64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
@@ -4105,7 +4124,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
@@ -4118,7 +4137,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret int64) {
@@ -4131,7 +4150,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64) {
@@ -4144,7 +4163,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
@@ -4157,7 +4176,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
@@ -4170,7 +4189,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret int64) {
@@ -4183,7 +4202,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int64) {
@@ -4196,7 +4215,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int6
 func (arg1 SwigcptrDynamic_table_stats) SetMetadata_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
+	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
@@ -4209,7 +4228,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity_bytes() (_swig_ret uint64) {
@@ -4280,7 +4299,7 @@ func Embedding_dynamic_stats(arg1 uintptr, arg2 string, arg3 Dynamic_table_stats
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4294,7 +4313,7 @@ func Embedding_dynamic_mark(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4315,7 +4334,7 @@ func Embedding_dynamic_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []flo
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_3)), C.swig_type_208(_swig_i_4), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_5)), C.swig_type_210(_swig_i_6), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_3)), C.swig_type_210(_swig_i_4), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_5)), C.swig_type_212(_swig_i_6), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4348,7 +4367,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_3)), C.swig_type_217(_swig_i_4), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_3)), C.swig_type_219(_swig_i_4), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4370,7 +4389,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_e07ccb9d9606a104(*(*C.swig_type_220)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_e07ccb9d9606a104(*(*C.swig_type_222)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4528,7 +4547,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_e07ccb9d9606a104(*(*C.swig_type_224)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_e07ccb9d9606a104(*(*C.swig_type_226)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4550,7 +4569,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4573,7 +4592,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(*(*C.swig_type_231)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(*(*C.swig_type_233)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4587,7 +4606,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_e07ccb9d9606a104(*(*C.swig_type_233)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_e07ccb9d9606a104(*(*C.swig_type_235)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4616,7 +4635,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_e07ccb9d9606a104(*(*C.swig_type_236)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_e07ccb9d9606a104(*(*C.swig_type_238)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4643,7 +4662,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4659,7 +4678,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4701,7 +4720,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -4807,7 +4826,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4822,7 +4841,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4838,7 +4857,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4854,7 +4873,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4870,7 +4889,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4889,7 +4908,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4925,7 +4944,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4947,7 +4966,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.swig_type_265(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)), C.swig_type_267(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4986,7 +5005,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5004,7 +5023,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5024,7 +5043,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5038,7 +5057,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_e07ccb9d9606a104(*(*C.swig_type_278)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_e07ccb9d9606a104(*(*C.swig_type_280)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5057,7 +5076,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1), C.swig_type_281(_swig_i_2), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1), C.swig_type_283(_swig_i_2), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_287)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5084,7 +5103,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_287(_swig_i_1), C.swig_type_288(_swig_i_2), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_289(_swig_i_1), C.swig_type_290(_swig_i_2), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5121,7 +5140,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_298)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5150,7 +5169,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1), C.swig_type_300(_swig_i_2), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_301(_swig_i_1), C.swig_type_302(_swig_i_2), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5177,7 +5196,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5195,7 +5214,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5275,7 +5294,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_1)), C.swig_type_315(_swig_i_2), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_3)), C.swig_type_317(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_1)), C.swig_type_317(_swig_i_2), *(*C.swig_type_318)(unsafe.Pointer(&_swig_i_3)), C.swig_type_319(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5295,7 +5314,7 @@ func Mlp_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_infer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_1)), C.swig_type_320(_swig_i_2), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_3)), C.swig_type_322(_swig_i_4))
+	swig_r_p := C._wrap_mlp_infer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_1)), C.swig_type_322(_swig_i_2), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_3)), C.swig_type_324(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5322,7 +5341,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5340,7 +5359,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_e07ccb9d9606a104(*(*C.swig_type_327)(unsafe.Pointer(&_swig_i_0)), C.swig_type_328(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_329(_swig_i_3), C.swig_type_330(_swig_i_4), *(*C.swig_type_331)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_e07ccb9d9606a104(*(*C.swig_type_329)(unsafe.Pointer(&_swig_i_0)), C.swig_type_330(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_331(_swig_i_3), C.swig_type_332(_swig_i_4), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5365,7 +5384,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_1)), C.swig_type_334(_swig_i_2), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_3)), C.swig_type_336(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_1)), C.swig_type_336(_swig_i_2), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_3)), C.swig_type_338(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5385,7 +5404,7 @@ func Dcn_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_infer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_1)), C.swig_type_339(_swig_i_2), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_3)), C.swig_type_341(_swig_i_4))
+	swig_r_p := C._wrap_dcn_infer_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_1)), C.swig_type_341(_swig_i_2), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_3)), C.swig_type_343(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5412,7 +5431,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_346)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5427,7 +5446,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_e07ccb9d9606a104(C.swig_type_346(_swig_i_0), C.swig_type_347(_swig_i_1), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_e07ccb9d9606a104(C.swig_type_348(_swig_i_0), C.swig_type_349(_swig_i_1), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5447,7 +5466,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_e07ccb9d9606a104(*(*C.swig_type_350)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_2)), C.swig_type_353(_swig_i_3), C.swig_type_354(_swig_i_4), C.swig_type_355(_swig_i_5), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_e07ccb9d9606a104(*(*C.swig_type_352)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_353)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_2)), C.swig_type_355(_swig_i_3), C.swig_type_356(_swig_i_4), C.swig_type_357(_swig_i_5), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5477,7 +5496,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_e07ccb9d9606a104(*(*C.swig_type_359)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_1)), C.swig_type_361(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_e07ccb9d9606a104(*(*C.swig_type_361)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_1)), C.swig_type_363(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5500,7 +5519,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_e07ccb9d9606a104(*(*C.swig_type_365)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_e07ccb9d9606a104(*(*C.swig_type_367)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5530,7 +5549,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_370)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5544,7 +5563,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_370(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_372(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5586,7 +5605,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5623,7 +5642,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_377(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5634,7 +5653,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_381(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5654,7 +5673,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(*(*C.swig_type_382)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(*(*C.swig_type_384)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5669,7 +5688,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_385)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_386)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5687,7 +5706,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_389)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5705,7 +5724,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_390)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_391)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_392)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5770,7 +5789,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_e07ccb9d9606a104(*(*C.swig_type_396)(unsafe.Pointer(&_swig_i_0)), C.swig_type_397(_swig_i_1), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_3)), C.swig_type_400(_swig_i_4), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_e07ccb9d9606a104(*(*C.swig_type_398)(unsafe.Pointer(&_swig_i_0)), C.swig_type_399(_swig_i_1), *(*C.swig_type_400)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_3)), C.swig_type_402(_swig_i_4), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5800,7 +5819,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(*(*C.swig_type_403)(unsafe.Pointer(&_swig_i_0)), C.swig_type_404(_swig_i_1), *(*C.swig_type_405)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_3)), C.swig_type_407(_swig_i_4), *(*C.swig_type_408)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(*(*C.swig_type_405)(unsafe.Pointer(&_swig_i_0)), C.swig_type_406(_swig_i_1), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_408)(unsafe.Pointer(&_swig_i_3)), C.swig_type_409(_swig_i_4), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5826,7 +5845,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_412(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_413)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_414(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5846,7 +5865,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_414)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_416(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_416)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_417)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_418(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5864,7 +5883,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_418(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_420(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5876,7 +5895,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_420(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_422(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5889,7 +5908,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_422(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_423)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_425)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5906,7 +5925,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_425(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_426)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_427(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_428)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5924,7 +5943,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_429)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_430(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_431)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5941,7 +5960,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_431(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_432)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_433(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_434)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5959,7 +5978,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_e07ccb9d9606a104(*(*C.swig_type_434)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_435)(unsafe.Pointer(&_swig_i_2)), C.swig_type_436(_swig_i_3), C.swig_type_437(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_e07ccb9d9606a104(*(*C.swig_type_436)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_437)(unsafe.Pointer(&_swig_i_2)), C.swig_type_438(_swig_i_3), C.swig_type_439(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5980,7 +5999,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_439)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_440)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_441)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_443)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_441)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_443)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_444)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_445)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6007,7 +6026,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_445(_swig_i_1), *(*C.swig_type_446)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_447(_swig_i_1), *(*C.swig_type_448)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6023,7 +6042,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_448(_swig_i_1), C.swig_type_449(_swig_i_2), *(*C.swig_type_450)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1), C.swig_type_451(_swig_i_2), *(*C.swig_type_452)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6042,7 +6061,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(*(*C.swig_type_452)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_1)), C.swig_type_454(_swig_i_2), C.swig_type_455(_swig_i_3), C.swig_type_456(_swig_i_4), *(*C.swig_type_457)(unsafe.Pointer(&_swig_i_5)), C.swig_type_458(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(*(*C.swig_type_454)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_1)), C.swig_type_456(_swig_i_2), C.swig_type_457(_swig_i_3), C.swig_type_458(_swig_i_4), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_5)), C.swig_type_460(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6065,7 +6084,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_e07ccb9d9606a104(*(*C.swig_type_460)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_461)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_e07ccb9d9606a104(*(*C.swig_type_462)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_463)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_464)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6088,7 +6107,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_464(_swig_i_1), C.swig_type_465(_swig_i_2), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_3)), C.swig_type_467(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_466(_swig_i_1), C.swig_type_467(_swig_i_2), *(*C.swig_type_468)(unsafe.Pointer(&_swig_i_3)), C.swig_type_469(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6104,7 +6123,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_469(_swig_i_1), *(*C.swig_type_470)(unsafe.Pointer(&_swig_i_2)), C.swig_type_471(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_471(_swig_i_1), *(*C.swig_type_472)(unsafe.Pointer(&_swig_i_2)), C.swig_type_473(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6120,7 +6139,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_473(_swig_i_1), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_475)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_475(_swig_i_1), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_477)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6138,7 +6157,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_477(_swig_i_1), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_479(_swig_i_1), *(*C.swig_type_480)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6154,7 +6173,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_481)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_482(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_483)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6172,7 +6191,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_483(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_484)(unsafe.Pointer(&_swig_i_3)), C.swig_type_485(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_485(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_486)(unsafe.Pointer(&_swig_i_3)), C.swig_type_487(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6187,7 +6206,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_487(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_489(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6200,7 +6219,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_489(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_491(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6213,7 +6232,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_491(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_493(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6269,7 +6288,7 @@ func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_save_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_493)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_save_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_495)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6288,7 +6307,7 @@ func Inference_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_output_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_495)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_output_dim_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6302,7 +6321,7 @@ func Inference_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_is_sequence_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_is_sequence_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_499)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6316,7 +6335,7 @@ func Inference_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_features_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_499)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_features_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_501)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6330,7 +6349,7 @@ func Inference_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_tables_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_501)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_tables_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_503)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6348,7 +6367,7 @@ func Inference_table_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_inference_table_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_503(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_504)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_505)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_506)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_inference_table_info_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_505(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_506)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_507)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_508)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6369,7 +6388,7 @@ func Inference_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_version_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_508)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_version_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_510)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6383,7 +6402,7 @@ func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_pin_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_510)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_pin_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_512)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6402,7 +6421,7 @@ func Inference_snapshot_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_snapshot_version_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_512)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_snapshot_version_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_514)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6418,7 +6437,7 @@ func Inference_snapshot_dense_tensor(arg1 uintptr, arg2 string, arg3 []uintptr, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_514)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_515)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_516)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_516)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_517)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6438,7 +6457,7 @@ func Inference_reload(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_reload_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_reload_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6457,7 +6476,7 @@ func Inference_apply_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []float
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_inference_apply_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_521)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_522)(unsafe.Pointer(&_swig_i_3)), C.swig_type_523(_swig_i_4), *(*C.swig_type_524)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_525)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_inference_apply_delta_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), *(*C.swig_type_522)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_523)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_524)(unsafe.Pointer(&_swig_i_3)), C.swig_type_525(_swig_i_4), *(*C.swig_type_526)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_527)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6488,7 +6507,7 @@ func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 i
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_open_swig_e07ccb9d9606a104(*(*C.swig_type_527)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_528)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_529)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_open_swig_e07ccb9d9606a104(*(*C.swig_type_529)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_531)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_532)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6517,7 +6536,7 @@ func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_inference_lookup_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_532(_swig_i_1), C.swig_type_533(_swig_i_2), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_535)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_536)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_537)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_inference_lookup_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_534(_swig_i_1), C.swig_type_535(_swig_i_2), *(*C.swig_type_536)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_537)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_539)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_540)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6548,7 +6567,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_540(_swig_i_1), C.swig_type_541(_swig_i_2), *(*C.swig_type_542)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_544)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_545)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(C.uintptr_t(_swig_i_0), C.swig_type_542(_swig_i_1), C.swig_type_543(_swig_i_2), *(*C.swig_type_544)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_545)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_546)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_547)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6570,7 +6589,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(C.swig_type_546(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(C.swig_type_548(_swig_i_0)))
 	return swig_r
 }
 

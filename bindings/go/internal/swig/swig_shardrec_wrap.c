@@ -2152,6 +2152,31 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_e07ccb9d9606a104(st
 }
 
 
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->admission_decay_steps = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
+  struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->admission_decay_steps);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_e07ccb9d9606a104() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;

@@ -7,7 +7,7 @@ pub const SHARDREC_VERSION_CODE: u32 = 100;
 pub const SHARDREC_SHARDING_COUNT: u32 = 7;
 pub const SHARDREC_FEATURE_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
-pub const SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION: u32 = 2;
+pub const SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION: u32 = 3;
 pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 3;
 pub const SHARDREC_TOPOLOGY_VERSION: u32 = 2;
 pub const SHARDREC_TABLE_CONSTRAINTS_VERSION: u32 = 1;
@@ -431,12 +431,13 @@ pub struct shardrec_dynamic_table_config {
     pub admission_threshold: i32,
     pub ttl_steps: i64,
     pub capacity_bytes: i64,
+    pub admission_decay_steps: i64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_dynamic_table_config() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_dynamic_table_config>(),
-        32usize,
+        40usize,
         concat!("Size of: ", stringify!(shardrec_dynamic_table_config))
     );
     assert_eq!(
@@ -529,6 +530,23 @@ fn bindgen_test_layout_shardrec_dynamic_table_config() {
         );
     }
     test_field_capacity_bytes();
+    fn test_field_admission_decay_steps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).admission_decay_steps) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_config),
+                "::",
+                stringify!(admission_decay_steps)
+            )
+        );
+    }
+    test_field_admission_decay_steps();
 }
 pub type shardrec_dynamic_table_config_t = shardrec_dynamic_table_config;
 extern "C" {

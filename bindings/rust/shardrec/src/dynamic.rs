@@ -35,11 +35,21 @@ pub struct DynamicTable {
     /// `rows` must then be 0), turned into slots by the planner (docs/dynamic-tables.md,
     /// "Capacity in bytes").
     pub capacity_bytes: i64,
+    /// 0: admission counts never decay. Else every admission count is halved at the start of
+    /// each training step whose number is a multiple of it, so an id must reach
+    /// `admission_threshold` within recent steps (docs/dynamic-tables.md, "Admission"); >= 0.
+    pub admission_decay_steps: i64,
 }
 
 impl DynamicTable {
     pub fn new(eviction: Eviction, admission_threshold: i32) -> DynamicTable {
-        DynamicTable { eviction, admission_threshold, ttl_steps: 0, capacity_bytes: 0 }
+        DynamicTable {
+            eviction,
+            admission_threshold,
+            ttl_steps: 0,
+            capacity_bytes: 0,
+            admission_decay_steps: 0,
+        }
     }
 
     pub(crate) fn raw(&self) -> sys::shardrec_dynamic_table_config_t {
@@ -52,6 +62,7 @@ impl DynamicTable {
         d.admission_threshold = self.admission_threshold;
         d.ttl_steps = self.ttl_steps;
         d.capacity_bytes = self.capacity_bytes;
+        d.admission_decay_steps = self.admission_decay_steps;
         d
     }
 }

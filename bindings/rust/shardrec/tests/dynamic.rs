@@ -98,3 +98,30 @@ fn capacity_in_bytes_becomes_slots() {
         Err(e) => assert_eq!(e.code(), Code::Invalid),
     }
 }
+
+/// Rows of "dyn" after three steps that each see one id once, admission at the second sight and
+/// admission counts halved every `decay` steps (0: never).
+fn admitted_after_three_steps(decay: i64) -> shardrec::Result<i64> {
+    let dynamic = DynamicTable { admission_threshold: 2, admission_decay_steps: decay, ..Default::default() };
+    let plan = Plan::new(&[Table::new("dyn", 8, DIM as i32, &[0]).dynamic(dynamic)], &[Feature::new("f")],
+                         &Topology::new(1), &[])?;
+    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let sgd = Optimizer::new(OptimizerType::Sgd, 0.1);
+    let mut coll = EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default())?;
+    let (lengths, values) = ([1i32], [1i64 << 60]);
+    for _ in 0..3 {
+        let batch = Kjt { batch_size: 1, num_features: 1, lengths: &lengths, values: &values, weights: None };
+        let out = coll.forward_vec(&batch)?;
+        coll.backward(&out)?;
+    }
+    Ok(coll.dynamic_stats("dyn")?.size)
+}
+
+/// Without decay the id gets a row at its second step; halved before every step it never does; a
+/// negative decay is refused.
+#[test]
+fn admission_counts_decay() {
+    assert_eq!(admitted_after_three_steps(0).expect("no decay"), 1);
+    assert_eq!(admitted_after_three_steps(1).expect("decay 1"), 0);
+    assert_eq!(admitted_after_three_steps(-1).expect_err("negative decay").code(), Code::Invalid);
+}

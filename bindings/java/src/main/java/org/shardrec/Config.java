@@ -506,6 +506,12 @@ public final class Config {
      * "Capacity in bytes").
      */
     public long capacityBytes;
+    /**
+     * 0: admission counts never decay. Else every admission count is halved at the start of each
+     * training step whose number is a multiple of it, so an id must reach {@code
+     * admissionThreshold} within recent steps (docs/dynamic-tables.md, "Admission"); >= 0.
+     */
+    public long admissionDecaySteps;
 
     public DynamicTable eviction(Eviction v) {
       eviction = java.util.Objects.requireNonNull(v, "eviction");
@@ -527,6 +533,11 @@ public final class Config {
       return this;
     }
 
+    public DynamicTable admissionDecaySteps(long v) {
+      admissionDecaySteps = v;
+      return this;
+    }
+
     org.shardrec.swig.dynamic_table_config toNative() {
       org.shardrec.swig.dynamic_table_config d = new org.shardrec.swig.dynamic_table_config();
       org.shardrec.swig.Native.dynamic_table_config_init(
@@ -535,6 +546,7 @@ public final class Config {
       d.setAdmission_threshold(admissionThreshold);
       d.setTtl_steps(ttlSteps);
       d.setCapacity_bytes(capacityBytes);
+      d.setAdmission_decay_steps(admissionDecaySteps);
       return d;
     }
   }

@@ -110,4 +110,30 @@ class DynamicTableTest {
                               () -> Plan.create(List.of(both), features, topo, List.of()))
                      .code());
   }
+
+  /** Rows of "dyn" after three steps that each see one id once, admission at the second sight. */
+  private static long admittedAfterThreeSteps(long decay) {
+    Config.Table t = new Config.Table("dyn", 8, DIM).features(0).dynamic(
+        new Config.DynamicTable().admissionThreshold(2).admissionDecaySteps(decay));
+    Config.Optimizer sgd = new Config.Optimizer().type(OptimizerType.SGD).learningRate(0.1f);
+    try (Plan plan = Plan.create(List.of(t), List.of(new Config.Feature("f")),
+                                 new Config.Topology(1), List.of());
+         Comm comm = Comm.createLocalGroup(1)[0];
+         EmbeddingCollection coll = EmbeddingCollection.create(plan, comm, sgd, null)) {
+      for (int step = 0; step < 3; ++step) {
+        float[] out = coll.forward(Kjt.of(1, 1, new int[] {1}, new long[] {1L << 60}));
+        coll.backward(out);
+      }
+      return coll.dynamicStats("dyn").size;
+    }
+  }
+
+  @Test
+  void admissionCountsDecay() {
+    // Without decay the id gets a row at its second step; halved before every step it never does.
+    assertEquals(1, admittedAfterThreeSteps(0));
+    assertEquals(0, admittedAfterThreeSteps(1));
+    assertEquals(ShardrecException.EINVAL,
+                 assertThrows(ShardrecException.class, () -> admittedAfterThreeSteps(-1)).code());
+  }
 }
