@@ -125,6 +125,27 @@ TEST(DynamicTableRefusal, GpuCollectionRefuses) {
   EXPECT_EQ(c, nullptr);
 }
 
+// A plan's JSON, its hash and the hash of the plan read back from that JSON.
+struct JsonRoundTrip {
+  std::string text;
+  uint64_t hash = 0, hash_back = 0;
+};
+JsonRoundTrip RoundTrip(const shardrec_plan_t* plan) {
+  JsonRoundTrip r;
+  char* json = nullptr;
+  EXPECT_EQ(shardrec_plan_to_json(plan, &json, nullptr), SHARDREC_OK) << shardrec_last_error();
+  if (json == nullptr) return r;
+  r.text = json;
+  shardrec_free(json);
+  shardrec_plan_t* back = nullptr;
+  EXPECT_EQ(shardrec_plan_from_json(&back, r.text.c_str(), r.text.size()), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr back_ptr(back);
+  shardrec_plan_hash(plan, &r.hash);
+  if (back != nullptr) shardrec_plan_hash(back, &r.hash_back);
+  return r;
+}
+
 // The planner offers every sharding type for a dynamic table (docs/dynamic-tables.md,
 // "Placement"), and each plan's JSON reads back to the same hash with the dynamic config.
 TEST(DynamicTableRefusal, EveryShardingTypePlansAndRoundTrips) {
@@ -136,20 +157,9 @@ TEST(DynamicTableRefusal, EveryShardingTypePlansAndRoundTrips) {
     const std::string what = "sharding " + std::to_string(type);
     PlanPtr plan = MakeDynPlan(s);
     ASSERT_NE(plan, nullptr) << what;
-    char* json = nullptr;
-    ASSERT_EQ(shardrec_plan_to_json(plan.get(), &json, nullptr), SHARDREC_OK)
-        << shardrec_last_error();
-    const std::string text(json);
-    shardrec_free(json);
-    EXPECT_NE(text.find("\"dynamic\": {"), std::string::npos) << what << "\n" << text;
-    shardrec_plan_t* back = nullptr;
-    ASSERT_EQ(shardrec_plan_from_json(&back, text.c_str(), text.size()), SHARDREC_OK)
-        << shardrec_last_error();
-    PlanPtr back_ptr(back);
-    uint64_t h1 = 0, h2 = 0;
-    shardrec_plan_hash(plan.get(), &h1);
-    shardrec_plan_hash(back, &h2);
-    EXPECT_EQ(h1, h2) << what;
+    const JsonRoundTrip r = RoundTrip(plan.get());
+    EXPECT_NE(r.text.find("\"dynamic\": {"), std::string::npos) << what << "\n" << r.text;
+    EXPECT_EQ(r.hash, r.hash_back) << what;
   }
 }
 
@@ -164,11 +174,8 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   s.dynamic[1].admission_threshold = 3;
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
-  char* json = nullptr;
-  ASSERT_EQ(shardrec_plan_to_json(plan.get(), &json, nullptr), SHARDREC_OK)
-      << shardrec_last_error();
-  const std::string text(json);
-  shardrec_free(json);
+  const JsonRoundTrip r = RoundTrip(plan.get());
+  const std::string& text = r.text;
   EXPECT_NE(
       text.find("\"dynamic\": {\"eviction\": 3, \"admission_threshold\": 3, \"ttl_steps\": 7}"),
       std::string::npos)
@@ -177,14 +184,7 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   ASSERT_EQ(shardrec_plan_stats(plan.get(), &stats, nullptr), SHARDREC_OK) << shardrec_last_error();
   EXPECT_NE(std::string(stats).find("16 (dynamic)"), std::string::npos) << stats;
   shardrec_free(stats);
-  shardrec_plan_t* back = nullptr;
-  ASSERT_EQ(shardrec_plan_from_json(&back, text.c_str(), text.size()), SHARDREC_OK)
-      << shardrec_last_error();
-  PlanPtr back_ptr(back);
-  uint64_t h1 = 0, h2 = 0;
-  shardrec_plan_hash(plan.get(), &h1);
-  shardrec_plan_hash(back, &h2);
-  EXPECT_EQ(h1, h2);
+  EXPECT_EQ(r.hash, r.hash_back);
   // Decaying admission counts: kept in the JSON and the hash (a plan without the decay hashes
   // differently); a negative decay is refused when the plan is made.
   {
@@ -192,21 +192,11 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
     d.dynamic[1].admission_decay_steps = 50;
     PlanPtr decaying = MakeDynPlan(d);
     ASSERT_NE(decaying, nullptr);
-    char* dj = nullptr;
-    ASSERT_EQ(shardrec_plan_to_json(decaying.get(), &dj, nullptr), SHARDREC_OK);
-    const std::string dtext(dj);
-    shardrec_free(dj);
-    EXPECT_NE(dtext.find("\"ttl_steps\": 7, \"admission_decay_steps\": 50}"), std::string::npos)
-        << dtext;
-    shardrec_plan_t* dback = nullptr;
-    ASSERT_EQ(shardrec_plan_from_json(&dback, dtext.c_str(), dtext.size()), SHARDREC_OK)
-        << shardrec_last_error();
-    PlanPtr dback_ptr(dback);
-    uint64_t h3 = 0, h4 = 0;
-    shardrec_plan_hash(decaying.get(), &h3);
-    shardrec_plan_hash(dback, &h4);
-    EXPECT_EQ(h3, h4);
-    EXPECT_NE(h3, h1);
+    const JsonRoundTrip dr = RoundTrip(decaying.get());
+    EXPECT_NE(dr.text.find("\"ttl_steps\": 7, \"admission_decay_steps\": 50}"), std::string::npos)
+        << dr.text;
+    EXPECT_EQ(dr.hash, dr.hash_back);
+    EXPECT_NE(dr.hash, r.hash);
     shardrec_dynamic_table_config_t bad;
     shardrec_dynamic_table_config_init(&bad, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
     bad.admission_threshold = 2;
