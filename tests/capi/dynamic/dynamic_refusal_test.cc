@@ -125,10 +125,11 @@ TEST(DynamicTableRefusal, GpuCollectionRefuses) {
   EXPECT_EQ(c, nullptr);
 }
 
-// A plan's JSON, its hash and the hash of the plan read back from that JSON.
+// A plan's JSON, its hash, the plan read back from that JSON and that plan's hash.
 struct JsonRoundTrip {
   std::string text;
   uint64_t hash = 0, hash_back = 0;
+  PlanPtr back;
 };
 JsonRoundTrip RoundTrip(const shardrec_plan_t* plan) {
   JsonRoundTrip r;
@@ -140,7 +141,7 @@ JsonRoundTrip RoundTrip(const shardrec_plan_t* plan) {
   shardrec_plan_t* back = nullptr;
   EXPECT_EQ(shardrec_plan_from_json(&back, r.text.c_str(), r.text.size()), SHARDREC_OK)
       << shardrec_last_error();
-  PlanPtr back_ptr(back);
+  r.back.reset(back);
   shardrec_plan_hash(plan, &r.hash);
   if (back != nullptr) shardrec_plan_hash(back, &r.hash_back);
   return r;
@@ -244,7 +245,8 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
     EXPECT_EQ(StatsOf(dp_coll, "t0").capacity, 16);
   }
   shardrec_embedding_t* c = nullptr;
-  ASSERT_EQ(shardrec_embedding_create(&c, back, GroupComm(1, 0), nullptr, &o), SHARDREC_OK)
+  ASSERT_NE(r.back, nullptr);
+  ASSERT_EQ(shardrec_embedding_create(&c, r.back.get(), GroupComm(1, 0), nullptr, &o), SHARDREC_OK)
       << shardrec_last_error();
   CollPtr coll(c);
   std::vector<float> w(16 * 8);
