@@ -196,8 +196,7 @@ Status Enumerate(const std::vector<sharding::TableConfig>& tables,
       if (!(requests[ti].type_mask & TypeBit(type))) continue;
       const auto st = static_cast<ShardingType>(type);
       ShardingOption opt;
-      Status s = BuildOption(tables[ti], requests[ti], topo, static_cast<ShardingType>(type),
-                             static_cast<int32_t>(ti), &opt);
+      Status s = BuildOption(tables[ti], requests[ti], topo, st, static_cast<int32_t>(ti), &opt);
       if (s.ok()) {
         all[ti].push_back(std::move(opt));
       } else {
