@@ -221,8 +221,8 @@ class DynamicShard {
   // forwards, not per forward). An entry is stale once its slot's key differs: the row was seen
   // again (LRU, TTL, LFU), scored again (SCORE) or replaced. Under LRU and TTL such a row, and
   // every row outside the queue, is younger than every live entry. Under LFU and SCORE a row
-  // seen, created or scored since the scan may still order before the queue's last entry
-  // (bound_): its slot is noted in side_ (LFU: at its first touch in a forward, while its count
+  // seen, created or scored since the scan may still order before the queue's last entry (the
+  // bound): its slot is noted in side_ (LFU: at its first touch in a forward, while its count
   // stays below the bound's; SCORE: when its score changes or it is created, and its key is below
   // the bound; both: by the scan, for the rows its forward saw), and victims are taken from both
   // in order. Under SCORE a live entry whose row a forward sees may not leave in that forward but
@@ -232,11 +232,16 @@ class DynamicShard {
   size_t queue_next_ = 0;        // entries before it are consumed
   bool queue_complete_ = false;  // the scan put every row its forward had not seen in
   int64_t queue_forward_ = 0;    // the forward of that scan
-  bool bounded_ = false;         // LFU, SCORE: bound_ is the queue's last entry; side_ is kept
-  Candidate bound_{};
-  uint32_t lfu_bound_count_ = 0;  // LFU: bound_'s count (0: nothing noted)
+  // LFU: the bound's count (0: nothing noted), kept apart for NoteForLfu's one comparison.
+  uint32_t lfu_bound_count_ = 0;
   std::vector<int32_t> side_;
   size_t side_limit_ = 0;  // beyond it the queue is dropped (the next eviction scans)
+  // `c` orders before the queue's last entry (false without a queue; side_ is kept only under LFU
+  // and SCORE). The queue is not changed between its scan and ClearQueue, so that entry is the
+  // bound.
+  bool BeforeBound(const Candidate& c) const {
+    return !queue_.empty() && KeyLess(c, queue_.back());
+  }
   // Appends `slot` to side_, or drops the queue when side_ is full (forwards without eviction
   // noted too many: cheaper to scan again).
   void NoteSide(int32_t slot) {
@@ -254,13 +259,12 @@ class DynamicShard {
   // Under SCORE, notes `slot` (just created, or its score just changed) when its key orders
   // before the bound.
   void NoteForScore(int32_t slot) {
-    if (bounded_ && KeyLess(KeyOf(slot), bound_)) NoteSide(slot);
+    if (BeforeBound(KeyOf(slot))) NoteSide(slot);
   }
   void ClearQueue() {
     queue_.clear();
     queue_next_ = 0;
     queue_complete_ = false;
-    bounded_ = false;
     lfu_bound_count_ = 0;
     side_.clear();
   }

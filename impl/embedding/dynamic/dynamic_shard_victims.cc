@@ -125,7 +125,7 @@ bool DynamicShard::TakeQueued(int64_t need) {
   std::vector<int32_t> seen_now;
   for (int32_t slot : side_) {
     const Candidate c = KeyOf(slot);
-    if (!KeyLess(c, bound_)) continue;
+    if (!BeforeBound(c)) continue;
     if (records_[static_cast<size_t>(slot)].seen == now)
       seen_now.push_back(slot);
     else
@@ -194,7 +194,6 @@ void DynamicShard::BuildQueue(int64_t need) {
   queue_complete_ = candidates_.size() == n;
   queue_forward_ = now_;
   side_.clear();
-  bounded_ = false;
   lfu_bound_count_ = 0;
   const bool lfu = config_.eviction == Eviction::kLfu;
   if ((lfu || config_.eviction == Eviction::kScore) && !queue_.empty()) {
@@ -202,13 +201,11 @@ void DynamicShard::BuildQueue(int64_t need) {
     // last entry's; its last-seen forward is later, so an equal count orders after), created or
     // scored (SCORE). The rows this forward already saw are noted here; later ones note
     // themselves.
-    bound_ = queue_.back();
-    bounded_ = true;
-    if (lfu) lfu_bound_count_ = static_cast<uint32_t>(bound_.hi >> 32);
+    if (lfu) lfu_bound_count_ = static_cast<uint32_t>(queue_.back().hi >> 32);
     side_limit_ = std::max(kMaxSide, 2 * queue_.size());
     const uint32_t now = NowRel();
     for (int64_t s = 0; s < used_; ++s)
-      if (records_[s].seen == now && KeyLess(KeyOf(static_cast<int32_t>(s)), bound_))
+      if (records_[s].seen == now && BeforeBound(KeyOf(static_cast<int32_t>(s))))
         side_.push_back(static_cast<int32_t>(s));
   }
   ReleaseLargeScratch();
