@@ -28,6 +28,19 @@ function(shardrec_add_module name)
   endif()
 endfunction()
 
+# The options every test source compiles with; the shared precompiled header (tests/CMakeLists.txt)
+# is built with the same ones, which GCC requires of a header it reuses.
+function(shardrec_test_compile_options target)
+  target_compile_options(${target} PRIVATE ${SHARDREC_WARNINGS})
+  # With the header precompiled, GCC 12 reports -Wstringop-overflow and -Warray-bounds inside
+  # libstdc++'s std::string copies (the GCC bug 105329 family the top-level -Wno-restrict is
+  # for); they point at no code of ours.
+  if(SHARDREC_TEST_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+     AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+    target_compile_options(${target} PRIVATE -Wno-stringop-overflow -Wno-array-bounds)
+  endif()
+endfunction()
+
 # shardrec_add_test(<name> SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s] [SHARDS n])
 # One GoogleTest binary, registered with ctest under its own name; with SHARDS n > 1 as n ctest
 # tests <name>_shard<i>, each running every n-th case (GoogleTest's own sharding), so that one
@@ -36,16 +49,15 @@ function(shardrec_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT;SHARDS" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} shardrec_test_support GTest::gtest)
-  target_compile_options(${name} PRIVATE ${SHARDREC_WARNINGS})
+  shardrec_test_compile_options(${name})
   if(SHARDREC_TEST_PCH)
-    target_precompile_headers(${name} PRIVATE
-      "$<$<COMPILE_LANGUAGE:CXX>:${PROJECT_SOURCE_DIR}/tests/support/test_pch.h>")
-    # With the header precompiled, GCC 12 reports -Wstringop-overflow and -Warray-bounds inside
-    # libstdc++'s std::string copies (the GCC bug 105329 family the top-level -Wno-restrict is
-    # for); they point at no code of ours.
-    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-      target_compile_options(${name} PRIVATE -Wno-stringop-overflow -Wno-array-bounds)
-    endif()
+    target_precompile_headers(${name} REUSE_FROM shardrec_test_pch)
+    # The shared header is C++ only; C sources compiled into a test (an example's model) go without.
+    foreach(src IN LISTS ARG_SOURCES)
+      if(src MATCHES "\\.c$")
+        set_source_files_properties(${src} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+      endif()
+    endforeach()
   endif()
   if(NOT ARG_SHARDS)
     set(ARG_SHARDS 1)

@@ -114,7 +114,9 @@ TEST_F(CapiCommNuma, LocalGroupOfTwoBindsTheSharedProcess) {
   const cpu_set_t first = NodeCpus(got[0]);
   const cpu_set_t second = NodeCpus(got[1]);
   EXPECT_TRUE(CPU_EQUAL(&after, &first) || CPU_EQUAL(&after, &second));
-  if (nodes == 1) EXPECT_TRUE(CPU_EQUAL(&after, &first));
+  if (nodes == 1) {
+    EXPECT_TRUE(CPU_EQUAL(&after, &first));
+  }
   for (auto* c : comms) shardrec_comm_destroy(c);
 }
 #else
