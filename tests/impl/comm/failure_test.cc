@@ -17,23 +17,30 @@ using testutil::MakeGroup;
 
 TEST(CommFailure, MissingRankTimesOutThenPoisons) {
   Comms comms = MakeGroup(3, milliseconds(500));
-  // Ranks 0 and 1 all-reduce; rank 2 never arrives.
+  // Ranks 0 and 1 all-reduce; rank 2 never arrives. Both wait for it until their timeouts, which
+  // fall at nearly the same moment: the first to time out closes its connections, so the other
+  // may learn of the failure as its peer leaving (RemoteError) just before its own timeout. At
+  // least one rank reports the timeout; each is poisoned by its own first error.
+  Code codes[2] = {Code::kOk, Code::kOk};
   shardrec::testing::SpawnRanks(2, [&](int r) {
     Communicator& c = *comms[r];
     float v = 1.0f;
     const auto start = std::chrono::steady_clock::now();
     Status s = c.AllReduce(&v, &v, 1, DType::kFloat32, ReduceOp::kSum);
     const auto took = std::chrono::steady_clock::now() - start;
-    EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+    codes[r] = s.code();
+    EXPECT_TRUE(s.code() == Code::kTimeout || s.code() == Code::kRemote) << s.ToString();
     EXPECT_GE(took, milliseconds(400));
     EXPECT_LT(took, milliseconds(3000));
     Status later = c.Barrier();
     EXPECT_EQ(later.code(), Code::kInvalidUsage);
-    EXPECT_NE(later.message().find("Timeout"), std::string::npos) << later.message();
-    EXPECT_EQ(c.AsyncError().code(), Code::kTimeout);
+    const char* first = s.code() == Code::kTimeout ? "Timeout" : "RemoteError";
+    EXPECT_NE(later.message().find(first), std::string::npos) << later.message();
+    EXPECT_EQ(c.AsyncError().code(), s.code());
     std::unique_ptr<Communicator> sub;
     EXPECT_EQ(c.Split(0, 0, &sub).code(), Code::kInvalidUsage);
   });
+  EXPECT_TRUE(codes[0] == Code::kTimeout || codes[1] == Code::kTimeout);
   EXPECT_TRUE(comms[2]->AsyncError().ok());
 }
 
