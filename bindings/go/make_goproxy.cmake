@@ -6,6 +6,11 @@
 # -DINCLUDEDIR, -DLIBDIR (the last two absolute, as the installed program will see them).
 set(module shardrec.dev/shardrec)
 set(version v${VERSION})
+# A staging folder of this install's own: installs of one build tree into several prefixes may
+# run at once (the install-consumer tests under ctest -j do), and a shared one raced.
+string(MD5 prefix_tag "${PROXY_DIR}")
+string(RANDOM LENGTH 8 tag)
+set(STAGE ${STAGE}/${prefix_tag}-${tag})
 set(root ${STAGE}/${module}@${version})
 file(REMOVE_RECURSE ${STAGE})
 file(MAKE_DIRECTORY ${root}/internal/swig)
@@ -41,6 +46,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E tar cf ${v}/${version}.zip --format=
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cannot write ${v}/${version}.zip")
 endif()
+file(REMOVE_RECURSE ${STAGE})
 file(COPY_FILE ${GO_DIR}/go.mod ${v}/${version}.mod)
 file(WRITE ${v}/${version}.info "{\"Version\":\"${version}\",\"Time\":\"${TIME}\"}\n")
 file(WRITE ${v}/list "${version}\n")
