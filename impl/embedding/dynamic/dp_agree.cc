@@ -194,7 +194,7 @@ Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int6
                                   all[p.at + static_cast<size_t>(-p.ids + k)], " times");
     }
   dp.pending_scores.clear();  // sent: every copy now sets them
-  std::vector<int64_t> expanded, score_ids;
+  std::vector<int64_t> score_ids;
   std::vector<double> score_values;
   for (size_t i = 0; i < T; ++i) {
     const int32_t t = dyn[i];
@@ -214,40 +214,31 @@ Status AgreeDataParallelInserts(comm::Communicator& comm, const std::vector<int6
       }
       shard->SetScores(score_ids, score_values);
     }
-    // Other ranks' distinct ids become their occurrences again; this rank's own ids are translated
-    // where they lie, so they become its slots without a copy back.
-    size_t total = 0;
-    for (int r = 0; r < n; ++r) {
-      const Part& p = parts[i][r];
-      if (static_cast<size_t>(r) == me || p.ids >= 0) continue;
-      for (int64_t k = 0; k < -p.ids; ++k)
-        total += static_cast<size_t>(all[p.at + static_cast<size_t>(-p.ids + k)]);
-    }
-    expanded.resize(total);
-    size_t fill = 0;
+    // Other ranks' distinct ids are translated once each with their counts (as many occurrences
+    // decide); this rank's own ids are translated where they lie, so they become its slots
+    // without a copy back.
     std::vector<IdSpan> spans;
+    std::vector<CountSpan> counts;
     for (int r = 0; r < n; ++r) {
       const Part& p = parts[i][r];
       if (static_cast<size_t>(r) == me) {
         const std::vector<IdSpan> own = LocalSpans(l, rb, t);
         spans.insert(spans.end(), own.begin(), own.end());
+        counts.resize(spans.size());
       } else if (p.ids >= 0) {
         spans.emplace_back(all.data() + p.at, static_cast<size_t>(p.ids));
+        counts.emplace_back();
       } else {
-        const size_t from = fill;
-        for (int64_t k = 0; k < -p.ids; ++k) {
-          const int64_t id = all[p.at + static_cast<size_t>(k)];
-          const auto c = static_cast<size_t>(all[p.at + static_cast<size_t>(-p.ids + k)]);
-          std::fill_n(expanded.begin() + static_cast<ptrdiff_t>(fill), c, id);
-          fill += c;
-        }
-        spans.emplace_back(expanded.data() + from, fill - from);
+        const auto distinct = static_cast<size_t>(-p.ids);
+        spans.emplace_back(all.data() + p.at, distinct);
+        counts.emplace_back(all.data() + p.at + distinct, distinct);
       }
     }
     params.ClearRow(ls, shard->slots());  // the zero row, which the last backward trained
-    shard->Translate(spans, [&](std::span<const int32_t> slots, std::span<const int64_t> ids) {
-      params.InitRowsForIds(ls, slots, ids, seed);
-    });
+    shard->Translate(spans, counts,
+                     [&](std::span<const int32_t> slots, std::span<const int64_t> ids) {
+                       params.InitRowsForIds(ls, slots, ids, seed);
+                     });
   }
   return Status::Ok();
 }

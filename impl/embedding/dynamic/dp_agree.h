@@ -45,7 +45,7 @@ Status AgreeDataParallelGroup(comm::Communicator& dp, const Status& agreed, bool
 // rank's block (DataParallelGatherWords). Per table, every rank's pending scores are set first,
 // in rank order and each rank's call order (a later entry for an id wins; ids without a row are
 // ignored), so this forward's evictions already see them; then the shard translates every rank's
-// ids (distinct ids expanded back to their occurrences; the zero row cleared first, new rows
+// ids (distinct ids once each with their counts; the zero row cleared first, new rows
 // initialised from (seed, table, id, column)), which gives every copy the same slots, admission
 // counts and evictions (the translation depends on the multiset of ids alone), and this rank's
 // ids in rb.dp_rows become their slots. A failed gather changes no table and keeps the pending

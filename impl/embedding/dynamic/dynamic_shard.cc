@@ -103,7 +103,9 @@ void DynamicShard::Rebase() {
   ClearQueue();
 }
 
-void DynamicShard::Translate(std::span<const IdSpan> ids, const InitRows& init) {
+void DynamicShard::Translate(std::span<const IdSpan> ids, std::span<const CountSpan> counts,
+                             const InitRows& init) {
+  SR_CHECK(counts.empty() || counts.size() == ids.size());
   ++now_;
   if (now_ - base_ > int64_t{UINT32_MAX}) Rebase();
   // The decay goes by the forward's number, which checkpoints and merges keep, so it falls on the
@@ -112,35 +114,53 @@ void DynamicShard::Translate(std::span<const IdSpan> ids, const InitRows& init) 
       now_ % config_.admission_decay_steps == 0)
     sketch_.Halve();
   last_ = StepCounts{};
-  TouchKnown(ids);
+  TouchKnown(ids, counts);
   GroupUnknown();
   Place();
   if (!created_slots_.empty()) init(created_slots_, created_ids_);
   total_.Add(last_);
 }
 
-void DynamicShard::TouchKnown(std::span<const IdSpan> ids) {
-  const uint32_t now = NowRel();
+void DynamicShard::TouchKnown(std::span<const IdSpan> ids, std::span<const CountSpan> counts) {
   // Known ids (nearly all of them once the table is warm) are touched and rewritten as they come;
   // the order does not matter for them. Index lookups of random ids miss the cache, and so does
   // the slot's record after them: SlotIndex::FindAll's two-stage prefetch hides both (the id it
   // compares is in the record a hit then touches).
   sorted_.clear();
-  for (const IdSpan& span : ids) {
-    index_.FindAll(span, IdBase(), kIdStride, [&](size_t i, int32_t s) {
-      int64_t& x = span[i];
-      if (s == SlotIndex::kNone) {
-        sorted_.push_back({x, &x});
-        return;
-      }
-      SetDirty(s);
-      SlotRecord& m = records_[s];
-      if (m.seen != now) NoteForLfu(s, uint64_t{m.count} + 1);
-      m.seen = now;
-      if (m.count != UINT32_MAX) ++m.count;
-      x = s;
-    });
+  extra_.clear();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const CountSpan c = counts.empty() ? CountSpan{} : counts[k];
+    if (c.empty()) {
+      TouchSpan(ids[k], [](size_t) { return uint64_t{1}; });
+    } else {
+      SR_CHECK(c.size() == ids[k].size());
+      TouchSpan(ids[k], [c](size_t i) { return static_cast<uint64_t>(c[i]); });
+    }
   }
+}
+
+template <typename Count>
+void DynamicShard::TouchSpan(const IdSpan& span, Count&& count) {
+  const uint32_t now = NowRel();
+  index_.FindAll(span, IdBase(), kIdStride, [&](size_t i, int32_t s) {
+    int64_t& x = span[i];
+    const uint64_t occurrences = count(i);
+    if (s == SlotIndex::kNone) {
+      // GroupUnknown counts an id's entries, plus what a counted element adds beyond its one.
+      sorted_.push_back({x, &x});
+      if (occurrences > 1) extra_.emplace_back(x, occurrences - 1);
+      return;
+    }
+    SetDirty(s);
+    SlotRecord& m = records_[s];
+    // LFU notes a row at its first touch in a forward, by the count that touch gives it: the
+    // same for one occurrence at a time as for a counted element.
+    if (m.seen != now) NoteForLfu(s, uint64_t{m.count} + 1);
+    m.seen = now;
+    m.count = static_cast<uint32_t>(
+        std::min<uint64_t>(m.count + std::min<uint64_t>(occurrences, UINT32_MAX), UINT32_MAX));
+    x = s;
+  });
 }
 
 void DynamicShard::GroupUnknown() {
@@ -154,11 +174,17 @@ void DynamicShard::GroupUnknown() {
   pending_count_.clear();
   pending_group_.clear();
   const int32_t threshold = config_.admission_threshold;
+  std::sort(extra_.begin(), extra_.end());  // few: counted elements without a row
+  size_t e = 0;
   for (size_t i = 0; i < sorted_.size();) {
     const int64_t id = sorted_[i].id;
     size_t j = i + 1;
     while (j < sorted_.size() && sorted_[j].id == id) ++j;
-    const uint32_t occ = static_cast<uint32_t>(std::min<size_t>(j - i, UINT32_MAX));
+    uint64_t occurrences = std::min<uint64_t>(j - i, UINT32_MAX);
+    for (; e < extra_.size() && extra_[e].first == id; ++e)
+      occurrences = std::min<uint64_t>(
+          occurrences + std::min<uint64_t>(extra_[e].second, UINT32_MAX), UINT32_MAX);
+    const auto occ = static_cast<uint32_t>(occurrences);  // at most UINT32_MAX
     const size_t group = group_begin_.size();
     group_begin_.push_back(i);
     group_slot_.push_back(SlotIndex::kNone);

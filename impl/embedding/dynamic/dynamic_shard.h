@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "impl/embedding/dynamic/admission_sketch.h"
@@ -33,6 +34,8 @@ struct StepCounts {
 
 // Ids of a batch as spans the translation rewrites in place.
 using IdSpan = std::span<int64_t>;
+// The occurrence counts (each >= 1) of an IdSpan's elements, or empty: one occurrence each.
+using CountSpan = std::span<const int64_t>;
 
 class DynamicShard {
  public:
@@ -46,7 +49,13 @@ class DynamicShard {
   // (the zero row) when it has no row. Decisions follow the distinct ids in ascending order, so
   // they depend on the ids alone. `init` is called once, at the end, when the forward created
   // rows (in the order it created them).
-  void Translate(std::span<const IdSpan> ids, const InitRows& init);
+  void Translate(std::span<const IdSpan> ids, const InitRows& init) { Translate(ids, {}, init); }
+  // As above, where `counts` is empty or holds a CountSpan per span of `ids`: an element counted
+  // c times decides as c occurrences of its id would (the same touches, counts, admission and
+  // slots), so a data-parallel copy translates other ranks' distinct ids once, not per
+  // occurrence.
+  void Translate(std::span<const IdSpan> ids, std::span<const CountSpan> counts,
+                 const InitRows& init);
 
   // An evaluation forward (docs/dynamic-tables.md, "Evaluation"): every id of `ids` becomes its
   // slot, or slots() (the zero row) when it has no row; nothing else changes (no touch, count,
@@ -112,7 +121,10 @@ class DynamicShard {
   // are kept in sorted_; sorted_ is ordered and grouped by id, and the admitted ones listed in
   // pending_; pending_ ids take free slots or victims' (created_slots_ / created_ids_), and every
   // occurrence in sorted_ becomes its slot or the zero row.
-  void TouchKnown(std::span<const IdSpan> ids);
+  void TouchKnown(std::span<const IdSpan> ids, std::span<const CountSpan> counts);
+  // TouchKnown over one span, `count(i)` the occurrences of span[i].
+  template <typename Count>
+  void TouchSpan(const IdSpan& span, Count&& count);
   void GroupUnknown();
   void Place();
   // Fills victims_ with the `need` rows that leave first in the policy's order (fewer when fewer
@@ -185,6 +197,9 @@ class DynamicShard {
     int64_t* at;
   };
   std::vector<Occurrence> sorted_, sorted_scratch_;
+  // Per counted element without a row (Translate's counts): its id and the occurrences it stands
+  // for beyond its one entry in sorted_.
+  std::vector<std::pair<int64_t, uint64_t>> extra_;
   std::vector<uint32_t> sort_count_;
   std::vector<size_t> group_begin_;  // per distinct id (ascending) + 1: its range in sorted_
   std::vector<int32_t> group_slot_;  // per distinct id: its slot, or SlotIndex::kNone

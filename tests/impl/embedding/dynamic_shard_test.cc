@@ -2,15 +2,18 @@
 // index against a std::unordered_map under random inserts and erases (long probe runs and
 // wrap-around included), the new ids' sort against std::sort, the 32-bit last-seen forwards near
 // and past their rebase, and the eviction victims (which slot each new id takes; outputs alone
-// would not show it), over one forward and over hundreds against a plain reference.
+// would not show it), over one forward and over hundreds against a plain reference, and counted
+// ids (a data-parallel copy's) against the same ids one occurrence at a time.
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <random>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -341,6 +344,73 @@ TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
       }
     }
   }
+}
+
+// A data-parallel copy translates other ranks' distinct ids with their counts
+// (DynamicShard::Translate with CountSpans): every forward must decide as the same ids given one
+// occurrence at a time (slots, last-seen forwards, counts, admission counts, step counts, and so
+// the later victims), under each policy, with and without admission, new counted ids included.
+TEST(DynamicShardCounts, CountedIdsDecideAsTheirOccurrences) {
+  for (Eviction policy : {Eviction::kNone, Eviction::kLru, Eviction::kTtl, Eviction::kLfu})
+    for (int32_t threshold : {1, 3}) {
+      sharding::DynamicConfig config;
+      config.enabled = true;
+      config.eviction = policy;
+      config.ttl_steps = 2;
+      config.admission_threshold = threshold;
+      config.admission_decay_steps = threshold > 1 ? 7 : 0;
+      const int64_t slots = 60;
+      DynamicShard expanded, counted;
+      expanded.Reset(config, slots);
+      counted.Reset(config, slots);
+      std::mt19937_64 rng(static_cast<uint64_t>(policy) * 10 + static_cast<uint64_t>(threshold));
+      for (int forward = 0; forward < 300; ++forward) {
+        // This rank's ids (one occurrence each) and another rank's (skewed: many repeats).
+        std::vector<int64_t> own, other;
+        for (int k = 0; k < 40; ++k) own.push_back(static_cast<int64_t>(rng() % 150) - 20);
+        for (int k = 0; k < 60; ++k)
+          other.push_back(static_cast<int64_t>((rng() % 12) * (rng() % 12)) - 20);
+        std::map<int64_t, int64_t> runs;
+        for (int64_t id : other) ++runs[id];
+        std::vector<int64_t> distinct, counts;
+        for (const auto& [id, c] : runs) {
+          distinct.push_back(id);
+          counts.push_back(c);
+        }
+        std::vector<int64_t> own_a = own, own_b = own, other_a = other;
+        const std::vector<IdSpan> spans_a{IdSpan(own_a), IdSpan(other_a)};
+        expanded.Translate(spans_a, [](std::span<const int32_t>, std::span<const int64_t>) {});
+        const std::vector<IdSpan> spans_b{IdSpan(own_b), IdSpan(distinct)};
+        const std::vector<CountSpan> count_spans{CountSpan{}, CountSpan(counts)};
+        counted.Translate(spans_b, count_spans,
+                          [](std::span<const int32_t>, std::span<const int64_t>) {});
+        const std::string where = "policy " + std::to_string(static_cast<int>(policy)) +
+                                  " threshold " + std::to_string(threshold) + " forward " +
+                                  std::to_string(forward);
+        ASSERT_EQ(own_a, own_b) << where;
+        for (size_t k = 0; k < other.size(); ++k) {
+          const auto at =
+              std::lower_bound(runs.begin(), runs.end(), other[k],
+                               [](const auto& run, int64_t id) { return run.first < id; });
+          ASSERT_EQ(other_a[k], distinct[static_cast<size_t>(std::distance(runs.begin(), at))])
+              << where;
+        }
+        ASSERT_EQ(expanded.Ids(), counted.Ids()) << where;
+        ASSERT_EQ(expanded.LastSeen(), counted.LastSeen()) << where;
+        ASSERT_EQ(expanded.Counts(), counted.Counts()) << where;
+        ASSERT_EQ(expanded.sketch(), counted.sketch()) << where;
+        const StepCounts a = expanded.last(), b = counted.last();
+        ASSERT_TRUE(a.inserted == b.inserted && a.evicted == b.evicted &&
+                    a.rejected_admission == b.rejected_admission &&
+                    a.rejected_full == b.rejected_full)
+            << where;
+      }
+      // The table filled: rows were replaced, or (without eviction) new ids refused.
+      if (policy == Eviction::kNone)
+        EXPECT_GT(expanded.total().rejected_full, 0);
+      else
+        EXPECT_GT(expanded.total().inserted, slots);
+    }
 }
 
 }  // namespace
