@@ -8,6 +8,14 @@
 #include "impl/embedding/dynamic/radix_sort.h"
 
 namespace shardrec::embedding::dynamic {
+namespace {
+
+// a + b, at most UINT32_MAX (a <= UINT32_MAX; b may be any count a peer sent).
+uint64_t AddCapped(uint64_t a, uint64_t b) {
+  return std::min<uint64_t>(a + std::min<uint64_t>(b, UINT32_MAX), UINT32_MAX);
+}
+
+}  // namespace
 
 using Eviction = sharding::DynamicConfig::Eviction;
 
@@ -157,8 +165,7 @@ void DynamicShard::TouchSpan(const IdSpan& span, Count&& count) {
     // same for one occurrence at a time as for a counted element.
     if (m.seen != now) NoteForLfu(s, uint64_t{m.count} + 1);
     m.seen = now;
-    m.count = static_cast<uint32_t>(
-        std::min<uint64_t>(m.count + std::min<uint64_t>(occurrences, UINT32_MAX), UINT32_MAX));
+    m.count = static_cast<uint32_t>(AddCapped(m.count, occurrences));
     x = s;
   });
 }
@@ -182,8 +189,7 @@ void DynamicShard::GroupUnknown() {
     while (j < sorted_.size() && sorted_[j].id == id) ++j;
     uint64_t occurrences = std::min<uint64_t>(j - i, UINT32_MAX);
     for (; e < extra_.size() && extra_[e].first == id; ++e)
-      occurrences = std::min<uint64_t>(
-          occurrences + std::min<uint64_t>(extra_[e].second, UINT32_MAX), UINT32_MAX);
+      occurrences = AddCapped(occurrences, extra_[e].second);
     const auto occ = static_cast<uint32_t>(occurrences);  // at most UINT32_MAX
     const size_t group = group_begin_.size();
     group_begin_.push_back(i);
