@@ -30,7 +30,8 @@ const (
 
 // DynamicTableConfig makes a TableConfig a dynamic table: its ids are any int64, a row is
 // created the first time training sees its id (after admission) and leaves by eviction; the
-// table's Rows is then its capacity. Host collections; table-, row- and column-wise only.
+// table's Rows is then its capacity. Host collections (a CUDA one refuses it); every sharding
+// type (docs/dynamic-tables.md).
 type DynamicTableConfig struct {
 	Eviction Eviction
 	// AdmissionThreshold is the occurrences in training an id needs before it gets a row;

@@ -22,7 +22,7 @@ pub enum Eviction {
 
 /// What makes a [`crate::Table`] dynamic: its ids are any `i64`, a row is created the first
 /// time training sees its id (after admission) and leaves by eviction; the table's `rows` is
-/// then its capacity. Host collections; table-, row- and column-wise sharding only.
+/// then its capacity. Host collections (a CUDA one refuses it); every sharding type.
 /// `Default` gives the C defaults (no eviction, admission at first sight).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DynamicTable {

@@ -491,8 +491,8 @@ public final class Config {
   /**
    * What makes a table dynamic (shardrec_dynamic_table_config_t, docs/dynamic-tables.md): its ids
    * are any 64-bit value, a row is created the first time training sees its id (after
-   * admission) and leaves by eviction. Host collections; table-, row- and column-wise sharding
-   * only. Defaults are those of the C init function (no eviction, admission at first sight).
+   * admission) and leaves by eviction. Host collections (a CUDA one refuses it); every sharding
+   * type. Defaults are those of the C init function (no eviction, admission at first sight).
    */
   public static final class DynamicTable {
     public Eviction eviction = Eviction.NONE;
