@@ -303,6 +303,13 @@ func shapeElements(shape []int64) (int64, error) {
 	return n, nil
 }
 
+// refusedShape is the shape the tensor calls pass with no buffer when this rank refuses its
+// buffer or shape: the native helper finds the mismatch and makes the call with no view, which
+// the library refuses on this rank and reports to the others in the same collective call
+// (docs/semantics.md), so the ranks stay in step instead of the others' call pairing with this
+// rank's next one.
+var refusedShape = []int64{1}
+
 // checkShape checks that buf holds exactly the elements of shape.
 func checkShape(what string, buf []float32, shape []int64) error {
 	n, err := shapeElements(shape)
@@ -316,29 +323,34 @@ func checkShape(what string, buf []float32, shape []int64) error {
 // is the output width): the library checks the shape against the output
 // (shardrec_embedding_forward_tensor). out holds exactly the shape's element count.
 func (e *EmbeddingCollection) ForwardTensor(batch *KJT, out []float32, shape []int64) error {
+	defer runtime.KeepAlive(e)
 	if err := checkShape("out", out, shape); err != nil {
+		// Refused together: no view, which the library refuses on every rank in this call.
+		_ = swig.Bind_embedding_forward_tensor(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+			batch.Lengths, batch.Values, batch.Weights, nil, refusedShape)
 		return err
 	}
-	defer runtime.KeepAlive(e)
 	return swig.Bind_embedding_forward_tensor(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights, out, shape)
 }
 
 // ForwardDistributedTensor is ForwardDistributed into a tensor of extents shape.
 func (e *EmbeddingCollection) ForwardDistributedTensor(out []float32, shape []int64) error {
+	defer runtime.KeepAlive(e)
 	if err := checkShape("out", out, shape); err != nil {
+		_ = swig.Bind_embedding_forward_distributed_tensor(e.handle(), nil, refusedShape)
 		return err
 	}
-	defer runtime.KeepAlive(e)
 	return swig.Bind_embedding_forward_distributed_tensor(e.handle(), out, shape)
 }
 
 // BackwardTensor is Backward with the gradient as a tensor of extents shape.
 func (e *EmbeddingCollection) BackwardTensor(grad []float32, shape []int64) error {
+	defer runtime.KeepAlive(e)
 	if err := checkShape("grad", grad, shape); err != nil {
+		_ = swig.Bind_embedding_backward_tensor(e.handle(), nil, refusedShape)
 		return err
 	}
-	defer runtime.KeepAlive(e)
 	return swig.Bind_embedding_backward_tensor(e.handle(), grad, shape)
 }
 

@@ -25,11 +25,13 @@ SHARDREC_BEGIN_DECL
 
 /**
  * This rank's part of one dynamic table (docs/dynamic-tables.md): the rows of the row blocks it
- * holds (column shards of one block counted once) and what training forwards did to them. The
- * table's totals are the sums over the ranks that hold a block of it. A data-parallel table,
- * whose copies are the same on every rank, is counted once: rank 0 of the collection reports it,
- * and every other rank reports zeros except its own metadata_bytes. "Last" counts are those
- * of the last training forward, "total" counts those since creation.
+ * holds and what training forwards did to them. A block split into column shards is counted
+ * once, by the rank that holds its first columns; a rank holding only later columns of a block
+ * reports zeros for it except its memory (metadata_bytes, capacity_bytes). The table's totals
+ * are the sums over ranks. A data-parallel table, whose copies are the same on every rank, is
+ * counted once: rank 0 of the collection reports it, and every other rank reports zeros except
+ * the memory its own copy holds (metadata_bytes, capacity_bytes). "Last" counts are those of the
+ * last training forward, "total" counts those since creation.
  */
 typedef struct shardrec_dynamic_table_stats {
   uint32_t version;                 /**< SHARDREC_DYNAMIC_TABLE_STATS_VERSION. */

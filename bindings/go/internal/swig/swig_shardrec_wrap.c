@@ -440,8 +440,11 @@ shardrec_status_t shardrec_bind_embedding_input_dist_start(
   return shardrec_embedding_input_dist_start(coll, &kjt, NULL);
 }
 
-/* A host FLOAT32 view of @p data with @p ndim extents. The language layer checked that the
-   extents multiply to @p len; this refuses a mismatch too (the C API trusts a view's shape). */
+/* A host FLOAT32 view of @p data with @p ndim extents, or SHARDREC_EINVAL when they do not
+   multiply to @p len (the C API trusts a view's shape). The callers below then still make the
+   collective call, with no view: the library refuses it on this rank and every other rank learns
+   of the refusal in the same call, as for any bad argument (docs/semantics.md), instead of the
+   other ranks pairing their call with this rank's next one. */
 static shardrec_status_t sr_bind_view(shardrec_tensor_view_t* v, const float* data, size_t len,
                                       const int64_t* shape, size_t ndim) {
   size_t i;
@@ -470,14 +473,14 @@ shardrec_status_t shardrec_bind_embedding_forward_tensor(
   shardrec_kjt_view_t kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values,
                                         num_values, weights, num_weights);
   shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
-  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_tensor(coll, &kjt, &v, NULL);
+  return shardrec_embedding_forward_tensor(coll, &kjt, rc == SHARDREC_OK ? &v : NULL, NULL);
 }
 
 shardrec_status_t shardrec_bind_embedding_forward_distributed_tensor(
     shardrec_embedding_t* coll, float* out, size_t out_len, const int64_t* shape, size_t ndim) {
   shardrec_tensor_view_t v;
   shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
-  return rc != SHARDREC_OK ? rc : shardrec_embedding_forward_distributed_tensor(coll, &v, NULL);
+  return shardrec_embedding_forward_distributed_tensor(coll, rc == SHARDREC_OK ? &v : NULL, NULL);
 }
 
 shardrec_status_t shardrec_bind_embedding_backward_tensor(shardrec_embedding_t* coll,
@@ -485,7 +488,7 @@ shardrec_status_t shardrec_bind_embedding_backward_tensor(shardrec_embedding_t* 
                                                           const int64_t* shape, size_t ndim) {
   shardrec_tensor_view_t v;
   shardrec_status_t rc = sr_bind_view(&v, grad, grad_len, shape, ndim);
-  return rc != SHARDREC_OK ? rc : shardrec_embedding_backward_tensor(coll, &v, NULL);
+  return shardrec_embedding_backward_tensor(coll, rc == SHARDREC_OK ? &v : NULL, NULL);
 }
 
 /* The loaded CUDA plugin's path as library-allocated text (freed with shardrec_free by the

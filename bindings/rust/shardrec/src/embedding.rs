@@ -215,23 +215,23 @@ impl EmbeddingCollection {
     /// (`shardrec_embedding_forward_tensor`). `out` holds exactly the shape's element count.
     pub fn forward_tensor(&mut self, batch: &Kjt<'_>, out: &mut [f32], shape: &[i64]) -> Result<()> {
         let kjt = batch.raw();
-        let view = host_view(out.as_mut_ptr(), out.len(), shape)?;
-        check(unsafe { sys::shardrec_embedding_forward_tensor(self.raw, &kjt, &view, ptr::null_mut()) })
+        let view = host_view(out.as_mut_ptr(), out.len(), shape);
+        agreed(view, |v| unsafe { sys::shardrec_embedding_forward_tensor(self.raw, &kjt, v, ptr::null_mut()) })
     }
 
     /// `forward_distributed` into a tensor of extents `shape`.
     pub fn forward_distributed_tensor(&mut self, out: &mut [f32], shape: &[i64]) -> Result<()> {
-        let view = host_view(out.as_mut_ptr(), out.len(), shape)?;
-        check(unsafe {
-            sys::shardrec_embedding_forward_distributed_tensor(self.raw, &view, ptr::null_mut())
+        let view = host_view(out.as_mut_ptr(), out.len(), shape);
+        agreed(view, |v| unsafe {
+            sys::shardrec_embedding_forward_distributed_tensor(self.raw, v, ptr::null_mut())
         })
     }
 
     /// `backward` with the gradient as a tensor of extents `shape`.
     pub fn backward_tensor(&mut self, grad: &[f32], shape: &[i64]) -> Result<()> {
         // The library only reads a gradient view.
-        let view = host_view(grad.as_ptr().cast_mut(), grad.len(), shape)?;
-        check(unsafe { sys::shardrec_embedding_backward_tensor(self.raw, &view, ptr::null_mut()) })
+        let view = host_view(grad.as_ptr().cast_mut(), grad.len(), shape);
+        agreed(view, |v| unsafe { sys::shardrec_embedding_backward_tensor(self.raw, v, ptr::null_mut()) })
     }
 
     /// Waits for the device work a GPU collection's stream-ordered calls left queued and returns
@@ -430,6 +430,18 @@ impl EmbeddingCollection {
 
 /// A host FLOAT32 view of `len` floats at `data` with extents `shape`, which must multiply to
 /// `len` (the C API trusts a view's shape).
+/// Makes a collective tensor call with `view`, or, when this rank refused its buffer or shape,
+/// with no view: the library refuses that on this rank and reports it to the others in the same
+/// call (docs/semantics.md), so the ranks stay in step instead of the others' call pairing with
+/// this rank's next one. Returns this rank's own error first.
+fn agreed(
+    view: Result<sys::shardrec_tensor_view_t>,
+    call: impl FnOnce(*const sys::shardrec_tensor_view_t) -> sys::shardrec_status_t,
+) -> Result<()> {
+    let status = call(view.as_ref().map_or(ptr::null(), |v| v as *const _));
+    view.and_then(|_| check(status))
+}
+
 fn host_view(data: *mut f32, len: usize, shape: &[i64]) -> Result<sys::shardrec_tensor_view_t> {
     let max = sys::SHARDREC_TENSOR_MAX_DIMS as usize;
     if shape.len() > max {

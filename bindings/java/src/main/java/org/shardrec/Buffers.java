@@ -48,6 +48,28 @@ public final class Buffers {
     return b;
   }
 
+  /** The floats of {@code out} from index 0 to its capacity, copied into an array. */
+  static float[] toArray(FloatBuffer out) {
+    float[] result = new float[out.capacity()];
+    FloatBuffer all = out.duplicate();
+    all.rewind();
+    all.get(result);
+    return result;
+  }
+
+  /** Element count of a tensor shape; IllegalArgumentException for a bad one. */
+  static long elements(long[] shape) {
+    if (shape == null) throw new IllegalArgumentException("shape must not be null");
+    long n = 1;
+    for (long d : shape) {
+      if (d < 0 || (d != 0 && n > Long.MAX_VALUE / d)) {
+        throw new IllegalArgumentException("bad tensor shape " + java.util.Arrays.toString(shape));
+      }
+      n *= d;
+    }
+    return n;
+  }
+
   private static ByteBuffer bytes(long n, int elem) {
     if (n < 0 || n * elem > Integer.MAX_VALUE) {
       throw new IllegalArgumentException("buffer of " + n + " elements is not allocatable");

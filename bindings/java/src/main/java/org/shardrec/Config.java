@@ -154,6 +154,12 @@ public final class Config {
       return this;
     }
 
+    /** Storage type of the weights (FLOAT32, FLOAT16 or BFLOAT16). */
+    public Table dtype(DType v) {
+      dtype = v;
+      return this;
+    }
+
     public Table init(InitKind kind, float low, float high) {
       initKind = kind;
       initLow = low;
@@ -326,6 +332,12 @@ public final class Config {
 
     public Constraints ranks(int... v) {
       ranks = v.clone();
+      return this;
+    }
+
+    /** Smallest column block of a column-wise split (0: 128, or even over pinned ranks). */
+    public Constraints minPartition(int v) {
+      minPartition = v;
       return this;
     }
   }

@@ -6,6 +6,8 @@ import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.embedding_options;
 import org.shardrec.swig.optimizer_config;
@@ -119,7 +121,8 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** Forward of this rank's batch into {@code out} (collective, zero-copy). */
   public void forward(Kjt batch, FloatBuffer out) {
-    FloatBuffer o = Buffers.out(out, outputSize(batch), "out");
+    FloatBuffer o = agreed(() -> Buffers.out(out, outputSize(batch), "out"),
+                           e -> RefuseTogether.forward(handle(), batch, e));
     try {
       Native.bind_embedding_forward(handle(), batch.batchSize, batch.numFeatures, batch.lengths,
                                     batch.values, batch.weights, o);
@@ -133,11 +136,7 @@ public final class EmbeddingCollection extends NativeHandle {
   public float[] forward(Kjt batch) {
     FloatBuffer out = Buffers.floats(outputSize(batch));
     forward(batch, out);
-    float[] result = new float[out.capacity()];
-    FloatBuffer all = out.duplicate();
-    all.rewind();
-    all.get(result);
-    return result;
+    return Buffers.toArray(out);
   }
 
   /**
@@ -146,7 +145,8 @@ public final class EmbeddingCollection extends NativeHandle {
    * (shardrec_embedding_forward_tensor). {@code out} holds exactly the shape's element count.
    */
   public void forward(Kjt batch, FloatBuffer out, long[] shape) {
-    FloatBuffer o = Buffers.out(out, elements(shape), "out");
+    FloatBuffer o = agreed(() -> Buffers.out(out, Buffers.elements(shape), "out"),
+                           e -> RefuseTogether.forward(handle(), batch, e));
     try {
       Native.bind_embedding_forward_tensor(handle(), batch.batchSize, batch.numFeatures,
                                            batch.lengths, batch.values, batch.weights, o, shape);
@@ -158,7 +158,8 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** {@link #forwardDistributed(FloatBuffer)} into a tensor of extents {@code shape}. */
   public void forwardDistributed(FloatBuffer out, long[] shape) {
-    FloatBuffer o = Buffers.out(out, elements(shape), "out");
+    FloatBuffer o = agreed(() -> Buffers.out(out, Buffers.elements(shape), "out"),
+                           e -> RefuseTogether.forwardDistributed(handle(), e));
     try {
       Native.bind_embedding_forward_distributed_tensor(handle(), o, shape);
     } finally {
@@ -169,23 +170,28 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** {@link #backward(FloatBuffer)} with the gradient as a tensor of extents {@code shape}. */
   public void backward(FloatBuffer grad, long[] shape) {
+    FloatBuffer g = agreed(() -> Buffers.in(grad, Buffers.elements(shape), "grad"),
+                           e -> RefuseTogether.backward(handle(), e));
     try {
-      Native.bind_embedding_backward_tensor(handle(), Buffers.in(grad, elements(shape), "grad"),
-                                            shape);
+      Native.bind_embedding_backward_tensor(handle(), g, shape);
     } finally {
       Reference.reachabilityFence(this);
     }
   }
 
-  /** Element count of a tensor shape; IllegalArgumentException for a bad one. */
-  private static long elements(long[] shape) {
-    if (shape == null) throw new IllegalArgumentException("shape must not be null");
-    long n = 1;
-    for (long d : shape) {
-      if (d < 0) throw new IllegalArgumentException("negative extent in shape");
-      n = Math.multiplyExact(n, d);
+  // The buffer `check` accepts; one it refuses fails the call on every rank (RefuseTogether).
+  private FloatBuffer agreed(Supplier<FloatBuffer> check,
+                             UnaryOperator<IllegalArgumentException> refuseTogether) {
+    try {
+      return check.get();
+    } catch (IllegalArgumentException e) {
+      lastOutput = -1;
+      try {
+        throw refuseTogether.apply(e);
+      } finally {
+        Reference.reachabilityFence(this);
+      }
     }
-    return n;
   }
 
   /** Starts the pipelined input distribution of {@code batch} (collective). */
@@ -208,8 +214,8 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** Lookup and output distribution of the waited batch; {@code out} holds exactly its output. */
   public void forwardDistributed(FloatBuffer out) {
-    Buffers.checkKind(out, out == null ? null : out.order(), "out", true);
-    FloatBuffer o = out.slice();
+    FloatBuffer o = agreed(() -> Buffers.out(out, out == null ? 0 : out.remaining(), "out"),
+                           e -> RefuseTogether.forwardDistributed(handle(), e));
     try {
       Native.embedding_forward_distributed(handle(), o);
     } finally {
@@ -220,8 +226,9 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** Backward of the last forward with its output gradient (collective, zero-copy). */
   public void backward(FloatBuffer grad) {
-    FloatBuffer g = lastOutput >= 0 ? Buffers.in(grad, lastOutput, "grad")
-                                    : Buffers.in(grad, grad == null ? 0 : grad.remaining(), "grad");
+    long need = lastOutput >= 0 ? lastOutput : grad == null ? 0 : grad.remaining();
+    FloatBuffer g = agreed(() -> Buffers.in(grad, need, "grad"),
+                           e -> RefuseTogether.backward(handle(), e));
     try {
       Native.embedding_backward(handle(), g);
     } finally {
@@ -297,11 +304,7 @@ public final class EmbeddingCollection extends NativeHandle {
     } finally {
       Reference.reachabilityFence(this);
     }
-    float[] result = new float[out.capacity()];
-    FloatBuffer all = out.duplicate();
-    all.rewind();
-    all.get(result);
-    return result;
+    return Buffers.toArray(out);
   }
 
   /** Replaces the weights of {@code table} (collective; every rank passes the same values). */
@@ -429,11 +432,7 @@ public final class EmbeddingCollection extends NativeHandle {
     } finally {
       Reference.reachabilityFence(this);
     }
-    float[] result = new float[out.capacity()];
-    FloatBuffer all = out.duplicate();
-    all.rewind();
-    all.get(result);
-    return result;
+    return Buffers.toArray(out);
   }
 
   public void setState(String table, String state, float[] values) {

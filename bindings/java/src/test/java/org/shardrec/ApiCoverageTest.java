@@ -123,6 +123,21 @@ class ApiCoverageTest {
   }
 
   @Test
+  void tableDtypeAndMinPartitionBuilders() {
+    List<Config.Feature> features = List.of(new Config.Feature("f"));
+    Config.Table t = new Config.Table("t", 64, 8).features(0).dtype(DType.BFLOAT16);
+    assertEquals(DType.BFLOAT16, t.dtype);
+    // Eight columns: one block under the default 128-column minimum, two with minPartition 4.
+    for (int min : new int[] {0, 4}) {
+      Config.Constraints c =
+          new Config.Constraints("t").shardingTypes(ShardingType.COLUMN_WISE).minPartition(min);
+      try (Plan p = Plan.create(List.of(t), features, new Config.Topology(2), List.of(c))) {
+        assertEquals(min == 0 ? 1 : 2, p.numShards(0));
+      }
+    }
+  }
+
+  @Test
   void tableStatesFollowEachTablesOptimizer() {
     Config.Optimizer adam = new Config.Optimizer().type(OptimizerType.ADAM).learningRate(0.01f);
     Config.Optimizer rowwise = new Config.Optimizer().type(OptimizerType.ROWWISE_ADAGRAD);

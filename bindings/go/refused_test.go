@@ -1,0 +1,117 @@
+// A tensor buffer or shape the Go binding refuses on one rank fails the collective forward or
+// backward on every rank in the same call, and the ranks stay in step: the refusing rank gets
+// its own error, the others EINVAL naming it, and the step that follows trains as if nothing had
+// been refused.
+package shardrec
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// refusedTogether runs call on this rank: rank bad refuses its arguments and must get EINVAL;
+// the other must get EINVAL naming rank bad.
+func refusedTogether(t *testing.T, rank, bad int, call func(refused bool) error) {
+	err := call(rank == bad)
+	if CodeOf(err) != ErrCodeInvalid {
+		t.Errorf("rank %d: want EINVAL, got %v", rank, err)
+	} else if rank != bad && !strings.Contains(err.Error(), fmt.Sprintf("rank %d", bad)) {
+		t.Errorf("rank %d: the error does not name rank %d: %v", rank, bad, err)
+	}
+}
+
+func TestRefusedTensorsFailEveryRankAndKeepTheRanksInStep(t *testing.T) {
+	plan1 := testPlan(t, 1)
+	defer plan1.Close()
+	comms1, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms1[0].Close()
+	coll1, err := NewEmbeddingCollection(plan1, comms1[0], adagrad(), &EmbeddingOptions{Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll1.Close()
+	single := trainSteps(t, coll1, 1, 0, 2)
+
+	plan2 := testPlan(t, 2)
+	defer plan2.Close()
+	comms, err := NewLocalGroup(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([][][]float32, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			coll, err := NewEmbeddingCollection(plan2, comms[rank], adagrad(), &EmbeddingOptions{Seed: 7})
+			if err != nil {
+				t.Errorf("rank %d: %v", rank, err)
+				return
+			}
+			defer coll.Close()
+			k := batch(0, rank, 1)
+			dim, err := coll.OutputDim()
+			if err != nil {
+				t.Errorf("rank %d: %v", rank, err)
+				return
+			}
+			need := int(k.BatchSize) * int(dim)
+			shape := []int64{k.BatchSize, dim}
+			// A shape of one more row than the buffer on rank 1, then a negative extent on rank 0.
+			refusedTogether(t, rank, 1, func(bad bool) error {
+				if bad {
+					return coll.ForwardTensor(k, make([]float32, need), []int64{k.BatchSize + 1, dim})
+				}
+				return coll.ForwardTensor(k, make([]float32, need), shape)
+			})
+			refusedTogether(t, rank, 0, func(bad bool) error {
+				if bad {
+					return coll.ForwardTensor(k, make([]float32, need), []int64{-1, dim})
+				}
+				return coll.ForwardTensor(k, make([]float32, need), shape)
+			})
+			out := make([]float32, need)
+			if err := coll.ForwardTensor(k, out, shape); err != nil {
+				t.Errorf("rank %d: %v", rank, err)
+				return
+			}
+			for i := range out {
+				out[i] /= float32(k.BatchSize)
+			}
+			// The gradient one float short of its shape on rank 1.
+			refusedTogether(t, rank, 1, func(bad bool) error {
+				if bad {
+					return coll.BackwardTensor(out[:need-1], shape)
+				}
+				return coll.BackwardTensor(out, shape)
+			})
+			if err := coll.BackwardTensor(out, shape); err != nil {
+				t.Errorf("rank %d: %v", rank, err)
+				return
+			}
+			results[rank] = trainSteps(t, coll, 0, rank, 1)
+		}(r)
+	}
+	wg.Wait()
+	for _, c := range comms {
+		c.Close()
+	}
+	if t.Failed() {
+		return
+	}
+	for i, name := range tableNames {
+		for j, want := range single[i] {
+			got := results[0][i][j]
+			if math.Abs(float64(got-want)) > 1e-5*math.Max(1, math.Abs(float64(want))) {
+				t.Fatalf("%s[%d]: after the refusals %g, one rank on both batches %g", name, j, got, want)
+			}
+		}
+	}
+}

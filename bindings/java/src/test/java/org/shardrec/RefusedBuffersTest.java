@@ -1,0 +1,86 @@
+// A buffer the binding refuses on one rank (wrong size or kind, bad shape) fails the collective
+// forward or backward on every rank in the same call, and the ranks stay in step: the refusing
+// rank throws IllegalArgumentException, the others ShardrecException (EINVAL, naming the rank),
+// and the step that follows trains exactly as if nothing had been refused.
+package org.shardrec;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.FloatBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import org.junit.jupiter.api.Test;
+
+class RefusedBuffersTest {
+  /** A call that rank `bad` makes with a refused argument and the other rank correctly. */
+  private interface Call {
+    void run(boolean refused);
+  }
+
+  /** Runs `call` on both ranks: `bad` must throw IllegalArgumentException, the other EINVAL. */
+  private static void refusedTogether(int rank, int bad, Call call) {
+    if (rank == bad) {
+      assertThrows(IllegalArgumentException.class, () -> call.run(true));
+    } else {
+      ShardrecException e = assertThrows(ShardrecException.class, () -> call.run(false));
+      assertEquals(ShardrecException.EINVAL, e.code(), e.getMessage());
+      assertTrue(e.getMessage().contains("rank " + bad), e.getMessage());
+    }
+  }
+
+  @Test
+  void refusedBuffersFailEveryRankAndKeepTheRanksInStep() throws Exception {
+    float[][] reference = Training.train(2, 1);
+    Comm[] comms = Comm.createLocalGroup(2);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try (Plan plan = Training.plan(2)) {
+      List<Future<float[][]>> ranks = new ArrayList<>();
+      for (int r = 0; r < 2; ++r) {
+        final int rank = r;
+        ranks.add(pool.submit(() -> {
+          try (EmbeddingCollection coll = EmbeddingCollection.create(
+                   plan, comms[rank], Training.optimizer(),
+                   new Config.EmbeddingOptions().seed(7))) {
+            Kjt batch = Training.batch(0, rank, 1);
+            int need = (int) coll.outputSize(batch);
+            long[] shape = {batch.batchSize(), coll.outputDim()};
+            // Forward: an output one float short on rank 1, then a heap buffer on rank 0, then a
+            // shape that does not match the buffer on rank 1.
+            refusedTogether(rank, 1,
+                            bad -> coll.forward(batch, Buffers.floats(bad ? need - 1 : need)));
+            refusedTogether(rank, 0, bad -> coll.forward(
+                batch, bad ? FloatBuffer.allocate(need) : Buffers.floats(need)));
+            refusedTogether(rank, 1, bad -> coll.forward(
+                batch, Buffers.floats(need), bad ? new long[] {need + 1} : shape));
+            // The forward, then the backward refused (a gradient one float long on rank 0, a
+            // negative extent on rank 1) before the one that trains.
+            FloatBuffer out = Buffers.floats(need);
+            coll.forward(batch, out);
+            float[] o = Buffers.toArray(out);
+            float[] grad = new float[need];
+            for (int i = 0; i < need; ++i) grad[i] = o[i] / batch.batchSize();
+            refusedTogether(rank, 0, bad -> coll.backward(bad ? new float[need + 1] : grad));
+            refusedTogether(rank, 1, bad -> coll.backward(
+                Buffers.of(grad), bad ? new long[] {-1, coll.outputDim()} : shape));
+            coll.backward(grad);
+            assertEquals(1, coll.numSteps());
+            return Training.weights(coll);
+          }
+        }));
+      }
+      for (Future<float[][]> f : ranks) {
+        float[][] got = f.get();
+        for (int t = 0; t < reference.length; ++t) assertArrayEquals(reference[t], got[t]);
+      }
+    } finally {
+      pool.shutdown();
+      for (Comm c : comms) c.close();
+    }
+  }
+}
