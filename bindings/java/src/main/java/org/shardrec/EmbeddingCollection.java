@@ -179,7 +179,8 @@ public final class EmbeddingCollection extends NativeHandle {
     }
   }
 
-  // The buffer `check` accepts; one it refuses fails the call on every rank (RefuseTogether).
+  // The buffer `check` accepts; one it refuses fails the call on every rank (RefuseTogether). A
+  // refusal also forgets the last forward's output size: the library checks the next gradient.
   private FloatBuffer agreed(Supplier<FloatBuffer> check,
                              UnaryOperator<IllegalArgumentException> refuseTogether) {
     try {
@@ -288,7 +289,8 @@ public final class EmbeddingCollection extends NativeHandle {
   /** Full weights [rows, dim] of {@code table} into {@code out} (collective). */
   public void getWeights(String table, FloatBuffer out) {
     long n = tableSize(table, false);
-    FloatBuffer o = n < 0 ? out : Buffers.out(out, n, "out");
+    FloatBuffer o = n < 0 ? out : agreed(() -> Buffers.out(out, n, "out"), e -> RefuseTogether.call(
+        () -> Native.embedding_get_weights(handle(), table, RefuseTogether.decoy(n)), e));
     try {
       Native.embedding_get_weights(handle(), table, o);
     } finally {
@@ -310,7 +312,9 @@ public final class EmbeddingCollection extends NativeHandle {
   /** Replaces the weights of {@code table} (collective; every rank passes the same values). */
   public void setWeights(String table, FloatBuffer weights) {
     long n = tableSize(table, false);
-    FloatBuffer w = n < 0 ? weights : Buffers.in(weights, n, "weights");
+    FloatBuffer w = n < 0 ? weights : agreed(() -> Buffers.in(weights, n, "weights"),
+        e -> RefuseTogether.call(
+            () -> Native.embedding_set_weights(handle(), table, RefuseTogether.decoy(n)), e));
     try {
       Native.embedding_set_weights(handle(), table, w);
     } finally {
@@ -437,8 +441,9 @@ public final class EmbeddingCollection extends NativeHandle {
 
   public void setState(String table, String state, float[] values) {
     long n = tableSize(table, stateRowWise(table, state));
-    FloatBuffer v = Buffers.of(values);
-    if (n >= 0) Buffers.checkSize(v, n, "values");
+    FloatBuffer v = agreed(() -> Buffers.in(Buffers.of(values), n >= 0 ? n : values.length,
+        "values"), e -> RefuseTogether.call(
+            () -> Native.embedding_set_state(handle(), table, state, RefuseTogether.decoy(n)), e));
     try {
       Native.embedding_set_state(handle(), table, state, v);
     } finally {

@@ -36,6 +36,21 @@ final class RefuseTogether {
     return why;
   }
 
+  /** Makes {@code call}, which every rank fails (it passes a decoy); returns {@code why}. */
+  static IllegalArgumentException call(Runnable call, IllegalArgumentException why) {
+    try {
+      call.run();
+    } catch (ShardrecException refused) {
+      why.addSuppressed(refused);
+    }
+    return why;
+  }
+
+  /** A buffer whose size is not {@code need}, which the library refuses in place of a bad one. */
+  static java.nio.FloatBuffer decoy(long need) {
+    return Buffers.floats(need == 1 ? 2 : 1);
+  }
+
   /** Makes the backward that every rank fails; returns {@code why} to throw. */
   static IllegalArgumentException backward(long handle, IllegalArgumentException why) {
     try {

@@ -1,7 +1,7 @@
 // A buffer the binding refuses on one rank (wrong size or kind, bad shape) fails the collective
-// forward or backward on every rank in the same call, and the ranks stay in step: the refusing
-// rank throws IllegalArgumentException, the others ShardrecException (EINVAL, naming the rank),
-// and the step that follows trains exactly as if nothing had been refused.
+// forward, backward or weight/state accessor on every rank in the same call, and the ranks stay
+// in step: the refusing rank throws IllegalArgumentException, the others ShardrecException
+// (EINVAL, naming the rank), and training goes on exactly as if nothing had been refused.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -70,6 +70,15 @@ class RefusedBuffersTest {
                 Buffers.of(grad), bad ? new long[] {-1, coll.outputDim()} : shape));
             coll.backward(grad);
             assertEquals(1, coll.numSteps());
+            // The collective weight and state accessors: a short buffer, a heap one, a long one.
+            int n = (int) (Training.ROWS[1] * Training.DIMS[1]);
+            refusedTogether(rank, 1, bad -> coll.getWeights("t1", Buffers.floats(bad ? n - 1 : n)));
+            float[] w1 = coll.getWeights("t1");
+            refusedTogether(rank, 0, bad -> coll.setWeights(
+                "t1", bad ? FloatBuffer.wrap(new float[n]) : Buffers.of(w1)));
+            float[] m1 = coll.getState("t1", "momentum1");
+            refusedTogether(rank, 1,
+                            bad -> coll.setState("t1", "momentum1", bad ? new float[n + 1] : m1));
             return Training.weights(coll);
           }
         }));
