@@ -53,9 +53,11 @@ public final class DynamicTableStats {
 
   @Override
   public String toString() {
-    return "DynamicTableStats(size=" + size + ", capacity=" + capacity + ", capacityBytes="
-        + capacityBytes + ", inserted="
-        + totalInserted + ", evicted=" + totalEvicted + ", rejectedAdmission="
-        + totalRejectedAdmission + ", rejectedFull=" + totalRejectedFull + ")";
+    return "DynamicTableStats(size=" + size + ", capacity=" + capacity + ", loadFactor="
+        + loadFactor + ", last: inserted=" + lastInserted + " evicted=" + lastEvicted
+        + " rejectedAdmission=" + lastRejectedAdmission + " rejectedFull=" + lastRejectedFull
+        + ", total: inserted=" + totalInserted + " evicted=" + totalEvicted
+        + " rejectedAdmission=" + totalRejectedAdmission + " rejectedFull=" + totalRejectedFull
+        + ", metadataBytes=" + metadataBytes + ", capacityBytes=" + capacityBytes + ")";
   }
 }
