@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -24,85 +23,50 @@ func refusedTogether(t *testing.T, rank, bad int, call func(refused bool) error)
 }
 
 func TestRefusedTensorsFailEveryRankAndKeepTheRanksInStep(t *testing.T) {
-	plan1 := testPlan(t, 1)
-	defer plan1.Close()
-	comms1, err := NewLocalGroup(1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer comms1[0].Close()
-	coll1, err := NewEmbeddingCollection(plan1, comms1[0], adagrad(), &EmbeddingOptions{Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer coll1.Close()
-	single := trainSteps(t, coll1, 1, 0, 2)
-
-	plan2 := testPlan(t, 2)
-	defer plan2.Close()
-	comms, err := NewLocalGroup(2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	results := make([][][]float32, 2)
-	var wg sync.WaitGroup
-	for r := 0; r < 2; r++ {
-		wg.Add(1)
-		go func(rank int) {
-			defer wg.Done()
-			coll, err := NewEmbeddingCollection(plan2, comms[rank], adagrad(), &EmbeddingOptions{Seed: 7})
-			if err != nil {
-				t.Errorf("rank %d: %v", rank, err)
-				return
+	_, single := singleRank(t, 1)
+	results := onTwoRanks(t, func(rank int, coll *EmbeddingCollection) [][]float32 {
+		k := batch(0, rank, 1)
+		dim, err := coll.OutputDim()
+		if err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+			return nil
+		}
+		need := int(k.BatchSize) * int(dim)
+		shape := []int64{k.BatchSize, dim}
+		// A shape of one more row than the buffer on rank 1, then a negative extent on rank 0.
+		refusedTogether(t, rank, 1, func(bad bool) error {
+			if bad {
+				return coll.ForwardTensor(k, make([]float32, need), []int64{k.BatchSize + 1, dim})
 			}
-			defer coll.Close()
-			k := batch(0, rank, 1)
-			dim, err := coll.OutputDim()
-			if err != nil {
-				t.Errorf("rank %d: %v", rank, err)
-				return
+			return coll.ForwardTensor(k, make([]float32, need), shape)
+		})
+		refusedTogether(t, rank, 0, func(bad bool) error {
+			if bad {
+				return coll.ForwardTensor(k, make([]float32, need), []int64{-1, dim})
 			}
-			need := int(k.BatchSize) * int(dim)
-			shape := []int64{k.BatchSize, dim}
-			// A shape of one more row than the buffer on rank 1, then a negative extent on rank 0.
-			refusedTogether(t, rank, 1, func(bad bool) error {
-				if bad {
-					return coll.ForwardTensor(k, make([]float32, need), []int64{k.BatchSize + 1, dim})
-				}
-				return coll.ForwardTensor(k, make([]float32, need), shape)
-			})
-			refusedTogether(t, rank, 0, func(bad bool) error {
-				if bad {
-					return coll.ForwardTensor(k, make([]float32, need), []int64{-1, dim})
-				}
-				return coll.ForwardTensor(k, make([]float32, need), shape)
-			})
-			out := make([]float32, need)
-			if err := coll.ForwardTensor(k, out, shape); err != nil {
-				t.Errorf("rank %d: %v", rank, err)
-				return
+			return coll.ForwardTensor(k, make([]float32, need), shape)
+		})
+		out := make([]float32, need)
+		if err := coll.ForwardTensor(k, out, shape); err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+			return nil
+		}
+		for i := range out {
+			out[i] /= float32(k.BatchSize)
+		}
+		// The gradient one float short of its shape on rank 1.
+		refusedTogether(t, rank, 1, func(bad bool) error {
+			if bad {
+				return coll.BackwardTensor(out[:need-1], shape)
 			}
-			for i := range out {
-				out[i] /= float32(k.BatchSize)
-			}
-			// The gradient one float short of its shape on rank 1.
-			refusedTogether(t, rank, 1, func(bad bool) error {
-				if bad {
-					return coll.BackwardTensor(out[:need-1], shape)
-				}
-				return coll.BackwardTensor(out, shape)
-			})
-			if err := coll.BackwardTensor(out, shape); err != nil {
-				t.Errorf("rank %d: %v", rank, err)
-				return
-			}
-			results[rank] = trainSteps(t, coll, 0, rank, 1)
-		}(r)
-	}
-	wg.Wait()
-	for _, c := range comms {
-		c.Close()
-	}
+			return coll.BackwardTensor(out, shape)
+		})
+		if err := coll.BackwardTensor(out, shape); err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+			return nil
+		}
+		return trainSteps(t, coll, 0, rank, 1)
+	})
 	if t.Failed() {
 		return
 	}

@@ -107,8 +107,9 @@ func adagrad() *OptimizerConfig {
 	return &o
 }
 
-func TestTwoRankShardedTrainingEqualsSingleRank(t *testing.T) {
-	const steps = 4
+// singleRank returns every table's weights before and after `steps` steps at world size 1 on
+// the concatenated batches of two ranks (Adagrad, seed 7).
+func singleRank(t *testing.T, steps int) (initial, trained [][]float32) {
 	plan1 := testPlan(t, 1)
 	defer plan1.Close()
 	comms1, err := NewLocalGroup(1, nil)
@@ -121,9 +122,13 @@ func TestTwoRankShardedTrainingEqualsSingleRank(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer coll1.Close()
-	initial := trainSteps(t, coll1, 0, 0, 2)
-	single := trainSteps(t, coll1, steps, 0, 2)
+	initial = trainSteps(t, coll1, 0, 0, 2)
+	return initial, trainSteps(t, coll1, steps, 0, 2)
+}
 
+// onTwoRanks runs body on a world-2 collection of the test plan per rank (goroutines; Adagrad,
+// seed 7) and returns what each rank's body returned.
+func onTwoRanks(t *testing.T, body func(rank int, coll *EmbeddingCollection) [][]float32) [][][]float32 {
 	plan2 := testPlan(t, 2)
 	defer plan2.Close()
 	comms, err := NewLocalGroup(2, nil)
@@ -142,13 +147,22 @@ func TestTwoRankShardedTrainingEqualsSingleRank(t *testing.T) {
 				return
 			}
 			defer coll.Close()
-			results[rank] = trainSteps(t, coll, steps, rank, 1)
+			results[rank] = body(rank, coll)
 		}(r)
 	}
 	wg.Wait()
 	for _, c := range comms {
 		c.Close()
 	}
+	return results
+}
+
+func TestTwoRankShardedTrainingEqualsSingleRank(t *testing.T) {
+	const steps = 4
+	initial, single := singleRank(t, steps)
+	results := onTwoRanks(t, func(rank int, coll *EmbeddingCollection) [][]float32 {
+		return trainSteps(t, coll, steps, rank, 1)
+	})
 	if t.Failed() {
 		return
 	}

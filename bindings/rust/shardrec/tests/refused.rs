@@ -5,7 +5,7 @@
 use shardrec::{Code, Comm, CommOptions, EmbeddingCollection, EmbeddingOptions, Kjt, Optimizer, OptimizerType, Result};
 
 mod common;
-use common::{batch, plan_for, LOCAL_BATCH, TABLES};
+use common::{batch, on_ranks, plan_for, LOCAL_BATCH, TABLES};
 
 fn adagrad() -> Optimizer {
     Optimizer::new(OptimizerType::Adagrad, 0.1)
@@ -35,44 +35,29 @@ fn refused_tensors_fail_every_rank_and_keep_the_ranks_in_step() {
     let single: Vec<Vec<f32>> = TABLES.iter().map(|t| coll1.weights(t).unwrap()).collect();
 
     let plan2 = plan_for(2, OptimizerType::Adagrad);
-    let comms = Comm::local_group(2, &CommOptions::default()).unwrap();
-    let results: Vec<Vec<Vec<f32>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .enumerate()
-            .map(|(rank, mut comm)| {
-                let plan2 = &plan2;
-                s.spawn(move || {
-                    let opts = EmbeddingOptions { seed: 7, ..Default::default() };
-                    let mut coll = EmbeddingCollection::new(plan2, &mut comm, &adagrad(), &opts).unwrap();
-                    let (lengths, values) = batch(0, rank, 1);
-                    let b = LOCAL_BATCH as i64;
-                    let kjt = Kjt { batch_size: b, num_features: 3, lengths: &lengths, values: &values, weights: None };
-                    let dim = coll.output_dim().unwrap();
-                    let need = (b * dim) as usize;
-                    let shape = [b, dim];
-                    // A shape of one more row than the buffer on rank 1, a negative extent on rank 0.
-                    refused_together(rank, 1, |bad| {
-                        let s = if bad { [b + 1, dim] } else { shape };
-                        coll.forward_tensor(&kjt, &mut vec![0.0; need], &s)
-                    });
-                    refused_together(rank, 0, |bad| {
-                        let s = if bad { [-1, dim] } else { shape };
-                        coll.forward_tensor(&kjt, &mut vec![0.0; need], &s)
-                    });
-                    let mut out = vec![0.0f32; need];
-                    coll.forward_tensor(&kjt, &mut out, &shape).unwrap();
-                    let grad: Vec<f32> = out.iter().map(|v| v / b as f32).collect();
-                    // The gradient one float short of its shape on rank 1.
-                    refused_together(rank, 1, |bad| {
-                        coll.backward_tensor(if bad { &grad[..need - 1] } else { &grad }, &shape)
-                    });
-                    coll.backward_tensor(&grad, &shape).unwrap();
-                    TABLES.iter().map(|t| coll.weights(t).unwrap()).collect()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let results = on_ranks(&plan2, &adagrad(), |rank, coll| {
+        let (lengths, values) = batch(0, rank, 1);
+        let b = LOCAL_BATCH as i64;
+        let kjt = Kjt { batch_size: b, num_features: 3, lengths: &lengths, values: &values, weights: None };
+        let dim = coll.output_dim().unwrap();
+        let need = (b * dim) as usize;
+        let shape = [b, dim];
+        // A shape of one more row than the buffer on rank 1, a negative extent on rank 0.
+        refused_together(rank, 1, |bad| {
+            let s = if bad { [b + 1, dim] } else { shape };
+            coll.forward_tensor(&kjt, &mut vec![0.0; need], &s)
+        });
+        refused_together(rank, 0, |bad| {
+            let s = if bad { [-1, dim] } else { shape };
+            coll.forward_tensor(&kjt, &mut vec![0.0; need], &s)
+        });
+        let mut out = vec![0.0f32; need];
+        coll.forward_tensor(&kjt, &mut out, &shape).unwrap();
+        let grad: Vec<f32> = out.iter().map(|v| v / b as f32).collect();
+        // The gradient one float short of its shape on rank 1.
+        refused_together(rank, 1, |bad| coll.backward_tensor(if bad { &grad[..need - 1] } else { &grad }, &shape));
+        coll.backward_tensor(&grad, &shape).unwrap();
+        TABLES.iter().map(|t| coll.weights(t).unwrap()).collect::<Vec<Vec<f32>>>()
     });
     for t in 0..TABLES.len() {
         for (i, (got, want)) in results[0][t].iter().zip(&single[t]).enumerate() {

@@ -7,7 +7,7 @@ use shardrec::{
 };
 
 mod common;
-use common::{batch, plan, plan_for, DIMS, LOCAL_BATCH, ROWS, TABLES};
+use common::{batch, on_ranks, plan, plan_for, DIMS, LOCAL_BATCH, ROWS, TABLES};
 
 fn train(coll: &mut EmbeddingCollection, steps: usize, first: usize, ranks: usize) -> Vec<Vec<f32>> {
     for step in 0..steps {
@@ -36,22 +36,7 @@ fn two_rank_sharded_training_equals_single_rank() {
     let single = train(&mut coll1, steps, 0, 2);
 
     let plan2 = plan_for(2, OptimizerType::Adagrad);
-    let comms = Comm::local_group(2, &CommOptions::default()).unwrap();
-    let results: Vec<Vec<Vec<f32>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = comms
-            .into_iter()
-            .enumerate()
-            .map(|(rank, mut comm)| {
-                let plan2 = &plan2;
-                s.spawn(move || {
-                    let opts = EmbeddingOptions { seed: 7, ..Default::default() };
-                    let mut coll = EmbeddingCollection::new(plan2, &mut comm, &adagrad(), &opts).unwrap();
-                    train(&mut coll, steps, rank, 1)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let results = on_ranks(&plan2, &adagrad(), |rank, coll| train(coll, steps, rank, 1));
     for t in 0..3 {
         assert_eq!(results[0][t].len(), (ROWS[t] * DIMS[t] as i64) as usize);
         for (i, (got, want)) in results[0][t].iter().zip(&single[t]).enumerate() {

@@ -1,7 +1,10 @@
 //! The fixture shared by the integration tests: three tables, a plan that mixes shard types at
 //! world 2, and deterministic per-rank batches.
 #![allow(dead_code)]
-use shardrec::{Constraints, Feature, OptimizerType, Plan, ShardingType, Table, Topology};
+use shardrec::{
+    Comm, CommOptions, Constraints, EmbeddingCollection, EmbeddingOptions, Feature, Optimizer, OptimizerType,
+    Plan, ShardingType, Table, Topology,
+};
 
 pub const TABLES: [&str; 3] = ["t0", "t1", "t2"];
 pub const ROWS: [i64; 3] = [40, 30, 50];
@@ -50,4 +53,30 @@ pub fn batch(step: usize, first: usize, ranks: usize) -> (Vec<i32>, Vec<i64>) {
         }
     }
     (lengths, values)
+}
+
+/// `body(rank, collection)` on each rank of `plan`'s world as threads, every collection made with
+/// `optimizer` and seed 7; what each returned, by rank.
+pub fn on_ranks<T: Send>(
+    plan: &Plan,
+    optimizer: &Optimizer,
+    body: impl Fn(usize, &mut EmbeddingCollection) -> T + Sync,
+) -> Vec<T> {
+    let world = plan.world_size().expect("world size");
+    let comms = Comm::local_group(world as usize, &CommOptions::default()).expect("local group");
+    std::thread::scope(|s| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .enumerate()
+            .map(|(rank, mut comm)| {
+                let body = &body;
+                s.spawn(move || {
+                    let opts = EmbeddingOptions { seed: 7, ..Default::default() };
+                    let mut coll = EmbeddingCollection::new(plan, &mut comm, optimizer, &opts).expect("collection");
+                    body(rank, &mut coll)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
 }

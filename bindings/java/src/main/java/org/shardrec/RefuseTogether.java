@@ -1,10 +1,12 @@
 // The arguments of a collective embedding call that the binding refuses on this rank (a buffer
 // of the wrong kind or size, a bad shape) are refused by every rank in the same call: this rank
-// still makes the call, with no output or gradient view, which the library refuses on it and
-// reports to the others (docs/semantics.md, "Validation before any change"). Throwing before
-// the call instead would leave the other ranks' call to pair with this rank's next one.
+// still makes the call, with no output or gradient view or with a decoy buffer, which the library
+// refuses on it and reports to the others (docs/semantics.md, "Validation before any change").
+// Throwing before the call instead would leave the other ranks' call to pair with this rank's
+// next one.
 package org.shardrec;
 
+import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 
 final class RefuseTogether {
@@ -12,29 +14,6 @@ final class RefuseTogether {
 
   // One float against a shape of two: the native helper finds the mismatch and passes no view.
   private static final long[] MISMATCH = {2};
-
-  /** Makes the forward of {@code batch} that every rank fails; returns {@code why} to throw. */
-  static IllegalArgumentException forward(long handle, Kjt batch, IllegalArgumentException why) {
-    // No batch: an empty one, which the library refuses with the view (its feature count).
-    Kjt b = batch != null ? batch : Kjt.of(0, 0, new int[0], new long[0]);
-    try {
-      Native.bind_embedding_forward_tensor(handle, b.batchSize, b.numFeatures, b.lengths,
-                                           b.values, b.weights, Buffers.floats(1), MISMATCH);
-    } catch (ShardrecException refused) {
-      why.addSuppressed(refused);
-    }
-    return why;
-  }
-
-  /** As forward, for the waited batch of the pipelined input distribution. */
-  static IllegalArgumentException forwardDistributed(long handle, IllegalArgumentException why) {
-    try {
-      Native.bind_embedding_forward_distributed_tensor(handle, Buffers.floats(1), MISMATCH);
-    } catch (ShardrecException refused) {
-      why.addSuppressed(refused);
-    }
-    return why;
-  }
 
   /** Makes {@code call}, which every rank fails (it passes a decoy); returns {@code why}. */
   static IllegalArgumentException call(Runnable call, IllegalArgumentException why) {
@@ -47,17 +26,28 @@ final class RefuseTogether {
   }
 
   /** A buffer whose size is not {@code need}, which the library refuses in place of a bad one. */
-  static java.nio.FloatBuffer decoy(long need) {
+  static FloatBuffer decoy(long need) {
     return Buffers.floats(need == 1 ? 2 : 1);
+  }
+
+  /** Makes the forward of {@code batch} that every rank fails; returns {@code why} to throw. */
+  static IllegalArgumentException forward(long handle, Kjt batch, IllegalArgumentException why) {
+    // No batch: an empty one, which the library refuses with the view (its feature count).
+    Kjt b = batch != null ? batch : Kjt.of(0, 0, new int[0], new long[0]);
+    return call(() -> Native.bind_embedding_forward_tensor(handle, b.batchSize, b.numFeatures,
+                                                           b.lengths, b.values, b.weights,
+                                                           Buffers.floats(1), MISMATCH), why);
+  }
+
+  /** As forward, for the waited batch of the pipelined input distribution. */
+  static IllegalArgumentException forwardDistributed(long handle, IllegalArgumentException why) {
+    return call(() -> Native.bind_embedding_forward_distributed_tensor(
+        handle, Buffers.floats(1), MISMATCH), why);
   }
 
   /** Makes the backward that every rank fails; returns {@code why} to throw. */
   static IllegalArgumentException backward(long handle, IllegalArgumentException why) {
-    try {
-      Native.bind_embedding_backward_tensor(handle, Buffers.floats(1), MISMATCH);
-    } catch (ShardrecException refused) {
-      why.addSuppressed(refused);
-    }
-    return why;
+    return call(() -> Native.bind_embedding_backward_tensor(handle, Buffers.floats(1), MISMATCH),
+                why);
   }
 }
