@@ -226,7 +226,8 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
         "input_dist_wait and forward_distributed first");
   ScopedTimer total(&s_.timings.total_seconds);
   // What stream-ordered calls left to learn is learnt first: before the input distribution when
-  // it has no wait of its own, else after its counts exchange (whose wait delivers it).
+  // it has no wait of its own, else after its counts exchange (whose wait delivers it). Such a
+  // failure is an earlier call's, not this batch's: the batch a backward trains stays as it was.
   SR_RETURN_IF_ERROR(engine_->SettleBeforeInput());
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   Status s;
@@ -234,12 +235,25 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
     ScopedTimer phase(&s_.timings.input_dist_seconds);
     s = engine_->DistributeInput(batch, rejected, rb.get());
   }
-  if (s.ok()) s = engine_->SettleAfterInput();
+  if (!s.ok()) {
+    spare_ = std::move(rb);
+    return Forwarded(s);
+  }
+  s = engine_->SettleAfterInput();
   if (!s.ok()) {
     spare_ = std::move(rb);
     return s;
   }
-  return Distribute(std::move(rb), out, out_len, Status::Ok(), device_out);
+  return Forwarded(Distribute(std::move(rb), out, out_len, Status::Ok(), device_out));
+}
+
+Status EmbeddingCollection::Forwarded(const Status& s) {
+  // A forward whose batch failed, anywhere from its input exchange on, leaves no batch to train:
+  // the batch before it (whose backward may not have run yet) must not take this forward's
+  // gradient. The failure is every rank's (the forward's exchanges and agreements make it so),
+  // and so is the refusal of the next backward.
+  last_forward_failed_ = !s.ok();
+  return s;
 }
 
 Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rejected) {
@@ -313,7 +327,7 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
                                     ? "no input distribution was started"
                                     : "call input_dist_wait before forward_distributed");
   ScopedTimer total(&s_.timings.total_seconds);
-  return Distribute(std::move(pending_), out, out_len, rejected, device_out);
+  return Forwarded(Distribute(std::move(pending_), out, out_len, rejected, device_out));
 }
 
 Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
@@ -348,8 +362,7 @@ Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status
   s_.current_consumed = false;
   // A batch whose exchanges went through but whose output this rank refused stays the one its
   // backward applies to, so that backward takes part in the step with the batch its peers have
-  // (and rejects it on every rank).
-  current_rejected_ = !local.ok();
+  // (and rejects it on every rank: the forward failed here, Forwarded).
   current_evaluated_ = !s_.training;
   if (!local.ok()) return local;
   ++s_.timings.forwards;
@@ -365,6 +378,10 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
   Status local = rejected;
   if (!local.ok()) {
     // The caller's verdict stands.
+  } else if (last_forward_failed_) {
+    local = Status::InvalidUsage(
+        "backward needs a forward first: this rank's last forward failed (its error said why), so "
+        "there is no batch to train");
   } else if (s_.current == nullptr || s_.current_consumed) {
     local = Status::InvalidUsage("backward needs a forward first (one backward per forward)");
   } else if (current_evaluated_) {
@@ -372,10 +389,6 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
         "backward of an evaluation forward: that forward ran with training off "
         "(shardrec_embedding_set_training(coll, 0)), so it recorded nothing to train; set "
         "training on before the forward of a training step");
-  } else if (current_rejected_) {
-    local = Status::InvalidUsage(
-        "backward needs a forward first: this rank's last forward failed (its output buffer was "
-        "refused), so its batch cannot be trained");
   } else {
     const size_t rows =
         static_cast<size_t>(s_.layout.sequence ? s_.current->num_values : s_.current->batch_size);

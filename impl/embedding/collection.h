@@ -167,6 +167,8 @@ class EmbeddingCollection {
   Status FindState(int32_t table, const std::string& state, int32_t* index) const;
   // Local checks shared by the weight and state accessors (before the collective agreement);
   // `state` null means the weights (*s = -1).
+  // Notes whether the batch of a Forward / ForwardDistributed failed, for the next backward.
+  Status Forwarded(const Status& s);
   Status CheckAccess(const std::string& table, const std::string* state, const float* data,
                      size_t len, const char* what, int32_t* t, int32_t* s) const;
   Status Gather(int32_t table, int32_t state, float* out);
@@ -181,7 +183,7 @@ class EmbeddingCollection {
   std::unique_ptr<RoutedBatch> pending_;
   std::unique_ptr<RoutedBatch> spare_;
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
-  bool current_rejected_ = false;             // this rank refused s_.current's output (Finish)
+  bool last_forward_failed_ = false;          // the last Forward / ForwardDistributed failed
   bool current_evaluated_ = false;            // s_.current came from an evaluation forward (Finish)
 };
 

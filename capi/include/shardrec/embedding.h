@@ -230,7 +230,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_e
  * @param stream   Ignored: a GPU collection returns after its device work is complete (@p grad
  *                 is host memory, read before the call returns).
  * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong size here or a rejection on another rank;
- *         SHARDREC_EUSAGE without a preceding forward; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE;
+ *         SHARDREC_EUSAGE without a preceding forward, or when the last forward failed (on
+ *         any rank: the batch before it is not trained with this gradient);
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE;
  *         SHARDREC_ECUDA / SHARDREC_ETIMEOUT when a GPU collection's device work fails (after
  *         the gradient exchange: the step may then be partly applied on that rank). A GPU
  *         collection first returns what an earlier stream-ordered backward found, when one is

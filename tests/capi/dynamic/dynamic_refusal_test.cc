@@ -102,6 +102,47 @@ TEST(DynamicTableRefusal, WrongOutputLengthInsertsNothingOnAnyRank) {
   RejectedForwardInsertsNothing(2, Spoil::kOutputLength);
 }
 
+// A forward whose backward has not run yet, then a forward the ranks refuse together (rank 1's
+// output length): the backward that follows fails on every rank instead of training the first
+// batch with the second one's gradient, and nothing steps.
+TEST(DynamicTableRefusal, RefusedForwardLeavesNoBatchToTrain) {
+  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, 96, 24);
+  const auto batches = MakeDynBatches(s);
+  const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const int64_t dim = DynOutputDim(s);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    KjtHolder kjt(batches[0][r], s.base.num_features, false);
+    std::vector<float> out(static_cast<size_t>(batches[0][r].batch_size * dim));
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    const size_t bad_len = r == 1 ? out.size() - 1 : out.size();
+    EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), bad_len, nullptr),
+              SHARDREC_EINVAL);
+    const auto& g = grads[0][r];
+    EXPECT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_EUSAGE);
+    EXPECT_NE(std::string(shardrec_last_error()).find("last forward failed"), std::string::npos)
+        << shardrec_last_error();
+    int64_t steps = -1;
+    ASSERT_EQ(shardrec_embedding_num_steps(c, &steps), SHARDREC_OK);
+    EXPECT_EQ(steps, 0) << "rank " << r;
+    // A forward that goes through makes its batch the one to train again.
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  });
+}
+
 // A data-parallel table gathers its ids only after the agreement, and a node-local one routes
 // after it: a refused forward inserts nothing there either.
 TEST(DynamicTableRefusal, RejectedForwardInsertsNothingDataParallelAndNodeLocal) {

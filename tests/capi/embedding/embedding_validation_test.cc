@@ -189,6 +189,32 @@ TEST_F(EmbeddingValidation, BadBatchesChangeNothingOnAnyRank) {
   }
 }
 
+TEST_F(EmbeddingValidation, FailedForwardLeavesNoBatchToTrain) {
+  // A forward whose backward has not run yet, then a forward rank 1's batch fails: the backward
+  // that follows must not train the first batch with the second one's gradient, on any rank.
+  Run([&](int r, shardrec_embedding_t* c) {
+    KjtHolder kjt(batches_[1][r], s_.num_features, false);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim));
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK);
+    const auto before = Snapshot(c, s_);
+    shardrec_kjt_view_t bad = *kjt.view();
+    if (r == 1) bad.num_values = 0;  // the lengths no longer sum to it
+    EXPECT_EQ(shardrec_embedding_forward(c, &bad, out.data(), out.size(), nullptr),
+              SHARDREC_EINVAL);
+    const auto& g = grads_[1][r];
+    EXPECT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_EUSAGE);
+    EXPECT_NE(std::string(shardrec_last_error()).find("last forward failed"), std::string::npos)
+        << shardrec_last_error();
+    EXPECT_TRUE(BitEqual(before, Snapshot(c, s_))) << "rank " << r;
+    int64_t steps = 0;
+    shardrec_embedding_num_steps(c, &steps);
+    EXPECT_EQ(steps, 1);
+  });
+}
+
 TEST_F(EmbeddingValidation, NullBatchIsRejectedCollectively) {
   Run([&](int r, shardrec_embedding_t* c) {
     const auto before = Snapshot(c, s_);
