@@ -23,7 +23,7 @@ Status SortedOrder(const int64_t* ids, size_t n, const std::string& table, const
   std::sort(order->begin(), order->end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
   for (size_t i = 1; i < n; ++i)
     if (ids[(*order)[i]] == ids[(*order)[i - 1]])
-      return Status::InvalidArgument("delta of table ", table, ": ", what, " names id ",
+      return Status::InvalidArgument("delta of table ", table, ": ", what, " name id ",
                                      ids[(*order)[i]], " twice");
   return Status::Ok();
 }
