@@ -78,6 +78,17 @@ class EmbeddingValidation : public ::testing::Test {
         << shardrec_last_error();
   }
 
+  // A forward of `kjt` (batches_[step][r]) that must go through; its output, the right size.
+  std::vector<float> ForwardOk(int r, shardrec_embedding_t* c, int step, const KjtHolder& kjt) {
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    std::vector<float> out(static_cast<size_t>(batches_[step][r].batch_size * dim));
+    EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    return out;
+  }
+
   Scenario s_;
   std::vector<std::vector<RefBatch>> batches_;
   std::vector<std::vector<std::vector<float>>> grads_;
@@ -194,11 +205,7 @@ TEST_F(EmbeddingValidation, FailedForwardLeavesNoBatchToTrain) {
   // that follows must not train the first batch with the second one's gradient, on any rank.
   Run([&](int r, shardrec_embedding_t* c) {
     KjtHolder kjt(batches_[1][r], s_.num_features, false);
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(c, &dim);
-    std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim));
-    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-              SHARDREC_OK);
+    std::vector<float> out = ForwardOk(r, c, 1, kjt);
     const auto before = Snapshot(c, s_);
     shardrec_kjt_view_t bad = *kjt.view();
     if (r == 1) bad.num_values = 0;  // the lengths no longer sum to it
@@ -235,11 +242,7 @@ TEST_F(EmbeddingValidation, NullBatchIsRejectedCollectively) {
 TEST_F(EmbeddingValidation, BadGradientOnOneRankChangesNothing) {
   Run([&](int r, shardrec_embedding_t* c) {
     KjtHolder kjt(batches_[1][r], s_.num_features, false);
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(c, &dim);
-    std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim));
-    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-              SHARDREC_OK);
+    ForwardOk(r, c, 1, kjt);
     const auto before = Snapshot(c, s_);
     const auto& g = grads_[1][r];
     shardrec_status_t rc =
