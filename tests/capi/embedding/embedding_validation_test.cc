@@ -66,27 +66,26 @@ class EmbeddingValidation : public ::testing::Test {
   }
   void Step(int r, shardrec_embedding_t* c, int step) {
     KjtHolder kjt(batches_[step][r], s_.num_features, false);
-    int64_t dim = 0;
-    shardrec_embedding_output_dim(c, &dim);
-    std::vector<float> out(static_cast<size_t>(batches_[step][r].batch_size * dim));
-    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-              SHARDREC_OK)
-        << shardrec_last_error();
+    if (!ForwardOk(r, c, step, kjt)) return;
     ASSERT_EQ(
         shardrec_embedding_backward(c, grads_[step][r].data(), grads_[step][r].size(), nullptr),
         SHARDREC_OK)
         << shardrec_last_error();
   }
 
-  // A forward of `kjt` (batches_[step][r]) that must go through; its output, the right size.
-  std::vector<float> ForwardOk(int r, shardrec_embedding_t* c, int step, const KjtHolder& kjt) {
+  // A forward of `kjt` (batches_[step][r]) that must go through, into `out` (when given) sized
+  // for it; whether it went through.
+  bool ForwardOk(int r, shardrec_embedding_t* c, int step, const KjtHolder& kjt,
+                 std::vector<float>* out = nullptr) {
     int64_t dim = 0;
     shardrec_embedding_output_dim(c, &dim);
-    std::vector<float> out(static_cast<size_t>(batches_[step][r].batch_size * dim));
-    EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    return out;
+    std::vector<float> own;
+    if (out == nullptr) out = &own;
+    out->assign(static_cast<size_t>(batches_[step][r].batch_size * dim), 0.0f);
+    const shardrec_status_t rc =
+        shardrec_embedding_forward(c, kjt.view(), out->data(), out->size(), nullptr);
+    EXPECT_EQ(rc, SHARDREC_OK) << shardrec_last_error();
+    return rc == SHARDREC_OK;
   }
 
   Scenario s_;
@@ -205,7 +204,8 @@ TEST_F(EmbeddingValidation, FailedForwardLeavesNoBatchToTrain) {
   // that follows must not train the first batch with the second one's gradient, on any rank.
   Run([&](int r, shardrec_embedding_t* c) {
     KjtHolder kjt(batches_[1][r], s_.num_features, false);
-    std::vector<float> out = ForwardOk(r, c, 1, kjt);
+    std::vector<float> out;
+    ASSERT_TRUE(ForwardOk(r, c, 1, kjt, &out));
     const auto before = Snapshot(c, s_);
     shardrec_kjt_view_t bad = *kjt.view();
     if (r == 1) bad.num_values = 0;  // the lengths no longer sum to it
@@ -242,7 +242,7 @@ TEST_F(EmbeddingValidation, NullBatchIsRejectedCollectively) {
 TEST_F(EmbeddingValidation, BadGradientOnOneRankChangesNothing) {
   Run([&](int r, shardrec_embedding_t* c) {
     KjtHolder kjt(batches_[1][r], s_.num_features, false);
-    ForwardOk(r, c, 1, kjt);
+    ASSERT_TRUE(ForwardOk(r, c, 1, kjt));
     const auto before = Snapshot(c, s_);
     const auto& g = grads_[1][r];
     shardrec_status_t rc =
