@@ -1,6 +1,7 @@
 // The dynamic-table part of a replica sync (docs/dynamic-tables.md, "2D merge"): every replica
-// gathers the rows, optimizer states and metadata of every replica's dynamic shards, then each
-// rebuilds its shards from the same merged data, so the replicas agree on keys, slots and values.
+// gathers the rows, optimizer states and metadata of every replica's dynamic shards (after the
+// first merge, only of the ids some replica changed since the last one), then each rebuilds its
+// shards from the same merged data, so the replicas agree on keys, slots and values.
 #pragma once
 
 #include <cstdint>
@@ -14,18 +15,32 @@ namespace shardrec::replica {
 
 class DynamicMerge {
  public:
-  // Collective over `replica` (two all-gathers): packs this replica's dynamic shards and gathers
-  // every replica's. Changes nothing. kInvalidArgument, on every replica, when the replicas'
-  // dynamic shards differ in tables, blocks, capacities, dtypes or optimizer states (different
-  // plans); whatever the collectives return. `weights_only`: each replica keeps its own optimizer
-  // state of the ids it held (the holders' average for the others).
+  // Collective over `replica`: packs this replica's dynamic shards and gathers every replica's.
+  // Changes nothing. When every replica has tracked its shards since the last merge (and, unless
+  // `weights_only`, that merge wrote the optimizer states too) and the replicas changed fewer
+  // than half as many ids as they hold rows, only the rows of the ids some replica changed since
+  // are gathered, and the rows no replica changed are taken from this
+  // replica's own shard; a digest of those rows' metadata checks that every replica holds them
+  // alike, and when one does not (a sync that failed on some replicas only) every row is gathered
+  // instead. Two all-gathers when every row is gathered, four when only the changed ones are (five
+  // when the digests differ). kInvalidArgument, on every replica, when the replicas' dynamic
+  // shards differ in tables, blocks, capacities, dtypes or optimizer states (different plans);
+  // whatever the collectives return. `weights_only`: each replica keeps its own optimizer state of
+  // the ids it held (the holders' average for the others).
   Status Gather(embedding::EmbeddingCollection& coll, comm::Communicator& replica,
                 bool weights_only);
   // Rebuilds every local dynamic shard from the gathered rows (memory only: cannot fail); slots
-  // beyond the merged rows, the zero row among them, are cleared.
+  // beyond the merged rows, the zero row among them, are cleared. Each shard then tracks its
+  // changes until the next merge.
   void Commit(embedding::EmbeddingCollection& coll);
   // Rows of the union left out for want of slots, summed over the local dynamic shards.
   int64_t evicted() const { return evicted_; }
+  // Bytes this replica sent in the gathers (its rows and metadata); what the sync stats count.
+  size_t sent_bytes() const { return sent_bytes_; }
+  // Collectives the last Gather issued.
+  int collectives() const { return collectives_; }
+  // Whether the last Gather gathered only the changed rows.
+  bool incremental() const { return incremental_; }
 
  private:
   // One local dynamic shard: where its tensors are and how wide their rows.
@@ -34,11 +49,42 @@ class DynamicMerge {
     std::vector<embedding::dynamic::MergeTensor> tensors;
     std::vector<uint8_t*> data;  // per tensor: slot 0
     std::vector<size_t> stride;  // per tensor: bytes between slots
+    // Incremental gathers: the ids any replica changed since the last merge (ascending), and
+    // the slots of this replica's rows that no replica changed (ascending ids).
+    std::vector<int64_t> changed;
+    std::vector<int32_t> clean_slots;
   };
+  // Collective: every replica's changed ids (`mine`: per shard its count, then its ids;
+  // `lengths`: each replica's length of that), into each Local's `changed` (their union).
+  Status GatherChanged(const std::vector<int64_t>& mine, const std::vector<size_t>& lengths,
+                       comm::Communicator& replica);
+  // Collective: the changed ids, then the digests of the rows no replica changed; when they agree,
+  // the rows of the changed ids (incremental_ set); otherwise nothing more (the caller gathers
+  // every row).
+  Status GatherIncremental(const std::vector<const embedding::dynamic::DynamicShard*>& shards,
+                           const std::vector<int64_t>& changed,
+                           const std::vector<size_t>& changed_lengths, comm::Communicator& replica);
+  // `l`'s clean_slots: the slots of `shard` whose ids are not in l->changed, in the ids' order.
+  void FindClean(const embedding::dynamic::DynamicShard& shard, Local* l) const;
+  // The bytes Pack writes when it packs every live row.
+  size_t FullBytes(const std::vector<const embedding::dynamic::DynamicShard*>& shards) const;
+  // This replica's contribution: per local shard i, its rows at the slots rows_of(i) lists.
+  template <typename Slots>
+  std::vector<uint8_t> Pack(const std::vector<const embedding::dynamic::DynamicShard*>& shards,
+                            Slots&& rows_of) const;
+  // Collective: every replica's `mine` (replica r's of sizes[r] bytes), into gathered_.
+  Status GatherPayload(const std::vector<uint8_t>& mine, const std::vector<size_t>& sizes,
+                       comm::Communicator& replica);
+
   std::vector<Local> locals_;
   std::vector<uint8_t> gathered_;
   std::vector<size_t> sizes_;  // bytes per replica
   int self_ = 0;
+  int replicas_ = 0;
+  bool weights_only_ = false;
+  bool incremental_ = false;
+  size_t sent_bytes_ = 0;
+  int collectives_ = 0;
   int64_t evicted_ = 0;
 };
 

@@ -75,10 +75,9 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   // A GPU collection's stream-ordered calls finish (and report) before its arenas are averaged.
   SR_RETURN_IF_ERROR(coll.Synchronize());
   // Replicas of a dynamic table may hold different ids in one slot: its shards merge by key
-  // (dynamic_merge.h). Their rows are gathered first, so a failed or refused gather changes
-  // nothing; the arena average below also averages their slots, which the merge then overwrites.
-  // A data-parallel dynamic table agreed over the world is neither merged nor averaged
-  // (sync_scope.h).
+  // (dynamic_merge.h) and are cut out of the arena average (CutDynamic). Their rows are gathered
+  // first, so a failed or refused gather changes nothing. A data-parallel dynamic table agreed
+  // over the world is neither merged nor averaged (sync_scope.h).
   DynamicMerge merge;
   const int replicas = replica_->Size();
   bool dynamic = false;
@@ -102,7 +101,7 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
     on_device.push_back(b);
     if (b.device.is_host()) on_device.back().data = nullptr;
   }
-  CutLeftAlone(coll, replicas, &buffers, &on_device);
+  CutDynamic(coll, replicas, &buffers, &on_device);
   if (!replica_->device().is_host()) {
     SR_RETURN_IF_ERROR(SyncOverDevice(&buffers, &on_device));
     if (dynamic) merge.Commit(coll);
@@ -117,7 +116,11 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   if (staged) SR_RETURN_IF_ERROR(StageIn(on_device, &buffers));
   SR_RETURN_IF_ERROR(SyncBuffers(*replica_, buffers, hook_, &staging_, &last_));
   if (staged) SR_RETURN_IF_ERROR(StageOut(on_device, buffers));
-  if (dynamic) merge.Commit(coll);
+  if (dynamic) {
+    merge.Commit(coll);
+    last_.bytes += merge.sent_bytes();
+    last_.collectives += merge.collectives();
+  }
   syncs_ += 1;
   return Status::Ok();
 }

@@ -12,12 +12,13 @@ bool SyncLeavesAlone(const embedding::EmbeddingCollection& coll, int32_t table, 
          coll.data_parallel_size() == coll.plan().world_size * replicas;
 }
 
-void CutLeftAlone(embedding::EmbeddingCollection& coll, int replicas,
-                  std::vector<SyncBuffer>* buffers,
-                  std::vector<embedding::ParamBuffer>* on_device) {
+void CutDynamic(embedding::EmbeddingCollection& coll, int replicas,
+                std::vector<SyncBuffer>* buffers, std::vector<embedding::ParamBuffer>* on_device) {
+  if (replicas <= 1) return;
   std::vector<std::pair<const uint8_t*, const uint8_t*>> cuts;  // byte ranges, sorted
   for (const embedding::ShardTensor& t : coll.ShardTensors()) {
-    if (!t.device.is_host() || !SyncLeavesAlone(coll, t.table, replicas)) continue;
+    if (!t.device.is_host() || !coll.layout().tables[static_cast<size_t>(t.table)].dynamic)
+      continue;
     const auto* p = static_cast<const uint8_t*>(t.data);
     cuts.emplace_back(p, p + static_cast<size_t>(t.rows) * static_cast<size_t>(t.row_stride) *
                                  DTypeSize(t.dtype));

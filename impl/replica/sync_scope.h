@@ -1,5 +1,6 @@
-// Which tables a replica sync touches: a data-parallel dynamic table whose data-parallel group is
-// the whole mesh is already the same on every rank, so the sync leaves it alone.
+// Which tables a replica sync averages: a data-parallel dynamic table whose data-parallel group is
+// the whole mesh is already the same on every rank, so the sync leaves it alone, and the other
+// dynamic tables are merged by key instead of averaged by slot.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +21,12 @@ namespace shardrec::replica {
 bool SyncLeavesAlone(const embedding::EmbeddingCollection& coll, int32_t table, int replicas);
 
 // Removes from `buffers` (host arenas; `on_device` is kept index-aligned with it) the elements of
-// the shards SyncLeavesAlone names: their weights and optimizer states. A buffer the cuts split
-// becomes its pieces; nothing else changes, so a collection without such a table syncs as before.
-void CutLeftAlone(embedding::EmbeddingCollection& coll, int replicas,
-                  std::vector<SyncBuffer>* buffers, std::vector<embedding::ParamBuffer>* on_device);
+// every dynamic shard (replicas > 1): their weights and optimizer states. The shards
+// SyncLeavesAlone names are the same on every replica already; the others are merged by key
+// (dynamic_merge.h), which rewrites every byte of them, so an average of their slots (which may
+// hold other ids on other replicas) would only be overwritten. A buffer the cuts split becomes
+// its pieces; nothing else changes, so a collection without dynamic tables syncs as before.
+void CutDynamic(embedding::EmbeddingCollection& coll, int replicas,
+                std::vector<SyncBuffer>* buffers, std::vector<embedding::ParamBuffer>* on_device);
 
 }  // namespace shardrec::replica

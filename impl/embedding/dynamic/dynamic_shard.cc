@@ -35,12 +35,14 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   tracking_ = false;
   dirty_.clear();
   tombstones_.clear();
+  StopMergeTracking();
 }
 
 size_t DynamicShard::metadata_bytes() const {
   return index_.bytes() + sketch_.bytes() + static_cast<size_t>(slots_) * (sizeof(SlotRecord)) +
          score_.size() * sizeof(double) + dirty_.size() * sizeof(uint64_t) +
-         tombstones_.capacity() * sizeof(int64_t);
+         tombstones_.capacity() * sizeof(int64_t) + merge_dirty_.size() * sizeof(uint64_t) +
+         evicted_since_.capacity() * sizeof(int64_t);
 }
 
 void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
@@ -50,6 +52,7 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
            counts.size() == ids.size());
   index_.Reset(slots_);
   ClearQueue();
+  StopMergeTracking();
   // base_: the oldest last-seen forward, or as old as 32 bits relative to `forwards` reach. A
   // checkpoint's values outside [base_, forwards] (only a file not written by us has them, or
   // rows unseen for 4 billion forwards) are clamped into it.
@@ -81,6 +84,22 @@ void DynamicShard::Mark() {
   tombstones_.clear();
 }
 
+void DynamicShard::MarkMerged(bool states) {
+  merge_baseline_ = states ? 2 : 1;
+  merge_dirty_.assign(static_cast<size_t>((slots_ + 63) / 64), 0);
+  evicted_since_.clear();
+}
+
+std::vector<int64_t> DynamicShard::ChangedSinceMerge() const {
+  std::vector<int64_t> out = evicted_since_;
+  for (size_t w = 0; w < merge_dirty_.size(); ++w)
+    for (uint64_t bits = merge_dirty_[w]; bits != 0; bits &= bits - 1)
+      out.push_back(records_[w * 64 + static_cast<size_t>(__builtin_ctzll(bits))].id);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<int64_t> DynamicShard::Ids() const {
   std::vector<int64_t> out(static_cast<size_t>(used_));
   for (size_t i = 0; i < out.size(); ++i) out[i] = records_[i].id;
@@ -109,6 +128,9 @@ void DynamicShard::Rebase() {
   }
   base_ = base;
   ClearQueue();
+  // Rows unseen for 2^32 forwards were clamped: their last-seen forwards no longer follow from
+  // the last merge (rare enough that the next merge may gather every row).
+  StopMergeTracking();
 }
 
 void DynamicShard::Translate(std::span<const IdSpan> ids, std::span<const CountSpan> counts,
@@ -230,6 +252,7 @@ void DynamicShard::Place() {
         index_.Prefetch(records_[static_cast<size_t>(victims_[v + kVictimAhead])].id);
       slot = victims_[v++];
       if (tracking_) tombstones_.push_back(records_[slot].id);
+      if (merge_baseline_ > 0) evicted_since_.push_back(records_[slot].id);
       index_.Erase(records_[slot].id, IdBase(), kIdStride);
       ++last_.evicted;
     } else {
@@ -273,7 +296,9 @@ int64_t DynamicShard::SetScores(std::span<const int64_t> ids, std::span<const do
     // An unchanged score (-0 is 0) keeps the row's place: noting it would only grow the side list.
     const bool changed = score_[s] != scores[i];
     score_[s] = scores[i];
-    if (changed) NoteForScore(s);
+    if (!changed) return;
+    NoteForScore(s);
+    SetMergeDirty(s);
   });
   return set;
 }

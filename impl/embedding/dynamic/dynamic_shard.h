@@ -87,6 +87,8 @@ class DynamicShard {
   // are relative to.
   int64_t forwards() const { return now_; }
   int64_t id(int64_t slot) const { return records_[static_cast<size_t>(slot)].id; }
+  int64_t last_seen(int64_t slot) const { return base_ + records_[static_cast<size_t>(slot)].seen; }
+  uint32_t count(int64_t slot) const { return records_[static_cast<size_t>(slot)].count; }
   // Per slot [0, size()): its id, last-seen forward and count, copied out (the shard keeps them
   // in one record per slot, see SlotRecord).
   std::vector<int64_t> Ids() const;
@@ -115,6 +117,19 @@ class DynamicShard {
   bool tracking() const { return tracking_; }
   bool dirty(int64_t slot) const { return (dirty_[slot >> 6] >> (slot & 63)) & 1u; }
   const std::vector<int64_t>& tombstones() const { return tombstones_; }
+
+  // Change tracking for the 2D merge (docs/dynamic-tables.md, "2D merge"), off until MarkMerged,
+  // which a merge calls once it has written the shard every replica of it now holds, and off
+  // again after a Restore or a Rebase (the shard no longer follows from that merge). While on,
+  // every id whose row, optimizer state or metadata may differ from the merge's is listed by
+  // ChangedSinceMerge: the ids of the slots a training forward saw or created or whose score
+  // changed (as for delta tracking), and the ids evicted since. `states`: the merge also wrote
+  // the optimizer states (a weights-and-state sync), so they too are the same on every replica.
+  void MarkMerged(bool states);
+  // 0: not tracking; 1: tracking since a weights-only merge; 2: since a weights-and-state merge.
+  int merge_baseline() const { return merge_baseline_; }
+  // The ids changed since MarkMerged (while tracking), ascending and distinct.
+  std::vector<int64_t> ChangedSinceMerge() const;
 
  private:
   // Translate's three phases: every id with a row is touched and becomes its slot, the others
@@ -187,8 +202,20 @@ class DynamicShard {
   bool tracking_ = false;
   std::vector<uint64_t> dirty_;  // one bit per slot, while tracking
   std::vector<int64_t> tombstones_;
+  int merge_baseline_ = 0;              // see merge_baseline()
+  std::vector<uint64_t> merge_dirty_;   // one bit per slot, while merge_baseline_ > 0
+  std::vector<int64_t> evicted_since_;  // ids evicted since MarkMerged, while tracking it
+  void SetMergeDirty(int64_t slot) {
+    if (merge_baseline_ > 0) merge_dirty_[slot >> 6] |= uint64_t{1} << (slot & 63);
+  }
   void SetDirty(int64_t slot) {
     if (tracking_) dirty_[slot >> 6] |= uint64_t{1} << (slot & 63);
+    SetMergeDirty(slot);
+  }
+  void StopMergeTracking() {
+    merge_baseline_ = 0;
+    merge_dirty_.clear();
+    evicted_since_.clear();
   }
   // Scratch of Translate, reused. Each occurrence of an id without a row is kept with where it
   // is written back, so its slot (or the zero row) reaches it from the sorted walk.

@@ -21,6 +21,7 @@ struct Key {
   double score = 0.0;
   size_t first = 0;  // its holders: holders_[first, first + n)
   size_t n = 0;
+  int64_t clean = -1;  // its row in CleanRows (held alike by every replica), or -1
 };
 
 struct Holder {
@@ -28,31 +29,22 @@ struct Holder {
   int64_t row = 0;
 };
 
-}  // namespace
-
-void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
-                   std::span<const MergeTensor> tensors, std::span<const ReplicaRows> replicas,
-                   int self, MergedShard* out) {
-  SR_CHECK(self >= 0 && static_cast<size_t>(self) < replicas.size());
-  *out = MergedShard{};
+// The keys of `replicas`' rows, ascending, with their holders in replica order.
+void KeysOfReplicas(std::span<const ReplicaRows> replicas, std::vector<Key>* keys,
+                    std::vector<Holder>* holders) {
   // Every (id, replica, row), by id then replica: each id's holders in replica order.
   std::vector<std::tuple<int64_t, int, int64_t>> all;
   for (size_t r = 0; r < replicas.size(); ++r) {
     const ReplicaRows& rr = replicas[r];
-    out->forwards = std::max(out->forwards, rr.forwards);
     for (size_t i = 0; i < rr.ids.size(); ++i)
       all.emplace_back(rr.ids[i], static_cast<int>(r), static_cast<int64_t>(i));
   }
   std::sort(all.begin(), all.end());
-  std::vector<Key> keys;
-  std::vector<Holder> holders;
-  holders.reserve(all.size());
-  bool scored = false;
-  for (const ReplicaRows& rr : replicas) scored = scored || !rr.scores.empty();
+  holders->reserve(all.size());
   for (size_t i = 0; i < all.size();) {
     Key k;
     k.id = std::get<0>(all[i]);
-    k.first = holders.size();
+    k.first = holders->size();
     bool first_score = true;
     for (; i < all.size() && std::get<0>(all[i]) == k.id; ++i) {
       const auto [id, r, row] = all[i];
@@ -63,11 +55,77 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
       const double score = rr.scores.empty() ? 0.0 : rr.scores[static_cast<size_t>(row)];
       k.score = first_score ? score : std::max(k.score, score);
       first_score = false;
-      holders.push_back({r, row});
+      holders->push_back({r, row});
     }
-    k.n = holders.size() - k.first;
-    keys.push_back(k);
+    k.n = holders->size() - k.first;
+    keys->push_back(k);
   }
+}
+
+// `keys` (ascending) with the clean rows' keys woven in by id (no id is in both).
+void AddClean(const CleanRows& clean, std::vector<Key>* keys) {
+  std::vector<Key> woven;
+  woven.reserve(keys->size() + clean.ids.size());
+  size_t a = 0;
+  for (size_t c = 0; c < clean.ids.size(); ++c) {
+    for (; a < keys->size() && (*keys)[a].id < clean.ids[c]; ++a) woven.push_back((*keys)[a]);
+    Key k;
+    k.id = clean.ids[c];
+    k.last_seen = clean.last_seen[c];
+    k.count = clean.counts[c];
+    k.score = clean.scores.empty() ? 0.0 : clean.scores[c];
+    k.n = static_cast<size_t>(clean.replicas);
+    k.clean = static_cast<int64_t>(c);
+    woven.push_back(k);
+  }
+  for (; a < keys->size(); ++a) woven.push_back((*keys)[a]);
+  keys->swap(woven);
+}
+
+// Row `row` of `clean`'s tensor `t` as merged into `to`: this replica's own bytes when it keeps
+// its own, else the average of the replicas' identical copies, summed in replica order as
+// MergeReplicas sums the rows sent (a sum of n equal fp32 values need not be n times the value).
+void MergeClean(const CleanRows& clean, size_t t, const MergeTensor& mt, size_t row, uint8_t* to) {
+  const size_t es = DTypeSize(mt.dtype);
+  const uint8_t* from = clean.tensors[t] + static_cast<size_t>(clean.slots[row]) * clean.strides[t];
+  if (mt.own_if_held || clean.replicas == 1) {
+    std::memcpy(to, from, mt.cols * es);
+    return;
+  }
+  const auto holders_n = static_cast<float>(clean.replicas);
+  if (mt.dtype == DType::kFloat32) {  // the common case, in a loop the compiler vectorizes
+    float* o = reinterpret_cast<float*>(to);
+    const float* x = reinterpret_cast<const float*>(from);
+    for (size_t c = 0; c < mt.cols; ++c) {
+      float sum = 0.0f;
+      for (int r = 0; r < clean.replicas; ++r) sum += x[c];
+      o[c] = sum / holders_n;
+    }
+    return;
+  }
+  for (size_t c = 0; c < mt.cols; ++c) {
+    const float x = LoadElement(mt.dtype, from + c * es);
+    float sum = 0.0f;
+    for (int r = 0; r < clean.replicas; ++r) sum += x;
+    StoreElement(mt.dtype, sum / holders_n, to + c * es);
+  }
+}
+
+}  // namespace
+
+void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
+                   std::span<const MergeTensor> tensors, std::span<const ReplicaRows> replicas,
+                   const CleanRows* clean, int self, MergedShard* out) {
+  SR_CHECK(self >= 0 && static_cast<size_t>(self) < replicas.size());
+  SR_CHECK(clean == nullptr || clean->replicas == static_cast<int>(replicas.size()));
+  *out = MergedShard{};
+  for (const ReplicaRows& rr : replicas) out->forwards = std::max(out->forwards, rr.forwards);
+  bool scored = clean != nullptr && !clean->scores.empty();
+  for (const ReplicaRows& rr : replicas) scored = scored || !rr.scores.empty();
+  std::vector<Key> keys;
+  std::vector<Holder> holders;
+  KeysOfReplicas(replicas, &keys, &holders);
+  if (clean != nullptr) AddClean(*clean, &keys);
   // Over capacity: the ids that leave first under the table's order (SCORE: lowest score, as a
   // forward evicts; LFU: fewest occurrences; otherwise, and for tables that never evict in
   // training, least recently seen; ties by id).
@@ -93,8 +151,10 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
         kept.push_back(keys[i]);
         continue;
       }
-      for (size_t h = keys[i].first; h < keys[i].first + keys[i].n; ++h)
-        if (holders[h].replica == self) out->gone.push_back(keys[i].id);
+      bool held = keys[i].clean >= 0;  // a clean row: every replica holds it
+      for (size_t h = keys[i].first; !held && h < keys[i].first + keys[i].n; ++h)
+        held = holders[h].replica == self;
+      if (held) out->gone.push_back(keys[i].id);
     }
     keys.swap(kept);
     out->evicted = excess;
@@ -129,6 +189,10 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
     for (size_t i = 0; i < n; ++i) {
       const Key& k = keys[i];
       uint8_t* to = dst.data() + i * row_bytes;
+      if (k.clean >= 0) {
+        MergeClean(*clean, t, mt, static_cast<size_t>(k.clean), to);
+        continue;
+      }
       const Holder* own = nullptr;
       if (mt.own_if_held)
         for (size_t h = k.first; h < k.first + k.n; ++h)

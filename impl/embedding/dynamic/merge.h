@@ -31,6 +31,19 @@ struct ReplicaRows {
   std::vector<const uint8_t*> tensors;  // per MergeTensor
 };
 
+// The rows of the shard that no replica changed since the last merge (DynamicShard::MarkMerged),
+// read from this replica's own shard: every replica holds each of them with the same bytes and
+// metadata, so none is gathered. Row i sits at slot slots[i] of each tensor (`tensors[t]` is slot
+// 0, `strides[t]` bytes between slots); ids ascending.
+struct CleanRows {
+  int replicas = 0;  // the replica group's size: each row's number of holders
+  std::vector<int64_t> ids, last_seen, counts;
+  std::vector<double> scores;  // SCORE tables; else empty
+  std::vector<int32_t> slots;
+  std::vector<const uint8_t*> tensors;  // per MergeTensor
+  std::vector<size_t> strides;
+};
+
 // The shard every replica holds after the merge: ids ascending (slot i holds ids[i]).
 struct MergedShard {
   int64_t forwards = 0;
@@ -45,7 +58,10 @@ struct MergedShard {
 
 // Merges `replicas` (the same shard on every replica of a group, in replica order) into a shard
 // of at most `slots` rows under `config`'s eviction order, as seen from replica `self` (only
-// `gone` and the own_if_held tensors depend on it). Per id: the weights and each state are the
+// `gone` and the own_if_held tensors depend on it). `clean` (may be null: none) adds rows held
+// by every replica alike that `replicas` do not list; they merge exactly as if every replica had
+// sent them (the same sums in the same order), so a merge of the changed rows plus the clean ones
+// equals the merge of every row. Per id: the weights and each state are the
 // fp32 sum over its holders in replica order divided by their number (16-bit storage widened,
 // rounded once); last seen, count and score (SCORE tables) take the maximum; the forward counter
 // and each admission counter take the maximum over all replicas. Over capacity the victims are
@@ -53,6 +69,6 @@ struct MergedShard {
 // seen; ties by id.
 void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
                    std::span<const MergeTensor> tensors, std::span<const ReplicaRows> replicas,
-                   int self, MergedShard* out);
+                   const CleanRows* clean, int self, MergedShard* out);
 
 }  // namespace shardrec::embedding::dynamic

@@ -18,7 +18,8 @@ using Rows = std::map<std::string, std::vector<float>>;
 using Table = std::map<int64_t, Rows>;
 
 // Both tables of a checkpoint in `dir` (docs/checkpoint-format.md, "Dynamic tables"), read from
-// its rank files' safetensors headers: per row block, the ids and each tensor's live rows.
+// its rank files' safetensors headers: per row block, the ids and each tensor's live rows (a
+// fixed table's stays empty).
 std::vector<Table> ReadCheckpoint(const std::string& dir);
 
 // Both tables' scores in a checkpoint in `dir` (SCORE tables: the "score" record of each row

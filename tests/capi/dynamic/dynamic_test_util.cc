@@ -111,7 +111,8 @@ PlanPtr MakeDynPlan(const DynScenario& s) {
     tables[t].init_low = rt.init_low;
     tables[t].init_high = rt.init_high;
     tables[t].dtype = rt.dtype;
-    tables[t].dynamic = s.fixed ? nullptr : &s.dynamic[t];
+    tables[t].dynamic =
+        s.fixed || static_cast<int32_t>(t) == s.fixed_table ? nullptr : &s.dynamic[t];
     shardrec_table_constraints_init(&cons[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
     cons[t].table = rt.name.c_str();
     cons[t].sharding_types = 1u << b.sharding[t];

@@ -38,6 +38,7 @@ struct DynScenario {
   // data-parallel table's copies must answer alike, bit for bit.
   bool probe = false;
   bool fixed = false;  // the same tables as fixed ones (no dynamic config; pools in [0, rows))
+  int32_t fixed_table = -1;  // this table alone fixed (its pool in [0, rows)); -1: none
 };
 
 // Two dynamic tables: t0 (dim 8, SUM, feature f0) and t1 (dim 12, MEAN, features f1 and f2),
