@@ -48,7 +48,7 @@ type MeshCoords struct {
 
 // SyncStats are the figures of the last sync on this rank.
 type SyncStats struct {
-	Bytes       uint64 // reduced per rank
+	Bytes       uint64 // this rank contributed (averaged elements; dynamic tables: merge rows sent)
 	Collectives int
 	Syncs       int64 // since the mesh was created
 }

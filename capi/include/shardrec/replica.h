@@ -165,7 +165,9 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
  * rank of the world calls it at the same point). No-op when R = 1.
  *
  * Dynamic tables (docs/dynamic-tables.md, "2D merge") merge by key instead: the replicas
- * all-gather their live rows (ids, weights, optimizer states, metadata), take the union of the
+ * all-gather their live rows (ids, weights, optimizer states, metadata; after the first merge
+ * only those of the ids some replica changed since the last one, the others being alike on every
+ * replica, with the same result bit for bit), take the union of the
  * ids, average each id's weights and states over the replicas that hold it (last seen and count:
  * the maximum), drop the ids the table's eviction order (ties by id) picks when the union exceeds
  * a shard's capacity, and rebuild every shard in ascending id order, so afterwards every replica
@@ -230,8 +232,11 @@ SHARDREC_API shardrec_status_t shardrec_mesh_set_sync_hook(shardrec_mesh_t* mesh
 
 /**
  * Figures of the last sync on this rank.
- * @param bytes_out       [out] Bytes reduced per rank; may be NULL.
- * @param collectives_out [out] Collectives issued; may be NULL.
+ * @param bytes_out       [out] Bytes this rank contributed: the elements of the arena averages
+ *                        plus, with dynamic tables, the rows and metadata it sent to their merge
+ *                        (after the first merge, only those of the ids changed since the last);
+ *                        may be NULL.
+ * @param collectives_out [out] Collectives issued (the merge's included); may be NULL.
  * @param syncs_out       [out] Syncs done since the mesh was created; may be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL mesh.
  */

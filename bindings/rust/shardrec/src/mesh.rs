@@ -59,7 +59,8 @@ pub struct MeshCoords {
 /// Figures of the last sync on this rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct SyncStats {
-    /// Bytes reduced per rank.
+    /// Bytes this rank contributed: the averaged elements and, with dynamic tables, the rows and
+    /// metadata it sent to their merge (after the first, only those of the changed ids).
     pub bytes: u64,
     /// Collectives issued.
     pub collectives: i32,

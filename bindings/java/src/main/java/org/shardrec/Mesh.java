@@ -186,7 +186,10 @@ public final class Mesh extends NativeHandle {
     }
   }
 
-  /** Figures of the last sync: bytes reduced, collectives issued, syncs since creation. */
+  /**
+   * Figures of the last sync: bytes this rank contributed (averaged elements and, with dynamic
+   * tables, the rows it sent to their merge), collectives issued, syncs since creation.
+   */
   public static final class SyncStats {
     private final long bytes;
     private final int collectives;
