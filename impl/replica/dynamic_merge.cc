@@ -63,9 +63,10 @@ uint64_t CleanDigest(const DynamicShard& shard, std::span<const int32_t> slots) 
 }  // namespace
 
 template <typename Slots>
-std::vector<uint8_t> DynamicMerge::Pack(const std::vector<const DynamicShard*>& shards,
-                                        Slots&& rows_of) const {
-  std::vector<uint8_t> mine;
+void DynamicMerge::Pack(const std::vector<const DynamicShard*>& shards, Slots&& rows_of,
+                        std::vector<uint8_t>* out) const {
+  std::vector<uint8_t>& mine = *out;
+  mine.clear();
   for (size_t i = 0; i < locals_.size(); ++i) {
     const Local& l = locals_[i];
     const DynamicShard& shard = *shards[i];
@@ -99,7 +100,6 @@ std::vector<uint8_t> DynamicMerge::Pack(const std::vector<const DynamicShard*>& 
                     l.data[t] + static_cast<size_t>(slots[k]) * l.stride[t], row_bytes);
     }
   }
-  return mine;
 }
 
 Status DynamicMerge::GatherChanged(const std::vector<int64_t>& mine,
@@ -273,13 +273,16 @@ Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communic
       l.clean_slots.clear();
     }
   }
-  const std::vector<uint8_t> mine = Pack(shards, [&](size_t i) {
-    std::vector<int32_t> all(static_cast<size_t>(shards[i]->size()));
-    for (size_t s = 0; s < all.size(); ++s) all[s] = static_cast<int32_t>(s);
-    return all;
-  });
-  SR_CHECK(mine.size() == static_cast<size_t>(head[3]));
-  st = GatherPayload(mine, full_sizes, replica);
+  Pack(
+      shards,
+      [&](size_t i) {
+        std::vector<int32_t> all(static_cast<size_t>(shards[i]->size()));
+        for (size_t s = 0; s < all.size(); ++s) all[s] = static_cast<int32_t>(s);
+        return all;
+      },
+      &mine_);
+  SR_CHECK(mine_.size() == static_cast<size_t>(head[3]));
+  st = GatherPayload(mine_, full_sizes, replica);
   if (!st.ok()) {
     locals_.clear();
     return st.WithContext("gathering the dynamic shards of the replica sync");
@@ -299,19 +302,22 @@ Status DynamicMerge::GatherIncremental(const std::vector<const DynamicShard*>& s
     digest = Mix64(digest ^ CleanDigest(*shards[i], locals_[i].clean_slots));
   }
   // The rows of the changed ids this replica holds.
-  const std::vector<uint8_t> mine = Pack(shards, [&](size_t i) {
-    std::vector<int64_t> slots = locals_[i].changed;
-    const embedding::dynamic::IdSpan spans[1] = {slots};
-    shards[i]->Lookup(spans);
-    std::vector<int32_t> held;
-    for (const int64_t s : slots)
-      if (s != shards[i]->slots()) held.push_back(static_cast<int32_t>(s));
-    return held;
-  });
+  Pack(
+      shards,
+      [&](size_t i) {
+        std::vector<int64_t> slots = locals_[i].changed;
+        const embedding::dynamic::IdSpan spans[1] = {slots};
+        shards[i]->Lookup(spans);
+        std::vector<int32_t> held;
+        for (const int64_t s : slots)
+          if (s != shards[i]->slots()) held.push_back(static_cast<int32_t>(s));
+        return held;
+      },
+      &mine_);
   const int size = replica.Size();
   int64_t head[2];
   std::memcpy(&head[0], &digest, sizeof(digest));
-  head[1] = static_cast<int64_t>(mine.size());
+  head[1] = static_cast<int64_t>(mine_.size());
   std::vector<int64_t> heads(2 * static_cast<size_t>(size));
   const std::vector<size_t> twos(static_cast<size_t>(size), 2);
   sent_bytes_ += sizeof(head);
@@ -323,7 +329,7 @@ Status DynamicMerge::GatherIncremental(const std::vector<const DynamicShard*>& s
     sizes.push_back(static_cast<size_t>(heads[2 * static_cast<size_t>(r) + 1]));
   }
   incremental_ = true;
-  return GatherPayload(mine, sizes, replica);
+  return GatherPayload(mine_, sizes, replica);
 }
 
 void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
@@ -335,7 +341,7 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
     at += size;
   }
   std::vector<ReplicaRows> rows(cursors.size());
-  MergedShard merged;
+  MergedShard& merged = merged_;
   for (const Local& l : locals_) {
     for (size_t r = 0; r < cursors.size(); ++r) {
       Cursor& c = cursors[r];
@@ -377,17 +383,8 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
     // RestoreMerged leaves every score 0; a SCORE table takes the merged ones.
     if (!merged.scores.empty()) shard->RestoreScores(merged.scores);
     evicted_ += merged.evicted;
-    const size_t n = merged.ids.size();
-    for (size_t k = 0; k < l.tensors.size(); ++k) {
-      const size_t row_bytes = l.tensors[k].cols * DTypeSize(l.tensors[k].dtype);
-      for (size_t i = 0; i < n; ++i)
-        std::memcpy(l.data[k] + i * l.stride[k], merged.tensors[k].data() + i * row_bytes,
-                    row_bytes);
-      // The free slots and the zero row (ls.rows = slots + 1) hold nothing: cleared, so the
-      // replicas agree on every byte.
-      for (size_t i = n; i < static_cast<size_t>(ls.rows); ++i)
-        std::memset(l.data[k] + i * l.stride[k], 0, row_bytes);
-    }
+    embedding::dynamic::WriteMerged(merged, incremental_ ? &clean : nullptr, l.tensors, l.data,
+                                    l.stride, static_cast<size_t>(ls.rows));
     // Every replica now holds this shard alike: from here on its changes are tracked, so the
     // next merge gathers only theirs.
     shard->MarkMerged(!weights_only_);

@@ -68,17 +68,19 @@ class DynamicMerge {
   void FindClean(const embedding::dynamic::DynamicShard& shard, Local* l) const;
   // The bytes Pack writes when it packs every live row.
   size_t FullBytes(const std::vector<const embedding::dynamic::DynamicShard*>& shards) const;
-  // This replica's contribution: per local shard i, its rows at the slots rows_of(i) lists.
+  // This replica's contribution into *out: per local shard i, its rows at the slots rows_of(i)
+  // lists.
   template <typename Slots>
-  std::vector<uint8_t> Pack(const std::vector<const embedding::dynamic::DynamicShard*>& shards,
-                            Slots&& rows_of) const;
+  void Pack(const std::vector<const embedding::dynamic::DynamicShard*>& shards, Slots&& rows_of,
+            std::vector<uint8_t>* out) const;
   // Collective: every replica's `mine` (replica r's of sizes[r] bytes), into gathered_.
   Status GatherPayload(const std::vector<uint8_t>& mine, const std::vector<size_t>& sizes,
                        comm::Communicator& replica);
 
   std::vector<Local> locals_;
-  std::vector<uint8_t> gathered_;
-  std::vector<size_t> sizes_;  // bytes per replica
+  embedding::dynamic::MergedShard merged_;  // Commit's, kept: its buffers are reused
+  std::vector<uint8_t> mine_, gathered_;    // this replica's contribution, everyone's
+  std::vector<size_t> sizes_;               // bytes per replica
   int self_ = 0;
   int replicas_ = 0;
   bool weights_only_ = false;

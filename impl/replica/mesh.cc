@@ -78,7 +78,7 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   // (dynamic_merge.h) and are cut out of the arena average (CutDynamic). Their rows are gathered
   // first, so a failed or refused gather changes nothing. A data-parallel dynamic table agreed
   // over the world is neither merged nor averaged (sync_scope.h).
-  DynamicMerge merge;
+  DynamicMerge& merge = merge_;
   const int replicas = replica_->Size();
   bool dynamic = false;
   for (const embedding::LocalShard& ls : coll.layout().local)

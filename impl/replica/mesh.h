@@ -11,6 +11,7 @@
 #include "impl/comm/communicator.h"
 #include "impl/embedding/collection.h"
 #include "impl/embedding/device_copy.h"
+#include "impl/replica/dynamic_merge.h"
 #include "impl/replica/layout.h"
 #include "impl/replica/sync.h"
 
@@ -105,6 +106,8 @@ class Mesh {
 
   SyncStats last_;
   std::vector<uint8_t> staging_;
+  // The dynamic tables' merge of a sync; kept from sync to sync so its buffers are reused.
+  DynamicMerge merge_;
   // Host copies of a GPU collection's parameter arenas during a sync, reused from sync to sync
   // (pinned when the plugin can pin them).
   embedding::HostStaging device_staging_;

@@ -167,6 +167,7 @@ void BM_DynamicSync(benchmark::State& state) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("shardrec_sync_bench_" + std::to_string(getpid())))
           .string();
+  std::filesystem::create_directories(dir);
   Replicas changed(true), every(true), fixed(false);
   std::vector<double> tc, te, tf;
   uint64_t bc = 0, be = 0, bf = 0;

@@ -59,7 +59,9 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
   base_ = forwards;
   for (int64_t x : last_seen) base_ = std::min(base_, x);
   base_ = std::max(base_, forwards - int64_t{UINT32_MAX});
+  constexpr size_t kAhead = 8;  // the index's buckets asked of the cache that many ids ahead
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kAhead < ids.size()) index_.Prefetch(ids[i + kAhead]);
     const int64_t seen = std::clamp(last_seen[i], base_, forwards);
     records_[i] = SlotRecord{ids[i], static_cast<uint32_t>(seen - base_), counts[i]};
     index_.Insert(ids[i], static_cast<int32_t>(i));

@@ -32,14 +32,37 @@ struct Holder {
 // The keys of `replicas`' rows, ascending, with their holders in replica order.
 void KeysOfReplicas(std::span<const ReplicaRows> replicas, std::vector<Key>* keys,
                     std::vector<Holder>* holders) {
-  // Every (id, replica, row), by id then replica: each id's holders in replica order.
+  // Every (id, replica, row), by id then replica: each id's holders in replica order. Replicas
+  // send their rows in ascending id order after a merge (only the changed ones, by id): their
+  // lists then merge in one pass; otherwise (rows in slot order) they are sorted.
   std::vector<std::tuple<int64_t, int, int64_t>> all;
-  for (size_t r = 0; r < replicas.size(); ++r) {
-    const ReplicaRows& rr = replicas[r];
-    for (size_t i = 0; i < rr.ids.size(); ++i)
-      all.emplace_back(rr.ids[i], static_cast<int>(r), static_cast<int64_t>(i));
+  size_t total = 0;
+  bool ascending = true;
+  for (const ReplicaRows& rr : replicas) {
+    total += rr.ids.size();
+    ascending = ascending && std::is_sorted(rr.ids.begin(), rr.ids.end());
   }
-  std::sort(all.begin(), all.end());
+  all.reserve(total);
+  if (ascending) {
+    std::vector<size_t> at(replicas.size(), 0);
+    for (size_t k = 0; k < total; ++k) {
+      size_t best = replicas.size();
+      for (size_t r = 0; r < replicas.size(); ++r)
+        if (at[r] < replicas[r].ids.size() &&
+            (best == replicas.size() || replicas[r].ids[at[r]] < replicas[best].ids[at[best]]))
+          best = r;
+      all.emplace_back(replicas[best].ids[at[best]], static_cast<int>(best),
+                       static_cast<int64_t>(at[best]));
+      ++at[best];
+    }
+  } else {
+    for (size_t r = 0; r < replicas.size(); ++r) {
+      const ReplicaRows& rr = replicas[r];
+      for (size_t i = 0; i < rr.ids.size(); ++i)
+        all.emplace_back(rr.ids[i], static_cast<int>(r), static_cast<int64_t>(i));
+    }
+    std::sort(all.begin(), all.end());
+  }
   holders->reserve(all.size());
   for (size_t i = 0; i < all.size();) {
     Key k;
@@ -82,32 +105,46 @@ void AddClean(const CleanRows& clean, std::vector<Key>* keys) {
   keys->swap(woven);
 }
 
-// Row `row` of `clean`'s tensor `t` as merged into `to`: this replica's own bytes when it keeps
-// its own, else the average of the replicas' identical copies, summed in replica order as
-// MergeReplicas sums the rows sent (a sum of n equal fp32 values need not be n times the value).
-void MergeClean(const CleanRows& clean, size_t t, const MergeTensor& mt, size_t row, uint8_t* to) {
+constexpr size_t kChunk = 64;  // columns MergeClean averages at a time
+
+// sum[c] /= n for c < m. Dividing by a power of two is multiplying by its exact inverse (the same
+// quotient, rounded once), which vectorizes; other counts divide.
+void Divide(float* sum, size_t m, int n) {
+  if ((n & (n - 1)) == 0) {
+    const float inverse = 1.0f / static_cast<float>(n);
+    for (size_t c = 0; c < m; ++c) sum[c] *= inverse;
+  } else {
+    const auto d = static_cast<float>(n);
+    for (size_t c = 0; c < m; ++c) sum[c] /= d;
+  }
+}
+
+// A clean row's bytes `from` as merged into `to` (the same row, or one that does not overlap it):
+// this replica's own bytes when it keeps its own, else the average of the replicas' identical
+// copies, summed in replica order as MergeReplicas sums the rows sent (a sum of n equal fp32
+// values need not be n times the value).
+void MergeClean(const MergeTensor& mt, int replicas, const uint8_t* from, uint8_t* to) {
   const size_t es = DTypeSize(mt.dtype);
-  const uint8_t* from = clean.tensors[t] + static_cast<size_t>(clean.slots[row]) * clean.strides[t];
-  if (mt.own_if_held || clean.replicas == 1) {
-    std::memcpy(to, from, mt.cols * es);
+  if (mt.own_if_held || replicas == 1) {
+    if (to != from) std::memcpy(to, from, mt.cols * es);
     return;
   }
-  const auto holders_n = static_cast<float>(clean.replicas);
-  if (mt.dtype == DType::kFloat32) {  // the common case, in a loop the compiler vectorizes
-    float* o = reinterpret_cast<float*>(to);
-    const float* x = reinterpret_cast<const float*>(from);
-    for (size_t c = 0; c < mt.cols; ++c) {
-      float sum = 0.0f;
-      for (int r = 0; r < clean.replicas; ++r) sum += x[c];
-      o[c] = sum / holders_n;
+  float sum[kChunk];
+  for (size_t c0 = 0; c0 < mt.cols; c0 += kChunk) {
+    const size_t m = std::min(kChunk, mt.cols - c0);
+    for (size_t c = 0; c < m; ++c) {
+      const float x = mt.dtype == DType::kFloat32 ? reinterpret_cast<const float*>(from)[c0 + c]
+                                                  : LoadElement(mt.dtype, from + (c0 + c) * es);
+      float s = 0.0f;
+      for (int r = 0; r < replicas; ++r) s += x;
+      sum[c] = s;
     }
-    return;
-  }
-  for (size_t c = 0; c < mt.cols; ++c) {
-    const float x = LoadElement(mt.dtype, from + c * es);
-    float sum = 0.0f;
-    for (int r = 0; r < clean.replicas; ++r) sum += x;
-    StoreElement(mt.dtype, sum / holders_n, to + c * es);
+    Divide(sum, m, replicas);
+    if (mt.dtype == DType::kFloat32) {
+      std::memcpy(to + c0 * es, sum, m * es);
+    } else {
+      for (size_t c = 0; c < m; ++c) StoreElement(mt.dtype, sum[c], to + (c0 + c) * es);
+    }
   }
 }
 
@@ -118,7 +155,12 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
                    const CleanRows* clean, int self, MergedShard* out) {
   SR_CHECK(self >= 0 && static_cast<size_t>(self) < replicas.size());
   SR_CHECK(clean == nullptr || clean->replicas == static_cast<int>(replicas.size()));
-  *out = MergedShard{};
+  // Cleared, not replaced: a caller that merges every sync keeps the buffers' memory.
+  out->forwards = 0;
+  out->gone.clear();
+  out->evicted = 0;
+  out->sketch.clear();
+  out->scores.clear();
   for (const ReplicaRows& rr : replicas) out->forwards = std::max(out->forwards, rr.forwards);
   bool scored = clean != nullptr && !clean->scores.empty();
   for (const ReplicaRows& rr : replicas) scored = scored || !rr.scores.empty();
@@ -163,8 +205,12 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
   out->ids.resize(n);
   out->last_seen.resize(n);
   out->counts.resize(n);
+  out->clean_row.resize(n);
   if (scored) out->scores.resize(n);
+  size_t packed = 0;  // merged rows not clean: their bytes go to out->tensors
   for (size_t i = 0; i < n; ++i) {
+    out->clean_row[i] = keys[i].clean;
+    packed += keys[i].clean < 0 ? 1 : 0;
     if (scored) out->scores[i] = keys[i].score;
     out->ids[i] = keys[i].id;
     out->last_seen[i] = keys[i].last_seen;
@@ -184,15 +230,14 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
     const size_t es = DTypeSize(mt.dtype);
     const size_t row_bytes = mt.cols * es;
     std::vector<uint8_t>& dst = out->tensors[t];
-    dst.assign(n * row_bytes, 0);
+    dst.resize(packed * row_bytes);
     sum.assign(mt.cols, 0.0f);
+    uint8_t* next = dst.data();
     for (size_t i = 0; i < n; ++i) {
       const Key& k = keys[i];
-      uint8_t* to = dst.data() + i * row_bytes;
-      if (k.clean >= 0) {
-        MergeClean(*clean, t, mt, static_cast<size_t>(k.clean), to);
-        continue;
-      }
+      if (k.clean >= 0) continue;  // WriteMerged moves it
+      uint8_t* to = next;
+      next += row_bytes;
       const Holder* own = nullptr;
       if (mt.own_if_held)
         for (size_t h = k.first; h < k.first + k.n; ++h)
@@ -208,11 +253,70 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
       for (size_t h = k.first; h < k.first + k.n; ++h) {
         const uint8_t* from = replicas[static_cast<size_t>(holders[h].replica)].tensors[t] +
                               holders[h].row * row_bytes;
-        for (size_t c = 0; c < mt.cols; ++c) sum[c] += LoadElement(mt.dtype, from + c * es);
+        if (mt.dtype == DType::kFloat32) {  // a loop the compiler vectorizes
+          const float* x = reinterpret_cast<const float*>(from);
+          for (size_t c = 0; c < mt.cols; ++c) sum[c] += x[c];
+        } else {
+          for (size_t c = 0; c < mt.cols; ++c) sum[c] += LoadElement(mt.dtype, from + c * es);
+        }
       }
-      const float holders_n = static_cast<float>(k.n);
-      for (size_t c = 0; c < mt.cols; ++c) StoreElement(mt.dtype, sum[c] / holders_n, to + c * es);
+      Divide(sum.data(), mt.cols, static_cast<int>(k.n));
+      if (mt.dtype == DType::kFloat32) {
+        std::memcpy(to, sum.data(), row_bytes);
+      } else {
+        for (size_t c = 0; c < mt.cols; ++c) StoreElement(mt.dtype, sum[c], to + c * es);
+      }
     }
+  }
+}
+
+void WriteMerged(const MergedShard& merged, const CleanRows* clean,
+                 std::span<const MergeTensor> tensors, std::span<uint8_t* const> dst,
+                 std::span<const size_t> strides, size_t rows) {
+  const size_t n = merged.ids.size();
+  SR_CHECK(n <= rows && merged.clean_row.size() == n);
+  // The clean rows' moves, (from slot, to slot), in merged order. Both rise together when the
+  // clean slots rise with the ids (a shard written by a merge): then a row moving up is never the
+  // source of a row moving down and vice versa, so the ones moving up go from the last and the
+  // others from the first, each read before anything lands on it. Otherwise (never after a
+  // merge) they are staged first.
+  std::vector<std::pair<size_t, size_t>> moves;
+  for (size_t i = 0; i < n; ++i)
+    if (merged.clean_row[i] >= 0)
+      moves.emplace_back(
+          static_cast<size_t>(clean->slots[static_cast<size_t>(merged.clean_row[i])]), i);
+  bool rising = true;
+  for (size_t k = 1; k < moves.size(); ++k) rising = rising && moves[k - 1].first < moves[k].first;
+  std::vector<uint8_t> staged;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const MergeTensor& mt = tensors[t];
+    const size_t row_bytes = mt.cols * DTypeSize(mt.dtype);
+    uint8_t* const base = dst[t];
+    const size_t stride = strides[t];
+    if (!moves.empty()) SR_CHECK(clean != nullptr && clean->tensors[t] == base);
+    if (rising) {
+      for (size_t k = moves.size(); k-- > 0;)
+        if (moves[k].second > moves[k].first)
+          MergeClean(mt, clean->replicas, base + moves[k].first * stride,
+                     base + moves[k].second * stride);
+      for (const auto& [from, to] : moves)
+        if (to <= from) MergeClean(mt, clean->replicas, base + from * stride, base + to * stride);
+    } else {
+      staged.resize(moves.size() * row_bytes);
+      for (size_t k = 0; k < moves.size(); ++k)
+        std::memcpy(staged.data() + k * row_bytes, base + moves[k].first * stride, row_bytes);
+      for (size_t k = 0; k < moves.size(); ++k)
+        MergeClean(mt, clean->replicas, staged.data() + k * row_bytes,
+                   base + moves[k].second * stride);
+    }
+    const uint8_t* packed = merged.tensors[t].data();
+    for (size_t i = 0; i < n; ++i) {
+      if (merged.clean_row[i] >= 0) continue;
+      std::memcpy(base + i * stride, packed, row_bytes);
+      packed += row_bytes;
+    }
+    // The free slots and the zero row hold nothing: cleared, so the replicas agree on every byte.
+    for (size_t i = n; i < rows; ++i) std::memset(base + i * stride, 0, row_bytes);
   }
 }
 

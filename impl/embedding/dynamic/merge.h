@@ -51,9 +51,12 @@ struct MergedShard {
   std::vector<uint32_t> counts;
   std::vector<double> scores;  // per row (SCORE tables); empty when no replica sent scores
   std::vector<uint16_t> sketch;
-  std::vector<std::vector<uint8_t>> tensors;  // per MergeTensor, packed rows
-  std::vector<int64_t> gone;                  // ids replica `self` held that the merge evicted
-  int64_t evicted = 0;                        // ids of the union left out (over capacity)
+  // Per merged row: its row in the CleanRows given (its bytes are not in `tensors`), or -1.
+  std::vector<int64_t> clean_row;
+  // Per MergeTensor, packed: the merged rows whose clean_row is -1, in order.
+  std::vector<std::vector<uint8_t>> tensors;
+  std::vector<int64_t> gone;  // ids replica `self` held that the merge evicted
+  int64_t evicted = 0;        // ids of the union left out (over capacity)
 };
 
 // Merges `replicas` (the same shard on every replica of a group, in replica order) into a shard
@@ -70,5 +73,15 @@ struct MergedShard {
 void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
                    std::span<const MergeTensor> tensors, std::span<const ReplicaRows> replicas,
                    const CleanRows* clean, int self, MergedShard* out);
+
+// Writes `merged` into the shard's tensors: merged row i to slot i of each (`dst[t]` is slot 0 of
+// tensor t, `strides[t]` bytes between slots, `rows` slots in all, the zero row among them), and
+// clears the slots past the merged rows. `clean` (null when merged.clean_row holds no row) is
+// the CleanRows MergeReplicas was given; its rows are read from those same tensors, so they are
+// moved in an order that reads every row before anything overwrites it, then the others are
+// copied in.
+void WriteMerged(const MergedShard& merged, const CleanRows* clean,
+                 std::span<const MergeTensor> tensors, std::span<uint8_t* const> dst,
+                 std::span<const size_t> strides, size_t rows);
 
 }  // namespace shardrec::embedding::dynamic
