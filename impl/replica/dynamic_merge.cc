@@ -378,13 +378,17 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
     embedding::dynamic::MergeReplicas(coll.plan().tables[static_cast<size_t>(ls.table)].dynamic,
                                       shard->slots(), l.tensors, rows,
                                       incremental_ ? &clean : nullptr, self_, &merged);
+    // After a merge the slots past its rows hold zeros and training writes only below size():
+    // an incremental merge need clear no slot beyond the rows held before it.
+    const auto held_before = static_cast<size_t>(shard->size());
     shard->RestoreMerged(merged.forwards, merged.ids, merged.last_seen, merged.counts,
                          merged.sketch, merged.gone);
     // RestoreMerged leaves every score 0; a SCORE table takes the merged ones.
     if (!merged.scores.empty()) shard->RestoreScores(merged.scores);
     evicted_ += merged.evicted;
     embedding::dynamic::WriteMerged(merged, incremental_ ? &clean : nullptr, l.tensors, l.data,
-                                    l.stride, static_cast<size_t>(ls.rows));
+                                    l.stride, static_cast<size_t>(ls.rows),
+                                    incremental_ ? held_before : static_cast<size_t>(ls.rows));
     // Every replica now holds this shard alike: from here on its changes are tracked, so the
     // next merge gathers only theirs.
     shard->MarkMerged(!weights_only_);

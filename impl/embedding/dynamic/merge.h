@@ -75,13 +75,14 @@ void MergeReplicas(const sharding::DynamicConfig& config, int64_t slots,
                    const CleanRows* clean, int self, MergedShard* out);
 
 // Writes `merged` into the shard's tensors: merged row i to slot i of each (`dst[t]` is slot 0 of
-// tensor t, `strides[t]` bytes between slots, `rows` slots in all, the zero row among them), and
-// clears the slots past the merged rows. `clean` (null when merged.clean_row holds no row) is
+// tensor t, `strides[t]` bytes between slots, `rows` slots in all, the last the zero row), and
+// clears the slots past the merged rows, but for those from `dirty_end` to the zero row, which the
+// caller knows hold zeros (`rows`: clear all). `clean` (null when merged.clean_row holds no row) is
 // the CleanRows MergeReplicas was given; its rows are read from those same tensors, so they are
 // moved in an order that reads every row before anything overwrites it, then the others are
 // copied in.
 void WriteMerged(const MergedShard& merged, const CleanRows* clean,
                  std::span<const MergeTensor> tensors, std::span<uint8_t* const> dst,
-                 std::span<const size_t> strides, size_t rows);
+                 std::span<const size_t> strides, size_t rows, size_t dirty_end);
 
 }  // namespace shardrec::embedding::dynamic
