@@ -12,6 +12,9 @@
 // at world 2 of two data-parallel tables (20k rows, dim 16, Zipf or uniform ids) as dynamic tables
 // (whose forward gathers every rank's ids, as distinct ids with counts when that is shorter)
 // against the same fixed data-parallel tables; fixed_over_dynamic is the ratio of the median steps.
+// BM_EvictionAtScale and BM_RescoredAtScale: a full table of 64k or 1M slots whose steps bring a
+// few new ids (the latter under SCORE with 200k rows rescored below all others after every step)
+// against the same table with room for them.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -367,6 +370,69 @@ void BM_EvictionAtScale(benchmark::State& state) {
   delete roomy;
 }
 
+// A full SCORE table of 1M slots as in BM_EvictionAtScale (kNewPerStep new ids per table and
+// step), whose caller after every step gives state.range(0) random known rows of each table a
+// score below every other (the rows it wants to leave first: more rows than the eviction queue's
+// side list holds, so the queue's notes overflow within a step or two), against the same table
+// with room for every new id, rescored alike. Only the steps are timed.
+void BM_RescoredAtScale(benchmark::State& state) {
+  const int64_t capacity = 1 << 20, rescored = state.range(0);
+  constexpr int kWarmup = 4;
+  const int64_t room = kNewPerStep * (state.max_iterations + kWarmup + 1);
+  Collection* tight = Make(1, true, capacity, SHARDREC_EVICTION_SCORE);
+  Collection* roomy = Make(1, true, capacity + room, SHARDREC_EVICTION_SCORE);
+  auto known = [capacity](std::mt19937_64& g) {
+    return static_cast<int64_t>(g() % static_cast<uint64_t>(capacity));
+  };
+  Fill(tight, 31, known, true);
+  Fill(roomy, 31, known, true);
+  InsertAll(tight, capacity);
+  InsertAll(roomy, capacity);
+  int64_t next_new = capacity;
+  std::mt19937_64 pick(5);
+  std::vector<int64_t> ids(static_cast<size_t>(rescored));
+  std::vector<double> scores(ids.size());
+  double low = 0.0;
+  auto step = [&](int k, std::vector<double>* tt, std::vector<double>* tr) {
+    for (Collection* c : {tight, roomy}) {
+      Rank& r = c->ranks[0];
+      int64_t at = 0;
+      for (int t = 0; t < kTables; ++t) {
+        int64_t table_ids = 0;
+        for (int64_t b = 0; b < kBatch; ++b) table_ids += r.lengths[k][t * kBatch + b];
+        for (int64_t i = 0; i < kNewPerStep; ++i)
+          r.ids[k][at + i] = Scatter(next_new + t * kNewPerStep + i);
+        at += table_ids;
+      }
+    }
+    next_new += kTables * kNewPerStep;
+    const double a = Step(roomy, k), b = Step(tight, k);
+    if (tr != nullptr) tr->push_back(a);
+    if (tt != nullptr) tt->push_back(b);
+    // Each rescoring goes below the previous one's, so it orders before every row scored so far.
+    low -= 1.0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = Scatter(static_cast<int64_t>(pick() % static_cast<uint64_t>(capacity)));
+      scores[i] = low - static_cast<double>(pick() % 1000) * 1e-3;
+    }
+    for (Collection* c : {tight, roomy})
+      for (const char* table : {"t0", "t1"})
+        Check(shardrec_embedding_dynamic_set_scores(c->ranks[0].coll, table, ids.data(),
+                                                    scores.data(), ids.size(), nullptr),
+              "set_scores");
+  };
+  for (int k = 0; k < kWarmup; ++k) step(k % kRotation, nullptr, nullptr);
+  std::vector<double> tt, tr;
+  int k = kWarmup;
+  for (auto _ : state) {
+    step(k++ % kRotation, &tt, &tr);
+    state.SetIterationTime(tr.back() + tt.back());
+  }
+  ReportEviction(state, tight, tr, tt);
+  delete tight;
+  delete roomy;
+}
+
 // Two data-parallel tables of kDpRows rows, dynamic or fixed, ranks as threads.
 constexpr int64_t kDpRows = 20000;
 constexpr int32_t kDpDim = 16;
@@ -451,6 +517,12 @@ BENCHMARK(BM_EvictionAtScale)
     ->ArgsProduct({{1 << 16, 1 << 20},
                    {SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_LFU, SHARDREC_EVICTION_SCORE}})
     ->ArgNames({"slots", "policy"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(24);
+BENCHMARK(BM_RescoredAtScale)
+    ->Arg(200000)
+    ->ArgName("rescored")
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(24);

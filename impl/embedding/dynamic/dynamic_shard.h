@@ -79,6 +79,9 @@ class DynamicShard {
   int64_t size() const { return used_; }
   const StepCounts& last() const { return last_; }
   const StepCounts& total() const { return total_; }
+  // The side list's length from which it is folded into the queue (0: the default, 2^16 entries
+  // or twice the queue); tests set it low to fold often.
+  void set_side_limit(size_t n) { side_limit_set_ = n; }
   // Bytes of the index, the per-slot metadata and the sketch.
   size_t metadata_bytes() const;
 
@@ -268,7 +271,8 @@ class DynamicShard {
   // stays below the bound's; SCORE: when its score changes or it is created, and its key is below
   // the bound; both: by the scan, for the rows its forward saw), and victims are taken from both
   // in order. Under SCORE a live entry whose row a forward sees may not leave in that forward but
-  // keeps its place: it moves to side_. Cleared whenever keys are rewritten (Reset, Restore,
+  // keeps its place: it moves to side_. A full side_ is folded into the queue (FoldSide), whose
+  // last entry is then a new, lower bound. Cleared whenever keys are rewritten (Reset, Restore,
   // RestoreScores, Rebase).
   std::vector<Candidate> queue_;
   size_t queue_next_ = 0;        // entries before it are consumed
@@ -277,22 +281,28 @@ class DynamicShard {
   // LFU: the bound's count (0: nothing noted), kept apart for NoteForLfu's one comparison.
   uint32_t lfu_bound_count_ = 0;
   std::vector<int32_t> side_;
-  size_t side_limit_ = 0;  // beyond it the queue is dropped (the next eviction scans)
+  size_t side_limit_ = 0;    // beyond it the side list is folded into the queue (FoldSide)
+  size_t queue_target_ = 0;  // the length BuildQueue gave the queue; a fold keeps at most this
+  size_t side_limit_set_ = 0;
   // `c` orders before the queue's last entry (false without a queue; side_ is kept only under LFU
   // and SCORE). The queue is not changed between its scan and ClearQueue, so that entry is the
   // bound.
   bool BeforeBound(const Candidate& c) const {
     return !queue_.empty() && KeyLess(c, queue_.back());
   }
-  // Appends `slot` to side_, or drops the queue when side_ is full (forwards without eviction
-  // noted too many: cheaper to scan again).
+  // Appends `slot` to side_, folding side_ into the queue first when it is full (forwards
+  // without eviction, or a caller rescoring many rows, noted many).
   void NoteSide(int32_t slot) {
-    if (side_.size() >= side_limit_) {
-      ClearQueue();
-      return;
-    }
-    side_.push_back(slot);
+    if (side_.size() >= side_limit_) FoldSide();
+    if (!queue_.empty()) side_.push_back(slot);
   }
+  // The queue becomes its live entries and the side list's rows still before the bound, in
+  // order, at most queue_target_ of them (its last entry the new bound); side_ empties. Every row
+  // outside ordered at or after the old bound, so at or after the new one: the queue keeps
+  // serving without a scan of the shard (dynamic_shard_victims.cc).
+  void FoldSide();
+  // The notes a side list takes before a fold (beyond the rows a fold leaves in it).
+  size_t SideLimit() const;
   // Under LFU, notes `slot` (just touched for the first time this forward, or created) when its
   // count stays below the bound. Inline: it runs for every row a forward touches.
   void NoteForLfu(int32_t slot, uint64_t count) {

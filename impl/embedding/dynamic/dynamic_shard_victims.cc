@@ -21,12 +21,12 @@ namespace {
 // large shard is scanned once per many forwards.
 constexpr size_t kQueueForwards = 4;
 constexpr size_t kQueueShardFraction = 16;
+// LFU, SCORE: a side list is folded into the queue once it holds this many rows and twice the
+// queue's.
+constexpr size_t kMinSideLimit = size_t{1} << 16;
 // Candidate buffers of shards larger than this are given back after a scan (scans are rare there;
 // a small shard that evicts every forward keeps them).
 constexpr size_t kKeepScratchCandidates = size_t{1} << 16;
-// LFU, SCORE: a side list longer than this (and than twice the queue) is dropped for a fresh
-// scan.
-constexpr size_t kMaxSide = size_t{1} << 16;
 
 // A finite score as 64 bits whose unsigned order is the scores' order (-0 taken as +0, which
 // compares equal to it).
@@ -184,6 +184,55 @@ bool DynamicShard::TakeQueued(int64_t need) {
   return false;
 }
 
+void DynamicShard::FoldSide() {
+  // Live entries not yet consumed, and noted rows before the bound (their current keys); a row in
+  // both has the same key in both, so the sort puts them side by side. Rows this forward saw stay
+  // noted instead, as after a scan: the new bound is then a row seen before this forward, so a row
+  // this forward sees later with the bound's LFU count orders after it (a later last-seen).
+  const uint32_t now = NowRel();
+  std::vector<Candidate> folded;
+  std::vector<int32_t> seen_now;
+  folded.reserve(queue_.size() - queue_next_ + side_.size());
+  auto add = [&](const Candidate& c) {
+    if (records_[static_cast<size_t>(c.slot)].seen == now)
+      seen_now.push_back(c.slot);
+    else
+      folded.push_back(c);
+  };
+  for (size_t i = queue_next_; i < queue_.size(); ++i) {
+    const Candidate c = KeyOf(queue_[i].slot);
+    if (c.hi == queue_[i].hi && c.lo == queue_[i].lo) add(c);
+  }
+  for (const int32_t slot : side_) {
+    const Candidate c = KeyOf(slot);
+    if (BeforeBound(c)) add(c);
+  }
+  RadixSort<16>(&folded, &scratch_, KeyDigit);
+  folded.erase(std::unique(folded.begin(), folded.end(),
+                           [](const Candidate& a, const Candidate& b) { return a.slot == b.slot; }),
+               folded.end());
+  if (folded.size() > queue_target_) {
+    folded.resize(queue_target_);
+    queue_complete_ = false;
+  }
+  // Nothing left to serve, or more rows this forward saw than the queue holds (they would fill
+  // the side list again at once): dropped, the next eviction scans.
+  if (folded.empty() || seen_now.size() > queue_target_) {
+    ClearQueue();
+    return;
+  }
+  queue_ = std::move(folded);
+  queue_next_ = 0;
+  side_ = std::move(seen_now);
+  side_limit_ = SideLimit() + side_.size();
+  if (config_.eviction == Eviction::kLfu)
+    lfu_bound_count_ = static_cast<uint32_t>(queue_.back().hi >> 32);
+}
+
+size_t DynamicShard::SideLimit() const {
+  return side_limit_set_ > 0 ? side_limit_set_ : std::max(kMinSideLimit, 2 * queue_target_);
+}
+
 void DynamicShard::BuildQueue(int64_t need) {
   const size_t n = candidates_.size();
   const size_t k = std::max(static_cast<size_t>(need) * kQueueForwards,
@@ -202,7 +251,8 @@ void DynamicShard::BuildQueue(int64_t need) {
     // scored (SCORE). The rows this forward already saw are noted here; later ones note
     // themselves.
     if (lfu) lfu_bound_count_ = static_cast<uint32_t>(queue_.back().hi >> 32);
-    side_limit_ = std::max(kMaxSide, 2 * queue_.size());
+    queue_target_ = queue_.size();
+    side_limit_ = SideLimit();
     const uint32_t now = NowRel();
     for (int64_t s = 0; s < used_; ++s)
       if (records_[s].seen == now && BeforeBound(KeyOf(static_cast<int32_t>(s))))

@@ -284,7 +284,9 @@ class ReferenceShard {
 // forward after forward. A phase without new ids lets the LFU notes pile up; a phase whose
 // forwards need more than half the rows selects without a queue (and under TTL runs out of rows
 // old enough); a last phase of only new ids empties the queue repeatedly.
-TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
+// Run twice: as configured, and with side lists folded into the queue once they hold 16 rows (as
+// a caller rescoring many rows, or many LFU notes, fold them: here several times a forward).
+void ManyForwards(size_t side_limit) {
   for (Eviction policy : {Eviction::kLru, Eviction::kTtl, Eviction::kLfu, Eviction::kScore}) {
     sharding::DynamicConfig config;
     config.enabled = true;
@@ -293,6 +295,7 @@ TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
     const int64_t slots = 3000;
     DynamicShard shard;
     shard.Reset(config, slots);
+    shard.set_side_limit(side_limit);
     ReferenceShard ref(config, slots);
     std::mt19937_64 rng(static_cast<uint64_t>(policy) + 11);
     int64_t next_new = 1;
@@ -320,7 +323,8 @@ TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
       std::shuffle(ids.begin(), ids.end(), rng);
       const std::vector<int64_t> want = ref.Step(ids);
       const std::vector<int64_t> got = Step(&shard, ids);
-      ASSERT_EQ(got, want) << "policy " << static_cast<int>(policy) << " forward " << forward;
+      ASSERT_EQ(got, want) << "policy " << static_cast<int>(policy) << " forward " << forward
+                           << " side limit " << side_limit;
       if (policy == Eviction::kScore) {
         // Scores for some of this forward's ids and for some earlier ids it did not see (rows
         // queued, or behind the queue, rescored below its last entry, or back to the score they
@@ -344,6 +348,10 @@ TEST(DynamicShardVictims, ManyForwardsMatchTheReference) {
     }
   }
 }
+
+TEST(DynamicShardVictims, ManyForwardsMatchTheReference) { ManyForwards(0); }
+
+TEST(DynamicShardVictims, SideListsFoldedIntoTheQueueMatchTheReference) { ManyForwards(16); }
 
 // A data-parallel copy translates other ranks' distinct ids with their counts
 // (DynamicShard::Translate with CountSpans): every forward must decide as the same ids given one
