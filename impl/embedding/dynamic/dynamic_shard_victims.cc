@@ -190,24 +190,27 @@ void DynamicShard::FoldSide() {
   // noted instead, as after a scan: the new bound is then a row seen before this forward, so a row
   // this forward sees later with the bound's LFU count orders after it (a later last-seen).
   const uint32_t now = NowRel();
-  std::vector<Candidate> folded;
+  std::vector<Candidate> live, noted, folded;
   std::vector<int32_t> seen_now;
-  folded.reserve(queue_.size() - queue_next_ + side_.size());
-  auto add = [&](const Candidate& c) {
+  for (size_t i = queue_next_; i < queue_.size(); ++i) {  // in key order already
+    const Candidate c = KeyOf(queue_[i].slot);
+    if (c.hi != queue_[i].hi || c.lo != queue_[i].lo) continue;
     if (records_[static_cast<size_t>(c.slot)].seen == now)
       seen_now.push_back(c.slot);
     else
-      folded.push_back(c);
-  };
-  for (size_t i = queue_next_; i < queue_.size(); ++i) {
-    const Candidate c = KeyOf(queue_[i].slot);
-    if (c.hi == queue_[i].hi && c.lo == queue_[i].lo) add(c);
+      live.push_back(c);
   }
   for (const int32_t slot : side_) {
     const Candidate c = KeyOf(slot);
-    if (BeforeBound(c)) add(c);
+    if (!BeforeBound(c)) continue;
+    if (records_[static_cast<size_t>(slot)].seen == now)
+      seen_now.push_back(slot);
+    else
+      noted.push_back(c);
   }
-  RadixSort<16>(&folded, &scratch_, KeyDigit);
+  RadixSort<16>(&noted, &scratch_, KeyDigit);
+  folded.resize(live.size() + noted.size());
+  std::merge(live.begin(), live.end(), noted.begin(), noted.end(), folded.begin(), KeyLess);
   folded.erase(std::unique(folded.begin(), folded.end(),
                            [](const Candidate& a, const Candidate& b) { return a.slot == b.slot; }),
                folded.end());
