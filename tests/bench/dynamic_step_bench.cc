@@ -21,14 +21,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "shardrec/shardrec.h"
+#include "tests/bench/capi_bench_util.h"
 
 namespace {
 
@@ -41,17 +40,8 @@ constexpr int64_t kBatch = 1024;
 constexpr int kBag = 20;
 constexpr int kRotation = 4;
 
-void Check(shardrec_status_t rc, const char* what) {
-  if (rc != SHARDREC_OK) {
-    std::fprintf(stderr, "%s failed: %s\n", what, shardrec_last_error());
-    std::abort();
-  }
-}
-
-// An odd multiplier: a bijection of 64-bit ids that scatters consecutive ones over the range.
-int64_t Scatter(int64_t x) {
-  return static_cast<int64_t>(static_cast<uint64_t>(x) * 0x9E3779B97F4A7C15ull);
-}
+using shardrec::bench::Check;
+using shardrec::bench::Scatter;
 
 struct Rank {
   shardrec_embedding_t* coll = nullptr;
@@ -315,29 +305,35 @@ void BM_DynamicEviction(benchmark::State& state) {
   delete tight;
 }
 
-// Eviction at scale: two tables of range(0) slots (range(1): LRU 1, LFU 2), full, whose steps each
-// bring kNewPerStep ids never seen before per table among ~20k known ones (uniform over the table),
-// against the same tables with room for every new id of the run (no eviction). A step's eviction
-// work should follow the ids it evicts, not the table's size: evicting_over_roomy near 1 at any
-// size.
 constexpr int64_t kNewPerStep = 200;
-void BM_EvictionAtScale(benchmark::State& state) {
-  const int64_t capacity = state.range(0);
-  const auto policy = static_cast<int32_t>(state.range(1));
-  constexpr int kWarmup = 4;
-  const int64_t room = kNewPerStep * (state.max_iterations + kWarmup + 1);
-  Collection* tight = Make(1, true, capacity, policy);
-  Collection* roomy = Make(1, true, capacity + room, policy);
-  auto known = [capacity](std::mt19937_64& g) {
-    return static_cast<int64_t>(g() % static_cast<uint64_t>(capacity));
-  };
-  Fill(tight, 31, known, true);
-  Fill(roomy, 31, known, true);
-  InsertAll(tight, capacity);
-  InsertAll(roomy, capacity);
-  // The first kNewPerStep ids of each table's bag run are replaced by new ids every step.
-  int64_t next_new = capacity;
-  auto renew = [&](int k) {
+
+// Two tables of `capacity` slots per table under `policy`, full (tight), and the same with room
+// for every new id of `steps` steps (roomy), both filled with every id of [0, capacity) and given
+// batches of those; each step replaces the first kNewPerStep ids of each table's bag run with
+// ids never seen before.
+struct AtScale {
+  Collection* tight = nullptr;
+  Collection* roomy = nullptr;
+  int64_t next_new = 0;
+
+  AtScale(int64_t capacity, int32_t policy, int64_t steps) : next_new(capacity) {
+    tight = Make(1, true, capacity, policy);
+    roomy = Make(1, true, capacity + kNewPerStep * steps, policy);
+    auto known = [capacity](std::mt19937_64& g) {
+      return static_cast<int64_t>(g() % static_cast<uint64_t>(capacity));
+    };
+    for (Collection* c : {tight, roomy}) {
+      Fill(c, 31, known, true);
+      InsertAll(c, capacity);
+    }
+  }
+  ~AtScale() {
+    delete tight;
+    delete roomy;
+  }
+  // One step of each on batch k, its new ids first; the roomy and tight steps' times appended to
+  // `tr` and `tt` when not null.
+  void Run(int k, std::vector<double>* tt, std::vector<double>* tr) {
     for (Collection* c : {tight, roomy}) {
       Rank& r = c->ranks[0];
       int64_t at = 0;
@@ -350,87 +346,65 @@ void BM_EvictionAtScale(benchmark::State& state) {
       }
     }
     next_new += kTables * kNewPerStep;
-  };
+    const double roomy_s = Step(roomy, k), tight_s = Step(tight, k);
+    if (tr != nullptr) tr->push_back(roomy_s);
+    if (tt != nullptr) tt->push_back(tight_s);
+  }
+};
+
+// The timed steps of an AtScale (after a warm-up), `after(s)` called after each; the eviction
+// counters.
+template <typename After>
+void TimeAtScale(benchmark::State& state, int64_t capacity, int32_t policy, After&& after) {
+  constexpr int kWarmup = 4;
+  AtScale s(capacity, policy, state.max_iterations + kWarmup + 1);
   for (int k = 0; k < kWarmup; ++k) {
-    renew(k % kRotation);
-    Step(tight, k % kRotation);
-    Step(roomy, k % kRotation);
+    s.Run(k % kRotation, nullptr, nullptr);
+    after(s);
   }
   std::vector<double> tt, tr;
   int k = kWarmup;
   for (auto _ : state) {
-    const int batch = k++ % kRotation;
-    renew(batch);
-    tr.push_back(Step(roomy, batch));
-    tt.push_back(Step(tight, batch));
+    s.Run(k++ % kRotation, &tt, &tr);
+    after(s);
     state.SetIterationTime(tr.back() + tt.back());
   }
-  ReportEviction(state, tight, tr, tt);
-  delete tight;
-  delete roomy;
+  ReportEviction(state, s.tight, tr, tt);
 }
 
-// A full SCORE table of 1M slots as in BM_EvictionAtScale (kNewPerStep new ids per table and
-// step), whose caller after every step gives state.range(0) random known rows of each table a
-// score below every other (the rows it wants to leave first: more rows than the eviction queue's
-// side list holds, so the queue's notes overflow within a step or two), against the same table
-// with room for every new id, rescored alike. Only the steps are timed.
+// Eviction at scale: two tables of range(0) slots (range(1): LRU 1, LFU 2, SCORE 4), full, whose
+// steps each bring kNewPerStep ids never seen before per table among ~20k known ones (uniform over
+// the table), against the same tables with room for every new id of the run (no eviction). A step's
+// eviction work should follow the ids it evicts, not the table's size: evicting_over_roomy near 1
+// at any size.
+void BM_EvictionAtScale(benchmark::State& state) {
+  TimeAtScale(state, state.range(0), static_cast<int32_t>(state.range(1)), [](AtScale&) {});
+}
+
+// A full SCORE table of 1M slots as in BM_EvictionAtScale, whose caller after every step gives
+// state.range(0) random known rows of each table a score below every other (the rows it wants
+// to leave first: more rows than the eviction queue's side list holds, so its notes overflow
+// within a step or two), against the same table with room for every new id, rescored alike.
+// Only the steps are timed.
 void BM_RescoredAtScale(benchmark::State& state) {
-  const int64_t capacity = 1 << 20, rescored = state.range(0);
-  constexpr int kWarmup = 4;
-  const int64_t room = kNewPerStep * (state.max_iterations + kWarmup + 1);
-  Collection* tight = Make(1, true, capacity, SHARDREC_EVICTION_SCORE);
-  Collection* roomy = Make(1, true, capacity + room, SHARDREC_EVICTION_SCORE);
-  auto known = [capacity](std::mt19937_64& g) {
-    return static_cast<int64_t>(g() % static_cast<uint64_t>(capacity));
-  };
-  Fill(tight, 31, known, true);
-  Fill(roomy, 31, known, true);
-  InsertAll(tight, capacity);
-  InsertAll(roomy, capacity);
-  int64_t next_new = capacity;
+  constexpr int64_t kCapacity = 1 << 20;
   std::mt19937_64 pick(5);
-  std::vector<int64_t> ids(static_cast<size_t>(rescored));
+  std::vector<int64_t> ids(static_cast<size_t>(state.range(0)));
   std::vector<double> scores(ids.size());
   double low = 0.0;
-  auto step = [&](int k, std::vector<double>* tt, std::vector<double>* tr) {
-    for (Collection* c : {tight, roomy}) {
-      Rank& r = c->ranks[0];
-      int64_t at = 0;
-      for (int t = 0; t < kTables; ++t) {
-        int64_t table_ids = 0;
-        for (int64_t b = 0; b < kBatch; ++b) table_ids += r.lengths[k][t * kBatch + b];
-        for (int64_t i = 0; i < kNewPerStep; ++i)
-          r.ids[k][at + i] = Scatter(next_new + t * kNewPerStep + i);
-        at += table_ids;
-      }
-    }
-    next_new += kTables * kNewPerStep;
-    const double a = Step(roomy, k), b = Step(tight, k);
-    if (tr != nullptr) tr->push_back(a);
-    if (tt != nullptr) tt->push_back(b);
+  TimeAtScale(state, kCapacity, SHARDREC_EVICTION_SCORE, [&](AtScale& s) {
     // Each rescoring goes below the previous one's, so it orders before every row scored so far.
     low -= 1.0;
     for (size_t i = 0; i < ids.size(); ++i) {
-      ids[i] = Scatter(static_cast<int64_t>(pick() % static_cast<uint64_t>(capacity)));
+      ids[i] = Scatter(static_cast<int64_t>(pick() % static_cast<uint64_t>(kCapacity)));
       scores[i] = low - static_cast<double>(pick() % 1000) * 1e-3;
     }
-    for (Collection* c : {tight, roomy})
+    for (Collection* c : {s.tight, s.roomy})
       for (const char* table : {"t0", "t1"})
         Check(shardrec_embedding_dynamic_set_scores(c->ranks[0].coll, table, ids.data(),
                                                     scores.data(), ids.size(), nullptr),
               "set_scores");
-  };
-  for (int k = 0; k < kWarmup; ++k) step(k % kRotation, nullptr, nullptr);
-  std::vector<double> tt, tr;
-  int k = kWarmup;
-  for (auto _ : state) {
-    step(k++ % kRotation, &tt, &tr);
-    state.SetIterationTime(tr.back() + tt.back());
-  }
-  ReportEviction(state, tight, tr, tt);
-  delete tight;
-  delete roomy;
+  });
 }
 
 // Two data-parallel tables of kDpRows rows, dynamic or fixed, ranks as threads.

@@ -9,12 +9,11 @@
 // median of each (ms), every_row_over_changed and fixed_over_dynamic (> 1: the changed-rows
 // merge is faster), and the bytes each rank sent in the last sync of each kind.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "shardrec/shardrec.h"
+#include "tests/bench/capi_bench_util.h"
 
 namespace {
 
@@ -32,17 +32,8 @@ constexpr int kReplicas = 2;
 constexpr int64_t kCapacity = 1 << 18, kIds = 200000, kBatch = 1024;
 constexpr int32_t kDim = 64, kBag = 8;
 
-void Check(shardrec_status_t rc, const char* what) {
-  if (rc != SHARDREC_OK) {
-    std::fprintf(stderr, "%s failed: %s\n", what, shardrec_last_error());
-    std::abort();
-  }
-}
-
-// An odd multiplier: a bijection of 64-bit ids that scatters consecutive ones over the range.
-int64_t Scatter(int64_t x) {
-  return static_cast<int64_t>(static_cast<uint64_t>(x) * 0x9E3779B97F4A7C15ull);
-}
+using shardrec::bench::Check;
+using shardrec::bench::Scatter;
 
 void OnRanks(const std::function<void(int)>& job) {
   std::vector<std::thread> ts;
