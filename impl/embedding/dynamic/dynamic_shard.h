@@ -297,9 +297,10 @@ class DynamicShard {
     if (!queue_.empty()) side_.push_back(slot);
   }
   // The queue becomes its live entries and the side list's rows still before the bound, in
-  // order, at most queue_target_ of them (its last entry the new bound); side_ empties. Every row
-  // outside ordered at or after the old bound, so at or after the new one: the queue keeps
-  // serving without a scan of the shard (dynamic_shard_victims.cc).
+  // order, at most queue_target_ of them (its last entry the new bound); side_ keeps only the
+  // rows the current forward saw. Every row outside ordered at or after the old bound, so at or
+  // after the new one: the queue keeps serving without a scan of the shard
+  // (dynamic_shard_victims.cc).
   void FoldSide();
   // The notes a side list takes before a fold (beyond the rows a fold leaves in it).
   size_t SideLimit() const;
