@@ -37,8 +37,12 @@ class SlotIndex {
   // Find of every keys[i], calling emit(i, slot) in order (slot: kNone when absent). The cache
   // misses of consecutive keys overlap: each key's bucket is fetched kBucketAhead keys before it
   // is probed and the record its bucket guesses kRecordAhead keys before (by then the bucket has
-  // arrived), and each key is hashed once, for all three. What lookups of many ids call (the
-  // training translation too); emit may rewrite keys[i] (the keys ahead are read before it).
+  // arrived), and each key is hashed once, for all three. The guess then settles most probes
+  // without reading the bucket again: a guessed slot whose id is the key is its slot (an entry
+  // names only a stored id's slot), and a home bucket with no matching tag that no id passed
+  // settles a miss; only the rest probe in full. What lookups of many ids call (the training
+  // translation too). emit may rewrite keys[i] (the keys ahead are read before it) but must not
+  // change the index or the ids (the guesses ahead were read from them).
   // In the step, 32 / 16 measured better than 16 / 8 and no worse than 48 / 24
   // (tests/bench/RESULTS.md).
   static constexpr size_t kBucketAhead = 32, kRecordAhead = 16;
@@ -48,11 +52,13 @@ class SlotIndex {
     constexpr size_t kRing = 64;  // hashes of the keys in flight, kBucketAhead < kRing
     static_assert(kBucketAhead < kRing && kRecordAhead < kBucketAhead);
     uint64_t hashes[kRing];
+    int32_t guesses[kRing];  // what Guess said of each key kRecordAhead keys before its probe
     const size_t n = keys.size();
     for (size_t i = 0; i < std::min(n, kBucketAhead); ++i) {
       hashes[i] = Hash(keys[i]);
       core::PrefetchLine(&buckets_[Home(hashes[i])]);
     }
+    for (size_t i = 0; i < std::min(n, kRecordAhead); ++i) guesses[i] = kUnknown;
     for (size_t i = 0; i < n; ++i) {
       if (i + kBucketAhead < n) {
         const uint64_t h = Hash(keys[i + kBucketAhead]);
@@ -60,11 +66,19 @@ class SlotIndex {
         core::PrefetchLine(&buckets_[Home(h)]);
       }
       if (i + kRecordAhead < n) {
-        const int32_t g = GuessHashed(hashes[(i + kRecordAhead) % kRing]);
-        if (g != kNone) core::PrefetchLine(ids + static_cast<size_t>(g) * stride);
+        const int32_t g = Guess(hashes[(i + kRecordAhead) % kRing]);
+        guesses[(i + kRecordAhead) % kRing] = g;
+        if (g >= 0) core::PrefetchLine(ids + static_cast<size_t>(g) * stride);
       }
       const int64_t key = keys[i];
-      emit(i, FindHashed(hashes[i % kRing], key, ids, stride));
+      const int32_t g = guesses[i % kRing];
+      if (g >= 0 && ids[static_cast<size_t>(g) * stride] == key) {
+        emit(i, g);
+      } else if (g == kAbsent) {
+        emit(i, kNone);
+      } else {
+        emit(i, FindHashed(hashes[i % kRing], key, ids, stride));
+      }
     }
   }
   // Asks the cache for `id`'s bucket (a lookup soon after is then faster).
@@ -90,12 +104,15 @@ class SlotIndex {
       if (bucket.overflow == 0) return kNone;
     }
   }
-  // The slot the id of hash `h` most likely has, from its home bucket alone (no id compared), or
-  // kNone: for prefetching the slot's data before a Find, never for a decision.
-  int32_t GuessHashed(uint64_t h) const {
+  // From the home bucket of hash `h` alone, no id compared: the slot of its first entry whose tag
+  // matches (the id's, unless a tag collided), else kAbsent when no stored id passed the bucket
+  // (the id is not stored), else kUnknown.
+  static constexpr int32_t kUnknown = -1, kAbsent = -2;
+  int32_t Guess(uint64_t h) const {
     const Bucket& bucket = buckets_[Home(h)];
     const uint32_t m = Match(bucket, Tag(h));
-    return m == 0 ? kNone : static_cast<int32_t>(bucket.slots[__builtin_ctz(m)]);
+    if (m != 0) return static_cast<int32_t>(bucket.slots[__builtin_ctz(m)]);
+    return bucket.overflow == 0 ? kAbsent : kUnknown;
   }
 
   static constexpr int kWidth = 12;  // entries per bucket

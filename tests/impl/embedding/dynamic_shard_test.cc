@@ -25,7 +25,9 @@ namespace {
 
 using Eviction = sharding::DynamicConfig::Eviction;
 
-// Random inserts, erases and lookups (hits and misses) on a full-ish index, against a map.
+// Random inserts, erases and lookups (hits and misses) on a full-ish index, against a map; one
+// key at a time (Find) and, every 500 steps, a batch longer than FindAll's look-ahead (whose probes
+// rest on guesses made from the buckets ahead).
 TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
   for (int64_t slots : {1, 2, 7, 16, 100, 5000}) {
     std::mt19937_64 rng(static_cast<uint64_t>(slots));
@@ -42,6 +44,15 @@ TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
       auto it = ref.find(x);
       ASSERT_EQ(index.Find(x, ids.data()), it == ref.end() ? SlotIndex::kNone : it->second)
           << "slots " << slots << " step " << step;
+      if (step % 500 == 0) {
+        std::vector<int64_t> batch(200);
+        for (int64_t& k : batch) k = key();
+        index.FindAll(batch, ids.data(), 1, [&](size_t i, int32_t got) {
+          const auto want = ref.find(batch[i]);
+          ASSERT_EQ(got, want == ref.end() ? SlotIndex::kNone : want->second)
+              << "slots " << slots << " step " << step << " batch key " << i;
+        });
+      }
       if (it == ref.end() && !free_slots.empty() && rng() % 3 != 0) {
         const int32_t s = free_slots.back();
         free_slots.pop_back();
