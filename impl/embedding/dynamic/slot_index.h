@@ -142,7 +142,7 @@ class SlotIndex {
   // Not the placement's hash: the row-wise placement puts an id on block Mix64(id) mod blocks, so
   // that value is alike in its low bits within one shard and would crowd its table. One 64 x 64 ->
   // 128-bit multiply whose halves are folded (as abseil hashes integers): a lookup's loads wait on
-  // this hash, and Mix64's chain of two multiplies made one key at a time 10-25 % slower
+  // this hash, and with Mix64's chain of two multiplies one key at a time was measurably slower
   // (tests/bench/RESULTS.md). The home bucket comes from the high bits (times the bucket count) and
   // the tag from the low 8 bits, so they are nearly independent.
   static uint64_t Hash(int64_t id) {
