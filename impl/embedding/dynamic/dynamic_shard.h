@@ -302,6 +302,11 @@ class DynamicShard {
   // after the new one: the queue keeps serving without a scan of the shard
   // (dynamic_shard_victims.cc).
   void FoldSide();
+  // The side list's rows still before the bound: the slots of those the current forward (`now`)
+  // saw are appended to *seen_now, the current keys of the others to *before (unordered; a row
+  // noted twice appears twice).
+  void SplitSide(uint32_t now, std::vector<Candidate>* before,
+                 std::vector<int32_t>* seen_now) const;
   // The notes a side list takes before a fold (beyond the rows a fold leaves in it).
   size_t SideLimit() const;
   // Under LFU, notes `slot` (just touched for the first time this forward, or created) when its

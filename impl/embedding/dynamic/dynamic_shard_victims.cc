@@ -24,6 +24,8 @@ constexpr size_t kQueueShardFraction = 16;
 // LFU, SCORE: a side list is folded into the queue once it holds this many rows and twice the
 // queue's.
 constexpr size_t kMinSideLimit = size_t{1} << 16;
+// Equal candidates are one row: after a sort by key, the same slot's entries are side by side.
+constexpr auto kSameSlot = [](const auto& a, const auto& b) { return a.slot == b.slot; };
 // Candidate buffers of shards larger than this are given back after a scan (scans are rare there;
 // a small shard that evicts every forward keeps them).
 constexpr size_t kKeepScratchCandidates = size_t{1} << 16;
@@ -123,18 +125,9 @@ bool DynamicShard::TakeQueued(int64_t need) {
   // forwards; the others are this forward's candidates, in order, once.
   std::vector<Candidate> side;
   std::vector<int32_t> seen_now;
-  for (int32_t slot : side_) {
-    const Candidate c = KeyOf(slot);
-    if (!BeforeBound(c)) continue;
-    if (records_[static_cast<size_t>(slot)].seen == now)
-      seen_now.push_back(slot);
-    else
-      side.push_back(c);
-  }
+  SplitSide(now, &side, &seen_now);
   std::sort(side.begin(), side.end(), KeyLess);
-  side.erase(std::unique(side.begin(), side.end(),
-                         [](const Candidate& a, const Candidate& b) { return a.slot == b.slot; }),
-             side.end());
+  side.erase(std::unique(side.begin(), side.end(), kSameSlot), side.end());
   const size_t first = victims_.size();
   size_t i = queue_next_, j = 0;
   // Queue entries are checked in order, and their slots are scattered over the records: each
@@ -200,29 +193,20 @@ void DynamicShard::FoldSide() {
     else
       live.push_back(c);
   }
-  for (const int32_t slot : side_) {
-    const Candidate c = KeyOf(slot);
-    if (!BeforeBound(c)) continue;
-    if (records_[static_cast<size_t>(slot)].seen == now)
-      seen_now.push_back(slot);
-    else
-      noted.push_back(c);
+  SplitSide(now, &noted, &seen_now);
+  // Nothing left to serve, or more rows this forward saw than the queue holds (they would fill
+  // the side list again at once): dropped, the next eviction scans.
+  if ((live.empty() && noted.empty()) || seen_now.size() > queue_target_) {
+    ClearQueue();
+    return;
   }
   RadixSort<16>(&noted, &scratch_, KeyDigit);
   folded.resize(live.size() + noted.size());
   std::merge(live.begin(), live.end(), noted.begin(), noted.end(), folded.begin(), KeyLess);
-  folded.erase(std::unique(folded.begin(), folded.end(),
-                           [](const Candidate& a, const Candidate& b) { return a.slot == b.slot; }),
-               folded.end());
+  folded.erase(std::unique(folded.begin(), folded.end(), kSameSlot), folded.end());
   if (folded.size() > queue_target_) {
     folded.resize(queue_target_);
     queue_complete_ = false;
-  }
-  // Nothing left to serve, or more rows this forward saw than the queue holds (they would fill
-  // the side list again at once): dropped, the next eviction scans.
-  if (folded.empty() || seen_now.size() > queue_target_) {
-    ClearQueue();
-    return;
   }
   queue_ = std::move(folded);
   queue_next_ = 0;
@@ -230,6 +214,18 @@ void DynamicShard::FoldSide() {
   side_limit_ = SideLimit() + side_.size();
   if (config_.eviction == Eviction::kLfu)
     lfu_bound_count_ = static_cast<uint32_t>(queue_.back().hi >> 32);
+}
+
+void DynamicShard::SplitSide(uint32_t now, std::vector<Candidate>* before,
+                             std::vector<int32_t>* seen_now) const {
+  for (const int32_t slot : side_) {
+    const Candidate c = KeyOf(slot);
+    if (!BeforeBound(c)) continue;
+    if (records_[static_cast<size_t>(slot)].seen == now)
+      seen_now->push_back(slot);
+    else
+      before->push_back(c);
+  }
 }
 
 size_t DynamicShard::SideLimit() const {
