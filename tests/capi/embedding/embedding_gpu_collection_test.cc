@@ -336,8 +336,8 @@ class DeviceKjtVsHost : public ::testing::TestWithParam<DeviceKjtCase> {};
 
 // A KJT in device memory is routed on the device (the emb_route entry) and trains exactly as
 // the same batch in host memory on a host collection: outputs every step, weights and states at
-// the end, bit for bit. Under the fake only: the test copies the KJT into device memory through
-// the fake's hooks (the C API has no allocator of its own).
+// the end, bit for bit. The test copies the KJT into device memory through the fake's hooks, or
+// into CUDA managed memory on a GPU (the C API has no allocator of its own).
 TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
   REQUIRE_DEVICE();
   if (!DeviceBuffersAvailable()) GTEST_SKIP() << "no device buffers for device KJTs here";
@@ -388,9 +388,12 @@ TEST_P(DeviceKjtVsHost, TrainsBitIdenticallyToAHostKjt) {
     const auto snap_d = Snapshot(d, s);
     ExpectSameTensors(snap_h, snap_d, "rank " + std::to_string(r));
   });
-  // Both ranks routed every step on the device: two entry calls (count, fill) per route.
-  const auto calls = FakeCalls();
-  EXPECT_GE(calls[kRoute] - calls_before[kRoute], 2 * s.world * s.steps);
+  // Both ranks routed every step on the device: two entry calls (count, fill) per route, which
+  // only the fake counts (on a GPU every count reads 0).
+  if (FakeLoaded()) {
+    const auto calls = FakeCalls();
+    EXPECT_GE(calls[kRoute] - calls_before[kRoute], 2 * s.world * s.steps);
+  }
 }
 
 const DeviceKjtCase kDeviceKjtCases[] = {
