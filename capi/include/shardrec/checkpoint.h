@@ -52,8 +52,8 @@
  * checkpoint loads into either kind whichever kind wrote it (resharding included). A failed
  * device copy is SHARDREC_ECUDA (or SHARDREC_ETIMEOUT) on every rank: during a save it changes
  * neither the collection nor the previous checkpoint; during a load's commit it leaves the
- * collection partly loaded: load again. (Tested through a fake plugin whose device memory is
- * host memory; GPU collections have not run on a GPU yet.)
+ * collection partly loaded: load again. (A failed copy is tested through a fake plugin whose
+ * device memory is host memory; GPU collections' saves and loads also ran on one GPU.)
  */
 #ifndef SHARDREC_CHECKPOINT_H_
 #define SHARDREC_CHECKPOINT_H_
