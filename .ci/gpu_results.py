@@ -2,9 +2,9 @@
 """Writes the dated results file of .ci/gpu-check from what its steps left in OUT.
 
 Usage: gpu_results.py OUT
-Reads OUT/env.txt, steps.tsv, tests/*.xml and *.log, bench.json, torch.jsonl, memcheck.log and
-fatbin.txt (any may be missing: a step that ran out of time leaves partial files), and writes
-OUT/results/gpu/<date>-<device>.md. Only what was measured is written; missing parts say so.
+Reads OUT/env.txt, steps.tsv, tests/*.xml and *.log, bench.json, torch.jsonl, the sanitizers'
+logs and fatbin.txt (any may be missing: a step that ran out of time leaves partial files), and
+writes OUT/results/gpu/<date>-<device>.md. Only what was measured is written; missing parts say so.
 """
 import glob
 import json
@@ -185,12 +185,18 @@ def main():
     if failures_text:
         lines += ["Failed cases (first message of each):", ""]
         lines += ["- `%s`" % f.replace("`", "'") for f in failures_text[:40]] + [""]
+    # compute-sanitizer steps: each writes STEP.log (memcheck: the small kernel cases; the rest are
+    # named after their tool and test binary).
     for step, rc, secs in steps:
-        if step == "memcheck":
-            log = read(os.path.join(out, "memcheck.log")) or ""
-            summary = [l for l in log.splitlines() if "ERROR SUMMARY" in l]
-            lines += ["compute-sanitizer memcheck over the small kernel cases: %s (%s), %s s." % (
-                verdict(rc), summary[-1].strip() if summary else "no summary", secs), ""]
+        tool = step.split("_")[0]
+        if tool not in ("memcheck", "racecheck", "synccheck"):
+            continue
+        log = read(os.path.join(out, step + ".log")) or ""
+        summary = [l for l in log.splitlines() if "SUMMARY" in l]
+        what = "the small kernel cases" if step == "memcheck" else step[len(tool) + 1:]
+        lines += ["compute-sanitizer %s over %s: %s (%s), %s s." % (
+            tool, what, verdict(rc), summary[-1].strip(" =") if summary else "no summary",
+            secs), ""]
     fatbin = read(os.path.join(out, "fatbin.txt"))
     if fatbin:
         archs = sorted(set(re.findall(r"sm_\d+", fatbin)))
