@@ -233,7 +233,16 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   Status s;
   {
     ScopedTimer phase(&s_.timings.input_dist_seconds);
-    s = engine_->DistributeInput(batch, rejected, rb.get());
+    if (engine_->AgreesForwardInInputExchange()) {
+      // The output buffer is known now, so this rank's verdict on it and its mode ride on the
+      // input exchange: a refusal there fails every rank before any state changes.
+      Status local = engine_->Route(batch, rejected, rb.get());
+      if (local.ok()) local = CheckOutput(*rb, out, out_len, device_out);
+      s = engine_->ExchangeAndUnpack(
+          local, rb.get(), s_.training ? ForwardMode::kTraining : ForwardMode::kEvaluating);
+    } else {
+      s = engine_->DistributeInput(batch, rejected, rb.get());
+    }
   }
   if (!s.ok()) {
     spare_ = std::move(rb);
@@ -332,23 +341,26 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
 
 Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
                                        const Status& rejected, const DeviceOutput* device_out) {
-  const Layout& layout = s_.layout;
-  const size_t rows = static_cast<size_t>(layout.sequence ? rb->num_values : rb->batch_size);
-  const size_t need = rows * static_cast<size_t>(layout.output_dim);
-  Status local = rejected;
-  if (!local.ok()) {
-    // The caller's verdict stands.
-  } else if (out_len != need)
-    local = Status::InvalidArgument(
-        "out_len is ", out_len, " but this batch needs ", need,
-        layout.sequence ? " (num_values x dim)" : " (batch_size x output_dim)");
-  else if (need > 0 && out == nullptr)
-    local = Status::InvalidArgument("out must not be NULL");
-  // The output exchange is collective: a rank with a bad output buffer still takes part.
-  if (local.ok() && device_out != nullptr && !WritesDeviceOutput(s_.options.device))
-    local = Status::Internal("a device output for a collection that does not write one");
+  // The caller's verdict stands; the output exchange is collective: a rank with a bad output
+  // buffer still takes part.
+  const Status local = rejected.ok() ? CheckOutput(*rb, out, out_len, device_out) : rejected;
   const Status s = engine_->LookupAndCombine(*rb, out, local, device_out);
   return Finish(std::move(rb), s, local);
+}
+
+Status EmbeddingCollection::CheckOutput(const RoutedBatch& rb, const float* out, size_t out_len,
+                                        const DeviceOutput* device_out) const {
+  const Layout& layout = s_.layout;
+  const size_t rows = static_cast<size_t>(layout.sequence ? rb.num_values : rb.batch_size);
+  const size_t need = rows * static_cast<size_t>(layout.output_dim);
+  if (out_len != need)
+    return Status::InvalidArgument(
+        "out_len is ", out_len, " but this batch needs ", need,
+        layout.sequence ? " (num_values x dim)" : " (batch_size x output_dim)");
+  if (need > 0 && out == nullptr) return Status::InvalidArgument("out must not be NULL");
+  if (device_out != nullptr && !WritesDeviceOutput(s_.options.device))
+    return Status::Internal("a device output for a collection that does not write one");
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status& s,

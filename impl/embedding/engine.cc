@@ -28,12 +28,12 @@ Status Engine::DistributeInput(const Batch& batch, const Status& rejected, Route
   return ExchangeAndUnpack(Route(batch, rejected, rb), rb);
 }
 
-Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb) {
+Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb, ForwardMode mode) {
   Status s;
   rb->device_input = false;
   {
     ScopedTimer t(&s_.timings.comm_seconds);
-    s = ExchangeInput(s_.layout, *s_.input_comm, local, rb);
+    s = ExchangeInput(s_.layout, *s_.input_comm, local, rb, mode);
   }
   return s.ok() ? UnpackInput(s_.layout, rb) : s;
 }

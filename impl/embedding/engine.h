@@ -59,8 +59,13 @@ class Engine {
   // Route + exchange + unpack of a batch, every rank taking part (a rejecting one too).
   virtual Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb);
   // The id exchange and unpacking of a routed batch over the input communicator (`local`: this
-  // rank's verdict; a rejecting rank takes part).
-  Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb);
+  // rank's verdict; a rejecting rank takes part), announcing `mode` (ExchangeInput).
+  Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb,
+                           ForwardMode mode = ForwardMode::kNone);
+  // Whether this engine's forward needs its ranks to agree on it (every output buffer accepted,
+  // one training mode) before it changes state, and takes that agreement from the input exchange
+  // when the forward checked its output buffer before it (ForwardMode): a collective fewer.
+  virtual bool AgreesForwardInInputExchange() const { return false; }
   // Whether a started input distribution completes at once (StartInputDist) instead of on the
   // communication worker.
   virtual bool ExchangesInputInline() const { return false; }

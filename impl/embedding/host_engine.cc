@@ -56,11 +56,13 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
   // rank's count of ids rides on that all-reduce when the data-parallel group is the collection's
   // (on a mesh, whose data-parallel group is the world, the outcome, mode and counts are agreed
   // over that group as well), and one all-gather brings the ids. It runs before any sharded table
-  // inserts, so a failed gather changes no table.
+  // inserts, so a failed gather changes no table. A plain forward without data-parallel dynamic
+  // tables agreed in its input exchange already (AgreesForwardInInputExchange): that exchange
+  // went through only if every rank accepted its output buffer and all announced one mode.
   if (s_.layout.has_dynamic) {
     std::vector<int64_t> dp_words;
     const bool dp_dynamic = dynamic::HasDataParallelDynamic(s_.layout);
-    const Status agreed = AgreeForward(local, rb, &dp_words);
+    const Status agreed = rb.forward_agreed ? local : AgreeForward(local, rb, &dp_words);
     if (dp_dynamic && s_.dp_comm.get() != s_.comm.get()) {
       ScopedTimer t(&s_.timings.comm_seconds);
       const int64_t words = agreed.ok() && s_.training
@@ -96,6 +98,10 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
   return s;
 }
 
+bool HostEngine::AgreesForwardInInputExchange() const {
+  return s_.layout.has_dynamic && !dynamic::HasDataParallelDynamic(s_.layout);
+}
+
 Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,
                                 std::vector<int64_t>* dp_words) {
   // Under kMax: which rank refused (rank + 1, or 0), whether any rank trains, whether any rank
@@ -119,10 +125,7 @@ Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,
     return Status::InvalidArgument("rank ", w[0] - 1,
                                    " rejected its forward's output buffer (its error says why); no "
                                    "rank changed any state");
-  if (w[1] != 0 && w[2] != 0)
-    return Status::InvalidUsage(
-        "the ranks differ in training mode for this forward (shardrec_embedding_set_training "
-        "must be the same on every rank); no rank changed any state");
+  if (w[1] != 0 && w[2] != 0) return ModesDiffer();
   if (carry && s_.training) dp_words->assign(w.begin() + 3, w.end());
   return Status::Ok();
 }

@@ -25,6 +25,9 @@ class HostEngine final : public Engine {
                           const DeviceOutput* device_out) override;
   bool WritesDeviceOutput(const Device& /*device*/) const override { return false; }
   bool TakesDeviceGradient(const Device& /*device*/) const override { return false; }
+  // A forward of dynamic tables inserts rows; its agreement carries nothing the input exchange
+  // cannot, unless a data-parallel dynamic table needs every rank's gather size (AgreeForward).
+  bool AgreesForwardInInputExchange() const override;
   Status Backward(const float* grad, size_t grad_len, const Status& local,
                   const DeviceGradient* device_grad) override;
 

@@ -531,12 +531,22 @@ Status RouteBatch(const ExecContext& ctx, const Layout& l, const RouteOptions& o
   return Status::Ok();
 }
 
+Status ModesDiffer() {
+  return Status::InvalidUsage(
+      "the ranks differ in training mode for this forward (shardrec_embedding_set_training "
+      "must be the same on every rank); no rank changed any state");
+}
+
 Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& local_error,
-                     RoutedBatch* rb) {
+                     RoutedBatch* rb, ForwardMode mode) {
   const int32_t world = l.world;
+  rb->forward_agreed = false;
   if (!local_error.ok()) {
     rb->counts_send.assign(world * kCountFields, 0);
     for (int32_t d = 0; d < world; ++d) rb->counts_send[d * kCountFields] = 1;
+  } else {
+    for (int32_t d = 0; d < world; ++d)
+      rb->counts_send[d * kCountFields + 4] = static_cast<int64_t>(mode);
   }
   rb->counts_recv.assign(world * kCountFields, 0);
   std::vector<size_t> counts(world, kCountFields);
@@ -548,6 +558,16 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
       return Status::InvalidArgument("rank ", s, " rejected its batch (its error says why); ",
                                      "no rank changed any state");
   }
+  // Every rank sees every rank's mode, so all decide alike.
+  const int64_t first_mode = rb->counts_recv[4];
+  bool all_announced = true, same = true;
+  for (int32_t s = 0; s < world; ++s) {
+    const int64_t m = rb->counts_recv[s * kCountFields + 4];
+    all_announced &= m != static_cast<int64_t>(ForwardMode::kNone);
+    same &= m == first_mode;
+  }
+  if (all_announced && !same) return ModesDiffer();
+  rb->forward_agreed = all_announced;
   const size_t units = l.units_to_rank[l.rank].size();
   rb->recv_bytes.assign(world, 0);
   size_t total = 0;

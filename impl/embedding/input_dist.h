@@ -106,10 +106,24 @@ struct RoutedBatch {
   std::vector<size_t> a2a_send;       // the id exchange's counts (this rank's own block 0)
   std::vector<size_t> a2a_recv;
   size_t self_offset = 0;  // where this rank's message to itself starts in `send` (last)
+
+  // Set by ExchangeInput: every rank announced the same ForwardMode (none announced kNone) and
+  // none rejected, so the forward that follows needs no agreement of its own.
+  bool forward_agreed = false;
 };
 
-// Per-rank fields of the count exchange: rejected flag, batch size, ids sent, weighted.
-constexpr size_t kCountFields = 4;
+// What a rank's forward announces in the count exchange when its ranks agree there on the forward
+// (its output buffer checked before the exchange, and its training mode), instead of in a
+// collective of their own after it: kNone when the forward agrees later (a started input
+// distribution, whose output buffer comes with its second call) or needs no agreement.
+enum class ForwardMode : int64_t { kNone = 0, kTraining = 1, kEvaluating = 2 };
+
+// Per-rank fields of the count exchange: rejected flag, batch size, ids sent, weighted,
+// ForwardMode.
+constexpr size_t kCountFields = 5;
+
+// The error of a forward whose ranks differ in training mode, on every rank.
+Status ModesDiffer();
 
 // The byte layout of one routed message: lengths (int32, unit-major), then rows (int64), then
 // weights (float, when weighted), each section 8-byte aligned.
@@ -153,9 +167,10 @@ Status IdOutOfRangeError(const sharding::Plan& plan, int32_t feature, int32_t ta
 // The collective part: exchanges counts (and the rejected flag, so a rejecting rank and its
 // peers all stop here) and then the routed ids over `comm`. `local_error` is this rank's
 // rejection of its input (OK if none): it is returned unchanged, and peers learn which rank
-// rejected its batch.
+// rejected its batch. `mode` is announced to every peer (RoutedBatch::forward_agreed); ranks that
+// all announce a mode but not the same one fail alike (ModesDiffer).
 Status ExchangeInput(const Layout& layout, comm::Communicator& comm, const Status& local_error,
-                     RoutedBatch* rb);
+                     RoutedBatch* rb, ForwardMode mode = ForwardMode::kNone);
 
 // Owner side: describes the received ids as runs per local shard and sizes the return message.
 // Runs keep (source rank, unit) order; their rows in the return message are grouped per source

@@ -1,9 +1,9 @@
 // Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
-// any rank inserts nothing anywhere (row-wise, data-parallel, grid); GPU collections, the
-// full-table accessors, state exports and table imports refuse dynamic tables (replica syncs merge
-// them by key: dynamic_mesh_test.cc); every sharding type plans and its JSON round-trips; stats of
-// an unknown table are refused; the plan JSON carries the dynamic config; version-2 table config
-// arrays still plan.
+// any rank inserts nothing anywhere (row-wise, data-parallel, grid), also when the ranks mix plain
+// and pipelined forwards; GPU collections, the full-table accessors, state exports and table
+// imports refuse dynamic tables (replica syncs merge them by key: dynamic_mesh_test.cc); every
+// sharding type plans and its JSON round-trips; stats of an unknown table are refused; the plan
+// JSON carries the dynamic config; version-2 table config arrays still plan.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -33,9 +33,9 @@ enum class Spoil { kNegativeLength, kOutputLength };
 
 // The last rank spoils a forward between two steps while every batch is full of new ids: the
 // forward fails on every rank, no stat moves, and training then goes on exactly as the reference
-// that never saw the batch. A wrong output length is found only after the input exchange (the
-// pipelined forward learns it last), so this checks that the ranks agree before any row is
-// inserted.
+// that never saw the batch. A wrong output length reaches the peers in the input exchange (a
+// plain forward) or in an agreement after it (a pipelined one, which learns its output buffer
+// last): either way the ranks agree before any row is inserted.
 void RejectedForwardInsertsNothing(int world, Spoil spoil,
                                    int32_t sharding = SHARDREC_SHARDING_ROW_WISE) {
   SCOPED_TRACE("world " + std::to_string(world) + " sharding " + std::to_string(sharding));
@@ -139,6 +139,50 @@ TEST(DynamicTableRefusal, RefusedForwardLeavesNoBatchToTrain) {
               SHARDREC_OK)
         << shardrec_last_error();
     ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  });
+}
+
+// A plain forward agrees in its input exchange, a pipelined one after it (its output buffer comes
+// last): ranks that mix the two still agree. Rank 0 calls shardrec_embedding_forward, rank 1 the
+// pipelined calls. Rank 1's short output refuses the forward on both ranks with nothing inserted;
+// then the two train a step to the reference's output on each rank.
+TEST(DynamicTableRefusal, PlainAndPipelinedForwardsOnDifferentRanksAgree) {
+  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, 96, 24);
+  const auto batches = MakeDynBatches(s);
+  const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
+  const RefRun want = RunReference(s, batches, grads);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  const int64_t dim = DynOutputDim(s);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.base.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    KjtHolder kjt(batches[0][r], s.base.num_features, false);
+    std::vector<float> out(static_cast<size_t>(batches[0][r].batch_size * dim));
+    auto forward = [&](size_t out_len) {
+      if (r == 0) return shardrec_embedding_forward(c, kjt.view(), out.data(), out_len, nullptr);
+      EXPECT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      EXPECT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      return shardrec_embedding_forward_distributed(c, out.data(), out_len, nullptr);
+    };
+    EXPECT_EQ(forward(r == 1 ? out.size() - 1 : out.size()), SHARDREC_EINVAL) << "rank " << r;
+    EXPECT_EQ(StatsOf(c, "t0").size, 0) << "rank " << r;
+    EXPECT_EQ(StatsOf(c, "t1").size, 0) << "rank " << r;
+    ASSERT_EQ(forward(out.size()), SHARDREC_OK) << "rank " << r << ": " << shardrec_last_error();
+    std::string first;
+    EXPECT_EQ(CountMismatches(out, want.out[0][r], kRtol, kAtol, &first), 0u)
+        << "rank " << r << ": " << first;
+    ASSERT_EQ(shardrec_embedding_backward(c, grads[0][r].data(), grads[0][r].size(), nullptr),
+              SHARDREC_OK)
         << shardrec_last_error();
   });
 }
