@@ -78,17 +78,10 @@ TEST(DynamicEval, EvalForwardReadsWithoutInserting) {
 // One collection per rank of a plan; `body(rank, coll)`.
 template <typename F>
 void OnRanks(const DynScenario& s, const PlanPtr& plan, F body) {
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   SpawnRanks(s.base.world, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.base.seed;
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.base.world, r), &opt, &o),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
-    body(r, c);
+    CollPtr coll = CreateDynCollection(s, plan.get(), s.base.world, r);
+    ASSERT_NE(coll, nullptr);
+    body(r, coll.get());
   });
 }
 

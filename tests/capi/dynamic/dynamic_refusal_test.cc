@@ -46,16 +46,11 @@ void RejectedForwardInsertsNothing(int world, Spoil spoil,
   const RefRun want = RunReference(s, batches, grads);
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   const int64_t dim = DynOutputDim(s);
   SpawnRanks(world, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.base.seed;
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(world, r), &opt, &o), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
+    CollPtr coll = CreateDynCollection(s, plan.get(), world, r);
+    ASSERT_NE(coll, nullptr);
+    shardrec_embedding_t* c = coll.get();
     const int32_t steps = s.base.steps;
     for (int32_t step = 0; step <= steps; ++step) {
       if (step == 2) {
@@ -154,16 +149,11 @@ TEST(DynamicTableRefusal, PlainAndPipelinedForwardsOnDifferentRanksAgree) {
   const RefRun want = RunReference(s, batches, grads);
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   const int64_t dim = DynOutputDim(s);
   SpawnRanks(2, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.base.seed;
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
+    CollPtr coll = CreateDynCollection(s, plan.get(), 2, r);
+    ASSERT_NE(coll, nullptr);
+    shardrec_embedding_t* c = coll.get();
     KjtHolder kjt(batches[0][r], s.base.num_features, false);
     std::vector<float> out(static_cast<size_t>(batches[0][r].batch_size * dim));
     auto forward = [&](size_t out_len) {

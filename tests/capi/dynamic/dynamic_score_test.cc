@@ -181,15 +181,10 @@ std::vector<std::vector<float>> Train(const DynScenario& s,
   std::vector<std::vector<float>> outs;
   PlanPtr plan = MakeDynPlan(s);
   if (plan == nullptr) return outs;
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
   SpawnRanks(1, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.base.seed;
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, r), &opt, &o), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
+    CollPtr coll = CreateDynCollection(s, plan.get(), 1, r);
+    ASSERT_NE(coll, nullptr);
+    shardrec_embedding_t* c = coll.get();
     if (!load.empty()) {
       ASSERT_EQ(shardrec_checkpoint_load(c, load.c_str(), nullptr), SHARDREC_OK)
           << shardrec_last_error();

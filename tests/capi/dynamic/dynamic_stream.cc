@@ -63,14 +63,8 @@ RefBatch Slice(const RefBatch& b, int32_t world, int32_t r) {
 
 void MakeStreamCollection(const DynScenario& s, const shardrec_plan_t* plan, int32_t world,
                           int32_t r, CollPtr* out) {
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
-  shardrec_embedding_options_t o;
-  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-  o.seed = s.base.seed;
-  shardrec_embedding_t* c = nullptr;
-  ASSERT_EQ(shardrec_embedding_create(&c, plan, GroupComm(world, r), &opt, &o), SHARDREC_OK)
-      << "rank " << r << ": " << shardrec_last_error();
-  out->reset(c);
+  *out = CreateDynCollection(s, plan, world, r);
+  ASSERT_NE(*out, nullptr) << "rank " << r;
 }
 
 void ForwardSlice(shardrec_embedding_t* c, const RefBatch& global, int32_t world, int32_t r,

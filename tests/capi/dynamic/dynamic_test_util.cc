@@ -77,6 +77,18 @@ std::vector<std::vector<RefBatch>> MakeDynBatches(const DynScenario& s) {
   return out;
 }
 
+CollPtr CreateDynCollection(const DynScenario& s, const shardrec_plan_t* plan, int32_t world,
+                            int32_t rank) {
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.seed = s.base.seed;
+  shardrec_embedding_t* c = nullptr;
+  EXPECT_EQ(shardrec_embedding_create(&c, plan, GroupComm(world, rank), &opt, &o), SHARDREC_OK)
+      << shardrec_last_error();
+  return CollPtr(c);
+}
+
 int64_t DynOutputDim(const DynScenario& s) {
   if (s.base.tables[0].pooling == SHARDREC_POOLING_NONE) return s.base.tables[0].dim;
   int64_t d = 0;

@@ -86,4 +86,9 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
 // The output dim of s.
 int64_t DynOutputDim(const DynScenario& s);
 
+// Rank `rank`'s collection of `plan` over GroupComm(world, rank), with s's optimizer and seed;
+// null, with the failure recorded, when creation fails.
+CollPtr CreateDynCollection(const DynScenario& s, const shardrec_plan_t* plan, int32_t world,
+                            int32_t rank);
+
 }  // namespace shardrec::testing
