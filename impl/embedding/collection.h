@@ -49,9 +49,11 @@ class EmbeddingCollection {
   EmbeddingCollection(const EmbeddingCollection&) = delete;
   EmbeddingCollection& operator=(const EmbeddingCollection&) = delete;
 
-  // Start + wait + ForwardDistributed in one call. `rejected` as in Create: this rank's input
-  // was refused before it became a Batch (the batch is then ignored). `device_out` non-null: `out`
-  // is device memory of the collection's device (only where WritesDeviceOutput says so); the
+  // Start + wait + ForwardDistributed in one call (where the engine agrees on the forward in the
+  // input exchange, Engine::AgreesForwardInInputExchange, the output buffer is checked before
+  // that exchange, so a refused one fails every rank there). `rejected` as in Create: this rank's
+  // input was refused before it became a Batch (the batch is then ignored). `device_out` non-null:
+  // `out` is device memory of the collection's device (only where WritesDeviceOutput says so); the
   // output is written there device to device, stream-ordered: behind device_out->stream's earlier
   // work, and that stream's later work behind the write; the call returns with it queued (its
   // checks are made at the next synchronising call: Settle). Synchronising: what earlier
