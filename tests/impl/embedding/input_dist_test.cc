@@ -125,7 +125,9 @@ TEST(EmbeddingInputDist, UnpackDescribesRunsPerShard) {
   ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).ok());
   // Rank 0's ids for itself stay in its send buffer (they are not exchanged); rank 1 sent an
   // empty batch. Build the receive side by hand.
-  rb.counts_recv = {0, 3, 3, 0, 0, 0, 0, 0};
+  rb.counts_recv.assign(2 * kCountFields, 0);
+  rb.counts_recv[1] = 3;  // rank 0: batch size 3, 3 ids
+  rb.counts_recv[2] = 3;
   rb.recv_bytes = {rb.send_bytes[0], 0};
   rb.recv.clear();
   ASSERT_TRUE(UnpackInput(l, &rb).ok());
