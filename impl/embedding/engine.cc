@@ -33,7 +33,9 @@ Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb, ForwardMo
   rb->device_input = false;
   {
     ScopedTimer t(&s_.timings.comm_seconds);
-    s = ExchangeInput(s_.layout, *s_.input_comm, local, rb, mode);
+    const int64_t words =
+        local.ok() && mode == ForwardMode::kTraining ? ForwardWords(*rb) : int64_t{0};
+    s = ExchangeInput(s_.layout, *s_.input_comm, local, rb, mode, words);
   }
   return s.ok() ? UnpackInput(s_.layout, rb) : s;
 }

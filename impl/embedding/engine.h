@@ -59,13 +59,17 @@ class Engine {
   // Route + exchange + unpack of a batch, every rank taking part (a rejecting one too).
   virtual Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb);
   // The id exchange and unpacking of a routed batch over the input communicator (`local`: this
-  // rank's verdict; a rejecting rank takes part), announcing `mode` (ExchangeInput).
+  // rank's verdict; a rejecting rank takes part), announcing `mode` and, for a training forward
+  // this rank accepted, ForwardWords (ExchangeInput).
   Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb,
                            ForwardMode mode = ForwardMode::kNone);
   // Whether this engine's forward needs its ranks to agree on it (every output buffer accepted,
   // one training mode) before it changes state, and takes that agreement from the input exchange
   // when the forward checked its output buffer before it (ForwardMode): a collective fewer.
   virtual bool AgreesForwardInInputExchange() const { return false; }
+  // What a training forward that agrees in its input exchange announces beside its mode, for the
+  // engine's own use after the exchange (RoutedBatch::forward_words).
+  virtual int64_t ForwardWords(const RoutedBatch& /*rb*/) { return 0; }
   // Whether a started input distribution completes at once (StartInputDist) instead of on the
   // communication worker.
   virtual bool ExchangesInputInline() const { return false; }

@@ -56,13 +56,16 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
   // rank's count of ids rides on that all-reduce when the data-parallel group is the collection's
   // (on a mesh, whose data-parallel group is the world, the outcome, mode and counts are agreed
   // over that group as well), and one all-gather brings the ids. It runs before any sharded table
-  // inserts, so a failed gather changes no table. A plain forward without data-parallel dynamic
-  // tables agreed in its input exchange already (AgreesForwardInInputExchange): that exchange
-  // went through only if every rank accepted its output buffer and all announced one mode.
+  // inserts, so a failed gather changes no table. A plain forward agreed in its input exchange
+  // already (AgreesForwardInInputExchange): that exchange went through only if every rank
+  // accepted its output buffer and all announced one mode, and it brought the gather sizes
+  // (ForwardWords).
   if (s_.layout.has_dynamic) {
     std::vector<int64_t> dp_words;
     const bool dp_dynamic = dynamic::HasDataParallelDynamic(s_.layout);
     const Status agreed = rb.forward_agreed ? local : AgreeForward(local, rb, &dp_words);
+    if (rb.forward_agreed && s_.training && dp_dynamic && s_.dp_comm.get() == s_.comm.get())
+      dp_words = rb.forward_words;
     if (dp_dynamic && s_.dp_comm.get() != s_.comm.get()) {
       ScopedTimer t(&s_.timings.comm_seconds);
       const int64_t words = agreed.ok() && s_.training
@@ -99,7 +102,15 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
 }
 
 bool HostEngine::AgreesForwardInInputExchange() const {
-  return s_.layout.has_dynamic && !dynamic::HasDataParallelDynamic(s_.layout);
+  return s_.layout.has_dynamic &&
+         (s_.dp_comm.get() == s_.comm.get() || !dynamic::HasDataParallelDynamic(s_.layout));
+}
+
+int64_t HostEngine::ForwardWords(const RoutedBatch& rb) {
+  // AgreeForward's carried words (AgreesForwardInInputExchange: the data-parallel group is this
+  // communicator).
+  if (!dynamic::HasDataParallelDynamic(s_.layout)) return 0;
+  return dynamic::DataParallelGatherWords(s_.layout, rb, s_.dynamic);
 }
 
 Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,

@@ -25,9 +25,13 @@ class HostEngine final : public Engine {
                           const DeviceOutput* device_out) override;
   bool WritesDeviceOutput(const Device& /*device*/) const override { return false; }
   bool TakesDeviceGradient(const Device& /*device*/) const override { return false; }
-  // A forward of dynamic tables inserts rows; its agreement carries nothing the input exchange
-  // cannot, unless a data-parallel dynamic table needs every rank's gather size (AgreeForward).
+  // A forward of dynamic tables inserts rows, so its ranks agree first; a plain forward does so in
+  // its input exchange, its data-parallel dynamic gather size announced there too. Not where a
+  // data-parallel dynamic table's group is another communicator (a mesh's world): a rank that
+  // refused its forward must still reach that group's agreement (AgreeDataParallelGroup), so it
+  // cannot stop at its own group's exchange.
   bool AgreesForwardInInputExchange() const override;
+  int64_t ForwardWords(const RoutedBatch& rb) override;
   Status Backward(const float* grad, size_t grad_len, const Status& local,
                   const DeviceGradient* device_grad) override;
 

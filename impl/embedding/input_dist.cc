@@ -538,15 +538,17 @@ Status ModesDiffer() {
 }
 
 Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& local_error,
-                     RoutedBatch* rb, ForwardMode mode) {
+                     RoutedBatch* rb, ForwardMode mode, int64_t words) {
   const int32_t world = l.world;
   rb->forward_agreed = false;
   if (!local_error.ok()) {
     rb->counts_send.assign(world * kCountFields, 0);
     for (int32_t d = 0; d < world; ++d) rb->counts_send[d * kCountFields] = 1;
   } else {
-    for (int32_t d = 0; d < world; ++d)
+    for (int32_t d = 0; d < world; ++d) {
       rb->counts_send[d * kCountFields + 4] = static_cast<int64_t>(mode);
+      rb->counts_send[d * kCountFields + 5] = words;
+    }
   }
   rb->counts_recv.assign(world * kCountFields, 0);
   std::vector<size_t> counts(world, kCountFields);
@@ -568,6 +570,10 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
   }
   if (all_announced && !same) return ModesDiffer();
   rb->forward_agreed = all_announced;
+  rb->forward_words.clear();
+  if (all_announced)
+    for (int32_t s = 0; s < world; ++s)
+      rb->forward_words.push_back(rb->counts_recv[s * kCountFields + 5]);
   const size_t units = l.units_to_rank[l.rank].size();
   rb->recv_bytes.assign(world, 0);
   size_t total = 0;

@@ -108,8 +108,10 @@ struct RoutedBatch {
   size_t self_offset = 0;  // where this rank's message to itself starts in `send` (last)
 
   // Set by ExchangeInput: every rank announced the same ForwardMode (none announced kNone) and
-  // none rejected, so the forward that follows needs no agreement of its own.
+  // none rejected, so the forward that follows needs no agreement of its own; then
+  // forward_words[r] is the word count rank r announced beside its mode.
   bool forward_agreed = false;
+  std::vector<int64_t> forward_words;
 };
 
 // What a rank's forward announces in the count exchange when its ranks agree there on the forward
@@ -119,8 +121,8 @@ struct RoutedBatch {
 enum class ForwardMode : int64_t { kNone = 0, kTraining = 1, kEvaluating = 2 };
 
 // Per-rank fields of the count exchange: rejected flag, batch size, ids sent, weighted,
-// ForwardMode.
-constexpr size_t kCountFields = 5;
+// ForwardMode, the words announced with it.
+constexpr size_t kCountFields = 6;
 
 // The error of a forward whose ranks differ in training mode, on every rank.
 Status ModesDiffer();
@@ -167,10 +169,10 @@ Status IdOutOfRangeError(const sharding::Plan& plan, int32_t feature, int32_t ta
 // The collective part: exchanges counts (and the rejected flag, so a rejecting rank and its
 // peers all stop here) and then the routed ids over `comm`. `local_error` is this rank's
 // rejection of its input (OK if none): it is returned unchanged, and peers learn which rank
-// rejected its batch. `mode` is announced to every peer (RoutedBatch::forward_agreed); ranks that
-// all announce a mode but not the same one fail alike (ModesDiffer).
+// rejected its batch. `mode` and `words` are announced to every peer (RoutedBatch::forward_agreed,
+// forward_words); ranks that all announce a mode but not the same one fail alike (ModesDiffer).
 Status ExchangeInput(const Layout& layout, comm::Communicator& comm, const Status& local_error,
-                     RoutedBatch* rb, ForwardMode mode = ForwardMode::kNone);
+                     RoutedBatch* rb, ForwardMode mode = ForwardMode::kNone, int64_t words = 0);
 
 // Owner side: describes the received ids as runs per local shard and sizes the return message.
 // Runs keep (source rank, unit) order; their rows in the return message are grouped per source

@@ -138,10 +138,10 @@ Status ReadRouteSummaries(const Layout& l, const RouteTables& t, const RouteOpti
     const int64_t* ne_at = ids_at + slots + 1;
     int64_t n = 0;
     for (int32_t k = first; k < last; ++k) n += ids_at[k + 1] - ids_at[k];
-    // kCountFields of them; a device forward announces no mode (ForwardMode::kNone).
-    static_assert(kCountFields == 5);
+    // kCountFields of them; a device forward announces no mode (ForwardMode::kNone) and no words.
+    static_assert(kCountFields == 6);
     records.insert(records.end(), {rejected ? 1 : 0, rejected ? 0 : h.batch_size, rejected ? 0 : n,
-                                   rejected ? 0 : h.weighted, 0});
+                                   rejected ? 0 : h.weighted, 0, 0});
     for (int32_t k = first; k < last; ++k) {
       const int64_t ids = rejected ? 0 : ids_at[k + 1] - ids_at[k];
       records.push_back(ids);

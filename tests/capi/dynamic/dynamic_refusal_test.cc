@@ -141,40 +141,50 @@ TEST(DynamicTableRefusal, RefusedForwardLeavesNoBatchToTrain) {
 // A plain forward agrees in its input exchange, a pipelined one after it (its output buffer comes
 // last): ranks that mix the two still agree. Rank 0 calls shardrec_embedding_forward, rank 1 the
 // pipelined calls. Rank 1's short output refuses the forward on both ranks with nothing inserted;
-// then the two train a step to the reference's output on each rank.
+// then the two train a step to the reference's output on each rank, and a second step with plain
+// forwards on both. Row-wise, and data-parallel (whose gather sizes ride on either agreement).
 TEST(DynamicTableRefusal, PlainAndPipelinedForwardsOnDifferentRanksAgree) {
-  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, 96, 24);
-  const auto batches = MakeDynBatches(s);
-  const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
-  const RefRun want = RunReference(s, batches, grads);
-  PlanPtr plan = MakeDynPlan(s);
-  ASSERT_NE(plan, nullptr);
-  const int64_t dim = DynOutputDim(s);
-  SpawnRanks(2, [&](int r) {
-    CollPtr coll = CreateDynCollection(s, plan.get(), 2, r);
-    ASSERT_NE(coll, nullptr);
-    shardrec_embedding_t* c = coll.get();
-    KjtHolder kjt(batches[0][r], s.base.num_features, false);
-    std::vector<float> out(static_cast<size_t>(batches[0][r].batch_size * dim));
-    auto forward = [&](size_t out_len) {
-      if (r == 0) return shardrec_embedding_forward(c, kjt.view(), out.data(), out_len, nullptr);
-      EXPECT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK)
-          << shardrec_last_error();
-      EXPECT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK)
-          << shardrec_last_error();
-      return shardrec_embedding_forward_distributed(c, out.data(), out_len, nullptr);
-    };
-    EXPECT_EQ(forward(r == 1 ? out.size() - 1 : out.size()), SHARDREC_EINVAL) << "rank " << r;
-    EXPECT_EQ(StatsOf(c, "t0").size, 0) << "rank " << r;
-    EXPECT_EQ(StatsOf(c, "t1").size, 0) << "rank " << r;
-    ASSERT_EQ(forward(out.size()), SHARDREC_OK) << "rank " << r << ": " << shardrec_last_error();
-    std::string first;
-    EXPECT_EQ(CountMismatches(out, want.out[0][r], kRtol, kAtol, &first), 0u)
-        << "rank " << r << ": " << first;
-    ASSERT_EQ(shardrec_embedding_backward(c, grads[0][r].data(), grads[0][r].size(), nullptr),
-              SHARDREC_OK)
-        << shardrec_last_error();
-  });
+  for (int32_t sharding : {SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_DATA_PARALLEL}) {
+    SCOPED_TRACE("sharding " + std::to_string(sharding));
+    DynScenario s = MakeDynScenario(2, sharding, 3, 96, 24);
+    const auto batches = MakeDynBatches(s);
+    const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
+    const RefRun want = RunReference(s, batches, grads);
+    PlanPtr plan = MakeDynPlan(s);
+    ASSERT_NE(plan, nullptr);
+    const int64_t dim = DynOutputDim(s);
+    SpawnRanks(2, [&](int r) {
+      CollPtr coll = CreateDynCollection(s, plan.get(), 2, r);
+      ASSERT_NE(coll, nullptr);
+      shardrec_embedding_t* c = coll.get();
+      for (int32_t step = 0; step < 2; ++step) {
+        KjtHolder kjt(batches[step][r], s.base.num_features, false);
+        std::vector<float> out(static_cast<size_t>(batches[step][r].batch_size * dim));
+        auto forward = [&](size_t out_len) {
+          if (r == 0 || step == 1)
+            return shardrec_embedding_forward(c, kjt.view(), out.data(), out_len, nullptr);
+          EXPECT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+          EXPECT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK)
+              << shardrec_last_error();
+          return shardrec_embedding_forward_distributed(c, out.data(), out_len, nullptr);
+        };
+        if (step == 0) {
+          EXPECT_EQ(forward(r == 1 ? out.size() - 1 : out.size()), SHARDREC_EINVAL) << "rank " << r;
+          EXPECT_EQ(StatsOf(c, "t0").size, 0) << "rank " << r;
+          EXPECT_EQ(StatsOf(c, "t1").size, 0) << "rank " << r;
+        }
+        ASSERT_EQ(forward(out.size()), SHARDREC_OK)
+            << "rank " << r << " step " << step << ": " << shardrec_last_error();
+        std::string first;
+        EXPECT_EQ(CountMismatches(out, want.out[step][r], kRtol, kAtol, &first), 0u)
+            << "rank " << r << " step " << step << ": " << first;
+        const auto& g = grads[step][r];
+        ASSERT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+      }
+    });
+  }
 }
 
 // A data-parallel table gathers its ids only after the agreement, and a node-local one routes

@@ -166,16 +166,23 @@ TEST(StepCollectives, AHostStepIssuesWhatThePlannerCounts) {
 
 // A dynamic table's forward must agree on every rank's output buffer and mode before it inserts
 // rows; a plain forward does so in its input exchange, so its step issues what a fixed table's
-// does (the planner prices both alike).
+// does (the planner prices both alike). A data-parallel dynamic table's copies add only the
+// all-gather of their ids: the gather sizes ride on the input exchange too.
 TEST(StepCollectives, ADynamicTableAddsNoCollectiveToAPlainStep) {
-  auto plan = std::make_shared<sharding::Plan>();
-  plan->world_size = 2;
-  plan->features = {{"a", 2.0f}, {"b", 2.0f}};
-  plan->tables = {Table("tw", 40, 8, {0}), Table("second", 30, 8, {1})};
-  plan->tables[0].dynamic.enabled = true;
-  plan->table_plans.push_back(sharding::MakeTableWise(plan->tables[0], 1));
-  plan->table_plans.push_back(sharding::MakeTableWise(plan->tables[1], 0));
-  EXPECT_EQ(CollectivesPerStep(plan, optim::OptimizerType::kSgd), 5);
+  for (bool data_parallel : {false, true}) {
+    SCOPED_TRACE(data_parallel ? "data-parallel" : "table-wise");
+    auto plan = std::make_shared<sharding::Plan>();
+    plan->world_size = 2;
+    plan->features = {{"a", 2.0f}, {"b", 2.0f}};
+    plan->tables = {Table("tw", 40, 8, {0}), Table("second", 30, 8, {1})};
+    plan->tables[0].dynamic.enabled = true;
+    plan->tables[1].dynamic.enabled = data_parallel;
+    plan->table_plans.push_back(sharding::MakeTableWise(plan->tables[0], 1));
+    plan->table_plans.push_back(data_parallel ? sharding::MakeDataParallel(plan->tables[1], 2)
+                                              : sharding::MakeTableWise(plan->tables[1], 0));
+    // 5, + the data-parallel table's all-reduce and its copies' id all-gather.
+    EXPECT_EQ(CollectivesPerStep(plan, optim::OptimizerType::kSgd), data_parallel ? 7 : 5);
+  }
 }
 
 }  // namespace
