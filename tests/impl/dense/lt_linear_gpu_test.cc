@@ -19,11 +19,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "impl/core/half.h"
 #include "shardrec/common.h"
 #include "shardrec/dense.h"
 #include "shardrec/device.h"
@@ -80,15 +80,10 @@ std::vector<float> Random(size_t n, uint32_t seed) {
   return v;
 }
 
-// Rounds to the nearest bf16 value (ties to even), as __float2bfloat16_rn; finite inputs only.
+// Rounds to the nearest bf16 value (ties to even), as __float2bfloat16_rn does on the GPU (the
+// host's conversion, not the code under test).
 double Bf16(double v) {
-  const auto f = static_cast<float>(v);
-  uint32_t u = 0;
-  std::memcpy(&u, &f, 4);
-  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  float r = 0;
-  std::memcpy(&r, &u, 4);
-  return r;
+  return shardrec::BFloat16ToFloat(shardrec::FloatToBFloat16(static_cast<float>(v)));
 }
 
 // A plain MLP over the host MLP's initial tensors (weight out x in, then bias, per layer), in
