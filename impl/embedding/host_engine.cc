@@ -64,8 +64,8 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
     std::vector<int64_t> dp_words;
     const bool dp_dynamic = dynamic::HasDataParallelDynamic(s_.layout);
     const Status agreed = rb.forward_agreed ? local : AgreeForward(local, rb, &dp_words);
-    if (rb.forward_agreed && s_.training && dp_dynamic && s_.dp_comm.get() == s_.comm.get())
-      dp_words = rb.forward_words;
+    // (A forward agrees in its input exchange only where the data-parallel group is this one.)
+    if (rb.forward_agreed && s_.training && dp_dynamic) dp_words = rb.forward_words;
     if (dp_dynamic && s_.dp_comm.get() != s_.comm.get()) {
       ScopedTimer t(&s_.timings.comm_seconds);
       const int64_t words = agreed.ok() && s_.training
