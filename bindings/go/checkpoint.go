@@ -1,5 +1,6 @@
 // Checkpoints (checkpoint.h): sharded save/load that works under any plan and world size, and
 // export/import of one full table as a safetensors file. Every call is collective.
+
 package shardrec
 
 import (

@@ -267,8 +267,21 @@ func (e *EmbeddingCollection) IsSequence() (bool, error) {
 	return out[0] != 0, err
 }
 
+// errNilBatch is what a call given a nil *KJT returns. A collective call still makes its call
+// with a batch the library refuses (batch size -1), which it reports to the other ranks in the
+// same call, so they return an error too instead of waiting for this rank.
+func errNilBatch() error {
+	return &Error{Code: ErrCodeInvalid, Message: "batch must not be nil"}
+}
+
+// refusedBatch stands in for a nil batch in a collective call (see errNilBatch).
+var refusedBatch = &KJT{BatchSize: -1}
+
 // OutputSize is the number of floats of the forward output of batch.
 func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
+	if batch == nil {
+		return 0, errNilBatch()
+	}
 	dim, err := e.OutputDim()
 	if err != nil {
 		return 0, err
@@ -286,6 +299,10 @@ func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
 // Forward writes the output of this rank's batch into out (collective).
 func (e *EmbeddingCollection) Forward(batch *KJT, out []float32) error {
 	defer runtime.KeepAlive(e)
+	if batch == nil {
+		_ = e.Forward(refusedBatch, out)
+		return errNilBatch()
+	}
 	return swig.Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights, out)
 }
@@ -324,6 +341,10 @@ func checkShape(what string, buf []float32, shape []int64) error {
 // (shardrec_embedding_forward_tensor). out holds exactly the shape's element count.
 func (e *EmbeddingCollection) ForwardTensor(batch *KJT, out []float32, shape []int64) error {
 	defer runtime.KeepAlive(e)
+	if batch == nil {
+		_ = e.ForwardTensor(refusedBatch, out, shape)
+		return errNilBatch()
+	}
 	if err := checkShape("out", out, shape); err != nil {
 		// Refused together: no view, which the library refuses on every rank in this call.
 		_ = swig.Bind_embedding_forward_tensor(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
@@ -364,6 +385,9 @@ func (e *EmbeddingCollection) Synchronize() error {
 
 // ForwardAlloc is Forward into a new slice of the right size.
 func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
+	if batch == nil {
+		return nil, e.Forward(nil, nil)
+	}
 	n, err := e.OutputSize(batch)
 	if err != nil {
 		return nil, err
@@ -375,6 +399,10 @@ func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
 // InputDistStart starts the pipelined input distribution of batch (collective).
 func (e *EmbeddingCollection) InputDistStart(batch *KJT) error {
 	defer runtime.KeepAlive(e)
+	if batch == nil {
+		_ = e.InputDistStart(refusedBatch)
+		return errNilBatch()
+	}
 	return swig.Bind_embedding_input_dist_start(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights)
 }

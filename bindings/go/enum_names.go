@@ -1,6 +1,7 @@
 // Names of the binding's enumerations: each type's String gives the name of its constant, so
 // fmt's %v prints OptimizerAdam instead of 3 (%d still prints the number), and a value no
 // constant has prints as Type(value).
+
 package shardrec
 
 import "strconv"

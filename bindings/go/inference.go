@@ -1,5 +1,6 @@
 // Serving (inference.h): a read-only, hot-swappable embedding collection opened from a training
 // checkpoint or a serving file, looked up from any number of goroutines at once.
+
 package shardrec
 
 import (
@@ -179,12 +180,15 @@ func (inf *Inference) Version() (uint64, error) {
 }
 
 // OutputSize is the number of floats of the lookup output of batch: [BatchSize, OutputDim], or
-// [len(Values), dim] for a sequence handle.
+// [len(Values), dim] for a sequence handle; 0 for a nil batch.
 func (inf *Inference) OutputSize(batch *KJT) int {
 	return outputSize(batch, inf.outputDim, inf.sequence)
 }
 
 func outputSize(batch *KJT, dim int64, sequence bool) int {
+	if batch == nil {
+		return 0
+	}
 	if sequence {
 		return len(batch.Values) * int(dim)
 	}
@@ -195,6 +199,9 @@ func outputSize(batch *KJT, dim int64, sequence bool) int {
 // the number of the version that answered. A bad batch returns an *Error (ErrCodeInvalid,
 // naming the feature, sample and id) and disturbs no other goroutine.
 func (inf *Inference) Lookup(batch *KJT, out []float32) (uint64, error) {
+	if batch == nil {
+		return 0, errNilBatch()
+	}
 	version := make([]uint64, 1)
 	err := inf.use(func(h uintptr) error {
 		return swig.Bind_inference_lookup(h, batch.BatchSize, int64(batch.NumFeatures),
@@ -293,6 +300,9 @@ func (s *InferenceSnapshot) OutputSize(batch *KJT) int {
 
 // Lookup is Inference.Lookup on this version.
 func (s *InferenceSnapshot) Lookup(batch *KJT, out []float32) error {
+	if batch == nil {
+		return errNilBatch()
+	}
 	return s.use(func(h uintptr) error {
 		return swig.Bind_inference_snapshot_lookup(h, batch.BatchSize, int64(batch.NumFeatures),
 			batch.Lengths, batch.Values, batch.Weights, out)

@@ -380,6 +380,17 @@ func testServingErrors(t *testing.T, fx *servingFixture) {
 	if CodeOf(err) != ErrCodeInvalid || !strings.Contains(err.Error(), "1000") {
 		t.Fatalf("out-of-range id: %v", err)
 	}
+	if _, err := inf.Lookup(nil, nil); CodeOf(err) != ErrCodeInvalid || inf.OutputSize(nil) != 0 {
+		t.Fatalf("nil batch: %v", err)
+	}
+	if s, err := inf.Pin(); err != nil {
+		t.Fatal(err)
+	} else {
+		if err := s.Lookup(nil, nil); CodeOf(err) != ErrCodeInvalid {
+			t.Fatalf("nil batch on a snapshot: %v", err)
+		}
+		s.Close()
+	}
 	if err := inf.Reload(filepath.Join(fx.dir1, "nope")); CodeOf(err) != ErrCodeNotFound {
 		t.Fatalf("reload of a missing path: %v", err)
 	}

@@ -1,7 +1,7 @@
 // A tensor buffer or shape the Go binding refuses on one rank fails the collective forward or
 // backward on every rank in the same call, and the ranks stay in step: the refusing rank gets
 // its own error, the others EINVAL naming it, and the step that follows trains as if nothing had
-// been refused.
+// been refused. A nil batch is refused the same way.
 package shardrec
 
 import (
@@ -45,6 +45,41 @@ func TestRefusedTensorsFailEveryRankAndKeepTheRanksInStep(t *testing.T) {
 				return coll.ForwardTensor(k, make([]float32, need), []int64{-1, dim})
 			}
 			return coll.ForwardTensor(k, make([]float32, need), shape)
+		})
+		// A nil batch on rank 1 (Forward, ForwardTensor, ForwardAlloc, the pipelined start): its
+		// own error on rank 1, never a panic, and the peer learns of it in the same call.
+		refusedTogether(t, rank, 1, func(bad bool) error {
+			if bad {
+				err := coll.Forward(nil, make([]float32, need))
+				if err == nil || !strings.Contains(err.Error(), "nil") {
+					t.Errorf("rank 1: a nil batch gave %v", err)
+				}
+				return err
+			}
+			return coll.Forward(k, make([]float32, need))
+		})
+		refusedTogether(t, rank, 1, func(bad bool) error {
+			if bad {
+				return coll.ForwardTensor(nil, make([]float32, need), shape)
+			}
+			return coll.ForwardTensor(k, make([]float32, need), shape)
+		})
+		refusedTogether(t, rank, 0, func(bad bool) error {
+			if bad {
+				_, err := coll.ForwardAlloc(nil)
+				return err
+			}
+			_, err := coll.ForwardAlloc(k)
+			return err
+		})
+		refusedTogether(t, rank, 0, func(bad bool) error {
+			if bad {
+				return coll.InputDistStart(nil)
+			}
+			if err := coll.InputDistStart(k); err != nil {
+				return err
+			}
+			return coll.InputDistWait()
 		})
 		out := make([]float32, need)
 		if err := coll.ForwardTensor(k, out, shape); err != nil {

@@ -263,14 +263,34 @@ class EmbeddingCollection {
     return d;
   }
 
-  /** Pooled lookup of @p batch into @p out ([batch_size, output_dim], row-major). */
+  /** Whether the collection is a sequence (NONE-pooled) one: one output row per id. */
+  bool is_sequence() const {
+    int32_t s = 0;
+    check(shardrec_embedding_is_sequence(get(), &s));
+    return s != 0;
+  }
+
+  /**
+   * Floats of the forward output of @p batch: batch_size x output_dim pooled, num_values x
+   * output_dim for a sequence collection; 0 for a batch whose size is negative (the forward
+   * then refuses it with its own message).
+   */
+  size_t output_size(const shardrec_kjt_view_t& batch) const {
+    const int64_t rows = is_sequence() ? static_cast<int64_t>(batch.num_values) : batch.batch_size;
+    return rows < 0 ? 0 : static_cast<size_t>(rows) * static_cast<size_t>(output_dim());
+  }
+
+  /**
+   * Lookup of @p batch into @p out (output_size(batch) floats, row-major: [batch_size,
+   * output_dim] pooled, [num_values, output_dim] for a sequence collection). Collective.
+   */
   void forward(const shardrec_kjt_view_t& batch, std::span<float> out) {
     check(shardrec_embedding_forward(get(), &batch, out.data(), out.size(), nullptr));
   }
 
-  /** forward() into a new vector. */
+  /** forward() into a new vector of output_size(batch) floats. */
   std::vector<float> forward(const shardrec_kjt_view_t& batch) {
-    std::vector<float> out(static_cast<size_t>(batch.batch_size * output_dim()));
+    std::vector<float> out(output_size(batch));
     forward(batch, out);
     return out;
   }
