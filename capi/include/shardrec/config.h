@@ -280,8 +280,9 @@ typedef struct shardrec_topology {
   double reserved_fraction;    /**< Share of each rank's memory kept free for other uses, in
                                     [0, 1); 0 reserves nothing. */
   /* Version 2. */
-  double collective_latency; /**< Seconds of fixed cost per collective (4 per training step,
-                                  5 with a data-parallel table; none at world_size 1); 0 means
+  double collective_latency; /**< Seconds of fixed cost per collective (5 per training step,
+                                  +1 with a data-parallel table, +1 when column shards exchange
+                                  row statistics; none at world_size 1); 0 means
                                   the default: none for CUDA (TorchRec's model), 50 us for host.
                                   Negative values are refused. */
   double per_id_cost;        /**< Seconds of host work per id of a rank's batch per training

@@ -31,7 +31,9 @@ SHARDREC_BEGIN_DECL
  * are the sums over ranks. A data-parallel table, whose copies are the same on every rank, is
  * counted once: rank 0 of the collection reports it, and every other rank reports zeros except
  * the memory its own copy holds (metadata_bytes, capacity_bytes). "Last" counts are those of the
- * last training forward, "total" counts those since creation.
+ * last training forward, "total" counts those since the collection's creation: counts of this
+ * collection's own forwards, which checkpoints do not carry (a load keeps the totals, clears the
+ * last counts and sets size to the loaded table's).
  */
 typedef struct shardrec_dynamic_table_stats {
   uint32_t version;                 /**< SHARDREC_DYNAMIC_TABLE_STATS_VERSION. */

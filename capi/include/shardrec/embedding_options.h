@@ -15,7 +15,10 @@
 
 SHARDREC_BEGIN_DECL
 
-/** What happens to an id outside [0, rows) of a table that reads its feature. */
+/**
+ * What happens to an id outside [0, rows) of a fixed table that reads its feature. A dynamic
+ * table has no such ids (every 64-bit value is one) and ignores the policy.
+ */
 typedef enum shardrec_bounds_policy {
   SHARDREC_BOUNDS_ERROR = 0, /**< Reject the batch with SHARDREC_EINVAL (default). */
   SHARDREC_BOUNDS_CLAMP = 1, /**< Use row 0 instead (FBGEMM's default behaviour). */

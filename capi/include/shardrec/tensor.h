@@ -21,7 +21,8 @@ SHARDREC_BEGIN_DECL
  *  - `lengths[f * B + b]` is the number of ids of feature f in sample b (>= 0);
  *  - `values` holds the ids of all bags in that same order: every bag of feature 0 (samples
  *    0..B-1), then every bag of feature 1, ...; ids are global row indices of the tables that
- *    read the feature, of type int64 or int32 (@ref values_dtype);
+ *    read the feature, of type int64 or int32 (@ref values_dtype); a dynamic table (one whose
+ *    config has a `dynamic` part, config.h) takes any 64-bit value as an id instead;
  *  - `weights`, when not NULL, holds one float per id (per-sample weights); a weighted batch
  *    weights every feature.
  * B may be 0 and may differ between ranks.
