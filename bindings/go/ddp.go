@@ -162,7 +162,9 @@ func (b *Bucketer) MarkReady(index int) error {
 	return swig.Ddp_mark_ready(b.handle(), int64(index))
 }
 
-// Finish waits for every bucket: the gradients then hold the group average.
+// Finish waits for every bucket: the gradients then hold the group average. A gradient some
+// rank never marked ready (with sync on) fails the step on every rank with ErrCodeUsage; that
+// step's gradients must not be applied on any rank.
 func (b *Bucketer) Finish() error {
 	defer runtime.KeepAlive(b)
 	return swig.Ddp_finish(b.handle())

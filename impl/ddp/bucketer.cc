@@ -227,14 +227,26 @@ Status Bucketer::Finish() {
     if (!ready_[i]) missing.push_back(i);
   }
   Status status = Status::Ok();
+  // With sync on: the highest rank (+ 1) that left a gradient unmarked, 0 when none did.
+  int64_t unmarked_rank = 0;
   if (sync_) {
     // Launch what is left so every rank issues the same collectives, even on misuse.
     while (next_launch_ < buckets_.size()) Launch(next_launch_++);
+    // A rank that left a gradient unmarked averaged a buffer that is not that step's gradient,
+    // so no rank may apply the step: every rank learns it from one small all-reduce queued
+    // behind the buckets (the peers would otherwise get OK and apply it, and the replicas part).
+    unmarked_rank = missing.empty() ? 0 : comm_->Rank() + 1;
+    std::shared_ptr<comm::Work> agree = worker_->Submit([this, &unmarked_rank] {
+      return comm_->AllReduce(&unmarked_rank, &unmarked_rank, 1, DType::kInt64,
+                              comm::ReduceOp::kMax);
+    });
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& w : works_) {
       Status s = w->Wait();
       if (status.ok() && !s.ok()) status = s;
     }
+    Status s = agree->Wait();
+    if (status.ok() && !s.ok()) status = s;
     const auto t1 = std::chrono::steady_clock::now();
     stats_.exposed_seconds += Seconds(t0, t1);
     stats_.comm_seconds = 1e-9 * static_cast<double>(comm_nanos_.load(std::memory_order_relaxed));
@@ -252,6 +264,12 @@ Status Bucketer::Finish() {
     if (missing.size() > 8) names += ", ...";
     status = Status::InvalidUsage("step finished with ", missing.size(),
                                   " gradient(s) never marked ready: ", names);
+  } else if (status.ok() && unmarked_rank != 0) {
+    status = Status::InvalidUsage(
+        "rank ", unmarked_rank - 1,
+        " finished the step with gradient(s) never marked ready (its error names them): this "
+        "step's averaged gradients include buffers that were not gradients, on every rank, and "
+        "must not be applied");
   }
   // Rebuild once, after the first synced step, in rank 0's observed ready order. Every rank
   // takes part in the broadcast whatever its local status, so none is left waiting.

@@ -67,7 +67,8 @@ class Bucketer {
   Status MarkReady(size_t i);
   // Completes the step: waits for every bucket; the gradients then hold the group average. A
   // tensor never marked ready is an error naming it (its bucket is still averaged, so the
-  // ranks stay in step; that step's gradients must not be applied).
+  // ranks stay in step), and with sync on every other rank fails too, naming that rank: that
+  // step's gradients must not be applied anywhere.
   Status Finish();
 
   // no_sync: with sync off, steps only accumulate locally; the next synced step averages the

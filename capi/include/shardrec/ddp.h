@@ -134,8 +134,12 @@ SHARDREC_API shardrec_status_t shardrec_ddp_mark_ready(shardrec_ddp_t* ddp, size
 
 /**
  * Completes the step: waits for every bucket; the gradients then hold the group average.
- * A tensor never marked ready is SHARDREC_EUSAGE naming it (its bucket is still exchanged so
- * the ranks stay in step, but that step's gradients must not be applied).
+ * A tensor never marked ready on a rank fails the step on every rank with SHARDREC_EUSAGE: that
+ * rank's error names the tensor, the others' name that rank (its bucket is still exchanged so the
+ * ranks stay in step, and one small all-reduce after the buckets tells every rank). The averaged
+ * gradients of such a step include a buffer that was not a gradient and must not be applied on
+ * any rank. With sync off (shardrec_ddp_set_sync) nothing is exchanged, and only the rank that
+ * missed a tensor fails.
  * @return SHARDREC_OK; SHARDREC_EUSAGE; SHARDREC_EREMOTE; SHARDREC_ETIMEOUT.
  */
 SHARDREC_API shardrec_status_t shardrec_ddp_finish(shardrec_ddp_t* ddp);

@@ -123,7 +123,9 @@ impl Bucketer {
         check(unsafe { sys::shardrec_ddp_mark_ready(self.raw(), index) })
     }
 
-    /// Waits for every bucket: the gradients then hold the group average.
+    /// Waits for every bucket: the gradients then hold the group average. A gradient some rank
+    /// never marked ready (with sync on) fails the step on every rank with `SHARDREC_EUSAGE`;
+    /// that step's gradients must not be applied on any rank.
     pub fn finish(&mut self) -> Result<()> {
         check(unsafe { sys::shardrec_ddp_finish(self.raw()) })
     }

@@ -152,7 +152,11 @@ public final class Bucketer extends NativeHandle {
     }
   }
 
-  /** Waits for every bucket: the gradients then hold the group average. */
+  /**
+   * Waits for every bucket: the gradients then hold the group average. A gradient some rank
+   * never marked ready (with sync on) fails the step on every rank with code SHARDREC_EUSAGE;
+   * that step's gradients must not be applied on any rank.
+   */
   public void finish() {
     try {
       Native.ddp_finish(handle());
