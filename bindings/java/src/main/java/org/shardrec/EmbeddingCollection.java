@@ -114,14 +114,15 @@ public final class EmbeddingCollection extends NativeHandle {
     return out[0] != 0;
   }
 
-  /** Floats of the forward output of {@code batch}. */
+  /** Floats of the forward output of {@code batch} (not null). */
   public long outputSize(Kjt batch) {
+    if (batch == null) throw nullBatch();
     return isSequence() ? batch.numValues() * outputDim() : batch.batchSize() * outputDim();
   }
 
   /** Forward of this rank's batch into {@code out} (collective, zero-copy). */
   public void forward(Kjt batch, FloatBuffer out) {
-    FloatBuffer o = agreed(() -> Buffers.out(out, outputSize(batch), "out"),
+    FloatBuffer o = agreed(() -> Buffers.out(out, outputSize(batch), "out"),  // null: refused
                            e -> RefuseTogether.forward(handle(), batch, e));
     try {
       Native.bind_embedding_forward(handle(), batch.batchSize, batch.numFeatures, batch.lengths,
@@ -134,6 +135,7 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** Forward returning a new array (convenience; copies). */
   public float[] forward(Kjt batch) {
+    if (batch == null) forward(null, null);  // refused on every rank: throws
     FloatBuffer out = Buffers.floats(outputSize(batch));
     forward(batch, out);
     return Buffers.toArray(out);
@@ -145,7 +147,10 @@ public final class EmbeddingCollection extends NativeHandle {
    * (shardrec_embedding_forward_tensor). {@code out} holds exactly the shape's element count.
    */
   public void forward(Kjt batch, FloatBuffer out, long[] shape) {
-    FloatBuffer o = agreed(() -> Buffers.out(out, Buffers.elements(shape), "out"),
+    FloatBuffer o = agreed(() -> {
+                             if (batch == null) throw nullBatch();
+                             return Buffers.out(out, Buffers.elements(shape), "out");
+                           },
                            e -> RefuseTogether.forward(handle(), batch, e));
     try {
       Native.bind_embedding_forward_tensor(handle(), batch.batchSize, batch.numFeatures,
@@ -179,6 +184,12 @@ public final class EmbeddingCollection extends NativeHandle {
     }
   }
 
+  // What a call given a null batch throws (after a call every rank fails, for the collective
+  // ones).
+  private static IllegalArgumentException nullBatch() {
+    return new IllegalArgumentException("batch must not be null");
+  }
+
   // The buffer `check` accepts; one it refuses fails the call on every rank (RefuseTogether). A
   // refusal also forgets the last forward's output size: the library checks the next gradient.
   private FloatBuffer agreed(Supplier<FloatBuffer> check,
@@ -195,8 +206,15 @@ public final class EmbeddingCollection extends NativeHandle {
     }
   }
 
-  /** Starts the pipelined input distribution of {@code batch} (collective). */
+  /**
+   * Starts the pipelined input distribution of {@code batch} (collective). A null batch throws
+   * IllegalArgumentException after a start that every rank fails (an empty batch).
+   */
   public void inputDistStart(Kjt batch) {
+    if (batch == null) {
+      throw RefuseTogether.call(() -> inputDistStart(Kjt.of(0, 0, new int[0], new long[0])),
+                                nullBatch());
+    }
     try {
       Native.bind_embedding_input_dist_start(handle(), batch.batchSize, batch.numFeatures,
                                              batch.lengths, batch.values, batch.weights);

@@ -195,6 +195,8 @@ public final class Inference extends NativeHandle {
   }
 
   static long outputSize(Kjt batch, long outputDim, boolean sequence) {
+    // Every lookup sizes its output here first, so a null batch stops here, before any use.
+    if (batch == null) throw new IllegalArgumentException("batch must not be null");
     return (sequence ? batch.numValues() : batch.batchSize()) * outputDim;
   }
 

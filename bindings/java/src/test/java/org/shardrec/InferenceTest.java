@@ -258,6 +258,10 @@ class InferenceTest {
       assertEquals(ShardrecException.EINVAL, e.code());
       assertTrue(e.getMessage().contains("1000"), e.getMessage());
       assertThrows(IllegalArgumentException.class, () -> inf.lookup(request(0), new float[3]));
+      assertThrows(IllegalArgumentException.class, () -> inf.lookup((Kjt) null));
+      try (InferenceSnapshot snap = inf.pin()) {
+        assertThrows(IllegalArgumentException.class, () -> snap.lookup(null, new float[3]));
+      }
       e = assertThrows(ShardrecException.class, () -> inf.reload(dir1.resolve("nope").toString()));
       assertEquals(ShardrecException.ENOTFOUND, e.code());
       assertEquals(1, inf.version());

@@ -1,7 +1,8 @@
 // A buffer the binding refuses on one rank (wrong size or kind, bad shape) fails the collective
 // forward, backward or weight/state accessor on every rank in the same call, and the ranks stay
 // in step: the refusing rank throws IllegalArgumentException, the others ShardrecException
-// (EINVAL, naming the rank), and training goes on exactly as if nothing had been refused.
+// (EINVAL, naming the rank), and training goes on exactly as if nothing had been refused. A null
+// batch is refused the same way.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -58,6 +59,16 @@ class RefusedBuffersTest {
                 batch, bad ? FloatBuffer.allocate(need) : Buffers.floats(need)));
             refusedTogether(rank, 1, bad -> coll.forward(
                 batch, Buffers.floats(need), bad ? new long[] {need + 1} : shape));
+            // A null batch, in each forward and the pipelined start: the same, never a
+            // NullPointerException on one rank with the other left waiting.
+            refusedTogether(rank, 0, bad -> coll.forward(bad ? null : batch, Buffers.floats(need)));
+            refusedTogether(rank, 1, bad -> coll.forward(bad ? null : batch));
+            refusedTogether(rank, 0,
+                            bad -> coll.forward(bad ? null : batch, Buffers.floats(need), shape));
+            refusedTogether(rank, 1, bad -> {
+              coll.inputDistStart(bad ? null : batch);
+              coll.inputDistWait();
+            });
             // The forward, then the backward refused (a gradient one float long on rank 0, a
             // negative extent on rank 1) before the one that trains.
             FloatBuffer out = Buffers.floats(need);
