@@ -40,13 +40,16 @@ typedef struct shardrec_dynamic_table_stats {
   int64_t size;                     /**< Rows (ids with a row) held here. */
   int64_t capacity;                 /**< Slots of the row blocks held here. */
   double load_factor;               /**< size / capacity; 0 when capacity is 0. */
-  int64_t last_inserted;            /**< Rows created. */
+  int64_t last_inserted;            /**< Rows created (an admitted id counts here once it gets
+                                         its row). */
   int64_t last_evicted;             /**< Rows that left (with their optimizer state). */
   int64_t last_rejected_admission;  /**< Distinct ids below the admission threshold. */
   int64_t last_rejected_full;       /**< Distinct admitted ids that found no slot. */
   int64_t total_inserted;           /**< As last_inserted, since creation. */
   int64_t total_evicted;            /**< As last_evicted, since creation. */
-  int64_t total_rejected_admission; /**< As last_rejected_admission, since creation. */
+  int64_t total_rejected_admission; /**< As last_rejected_admission, summed over the forwards
+                                         since creation (an id turned away by 3 forwards
+                                         counts 3). */
   int64_t total_rejected_full;      /**< As last_rejected_full, since creation. */
   uint64_t metadata_bytes;          /**< Bytes of this rank's id index, per-slot metadata and
                                          admission counts for the table (beyond the rows and their

@@ -468,7 +468,7 @@ pub trait DenseLayer {
 pub struct CoreRef(pub(crate) Core);
 
 /// A stack of linear layers with bias and activation on OpenBLAS. Its tensors are, per layer
-/// l, "name.l.weight" [out, in] (row-major) then "name.l.bias" [out]. One thread at a time.
+/// l, `name.l.weight` `[out, in]` (row-major) then `name.l.bias` `[out]`. One thread at a time.
 pub struct Mlp {
     core: CoreRef,
     in_features: i64,

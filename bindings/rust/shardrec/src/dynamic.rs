@@ -68,8 +68,13 @@ impl DynamicTable {
 }
 
 /// This rank's part of one dynamic table: the rows of the row blocks it holds and what training
-/// forwards did to them. The table's totals are the sums over ranks. `last_*` counts are those
-/// of the last training forward, `total_*` counts those since the collection was created.
+/// forwards did to them. The table's totals are the sums over ranks. A data-parallel table is
+/// counted once: rank 0 reports its copy, every other rank zeros except the memory its own copy
+/// holds (`metadata_bytes`, `capacity_bytes`); a block split into column shards is counted by the
+/// rank holding its first columns. `last_*` counts are those of the last training forward,
+/// `total_*` counts those since the collection was created (checkpoints do not carry them). An
+/// admitted id is counted in `*_inserted` when it gets its row; `*_rejected_admission` counts
+/// the distinct ids each forward turned away, summed over forwards.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DynamicTableStats {
     /// Rows (ids with a row) held here.
