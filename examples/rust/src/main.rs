@@ -14,8 +14,7 @@ fn readme_sample() -> shardrec::Result<f64> {
     let mut comm = Comm::local_group(1, &CommOptions::default())?.remove(0);
     let mut coll =
         EmbeddingCollection::new(&plan, &mut comm, &Optimizer::default(), &Default::default())?;
-    let batch = Kjt { batch_size: 2, num_features: 1, lengths: &[2, 1], values: &[3, 7, 999],
-                      weights: None };
+    let batch = Kjt::new(2, 1, &[2, 1], &[3, 7, 999]); // batch size, features, lengths, ids
     let out = coll.forward_vec(&batch)?; // [2, 16]; errors are shardrec::Error
     coll.backward(&out)?; // gradient of 0.5 * |out|^2
     // readme:rust:end

@@ -99,6 +99,18 @@ pub struct Kjt<'a> {
 }
 
 impl<'a> Kjt<'a> {
+    /// An unweighted batch: `lengths` holds `num_features * batch_size` bag lengths
+    /// (feature-major), `values` their ids. The library checks the shapes at the call that takes
+    /// the batch.
+    pub fn new(batch_size: i64, num_features: usize, lengths: &'a [i32], values: &'a [i64]) -> Self {
+        Kjt { batch_size, num_features, lengths, values, weights: None }
+    }
+
+    /// The same batch with one weight per id.
+    pub fn with_weights(self, weights: &'a [f32]) -> Self {
+        Kjt { weights: Some(weights), ..self }
+    }
+
     pub(crate) fn raw(&self) -> sys::shardrec_kjt_view_t {
         sys::shardrec_kjt_view_t {
             batch_size: self.batch_size,

@@ -188,7 +188,7 @@ fn checkpoint_carries_dense_tensors() {
 #[test]
 fn non_finite_policy_reaches_the_collection() {
     let nan = [f32::NAN];
-    let batch = Kjt { batch_size: 1, num_features: 1, lengths: &[1], values: &[0], weights: Some(&nan) };
+    let batch = Kjt::new(1, 1, &[1], &[0]).with_weights(&nan);
     for policy in [NonFinitePolicy::Check, NonFinitePolicy::Allow] {
         let options = EmbeddingOptions {
             non_finite: policy,
@@ -282,7 +282,7 @@ fn tensor_views_match_the_plain_calls() {
     let options = EmbeddingOptions { seed: 5, ..Default::default() };
     let mut plain = world1(&tables, &features, &sgd, &options);
     let mut viewed = world1(&tables, &features, &sgd, &options);
-    let batch = Kjt { batch_size: 2, num_features: 1, lengths: &[2, 1], values: &[0, 3, 1], weights: None };
+    let batch = Kjt::new(2, 1, &[2, 1], &[0, 3, 1]);
     let want = plain.forward_vec(&batch).expect("forward");
     let mut got = [0f32; 6];
     viewed.forward_tensor(&batch, &mut got, &[2, 3]).expect("forward_tensor");
