@@ -1,4 +1,5 @@
 # Compiles every .java file under SOURCE_DIRS ('|'-separated) for Java RELEASE into CLASSES,
+# (with -parameters, so the class files keep parameter names for javap and IDEs),
 # then (when OUTPUT is set) packs them into a jar, with MANIFEST (optional) and the files of
 # NATIVE_FILES ('|'-separated "source=jar path" pairs) as resources. A script, because the
 # SWIG-generated file list is known only after SWIG ran.
@@ -19,7 +20,7 @@ endif()
 if(NOT RELEASE)
   set(RELEASE 17)
 endif()
-execute_process(COMMAND ${JAVAC} --release ${RELEASE} -Xlint:-options -encoding UTF-8 ${cp_args}
+execute_process(COMMAND ${JAVAC} --release ${RELEASE} -parameters -Xlint:-options -encoding UTF-8 ${cp_args}
                         -d ${CLASSES} @${CLASSES}.args
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

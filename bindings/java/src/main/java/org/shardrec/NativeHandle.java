@@ -41,16 +41,29 @@ abstract class NativeHandle implements AutoCloseable {
     }
   }
 
-  /** The raw pointer, 0 once closed (the C call then rejects it with SHARDREC_EINVAL). */
+  /**
+   * The raw pointer. Once closed, throws ShardrecException EINVAL naming the class (the code the
+   * C API gives a destroyed handle, with a message a Java caller can place: not the C
+   * parameter's "must not be NULL").
+   */
   final long handle() {
+    long h;
     synchronized (owner) {
-      return owner.handle;
+      h = owner.handle;
     }
+    if (h == 0) throw closed();
+    return h;
+  }
+
+  private ShardrecException closed() {
+    return new ShardrecException(ShardrecException.EINVAL, getClass().getSimpleName() + " is closed");
   }
 
   /** Whether close() was called. */
   public final boolean isClosed() {
-    return handle() == 0;
+    synchronized (owner) {
+      return owner.handle == 0;
+    }
   }
 
   /**
@@ -95,10 +108,7 @@ abstract class NativeHandle implements AutoCloseable {
     owner.calls.readLock().lock();
     try {
       long h = owner.handle; // ordered by the lock: destruction clears it under the write side
-      if (h == 0) {
-        throw new ShardrecException(
-            ShardrecException.EINVAL, getClass().getSimpleName() + " is closed");
-      }
+      if (h == 0) throw closed();
       return call.apply(h);
     } finally {
       owner.calls.readLock().unlock();

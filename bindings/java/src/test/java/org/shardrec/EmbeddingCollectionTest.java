@@ -80,11 +80,13 @@ class EmbeddingCollectionTest {
     assertTrue(coll.isClosed());
     ShardrecException e = assertThrows(ShardrecException.class, coll::numSteps);
     assertEquals(ShardrecException.EINVAL, e.code());
-    assertNotEquals("", e.getMessage());
+    assertTrue(e.getMessage().contains("EmbeddingCollection is closed"), e.getMessage());
     plan.close();
-    assertThrows(ShardrecException.class, plan::numTables);
+    e = assertThrows(ShardrecException.class, plan::numTables);
+    assertTrue(e.getMessage().contains("Plan is closed"), e.getMessage());
     comm.close();
-    assertThrows(ShardrecException.class, comm::rank);
+    e = assertThrows(ShardrecException.class, comm::rank);
+    assertTrue(e.getMessage().contains("Comm is closed"), e.getMessage());
   }
 
   @Test
