@@ -56,7 +56,8 @@ abstract class NativeHandle implements AutoCloseable {
   }
 
   private ShardrecException closed() {
-    return new ShardrecException(ShardrecException.EINVAL, getClass().getSimpleName() + " is closed");
+    return new ShardrecException(
+        ShardrecException.EINVAL, getClass().getSimpleName() + " is closed");
   }
 
   /** Whether close() was called. */
