@@ -62,6 +62,10 @@ func newComm(h uintptr) *Comm {
 }
 
 func (c *Comm) handle() uintptr {
+	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+	if c == nil {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.h

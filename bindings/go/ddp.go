@@ -71,6 +71,10 @@ func NewBucketer(comm *Comm, counts []int64, opts *BucketerOptions) (*Bucketer, 
 }
 
 func (b *Bucketer) handle() uintptr {
+	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+	if b == nil {
+		return 0
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.h
@@ -249,6 +253,10 @@ func NewFSDP(comm *Comm, unitCounts []int64, initial []float32, opt *OptimizerCo
 }
 
 func (f *FSDP) handle() uintptr {
+	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+	if f == nil {
+		return 0
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.h

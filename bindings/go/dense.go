@@ -163,6 +163,10 @@ type layer struct {
 }
 
 func (l *layer) handle() uintptr {
+	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.h
@@ -544,6 +548,10 @@ func NewDenseOptimizer(opt *OptimizerConfig) (*DenseOptimizer, error) {
 }
 
 func (d *DenseOptimizer) handle() uintptr {
+	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+	if d == nil {
+		return 0
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.h

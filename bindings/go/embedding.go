@@ -158,6 +158,10 @@ type EmbeddingCollection struct {
 }
 
 func (e *EmbeddingCollection) handle() uintptr {
+	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+	if e == nil {
+		return 0
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.h

@@ -112,6 +112,10 @@ func (m *Mesh) SetSyncHook(hook func(buf *SyncBuffer) error) error {
 }
 
 func (m *Mesh) handle() uintptr {
+	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+	if m == nil {
+		return 0
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.h

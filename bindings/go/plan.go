@@ -245,6 +245,10 @@ func newPlan(h uintptr) *Plan {
 }
 
 func (p *Plan) handle() uintptr {
+	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+	if p == nil {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.h

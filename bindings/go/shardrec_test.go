@@ -267,6 +267,24 @@ func TestUseAfterCloseFailsAndCloseIsIdempotent(t *testing.T) {
 	}
 }
 
+func TestNilHandlesAreRefusedWithoutAPanic(t *testing.T) {
+	var plan *Plan
+	var comm *Comm
+	var coll *EmbeddingCollection
+	if _, err := NewEmbeddingCollection(plan, comm, nil, nil); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("a nil plan and communicator: %v", err)
+	}
+	if _, err := plan.NumTables(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("NumTables of a nil plan: %v", err)
+	}
+	if _, err := comm.Rank(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("Rank of a nil communicator: %v", err)
+	}
+	if _, err := coll.NumSteps(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("NumSteps of a nil collection: %v", err)
+	}
+}
+
 func TestWrongOutputSizeIsRejected(t *testing.T) {
 	plan := testPlan(t, 1)
 	defer plan.Close()
