@@ -108,8 +108,7 @@ bool HostEngine::AgreesForwardInInputExchange() const {
 
 int64_t HostEngine::ForwardWords(const RoutedBatch& rb) {
   // AgreeForward's carried words (AgreesForwardInInputExchange: the data-parallel group is this
-  // communicator).
-  if (!dynamic::HasDataParallelDynamic(s_.layout)) return 0;
+  // communicator); 0 without a data-parallel dynamic table.
   return dynamic::DataParallelGatherWords(s_.layout, rb, s_.dynamic);
 }
 

@@ -212,8 +212,11 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public void inputDistStart(Kjt batch) {
     if (batch == null) {
-      throw RefuseTogether.call(() -> inputDistStart(Kjt.of(0, 0, new int[0], new long[0])),
-                                nullBatch());
+      try {
+        throw RefuseTogether.inputDistStart(handle(), nullBatch());
+      } finally {
+        Reference.reachabilityFence(this);
+      }
     }
     try {
       Native.bind_embedding_input_dist_start(handle(), batch.batchSize, batch.numFeatures,

@@ -30,13 +30,25 @@ final class RefuseTogether {
     return Buffers.floats(need == 1 ? 2 : 1);
   }
 
+  // In place of a null batch: an empty one, which the library refuses (its feature count).
+  private static Kjt noBatch() {
+    return Kjt.of(0, 0, new int[0], new long[0]);
+  }
+
   /** Makes the forward of {@code batch} that every rank fails; returns {@code why} to throw. */
   static IllegalArgumentException forward(long handle, Kjt batch, IllegalArgumentException why) {
-    // No batch: an empty one, which the library refuses with the view (its feature count).
-    Kjt b = batch != null ? batch : Kjt.of(0, 0, new int[0], new long[0]);
+    Kjt b = batch != null ? batch : noBatch();
     return call(() -> Native.bind_embedding_forward_tensor(handle, b.batchSize, b.numFeatures,
                                                            b.lengths, b.values, b.weights,
                                                            Buffers.floats(1), MISMATCH), why);
+  }
+
+  /** Makes the pipelined start of no batch that every rank fails; returns {@code why}. */
+  static IllegalArgumentException inputDistStart(long handle, IllegalArgumentException why) {
+    Kjt b = noBatch();
+    return call(() -> Native.bind_embedding_input_dist_start(handle, b.batchSize, b.numFeatures,
+                                                             b.lengths, b.values, b.weights),
+                why);
   }
 
   /** As forward, for the waited batch of the pipelined input distribution. */
