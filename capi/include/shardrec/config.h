@@ -311,7 +311,10 @@ SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topol
 
 /**
  * Constraints on how the planner may shard one table (keyed by table name). Restricting a
- * table to one sharding type (and pinning ranks) yields exactly that layout, which is the
+ * table to one sharding type gives that type; how many blocks it has stays the planner's
+ * choice (column-wise may keep a narrow table as one block of its full dim, when that is
+ * cheapest). Restricting the type and pinning ranks yields exactly that layout (with
+ * min_partition 0, CW and TWCW split the dim evenly over the pinned ranks), which is the
  * simplest way to build a manual plan.
  */
 typedef struct shardrec_table_constraints {
