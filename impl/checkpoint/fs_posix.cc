@@ -142,10 +142,22 @@ Status WriteAtomically(FileSystem& fs, const std::string& dir, const std::string
   const std::string tmp = StrCat(path, ".tmp.", ::getpid(), ".", counter++);
   std::unique_ptr<WritableFile> f;
   SR_RETURN_IF_ERROR(fs.NewWritable(tmp, &f));
-  for (const auto& [data, n] : pieces) SR_RETURN_IF_ERROR(f->Append(data, n));
-  SR_RETURN_IF_ERROR(f->Sync());
-  SR_RETURN_IF_ERROR(f->Close());
-  SR_RETURN_IF_ERROR(fs.Rename(tmp, path));
+  Status s = Status::Ok();
+  for (const auto& [data, n] : pieces) {
+    s = f->Append(data, n);
+    if (!s.ok()) break;
+  }
+  if (s.ok()) s = f->Sync();
+  // Closed whatever happened, so that a failed write can take its temporary file away.
+  const Status closed = f->Close();
+  if (s.ok()) s = closed;
+  if (s.ok()) s = fs.Rename(tmp, path);
+  if (!s.ok()) {
+    // A failed write leaves neither `path` changed nor a partial copy of the file beside it (the
+    // caller's error is the write's; the removal is best effort).
+    (void)fs.Remove(tmp);
+    return s;
+  }
   return fs.SyncDir(dir);
 }
 

@@ -374,7 +374,10 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  *
  * Initialisation: when the host has not initialised MPI, the plugin calls MPI_Init_thread
  * (asking for MPI_THREAD_MULTIPLE) and MPI_Finalize at process exit (skipped when operations
- * were left in flight by a timeout, since finalizing would then wait for the stalled peer).
+ * were left in flight by a timeout, since finalizing would then wait for the stalled peer), both
+ * on a thread of its own. MPI_Init_thread waits for every process of the job; this call waits
+ * for it at most timeout_ms and then returns SHARDREC_ETIMEOUT (MPI is not usable yet), and a
+ * later call waits for the same initialisation again (tests/capi/mpi/mpi_late_member_test.c).
  * A host that initialised MPI itself must have asked for MPI_THREAD_SERIALIZED or
  * MPI_THREAD_MULTIPLE: libshardrec calls MPI from its communication worker thread (pipelined
  * input distribution, DDP buckets) and serialises its own calls; with SERIALIZED the host must
@@ -386,7 +389,10 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * rank; the communicator (and every one split from the same root) is poisoned as on other
  * backends, and the MPI requests stay outstanding: MPI may still write the receive buffers of
  * that call, so keep them alive, or end the job (MPI_Abort), which is what an MPI job normally
- * does next. shardrec_comm_abort() only stops this process's wait; it does not end the job.
+ * does next. shardrec_comm_abort() only stops this process's wait; it does not end the job,
+ * and it cannot withdraw what this rank already started: a collective it had entered may still
+ * complete on its peers with this rank's part (MPI cannot cancel a collective), while peers
+ * waiting for a later call of this rank reach their timeout.
  *
  * Host memory only (SHARDREC_EUNSUPPORTED for a CUDA device_type).
  *

@@ -3,6 +3,8 @@
 // collective bodies live in mpi_collectives.cc.
 #include "impl/comm/mpi/mpi_communicator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -92,8 +94,15 @@ Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::m
   shardrec_mpi_comm_t* handle = nullptr;
   shardrec_mpi_comm_info_t info{};
   shardrec_plugin_status_t st{};
-  SR_RETURN_IF_ERROR(FromMpiPlugin(t->create(fortran_comm, &handle, &info, &st), st));
-  Status s = MpiCommunicator::Complete(t, handle, "communicator creation (MPI_Comm_idup)", timeout,
+  // One deadline for the whole creation: MPI_Init_thread (when the plugin initialises MPI), then
+  // the duplicate of the communicator.
+  const auto start = std::chrono::steady_clock::now();
+  SR_RETURN_IF_ERROR(
+      FromMpiPlugin(t->create(fortran_comm, timeout.count(), &handle, &info, &st), st));
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  Status s = MpiCommunicator::Complete(t, handle, "communicator creation (MPI_Comm_idup)",
+                                       std::max(timeout - spent, std::chrono::milliseconds(1)),
                                        info.rank, info.size, nullptr);
   if (!s.ok()) {
     t->destroy(handle);

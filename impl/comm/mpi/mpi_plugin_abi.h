@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define SHARDREC_MPI_PLUGIN_ABI_VERSION 2u
+#define SHARDREC_MPI_PLUGIN_ABI_VERSION 3u
 
 /* The only two symbols the plugin exports. */
 #define SHARDREC_MPI_PLUGIN_ABI_SYMBOL "shardrec_mpi_plugin_abi_version"
@@ -64,13 +64,15 @@ typedef struct shardrec_mpi_plugin_table {
   /* Absolute path of the loaded plugin file, or "" when unknown. */
   const char* (*plugin_path)(void);
 
-  /* Initialises MPI when nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE; the plugin
-   * then calls MPI_Finalize at process exit unless a communicator was left with operations in
-   * flight), and starts duplicating the communicator whose Fortran handle is fortran_comm (0:
+  /* Initialises MPI when nobody has (MPI_Init_thread asking for MPI_THREAD_MULTIPLE, on a thread
+   * of the plugin's that also calls MPI_Finalize at process exit unless a communicator was left
+   * with operations in flight; MPI_Init_thread waits for every process of the job, and create
+   * waits for it at most timeout_ms, then fails with kTimeout, and a later create waits again),
+   * and starts duplicating the communicator whose Fortran handle is fortran_comm (0:
    * MPI_COMM_WORLD) with MPI_Comm_idup. The duplicate is usable once test() reports done; its
-   * errors are returned (MPI_ERRORS_RETURN), never fatal. */
-  int32_t (*create)(int64_t fortran_comm, shardrec_mpi_comm_t** out, shardrec_mpi_comm_info_t* info,
-                    shardrec_plugin_status_t* status);
+   * errors are returned (MPI_ERRORS_RETURN), never fatal. (Version 2 had no timeout_ms.) */
+  int32_t (*create)(int64_t fortran_comm, int64_t timeout_ms, shardrec_mpi_comm_t** out,
+                    shardrec_mpi_comm_info_t* info, shardrec_plugin_status_t* status);
   /* Frees the duplicate (MPI_Comm_free) when nothing is in flight on it and MPI is not yet
    * finalized; otherwise only forgets it. NULL is a no-op. */
   void (*destroy)(shardrec_mpi_comm_t* comm);

@@ -237,6 +237,12 @@ TEST(CheckpointFaults, MemoryFileSystemFaultsBehaveLikeTheirNames) {
   fs.SetFault(MemoryFileSystem::Fault::kRenameFail, 0);
   EXPECT_EQ(WriteAtomically(fs, "d", "y", {{data, 2}}).code(), Code::kIo);
   EXPECT_EQ(fs.Contents("d/y").size(), 8u);  // the old file is intact
+  fs.SetFault(MemoryFileSystem::Fault::kDiskFull, 0);
+  EXPECT_EQ(WriteAtomically(fs, "d", "y", {{data, 2}}).code(), Code::kIo);
+  EXPECT_EQ(fs.Contents("d/y").size(), 8u);
+  // Neither failed write left its temporary copy beside the file.
+  for (const std::string& name : fs.List())
+    EXPECT_EQ(name.find("d/y.tmp"), std::string::npos) << name;
   fs.SetFault(MemoryFileSystem::Fault::kCrash, 1);
   EXPECT_TRUE(f->Sync().ok());
   EXPECT_FALSE(f->Close().ok());

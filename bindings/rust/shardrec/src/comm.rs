@@ -1,6 +1,7 @@
 //! Communicators: in-process groups (ranks as threads), unique-id rendezvous and splits.
 use crate::{check, cstring, sys, Result};
 use std::ptr;
+use std::sync::Arc;
 
 /// Communicator options; zero fields mean the library defaults.
 #[derive(Clone, Debug, Default)]
@@ -136,22 +137,66 @@ impl UniqueId {
     }
 }
 
-/// A communicator. One thread at a time (the C header), so it is `Send` but not `Sync`.
+/// A communicator. One thread at a time (the C header), so it is `Send` but not `Sync`; to abort
+/// it from another thread while it is blocked, take an [`AbortHandle`] first.
 pub struct Comm {
     pub(crate) raw: *mut sys::shardrec_comm_t,
+    // Destroys the C handle once this and every AbortHandle taken from it are gone.
+    owner: Arc<Owner>,
+}
+
+struct Owner(*mut sys::shardrec_comm_t);
+
+// SAFETY: the pointer is only destroyed (once, by the last owner) and aborted, which comm.h allows
+// from any thread at any time.
+unsafe impl Send for Owner {}
+unsafe impl Sync for Owner {}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from a create call; the last owner destroys it once.
+        unsafe { sys::shardrec_comm_destroy(self.0) };
+    }
 }
 
 // SAFETY: comm.h allows a communicator to be used from any thread, one at a time.
 unsafe impl Send for Comm {}
 
-impl Drop for Comm {
-    fn drop(&mut self) {
-        // SAFETY: raw came from a create call and is destroyed once.
-        unsafe { sys::shardrec_comm_destroy(self.raw) };
+/// Aborts one communicator from any thread, including while another thread is blocked in one of
+/// its calls (a collective, or an embedding collection's step over it): that call and later ones
+/// fail with `Code::Aborted`, the peers' with `Code::Remote` (`shardrec_comm_abort`). `Send`,
+/// `Sync` and `Clone`; it keeps the C communicator alive until it is dropped too, so it never
+/// outlives what it aborts.
+#[derive(Clone)]
+pub struct AbortHandle {
+    owner: Arc<Owner>,
+}
+
+impl AbortHandle {
+    /// Tears down the communicator's connections and those of every one split from it.
+    pub fn abort(&self) -> Result<()> {
+        // SAFETY: the owner keeps the handle alive; abort is thread-safe (comm.h).
+        check(unsafe { sys::shardrec_comm_abort(self.owner.0) })
+    }
+}
+
+impl std::fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AbortHandle")
     }
 }
 
 impl Comm {
+    /// Takes ownership of a handle a create call returned.
+    pub(crate) fn from_raw(raw: *mut sys::shardrec_comm_t) -> Comm {
+        Comm { raw, owner: Arc::new(Owner(raw)) }
+    }
+
+    /// A handle that aborts this communicator from any thread (see [`AbortHandle`]).
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle { owner: Arc::clone(&self.owner) }
+    }
+
     /// `n` communicators of one in-process group; element i is rank i (one per thread).
     pub fn local_group(n: usize, options: &CommOptions) -> Result<Vec<Comm>> {
         let mut raw = vec![ptr::null_mut(); n];
@@ -159,7 +204,7 @@ impl Comm {
         options.with_raw(|o| {
             check(unsafe { sys::shardrec_comm_create_local_group(raw.as_mut_ptr(), count, o) })
         })?;
-        Ok(raw.into_iter().map(|raw| Comm { raw }).collect())
+        Ok(raw.into_iter().map(Comm::from_raw).collect())
     }
 
     /// Joins the group its launcher (torchrun, mpirun, srun) placed this process in, from the
@@ -167,7 +212,7 @@ impl Comm {
     pub fn from_env(options: &CommOptions) -> Result<Comm> {
         let mut out = ptr::null_mut();
         options.with_raw(|o| check(unsafe { sys::shardrec_comm_create_from_env(&mut out, o) }))?;
-        Ok(Comm { raw: out })
+        Ok(Comm::from_raw(out))
     }
 
     /// Joins the group named by `id` as `rank` of `world_size` (collective, blocking).
@@ -181,7 +226,7 @@ impl Comm {
         options.with_raw(|o| {
             check(unsafe { sys::shardrec_comm_create(&mut out, &c_id, world_size, rank, o) })
         })?;
-        Ok(Comm { raw: out })
+        Ok(Comm::from_raw(out))
     }
 
     /// A communicator over an MPI communicator (collective over its members, blocking):
@@ -195,7 +240,7 @@ impl Comm {
         options.with_raw(|o| {
             check(unsafe { sys::shardrec_comm_create_mpi(&mut out, mpi_comm_fortran, o) })
         })?;
-        Ok(Comm { raw: out })
+        Ok(Comm::from_raw(out))
     }
 
     /// Joins a group of `world_size` ranks as `rank` through `store` (collective, blocking).
@@ -223,7 +268,7 @@ impl Comm {
             // SAFETY: the callbacks are valid for the process; the payload is never freed.
             check(unsafe { sys::shardrec_comm_create_with_store(&mut out, &cb, world_size, rank, o) })
         })?;
-        Ok(Comm { raw: out })
+        Ok(Comm::from_raw(out))
     }
 
     pub fn rank(&self) -> Result<i32> {
@@ -265,15 +310,17 @@ impl Comm {
     pub fn split(&mut self, color: i32, key: i32) -> Result<Option<Comm>> {
         let mut out = ptr::null_mut();
         check(unsafe { sys::shardrec_comm_split(&mut out, self.raw, color, key) })?;
-        Ok(if out.is_null() { None } else { Some(Comm { raw: out }) })
+        Ok(if out.is_null() { None } else { Some(Comm::from_raw(out)) })
     }
 
     pub fn set_timeout(&mut self, timeout_ms: i64) -> Result<()> {
         check(unsafe { sys::shardrec_comm_set_timeout(self.raw, timeout_ms) })
     }
 
-    /// Tears down the connections of this communicator and of every one split from it, from any
-    /// thread: blocked and later calls fail with `Code::Aborted`, peers with `Code::Remote`.
+    /// Tears down the connections of this communicator and of every one split from it: blocked
+    /// and later calls fail with `Code::Aborted`, peers with `Code::Remote`. A `Comm` is not
+    /// `Sync`, so a thread blocked in a call on it cannot be aborted through it: use
+    /// [`Comm::abort_handle`] for that.
     pub fn abort(&self) -> Result<()> {
         check(unsafe { sys::shardrec_comm_abort(self.raw) })
     }

@@ -170,14 +170,14 @@ impl Mesh {
     pub fn sharding_comm(&self) -> Result<Comm> {
         let mut out = ptr::null_mut();
         check(unsafe { sys::shardrec_mesh_sharding_comm(&mut out, self.raw) })?;
-        Ok(Comm { raw: out })
+        Ok(Comm::from_raw(out))
     }
 
     /// A new handle on this rank's replica-group communicator.
     pub fn replica_comm(&self) -> Result<Comm> {
         let mut out = ptr::null_mut();
         check(unsafe { sys::shardrec_mesh_replica_comm(&mut out, self.raw) })?;
-        Ok(Comm { raw: out })
+        Ok(Comm::from_raw(out))
     }
 
     /// The sharding and replica groups (and nodes, when `ranks_per_node` was given) as text.

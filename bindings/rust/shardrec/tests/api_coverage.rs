@@ -335,6 +335,30 @@ fn local_rank_and_calls_after_an_abort() {
 }
 
 #[test]
+fn an_abort_handle_unblocks_a_call_on_another_thread() {
+    let opts = CommOptions { timeout_ms: 30000, ..Default::default() };
+    let mut comms = Comm::local_group(2, &opts).expect("group");
+    let mut rank1 = comms.pop().expect("rank 1");
+    let handle = rank1.abort_handle();
+    // Rank 1 waits in a barrier rank 0 never enters, until another thread aborts it.
+    let blocked = thread::spawn(move || {
+        let start = std::time::Instant::now();
+        let code = rank1.barrier().unwrap_err().code();
+        (code, start.elapsed())
+    });
+    thread::sleep(std::time::Duration::from_millis(200));
+    let aborter = thread::spawn(move || handle.abort());
+    aborter.join().expect("aborter").expect("abort");
+    let (code, waited) = blocked.join().expect("rank 1");
+    assert_eq!(code, Code::Aborted);
+    assert!(waited < std::time::Duration::from_secs(10), "{waited:?}");
+    // A handle outlives its Comm safely: the C communicator lives until the handle is dropped.
+    let late = comms[0].abort_handle();
+    drop(comms);
+    late.abort().expect("abort after the Comm was dropped");
+}
+
+#[test]
 fn from_env_without_launcher_variables_is_not_found() {
     let launched = ["RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"]
         .iter()

@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "impl/comm/mpi/mpi_plugin_abi.h"
@@ -30,6 +33,7 @@ namespace {
 constexpr int32_t kInvalidArgument = -2;
 constexpr int32_t kInvalidUsage = -3;
 constexpr int32_t kRemote = -6;
+constexpr int32_t kTimeout = -7;
 constexpr int32_t kUnsupported = -10;
 
 constexpr int kTag = 0x5352;
@@ -79,9 +83,70 @@ int32_t FromMpi(shardrec_plugin_status_t* st, int err, const char* what) {
   return Fail(st, kRemote, "%s failed: %s", what, ErrorText(err).c_str());
 }
 
-// At process exit, MPI_Finalize if this plugin initialised MPI, unless operations are still in
-// flight (a timed-out collective): finalizing then would wait for the stalled peer forever;
-// Open MPI's launcher reports the missing finalize and ends the job instead.
+// MPI's main thread, when this plugin initialises MPI. MPI_Init_thread waits for every process
+// of the job (a launcher's fence), and nothing bounds that wait, so it runs on a thread of its
+// own and Create waits for it only until the caller's deadline; a later Create waits again. The
+// same thread calls MPI_Finalize at exit, since MPI asks that of the thread that initialised it.
+struct MainThread {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  bool returned = false;  // MPI_Init_thread returned (with `err`)
+  int err = MPI_SUCCESS;
+  bool finalize = false;  // exit asks for MPI_Finalize
+  bool done = false;      // ... which has returned (or was not needed)
+};
+
+MainThread& Main() {
+  static auto* m = new MainThread;  // never destroyed: the thread may outlive every static
+  return *m;
+}
+
+void RunMain() {
+  MainThread& m = Main();
+  int provided = 0;
+  const int err = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.err = err;
+  m.returned = true;
+  m.cv.notify_all();
+  m.cv.wait(lock, [&] { return m.finalize; });
+  if (err == MPI_SUCCESS) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+  m.done = true;
+  m.cv.notify_all();
+}
+
+// Starts MPI's main thread (once) and waits until MPI_Init_thread returned or `timeout_ms` passed.
+int32_t InitMpi(int64_t timeout_ms, shardrec_plugin_status_t* st) {
+  MainThread& m = Main();
+  std::unique_lock<std::mutex> lock(m.mu);
+  if (!m.started) {
+    m.started = true;
+    std::thread(RunMain).detach();
+  }
+  const bool returned = m.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms),
+                                      [&] { return m.returned; });
+  if (!returned) {
+    return Fail(st, kTimeout,
+                "MPI_Init_thread, which libshardrec calls for this process, did not return within "
+                "%lld ms: another process of the MPI job has not started or has not called MPI_Init "
+                "or shardrec_comm_create_mpi yet (MPI waits for every process of the job); a later "
+                "call waits for it again",
+                static_cast<long long>(timeout_ms));
+  }
+  if (m.err != MPI_SUCCESS) return Fail(st, kUnsupported, "MPI_Init_thread failed (code %d)", m.err);
+  g_initialized_here = true;
+  return Ok(st);
+}
+
+// At process exit, MPI_Finalize (on MPI's main thread) if this plugin initialised MPI, unless
+// operations are still in flight (a timed-out collective): finalizing then would wait for the
+// stalled peer forever; Open MPI's launcher reports the missing finalize and ends the job instead.
+// MPI_Init_thread still waiting at exit is left to the process's end.
 struct Finalizer {
   ~Finalizer() {
     std::lock_guard<std::mutex> lock(Mu());
@@ -89,9 +154,11 @@ struct Finalizer {
     for (const shardrec_mpi_comm* c : Live()) {
       if (!c->pending.empty()) return;
     }
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    MainThread& m = Main();
+    std::unique_lock<std::mutex> main_lock(m.mu);
+    m.finalize = true;
+    m.cv.notify_all();
+    m.cv.wait(main_lock, [&] { return m.done; });
   }
 } g_finalizer;
 
@@ -133,27 +200,29 @@ const char* PluginPath() {
   return path.c_str();
 }
 
-int32_t Create(int64_t fortran_comm, shardrec_mpi_comm_t** out, shardrec_mpi_comm_info_t* info,
-               shardrec_plugin_status_t* st) {
+int32_t Create(int64_t fortran_comm, int64_t timeout_ms, shardrec_mpi_comm_t** out,
+               shardrec_mpi_comm_info_t* info, shardrec_plugin_status_t* st) {
   if (out == nullptr || info == nullptr) return Fail(st, kInvalidArgument, "out must not be NULL");
   *out = nullptr;
   std::lock_guard<std::mutex> lock(Mu());
+  bool ours = false;  // this plugin started MPI_Init_thread (it may not have returned yet)
+  {
+    std::lock_guard<std::mutex> main_lock(Main().mu);
+    ours = Main().started;
+  }
   int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (finalized) return Fail(st, kInvalidUsage, "MPI has already been finalized in this process");
-  if (!initialized) {
+  if (!ours) MPI_Initialized(&initialized);
+  if (ours || !initialized) {
     if (fortran_comm != 0) {
       return Fail(st, kInvalidArgument,
                   "MPI is not initialised, so communicator handle %lld cannot exist; pass 0 "
                   "(MPI_COMM_WORLD) or call MPI_Init_thread first",
                   static_cast<long long>(fortran_comm));
     }
-    int provided = 0;
-    const int err = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    if (err != MPI_SUCCESS) return Fail(st, kUnsupported, "MPI_Init_thread failed (code %d)", err);
-    g_initialized_here = true;
+    if (const int32_t rc = InitMpi(timeout_ms, st); rc != 0) return rc;
   }
+  MPI_Finalized(&finalized);
+  if (finalized) return Fail(st, kInvalidUsage, "MPI has already been finalized in this process");
   if (fortran_comm < INT_MIN || fortran_comm > INT_MAX) {
     return Fail(st, kInvalidArgument, "communicator handle %lld is not a Fortran MPI handle",
                 static_cast<long long>(fortran_comm));
