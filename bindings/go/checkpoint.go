@@ -54,6 +54,9 @@ func withCheckpointOptions(opts *CheckpointOptions, fn func(swig.Checkpoint_opti
 // runCheckpoint is one native save (load false) or load call with the options' dense tensors
 // packed into one flat buffer; mesh 0 is the 1D form.
 func runCheckpoint(mesh, coll uintptr, dir string, opts *CheckpointOptions, load bool) error {
+	if err := noNUL("checkpoint directory", dir); err != nil {
+		return err
+	}
 	var dense []DenseTensor
 	if opts != nil {
 		dense = opts.Dense
@@ -142,6 +145,9 @@ func (m *Mesh) LoadCheckpoint(coll *EmbeddingCollection, dir string, opts *Check
 // ExportTable writes one full table (and optionally its optimizer state) to a safetensors file.
 func (e *EmbeddingCollection) ExportTable(table, path string, withOptimizerState bool) error {
 	defer runtime.KeepAlive(e)
+	if err := noNUL("table or path", table, path); err != nil {
+		return err
+	}
 	return swig.Checkpoint_export_table(e.handle(), table, path, boolInt(withOptimizerState))
 }
 
@@ -149,5 +155,8 @@ func (e *EmbeddingCollection) ExportTable(table, path string, withOptimizerState
 // safetensors file into this collection's shards.
 func (e *EmbeddingCollection) ImportTable(table, path string, withOptimizerState bool) error {
 	defer runtime.KeepAlive(e)
+	if err := noNUL("table or path", table, path); err != nil {
+		return err
+	}
 	return swig.Checkpoint_import_table(e.handle(), table, path, boolInt(withOptimizerState))
 }

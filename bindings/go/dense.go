@@ -275,6 +275,9 @@ func NewMLP(inFeatures int64, widths []int64, activations []Activation, seed uin
 // CUDA plugin or a GPU the error has ErrCodeNoDevice; TF32 and BF16 on the host ErrCodeInvalid.
 func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed uint64,
 	name string, device DeviceType, deviceIndex int32, math DenseMath) (*MLP, error) {
+	if err := noNUL("name", name); err != nil {
+		return nil, err
+	}
 	var acts []int32
 	if activations != nil {
 		if len(activations) != len(widths) {
@@ -434,6 +437,9 @@ type DCN struct {
 
 // NewDCN creates a cross network; name "" means "cross".
 func NewDCN(width int64, numLayers int, rank int64, seed uint64, name string) (*DCN, error) {
+	if err := noNUL("name", name); err != nil {
+		return nil, err
+	}
 	out := make([]uintptr, 1)
 	if err := swig.Dcn_create(out, width, numLayers, rank, seed, name); err != nil {
 		return nil, err

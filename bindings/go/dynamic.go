@@ -88,6 +88,9 @@ type DynamicTableStats struct {
 // DynamicStats returns this rank's part of dynamic table `table`. Not collective; an error
 // (EINVAL) for a table that is not dynamic, ENOTFOUND for an unknown one.
 func (e *EmbeddingCollection) DynamicStats(table string) (DynamicTableStats, error) {
+	if err := noNUL("table", table); err != nil {
+		return DynamicTableStats{}, err
+	}
 	s := swig.NewDynamic_table_stats()
 	defer swig.DeleteDynamic_table_stats(s)
 	defer runtime.KeepAlive(e)

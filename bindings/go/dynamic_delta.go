@@ -28,6 +28,9 @@ func (d *DynamicDelta) Row(i int) []float32 { return d.Rows[i*d.Dim : (i+1)*d.Di
 // collective, but every rank must mark between the same two training steps. ErrCodeInvalid for
 // a table that is not dynamic, ErrCodeNotFound for an unknown one.
 func (e *EmbeddingCollection) DynamicMark(table string) error {
+	if err := noNUL("table", table); err != nil {
+		return err
+	}
 	defer runtime.KeepAlive(e)
 	return swig.Embedding_dynamic_mark(e.handle(), table)
 }
@@ -36,6 +39,9 @@ func (e *EmbeddingCollection) DynamicMark(table string) error {
 // every rank calls it). The marks stay; call DynamicMark to start the next period. Changes
 // nothing in the collection. ErrCodeUsage (on every rank) when a rank has not marked the table.
 func (e *EmbeddingCollection) DynamicDelta(table string) (*DynamicDelta, error) {
+	if err := noNUL("table", table); err != nil {
+		return nil, err
+	}
 	defer runtime.KeepAlive(e)
 	// Two collective calls on every rank alike: the sizes, then the fill. Nothing trains in
 	// between, so the second call's delta is the first one's. An unknown table fails the

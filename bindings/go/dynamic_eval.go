@@ -38,6 +38,9 @@ func (e *EmbeddingCollection) IsTraining() (bool, error) {
 // EvictionScore, or len(scores) != len(ids); ErrCodeNotFound for an unknown table.
 func (e *EmbeddingCollection) DynamicSetScores(table string, ids []int64,
 	scores []float64) (int, error) {
+	if err := noNUL("table", table); err != nil {
+		return 0, err
+	}
 	defer runtime.KeepAlive(e)
 	if len(ids) != len(scores) {
 		return 0, &Error{Code: ErrCodeInvalid,

@@ -451,12 +451,18 @@ func (e *EmbeddingCollection) SetNumSteps(steps int64) error {
 
 // GetWeights copies the full [rows, dim] weights of table into out (collective).
 func (e *EmbeddingCollection) GetWeights(table string, out []float32) error {
+	if err := noNUL("table", table); err != nil {
+		return err
+	}
 	defer runtime.KeepAlive(e)
 	return swig.Embedding_get_weights(e.handle(), table, out)
 }
 
 // Weights returns the full weights of table (collective).
 func (e *EmbeddingCollection) Weights(table string) ([]float32, error) {
+	if err := noNUL("table", table); err != nil {
+		return nil, err
+	}
 	shape, ok := e.shapes[table]
 	if !ok {
 		// Let the library name the unknown table.
@@ -468,6 +474,9 @@ func (e *EmbeddingCollection) Weights(table string) ([]float32, error) {
 
 // SetWeights replaces the weights of table (collective; same values on every rank).
 func (e *EmbeddingCollection) SetWeights(table string, weights []float32) error {
+	if err := noNUL("table", table); err != nil {
+		return err
+	}
 	defer runtime.KeepAlive(e)
 	return swig.Embedding_set_weights(e.handle(), table, weights)
 }
@@ -502,6 +511,9 @@ type TableState struct {
 // TableStates lists the states of the optimizer table trains with (its own or the default),
 // in order: the names State and SetState accept for that table.
 func (e *EmbeddingCollection) TableStates(table string) ([]TableState, error) {
+	if err := noNUL("table", table); err != nil {
+		return nil, err
+	}
 	defer runtime.KeepAlive(e)
 	n := make([]uint64, 1)
 	if err := swig.Embedding_table_num_states(e.handle(), table, n); err != nil {
@@ -522,6 +534,9 @@ func (e *EmbeddingCollection) TableStates(table string) ([]TableState, error) {
 
 // State returns one full optimizer state of table (collective).
 func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
+	if err := noNUL("table or state", table, state); err != nil {
+		return nil, err
+	}
 	states, err := e.TableStates(table)
 	if err != nil {
 		return nil, err
@@ -541,6 +556,9 @@ func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
 
 // SetState replaces one optimizer state of table (collective).
 func (e *EmbeddingCollection) SetState(table, state string, values []float32) error {
+	if err := noNUL("table or state", table, state); err != nil {
+		return err
+	}
 	defer runtime.KeepAlive(e)
 	return swig.Embedding_set_state(e.handle(), table, state, values)
 }
@@ -557,6 +575,9 @@ func (e *EmbeddingCollection) Timings() (comm, total float64, err error) {
 // SetTableLearningRate sets the learning rate of one table (per-table schedules); the other
 // tables keep theirs.
 func (e *EmbeddingCollection) SetTableLearningRate(table string, lr float32) error {
+	if err := noNUL("table", table); err != nil {
+		return err
+	}
 	defer runtime.KeepAlive(e)
 	return swig.Embedding_set_table_learning_rate(e.handle(), table, lr)
 }
@@ -564,6 +585,9 @@ func (e *EmbeddingCollection) SetTableLearningRate(table string, lr float32) err
 // TableOptimizer is the optimizer table trains with (its own, or the collection's default),
 // with its current learning rate.
 func (e *EmbeddingCollection) TableOptimizer(table string) (OptimizerConfig, error) {
+	if err := noNUL("table", table); err != nil {
+		return OptimizerConfig{}, err
+	}
 	o := swig.NewOptimizer_config()
 	defer swig.DeleteOptimizer_config(o)
 	defer runtime.KeepAlive(e)

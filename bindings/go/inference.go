@@ -68,6 +68,9 @@ type Inference struct {
 // OpenInference opens a checkpoint directory or a serving file (see inference.h). opts may be
 // nil (defaults).
 func OpenInference(path string, opts *InferenceOptions) (*Inference, error) {
+	if err := noNUL("path", path); err != nil {
+		return nil, err
+	}
 	var o InferenceOptions
 	if opts != nil {
 		o = *opts
@@ -109,6 +112,9 @@ func OpenInference(path string, opts *InferenceOptions) (*Inference, error) {
 
 // use runs call with the handle under the read lock (an *Error once closed).
 func (inf *Inference) use(call func(h uintptr) error) error {
+	if inf == nil {
+		return &Error{Code: ErrCodeInvalid, Message: "shardrec.Inference is nil"}
+	}
 	inf.mu.RLock()
 	defer inf.mu.RUnlock()
 	if inf.h == 0 {
@@ -120,6 +126,9 @@ func (inf *Inference) use(call func(h uintptr) error) error {
 // Close destroys the handle after the calls in flight return; snapshots pinned from it stay
 // valid. Idempotent.
 func (inf *Inference) Close() error {
+	if inf == nil {
+		return nil
+	}
 	inf.mu.Lock()
 	h := inf.h
 	inf.h = 0
@@ -165,6 +174,9 @@ func (inf *Inference) Table(i int) (InferenceTable, error) {
 	rows := make([]int64, 1)
 	dim := make([]int32, 1)
 	storage := make([]int32, 1)
+	if i < 0 {
+		return t, &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf("table index %d is negative", i)}
+	}
 	err := inf.use(func(h uintptr) error {
 		return swig.Inference_table_info(h, int64(i), &t.Name, rows, dim, storage)
 	})
@@ -182,6 +194,9 @@ func (inf *Inference) Version() (uint64, error) {
 // OutputSize is the number of floats of the lookup output of batch: [BatchSize, OutputDim], or
 // [len(Values), dim] for a sequence handle; 0 for a nil batch.
 func (inf *Inference) OutputSize(batch *KJT) int {
+	if inf == nil {
+		return 0
+	}
 	return outputSize(batch, inf.outputDim, inf.sequence)
 }
 
@@ -241,6 +256,9 @@ func (inf *Inference) Pin() (*InferenceSnapshot, error) {
 
 // Save writes the version served now as one serving file, atomically (temp, fsync, rename).
 func (inf *Inference) Save(path string) error {
+	if err := noNUL("path", path); err != nil {
+		return err
+	}
 	return inf.use(func(h uintptr) error { return swig.Inference_save(h, path) })
 }
 
@@ -250,6 +268,9 @@ func (inf *Inference) Save(path string) error {
 // another runs returns ErrCodeUsage. It returns once the lookups running on the old version
 // have returned.
 func (inf *Inference) Reload(path string) error {
+	if err := noNUL("path", path); err != nil {
+		return err
+	}
 	return inf.use(func(h uintptr) error { return swig.Inference_reload(h, path) })
 }
 
@@ -264,6 +285,9 @@ type InferenceSnapshot struct {
 }
 
 func (s *InferenceSnapshot) use(call func(h uintptr) error) error {
+	if s == nil {
+		return &Error{Code: ErrCodeInvalid, Message: "shardrec.InferenceSnapshot is nil"}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.h == 0 {
@@ -275,6 +299,9 @@ func (s *InferenceSnapshot) use(call func(h uintptr) error) error {
 // Close releases the snapshot (its version is freed once nothing else holds it). Idempotent;
 // slices from DenseTensor must not be used afterwards.
 func (s *InferenceSnapshot) Close() error {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	h := s.h
 	s.h = 0
@@ -295,6 +322,9 @@ func (s *InferenceSnapshot) Version() (uint64, error) {
 
 // OutputSize is the number of floats of the lookup output of batch.
 func (s *InferenceSnapshot) OutputSize(batch *KJT) int {
+	if s == nil {
+		return 0
+	}
 	return outputSize(batch, s.outputDim, s.sequence)
 }
 
@@ -314,6 +344,9 @@ func (s *InferenceSnapshot) Lookup(batch *KJT, out []float32) error {
 // outlive the snapshot, and keep the snapshot reachable while the slice is used, since its
 // finalizer releases a leaked snapshot). An unknown name is ErrCodeNotFound.
 func (s *InferenceSnapshot) DenseTensor(name string) ([]float32, error) {
+	if err := noNUL("dense tensor", name); err != nil {
+		return nil, err
+	}
 	addr := make([]uintptr, 1)
 	count := make([]uint64, 1)
 	err := s.use(func(h uintptr) error {

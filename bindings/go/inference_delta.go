@@ -17,6 +17,9 @@ import (
 // an error. Safe from any goroutine, with lookups; one delta or reload at a time per handle.
 func (inf *Inference) ApplyDelta(table string, ids []int64, rows []float32,
 	tombstones []int64) (uint64, error) {
+	if err := noNUL("table", table); err != nil {
+		return 0, err
+	}
 	version := make([]uint64, 1)
 	err := inf.use(func(h uintptr) error {
 		dim, found, err := inferenceTableDim(h, table)
@@ -39,6 +42,9 @@ func (inf *Inference) ApplyDelta(table string, ids []int64, rows []float32,
 // ApplyDynamicDelta replays a training collection's delta export (EmbeddingCollection.DynamicDelta)
 // onto table: its rows upserted, its tombstones removed, as the next version.
 func (inf *Inference) ApplyDynamicDelta(table string, d *DynamicDelta) (uint64, error) {
+	if err := noNUL("table", table); err != nil {
+		return 0, err
+	}
 	if d == nil {
 		return 0, &Error{Code: ErrCodeInvalid, Message: "nil DynamicDelta"}
 	}

@@ -270,6 +270,24 @@ func (p *Plan) Close() error {
 // NewPlan runs the planner.
 func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 	constraints []TableConstraints) (*Plan, error) {
+	for _, f := range features {
+		if err := noNUL("feature", f.Name); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range tables {
+		if err := noNUL("table", t.Name); err != nil {
+			return nil, err
+		}
+		if err := noNUL("feature", t.FeatureNames...); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range constraints {
+		if err := noNUL("table", c.Table); err != nil {
+			return nil, err
+		}
+	}
 	spec := swig.Bind_plan_spec_new()
 	defer swig.Bind_plan_spec_free(spec)
 	for _, f := range features {
@@ -338,6 +356,9 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 
 // PlanFromJSON reads and validates a plan written by JSON().
 func PlanFromJSON(text string) (*Plan, error) {
+	if err := noNUL("plan JSON", text); err != nil {
+		return nil, err
+	}
 	out := make([]uintptr, 1)
 	if err := swig.Plan_from_json(out, text); err != nil {
 		return nil, err
@@ -419,6 +440,9 @@ func (p *Plan) FeatureName(f int) (string, error) {
 
 // FindTable is the index of the table called name (SHARDREC_ENOTFOUND when none).
 func (p *Plan) FindTable(name string) (int, error) {
+	if err := noNUL("table", name); err != nil {
+		return 0, err
+	}
 	out := make([]uint64, 1)
 	err := swig.Plan_find_table(p.handle(), name, out)
 	runtime.KeepAlive(p)

@@ -16,11 +16,24 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
 	"shardrec.dev/shardrec/internal/swig"
 )
+
+// noNUL refuses strings a C call would cut at their first NUL byte, where they would name another
+// file or table: what is "path", "table", ... for the message.
+func noNUL(what string, values ...string) error {
+	for _, v := range values {
+		if i := strings.IndexByte(v, 0); i >= 0 {
+			return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
+				"%s %q holds a NUL byte at offset %d", what, v, i)}
+		}
+	}
+	return nil
+}
 
 // Status codes of libshardrec (shardrec/common.h).
 const (

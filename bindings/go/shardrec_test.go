@@ -5,6 +5,7 @@ package shardrec
 
 import (
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -282,6 +283,59 @@ func TestNilHandlesAreRefusedWithoutAPanic(t *testing.T) {
 	}
 	if _, err := coll.NumSteps(); CodeOf(err) != ErrCodeInvalid {
 		t.Fatalf("NumSteps of a nil collection: %v", err)
+	}
+	var inf *Inference
+	if _, err := inf.Version(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("Version of a nil inference handle: %v", err)
+	}
+	if _, err := inf.Lookup(&KJT{}, nil); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("Lookup of a nil inference handle: %v", err)
+	}
+	var snap *InferenceSnapshot
+	if _, err := snap.Version(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("Version of a nil snapshot: %v", err)
+	}
+	if inf.Close() != nil || snap.Close() != nil || inf.OutputSize(&KJT{}) != 0 {
+		t.Fatal("Close or OutputSize of nil serving handles")
+	}
+}
+
+// A string with a NUL byte would reach C cut at the NUL, naming another file or table: refused.
+func TestStringsWithANULAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := OpenInference(dir+"\x00/elsewhere", nil); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("OpenInference of a path with a NUL: %v", err)
+	} else if !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("the message does not say why: %v", err)
+	}
+	plan := testPlan(t, 1)
+	defer plan.Close()
+	if _, err := plan.FindTable("t0\x00"); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("FindTable of a name with a NUL: %v", err)
+	}
+	comms, _ := NewLocalGroup(1, nil)
+	defer comms[0].Close()
+	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	name, _ := plan.TableName(0)
+	if _, err := coll.Weights(name + "\x00x"); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("Weights of a table name with a NUL: %v", err)
+	}
+	if err := coll.SaveCheckpoint(dir + "/ck\x00"); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("SaveCheckpoint into a path with a NUL: %v", err)
+	}
+	if err := coll.SaveCheckpoint(dir + "/ck"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir + "/ck"); err != nil {
+		t.Fatal(err)
+	}
+	_, badTable := NewPlan([]TableConfig{{Name: "a\x00b", Rows: 4, Dim: 4}}, nil, Topology{WorldSize: 1}, nil)
+	if CodeOf(badTable) != ErrCodeInvalid {
+		t.Fatalf("a table name with a NUL: %v", badTable)
 	}
 }
 

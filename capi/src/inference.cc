@@ -46,9 +46,9 @@ Status CheckPath(const char* path) {
 
 Status CheckStorage(int32_t s, const std::string& what) {
   if (!serving::IsValidStorage(s))
-    return Status::Unsupported(what, ": storage ", s,
-                               " is not a host serving storage (SHARDREC_SERVING_AS_TRAINED .. "
-                               "INT4); device storage is not supported");
+    return Status::InvalidArgument(what, ": storage ", s,
+                                   " is not a shardrec_serving_storage_t "
+                                   "(SHARDREC_SERVING_AS_TRAINED .. SHARDREC_SERVING_INT4)");
   return Status::Ok();
 }
 

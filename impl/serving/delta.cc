@@ -123,7 +123,7 @@ Status ApplyDelta(const Model& served, size_t table, const Delta& d, std::shared
     return Status::OutOfMemory("delta of table ", t.name, ": ", d.num_rows, " rows");
   }
   SR_RETURN_IF_ERROR(EncodeRows(d.rows, static_cast<int64_t>(d.num_rows), t.dim, t.storage,
-                                encoded.data(), t.name));
+                                encoded.data(), "delta of table " + t.name, NonFinite::kRefuse));
   auto next = std::make_shared<Model>(served);
   Table& nt = next->tables[table];
   if (t.dynamic) {

@@ -34,11 +34,19 @@ void QuantizeRow(const float* x, int32_t dim, int bits, uint8_t* dst) {
 }
 
 Status EncodeRows(const float* src, int64_t rows, int32_t dim, Storage s, uint8_t* dst,
-                  const std::string& table) {
+                  const std::string& what, NonFinite non_finite) {
   const uint64_t rb = RowBytes(s, dim);
+  const bool quantized = s == Storage::kInt8 || s == Storage::kInt4;
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = src + r * dim;
     uint8_t* d = dst + static_cast<uint64_t>(r) * rb;
+    if (quantized || non_finite == NonFinite::kRefuse) {
+      for (int32_t c = 0; c < dim; ++c)
+        if (!std::isfinite(x[c]))
+          return Status::InvalidArgument(what, " row ", r, " column ", c, " holds ", x[c],
+                                         ", a non-finite value, which ", StorageName(s),
+                                         quantized ? " cannot store" : " does not take in a delta");
+    }
     switch (s) {
       case Storage::kFp32:
         std::memcpy(d, x, rb);
@@ -47,16 +55,21 @@ Status EncodeRows(const float* src, int64_t rows, int32_t dim, Storage s, uint8_
       case Storage::kBf16:
         for (int32_t c = 0; c < dim; ++c) {
           const uint16_t h = s == Storage::kFp16 ? FloatToHalf(x[c]) : FloatToBFloat16(x[c]);
+          // An exponent of all ones with a zero fraction is infinity: a finite value beyond the
+          // storage's range would be served as one.
+          const bool inf = s == Storage::kFp16 ? (h & 0x7fffu) == 0x7c00u
+                                               : (h & 0x7fffu) == 0x7f80u;
+          if (inf && std::isfinite(x[c]))
+            return Status::InvalidArgument(what, " row ", r, " column ", c, " holds ", x[c],
+                                           ", beyond ", StorageName(s),
+                                           "'s range (it would read as infinity); serve the "
+                                           "table as fp32",
+                                           s == Storage::kFp16 ? " or bf16" : "");
           std::memcpy(d + 2 * c, &h, 2);
         }
         break;
       case Storage::kInt8:
       case Storage::kInt4:
-        for (int32_t c = 0; c < dim; ++c)
-          if (!std::isfinite(x[c]))
-            return Status::InvalidArgument("table ", table, " row ", r, " column ", c,
-                                           " holds a non-finite value, which ", StorageName(s),
-                                           " cannot store");
         QuantizeRow(x, dim, s == Storage::kInt8 ? 8 : 4, d);
         break;
       case Storage::kAsTrained:

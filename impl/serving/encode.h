@@ -10,10 +10,18 @@
 
 namespace shardrec::serving {
 
+// What EncodeRows accepts of values that are not finite.
+enum class NonFinite {
+  kKeep,    // stored as given where the storage can (a checkpoint's table, as trained)
+  kRefuse,  // refused in every storage (a delta's new rows)
+};
+
 // Encodes `rows` rows of `dim` floats (row stride dim) into `dst` (rows x RowBytes(s, dim)).
-// kInvalidArgument naming `table` and the row for a non-finite value in a quantized table.
+// kInvalidArgument naming `what` (the table, or a delta of it), the row and the column for a
+// non-finite value in a quantized table (or in any table with NonFinite::kRefuse), and for a
+// finite value that fp16 or bf16 would round to infinity (beyond the storage's range).
 Status EncodeRows(const float* src, int64_t rows, int32_t dim, Storage s, uint8_t* dst,
-                  const std::string& table);
+                  const std::string& what, NonFinite non_finite = NonFinite::kKeep);
 
 // Quantizes one row: writes scale and bias, then the codes (int4: two per byte, even column in
 // the low nibble). `bits` is 8 or 4.

@@ -4,6 +4,7 @@
 #include "impl/serving/lookup.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -190,6 +191,23 @@ Status CheckRequest(const Model& m, const Request& r, size_t out_len, const floa
     return Status::InvalidArgument("batch has ", r.num_weights, " weights",
                                    r.weights == nullptr ? " and NULL weights" : "", " for ",
                                    r.num_values, " values");
+  if (r.weights != nullptr) {
+    // A NaN or infinite weight would be served as NaN or infinite outputs; training refuses them
+    // by default (the non-finite policy), and so does a lookup. One pass over the exponent bits
+    // (vectorised), then the position of the first.
+    uint32_t any = 0;
+    for (size_t i = 0; i < r.num_weights; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, r.weights + i, 4);
+      any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (any != 0) {
+      size_t i = 0;
+      while (std::isfinite(r.weights[i])) ++i;
+      return Status::InvalidArgument("batch weight at position ", i, " is ", r.weights[i],
+                                     ": per-id weights must be finite");
+    }
+  }
   const size_t need = OutputSize(m, r);
   if (out_len != need)
     return Status::InvalidArgument("out_len is ", out_len, ", the batch's output takes ", need,

@@ -149,7 +149,8 @@ Status ReadTable(Files& files, const checkpoint::Manifest& m, const sharding::Ta
     dst.dtype = DType::kFloat32;
     dst.data = staging.data();
     SR_RETURN_IF_ERROR(Assemble(files, m, t.name, "weights", dst, what));
-    SR_RETURN_IF_ERROR(EncodeRows(staging.data(), t.rows, t.dim, t.storage, buf.get(), t.name));
+    SR_RETURN_IF_ERROR(
+        EncodeRows(staging.data(), t.rows, t.dim, t.storage, buf.get(), "table " + t.name));
   } else {
     // fp32/fp16/bf16 land in place: the record copy converts (nearest even) as it reads.
     dst.dtype = t.storage == Storage::kFp16   ? DType::kFloat16
@@ -265,7 +266,7 @@ Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
   for (size_t i = 0; i < order.size(); ++i)
     SR_RETURN_IF_ERROR(EncodeRows(rows.data() + order[i] * dim, 1, t.dim, t.storage,
                                   buf.get() + i * t.row_bytes,
-                                  t.name + " id " + std::to_string(d->ids[i])));
+                                  "table " + t.name + " id " + std::to_string(d->ids[i])));
   SR_RETURN_IF_ERROR(IdIndex::Build(d->ids.data(), t.rows, t.name, &d->index));
   t.data = buf.get();
   t.own = std::move(buf);

@@ -3,7 +3,7 @@
  * @brief Conventions shared by every libshardrec header: export macro, status codes, the
  *        per-thread error message, element types, devices and every opaque handle type.
  *
- * Conventions (the full page is in README.md, "C API conventions"):
+ * Conventions (the full page is docs/c-api.md):
  *  - Every fallible function returns shardrec_status_t: SHARDREC_OK (0) or a negative code.
  *  - On failure, shardrec_last_error() describes what went wrong on the calling thread, with
  *    context (argument, table, rank). Read it before the next libshardrec call on that thread.

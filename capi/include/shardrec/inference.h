@@ -44,7 +44,8 @@
  * apply to them. shardrec_inference_apply_delta applies a delta export
  * (shardrec_embedding_dynamic_delta) as a new version without reopening anything.
  *
- * Host only: a device storage or a device batch is refused with SHARDREC_EUNSUPPORTED.
+ * Host only: a device request (options.device_type) or a device batch is refused with
+ * SHARDREC_EUNSUPPORTED; a storage value outside shardrec_serving_storage_t with SHARDREC_EINVAL.
  *
  * Thread-safety: lookups, dense-tensor reads, pins and the introspection calls may run from any
  * number of threads at once on one handle, together with one reload or delta.
@@ -229,7 +230,8 @@ SHARDREC_API shardrec_status_t shardrec_inference_version(const shardrec_inferen
  * @param out_len     Number of floats in @p out; must equal the size above.
  * @param version_out [out] Receives the number of the version that answered; may be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for a bad batch (the message names the feature, sample,
- *         position and id) or a wrong @p out_len (@p out is then unspecified);
+ *         position and id; a per-id weight that is NaN or infinite is refused too, as training
+ *         refuses it by default) or a wrong @p out_len (@p out is then unspecified);
  *         SHARDREC_EUNSUPPORTED for a device batch.
  * Thread-safety: any number of threads at once, with no lock; see the file comment.
  */
@@ -350,8 +352,9 @@ SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* i
  * @param num_tombstones Number of ids removed.
  * @param version_out    [out] Receives the new version number; may be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, an id given twice or both upserted and
- *         removed, a fixed table's id out of range or tombstones for a fixed table, or a row whose
- *         values its storage cannot hold (not finite); SHARDREC_ENOTFOUND for an unknown table;
+ *         removed, a fixed table's id out of range or tombstones for a fixed table, or a row
+ *         with a value that is not finite or that its fp16/bf16 storage cannot hold (beyond its
+ *         range: it would read as infinity); SHARDREC_ENOTFOUND for an unknown table;
  *         SHARDREC_EUSAGE while a reload or another delta of this handle runs (it does not wait);
  *         SHARDREC_ENOMEM.
  * Thread-safety: as shardrec_inference_reload (any thread, with lookups running; one reload or

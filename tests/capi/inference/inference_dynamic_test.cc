@@ -390,7 +390,32 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
   EXPECT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &out_of_range, marker.data(), 1,
                                            nullptr, 0, nullptr),
             SHARDREC_EINVAL);
+  // Not finite, in an fp32 table too: training makes no such row, and it would serve NaN.
+  std::vector<float> bad(static_cast<size_t>(dim), 0.5f);
+  bad[1] = NAN;
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(fixed.get(), name, &one, bad.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("column 1"), std::string::npos)
+      << shardrec_last_error();
   EXPECT_TRUE(SameBits(old, Lookup(fixed.get(), b, F)));
+  // Beyond fp16's range (65504), in an fp16 table: it would read as infinity.
+  InferencePtr half = Open(tr.trained_dir, SHARDREC_SERVING_FP16);
+  ASSERT_NE(half, nullptr);
+  const std::vector<float> half_old = Lookup(half.get(), b, F);
+  bad.assign(static_cast<size_t>(dim), 0.5f);
+  bad[0] = 70000.0f;
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(half.get(), name, &one, bad.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("range"), std::string::npos)
+      << shardrec_last_error();
+  bad[0] = 65504.0f;  // the largest fp16 value is taken
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(half.get(), name, &one, bad.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_FALSE(SameBits(half_old, Lookup(half.get(), b, F)));
   ASSERT_EQ(shardrec_inference_apply_delta(fixed.get(), name, &one, marker.data(), 1, nullptr, 0,
                                            &version),
             SHARDREC_OK)

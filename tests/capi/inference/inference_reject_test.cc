@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -148,7 +149,9 @@ TEST(InferenceReject, BadOptions) {
   ExpectRefused(dir, SHARDREC_EUNSUPPORTED, {"host"}, &o);
   o = SHARDREC_INFERENCE_OPTIONS_INIT;
   o.default_storage = 6;
-  ExpectRefused(dir, SHARDREC_EUNSUPPORTED, {"storage"}, &o);
+  ExpectRefused(dir, SHARDREC_EINVAL, {"storage 6", "shardrec_serving_storage_t"}, &o);
+  o.default_storage = -1;
+  ExpectRefused(dir, SHARDREC_EINVAL, {"storage -1"}, &o);
   o = SHARDREC_INFERENCE_OPTIONS_INIT;
   o.bounds_policy = 7;
   ExpectRefused(dir, SHARDREC_EINVAL, {"bounds_policy"}, &o);
@@ -217,7 +220,8 @@ TEST(InferenceReject, BadRequestsLeaveOtherThreadsRight) {
       {"negative", SHARDREC_EINVAL, "negative"}, {"sum", SHARDREC_EINVAL, "sum to"},
       {"id", SHARDREC_EINVAL, "outside table"},  {"dtype", SHARDREC_EINVAL, "values_dtype"},
       {"weights", SHARDREC_EINVAL, "weights"},   {"device", SHARDREC_EUNSUPPORTED, "host"},
-      {"null", SHARDREC_EINVAL, "NULL"}};
+      {"null", SHARDREC_EINVAL, "NULL"},         {"nan", SHARDREC_EINVAL, "position 2 is nan"},
+      {"inf", SHARDREC_EINVAL, "must be finite"}};
   for (int round = 0; round < 20; ++round)
     for (const Bad& c : cases) {
       RefBatch b = good;
@@ -226,6 +230,8 @@ TEST(InferenceReject, BadRequestsLeaveOtherThreadsRight) {
       if (w == "sum") b.lengths[0] += 1;
       if (w == "id") b.ids[0] = 1000;
       if (w == "weights") b.weights.pop_back();
+      if (w == "nan") b.weights[2] = NAN;
+      if (w == "inf") b.weights.back() = -INFINITY;
       KjtHolder kjt(b, 4, false);
       shardrec_kjt_view_t view = *kjt.view();
       size_t len = want.size();

@@ -106,7 +106,7 @@ public final class Inference extends NativeHandle {
    * Opens a checkpoint directory (written by {@link Checkpoint#save}, any plan and world size)
    * or a serving file (written by {@link #save}, mapped read-only). Throws ShardrecException:
    * ENOTFOUND, ECORRUPT (the message names the file and record), EINVAL (an unknown table or
-   * storage), EUNSUPPORTED (a device).
+   * storage), EUNSUPPORTED (a device request).
    */
   public static Inference open(String path, Options options) {
     Options o = options == null ? new Options() : options;
