@@ -200,21 +200,57 @@ SR_JAVA_ARRAY(float, jfloatArray, float[], jfloat, GetFloatArrayElements, Releas
 %apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* bytes, size_t num_bytes),
                                              (const int64_t* shape, size_t ndim) };
 
-/* JSON text in: a Java String (UTF-8 bytes, length from the string). */
-%typemap(jni) (const char* text, size_t len) "jstring"
-%typemap(jtype) (const char* text, size_t len) "String"
+/* Strings in (names, paths, JSON): the String's standard UTF-8 bytes plus a terminating NUL, made
+ * on the Java side by Native.utf8z. JNI's GetStringUTFChars would hand C "modified UTF-8", which
+ * writes U+0000 as two bytes and a character beyond the BMP as two 3-byte surrogates, so a path
+ * or table name would reach C as other bytes than the file system or a checkpoint holds; and a
+ * NUL inside the String would cut it short in C, so utf8z refuses it
+ * (IllegalArgumentException). */
+%pragma(java) modulecode=%{
+  static byte[] utf8z(String s) {
+    if (s == null) return null;
+    byte[] b = s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    for (int i = 0; i < b.length; ++i) {
+      if (b[i] == 0) {
+        throw new IllegalArgumentException(s.replace("\0", "\\0")
+            + ": a NUL character at byte " + i + " would cut the string short in C");
+      }
+    }
+    return java.util.Arrays.copyOf(b, b.length + 1);
+  }
+%}
+%typemap(jni) const char* UTF8_IN "jbyteArray"
+%typemap(jtype) const char* UTF8_IN "byte[]"
+%typemap(jstype) const char* UTF8_IN "String"
+%typemap(javain) const char* UTF8_IN "utf8z($javainput)"
+%typemap(in) const char* UTF8_IN %{
+  $1 = NULL;
+  if ($input != NULL) {
+    $1 = (char*)(*jenv)->GetByteArrayElements(jenv, $input, NULL);
+    if ($1 == NULL) return $null;
+  }
+%}
+%typemap(freearg) const char* UTF8_IN %{
+  if ($1 != NULL) (*jenv)->ReleaseByteArrayElements(jenv, $input, (jbyte*)$1, JNI_ABORT);
+%}
+%apply const char* UTF8_IN { const char* table, const char* dir, const char* path,
+                             const char* name, const char* state, const char* key,
+                             const char* dense_names, const char* table_names };
+
+%typemap(jni) (const char* text, size_t len) "jbyteArray"
+%typemap(jtype) (const char* text, size_t len) "byte[]"
 %typemap(jstype) (const char* text, size_t len) "String"
-%typemap(javain) (const char* text, size_t len) "$javainput"
+%typemap(javain) (const char* text, size_t len) "utf8z($javainput)"
 %typemap(in) (const char* text, size_t len) %{
   $1 = NULL; $2 = 0;
   if ($input != NULL) {
-    $1 = (char*)(*jenv)->GetStringUTFChars(jenv, $input, NULL);
+    $1 = (char*)(*jenv)->GetByteArrayElements(jenv, $input, NULL);
     if ($1 == NULL) return $null;
-    $2 = strlen($1);
+    $2 = (size_t)(*jenv)->GetArrayLength(jenv, $input) - 1;  /* without the terminating NUL */
   }
 %}
 %typemap(freearg) (const char* text, size_t len) %{
-  if ($1 != NULL) (*jenv)->ReleaseStringUTFChars(jenv, $input, $1);
+  if ($1 != NULL) (*jenv)->ReleaseByteArrayElements(jenv, $input, (jbyte*)$1, JNI_ABORT);
 %}
 
 /* Library-allocated text out: a String[1]; the C buffer is freed here. */

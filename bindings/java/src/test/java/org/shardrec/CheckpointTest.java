@@ -5,8 +5,11 @@ package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -74,6 +77,27 @@ class CheckpointTest {
               -> Checkpoint.load(fresh, dir.resolve("missing").toString(),
                                  new Checkpoint.Options().allowPartialLoad(true)));
       assertEquals(-11, e.code());
+    }
+  }
+
+  // Paths and names reach C as the String's UTF-8 bytes: a directory named with a character beyond
+  // the BMP is the one Java sees (JNI's modified UTF-8 would have written it as two surrogates), and
+  // a NUL, which C would cut the string at, is refused.
+  @Test
+  void pathsAreUtf8AndANulIsRefused(@TempDir Path dir) throws Exception {
+    Path ck = dir.resolve("ckpt-\uD83D\uDE80-\u00e9");
+    try (Plan plan = Training.plan(1); Comm comm = Comm.createLocalGroup(1)[0];
+         EmbeddingCollection coll = EmbeddingCollection.create(
+             plan, comm, adagrad(), new Config.EmbeddingOptions().seed(7))) {
+      Training.step(coll, Training.batch(0, 0, 1));
+      Checkpoint.save(coll, ck.toString());
+      assertTrue(Files.exists(ck.resolve("manifest.json")), "manifest under " + ck);
+      Checkpoint.load(coll, ck.toString(), null);
+      IllegalArgumentException nul = assertThrows(IllegalArgumentException.class,
+          () -> Checkpoint.save(coll, dir.resolve("a").toString() + "\0b"));
+      assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
+      assertFalse(Files.exists(dir.resolve("a")));
+      assertThrows(IllegalArgumentException.class, () -> coll.getWeights("t1\0x"));
     }
   }
 }
