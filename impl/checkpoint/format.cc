@@ -200,8 +200,33 @@ std::string ManifestToJson(const Manifest& m) {
   j["plan"] = json::parse(m.plan_json);
   j["files"] = json::array();
   for (const FileEntry& f : m.files) j["files"].push_back(FileJson(f));
+  // The rank files' records carry checksums; this one covers the manifest itself (the step
+  // counter, the plan, the optimizers' hyperparameters), over its compact form without this
+  // member (objects keep their members sorted, so the form is canonical).
+  const std::string canonical = j.dump();
+  j[kManifestChecksumKey] = Checksum(canonical.data(), canonical.size());
   return j.dump(1);
 }
+
+namespace {
+
+// A manifest written with a checksum (every one this library writes) must match it; one without
+// (written before the member existed) is read as it is.
+Status VerifyManifestChecksum(const json& j, const std::string& path) {
+  if (!j.contains(kManifestChecksumKey)) return Status::Ok();
+  const uint64_t stored = j.at(kManifestChecksumKey).get<uint64_t>();
+  json rest = j;
+  rest.erase(kManifestChecksumKey);
+  const std::string text = rest.dump();
+  const uint64_t actual = Checksum(text.data(), text.size());
+  if (actual != stored)
+    return Status::Corrupt(path, ": the manifest does not match its checksum (",
+                           kManifestChecksumKey, " ", stored, ", content ", actual,
+                           "): it was changed or damaged after it was written");
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status ManifestFromJson(const std::string& text, const std::string& path, Manifest* out) {
   try {
@@ -215,6 +240,7 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
                                  " is newer than this library reads (versions ", kFormatVersion,
                                  " and ", kDynamicFormatVersion,
                                  "): load it with a newer libshardrec");
+    SR_RETURN_IF_ERROR(VerifyManifestChecksum(j, path));
     m.library_version = j.at("library_version").get<std::string>();
     m.generation = Int<int64_t>(j.at("generation"));
     m.step = Int<int64_t>(j.at("step"));

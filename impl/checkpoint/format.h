@@ -22,6 +22,8 @@ namespace shardrec::checkpoint {
 inline constexpr int kFormatVersion = 1;
 inline constexpr int kDynamicFormatVersion = 2;
 inline constexpr const char* kManifestName = "manifest.json";
+// The manifest's member holding the XXH3-64 of its own compact JSON without that member.
+inline constexpr const char* kManifestChecksumKey = "manifest_xxh3";
 // Rows per checksum chunk are chosen so a chunk is about this many bytes: the loader reads and
 // verifies whole chunks, so this bounds both its buffer and its over-read.
 inline constexpr uint64_t kChunkBytes = 1u << 20;

@@ -57,8 +57,8 @@ Status EncodeRows(const float* src, int64_t rows, int32_t dim, Storage s, uint8_
           const uint16_t h = s == Storage::kFp16 ? FloatToHalf(x[c]) : FloatToBFloat16(x[c]);
           // An exponent of all ones with a zero fraction is infinity: a finite value beyond the
           // storage's range would be served as one.
-          const bool inf = s == Storage::kFp16 ? (h & 0x7fffu) == 0x7c00u
-                                               : (h & 0x7fffu) == 0x7f80u;
+          const bool inf =
+              s == Storage::kFp16 ? (h & 0x7fffu) == 0x7c00u : (h & 0x7fffu) == 0x7f80u;
           if (inf && std::isfinite(x[c]))
             return Status::InvalidArgument(what, " row ", r, " column ", c, " holds ", x[c],
                                            ", beyond ", StorageName(s),

@@ -144,12 +144,17 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  * returns it (a rank that was fine names the rank that failed).
  * Memory: up to 1 GiB of host staging per rank and call (this rank's part of the checkpoint
  * when smaller), freed before the call returns; none with allow_partial_load.
+ * The checkpoint does not hold the collection's seed (shardrec_embedding_options_t.seed), which
+ * draws the first values of dynamic-table rows created after the load and the bits of
+ * stochastic rounding: to go on bit-identically, load into a collection created with the
+ * original's seed.
  * @param coll    [in,out] Must not be NULL.
  * @param dir     [in] NUL-terminated directory path; must not be NULL.
  * @param options [in] May be NULL (defaults). Dense tensors' data is written only on success.
  * @return SHARDREC_OK. Nothing changed: SHARDREC_ENOTFOUND when @p dir has no manifest;
  *         SHARDREC_EINVAL for a mismatch (the message names the table and what differs) or bad
- *         arguments; SHARDREC_ECORRUPT for a malformed manifest, a missing, truncated or
+ *         arguments; SHARDREC_ECORRUPT for a malformed manifest (or one that does not match its
+ *         own checksum), a missing, truncated or
  *         malformed rank file, or a chunk whose checksum fails (the message names the file and
  *         record); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE; SHARDREC_EUSAGE while an
  *         input distribution is pending. During the commit (the message says "partly loaded";

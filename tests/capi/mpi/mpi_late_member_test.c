@@ -58,7 +58,6 @@ int main(void) {
     return fail(rank, "allreduce");
   if (sum != (int64_t)size * (size + 1) / 2) return fail(rank, "wrong all-reduce sum");
   shardrec_comm_destroy(comm);
-  printf("rank %d: created after the late member arrived, all-reduce %lld\n", rank,
-         (long long)sum);
+  printf("rank %d: created after the late member arrived, all-reduce %lld\n", rank, (long long)sum);
   return 0;
 }

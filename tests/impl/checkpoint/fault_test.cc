@@ -272,6 +272,51 @@ TEST(CheckpointFaults, CorruptChunkNamesFileAndRecord) {
   });
 }
 
+// The manifest carries a checksum of itself: an edited step counter is refused, naming the
+// manifest, and changes nothing; a manifest without the member (older writers) still loads.
+TEST(CheckpointFaults, AnEditedManifestIsRefusedByItsChecksum) {
+  MemoryFileSystem fs;
+  TwoRanks([&](int r, EmbeddingCollection& c) {
+    Group g;
+    g.comm = &c.comm();
+    Fill(c, 1);
+    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    const std::vector<uint8_t> saved = fs.Contents("ck/manifest.json");
+    const std::string text(saved.begin(), saved.end());
+    ASSERT_NE(text.find("\"manifest_xxh3\""), std::string::npos);
+    const size_t at = text.find("\"step\": ");
+    ASSERT_NE(at, std::string::npos) << text;
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    if (r == 0) {
+      std::string edited = text;
+      edited.insert(at + 8, "1");  // "step": 0 -> "step": 10
+      fs.SetContents("ck/manifest.json", std::vector<uint8_t>(edited.begin(), edited.end()));
+    }
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    const int64_t steps = c.num_steps();
+    const Status s = Load(c, g, fs, "ck", {});
+    EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
+    EXPECT_NE(s.message().find("manifest"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.ToString();
+    EXPECT_EQ(c.num_steps(), steps);
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    if (r == 0) {
+      // Without the member, as written before it existed: read as it is.
+      // Its line (members are sorted, so a later one follows it and the commas stay right).
+      const size_t k = text.find("\"manifest_xxh3\"");
+      const size_t line_start = text.rfind('\n', k) + 1;
+      const size_t line_end = text.find('\n', k);
+      ASSERT_EQ(text[line_end - 1], ',');
+      const std::string old = text.substr(0, line_start) + text.substr(line_end + 1);
+      fs.SetContents("ck/manifest.json", std::vector<uint8_t>(old.begin(), old.end()));
+    }
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    const Status legacy = Load(c, g, fs, "ck", {});
+    EXPECT_TRUE(legacy.ok()) << legacy.ToString();
+  });
+}
+
 // This rank's shard tensors' bytes and its step counter, read without a collective.
 std::vector<uint8_t> LocalBytes(EmbeddingCollection& c) {
   std::vector<uint8_t> out;

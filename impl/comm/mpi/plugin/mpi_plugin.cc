@@ -128,17 +128,19 @@ int32_t InitMpi(int64_t timeout_ms, shardrec_plugin_status_t* st) {
     m.started = true;
     std::thread(RunMain).detach();
   }
-  const bool returned = m.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms),
-                                      [&] { return m.returned; });
+  const bool returned = m.cv.wait_for(
+      lock, std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms), [&] { return m.returned; });
   if (!returned) {
-    return Fail(st, kTimeout,
-                "MPI_Init_thread, which libshardrec calls for this process, did not return within "
-                "%lld ms: another process of the MPI job has not started or has not called MPI_Init "
-                "or shardrec_comm_create_mpi yet (MPI waits for every process of the job); a later "
-                "call waits for it again",
-                static_cast<long long>(timeout_ms));
+    return Fail(
+        st, kTimeout,
+        "MPI_Init_thread, which libshardrec calls for this process, did not return within "
+        "%lld ms: another process of the MPI job has not started or has not called MPI_Init "
+        "or shardrec_comm_create_mpi yet (MPI waits for every process of the job); a later "
+        "call waits for it again",
+        static_cast<long long>(timeout_ms));
   }
-  if (m.err != MPI_SUCCESS) return Fail(st, kUnsupported, "MPI_Init_thread failed (code %d)", m.err);
+  if (m.err != MPI_SUCCESS)
+    return Fail(st, kUnsupported, "MPI_Init_thread failed (code %d)", m.err);
   g_initialized_here = true;
   return Ok(st);
 }
