@@ -96,15 +96,24 @@ Status ReadPort(const EnvVars& env, const std::string& convention, const char* n
 // MPI launchers publish no master address. MASTER_ADDR / MASTER_PORT when the user exported
 // them; else, when every rank is on this host, the loopback address; else an error saying what
 // to export. The port falls back to one derived from `job_var` when set, else the default.
-Status MpiMaster(const EnvVars& env, const char* job_var, LaunchEnv* e) {
+Status MpiMaster(const EnvVars& env, const char* job_var, const char* local_size_var,
+                 LaunchEnv* e) {
   if (const std::string* addr = Find(env, "MASTER_ADDR")) {
     e->master_host = *addr;
-  } else if (e->local_size == e->world) {
+  } else if (e->local_size == e->world || e->world == 1) {
     e->master_host = "127.0.0.1";
+  } else if (e->local_size < 0) {
+    return Status::InvalidArgument(
+        e->convention, " launch of ", e->world, " ranks: MASTER_ADDR is not set and ",
+        local_size_var,
+        " is missing, so this rank cannot tell that every rank is on this host (MPI launchers "
+        "publish no rank-0 address; export MASTER_ADDR=<rank 0's host> and pass it to every rank, "
+        "e.g. mpirun -x MASTER_ADDR)");
   } else {
     return Status::InvalidArgument(
-        e->convention,
-        " launch across several hosts: MASTER_ADDR is not set (MPI launchers "
+        e->convention, " launch across several hosts (", local_size_var, " ", e->local_size, " of ",
+        e->world,
+        " ranks here): MASTER_ADDR is not set (MPI launchers "
         "publish no rank-0 address; export MASTER_ADDR=<rank 0's host> and pass it to every rank, "
         "e.g. mpirun -x MASTER_ADDR)");
   }
@@ -208,12 +217,12 @@ Status ParseLaunchEnv(const EnvVars& env, LaunchEnv* out) {
     e.convention = "Open MPI";
     SR_RETURN_IF_ERROR(ReadRanks(env, &e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                                  "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"));
-    SR_RETURN_IF_ERROR(MpiMaster(env, "OMPI_MCA_ess_base_jobid", &e));
+    SR_RETURN_IF_ERROR(MpiMaster(env, "OMPI_MCA_ess_base_jobid", "OMPI_COMM_WORLD_LOCAL_SIZE", &e));
   } else if (Find(env, "PMI_RANK") || Find(env, "PMI_SIZE")) {
     e.convention = "MPICH";
     SR_RETURN_IF_ERROR(
         ReadRanks(env, &e, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"));
-    SR_RETURN_IF_ERROR(MpiMaster(env, nullptr, &e));
+    SR_RETURN_IF_ERROR(MpiMaster(env, nullptr, "MPI_LOCALNRANKS", &e));
   } else if (Find(env, "SLURM_PROCID")) {
     SR_RETURN_IF_ERROR(Slurm(env, &e));
   } else {

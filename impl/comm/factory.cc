@@ -85,6 +85,15 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
   return CreateGlooCommunicator(config, out);
 }
 
+// A session refused because a rank was claimed twice can reach a rank that had claimed its own
+// number as a broken connection to a peer (the refused ranks drop what they had begun); the store,
+// which refuses every later request of that session, then says why.
+Status ExplainFailedCreate(TcpStore& store, Status s) {
+  if (s.ok() || s.code() == Code::kInvalidUsage) return s;
+  Status why = store.RefusalReason();
+  return why.ok() ? s : why;
+}
+
 }  // namespace
 
 bool UsesNccl(const CommOptions& options) {
@@ -120,7 +129,9 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
   SR_RETURN_IF_ERROR(ConnectUniqueIdStore(id, rank, timeout, &store));
   store->set_linger(StoreGrace(options, timeout));
   const std::string local = store->local_host();
-  return Create(std::move(store), "comm", world, rank, options, local, out, deadline);
+  std::shared_ptr<TcpStore> keep = store;
+  return ExplainFailedCreate(
+      *keep, Create(std::move(store), "comm", world, rank, options, local, out, deadline));
 }
 
 Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
@@ -155,7 +166,9 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
   }
   store->set_linger(StoreGrace(options, timeout));
   const std::string local = store->local_host();
-  s = Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline);
+  std::shared_ptr<TcpStore> keep = store;
+  s = ExplainFailedCreate(
+      *keep, Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline));
   if (!s.ok()) return s.WithContext(where);
   if (launch != nullptr) *launch = std::move(e);
   return Status::Ok();

@@ -45,12 +45,28 @@ Status TcpStore::Open(int* fd_out) {
     const auto reply_by = std::min(deadline, net::Clock::now() + tcp_store::kHelloTimeout);
     Status s = net::SendFrame(fd, request, reply_by);
     if (s.ok()) s = net::RecvFrame(fd, &reply, reply_by);
-    if (s.ok() && !reply.empty() && reply[0] == tcp_store::kOk) break;
+    if (s.ok() && reply.size() == 1 && reply[0] == tcp_store::kOk) break;
     net::CloseFd(&fd);
-    if (s.ok() || s.code() != Code::kRemote || net::Clock::now() >= deadline) {
+    if (s.ok() && reply.size() == 1 && reply[0] == tcp_store::kMismatch) {
+      // The session's nonce comes from the unique id, or, under a launcher, from the variables
+      // every rank must share.
+      return Status::Remote(
+          "the rendezvous store at ", server_name_,
+          " belongs to another session: a stale unique id, or, under a launcher, ranks started "
+          "with different WORLD_SIZE (or launcher size), port or SHARDREC_RENDEZVOUS_TOKEN, or "
+          "another job on that port");
+    }
+    if (s.ok() || s.code() == Code::kCorrupt) {
+      // A reply, but not one of the store's: something else listens there.
+      return Status::Remote("the service at ", server_name_,
+                            " is not a libshardrec rendezvous store (its reply is not the store "
+                            "protocol's",
+                            s.ok() ? "" : ": ", s.ok() ? "" : s.message(),
+                            "): check the address and port (MASTER_ADDR / MASTER_PORT)");
+    }
+    if (s.code() != Code::kRemote || net::Clock::now() >= deadline) {
       return Status::Remote("the rendezvous store at ", server_name_,
-                            " rejected this unique id (stale id, or another session on that port)",
-                            s.ok() ? "" : ": ", s.ok() ? "" : s.message());
+                            " did not accept this rank: ", s.message());
     }
     // Closed without a reply: the server is at its connection bound (strangers hold the
     // pre-authentication slots) or going away; try again until the deadline.
@@ -196,6 +212,31 @@ Status TcpStore::Get(const std::string& key, std::chrono::milliseconds timeout,
   net::PutU64(&request, static_cast<uint64_t>(std::max<int64_t>(0, timeout.count())));
   SR_RETURN_IF_ERROR(Call(request, timeout, &reply));
   return ParseWaitReply(reply, timeout, value);
+}
+
+Status TcpStore::RefusalReason() {
+  int fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok() || idle_.empty()) return Status::Ok();
+    fd = idle_.back();
+    idle_.pop_back();
+  }
+  std::vector<uint8_t> request, reply;
+  net::PutU8(&request, tcp_store::kGet);
+  const std::string key = "shardrec/refusal-probe";
+  net::PutBytes(&request, key.data(), key.size());
+  net::PutU64(&request, 0);
+  const auto deadline = net::Clock::now() + std::chrono::milliseconds(500);
+  Status s = net::SendFrame(fd, request, deadline);
+  if (s.ok()) s = net::RecvFrame(fd, &reply, deadline);
+  if (!s.ok()) {
+    net::CloseFd(&fd);
+    return Status::Ok();
+  }
+  Release(fd);
+  const Status why = ParseWaitReply(reply, std::chrono::milliseconds(0), nullptr);
+  return why.code() == Code::kInvalidUsage ? why : Status::Ok();
 }
 
 Status TcpStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {

@@ -101,6 +101,10 @@ class TcpStore : public Store {
   // another client gives kInvalidUsage here and refuses the whole session: every pending and
   // later request of every client then fails with kInvalidUsage naming it.
   Status Claim(const std::string& name);
+  // Why the session was refused, asked on a connection this client already holds (none is
+  // opened, so a store that is gone answers at once): kInvalidUsage naming the name claimed
+  // twice, or OK when the store does not say so (or cannot be asked).
+  Status RefusalReason();
 
   // The local address of the connection: the interface that routes to the store host.
   const std::string& local_host() const { return local_host_; }

@@ -280,7 +280,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm, 
  * Idempotent.
  * @param comm [in] Communicator; not NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe: may run from any thread (a signal-free
- *         watchdog, a task-kill listener) while another thread is blocked on the domain.
+ *         watchdog, a task-kill listener) while another thread is blocked on the domain. Not
+ *         async-signal-safe (it takes locks and may allocate): a SIGTERM handler should only
+ *         wake a thread (write to a pipe, sem_post) that then calls it.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_abort(shardrec_comm_t* comm);
 

@@ -111,11 +111,56 @@ class Comm {
     return out;
   }
 
+  /**
+   * Under a cluster launcher (torchrun, mpirun, srun): joins the group its variables describe,
+   * with no unique id to ship (collective; shardrec_comm_create_from_env).
+   */
+  static Comm from_env(const shardrec_comm_options_t* options = nullptr) {
+    shardrec_comm_t* c = nullptr;
+    check(shardrec_comm_create_from_env(&c, options));
+    return Comm(c);
+  }
+
+  /**
+   * The MPI backend over MPI_COMM_WORLD (@p mpi_comm_fortran 0) or the host's communicator given
+   * by its MPI_Comm_c2f() handle (collective; shardrec_comm_create_mpi).
+   */
+  static Comm mpi(int64_t mpi_comm_fortran = 0, const shardrec_comm_options_t* options = nullptr) {
+    shardrec_comm_t* c = nullptr;
+    check(shardrec_comm_create_mpi(&c, mpi_comm_fortran, options));
+    return Comm(c);
+  }
+
   int32_t rank() const {
     int32_t r = 0;
     check(shardrec_comm_rank(&r, get()));
     return r;
   }
+
+  /** This rank's index among the ranks on its host (shardrec_comm_local_rank). */
+  int32_t local_rank() const {
+    int32_t r = 0;
+    check(shardrec_comm_local_rank(&r, get()));
+    return r;
+  }
+
+  /** The number of ranks on this rank's host (shardrec_comm_local_size). */
+  int32_t local_size() const {
+    int32_t n = 0;
+    check(shardrec_comm_local_size(&n, get()));
+    return n;
+  }
+
+  /**
+   * Tears down this communicator's connections and those split from it (shardrec_comm_abort).
+   * The one call that may run from another thread while a call on this communicator (or a
+   * collection's step over it) is blocked: that call then throws SHARDREC_EABORTED. Keep the
+   * Comm alive until the blocked call has returned.
+   */
+  void abort() const { check(shardrec_comm_abort(get())); }
+
+  /** Throws the error that poisoned this communicator (a timeout, a peer's failure, an abort). */
+  void check_async_error() const { check(shardrec_comm_async_error(get())); }
 
   int32_t size() const {
     int32_t s = 0;

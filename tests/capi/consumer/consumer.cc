@@ -4,6 +4,7 @@
 // offsets, samples/s from the step timings, and one bad id sent on purpose: the rank that sent it
 // and its peer both get a shardrec::Error carrying SHARDREC_EINVAL and a message; and a sequence
 // collection's forward into a vector the wrapper sizes.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -164,6 +165,26 @@ void TrainRank(const shardrec::Plan& plan, shardrec::Comm& comm, int rank, RankR
   }
 }
 
+// A barrier no peer enters, aborted from another thread: the blocked call throws EABORTED.
+void AbortUnblocksABarrier() {
+  auto comms = shardrec::Comm::local_group(2);
+  shardrec_status_t code = SHARDREC_OK;
+  std::thread blocked([&] {
+    try {
+      comms[1].barrier();
+    } catch (const shardrec::Error& e) {
+      code = e.code();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  comms[1].abort();
+  blocked.join();
+  if (code != SHARDREC_EABORTED)
+    throw std::runtime_error(std::string("an aborted barrier gave ") +
+                             shardrec_status_string(code));
+  std::printf("abort from another thread unblocked a barrier\n");
+}
+
 }  // namespace
 
 int main() {
@@ -172,6 +193,7 @@ int main() {
     if (!(sample > 0)) throw std::runtime_error("the documented sample gave no output");
     std::printf("readme sample loss %f\n", sample);
     SequenceSample();
+    AbortUnblocksABarrier();
 
     auto plan = MakePlan();
     auto [type, shards] = plan.table_sharding(plan.find_table("shops"));

@@ -97,7 +97,10 @@ TEST(CommEnvRendezvous, ErrorsNameTheConventionAndTheVariable) {
                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
               Code::kInvalidArgument, {"Open MPI", "MASTER_ADDR"});
   ExpectError({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALNRANKS", "1"}},
-              Code::kInvalidArgument, {"MPICH", "MASTER_ADDR"});
+              Code::kInvalidArgument, {"MPICH", "MASTER_ADDR", "several hosts"});
+  // Without the local size nothing says the ranks share this host: the message names it.
+  ExpectError({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
+              Code::kInvalidArgument, {"MASTER_ADDR", "OMPI_COMM_WORLD_LOCAL_SIZE is missing"});
   ExpectError({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, Code::kInvalidArgument,
               {"Slurm", "SLURM_JOB_NODELIST"});
   ExpectError({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"}},
@@ -123,6 +126,10 @@ TEST(CommEnvRendezvous, MpiAndSlurmVariables) {
   EXPECT_EQ(e.master_host, "127.0.0.1");
   EXPECT_EQ(e.master_port, kJobPortBase + 1087045633 % kJobPortSpan);
   EXPECT_EQ(e.local_rank, 1);
+  // One rank is on this host whatever the launcher says of local sizes.
+  ASSERT_TRUE(
+      ParseLaunchEnv({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}, &e).ok());
+  EXPECT_EQ(e.master_host, "127.0.0.1");
   // MPICH with an exported master.
   ASSERT_TRUE(ParseLaunchEnv({{"PMI_RANK", "3"},
                               {"PMI_SIZE", "4"},

@@ -1,5 +1,9 @@
 // Tests for the rendezvous stores: memory, prefix, host callbacks, TCP and the unique id.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -158,8 +162,44 @@ TEST(CommStore, CorruptOrStaleIdsAreRejected) {
   std::shared_ptr<TcpStore> stranger;
   Status s = TcpStore::Connect(e, other, milliseconds(2000), nullptr, &stranger);
   EXPECT_EQ(s.code(), Code::kRemote) << s.ToString();
+  EXPECT_NE(s.message().find("belongs to another session"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("WORLD_SIZE"), std::string::npos) << s.ToString();
   std::shared_ptr<TcpStore> owner;
   ASSERT_TRUE(ConnectUniqueIdStore(id, 0, milliseconds(2000), &owner).ok());  // release the server
+}
+
+// Something else listening on the store's address (a web server answering "HTTP/1.1 ..."): the
+// error says it is not a rendezvous store, rather than that a frame was too large.
+TEST(CommStore, AForeignServiceIsNamedAsNotAStore) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread web([listener] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    const char reply[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+    (void)!::write(fd, reply, sizeof(reply) - 1);
+    ::shutdown(fd, SHUT_WR);
+    std::this_thread::sleep_for(milliseconds(200));
+    ::close(fd);
+  });
+  net::Endpoint e;
+  ASSERT_TRUE(net::ParseHost("127.0.0.1", &e).ok());
+  e.port = ntohs(addr.sin_port);
+  std::shared_ptr<TcpStore> client;
+  const Status s = TcpStore::Connect(e, Nonce{}, milliseconds(2000), nullptr, &client);
+  web.join();
+  ::close(listener);
+  EXPECT_EQ(s.code(), Code::kRemote) << s.ToString();
+  EXPECT_NE(s.message().find("is not a libshardrec rendezvous store"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("MASTER_ADDR"), std::string::npos) << s.ToString();
 }
 
 }  // namespace
