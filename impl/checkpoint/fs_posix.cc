@@ -108,6 +108,12 @@ class Posix : public FileSystem {
       ::close(fd);
       return s;
     }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::Corrupt(path, " is not a regular file (",
+                             S_ISDIR(st.st_mode) ? "a directory" : "a device, pipe or socket",
+                             " stands where a checkpoint file should be)");
+    }
     *out = std::make_unique<PosixReadable>(fd, static_cast<uint64_t>(st.st_size), path);
     return Status::Ok();
   }

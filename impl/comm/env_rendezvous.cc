@@ -173,6 +173,11 @@ Status Slurm(const EnvVars& env, LaunchEnv* e) {
     int n = 0;
     Status s = SlurmTasksOnNode(*tasks, static_cast<int>(node), &n);
     if (!s.ok()) return s.WithContext("Slurm launch: SLURM_TASKS_PER_NODE");
+    if (n > e->world || (e->local_rank >= 0 && e->local_rank >= n)) {
+      return Status::InvalidArgument(
+          "Slurm launch: SLURM_TASKS_PER_NODE=", *tasks, " puts ", n, " tasks on node ", node,
+          ", which does not fit SLURM_NTASKS=", e->world, " and SLURM_LOCALID=", e->local_rank);
+    }
     e->local_size = n;
   }
   if (const std::string* addr = Find(env, "MASTER_ADDR")) {

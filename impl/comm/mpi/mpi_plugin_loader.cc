@@ -37,6 +37,8 @@ void Load(LoadState* st) {
   if (env != nullptr && *env != '\0') {
     // An explicit choice is honoured alone: silently falling back would hide a typo.
     st->status = LoadMpiPlugin(env, &st->table);
+    if (!st->status.ok())
+      st->status = st->status.WithContext("the MPI plugin named by SHARDREC_MPI_PLUGIN");
     return;
   }
   std::vector<std::string> candidates;

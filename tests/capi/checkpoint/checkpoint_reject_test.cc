@@ -116,6 +116,16 @@ TEST(CheckpointReject, MissingRankFileIsRejected) {
   ExpectRejected(s, dir, SHARDREC_ECORRUPT, {fs::path(files[0]).filename().string(), "missing"});
 }
 
+TEST(CheckpointReject, ADirectoryInPlaceOfARankFileIsNamedSo) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  const auto files = RankFiles(dir);
+  fs::remove(files[0]);
+  fs::create_directory(files[0]);
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT,
+                 {fs::path(files[0]).filename().string(), "not a regular file", "a directory"});
+}
+
 TEST(CheckpointReject, GarbageManifestIsCorrupt) {
   const Scenario s = AdamScenario();
   const std::string dir = SavedCheckpoint(s);

@@ -160,6 +160,14 @@ TEST(CommEnvRendezvous, MpiAndSlurmVariables) {
   EXPECT_EQ(e.local_size, 2);
   EXPECT_EQ(e.master_host, "gpu07");
   EXPECT_EQ(e.master_port, kJobPortBase + 123456 % kJobPortSpan);
+  // Tasks per node that do not fit the task count (or the local id) are refused, not believed.
+  ExpectError({{"SLURM_PROCID", "0"},
+               {"SLURM_NTASKS", "1"},
+               {"SLURM_NODEID", "0"},
+               {"SLURM_TASKS_PER_NODE", "2(x2)"},
+               {"SLURM_JOB_NODELIST", "n1"},
+               {"SLURM_JOB_ID", "7"}},
+              Code::kInvalidArgument, {"SLURM_TASKS_PER_NODE=2(x2)", "SLURM_NTASKS=1"});
 }
 
 TEST(CommEnvRendezvous, TokenBecomesTheNonce) {
