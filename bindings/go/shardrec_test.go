@@ -313,12 +313,7 @@ func TestStringsWithANULAreRefused(t *testing.T) {
 	if _, err := plan.FindTable("t0\x00"); CodeOf(err) != ErrCodeInvalid {
 		t.Fatalf("FindTable of a name with a NUL: %v", err)
 	}
-	comms, _ := NewLocalGroup(1, nil)
-	defer comms[0].Close()
-	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := onOneRank(t, plan)
 	defer coll.Close()
 	name, _ := plan.TableName(0)
 	if _, err := coll.Weights(name + "\x00x"); CodeOf(err) != ErrCodeInvalid {
@@ -339,15 +334,26 @@ func TestStringsWithANULAreRefused(t *testing.T) {
 	}
 }
 
-func TestWrongOutputSizeIsRejected(t *testing.T) {
-	plan := testPlan(t, 1)
-	defer plan.Close()
-	comms, _ := NewLocalGroup(1, nil)
+// onOneRank is a collection of a world-1 plan on a communicator of its own (the collection keeps
+// the communicator alive).
+func onOneRank(t *testing.T, plan *Plan) *EmbeddingCollection {
+	t.Helper()
+	comms, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer comms[0].Close()
 	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return coll
+}
+
+func TestWrongOutputSizeIsRejected(t *testing.T) {
+	plan := testPlan(t, 1)
+	defer plan.Close()
+	coll := onOneRank(t, plan)
 	defer coll.Close()
 	k := batch(0, 0, 1)
 	n, _ := coll.OutputSize(k)
