@@ -207,14 +207,17 @@ int32_t Create(int64_t fortran_comm, int64_t timeout_ms, shardrec_mpi_comm_t** o
   if (out == nullptr || info == nullptr) return Fail(st, kInvalidArgument, "out must not be NULL");
   *out = nullptr;
   std::lock_guard<std::mutex> lock(Mu());
-  bool ours = false;  // this plugin started MPI_Init_thread (it may not have returned yet)
+  // Once this plugin started MPI_Init_thread, its thread says whether MPI is up (MPI_Initialized
+  // is not asked while that call may still be running).
+  bool ours = false, up = false;
   {
     std::lock_guard<std::mutex> main_lock(Main().mu);
     ours = Main().started;
+    up = Main().returned && Main().err == MPI_SUCCESS;
   }
   int initialized = 0, finalized = 0;
   if (!ours) MPI_Initialized(&initialized);
-  if (ours || !initialized) {
+  if (ours ? !up : !initialized) {
     if (fortran_comm != 0) {
       return Fail(st, kInvalidArgument,
                   "MPI is not initialised, so communicator handle %lld cannot exist; pass 0 "
