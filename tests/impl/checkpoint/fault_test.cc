@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -249,22 +250,36 @@ TEST(CheckpointFaults, MemoryFileSystemFaultsBehaveLikeTheirNames) {
   EXPECT_FALSE(fs.Remove("d/y").ok());  // everything after a crash fails
 }
 
+// Both ranks' shards, filled, saved as checkpoint "ck" in `fs`; the group that loads it.
+Group SavedCk(EmbeddingCollection& c, MemoryFileSystem& fs) {
+  Group g;
+  g.comm = &c.comm();
+  Fill(c, 1);
+  EXPECT_TRUE(Save(c, g, fs, "ck", {}).ok());
+  EXPECT_TRUE(c.comm().Barrier().ok());
+  return g;
+}
+
+// Rank 0 rewrites file `path` of `fs` with edit(bytes) while the other rank waits for it.
+void EditOnRankZero(int r, EmbeddingCollection& c, MemoryFileSystem& fs, const std::string& path,
+                    const std::function<void(std::vector<uint8_t>&)>& edit) {
+  ASSERT_TRUE(c.comm().Barrier().ok());
+  if (r == 0) {
+    std::vector<uint8_t> bytes = fs.Contents(path);
+    ASSERT_FALSE(bytes.empty());
+    edit(bytes);
+    fs.SetContents(path, bytes);
+  }
+  ASSERT_TRUE(c.comm().Barrier().ok());
+}
+
 // A corrupt chunk in the middle of a large record is reported with the file and the record.
 TEST(CheckpointFaults, CorruptChunkNamesFileAndRecord) {
   MemoryFileSystem fs;
   TwoRanks([&](int r, EmbeddingCollection& c) {
-    Group g;
-    g.comm = &c.comm();
-    Fill(c, 1);
-    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
-    ASSERT_TRUE(c.comm().Barrier().ok());
-    if (r == 0) {
-      std::vector<uint8_t> bytes = fs.Contents("ck/g1-rank1.safetensors");
-      ASSERT_FALSE(bytes.empty());
-      bytes[bytes.size() - 1] ^= 1;
-      fs.SetContents("ck/g1-rank1.safetensors", bytes);
-    }
-    ASSERT_TRUE(c.comm().Barrier().ok());
+    const Group g = SavedCk(c, fs);
+    EditOnRankZero(r, c, fs, "ck/g1-rank1.safetensors",
+                   [](std::vector<uint8_t>& bytes) { bytes[bytes.size() - 1] ^= 1; });
     const Status s = Load(c, g, fs, "ck", {});
     EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
     EXPECT_NE(s.message().find("g1-rank1.safetensors"), std::string::npos) << s.ToString();
@@ -277,41 +292,30 @@ TEST(CheckpointFaults, CorruptChunkNamesFileAndRecord) {
 TEST(CheckpointFaults, AnEditedManifestIsRefusedByItsChecksum) {
   MemoryFileSystem fs;
   TwoRanks([&](int r, EmbeddingCollection& c) {
-    Group g;
-    g.comm = &c.comm();
-    Fill(c, 1);
-    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
-    ASSERT_TRUE(c.comm().Barrier().ok());
+    const Group g = SavedCk(c, fs);
     const std::vector<uint8_t> saved = fs.Contents("ck/manifest.json");
     const std::string text(saved.begin(), saved.end());
     ASSERT_NE(text.find("\"manifest_xxh3\""), std::string::npos);
     const size_t at = text.find("\"step\": ");
     ASSERT_NE(at, std::string::npos) << text;
-    ASSERT_TRUE(c.comm().Barrier().ok());
-    if (r == 0) {
-      std::string edited = text;
-      edited.insert(at + 8, "1");  // "step": 0 -> "step": 10
-      fs.SetContents("ck/manifest.json", std::vector<uint8_t>(edited.begin(), edited.end()));
-    }
-    ASSERT_TRUE(c.comm().Barrier().ok());
+    EditOnRankZero(r, c, fs, "ck/manifest.json", [&](std::vector<uint8_t>& bytes) {
+      bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(at + 8), '1');  // 0 -> 10
+    });
     const int64_t steps = c.num_steps();
     const Status s = Load(c, g, fs, "ck", {});
     EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
     EXPECT_NE(s.message().find("manifest"), std::string::npos) << s.ToString();
     EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.ToString();
     EXPECT_EQ(c.num_steps(), steps);
-    ASSERT_TRUE(c.comm().Barrier().ok());
-    if (r == 0) {
-      // Without the member, as written before it existed: read as it is.
-      // Its line (members are sorted, so a later one follows it and the commas stay right).
-      const size_t k = text.find("\"manifest_xxh3\"");
-      const size_t line_start = text.rfind('\n', k) + 1;
-      const size_t line_end = text.find('\n', k);
-      ASSERT_EQ(text[line_end - 1], ',');
-      const std::string old = text.substr(0, line_start) + text.substr(line_end + 1);
-      fs.SetContents("ck/manifest.json", std::vector<uint8_t>(old.begin(), old.end()));
-    }
-    ASSERT_TRUE(c.comm().Barrier().ok());
+    // Without the member, as written before it existed: read as it is. Its line goes (members
+    // are sorted, so a later one follows it and the commas stay right).
+    const size_t k = text.find("\"manifest_xxh3\"");
+    const size_t line_start = text.rfind('\n', k) + 1;
+    const size_t line_end = text.find('\n', k);
+    ASSERT_EQ(text[line_end - 1], ',');
+    const std::string old = text.substr(0, line_start) + text.substr(line_end + 1);
+    EditOnRankZero(r, c, fs, "ck/manifest.json",
+                   [&](std::vector<uint8_t>& bytes) { bytes.assign(old.begin(), old.end()); });
     const Status legacy = Load(c, g, fs, "ck", {});
     EXPECT_TRUE(legacy.ok()) << legacy.ToString();
   });
