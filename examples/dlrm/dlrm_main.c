@@ -393,7 +393,7 @@ static void* run_rank(void* arg) {
   /* Per table at the end (the summary unless the last report just printed it). */
   if (g_dynamic > 0) CHECK(print_dynamic(model, comm, rank, step, step % g_report != 0, 1));
   if (g_save != NULL) {
-    CHECK(dlrm_save(model, g_save));
+    CHECK(dlrm_save(model, g_save, g_dynamic > 0));
     /* The exact held-out AUC of the saved model (evaluated again: a Criteo file may have ended
        the loop before its last evaluation), which examples/serve reproduces from it. */
     if (g_eval_every > 0) CHECK(dlrm_evaluate(model, comm, &eval, &result));

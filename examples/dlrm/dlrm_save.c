@@ -6,7 +6,8 @@
 
 #include <stdlib.h>
 
-shardrec_status_t dlrm_save(dlrm_t* model, const char* dir) {
+shardrec_status_t dlrm_save(dlrm_t* model, const char* dir, int raw_ids) {
+  static float kRawIds = 1.0f;
   const size_t n = dlrm_num_dense_tensors(model);
   shardrec_dense_tensor_t* dense = calloc(n + 1, sizeof(*dense));
   shardrec_checkpoint_options_t o;
@@ -27,6 +28,12 @@ shardrec_status_t dlrm_save(dlrm_t* model, const char* dir) {
   if (rc == SHARDREC_OK) {
     o.dense = dense;
     o.num_dense = n;
+    if (raw_ids) {
+      dense[n].name = "dlrm.raw_ids";
+      dense[n].data = &kRawIds;
+      dense[n].count = 1;
+      o.num_dense = n + 1;
+    }
     rc = shardrec_checkpoint_save_mesh(dlrm_mesh(model), dlrm_embedding(model), dir, &o);
   }
   free(dense);

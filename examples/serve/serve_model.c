@@ -137,6 +137,21 @@ int serve_model_open(serve_model_t* m, const char* checkpoint, int32_t storage) 
   m->num_sparse = (int64_t)features;
   m->dim = out_dim / m->num_sparse;
   if (shardrec_inference_pin(m->inf, &m->pin) != SHARDREC_OK) return fail("pin");
+  {
+    /* A model trained on raw 64-bit ids (dlrm --dynamic) would read zeros for the table indices
+       this example's held-out set holds: refused, not mis-scored. */
+    const float* marker = NULL;
+    size_t count = 0;
+    const int raw = tensor(m, "dlrm.raw_ids", &marker, &count);
+    if (raw < 0) return -1;
+    if (raw > 0) {
+      fprintf(stderr,
+              "serve: %s was trained on raw 64-bit ids (dlrm --dynamic); this example scores "
+              "held-out samples by table index and serves fixed-table models only\n",
+              checkpoint);
+      return -1;
+    }
+  }
   if (make_mlp(m, "bottom", &m->bottom) != 0 || make_cross(m) != 0 ||
       make_mlp(m, "top", &m->top) != 0)
     return -1;
