@@ -6,7 +6,8 @@
 
 namespace shardrec::embedding::dynamic {
 
-// splitmix64's finaliser (Steele, Lea, Flood 2014): a bijection of 64-bit values whose output
+// One splitmix64 step (Steele, Lea, Flood 2014: the golden-gamma increment, then the mixing
+// function): a bijection of 64-bit values whose output
 // bits each depend on every input bit, so consecutive ids spread evenly over the blocks. Part of
 // the format: changing it moves every row of every row-wise dynamic table.
 constexpr uint64_t Mix64(uint64_t x) {
