@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstring>
 
+#include "impl/core/finite.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
@@ -191,13 +191,8 @@ Status EmbeddingCollection::CheckGradFinite(const float* grad, size_t len) const
   std::atomic<int64_t> first_chunk{chunks};
   s_.exec.ParallelFor(0, chunks, 4, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1 && c < first_chunk.load(std::memory_order_relaxed); ++c) {
-      const float* p = grad + c * kChunk;
-      const int64_t m = std::min(kChunk, n - c * kChunk);
-      // A branch-free scan the compiler vectorises: all exponent bits set is NaN or infinity.
-      uint32_t bad = 0;
-      for (int64_t j = 0; j < m; ++j)
-        bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(p[j]) & 0x7f800000u) == 0x7f800000u);
-      if (bad == 0) continue;
+      const auto m = static_cast<size_t>(std::min(kChunk, n - c * kChunk));
+      if (FirstNonFinite(grad + c * kChunk, m) == m) continue;
       int64_t cur = first_chunk.load(std::memory_order_relaxed);
       while (c < cur && !first_chunk.compare_exchange_weak(cur, c)) {
       }

@@ -3,9 +3,9 @@
 #include "impl/embedding/input_dist.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
+#include "impl/core/finite.h"
 #include "impl/embedding/dynamic/placement.h"
 
 namespace shardrec::embedding {
@@ -36,8 +36,7 @@ Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
 // A NaN or infinite per-id weight names its feature, sample and position.
 Status CheckWeightsFinite(const sharding::Plan& plan, const Batch& b) {
   if (b.weights == nullptr) return Status::Ok();
-  size_t i = 0;
-  while (i < b.num_values && std::isfinite(b.weights[i])) ++i;
+  const size_t i = FirstNonFinite(b.weights, b.num_values);
   if (i == b.num_values) return Status::Ok();
   // Only on error: walk the lengths to the bag that holds position i.
   size_t pos = 0;

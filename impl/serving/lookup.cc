@@ -4,11 +4,11 @@
 #include "impl/serving/lookup.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/finite.h"
 #include "impl/core/prefetch.h"
 #include "impl/serving/decode.h"
 #include "impl/serving/sum_rows.h"
@@ -193,20 +193,11 @@ Status CheckRequest(const Model& m, const Request& r, size_t out_len, const floa
                                    r.num_values, " values");
   if (r.weights != nullptr) {
     // A NaN or infinite weight would be served as NaN or infinite outputs; training refuses them
-    // by default (the non-finite policy), and so does a lookup. One pass over the exponent bits
-    // (vectorised), then the position of the first.
-    uint32_t any = 0;
-    for (size_t i = 0; i < r.num_weights; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, r.weights + i, 4);
-      any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-    }
-    if (any != 0) {
-      size_t i = 0;
-      while (std::isfinite(r.weights[i])) ++i;
+    // by default (the non-finite policy), and so does a lookup.
+    const size_t i = FirstNonFinite(r.weights, r.num_weights);
+    if (i < r.num_weights)
       return Status::InvalidArgument("batch weight at position ", i, " is ", r.weights[i],
                                      ": per-id weights must be finite");
-    }
   }
   const size_t need = OutputSize(m, r);
   if (out_len != need)
