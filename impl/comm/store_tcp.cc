@@ -202,15 +202,20 @@ Status ParseWaitReply(const std::vector<uint8_t>& reply, std::chrono::millisecon
   return Status::Ok();
 }
 
+std::vector<uint8_t> GetRequest(const std::string& key, std::chrono::milliseconds timeout) {
+  std::vector<uint8_t> request;
+  net::PutU8(&request, tcp_store::kGet);
+  net::PutBytes(&request, key.data(), key.size());
+  net::PutU64(&request, static_cast<uint64_t>(std::max<int64_t>(0, timeout.count())));
+  return request;
+}
+
 }  // namespace
 
 Status TcpStore::Get(const std::string& key, std::chrono::milliseconds timeout,
                      std::vector<uint8_t>* value) {
-  std::vector<uint8_t> request, reply;
-  net::PutU8(&request, tcp_store::kGet);
-  net::PutBytes(&request, key.data(), key.size());
-  net::PutU64(&request, static_cast<uint64_t>(std::max<int64_t>(0, timeout.count())));
-  SR_RETURN_IF_ERROR(Call(request, timeout, &reply));
+  std::vector<uint8_t> reply;
+  SR_RETURN_IF_ERROR(Call(GetRequest(key, timeout), timeout, &reply));
   return ParseWaitReply(reply, timeout, value);
 }
 
@@ -222,13 +227,9 @@ Status TcpStore::RefusalReason() {
     fd = idle_.back();
     idle_.pop_back();
   }
-  std::vector<uint8_t> request, reply;
-  net::PutU8(&request, tcp_store::kGet);
-  const std::string key = "shardrec/refusal-probe";
-  net::PutBytes(&request, key.data(), key.size());
-  net::PutU64(&request, 0);
+  std::vector<uint8_t> reply;
   const auto deadline = net::Clock::now() + std::chrono::milliseconds(500);
-  Status s = net::SendFrame(fd, request, deadline);
+  Status s = net::SendFrame(fd, GetRequest("shardrec/refusal-probe", {}), deadline);
   if (s.ok()) s = net::RecvFrame(fd, &reply, deadline);
   if (!s.ok()) {
     net::CloseFd(&fd);
