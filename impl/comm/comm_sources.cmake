@@ -11,7 +11,7 @@ list(APPEND SHARDREC_COMM_SOURCES
   store_tcp_server.cc
   unique_id.cc
   env_rendezvous.cc
-  gloo_store.cc
+  gloo_mesh.cc
   gloo_communicator.cc
   gloo_interrupt.cc
   gloo_collectives.cc

@@ -4,7 +4,6 @@
 
 #include <gloo/barrier.h>
 #include <gloo/context.h>
-#include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
@@ -14,7 +13,7 @@
 
 #include "impl/comm/call_checks.h"
 #include "impl/comm/gloo_interrupt.h"
-#include "impl/comm/gloo_store.h"
+#include "impl/comm/gloo_mesh.h"
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
@@ -97,13 +96,12 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
     return std::max(ms, std::chrono::milliseconds(1));
   };
   PrefixStore store(config.store, config.prefix);
-  GlooStoreAdapter adapter(&store, budget);
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::shared_ptr<MeshContext> context;
   try {
-    context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.world);
-    context->setTimeout(budget);
-    context->connectFullMesh(adapter, device);
-    // connectFullMesh can return on one rank while a peer is still completing its side of the
+    context = std::make_shared<MeshContext>(config.rank, config.world);
+    Status s = context->ConnectMesh(&store, device, deadline);
+    if (!s.ok()) return s.WithContext(where + ": rendezvous failed");
+    // A rank's pairs can all be connected while a peer is still completing its side of the
     // handshake; a rank that then destroyed the new communicator would break the peer's setup.
     // The barrier makes creation complete on every member before any of them returns.
     if (config.world > 1) {
@@ -113,11 +111,9 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
     }
     context->setTimeout(config.timeout);
   } catch (const std::exception& e) {
-    Status store_error = adapter.first_error();
-    if (!store_error.ok()) return store_error.WithContext(where + ": rendezvous failed");
     return MapGlooError("connecting the communicator", e.what(),
-                        std::chrono::steady_clock::now() - start >= budget, config.rank,
-                        config.world, budget);
+                        std::chrono::steady_clock::now() >= deadline, config.rank, config.world,
+                        budget);
   }
   *out = std::make_unique<GlooCommunicator>(config, std::move(context), std::move(device));
   return Status::Ok();

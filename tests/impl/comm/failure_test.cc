@@ -1,11 +1,18 @@
 // Failures: a rank that never arrives (timeout), poisoning after an error, Abort, and a unique-id
 // communicator among threads.
+#include <arpa/inet.h>
+#include <gloo/transport/tcp/address.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
+#include "impl/comm/gloo_communicator.h"
+#include "impl/comm/stores.h"
 #include "tests/impl/comm/comm_test_util.h"
+#include "tests/support/slowdown.h"
 
 namespace shardrec::comm {
 namespace {
@@ -42,6 +49,35 @@ TEST(CommFailure, MissingRankTimesOutThenPoisons) {
   });
   EXPECT_TRUE(codes[0] == Code::kTimeout || codes[1] == Code::kTimeout);
   EXPECT_TRUE(comms[2]->AsyncError().ok());
+}
+
+TEST(CommFailure, APeerThatNeverConnectsFailsCreationWithinTheTimeout) {
+  // Rank 1 publishes its pair address (under the key gloo_mesh.cc reads, a port above any of
+  // rank 0's, so rank 0 is the side that waits to be called) and never connects, as a peer that
+  // left after publishing does. Gloo's own mesh connection waited five times the timeout here.
+  auto store = std::make_shared<MemoryStore>();
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_port = htons(65535);
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_storage ss{};
+  std::memcpy(&ss, &in, sizeof(in));
+  const std::vector<char> address = gloo::transport::tcp::Address(ss, 0).bytes();
+  ASSERT_TRUE(store->Set("g/gloo_mesh/1", std::vector<uint8_t>(address.begin(), address.end())).ok());
+  GlooConfig config;
+  config.store = store;
+  config.prefix = "g";
+  config.world = 2;
+  config.rank = 0;
+  config.timeout = milliseconds(400);
+  const auto start = Clock::now();
+  std::unique_ptr<Communicator> c;
+  Status s = CreateGlooCommunicator(config, &c);
+  const auto took = Clock::now() - start;
+  EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
+  EXPECT_NE(s.message().find("within 400 ms"), std::string::npos) << s.message();
+  EXPECT_GE(took, milliseconds(390));
+  EXPECT_LT(took, milliseconds(400 + static_cast<int64_t>(300 * shardrec::testing::kSlowdown)));
 }
 
 TEST(CommFailure, PerCallTimeoutOverridesDefault) {
