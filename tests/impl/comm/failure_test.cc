@@ -63,7 +63,8 @@ TEST(CommFailure, APeerThatNeverConnectsFailsCreationWithinTheTimeout) {
   sockaddr_storage ss{};
   std::memcpy(&ss, &in, sizeof(in));
   const std::vector<char> address = gloo::transport::tcp::Address(ss, 0).bytes();
-  ASSERT_TRUE(store->Set("g/gloo_mesh/1", std::vector<uint8_t>(address.begin(), address.end())).ok());
+  ASSERT_TRUE(
+      store->Set("g/gloo_mesh/1", std::vector<uint8_t>(address.begin(), address.end())).ok());
   GlooConfig config;
   config.store = store;
   config.prefix = "g";
