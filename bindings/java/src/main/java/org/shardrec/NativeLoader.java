@@ -43,7 +43,14 @@ public final class NativeLoader {
         }
       }
       String embedded = extractEmbedded(tried);
-      if (embedded != null && tryLoad(embedded, "embedded in the jar", tried)) return;
+      if (embedded != null && tryLoad(embedded, "embedded in the jar", tried)) {
+        // A loaded library stays mapped after its file is removed, so the copies go now: a JVM
+        // that is killed (as Spark kills executors) never runs deleteOnExit, and each left
+        // folder held several MB in the temporary folder. The plugins libshardrec may load
+        // later (CUDA, MPI) are not embedded, so nothing else is read from the folder.
+        removeExtracted(new File(embedded).getParentFile());
+        return;
+      }
       try {
         System.loadLibrary("shardrec_jni");
         loaded = true;
@@ -93,7 +100,7 @@ public final class NativeLoader {
   /**
    * Copies the libraries embedded for this platform (listed in native/PLATFORM/index: the JNI
    * library and libshardrec under its SONAME, which the JNI library finds through its $ORIGIN
-   * RUNPATH) into a new private temporary folder, removed at exit; returns the JNI library's
+   * RUNPATH) into a new private temporary folder, removed once they are loaded; returns the JNI library's
    * path, or null when the jar has none for this platform.
    */
   private static String extractEmbedded(List<String> tried) {
@@ -138,6 +145,16 @@ public final class NativeLoader {
           + "; -Dshardrec.jni.tmpdir picks another folder)");
       return null;
     }
+  }
+
+  /** Removes the folder extractEmbedded made and its files; what cannot go waits for exit. */
+  private static void removeExtracted(File dir) {
+    if (dir == null) return;
+    File[] files = dir.listFiles();
+    if (files != null) {
+      for (File f : files) f.delete();
+    }
+    dir.delete();
   }
 
   private static List<File> candidates() {

@@ -1,6 +1,7 @@
 // Run by the java_install_prefix test (not a JUnit test): with the mode "embedded", trains the
 // example and checks that the JNI library and libshardrec both came from the folder the jar
-// extracted them to (the jar sits alone in its folder) and that the classes target Java 11;
+// extracted them to (the jar sits alone in its folder), that the folder is gone once they are
+// loaded, and that the classes target Java 11;
 // with the mode "missing" (-Dshardrec.jni.library naming no file), checks that the failure
 // says what was searched and how to point at the library.
 package org.shardrec;
@@ -58,6 +59,8 @@ public final class JarLoadCheck {
       }
       check(found, lib + " is not mapped");
     }
-    System.out.println("libraries from " + dir);
+    // The extracted copies are removed once loaded (a killed JVM would leave them otherwise).
+    check(!new File(dir).exists(), "the extraction folder " + dir + " is still there");
+    System.out.println("libraries from " + dir + " (removed after loading)");
   }
 }
