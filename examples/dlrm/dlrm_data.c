@@ -134,7 +134,8 @@ int64_t dlrm_criteo_skip(dlrm_criteo_t* r, int64_t lines) {
   return i;
 }
 
-/* Parses the whole of a field as a number in @p base; 0 for an empty field. */
+/* Parses the whole of a field as a number in @p base; 0 for an empty field. Returns 0, -1 when
+ * the field is not a number in that base, -2 when it is one beyond 64 bits. */
 static int parse_field(const char* p, int base, int is_signed, double* value,
                        unsigned long long* bits) {
   char* end = NULL;
@@ -150,7 +151,8 @@ static int parse_field(const char* p, int base, int is_signed, double* value,
     if (*p == '-' || *p == '+') return -1;
     *bits = strtoull(p, &end, base);
   }
-  return errno != 0 || end == p || *end != '\0' ? -1 : 0;
+  if (end == p || *end != '\0') return -1;
+  return errno == ERANGE ? -2 : errno != 0 ? -1 : 0;
 }
 
 /* Parses r->buf into sample i of a block of @p count samples. */
@@ -179,17 +181,21 @@ static int parse_line(dlrm_criteo_t* r, int i, int count, const int64_t* rows, f
       }
       labels[i] = p[0] == '1' ? 1.0f : 0.0f;
     } else if (field <= 13) {
-      if (parse_field(p, 10, 1, &x, &h) != 0) {
-        snprintf(r->error, sizeof(r->error), "%s:%lld: I%d '%.32s' is not an integer", r->path,
-                 (long long)r->line, field, p);
+      const int bad = parse_field(p, 10, 1, &x, &h);
+      if (bad != 0) {
+        snprintf(r->error, sizeof(r->error), "%s:%lld: I%d '%.32s' is %s", r->path,
+                 (long long)r->line, field, p,
+                 bad == -2 ? "beyond a 64-bit integer" : "not an integer");
         return -1;
       }
       dense[(size_t)i * 13 + (size_t)(field - 1)] = (float)log1p(x > 0.0 ? x : 0.0);
     } else {
       const int sparse = field - 14;
-      if (parse_field(p, 16, 0, &x, &h) != 0) {
-        snprintf(r->error, sizeof(r->error), "%s:%lld: C%d '%.32s' is not hexadecimal", r->path,
-                 (long long)r->line, sparse + 1, p);
+      const int bad = parse_field(p, 16, 0, &x, &h);
+      if (bad != 0) {
+        snprintf(r->error, sizeof(r->error), "%s:%lld: C%d '%.32s' is %s", r->path,
+                 (long long)r->line, sparse + 1, p,
+                 bad == -2 ? "hexadecimal beyond 64 bits" : "not hexadecimal");
         return -1;
       }
       ids[(size_t)sparse * (size_t)count + (size_t)i] =

@@ -159,6 +159,10 @@ TEST(DlrmCriteo, MalformedLinesNameTheFileLineAndField) {
       {Line("1", {"1", "2.5"}, {"a"}), "I2 '2.5' is not an integer"},
       {Line("1", {"1"}, {"a", "b", "c", "d", "e", "f", "zz"}), "C7 'zz' is not hexadecimal"},
       {Line("1", {"1"}, {"-1"}), "C1 '-1' is not hexadecimal"},
+      {Line("1", {"1"}, {"10000000000000000"}),
+       "C1 '10000000000000000' is hexadecimal beyond 64 bits"},
+      {Line("1", {"99999999999999999999"}, {"a"}),
+       "I1 '99999999999999999999' is beyond a 64-bit integer"},
       {"", "1 tab-separated field(s)"},
   };
   for (const auto& c : cases) {
