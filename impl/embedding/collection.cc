@@ -121,7 +121,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     for (const auto& o : s.table_optim) types.push_back(o.type);
     if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &s.layout);
     if (local.ok() && options.device.is_cuda()) local = RefuseDynamicOnDevice(*plan);
-    if (local.ok()) s.dynamic.Init(s.layout);
+    if (local.ok()) local = s.dynamic.Init(s.layout);
     if (local.ok()) local = c->engine_->Available();
     // The memory is taken and initialised before the agreement, so a rank that has not got it
     // (or whose device copies fail) fails like any other rejection and no rank goes on alone.

@@ -8,8 +8,12 @@
 
 namespace shardrec::embedding::dynamic {
 
+uint64_t AdmissionSketch::Width(int64_t slots) {
+  return std::bit_ceil(std::max<uint64_t>(64, static_cast<uint64_t>(slots) * 2));
+}
+
 void AdmissionSketch::Reset(int64_t slots) {
-  const uint64_t width = std::bit_ceil(std::max<uint64_t>(64, static_cast<uint64_t>(slots) * 2));
+  const uint64_t width = Width(slots);
   counters_.assign(kDepth * width, 0);
   mask_ = width - 1;
 }

@@ -22,12 +22,15 @@ class AdmissionSketch {
   // counters halves the same way, so an estimate stays at least the halved true count.
   void Halve();
   size_t bytes() const { return counters_.size() * sizeof(uint16_t); }
+  // Bytes of the counters Reset(slots) makes.
+  static size_t BytesFor(int64_t slots) { return kDepth * Width(slots) * sizeof(uint16_t); }
   // The counters as saved by checkpoints (empty when the shard keeps no sketch); Restore takes
   // counters of the same size (a shard of the same slot count) back.
   const std::vector<uint16_t>& counters() const { return counters_; }
   void Restore(const std::vector<uint16_t>& counters) { counters_ = counters; }
 
  private:
+  static uint64_t Width(int64_t slots);
   std::vector<uint16_t> counters_;  // kDepth rows of width_ counters
   uint64_t mask_ = 0;
 };

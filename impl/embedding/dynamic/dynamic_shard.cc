@@ -38,6 +38,13 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   StopMergeTracking();
 }
 
+size_t DynamicShard::MetadataBytesAtReset(const sharding::DynamicConfig& config, int64_t slots) {
+  const auto n = static_cast<size_t>(slots);
+  return SlotIndex::BytesFor(slots) +
+         (config.admission_threshold > 1 ? AdmissionSketch::BytesFor(slots) : 0) +
+         n * sizeof(SlotRecord) + (config.eviction == Eviction::kScore ? n * sizeof(double) : 0);
+}
+
 size_t DynamicShard::metadata_bytes() const {
   return index_.bytes() + sketch_.bytes() + static_cast<size_t>(slots_) * (sizeof(SlotRecord)) +
          score_.size() * sizeof(double) + dirty_.size() * sizeof(uint64_t) +

@@ -84,6 +84,8 @@ class DynamicShard {
   void set_side_limit(size_t n) { side_limit_set_ = n; }
   // Bytes of the index, the per-slot metadata and the sketch.
   size_t metadata_bytes() const;
+  // The metadata_bytes() of a shard just Reset(config, slots), all of which Reset writes.
+  static size_t MetadataBytesAtReset(const sharding::DynamicConfig& config, int64_t slots);
 
   // What a checkpoint saves (docs/checkpoint-format.md): slots [0, size()) hold rows, each with
   // its id, last-seen forward and count; forwards() is the forward counter the last-seen values

@@ -1,21 +1,39 @@
 // The dynamic tables of a collection (dynamic_tables.h).
 #include "impl/embedding/dynamic/dynamic_tables.h"
 
+#include "impl/core/host_memory.h"
+
 namespace shardrec::embedding::dynamic {
 
-void DynamicTables::Init(const Layout& layout) {
+Status DynamicTables::Init(const Layout& layout) {
   layout_ = &layout;
   shards_.clear();
   dp_ = DataParallel{};
+  // The layout gave each dynamic shard one row beyond its slots: the zero row.
+  uint64_t bytes = 0;
+  for (const LocalShard& ls : layout.local) {
+    if (layout.tables[ls.table].dynamic)
+      bytes +=
+          DynamicShard::MetadataBytesAtReset(layout.plan->tables[ls.table].dynamic, ls.rows - 1);
+  }
+  // Held until the shards are written (their pages then show in MemAvailable).
+  HostMemoryClaim claim;
+  if (Status s = claim.Claim(bytes,
+                             "this rank's dynamic tables' metadata (index, per-slot "
+                             "records and admission counts)");
+      !s.ok())
+    return Status(s.code(), StrCat(s.message(),
+                                   "; lower the tables' capacity or use more ranks "
+                                   "or hosts"));
   for (size_t i = 0; i < layout.local.size(); ++i) {
     const LocalShard& ls = layout.local[i];
     if (!layout.tables[ls.table].dynamic) continue;
     Entry e;
     e.local = static_cast<int32_t>(i);
-    // The layout gave the shard one row beyond its slots: the zero row.
     e.shard.Reset(layout.plan->tables[ls.table].dynamic, ls.rows - 1);
     shards_.push_back(std::move(e));
   }
+  return Status::Ok();
 }
 
 void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params,

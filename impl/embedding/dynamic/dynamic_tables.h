@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "impl/core/exec.h"
+#include "impl/core/status.h"
 #include "impl/embedding/dynamic/dynamic_shard.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
@@ -31,8 +32,10 @@ struct TableStats {
 class DynamicTables {
  public:
   // One empty DynamicShard per local shard of a dynamic table of `layout` (which must outlive
-  // this).
-  void Init(const Layout& layout);
+  // this). Their metadata is written at once (index, per-slot records, admission counts), so it
+  // is claimed from the host's available memory first: kOutOfMemory, with nothing allocated,
+  // where it does not fit (Linux would otherwise end the process while writing it).
+  Status Init(const Layout& layout);
   bool empty() const { return shards_.empty(); }
   // A training forward's translation of `rb` (distributed, unpacked on the host): the zero rows
   // are cleared (the last backward may have trained them), then every run of a dynamic shard has

@@ -7,9 +7,7 @@ namespace shardrec::embedding::dynamic {
 
 void SlotIndex::Reset(int64_t slots) {
   SR_CHECK(slots >= 1 && slots < INT32_MAX);
-  // 1.5 entries per slot (8 slots per 12-entry bucket, 8 bytes per slot): at most 2/3 full, so
-  // few buckets overflow (a miss then reads one cache line) and every walk finds an empty entry.
-  buckets_.assign(static_cast<size_t>((slots + 7) / 8), Bucket{});
+  buckets_.assign(Buckets(slots), Bucket{});
 }
 
 void SlotIndex::Insert(int64_t id, int32_t slot) {

@@ -90,6 +90,8 @@ class SlotIndex {
   void Erase(int64_t id, const int64_t* ids, size_t stride = 1);
   // Bytes of the table.
   size_t bytes() const { return buckets_.size() * sizeof(Bucket); }
+  // Bytes of the table Reset(slots) builds.
+  static size_t BytesFor(int64_t slots) { return Buckets(slots) * sizeof(Bucket); }
 
  private:
   // Find, with `h` = Hash(id).
@@ -115,6 +117,9 @@ class SlotIndex {
     return bucket.overflow == 0 ? kAbsent : kUnknown;
   }
 
+  // 1.5 entries per slot (8 slots per 12-entry bucket, 8 bytes per slot): at most 2/3 full, so
+  // few buckets overflow (a miss then reads one cache line) and every walk finds an empty entry.
+  static size_t Buckets(int64_t slots) { return static_cast<size_t>((slots + 7) / 8); }
   static constexpr int kWidth = 12;  // entries per bucket
   // One cache line. tags[k] == 0: entry k is empty; else slots[k] is its slot. overflow: how many
   // stored ids passed this bucket, full, on their way from their home to where they sit (like

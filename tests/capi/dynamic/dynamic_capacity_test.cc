@@ -6,7 +6,9 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -220,6 +222,59 @@ TEST(DynamicCapacity, BadFiguresFailPlanCreation) {
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
   EXPECT_EQ(PlanRows(plan.get(), 1), 64);
+}
+
+// A dynamic table's metadata (index, per-slot records) is written at creation, beside weights
+// that are written only as rows are created: a capacity whose metadata the host cannot hold was
+// accepted and the process ended in the OOM killer. Creation now refuses it with ENOMEM before
+// writing anything, naming the metadata, and the communicator stays usable.
+TEST(DynamicCapacity, MetadataBeyondTheHostsMemoryIsRefusedBeforeAnyWrite) {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) GTEST_SKIP() << "no /proc/meminfo: the check does not apply here";
+  unsigned long long kb = 0;
+  char line[256];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  ASSERT_GT(kb, 0u);
+  // 24 bytes of metadata per slot (docs/dynamic-tables.md) for 1 GiB more than is available;
+  // the weights (dim 4: 16 bytes per slot) alone would fit.
+  const int64_t slots = static_cast<int64_t>((kb * 1024 + (uint64_t{1} << 30)) / 24) + 1;
+  if (slots >= INT32_MAX - 1) GTEST_SKIP() << "a host this large needs more than one shard";
+  shardrec_dynamic_table_config_t dyn;
+  ASSERT_EQ(shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION),
+            SHARDREC_OK);
+  dyn.eviction = SHARDREC_EVICTION_LRU;
+  shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
+  feature.name = "f";
+  const int32_t index = 0;
+  shardrec_table_config_t table = SHARDREC_TABLE_CONFIG_INIT;
+  table.name = "huge";
+  table.rows = slots;
+  table.dim = 4;
+  table.features = &index;
+  table.num_features = 1;
+  table.dynamic = &dyn;
+  shardrec_topology_t topo;
+  ASSERT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
+  topo.world_size = 1;
+  topo.optimizer = SHARDREC_OPTIMIZER_SGD;
+  topo.memory_bytes = uint64_t{1} << 50;  // the planner is told there is room
+  shardrec_plan_t* raw_plan = nullptr;
+  ASSERT_EQ(shardrec_plan_create(&raw_plan, &table, 1, &feature, 1, &topo, nullptr, 0), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr plan(raw_plan);
+  shardrec_comm_t* comm = GroupComm(1, 0);
+  shardrec_embedding_t* c = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), comm, nullptr, nullptr), SHARDREC_ENOMEM);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  const std::string error = shardrec_last_error();
+  EXPECT_NE(error.find("dynamic tables' metadata"), std::string::npos) << error;
+  EXPECT_NE(error.find("MemAvailable"), std::string::npos) << error;
+  EXPECT_EQ(c, nullptr);
+  EXPECT_EQ(shardrec_comm_barrier(comm), SHARDREC_OK) << shardrec_last_error();
 }
 
 }  // namespace
