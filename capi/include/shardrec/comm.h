@@ -464,7 +464,13 @@ shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options
  */
 SHARDREC_API shardrec_status_t shardrec_comm_local_rank(int32_t* out, const shardrec_comm_t* comm);
 
-/** Number of ranks of @p comm on this host; see shardrec_comm_local_rank(). */
+/**
+ * Number of ranks of @p comm on this host, from the same source as shardrec_comm_local_rank().
+ * @param out  [out] Receives the value; not NULL.
+ * @param comm [in] Communicator; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUNSUPPORTED for a device communicator not
+ *         created from a launcher's environment. Thread-safe.
+ */
 SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out, const shardrec_comm_t* comm);
 
 /**

@@ -140,7 +140,9 @@ SHARDREC_API shardrec_status_t shardrec_ddp_mark_ready(shardrec_ddp_t* ddp, size
  * gradients of such a step include a buffer that was not a gradient and must not be applied on
  * any rank. With sync off (shardrec_ddp_set_sync) nothing is exchanged, and only the rank that
  * missed a tensor fails.
- * @return SHARDREC_OK; SHARDREC_EUSAGE; SHARDREC_EREMOTE; SHARDREC_ETIMEOUT.
+ * @param ddp [in,out] Not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL @p ddp); SHARDREC_EUSAGE (as above, or another
+ *         thread is using @p ddp); SHARDREC_EREMOTE; SHARDREC_ETIMEOUT.
  */
 SHARDREC_API shardrec_status_t shardrec_ddp_finish(shardrec_ddp_t* ddp);
 
@@ -152,7 +154,10 @@ SHARDREC_API shardrec_status_t shardrec_ddp_finish(shardrec_ddp_t* ddp);
  */
 SHARDREC_API shardrec_status_t shardrec_ddp_set_sync(shardrec_ddp_t* ddp, int32_t enabled);
 
-/** Copies the counters. @return SHARDREC_OK; SHARDREC_EINVAL. */
+/**
+ * Copies the counters into @p out (not NULL), which the caller owns.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p ddp or @p out.
+ */
 SHARDREC_API shardrec_status_t shardrec_ddp_stats(const shardrec_ddp_t* ddp,
                                                   shardrec_ddp_stats_t* out);
 
@@ -217,7 +222,9 @@ SHARDREC_API shardrec_status_t shardrec_fsdp_reduce_grad(shardrec_fsdp_t* fsdp, 
  * and updated like every other unit, so the model stays identical on every rank whichever ranks
  * missed it; the call then returns SHARDREC_EUSAGE naming the unit. After SHARDREC_EREMOTE or
  * SHARDREC_ETIMEOUT nothing is applied.
- * @return SHARDREC_OK; SHARDREC_EUSAGE; SHARDREC_EREMOTE; SHARDREC_ETIMEOUT.
+ * @param fsdp [in,out] Not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL @p fsdp); SHARDREC_EUSAGE (as above, or another
+ *         thread is using @p fsdp); SHARDREC_EREMOTE; SHARDREC_ETIMEOUT.
  */
 SHARDREC_API shardrec_status_t shardrec_fsdp_step(shardrec_fsdp_t* fsdp);
 

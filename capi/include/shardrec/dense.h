@@ -8,8 +8,8 @@
  * Layers run on the host through OpenBLAS's sgemm in fp32 (deterministic for a fixed OpenBLAS
  * thread count), or, for an MLP created with device = SHARDREC_DEVICE_CUDA, on a GPU through
  * cuBLASLt in the CUDA plugin (fp32, tf32 or bf16 math; see shardrec_mlp_options_t). The GPU
- * path is compiled and gated in CI but has not been run on a GPU by this project yet (see the
- * README's GPU status).
+ * path has run on one H200 (2026-11-26: the host MLP's results within 1e-4 in fp32, 1e-2 in tf32
+ * and bf16; docs/gpu.md); CI compiles it and tests it on the CPU through a fake plugin.
  *
  * Parameters and gradients are exposed as flat tensors (shardrec_dense_param_t): a name, a
  * parameter pointer, a gradient pointer and an element count. They may be rebound to storage the
@@ -268,7 +268,15 @@ SHARDREC_API shardrec_status_t shardrec_dcn_infer(const shardrec_dcn_t* dcn, con
 /**
  * Backward of the last forward: accumulates parameter gradients and writes dx0[batch, width]
  * (required: the cross network's input is the bottom MLP's output and embeddings).
- * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE (no forward before).
+ * @param dcn      [in,out] Not NULL.
+ * @param dy       [in] [batch, width] for the last forward's batch; borrowed for the call; not
+ *                 NULL unless that batch was 0.
+ * @param dx0      [out] [batch, width]; not NULL unless the batch was 0.
+ * @param on_ready Optional (NULL: none); called for each tensor once its gradient is final, last
+ *                 layer first, on the calling thread inside this call (as shardrec_mlp_backward),
+ *                 with @p user passed through.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL @p dcn, or NULL buffers for a batch above 0);
+ *         SHARDREC_EUSAGE (no forward before, or another thread is using @p dcn).
  */
 SHARDREC_API shardrec_status_t shardrec_dcn_backward(shardrec_dcn_t* dcn, const float* dy,
                                                      float* dx0, shardrec_grad_ready_fn on_ready,
@@ -277,14 +285,29 @@ SHARDREC_API shardrec_status_t shardrec_dcn_backward(shardrec_dcn_t* dcn, const 
 /** Zeroes every gradient. @return SHARDREC_OK; SHARDREC_EINVAL for NULL. */
 SHARDREC_API shardrec_status_t shardrec_dcn_zero_grad(shardrec_dcn_t* dcn);
 
-/** Number of tensors (3 per layer). */
+/**
+ * Number of tensors (3 per layer).
+ * @param out [out] Receives the count; not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p dcn or @p out.
+ */
 SHARDREC_API shardrec_status_t shardrec_dcn_num_tensors(const shardrec_dcn_t* dcn, size_t* out);
 
-/** Describes tensor @p index. @return SHARDREC_OK; SHARDREC_EINVAL. */
+/**
+ * Describes tensor @p index (< shardrec_dcn_num_tensors): its name, shape and current storage;
+ * the pointers in @p out stay owned by @p dcn (or by whoever bound them).
+ * @param out [out] Not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL @p dcn or @p out, index out of range).
+ */
 SHARDREC_API shardrec_status_t shardrec_dcn_tensor(const shardrec_dcn_t* dcn, size_t index,
                                                    shardrec_dense_param_t* out);
 
-/** As shardrec_mlp_bind_tensor. */
+/**
+ * Points tensor @p index at caller storage, as shardrec_mlp_bind_tensor: @p param (its values
+ * are used as they are) and/or @p grad (NULL keeps that side); the storage stays the caller's and
+ * must outlive the cross network or a later rebind.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL @p dcn, index out of range); SHARDREC_EUSAGE
+ *         (another thread is using @p dcn).
+ */
 SHARDREC_API shardrec_status_t shardrec_dcn_bind_tensor(shardrec_dcn_t* dcn, size_t index,
                                                         float* param, float* grad);
 
@@ -362,7 +385,11 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_opti
                                                              const shardrec_dense_param_t* tensors,
                                                              size_t num_tensors);
 
-/** Sets the learning rate for the following steps (schedules). @return SHARDREC_EINVAL if < 0. */
+/**
+ * Sets the learning rate for the following steps (schedules).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p opt or a rate that is negative, NaN or
+ *         infinite (nothing changes).
+ */
 SHARDREC_API shardrec_status_t
 shardrec_dense_optimizer_set_learning_rate(shardrec_dense_optimizer_t* opt, float learning_rate);
 
@@ -377,11 +404,18 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_state(shardrec_dense_opt
                                                               size_t tensor, int32_t which,
                                                               float** data, int64_t* count);
 
-/** Steps taken so far (Adam's bias correction uses it). @return SHARDREC_OK; SHARDREC_EINVAL. */
+/**
+ * Steps taken so far (Adam's bias correction uses it).
+ * @param steps [out] Not NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p opt or @p steps.
+ */
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_steps(const shardrec_dense_optimizer_t* opt,
                                                               int64_t* steps);
 
-/** Sets the step count (restoring a checkpoint). @return SHARDREC_OK; SHARDREC_EINVAL (< 0). */
+/**
+ * Sets the step count (restoring a checkpoint).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p opt or @p steps < 0 (nothing changes).
+ */
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_set_steps(shardrec_dense_optimizer_t* opt,
                                                                   int64_t steps);
 

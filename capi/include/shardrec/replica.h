@@ -121,7 +121,12 @@ SHARDREC_API shardrec_status_t shardrec_mesh_coords(const shardrec_mesh_t* mesh,
 SHARDREC_API shardrec_status_t shardrec_mesh_sharding_comm(shardrec_comm_t** out,
                                                            const shardrec_mesh_t* mesh);
 
-/** Like shardrec_mesh_sharding_comm, for the replica-group communicator (R ranks). */
+/**
+ * A new handle on this rank's replica-group communicator (R ranks: the replicas of this rank's
+ * shard), as shardrec_mesh_sharding_comm for the sharding group.
+ * @param out [out] Owned by the caller (shardrec_comm_destroy); shares the communicator.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments.
+ */
 SHARDREC_API shardrec_status_t shardrec_mesh_replica_comm(shardrec_comm_t** out,
                                                           const shardrec_mesh_t* mesh);
 
