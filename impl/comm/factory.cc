@@ -88,10 +88,24 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
 // A session refused because a rank was claimed twice can reach a rank that had claimed its own
 // number as a broken connection to a peer (the refused ranks drop what they had begun); the store,
 // which refuses every later request of that session, then says why.
-Status ExplainFailedCreate(TcpStore& store, Status s) {
-  if (s.ok() || s.code() == Code::kInvalidUsage) return s;
-  Status why = store.RefusalReason();
-  return why.ok() ? s : why;
+// A failed creation says why when the store knows (a rank claimed twice) and returns by its
+// deadline: the question gets at most half a second (at least 50 ms, so a timed-out duplicate
+// claimant still learns of the refusal), and rank 0's hosted store lingers for the other ranks
+// only in the time left, at most `grace` (they share the deadline, so at a timeout there is none).
+Status FinishCreate(TcpStore& store, Status s, std::chrono::milliseconds grace,
+                    std::chrono::steady_clock::time_point deadline) {
+  if (s.ok()) return s;
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
+  };
+  if (s.code() != Code::kInvalidUsage) {
+    Status why = store.RefusalReason(
+        std::clamp(left(), std::chrono::milliseconds(50), std::chrono::milliseconds(500)));
+    if (!why.ok()) s = why;
+  }
+  store.set_linger(std::clamp(left(), std::chrono::milliseconds(0), grace));
+  return s;
 }
 
 }  // namespace
@@ -130,8 +144,9 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
   store->set_linger(StoreGrace(options, timeout));
   const std::string local = store->local_host();
   std::shared_ptr<TcpStore> keep = store;
-  return ExplainFailedCreate(
-      *keep, Create(std::move(store), "comm", world, rank, options, local, out, deadline));
+  return FinishCreate(*keep,
+                      Create(std::move(store), "comm", world, rank, options, local, out, deadline),
+                      StoreGrace(options, timeout), deadline);
 }
 
 Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
@@ -167,8 +182,9 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
   store->set_linger(StoreGrace(options, timeout));
   const std::string local = store->local_host();
   std::shared_ptr<TcpStore> keep = store;
-  s = ExplainFailedCreate(
-      *keep, Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline));
+  s = FinishCreate(*keep,
+                   Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline),
+                   StoreGrace(options, timeout), deadline);
   if (!s.ok()) return s.WithContext(where);
   if (launch != nullptr) *launch = std::move(e);
   return Status::Ok();

@@ -219,7 +219,7 @@ Status TcpStore::Get(const std::string& key, std::chrono::milliseconds timeout,
   return ParseWaitReply(reply, timeout, value);
 }
 
-Status TcpStore::RefusalReason() {
+Status TcpStore::RefusalReason(std::chrono::milliseconds within) {
   int fd = -1;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -228,7 +228,7 @@ Status TcpStore::RefusalReason() {
     idle_.pop_back();
   }
   std::vector<uint8_t> reply;
-  const auto deadline = net::Clock::now() + std::chrono::milliseconds(500);
+  const auto deadline = net::Clock::now() + within;
   Status s = net::SendFrame(fd, GetRequest("shardrec/refusal-probe", {}), deadline);
   if (s.ok()) s = net::RecvFrame(fd, &reply, deadline);
   if (!s.ok()) {

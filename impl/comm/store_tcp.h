@@ -103,8 +103,9 @@ class TcpStore : public Store {
   Status Claim(const std::string& name);
   // Why the session was refused, asked on a connection this client already holds (none is
   // opened, so a store that is gone answers at once): kInvalidUsage naming the name claimed
-  // twice, or OK when the store does not say so (or cannot be asked).
-  Status RefusalReason();
+  // twice, or OK when the store does not say so (or cannot be asked). Waits at most `within`
+  // for the answer.
+  Status RefusalReason(std::chrono::milliseconds within);
 
   // The local address of the connection: the interface that routes to the store host.
   const std::string& local_host() const { return local_host_; }

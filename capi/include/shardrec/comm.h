@@ -100,7 +100,8 @@ typedef struct shardrec_comm_options {
   /** Version 2. How long destroying rank 0's communicator (unique id or environment
    *  rendezvous) waits for the other ranks to disconnect from the store it hosts, in ms; 0 =
    *  2000 or the timeout if shorter. A rank that died without destroying its communicator
-   *  costs rank 0 this long, not a timeout. After shardrec_comm_abort() it does not wait. */
+   *  costs rank 0 this long, not a timeout. After shardrec_comm_abort() it does not wait, and a
+   *  creation that fails waits only in what is left of its timeout (none when it timed out). */
   int64_t store_grace_ms;
 } shardrec_comm_options_t;
 
