@@ -97,7 +97,9 @@ class Posix : public FileSystem {
     return Status::Ok();
   }
   Status OpenReadable(const std::string& path, std::unique_ptr<ReadableFile>* out) override {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, for ever and past
+    // any abort; the file type is checked right after, and reads of a regular file ignore it.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       if (errno == ENOENT) return Status::NotFound(path, " does not exist");
       return Errno("cannot open", path);

@@ -80,7 +80,9 @@ struct Mapping {
 };
 
 Status Map(const std::string& path, std::shared_ptr<Mapping>* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, for ever; the type
+  // is checked right after.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound("serving file ", path, " does not exist");
     return Status::Io("cannot open ", path, ": ", std::strerror(errno));
@@ -90,6 +92,11 @@ Status Map(const std::string& path, std::shared_ptr<Mapping>* out) {
     const int e = errno;
     ::close(fd);
     return Status::Io("cannot stat ", path, ": ", std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Bad(path, S_ISDIR(st.st_mode) ? "a directory, not a serving file"
+                                         : "not a regular file (a device, pipe or socket)");
   }
   auto m = std::make_shared<Mapping>();
   m->size = static_cast<size_t>(st.st_size);

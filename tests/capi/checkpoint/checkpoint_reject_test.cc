@@ -2,6 +2,7 @@
 // status and a message naming the file and record or the table, without changing the
 // collection; dense tensors; bad arguments; table export/import.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -124,6 +125,22 @@ TEST(CheckpointReject, ADirectoryInPlaceOfARankFileIsNamedSo) {
   fs::create_directory(files[0]);
   ExpectRejected(s, dir, SHARDREC_ECORRUPT,
                  {fs::path(files[0]).filename().string(), "not a regular file", "a directory"});
+}
+
+// A FIFO where a rank file or the manifest should be: opening it for reading waited for a writer
+// for ever (and past an abort); it is refused like any other non-regular file.
+TEST(CheckpointReject, AFifoInPlaceOfARankFileOrTheManifestIsRefusedAtOnce) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  const auto files = RankFiles(dir);
+  fs::remove(files[1]);
+  ASSERT_EQ(::mkfifo(files[1].c_str(), 0644), 0);
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT,
+                 {fs::path(files[1]).filename().string(), "not a regular file", "pipe"});
+  const std::string other = SavedCheckpoint(s);
+  fs::remove(other + "/manifest.json");
+  ASSERT_EQ(::mkfifo((other + "/manifest.json").c_str(), 0644), 0);
+  ExpectRejected(s, other, SHARDREC_ECORRUPT, {"manifest.json", "not a regular file"});
 }
 
 TEST(CheckpointReject, GarbageManifestIsCorrupt) {

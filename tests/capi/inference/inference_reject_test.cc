@@ -3,6 +3,7 @@
 // model's shape (the old version keeps serving), bad requests while other threads keep getting
 // right answers, and the bounds policies.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cmath>
@@ -132,6 +133,19 @@ TEST(InferenceReject, CorruptAndTruncatedServingFiles) {
     const std::string p = variant("short.serving");
     fs::resize_file(p, keep);
     ExpectRefused(p, SHARDREC_ECORRUPT, {p});
+  }
+  {
+    // A FIFO: opening it for reading waited for a writer for ever.
+    const std::string p = dir + "/fifo.serving";
+    ASSERT_EQ(::mkfifo(p.c_str(), 0644), 0);
+    ExpectRefused(p, SHARDREC_ECORRUPT, {p, "not a regular file"});
+    const std::string d = CopyDir(t.trained_dir);
+    const std::string f = RankFile(d);
+    fs::remove(f);
+    ASSERT_EQ(::mkfifo(f.c_str(), 0644), 0);
+    ExpectRefused(d, SHARDREC_ECORRUPT, {f, "not a regular file"});
+    shardrec_inference_t* reloaded = inf.get();
+    EXPECT_EQ(shardrec_inference_reload(reloaded, d.c_str()), SHARDREC_ECORRUPT);
   }
   // The good file still opens, and answers like the handle that wrote it.
   InferencePtr again = Open(good, SHARDREC_SERVING_AS_TRAINED);
