@@ -225,18 +225,25 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   // failure is an earlier call's, not this batch's: the batch a backward trains stays as it was.
   SR_RETURN_IF_ERROR(engine_->SettleBeforeInput());
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
+  // The output buffer is known now, so this rank's verdict on it rides on the input exchange as
+  // a rejection of the batch (after the batch's own checks): a rank given a wrong out_len fails
+  // its peers' forwards with it, before any state changes, and no rank is left with a batch to
+  // train alone.
+  const Engine::OutputCheck check = [&](int64_t batch_size, int64_t num_values) {
+    return CheckOutput(batch_size, num_values, out, out_len, device_out);
+  };
   Status s;
   {
     ScopedTimer phase(&s_.timings.input_dist_seconds);
     if (engine_->AgreesForwardInInputExchange()) {
-      // The output buffer is known now, so this rank's verdict on it and its mode ride on the
-      // input exchange: a refusal there fails every rank before any state changes.
+      // So does its mode, when the engine needs the ranks to agree on it.
       Status local = engine_->Route(batch, rejected, rb.get());
-      if (local.ok()) local = CheckOutput(*rb, out, out_len, device_out);
+      if (local.ok()) local = check(rb->batch_size, rb->num_values);
       s = engine_->ExchangeAndUnpack(
           local, rb.get(), s_.training ? ForwardMode::kTraining : ForwardMode::kEvaluating);
     } else {
-      s = engine_->DistributeInput(batch, rejected, rb.get());
+      s = engine_->DistributeInput(batch, rejected, rb.get(),
+                                   engine_->ChecksOutputInInputExchange() ? check : nullptr);
     }
   }
   if (!s.ok()) {
@@ -338,15 +345,17 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
                                        const Status& rejected, const DeviceOutput* device_out) {
   // The caller's verdict stands; the output exchange is collective: a rank with a bad output
   // buffer still takes part.
-  const Status local = rejected.ok() ? CheckOutput(*rb, out, out_len, device_out) : rejected;
+  const Status local = rejected.ok()
+                           ? CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out)
+                           : rejected;
   const Status s = engine_->LookupAndCombine(*rb, out, local, device_out);
   return Finish(std::move(rb), s, local);
 }
 
-Status EmbeddingCollection::CheckOutput(const RoutedBatch& rb, const float* out, size_t out_len,
-                                        const DeviceOutput* device_out) const {
+Status EmbeddingCollection::CheckOutput(int64_t batch_size, int64_t num_values, const float* out,
+                                        size_t out_len, const DeviceOutput* device_out) const {
   const Layout& layout = s_.layout;
-  const size_t rows = static_cast<size_t>(layout.sequence ? rb.num_values : rb.batch_size);
+  const size_t rows = static_cast<size_t>(layout.sequence ? num_values : batch_size);
   const size_t need = rows * static_cast<size_t>(layout.output_dim);
   if (out_len != need)
     return Status::InvalidArgument(

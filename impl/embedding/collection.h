@@ -158,8 +158,9 @@ class EmbeddingCollection {
   std::unique_ptr<RoutedBatch> TakeSpare();
   // A NaN or infinite element of a host output gradient (GradNotFinite names it).
   Status CheckGradFinite(const float* grad, size_t len) const;
-  // This rank's verdict on a forward's output buffer for the routed batch `rb` (its own samples).
-  Status CheckOutput(const RoutedBatch& rb, const float* out, size_t out_len,
+  // This rank's verdict on a forward's output buffer: whether `out` / `out_len` (or
+  // `device_out`) fit the output of its own batch of `batch_size` samples and `num_values` ids.
+  Status CheckOutput(int64_t batch_size, int64_t num_values, const float* out, size_t out_len,
                      const DeviceOutput* device_out) const;
   // The lookup and output distribution of a batch whose input distribution is complete.
   Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,

@@ -24,8 +24,11 @@ Status Engine::Route(const Batch& batch, const Status& rejected, RoutedBatch* rb
   }
 }
 
-Status Engine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb) {
-  return ExchangeAndUnpack(Route(batch, rejected, rb), rb);
+Status Engine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
+                               const OutputCheck& check) {
+  Status local = Route(batch, rejected, rb);
+  if (local.ok() && check) local = check(rb->batch_size, rb->num_values);
+  return ExchangeAndUnpack(local, rb);
 }
 
 Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb, ForwardMode mode) {

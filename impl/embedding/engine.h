@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "impl/comm/communicator.h"
@@ -56,8 +57,17 @@ class Engine {
   // This rank's verdict on `batch`: `rejected` if set, else the routing's; anything thrown while
   // routing becomes the rejection too, so it still reaches the agreement.
   Status Route(const Batch& batch, const Status& rejected, RoutedBatch* rb);
-  // Route + exchange + unpack of a batch, every rank taking part (a rejecting one too).
-  virtual Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb);
+  // A forward's verdict on its output buffer for its own batch of (batch_size, num_values).
+  using OutputCheck = std::function<Status(int64_t batch_size, int64_t num_values)>;
+  // Route + exchange + unpack of a batch, every rank taking part (a rejecting one too). A batch
+  // this rank routed is then put to `check` (when given), whose refusal rejects it like a bad
+  // batch, so the exchange fails every rank's forward alike.
+  virtual Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
+                                 const OutputCheck& check = nullptr);
+  // Whether a forward's verdict on its output buffer may ride on the input exchange (check
+  // above): not where the engine agrees on the forward later over a group the input exchange
+  // does not span, which a refusing rank must still reach.
+  virtual bool ChecksOutputInInputExchange() const { return true; }
   // The id exchange and unpacking of a routed batch over the input communicator (`local`: this
   // rank's verdict; a rejecting rank takes part), announcing `mode` and, for a training forward
   // this rank accepted, ForwardWords (ExchangeInput).

@@ -106,6 +106,12 @@ bool HostEngine::AgreesForwardInInputExchange() const {
          (s_.dp_comm.get() == s_.comm.get() || !dynamic::HasDataParallelDynamic(s_.layout));
 }
 
+bool HostEngine::ChecksOutputInInputExchange() const {
+  // With dynamic tables that agree after the exchange (AgreeForward, over a mesh's data-parallel
+  // group), a rank refusing its output buffer must reach that agreement: it refuses there.
+  return !s_.layout.has_dynamic || AgreesForwardInInputExchange();
+}
+
 int64_t HostEngine::ForwardWords(const RoutedBatch& rb) {
   // AgreeForward's carried words (AgreesForwardInInputExchange: the data-parallel group is this
   // communicator); 0 without a data-parallel dynamic table.

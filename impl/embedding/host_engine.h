@@ -31,6 +31,7 @@ class HostEngine final : public Engine {
   // refused its forward must still reach that group's agreement (AgreeDataParallelGroup), so it
   // cannot stop at its own group's exchange.
   bool AgreesForwardInInputExchange() const override;
+  bool ChecksOutputInInputExchange() const override;
   int64_t ForwardWords(const RoutedBatch& rb) override;
   Status Backward(const float* grad, size_t grad_len, const Status& local,
                   const DeviceGradient* device_grad) override;

@@ -150,7 +150,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
  *                batch; ignored otherwise. A GPU collection returns after its device work is
  *                complete (@p out is host memory, written from the rows copied back), so nothing
  *                of the call is left in flight.
- * @return SHARDREC_OK; SHARDREC_EINVAL (bad batch here or on another rank, wrong @p out_len);
+ * @return SHARDREC_OK; SHARDREC_EINVAL (a bad batch or a wrong @p out_len, here or on another
+ *         rank: every rank's forward fails together and none changes state, so a loop that
+ *         skips the backward after a failed forward stays in step on every rank);
  *         SHARDREC_EUSAGE when a started input distribution has not been consumed;
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE on communication failure. Synchronising (GPU
  *         collection): it first returns what earlier stream-ordered calls found (see

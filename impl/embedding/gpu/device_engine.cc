@@ -127,15 +127,22 @@ Status DeviceEngine::SettleBeforeInput() { return device_input_ ? Status::Ok() :
 
 Status DeviceEngine::SettleAfterInput() { return device_input_ ? Settle(true) : Status::Ok(); }
 
-Status DeviceEngine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb) {
-  if (!device_input_) return Engine::DistributeInput(batch, rejected, rb);
+Status DeviceEngine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
+                                     const OutputCheck& check) {
+  if (!device_input_) return Engine::DistributeInput(batch, rejected, rb, check);
   // A batch slot the last forwarded batch, whose backward still reads its ids, does not use.
   rb->device_slot = s_.current != nullptr && s_.current->device_slot == 0 ? 1 : 0;
   rb->send_on_device = false;
-  if (rejected.ok() && batch.device.is_cuda() && batch.device.index == s_.options.device.index)
-    return RouteAndGatherOnDevice(batch, rb);
+  // A device batch is routed on the device, so its output buffer is judged first, by the
+  // batch's own sizes.
+  const bool on_device = batch.device.is_cuda() && batch.device.index == s_.options.device.index;
+  Status verdict = rejected;
+  if (verdict.ok() && on_device && check)
+    verdict = check(batch.batch_size, static_cast<int64_t>(batch.num_values));
+  if (verdict.ok() && on_device) return RouteAndGatherOnDevice(batch, rb);
   // Routed on the host (or rejected): the summary goes up with the exchange.
-  const Status local = Route(batch, rejected, rb);
+  Status local = Route(batch, verdict, rb);
+  if (local.ok() && check && !on_device) local = check(rb->batch_size, rb->num_values);
   HostRouteSummary(route_tables_, local, *rb, &summary_);
   const size_t per = RouteSummaryBytes(route_tables_);
   gathered_.resize(per * static_cast<size_t>(s_.layout.world));

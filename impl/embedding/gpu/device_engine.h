@@ -29,7 +29,8 @@ class DeviceEngine final : public Engine {
   void Adopt(const int64_t* agreed) override;
   Status SetDataParallelComm(const std::shared_ptr<comm::Communicator>& given) override;
 
-  Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb) override;
+  Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
+                         const OutputCheck& check) override;
   // Over NCCL the input exchange completes in StartInputDist (device_engine.cc says why).
   bool ExchangesInputInline() const override { return device_comm_ != nullptr; }
   Status SettleBeforeInput() override;

@@ -107,7 +107,9 @@ TEST_P(EmbeddingHostile, OverflowingBatchSizeIsRejectedOnEveryRank) {
       } else {
         view = *good.view();
       }
-      std::vector<float> out(1 << 12);
+      int64_t dim = 0;
+      shardrec_embedding_output_dim(c, &dim);
+      std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim));
       shardrec_status_t rc;
       if (async) {
         rc = shardrec_embedding_input_dist_start(c, &view, nullptr);

@@ -261,21 +261,32 @@ TEST_F(EmbeddingValidation, BadGradientOnOneRankChangesNothing) {
   });
 }
 
-TEST_F(EmbeddingValidation, BadOutputLengthFailsThatRankOnly) {
+// A wrong out_len on one rank is refused with the batch in the input exchange: every rank's
+// forward fails (it passed on the other ranks, whose backward then waited for a rank that, as
+// the README's loop does, skipped its backward after its failed forward), and no rank has a batch
+// to train.
+TEST_F(EmbeddingValidation, BadOutputLengthFailsEveryRank) {
   Run([&](int r, shardrec_embedding_t* c) {
     KjtHolder kjt(batches_[1][r], s_.num_features, false);
     int64_t dim = 0;
     shardrec_embedding_output_dim(c, &dim);
     std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim) + 1);
     const size_t len = r == 0 ? out.size() : out.size() - 1;
-    shardrec_status_t rc = shardrec_embedding_forward(c, kjt.view(), out.data(), len, nullptr);
-    EXPECT_EQ(rc, r == 0 ? SHARDREC_EINVAL : SHARDREC_OK) << shardrec_last_error();
-    // The rank without a forward rejects the backward, so no rank steps.
     const auto before = Snapshot(c, s_);
+    shardrec_status_t rc = shardrec_embedding_forward(c, kjt.view(), out.data(), len, nullptr);
+    EXPECT_EQ(rc, SHARDREC_EINVAL) << shardrec_last_error();
+    EXPECT_NE(std::string(shardrec_last_error()).find(r == 0 ? "out_len" : "rank 0 rejected"),
+              std::string::npos)
+        << shardrec_last_error();
+    // No rank has a batch to train: every backward is refused the same way.
     const auto& g = grads_[1][r];
     rc = shardrec_embedding_backward(c, g.data(), g.size(), nullptr);
-    EXPECT_EQ(rc, r == 0 ? SHARDREC_EUSAGE : SHARDREC_EINVAL);
+    EXPECT_EQ(rc, SHARDREC_EUSAGE) << shardrec_last_error();
     EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
+    // The next forward with the right length goes through on every rank.
+    EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size() - 1, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
   });
 }
 
