@@ -30,6 +30,14 @@ namespace {
 
 constexpr int32_t kMaxLocalGroup = 1024;
 
+// The longest wait a timeout gives (10^12 ms, about 31.7 years): a larger value (INT64_MAX as
+// "for ever") waits this long instead of overflowing the clock's arithmetic, which made such a
+// timeout expire at once.
+constexpr int64_t kMaxTimeoutMs = 1'000'000'000'000;
+std::chrono::milliseconds Bounded(int64_t ms) {
+  return std::chrono::milliseconds(std::min(ms, kMaxTimeoutMs));
+}
+
 Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   *out = comm::CommOptions{};
   if (in == nullptr) return Status::Ok();
@@ -56,7 +64,7 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   out->backend = static_cast<comm::Backend>(in->backend);
   out->device =
       in->device_type == SHARDREC_DEVICE_CUDA ? Device::Cuda(in->device_index) : Device::Host();
-  out->timeout = std::chrono::milliseconds(in->timeout_ms);
+  out->timeout = Bounded(in->timeout_ms);
   if (in->bind_address != nullptr) {
     out->bind_address = in->bind_address;
     if (!out->bind_address.empty()) {
@@ -70,7 +78,7 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
       return Status::InvalidArgument("options->store_grace_ms ", in->store_grace_ms,
                                      " must be >= 0");
     }
-    out->store_grace = std::chrono::milliseconds(in->store_grace_ms);
+    out->store_grace = Bounded(in->store_grace_ms);
   }
   return Status::Ok();
 }
@@ -283,7 +291,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm_h
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
     if (timeout_ms <= 0) return Status::InvalidArgument("timeout_ms ", timeout_ms, " must be > 0");
-    comm_handle->impl->set_timeout(std::chrono::milliseconds(timeout_ms));
+    comm_handle->impl->set_timeout(shardrec::capi::Bounded(timeout_ms));
     return Status::Ok();
   });
 }

@@ -89,7 +89,9 @@ typedef struct shardrec_unique_id {
  */
 typedef struct shardrec_comm_options {
   uint32_t version;     /**< SHARDREC_COMM_OPTIONS_VERSION. */
-  int64_t timeout_ms;   /**< Default per-operation timeout; 0 = 300000 (5 minutes). */
+  int64_t timeout_ms;   /**< Default per-operation timeout; 0 = 300000 (5 minutes). Values
+                             above 10^12 (about 31.7 years; INT64_MAX as "for ever") wait
+                             10^12 ms. */
   int32_t backend;      /**< SHARDREC_BACKEND_*; 0 = AUTO. */
   int32_t device_type;  /**< shardrec_device_type_t of the buffers; 0 = host. */
   int32_t device_index; /**< CUDA device index when device_type is CUDA. */
@@ -264,7 +266,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out, const shardrec_c
  * Sets the default per-operation timeout of @p comm (not of existing splits; new splits inherit
  * it).
  * @param comm       [in] Communicator; not NULL.
- * @param timeout_ms New timeout, > 0.
+ * @param timeout_ms New timeout, > 0; values above 10^12 wait 10^12 ms (about 31.7 years).
  * @return SHARDREC_OK; SHARDREC_EINVAL. Not thread-safe on @p comm.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm, int64_t timeout_ms);

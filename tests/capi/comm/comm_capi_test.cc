@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -156,6 +157,31 @@ TEST(CapiComm, TimeoutPoisonsTheCommunicator) {
   EXPECT_EQ(shardrec_comm_barrier(comms[0]), SHARDREC_EUSAGE);
   EXPECT_EQ(shardrec_comm_abort(comms[1]), SHARDREC_OK);
   EXPECT_EQ(shardrec_comm_async_error(comms[1]), SHARDREC_EABORTED);
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
+// INT64_MAX as a timeout ("for ever") overflowed the clock's arithmetic and expired at once
+// (creation failed, a barrier timed out in 10 ms); such values now wait 10^12 ms.
+TEST(CapiComm, AHugeTimeoutWaitsInsteadOfExpiring) {
+  shardrec_comm_t* comms[2] = {};
+  shardrec_comm_options_t opts;
+  ASSERT_EQ(shardrec_comm_options_init(&opts, SHARDREC_COMM_OPTIONS_VERSION), SHARDREC_OK);
+  opts.timeout_ms = INT64_MAX;
+  opts.store_grace_ms = INT64_MAX;
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &opts), SHARDREC_OK) << LastError();
+  std::thread peer([&] { EXPECT_EQ(shardrec_comm_barrier(comms[1]), SHARDREC_OK) << LastError(); });
+  EXPECT_EQ(shardrec_comm_barrier(comms[0]), SHARDREC_OK) << LastError();
+  peer.join();
+  ASSERT_EQ(shardrec_comm_set_timeout(comms[0], INT64_MAX), SHARDREC_OK);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(shardrec_comm_abort(comms[0]), SHARDREC_OK);
+  });
+  EXPECT_EQ(shardrec_comm_barrier(comms[0]), SHARDREC_EABORTED) << LastError();  // rank 1 stays
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  aborter.join();
   shardrec_comm_destroy(comms[0]);
   shardrec_comm_destroy(comms[1]);
 }
