@@ -289,6 +289,11 @@ Status RecvFrame(int fd, std::vector<uint8_t>* payload, Clock::time_point deadli
   return n == 0 ? Status::Ok() : RecvAll(fd, payload->data(), n, deadline, stop);
 }
 
+bool PeerHungUp(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 void CloseFd(int* fd) {
   if (*fd >= 0) ::close(*fd);
   *fd = -1;

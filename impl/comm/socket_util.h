@@ -62,6 +62,9 @@ Status RecvFrame(int fd, std::vector<uint8_t>* payload, Clock::time_point deadli
                  const std::function<bool()>& stop = nullptr, size_t max_len = kMaxFrameBytes);
 
 void CloseFd(int* fd);
+// Whether the peer of connected socket `fd` has closed its end or the connection failed,
+// without reading anything and without waiting.
+bool PeerHungUp(int fd);
 
 // Append/consume helpers for the store protocol.
 void PutU8(std::vector<uint8_t>* b, uint8_t v);

@@ -15,6 +15,9 @@ namespace shardrec::comm {
 
 namespace {
 
+// How often a request waiting for keys checks that its client is still there.
+constexpr std::chrono::milliseconds kHangUpCheck{100};
+
 // Compares every byte whatever the first difference, so the reply time says nothing about how
 // much of a guessed nonce was right.
 bool ConstantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
@@ -228,9 +231,17 @@ bool TcpStoreServer::Handle(const Conn& conn, const std::vector<uint8_t>& reques
     };
     // A year caps what a (trusted, authenticated) client may ask, so the deadline never wraps.
     timeout_ms = std::min<uint64_t>(timeout_ms, uint64_t{365} * 24 * 3600 * 1000);
-    const bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-      return ready() || stop_.load() || !conflict_.empty();
-    }) && !stop_.load();
+    const auto deadline = net::Clock::now() + std::chrono::milliseconds(timeout_ms);
+    auto done = [&] { return ready() || stop_.load() || !conflict_.empty(); };
+    bool ok = false;
+    while (
+        !(ok = cv_.wait_until(lock, std::min(deadline, net::Clock::now() + kHangUpCheck), done)) &&
+        net::Clock::now() < deadline) {
+      // A client that hung up while it waited (its process killed) ends its connection now,
+      // releasing the rank it claimed for a restarted process, not when its wait would have.
+      if (net::PeerHungUp(fd)) return false;
+    }
+    ok = ok && !stop_.load();
     if (stop_.load()) return false;
     if (!conflict_.empty()) {
       refuse(tcp_store::kConflict, conflict_);
