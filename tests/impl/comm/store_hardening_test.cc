@@ -199,6 +199,44 @@ TEST(StoreHardening, ARankFreedByItsHolderCanBeClaimedAgain) {
   again.reset();
 }
 
+// A process killed while its connection waited for a key (a rank mid-creation): the server
+// used to keep the connection, and the rank it claimed, until that wait's timeout, refusing a
+// restarted rank as a duplicate. It notices the hang-up within a fraction of a second now.
+TEST(StoreHardening, AKilledClaimantWaitingForAKeyFreesItsRankAtOnce) {
+  Session session = NewSession();
+  std::shared_ptr<TcpStore> owner, again;
+  ASSERT_TRUE(ConnectUniqueIdStore(session.id, 0, milliseconds(5000), &owner).ok());
+  int fd = RawConnect(session.server);
+  ASSERT_GE(fd, 0);
+  const auto deadline = net::Clock::now() + milliseconds(5000);
+  auto call = [&](const std::vector<uint8_t>& request) {
+    std::vector<uint8_t> reply;
+    EXPECT_TRUE(net::SendFrame(fd, request, deadline).ok());
+    EXPECT_TRUE(net::RecvFrame(fd, &reply, deadline).ok());
+    return reply.empty() ? uint8_t{255} : reply[0];
+  };
+  std::vector<uint8_t> hello, claim, get;
+  net::PutU8(&hello, tcp_store::kHello);
+  net::PutBytes(&hello, session.nonce.data(), session.nonce.size());
+  ASSERT_EQ(call(hello), tcp_store::kOk);
+  const std::string name = "rank 1";
+  net::PutU8(&claim, tcp_store::kClaim);
+  net::PutBytes(&claim, name.data(), name.size());
+  ASSERT_EQ(call(claim), tcp_store::kOk);
+  const std::string key = "never";
+  net::PutU8(&get, tcp_store::kGet);
+  net::PutBytes(&get, key.data(), key.size());
+  net::PutU64(&get, 60000);
+  ASSERT_TRUE(net::SendFrame(fd, get, deadline).ok());  // waits for a minute on the server
+  std::this_thread::sleep_for(milliseconds(100));
+  ::close(fd);  // the process dies while its request waits
+  const auto start = Clock::now();
+  Status s = ConnectUniqueIdStore(session.id, 1, milliseconds(5000), &again);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+  again.reset();
+}
+
 TEST(StoreHardening, DuplicateRankFailsEveryCreateWithinTheTimeout) {
   Session session = NewSession();
   CommOptions opts;
