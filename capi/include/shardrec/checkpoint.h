@@ -228,7 +228,9 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
  * a free slot, the file's row, the file's state or zeros, last seen now, count and score 0. Rows
  * the file does not name stay. A shard that would hold more rows than its slots fails the import
  * on every rank (SHARDREC_EINVAL; nothing evicted, nothing changed). docs/dynamic-tables.md,
- * "Table export and import".
+ * "Table export and import". Values are taken as the file has them: a NaN or infinite weight,
+ * or a state no optimizer could have made (a negative Adagrad sum), is not refused here; the
+ * default non-finite check then refuses every training step that reads such a row.
  * @return SHARDREC_OK. Nothing changed: SHARDREC_ENOTFOUND for an unknown table or a missing
  *         file; SHARDREC_EINVAL for a shape or dtype mismatch, NULL arguments, or (dynamic
  *         tables) a file without "ids", a repeated id or too few free slots;
