@@ -182,7 +182,8 @@ Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
     for (const Record& r : e.records) {
       auto it = by_key.find(r.key);
       if (it == by_key.end() || it->second->offset != r.offset || it->second->nbytes != r.nbytes ||
-          it->second->dtype != r.dtype)
+          it->second->dtype != r.dtype || it->second->rows != r.rows ||
+          it->second->cols != r.cols || it->second->vector != r.vector)
         return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
                                " does not match the manifest");
     }
@@ -202,6 +203,22 @@ Status ZeroStates(const std::vector<Read>& zero) {
       std::memset(static_cast<uint8_t*>(z.data) + r * z.row_stride * DTypeSize(z.dtype), 0,
                   static_cast<size_t>(z.cols) * DTypeSize(z.dtype));
   }
+  return Status::Ok();
+}
+
+// Every rank must have read the same checkpoint: ranks given different directories (or one
+// replaced between their reads) would each load their own, and the collection would end up a
+// mix of them with every call returning OK. One all-reduce of the manifest's checksum and its
+// complement (max): equal on every rank exactly when all checksums are.
+Status AgreeSameManifest(comm::Communicator& comm, const Manifest& m) {
+  const std::string json = ManifestToJson(m);
+  const uint64_t h = Checksum(json.data(), json.size());
+  int64_t w[2] = {static_cast<int64_t>(h), static_cast<int64_t>(~h)};
+  SR_RETURN_IF_ERROR(comm.AllReduce(w, w, 2, DType::kInt64, comm::ReduceOp::kMax));
+  if (static_cast<uint64_t>(w[0]) != h || ~static_cast<uint64_t>(w[1]) != h)
+    return Status::InvalidArgument(
+        "the ranks read different checkpoints (their manifests differ): every rank must load "
+        "the same directory; no rank changed any state");
   return Status::Ok();
 }
 
@@ -266,6 +283,7 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     return Status::Ok();
   }();
   SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to read and verify its part of the checkpoint"));
+  SR_RETURN_IF_ERROR(AgreeSameManifest(*g.comm, m));
 
   if (!options.allow_partial_load) {
     // Every rank holds its verified part. A host commit is memory copies, which cannot fail:

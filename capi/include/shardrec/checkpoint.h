@@ -152,8 +152,9 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  * @param dir     [in] NUL-terminated directory path; must not be NULL.
  * @param options [in] May be NULL (defaults). Dense tensors' data is written only on success.
  * @return SHARDREC_OK. Nothing changed: SHARDREC_ENOTFOUND when @p dir has no manifest;
- *         SHARDREC_EINVAL for a mismatch (the message names the table and what differs) or bad
- *         arguments; SHARDREC_ECORRUPT for a malformed manifest (or one that does not match its
+ *         SHARDREC_EINVAL for a mismatch (the message names the table and what differs), ranks
+ *         that read different checkpoints (given different directories), or bad arguments;
+ *         SHARDREC_ECORRUPT for a malformed manifest (or one that does not match its
  *         own checksum), a missing, truncated or
  *         malformed rank file, or a chunk whose checksum fails (the message names the file and
  *         record); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE; SHARDREC_EUSAGE while an

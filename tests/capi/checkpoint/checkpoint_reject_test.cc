@@ -143,6 +143,51 @@ TEST(CheckpointReject, AFifoInPlaceOfARankFileOrTheManifestIsRefusedAtOnce) {
   ExpectRejected(s, other, SHARDREC_ECORRUPT, {"manifest.json", "not a regular file"});
 }
 
+// Ranks given different directories: each read a valid checkpoint, every call returned OK and
+// the collection became a mix of the two. The ranks now compare what they read.
+TEST(CheckpointReject, RanksLoadingDifferentCheckpointsAreRefused) {
+  const Scenario s = AdamScenario();
+  const std::string first = SavedCheckpoint(s);
+  std::string second;
+  {
+    second = FreshDir("reject");
+    OnSide(kSide, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+      TrainSteps(kSide, s, r, c, m, 0, 3);  // one step further than `first`
+      EXPECT_EQ(SaveOn(c, m, second, nullptr), SHARDREC_OK) << shardrec_last_error();
+    });
+  }
+  OnSide(kSide, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    const Snap before = TakeSnap(c, s);
+    EXPECT_EQ(LoadOn(c, m, r == 0 ? first : second, nullptr), SHARDREC_EINVAL)
+        << shardrec_last_error();
+    EXPECT_NE(std::string(shardrec_last_error()).find("different checkpoints"), std::string::npos)
+        << shardrec_last_error();
+    std::string why;
+    EXPECT_TRUE(BitEqual(TakeSnap(c, s), before, &why)) << "state changed: " << why;
+    EXPECT_EQ(LoadOn(c, m, first, nullptr), SHARDREC_OK) << shardrec_last_error();
+  });
+}
+
+// A rank file whose safetensors header gives a record another shape than the manifest (same
+// bytes, dims swapped) was loaded as if it matched.
+TEST(CheckpointReject, AHeaderShapeOtherThanTheManifestsIsCorrupt) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  const auto files = RankFiles(dir);
+  std::string bytes = Slurp(files[0]);
+  const size_t at = bytes.find("\"shape\":[");
+  ASSERT_NE(at, std::string::npos);
+  const size_t open = at + 9, comma = bytes.find(',', open), close = bytes.find(']', open);
+  ASSERT_TRUE(comma < close);
+  const std::string rows = bytes.substr(open, comma - open);
+  const std::string cols = bytes.substr(comma + 1, close - comma - 1);
+  ASSERT_NE(rows, cols);
+  bytes.replace(open, close - open, cols + "," + rows);  // same length
+  Spit(files[0], bytes);
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT,
+                 {fs::path(files[0]).filename().string(), "does not match the manifest"});
+}
+
 TEST(CheckpointReject, GarbageManifestIsCorrupt) {
   const Scenario s = AdamScenario();
   const std::string dir = SavedCheckpoint(s);
