@@ -237,15 +237,8 @@ TEST(EmbeddingTableMemory, SmallPagesGiveTheSameResults) {
 // process would die writing the initial weights. Creation refuses them with ENOMEM instead, before
 // touching any memory, and the communicator stays usable.
 TEST(EmbeddingTableMemory, MoreThanTheHostHasIsRefusedBeforeAnyWrite) {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) GTEST_SKIP() << "no /proc/meminfo: the check does not apply here";
-  unsigned long long kb = 0;
-  char line[256];
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-  }
-  std::fclose(f);
-  ASSERT_GT(kb, 0u);
+  const uint64_t kb = MemAvailableKiB();
+  if (kb == 0) GTEST_SKIP() << "no MemAvailable in /proc/meminfo: the check does not apply here";
   const int32_t dim = 64;
   const uint64_t bytes = kb * 1024 + (uint64_t{1} << 30);  // 1 GiB more than is available
   shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -83,6 +84,18 @@ struct CachedGroups {
   }
 };
 }  // namespace
+
+uint64_t MemAvailableKiB() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  unsigned long long kb = 0;
+  char line[256];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb;
+}
 
 shardrec_comm_t* GroupComm(int32_t world, int32_t rank) {
   static CachedGroups cache;

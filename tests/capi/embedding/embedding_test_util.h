@@ -54,6 +54,10 @@ PlanPtr MakePlan(const Scenario& s);
 // Communicators of an in-process group of `world` ranks, created once and reused.
 shardrec_comm_t* GroupComm(int32_t world, int32_t rank);
 
+// MemAvailable of /proc/meminfo in KiB, or 0 where it cannot be read (what the library checks
+// arenas against before it writes them).
+uint64_t MemAvailableKiB();
+
 // batches[step][rank] and grads[step][rank] (uniform in [-1, 1], output-shaped).
 std::vector<std::vector<RefBatch>> MakeBatches(const Scenario& s, const ReferenceModel& ref);
 std::vector<std::vector<std::vector<float>>> MakeGrads(const Scenario& s,
