@@ -239,25 +239,13 @@ TEST(DynamicCapacity, MetadataBeyondTheHostsMemoryIsRefusedBeforeAnyWrite) {
   ASSERT_EQ(shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION),
             SHARDREC_OK);
   dyn.eviction = SHARDREC_EVICTION_LRU;
-  shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
-  feature.name = "f";
-  const int32_t index = 0;
   shardrec_table_config_t table = SHARDREC_TABLE_CONFIG_INIT;
   table.name = "huge";
   table.rows = slots;
   table.dim = 4;
-  table.features = &index;
-  table.num_features = 1;
   table.dynamic = &dyn;
-  shardrec_topology_t topo;
-  ASSERT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
-  topo.world_size = 1;
-  topo.optimizer = SHARDREC_OPTIMIZER_SGD;
-  topo.memory_bytes = uint64_t{1} << 50;  // the planner is told there is room
-  shardrec_plan_t* raw_plan = nullptr;
-  ASSERT_EQ(shardrec_plan_create(&raw_plan, &table, 1, &feature, 1, &topo, nullptr, 0), SHARDREC_OK)
-      << shardrec_last_error();
-  PlanPtr plan(raw_plan);
+  PlanPtr plan = OneTablePlan(table);
+  ASSERT_NE(plan, nullptr);
   shardrec_comm_t* comm = GroupComm(1, 0);
   shardrec_embedding_t* c = nullptr;
   const auto start = std::chrono::steady_clock::now();

@@ -241,25 +241,14 @@ TEST(EmbeddingTableMemory, MoreThanTheHostHasIsRefusedBeforeAnyWrite) {
   if (kb == 0) GTEST_SKIP() << "no MemAvailable in /proc/meminfo: the check does not apply here";
   const int32_t dim = 64;
   const uint64_t bytes = kb * 1024 + (uint64_t{1} << 30);  // 1 GiB more than is available
-  shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
-  feature.name = "f";
-  const int32_t index = 0;
   shardrec_table_config_t table = SHARDREC_TABLE_CONFIG_INIT;
   table.name = "huge";
   table.rows = static_cast<int64_t>(bytes / (sizeof(float) * dim)) + 1;
   table.dim = dim;
-  table.features = &index;
-  table.num_features = 1;
-  shardrec_topology_t topo;
-  ASSERT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
-  topo.world_size = 1;
-  topo.optimizer = SHARDREC_OPTIMIZER_SGD;
-  topo.memory_bytes = uint64_t{1} << 50;  // the planner is told there is room
-  shardrec_plan_t* raw_plan = nullptr;
-  ASSERT_EQ(shardrec_plan_create(&raw_plan, &table, 1, &feature, 1, &topo, nullptr, 0), SHARDREC_OK)
-      << shardrec_last_error();
-  PlanPtr plan(raw_plan);
-  shardrec_embedding_t* c = reinterpret_cast<shardrec_embedding_t*>(&topo);
+  PlanPtr plan = OneTablePlan(table);  // the planner is told there is room
+  ASSERT_NE(plan, nullptr);
+  int marker = 0;
+  shardrec_embedding_t* c = reinterpret_cast<shardrec_embedding_t*>(&marker);
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), nullptr, nullptr),
             SHARDREC_ENOMEM);
@@ -267,7 +256,7 @@ TEST(EmbeddingTableMemory, MoreThanTheHostHasIsRefusedBeforeAnyWrite) {
   EXPECT_NE(std::string(shardrec_last_error()).find("MemAvailable"), std::string::npos)
       << shardrec_last_error();
   // Creation never completed: nothing to destroy, and *out is untouched (set only on success).
-  EXPECT_EQ(c, reinterpret_cast<shardrec_embedding_t*>(&topo));
+  EXPECT_EQ(c, reinterpret_cast<shardrec_embedding_t*>(&marker));
   float v = 1.0f;
   EXPECT_EQ(shardrec_comm_allreduce(GroupComm(1, 0), &v, &v, 1, SHARDREC_DTYPE_FLOAT32,
                                     SHARDREC_REDUCE_SUM, nullptr),

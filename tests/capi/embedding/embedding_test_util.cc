@@ -85,6 +85,23 @@ struct CachedGroups {
 };
 }  // namespace
 
+PlanPtr OneTablePlan(shardrec_table_config_t table) {
+  shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
+  feature.name = "f";
+  const int32_t index = 0;
+  table.features = &index;
+  table.num_features = 1;
+  shardrec_topology_t topo;
+  EXPECT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
+  topo.world_size = 1;
+  topo.optimizer = SHARDREC_OPTIMIZER_SGD;
+  topo.memory_bytes = uint64_t{1} << 50;
+  shardrec_plan_t* plan = nullptr;
+  EXPECT_EQ(shardrec_plan_create(&plan, &table, 1, &feature, 1, &topo, nullptr, 0), SHARDREC_OK)
+      << shardrec_last_error();
+  return PlanPtr(plan);
+}
+
 uint64_t MemAvailableKiB() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
   if (f == nullptr) return 0;

@@ -54,6 +54,10 @@ PlanPtr MakePlan(const Scenario& s);
 // Communicators of an in-process group of `world` ranks, created once and reused.
 shardrec_comm_t* GroupComm(int32_t world, int32_t rank);
 
+// A world-1 SGD plan of `table` alone, read by one feature "f", the planner told any memory
+// fits (tests of what creation refuses); null (with a test failure) when planning fails.
+PlanPtr OneTablePlan(shardrec_table_config_t table);
+
 // MemAvailable of /proc/meminfo in KiB, or 0 where it cannot be read (what the library checks
 // arenas against before it writes them).
 uint64_t MemAvailableKiB();
