@@ -54,6 +54,8 @@ class TcpStoreServer {
     std::thread thread;
   };
 
+  // Whether connection `id`'s client has hung up while its thread still serves it (mu_ held).
+  bool HolderHungUp(uint64_t id) const;
   TcpStoreServer(int fd, uint16_t port, const Nonce& nonce)
       : listen_fd_(fd), port_(port), nonce_(nonce) {}
   void AcceptLoop();

@@ -162,6 +162,12 @@ bool TcpStoreServer::Hello(int fd, const std::vector<uint8_t>& request) {
   return net::SendFrame(fd, reply, net::Clock::now() + tcp_store::kHelloTimeout).ok() && ok;
 }
 
+bool TcpStoreServer::HolderHungUp(uint64_t id) const {
+  for (const Conn& c : conns_)
+    if (c.id == id) return !c.done && net::PeerHungUp(c.fd);
+  return false;
+}
+
 bool TcpStoreServer::Handle(const Conn& conn, const std::vector<uint8_t>& request) {
   net::Reader in(request);
   uint8_t op = 0;
@@ -179,6 +185,12 @@ bool TcpStoreServer::Handle(const Conn& conn, const std::vector<uint8_t>& reques
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = claims_.find(name);
+      if (it != claims_.end() && it->second != conn.id && HolderHungUp(it->second)) {
+        // Its process died (a restart comes within the hang-up check's interval of the kill):
+        // the name is free; the old connection's thread, when it ends, releases only its own.
+        claims_.erase(it);
+        it = claims_.end();
+      }
       if (!conflict_.empty()) {
         refuse(tcp_store::kConflict, conflict_);
       } else if (it == claims_.end() || it->second == conn.id) {
