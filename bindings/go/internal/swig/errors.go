@@ -9,8 +9,23 @@ import (
 	"strings"
 )
 
-// errCodeInternal is SHARDREC_EINTERNAL (shardrec/common.h).
-const errCodeInternal = -12
+// errCodeInternal and errCodeInvalid are SHARDREC_EINTERNAL and SHARDREC_EINVAL
+// (shardrec/common.h).
+const (
+	errCodeInternal = -12
+	errCodeInvalid  = -2
+)
+
+// nullHandleMessages are the C messages for a NULL handle argument. From Go a handle is NULL
+// only when its object is nil or was closed, which the C message cannot say ("coll must not be
+// NULL" after Close read as if the program had passed NULL).
+var nullHandleMessages = map[string]bool{
+	"coll must not be NULL": true, "collection must not be NULL": true,
+	"comm must not be NULL": true, "mesh must not be NULL": true, "plan must not be NULL": true,
+	"mlp must not be NULL": true, "dcn must not be NULL": true, "ddp must not be NULL": true,
+	"fsdp must not be NULL": true, "optimizer must not be NULL": true,
+	"inference handle is NULL": true,
+}
 
 // Error is a failed libshardrec call: its status code and the C message, copied in the same
 // cgo call as the failure. The public package re-exports it as shardrec.Error.
@@ -37,5 +52,9 @@ func statusError(s string) error {
 	if err != nil || len(parts) != 2 {
 		return &Error{Code: errCodeInternal, Message: fmt.Sprintf("malformed status %q", s)}
 	}
-	return &Error{Code: code, Message: parts[1]}
+	msg := parts[1]
+	if code == errCodeInvalid && nullHandleMessages[msg] {
+		msg += " (from Go: the object is nil or was closed)"
+	}
+	return &Error{Code: code, Message: msg}
 }
