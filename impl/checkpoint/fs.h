@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,8 +51,15 @@ class FileSystem {
 
 std::shared_ptr<FileSystem> PosixFileSystem();
 
-// Writes `path` atomically: `path`.tmp, append, fsync, close, rename over `path`, fsync of the
-// directory. A failure at any step leaves `path` as it was (at worst a stray .tmp file).
+// Writes `dir`/`name` through the temporary file `dir`/`tmp`: `write` fills it, then it is
+// fsync'ed, closed and renamed over the name, and the directory fsync'ed. A failure at any step
+// leaves the name as it was and removes the temporary file (best effort: a crash can leave it).
+Status WriteThroughTemporary(FileSystem& fs, const std::string& dir, const std::string& name,
+                             const std::string& tmp,
+                             const std::function<Status(WritableFile&)>& write);
+
+// WriteThroughTemporary of `pieces` in order, under a temporary name of this process and call
+// (`name`.tmp.<pid>.<n>).
 Status WriteAtomically(FileSystem& fs, const std::string& dir, const std::string& name,
                        const std::vector<std::pair<const void*, size_t>>& pieces);
 

@@ -141,20 +141,14 @@ class Posix : public FileSystem {
 
 std::shared_ptr<FileSystem> PosixFileSystem() { return std::make_shared<Posix>(); }
 
-Status WriteAtomically(FileSystem& fs, const std::string& dir, const std::string& name,
-                       const std::vector<std::pair<const void*, size_t>>& pieces) {
-  // A temporary name of this process and call: writers of the same file (each sharding group
-  // of a mesh exporting one table) never share one, and the last rename wins with equal bytes.
-  static std::atomic<uint64_t> counter{0};
+Status WriteThroughTemporary(FileSystem& fs, const std::string& dir, const std::string& name,
+                             const std::string& tmp_name,
+                             const std::function<Status(WritableFile&)>& write) {
   const std::string path = dir + "/" + name;
-  const std::string tmp = StrCat(path, ".tmp.", ::getpid(), ".", counter++);
+  const std::string tmp = dir + "/" + tmp_name;
   std::unique_ptr<WritableFile> f;
   SR_RETURN_IF_ERROR(fs.NewWritable(tmp, &f));
-  Status s = Status::Ok();
-  for (const auto& [data, n] : pieces) {
-    s = f->Append(data, n);
-    if (!s.ok()) break;
-  }
+  Status s = write(*f);
   if (s.ok()) s = f->Sync();
   // Closed whatever happened, so that a failed write can take its temporary file away.
   const Status closed = f->Close();
@@ -167,6 +161,19 @@ Status WriteAtomically(FileSystem& fs, const std::string& dir, const std::string
     return s;
   }
   return fs.SyncDir(dir);
+}
+
+Status WriteAtomically(FileSystem& fs, const std::string& dir, const std::string& name,
+                       const std::vector<std::pair<const void*, size_t>>& pieces) {
+  // A temporary name of this process and call: writers of the same file (each sharding group
+  // of a mesh exporting one table) never share one, and the last rename wins with equal bytes.
+  static std::atomic<uint64_t> counter{0};
+  return WriteThroughTemporary(fs, dir, name, StrCat(name, ".tmp.", ::getpid(), ".", counter++),
+                               [&](WritableFile& f) {
+                                 for (const auto& [data, n] : pieces)
+                                   SR_RETURN_IF_ERROR(f.Append(data, n));
+                                 return Status::Ok();
+                               });
 }
 
 }  // namespace shardrec::checkpoint

@@ -143,10 +143,10 @@ std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
 }
 
 // Writes the header and every source's rows to `f`, recording a checksum per chunk in `recs`.
-Status WriteRecords(WritableFile* f, const std::string& header, std::vector<Source>* sources,
+Status WriteRecords(WritableFile& f, const std::string& header, std::vector<Source>* sources,
                     std::vector<Record>* recs_out) {
   std::vector<Record>& recs = *recs_out;
-  SR_RETURN_IF_ERROR(f->Append(header.data(), header.size()));
+  SR_RETURN_IF_ERROR(f.Append(header.data(), header.size()));
   std::vector<uint8_t> staging;
   embedding::HostStaging device_staging;  // chunks of device tensors, pinned when it can be
   for (size_t i = 0; i < sources->size(); ++i) {
@@ -177,7 +177,7 @@ Status WriteRecords(WritableFile* f, const std::string& header, std::vector<Sour
         p = staging.data();
       }
       r.checksums.push_back(Checksum(p, n));
-      SR_RETURN_IF_ERROR(f->Append(p, n));
+      SR_RETURN_IF_ERROR(f.Append(p, n));
     }
   }
   return Status::Ok();
@@ -190,22 +190,11 @@ Status WriteRankFile(FileSystem& fs, const std::string& dir, const std::string& 
   for (const Source& s : *sources) recs.push_back(s.rec);
   const std::string header = SafetensorsHeader(
       &recs, {{"format", "shardrec-checkpoint-shard"}, {"generation", std::to_string(generation)}});
-  const std::string path = dir + "/" + name;
-  const std::string tmp = path + ".tmp";
-  std::unique_ptr<WritableFile> f;
-  SR_RETURN_IF_ERROR(fs.NewWritable(tmp, &f));
   // A failed write takes its temporary file with it: on a full disk it would otherwise keep the
   // space the next save needs until that save (or a later one) succeeded.
-  Status s = WriteRecords(f.get(), header, sources, &recs);
-  if (s.ok()) s = f->Sync();
-  if (s.ok()) s = f->Close();
-  if (s.ok()) s = fs.Rename(tmp, path);
-  if (!s.ok()) {
-    f.reset();
-    (void)fs.Remove(tmp);  // the write's error is the one to report
-    return s;
-  }
-  SR_RETURN_IF_ERROR(fs.SyncDir(dir));
+  SR_RETURN_IF_ERROR(WriteThroughTemporary(fs, dir, name, name + ".tmp", [&](WritableFile& f) {
+    return WriteRecords(f, header, sources, &recs);
+  }));
   entry->name = name;
   entry->size = header.size();
   for (const Record& r : recs) entry->size += r.nbytes;
