@@ -232,19 +232,15 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   const Engine::OutputCheck check = [&](int64_t batch_size, int64_t num_values) {
     return CheckOutput(batch_size, num_values, out, out_len, device_out);
   };
+  // So does its mode, when the engine needs the ranks to agree on it.
+  const ForwardMode mode = !engine_->AgreesForwardInInputExchange() ? ForwardMode::kNone
+                           : s_.training                            ? ForwardMode::kTraining
+                                                                    : ForwardMode::kEvaluating;
   Status s;
   {
     ScopedTimer phase(&s_.timings.input_dist_seconds);
-    if (engine_->AgreesForwardInInputExchange()) {
-      // So does its mode, when the engine needs the ranks to agree on it.
-      Status local = engine_->Route(batch, rejected, rb.get());
-      if (local.ok()) local = check(rb->batch_size, rb->num_values);
-      s = engine_->ExchangeAndUnpack(
-          local, rb.get(), s_.training ? ForwardMode::kTraining : ForwardMode::kEvaluating);
-    } else {
-      s = engine_->DistributeInput(batch, rejected, rb.get(),
-                                   engine_->ChecksOutputInInputExchange() ? check : nullptr);
-    }
+    s = engine_->DistributeInput(batch, rejected, rb.get(),
+                                 engine_->ChecksOutputInInputExchange() ? check : nullptr, mode);
   }
   if (!s.ok()) {
     spare_ = std::move(rb);

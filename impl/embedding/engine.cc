@@ -25,10 +25,10 @@ Status Engine::Route(const Batch& batch, const Status& rejected, RoutedBatch* rb
 }
 
 Status Engine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
-                               const OutputCheck& check) {
+                               const OutputCheck& check, ForwardMode mode) {
   Status local = Route(batch, rejected, rb);
   if (local.ok() && check) local = check(rb->batch_size, rb->num_values);
-  return ExchangeAndUnpack(local, rb);
+  return ExchangeAndUnpack(local, rb, mode);
 }
 
 Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb, ForwardMode mode) {

@@ -61,9 +61,11 @@ class Engine {
   using OutputCheck = std::function<Status(int64_t batch_size, int64_t num_values)>;
   // Route + exchange + unpack of a batch, every rank taking part (a rejecting one too). A batch
   // this rank routed is then put to `check` (when given), whose refusal rejects it like a bad
-  // batch, so the exchange fails every rank's forward alike.
+  // batch, so the exchange fails every rank's forward alike; the exchange announces `mode`
+  // (ExchangeAndUnpack).
   virtual Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
-                                 const OutputCheck& check = nullptr);
+                                 const OutputCheck& check = nullptr,
+                                 ForwardMode mode = ForwardMode::kNone);
   // Whether a forward's verdict on its output buffer may ride on the input exchange (check
   // above): not where the engine agrees on the forward later over a group the input exchange
   // does not span, which a refusing rank must still reach.

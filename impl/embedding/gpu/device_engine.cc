@@ -128,8 +128,8 @@ Status DeviceEngine::SettleBeforeInput() { return device_input_ ? Status::Ok() :
 Status DeviceEngine::SettleAfterInput() { return device_input_ ? Settle(true) : Status::Ok(); }
 
 Status DeviceEngine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
-                                     const OutputCheck& check) {
-  if (!device_input_) return Engine::DistributeInput(batch, rejected, rb, check);
+                                     const OutputCheck& check, ForwardMode mode) {
+  if (!device_input_) return Engine::DistributeInput(batch, rejected, rb, check, mode);
   // A batch slot the last forwarded batch, whose backward still reads its ids, does not use.
   rb->device_slot = s_.current != nullptr && s_.current->device_slot == 0 ? 1 : 0;
   rb->send_on_device = false;

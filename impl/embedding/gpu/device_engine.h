@@ -29,8 +29,9 @@ class DeviceEngine final : public Engine {
   void Adopt(const int64_t* agreed) override;
   Status SetDataParallelComm(const std::shared_ptr<comm::Communicator>& given) override;
 
+  // (`mode` is kNone here: a device collection never agrees in its input exchange.)
   Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
-                         const OutputCheck& check) override;
+                         const OutputCheck& check, ForwardMode mode) override;
   // Over NCCL the input exchange completes in StartInputDist (device_engine.cc says why).
   bool ExchangesInputInline() const override { return device_comm_ != nullptr; }
   Status SettleBeforeInput() override;
