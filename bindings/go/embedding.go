@@ -56,7 +56,10 @@ const (
 	CommEncodingBF16 CommEncoding = 2 // relative error <= 2^-8
 )
 
-// OptimizerConfig is the fused optimizer; DefaultOptimizer gives the C defaults.
+// OptimizerConfig is the fused optimizer. Start from NewOptimizer or DefaultOptimizer (the C
+// defaults): every field is passed to C as it is, and 0 is a valid value for most of them (beta1
+// 0 keeps no momentum), so a literal's unset fields train with 0, not with the defaults
+// (&OptimizerConfig{Type: OptimizerAdam, LearningRate: 0.05} is Adam with betas 0 and eps 0).
 type OptimizerConfig struct {
 	Type            OptimizerType
 	LearningRate    float32
@@ -93,6 +96,15 @@ func newNativeOptimizer(opt *OptimizerConfig) (swig.Optimizer_config, error) {
 // DefaultOptimizer is SGD with the library defaults (lr 0.01, eps 1e-8, betas 0.9/0.999).
 func DefaultOptimizer() OptimizerConfig {
 	return OptimizerConfig{Type: OptimizerSGD, LearningRate: 0.01, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999}
+}
+
+// NewOptimizer is optimizer t at learning rate lr with the other defaults of DefaultOptimizer
+// (Java's new Config.Optimizer().type(t).learningRate(lr), Rust's Optimizer::new(t, lr)).
+func NewOptimizer(t OptimizerType, lr float32) *OptimizerConfig {
+	o := DefaultOptimizer()
+	o.Type = t
+	o.LearningRate = lr
+	return &o
 }
 
 // EmbeddingOptions are the collection options; zero values are the defaults.

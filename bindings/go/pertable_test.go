@@ -211,3 +211,22 @@ func TestTableLearningRatesOutputsAndTimings(t *testing.T) {
 		t.Fatalf("timings %+v", tm)
 	}
 }
+
+// NewOptimizer keeps the library's defaults beside the type and rate it is given (a struct
+// literal would pass its unset betas and eps as 0): the collection reports them back.
+func TestNewOptimizerKeepsTheDefaults(t *testing.T) {
+	opt := NewOptimizer(OptimizerAdam, 0.05)
+	want := DefaultOptimizer()
+	want.Type, want.LearningRate = OptimizerAdam, 0.05
+	if *opt != want {
+		t.Fatalf("NewOptimizer(Adam, 0.05) = %+v, want %+v", *opt, want)
+	}
+	tables := []TableConfig{{Name: "t", Rows: 8, Dim: 4, Features: []int32{0}, Optimizer: opt}}
+	coll := newWorld1Collection(t, tables, []FeatureConfig{{Name: "f0"}}, opt)
+	defer coll.Close()
+	got, err := coll.TableOptimizer("t")
+	if err != nil || got.Beta1 != 0.9 || got.Beta2 != 0.999 || got.Eps != 1e-8 ||
+		got.LearningRate != 0.05 || got.Type != OptimizerAdam {
+		t.Fatalf("the collection trains with %+v (%v), want Adam at 0.05 with the defaults", got, err)
+	}
+}

@@ -206,10 +206,12 @@ TEST(CheckpointFaults, EveryStepOfASaveLeavesALoadableCheckpoint) {
         } else {
           EXPECT_EQ(saved.code(), Code::kIo) << saved.ToString();
           // A failed write takes its temporary file with it (after a crash nothing can).
-          if (kind != MemoryFileSystem::Fault::kCrash)
-            for (const std::string& name : fs->List())
+          if (kind != MemoryFileSystem::Fault::kCrash) {
+            for (const std::string& name : fs->List()) {
               EXPECT_EQ(name.find(".tmp"), std::string::npos)
                   << "fault " << static_cast<int>(kind) << " at step " << k << " left " << name;
+            }
+          }
         }
         if (r == 0) {
           failed_saves += saved.ok() ? 0 : 1;

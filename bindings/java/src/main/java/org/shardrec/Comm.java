@@ -12,19 +12,19 @@ import org.shardrec.swig.comm_options;
 public final class Comm extends NativeHandle {
   // Deprecated aliases of the earlier docs' constants (see the top of Config).
   /** @deprecated Use {@link ReduceOp#SUM}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ReduceOp REDUCE_SUM = ReduceOp.SUM;
 
   /** @deprecated Use {@link ReduceOp#AVG}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ReduceOp REDUCE_AVG = ReduceOp.AVG;
 
   /** @deprecated Use {@link ReduceOp#MAX}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ReduceOp REDUCE_MAX = ReduceOp.MAX;
 
   /** @deprecated Use {@link ReduceOp#MIN}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ReduceOp REDUCE_MIN = ReduceOp.MIN;
   Comm(long handle) {
     super(handle, Native::comm_destroy);

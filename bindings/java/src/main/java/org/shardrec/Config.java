@@ -14,71 +14,71 @@ public final class Config {
   // deprecated them (CHANGELOG.md).
 
   /** @deprecated Use {@link ShardingType#DATA_PARALLEL}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ShardingType DATA_PARALLEL = ShardingType.DATA_PARALLEL;
 
   /** @deprecated Use {@link ShardingType#TABLE_WISE}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ShardingType TABLE_WISE = ShardingType.TABLE_WISE;
 
   /** @deprecated Use {@link ShardingType#ROW_WISE}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ShardingType ROW_WISE = ShardingType.ROW_WISE;
 
   /** @deprecated Use {@link ShardingType#COLUMN_WISE}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ShardingType COLUMN_WISE = ShardingType.COLUMN_WISE;
 
   /** @deprecated Use {@link ShardingType#TABLE_ROW_WISE}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ShardingType TABLE_ROW_WISE = ShardingType.TABLE_ROW_WISE;
 
   /** @deprecated Use {@link ShardingType#TABLE_COLUMN_WISE}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ShardingType TABLE_COLUMN_WISE = ShardingType.TABLE_COLUMN_WISE;
 
   /** @deprecated Use {@link ShardingType#GRID}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final ShardingType GRID = ShardingType.GRID;
 
   /** @deprecated Use {@link Pooling#SUM}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final Pooling POOLING_SUM = Pooling.SUM;
 
   /** @deprecated Use {@link Pooling#MEAN}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final Pooling POOLING_MEAN = Pooling.MEAN;
 
   /** @deprecated Use {@link Pooling#NONE}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final Pooling POOLING_NONE = Pooling.NONE;
 
   /** @deprecated Use {@link InitKind#DEFAULT}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final InitKind INIT_DEFAULT = InitKind.DEFAULT;
 
   /** @deprecated Use {@link InitKind#UNIFORM}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final InitKind INIT_UNIFORM = InitKind.UNIFORM;
 
   /** @deprecated Use {@link InitKind#CONSTANT}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final InitKind INIT_CONSTANT = InitKind.CONSTANT;
 
   /** @deprecated Use {@link DType#FLOAT32}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final DType DTYPE_FLOAT32 = DType.FLOAT32;
 
   /** @deprecated Use {@link DType#FLOAT64}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final DType DTYPE_FLOAT64 = DType.FLOAT64;
 
   /** @deprecated Use {@link DType#INT32}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final DType DTYPE_INT32 = DType.INT32;
 
   /** @deprecated Use {@link DType#INT64}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final DType DTYPE_INT64 = DType.INT64;
 
   /** A sparse feature (a KJT key). */
@@ -346,27 +346,27 @@ public final class Config {
   public static final class Optimizer {
     // Deprecated aliases of the earlier docs' constants (see the top of Config).
     /** @deprecated Use {@link OptimizerType#SGD}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final OptimizerType SGD = OptimizerType.SGD;
 
     /** @deprecated Use {@link OptimizerType#ADAGRAD}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final OptimizerType ADAGRAD = OptimizerType.ADAGRAD;
 
     /** @deprecated Use {@link OptimizerType#ROWWISE_ADAGRAD}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final OptimizerType ROWWISE_ADAGRAD = OptimizerType.ROWWISE_ADAGRAD;
 
     /** @deprecated Use {@link OptimizerType#ADAM}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final OptimizerType ADAM = OptimizerType.ADAM;
 
     /** @deprecated Use {@link OptimizerType#PARTIAL_ROWWISE_ADAM}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final OptimizerType PARTIAL_ROWWISE_ADAM = OptimizerType.PARTIAL_ROWWISE_ADAM;
 
     /** @deprecated Use {@link OptimizerType#LAMB}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final OptimizerType LAMB = OptimizerType.LAMB;
     public OptimizerType type = OptimizerType.SGD;
     public float learningRate = 0.01f;
@@ -427,15 +427,15 @@ public final class Config {
   public static final class EmbeddingOptions {
     // Deprecated aliases of the earlier docs' constants (see the top of Config).
     /** @deprecated Use {@link BoundsPolicy#ERROR}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final BoundsPolicy BOUNDS_ERROR = BoundsPolicy.ERROR;
 
     /** @deprecated Use {@link BoundsPolicy#CLAMP}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final BoundsPolicy BOUNDS_CLAMP = BoundsPolicy.CLAMP;
 
     /** @deprecated Use {@link BoundsPolicy#SKIP}. */
-    @Deprecated(forRemoval = true)
+    @Deprecated
     public static final BoundsPolicy BOUNDS_SKIP = BoundsPolicy.SKIP;
     public long seed;
     public BoundsPolicy boundsPolicy = BoundsPolicy.ERROR;

@@ -13,23 +13,23 @@ import org.shardrec.swig.mesh_options;
 public final class Mesh extends NativeHandle {
   // Deprecated aliases of the earlier docs' constants (see the top of Config).
   /** @deprecated Use {@link MeshLayout#DEFAULT}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final MeshLayout LAYOUT_DEFAULT = MeshLayout.DEFAULT;
 
   /** @deprecated Use {@link MeshLayout#INTER_HOST}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final MeshLayout LAYOUT_INTER_HOST = MeshLayout.INTER_HOST;
 
   /** @deprecated Use {@link SyncMode#DEFAULT}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final SyncMode SYNC_DEFAULT = SyncMode.DEFAULT;
 
   /** @deprecated Use {@link SyncMode#WEIGHTS_AND_STATE}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final SyncMode SYNC_WEIGHTS_AND_STATE = SyncMode.WEIGHTS_AND_STATE;
 
   /** @deprecated Use {@link SyncMode#WEIGHTS_ONLY}. */
-  @Deprecated(forRemoval = true)
+  @Deprecated
   public static final SyncMode SYNC_WEIGHTS_ONLY = SyncMode.WEIGHTS_ONLY;
   /** The installed hook's native payload (0: none), freed once the mesh no longer uses it. */
   private final long[] hookPayload;

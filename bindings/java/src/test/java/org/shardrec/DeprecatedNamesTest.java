@@ -12,7 +12,7 @@ import java.nio.FloatBuffer;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
-@SuppressWarnings("removal")
+@SuppressWarnings("deprecation")
 class DeprecatedNamesTest {
   @Test
   void everyOldNameIsTheNewConstant() {
