@@ -49,9 +49,12 @@ func (o *CommOptions) native() swig.Comm_options {
 	return n
 }
 
-// Comm is a communicator. One goroutine at a time; Abort may be called from any goroutine.
+// Comm is a communicator. One goroutine at a time; Abort may be called from any goroutine, also
+// while Close runs (Close waits for the aborts in flight, and an Abort after Close is an error).
 type Comm struct {
-	mu sync.Mutex
+	// Held for reading by each Abort for its whole C call, and for writing by Close while it
+	// takes the handle: the C handle is never destroyed under a running abort.
+	mu sync.RWMutex
 	h  uintptr
 }
 
@@ -66,8 +69,8 @@ func (c *Comm) handle() uintptr {
 	if c == nil {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	return c.h
 }
 
@@ -239,8 +242,12 @@ func (c *Comm) SetTimeout(ms int64) error {
 // Abort tears down the connections of c and of every communicator split from it; blocked and
 // later calls fail with ErrCodeAborted, peers with ErrCodeRemote. Safe from any goroutine.
 func (c *Comm) Abort() error {
-	defer runtime.KeepAlive(c)
-	return swig.Comm_abort(c.handle())
+	if c == nil {
+		return swig.Comm_abort(0)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return swig.Comm_abort(c.h)
 }
 
 // AsyncError returns the error that poisoned the communicator, if any.
