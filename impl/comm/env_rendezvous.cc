@@ -2,6 +2,7 @@
 // follow from them, and Slurm's compressed host lists.
 #include "impl/comm/env_rendezvous.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +28,9 @@ const std::string* Find(const EnvVars& env, const char* name) {
 }
 
 bool ToInt64(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
+  // strtoll skips leading white space; a launcher never writes any, so "RANK= 0" is malformed.
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+'))
+    return false;
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(s.c_str(), &end, 10);
@@ -188,7 +191,7 @@ Status Slurm(const EnvVars& env, LaunchEnv* e) {
     if (list == nullptr) {
       return Status::InvalidArgument(
           "Slurm launch detected (SLURM_PROCID), but neither "
-          "MASTER_ADDR nor SLURM_JOB_NODELIST is set");
+          "MASTER_ADDR nor SLURM_JOB_NODELIST is set (an empty value counts as unset)");
     }
     std::vector<std::string> hosts;
     Status s = ExpandSlurmHostList(*list, &hosts, 1);

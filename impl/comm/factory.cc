@@ -161,7 +161,7 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
              ":", e.master_port, " from ", e.port_source, ")");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   net::Endpoint server;
-  Status s = net::ResolveHost(e.master_host, &server);
+  Status s = net::ResolveHostBy(e.master_host, deadline, &server);
   if (!s.ok()) return s.WithContext(where);
   server.port = e.master_port;
   std::shared_ptr<TcpStoreServer> hosted;

@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "impl/core/check.h"
@@ -132,6 +135,59 @@ Status ResolveHost(const std::string& host, Endpoint* out) {
   if (pick == nullptr) return Status::InvalidArgument("host '", host, "' has no IP address");
   *out = e;
   return Status::Ok();
+}
+
+namespace {
+
+// One ResolveHost of a name, given up at `deadline`: getaddrinfo takes no timeout (a resolver
+// that does not answer holds it for its own retries, seconds each), so it runs on a detached
+// thread that finishes on its own; the caller leaves on time. kTimeout when it has not answered.
+Status ResolveOnceBy(const std::string& host, std::chrono::steady_clock::time_point deadline,
+                     Endpoint* out) {
+  struct Lookup {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status status;
+    Endpoint endpoint;
+  };
+  auto lookup = std::make_shared<Lookup>();
+  std::thread([lookup, host] {
+    Endpoint e;
+    Status s = ResolveHost(host, &e);
+    std::lock_guard<std::mutex> hold(lookup->mu);
+    lookup->status = std::move(s);
+    lookup->endpoint = e;
+    lookup->done = true;
+    lookup->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> hold(lookup->mu);
+  if (!lookup->cv.wait_until(hold, deadline, [&] { return lookup->done; }))
+    return Status::Timeout("the resolver did not answer");
+  if (lookup->status.ok()) *out = lookup->endpoint;
+  return lookup->status;
+}
+
+}  // namespace
+
+Status ResolveHostBy(const std::string& host, std::chrono::steady_clock::time_point deadline,
+                     Endpoint* out) {
+  if (ParseHost(host, out).ok()) return Status::Ok();
+  // Back off from 50 ms to 1 s: a resolver that fails at once is asked a few times a second,
+  // and the last wait is cut to the deadline so the call ends on time.
+  auto pause = std::chrono::milliseconds(50);
+  for (;;) {
+    Status s = ResolveOnceBy(host, deadline, out);
+    if (s.ok()) return s;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Status::Timeout("host '", host, "' did not resolve within the timeout (",
+                             s.message(), ")");
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+  }
 }
 
 Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* port,

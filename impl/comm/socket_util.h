@@ -33,6 +33,11 @@ Status DefaultAdvertisedHost(Endpoint* out);
 // Parses a numeric address, else resolves a host name (the first IPv4, else IPv6, result).
 // kInvalidArgument naming the host when it cannot be resolved.
 Status ResolveHost(const std::string& host, Endpoint* out);
+// ResolveHost, retried until `deadline` while the name does not resolve (a Kubernetes service or
+// a new node's name appears in DNS some time after the pods start): kTimeout naming the host and
+// the last resolver error when it never does.
+Status ResolveHostBy(const std::string& host, std::chrono::steady_clock::time_point deadline,
+                     Endpoint* out);
 
 // Listening socket on `addr` (its port is ignored: `want_port`, or with 0 an ephemeral port, is
 // bound and written into *port). With `any_interface` the socket binds the wildcard address of

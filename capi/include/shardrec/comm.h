@@ -434,9 +434,12 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
  * for MASTER_ADDR (MPI launchers publish no address: export it, e.g. `mpirun -x MASTER_ADDR`).
  * Port: MASTER_PORT when set (MASTER_PORT + 1 when TORCHELASTIC_USE_AGENT_STORE is True:
  * torchrun's agent then serves torch's own store on MASTER_PORT); else 20000 + SLURM_JOB_ID % 10000
- * (Slurm) or 20000 + OMPI_MCA_ess_base_jobid % 10000 (Open MPI); else 29500. Rank 0 hosts the store
- * on that port on every interface; the others connect, retrying until the timeout (they may start
- * first). Then the ranks meet as with shardrec_comm_create(), and destroy follows the same rules.
+ * (Slurm, which requires one of the two) or 20000 + OMPI_MCA_ess_base_jobid % 10000 (Open MPI);
+ * else 29500 (MPICH / Hydra, or Open MPI without a job id). An empty variable counts as unset.
+ * Rank 0 hosts the store on that port on every interface; the others connect, retrying until the
+ * timeout (they may start first). A store host name that does not resolve yet (a Kubernetes
+ * service, a node new to DNS) is looked up again until the timeout on every rank. Then the ranks
+ * meet as with shardrec_comm_create(), and destroy follows the same rules.
  *
  * Trust model: when SHARDREC_RENDEZVOUS_TOKEN is set (the same secret on every rank) it becomes
  * the store's session nonce, and a connection without it is refused as with a unique id.
@@ -447,7 +450,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
  * @param options [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_ENOTFOUND when no launcher variables are present;
  *         SHARDREC_EINVAL naming the convention and the variable missing or malformed;
- *         SHARDREC_EIO when rank 0 cannot listen on the port (in use?); SHARDREC_ETIMEOUT;
+ *         SHARDREC_EIO when rank 0 cannot listen on the port (in use?); SHARDREC_ETIMEOUT
+ *         (also when the store's host name never resolved, naming it and the resolver's error);
  *         SHARDREC_EREMOTE (store unreachable, or a different token); SHARDREC_EUSAGE when a
  *         rank number was claimed twice. On failure *out is NULL. Thread-safe.
  */

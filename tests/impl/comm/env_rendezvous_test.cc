@@ -87,6 +87,8 @@ TEST(CommEnvRendezvous, ErrorsNameTheConventionAndTheVariable) {
               Code::kInvalidArgument, {"torchrun", "RANK='2'"});
   ExpectError({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
               Code::kInvalidArgument, {"RANK='x'"});
+  ExpectError({{"RANK", " 0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+              Code::kInvalidArgument, {"RANK=' 0'"});
   ExpectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}},
               Code::kInvalidArgument, {"MASTER_PORT='70000'"});
   ExpectError({{"OMPI_COMM_WORLD_RANK", "0"}}, Code::kInvalidArgument,
@@ -219,6 +221,27 @@ TEST(CommEnvRendezvous, RanksMeetThroughTorchrunVariables) {
     ASSERT_TRUE(c->AllReduce(&v, &v, 1, DType::kInt64, ReduceOp::kSum).ok());
     EXPECT_EQ(v, 6);
   });
+}
+
+// A store host name that does not resolve (yet) is looked up again until the timeout, on rank 0
+// too, and never resolving is a timeout naming it, on time (.invalid never resolves, RFC 2606).
+TEST(CommEnvRendezvous, AnUnresolvableStoreHostTimesOutNamingIt) {
+  CommOptions opts;
+  opts.timeout = std::chrono::milliseconds(700);
+  for (const char* rank : {"0", "1"}) {
+    const EnvVars env = {{"MASTER_ADDR", "no-such-host.invalid"},
+                         {"MASTER_PORT", std::to_string(FreePort())},
+                         {"RANK", rank},
+                         {"WORLD_SIZE", "2"}};
+    std::unique_ptr<Communicator> c;
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = CreateCommunicatorFromEnv(env, opts, &c);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_EQ(s.code(), Code::kTimeout) << "rank " << rank << ": " << s.ToString();
+    EXPECT_NE(s.message().find("no-such-host.invalid"), std::string::npos) << s.message();
+    EXPECT_GE(took, std::chrono::milliseconds(650)) << "rank " << rank << " gave up early";
+    EXPECT_LT(took, std::chrono::milliseconds(1500)) << "rank " << rank << " overran";
+  }
 }
 
 // A rank whose token differs is refused by the store (and so times out of nothing else).
