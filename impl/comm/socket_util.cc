@@ -181,8 +181,8 @@ Status ResolveHostBy(const std::string& host, std::chrono::steady_clock::time_po
     if (s.ok()) return s;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      return Status::Timeout("host '", host, "' did not resolve within the timeout (",
-                             s.message(), ")");
+      return Status::Timeout("host '", host, "' did not resolve within the timeout (", s.message(),
+                             ")");
     }
     std::this_thread::sleep_for(
         std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
