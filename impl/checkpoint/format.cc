@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "impl/checkpoint/json_int.h"
 #include "impl/core/check.h"
 
 // Debian's libxxhash picks the widest XXH3 kernel the CPU has at run time (SSE2, AVX2,
@@ -18,42 +19,6 @@ namespace shardrec::checkpoint {
 namespace {
 
 using nlohmann::json;
-
-// nlohmann's get<integer>() converts a float or an out-of-range number with a plain cast (UB for
-// a float beyond the type, e.g. a 20-digit checksum that parsed as a double): manifests and
-// safetensors headers are untrusted, so every integer goes through this check.
-template <class T>
-T Int(const json& j) {
-  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
-  if (!j.is_number_integer()) {
-    throw std::runtime_error(std::string("expected an integer, found ") + j.type_name());
-  }
-  using L = std::numeric_limits<T>;
-  if (j.is_number_unsigned()) {
-    const uint64_t v = j.get<uint64_t>();
-    if (v > static_cast<uint64_t>(L::max())) throw std::runtime_error("integer out of range");
-    return static_cast<T>(v);
-  }
-  const int64_t v = j.get<int64_t>();
-  if constexpr (std::is_signed_v<T>) {
-    if (v < static_cast<int64_t>(L::min()) || v > static_cast<int64_t>(L::max())) {
-      throw std::runtime_error("integer out of range");
-    }
-  } else {
-    if (v < 0) throw std::runtime_error("negative integer where a size is expected");
-  }
-  return static_cast<T>(v);
-}
-
-template <class T>
-std::vector<T> Ints(const json& j) {
-  if (!j.is_array())
-    throw std::runtime_error(std::string("expected an array, found ") + j.type_name());
-  std::vector<T> out;
-  out.reserve(j.size());
-  for (const json& e : j) out.push_back(Int<T>(e));
-  return out;
-}
 
 const char* SafetensorsDType(DType t) {
   switch (t) {
@@ -119,16 +84,16 @@ Record RecordFrom(const json& j) {
   if (!DTypeFromName(j.at("dtype").get<std::string>(), &r.dtype))
     throw std::runtime_error("unknown dtype " + j.at("dtype").get<std::string>());
   r.vector = j.at("vector").get<bool>();
-  r.full_rows = Int<int64_t>(j.at("full_shape").at(0));
-  r.full_cols = Int<int64_t>(j.at("full_shape").at(1));
-  r.row_offset = Int<int64_t>(j.at("offsets").at(0));
-  r.col_offset = Int<int64_t>(j.at("offsets").at(1));
-  r.rows = Int<int64_t>(j.at("shape").at(0));
-  r.cols = Int<int64_t>(j.at("shape").at(1));
-  r.offset = Int<uint64_t>(j.at("byte_range").at(0));
-  r.nbytes = Int<uint64_t>(j.at("byte_range").at(1)) - r.offset;
-  r.chunk_rows = Int<int64_t>(j.at("chunk_rows"));
-  r.checksums = Ints<uint64_t>(j.at("xxh3"));
+  r.full_rows = JsonInt<int64_t>(j.at("full_shape").at(0));
+  r.full_cols = JsonInt<int64_t>(j.at("full_shape").at(1));
+  r.row_offset = JsonInt<int64_t>(j.at("offsets").at(0));
+  r.col_offset = JsonInt<int64_t>(j.at("offsets").at(1));
+  r.rows = JsonInt<int64_t>(j.at("shape").at(0));
+  r.cols = JsonInt<int64_t>(j.at("shape").at(1));
+  r.offset = JsonInt<uint64_t>(j.at("byte_range").at(0));
+  r.nbytes = JsonInt<uint64_t>(j.at("byte_range").at(1)) - r.offset;
+  r.chunk_rows = JsonInt<int64_t>(j.at("chunk_rows"));
+  r.checksums = JsonInts<uint64_t>(j.at("xxh3"));
   // Signs and sizes first, so no later sum or product can overflow on a hostile manifest.
   const bool bad =
       r.rows < 0 || r.cols < 0 || r.row_offset < 0 || r.col_offset < 0 || r.full_rows < 0 ||
@@ -153,7 +118,7 @@ json FileJson(const FileEntry& f) {
 FileEntry FileFrom(const json& j) {
   FileEntry f;
   f.name = j.at("name").get<std::string>();
-  f.size = Int<uint64_t>(j.at("size"));
+  f.size = JsonInt<uint64_t>(j.at("size"));
   if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
     throw std::runtime_error("bad file name '" + f.name + "'");
   for (const json& r : j.at("records")) f.records.push_back(RecordFrom(r));
@@ -234,7 +199,7 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
     if (j.at("format").get<std::string>() != "shardrec-checkpoint")
       return Status::Corrupt(path, " is not a libshardrec checkpoint manifest");
     Manifest m;
-    m.format_version = Int<int>(j.at("format_version"));
+    m.format_version = JsonInt<int>(j.at("format_version"));
     if (m.format_version != kFormatVersion && m.format_version != kDynamicFormatVersion)
       return Status::Unsupported(path, ": checkpoint format version ", m.format_version,
                                  " is newer than this library reads (versions ", kFormatVersion,
@@ -242,23 +207,23 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
                                  "): load it with a newer libshardrec");
     SR_RETURN_IF_ERROR(VerifyManifestChecksum(j, path));
     m.library_version = j.at("library_version").get<std::string>();
-    m.generation = Int<int64_t>(j.at("generation"));
-    m.step = Int<int64_t>(j.at("step"));
+    m.generation = JsonInt<int64_t>(j.at("generation"));
+    m.step = JsonInt<int64_t>(j.at("step"));
     if (m.step < 0) return Status::Corrupt(path, ": step counter ", m.step, " is negative");
-    m.world_size = Int<int32_t>(j.at("world_size"));
-    m.shard_size = Int<int32_t>(j.at("shard_size"));
+    m.world_size = JsonInt<int32_t>(j.at("world_size"));
+    m.shard_size = JsonInt<int32_t>(j.at("shard_size"));
     m.plan_json = j.at("plan").dump();
     for (const json& tj : j.at("tables")) {
       TableEntry t;
       t.name = tj.at("name").get<std::string>();
-      t.rows = Int<int64_t>(tj.at("rows"));
-      t.dim = Int<int32_t>(tj.at("dim"));
+      t.rows = JsonInt<int64_t>(tj.at("rows"));
+      t.dim = JsonInt<int32_t>(tj.at("dim"));
       if (!DTypeFromName(tj.at("dtype").get<std::string>(), &t.dtype))
         return Status::Corrupt(path, ": table ", t.name, " has an unknown dtype");
-      t.pooling = Int<int32_t>(tj.at("pooling"));
+      t.pooling = JsonInt<int32_t>(tj.at("pooling"));
       t.features = tj.at("features").get<std::vector<std::string>>();
       t.optimizer_json = tj.at("optimizer").dump();
-      t.optimizer = Int<int32_t>(tj.at("optimizer").at("type"));
+      t.optimizer = JsonInt<int32_t>(tj.at("optimizer").at("type"));
       for (const json& s : tj.at("states"))
         t.states.push_back({s.at("name").get<std::string>(), s.at("row_wise").get<bool>()});
       t.dynamic = tj.contains("dynamic") && tj.at("dynamic").get<bool>();
@@ -337,7 +302,7 @@ Status ReadSafetensors(const ReadableFile& file, const std::string& path,
       r.key = key;
       if (!DTypeFromSafetensors(t.at("dtype").get<std::string>(), &r.dtype))
         return Status::Corrupt(path, ": tensor ", key, " has an unsupported dtype");
-      const auto shape = Ints<int64_t>(t.at("shape"));
+      const auto shape = JsonInts<int64_t>(t.at("shape"));
       if (shape.empty() || shape.size() > 2)
         return Status::Corrupt(path, ": tensor ", key, " is not 1-D or 2-D");
       for (int64_t d : shape) {
@@ -349,7 +314,7 @@ Status ReadSafetensors(const ReadableFile& file, const std::string& path,
       r.cols = r.vector ? 1 : shape[1];
       r.full_rows = r.rows;
       r.full_cols = r.cols;
-      const auto range = Ints<uint64_t>(t.at("data_offsets"));
+      const auto range = JsonInts<uint64_t>(t.at("data_offsets"));
       if (range.size() != 2 || range[1] < range[0] || r.rows < 0 || r.cols < 0 ||
           range[1] - range[0] != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
           data_start + range[1] > file.size())

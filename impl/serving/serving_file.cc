@@ -16,11 +16,14 @@
 
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/fs.h"
+#include "impl/checkpoint/json_int.h"
 #include "impl/core/check.h"
 
 namespace shardrec::serving {
 namespace {
 
+using checkpoint::JsonInt;
+using checkpoint::JsonInts;
 using nlohmann::json;
 
 constexpr char kMagic[8] = {'S', 'R', 'S', 'E', 'R', 'V', 'E', '1'};
@@ -50,10 +53,11 @@ Status Bad(const std::string& path, const std::string& what) {
 // Checks a block entry against the file and its chunk checksums; returns its data.
 Status CheckBlock(const std::string& path, const std::string& what, const json& e,
                   const uint8_t* base, uint64_t size, uint64_t nbytes, const uint8_t** data) {
-  const uint64_t offset = e.at("offset").get<uint64_t>();
-  if (e.at("nbytes").get<uint64_t>() != nbytes)
-    return Bad(path, what + " has " + std::to_string(e.at("nbytes").get<uint64_t>()) +
-                         " bytes, its shape needs " + std::to_string(nbytes));
+  const uint64_t offset = JsonInt<uint64_t>(e.at("offset"));
+  const uint64_t claimed = JsonInt<uint64_t>(e.at("nbytes"));
+  if (claimed != nbytes)
+    return Bad(path, what + " has " + std::to_string(claimed) + " bytes, its shape needs " +
+                         std::to_string(nbytes));
   if (offset % kAlign != 0 || offset > size || nbytes > size - offset)
     return Bad(path, what + " lies outside the file or is misaligned (truncated?)");
   const json& sums = e.at("xxh3");
@@ -61,7 +65,7 @@ Status CheckBlock(const std::string& path, const std::string& what, const json& 
     return Bad(path, what + " has the wrong number of checksums");
   for (uint64_t k = 0; k * kChunk < nbytes; ++k) {
     const uint64_t n = std::min(kChunk, nbytes - k * kChunk);
-    if (checkpoint::Checksum(base + offset + k * kChunk, n) != sums[k].get<uint64_t>())
+    if (checkpoint::Checksum(base + offset + k * kChunk, n) != JsonInt<uint64_t>(sums[k]))
       return Bad(path, what + " chunk " + std::to_string(k) + " (bytes " +
                            std::to_string(offset + k * kChunk) + ".." +
                            std::to_string(offset + k * kChunk + n) +
@@ -143,34 +147,38 @@ Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds
   if (checkpoint::Checksum(base + kPrefixBytes, hlen) != hsum)
     return Bad(path, "header does not match its checksum");
   const json h = json::parse(base + kPrefixBytes, base + kPrefixBytes + hlen);
-  const int format_version = h.at("format_version").get<int>();
+  const int format_version = JsonInt<int>(h.at("format_version"));
   if (h.at("format").get<std::string>() != "shardrec-serving" || format_version < 1 ||
       format_version > kServingFormatVersion)
     return Bad(path, "unknown format or format_version");
-  if (h.at("file_size").get<uint64_t>() != size)
+  const uint64_t file_size = JsonInt<uint64_t>(h.at("file_size"));
+  if (file_size != size)
     return Bad(path, "is " + std::to_string(size) + " bytes, its header says " +
-                         std::to_string(h.at("file_size").get<uint64_t>()) +
-                         " (truncated or extended)");
+                         std::to_string(file_size) + " (truncated or extended)");
   model->bounds = bounds;
   model->features = h.at("features").get<std::vector<std::string>>();
   for (const json& e : h.at("tables")) {
     Table t;
     t.name = e.at("name").get<std::string>();
-    t.rows = e.at("rows").get<int64_t>();
-    t.dim = e.at("dim").get<int32_t>();
+    t.rows = JsonInt<int64_t>(e.at("rows"));
+    t.dim = JsonInt<int32_t>(e.at("dim"));
     const bool dynamic = format_version >= 2 && e.value("dynamic", false);
-    const int32_t pooling = e.at("pooling").get<int32_t>();
+    const int32_t pooling = JsonInt<int32_t>(e.at("pooling"));
     if (pooling < 0 || pooling > 2 || t.rows < (dynamic ? 0 : 1) || t.dim < 1 ||
         t.rows > (int64_t{1} << 48) ||
         !StorageFromName(e.at("storage").get<std::string>(), &t.storage))
       return Bad(path, "record of table " + t.name + " has a bad shape, pooling or storage");
     t.pooling = static_cast<Pooling>(pooling);
-    t.features = e.at("features").get<std::vector<int32_t>>();
+    t.features = JsonInts<int32_t>(e.at("features"));
     t.row_bytes = RowBytes(t.storage, t.dim);
-    if (e.at("row_bytes").get<uint64_t>() != t.row_bytes)
+    if (JsonInt<uint64_t>(e.at("row_bytes")) != t.row_bytes)
       return Bad(path, "record of table " + t.name + " has the wrong row size");
     // A dynamic table's block ends with its zero row.
     const uint64_t stored_rows = static_cast<uint64_t>(t.rows) + (dynamic ? 1 : 0);
+    // Rows up to 2^48 times a row of up to 2^33 bytes can wrap 64 bits (to 0 for 2^48 x 2^16,
+    // which a block of 0 bytes would then pass): a table larger than the file lies outside it.
+    if (stored_rows > size / t.row_bytes)
+      return Bad(path, "table " + t.name + " is larger than the file (truncated?)");
     SR_RETURN_IF_ERROR(
         CheckBlock(path, "table " + t.name, e, base, size, stored_rows * t.row_bytes, &t.data));
     if (dynamic) SR_RETURN_IF_ERROR(ParseIds(path, e, base, size, &t));
@@ -178,7 +186,7 @@ Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds
   }
   for (const json& e : h.at("dense")) {
     const std::string name = e.at("name").get<std::string>();
-    const uint64_t count = e.at("count").get<uint64_t>();
+    const uint64_t count = JsonInt<uint64_t>(e.at("count"));
     if (count > (uint64_t{1} << 48)) return Bad(path, "dense tensor " + name + " is too large");
     const uint8_t* data = nullptr;
     SR_RETURN_IF_ERROR(CheckBlock(path, "dense tensor " + name, e, base, size, count * 4, &data));
@@ -298,7 +306,7 @@ Status OpenServingFile(const std::string& path, Bounds bounds, std::shared_ptr<M
   const auto* base = static_cast<const uint8_t*>(map->addr);
   try {
     SR_RETURN_IF_ERROR(Parse(path, base, map->size, bounds, model.get()));
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's errors and JsonInt's
     return Bad(path, std::string("malformed header: ") + e.what());
   }
   model->backing.push_back(std::move(map));

@@ -4,11 +4,16 @@
 // right answers, and the bounds policies.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+// Header-only XXH3, to stamp the checksum of an edited serving header as a writer would.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <thread>
@@ -151,6 +156,69 @@ TEST(InferenceReject, CorruptAndTruncatedServingFiles) {
   InferencePtr again = Open(good, SHARDREC_SERVING_AS_TRAINED);
   ASSERT_TRUE(again);
   EXPECT_EQ(Lookup(again.get(), t.batches[0], 4), Lookup(inf.get(), t.batches[0], 4));
+}
+
+// Rewrites the JSON header of the serving file at `path` through `edit`, padded with spaces to
+// its length (an edit must not lengthen it) and with its checksum stamped again, so that only
+// the values are wrong: magic (8 bytes), header length (8), header XXH3 (8), header.
+void EditServingHeader(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t len = 0;
+  f.seekg(8);
+  f.read(reinterpret_cast<char*>(&len), 8);
+  std::string header(len, '\0');
+  f.seekg(24);
+  f.read(header.data(), static_cast<std::streamsize>(len));
+  nlohmann::json h = nlohmann::json::parse(header);
+  edit(h);
+  std::string edited = h.dump();
+  ASSERT_LE(edited.size(), len) << "the edit lengthened the header";
+  edited.resize(len, ' ');
+  const uint64_t sum = XXH3_64bits(edited.data(), edited.size());
+  f.seekp(16);
+  f.write(reinterpret_cast<const char*>(&sum), 8);
+  f.write(edited.data(), static_cast<std::streamsize>(len));
+}
+
+// Headers whose checksums hold but whose values cannot be: a table whose size wraps 64 bits
+// (2^48 rows of 64 KiB: the open succeeded and a lookup read wild memory), and floats where
+// integers belong (undefined behaviour in the integer conversion). All are ECORRUPT.
+TEST(InferenceReject, ImpossibleHeaderValuesAreRefused) {
+  const Trained& t = Fixture();
+  InferencePtr inf = Open(t.trained_dir, SHARDREC_SERVING_AS_TRAINED);
+  ASSERT_TRUE(inf);
+  const std::string dir = FreshDir("serving_header");
+  const std::string good = dir + "/good.serving";
+  ASSERT_EQ(shardrec_inference_save(inf.get(), good.c_str()), SHARDREC_OK);
+  struct Case {
+    const char* name;
+    std::function<void(nlohmann::json&)> edit;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"wrap",
+       [](nlohmann::json& h) {
+         nlohmann::json& e = h["tables"][0];
+         e["rows"] = int64_t{1} << 48;
+         e["dim"] = 16384;
+         e["row_bytes"] = 65536;  // fp32 rows of 16384
+         e["nbytes"] = 0;         // 2^48 x 2^16 wraps to 0
+         e["xxh3"] = nlohmann::json::array();
+       },
+       "larger than the file"},
+      {"float_offset", [](nlohmann::json& h) { h["tables"][0]["offset"] = 1e99; }, "malformed"},
+      {"float_rows", [](nlohmann::json& h) { h["tables"][0]["rows"] = 1e99; }, "malformed"},
+      {"float_size", [](nlohmann::json& h) { h["file_size"] = 1.5; }, "malformed"},
+      {"float_sum", [](nlohmann::json& h) { h["tables"][0]["xxh3"][0] = 1e30; }, "malformed"},
+      {"negative_size", [](nlohmann::json& h) { h["tables"][0]["row_bytes"] = -1; }, "malformed"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string p = dir + "/" + c.name + ".serving";
+    fs::copy_file(good, p, fs::copy_options::overwrite_existing);
+    EditServingHeader(p, c.edit);
+    ExpectRefused(p, SHARDREC_ECORRUPT, {p, c.says});
+  }
 }
 
 TEST(InferenceReject, BadOptions) {
