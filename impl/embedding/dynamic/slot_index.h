@@ -35,39 +35,55 @@ class SlotIndex {
     return FindHashed(Hash(id), id, ids, stride);
   }
   // Find of every keys[i], calling emit(i, slot) in order (slot: kNone when absent). The cache
-  // misses of consecutive keys overlap: each key's bucket is fetched kBucketAhead keys before it
-  // is probed and the record its bucket guesses kRecordAhead keys before (by then the bucket has
+  // misses of consecutive keys overlap: each key's bucket is fetched some keys before it is
+  // probed and the record its bucket guesses half as many before (by then the bucket has
   // arrived), and each key is hashed once, for all three. The guess then settles most probes
   // without reading the bucket again: a guessed slot whose id is the key is its slot (an entry
   // names only a stored id's slot), and a home bucket with no matching tag that no id passed
   // settles a miss; only the rest probe in full. What lookups of many ids call (the training
   // translation too). emit may rewrite keys[i] (the keys ahead are read before it) but must not
   // change the index or the ids (the guesses ahead were read from them).
-  // In the step, 32 / 16 measured better than 16 / 8 and no worse than 48 / 24
-  // (tests/bench/RESULTS.md).
-  static constexpr size_t kBucketAhead = 32, kRecordAhead = 16;
   template <typename Emit>
   void FindAll(std::span<const int64_t> keys, const int64_t* ids, size_t stride,
                Emit&& emit) const {
-    constexpr size_t kRing = 64;  // hashes of the keys in flight, kBucketAhead < kRing
-    static_assert(kBucketAhead < kRing && kRecordAhead < kBucketAhead);
+    if (bytes() > kFarBytes) {
+      FindAllAhead<kFarBucketAhead, kFarRecordAhead>(keys, ids, stride, emit);
+    } else {
+      FindAllAhead<kBucketAhead, kRecordAhead>(keys, ids, stride, emit);
+    }
+  }
+  // FindAll's distances, in keys. An index beyond the last-level cache (more than kFarBytes)
+  // waits on memory, whose latency needs more keys in flight: 64 / 32 measured faster there
+  // than 32 / 16 (16M keys, 144-256 MB), while for the step's tables (a few MB) it made the
+  // evicting step 1-3 % slower and 32 / 16 stays (which had measured better than 16 / 8 and no
+  // worse than 48 / 24; tests/bench/RESULTS.md).
+  static constexpr size_t kBucketAhead = 32, kRecordAhead = 16;
+  static constexpr size_t kFarBucketAhead = 64, kFarRecordAhead = 32;
+  static constexpr size_t kFarBytes = size_t{32} << 20;
+  // FindAll with the bucket fetched kBucket keys and the guessed record kRecord keys ahead
+  // (FindAll picks them by the index's size; the tests run both).
+  template <size_t kBucket, size_t kRecord, typename Emit>
+  void FindAllAhead(std::span<const int64_t> keys, const int64_t* ids, size_t stride,
+                    Emit& emit) const {
+    constexpr size_t kRing = 2 * kBucket;  // hashes of the keys in flight
+    static_assert(kRecord < kBucket && (kRing & (kRing - 1)) == 0);
     uint64_t hashes[kRing];
-    int32_t guesses[kRing];  // what Guess said of each key kRecordAhead keys before its probe
+    int32_t guesses[kRing];  // what Guess said of each key kRecord keys before its probe
     const size_t n = keys.size();
-    for (size_t i = 0; i < std::min(n, kBucketAhead); ++i) {
+    for (size_t i = 0; i < std::min(n, kBucket); ++i) {
       hashes[i] = Hash(keys[i]);
       core::PrefetchLine(&buckets_[Home(hashes[i])]);
     }
-    for (size_t i = 0; i < std::min(n, kRecordAhead); ++i) guesses[i] = kUnknown;
+    for (size_t i = 0; i < std::min(n, kRecord); ++i) guesses[i] = kUnknown;
     for (size_t i = 0; i < n; ++i) {
-      if (i + kBucketAhead < n) {
-        const uint64_t h = Hash(keys[i + kBucketAhead]);
-        hashes[(i + kBucketAhead) % kRing] = h;
+      if (i + kBucket < n) {
+        const uint64_t h = Hash(keys[i + kBucket]);
+        hashes[(i + kBucket) % kRing] = h;
         core::PrefetchLine(&buckets_[Home(h)]);
       }
-      if (i + kRecordAhead < n) {
-        const int32_t g = Guess(hashes[(i + kRecordAhead) % kRing]);
-        guesses[(i + kRecordAhead) % kRing] = g;
+      if (i + kRecord < n) {
+        const int32_t g = Guess(hashes[(i + kRecord) % kRing]);
+        guesses[(i + kRecord) % kRing] = g;
         if (g >= 0) core::PrefetchLine(ids + static_cast<size_t>(g) * stride);
       }
       const int64_t key = keys[i];

@@ -27,7 +27,7 @@ using Eviction = sharding::DynamicConfig::Eviction;
 
 // Random inserts, erases and lookups (hits and misses) on a full-ish index, against a map; one
 // key at a time (Find) and, every 500 steps, a batch longer than FindAll's look-ahead (whose probes
-// rest on guesses made from the buckets ahead).
+// rest on guesses made from the buckets ahead), at both of its distances.
 TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
   for (int64_t slots : {1, 2, 7, 16, 100, 5000}) {
     std::mt19937_64 rng(static_cast<uint64_t>(slots));
@@ -47,11 +47,15 @@ TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
       if (step % 500 == 0) {
         std::vector<int64_t> batch(200);
         for (int64_t& k : batch) k = key();
-        index.FindAll(batch, ids.data(), 1, [&](size_t i, int32_t got) {
+        auto check = [&](size_t i, int32_t got) {
           const auto want = ref.find(batch[i]);
           ASSERT_EQ(got, want == ref.end() ? SlotIndex::kNone : want->second)
               << "slots " << slots << " step " << step << " batch key " << i;
-        });
+        };
+        index.FindAll(batch, ids.data(), 1, check);
+        // The distances of an index beyond the cache, which these small ones never reach.
+        index.FindAllAhead<SlotIndex::kFarBucketAhead, SlotIndex::kFarRecordAhead>(
+            batch, ids.data(), 1, check);
       }
       if (it == ref.end() && !free_slots.empty() && rng() % 3 != 0) {
         const int32_t s = free_slots.back();
