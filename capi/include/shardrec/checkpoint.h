@@ -5,7 +5,8 @@
  *
  * A checkpoint is a directory: one file per writing rank in the safetensors layout (8-byte
  * little-endian header length, JSON header, raw little-endian tensors; a Python user opens it
- * with the `safetensors` package) and `manifest.json`, which describes the whole model (tables,
+ * with the `safetensors` package, whose numpy loader cannot return BF16 tensors: see
+ * docs/checkpoint-format.md) and `manifest.json`, which describes the whole model (tables,
  * dims, dtypes, features, per-table optimizer configs, the plan, the library version, the step
  * counter, and for every record its place in the full table and an XXH3-64 checksum per chunk of
  * rows). docs/checkpoint-format.md documents the layout.
