@@ -179,7 +179,7 @@ namespace {
 // (written before the member existed) is read as it is.
 Status VerifyManifestChecksum(const json& j, const std::string& path) {
   if (!j.contains(kManifestChecksumKey)) return Status::Ok();
-  const uint64_t stored = j.at(kManifestChecksumKey).get<uint64_t>();
+  const uint64_t stored = JsonInt<uint64_t>(j.at(kManifestChecksumKey));
   json rest = j;
   rest.erase(kManifestChecksumKey);
   const std::string text = rest.dump();

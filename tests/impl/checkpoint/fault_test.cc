@@ -320,6 +320,16 @@ TEST(CheckpointFaults, AnEditedManifestIsRefusedByItsChecksum) {
     const size_t line_start = text.rfind('\n', k) + 1;
     const size_t line_end = text.find('\n', k);
     ASSERT_EQ(text[line_end - 1], ',');
+    // A float where the checksum's integer belongs (undefined behaviour in the conversion, seen
+    // by UBSan, before the value was checked): corrupt, nothing changed.
+    const std::string floated =
+        text.substr(0, line_start) + "  \"manifest_xxh3\": 1e99," + text.substr(line_end);
+    EditOnRankZero(r, c, fs, "ck/manifest.json", [&](std::vector<uint8_t>& bytes) {
+      bytes.assign(floated.begin(), floated.end());
+    });
+    const Status f = Load(c, g, fs, "ck", {});
+    EXPECT_EQ(f.code(), Code::kCorrupt) << f.ToString();
+    EXPECT_EQ(c.num_steps(), steps);
     const std::string old = text.substr(0, line_start) + text.substr(line_end + 1);
     EditOnRankZero(r, c, fs, "ck/manifest.json",
                    [&](std::vector<uint8_t>& bytes) { bytes.assign(old.begin(), old.end()); });
