@@ -76,6 +76,9 @@ func (c *Comm) handle() uintptr {
 
 // Close destroys the communicator; later calls fail with SHARDREC_EINVAL. Idempotent.
 func (c *Comm) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	h := c.h
 	c.h = 0
@@ -89,8 +92,11 @@ func (c *Comm) Close() error {
 
 // NewLocalGroup creates n communicators of one in-process group; element i is rank i.
 func NewLocalGroup(n int, opts *CommOptions) ([]*Comm, error) {
-	if n < 0 {
-		n = 0
+	// The C call takes [1, 1024]; a size outside is refused here with the size given, before
+	// n pointers are allocated (1 << 40 ran out of memory in make).
+	if n < 1 || n > 1024 {
+		return nil, &Error{Code: ErrCodeInvalid,
+			Message: fmt.Sprintf("local group size %d must be in [1, 1024]", n)}
 	}
 	raw := make([]uintptr, n)
 	o := opts.native()

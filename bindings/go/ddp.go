@@ -89,6 +89,9 @@ func (b *Bucketer) handleOrZero() uintptr {
 
 // Close destroys the bucketer after its in-flight buckets complete (collective). Idempotent.
 func (b *Bucketer) Close() error {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	h := b.h
 	b.h = 0
@@ -264,6 +267,9 @@ func (f *FSDP) handle() uintptr {
 
 // Close destroys the handle after in-flight exchanges complete. Idempotent.
 func (f *FSDP) Close() error {
+	if f == nil {
+		return nil
+	}
 	f.mu.Lock()
 	h := f.h
 	f.h = 0

@@ -324,6 +324,9 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 
 // Close destroys the MLP; later calls fail with SHARDREC_EINVAL. Idempotent.
 func (m *MLP) Close() error {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	h := m.h
 	m.h = 0
@@ -453,6 +456,9 @@ func NewDCN(width int64, numLayers int, rank int64, seed uint64, name string) (*
 
 // Close destroys the cross network. Idempotent.
 func (d *DCN) Close() error {
+	if d == nil {
+		return nil
+	}
 	d.mu.Lock()
 	h := d.h
 	d.h = 0
@@ -565,6 +571,9 @@ func (d *DenseOptimizer) handle() uintptr {
 
 // Close destroys the optimizer. Idempotent.
 func (d *DenseOptimizer) Close() error {
+	if d == nil {
+		return nil
+	}
 	d.mu.Lock()
 	h := d.h
 	d.h = 0

@@ -181,6 +181,9 @@ func (e *EmbeddingCollection) handle() uintptr {
 
 // Close destroys the collection; later calls fail with SHARDREC_EINVAL. Idempotent.
 func (e *EmbeddingCollection) Close() error {
+	if e == nil {
+		return nil
+	}
 	e.mu.Lock()
 	h := e.h
 	e.h = 0
@@ -306,10 +309,21 @@ func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if seq {
-		return len(batch.Values) * int(dim), nil
+	rows := len(batch.Values)
+	if !seq {
+		// Checked here, before ForwardAlloc allocates rows x dim floats (a negative or huge size
+		// panicked in make); the C call checks the batch again.
+		b := batch.BatchSize
+		if b < 0 || batch.NumFeatures < 0 || (batch.NumFeatures > 0 &&
+			b > int64(len(batch.Lengths)/batch.NumFeatures)) ||
+			b*int64(batch.NumFeatures) != int64(len(batch.Lengths)) {
+			return 0, &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
+				"batch: %d lengths for BatchSize %d x NumFeatures %d", len(batch.Lengths),
+				batch.BatchSize, batch.NumFeatures)}
+		}
+		rows = int(b)
 	}
-	return int(batch.BatchSize) * int(dim), nil
+	return rows * int(dim), nil
 }
 
 // Forward writes the output of this rank's batch into out (collective).
@@ -406,6 +420,11 @@ func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
 	}
 	n, err := e.OutputSize(batch)
 	if err != nil {
+		// The forward is collective: the C call refuses the batch on every rank together, where
+		// returning here alone would leave the other ranks waiting in the exchange.
+		if ferr := e.Forward(batch, nil); ferr != nil {
+			return nil, ferr
+		}
 		return nil, err
 	}
 	out := make([]float32, n)

@@ -124,6 +124,9 @@ func (m *Mesh) handle() uintptr {
 // Close destroys the mesh; communicators handed out stay valid, later calls fail with
 // SHARDREC_EINVAL. Idempotent.
 func (m *Mesh) Close() error {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	h := m.h
 	m.h = 0

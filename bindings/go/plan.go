@@ -256,6 +256,9 @@ func (p *Plan) handle() uintptr {
 
 // Close releases the plan; collections created from it stay valid. Idempotent.
 func (p *Plan) Close() error {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	h := p.h
 	p.h = 0

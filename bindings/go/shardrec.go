@@ -142,6 +142,9 @@ func (h *HostFloats) addr() uintptr {
 
 // Close frees the memory. Idempotent.
 func (h *HostFloats) Close() error {
+	if h == nil {
+		return nil
+	}
 	h.mu.Lock()
 	p := h.p
 	h.p = 0

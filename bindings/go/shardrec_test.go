@@ -6,6 +6,7 @@ package shardrec
 import (
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -372,5 +373,44 @@ func TestWrongOutputSizeIsRejected(t *testing.T) {
 	}
 	if err := coll.Backward(make([]float32, n-1)); CodeOf(err) != ErrCodeInvalid {
 		t.Fatalf("short grad: %v", err)
+	}
+}
+
+// Sizes no buffer can have are errors, never a panic inside the binding: a negative BatchSize
+// (make panicked on it in ForwardAlloc; OutputSize gave a negative size), a local group too
+// large to allocate, and Close on a nil object.
+func TestImpossibleSizesAreErrorsNotPanics(t *testing.T) {
+	for _, n := range []int{-1, 0, 1025, 1 << 40} {
+		if _, err := NewLocalGroup(n, nil); CodeOf(err) != ErrCodeInvalid ||
+			!strings.Contains(err.Error(), strconv.Itoa(n)) {
+			t.Fatalf("NewLocalGroup(%d): %v, want ErrCodeInvalid naming the size", n, err)
+		}
+	}
+	plan := testPlan(t, 1)
+	defer plan.Close()
+	comms, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	for _, b := range []int64{-1, 1 << 62} {
+		batch := &KJT{BatchSize: b, NumFeatures: 3, Lengths: []int32{1, 1, 1}, Values: []int64{0, 1, 2}}
+		if n, err := coll.OutputSize(batch); CodeOf(err) != ErrCodeInvalid {
+			t.Fatalf("OutputSize(BatchSize %d) = %d, %v; want ErrCodeInvalid", b, n, err)
+		}
+		if _, err := coll.ForwardAlloc(batch); CodeOf(err) != ErrCodeInvalid {
+			t.Fatalf("ForwardAlloc(BatchSize %d): %v, want ErrCodeInvalid", b, err)
+		}
+	}
+	var nilColl *EmbeddingCollection
+	var nilComm *Comm
+	var nilPlan *Plan
+	if nilColl.Close() != nil || nilComm.Close() != nil || nilPlan.Close() != nil {
+		t.Fatal("Close on a nil object failed")
 	}
 }

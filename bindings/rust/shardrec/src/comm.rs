@@ -199,6 +199,10 @@ impl Comm {
 
     /// `n` communicators of one in-process group; element i is rank i (one per thread).
     pub fn local_group(n: usize, options: &CommOptions) -> Result<Vec<Comm>> {
+        // The C call refuses sizes beyond 1024; refuse them before allocating n pointers.
+        if n > 1024 {
+            return Err(crate::invalid(format!("local group size {n} must be in [1, 1024]")));
+        }
         let mut raw = vec![ptr::null_mut(); n];
         let count = i32::try_from(n).map_err(|_| crate::invalid("group size too large"))?;
         options.with_raw(|o| {

@@ -92,9 +92,9 @@ pub fn dot_interaction_forward(
     out: &mut [f32],
 ) -> Result<()> {
     let width = dot_interaction_width(num_sparse, dim)?;
-    check_len("dense", dense.len(), batch * dim)?;
-    check_len("emb", emb.len(), batch * num_sparse * dim)?;
-    check_len("out", out.len(), batch * width)?;
+    check_len("dense", dense.len(), batch.saturating_mul(dim))?;
+    check_len("emb", emb.len(), batch.saturating_mul(num_sparse).saturating_mul(dim))?;
+    check_len("out", out.len(), batch.saturating_mul(width))?;
     check(unsafe {
         sys::shardrec_dot_interaction_forward(
             dense.as_ptr(),
@@ -122,11 +122,11 @@ pub fn dot_interaction_backward(
     d_emb: &mut [f32],
 ) -> Result<()> {
     let width = dot_interaction_width(num_sparse, dim)?;
-    check_len("dense", dense.len(), batch * dim)?;
-    check_len("emb", emb.len(), batch * num_sparse * dim)?;
-    check_len("dout", dout.len(), batch * width)?;
-    check_len("d_dense", d_dense.len(), batch * dim)?;
-    check_len("d_emb", d_emb.len(), batch * num_sparse * dim)?;
+    check_len("dense", dense.len(), batch.saturating_mul(dim))?;
+    check_len("emb", emb.len(), batch.saturating_mul(num_sparse).saturating_mul(dim))?;
+    check_len("dout", dout.len(), batch.saturating_mul(width))?;
+    check_len("d_dense", d_dense.len(), batch.saturating_mul(dim))?;
+    check_len("d_emb", d_emb.len(), batch.saturating_mul(num_sparse).saturating_mul(dim))?;
     check(unsafe {
         sys::shardrec_dot_interaction_backward(
             dense.as_ptr(),
@@ -579,8 +579,8 @@ impl Mlp {
     /// `y[batch, out]` from `x[batch, in]`; the layer copies `x` for the backward.
     pub fn forward(&mut self, x: &[f32], batch: i64, y: &mut [f32]) -> Result<()> {
         self.require_host("forward")?;
-        check_len("x", x.len(), batch * self.in_features)?;
-        check_len("y", y.len(), batch * self.out_features)?;
+        check_len("x", x.len(), batch.saturating_mul(self.in_features))?;
+        check_len("y", y.len(), batch.saturating_mul(self.out_features))?;
         self.core.0.forward(x, batch, y)
     }
 
@@ -596,10 +596,10 @@ impl Mlp {
     ) -> Result<()> {
         self.require_host("backward")?;
         let batch = self.core.0.batch.max(0);
-        check_len("dy", dy.len(), batch * self.out_features)?;
+        check_len("dy", dy.len(), batch.saturating_mul(self.out_features))?;
         let dx = match dx {
             Some(d) => {
-                check_len("dx", d.len(), batch * self.in_features)?;
+                check_len("dx", d.len(), batch.saturating_mul(self.in_features))?;
                 d.as_mut_ptr()
             }
             None => ptr::null_mut(),
@@ -654,8 +654,8 @@ impl Dcn {
 
     /// `y[batch, width]` from `x0[batch, width]`; the layer copies `x0` for the backward.
     pub fn forward(&mut self, x0: &[f32], batch: i64, y: &mut [f32]) -> Result<()> {
-        check_len("x0", x0.len(), batch * self.width)?;
-        check_len("y", y.len(), batch * self.width)?;
+        check_len("x0", x0.len(), batch.saturating_mul(self.width))?;
+        check_len("y", y.len(), batch.saturating_mul(self.width))?;
         self.core.0.forward(x0, batch, y)
     }
 

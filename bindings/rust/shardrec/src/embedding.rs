@@ -111,6 +111,31 @@ impl<'a> Kjt<'a> {
         Kjt { weights: Some(weights), ..self }
     }
 
+    /// Floats of an output of `dim` per row for this batch (a row per sample, or per id of a
+    /// sequence), checked before a buffer of that size is allocated: a negative batch size, one
+    /// that disagrees with `lengths`, or a size beyond memory is `Code::Invalid`, not a panic.
+    pub(crate) fn checked_output_len(&self, dim: i64, sequence: bool) -> Result<usize> {
+        let rows = if sequence {
+            self.values.len()
+        } else {
+            let b = usize::try_from(self.batch_size)
+                .map_err(|_| crate::invalid(format!("batch_size {} is negative", self.batch_size)))?;
+            if b.checked_mul(self.num_features) != Some(self.lengths.len()) {
+                return Err(crate::invalid(format!(
+                    "lengths has {} elements, batch_size {} x num_features {} expected",
+                    self.lengths.len(),
+                    self.batch_size,
+                    self.num_features
+                )));
+            }
+            b
+        };
+        let dim = usize::try_from(dim).map_err(|_| crate::invalid(format!("bad output dim {dim}")))?;
+        rows.checked_mul(dim)
+            .filter(|&n| n <= isize::MAX as usize / std::mem::size_of::<f32>())
+            .ok_or_else(|| crate::invalid(format!("an output of {rows} rows of {dim} floats is too large")))
+    }
+
     pub(crate) fn raw(&self) -> sys::shardrec_kjt_view_t {
         sys::shardrec_kjt_view_t {
             batch_size: self.batch_size,
@@ -210,8 +235,7 @@ impl EmbeddingCollection {
 
     /// Number of floats of the forward output of `batch`.
     pub fn output_size(&self, batch: &Kjt<'_>) -> Result<usize> {
-        let rows = if self.is_sequence()? { batch.values.len() } else { batch.batch_size as usize };
-        Ok(rows * self.output_dim()? as usize)
+        batch.checked_output_len(self.output_dim()?, self.is_sequence()?)
     }
 
     /// Forward of this rank's batch into `out` (collective).

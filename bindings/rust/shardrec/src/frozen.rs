@@ -15,8 +15,8 @@ impl Mlp {
     /// keeping nothing for a backward. To run it from several threads at once, [`Mlp::freeze`]
     /// the MLP. A CUDA MLP is `Code::Unsupported`.
     pub fn infer(&self, x: &[f32], batch: i64, y: &mut [f32]) -> Result<()> {
-        check_len("x", x.len(), batch * self.in_features())?;
-        check_len("y", y.len(), batch * self.out_features())?;
+        check_len("x", x.len(), batch.saturating_mul(self.in_features()))?;
+        check_len("y", y.len(), batch.saturating_mul(self.out_features()))?;
         check(unsafe {
             sys::shardrec_mlp_infer(
                 self.core().0.raw.cast(),
@@ -38,7 +38,7 @@ impl Dcn {
     /// `y[batch, width]` from `x0[batch, width]` for serving: `forward`'s values bit for bit,
     /// keeping nothing for a backward. To run it from several threads at once, freeze it.
     pub fn infer(&self, x0: &[f32], batch: i64, y: &mut [f32]) -> Result<()> {
-        let n = batch * self.width();
+        let n = batch.saturating_mul(self.width());
         check_len("x0", x0.len(), n)?;
         check_len("y", y.len(), n)?;
         check(unsafe {

@@ -198,7 +198,7 @@ impl Inference {
 
     /// The lookup output of `batch` in a new vector, and the version that answered.
     pub fn lookup_vec(&self, batch: &Kjt<'_>) -> Result<(Vec<f32>, u64)> {
-        let mut out = vec![0.0; self.output_size(batch)];
+        let mut out = vec![0.0; batch.checked_output_len(self.output_dim, self.sequence)?];
         let version = self.lookup(batch, &mut out)?;
         Ok((out, version))
     }
@@ -289,7 +289,7 @@ impl InferenceSnapshot {
 
     /// The lookup output of `batch` on this version, in a new vector.
     pub fn lookup_vec(&self, batch: &Kjt<'_>) -> Result<Vec<f32>> {
-        let mut out = vec![0.0; self.output_size(batch)];
+        let mut out = vec![0.0; batch.checked_output_len(self.output_dim, self.sequence)?];
         self.lookup(batch, &mut out)?;
         Ok(out)
     }
@@ -311,7 +311,7 @@ impl InferenceSnapshot {
 
 fn output_size(batch: &Kjt<'_>, dim: i64, sequence: bool) -> usize {
     let rows = if sequence { batch.values.len() } else { batch.batch_size.max(0) as usize };
-    rows * dim.max(0) as usize
+    rows.saturating_mul(dim.max(0) as usize)
 }
 
 /// # Safety

@@ -67,3 +67,26 @@ fn refused_tensors_fail_every_rank_and_keep_the_ranks_in_step() {
         assert_eq!(results[0][t], results[1][t], "ranks agree on {}", TABLES[t]);
     }
 }
+
+/// Sizes no buffer can have are errors, never a panic or an abort in safe code: a negative or
+/// huge batch size before a `_vec` call allocates its output, a local group beyond the library's
+/// limit before its pointers are allocated, and dense shapes whose products overflow.
+#[test]
+fn impossible_sizes_are_errors_not_panics() {
+    let plan1 = plan_for(1, OptimizerType::Adagrad);
+    let mut comm = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
+    let mut coll = EmbeddingCollection::new(&plan1, &mut comm, &adagrad(), &Default::default()).unwrap();
+    let (lengths, values) = batch(0, 0, 1);
+    for b in [-1, i64::MAX, (LOCAL_BATCH + 1) as i64] {
+        let kjt = Kjt::new(b, 3, &lengths, &values);
+        assert_eq!(coll.output_size(&kjt).unwrap_err().code(), Code::Invalid, "batch_size {b}");
+        assert_eq!(coll.forward_vec(&kjt).unwrap_err().code(), Code::Invalid, "batch_size {b}");
+    }
+    match Comm::local_group(usize::MAX, &CommOptions::default()) {
+        Err(err) => assert_eq!(err.code(), Code::Invalid, "{err}"),
+        Ok(_) => panic!("a local group of usize::MAX ranks was created"),
+    }
+    let mut out = vec![0.0f32; 4];
+    let err = shardrec::dot_interaction_forward(&[], &[], 1 << 62, 1, 4, &mut out).unwrap_err();
+    assert_eq!(err.code(), Code::Invalid, "{err}");
+}
