@@ -217,7 +217,10 @@ func TestMixedPlanShardsAsConstrained(t *testing.T) {
 	}
 }
 
-func TestOutOfRangeIdReturnsEinvalWithTheCMessage(t *testing.T) {
+// testWorld1Collection is a world-1 collection of testPlan with the default optimizer and
+// options (its plan and communicator closed: the collection keeps what it needs).
+func testWorld1Collection(t *testing.T) *EmbeddingCollection {
+	t.Helper()
 	plan := testPlan(t, 1)
 	defer plan.Close()
 	comms, err := NewLocalGroup(1, nil)
@@ -229,9 +232,14 @@ func TestOutOfRangeIdReturnsEinvalWithTheCMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return coll
+}
+
+func TestOutOfRangeIdReturnsEinvalWithTheCMessage(t *testing.T) {
+	coll := testWorld1Collection(t)
 	defer coll.Close()
 	bad := &KJT{BatchSize: 1, NumFeatures: 3, Lengths: []int32{1, 1, 1}, Values: []int64{0, 987654, 0}}
-	_, err = coll.ForwardAlloc(bad)
+	_, err := coll.ForwardAlloc(bad)
 	e, ok := err.(*Error)
 	if !ok || e.Code != ErrCodeInvalid || e.CodeName() != "SHARDREC_EINVAL" {
 		t.Fatalf("want *Error EINVAL, got %T %v", err, err)
@@ -239,6 +247,8 @@ func TestOutOfRangeIdReturnsEinvalWithTheCMessage(t *testing.T) {
 	if !strings.Contains(e.Message, "987654") {
 		t.Fatalf("message does not name the id: %q", e.Message)
 	}
+	plan := testPlan(t, 1)
+	defer plan.Close()
 	if _, err := plan.FindTable("nope"); CodeOf(err) != ErrCodeNotFound {
 		t.Fatalf("FindTable: %v", err)
 	}
@@ -386,17 +396,7 @@ func TestImpossibleSizesAreErrorsNotPanics(t *testing.T) {
 			t.Fatalf("NewLocalGroup(%d): %v, want ErrCodeInvalid naming the size", n, err)
 		}
 	}
-	plan := testPlan(t, 1)
-	defer plan.Close()
-	comms, err := NewLocalGroup(1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer comms[0].Close()
-	coll, err := NewEmbeddingCollection(plan, comms[0], nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := testWorld1Collection(t)
 	defer coll.Close()
 	for _, b := range []int64{-1, 1 << 62} {
 		batch := &KJT{BatchSize: b, NumFeatures: 3, Lengths: []int32{1, 1, 1}, Values: []int64{0, 1, 2}}
