@@ -3,6 +3,8 @@
 package shardrec
 
 import (
+	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -281,6 +283,11 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 	for _, t := range tables {
 		if err := noNUL("table", t.Name); err != nil {
 			return nil, err
+		}
+		// C takes an int32 dim: a larger one would arrive cut to its low bits ("dim 0").
+		if t.Dim < math.MinInt32 || t.Dim > math.MaxInt32 {
+			return nil, &Error{Code: ErrCodeInvalid,
+				Message: fmt.Sprintf("table %s: dim %d is beyond int32", t.Name, t.Dim)}
 		}
 		if err := noNUL("feature", t.FeatureNames...); err != nil {
 			return nil, err

@@ -407,6 +407,11 @@ func TestImpossibleSizesAreErrorsNotPanics(t *testing.T) {
 			t.Fatalf("ForwardAlloc(BatchSize %d): %v, want ErrCodeInvalid", b, err)
 		}
 	}
+	_, err := NewPlan([]TableConfig{{Name: "wide", Rows: 4, Dim: 1 << 40, Features: []int32{0}}},
+		[]FeatureConfig{{Name: "f0"}}, Topology{WorldSize: 1}, nil)
+	if CodeOf(err) != ErrCodeInvalid || !strings.Contains(err.Error(), "1099511627776") {
+		t.Fatalf("a dim beyond int32: %v, want ErrCodeInvalid naming it", err)
+	}
 	var nilColl *EmbeddingCollection
 	var nilComm *Comm
 	var nilPlan *Plan

@@ -66,7 +66,13 @@ public final class Comm extends NativeHandle {
 
   /** n communicators of one in-process group; element i is rank i (drive each from a thread). */
   public static Comm[] createLocalGroup(int n, Options options) {
-    long[] raw = new long[Math.max(n, 0)];
+    // The C call takes [1, 1024]; outside it, refused here with the size given and before n
+    // pointers are allocated (Integer.MAX_VALUE would have thrown OutOfMemoryError).
+    if (n < 1 || n > 1024) {
+      throw new ShardrecException(
+          ShardrecException.EINVAL, "local group size " + n + " must be in [1, 1024]");
+    }
+    long[] raw = new long[n];
     comm_options o = (options == null ? new Options() : options).toNative();
     try {
       Native.comm_create_local_group(raw, o);

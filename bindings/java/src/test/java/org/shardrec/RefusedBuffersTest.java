@@ -103,4 +103,14 @@ class RefusedBuffersTest {
       for (Comm c : comms) c.close();
     }
   }
+
+  /** Local group sizes outside [1, 1024] are EINVAL naming the size, before anything is allocated. */
+  @Test
+  void localGroupSizesOutsideTheLimitAreRefusedNamingThem() {
+    for (int n : new int[] {-1, 0, 1025, Integer.MAX_VALUE}) {
+      ShardrecException e = assertThrows(ShardrecException.class, () -> Comm.createLocalGroup(n));
+      assertEquals(ShardrecException.EINVAL, e.code());
+      assertTrue(e.getMessage().contains(Integer.toString(n)), e.getMessage());
+    }
+  }
 }
