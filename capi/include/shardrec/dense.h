@@ -398,7 +398,9 @@ shardrec_dense_optimizer_set_learning_rate(shardrec_dense_optimizer_t* opt, floa
  * *data is NULL and *count 0 before the first step or when the type has no such state. The
  * pointer is owned by the optimizer (valid until its destruction) and may be written (restore
  * from a checkpoint).
- * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, tensor or which out of range).
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, @p which out of range, or @p tensor past the
+ *         tensors the optimizer has stepped: it learns them at its first step, so before it any
+ *         position gives NULL and 0).
  */
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_state(shardrec_dense_optimizer_t* opt,
                                                               size_t tensor, int32_t which,
