@@ -312,11 +312,11 @@ func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
 	rows := len(batch.Values)
 	if !seq {
 		// Checked here, before ForwardAlloc allocates rows x dim floats (a negative or huge size
-		// panicked in make); the C call checks the batch again.
-		b := batch.BatchSize
-		if b < 0 || batch.NumFeatures < 0 || (batch.NumFeatures > 0 &&
-			b > int64(len(batch.Lengths)/batch.NumFeatures)) ||
-			b*int64(batch.NumFeatures) != int64(len(batch.Lengths)) {
+		// panicked in make); the C call checks the batch again. Lengths holds BatchSize x
+		// NumFeatures entries, compared by division so that no product can overflow.
+		b, n, nf := batch.BatchSize, len(batch.Lengths), batch.NumFeatures
+		matches := (nf == 0 && n == 0) || (nf > 0 && n%nf == 0 && int64(n/nf) == b)
+		if b < 0 || !matches {
 			return 0, &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
 				"batch: %d lengths for BatchSize %d x NumFeatures %d", len(batch.Lengths),
 				batch.BatchSize, batch.NumFeatures)}
