@@ -334,7 +334,36 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
                                     ? "no input distribution was started"
                                     : "call input_dist_wait before forward_distributed");
   ScopedTimer total(&s_.timings.total_seconds);
-  return Forwarded(Distribute(std::move(pending_), out, out_len, rejected, device_out));
+  std::unique_ptr<RoutedBatch> rb = std::move(pending_);
+  // The output buffer comes after the input exchange here, so a rank refusing it cannot fail
+  // its peers' forwards there (as Forward does): the ranks agree on their buffers now, before
+  // any row moves (Engine::AgreesOnOutputsFirst says where not). A rank failing alone would leave
+  // its peers a batch to train and, in a loop that skips the backward after a failed forward, a
+  // backward waiting for it.
+  if (s_.layout.world > 1 && engine_->AgreesOnOutputsFirst(*rb)) {
+    const Status local = rejected.ok()
+                             ? CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out)
+                             : rejected;
+    const Status agreed = AgreeOutputs(local);
+    if (!agreed.ok()) {
+      spare_ = std::move(rb);
+      return Forwarded(agreed);
+    }
+  }
+  return Forwarded(Distribute(std::move(rb), out, out_len, rejected, device_out));
+}
+
+Status EmbeddingCollection::AgreeOutputs(const Status& local) {
+  // Under kMax: the refusing rank + 1, or 0.
+  int64_t refused = local.ok() ? 0 : s_.comm->Rank() + 1;
+  {
+    ScopedTimer t(&s_.timings.comm_seconds);
+    SR_RETURN_IF_ERROR(
+        s_.comm->AllReduce(&refused, &refused, 1, DType::kInt64, comm::ReduceOp::kMax));
+  }
+  if (!local.ok()) return local;
+  if (refused != 0) return OutputRefused(refused - 1);
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,

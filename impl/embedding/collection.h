@@ -69,8 +69,10 @@ class EmbeddingCollection {
   Status StartInputDist(const Batch& batch, const Status& rejected = Status::Ok());
   Status WaitInputDist();
   // Lookup and output distribution of the batch whose input distribution has completed. A rank
-  // whose output buffer is unusable (`rejected`, or a wrong out_len) still takes part in the
-  // exchange and then fails alone; the batch is dropped on that rank.
+  // whose output buffer is unusable (`rejected`, or a wrong out_len) fails every rank's call
+  // before any state changes (AgreeOutputs, or the engine's own agreement), and the batch is
+  // dropped on every rank; in a GPU collection (Engine::AgreesOnOutputsFirst) that rank still
+  // takes part in the exchange and fails alone, and the next backward fails on every rank.
   Status ForwardDistributed(float* out, size_t out_len, const Status& rejected = Status::Ok(),
                             const DeviceOutput* device_out = nullptr);
   // Gradient of the last forward's output; applies the fused optimizer. A rejection on any rank
@@ -160,6 +162,9 @@ class EmbeddingCollection {
   Status CheckGradFinite(const float* grad, size_t len) const;
   // This rank's verdict on a forward's output buffer: whether `out` / `out_len` (or
   // `device_out`) fit the output of its own batch of `batch_size` samples and `num_values` ids.
+  // One all-reduce of which rank refused its output buffer (`local`): this rank's error, or
+  // which rank refused, or OK on every rank.
+  Status AgreeOutputs(const Status& local);
   Status CheckOutput(int64_t batch_size, int64_t num_values, const float* out, size_t out_len,
                      const DeviceOutput* device_out) const;
   // The lookup and output distribution of a batch whose input distribution is complete.

@@ -79,6 +79,11 @@ class Engine {
   // one training mode) before it changes state, and takes that agreement from the input exchange
   // when the forward checked its output buffer before it (ForwardMode): a collective fewer.
   virtual bool AgreesForwardInInputExchange() const { return false; }
+  // Whether the pipelined forward of `rb`, which learns its output buffer after the input
+  // exchange, must agree on the ranks' buffers before LookupAndCombine (one all-reduce): not where
+  // LookupAndCombine agrees on the forward itself, nor where the engine keeps that host
+  // synchronisation out of its step and lets the next backward fail on every rank instead.
+  virtual bool AgreesOnOutputsFirst(const RoutedBatch& /*rb*/) const { return true; }
   // What a training forward that agrees in its input exchange announces beside its mode, for the
   // engine's own use after the exchange (RoutedBatch::forward_words).
   virtual int64_t ForwardWords(const RoutedBatch& /*rb*/) { return 0; }

@@ -137,10 +137,7 @@ Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,
   SR_RETURN_IF_ERROR(
       s_.comm->AllReduce(w.data(), w.data(), w.size(), DType::kInt64, comm::ReduceOp::kMax));
   if (!local.ok()) return local;
-  if (w[0] != 0)
-    return Status::InvalidArgument("rank ", w[0] - 1,
-                                   " rejected its forward's output buffer (its error says why); no "
-                                   "rank changed any state");
+  if (w[0] != 0) return OutputRefused(w[0] - 1);
   if (w[1] != 0 && w[2] != 0) return ModesDiffer();
   if (carry && s_.training) dp_words->assign(w.begin() + 3, w.end());
   return Status::Ok();

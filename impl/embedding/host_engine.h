@@ -32,6 +32,10 @@ class HostEngine final : public Engine {
   // cannot stop at its own group's exchange.
   bool AgreesForwardInInputExchange() const override;
   bool ChecksOutputInInputExchange() const override;
+  // With dynamic tables, a forward not agreed in its input exchange agrees in LookupAndCombine.
+  bool AgreesOnOutputsFirst(const RoutedBatch& rb) const override {
+    return !s_.layout.has_dynamic || rb.forward_agreed;
+  }
   int64_t ForwardWords(const RoutedBatch& rb) override;
   Status Backward(const float* grad, size_t grad_len, const Status& local,
                   const DeviceGradient* device_grad) override;

@@ -536,6 +536,12 @@ Status ModesDiffer() {
       "must be the same on every rank); no rank changed any state");
 }
 
+Status OutputRefused(int64_t rank) {
+  return Status::InvalidArgument("rank ", rank,
+                                 " rejected its forward's output buffer (its error says why); no "
+                                 "rank changed any state");
+}
+
 Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& local_error,
                      RoutedBatch* rb, ForwardMode mode, int64_t words) {
   const int32_t world = l.world;

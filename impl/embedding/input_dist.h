@@ -126,6 +126,8 @@ constexpr size_t kCountFields = 6;
 
 // The error of a forward whose ranks differ in training mode, on every rank.
 Status ModesDiffer();
+// The error of a forward on every rank but `rank`, which refused its output buffer.
+Status OutputRefused(int64_t rank);
 
 // The byte layout of one routed message: lengths (int32, unit-major), then rows (int64), then
 // weights (float, when weighted), each section 8-byte aligned.

@@ -206,9 +206,15 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_wait(shardrec_embed
 /**
  * Lookup and output distribution of the batch whose input distribution has been waited for;
  * the result is bit-identical to shardrec_embedding_forward on the same batch. Collective.
- * The batch becomes the one the next backward applies to. A rank with a bad @p out still
- * takes part in the exchange and then returns SHARDREC_EINVAL (its next backward fails on
- * every rank).
+ * The batch becomes the one the next backward applies to. A wrong @p out_len (or a NULL
+ * @p out) on any rank fails the call on every rank before any state changes: that rank returns
+ * SHARDREC_EINVAL saying why, every other rank SHARDREC_EINVAL naming it, and no rank has a batch
+ * to train (the next backward fails with SHARDREC_EUSAGE on every rank, as after a failed
+ * forward). At world > 1 this costs one all-reduce of one integer per call, except in a
+ * collection with dynamic tables, whose forward agrees anyway. A GPU collection adds no host
+ * synchronisation for it: there the refusing rank still takes part in the exchange and fails
+ * alone, its peers' calls succeed, and the next backward fails on every rank (so every rank must
+ * still call it).
  * @param coll    [in] Must not be NULL.
  * @param out     [out] As for shardrec_embedding_forward.
  * @param out_len As for shardrec_embedding_forward.
@@ -293,7 +299,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedd
 /**
  * shardrec_embedding_forward_distributed with the output as a tensor view (see
  * shardrec_embedding_forward_tensor for the view's rules). A view this rank cannot use behaves
- * like a wrong @p out_len there: this rank still takes part in the exchange, then fails alone.
+ * like a wrong @p out_len there (see shardrec_embedding_forward_distributed).
  * A CUDA view is written on @p stream's order as in shardrec_embedding_forward_tensor (staged and
  * waited for, or stream-ordered: this call has no wait of its own then).
  * @param coll   [in] Must not be NULL.

@@ -290,6 +290,39 @@ TEST_F(EmbeddingValidation, BadOutputLengthFailsEveryRank) {
   });
 }
 
+// The pipelined forward learns its output buffer after the input exchange: a wrong out_len on
+// one rank still fails every rank's forward_distributed (before, it failed alone and its peers'
+// backward waited for it), no rank has a batch to train, and the pipeline goes on.
+TEST_F(EmbeddingValidation, BadOutputLengthInThePipelineFailsEveryRank) {
+  Run([&](int r, shardrec_embedding_t* c) {
+    KjtHolder kjt(batches_[1][r], s_.num_features, false);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    std::vector<float> out(static_cast<size_t>(batches_[1][r].batch_size * dim) + 1);
+    const size_t good = out.size() - 1;
+    const auto before = Snapshot(c, s_);
+    ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK);
+    shardrec_status_t rc =
+        shardrec_embedding_forward_distributed(c, out.data(), r == 0 ? out.size() : good, nullptr);
+    EXPECT_EQ(rc, SHARDREC_EINVAL) << shardrec_last_error();
+    const std::string why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 0 ? "out_len" : "rank 0 rejected"), std::string::npos) << why;
+    const auto& g = grads_[1][r];
+    rc = shardrec_embedding_backward(c, g.data(), g.size(), nullptr);
+    EXPECT_EQ(rc, SHARDREC_EUSAGE) << shardrec_last_error();
+    EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
+    // The next pipelined step trains on every rank, as the plain forward would.
+    ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjt.view(), nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_input_dist_wait(c, nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_forward_distributed(c, out.data(), good, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_EQ(shardrec_embedding_backward(c, g.data(), g.size(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_FALSE(BitEqual(before, Snapshot(c, s_)));
+  });
+}
+
 TEST_F(EmbeddingValidation, AccessorErrorsChangeNothing) {
   Run([&](int r, shardrec_embedding_t* c) {
     const auto before = Snapshot(c, s_);
