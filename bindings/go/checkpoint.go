@@ -5,7 +5,6 @@ package shardrec
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 
 	"shardrec.dev/shardrec/internal/swig"
@@ -112,15 +111,17 @@ func (e *EmbeddingCollection) SaveCheckpoint(dir string) error {
 // SaveCheckpointWith writes the collection and opts.Dense into directory dir atomically
 // (collective).
 func (e *EmbeddingCollection) SaveCheckpointWith(dir string, opts *CheckpointOptions) error {
-	defer runtime.KeepAlive(e)
-	return runCheckpoint(0, e.handle(), dir, opts, false)
+	h, done := e.ref().acquire()
+	defer done()
+	return runCheckpoint(0, h, dir, opts, false)
 }
 
 // LoadCheckpoint loads the checkpoint in dir, whatever plan and world size saved it
 // (collective), and fills opts.Dense. nil options refuse any mismatch.
 func (e *EmbeddingCollection) LoadCheckpoint(dir string, opts *CheckpointOptions) error {
-	defer runtime.KeepAlive(e)
-	return runCheckpoint(0, e.handle(), dir, opts, true)
+	h, done := e.ref().acquire()
+	defer done()
+	return runCheckpoint(0, h, dir, opts, true)
 }
 
 // SaveCheckpoint saves a collection created on this mesh; each shard is written by one replica.
@@ -130,33 +131,35 @@ func (m *Mesh) SaveCheckpoint(coll *EmbeddingCollection, dir string) error {
 
 // SaveCheckpointWith saves a collection created on this mesh together with opts.Dense.
 func (m *Mesh) SaveCheckpointWith(coll *EmbeddingCollection, dir string, opts *CheckpointOptions) error {
-	defer runtime.KeepAlive(m)
-	defer runtime.KeepAlive(coll)
-	return runCheckpoint(m.handle(), coll.handle(), dir, opts, false)
+	h, done := acquireAll(m.ref(), coll.ref())
+	defer done()
+	return runCheckpoint(h[0], h[1], dir, opts, false)
 }
 
 // LoadCheckpoint loads a checkpoint into a collection created on this mesh.
 func (m *Mesh) LoadCheckpoint(coll *EmbeddingCollection, dir string, opts *CheckpointOptions) error {
-	defer runtime.KeepAlive(m)
-	defer runtime.KeepAlive(coll)
-	return runCheckpoint(m.handle(), coll.handle(), dir, opts, true)
+	h, done := acquireAll(m.ref(), coll.ref())
+	defer done()
+	return runCheckpoint(h[0], h[1], dir, opts, true)
 }
 
 // ExportTable writes one full table (and optionally its optimizer state) to a safetensors file.
 func (e *EmbeddingCollection) ExportTable(table, path string, withOptimizerState bool) error {
-	defer runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
 	if err := noNUL("table or path", table, path); err != nil {
 		return err
 	}
-	return swig.Checkpoint_export_table(e.handle(), table, path, boolInt(withOptimizerState))
+	return swig.Checkpoint_export_table(h, table, path, boolInt(withOptimizerState))
 }
 
 // ImportTable reads one full table (F32/F16/BF16 "weights", optionally states) from a
 // safetensors file into this collection's shards.
 func (e *EmbeddingCollection) ImportTable(table, path string, withOptimizerState bool) error {
-	defer runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
 	if err := noNUL("table or path", table, path); err != nil {
 		return err
 	}
-	return swig.Checkpoint_import_table(e.handle(), table, path, boolInt(withOptimizerState))
+	return swig.Checkpoint_import_table(h, table, path, boolInt(withOptimizerState))
 }

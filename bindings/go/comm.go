@@ -49,40 +49,50 @@ func (o *CommOptions) native() swig.Comm_options {
 	return n
 }
 
-// Comm is a communicator. One goroutine at a time; Abort may be called from any goroutine, also
-// while Close runs (Close waits for the aborts in flight, and an Abort after Close is an error).
+// Comm is a communicator. One goroutine at a time, except Abort and Close: Abort may be called
+// from any goroutine, also while a collective is blocked and while Close waits for it; Close
+// from any goroutine waits for the calls and aborts in flight (an Abort after Close is an
+// error).
 type Comm struct {
+	// Held for reading by every call but Abort (also by the calls of other objects that pass
+	// the communicator to C) for its whole C call, and for writing by Close.
+	owned handleRef
 	// Held for reading by each Abort for its whole C call, and for writing by Close while it
-	// takes the handle: the C handle is never destroyed under a running abort.
-	mu sync.RWMutex
-	h  uintptr
+	// clears the handle (after it got owned's write lock): the C handle is never destroyed under
+	// a running abort, and an Abort never waits behind a blocked collective or a waiting Close.
+	abortMu sync.RWMutex
 }
 
 func newComm(h uintptr) *Comm {
-	c := &Comm{h: h}
+	c := &Comm{owned: handleRef{h: h}}
 	runtime.SetFinalizer(c, closeLeaked("communicator", (*Comm).Close))
 	return c
 }
 
-func (c *Comm) handle() uintptr {
-	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+// ref is the communicator's handle and lock; nil for a nil communicator (its calls get
+// ErrCodeInvalid).
+func (c *Comm) ref() *handleRef {
 	if c == nil {
-		return 0
+		return nil
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.h
+	return &c.owned
 }
 
-// Close destroys the communicator; later calls fail with SHARDREC_EINVAL. Idempotent.
+// Close destroys the communicator; later calls fail with SHARDREC_EINVAL. Idempotent, and safe
+// from any goroutine: it waits for the calls in flight on other goroutines to return. A
+// collective blocked on a peer returns at the timeout (CommOptions.TimeoutMs, SetTimeout) or
+// at Abort: to close promptly, Abort first (an Abort from another goroutine also ends the
+// collective a waiting Close is held by).
 func (c *Comm) Close() error {
 	if c == nil {
 		return nil
 	}
-	c.mu.Lock()
-	h := c.h
-	c.h = 0
-	c.mu.Unlock()
+	c.owned.mu.Lock()
+	c.abortMu.Lock()
+	h := c.owned.h
+	c.owned.h = 0
+	c.abortMu.Unlock()
+	c.owned.mu.Unlock()
 	if h != 0 {
 		swig.Comm_destroy(h)
 	}
@@ -189,32 +199,36 @@ func NewCommWithStore(store Store, worldSize, rank int, opts *CommOptions) (*Com
 // Rank is this rank's index.
 func (c *Comm) Rank() (int, error) {
 	out := make([]int32, 1)
-	err := swig.Comm_rank(out, c.handle())
-	runtime.KeepAlive(c)
+	h, done := c.ref().acquire()
+	defer done()
+	err := swig.Comm_rank(out, h)
 	return int(out[0]), err
 }
 
 // Size is the number of ranks.
 func (c *Comm) Size() (int, error) {
 	out := make([]int32, 1)
-	err := swig.Comm_size(out, c.handle())
-	runtime.KeepAlive(c)
+	h, done := c.ref().acquire()
+	defer done()
+	err := swig.Comm_size(out, h)
 	return int(out[0]), err
 }
 
 // LocalRank is this rank's index among the ranks on its host.
 func (c *Comm) LocalRank() (int, error) {
 	out := make([]int32, 1)
-	err := swig.Comm_local_rank(out, c.handle())
-	runtime.KeepAlive(c)
+	h, done := c.ref().acquire()
+	defer done()
+	err := swig.Comm_local_rank(out, h)
 	return int(out[0]), err
 }
 
 // LocalSize is the number of ranks on this host.
 func (c *Comm) LocalSize() (int, error) {
 	out := make([]int32, 1)
-	err := swig.Comm_local_size(out, c.handle())
-	runtime.KeepAlive(c)
+	h, done := c.ref().acquire()
+	defer done()
+	err := swig.Comm_local_size(out, h)
 	return int(out[0]), err
 }
 
@@ -223,16 +237,18 @@ func (c *Comm) LocalSize() (int, error) {
 // shardrec_comm_bind_local_numa). Unsupported when the library was built without hwloc.
 func (c *Comm) BindLocalNuma() (int, error) {
 	out := make([]int32, 1)
-	err := swig.Comm_bind_local_numa(out, c.handle())
-	runtime.KeepAlive(c)
+	h, done := c.ref().acquire()
+	defer done()
+	err := swig.Comm_bind_local_numa(out, h)
 	return int(out[0]), err
 }
 
 // Split is collective; it returns nil for a negative color.
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	out := make([]uintptr, 1)
-	err := swig.Comm_split(out, c.handle(), color, key)
-	runtime.KeepAlive(c)
+	h, done := c.ref().acquire()
+	defer done()
+	err := swig.Comm_split(out, h, color, key)
 	if err != nil || out[0] == 0 {
 		return nil, err
 	}
@@ -241,31 +257,37 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 
 // SetTimeout sets the per-operation timeout in milliseconds.
 func (c *Comm) SetTimeout(ms int64) error {
-	defer runtime.KeepAlive(c)
-	return swig.Comm_set_timeout(c.handle(), ms)
+	h, done := c.ref().acquire()
+	defer done()
+	return swig.Comm_set_timeout(h, ms)
 }
 
 // Abort tears down the connections of c and of every communicator split from it; blocked and
-// later calls fail with ErrCodeAborted, peers with ErrCodeRemote. Safe from any goroutine.
+// later calls fail with ErrCodeAborted, peers with ErrCodeRemote. Safe from any goroutine at any
+// time: it waits neither for the calls in flight nor for a Close waiting for them, so it also
+// ends the blocked collective such a Close waits for.
 func (c *Comm) Abort() error {
 	if c == nil {
 		return swig.Comm_abort(0)
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return swig.Comm_abort(c.h)
+	// Not owned's lock: a Close waiting for a blocked collective holds new readers of it back.
+	c.abortMu.RLock()
+	defer c.abortMu.RUnlock()
+	return swig.Comm_abort(c.owned.h)
 }
 
 // AsyncError returns the error that poisoned the communicator, if any.
 func (c *Comm) AsyncError() error {
-	defer runtime.KeepAlive(c)
-	return swig.Comm_async_error(c.handle())
+	h, done := c.ref().acquire()
+	defer done()
+	return swig.Comm_async_error(h)
 }
 
 // Barrier returns once every rank entered it.
 func (c *Comm) Barrier() error {
-	defer runtime.KeepAlive(c)
-	return swig.Comm_barrier(c.handle())
+	h, done := c.ref().acquire()
+	defer done()
+	return swig.Comm_barrier(h)
 }
 
 // ReduceOp is the reduction of Allreduce (SHARDREC_REDUCE_*).
@@ -314,19 +336,21 @@ func Allreduce[T Element](c *Comm, send, recv []T, op ReduceOp) error {
 		return &Error{Code: ErrCodeInvalid,
 			Message: fmt.Sprintf("allreduce: recv has %d elements, send %d", len(recv), len(send))}
 	}
-	err := swig.Comm_allreduce(c.handle(), addrOf(send), addrOf(recv), int64(len(send)),
+	h, done := c.ref().acquire()
+	defer done()
+	err := swig.Comm_allreduce(h, addrOf(send), addrOf(recv), int64(len(send)),
 		int(dtypeOf[T]()), int(op))
 	runtime.KeepAlive(send)
 	runtime.KeepAlive(recv)
-	runtime.KeepAlive(c)
 	return err
 }
 
 // Broadcast copies buf of rank root into buf on every rank (collective; same length everywhere).
 func Broadcast[T Element](c *Comm, buf []T, root int) error {
-	err := swig.Comm_broadcast(c.handle(), addrOf(buf), int64(len(buf)), int(dtypeOf[T]()), root)
+	h, done := c.ref().acquire()
+	defer done()
+	err := swig.Comm_broadcast(h, addrOf(buf), int64(len(buf)), int(dtypeOf[T]()), root)
 	runtime.KeepAlive(buf)
-	runtime.KeepAlive(c)
 	return err
 }
 
@@ -341,10 +365,11 @@ func Allgather[T Element](c *Comm, send, recv []T) error {
 		return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
 			"allgather: recv has %d elements, expected %d ranks x %d", len(recv), size, len(send))}
 	}
-	err = swig.Comm_allgather(c.handle(), addrOf(send), addrOf(recv), int64(len(send)),
+	h, done := c.ref().acquire()
+	defer done()
+	err = swig.Comm_allgather(h, addrOf(send), addrOf(recv), int64(len(send)),
 		int(dtypeOf[T]()))
 	runtime.KeepAlive(send)
 	runtime.KeepAlive(recv)
-	runtime.KeepAlive(c)
 	return err
 }

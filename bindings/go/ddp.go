@@ -42,13 +42,23 @@ type BucketerStats struct {
 // gradients are marked ready, and Finish waits for all of them. NewBucketer, MarkReady, Finish
 // and Close are collective: every rank registers the same counts and marks the same gradients
 // each step. Gradients live in bucket storage: bind layers to it with UseBucketerGrads before
-// every step. One goroutine at a time.
+// every step. One goroutine at a time, except Close, which is safe from any goroutine.
 type Bucketer struct {
-	mu     sync.Mutex
-	h      uintptr
+	owned  handleRef
 	counts []int64
-	// external keeps the HostFloats of SetExternal reachable while the bucketer uses them.
+	// external keeps the HostFloats of SetExternal reachable while the bucketer uses them; mu
+	// guards it.
+	mu       sync.Mutex
 	external map[int]*HostFloats
+}
+
+// ref is the bucketer's handle and lock; nil for a nil bucketer (its calls get ErrCodeInvalid,
+// and the layers' Backward takes it as no bucketer).
+func (b *Bucketer) ref() *handleRef {
+	if b == nil {
+		return nil
+	}
+	return &b.owned
 }
 
 // NewBucketer registers gradients of the given element counts (collective over comm; nil
@@ -59,44 +69,27 @@ func NewBucketer(comm *Comm, counts []int64, opts *BucketerOptions) (*Bucketer, 
 		o = *opts
 	}
 	out := make([]uintptr, 1)
-	err := swig.Bind_ddp_create(out, comm.handle(), counts, o.FirstBucketBytes, o.BucketCapBytes,
+	ch, done := comm.ref().acquire()
+	err := swig.Bind_ddp_create(out, ch, counts, o.FirstBucketBytes, o.BucketCapBytes,
 		int(o.Compression))
-	runtime.KeepAlive(comm)
+	done()
 	if err != nil {
 		return nil, err
 	}
-	b := &Bucketer{h: out[0], counts: append([]int64(nil), counts...)}
+	b := &Bucketer{owned: handleRef{h: out[0]}, counts: append([]int64(nil), counts...)}
 	runtime.SetFinalizer(b, closeLeaked("bucketer", (*Bucketer).Close))
 	return b, nil
 }
 
-func (b *Bucketer) handle() uintptr {
-	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
-	if b == nil {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.h
-}
-
-func (b *Bucketer) handleOrZero() uintptr {
-	if b == nil {
-		return 0
-	}
-	return b.handle()
-}
-
-// Close destroys the bucketer after its in-flight buckets complete (collective). Idempotent.
+// Close destroys the bucketer after its in-flight buckets complete (collective). Idempotent,
+// and safe from any goroutine: it first waits for the calls in flight on other goroutines to
+// return (a Finish blocked on a peer returns at the communicator's timeout or at Comm.Abort:
+// to close promptly, abort first).
 func (b *Bucketer) Close() error {
 	if b == nil {
 		return nil
 	}
-	b.mu.Lock()
-	h := b.h
-	b.h = 0
-	b.mu.Unlock()
-	if h != 0 {
+	if h := b.owned.take(); h != 0 {
 		swig.Ddp_destroy(h)
 	}
 	runtime.SetFinalizer(b, nil)
@@ -131,6 +124,9 @@ func (b *Bucketer) checkLayer(l DenseLayer, first int) error {
 // group average. Use when the caller owns its gradients. The bucketer references grad until
 // Close; keep grad open until then.
 func (b *Bucketer) SetExternal(index int, grad *HostFloats) error {
+	if b == nil {
+		return &Error{Code: ErrCodeInvalid, Message: "nil bucketer"}
+	}
 	if index < 0 || index >= len(b.counts) {
 		return &Error{Code: ErrCodeInvalid,
 			Message: fmt.Sprintf("gradient %d out of range (%d registered)", index, len(b.counts))}
@@ -144,8 +140,9 @@ func (b *Bucketer) SetExternal(index int, grad *HostFloats) error {
 			"external gradient %d must be open HostFloats of %d elements, got %d", index,
 			b.counts[index], n)}
 	}
-	err := swig.Bind_ddp_set_external(b.handle(), int64(index), grad.addr())
-	runtime.KeepAlive(b)
+	h, done := b.ref().acquire()
+	defer done()
+	err := swig.Bind_ddp_set_external(h, int64(index), grad.addr())
 	if err == nil {
 		b.mu.Lock()
 		if b.external == nil {
@@ -159,56 +156,62 @@ func (b *Bucketer) SetExternal(index int, grad *HostFloats) error {
 
 // ZeroGrad zeroes every gradient.
 func (b *Bucketer) ZeroGrad() error {
-	defer runtime.KeepAlive(b)
-	return swig.Ddp_zero_grad(b.handle())
+	h, done := b.ref().acquire()
+	defer done()
+	return swig.Ddp_zero_grad(h)
 }
 
 // MarkReady says gradient index is final for this step; it launches every bucket now complete.
 func (b *Bucketer) MarkReady(index int) error {
-	defer runtime.KeepAlive(b)
-	return swig.Ddp_mark_ready(b.handle(), int64(index))
+	h, done := b.ref().acquire()
+	defer done()
+	return swig.Ddp_mark_ready(h, int64(index))
 }
 
 // Finish waits for every bucket: the gradients then hold the group average. A gradient some
 // rank never marked ready (with sync on) fails the step on every rank with ErrCodeUsage; that
 // step's gradients must not be applied on any rank.
 func (b *Bucketer) Finish() error {
-	defer runtime.KeepAlive(b)
-	return swig.Ddp_finish(b.handle())
+	h, done := b.ref().acquire()
+	defer done()
+	return swig.Ddp_finish(h)
 }
 
 // SetSync with false makes the following steps only accumulate locally (no_sync); every rank
 // switches at the same step.
 func (b *Bucketer) SetSync(enabled bool) error {
-	defer runtime.KeepAlive(b)
+	h, done := b.ref().acquire()
+	defer done()
 	v := 0
 	if enabled {
 		v = 1
 	}
-	return swig.Ddp_set_sync(b.handle(), v)
+	return swig.Ddp_set_sync(h, v)
 }
 
 // Stats returns the counters.
 func (b *Bucketer) Stats() (BucketerStats, error) {
 	i := make([]int64, 3)
 	f := make([]float64, 2)
-	err := swig.Bind_ddp_stats(b.handle(), i[0:1], i[1:2], f[0:1], f[1:2], i[2:3])
-	runtime.KeepAlive(b)
+	h, done := b.ref().acquire()
+	defer done()
+	err := swig.Bind_ddp_stats(h, i[0:1], i[1:2], f[0:1], f[1:2], i[2:3])
 	return BucketerStats{Steps: i[0], Buckets: i[1], CommSeconds: f[0], ExposedSeconds: f[1],
 		BytesReduced: i[2]}, err
 }
 
 // Bucket returns the tensor indices of bucket i in launch order.
 func (b *Bucketer) Bucket(i int) ([]int, error) {
-	defer runtime.KeepAlive(b)
+	h, done := b.ref().acquire()
+	defer done()
 	size := make([]uint64, 1)
-	if err := swig.Bind_ddp_bucket_size(b.handle(), int64(i), size); err != nil {
+	if err := swig.Bind_ddp_bucket_size(h, int64(i), size); err != nil {
 		return nil, err
 	}
 	out := make([]int, size[0])
 	one := make([]uint64, 1)
 	for p := range out {
-		if err := swig.Bind_ddp_bucket_tensor(b.handle(), int64(i), int64(p), one); err != nil {
+		if err := swig.Bind_ddp_bucket_tensor(h, int64(i), int64(p), one); err != nil {
 			return nil, err
 		}
 		out[p] = int(one[0])
@@ -220,10 +223,10 @@ func (b *Bucketer) Bucket(i int) ([]int, error) {
 // parameters, gradients and optimizer state. Per step: Gather a unit's full parameters
 // (collective, optionally prefetching the next), compute, Release; accumulate its gradient
 // with AddGrad, ReduceGrad it, and Step applies the optimizer to the local shards. The Go layer
-// copies between the library's buffers and Go's. One goroutine at a time.
+// copies between the library's buffers and Go's. One goroutine at a time, except Close, which
+// is safe from any goroutine.
 type FSDP struct {
-	mu     sync.Mutex
-	h      uintptr
+	owned  handleRef
 	counts []int64
 }
 
@@ -245,36 +248,34 @@ func NewFSDP(comm *Comm, unitCounts []int64, initial []float32, opt *OptimizerCo
 	}
 	defer swig.DeleteOptimizer_config(o)
 	out := make([]uintptr, 1)
-	err = swig.Bind_fsdp_create(out, comm.handle(), unitCounts, initial, o)
-	runtime.KeepAlive(comm)
+	ch, done := comm.ref().acquire()
+	err = swig.Bind_fsdp_create(out, ch, unitCounts, initial, o)
+	done()
 	if err != nil {
 		return nil, err
 	}
-	f := &FSDP{h: out[0], counts: append([]int64(nil), unitCounts...)}
+	f := &FSDP{owned: handleRef{h: out[0]}, counts: append([]int64(nil), unitCounts...)}
 	runtime.SetFinalizer(f, closeLeaked("FSDP", (*FSDP).Close))
 	return f, nil
 }
 
-func (f *FSDP) handle() uintptr {
-	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+// ref is the handle and its lock; nil for a nil FSDP (its calls get ErrCodeInvalid).
+func (f *FSDP) ref() *handleRef {
 	if f == nil {
-		return 0
+		return nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.h
+	return &f.owned
 }
 
-// Close destroys the handle after in-flight exchanges complete. Idempotent.
+// Close destroys the handle after in-flight exchanges complete. Idempotent, and safe from any
+// goroutine: it first waits for the calls in flight on other goroutines to return (a
+// collective blocked on a peer returns at the communicator's timeout or at Comm.Abort: to
+// close promptly, abort first).
 func (f *FSDP) Close() error {
 	if f == nil {
 		return nil
 	}
-	f.mu.Lock()
-	h := f.h
-	f.h = 0
-	f.mu.Unlock()
-	if h != 0 {
+	if h := f.owned.take(); h != 0 {
 		swig.Fsdp_destroy(h)
 	}
 	runtime.SetFinalizer(f, nil)
@@ -282,6 +283,9 @@ func (f *FSDP) Close() error {
 }
 
 func (f *FSDP) count(unit int) (int64, error) {
+	if f == nil {
+		return 0, &Error{Code: ErrCodeInvalid, Message: "nil FSDP"}
+	}
 	if unit < 0 || unit >= len(f.counts) {
 		return 0, &Error{Code: ErrCodeInvalid,
 			Message: fmt.Sprintf("unit %d out of range (%d units)", unit, len(f.counts))}
@@ -297,15 +301,17 @@ func (f *FSDP) Gather(unit, prefetch int) ([]float32, error) {
 		return nil, err
 	}
 	buf := make([]float32, n+1)
-	err = swig.Bind_fsdp_gather(f.handle(), int64(unit), int64(prefetch), buf, n)
-	runtime.KeepAlive(f)
+	h, done := f.ref().acquire()
+	defer done()
+	err = swig.Bind_fsdp_gather(h, int64(unit), int64(prefetch), buf, n)
 	return buf[:n], err
 }
 
 // Release frees unit's full parameters.
 func (f *FSDP) Release(unit int) error {
-	defer runtime.KeepAlive(f)
-	return swig.Fsdp_release(f.handle(), int64(unit))
+	h, done := f.ref().acquire()
+	defer done()
+	return swig.Fsdp_release(h, int64(unit))
 }
 
 // AddGrad adds grad (the unit's element count) into unit's full gradient of this step.
@@ -320,31 +326,35 @@ func (f *FSDP) AddGrad(unit int, grad []float32) error {
 	if n == 0 {
 		grad = make([]float32, 1)
 	}
-	defer runtime.KeepAlive(f)
-	return swig.Bind_fsdp_add_grad(f.handle(), int64(unit), grad, n)
+	h, done := f.ref().acquire()
+	defer done()
+	return swig.Bind_fsdp_add_grad(h, int64(unit), grad, n)
 }
 
 // ReduceGrad starts averaging unit's gradient into this rank's shard (collective).
 func (f *FSDP) ReduceGrad(unit int) error {
-	defer runtime.KeepAlive(f)
-	return swig.Fsdp_reduce_grad(f.handle(), int64(unit))
+	h, done := f.ref().acquire()
+	defer done()
+	return swig.Fsdp_reduce_grad(h, int64(unit))
 }
 
 // Step waits for every reduction and applies the optimizer to the local shards.
 func (f *FSDP) Step() error {
-	defer runtime.KeepAlive(f)
-	return swig.Fsdp_step(f.handle())
+	h, done := f.ref().acquire()
+	defer done()
+	return swig.Fsdp_step(h)
 }
 
 // Shard returns a copy of this rank's slice of unit and its offset in the unit.
 func (f *FSDP) Shard(unit int) ([]float32, int64, error) {
-	defer runtime.KeepAlive(f)
+	h, done := f.ref().acquire()
+	defer done()
 	r := make([]int64, 2)
-	if err := swig.Bind_fsdp_shard_range(f.handle(), int64(unit), r[0:1], r[1:2]); err != nil {
+	if err := swig.Bind_fsdp_shard_range(h, int64(unit), r[0:1], r[1:2]); err != nil {
 		return nil, 0, err
 	}
 	buf := make([]float32, r[1]+1)
-	if err := swig.Bind_fsdp_read_shard(f.handle(), int64(unit), buf); err != nil {
+	if err := swig.Bind_fsdp_read_shard(h, int64(unit), buf); err != nil {
 		return nil, 0, err
 	}
 	return buf[:r[1]], r[0], nil
@@ -353,7 +363,8 @@ func (f *FSDP) Shard(unit int) ([]float32, int64, error) {
 // Memory returns the host bytes this rank holds now and at most so far.
 func (f *FSDP) Memory() (current, peak int64, err error) {
 	r := make([]int64, 2)
-	err = swig.Bind_fsdp_memory(f.handle(), r[0:1], r[1:2])
-	runtime.KeepAlive(f)
+	h, done := f.ref().acquire()
+	defer done()
+	err = swig.Bind_fsdp_memory(h, r[0:1], r[1:2])
 	return r[0], r[1], err
 }

@@ -145,49 +145,62 @@ type DenseLayer interface {
 	// UseBucketerGrads points tensor i's gradient at the bucketer's tensor first+i (no copies);
 	// the bucket storage moves once, after the first synced step: call it before every step.
 	UseBucketerGrads(ddp *Bucketer, first int) error
-	addTo(list uintptr) error
+	// ref is the layer's handle and lock (nil for a nil layer); addTo adds the layer, whose
+	// handle h is held, to a dense optimizer's tensor list.
+	ref() *handleRef
+	addTo(list, h uintptr) error
 }
 
 // layer is what MLP and DCN share: a handle, the kind's calls and the kept forward input.
 type layer struct {
-	mu        sync.Mutex
-	h         uintptr
-	lastInput []float32 // read again by the backward: kept reachable until then
+	owned handleRef
+	// lastInput is read again by the backward: kept reachable until then. Written by Forward
+	// under owned's read lock, cleared by Close under its write lock.
+	lastInput []float32
 	lastBatch int64
 	info      func(h uintptr, i int64, name *string, count []int64) error
 	copyT     func(h uintptr, i int64, which int, buf []float32, toTensor int) error
 	num       func(h uintptr, out []uint64) error
 	bindT     func(h uintptr, i int64, param, grad uintptr) error
-	// storage keeps the HostFloats of BindTensor reachable while the layer uses them.
+	// storage keeps the HostFloats of BindTensor reachable while the layer uses them; mu guards
+	// it.
+	mu      sync.Mutex
 	storage map[int][2]*HostFloats
 }
 
-func (l *layer) handle() uintptr {
-	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
-	if l == nil {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.h
+// take is Close's part: it waits for the calls in flight, drops the kept input and returns the
+// handle, leaving 0.
+func (l *layer) take() uintptr {
+	l.owned.mu.Lock()
+	defer l.owned.mu.Unlock()
+	h := l.owned.h
+	l.owned.h = 0
+	l.lastInput = nil
+	return h
 }
 
 func (l *layer) NumTensors() (int, error) {
 	out := make([]uint64, 1)
-	err := l.num(l.handle(), out)
+	h, done := l.owned.acquire()
+	defer done()
+	err := l.num(h, out)
 	return int(out[0]), err
 }
 
 func (l *layer) TensorName(i int) (string, error) {
 	var name string
-	err := l.info(l.handle(), int64(i), &name, make([]int64, 1))
+	h, done := l.owned.acquire()
+	defer done()
+	err := l.info(h, int64(i), &name, make([]int64, 1))
 	return name, err
 }
 
 func (l *layer) TensorCount(i int) (int64, error) {
 	var name string
 	count := make([]int64, 1)
-	err := l.info(l.handle(), int64(i), &name, count)
+	h, done := l.owned.acquire()
+	defer done()
+	err := l.info(h, int64(i), &name, count)
 	return count[0], err
 }
 
@@ -197,7 +210,9 @@ func (l *layer) read(i, which int) ([]float32, error) {
 		return nil, err
 	}
 	buf := make([]float32, n+1) // +1: a non-nil pointer for empty tensors
-	if err := l.copyT(l.handle(), int64(i), which, buf, 0); err != nil {
+	h, done := l.owned.acquire()
+	defer done()
+	if err := l.copyT(h, int64(i), which, buf, 0); err != nil {
 		return nil, err
 	}
 	return buf[:n], nil
@@ -215,7 +230,9 @@ func (l *layer) SetParam(i int, values []float32) error {
 		return err
 	}
 	buf := append(append(make([]float32, 0, n+1), values...), 0)
-	return l.copyT(l.handle(), int64(i), 0, buf, 1)
+	h, done := l.owned.acquire()
+	defer done()
+	return l.copyT(h, int64(i), 0, buf, 1)
 }
 
 func (l *layer) BindTensor(i int, param, grad *HostFloats) error {
@@ -234,7 +251,9 @@ func (l *layer) BindTensor(i int, param, grad *HostFloats) error {
 				[2]string{"param", "grad"}[k], i, n, h.Len())}
 		}
 	}
-	if err := l.bindT(l.handle(), int64(i), addr[0], addr[1]); err != nil {
+	h, done := l.owned.acquire()
+	defer done()
+	if err := l.bindT(h, int64(i), addr[0], addr[1]); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -255,7 +274,8 @@ func (l *layer) BindTensor(i int, param, grad *HostFloats) error {
 
 // MLP is a stack of linear layers with bias and activation on OpenBLAS. Its tensors are, per
 // layer l, "<name>.<l>.weight" [out, in] (row-major) then "<name>.<l>.bias" [out]. One
-// goroutine at a time; Close (idempotent) frees it, a finalizer is the safety net.
+// goroutine at a time, except Infer and Close; Close (idempotent, from any goroutine) frees it,
+// a finalizer is the safety net.
 type MLP struct {
 	layer
 	in, out int64
@@ -294,18 +314,18 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 		int(deviceIndex), int(math)); err != nil {
 		return nil, err
 	}
-	m := &MLP{layer: layer{h: out[0], lastBatch: -1, info: swig.Bind_mlp_tensor_info,
-		copyT: swig.Bind_mlp_copy_tensor, num: swig.Mlp_num_tensors,
-		bindT: swig.Bind_mlp_bind_storage}}
+	m := &MLP{layer: layer{owned: handleRef{h: out[0]}, lastBatch: -1,
+		info: swig.Bind_mlp_tensor_info, copyT: swig.Bind_mlp_copy_tensor,
+		num: swig.Mlp_num_tensors, bindT: swig.Bind_mlp_bind_storage}}
 	dims := make([]int64, 2)
-	if err := swig.Bind_mlp_dims(m.h, dims[:1], dims[1:]); err != nil {
-		swig.Mlp_destroy(m.h)
+	if err := swig.Bind_mlp_dims(out[0], dims[:1], dims[1:]); err != nil {
+		swig.Mlp_destroy(out[0])
 		return nil, err
 	}
 	m.in, m.out = dims[0], dims[1]
 	where := make([]int32, 2)
-	if err := swig.Bind_mlp_device(m.h, where[:1], where[1:]); err != nil {
-		swig.Mlp_destroy(m.h)
+	if err := swig.Bind_mlp_device(out[0], where[:1], where[1:]); err != nil {
+		swig.Mlp_destroy(out[0])
 		return nil, err
 	}
 	m.device = DeviceType(where[0])
@@ -322,17 +342,21 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 	return m, nil
 }
 
-// Close destroys the MLP; later calls fail with SHARDREC_EINVAL. Idempotent.
+// ref is the MLP's handle and lock; nil for a nil MLP (a NULL handle to C: ErrCodeInvalid).
+func (m *MLP) ref() *handleRef {
+	if m == nil {
+		return nil
+	}
+	return &m.owned
+}
+
+// Close destroys the MLP; later calls fail with SHARDREC_EINVAL. Idempotent, and safe from any
+// goroutine: it waits for the calls in flight on other goroutines (Infer calls included).
 func (m *MLP) Close() error {
 	if m == nil {
 		return nil
 	}
-	m.mu.Lock()
-	h := m.h
-	m.h = 0
-	m.lastInput = nil
-	m.mu.Unlock()
-	if h != 0 {
+	if h := m.take(); h != 0 {
 		swig.Mlp_destroy(h)
 	}
 	runtime.SetFinalizer(m, nil)
@@ -363,26 +387,28 @@ func (m *MLP) Forward(x []float32, batch int64, y []float32) error {
 	if err := firstErr(checkLen("x", x, batch*m.in), checkLen("y", y, batch*m.out)); err != nil {
 		return err
 	}
-	err := swig.Mlp_forward(m.handle(), x, batch, y, batch*m.out)
+	h, done := m.ref().acquire()
+	defer done()
+	err := swig.Mlp_forward(h, x, batch, y, batch*m.out)
 	if err == nil {
 		m.lastInput, m.lastBatch = x, batch
 	}
-	runtime.KeepAlive(m)
 	return err
 }
 
 // Infer writes y[batch, out] from x[batch, in] for serving (shardrec_mlp_infer): the same
 // values as Forward, bit for bit, without keeping anything for a backward. Any number of
 // goroutines may call Infer on one MLP at once, each with its own y; no training call
-// (Forward, Backward, an optimizer step) and no Close may run meanwhile (a training call seen
-// running gives ErrCodeUsage). A CUDA MLP gives ErrCodeUnsupported.
+// (Forward, Backward, an optimizer step) may run meanwhile (a training call seen running gives
+// ErrCodeUsage), and a Close waits for the Infer calls in flight. A CUDA MLP gives
+// ErrCodeUnsupported.
 func (m *MLP) Infer(x []float32, batch int64, y []float32) error {
 	if err := firstErr(checkLen("x", x, batch*m.in), checkLen("y", y, batch*m.out)); err != nil {
 		return err
 	}
-	err := swig.Mlp_infer(m.handle(), x, batch, y, batch*m.out)
-	runtime.KeepAlive(m)
-	return err
+	h, done := m.ref().acquire()
+	defer done()
+	return swig.Mlp_infer(h, x, batch, y, batch*m.out)
 }
 
 // Backward accumulates the parameter gradients of the last forward from dy[batch, out] and
@@ -408,31 +434,31 @@ func (m *MLP) Backward(dy, dx []float32, ddp *Bucketer, first int) error {
 	if len(dy) == 0 {
 		dy = make([]float32, 1) // a non-NULL pointer: the C call reports the real problem
 	}
-	err := swig.Bind_mlp_backward(m.handle(), dy, dx, ddp.handleOrZero(), int64(first))
-	runtime.KeepAlive(m)
-	runtime.KeepAlive(ddp)
-	return err
+	h, done := acquireAll(m.ref(), ddp.ref())
+	defer done()
+	return swig.Bind_mlp_backward(h[0], dy, dx, h[1], int64(first))
 }
 
 func (m *MLP) ZeroGrad() error {
-	defer runtime.KeepAlive(m)
-	return swig.Mlp_zero_grad(m.handle())
+	h, done := m.ref().acquire()
+	defer done()
+	return swig.Mlp_zero_grad(h)
 }
 
 func (m *MLP) UseBucketerGrads(ddp *Bucketer, first int) error {
-	defer runtime.KeepAlive(m)
-	defer runtime.KeepAlive(ddp)
 	if err := ddp.checkLayer(m, first); err != nil {
 		return err
 	}
-	return swig.Bind_mlp_use_ddp_grads(m.handle(), ddp.handle(), int64(first))
+	h, done := acquireAll(m.ref(), ddp.ref())
+	defer done()
+	return swig.Bind_mlp_use_ddp_grads(h[0], h[1], int64(first))
 }
 
-func (m *MLP) addTo(list uintptr) error { return swig.Bind_param_list_add_mlp(list, m.handle()) }
+func (m *MLP) addTo(list, h uintptr) error { return swig.Bind_param_list_add_mlp(list, h) }
 
 // DCN is a low-rank DCN-v2 cross network over inputs of a fixed width:
 // x_{l+1} = x0 * (W_l (V_l x_l) + b_l) + x_l. Tensors per layer: "<name>.<l>.V.weight",
-// "<name>.<l>.W.weight", "<name>.<l>.W.bias". One goroutine at a time.
+// "<name>.<l>.W.weight", "<name>.<l>.W.bias". One goroutine at a time, except Infer and Close.
 type DCN struct {
 	layer
 	width int64
@@ -447,24 +473,28 @@ func NewDCN(width int64, numLayers int, rank int64, seed uint64, name string) (*
 	if err := swig.Dcn_create(out, width, numLayers, rank, seed, name); err != nil {
 		return nil, err
 	}
-	d := &DCN{layer: layer{h: out[0], lastBatch: -1, info: swig.Bind_dcn_tensor_info,
-		copyT: swig.Bind_dcn_copy_tensor, num: swig.Dcn_num_tensors,
-		bindT: swig.Bind_dcn_bind_storage}, width: width}
+	d := &DCN{layer: layer{owned: handleRef{h: out[0]}, lastBatch: -1,
+		info: swig.Bind_dcn_tensor_info, copyT: swig.Bind_dcn_copy_tensor,
+		num: swig.Dcn_num_tensors, bindT: swig.Bind_dcn_bind_storage}, width: width}
 	runtime.SetFinalizer(d, closeLeaked("DCN", (*DCN).Close))
 	return d, nil
 }
 
-// Close destroys the cross network. Idempotent.
+// ref is the network's handle and lock; nil for a nil DCN (a NULL handle to C: ErrCodeInvalid).
+func (d *DCN) ref() *handleRef {
+	if d == nil {
+		return nil
+	}
+	return &d.owned
+}
+
+// Close destroys the cross network. Idempotent, and safe from any goroutine: it waits for the
+// calls in flight on other goroutines (Infer calls included).
 func (d *DCN) Close() error {
 	if d == nil {
 		return nil
 	}
-	d.mu.Lock()
-	h := d.h
-	d.h = 0
-	d.lastInput = nil
-	d.mu.Unlock()
-	if h != 0 {
+	if h := d.take(); h != 0 {
 		swig.Dcn_destroy(h)
 	}
 	runtime.SetFinalizer(d, nil)
@@ -480,11 +510,12 @@ func (d *DCN) Forward(x0 []float32, batch int64, y []float32) error {
 	if err := firstErr(checkLen("x0", x0, n), checkLen("y", y, n)); err != nil {
 		return err
 	}
-	err := swig.Dcn_forward(d.handle(), x0, batch, y, n)
+	h, done := d.ref().acquire()
+	defer done()
+	err := swig.Dcn_forward(h, x0, batch, y, n)
 	if err == nil {
 		d.lastInput, d.lastBatch = x0, batch
 	}
-	runtime.KeepAlive(d)
 	return err
 }
 
@@ -495,9 +526,9 @@ func (d *DCN) Infer(x0 []float32, batch int64, y []float32) error {
 	if err := firstErr(checkLen("x0", x0, n), checkLen("y", y, n)); err != nil {
 		return err
 	}
-	err := swig.Dcn_infer(d.handle(), x0, batch, y, n)
-	runtime.KeepAlive(d)
-	return err
+	h, done := d.ref().acquire()
+	defer done()
+	return swig.Dcn_infer(h, x0, batch, y, n)
 }
 
 // Backward of the last forward (dx0 required); ddp as in MLP.Backward.
@@ -512,172 +543,24 @@ func (d *DCN) Backward(dy, dx0 []float32, ddp *Bucketer, first int) error {
 	if len(dy) == 0 {
 		dy, dx0 = make([]float32, 1), make([]float32, 1)
 	}
-	err := swig.Bind_dcn_backward(d.handle(), dy, dx0, ddp.handleOrZero(), int64(first))
-	runtime.KeepAlive(d)
-	runtime.KeepAlive(ddp)
-	return err
+	h, done := acquireAll(d.ref(), ddp.ref())
+	defer done()
+	return swig.Bind_dcn_backward(h[0], dy, dx0, h[1], int64(first))
 }
 
 func (d *DCN) ZeroGrad() error {
-	defer runtime.KeepAlive(d)
-	return swig.Dcn_zero_grad(d.handle())
+	h, done := d.ref().acquire()
+	defer done()
+	return swig.Dcn_zero_grad(h)
 }
 
 func (d *DCN) UseBucketerGrads(ddp *Bucketer, first int) error {
-	defer runtime.KeepAlive(d)
-	defer runtime.KeepAlive(ddp)
 	if err := ddp.checkLayer(d, first); err != nil {
 		return err
 	}
-	return swig.Bind_dcn_use_ddp_grads(d.handle(), ddp.handle(), int64(first))
+	h, done := acquireAll(d.ref(), ddp.ref())
+	defer done()
+	return swig.Bind_dcn_use_ddp_grads(h[0], h[1], int64(first))
 }
 
-func (d *DCN) addTo(list uintptr) error { return swig.Bind_param_list_add_dcn(list, d.handle()) }
-
-// DenseOptimizer applies SGD, Adagrad or Adam/AdamW (WeightDecayDecoupled) to dense layers,
-// with the embedding optimizers' per-element rules; row-wise types and LAMB are refused. State
-// is kept per tensor position: step over the same layers in the same order every time. One
-// goroutine at a time.
-type DenseOptimizer struct {
-	mu sync.Mutex
-	h  uintptr
-}
-
-// NewDenseOptimizer creates an optimizer (nil opt: the C defaults, SGD).
-func NewDenseOptimizer(opt *OptimizerConfig) (*DenseOptimizer, error) {
-	o, err := newNativeOptimizer(opt)
-	if err != nil {
-		return nil, err
-	}
-	defer swig.DeleteOptimizer_config(o)
-	out := make([]uintptr, 1)
-	if err := swig.Dense_optimizer_create(out, o); err != nil {
-		return nil, err
-	}
-	d := &DenseOptimizer{h: out[0]}
-	runtime.SetFinalizer(d, closeLeaked("dense optimizer", (*DenseOptimizer).Close))
-	return d, nil
-}
-
-func (d *DenseOptimizer) handle() uintptr {
-	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
-	if d == nil {
-		return 0
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.h
-}
-
-// Close destroys the optimizer. Idempotent.
-func (d *DenseOptimizer) Close() error {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	h := d.h
-	d.h = 0
-	d.mu.Unlock()
-	if h != 0 {
-		swig.Dense_optimizer_destroy(h)
-	}
-	runtime.SetFinalizer(d, nil)
-	return nil
-}
-
-// Step updates every tensor of layers, in order, from its gradient.
-func (d *DenseOptimizer) Step(layers ...DenseLayer) error {
-	list := swig.Bind_param_list_new()
-	if list == 0 {
-		return &Error{Code: ErrCodeNoMemory, Message: "dense optimizer tensor list"}
-	}
-	defer swig.Bind_param_list_free(list)
-	for _, l := range layers {
-		if l == nil {
-			return &Error{Code: ErrCodeInvalid, Message: "nil layer in DenseOptimizer.Step"}
-		}
-		if err := l.addTo(list); err != nil {
-			return err
-		}
-	}
-	err := swig.Bind_dense_optimizer_step(d.handle(), list)
-	runtime.KeepAlive(d)
-	runtime.KeepAlive(layers)
-	return err
-}
-
-// SetLearningRate sets the learning rate of the following steps.
-func (d *DenseOptimizer) SetLearningRate(lr float32) error {
-	defer runtime.KeepAlive(d)
-	return swig.Dense_optimizer_set_learning_rate(d.handle(), lr)
-}
-
-// Steps returns the steps taken so far.
-func (d *DenseOptimizer) Steps() (int64, error) {
-	out := make([]int64, 1)
-	err := swig.Dense_optimizer_steps(d.handle(), out)
-	runtime.KeepAlive(d)
-	return out[0], err
-}
-
-// SetSteps sets the step count (restoring a checkpoint).
-func (d *DenseOptimizer) SetSteps(steps int64) error {
-	defer runtime.KeepAlive(d)
-	return swig.Dense_optimizer_set_steps(d.handle(), steps)
-}
-
-// DenseState names one optimizer state of a dense tensor.
-type DenseState int
-
-// Dense optimizer states.
-const (
-	DenseMomentum1 DenseState = 0 // Adagrad's sum of squares, Adam's first moment
-	DenseMomentum2 DenseState = 1 // Adam's second moment
-)
-
-// StateCount is the element count of state which of tensor position tensor (the order Step
-// walks the layers' tensors in): 0 before the first step or when the type has no such state.
-func (d *DenseOptimizer) StateCount(tensor int, which DenseState) (int64, error) {
-	if tensor < 0 {
-		return 0, &Error{Code: ErrCodeInvalid, Message: "tensor position must be >= 0"}
-	}
-	out := make([]int64, 1)
-	err := swig.Bind_dense_optimizer_state_count(d.handle(), int64(tensor), int(which), out)
-	runtime.KeepAlive(d)
-	return out[0], err
-}
-
-// State returns a copy of state which of tensor position tensor (empty when there is none).
-func (d *DenseOptimizer) State(tensor int, which DenseState) ([]float32, error) {
-	n, err := d.StateCount(tensor, which)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]float32, n)
-	var buf []float32
-	if n > 0 {
-		buf = out
-	}
-	err = swig.Bind_dense_optimizer_state_copy(d.handle(), int64(tensor), int(which), buf, n, 0)
-	runtime.KeepAlive(d)
-	return out, err
-}
-
-// SetState overwrites state which of tensor position tensor (restoring a checkpoint); the state
-// must exist (after the first step) and values must have its element count.
-func (d *DenseOptimizer) SetState(tensor int, which DenseState, values []float32) error {
-	n, err := d.StateCount(tensor, which)
-	if err != nil {
-		return err
-	}
-	if err := checkLen("values", values, n); err != nil {
-		return err
-	}
-	var buf []float32
-	if n > 0 {
-		buf = values
-	}
-	err = swig.Bind_dense_optimizer_state_copy(d.handle(), int64(tensor), int(which), buf, n, 1)
-	runtime.KeepAlive(d)
-	return err
-}
+func (d *DCN) addTo(list, h uintptr) error { return swig.Bind_param_list_add_dcn(list, h) }

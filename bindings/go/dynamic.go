@@ -4,8 +4,6 @@
 package shardrec
 
 import (
-	"runtime"
-
 	"shardrec.dev/shardrec/internal/swig"
 )
 
@@ -93,11 +91,12 @@ func (e *EmbeddingCollection) DynamicStats(table string) (DynamicTableStats, err
 	}
 	s := swig.NewDynamic_table_stats()
 	defer swig.DeleteDynamic_table_stats(s)
-	defer runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
 	if err := swig.Dynamic_table_stats_init(s, uint(swig.DYNAMIC_TABLE_STATS_VERSION)); err != nil {
 		return DynamicTableStats{}, err
 	}
-	if err := swig.Embedding_dynamic_stats(e.handle(), table, s); err != nil {
+	if err := swig.Embedding_dynamic_stats(h, table, s); err != nil {
 		return DynamicTableStats{}, err
 	}
 	return DynamicTableStats{

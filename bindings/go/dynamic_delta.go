@@ -4,8 +4,6 @@
 package shardrec
 
 import (
-	"runtime"
-
 	"shardrec.dev/shardrec/internal/swig"
 )
 
@@ -31,8 +29,9 @@ func (e *EmbeddingCollection) DynamicMark(table string) error {
 	if err := noNUL("table", table); err != nil {
 		return err
 	}
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_dynamic_mark(e.handle(), table)
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_dynamic_mark(h, table)
 }
 
 // DynamicDelta gathers the whole table's changes since the marks, on every rank (collective:
@@ -42,13 +41,14 @@ func (e *EmbeddingCollection) DynamicDelta(table string) (*DynamicDelta, error) 
 	if err := noNUL("table", table); err != nil {
 		return nil, err
 	}
-	defer runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
 	// Two collective calls on every rank alike: the sizes, then the fill. Nothing trains in
 	// between, so the second call's delta is the first one's. An unknown table fails the
 	// first call (ENOTFOUND) before anything is gathered.
 	n, m := []uint64{0}, []uint64{0}
-	err := swig.Embedding_dynamic_delta(e.handle(), table, nil, nil, 0, nil, 0, n, m)
-	shape, known := e.shapes[table]
+	err := swig.Embedding_dynamic_delta(h, table, nil, nil, 0, nil, 0, n, m)
+	shape, known := e.shape(table)
 	dim := int(shape[1])
 	if err == nil {
 		return &DynamicDelta{Dim: dim, IDs: []int64{}, Rows: []float32{}, Tombstones: []int64{}}, nil
@@ -62,7 +62,7 @@ func (e *EmbeddingCollection) DynamicDelta(table string) (*DynamicDelta, error) 
 	}
 	d := &DynamicDelta{Dim: dim, IDs: make([]int64, n[0]), Rows: make([]float32, n[0]*uint64(dim)),
 		Tombstones: make([]int64, m[0])}
-	if err := swig.Embedding_dynamic_delta(e.handle(), table, d.IDs, d.Rows, int64(n[0]),
+	if err := swig.Embedding_dynamic_delta(h, table, d.IDs, d.Rows, int64(n[0]),
 		d.Tombstones, int64(m[0]), n, m); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ package shardrec
 
 import (
 	"fmt"
-	"runtime"
 
 	"shardrec.dev/shardrec/internal/swig"
 )
@@ -17,15 +16,17 @@ import (
 // Every rank must be in the same mode for a forward. Not collective. GPU collections refuse
 // evaluation (ErrCodeUnsupported).
 func (e *EmbeddingCollection) SetTraining(training bool) error {
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_set_training(e.handle(), boolInt(training))
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_set_training(h, boolInt(training))
 }
 
 // IsTraining says whether the next forwards train (true) or evaluate (false).
 func (e *EmbeddingCollection) IsTraining() (bool, error) {
-	defer runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
 	out := []int32{0}
-	err := swig.Embedding_is_training(e.handle(), out)
+	err := swig.Embedding_is_training(h, out)
 	return out[0] != 0, err
 }
 
@@ -41,12 +42,13 @@ func (e *EmbeddingCollection) DynamicSetScores(table string, ids []int64,
 	if err := noNUL("table", table); err != nil {
 		return 0, err
 	}
-	defer runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
 	if len(ids) != len(scores) {
 		return 0, &Error{Code: ErrCodeInvalid,
 			Message: fmt.Sprintf("%d scores for %d ids", len(scores), len(ids))}
 	}
 	set := []uint64{0}
-	err := swig.Embedding_dynamic_set_scores(e.handle(), table, ids, scores, int64(len(ids)), set)
+	err := swig.Embedding_dynamic_set_scores(h, table, ids, scores, int64(len(ids)), set)
 	return int(set[0]), err
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 
 	"shardrec.dev/shardrec/internal/swig"
 )
@@ -162,33 +161,31 @@ type KJT struct {
 	Weights     []float32
 }
 
-// EmbeddingCollection is this rank's part of a sharded collection. One goroutine at a time.
+// EmbeddingCollection is this rank's part of a sharded collection. One goroutine at a time,
+// except Close, which is safe from any goroutine.
 type EmbeddingCollection struct {
-	mu     sync.Mutex
-	h      uintptr
+	owned  handleRef
 	shapes map[string][2]int64
 }
 
-func (e *EmbeddingCollection) handle() uintptr {
-	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+// ref is the collection's handle and lock; nil for a nil collection, whose calls pass the C API
+// a NULL handle (ErrCodeInvalid) instead of panicking.
+func (e *EmbeddingCollection) ref() *handleRef {
 	if e == nil {
-		return 0
+		return nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.h
+	return &e.owned
 }
 
-// Close destroys the collection; later calls fail with SHARDREC_EINVAL. Idempotent.
+// Close destroys the collection; later calls fail with SHARDREC_EINVAL. Idempotent, and safe
+// from any goroutine: it waits for the calls in flight on other goroutines to return. A
+// collective call blocked on a peer returns at the communicator's timeout or when the
+// communicator is aborted (Comm.Abort): to close promptly, abort first.
 func (e *EmbeddingCollection) Close() error {
 	if e == nil {
 		return nil
 	}
-	e.mu.Lock()
-	h := e.h
-	e.h = 0
-	e.mu.Unlock()
-	if h != 0 {
+	if h := e.owned.take(); h != 0 {
 		swig.Embedding_destroy(h)
 	}
 	runtime.SetFinalizer(e, nil)
@@ -200,18 +197,17 @@ func (e *EmbeddingCollection) Close() error {
 // be of that type unless every table has its own. nil options mean the defaults.
 func NewEmbeddingCollection(plan *Plan, comm *Comm, opt *OptimizerConfig,
 	opts *EmbeddingOptions) (*EmbeddingCollection, error) {
-	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o swig.Optimizer_config,
-		eo swig.Embedding_options) error {
-		err := swig.Embedding_create(out, plan.handle(), comm.handle(), o, eo)
-		runtime.KeepAlive(comm)
-		return err
+	return newEmbeddingCollection(plan, comm.ref(), opt, opts, func(out []uintptr, comm, plan uintptr,
+		o swig.Optimizer_config, eo swig.Embedding_options) error {
+		return swig.Embedding_create(out, plan, comm, o, eo)
 	})
 }
 
-// newEmbeddingCollection fills the C structs from opt and opts, runs create and wraps the
-// handle it returns.
-func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOptions,
-	create func(out []uintptr, o swig.Optimizer_config, eo swig.Embedding_options) error) (*EmbeddingCollection, error) {
+// newEmbeddingCollection fills the C structs from opt and opts, runs create with the handles of
+// plan and of owner (the communicator or the mesh) and wraps the handle it returns.
+func newEmbeddingCollection(plan *Plan, owner *handleRef, opt *OptimizerConfig,
+	opts *EmbeddingOptions, create func(out []uintptr, owner, plan uintptr,
+		o swig.Optimizer_config, eo swig.Embedding_options) error) (*EmbeddingCollection, error) {
 	// No optimizer: a NULL one, so the collection trains with the plan's.
 	var o swig.Optimizer_config = swig.SwigcptrOptimizer_config(0)
 	if opt != nil {
@@ -226,13 +222,12 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 	if err := swig.Embedding_options_init(eo, uint(swig.EMBEDDING_OPTIONS_VERSION)); err != nil {
 		return nil, err
 	}
+	var dpComm *handleRef
 	if opts != nil {
 		eo.SetSeed(opts.Seed)
 		eo.SetBounds_policy(int(opts.BoundsPolicy))
 		eo.SetNum_threads(opts.NumThreads)
-		if opts.DPComm != nil {
-			eo.SetDp_comm(opts.DPComm.handle())
-		}
+		dpComm = opts.DPComm.ref()
 		eo.SetForward_comm_encoding(int(opts.ForwardCommEncoding))
 		eo.SetBackward_comm_encoding(int(opts.BackwardCommEncoding))
 		eo.SetNon_finite(int(opts.NonFinite))
@@ -259,13 +254,18 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 		shapes[name] = [2]int64{rows, int64(dim)}
 	}
 	out := make([]uintptr, 1)
-	err = create(out, o, eo)
-	runtime.KeepAlive(plan)
-	runtime.KeepAlive(opts)
+	// The plan, the communicator or mesh and the data-parallel communicator stay open until
+	// create returns; the shapes above were read before, each call with its own lock.
+	h, done := acquireAll(owner, plan.ref(), dpComm)
+	if dpComm != nil {
+		eo.SetDp_comm(h[2])
+	}
+	err = create(out, h[0], h[1], o, eo)
+	done()
 	if err != nil {
 		return nil, err
 	}
-	e := &EmbeddingCollection{h: out[0], shapes: shapes}
+	e := &EmbeddingCollection{owned: handleRef{h: out[0]}, shapes: shapes}
 	runtime.SetFinalizer(e, closeLeaked("embedding collection", (*EmbeddingCollection).Close))
 	return e, nil
 }
@@ -273,16 +273,18 @@ func newEmbeddingCollection(plan *Plan, opt *OptimizerConfig, opts *EmbeddingOpt
 // OutputDim is the width of one output row.
 func (e *EmbeddingCollection) OutputDim() (int64, error) {
 	out := make([]int64, 1)
-	err := swig.Embedding_output_dim(e.handle(), out)
-	runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
+	err := swig.Embedding_output_dim(h, out)
 	return out[0], err
 }
 
 // IsSequence reports whether outputs have one row per id.
 func (e *EmbeddingCollection) IsSequence() (bool, error) {
 	out := make([]int32, 1)
-	err := swig.Embedding_is_sequence(e.handle(), out)
-	runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
+	err := swig.Embedding_is_sequence(h, out)
 	return out[0] != 0, err
 }
 
@@ -328,12 +330,13 @@ func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
 
 // Forward writes the output of this rank's batch into out (collective).
 func (e *EmbeddingCollection) Forward(batch *KJT, out []float32) error {
-	defer runtime.KeepAlive(e)
 	if batch == nil {
 		_ = e.Forward(refusedBatch, out)
 		return errNilBatch()
 	}
-	return swig.Bind_embedding_forward(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Bind_embedding_forward(h, batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights, out)
 }
 
@@ -370,47 +373,51 @@ func checkShape(what string, buf []float32, shape []int64) error {
 // is the output width): the library checks the shape against the output
 // (shardrec_embedding_forward_tensor). out holds exactly the shape's element count.
 func (e *EmbeddingCollection) ForwardTensor(batch *KJT, out []float32, shape []int64) error {
-	defer runtime.KeepAlive(e)
 	if batch == nil {
 		_ = e.ForwardTensor(refusedBatch, out, shape)
 		return errNilBatch()
 	}
+	h, done := e.ref().acquire()
+	defer done()
 	if err := checkShape("out", out, shape); err != nil {
 		// Refused together: no view, which the library refuses on every rank in this call.
-		_ = swig.Bind_embedding_forward_tensor(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+		_ = swig.Bind_embedding_forward_tensor(h, batch.BatchSize, int64(batch.NumFeatures),
 			batch.Lengths, batch.Values, batch.Weights, nil, refusedShape)
 		return err
 	}
-	return swig.Bind_embedding_forward_tensor(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+	return swig.Bind_embedding_forward_tensor(h, batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights, out, shape)
 }
 
 // ForwardDistributedTensor is ForwardDistributed into a tensor of extents shape.
 func (e *EmbeddingCollection) ForwardDistributedTensor(out []float32, shape []int64) error {
-	defer runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
 	if err := checkShape("out", out, shape); err != nil {
-		_ = swig.Bind_embedding_forward_distributed_tensor(e.handle(), nil, refusedShape)
+		_ = swig.Bind_embedding_forward_distributed_tensor(h, nil, refusedShape)
 		return err
 	}
-	return swig.Bind_embedding_forward_distributed_tensor(e.handle(), out, shape)
+	return swig.Bind_embedding_forward_distributed_tensor(h, out, shape)
 }
 
 // BackwardTensor is Backward with the gradient as a tensor of extents shape.
 func (e *EmbeddingCollection) BackwardTensor(grad []float32, shape []int64) error {
-	defer runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
 	if err := checkShape("grad", grad, shape); err != nil {
-		_ = swig.Bind_embedding_backward_tensor(e.handle(), nil, refusedShape)
+		_ = swig.Bind_embedding_backward_tensor(h, nil, refusedShape)
 		return err
 	}
-	return swig.Bind_embedding_backward_tensor(e.handle(), grad, shape)
+	return swig.Bind_embedding_backward_tensor(h, grad, shape)
 }
 
 // Synchronize waits for the device work a GPU collection's stream-ordered calls left queued and
 // returns what it found (shardrec_embedding_synchronize); nil at once for a host collection, whose
 // calls (all of them from Go: Go passes host memory) return with their work done.
 func (e *EmbeddingCollection) Synchronize() error {
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_synchronize(e.handle())
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_synchronize(h)
 }
 
 // ForwardAlloc is Forward into a new slice of the right size.
@@ -433,51 +440,58 @@ func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
 
 // InputDistStart starts the pipelined input distribution of batch (collective).
 func (e *EmbeddingCollection) InputDistStart(batch *KJT) error {
-	defer runtime.KeepAlive(e)
 	if batch == nil {
 		_ = e.InputDistStart(refusedBatch)
 		return errNilBatch()
 	}
-	return swig.Bind_embedding_input_dist_start(e.handle(), batch.BatchSize, int64(batch.NumFeatures),
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Bind_embedding_input_dist_start(h, batch.BatchSize, int64(batch.NumFeatures),
 		batch.Lengths, batch.Values, batch.Weights)
 }
 
 // InputDistWait waits for the started input distribution.
 func (e *EmbeddingCollection) InputDistWait() error {
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_input_dist_wait(e.handle())
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_input_dist_wait(h)
 }
 
 // ForwardDistributed runs lookup and output distribution of the waited batch.
 func (e *EmbeddingCollection) ForwardDistributed(out []float32) error {
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_forward_distributed(e.handle(), out)
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_forward_distributed(h, out)
 }
 
 // Backward applies the gradient of the last forward's output (collective).
 func (e *EmbeddingCollection) Backward(grad []float32) error {
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_backward(e.handle(), grad)
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_backward(h, grad)
 }
 
 // SetLearningRate sets the rate of the following backward calls.
 func (e *EmbeddingCollection) SetLearningRate(lr float32) error {
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_set_learning_rate(e.handle(), lr)
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_set_learning_rate(h, lr)
 }
 
 // NumSteps is the number of optimizer steps taken.
 func (e *EmbeddingCollection) NumSteps() (int64, error) {
 	out := make([]int64, 1)
-	err := swig.Embedding_num_steps(e.handle(), out)
-	runtime.KeepAlive(e)
+	h, done := e.ref().acquire()
+	defer done()
+	err := swig.Embedding_num_steps(h, out)
 	return out[0], err
 }
 
 // SetNumSteps sets the step counter.
 func (e *EmbeddingCollection) SetNumSteps(steps int64) error {
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_set_num_steps(e.handle(), steps)
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_set_num_steps(h, steps)
 }
 
 // GetWeights copies the full [rows, dim] weights of table into out (collective).
@@ -485,8 +499,9 @@ func (e *EmbeddingCollection) GetWeights(table string, out []float32) error {
 	if err := noNUL("table", table); err != nil {
 		return err
 	}
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_get_weights(e.handle(), table, out)
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_get_weights(h, table, out)
 }
 
 // Weights returns the full weights of table (collective).
@@ -494,9 +509,9 @@ func (e *EmbeddingCollection) Weights(table string) ([]float32, error) {
 	if err := noNUL("table", table); err != nil {
 		return nil, err
 	}
-	shape, ok := e.shapes[table]
+	shape, ok := e.shape(table)
 	if !ok {
-		// Let the library name the unknown table.
+		// Let the library name the unknown table (or refuse a nil collection).
 		return nil, e.GetWeights(table, nil)
 	}
 	out := make([]float32, shape[0]*shape[1])
@@ -508,205 +523,24 @@ func (e *EmbeddingCollection) SetWeights(table string, weights []float32) error 
 	if err := noNUL("table", table); err != nil {
 		return err
 	}
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_set_weights(e.handle(), table, weights)
+	h, done := e.ref().acquire()
+	defer done()
+	return swig.Embedding_set_weights(h, table, weights)
 }
 
-// StateNames lists the optimizer states ("momentum1", ...) and whether each is row-wise.
-func (e *EmbeddingCollection) StateNames() ([]string, []bool, error) {
-	defer runtime.KeepAlive(e)
-	n := make([]uint64, 1)
-	if err := swig.Embedding_num_states(e.handle(), n); err != nil {
-		return nil, nil, err
+// shape is the (rows, dim) of table, from the plan the collection was created with.
+func (e *EmbeddingCollection) shape(table string) ([2]int64, bool) {
+	if e == nil {
+		return [2]int64{}, false
 	}
-	names := make([]string, n[0])
-	rowWise := make([]bool, n[0])
-	for i := range names {
-		var name string // not &names[i]: cgo refuses a pointer into memory holding Go pointers
-		rw := make([]int32, 1)
-		if err := swig.Embedding_state_info(e.handle(), int64(i), &name, rw); err != nil {
-			return nil, nil, err
-		}
-		names[i], rowWise[i] = name, rw[0] != 0
-	}
-	return names, rowWise, nil
-}
-
-// TableState is one optimizer state of a table: its name and whether it holds one value per
-// row ([rows]) rather than one per element ([rows, dim]).
-type TableState struct {
-	Name    string
-	RowWise bool
-}
-
-// TableStates lists the states of the optimizer table trains with (its own or the default),
-// in order: the names State and SetState accept for that table.
-func (e *EmbeddingCollection) TableStates(table string) ([]TableState, error) {
-	if err := noNUL("table", table); err != nil {
-		return nil, err
-	}
-	defer runtime.KeepAlive(e)
-	n := make([]uint64, 1)
-	if err := swig.Embedding_table_num_states(e.handle(), table, n); err != nil {
-		return nil, err
-	}
-	out := make([]TableState, n[0])
-	for i := range out {
-		// A fresh string each time: cgo refuses a pointer into memory that holds Go pointers.
-		var name string
-		rw := make([]int32, 1)
-		if err := swig.Embedding_table_state_info(e.handle(), table, int64(i), &name, rw); err != nil {
-			return nil, err
-		}
-		out[i] = TableState{Name: name, RowWise: rw[0] != 0}
-	}
-	return out, nil
-}
-
-// State returns one full optimizer state of table (collective).
-func (e *EmbeddingCollection) State(table, state string) ([]float32, error) {
-	if err := noNUL("table or state", table, state); err != nil {
-		return nil, err
-	}
-	states, err := e.TableStates(table)
-	if err != nil {
-		return nil, err
-	}
-	shape := e.shapes[table]
-	size := shape[0] * shape[1]
-	for _, s := range states {
-		if s.Name == state && s.RowWise {
-			size = shape[0]
-		}
-	}
-	out := make([]float32, size)
-	err = swig.Embedding_get_state(e.handle(), table, state, out)
-	runtime.KeepAlive(e)
-	return out, err
-}
-
-// SetState replaces one optimizer state of table (collective).
-func (e *EmbeddingCollection) SetState(table, state string, values []float32) error {
-	if err := noNUL("table or state", table, state); err != nil {
-		return err
-	}
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_set_state(e.handle(), table, state, values)
-}
-
-// Timings returns the seconds spent in collectives and in forward/backward overall.
-func (e *EmbeddingCollection) Timings() (comm, total float64, err error) {
-	c := make([]float64, 1)
-	t := make([]float64, 1)
-	err = swig.Embedding_timings(e.handle(), c, t)
-	runtime.KeepAlive(e)
-	return c[0], t[0], err
-}
-
-// SetTableLearningRate sets the learning rate of one table (per-table schedules); the other
-// tables keep theirs.
-func (e *EmbeddingCollection) SetTableLearningRate(table string, lr float32) error {
-	if err := noNUL("table", table); err != nil {
-		return err
-	}
-	defer runtime.KeepAlive(e)
-	return swig.Embedding_set_table_learning_rate(e.handle(), table, lr)
-}
-
-// TableOptimizer is the optimizer table trains with (its own, or the collection's default),
-// with its current learning rate.
-func (e *EmbeddingCollection) TableOptimizer(table string) (OptimizerConfig, error) {
-	if err := noNUL("table", table); err != nil {
-		return OptimizerConfig{}, err
-	}
-	o := swig.NewOptimizer_config()
-	defer swig.DeleteOptimizer_config(o)
-	defer runtime.KeepAlive(e)
-	if err := swig.Embedding_table_optimizer(e.handle(), table, o); err != nil {
-		return OptimizerConfig{}, err
-	}
-	return OptimizerConfig{
-		Type: OptimizerType(o.GetXtype()), LearningRate: o.GetLearning_rate(), Eps: o.GetEps(),
-		Beta1: o.GetBeta1(), Beta2: o.GetBeta2(), WeightDecay: o.GetWeight_decay(),
-		WeightDecayMode:    WeightDecayMode(o.GetWeight_decay_mode()),
-		StochasticRounding: o.GetStochastic_rounding() != 0,
-	}, nil
-}
-
-// OutputBlock is where one feature's embedding sits in an output row (TorchRec's KeyedTensor
-// keys and offsets): columns [Offset, Offset+Width) of the row, from table Table.
-type OutputBlock struct {
-	Feature string
-	Table   string
-	Offset  int64
-	Width   int64
-}
-
-// Outputs lists the blocks of an output row in order.
-func (e *EmbeddingCollection) Outputs() ([]OutputBlock, error) {
-	defer runtime.KeepAlive(e)
-	n := make([]uint64, 1)
-	if err := swig.Embedding_num_outputs(e.handle(), n); err != nil {
-		return nil, err
-	}
-	out := make([]OutputBlock, n[0])
-	for i := range out {
-		// Locals: cgo rejects a pointer into a slice that already holds Go strings.
-		var feature, table string
-		offset := make([]int64, 1)
-		width := make([]int64, 1)
-		err := swig.Embedding_output_info(e.handle(), int64(i), &feature, &table, offset, width)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = OutputBlock{Feature: feature, Table: table, Offset: offset[0], Width: width[0]}
-	}
-	return out, nil
-}
-
-// StepTimings is where this rank's time went since the collection was created (seconds).
-type StepTimings struct {
-	Forwards, Backwards, Samples int64
-	TotalSeconds                 float64 // inside the collection's step calls
-	CollectiveSeconds            float64 // inside or waiting for collectives
-	InputDistSeconds             float64
-	LookupSeconds                float64
-	OutputDistSeconds            float64
-	BackwardSeconds              float64
-	// Part of CollectiveSeconds in the collectives that carry embeddings or their gradients
-	// (what CommEncoding shrinks).
-	EmbeddingCommSeconds float64
-}
-
-// SamplesPerSecond is Samples / TotalSeconds (0 before the first step).
-func (t StepTimings) SamplesPerSecond() float64 {
-	if t.TotalSeconds <= 0 {
-		return 0
-	}
-	return float64(t.Samples) / t.TotalSeconds
-}
-
-// StepTimings returns the per-phase timings, for progress lines.
-func (e *EmbeddingCollection) StepTimings() (StepTimings, error) {
-	t := swig.NewStep_timings()
-	defer swig.DeleteStep_timings(t)
-	defer runtime.KeepAlive(e)
-	if err := swig.Step_timings_init(t, uint(swig.STEP_TIMINGS_VERSION)); err != nil {
-		return StepTimings{}, err
-	}
-	if err := swig.Embedding_step_timings(e.handle(), t); err != nil {
-		return StepTimings{}, err
-	}
-	return StepTimings{
-		Forwards: t.GetForwards(), Backwards: t.GetBackwards(), Samples: t.GetSamples(),
-		TotalSeconds: t.GetTotal_seconds(), CollectiveSeconds: t.GetCollective_seconds(),
-		InputDistSeconds: t.GetInput_dist_seconds(), LookupSeconds: t.GetLookup_seconds(),
-		OutputDistSeconds: t.GetOutput_dist_seconds(), BackwardSeconds: t.GetBackward_seconds(),
-		EmbeddingCommSeconds: t.GetEmbedding_comm_seconds(),
-	}, nil
+	s, ok := e.shapes[table]
+	return s, ok
 }
 
 // String describes the collection for logs.
 func (e *EmbeddingCollection) String() string {
+	if e == nil {
+		return "EmbeddingCollection(nil)"
+	}
 	return fmt.Sprintf("EmbeddingCollection(%d tables)", len(e.shapes))
 }

@@ -53,12 +53,23 @@ type SyncStats struct {
 	Syncs       int64 // since the mesh was created
 }
 
-// Mesh is this rank's view of a 2D mesh. One goroutine at a time. Syncs use the built-in
-// collective unless a hook is installed with SetSyncHook.
+// Mesh is this rank's view of a 2D mesh. One goroutine at a time, except Close, which is safe
+// from any goroutine. Syncs use the built-in collective unless a hook is installed with
+// SetSyncHook.
 type Mesh struct {
-	mu   sync.Mutex
-	h    uintptr
-	hook uintptr // cgo handle of the installed sync hook, 0 for none
+	owned handleRef
+	// hookMu is held by SetSyncHook for its whole call and by Close while it releases the hook,
+	// so that hook always names the hook the C mesh calls.
+	hookMu sync.Mutex
+	hook   uintptr // cgo handle of the installed sync hook, 0 for none
+}
+
+// ref is the mesh's handle and lock; nil for a nil mesh (its calls get ErrCodeInvalid).
+func (m *Mesh) ref() *handleRef {
+	if m == nil {
+		return nil
+	}
+	return &m.owned
 }
 
 // SyncBuffer is one coalesced buffer handed to a sync hook: Count elements of DType, valid only
@@ -90,7 +101,9 @@ func (b *SyncBuffer) Bytes() []byte {
 // custom all-reduce hook): it is called once per coalesced float buffer (integer counters keep
 // the built-in collective) and must leave the replica-group average in it. A returned *Error
 // fails the sync with its code, any other error with SHARDREC_ERROR; a panic is recovered.
-// nil restores the built-in collective.
+// nil restores the built-in collective. The hook runs inside Sync and Step, which hold the mesh
+// and the collection open: it must not Close them (Close would wait for the sync that runs the
+// hook) nor call their methods while another goroutine may be closing them.
 func (m *Mesh) SetSyncHook(hook func(buf *SyncBuffer) error) error {
 	var raw swig.SyncHook
 	if hook != nil {
@@ -98,46 +111,39 @@ func (m *Mesh) SetSyncHook(hook func(buf *SyncBuffer) error) error {
 			return hook(&SyncBuffer{DType: DType(dtype), Count: count, data: data})
 		}
 	}
-	h, err := swig.MeshSetSyncHook(m.handle(), raw)
-	runtime.KeepAlive(m)
+	if m == nil {
+		_, err := swig.MeshSetSyncHook(0, raw) // refused: a NULL mesh
+		return err
+	}
+	m.hookMu.Lock()
+	defer m.hookMu.Unlock()
+	mh, done := m.owned.acquire()
+	h, err := swig.MeshSetSyncHook(mh, raw)
+	done()
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
 	old := m.hook
 	m.hook = h
-	m.mu.Unlock()
 	swig.DeleteHandle(old) // the mesh now calls the new hook (or none)
 	return nil
 }
 
-func (m *Mesh) handle() uintptr {
-	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
-	if m == nil {
-		return 0
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.h
-}
-
 // Close destroys the mesh; communicators handed out stay valid, later calls fail with
-// SHARDREC_EINVAL. Idempotent.
+// SHARDREC_EINVAL. Idempotent, and safe from any goroutine: it waits for the calls in flight
+// on other goroutines to return. A sync blocked on a peer returns at the communicators'
+// timeout or when they are aborted (Comm.Abort): to close promptly, abort first.
 func (m *Mesh) Close() error {
 	if m == nil {
 		return nil
 	}
-	m.mu.Lock()
-	h := m.h
-	m.h = 0
-	m.mu.Unlock()
-	if h != 0 {
+	if h := m.owned.take(); h != 0 {
 		swig.Mesh_destroy(h)
 	}
-	m.mu.Lock()
+	m.hookMu.Lock()
 	hook := m.hook
 	m.hook = 0
-	m.mu.Unlock()
+	m.hookMu.Unlock()
 	swig.DeleteHandle(hook)
 	runtime.SetFinalizer(m, nil)
 	return nil
@@ -159,12 +165,13 @@ func NewMesh(world *Comm, opts *MeshOptions) (*Mesh, error) {
 		o.SetSync_mode(int(opts.SyncMode))
 	}
 	out := make([]uintptr, 1)
-	err := swig.Mesh_create(out, world.handle(), o)
-	runtime.KeepAlive(world)
+	wh, done := world.ref().acquire()
+	err := swig.Mesh_create(out, wh, o)
+	done()
 	if err != nil {
 		return nil, err
 	}
-	m := &Mesh{h: out[0]}
+	m := &Mesh{owned: handleRef{h: out[0]}}
 	runtime.SetFinalizer(m, closeLeaked("mesh", (*Mesh).Close))
 	return m, nil
 }
@@ -172,16 +179,18 @@ func NewMesh(world *Comm, opts *MeshOptions) (*Mesh, error) {
 // Coords returns this rank's coordinates in the mesh.
 func (m *Mesh) Coords() (MeshCoords, error) {
 	g, p, rg, rr := make([]int32, 1), make([]int32, 1), make([]int32, 1), make([]int32, 1)
-	err := swig.Mesh_coords(m.handle(), g, p, rg, rr)
-	runtime.KeepAlive(m)
+	h, done := m.ref().acquire()
+	defer done()
+	err := swig.Mesh_coords(h, g, p, rg, rr)
 	return MeshCoords{int(g[0]), int(p[0]), int(rg[0]), int(rr[0])}, err
 }
 
 // ShardingComm is a new handle on this rank's sharding-group communicator (plan ranks).
 func (m *Mesh) ShardingComm() (*Comm, error) {
 	out := make([]uintptr, 1)
-	err := swig.Mesh_sharding_comm(out, m.handle())
-	runtime.KeepAlive(m)
+	h, done := m.ref().acquire()
+	defer done()
+	err := swig.Mesh_sharding_comm(out, h)
 	if err != nil {
 		return nil, err
 	}
@@ -191,8 +200,9 @@ func (m *Mesh) ShardingComm() (*Comm, error) {
 // ReplicaComm is a new handle on this rank's replica-group communicator.
 func (m *Mesh) ReplicaComm() (*Comm, error) {
 	out := make([]uintptr, 1)
-	err := swig.Mesh_replica_comm(out, m.handle())
-	runtime.KeepAlive(m)
+	h, done := m.ref().acquire()
+	defer done()
+	err := swig.Mesh_replica_comm(out, h)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +212,9 @@ func (m *Mesh) ReplicaComm() (*Comm, error) {
 // Describe lists the sharding and replica groups (and nodes, when RanksPerNode was given).
 func (m *Mesh) Describe() (string, error) {
 	var text string
-	err := swig.Mesh_describe(m.handle(), &text)
-	runtime.KeepAlive(m)
+	h, done := m.ref().acquire()
+	defer done()
+	err := swig.Mesh_describe(h, &text)
 	return text, err
 }
 
@@ -213,35 +224,31 @@ func (m *Mesh) Describe() (string, error) {
 // different fail loudly.
 func (m *Mesh) NewEmbeddingCollection(plan *Plan, opt *OptimizerConfig,
 	opts *EmbeddingOptions) (*EmbeddingCollection, error) {
-	return newEmbeddingCollection(plan, opt, opts, func(out []uintptr, o swig.Optimizer_config,
-		eo swig.Embedding_options) error {
-		err := swig.Mesh_embedding_create(out, m.handle(), plan.handle(), o, eo)
-		runtime.KeepAlive(m)
-		return err
-	})
+	return newEmbeddingCollection(plan, m.ref(), opt, opts, swig.Mesh_embedding_create)
 }
 
 // Sync averages coll's shards over the replica group (collective over the world); mode is a
 // SyncMode, SyncDefault the mesh's configured mode.
 func (m *Mesh) Sync(coll *EmbeddingCollection, mode SyncMode) error {
-	defer runtime.KeepAlive(m)
-	defer runtime.KeepAlive(coll)
-	return swig.Mesh_sync(m.handle(), coll.handle(), int(mode))
+	h, done := acquireAll(m.ref(), coll.ref())
+	defer done()
+	return swig.Mesh_sync(h[0], h[1], int(mode))
 }
 
 // Step counts a training step (call it after every backward) and reports whether it synced.
 func (m *Mesh) Step(coll *EmbeddingCollection) (bool, error) {
 	synced := make([]int32, 1)
-	err := swig.Mesh_step(m.handle(), coll.handle(), synced)
-	runtime.KeepAlive(m)
-	runtime.KeepAlive(coll)
+	h, done := acquireAll(m.ref(), coll.ref())
+	defer done()
+	err := swig.Mesh_step(h[0], h[1], synced)
 	return synced[0] != 0, err
 }
 
 // SyncStats returns the figures of the last sync on this rank.
 func (m *Mesh) SyncStats() (SyncStats, error) {
 	bytes, collectives, syncs := make([]uint64, 1), make([]int32, 1), make([]int64, 1)
-	err := swig.Mesh_sync_stats(m.handle(), bytes, collectives, syncs)
-	runtime.KeepAlive(m)
+	h, done := m.ref().acquire()
+	defer done()
+	err := swig.Mesh_sync_stats(h, bytes, collectives, syncs)
 	return SyncStats{Bytes: bytes[0], Collectives: int(collectives[0]), Syncs: syncs[0]}, err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 
 	"shardrec.dev/shardrec/internal/swig"
 )
@@ -204,12 +203,9 @@ func (topo *Topology) FillFromComm(comm *Comm) error {
 	if err := swig.Topology_init(t, uint(swig.TOPOLOGY_VERSION)); err != nil {
 		return err
 	}
-	var h uintptr // a nil comm reaches C as NULL and gets its error
-	if comm != nil {
-		h = comm.handle()
-	}
+	h, done := comm.ref().acquire() // a nil comm reaches C as NULL and gets its error
 	err := swig.Topology_from_comm(t, h)
-	runtime.KeepAlive(comm)
+	done()
 	if err != nil {
 		return err
 	}
@@ -234,38 +230,32 @@ type Shard struct {
 	Rank            int
 }
 
-// Plan is an immutable sharding plan; safe for concurrent use.
+// Plan is an immutable sharding plan; safe for concurrent use, Close included.
 type Plan struct {
-	mu sync.Mutex
-	h  uintptr
+	owned handleRef
 }
 
 func newPlan(h uintptr) *Plan {
-	p := &Plan{h: h}
+	p := &Plan{owned: handleRef{h: h}}
 	runtime.SetFinalizer(p, closeLeaked("plan", (*Plan).Close))
 	return p
 }
 
-func (p *Plan) handle() uintptr {
-	// A nil handle is 0, which the C call refuses as NULL (EINVAL), instead of a panic.
+// ref is the plan's handle and lock; nil for a nil plan (its calls get ErrCodeInvalid).
+func (p *Plan) ref() *handleRef {
 	if p == nil {
-		return 0
+		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.h
+	return &p.owned
 }
 
-// Close releases the plan; collections created from it stay valid. Idempotent.
+// Close releases the plan; collections created from it stay valid. Idempotent, and safe from
+// any goroutine: it waits for the calls in flight on other goroutines to return.
 func (p *Plan) Close() error {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	h := p.h
-	p.h = 0
-	p.mu.Unlock()
-	if h != 0 {
+	if h := p.owned.take(); h != 0 {
 		swig.Plan_destroy(h)
 	}
 	runtime.SetFinalizer(p, nil)
@@ -379,72 +369,81 @@ func PlanFromJSON(text string) (*Plan, error) {
 // JSON is the plan's text form.
 func (p *Plan) JSON() (string, error) {
 	var s string
-	err := swig.Plan_to_json(p.handle(), &s)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_to_json(h, &s)
 	return s, err
 }
 
 // Stats is the planner's human-readable report.
 func (p *Plan) Stats() (string, error) {
 	var s string
-	err := swig.Plan_stats(p.handle(), &s)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_stats(h, &s)
 	return s, err
 }
 
 // Hash is the plan's stable 64-bit hash.
 func (p *Plan) Hash() (uint64, error) {
 	out := make([]uint64, 1)
-	err := swig.Plan_hash(p.handle(), out)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_hash(h, out)
 	return out[0], err
 }
 
 // WorldSize is the size of the sharding group.
 func (p *Plan) WorldSize() (int, error) {
 	out := make([]int32, 1)
-	err := swig.Plan_world_size(p.handle(), out)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_world_size(h, out)
 	return int(out[0]), err
 }
 
 // RanksPerNode is the ranks per node of the topology the plan was made for.
 func (p *Plan) RanksPerNode() (int, error) {
 	out := make([]int32, 1)
-	err := swig.Plan_ranks_per_node(p.handle(), out)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_ranks_per_node(h, out)
 	return int(out[0]), err
 }
 
 // NumTables is the number of tables.
 func (p *Plan) NumTables() (int, error) {
 	out := make([]uint64, 1)
-	err := swig.Plan_num_tables(p.handle(), out)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_num_tables(h, out)
 	return int(out[0]), err
 }
 
 // NumFeatures is the number of features.
 func (p *Plan) NumFeatures() (int, error) {
 	out := make([]uint64, 1)
-	err := swig.Plan_num_features(p.handle(), out)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_num_features(h, out)
 	return int(out[0]), err
 }
 
 // TableName is the name of table t.
 func (p *Plan) TableName(t int) (string, error) {
 	var s string
-	err := swig.Plan_table_name(p.handle(), int64(t), &s)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_table_name(h, int64(t), &s)
 	return s, err
 }
 
 // FeatureName is the name of feature f.
 func (p *Plan) FeatureName(f int) (string, error) {
 	var s string
-	err := swig.Plan_feature_name(p.handle(), int64(f), &s)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_feature_name(h, int64(f), &s)
 	return s, err
 }
 
@@ -454,8 +453,9 @@ func (p *Plan) FindTable(name string) (int, error) {
 		return 0, err
 	}
 	out := make([]uint64, 1)
-	err := swig.Plan_find_table(p.handle(), name, out)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_find_table(h, name, out)
 	return int(out[0]), err
 }
 
@@ -463,11 +463,12 @@ func (p *Plan) FindTable(name string) (int, error) {
 func (p *Plan) TableShape(t int) (int64, int, error) {
 	rows := make([]int64, 1)
 	dim := make([]int32, 1)
-	defer runtime.KeepAlive(p)
-	if err := swig.Plan_table_rows(p.handle(), int64(t), rows); err != nil {
+	h, done := p.ref().acquire()
+	defer done()
+	if err := swig.Plan_table_rows(h, int64(t), rows); err != nil {
 		return 0, 0, err
 	}
-	if err := swig.Plan_table_dim(p.handle(), int64(t), dim); err != nil {
+	if err := swig.Plan_table_dim(h, int64(t), dim); err != nil {
 		return 0, 0, err
 	}
 	return rows[0], int(dim[0]), nil
@@ -477,8 +478,9 @@ func (p *Plan) TableShape(t int) (int64, int, error) {
 func (p *Plan) TableSharding(t int) (ShardingType, int, error) {
 	typ := make([]int32, 1)
 	n := make([]uint64, 1)
-	err := swig.Plan_table_sharding(p.handle(), int64(t), typ, n)
-	runtime.KeepAlive(p)
+	h, done := p.ref().acquire()
+	defer done()
+	err := swig.Plan_table_sharding(h, int64(t), typ, n)
 	return ShardingType(typ[0]), int(n[0]), err
 }
 
@@ -486,8 +488,9 @@ func (p *Plan) TableSharding(t int) (ShardingType, int, error) {
 func (p *Plan) Shard(t, s int) (Shard, error) {
 	n := swig.NewShard_t()
 	defer swig.DeleteShard_t(n)
-	defer runtime.KeepAlive(p)
-	if err := swig.Plan_shard(p.handle(), int64(t), int64(s), n); err != nil {
+	h, done := p.ref().acquire()
+	defer done()
+	if err := swig.Plan_shard(h, int64(t), int64(s), n); err != nil {
 		return Shard{}, err
 	}
 	return Shard{RowOffset: n.GetRow_offset(), Rows: n.GetRows(), ColOffset: n.GetCol_offset(),

@@ -1,0 +1,303 @@
+package shardrec
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// closeRaceRounds is how many times each owning type races its Close against its calls.
+const closeRaceRounds = 200
+
+// raceClose runs rounds rounds of: open an object, run call in a loop on another goroutine, and
+// Close the object from this goroutine once the loop has made a call or two. Close must return,
+// and every call must succeed or, once the object is closed, return an *Error with
+// ErrCodeInvalid (the loop stops there); nothing may crash the process. Every fourth round
+// closes from two goroutines at once.
+func raceClose(t *testing.T, rounds int, open func() (call func() error, close func() error)) {
+	t.Helper()
+	for round := 0; round < rounds; round++ {
+		call, closeIt := open()
+		started := make(chan struct{})
+		result := make(chan error, 1)
+		go func() {
+			var err error
+			for i := 0; err == nil; i++ {
+				if i == 1 {
+					close(started)
+				}
+				err = call()
+			}
+			if CodeOf(err) != ErrCodeInvalid {
+				result <- fmt.Errorf("a call racing Close: %v, want nil or ErrCodeInvalid", err)
+				return
+			}
+			result <- nil
+		}()
+		select {
+		case <-started:
+		case err := <-result:
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			t.Fatalf("round %d: the calls failed before Close", round)
+		}
+		// Vary where Close lands: at once, after a yield, or a little later.
+		switch round % 3 {
+		case 1:
+			time.Sleep(0)
+		case 2:
+			time.Sleep(time.Duration(round%50) * time.Microsecond)
+		}
+		closers := 1
+		if round%4 == 3 {
+			closers = 2
+		}
+		closed := make(chan error, closers)
+		for i := 0; i < closers; i++ {
+			go func() { closed <- closeIt() }()
+		}
+		for i := 0; i < closers; i++ {
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatalf("round %d: Close: %v", round, err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("round %d: Close did not return", round)
+			}
+		}
+		select {
+		case err := <-result:
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: the calls did not stop after Close", round)
+		}
+	}
+}
+
+// raceBatch is a batch large enough that forward and backward take a while: Close has calls in
+// flight to land on.
+func raceBatch(rows int64) *KJT {
+	k := &KJT{BatchSize: 256, NumFeatures: 2}
+	for f := 0; f < 2; f++ {
+		for b := 0; b < 256; b++ {
+			k.Lengths = append(k.Lengths, 4)
+			for j := 0; j < 4; j++ {
+				k.Values = append(k.Values, int64(f*7919+b*31+j*977)%rows)
+			}
+		}
+	}
+	return k
+}
+
+func TestCloseWaitsForEmbeddingCallsInFlight(t *testing.T) {
+	const rows = 4096
+	tables := []TableConfig{{Name: "a", Rows: rows, Dim: 32, Features: []int32{0}},
+		{Name: "b", Rows: rows, Dim: 16, Features: []int32{1}}}
+	plan, err := NewPlan(tables, []FeatureConfig{{Name: "fa"}, {Name: "fb"}},
+		Topology{WorldSize: 1, BatchSize: 256}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	k := raceBatch(rows)
+	raceClose(t, closeRaceRounds, func() (func() error, func() error) {
+		comms, err := NewLocalGroup(1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer comms[0].Close()
+		coll, err := NewEmbeddingCollection(plan, comms[0], nil,
+			&EmbeddingOptions{TableMemory: TableMemorySmallPages})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := coll.OutputSize(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, n)
+		return func() error {
+			if err := coll.Forward(k, out); err != nil {
+				return err
+			}
+			return coll.Backward(out)
+		}, coll.Close
+	})
+}
+
+func TestCloseWaitsForCollectivesInFlight(t *testing.T) {
+	buf := make([]float32, 1<<16)
+	raceClose(t, closeRaceRounds, func() (func() error, func() error) {
+		comms, err := NewLocalGroup(1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := comms[0]
+		return func() error {
+			if err := Allreduce(c, buf, buf, ReduceSum); err != nil {
+				return err
+			}
+			return c.Barrier()
+		}, c.Close
+	})
+}
+
+func TestCloseWaitsForPlanAndDenseCallsInFlight(t *testing.T) {
+	plan := testPlan(t, 1)
+	defer plan.Close()
+	text, err := plan.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("Plan", func(t *testing.T) {
+		raceClose(t, closeRaceRounds, func() (func() error, func() error) {
+			p, err := PlanFromJSON(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error {
+				_, err := p.JSON()
+				return err
+			}, p.Close
+		})
+	})
+	t.Run("MLP", func(t *testing.T) {
+		const batch = 64
+		x, y := make([]float32, batch*32), make([]float32, batch*8)
+		raceClose(t, closeRaceRounds, func() (func() error, func() error) {
+			m, err := NewMLP(32, []int64{64, 8}, nil, 1, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error {
+				if err := m.Forward(x, batch, y); err != nil {
+					return err
+				}
+				return m.Backward(y, x, nil, 0)
+			}, m.Close
+		})
+	})
+	// The optimizer holds the layer open from its tensor list to the step's end.
+	t.Run("DenseOptimizerStepOfAClosingLayer", func(t *testing.T) {
+		const batch = 16
+		x, y := make([]float32, batch*8), make([]float32, batch*4)
+		opt, err := NewDenseOptimizer(NewOptimizer(OptimizerAdam, 0.01))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer opt.Close()
+		raceClose(t, closeRaceRounds, func() (func() error, func() error) {
+			m, err := NewMLP(8, []int64{16, 4}, nil, 1, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error {
+				if err := m.Forward(x, batch, y); err != nil {
+					return err
+				}
+				if err := m.Backward(y, nil, nil, 0); err != nil {
+					return err
+				}
+				return opt.Step(m, m) // one layer twice: locked once
+			}, m.Close
+		})
+	})
+	t.Run("FSDP", func(t *testing.T) {
+		raceClose(t, closeRaceRounds, func() (func() error, func() error) {
+			comms, err := NewLocalGroup(1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer comms[0].Close()
+			f, err := NewFSDP(comms[0], []int64{1024}, make([]float32, 1024), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grad := make([]float32, 1024)
+			return func() error {
+				if _, err := f.Gather(0, -1); err != nil {
+					return err
+				}
+				if err := f.Release(0); err != nil {
+					return err
+				}
+				if err := f.AddGrad(0, grad); err != nil {
+					return err
+				}
+				if err := f.ReduceGrad(0); err != nil {
+					return err
+				}
+				return f.Step()
+			}, f.Close
+		})
+	})
+}
+
+// A collective blocked on a peer that never comes holds Close until it ends; Abort, from another
+// goroutine, ends it at once, also while that Close waits.
+func TestAbortEndsACollectiveThatCloseWaitsFor(t *testing.T) {
+	// The barrier must be blocked in C before Close starts: a slow start (Close first, then the
+	// barrier refused as closed) is tried again with a longer head start.
+	for _, ms := range []time.Duration{50, 500, 3000} {
+		if abortWhileCloseWaits(t, ms*time.Millisecond) {
+			return
+		}
+	}
+	t.Fatal("the barrier never started before Close")
+}
+
+// abortWhileCloseWaits runs the scenario once; false when the barrier had not started before
+// Close.
+func abortWhileCloseWaits(t *testing.T, headStart time.Duration) bool {
+	comms, err := NewLocalGroup(2, &CommOptions{TimeoutMs: 120000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[1].Close()
+	c := comms[0]
+	barrier := make(chan error, 1)
+	go func() { barrier <- c.Barrier() }() // rank 1 never enters it
+	time.Sleep(headStart)
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		berr := <-barrier
+		if CodeOf(berr) == ErrCodeInvalid {
+			return false // the barrier came after Close
+		}
+		t.Fatalf("Close returned (%v) while the barrier was blocked; the barrier: %v", err, berr)
+	case <-time.After(100 * time.Millisecond):
+	}
+	start := time.Now()
+	if err := c.Abort(); err != nil {
+		t.Fatalf("Abort while Close waits: %v", err)
+	}
+	for _, ch := range []chan error{barrier, closed} {
+		select {
+		case err := <-ch:
+			if ch == barrier && CodeOf(err) != ErrCodeAborted {
+				t.Fatalf("the blocked barrier after Abort: %v, want ErrCodeAborted", err)
+			}
+			if ch == closed && err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Abort did not end the barrier and the Close waiting for it")
+		}
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("Abort and Close took %v", d)
+	}
+	if err := c.Barrier(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("Barrier after Close: %v, want ErrCodeInvalid", err)
+	}
+	if err := c.Abort(); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("Abort after Close: %v, want ErrCodeInvalid", err)
+	}
+	return true
+}
