@@ -12,7 +12,7 @@ import java.util.function.BooleanSupplier;
  * creates a fresh unique id, so a retried attempt meets in a new group.
  *
  * <p>Thread-safety: the static methods may be called from any thread; the returned {@link Comm}
- * is used as any other (one thread at a time, abort from any thread).
+ * is used as any other (one thread at a time, abort and close from any thread).
  */
 public final class BarrierRendezvous {
   /** Marks the payload so that a message of another protocol is reported, not misread. */
@@ -88,8 +88,8 @@ public final class BarrierRendezvous {
    * hook.run())}): aborts {@code comm} so that its peers fail with EREMOTE at once instead of at
    * their timeout. Does nothing once {@code comm} is closed; never throws.
    *
-   * <p>Do not run it while another thread closes {@code comm}: a failure listener runs on the task
-   * thread after the task's code has returned, which is safe.
+   * <p>Safe while another thread closes {@code comm}: the close waits for a running abort, and an
+   * abort after the close does nothing.
    */
   public static Runnable abortHook(Comm comm) {
     if (comm == null)

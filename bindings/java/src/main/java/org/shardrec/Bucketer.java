@@ -1,7 +1,6 @@
 // DDP-style gradient bucketing over a communicator (shardrec_ddp_*).
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import org.shardrec.swig.Native;
 
 /**
@@ -11,7 +10,7 @@ import org.shardrec.swig.Native;
  * {@link #finish()} waits for all of them. Create, markReady, finish and close are collective:
  * every rank registers the same counts and marks the same gradients each step. Gradients live
  * in bucket storage: bind the layers to it with {@link DenseLayer#useBucketerGrads} before every
- * step. One thread at a time.
+ * step. One thread at a time; close() from any thread waits for the call in flight.
  */
 public final class Bucketer extends NativeHandle {
   /** Gradient compression (SHARDREC_DDP_COMPRESSION_*). */
@@ -104,12 +103,8 @@ public final class Bucketer extends NativeHandle {
   public static Bucketer create(Comm comm, long[] counts, Options options) {
     Options o = options == null ? new Options() : options;
     long[] out = new long[1];
-    try {
-      Native.bind_ddp_create(out, comm == null ? 0 : comm.handle(), counts, o.firstBucketBytes,
-                             o.bucketCapBytes, o.compression.code());
-    } finally {
-      Reference.reachabilityFence(comm);
-    }
+    use(comm, "comm", c -> Native.bind_ddp_create(out, c, counts, o.firstBucketBytes,
+                                                  o.bucketCapBytes, o.compression.code()));
     return new Bucketer(out[0], counts.clone());
   }
 
@@ -126,30 +121,18 @@ public final class Bucketer extends NativeHandle {
       throw new IllegalArgumentException("grad must be a direct FloatBuffer of exactly " + n
                                          + " floats at position 0 (gradient " + index + ")");
     }
-    try {
-      Native.bind_ddp_set_external(handle(), index, grad);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_ddp_set_external(h, index, grad));
     external[(int) index] = grad;
   }
 
   /** Zeroes every gradient. */
   public void zeroGrad() {
-    try {
-      Native.ddp_zero_grad(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.ddp_zero_grad(h));
   }
 
   /** Gradient {@code index} is final for this step; launches every bucket now complete. */
   public void markReady(long index) {
-    try {
-      Native.ddp_mark_ready(handle(), index);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.ddp_mark_ready(h, index));
   }
 
   /**
@@ -158,20 +141,12 @@ public final class Bucketer extends NativeHandle {
    * that step's gradients must not be applied on any rank.
    */
   public void finish() {
-    try {
-      Native.ddp_finish(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.ddp_finish(h));
   }
 
   /** no_sync: with false, the following steps only accumulate locally (same step on every rank). */
   public void setSync(boolean enabled) {
-    try {
-      Native.ddp_set_sync(handle(), enabled ? 1 : 0);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.ddp_set_sync(h, enabled ? 1 : 0));
   }
 
   public Stats stats() {
@@ -180,32 +155,22 @@ public final class Bucketer extends NativeHandle {
     double[] comm = new double[1];
     double[] exposed = new double[1];
     long[] bytes = new long[1];
-    try {
-      Native.bind_ddp_stats(handle(), steps, buckets, comm, exposed, bytes);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_ddp_stats(h, steps, buckets, comm, exposed, bytes));
     return new Stats(steps[0], buckets[0], comm[0], exposed[0], bytes[0]);
   }
 
   /** Tensor indices of bucket {@code bucket}, in launch order. */
   public long[] bucket(long bucket) {
-    long[] size = new long[1];
-    try {
-      Native.bind_ddp_bucket_size(handle(), bucket, size);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
-    long[] out = new long[(int) size[0]];
-    long[] one = new long[1];
-    for (int i = 0; i < out.length; ++i) {
-      try {
-        Native.bind_ddp_bucket_tensor(handle(), bucket, i, one);
-      } finally {
-        Reference.reachabilityFence(this);
+    return use(h -> {
+      long[] size = new long[1];
+      Native.bind_ddp_bucket_size(h, bucket, size);
+      long[] out = new long[(int) size[0]];
+      long[] one = new long[1];
+      for (int i = 0; i < out.length; ++i) {
+        Native.bind_ddp_bucket_tensor(h, bucket, i, one);
+        out[i] = one[0];
       }
-      out[i] = one[0];
-    }
-    return out;
+      return out;
+    });
   }
 }

@@ -2,7 +2,6 @@
 // export/import of one full table as a safetensors file. Every call is collective.
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.checkpoint_options;
 
@@ -135,13 +134,9 @@ public final class Checkpoint {
     }
     checkpoint_options native_ = o.toNative();
     try {
-      try {
-        Native.bind_checkpoint(mesh == null ? 0 : mesh.handle(), coll.handle(), dir, native_,
-                               names.toString(), counts, flat, load ? 1 : 0);
-      } finally {
-        Reference.reachabilityFence(mesh);
-        Reference.reachabilityFence(coll);
-      }
+      // The mesh first, then the collection (the order of NativeHandle's locks).
+      NativeHandle.useOrNull(mesh, m -> NativeHandle.use(coll, "coll", c -> Native.bind_checkpoint(
+          m, c, dir, native_, names.toString(), counts, flat, load ? 1 : 0)));
     } finally {
       native_.delete();
     }
@@ -158,20 +153,14 @@ public final class Checkpoint {
   /** Writes one full table (optionally with its optimizer state) to a safetensors file. */
   public static void exportTable(
       EmbeddingCollection coll, String table, String path, boolean withOptimizerState) {
-    try {
-      Native.checkpoint_export_table(coll.handle(), table, path, withOptimizerState ? 1 : 0);
-    } finally {
-      Reference.reachabilityFence(coll);
-    }
+    NativeHandle.use(coll, "coll", c -> Native.checkpoint_export_table(
+        c, table, path, withOptimizerState ? 1 : 0));
   }
 
   /** Reads one full table (F32/F16/BF16 "weights", optionally states) from a safetensors file. */
   public static void importTable(
       EmbeddingCollection coll, String table, String path, boolean withOptimizerState) {
-    try {
-      Native.checkpoint_import_table(coll.handle(), table, path, withOptimizerState ? 1 : 0);
-    } finally {
-      Reference.reachabilityFence(coll);
-    }
+    NativeHandle.use(coll, "coll", c -> Native.checkpoint_import_table(
+        c, table, path, withOptimizerState ? 1 : 0));
   }
 }

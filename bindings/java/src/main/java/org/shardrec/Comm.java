@@ -2,13 +2,17 @@
 // collectives, over direct NIO buffers.
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import java.nio.Buffer;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.comm_options;
 
-/** A libshardrec communicator. One thread at a time; {@link #abort()} from any thread. */
+/**
+ * A libshardrec communicator. One thread at a time; {@link #abort()} and {@link #close()} from
+ * any thread. close() waits for a call running on another thread, and a collective blocked on a
+ * peer runs until the timeout: to end it at once, abort() first (close() then waits only for the
+ * aborted call to throw EABORTED).
+ */
 public final class Comm extends NativeHandle {
   // Deprecated aliases of the earlier docs' constants (see the top of Config).
   /** @deprecated Use {@link ReduceOp#SUM}. */
@@ -158,43 +162,27 @@ public final class Comm extends NativeHandle {
 
   public int rank() {
     int[] out = new int[1];
-    try {
-      Native.comm_rank(out, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_rank(out, h));
     return out[0];
   }
 
   public int size() {
     int[] out = new int[1];
-    try {
-      Native.comm_size(out, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_size(out, h));
     return out[0];
   }
 
   /** This rank's index among the ranks on its host. */
   public int localRank() {
     int[] out = new int[1];
-    try {
-      Native.comm_local_rank(out, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_local_rank(out, h));
     return out[0];
   }
 
   /** The number of ranks on this host. */
   public int localSize() {
     int[] out = new int[1];
-    try {
-      Native.comm_local_size(out, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_local_size(out, h));
     return out[0];
   }
 
@@ -204,31 +192,19 @@ public final class Comm extends NativeHandle {
    */
   public int bindLocalNuma() {
     int[] out = new int[1];
-    try {
-      Native.comm_bind_local_numa(out, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_bind_local_numa(out, h));
     return out[0];
   }
 
   /** Collective split; returns null for a negative color. */
   public Comm split(int color, int key) {
     long[] out = new long[1];
-    try {
-      Native.comm_split(out, handle(), color, key);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_split(out, h, color, key));
     return out[0] == 0 ? null : new Comm(out[0]);
   }
 
   public void setTimeout(long timeoutMs) {
-    try {
-      Native.comm_set_timeout(handle(), timeoutMs);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_set_timeout(h, timeoutMs));
   }
 
   /**
@@ -236,25 +212,18 @@ public final class Comm extends NativeHandle {
    * thread: blocked and later calls throw EABORTED, peers EREMOTE.
    */
   public void abort() {
-    // Not through handle(): a close() on another thread must wait until the abort is done.
+    // Not through use(): it must not wait behind the blocked call it ends (nor behind a close()
+    // waiting for that call); a close() waits until the abort is done.
     withConcurrentUse(Native::comm_abort);
   }
 
   /** Throws the error that poisoned this communicator, if any. */
   public void checkAsyncError() {
-    try {
-      Native.comm_async_error(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_async_error(h));
   }
 
   public void barrier() {
-    try {
-      Native.comm_barrier(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_barrier(h));
   }
 
   /** recv = op over ranks of send; {@code count} elements of {@code dtype}. */
@@ -263,11 +232,7 @@ public final class Comm extends NativeHandle {
     checkDirect(recv, "recv");
     checkBytes(send, count, dtype, 1, "send");
     checkBytes(recv, count, dtype, 1, "recv");
-    try {
-      Native.comm_allreduce(handle(), send, recv, count, dtype.code(), op.code());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_allreduce(h, send, recv, count, dtype.code(), op.code()));
   }
 
   /** In place: {@code buf} becomes the element-wise sum over ranks (float buffer). */
@@ -279,11 +244,7 @@ public final class Comm extends NativeHandle {
   public void broadcast(Buffer buf, long count, DType dtype, int root) {
     checkDirect(buf, "buf");
     checkBytes(buf, count, dtype, 1, "buf");
-    try {
-      Native.comm_broadcast(handle(), buf, count, dtype.code(), root);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_broadcast(h, buf, count, dtype.code(), root));
   }
 
   /**
@@ -295,11 +256,7 @@ public final class Comm extends NativeHandle {
     checkDirect(recv, "recv");
     checkBytes(send, count, dtype, 1, "send");
     checkBytes(recv, count, dtype, size(), "recv");
-    try {
-      Native.comm_allgather(handle(), send, recv, count, dtype.code());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.comm_allgather(h, send, recv, count, dtype.code()));
   }
 
   /** The buffer must hold at least {@code blocks x count} elements of {@code dtype}. */

@@ -2,7 +2,6 @@
 // features, tables, topology, per-table constraints (the enumerations are top-level types).
 package org.shardrec;
 
-import java.lang.ref.Reference;
 
 /** Configuration classes of config.h and embedding_options.h. */
 public final class Config {
@@ -223,13 +222,12 @@ public final class Config {
     public static Topology fromComm(Comm comm) {
       org.shardrec.swig.topology t = new Topology(1).toNative();
       try {
-        org.shardrec.swig.Native.topology_from_comm(t, comm.handle());
+        NativeHandle.use(comm, "comm", c -> org.shardrec.swig.Native.topology_from_comm(t, c));
         Topology v = new Topology(t.getWorld_size());
         v.ranksPerNode = t.getRanks_per_node();
         return v;
       } finally {
         t.delete();
-        Reference.reachabilityFence(comm);
       }
     }
 

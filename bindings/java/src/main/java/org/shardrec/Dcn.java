@@ -1,14 +1,13 @@
 // The low-rank DCN-v2 cross network (shardrec_dcn_*).
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 
 /**
  * A low-rank DCN-v2 cross network over inputs of {@code width}: x_{l+1} = x0 * (W_l (V_l x_l) +
  * b_l) + x_l. Tensors per layer: "name.l.V.weight", "name.l.W.weight", "name.l.W.bias". One
- * thread at a time.
+ * thread at a time, except {@link #infer} and close() (which waits for the calls in flight).
  */
 public final class Dcn extends DenseLayer {
   private final long width;
@@ -35,11 +34,7 @@ public final class Dcn extends DenseLayer {
     if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x0, batch * width, "x0");
     FloatBuffer ys = Buffers.out(y, batch * width, "y");
-    try {
-      Native.dcn_forward(handle(), xs, batch, ys, batch * width);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.dcn_forward(h, xs, batch, ys, batch * width));
     lastInput = xs;
     lastBatch = batch;
   }
@@ -52,19 +47,15 @@ public final class Dcn extends DenseLayer {
     if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x0, batch * width, "x0");
     FloatBuffer ys = Buffers.out(y, batch * width, "y");
-    shared(h -> Native.dcn_infer(h, xs, batch, ys, batch * width));
+    use(h -> Native.dcn_infer(h, xs, batch, ys, batch * width));
   }
 
   /** Backward of the last forward (dx0 required); ddp as in {@link Mlp#backward}. */
   public void backward(FloatBuffer dy, FloatBuffer dx0, Bucketer ddp, long firstTensor) {
     long n = Math.max(lastBatch, 0) * width;
-    try {
-      Native.bind_dcn_backward(handle(), Buffers.in(dy, n, "dy"), Buffers.out(dx0, n, "dx0"),
-                               ddp == null ? 0 : ddp.handle(), firstTensor);
-    } finally {
-      Reference.reachabilityFence(this);
-      Reference.reachabilityFence(ddp);
-    }
+    FloatBuffer dys = Buffers.in(dy, n, "dy");
+    FloatBuffer dxs = Buffers.out(dx0, n, "dx0");
+    use(h -> useOrNull(ddp, d -> Native.bind_dcn_backward(h, dys, dxs, d, firstTensor)));
   }
 
   public void backward(FloatBuffer dy, FloatBuffer dx0) {
@@ -74,67 +65,38 @@ public final class Dcn extends DenseLayer {
   @Override
   public long numTensors() {
     long[] n = new long[1];
-    try {
-      Native.dcn_num_tensors(handle(), n);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.dcn_num_tensors(h, n));
     return n[0];
   }
 
   @Override
   public void zeroGrad() {
-    try {
-      Native.dcn_zero_grad(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.dcn_zero_grad(h));
   }
 
   @Override
   public void useBucketerGrads(Bucketer ddp, long firstTensor) {
     checkBucketer(ddp, firstTensor);
-    try {
-      Native.bind_dcn_use_ddp_grads(handle(), ddp.handle(), firstTensor);
-    } finally {
-      Reference.reachabilityFence(this);
-      Reference.reachabilityFence(ddp);
-    }
+    use(h -> ddp.use(d -> Native.bind_dcn_use_ddp_grads(h, d, firstTensor)));
   }
 
   @Override
   void nativeTensorInfo(long index, String[] name, long[] count) {
-    try {
-      Native.bind_dcn_tensor_info(handle(), index, name, count);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_dcn_tensor_info(h, index, name, count));
   }
 
   @Override
   void nativeCopy(long index, int which, FloatBuffer buf, boolean toTensor) {
-    try {
-      Native.bind_dcn_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_dcn_copy_tensor(h, index, which, buf, toTensor ? 1 : 0));
   }
 
   @Override
   void nativeAddTo(long list) {
-    try {
-      Native.bind_param_list_add_dcn(list, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_param_list_add_dcn(list, h));
   }
 
   @Override
   void nativeBindStorage(long index, FloatBuffer param, FloatBuffer grad) {
-    try {
-      Native.bind_dcn_bind_storage(handle(), index, param, grad);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_dcn_bind_storage(h, index, param, grad));
   }
 }

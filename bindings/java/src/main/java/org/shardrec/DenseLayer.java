@@ -6,7 +6,8 @@ import java.nio.FloatBuffer;
 /**
  * A dense layer with flat parameter tensors (shardrec_dense_param_t): tensor i has a name, an
  * element count, parameters and gradients. Backward ACCUMULATES into the gradients; clear them
- * with {@link #zeroGrad()} or {@link Bucketer#zeroGrad()}. One thread at a time.
+ * with {@link #zeroGrad()} or {@link Bucketer#zeroGrad()}. One thread at a time; close() from any
+ * thread waits for the call in flight.
  */
 public abstract class DenseLayer extends NativeHandle {
   /** The input of the last forward: the backward reads it again, so it stays reachable. */

@@ -1,7 +1,6 @@
 // Dense optimizers (SGD, Adagrad, Adam/AdamW) over the tensors of dense layers.
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.optimizer_config;
@@ -10,7 +9,7 @@ import org.shardrec.swig.optimizer_config;
  * A dense optimizer with the embedding optimizers' per-element rules: SGD, Adagrad, Adam (AdamW
  * with {@link WeightDecayMode#DECOUPLED}); row-wise types and LAMB are refused. State is kept
  * per tensor position: step over the same layers in the same order every time. One thread at
- * a time.
+ * a time; close() from any thread waits for the call in flight.
  */
 public final class DenseOptimizer extends NativeHandle {
   private DenseOptimizer(long handle) {
@@ -31,48 +30,36 @@ public final class DenseOptimizer extends NativeHandle {
 
   /** One step over every tensor of {@code layers}, in order (params updated from grads). */
   public void step(DenseLayer... layers) {
-    long list = Native.bind_param_list_new();
-    if (list == 0) throw new OutOfMemoryError("dense optimizer tensor list");
-    try {
-      for (DenseLayer l : layers) {
-        if (l == null) throw new IllegalArgumentException("layers must not contain null");
-        l.nativeAddTo(list);
-      }
-      try {
-        Native.bind_dense_optimizer_step(handle(), list);
-      } finally {
-        Reference.reachabilityFence(this);
-      }
-    } finally {
-      Native.bind_param_list_free(list);
+    if (layers == null) throw new IllegalArgumentException("layers must not be null");
+    for (DenseLayer l : layers) {
+      if (l == null) throw new IllegalArgumentException("layers must not contain null");
     }
+    // The layers stay held (none closed) from their listing to the step that reads the list.
+    use(h -> useAll(layers, () -> {
+      long list = Native.bind_param_list_new();
+      if (list == 0) throw new OutOfMemoryError("dense optimizer tensor list");
+      try {
+        for (DenseLayer l : layers) l.nativeAddTo(list);
+        return Native.bind_dense_optimizer_step(h, list);
+      } finally {
+        Native.bind_param_list_free(list);
+      }
+    }));
   }
 
   public void setLearningRate(float learningRate) {
-    try {
-      Native.dense_optimizer_set_learning_rate(handle(), learningRate);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.dense_optimizer_set_learning_rate(h, learningRate));
   }
 
   /** Steps taken so far. */
   public long steps() {
     long[] out = new long[1];
-    try {
-      Native.dense_optimizer_steps(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.dense_optimizer_steps(h, out));
     return out[0];
   }
 
   public void setSteps(long steps) {
-    try {
-      Native.dense_optimizer_set_steps(handle(), steps);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.dense_optimizer_set_steps(h, steps));
   }
 
   /** Which optimizer state of a tensor: momentum1 (Adagrad's sum, Adam's m) or momentum2. */
@@ -98,11 +85,7 @@ public final class DenseOptimizer extends NativeHandle {
   public long stateCount(long tensor, State state) {
     if (state == null) throw new IllegalArgumentException("state must not be null");
     long[] out = new long[1];
-    try {
-      Native.bind_dense_optimizer_state_count(handle(), tensor, state.code(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_dense_optimizer_state_count(h, tensor, state.code(), out));
     return out[0];
   }
 
@@ -110,11 +93,7 @@ public final class DenseOptimizer extends NativeHandle {
   public float[] state(long tensor, State state) {
     long n = stateCount(tensor, state);
     FloatBuffer buf = Buffers.floats(n);
-    try {
-      Native.bind_dense_optimizer_state_copy(handle(), tensor, state.code(), buf, n, 0);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_dense_optimizer_state_copy(h, tensor, state.code(), buf, n, 0));
     float[] out = new float[(int) n];
     buf.get(out);
     return out;
@@ -131,10 +110,7 @@ public final class DenseOptimizer extends NativeHandle {
                                          + state + " of tensor " + tensor + "), got "
                                          + (values == null ? "null" : values.length));
     }
-    try {
-      Native.bind_dense_optimizer_state_copy(handle(), tensor, state.code(), Buffers.of(values), n, 1);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    FloatBuffer v = Buffers.of(values);
+    use(h -> Native.bind_dense_optimizer_state_copy(h, tensor, state.code(), v, n, 1));
   }
 }

@@ -54,7 +54,7 @@ public final class DynamicDelta {
   }
 
   /**
-   * shardrec_embedding_dynamic_delta on {@code handle} (the caller keeps it alive): two collective
+   * shardrec_embedding_dynamic_delta on {@code handle} (held by the caller's use()): two collective
    * calls on every rank alike, the sizes then the fill; nothing trains in between, so both see one
    * delta. An unknown table ({@code shape} null) fails the first call, gathering nothing.
    */

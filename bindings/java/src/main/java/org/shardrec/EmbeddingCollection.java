@@ -2,7 +2,6 @@
 // distribution, and full-table weight and optimizer-state accessors.
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import java.util.HashMap;
 import java.util.Map;
@@ -12,7 +11,11 @@ import org.shardrec.swig.Native;
 import org.shardrec.swig.embedding_options;
 import org.shardrec.swig.optimizer_config;
 
-/** This rank's part of a sharded collection. One thread at a time. */
+/**
+ * This rank's part of a sharded collection. One thread at a time, except close(): from any
+ * thread, it waits for the call in flight (a forward blocked on a peer until the timeout or
+ * {@link Comm#abort()} of its communicator ends it).
+ */
 public final class EmbeddingCollection extends NativeHandle {
   private final Map<String, long[]> tableShapes;
   private long lastOutput = -1;
@@ -39,23 +42,25 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public static EmbeddingCollection create(Plan plan, Comm comm, Config.Optimizer optimizer,
                                            Config.EmbeddingOptions options) {
-    try {
-      return create(plan, optimizer, options,
-                    (out, o, e) -> Native.embedding_create(out, plan.handle(), comm.handle(), o, e));
-    } finally {
-      Reference.reachabilityFence(plan);
-      Reference.reachabilityFence(comm);
-    }
+    if (comm == null) throw new IllegalArgumentException("comm must not be null");
+    return create(plan, optimizer, options, (out, p, o, e) -> comm.use(c -> {
+      Native.embedding_create(out, p, c, o, e);
+      return null;
+    }));
   }
 
-  /** One native create call, given the filled optimizer and options structs. */
+  /** One native create call, given the plan's pointer and the filled optimizer and options. */
   interface NativeCreate {
-    void call(long[] out, optimizer_config optimizer, embedding_options options);
+    void call(long[] out, long plan, optimizer_config optimizer, embedding_options options);
   }
 
-  /** Fills the C structs from the Java configs, runs {@code create}, wraps the handle. */
+  /**
+   * Fills the C structs from the Java configs, runs {@code create} while the plan and the
+   * options' dpComm are held (see NativeHandle), wraps the handle.
+   */
   static EmbeddingCollection create(Plan plan, Config.Optimizer optimizer,
                                     Config.EmbeddingOptions options, NativeCreate create) {
+    if (plan == null) throw new IllegalArgumentException("plan must not be null");
     // No optimizer: a NULL one, so the collection trains with the plan's.
     optimizer_config o = optimizer == null ? null : optimizer.toNative();
     embedding_options e = new embedding_options();
@@ -65,7 +70,6 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setSeed(eo.seed);
       e.setBounds_policy(eo.boundsPolicy.code());
       e.setNum_threads(eo.numThreads);
-      e.setDp_comm(eo.dpComm == null ? 0 : eo.dpComm.handle());
       e.setForward_comm_encoding(eo.forwardCommEncoding.code());
       e.setBackward_comm_encoding(eo.backwardCommEncoding.code());
       e.setNon_finite(eo.nonFinite.code());
@@ -75,18 +79,16 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setMax_batch_size(eo.maxBatchSize);
       e.setMax_ids_per_batch(eo.maxIdsPerBatch);
       long[] out = new long[1];
-      try {
-        create.call(out, o, e);
-      } finally {
-        Reference.reachabilityFence(eo.dpComm);
-      }
-      Map<String, long[]> shapes;
-      try {
-        shapes = tableShapes(plan);
-      } catch (RuntimeException ex) {
-        Native.embedding_destroy(out[0]);
-        throw ex;
-      }
+      // The plan is held from its shapes to the create: no close() comes in between.
+      Map<String, long[]> shapes = plan.use(p -> {
+        Map<String, long[]> read = tableShapes(plan);
+        useOrNull(eo.dpComm, dp -> {
+          e.setDp_comm(dp);
+          create.call(out, p, o, e);
+          return null;
+        });
+        return read;
+      });
       return new EmbeddingCollection(out[0], shapes);
     } finally {
       if (o != null) o.delete();
@@ -96,21 +98,13 @@ public final class EmbeddingCollection extends NativeHandle {
 
   public long outputDim() {
     long[] out = new long[1];
-    try {
-      Native.embedding_output_dim(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_output_dim(h, out));
     return out[0];
   }
 
   public boolean isSequence() {
     int[] out = new int[1];
-    try {
-      Native.embedding_is_sequence(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_is_sequence(h, out));
     return out[0] != 0;
   }
 
@@ -123,13 +117,9 @@ public final class EmbeddingCollection extends NativeHandle {
   /** Forward of this rank's batch into {@code out} (collective, zero-copy). */
   public void forward(Kjt batch, FloatBuffer out) {
     FloatBuffer o = agreed(() -> Buffers.out(out, outputSize(batch), "out"),  // null: refused
-                           e -> RefuseTogether.forward(handle(), batch, e));
-    try {
-      Native.bind_embedding_forward(handle(), batch.batchSize, batch.numFeatures, batch.lengths,
-                                    batch.values, batch.weights, o);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+                           e -> use(h -> RefuseTogether.forward(h, batch, e)));
+    use(h -> Native.bind_embedding_forward(h, batch.batchSize, batch.numFeatures, batch.lengths,
+                                           batch.values, batch.weights, o));
     lastOutput = o.capacity();
   }
 
@@ -151,37 +141,26 @@ public final class EmbeddingCollection extends NativeHandle {
                              if (batch == null) throw nullBatch();
                              return Buffers.out(out, Buffers.elements(shape), "out");
                            },
-                           e -> RefuseTogether.forward(handle(), batch, e));
-    try {
-      Native.bind_embedding_forward_tensor(handle(), batch.batchSize, batch.numFeatures,
-                                           batch.lengths, batch.values, batch.weights, o, shape);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+                           e -> use(h -> RefuseTogether.forward(h, batch, e)));
+    use(h -> Native.bind_embedding_forward_tensor(h, batch.batchSize, batch.numFeatures,
+                                                  batch.lengths, batch.values, batch.weights, o,
+                                                  shape));
     lastOutput = o.capacity();
   }
 
   /** {@link #forwardDistributed(FloatBuffer)} into a tensor of extents {@code shape}. */
   public void forwardDistributed(FloatBuffer out, long[] shape) {
     FloatBuffer o = agreed(() -> Buffers.out(out, Buffers.elements(shape), "out"),
-                           e -> RefuseTogether.forwardDistributed(handle(), e));
-    try {
-      Native.bind_embedding_forward_distributed_tensor(handle(), o, shape);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+                           e -> use(h -> RefuseTogether.forwardDistributed(h, e)));
+    use(h -> Native.bind_embedding_forward_distributed_tensor(h, o, shape));
     lastOutput = o.capacity();
   }
 
   /** {@link #backward(FloatBuffer)} with the gradient as a tensor of extents {@code shape}. */
   public void backward(FloatBuffer grad, long[] shape) {
     FloatBuffer g = agreed(() -> Buffers.in(grad, Buffers.elements(shape), "grad"),
-                           e -> RefuseTogether.backward(handle(), e));
-    try {
-      Native.bind_embedding_backward_tensor(handle(), g, shape);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+                           e -> use(h -> RefuseTogether.backward(h, e)));
+    use(h -> Native.bind_embedding_backward_tensor(h, g, shape));
   }
 
   // What a call given a null batch throws (after a call every rank fails, for the collective
@@ -198,11 +177,7 @@ public final class EmbeddingCollection extends NativeHandle {
       return check.get();
     } catch (IllegalArgumentException e) {
       lastOutput = -1;
-      try {
-        throw refuseTogether.apply(e);
-      } finally {
-        Reference.reachabilityFence(this);
-      }
+      throw refuseTogether.apply(e);
     }
   }
 
@@ -211,38 +186,20 @@ public final class EmbeddingCollection extends NativeHandle {
    * IllegalArgumentException after a start that every rank fails (an empty batch).
    */
   public void inputDistStart(Kjt batch) {
-    if (batch == null) {
-      try {
-        throw RefuseTogether.inputDistStart(handle(), nullBatch());
-      } finally {
-        Reference.reachabilityFence(this);
-      }
-    }
-    try {
-      Native.bind_embedding_input_dist_start(handle(), batch.batchSize, batch.numFeatures,
-                                             batch.lengths, batch.values, batch.weights);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    if (batch == null) throw use(h -> RefuseTogether.inputDistStart(h, nullBatch()));
+    use(h -> Native.bind_embedding_input_dist_start(h, batch.batchSize, batch.numFeatures,
+                                                    batch.lengths, batch.values, batch.weights));
   }
 
   public void inputDistWait() {
-    try {
-      Native.embedding_input_dist_wait(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_input_dist_wait(h));
   }
 
   /** Lookup and output distribution of the waited batch; {@code out} holds exactly its output. */
   public void forwardDistributed(FloatBuffer out) {
     FloatBuffer o = agreed(() -> Buffers.out(out, out == null ? 0 : out.remaining(), "out"),
-                           e -> RefuseTogether.forwardDistributed(handle(), e));
-    try {
-      Native.embedding_forward_distributed(handle(), o);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+                           e -> use(h -> RefuseTogether.forwardDistributed(h, e)));
+    use(h -> Native.embedding_forward_distributed(h, o));
     lastOutput = o.capacity();
   }
 
@@ -250,12 +207,8 @@ public final class EmbeddingCollection extends NativeHandle {
   public void backward(FloatBuffer grad) {
     long need = lastOutput >= 0 ? lastOutput : grad == null ? 0 : grad.remaining();
     FloatBuffer g = agreed(() -> Buffers.in(grad, need, "grad"),
-                           e -> RefuseTogether.backward(handle(), e));
-    try {
-      Native.embedding_backward(handle(), g);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+                           e -> use(h -> RefuseTogether.backward(h, e)));
+    use(h -> Native.embedding_backward(h, g));
   }
 
   public void backward(float[] grad) {
@@ -268,37 +221,21 @@ public final class EmbeddingCollection extends NativeHandle {
    * calls (all of them from Java: it passes host memory) return with their work done.
    */
   public void synchronize() {
-    try {
-      Native.embedding_synchronize(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_synchronize(h));
   }
 
   public void setLearningRate(float lr) {
-    try {
-      Native.embedding_set_learning_rate(handle(), lr);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_set_learning_rate(h, lr));
   }
 
   public long numSteps() {
     long[] out = new long[1];
-    try {
-      Native.embedding_num_steps(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_num_steps(h, out));
     return out[0];
   }
 
   public void setNumSteps(long steps) {
-    try {
-      Native.embedding_set_num_steps(handle(), steps);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_set_num_steps(h, steps));
   }
 
   private long tableSize(String table, boolean rowWise) {
@@ -311,22 +248,14 @@ public final class EmbeddingCollection extends NativeHandle {
   public void getWeights(String table, FloatBuffer out) {
     long n = tableSize(table, false);
     FloatBuffer o = n < 0 ? out : agreed(() -> Buffers.out(out, n, "out"), e -> RefuseTogether.call(
-        () -> Native.embedding_get_weights(handle(), table, RefuseTogether.decoy(n)), e));
-    try {
-      Native.embedding_get_weights(handle(), table, o);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+        () -> use(h -> Native.embedding_get_weights(h, table, RefuseTogether.decoy(n))), e));
+    use(h -> Native.embedding_get_weights(h, table, o));
   }
 
   public float[] getWeights(String table) {
     long n = tableSize(table, false);
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
-    try {
-      Native.embedding_get_weights(handle(), table, out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_get_weights(h, table, out));
     return Buffers.toArray(out);
   }
 
@@ -335,12 +264,8 @@ public final class EmbeddingCollection extends NativeHandle {
     long n = tableSize(table, false);
     FloatBuffer w = n < 0 ? weights : agreed(() -> Buffers.in(weights, n, "weights"),
         e -> RefuseTogether.call(
-            () -> Native.embedding_set_weights(handle(), table, RefuseTogether.decoy(n)), e));
-    try {
-      Native.embedding_set_weights(handle(), table, w);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+            () -> use(h -> Native.embedding_set_weights(h, table, RefuseTogether.decoy(n))), e));
+    use(h -> Native.embedding_set_weights(h, table, w));
   }
 
   public void setWeights(String table, float[] weights) {
@@ -349,22 +274,14 @@ public final class EmbeddingCollection extends NativeHandle {
 
   public int numStates() {
     long[] out = new long[1];
-    try {
-      Native.embedding_num_states(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_num_states(h, out));
     return (int) out[0];
   }
 
   public String stateName(int index) {
     String[] name = new String[1];
     int[] rowWise = new int[1];
-    try {
-      Native.embedding_state_info(handle(), index, name, rowWise);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_state_info(h, index, name, rowWise));
     return name[0];
   }
 
@@ -372,11 +289,7 @@ public final class EmbeddingCollection extends NativeHandle {
   public boolean stateRowWise(int index) {
     String[] name = new String[1];
     int[] rowWise = new int[1];
-    try {
-      Native.embedding_state_info(handle(), index, name, rowWise);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_state_info(h, index, name, rowWise));
     return rowWise[0] != 0;
   }
 
@@ -421,24 +334,18 @@ public final class EmbeddingCollection extends NativeHandle {
    * the names {@link #getState} and {@link #setState} accept for that table.
    */
   public java.util.List<State> tableStates(String table) {
-    long[] n = new long[1];
-    try {
-      Native.embedding_table_num_states(handle(), table, n);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
-    java.util.List<State> out = new java.util.ArrayList<>();
-    for (int i = 0; i < n[0]; ++i) {
-      String[] name = new String[1];
-      int[] rowWise = new int[1];
-      try {
-        Native.embedding_table_state_info(handle(), table, i, name, rowWise);
-      } finally {
-        Reference.reachabilityFence(this);
+    return use(h -> {
+      long[] n = new long[1];
+      Native.embedding_table_num_states(h, table, n);
+      java.util.List<State> out = new java.util.ArrayList<>();
+      for (int i = 0; i < n[0]; ++i) {
+        String[] name = new String[1];
+        int[] rowWise = new int[1];
+        Native.embedding_table_state_info(h, table, i, name, rowWise);
+        out.add(new State(name[0], rowWise[0] != 0));
       }
-      out.add(new State(name[0], rowWise[0] != 0));
-    }
-    return out;
+      return out;
+    });
   }
 
   private boolean stateRowWise(String table, String state) {
@@ -452,56 +359,37 @@ public final class EmbeddingCollection extends NativeHandle {
   public float[] getState(String table, String state) {
     long n = tableSize(table, stateRowWise(table, state));
     FloatBuffer out = Buffers.floats(Math.max(n, 0));
-    try {
-      Native.embedding_get_state(handle(), table, state, out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_get_state(h, table, state, out));
     return Buffers.toArray(out);
   }
 
   public void setState(String table, String state, float[] values) {
     long n = tableSize(table, stateRowWise(table, state));
     FloatBuffer v = agreed(() -> Buffers.in(Buffers.of(values), n >= 0 ? n : values.length,
-        "values"), e -> RefuseTogether.call(
-            () -> Native.embedding_set_state(handle(), table, state, RefuseTogether.decoy(n)), e));
-    try {
-      Native.embedding_set_state(handle(), table, state, v);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+                                            "values"),
+        e -> RefuseTogether.call(() -> use(
+            h -> Native.embedding_set_state(h, table, state, RefuseTogether.decoy(n))), e));
+    use(h -> Native.embedding_set_state(h, table, state, v));
   }
 
   /** {comm seconds, total seconds} spent in forward/backward. */
   public double[] timings() {
     double[] comm = new double[1];
     double[] total = new double[1];
-    try {
-      Native.embedding_timings(handle(), comm, total);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_timings(h, comm, total));
     return new double[] {comm[0], total[0]};
   }
 
   /** Sets the learning rate of one table (per-table schedules); the others keep theirs. */
   public void setTableLearningRate(String table, float lr) {
-    try {
-      Native.embedding_set_table_learning_rate(handle(), table, lr);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_set_table_learning_rate(h, table, lr));
   }
 
   /** The optimizer {@code table} trains with (its own or the default), at its current rate. */
   public Config.Optimizer tableOptimizer(String table) {
     optimizer_config o = new optimizer_config();
     try {
-      try {
-        Native.embedding_table_optimizer(handle(), table, o);
-      } finally {
-        Reference.reachabilityFence(this);
-      }
+      use(h -> Native.embedding_table_optimizer(h, table, o));
       return Config.Optimizer.fromNative(o);
     } finally {
       o.delete();
@@ -547,26 +435,20 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /** The blocks of an output row, in order. */
   public java.util.List<OutputBlock> outputs() {
-    long[] n = new long[1];
-    try {
-      Native.embedding_num_outputs(handle(), n);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
-    java.util.List<OutputBlock> out = new java.util.ArrayList<>();
-    for (long i = 0; i < n[0]; ++i) {
-      String[] feature = new String[1];
-      String[] table = new String[1];
-      long[] offset = new long[1];
-      long[] width = new long[1];
-      try {
-        Native.embedding_output_info(handle(), i, feature, table, offset, width);
-      } finally {
-        Reference.reachabilityFence(this);
+    return use(h -> {
+      long[] n = new long[1];
+      Native.embedding_num_outputs(h, n);
+      java.util.List<OutputBlock> out = new java.util.ArrayList<>();
+      for (long i = 0; i < n[0]; ++i) {
+        String[] feature = new String[1];
+        String[] table = new String[1];
+        long[] offset = new long[1];
+        long[] width = new long[1];
+        Native.embedding_output_info(h, i, feature, table, offset, width);
+        out.add(new OutputBlock(feature[0], table[0], offset[0], width[0]));
       }
-      out.add(new OutputBlock(feature[0], table[0], offset[0], width[0]));
-    }
-    return out;
+      return out;
+    });
   }
 
   /** Where this rank's time went since the collection was created (seconds). */
@@ -599,11 +481,7 @@ public final class EmbeddingCollection extends NativeHandle {
     org.shardrec.swig.dynamic_table_stats s = new org.shardrec.swig.dynamic_table_stats();
     try {
       Native.dynamic_table_stats_init(s, NativeConstants.DYNAMIC_TABLE_STATS_VERSION);
-      try {
-        Native.embedding_dynamic_stats(handle(), table, s);
-      } finally {
-        Reference.reachabilityFence(this);
-      }
+      use(h -> Native.embedding_dynamic_stats(h, table, s));
       return DynamicTableStats.fromNative(s);
     } finally {
       s.delete();
@@ -618,11 +496,7 @@ public final class EmbeddingCollection extends NativeHandle {
    * that is not dynamic, ENOTFOUND for an unknown one.
    */
   public void dynamicMark(String table) {
-    try {
-      Native.embedding_dynamic_mark(handle(), table);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_dynamic_mark(h, table));
   }
 
   /**
@@ -633,11 +507,7 @@ public final class EmbeddingCollection extends NativeHandle {
    * table that is not dynamic, ENOTFOUND for an unknown one.
    */
   public DynamicDelta dynamicDelta(String table) {
-    try {
-      return DynamicDelta.gather(handle(), table, tableShapes.get(table));
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    return use(h -> DynamicDelta.gather(h, table, tableShapes.get(table)));
   }
 
   /**
@@ -649,21 +519,13 @@ public final class EmbeddingCollection extends NativeHandle {
    * GPU collections refuse evaluation (EUNSUPPORTED).
    */
   public void setTraining(boolean training) {
-    try {
-      Native.embedding_set_training(handle(), training ? 1 : 0);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_set_training(h, training ? 1 : 0));
   }
 
   /** Whether the next forwards train (true) or evaluate (false). */
   public boolean isTraining() {
     int[] out = new int[1];
-    try {
-      Native.embedding_is_training(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_is_training(h, out));
     return out[0] != 0;
   }
 
@@ -684,11 +546,7 @@ public final class EmbeddingCollection extends NativeHandle {
                                   .order(java.nio.ByteOrder.nativeOrder()).asDoubleBuffer();
     s.put(scores).flip();
     long[] set = new long[1];
-    try {
-      Native.embedding_dynamic_set_scores(handle(), table, Buffers.of(ids), s, ids.length, set);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.embedding_dynamic_set_scores(h, table, Buffers.of(ids), s, ids.length, set));
     return set[0];
   }
 
@@ -697,11 +555,7 @@ public final class EmbeddingCollection extends NativeHandle {
     org.shardrec.swig.step_timings t = new org.shardrec.swig.step_timings();
     try {
       Native.step_timings_init(t, NativeConstants.STEP_TIMINGS_VERSION);
-      try {
-        Native.embedding_step_timings(handle(), t);
-      } finally {
-        Reference.reachabilityFence(this);
-      }
+      use(h -> Native.embedding_step_timings(h, t));
       StepTimings v = new StepTimings();
       v.forwards = t.getForwards();
       v.backwards = t.getBackwards();

@@ -1,7 +1,6 @@
 // Fully sharded dense parameters (FSDP / ZeRO-3, shardrec_fsdp_*).
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.optimizer_config;
@@ -12,7 +11,7 @@ import org.shardrec.swig.optimizer_config;
  * optionally prefetching the next), compute, {@link #release}; accumulate its full gradient
  * with {@link #addGrad}, {@link #reduceGrad} it, and {@link #step()} applies the optimizer to
  * the local shards. The Java layer copies between the library's buffers and Java's. One thread
- * at a time.
+ * at a time; close() from any thread waits for the call in flight.
  */
 public final class Fsdp extends NativeHandle {
   private final long[] unitCounts;
@@ -40,12 +39,8 @@ public final class Fsdp extends NativeHandle {
     optimizer_config o = optimizer.toNative();
     try {
       long[] out = new long[1];
-      try {
-        Native.bind_fsdp_create(out, comm == null ? 0 : comm.handle(), unitCounts,
-                                Buffers.of(initial), o);
-      } finally {
-        Reference.reachabilityFence(comm);
-      }
+      FloatBuffer init = Buffers.of(initial);
+      use(comm, "comm", c -> Native.bind_fsdp_create(out, c, unitCounts, init, o));
       return new Fsdp(out[0], unitCounts.clone());
     } finally {
       o.delete();
@@ -59,11 +54,7 @@ public final class Fsdp extends NativeHandle {
   /** A copy of unit {@code unit}'s full parameters; prefetch >= 0 starts gathering that unit. */
   public float[] gather(int unit, long prefetch) {
     FloatBuffer buf = Buffers.floats(count(unit));
-    try {
-      Native.bind_fsdp_gather(handle(), unit, prefetch, buf, unitCounts[unit]);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_fsdp_gather(h, unit, prefetch, buf, unitCounts[unit]));
     float[] out = new float[buf.capacity()];
     buf.get(out);
     return out;
@@ -71,11 +62,7 @@ public final class Fsdp extends NativeHandle {
 
   /** Frees unit {@code unit}'s full parameters. */
   public void release(int unit) {
-    try {
-      Native.fsdp_release(handle(), unit);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.fsdp_release(h, unit));
   }
 
   /** Adds {@code grad} (the unit's element count) into the unit's full gradient of this step. */
@@ -84,39 +71,23 @@ public final class Fsdp extends NativeHandle {
     if (grad == null || grad.length != n) {
       throw new IllegalArgumentException("unit " + unit + " has " + n + " elements");
     }
-    try {
-      Native.bind_fsdp_add_grad(handle(), unit, Buffers.of(grad), n);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_fsdp_add_grad(h, unit, Buffers.of(grad), n));
   }
 
   /** Starts averaging the unit's gradient into this rank's shard (collective). */
   public void reduceGrad(int unit) {
-    try {
-      Native.fsdp_reduce_grad(handle(), unit);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.fsdp_reduce_grad(h, unit));
   }
 
   /** Waits for every reduction and applies the optimizer to the local shards. */
   public void step() {
-    try {
-      Native.fsdp_step(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.fsdp_step(h));
   }
 
   /** Offset of this rank's slice in unit {@code unit}. */
   public long shardOffset(int unit) {
     long[] offset = new long[1];
-    try {
-      Native.bind_fsdp_shard_range(handle(), unit, offset, new long[1]);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_fsdp_shard_range(h, unit, offset, new long[1]));
     return offset[0];
   }
 
@@ -124,17 +95,9 @@ public final class Fsdp extends NativeHandle {
   public float[] shard(int unit) {
     long[] offset = new long[1];
     long[] count = new long[1];
-    try {
-      Native.bind_fsdp_shard_range(handle(), unit, offset, count);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_fsdp_shard_range(h, unit, offset, count));
     FloatBuffer buf = Buffers.floats(Math.max(count[0], 1));
-    try {
-      Native.bind_fsdp_read_shard(handle(), unit, buf);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_fsdp_read_shard(h, unit, buf));
     float[] out = new float[(int) count[0]];
     buf.get(out);
     return out;
@@ -144,11 +107,7 @@ public final class Fsdp extends NativeHandle {
   public long[] memory() {
     long[] current = new long[1];
     long[] peak = new long[1];
-    try {
-      Native.bind_fsdp_memory(handle(), current, peak);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_fsdp_memory(h, current, peak));
     return new long[] {current[0], peak[0]};
   }
 

@@ -139,28 +139,28 @@ public final class Inference extends NativeHandle {
   /** Width of one output row (the library's answer, asked now). */
   public long outputDim() {
     long[] out = new long[1];
-    shared(h -> Native.inference_output_dim(h, out));
+    use(h -> Native.inference_output_dim(h, out));
     return out[0];
   }
 
   /** Whether every table is NONE-pooled (one output row per id). */
   public boolean isSequence() {
     int[] out = new int[1];
-    shared(h -> Native.inference_is_sequence(h, out));
+    use(h -> Native.inference_is_sequence(h, out));
     return out[0] != 0;
   }
 
   /** Number of features a batch carries. */
   public long numFeatures() {
     long[] out = new long[1];
-    shared(h -> Native.inference_num_features(h, out));
+    use(h -> Native.inference_num_features(h, out));
     return out[0];
   }
 
   /** Number of tables. */
   public int numTables() {
     long[] out = new long[1];
-    shared(h -> Native.inference_num_tables(h, out));
+    use(h -> Native.inference_num_tables(h, out));
     return (int) out[0];
   }
 
@@ -170,7 +170,7 @@ public final class Inference extends NativeHandle {
     long[] rows = new long[1];
     int[] dim = new int[1];
     int[] storage = new int[1];
-    shared(h -> Native.inference_table_info(h, index, name, rows, dim, storage));
+    use(h -> Native.inference_table_info(h, index, name, rows, dim, storage));
     return new TableInfo(name[0], rows[0], dim[0], ServingStorage.of(storage[0]));
   }
 
@@ -185,7 +185,7 @@ public final class Inference extends NativeHandle {
   /** Number of the version served now (1 after open, +1 per successful reload). */
   public long version() {
     long[] out = new long[1];
-    shared(h -> Native.inference_version(h, out));
+    use(h -> Native.inference_version(h, out));
     return out[0];
   }
 
@@ -209,9 +209,9 @@ public final class Inference extends NativeHandle {
   public long lookup(Kjt batch, FloatBuffer out) {
     FloatBuffer o = Buffers.out(out, outputSize(batch), "out");
     long[] version = new long[1];
-    shared(h -> Native.bind_inference_lookup(h, batch.batchSize, batch.numFeatures,
-                                             batch.lengths, batch.values, batch.weights, o,
-                                             version));
+    use(h -> Native.bind_inference_lookup(h, batch.batchSize, batch.numFeatures,
+                                          batch.lengths, batch.values, batch.weights, o,
+                                          version));
     return version[0];
   }
 
@@ -222,9 +222,9 @@ public final class Inference extends NativeHandle {
   public long lookup(Kjt batch, float[] out) {
     checkArray(out, outputSize(batch));
     long[] version = new long[1];
-    shared(h -> Native.bind_inference_lookup_array(h, 0, batch.batchSize, batch.numFeatures,
-                                                   batch.lengths, batch.values, batch.weights,
-                                                   out, version));
+    use(h -> Native.bind_inference_lookup_array(h, 0, batch.batchSize, batch.numFeatures,
+                                                batch.lengths, batch.values, batch.weights,
+                                                out, version));
     return version[0];
   }
 
@@ -252,13 +252,13 @@ public final class Inference extends NativeHandle {
    */
   public InferenceSnapshot pin() {
     long[] out = new long[1];
-    shared(h -> Native.inference_pin(h, out));
+    use(h -> Native.inference_pin(h, out));
     return InferenceSnapshot.wrap(out[0], outputDim, sequence);
   }
 
   /** Writes the version served now as one serving file, atomically (temp, fsync, rename). */
   public void save(String path) {
-    shared(h -> Native.inference_save(h, path));
+    use(h -> Native.inference_save(h, path));
   }
 
   /**
@@ -268,7 +268,7 @@ public final class Inference extends NativeHandle {
    * runs throws EUSAGE. Returns once the lookups running on the old version have returned.
    */
   public void reload(String path) {
-    shared(h -> Native.inference_reload(h, path));
+    use(h -> Native.inference_reload(h, path));
   }
 
   /**
@@ -289,7 +289,7 @@ public final class Inference extends NativeHandle {
       if (t.name.equals(table)) dim = t.dim;
     }
     final long width = dim;
-    shared(h -> {
+    use(h -> {
       if (width < 0) {
         // Let the library name the unknown table; it reads no row.
         return Native.inference_apply_delta(h, table, null, null, 0, null, version);

@@ -35,7 +35,7 @@ public final class InferenceSnapshot extends NativeHandle {
   /** The number of the pinned version. */
   public long version() {
     long[] out = new long[1];
-    shared(h -> Native.inference_snapshot_version(h, out));
+    use(h -> Native.inference_snapshot_version(h, out));
     return out[0];
   }
 
@@ -47,18 +47,18 @@ public final class InferenceSnapshot extends NativeHandle {
   /** {@link Inference#lookup(Kjt, FloatBuffer)} on this version (zero-copy). */
   public void lookup(Kjt batch, FloatBuffer out) {
     FloatBuffer o = Buffers.out(out, outputSize(batch), "out");
-    shared(h -> Native.bind_inference_snapshot_lookup(h, batch.batchSize, batch.numFeatures,
-                                                      batch.lengths, batch.values,
-                                                      batch.weights, o));
+    use(h -> Native.bind_inference_snapshot_lookup(h, batch.batchSize, batch.numFeatures,
+                                                   batch.lengths, batch.values,
+                                                   batch.weights, o));
   }
 
   /** {@link Inference#lookup(Kjt, float[])} on this version (the array is written in place). */
   public void lookup(Kjt batch, float[] out) {
     Inference.checkArray(out, outputSize(batch));
     long[] unused = new long[1];
-    shared(h -> Native.bind_inference_lookup_array(0, h, batch.batchSize, batch.numFeatures,
-                                                   batch.lengths, batch.values, batch.weights,
-                                                   out, unused));
+    use(h -> Native.bind_inference_lookup_array(0, h, batch.batchSize, batch.numFeatures,
+                                                batch.lengths, batch.values, batch.weights,
+                                                out, unused));
   }
 
   /** The lookup output of {@code batch} on this version, in a new array. */
@@ -77,7 +77,7 @@ public final class InferenceSnapshot extends NativeHandle {
   public FloatBuffer denseTensor(String name) {
     long[] address = new long[1];
     long[] count = new long[1];
-    shared(h -> Native.inference_snapshot_dense_tensor(h, name, address, count));
+    use(h -> Native.inference_snapshot_dense_tensor(h, name, address, count));
     if (count[0] == 0) return FloatBuffer.allocate(0).asReadOnlyBuffer();
     return Native.bind_java_direct_floats(address[0], count[0])
         .order(ByteOrder.nativeOrder())
@@ -87,7 +87,7 @@ public final class InferenceSnapshot extends NativeHandle {
 
   /** A copy of dense tensor {@code name} of this version, usable after close(). */
   public float[] denseTensorCopy(String name) {
-    return shared(h -> {
+    return use(h -> {
       long[] address = new long[1];
       long[] count = new long[1];
       Native.inference_snapshot_dense_tensor(h, name, address, count);

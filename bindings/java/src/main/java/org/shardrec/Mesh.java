@@ -2,13 +2,12 @@
 // over the sharding group and replicated over the replica group, and the replica sync.
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.mesh_options;
 
 /**
- * This rank's view of a 2D mesh. One thread at a time. Syncs use the built-in collective unless
- * a {@link SyncHook} is installed.
+ * This rank's view of a 2D mesh. One thread at a time (close() from any thread waits for the
+ * call in flight). Syncs use the built-in collective unless a {@link SyncHook} is installed.
  */
 public final class Mesh extends NativeHandle {
   // Deprecated aliases of the earlier docs' constants (see the top of Config).
@@ -76,16 +75,16 @@ public final class Mesh extends NativeHandle {
 
   /** Installs {@code hook} for the following syncs; null restores the built-in collective. */
   public void setSyncHook(SyncHook hook) {
+    NativeSyncHook adapter = hook == null ? null : new NativeSyncHook(hook);
     long[] payload = new long[1];
-    try {
-      Native.bind_mesh_set_java_sync_hook(handle(), hook == null ? null : new NativeSyncHook(hook),
-                                          payload);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
-    // The mesh now uses the new payload (or none): the old one can go.
-    Native.bind_java_sync_hook_free(hookPayload[0]);
-    hookPayload[0] = payload[0];
+    use(h -> {
+      Native.bind_mesh_set_java_sync_hook(h, adapter, payload);
+      // The mesh now uses the new payload (or none): the old one can go. Under use(), so the
+      // destroy action, which frees the payload too, does not run meanwhile.
+      Native.bind_java_sync_hook_free(hookPayload[0]);
+      hookPayload[0] = payload[0];
+      return null;
+    });
   }
 
   /** Options of a mesh; zero fields mean the library defaults (a 1D mesh, sync every step). */
@@ -236,11 +235,7 @@ public final class Mesh extends NativeHandle {
     long[] out = new long[1];
     mesh_options o = (options == null ? new Options() : options).toNative();
     try {
-      try {
-        Native.mesh_create(out, world.handle(), o);
-      } finally {
-        Reference.reachabilityFence(world);
-      }
+      use(world, "world", w -> Native.mesh_create(out, w, o));
     } finally {
       o.delete();
     }
@@ -252,44 +247,28 @@ public final class Mesh extends NativeHandle {
     int[] shardRank = new int[1];
     int[] replicaGroup = new int[1];
     int[] replicaRank = new int[1];
-    try {
-      Native.mesh_coords(handle(), group, shardRank, replicaGroup, replicaRank);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.mesh_coords(h, group, shardRank, replicaGroup, replicaRank));
     return new Coords(group[0], shardRank[0], replicaGroup[0], replicaRank[0]);
   }
 
   /** A new handle on this rank's sharding-group communicator (its ranks are plan ranks). */
   public Comm shardingComm() {
     long[] out = new long[1];
-    try {
-      Native.mesh_sharding_comm(out, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.mesh_sharding_comm(out, h));
     return new Comm(out[0]);
   }
 
   /** A new handle on this rank's replica-group communicator. */
   public Comm replicaComm() {
     long[] out = new long[1];
-    try {
-      Native.mesh_replica_comm(out, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.mesh_replica_comm(out, h));
     return new Comm(out[0]);
   }
 
   /** The sharding and replica groups (and nodes, when ranksPerNode was given) as text. */
   public String describe() {
     String[] out = new String[1];
-    try {
-      Native.mesh_describe(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.mesh_describe(h, out));
     return out[0];
   }
 
@@ -300,25 +279,16 @@ public final class Mesh extends NativeHandle {
    */
   public EmbeddingCollection embeddingCollection(Plan plan, Config.Optimizer optimizer,
                                                  Config.EmbeddingOptions options) {
-    try {
-      return EmbeddingCollection.create(
-          plan, optimizer, options,
-          (out, o, e) -> Native.mesh_embedding_create(out, handle(), plan.handle(), o, e));
-    } finally {
-      Reference.reachabilityFence(this);
-      Reference.reachabilityFence(plan);
-    }
+    // The mesh first, then the plan (the order of NativeHandle's locks).
+    return use(m -> EmbeddingCollection.create(
+        plan, optimizer, options,
+        (out, p, o, e) -> Native.mesh_embedding_create(out, m, p, o, e)));
   }
 
   /** Averages {@code coll}'s shards over the replica group (collective over the world). */
   public void sync(EmbeddingCollection coll, SyncMode mode) {
     int code = java.util.Objects.requireNonNull(mode, "mode").code();
-    try {
-      Native.mesh_sync(handle(), coll.handle(), code);
-    } finally {
-      Reference.reachabilityFence(this);
-      Reference.reachabilityFence(coll);
-    }
+    use(h -> use(coll, "coll", c -> Native.mesh_sync(h, c, code)));
   }
 
   /** {@link #sync(EmbeddingCollection, SyncMode)} in the mesh's configured mode. */
@@ -329,12 +299,7 @@ public final class Mesh extends NativeHandle {
   /** Counts a training step (call after every backward); returns whether it synced. */
   public boolean step(EmbeddingCollection coll) {
     int[] synced = new int[1];
-    try {
-      Native.mesh_step(handle(), coll.handle(), synced);
-    } finally {
-      Reference.reachabilityFence(this);
-      Reference.reachabilityFence(coll);
-    }
+    use(h -> use(coll, "coll", c -> Native.mesh_step(h, c, synced)));
     return synced[0] != 0;
   }
 
@@ -342,11 +307,7 @@ public final class Mesh extends NativeHandle {
     long[] bytes = new long[1];
     int[] collectives = new int[1];
     long[] syncs = new long[1];
-    try {
-      Native.mesh_sync_stats(handle(), bytes, collectives, syncs);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.mesh_sync_stats(h, bytes, collectives, syncs));
     return new SyncStats(bytes[0], collectives[0], syncs[0]);
   }
 }

@@ -1,14 +1,14 @@
 // A stack of linear layers with bias and activation on OpenBLAS (shardrec_mlp_*).
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import java.nio.FloatBuffer;
 import org.shardrec.swig.Native;
 
 /**
  * An MLP. Its tensors are, per layer l, "name.l.weight" [out, in] (row-major) then
  * "name.l.bias" [out]: tensors 2l and 2l+1. Initial values are identical on every rank that
- * creates it with the same widths, seed and name. One thread at a time, except {@link #infer}.
+ * creates it with the same widths, seed and name. One thread at a time, except {@link #infer}
+ * and close() (from any thread, it waits for the calls in flight).
  */
 public final class Mlp extends DenseLayer {
   private final long inFeatures;
@@ -104,11 +104,7 @@ public final class Mlp extends DenseLayer {
     if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x, batch * inFeatures, "x");
     FloatBuffer ys = Buffers.out(y, batch * outFeatures, "y");
-    try {
-      Native.mlp_forward(handle(), xs, batch, ys, batch * outFeatures);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.mlp_forward(h, xs, batch, ys, batch * outFeatures));
     lastInput = xs;
     lastBatch = batch;
   }
@@ -124,7 +120,7 @@ public final class Mlp extends DenseLayer {
     if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x, batch * inFeatures, "x");
     FloatBuffer ys = Buffers.out(y, batch * outFeatures, "y");
-    shared(h -> Native.mlp_infer(h, xs, batch, ys, batch * outFeatures));
+    use(h -> Native.mlp_infer(h, xs, batch, ys, batch * outFeatures));
   }
 
   /**
@@ -138,12 +134,7 @@ public final class Mlp extends DenseLayer {
     long batch = Math.max(lastBatch, 0);
     FloatBuffer dys = Buffers.in(dy, batch * outFeatures, "dy");
     FloatBuffer dxs = dx == null ? null : Buffers.out(dx, batch * inFeatures, "dx");
-    try {
-      Native.bind_mlp_backward(handle(), dys, dxs, ddp == null ? 0 : ddp.handle(), firstTensor);
-    } finally {
-      Reference.reachabilityFence(this);
-      Reference.reachabilityFence(ddp);
-    }
+    use(h -> useOrNull(ddp, d -> Native.bind_mlp_backward(h, dys, dxs, d, firstTensor)));
   }
 
   /** {@link #backward(FloatBuffer, FloatBuffer, Bucketer, long)} without a bucketer. */
@@ -154,69 +145,40 @@ public final class Mlp extends DenseLayer {
   @Override
   public long numTensors() {
     long[] n = new long[1];
-    try {
-      Native.mlp_num_tensors(handle(), n);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.mlp_num_tensors(h, n));
     return n[0];
   }
 
   @Override
   public void zeroGrad() {
-    try {
-      Native.mlp_zero_grad(handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.mlp_zero_grad(h));
   }
 
   @Override
   public void useBucketerGrads(Bucketer ddp, long firstTensor) {
     checkBucketer(ddp, firstTensor);
-    try {
-      Native.bind_mlp_use_ddp_grads(handle(), ddp.handle(), firstTensor);
-    } finally {
-      Reference.reachabilityFence(this);
-      Reference.reachabilityFence(ddp);
-    }
+    use(h -> ddp.use(d -> Native.bind_mlp_use_ddp_grads(h, d, firstTensor)));
   }
 
   @Override
   void nativeTensorInfo(long index, String[] name, long[] count) {
-    try {
-      Native.bind_mlp_tensor_info(handle(), index, name, count);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_mlp_tensor_info(h, index, name, count));
   }
 
   @Override
   void nativeCopy(long index, int which, FloatBuffer buf, boolean toTensor) {
     requireHost("copying a tensor");
-    try {
-      Native.bind_mlp_copy_tensor(handle(), index, which, buf, toTensor ? 1 : 0);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_mlp_copy_tensor(h, index, which, buf, toTensor ? 1 : 0));
   }
 
   @Override
   void nativeAddTo(long list) {
-    try {
-      Native.bind_param_list_add_mlp(list, handle());
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_param_list_add_mlp(list, h));
   }
 
   @Override
   void nativeBindStorage(long index, FloatBuffer param, FloatBuffer grad) {
     requireHost("binding host storage");
-    try {
-      Native.bind_mlp_bind_storage(handle(), index, param, grad);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.bind_mlp_bind_storage(h, index, param, grad));
   }
 }

@@ -9,7 +9,20 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
- * An owned libshardrec handle. Not thread-safe unless the subclass says otherwise.
+ * An owned libshardrec handle. Not thread-safe unless the subclass says otherwise, with one
+ * exception: {@link #close()} may be called from any thread at any time.
+ *
+ * <p><b>Calls and close.</b> Every method reaches the native object through {@link #use}, which
+ * holds the read side of a ReentrantReadWriteLock for the native call; destruction takes the write
+ * side. So close() on another thread waits for the calls in flight to return, and a call made after
+ * close throws ShardrecException EINVAL "&lt;Class&gt; is closed" instead of reaching freed memory.
+ * A collective blocked on a peer returns at the communicator's timeout or when {@link Comm#abort()}
+ * (which does not wait for that lock) tears it down: to close promptly, abort first. Readers never
+ * wait for each other, and a thread that already holds the read side may take it again (a method
+ * calling another on the same object), even while a close waits. A call that also passes other
+ * handles holds theirs too, always in one order of classes (Mesh, EmbeddingCollection, Plan,
+ * Comm; DenseOptimizer, its layers, Bucketer), so closes on several threads cannot each wait for
+ * a call that waits for another of them.
  *
  * <p>A handle that becomes unreachable without close() is destroyed by a Cleaner thread, which
  * logs a WARNING on the "org.shardrec" java.util.logging logger naming the handle. Every call
@@ -42,19 +55,9 @@ abstract class NativeHandle implements AutoCloseable {
   }
 
   /**
-   * The raw pointer. Once closed, throws ShardrecException EINVAL naming the class (the code the
-   * C API gives a destroyed handle, with a message a Java caller can place: not the C
-   * parameter's "must not be NULL").
+   * What a closed handle throws: EINVAL naming the class (the code the C API gives a destroyed
+   * handle, with a message a Java caller can place: not the C parameter's "must not be NULL").
    */
-  final long handle() {
-    long h;
-    synchronized (owner) {
-      h = owner.handle;
-    }
-    if (h == 0) throw closed();
-    return h;
-  }
-
   private ShardrecException closed() {
     return new ShardrecException(
         ShardrecException.EINVAL, getClass().getSimpleName() + " is closed");
@@ -91,21 +94,20 @@ abstract class NativeHandle implements AutoCloseable {
     }
   }
 
-  /** A native call on the raw pointer that returns a value (see {@link #shared}). */
+  /** A native call on the raw pointer (see {@link #use}); most return the C status, unused. */
   @FunctionalInterface
-  interface SharedCall<T> {
+  interface HandleCall<T> {
     T apply(long handle);
   }
 
   /**
-   * Runs {@code call} on the pointer, from any number of threads at once, while close() waits for
-   * it: for handles whose C API allows concurrent calls (an inference handle and its snapshots),
-   * so that close() on another thread never destroys the object under a running call. Each call
-   * holds the read side of a ReentrantReadWriteLock (readers never wait for each other) and
-   * destruction takes the write side. Once closed, throws ShardrecException EINVAL (what the C
-   * API answers for a destroyed handle).
+   * Runs {@code call} on the pointer while close() waits for it: the one way every method reaches
+   * the native object. Holds the read side of the handle's ReentrantReadWriteLock during the call
+   * (any number of threads at once, where the class allows concurrent calls; again on a thread
+   * that holds it already) and fences the wrapper after it. Once closed, throws ShardrecException
+   * EINVAL "&lt;Class&gt; is closed" without calling.
    */
-  final <T> T shared(SharedCall<T> call) {
+  final <T> T use(HandleCall<T> call) {
     owner.calls.readLock().lock();
     try {
       long h = owner.handle; // ordered by the lock: destruction clears it under the write side
@@ -117,9 +119,45 @@ abstract class NativeHandle implements AutoCloseable {
     }
   }
 
-  /** Releases the native object; calling it again does nothing. */
+  /** {@link #use} of {@code arg}, a required argument: null throws IllegalArgumentException. */
+  static <T> T use(NativeHandle arg, String name, HandleCall<T> call) {
+    if (arg == null) throw new IllegalArgumentException(name + " must not be null");
+    return arg.use(call);
+  }
+
+  /** {@link #use} of {@code arg}, an optional argument: null calls with 0 (the C NULL). */
+  static <T> T useOrNull(NativeHandle arg, HandleCall<T> call) {
+    return arg == null ? call.apply(0) : arg.use(call);
+  }
+
+  /**
+   * Runs {@code body} while each of {@code handles} (none null) is held as by {@link #use}, in
+   * order: for a native call that receives them through a list built inside {@code body}.
+   */
+  static <T> T useAll(NativeHandle[] handles, java.util.function.Supplier<T> body) {
+    return useAll(handles, 0, body);
+  }
+
+  private static <T> T useAll(NativeHandle[] handles, int from,
+                              java.util.function.Supplier<T> body) {
+    if (from == handles.length) return body.get();
+    return handles[from].use(h -> useAll(handles, from + 1, body));
+  }
+
+  /**
+   * Releases the native object; calling it again does nothing. Any thread may call it, also while
+   * other threads are inside calls on this object: it waits for those calls to return (a
+   * collective blocked on a peer returns at its timeout, or at once after {@link Comm#abort()}),
+   * and the calls made after it throw ShardrecException EINVAL "&lt;Class&gt; is closed". Called
+   * from inside a call on this object (a callback it runs), it throws EUSAGE instead of waiting
+   * for itself.
+   */
   @Override
   public final void close() {
+    if (owner.calls.getReadHoldCount() > 0) {
+      throw new ShardrecException(ShardrecException.EUSAGE, getClass().getSimpleName()
+          + ".close() called inside a call on it (a callback?), which it would wait for");
+    }
     synchronized (owner) {
       owner.closedExplicitly = true;
     }
@@ -129,7 +167,7 @@ abstract class NativeHandle implements AutoCloseable {
   /** The destruction state, shared with the Cleaner; it holds no reference to the wrapper. */
   private static final class Owner implements Runnable {
     private final LongConsumer destroy;
-    /** Calls made through shared() hold the read side; destruction takes the write side. */
+    /** Calls made through use() hold the read side; destruction takes the write side. */
     private final java.util.concurrent.locks.ReentrantReadWriteLock calls =
         new java.util.concurrent.locks.ReentrantReadWriteLock();
     private long handle;
@@ -145,8 +183,8 @@ abstract class NativeHandle implements AutoCloseable {
 
     @Override
     public void run() {
-      // Waits for the calls running through shared() (none when the Cleaner runs it: a call
-      // keeps its wrapper reachable).
+      // Waits for the calls running through use() (none when the Cleaner runs it: a call keeps
+      // its wrapper reachable).
       calls.writeLock().lock();
       try {
         release();

@@ -1,13 +1,15 @@
 // Sharding plan: built by the planner from Java configs, or read from JSON; immutable.
 package org.shardrec;
 
-import java.lang.ref.Reference;
 import java.util.List;
 import org.shardrec.swig.Native;
 import org.shardrec.swig.shard_t;
 import org.shardrec.swig.topology;
 
-/** An immutable sharding plan; its queries are safe from any number of threads. */
+/**
+ * An immutable sharding plan; its queries are safe from any number of threads, and close() from
+ * any thread waits for the queries (and the creates that read the plan) running on others.
+ */
 public final class Plan extends NativeHandle {
   Plan(long handle) {
     super(handle, Native::plan_destroy);
@@ -128,124 +130,76 @@ public final class Plan extends NativeHandle {
 
   public String toJson() {
     String[] out = new String[1];
-    try {
-      Native.plan_to_json(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_to_json(h, out));
     return out[0];
   }
 
   public String stats() {
     String[] out = new String[1];
-    try {
-      Native.plan_stats(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_stats(h, out));
     return out[0];
   }
 
   /** Stable 64-bit hash (compare with Long.toUnsignedString for display). */
   public long hash() {
     long[] out = new long[1];
-    try {
-      Native.plan_hash(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_hash(h, out));
     return out[0];
   }
 
   public int worldSize() {
     int[] out = new int[1];
-    try {
-      Native.plan_world_size(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_world_size(h, out));
     return out[0];
   }
 
   /** Ranks per node of the topology the plan was made for (node-local sharding types). */
   public int ranksPerNode() {
     int[] out = new int[1];
-    try {
-      Native.plan_ranks_per_node(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_ranks_per_node(h, out));
     return out[0];
   }
 
   public int numTables() {
     long[] out = new long[1];
-    try {
-      Native.plan_num_tables(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_num_tables(h, out));
     return (int) out[0];
   }
 
   public int numFeatures() {
     long[] out = new long[1];
-    try {
-      Native.plan_num_features(handle(), out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_num_features(h, out));
     return (int) out[0];
   }
 
   public String tableName(int table) {
     String[] out = new String[1];
-    try {
-      Native.plan_table_name(handle(), table, out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_table_name(h, table, out));
     return out[0];
   }
 
   public String featureName(int feature) {
     String[] out = new String[1];
-    try {
-      Native.plan_feature_name(handle(), feature, out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_feature_name(h, feature, out));
     return out[0];
   }
 
   /** Index of a table; ShardrecException(ENOTFOUND) when there is none. */
   public int findTable(String name) {
     long[] out = new long[1];
-    try {
-      Native.plan_find_table(handle(), name, out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_find_table(h, name, out));
     return (int) out[0];
   }
 
   public long tableRows(int table) {
     long[] out = new long[1];
-    try {
-      Native.plan_table_rows(handle(), table, out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_table_rows(h, table, out));
     return out[0];
   }
 
   public int tableDim(int table) {
     int[] out = new int[1];
-    try {
-      Native.plan_table_dim(handle(), table, out);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_table_dim(h, table, out));
     return out[0];
   }
 
@@ -253,33 +207,21 @@ public final class Plan extends NativeHandle {
   public ShardingType tableSharding(int table) {
     int[] type = new int[1];
     long[] n = new long[1];
-    try {
-      Native.plan_table_sharding(handle(), table, type, n);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_table_sharding(h, table, type, n));
     return ShardingType.of(type[0]);
   }
 
   public int numShards(int table) {
     int[] type = new int[1];
     long[] n = new long[1];
-    try {
-      Native.plan_table_sharding(handle(), table, type, n);
-    } finally {
-      Reference.reachabilityFence(this);
-    }
+    use(h -> Native.plan_table_sharding(h, table, type, n));
     return (int) n[0];
   }
 
   public Shard shard(int table, int index) {
     shard_t s = new shard_t();
     try {
-      try {
-        Native.plan_shard(handle(), table, index, s);
-      } finally {
-        Reference.reachabilityFence(this);
-      }
+      use(h -> Native.plan_shard(h, table, index, s));
       return new Shard(s.getRow_offset(), s.getRows(), s.getCol_offset(), s.getCols(), s.getRank());
     } finally {
       s.delete();
