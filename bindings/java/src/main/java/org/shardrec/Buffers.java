@@ -27,25 +27,46 @@ public final class Buffers {
     return bytes(n, 8).asLongBuffer();
   }
 
-  /** A direct copy of {@code values}. */
+  /** A direct copy of {@code values} (IllegalArgumentException for null). */
   public static FloatBuffer of(float[] values) {
+    requireValues(values);
     FloatBuffer b = floats(values.length);
     b.put(values).flip();
     return b;
   }
 
-  /** A direct copy of {@code values}. */
+  /** A direct copy of {@code values} (IllegalArgumentException for null). */
   public static IntBuffer of(int[] values) {
+    requireValues(values);
     IntBuffer b = ints(values.length);
     b.put(values).flip();
     return b;
   }
 
-  /** A direct copy of {@code values}. */
+  /** A direct copy of {@code values} (IllegalArgumentException for null). */
   public static LongBuffer of(long[] values) {
+    requireValues(values);
     LongBuffer b = longs(values.length);
     b.put(values).flip();
     return b;
+  }
+
+  private static void requireValues(Object values) {
+    if (values == null) throw new IllegalArgumentException("values must not be null");
+  }
+
+  // Copies for the array overloads of calls that check their buffer argument: null stays null,
+  // so that the check refuses it naming the argument (on every rank, for a collective call).
+  static FloatBuffer copyOrNull(float[] values) {
+    return values == null ? null : of(values);
+  }
+
+  static IntBuffer copyOrNull(int[] values) {
+    return values == null ? null : of(values);
+  }
+
+  static LongBuffer copyOrNull(long[] values) {
+    return values == null ? null : of(values);
   }
 
   /** The floats of {@code out} from index 0 to its capacity, copied into an array. */

@@ -232,6 +232,7 @@ public final class Comm extends NativeHandle {
     checkDirect(recv, "recv");
     checkBytes(send, count, dtype, 1, "send");
     checkBytes(recv, count, dtype, 1, "recv");
+    if (op == null) throw new IllegalArgumentException("op must not be null");
     use(h -> Native.comm_allreduce(h, send, recv, count, dtype.code(), op.code()));
   }
 
@@ -274,7 +275,13 @@ public final class Comm extends NativeHandle {
       elem = 8;
     }
     long have = b.capacity() * elem;
-    long need = Math.multiplyExact(Math.multiplyExact(count, blocks), (long) dtype.size());
+    if (count > Long.MAX_VALUE / blocks / dtype.size()) {
+      throw new IllegalArgumentException("count " + count + " is too large: " + blocks + " x "
+                                         + count + " " + dtype + " elements are more than "
+                                         + Long.MAX_VALUE + " bytes (" + what + " holds " + have
+                                         + ")");
+    }
+    long need = count * blocks * dtype.size();
     if (have < need) {
       throw new IllegalArgumentException(what + " holds " + have + " bytes but " + blocks + " x "
                                          + count + " " + dtype + " elements need " + need);

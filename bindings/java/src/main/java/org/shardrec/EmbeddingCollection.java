@@ -211,8 +211,9 @@ public final class EmbeddingCollection extends NativeHandle {
     use(h -> Native.embedding_backward(h, g));
   }
 
+  /** {@link #backward(FloatBuffer)} from an array (copied); null is refused on every rank. */
   public void backward(float[] grad) {
-    backward(Buffers.of(grad));
+    backward(Buffers.copyOrNull(grad));
   }
 
   /**
@@ -269,7 +270,7 @@ public final class EmbeddingCollection extends NativeHandle {
   }
 
   public void setWeights(String table, float[] weights) {
-    setWeights(table, Buffers.of(weights));
+    setWeights(table, Buffers.copyOrNull(weights));
   }
 
   public int numStates() {
@@ -365,8 +366,9 @@ public final class EmbeddingCollection extends NativeHandle {
 
   public void setState(String table, String state, float[] values) {
     long n = tableSize(table, stateRowWise(table, state));
-    FloatBuffer v = agreed(() -> Buffers.in(Buffers.of(values), n >= 0 ? n : values.length,
-                                            "values"),
+    // An unknown table (n < 0): the library names it, refusing every rank.
+    long need = n >= 0 || values == null ? n : values.length;
+    FloatBuffer v = agreed(() -> Buffers.in(Buffers.copyOrNull(values), need, "values"),
         e -> RefuseTogether.call(() -> use(
             h -> Native.embedding_set_state(h, table, state, RefuseTogether.decoy(n))), e));
     use(h -> Native.embedding_set_state(h, table, state, v));

@@ -34,15 +34,19 @@ public final class Kjt {
     this(batchSize, numFeatures, lengths, values, null);
   }
 
-  /** Copies Java arrays into direct buffers (convenience). */
+  /**
+   * Copies Java arrays into direct buffers (convenience). Null {@code lengths} or {@code values}
+   * throw IllegalArgumentException naming them.
+   */
   public static Kjt of(long batchSize, int numFeatures, int[] lengths, long[] values) {
-    return new Kjt(batchSize, numFeatures, Buffers.of(lengths), Buffers.of(values), null);
+    return of(batchSize, numFeatures, lengths, values, null);
   }
 
+  /** As {@link #of(long, int, int[], long[])} with per-id weights (null: none). */
   public static Kjt of(long batchSize, int numFeatures, int[] lengths, long[] values,
                        float[] weights) {
-    return new Kjt(batchSize, numFeatures, Buffers.of(lengths), Buffers.of(values),
-                   weights == null ? null : Buffers.of(weights));
+    return new Kjt(batchSize, numFeatures, Buffers.copyOrNull(lengths),
+                   Buffers.copyOrNull(values), Buffers.copyOrNull(weights));
   }
 
   public long batchSize() {

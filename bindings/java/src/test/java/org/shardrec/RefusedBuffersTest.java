@@ -2,7 +2,7 @@
 // forward, backward or weight/state accessor on every rank in the same call, and the ranks stay
 // in step: the refusing rank throws IllegalArgumentException, the others ShardrecException
 // (EINVAL, naming the rank), and training goes on exactly as if nothing had been refused. A null
-// batch is refused the same way.
+// batch, gradient, weights or state array is refused the same way.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -77,6 +77,7 @@ class RefusedBuffersTest {
             float[] grad = new float[need];
             for (int i = 0; i < need; ++i) grad[i] = o[i] / batch.batchSize();
             refusedTogether(rank, 0, bad -> coll.backward(bad ? new float[need + 1] : grad));
+            refusedTogether(rank, 1, bad -> coll.backward(bad ? null : grad));
             refusedTogether(rank, 1, bad -> coll.backward(
                 Buffers.of(grad), bad ? new long[] {-1, coll.outputDim()} : shape));
             coll.backward(grad);
@@ -87,9 +88,11 @@ class RefusedBuffersTest {
             float[] w1 = coll.getWeights("t1");
             refusedTogether(rank, 0, bad -> coll.setWeights(
                 "t1", bad ? FloatBuffer.wrap(new float[n]) : Buffers.of(w1)));
+            refusedTogether(rank, 1, bad -> coll.setWeights("t1", bad ? null : w1));
             float[] m1 = coll.getState("t1", "momentum1");
             refusedTogether(rank, 1,
                             bad -> coll.setState("t1", "momentum1", bad ? new float[n + 1] : m1));
+            refusedTogether(rank, 0, bad -> coll.setState("t1", "momentum1", bad ? null : m1));
             return Training.weights(coll);
           }
         }));
