@@ -505,7 +505,8 @@ static int32_t sr_java_store_get(void* payload, const char* key, int64_t timeout
     if ((*env)->ExceptionCheck(env)) {
       rc = sr_java_store_status(env, s);
     } else if (jvalue == NULL) {
-      rc = SHARDREC_ETIMEOUT; /* null: the key did not appear in time */
+      rc = SHARDREC_ETIMEOUT; /* null: the key did not appear in time (Comm's CheckedStore throws
+                                 for a null returned before the timeout) */
     } else {
       size_t n = (size_t)(*env)->GetArrayLength(env, jvalue);
       *value_len = n;

@@ -150,14 +150,69 @@ public final class Comm extends NativeHandle {
    */
   public static Comm create(Store store, int worldSize, int rank, Options options) {
     if (store == null) throw new IllegalArgumentException("store must not be null");
+    CheckedStore checked = new CheckedStore(store);
     long[] out = new long[1];
     comm_options o = (options == null ? new Options() : options).toNative();
     try {
-      Native.bind_comm_create_with_java_store(out, store, worldSize, rank, o);
+      Native.bind_comm_create_with_java_store(out, checked, worldSize, rank, o);
+    } catch (ShardrecException e) {
+      throw checked.explain(e);
     } finally {
       o.delete();
     }
     return new Comm(out[0]);
+  }
+
+  /**
+   * The store the library calls: the caller's, except that a get returning null well before its
+   * timeout (a store that does not wait, or an interrupted thread) throws, naming the key and the
+   * time waited, instead of passing for a timeout; the library then reports the store's code.
+   */
+  private static final class CheckedStore implements Store {
+    private final Store store;
+    /** The first early null, to explain the failure of the create it broke. */
+    private volatile ShardrecException early;
+
+    CheckedStore(Store store) {
+      this.store = store;
+    }
+
+    @Override
+    public void set(String key, byte[] value) {
+      store.set(key, value);
+    }
+
+    @Override
+    public byte[] get(String key, long timeoutMs) {
+      long start = System.nanoTime();
+      byte[] value = store.get(key, timeoutMs);
+      long waitedMs = (System.nanoTime() - start) / 1_000_000;
+      // A timeout: the library says so. The slack allows for a store that counts its own
+      // deadline on another clock.
+      if (value != null || waitedMs + 10 + timeoutMs / 10 >= timeoutMs) return value;
+      boolean interrupted = Thread.currentThread().isInterrupted();
+      ShardrecException e = new ShardrecException(
+          interrupted ? ShardrecException.ERROR : ShardrecException.ENOTFOUND,
+          "Store.get(\"" + key + "\", " + timeoutMs + ") returned null after " + waitedMs
+              + " ms, before its timeout"
+              + (interrupted ? " (the thread is interrupted)"
+                             : ": get must wait up to the timeout for the key to appear"));
+      if (early == null) early = e;
+      throw e;
+    }
+
+    /** {@code failed} with the early null that caused it, if any, in its message. */
+    ShardrecException explain(ShardrecException failed) {
+      ShardrecException why = early;
+      if (why == null) return failed;
+      String text = failed.getMessage();
+      String prefix = failed.codeName() + ": ";
+      if (text.startsWith(prefix)) text = text.substring(prefix.length());
+      ShardrecException e =
+          new ShardrecException(failed.code(), text + " (" + why.getMessage() + ")");
+      e.initCause(why);
+      return e;
+    }
   }
 
   public int rank() {

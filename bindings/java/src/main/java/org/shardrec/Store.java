@@ -14,6 +14,12 @@ public interface Store {
   /** Stores {@code value} under {@code key}, overwriting. */
   void set(String key, byte[] value);
 
-  /** Waits up to {@code timeoutMs} for {@code key} and returns its value; null on timeout. */
+  /**
+   * Waits up to {@code timeoutMs} for {@code key} and returns its value; null on timeout. A null
+   * returned well before {@code timeoutMs} (a store that does not wait, or an interrupted thread)
+   * is not taken for a timeout: the call fails (SHARDREC_EREMOTE, "returned code" ENOTFOUND, or
+   * ERROR when the thread is interrupted), and the exception of the create names the key and the
+   * time the get waited.
+   */
   byte[] get(String key, long timeoutMs);
 }

@@ -1,5 +1,6 @@
-// Misuse that once surfaced as a bare NullPointerException or ArithmeticException now gets a
-// clear error: IllegalArgumentException naming the parameter.
+// Misuse that once surfaced as a bare NullPointerException or ArithmeticException, or as a
+// timeout that was none, now gets a clear error naming what is wrong: IllegalArgumentException
+// naming the parameter (the binding's own checks), or the library's status with the cause.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -67,5 +68,59 @@ class BadArgumentsTest {
       // The communicator is unharmed.
       comm.allreduceSum(b);
     }
+  }
+
+  /** A store over a map whose get answers at once: null for a key not set yet. */
+  private static final class NoWaitStore implements Store {
+    private final java.util.Map<String, byte[]> map =
+        new java.util.concurrent.ConcurrentHashMap<>();
+
+    @Override
+    public void set(String key, byte[] value) {
+      map.put(key, value.clone());
+    }
+
+    @Override
+    public byte[] get(String key, long timeoutMs) {
+      return map.get(key);
+    }
+  }
+
+  @Test
+  void aStoreNullBeforeItsTimeoutIsNotReportedAsATimeout() {
+    long start = System.nanoTime();
+    ShardrecException e = assertThrows(
+        ShardrecException.class,
+        () -> Comm.create(new NoWaitStore(), 2, 0, new Comm.Options().timeoutMs(20000)));
+    assertTrue(System.nanoTime() - start < 10_000_000_000L, "the create waited its timeout");
+    // The store's answer fails the rendezvous (EREMOTE, as any store failure), and the message
+    // says what happened instead of "timed out after 20000 ms".
+    assertEquals(ShardrecException.EREMOTE, e.code(), e.toString());
+    assertTrue(e.getMessage().contains("returned null after"), e.getMessage());
+    assertTrue(e.getMessage().contains("before its timeout"), e.getMessage());
+    assertTrue(!e.getMessage().contains("timed out"), e.getMessage());
+    assertEquals(ShardrecException.ENOTFOUND, ((ShardrecException) e.getCause()).code());
+  }
+
+  @Test
+  void aStoreThatWaitsItsTimeoutStillReportsATimeout() {
+    Store waiting = new Store() {
+      @Override
+      public void set(String key, byte[] value) {}
+
+      @Override
+      public byte[] get(String key, long timeoutMs) {
+        try {
+          Thread.sleep(timeoutMs);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+        return null;
+      }
+    };
+    ShardrecException e = assertThrows(
+        ShardrecException.class,
+        () -> Comm.create(waiting, 2, 0, new Comm.Options().timeoutMs(300)));
+    assertEquals(ShardrecException.ETIMEOUT, e.code(), e.toString());
   }
 }
