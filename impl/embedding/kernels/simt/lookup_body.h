@@ -41,6 +41,9 @@ struct LookupJobDesc {
   int32_t dtype = 0;  // DType value
   int32_t team = 32;  // lanes per bag
   int32_t slices = 1;
+  // Every row's quads of columns [4q, 4q + 4) are aligned to their size (LoadQuad): the weights
+  // are, and the stride is a multiple of 4.
+  bool quads = false;
 };
 
 // Up to kMaxLookupJobs jobs and the first warp item of each (items of job j are
@@ -58,6 +61,8 @@ SHARDREC_HD int64_t PrepareJob(LookupJobDesc& d) {
   d.slices = d.cols <= 4 * simt::kWarpSize
                  ? 1
                  : static_cast<int32_t>((d.cols + kSliceCols - 1) / kSliceCols);
+  const uintptr_t quad_bytes = d.dtype == static_cast<int32_t>(DType::kFloat32) ? 16 : 8;
+  d.quads = d.stride % 4 == 0 && reinterpret_cast<uintptr_t>(d.weights) % quad_bytes == 0;
   const int64_t bags_per_warp = simt::kWarpSize / d.team;
   return (d.num_bags + bags_per_warp - 1) / bags_per_warp * d.slices;
 }
@@ -70,36 +75,33 @@ SHARDREC_HD float LoadAsFloat(const void* base, int32_t dtype, int64_t at) {
   return static_cast<const float*>(base)[at];
 }
 
-// The four columns [at, at + 4) of `base` widened to fp32, as LoadAsFloat gives them: one 16-byte
-// (fp32) or 8-byte (16-bit) load where the quad is aligned to its size, else four. A lane loading
-// elements one by one issued four memory instructions per quad, which bound the 16-bit lookup
-// (half the bytes of fp32 per instruction) well below the gather roof on an H200.
+// The four columns [at, at + 4) of `base` widened to fp32, as LoadAsFloat gives them, in one
+// 16-byte (fp32) or 8-byte (16-bit) load: `at` must be a multiple of 4 and `base` aligned to the
+// quad's size (LookupJobDesc::quads). A lane loading elements one by one issued four memory
+// instructions per quad, which kept the 16-bit lookup (half the bytes of fp32 per instruction)
+// far below the gather roof on an H200.
 SHARDREC_HD void LoadQuad(const void* base, int32_t dtype, int64_t at, float x[4]) {
-  const bool wide = dtype == static_cast<int32_t>(DType::kFloat32);
-  const int64_t bytes = wide ? 4 : 2;
-  const char* p = static_cast<const char*>(base) + at * bytes;
-  if ((reinterpret_cast<uintptr_t>(p) & static_cast<uintptr_t>(4 * bytes - 1)) != 0) {
-    for (int e = 0; e < 4; ++e) x[e] = LoadAsFloat(base, dtype, at + e);
-    return;
-  }
-  if (wide) {
+  if (dtype == static_cast<int32_t>(DType::kFloat32)) {
 #if defined(__CUDA_ARCH__)
-    const float4 v = *reinterpret_cast<const float4*>(p);
+    const float4 v = reinterpret_cast<const float4*>(base)[at / 4];
     x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
 #else
-    std::memcpy(x, p, 16);
+    std::memcpy(x, static_cast<const float*>(base) + at, 16);
 #endif
     return;
   }
-  uint16_t h[4];
+  uint32_t lo, hi;
 #if defined(__CUDA_ARCH__)
-  const uint2 v = *reinterpret_cast<const uint2*>(p);
-  h[0] = static_cast<uint16_t>(v.x), h[1] = static_cast<uint16_t>(v.x >> 16);
-  h[2] = static_cast<uint16_t>(v.y), h[3] = static_cast<uint16_t>(v.y >> 16);
+  const uint2 v = reinterpret_cast<const uint2*>(base)[at / 4];
+  lo = v.x, hi = v.y;
 #else
-  std::memcpy(h, p, 8);
+  std::memcpy(&lo, static_cast<const uint16_t*>(base) + at, 4);
+  std::memcpy(&hi, static_cast<const uint16_t*>(base) + at + 2, 4);
 #endif
+  const uint16_t h[4] = {static_cast<uint16_t>(lo), static_cast<uint16_t>(lo >> 16),
+                         static_cast<uint16_t>(hi), static_cast<uint16_t>(hi >> 16)};
   const bool half = dtype == static_cast<int32_t>(DType::kFloat16);
+  SHARDREC_UNROLL
   for (int e = 0; e < 4; ++e) x[e] = half ? HalfToFloat(h[e]) : BFloat16ToFloat(h[e]);
 }
 
@@ -150,7 +152,7 @@ SHARDREC_HD void PooledBag(Team& t, const LookupJobDesc& d, int64_t b, int64_t c
             float x[4][4];
             SHARDREC_UNROLL
             for (int j = 0; j < 4; ++j) {
-              if (ok[j] && c + 4 <= c1) {
+              if (d.quads && ok[j] && c + 4 <= c1) {
                 LoadQuad(d.weights, d.dtype, r[j] * d.stride + c, x[j]);
               } else {
                 SHARDREC_UNROLL
@@ -201,9 +203,10 @@ SHARDREC_HD void SequenceRow(Team& t, const LookupJobDesc& d, int64_t i, int64_t
   const float s = weighted ? d.id_weights[i] : 1.0f;
   t.ForEachLane([&](int l) {
     for (int64_t c = c0 + 4 * l; c < c1; c += 4 * static_cast<int64_t>(g)) {
-      if (c + 4 <= c1) {
+      if (d.quads && c + 4 <= c1) {
         float x[4];
         LoadQuad(d.weights, d.dtype, row * d.stride + c, x);
+        SHARDREC_UNROLL
         for (int e = 0; e < 4; ++e) o[c + e] = weighted ? s * x[e] : x[e];
         continue;
       }
