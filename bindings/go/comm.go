@@ -100,13 +100,17 @@ func (c *Comm) Close() error {
 	return nil
 }
 
-// NewLocalGroup creates n communicators of one in-process group; element i is rank i.
+// LocalGroupMax is the largest group NewLocalGroup makes (C's SHARDREC_LOCAL_GROUP_MAX).
+const LocalGroupMax = swig.LOCAL_GROUP_MAX
+
+// NewLocalGroup creates n communicators of one in-process group (n in [1, LocalGroupMax]);
+// element i is rank i.
 func NewLocalGroup(n int, opts *CommOptions) ([]*Comm, error) {
-	// The C call takes [1, 1024]; a size outside is refused here with the size given, before
-	// n pointers are allocated (1 << 40 ran out of memory in make).
-	if n < 1 || n > 1024 {
+	// A size outside is refused here with the size given, before n pointers are allocated
+	// (1 << 40 ran out of memory in make).
+	if n < 1 || n > LocalGroupMax {
 		return nil, &Error{Code: ErrCodeInvalid,
-			Message: fmt.Sprintf("local group size %d must be in [1, 1024]", n)}
+			Message: fmt.Sprintf("local group size %d must be in [1, %d]", n, LocalGroupMax)}
 	}
 	raw := make([]uintptr, n)
 	o := opts.native()

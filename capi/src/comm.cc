@@ -28,7 +28,7 @@ static_assert(SHARDREC_REDUCE_MIN == static_cast<int>(shardrec::comm::ReduceOp::
 namespace shardrec::capi {
 namespace {
 
-constexpr int32_t kMaxLocalGroup = 1024;
+constexpr int32_t kMaxLocalGroup = SHARDREC_LOCAL_GROUP_MAX;
 
 // The longest wait a timeout gives (10^12 ms, about 31.7 years): a larger value (INT64_MAX as
 // "for ever") waits this long instead of overflowing the clock's arithmetic, which made such a

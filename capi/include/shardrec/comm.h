@@ -43,6 +43,9 @@ SHARDREC_BEGIN_DECL
 /** Size in bytes of a unique id. */
 #define SHARDREC_UNIQUE_ID_BYTES 128
 
+/** The most communicators shardrec_comm_create_local_group makes in one call. */
+#define SHARDREC_LOCAL_GROUP_MAX 1024
+
 /**
  * Rendezvous token created by rank 0 and shipped to every rank by the host program (Spark
  * broadcast, environment variable, file). Plain bytes: copy it freely. It encodes the address and
@@ -226,7 +229,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
  * SHARDREC_BACKEND_GLOO: every rank then uses device_index, staged through pinned host memory.
  * @param comms_out [out] Caller array of @p n handles; filled with handle i = rank i (caller
  *                  owns each). All or nothing: on failure the array is left unchanged.
- * @param n         Group size, >= 1 (and <= 1024).
+ * @param n         Group size, in [1, SHARDREC_LOCAL_GROUP_MAX].
  * @param options   [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ETIMEOUT; SHARDREC_ENODEVICE. Thread-safe.
  */

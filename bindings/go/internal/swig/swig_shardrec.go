@@ -2078,6 +2078,7 @@ func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
 
 const TABLE_CONSTRAINTS_VERSION uint = 1
 const UNIQUE_ID_BYTES int = 128
+const LOCAL_GROUP_MAX int = 1024
 const BACKEND_AUTO int = 0
 const BACKEND_GLOO int = 1
 const BACKEND_NCCL int = 2

@@ -3,6 +3,9 @@ use crate::{check, cstring, sys, Result};
 use std::ptr;
 use std::sync::Arc;
 
+/// The largest group [`Comm::local_group`] makes (C's `SHARDREC_LOCAL_GROUP_MAX`).
+pub const LOCAL_GROUP_MAX: usize = sys::SHARDREC_LOCAL_GROUP_MAX as usize;
+
 /// Communicator options; zero fields mean the library defaults.
 #[derive(Clone, Debug, Default)]
 pub struct CommOptions {
@@ -197,11 +200,14 @@ impl Comm {
         AbortHandle { owner: Arc::clone(&self.owner) }
     }
 
-    /// `n` communicators of one in-process group; element i is rank i (one per thread).
+    /// `n` communicators of one in-process group, `n` in [1, [`LOCAL_GROUP_MAX`]]; element i is
+    /// rank i (one per thread).
     pub fn local_group(n: usize, options: &CommOptions) -> Result<Vec<Comm>> {
-        // The C call refuses sizes beyond 1024; refuse them before allocating n pointers.
-        if n > 1024 {
-            return Err(crate::invalid(format!("local group size {n} must be in [1, 1024]")));
+        // Larger sizes are refused before n pointers are allocated.
+        if n > LOCAL_GROUP_MAX {
+            return Err(crate::invalid(format!(
+                "local group size {n} must be in [1, {LOCAL_GROUP_MAX}]"
+            )));
         }
         let mut raw = vec![ptr::null_mut(); n];
         let count = i32::try_from(n).map_err(|_| crate::invalid("group size too large"))?;

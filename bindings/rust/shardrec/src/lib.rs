@@ -20,7 +20,7 @@ mod mesh;
 mod plan;
 
 pub use checkpoint::{DenseTensor, DenseTensorMut, LoadOptions};
-pub use comm::{AbortHandle, Comm, CommOptions, Element, ReduceOp, Store, UniqueId};
+pub use comm::{AbortHandle, Comm, CommOptions, Element, ReduceOp, Store, UniqueId, LOCAL_GROUP_MAX};
 pub use device::{device_check, device_count, device_plugin_path, DType, DeviceType};
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
 pub use dense_optimizer::{DenseOptimizer, DenseState};

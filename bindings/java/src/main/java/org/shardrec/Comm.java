@@ -68,13 +68,19 @@ public final class Comm extends NativeHandle {
     }
   }
 
-  /** n communicators of one in-process group; element i is rank i (drive each from a thread). */
+  /** The largest group {@link #createLocalGroup} makes (C's SHARDREC_LOCAL_GROUP_MAX). */
+  public static final int LOCAL_GROUP_MAX = NativeConstants.LOCAL_GROUP_MAX;
+
+  /**
+   * n communicators of one in-process group, n in [1, {@link #LOCAL_GROUP_MAX}]; element i is
+   * rank i (drive each from a thread).
+   */
   public static Comm[] createLocalGroup(int n, Options options) {
-    // The C call takes [1, 1024]; outside it, refused here with the size given and before n
-    // pointers are allocated (Integer.MAX_VALUE would have thrown OutOfMemoryError).
-    if (n < 1 || n > 1024) {
-      throw new ShardrecException(
-          ShardrecException.EINVAL, "local group size " + n + " must be in [1, 1024]");
+    // Outside the range, refused here with the size given and before n pointers are allocated
+    // (Integer.MAX_VALUE would have thrown OutOfMemoryError).
+    if (n < 1 || n > LOCAL_GROUP_MAX) {
+      throw new ShardrecException(ShardrecException.EINVAL,
+          "local group size " + n + " must be in [1, " + LOCAL_GROUP_MAX + "]");
     }
     long[] raw = new long[n];
     comm_options o = (options == null ? new Options() : options).toNative();
