@@ -1,6 +1,6 @@
 # Installs the build tree into a scratch prefix, then builds and runs a tiny C consumer against
 # it twice: through pkg-config and through find_package(shardrec), plus the C++ consumer over
-# the installed shardrec.hpp.
+# the installed shardrec.hpp; then the examples, built as a project of their own against it.
 set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -82,3 +82,15 @@ foreach(request ${VERSION_MAJOR_MINOR} 0.0)
     message(FATAL_ERROR "find_package(shardrec ${request}): want ${want}, got\n${out}${err}")
   endif()
 endforeach()
+
+# 4. The examples as a project of their own against the prefix (examples/CMakeLists.txt), as a
+# new user copying them would build them; one runs a few steps.
+if(EXAMPLES_DIR)
+  run(${CMAKE_COMMAND} -S ${EXAMPLES_DIR} -B ${WORK_DIR}/examples -DCMAKE_PREFIX_PATH=${prefix}
+      -DCMAKE_BUILD_TYPE=Release)
+  run(${CMAKE_COMMAND} --build ${WORK_DIR}/examples -j 2)
+  run(${WORK_DIR}/examples/train_sharded/train_sharded --steps 3 --batch 64)
+  if(NOT out MATCHES "loss")
+    message(FATAL_ERROR "the installed-prefix train_sharded did not train:\n${out}")
+  endif()
+endif()
