@@ -2,6 +2,7 @@ package shardrec
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -300,4 +301,48 @@ func abortWhileCloseWaits(t *testing.T, headStart time.Duration) bool {
 		t.Fatalf("Abort after Close: %v, want ErrCodeInvalid", err)
 	}
 	return true
+}
+
+// A closed handle given where C takes NULL for "none" is refused, not read as "none": a closed
+// Bucketer would leave a backward's gradients unsynchronised, a closed data-parallel
+// communicator would train the data-parallel tables apart.
+func TestClosedOptionalHandlesAreRefused(t *testing.T) {
+	comms, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	ddp, err := NewBucketer(comms[0], []int64{3, 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddp.Close()
+	m, err := NewMLP(2, []int64{1}, []Activation{ActivationNone}, 3, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	x, y := []float32{1, 2}, make([]float32, 1)
+	if err := m.Forward(x, 1, y); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward([]float32{1}, nil, ddp, 0); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("backward with a closed bucketer: %v", err)
+	}
+	// The same backward without one goes through.
+	if err := m.Backward([]float32{1}, nil, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	plan := testPlan(t, 1)
+	defer plan.Close()
+	dp, err := NewLocalGroup(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp[0].Close()
+	_, err = NewEmbeddingCollection(plan, comms[0], nil, &EmbeddingOptions{DPComm: dp[0]})
+	if CodeOf(err) != ErrCodeInvalid || !strings.Contains(err.Error(), "DPComm was closed") {
+		t.Fatalf("a closed DPComm: %v", err)
+	}
 }

@@ -436,6 +436,9 @@ func (m *MLP) Backward(dy, dx []float32, ddp *Bucketer, first int) error {
 	}
 	h, done := acquireAll(m.ref(), ddp.ref())
 	defer done()
+	if err := closedArgument("the bucketer", ddp.ref(), h[1]); err != nil {
+		return err
+	}
 	return swig.Bind_mlp_backward(h[0], dy, dx, h[1], int64(first))
 }
 
@@ -545,6 +548,9 @@ func (d *DCN) Backward(dy, dx0 []float32, ddp *Bucketer, first int) error {
 	}
 	h, done := acquireAll(d.ref(), ddp.ref())
 	defer done()
+	if err := closedArgument("the bucketer", ddp.ref(), h[1]); err != nil {
+		return err
+	}
 	return swig.Bind_dcn_backward(h[0], dy, dx0, h[1], int64(first))
 }
 

@@ -257,10 +257,13 @@ func newEmbeddingCollection(plan *Plan, owner *handleRef, opt *OptimizerConfig,
 	// The plan, the communicator or mesh and the data-parallel communicator stay open until
 	// create returns; the shapes above were read before, each call with its own lock.
 	h, done := acquireAll(owner, plan.ref(), dpComm)
-	if dpComm != nil {
-		eo.SetDp_comm(h[2])
+	err = closedArgument("the options' DPComm", dpComm, h[2])
+	if err == nil {
+		if dpComm != nil {
+			eo.SetDp_comm(h[2])
+		}
+		err = create(out, h[0], h[1], o, eo)
 	}
-	err = create(out, h[0], h[1], o, eo)
 	done()
 	if err != nil {
 		return nil, err

@@ -81,3 +81,13 @@ func acquireAll(refs ...*handleRef) ([]uintptr, func()) {
 		}
 	}
 }
+
+// closedArgument refuses an optional handle argument that was given but is closed: a nil one
+// means "none" to C (NULL), and a closed one, whose handle is 0 too, must not silently mean the
+// same (a closed Bucketer would leave a backward's gradients unsynchronised).
+func closedArgument(name string, r *handleRef, h uintptr) error {
+	if r != nil && h == 0 {
+		return &Error{Code: ErrCodeInvalid, Message: name + " was closed"}
+	}
+	return nil
+}
