@@ -133,6 +133,10 @@ func (m *Mesh) SaveCheckpoint(coll *EmbeddingCollection, dir string) error {
 func (m *Mesh) SaveCheckpointWith(coll *EmbeddingCollection, dir string, opts *CheckpointOptions) error {
 	h, done := acquireAll(m.ref(), coll.ref())
 	defer done()
+	// A 0 mesh handle means a 1D checkpoint to C: a nil or closed mesh must not become one.
+	if m == nil || h[0] == 0 {
+		return &Error{Code: ErrCodeInvalid, Message: "the mesh is nil or was closed"}
+	}
 	return runCheckpoint(h[0], h[1], dir, opts, false)
 }
 
@@ -140,6 +144,10 @@ func (m *Mesh) SaveCheckpointWith(coll *EmbeddingCollection, dir string, opts *C
 func (m *Mesh) LoadCheckpoint(coll *EmbeddingCollection, dir string, opts *CheckpointOptions) error {
 	h, done := acquireAll(m.ref(), coll.ref())
 	defer done()
+	// A 0 mesh handle means a 1D checkpoint to C: a nil or closed mesh must not become one.
+	if m == nil || h[0] == 0 {
+		return &Error{Code: ErrCodeInvalid, Message: "the mesh is nil or was closed"}
+	}
 	return runCheckpoint(h[0], h[1], dir, opts, true)
 }
 

@@ -346,3 +346,17 @@ func TestClosedOptionalHandlesAreRefused(t *testing.T) {
 		t.Fatalf("a closed DPComm: %v", err)
 	}
 }
+
+// A mesh checkpoint call with a nil or closed mesh is refused: C takes a NULL mesh as a 1D
+// checkpoint, which a mesh collection's ranks must not write.
+func TestMeshCheckpointWithAClosedMeshIsRefused(t *testing.T) {
+	coll := testWorld1Collection(t)
+	defer coll.Close()
+	var nilMesh *Mesh
+	if err := nilMesh.SaveCheckpoint(coll, t.TempDir()); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("save with a nil mesh: %v", err)
+	}
+	if err := nilMesh.LoadCheckpoint(coll, t.TempDir(), nil); CodeOf(err) != ErrCodeInvalid {
+		t.Fatalf("load with a nil mesh: %v", err)
+	}
+}

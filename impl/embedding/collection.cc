@@ -357,6 +357,8 @@ Status EmbeddingCollection::AgreeOutputs(const Status& local) {
   // Under kMax: the refusing rank + 1, or 0.
   int64_t refused = local.ok() ? 0 : s_.comm->Rank() + 1;
   {
+    // Where the wait for the slowest rank showed before: the output exchange.
+    ScopedTimer phase(&s_.timings.output_dist_seconds);
     ScopedTimer t(&s_.timings.comm_seconds);
     SR_RETURN_IF_ERROR(
         s_.comm->AllReduce(&refused, &refused, 1, DType::kInt64, comm::ReduceOp::kMax));

@@ -71,8 +71,9 @@ class EmbeddingCollection {
   // Lookup and output distribution of the batch whose input distribution has completed. A rank
   // whose output buffer is unusable (`rejected`, or a wrong out_len) fails every rank's call
   // before any state changes (AgreeOutputs, or the engine's own agreement), and the batch is
-  // dropped on every rank; in a GPU collection (Engine::AgreesOnOutputsFirst) that rank still
-  // takes part in the exchange and fails alone, and the next backward fails on every rank.
+  // dropped on every rank; in a GPU collection over NCCL (Engine::AgreesOnOutputsFirst) that
+  // rank still takes part in the exchange and fails alone, and the next backward fails on every
+  // rank.
   Status ForwardDistributed(float* out, size_t out_len, const Status& rejected = Status::Ok(),
                             const DeviceOutput* device_out = nullptr);
   // Gradient of the last forward's output; applies the fused optimizer. A rejection on any rank

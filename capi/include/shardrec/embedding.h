@@ -211,16 +211,17 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_wait(shardrec_embed
  * SHARDREC_EINVAL saying why, every other rank SHARDREC_EINVAL naming it, and no rank has a batch
  * to train (the next backward fails with SHARDREC_EUSAGE on every rank, as after a failed
  * forward). At world > 1 this costs one all-reduce of one integer per call, except in a
- * collection with dynamic tables, whose forward agrees anyway. A GPU collection adds no host
- * synchronisation for it: there the refusing rank still takes part in the exchange and fails
- * alone, its peers' calls succeed, and the next backward fails on every rank (so every rank must
- * still call it).
+ * collection with dynamic tables, whose forward agrees anyway. A GPU collection over NCCL adds
+ * no host synchronisation for it: there the refusing rank still takes part in the exchange and
+ * fails alone, its peers' calls succeed, and the next backward fails on every rank (so every
+ * rank must still call it).
  * @param coll    [in] Must not be NULL.
  * @param out     [out] As for shardrec_embedding_forward.
  * @param out_len As for shardrec_embedding_forward.
  * @param stream  Ignored on the host.
- * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong @p out_len; SHARDREC_EUSAGE when no
- *         distribution was waited for; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong @p out_len here or, where the ranks agree
+ *         on their buffers, on another rank; SHARDREC_EUSAGE when no distribution was waited
+ *         for; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_embedding_t* coll,

@@ -32,10 +32,13 @@ class DeviceEngine final : public Engine {
   // (`mode` is kNone here: a device collection never agrees in its input exchange.)
   Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
                          const OutputCheck& check, ForwardMode mode) override;
-  // A GPU collection's step keeps to its one host wait (the stream-ordered calls): a rank that
-  // refuses its pipelined output buffer fails alone, and the next backward's gated verdict fails
-  // it on every rank.
-  bool AgreesOnOutputsFirst(const RoutedBatch& /*rb*/) const override { return false; }
+  // Over NCCL a GPU collection's step keeps to its one host wait (the stream-ordered calls): a
+  // rank that refuses its pipelined output buffer fails alone, and the next backward's gated
+  // verdict fails it on every rank. Over a host communicator the step waits on the host in every
+  // phase anyway, and agrees as a host collection does (whose ranks it may share a group with).
+  bool AgreesOnOutputsFirst(const RoutedBatch& /*rb*/) const override {
+    return device_comm_ == nullptr;
+  }
   // Over NCCL the input exchange completes in StartInputDist (device_engine.cc says why).
   bool ExchangesInputInline() const override { return device_comm_ != nullptr; }
   Status SettleBeforeInput() override;

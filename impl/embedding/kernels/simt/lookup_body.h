@@ -210,7 +210,7 @@ SHARDREC_HD void SequenceRow(Team& t, const LookupJobDesc& d, int64_t i, int64_t
         for (int e = 0; e < 4; ++e) o[c + e] = weighted ? s * x[e] : x[e];
         continue;
       }
-      for (int64_t e = c; e < c1; ++e) {
+      for (int64_t e = c; e < c + 4 && e < c1; ++e) {
         const float x = LoadAsFloat(d.weights, d.dtype, row * d.stride + e);
         o[e] = weighted ? s * x : x;
       }

@@ -162,6 +162,10 @@ abstract class NativeHandle implements AutoCloseable {
       owner.closedExplicitly = true;
     }
     cleanable.clean();
+    // A Cleanable runs once: a second close() racing the first returns from clean() at once, so
+    // it waits here for the first one's destruction (which holds the write side throughout).
+    owner.calls.writeLock().lock();
+    owner.calls.writeLock().unlock();
   }
 
   /** The destruction state, shared with the Cleaner; it holds no reference to the wrapper. */

@@ -169,12 +169,17 @@ class CloseRaceTest {
       CompletableFuture<Void> closing = CompletableFuture.runAsync(group[0]::close, THREADS);
       assertThrows(TimeoutException.class, () -> closing.get(300, TimeUnit.MILLISECONDS),
                    "close returned while the barrier still ran");
+      // A second close waits too (the first one's destruction is still to come).
+      CompletableFuture<Void> closing2 = CompletableFuture.runAsync(group[0]::close, THREADS);
+      assertThrows(TimeoutException.class, () -> closing2.get(300, TimeUnit.MILLISECONDS),
+                   "a second close returned while the barrier still ran");
       long start = System.nanoTime();
       group[0].abort(); // not behind the barrier nor the waiting close
       ExecutionException e = assertThrows(ExecutionException.class,
                                           () -> blocked.get(10, TimeUnit.SECONDS));
       assertEquals(ShardrecException.EABORTED, ((ShardrecException) e.getCause()).code());
       closing.get(10, TimeUnit.SECONDS);
+      closing2.get(10, TimeUnit.SECONDS);
       assertTrue(System.nanoTime() - start < 5_000_000_000L, "close did not follow the abort");
       assertClosed(assertThrows(ShardrecException.class, group[0]::barrier), "Comm");
       group[0].abort(); // after close: does nothing
