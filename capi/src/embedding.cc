@@ -43,11 +43,14 @@ SHARDREC_API shardrec_status_t shardrec_embedding_create(
     shardrec_embedding_t** out, const shardrec_plan_t* plan, shardrec_comm_t* comm,
     const shardrec_optimizer_config_t* optimizer, const shardrec_embedding_options_t* options) {
   return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    SR_RETURN_IF_ERROR(CheckNotNull(plan, "plan"));
     SR_RETURN_IF_ERROR(CheckNotNull(comm, "comm"));
-    if (plan->impl == nullptr || comm->impl == nullptr)
-      return Status::InvalidArgument("plan or comm handle is empty");
+    if (comm->impl == nullptr) return Status::InvalidArgument("comm handle is empty");
+    // Creation is collective: a rank refusing its own arguments still meets its peers'
+    // agreement, so they fail naming it rather than wait out their timeout.
+    Status args = CheckNotNull(out, "out");
+    if (args.ok()) args = CheckNotNull(plan, "plan");
+    if (args.ok() && plan->impl == nullptr) args = Status::InvalidArgument("plan handle is empty");
+    if (!args.ok()) return embedding::EmbeddingCollection::RefuseCreate(comm->impl, args);
     shardrec::optim::OptimizerConfig oc;
     embedding::CollectionOptions co;
     Status local = shardrec::capi::ToOptimizer(optimizer, &oc);

@@ -171,6 +171,16 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   return Status::Ok();
 }
 
+Status EmbeddingCollection::RefuseCreate(const std::shared_ptr<comm::Communicator>& comm,
+                                         const Status& why) {
+  if (comm == nullptr || !comm->device().is_host()) return why;
+  // Create's agreement as a rejecting rank makes it (no engine's HostComm runs a collective
+  // over a host communicator): no plan hash, this rank's refusal, no capabilities.
+  int64_t agree[3 + Engine::kAgreeWords] = {0, 0, comm->Rank() + 1};
+  (void)comm->AllReduce(agree, agree, 3 + Engine::kAgreeWords, DType::kInt64, comm::ReduceOp::kMax);
+  return why;
+}
+
 EmbeddingCollection::~EmbeddingCollection() {
   // The worker may still be exchanging a pending batch over the input communicator: let it finish
   // first.

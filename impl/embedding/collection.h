@@ -45,6 +45,11 @@ class EmbeddingCollection {
                        const optim::OptimizerConfig* optimizer, const CollectionOptions& options,
                        std::unique_ptr<EmbeddingCollection>* out,
                        const Status& rejected = Status::Ok());
+  // A rank that cannot even call Create (no plan, nowhere to put the collection) but has its
+  // communicator: it takes part in Create's agreement over a host communicator, so its peers
+  // fail naming it instead of waiting out their timeout, and returns `why`. Over a device
+  // communicator it returns `why` alone (the peers' agreement then depends on their engine).
+  static Status RefuseCreate(const std::shared_ptr<comm::Communicator>& comm, const Status& why);
   ~EmbeddingCollection();
   EmbeddingCollection(const EmbeddingCollection&) = delete;
   EmbeddingCollection& operator=(const EmbeddingCollection&) = delete;

@@ -84,7 +84,9 @@ SHARDREC_BEGIN_DECL
  *                  names both.
  * @param options   [in] Options; NULL means the defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans on
- *         different ranks, or an argument rejected on another rank (the message names it);
+ *         different ranks, or an argument rejected on another rank (the message names it; a
+ *         rank given a NULL @p out or @p plan still meets its peers' agreement over a host
+ *         communicator, so they fail at once rather than at their timeout);
  *         SHARDREC_EUNSUPPORTED for a table dtype other than FLOAT32, FLOAT16 or BFLOAT16,
  *         pooled and NONE tables in one plan, or what a GPU collection refuses (see
  *         shardrec_embedding_options_t.device_type) or a CUDA device in a build without CUDA

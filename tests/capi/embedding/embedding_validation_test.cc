@@ -3,6 +3,7 @@
 // bit-identical on every rank.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -321,6 +322,34 @@ TEST_F(EmbeddingValidation, BadOutputLengthInThePipelineFailsEveryRank) {
         << shardrec_last_error();
     EXPECT_FALSE(BitEqual(before, Snapshot(c, s_)));
   });
+}
+
+// Creation is collective: a rank given a NULL plan or a NULL out still meets its peers'
+// agreement, so every rank fails at once naming it (before, the peers waited out their 60 s
+// timeout), and the communicator stays usable for the next creation.
+TEST_F(EmbeddingValidation, ANullPlanOrOutOnOneRankFailsEveryRankAtOnce) {
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s_.optimizer);
+  for (const bool null_plan : {true, false}) {
+    SpawnRanks(s_.world, [&](int r) {
+      const auto start = std::chrono::steady_clock::now();
+      shardrec_embedding_t* c = nullptr;
+      const bool refuse = r == 1;
+      const shardrec_status_t rc = shardrec_embedding_create(
+          refuse && !null_plan ? nullptr : &c, refuse && null_plan ? nullptr : plan_.get(),
+          GroupComm(s_.world, r), &opt, nullptr);
+      EXPECT_EQ(rc, SHARDREC_EINVAL) << shardrec_last_error();
+      EXPECT_EQ(c, nullptr);
+      const std::string why = shardrec_last_error();
+      const char* want = !refuse ? "rank 1 rejected" : null_plan ? "plan" : "out";
+      EXPECT_NE(why.find(want), std::string::npos) << why;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+      // The next creation with good arguments goes through on every rank.
+      ASSERT_EQ(shardrec_embedding_create(&c, plan_.get(), GroupComm(s_.world, r), &opt, nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      shardrec_embedding_destroy(c);
+    });
+  }
 }
 
 TEST_F(EmbeddingValidation, AccessorErrorsChangeNothing) {
