@@ -360,3 +360,31 @@ func TestMeshCheckpointWithAClosedMeshIsRefused(t *testing.T) {
 		t.Fatalf("load with a nil mesh: %v", err)
 	}
 }
+
+// Creation is collective: a rank given a nil plan fails with its peers at once (they name it),
+// and the next creation pairs up on every rank (before, the peers waited, and the retry met
+// their first create).
+func TestANilPlanOnOneRankFailsEveryRankTogether(t *testing.T) {
+	plan := testPlan(t, 2)
+	defer plan.Close()
+	onRanks(t, 2, func(rank int, c *Comm) error {
+		p := plan
+		if rank == 1 {
+			p = nil
+		}
+		start := time.Now()
+		if _, err := NewEmbeddingCollection(p, c, nil, nil); CodeOf(err) != ErrCodeInvalid {
+			return fmt.Errorf("the refused create: %v", err)
+		} else if rank == 0 && !strings.Contains(err.Error(), "rank 1 rejected") {
+			return fmt.Errorf("rank 0 does not name rank 1: %v", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			return fmt.Errorf("the refused create took %v", d)
+		}
+		coll, err := NewEmbeddingCollection(plan, c, nil, nil)
+		if err != nil {
+			return fmt.Errorf("the next create: %v", err)
+		}
+		return coll.Close()
+	})
+}

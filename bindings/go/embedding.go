@@ -237,6 +237,39 @@ func newEmbeddingCollection(plan *Plan, owner *handleRef, opt *OptimizerConfig,
 		eo.SetMax_batch_size(opts.MaxBatchSize)
 		eo.SetMax_ids_per_batch(opts.MaxIdsPerBatch)
 	}
+	shapes, refused := tableShapes(plan)
+	out := make([]uintptr, 1)
+	// The plan, the communicator or mesh and the data-parallel communicator stay open until
+	// create returns; the shapes above were read before, each call with its own lock.
+	h, done := acquireAll(owner, plan.ref(), dpComm)
+	if refused == nil {
+		refused = closedArgument("the options' DPComm", dpComm, h[2])
+	}
+	planHandle := h[1]
+	if refused != nil {
+		// Creation is collective: this rank still meets its peers' agreement, with a NULL plan
+		// that C refuses on every rank together (else the peers wait, and this rank's next
+		// create would meet their first).
+		planHandle = 0
+	} else if dpComm != nil {
+		eo.SetDp_comm(h[2])
+	}
+	err := create(out, h[0], planHandle, o, eo)
+	done()
+	if refused != nil {
+		return nil, refused
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &EmbeddingCollection{owned: handleRef{h: out[0]}, shapes: shapes}
+	runtime.SetFinalizer(e, closeLeaked("embedding collection", (*EmbeddingCollection).Close))
+	return e, nil
+}
+
+// tableShapes reads each table's rows and width from the plan (an error for a nil or closed
+// plan).
+func tableShapes(plan *Plan) (map[string][2]int64, error) {
 	shapes := map[string][2]int64{}
 	n, err := plan.NumTables()
 	if err != nil {
@@ -253,24 +286,7 @@ func newEmbeddingCollection(plan *Plan, owner *handleRef, opt *OptimizerConfig,
 		}
 		shapes[name] = [2]int64{rows, int64(dim)}
 	}
-	out := make([]uintptr, 1)
-	// The plan, the communicator or mesh and the data-parallel communicator stay open until
-	// create returns; the shapes above were read before, each call with its own lock.
-	h, done := acquireAll(owner, plan.ref(), dpComm)
-	err = closedArgument("the options' DPComm", dpComm, h[2])
-	if err == nil {
-		if dpComm != nil {
-			eo.SetDp_comm(h[2])
-		}
-		err = create(out, h[0], h[1], o, eo)
-	}
-	done()
-	if err != nil {
-		return nil, err
-	}
-	e := &EmbeddingCollection{owned: handleRef{h: out[0]}, shapes: shapes}
-	runtime.SetFinalizer(e, closeLeaked("embedding collection", (*EmbeddingCollection).Close))
-	return e, nil
+	return shapes, nil
 }
 
 // OutputDim is the width of one output row.

@@ -60,13 +60,31 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   static EmbeddingCollection create(Plan plan, Config.Optimizer optimizer,
                                     Config.EmbeddingOptions options, NativeCreate create) {
-    if (plan == null) throw new IllegalArgumentException("plan must not be null");
+    Config.EmbeddingOptions eo = options == null ? new Config.EmbeddingOptions() : options;
+    // Creation is collective: a rank that cannot create still meets its peers' agreement, with
+    // a NULL plan that C refuses on every rank together (else the peers wait, and this rank's
+    // next create would meet their first).
+    String refused = plan == null ? "plan must not be null"
+                     : plan.isClosed() ? "Plan is closed"
+                     : eo.dpComm != null && eo.dpComm.isClosed() ? "the options' dpComm is closed"
+                     : null;
+    if (refused != null) {
+      embedding_options e = new embedding_options();
+      try {
+        Native.embedding_options_init(e, NativeConstants.EMBEDDING_OPTIONS_VERSION);
+        create.call(new long[1], 0, null, e);
+      } catch (ShardrecException expected) {
+        // C's refusal of the NULL plan; this rank's reason is the one to report.
+      } finally {
+        e.delete();
+      }
+      throw new IllegalArgumentException(refused);
+    }
     // No optimizer: a NULL one, so the collection trains with the plan's.
     optimizer_config o = optimizer == null ? null : optimizer.toNative();
     embedding_options e = new embedding_options();
     try {
       Native.embedding_options_init(e, NativeConstants.EMBEDDING_OPTIONS_VERSION);
-      Config.EmbeddingOptions eo = options == null ? new Config.EmbeddingOptions() : options;
       e.setSeed(eo.seed);
       e.setBounds_policy(eo.boundsPolicy.code());
       e.setNum_threads(eo.numThreads);

@@ -52,6 +52,48 @@ class BadArgumentsTest {
     }
   }
 
+  /**
+   * Creation is collective: a rank given a null plan fails with its peers at once (they name
+   * it), and the next creation pairs up on every rank (before, the peers waited, and the retry
+   * met their first create).
+   */
+  @Test
+  void aNullPlanOnOneRankFailsEveryRankTogether() throws Exception {
+    Comm[] comms = Comm.createLocalGroup(2, new Comm.Options().timeoutMs(60000));
+    try (Plan plan = Training.plan(2)) {
+      java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+      try {
+        List<java.util.concurrent.Future<String>> results = new java.util.ArrayList<>();
+        for (int r = 0; r < 2; ++r) {
+          final int rank = r;
+          results.add(pool.submit(() -> {
+            long start = System.nanoTime();
+            String why;
+            try {
+              EmbeddingCollection.create(rank == 1 ? null : plan, comms[rank], null, null);
+              why = "created";
+            } catch (IllegalArgumentException | ShardrecException e) {
+              why = e.getMessage();
+            }
+            if (System.nanoTime() - start > 10_000_000_000L) why += " (slow)";
+            try (EmbeddingCollection c = EmbeddingCollection.create(plan, comms[rank], null, null)) {
+              return why;
+            }
+          }));
+        }
+        String rank0 = results.get(0).get(60, java.util.concurrent.TimeUnit.SECONDS);
+        String rank1 = results.get(1).get(60, java.util.concurrent.TimeUnit.SECONDS);
+        assertTrue(rank0.contains("rank 1 rejected") && !rank0.contains("slow"), rank0);
+        assertTrue(rank1.contains("plan must not be null") && !rank1.contains("slow"), rank1);
+      } finally {
+        pool.shutdownNow();
+      }
+    } finally {
+      comms[0].close();
+      comms[1].close();
+    }
+  }
+
   @Test
   void aCountTooLargeForAnyBufferIsRefusedNamingIt() {
     try (Comm comm = Comm.createLocalGroup(1)[0]) {
