@@ -151,14 +151,17 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
     SR_RETURN_IF_ERROR(CheckMesh(mesh));
     ExclusiveUse use(mesh->busy, "mesh");
     SR_RETURN_IF_ERROR(use.status());
-    SR_RETURN_IF_ERROR(CheckNotNull(plan, "plan"));
     shardrec::optim::OptimizerConfig oc;
     shardrec::embedding::CollectionOptions co;
-    Status local = shardrec::capi::ToOptimizer(optimizer, &oc);
+    // A NULL plan is refused with the peers (creation is collective): the mesh takes part in
+    // their agreements without one.
+    Status local = CheckNotNull(plan, "plan");
+    if (local.ok()) local = shardrec::capi::ToOptimizer(optimizer, &oc);
     if (local.ok()) local = shardrec::capi::ToCollectionOptions(options, &co);
     auto handle = std::make_unique<shardrec_embedding>();
-    SR_RETURN_IF_ERROR(mesh->impl->CreateCollection(
-        plan->impl, optimizer != nullptr ? &oc : nullptr, co, &handle->impl, local));
+    SR_RETURN_IF_ERROR(mesh->impl->CreateCollection(plan != nullptr ? plan->impl : nullptr,
+                                                    optimizer != nullptr ? &oc : nullptr, co,
+                                                    &handle->impl, local));
     handle->states = handle->impl->States();
     *out = handle.release();
     return Status::Ok();

@@ -54,29 +54,42 @@ Status WeightDigest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t
 
 // Every replica of this rank's shards must hold the same initial weights; the verdict is shared
 // with the whole world so that no rank proceeds alone.
-Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection& coll) {
-  const std::vector<embedding::ParamBuffer> buffers = coll.ParamBuffers();
+Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection* coll,
+                               const Status& created) {
+  // A rank whose sharding group did not create its collection (`created`) still takes part, so
+  // the other groups learn it instead of waiting for it: with digest and kind words no rank's
+  // exceed (the maximum of the others stands), and its rank in the verdict.
   uint64_t digest = 0;
-  const Status local = WeightDigest(buffers, coll.plan().Hash(), &digest);
+  Status local = Status::Ok();
   bool on_device = false;
-  for (const embedding::ParamBuffer& b : buffers) on_device = on_device || !b.device.is_host();
+  if (created.ok()) {
+    const std::vector<embedding::ParamBuffer> buffers = coll->ParamBuffers();
+    local = WeightDigest(buffers, coll->plan().Hash(), &digest);
+    for (const embedding::ParamBuffer& b : buffers) on_device = on_device || !b.device.is_host();
+  }
   // Max and min of the digest (min as max of the complement) and of the collection's kind, in
   // one collective.
   int64_t mm[4] = {static_cast<int64_t>(digest >> 1), static_cast<int64_t>(~digest >> 1),
                    on_device ? 1 : 0, on_device ? 0 : 1};
+  if (!created.ok()) mm[0] = mm[1] = -1, mm[3] = 0;
   SR_RETURN_IF_ERROR(mesh.host_replica().AllReduce(mm, mm, 4, DType::kInt64, comm::ReduceOp::kMax));
-  const bool mismatch =
-      mm[0] != static_cast<int64_t>(digest >> 1) || mm[1] != static_cast<int64_t>(~digest >> 1);
+  const bool mismatch = created.ok() && (mm[0] != static_cast<int64_t>(digest >> 1) ||
+                                         mm[1] != static_cast<int64_t>(~digest >> 1));
   // A sync stages a GPU collection's parameters through the host around the collectives and
   // agrees on the staging first; a host collection does neither, so one replica group cannot
   // mix the two kinds.
   const bool mixed = mm[2] != 0 && mm[3] != 0;
-  // {mismatch, its rank, mixed kinds, a rank that could not digest}: the verdict reaches the
-  // whole world, so that no rank proceeds alone.
-  int32_t flags[4] = {mismatch ? 1 : 0, mismatch ? mesh.rank() : -1, mixed ? mesh.rank() : -1,
-                      local.ok() ? -1 : mesh.rank()};
+  // {mismatch, its rank, mixed kinds, a rank that could not digest, a rank whose group did not
+  // create}: the verdict reaches the whole world, so that no rank proceeds alone.
+  int32_t flags[5] = {mismatch ? 1 : 0, mismatch ? mesh.rank() : -1, mixed ? mesh.rank() : -1,
+                      local.ok() ? -1 : mesh.rank(), created.ok() ? -1 : mesh.rank()};
   SR_RETURN_IF_ERROR(
-      mesh.host_world().AllReduce(flags, flags, 4, DType::kInt32, comm::ReduceOp::kMax));
+      mesh.host_world().AllReduce(flags, flags, 5, DType::kInt32, comm::ReduceOp::kMax));
+  if (!created.ok()) return created;
+  if (flags[4] >= 0)
+    return Status::InvalidArgument("the sharding group of rank ", flags[4],
+                                   " did not create its collection (its error says why); no "
+                                   "replica group keeps one");
   if (!local.ok()) return local;
   if (flags[3] >= 0)
     return Status::Remote("rank ", flags[3],
@@ -101,17 +114,23 @@ Status Mesh::CreateCollection(std::shared_ptr<const sharding::Plan> plan,
                               embedding::CollectionOptions options,
                               std::unique_ptr<embedding::EmbeddingCollection>* out,
                               const Status& rejected) {
-  if (plan == nullptr) return Status::InvalidArgument("plan must not be null");
   Status local = rejected;
+  if (local.ok() && plan == nullptr) local = Status::InvalidArgument("plan must not be null");
   if (local.ok() && plan->world_size != layout_.shard_size())
     local = Status::InvalidArgument(
         "the plan is made for ", plan->world_size, " ranks but the mesh's sharding groups have ",
         layout_.shard_size(), " ranks: plan once for the sharding group size");
   if (options.dp_comm == nullptr) options.dp_comm = world_;
   std::unique_ptr<embedding::EmbeddingCollection> coll;
-  SR_RETURN_IF_ERROR(embedding::EmbeddingCollection::Create(std::move(plan), sharding_, optimizer,
-                                                            options, &coll, local));
-  SR_RETURN_IF_ERROR(VerifyReplicasIdentical(*this, *coll));
+  // Every rank reaches the replicas' check, whether or not its group created the collection,
+  // unless its group's communication failed (its peers may be gone: no second wait for them).
+  const Status created = plan == nullptr
+                             ? embedding::EmbeddingCollection::RefuseCreate(sharding_, local)
+                             : embedding::EmbeddingCollection::Create(
+                                   std::move(plan), sharding_, optimizer, options, &coll, local);
+  const Code c = created.code();
+  if (c == Code::kTimeout || c == Code::kRemote || c == Code::kAborted) return created;
+  SR_RETURN_IF_ERROR(VerifyReplicasIdentical(*this, coll.get(), created));
   *out = std::move(coll);
   return Status::Ok();
 }

@@ -151,7 +151,9 @@ SHARDREC_API shardrec_status_t shardrec_mesh_describe(const shardrec_mesh_t* mes
  * @param out [out] Owned by the caller (shardrec_embedding_destroy).
  * @param mesh Borrowed. @param plan Borrowed. @param optimizer Not NULL.
  * @param options May be NULL (defaults).
- * @return SHARDREC_OK; SHARDREC_EINVAL (plan world size != S, bad configs, replicas differ);
+ * @return SHARDREC_OK; SHARDREC_EINVAL (plan world size != S, bad configs, replicas differ, or a
+ *         refusal on another rank: a rank's refusal, a NULL @p plan included, fails every rank
+ *         of the mesh together over host communicators);
  *         what shardrec_embedding_create returns for the options (a GPU collection: its
  *         errors, SHARDREC_EINVAL on a mesh whose world is an NCCL communicator of another
  *         device; SHARDREC_ECUDA when its initial weights cannot be read back for the check;

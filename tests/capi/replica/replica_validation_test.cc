@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -139,6 +140,40 @@ TEST(ReplicaMesh, DetectsAReplicaStartedWithADifferentSeed) {
       StandardScenario(4, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM),
       [](int r) { return r == 5 ? uint64_t{999} : uint64_t{11}; },
       "replicas do not start identical");
+}
+
+// Creation is collective over the whole mesh: a rank given a NULL plan fails its sharding group
+// at once (they meet in the collection's agreement) and the other groups learn it in the
+// replicas' check instead of waiting for it; the next creation goes through everywhere.
+TEST(ReplicaMesh, ANullPlanOnOneRankFailsEveryRankAtOnce) {
+  const Scenario s = StandardScenario(4, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(kWorld, [&](int r) {
+    shardrec_mesh_options_t o = Options(4);
+    shardrec_mesh_t* m = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    const auto start = std::chrono::steady_clock::now();
+    shardrec_embedding_t* c = nullptr;
+    EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, r == 5 ? nullptr : plan.get(), &opt, nullptr),
+              SHARDREC_EINVAL)
+        << "rank " << r;
+    EXPECT_EQ(c, nullptr);
+    const std::string why = shardrec_last_error();
+    // Rank 5 says why; its sharding group names it (by its rank in the group); the other group
+    // learns from the replicas' check that a group did not create its collection.
+    const bool named =
+        r == 5 ? why.find("plan") != std::string::npos
+               : why.find("rejected the collection configuration") != std::string::npos ||
+                     why.find("did not create its collection") != std::string::npos;
+    EXPECT_TRUE(named) << "rank " << r << ": " << why;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    ASSERT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    shardrec_embedding_destroy(c);
+    shardrec_mesh_destroy(m);
+  });
 }
 
 struct HookPayload {
