@@ -104,6 +104,15 @@ TEST(ReplicaMesh, DescribesGroupsAndHandsOutSubCommunicators) {
   });
 }
 
+// Rank r's mesh of sharding groups of 4 ranks over the cached group of kWorld (null on failure).
+shardrec_mesh_t* MeshOfGroupsOf4(int r) {
+  shardrec_mesh_options_t o = Options(4);
+  shardrec_mesh_t* m = nullptr;
+  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK)
+      << "rank " << r << ": " << shardrec_last_error();
+  return m;
+}
+
 // Every rank creates a mesh (S = 4) and a collection on it that must fail with EINVAL and a
 // message containing `needle`; `seed_of(rank)` picks each rank's initial-weights seed.
 void ExpectMeshCollectionRejected(const Scenario& s, const std::function<uint64_t(int)>& seed_of,
@@ -111,10 +120,8 @@ void ExpectMeshCollectionRejected(const Scenario& s, const std::function<uint64_
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
   SpawnRanks(kWorld, [&](int r) {
-    shardrec_mesh_options_t o = Options(4);
-    shardrec_mesh_t* m = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK)
-        << "rank " << r << ": " << shardrec_last_error();
+    shardrec_mesh_t* m = MeshOfGroupsOf4(r);
+    ASSERT_NE(m, nullptr);
     shardrec_embedding_options_t eo;
     shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
     eo.seed = seed_of(r);
@@ -150,10 +157,8 @@ TEST(ReplicaMesh, ANullPlanOnOneRankFailsEveryRankAtOnce) {
   PlanPtr plan = MakePlan(s);
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
   SpawnRanks(kWorld, [&](int r) {
-    shardrec_mesh_options_t o = Options(4);
-    shardrec_mesh_t* m = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, r), &o), SHARDREC_OK)
-        << "rank " << r << ": " << shardrec_last_error();
+    shardrec_mesh_t* m = MeshOfGroupsOf4(r);
+    ASSERT_NE(m, nullptr);
     const auto start = std::chrono::steady_clock::now();
     shardrec_embedding_t* c = nullptr;
     EXPECT_EQ(shardrec_mesh_embedding_create(&c, m, r == 5 ? nullptr : plan.get(), &opt, nullptr),
