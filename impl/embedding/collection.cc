@@ -261,7 +261,8 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
     spare_ = std::move(rb);
     return s;
   }
-  return Forwarded(Distribute(std::move(rb), out, out_len, Status::Ok(), device_out));
+  const Status local = CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out);
+  return Forwarded(Distribute(std::move(rb), out, local, device_out));
 }
 
 Status EmbeddingCollection::Forwarded(const Status& s) {
@@ -345,22 +346,22 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
                                     : "call input_dist_wait before forward_distributed");
   ScopedTimer total(&s_.timings.total_seconds);
   std::unique_ptr<RoutedBatch> rb = std::move(pending_);
+  const Status local = rejected.ok()
+                           ? CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out)
+                           : rejected;
   // The output buffer comes after the input exchange here, so a rank refusing it cannot fail
   // its peers' forwards there (as Forward does): the ranks agree on their buffers now, before
   // any row moves (Engine::AgreesOnOutputsFirst says where not). A rank failing alone would leave
   // its peers a batch to train and, in a loop that skips the backward after a failed forward, a
   // backward waiting for it.
   if (s_.layout.world > 1 && engine_->AgreesOnOutputsFirst(*rb)) {
-    const Status local = rejected.ok()
-                             ? CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out)
-                             : rejected;
     const Status agreed = AgreeOutputs(local);
     if (!agreed.ok()) {
       spare_ = std::move(rb);
       return Forwarded(agreed);
     }
   }
-  return Forwarded(Distribute(std::move(rb), out, out_len, rejected, device_out));
+  return Forwarded(Distribute(std::move(rb), out, local, device_out));
 }
 
 Status EmbeddingCollection::AgreeOutputs(const Status& local) {
@@ -378,13 +379,9 @@ Status EmbeddingCollection::AgreeOutputs(const Status& local) {
   return Status::Ok();
 }
 
-Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
-                                       const Status& rejected, const DeviceOutput* device_out) {
-  // The caller's verdict stands; the output exchange is collective: a rank with a bad output
-  // buffer still takes part.
-  const Status local = rejected.ok()
-                           ? CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out)
-                           : rejected;
+Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out,
+                                       const Status& local, const DeviceOutput* device_out) {
+  // The output exchange is collective: a rank with a bad output buffer still takes part.
   const Status s = engine_->LookupAndCombine(*rb, out, local, device_out);
   return Finish(std::move(rb), s, local);
 }

@@ -173,9 +173,11 @@ class EmbeddingCollection {
   Status AgreeOutputs(const Status& local);
   Status CheckOutput(int64_t batch_size, int64_t num_values, const float* out, size_t out_len,
                      const DeviceOutput* device_out) const;
-  // The lookup and output distribution of a batch whose input distribution is complete.
-  Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, size_t out_len,
-                    const Status& rejected, const DeviceOutput* device_out);
+  // The lookup and output distribution of a batch whose input distribution is complete;
+  // `local` is this rank's verdict on its output buffer (the caller's CheckOutput, or its
+  // rejection).
+  Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, const Status& local,
+                    const DeviceOutput* device_out);
   // A forward's end: when its exchanges went through (`s`), `rb` becomes the batch backward will
   // use (also when this rank refused its output, `local`: its backward then rejects the step on
   // every rank), else the spare.
