@@ -388,3 +388,29 @@ func TestANilPlanOnOneRankFailsEveryRankTogether(t *testing.T) {
 		return coll.Close()
 	})
 }
+
+// The same for the FSDP: a rank whose arguments Go refuses still meets its peers in C's
+// agreement, so every rank fails at once, and the next creation pairs up.
+func TestARefusedFSDPOnOneRankFailsEveryRankTogether(t *testing.T) {
+	counts := []int64{3, 2}
+	onRanks(t, 2, func(rank int, c *Comm) error {
+		initial := make([]float32, 5)
+		if rank == 1 {
+			initial = initial[:4]
+		}
+		start := time.Now()
+		if _, err := NewFSDP(c, counts, initial, nil); CodeOf(err) != ErrCodeInvalid {
+			return fmt.Errorf("the refused create: %v", err)
+		} else if rank == 0 && !strings.Contains(err.Error(), "rank 1 refused") {
+			return fmt.Errorf("rank 0 does not name rank 1: %v", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			return fmt.Errorf("the refused create took %v", d)
+		}
+		f, err := NewFSDP(c, counts, make([]float32, 5), nil)
+		if err != nil {
+			return fmt.Errorf("the next create: %v", err)
+		}
+		return f.Close()
+	})
+}

@@ -239,17 +239,23 @@ func NewFSDP(comm *Comm, unitCounts []int64, initial []float32, opt *OptimizerCo
 			total += c
 		}
 	}
-	if err := checkLen("initial", initial, total); err != nil {
-		return nil, err
-	}
-	o, err := newNativeOptimizer(opt)
-	if err != nil {
-		return nil, err
-	}
-	defer swig.DeleteOptimizer_config(o)
 	out := make([]uintptr, 1)
 	ch, done := comm.ref().acquire()
-	err = swig.Bind_fsdp_create(out, ch, unitCounts, initial, o)
+	refused := checkLen("initial", initial, total)
+	var o swig.Optimizer_config
+	if refused == nil {
+		o, refused = newNativeOptimizer(opt)
+	}
+	if refused != nil {
+		// Creation is collective: this rank still meets its peers' agreement, with a NULL
+		// optimizer that C refuses on every rank together (else the peers wait out their
+		// timeout); this rank's reason is the one to report.
+		_ = swig.Bind_fsdp_create(out, ch, nil, nil, swig.SwigcptrOptimizer_config(0))
+		done()
+		return nil, refused
+	}
+	defer swig.DeleteOptimizer_config(o)
+	err := swig.Bind_fsdp_create(out, ch, unitCounts, initial, o)
 	done()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@
 package shardrec
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -184,14 +185,30 @@ func TestMeshGroupSizeThatDoesNotDivideTheWorldReturnsEinval(t *testing.T) {
 			c.Close()
 		}
 	}()
-	// Rejected before any communication, so one rank alone can observe it.
-	mesh, err := NewMesh(world[0], &MeshOptions{ShardingGroupSize: 3})
-	e, ok := err.(*Error)
-	if mesh != nil || !ok || e.Code != ErrCodeInvalid || e.CodeName() != "SHARDREC_EINVAL" {
-		t.Fatalf("want *Error EINVAL, got %v, %T %v", mesh, err, err)
+	// Creation is collective: every rank calls it and every rank refuses it.
+	errs := make([]error, meshWorld)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			mesh, err := NewMesh(world[r], &MeshOptions{ShardingGroupSize: 3})
+			if mesh != nil {
+				mesh.Close()
+				err = fmt.Errorf("rank %d: a mesh was made", r)
+			}
+			errs[r] = err
+		}(r)
 	}
-	if !strings.Contains(e.Message, "sharding group size 3 must divide the world size 4") {
-		t.Fatalf("message: %q", e.Message)
+	wg.Wait()
+	for _, err := range errs {
+		e, ok := err.(*Error)
+		if !ok || e.Code != ErrCodeInvalid || e.CodeName() != "SHARDREC_EINVAL" {
+			t.Fatalf("want *Error EINVAL, got %T %v", err, err)
+		}
+		if !strings.Contains(e.Message, "sharding group size 3 must divide the world size 4") {
+			t.Fatalf("message: %q", e.Message)
+		}
 	}
 }
 

@@ -77,15 +77,18 @@ SHARDREC_API shardrec_status_t shardrec_ddp_create(shardrec_ddp_t** out, shardre
                                                    const int64_t* counts, size_t n,
                                                    const shardrec_ddp_options_t* options) {
   return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    *out = nullptr;
+    if (out != nullptr) *out = nullptr;
     SR_RETURN_IF_ERROR(shardrec::capi::CheckComm(comm));
-    if (n > 0) SR_RETURN_IF_ERROR(CheckNotNull(counts, "counts"));
+    // Creation is collective: a rank refusing its own arguments still meets its peers'
+    // agreement (in Create), so they fail naming it rather than wait out their timeout.
+    Status args = CheckNotNull(out, "out");
+    if (args.ok() && n > 0) args = CheckNotNull(counts, "counts");
     shardrec::ddp::DdpOptions o;
-    SR_RETURN_IF_ERROR(shardrec::capi::ToDdpOptions(options, &o));
+    if (args.ok()) args = shardrec::capi::ToDdpOptions(options, &o);
     auto h = std::make_unique<shardrec_ddp>();
     SR_RETURN_IF_ERROR(shardrec::ddp::Bucketer::Create(
-        comm->impl, std::vector<int64_t>(counts, counts + n), o, &h->impl));
+        comm->impl, args.ok() ? std::vector<int64_t>(counts, counts + n) : std::vector<int64_t>(),
+        o, &h->impl, args));
     *out = h.release();
     return Status::Ok();
   });
@@ -196,23 +199,28 @@ SHARDREC_API shardrec_status_t shardrec_fsdp_create(shardrec_fsdp_t** out, shard
                                                     const float* const* initial, size_t n,
                                                     const shardrec_optimizer_config_t* optimizer) {
   return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    *out = nullptr;
+    if (out != nullptr) *out = nullptr;
     SR_RETURN_IF_ERROR(shardrec::capi::CheckComm(comm));
-    SR_RETURN_IF_ERROR(CheckNotNull(optimizer, "optimizer"));
-    if (n > 0) {
-      SR_RETURN_IF_ERROR(CheckNotNull(unit_counts, "unit_counts"));
-      SR_RETURN_IF_ERROR(CheckNotNull(initial, "initial"));
+    // Creation is collective: a rank refusing its own arguments still meets its peers'
+    // agreement (in Create), so they fail naming it rather than wait out their timeout.
+    Status args = CheckNotNull(out, "out");
+    if (args.ok()) args = CheckNotNull(optimizer, "optimizer");
+    if (args.ok() && n > 0) args = CheckNotNull(unit_counts, "unit_counts");
+    if (args.ok() && n > 0) args = CheckNotNull(initial, "initial");
+    std::vector<int64_t> units;
+    std::vector<const float*> init;
+    if (args.ok()) {
+      units.assign(unit_counts, unit_counts + n);
+      init.assign(initial, initial + n);
     }
-    std::vector<const float*> init(initial, initial + n);
-    for (size_t u = 0; u < n; ++u) {
-      if (init[u] == nullptr) return Status::InvalidArgument("initial[", u, "] is NULL");
+    for (size_t u = 0; args.ok() && u < n; ++u) {
+      if (init[u] == nullptr) args = Status::InvalidArgument("initial[", u, "] is NULL");
     }
     shardrec::optim::OptimizerConfig oc;
-    SR_RETURN_IF_ERROR(shardrec::capi::ToOptimizer(optimizer, &oc));
+    if (args.ok()) args = shardrec::capi::ToOptimizer(optimizer, &oc);
     auto h = std::make_unique<shardrec_fsdp>();
-    SR_RETURN_IF_ERROR(shardrec::ddp::ShardedParams::Create(
-        comm->impl, std::vector<int64_t>(unit_counts, unit_counts + n), init, oc, &h->impl));
+    SR_RETURN_IF_ERROR(shardrec::ddp::ShardedParams::Create(comm->impl, std::move(units), init, oc,
+                                                            &h->impl, args));
     *out = h.release();
     return Status::Ok();
   });

@@ -78,13 +78,15 @@ SHARDREC_API shardrec_status_t shardrec_mesh_options_init(shardrec_mesh_options_
 SHARDREC_API shardrec_status_t shardrec_mesh_create(shardrec_mesh_t** out, shardrec_comm_t* world,
                                                     const shardrec_mesh_options_t* options) {
   return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    *out = nullptr;
+    if (out != nullptr) *out = nullptr;
     if (world == nullptr || !world->impl) return Status::InvalidArgument("world must not be NULL");
+    // Creation is collective: a rank refusing its own arguments still meets its peers'
+    // agreement (in Create), so they fail naming it rather than wait out their timeout.
+    Status args = CheckNotNull(out, "out");
     shardrec::replica::MeshOptions o;
-    SR_RETURN_IF_ERROR(shardrec::capi::ToMeshOptions(options, &o));
+    if (args.ok()) args = shardrec::capi::ToMeshOptions(options, &o);
     auto mesh = std::make_unique<shardrec_mesh>();
-    SR_RETURN_IF_ERROR(shardrec::replica::Mesh::Create(world->impl, o, &mesh->impl));
+    SR_RETURN_IF_ERROR(shardrec::replica::Mesh::Create(world->impl, o, &mesh->impl, args));
     *out = mesh.release();
     return Status::Ok();
   });

@@ -1,6 +1,7 @@
 # CPU side of comm: rendezvous stores, unique id, the Gloo backend and the factory.
 list(APPEND SHARDREC_COMM_SOURCES
   reduce.cc
+  agree.cc
   call_checks.cc
   failure_domain.cc
   encoded.cc

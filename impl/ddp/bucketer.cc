@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "impl/comm/agree.h"
 #include "impl/core/check.h"
 #include "impl/core/half.h"
 #include "impl/core/rng.h"
@@ -20,12 +21,7 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
-}  // namespace
-
-Status Bucketer::Create(std::shared_ptr<comm::Communicator> comm, std::vector<int64_t> counts,
-                        const DdpOptions& options, std::unique_ptr<Bucketer>* out) {
-  if (out == nullptr) return Status::InvalidArgument("out must not be null");
-  if (comm == nullptr) return Status::InvalidArgument("communicator must not be null");
+Status CheckBucketerArgs(const std::vector<int64_t>& counts, const DdpOptions& options) {
   if (options.first_bucket_bytes < 1 || options.bucket_cap_bytes < 1) {
     return Status::InvalidArgument("bucket caps must be >= 1 byte (got ",
                                    options.first_bucket_bytes, " and ", options.bucket_cap_bytes,
@@ -42,6 +38,21 @@ Status Bucketer::Create(std::shared_ptr<comm::Communicator> comm, std::vector<in
     }
     total += counts[i];
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Bucketer::Create(std::shared_ptr<comm::Communicator> comm, std::vector<int64_t> counts,
+                        const DdpOptions& options, std::unique_ptr<Bucketer>* out,
+                        const Status& local) {
+  if (comm == nullptr) return Status::InvalidArgument("communicator must not be null");
+  Status args = local;
+  if (args.ok() && out == nullptr) args = Status::InvalidArgument("out must not be null");
+  if (args.ok()) args = CheckBucketerArgs(counts, options);
+  SR_RETURN_IF_ERROR(comm::AgreeToCreate(*comm, args, "DDP bucketer"));
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
   // Every rank must register the same tensors: compare a digest of the counts.
   uint64_t digest = Mix64(counts.size());
   for (int64_t c : counts) digest = Mix64(digest ^ static_cast<uint64_t>(c));

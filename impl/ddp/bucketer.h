@@ -47,9 +47,12 @@ class Bucketer {
   // Collective over `comm`: every rank registers the same tensor counts in the same order
   // (checked here with one all-gather; a mismatch is an error naming the first rank that
   // differs). The bucketer communicates on a private split of `comm`, so the caller may keep
-  // using `comm` (from one thread) while buckets are in flight.
+  // using `comm` (from one thread) while buckets are in flight. `local`: the caller's verdict on
+  // arguments it checked itself; a rank refusing its arguments (those or these) still meets its
+  // peers' agreement (comm/agree.h), so over a host communicator every rank fails at once.
   static Status Create(std::shared_ptr<comm::Communicator> comm, std::vector<int64_t> counts,
-                       const DdpOptions& options, std::unique_ptr<Bucketer>* out);
+                       const DdpOptions& options, std::unique_ptr<Bucketer>* out,
+                       const Status& local = Status::Ok());
   ~Bucketer();
 
   size_t num_tensors() const { return counts_.size(); }

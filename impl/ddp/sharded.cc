@@ -4,17 +4,15 @@
 
 #include <cstring>
 
+#include "impl/comm/agree.h"
 #include "impl/core/check.h"
 #include "impl/ddp/buckets.h"
 
 namespace shardrec::ddp {
 
-Status ShardedParams::Create(std::shared_ptr<comm::Communicator> comm, std::vector<int64_t> counts,
-                             const std::vector<const float*>& initial,
-                             const optim::OptimizerConfig& optimizer,
-                             std::unique_ptr<ShardedParams>* out) {
-  if (out == nullptr) return Status::InvalidArgument("out must not be null");
-  if (comm == nullptr) return Status::InvalidArgument("communicator must not be null");
+namespace {
+
+Status CheckUnits(const std::vector<int64_t>& counts, const std::vector<const float*>& initial) {
   if (initial.size() != counts.size()) {
     return Status::InvalidArgument(counts.size(), " units but ", initial.size(),
                                    " initial buffers");
@@ -27,8 +25,22 @@ Status ShardedParams::Create(std::shared_ptr<comm::Communicator> comm, std::vect
       return Status::InvalidArgument("unit ", u, " has no initial values");
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ShardedParams::Create(std::shared_ptr<comm::Communicator> comm, std::vector<int64_t> counts,
+                             const std::vector<const float*>& initial,
+                             const optim::OptimizerConfig& optimizer,
+                             std::unique_ptr<ShardedParams>* out, const Status& local) {
+  if (comm == nullptr) return Status::InvalidArgument("communicator must not be null");
   std::unique_ptr<ShardedParams> p(new ShardedParams());
-  SR_RETURN_IF_ERROR(dense::DenseOptimizer::Create(optimizer, &p->optimizer_));
+  Status args = local;
+  if (args.ok() && out == nullptr) args = Status::InvalidArgument("out must not be null");
+  if (args.ok()) args = CheckUnits(counts, initial);
+  if (args.ok()) args = dense::DenseOptimizer::Create(optimizer, &p->optimizer_);
+  SR_RETURN_IF_ERROR(comm::AgreeToCreate(*comm, args, "sharded parameters"));
   std::unique_ptr<comm::Communicator> mine;
   SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &mine));
   p->comm_ = std::move(mine);

@@ -26,10 +26,13 @@ class ShardedParams {
  public:
   // Collective. `initial[u]` holds unit u's full initial values (count[u] elements) and must be
   // the same on every rank (each rank keeps its slice). Communicates on a private split of comm.
+  // `local`: the caller's verdict on arguments it checked itself; a rank refusing its arguments
+  // still meets its peers' agreement (comm/agree.h), so over a host communicator every rank
+  // fails at once.
   static Status Create(std::shared_ptr<comm::Communicator> comm, std::vector<int64_t> counts,
                        const std::vector<const float*>& initial,
-                       const optim::OptimizerConfig& optimizer,
-                       std::unique_ptr<ShardedParams>* out);
+                       const optim::OptimizerConfig& optimizer, std::unique_ptr<ShardedParams>* out,
+                       const Status& local = Status::Ok());
   ~ShardedParams();
 
   size_t num_units() const { return counts_.size(); }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "impl/comm/agree.h"
 #include "impl/comm/staged_comm.h"
 #include "impl/core/check.h"
 #include "impl/embedding/device_copy.h"
@@ -11,10 +12,9 @@
 
 namespace shardrec::replica {
 
-Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions& options,
-                    std::unique_ptr<Mesh>* out) {
-  if (world == nullptr) return Status::InvalidArgument("world must not be NULL");
-  MeshOptions o = options;
+namespace {
+
+Status CheckMeshOptions(const MeshOptions& o) {
   if (o.kind != MeshKind::kDefault && o.kind != MeshKind::kInterHost)
     return Status::InvalidArgument("options.layout: unknown mesh layout ",
                                    static_cast<int32_t>(o.kind));
@@ -25,11 +25,24 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
   const auto mode = static_cast<int32_t>(o.sync_mode);
   if (mode < 0 || mode > static_cast<int32_t>(SyncMode::kWeightsOnly))
     return Status::InvalidArgument("options.sync_mode: unknown mode ", mode);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions& options,
+                    std::unique_ptr<Mesh>* out, const Status& local) {
+  if (world == nullptr) return Status::InvalidArgument("world must not be NULL");
+  MeshOptions o = options;
+  Status args = local;
+  if (args.ok() && out == nullptr) args = Status::InvalidArgument("out must not be NULL");
+  if (args.ok()) args = CheckMeshOptions(o);
   if (o.shard_size == 0) o.shard_size = world->Size();
   if (o.sync_interval == 0) o.sync_interval = 1;
   if (o.sync_mode == SyncMode::kDefault) o.sync_mode = SyncMode::kWeightsAndState;
   auto mesh = std::make_unique<Mesh>();
-  SR_RETURN_IF_ERROR(Layout::Make(world->Size(), o.shard_size, o.kind, &mesh->layout_));
+  if (args.ok()) args = Layout::Make(world->Size(), o.shard_size, o.kind, &mesh->layout_);
+  SR_RETURN_IF_ERROR(comm::AgreeToCreate(*world, args, "mesh"));
   const int rank = world->Rank();
   const Layout& l = mesh->layout_;
   std::unique_ptr<comm::Communicator> sharding, replica;

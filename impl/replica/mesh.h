@@ -35,9 +35,11 @@ struct MeshOptions {
 class Mesh {
  public:
   // Collective over `world`: validates the options (the same on every rank) and splits `world`
-  // twice. Errors: kInvalidArgument for bad options, plus whatever the splits return.
+  // twice. Errors: kInvalidArgument for bad options, plus whatever the splits return. `local`:
+  // the caller's verdict on arguments it checked itself; a rank refusing its arguments still
+  // meets its peers' agreement (comm/agree.h), so over a host world every rank fails at once.
   static Status Create(std::shared_ptr<comm::Communicator> world, const MeshOptions& options,
-                       std::unique_ptr<Mesh>* out);
+                       std::unique_ptr<Mesh>* out, const Status& local = Status::Ok());
 
   // Collective over the world: a collection sharded over this rank's sharding group whose
   // data-parallel tables reduce over the world (unless options.dp_comm says otherwise), then a

@@ -88,7 +88,10 @@ SHARDREC_API shardrec_status_t shardrec_ddp_options_init(shardrec_ddp_options_t*
  *                    differs).
  * @param options     NULL for the defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ENOMEM; SHARDREC_EREMOTE / SHARDREC_ETIMEOUT
- *         when a peer fails during the check.
+ *         when a peer fails during the check. A rank refusing its own arguments (a NULL @p out
+ *         or @p counts, bad options, an impossible count) still meets its peers' agreement over
+ *         a host communicator: every rank fails at once, the peers with SHARDREC_EINVAL naming
+ *         the lowest refusing rank. A NULL @p comm fails on its rank alone.
  */
 SHARDREC_API shardrec_status_t shardrec_ddp_create(shardrec_ddp_t** out, shardrec_comm_t* comm,
                                                    const int64_t* counts, size_t num_tensors,
@@ -179,7 +182,11 @@ SHARDREC_API shardrec_status_t shardrec_ddp_bucket(const shardrec_ddp_t* ddp, si
  * @param initial      num_units pointers to each unit's full initial values, identical on every
  *                     rank (each rank copies its slice; the caller keeps ownership).
  * @param optimizer    As shardrec_dense_optimizer_create (SGD, Adagrad, Adam/AdamW).
- * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ENOMEM; SHARDREC_EREMOTE.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ENOMEM; SHARDREC_EREMOTE / SHARDREC_ETIMEOUT.
+ *         A rank refusing its own arguments (NULL pointers, a bad optimizer, an impossible
+ *         count) still meets its peers' agreement over a host communicator: every rank fails at
+ *         once, the peers with SHARDREC_EINVAL naming the lowest refusing rank. A NULL @p comm
+ *         fails on its rank alone.
  */
 SHARDREC_API shardrec_status_t shardrec_fsdp_create(shardrec_fsdp_t** out, shardrec_comm_t* comm,
                                                     const int64_t* unit_counts,

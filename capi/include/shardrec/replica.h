@@ -91,7 +91,10 @@ SHARDREC_API shardrec_status_t shardrec_mesh_options_init(shardrec_mesh_options_
  * @param world   The global communicator, borrowed; the mesh keeps it alive. Not NULL.
  * @param options May be NULL for a 1D mesh (S = W).
  * @return SHARDREC_OK; SHARDREC_EINVAL (S does not divide W, unknown layout or mode, negative
- *         interval); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE from the splits.
+ *         interval); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE from the splits. A rank refusing
+ *         its own arguments (a NULL @p out, bad options) still meets its peers' agreement over a
+ *         host world: every rank fails at once, the peers with SHARDREC_EINVAL naming the
+ *         lowest refusing rank. A NULL @p world fails on its rank alone.
  * Thread-safety: a mesh is used by one thread at a time.
  */
 SHARDREC_API shardrec_status_t shardrec_mesh_create(shardrec_mesh_t** out, shardrec_comm_t* world,

@@ -2,6 +2,7 @@
 // message, the ranks stay in step, and the next correct step gives the exact average.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -123,6 +124,48 @@ TEST(CapiDdpMisuse, RegistrationsThatDifferAcrossRanksAreRefusedOnEveryRank) {
               SHARDREC_EINVAL);
     EXPECT_EQ(raw, nullptr);
     // The communicator is still good: a matching registration works and averages exactly.
+    DdpPtr ddp = MakeDdp(comms[r].get());
+    ASSERT_NE(ddp, nullptr);
+    Fill(ddp.get(), r, 0);
+    for (size_t i = 0; i < kCounts.size(); ++i) {
+      ASSERT_EQ(shardrec_ddp_mark_ready(ddp.get(), i), SHARDREC_OK);
+    }
+    ASSERT_EQ(shardrec_ddp_finish(ddp.get()), SHARDREC_OK) << LastError();
+    ExpectAverage(ddp.get(), world, 0);
+  });
+}
+
+// Creation is collective: a rank refusing its own arguments (here a NULL `out`, NULL counts, bad
+// options) meets its peers in the creation's agreement, so every rank fails at once (the
+// communicators' timeout is 60 s) naming it, and the next creation pairs up on every rank.
+TEST(CapiDdpMisuse, ARefusalOnOneRankFailsEveryRankAtOnce) {
+  const int world = 3;
+  auto comms = LocalGroup(world);
+  SpawnRanks(world, [&](int r) {
+    shardrec_ddp_options_t bad = SHARDREC_DDP_OPTIONS_INIT;
+    bad.compression = 7;
+    for (int round = 0; round < 3; ++round) {
+      const auto start = std::chrono::steady_clock::now();
+      shardrec_ddp_t* raw = nullptr;
+      const bool refuses = r == round;
+      shardrec_status_t s = SHARDREC_OK;
+      if (!refuses) {
+        s = shardrec_ddp_create(&raw, comms[r].get(), kCounts.data(), kCounts.size(), nullptr);
+      } else if (round == 0) {
+        s = shardrec_ddp_create(nullptr, comms[r].get(), kCounts.data(), kCounts.size(), nullptr);
+      } else if (round == 1) {
+        s = shardrec_ddp_create(&raw, comms[r].get(), nullptr, kCounts.size(), nullptr);
+      } else {
+        s = shardrec_ddp_create(&raw, comms[r].get(), kCounts.data(), kCounts.size(), &bad);
+      }
+      EXPECT_EQ(s, SHARDREC_EINVAL) << "rank " << r << " round " << round;
+      EXPECT_EQ(raw, nullptr);
+      const std::string msg = LastError();
+      if (!refuses) {
+        EXPECT_NE(msg.find("rank " + std::to_string(round) + " refused"), std::string::npos) << msg;
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << round;
+    }
     DdpPtr ddp = MakeDdp(comms[r].get());
     ASSERT_NE(ddp, nullptr);
     Fill(ddp.get(), r, 0);
@@ -292,6 +335,40 @@ TEST(CapiFsdpMisuse, APartialMissKeepsEveryRankIdentical) {
   // Unit 0: mean of 4 and 8; unit 1: mean of 4 and rank 1's zeros.
   for (int e = 0; e < 6; ++e) EXPECT_EQ(after[0][e], 1.0f - 6.0f) << e;
   for (int e = 0; e < 5; ++e) EXPECT_EQ(after[0][6 + e], 2.0f - 2.0f) << e;
+}
+
+// As for the bucketer: one rank's refusal (NULL initial values, an optimizer the sharded
+// parameters do not take) fails every rank at once, and the next creation works.
+TEST(CapiFsdpMisuse, ARefusalOnOneRankFailsEveryRankAtOnce) {
+  const int world = 2;
+  auto comms = LocalGroup(world);
+  const int64_t units[] = {5};
+  const float init0[] = {1, 2, 3, 4, 5};
+  const float* init[] = {init0};
+  SpawnRanks(world, [&](int r) {
+    for (int round = 0; round < 2; ++round) {
+      const auto start = std::chrono::steady_clock::now();
+      shardrec_optimizer_config_t c = SgdConfig(0.1f);
+      if (r == 1 && round == 1) c.type = SHARDREC_OPTIMIZER_LAMB;
+      shardrec_fsdp_t* raw = nullptr;
+      const float* const* given = r == 1 && round == 0 ? nullptr : init;
+      EXPECT_EQ(shardrec_fsdp_create(&raw, comms[r].get(), units, given, 1, &c), SHARDREC_EINVAL)
+          << "rank " << r << " round " << round;
+      EXPECT_EQ(raw, nullptr);
+      if (r == 0) {
+        EXPECT_NE(LastError().find("rank 1 refused"), std::string::npos) << LastError();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << round;
+    }
+    shardrec_optimizer_config_t c = SgdConfig(0.1f);
+    shardrec_fsdp_t* raw = nullptr;
+    ASSERT_EQ(shardrec_fsdp_create(&raw, comms[r].get(), units, init, 1, &c), SHARDREC_OK)
+        << LastError();
+    float* full = nullptr;
+    ASSERT_EQ(shardrec_fsdp_gather(raw, 0, -1, &full), SHARDREC_OK) << LastError();
+    for (int e = 0; e < 5; ++e) EXPECT_EQ(full[e], init0[e]);
+    shardrec_fsdp_destroy(raw);
+  });
 }
 
 TEST(CapiFsdpMisuse, BadArguments) {

@@ -38,20 +38,22 @@ TEST(ReplicaMesh, RejectsAGroupSizeThatDoesNotDivideTheWorld) {
   });
 }
 
+// Alone in a world of 1: a refusing rank meets its peers (the next test), so a rank of a larger
+// world would wait for them here.
 TEST(ReplicaMesh, RejectsBadOptionsAndNullArguments) {
   shardrec_mesh_t* m = nullptr;
   shardrec_mesh_options_t o = Options(2);
   EXPECT_EQ(shardrec_mesh_create(&m, nullptr, &o), SHARDREC_EINVAL);
-  EXPECT_EQ(shardrec_mesh_create(nullptr, GroupComm(kWorld, 0), &o), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_mesh_create(nullptr, GroupComm(1, 0), &o), SHARDREC_EINVAL);
   o.layout = 7;
-  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, 0), &o), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(1, 0), &o), SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find("layout"), std::string::npos);
   o = Options(2);
   o.sync_interval = -1;
-  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, 0), &o), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(1, 0), &o), SHARDREC_EINVAL);
   o = Options(2);
   o.version = 99;
-  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(kWorld, 0), &o), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_mesh_create(&m, GroupComm(1, 0), &o), SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_mesh_options_init(&o, 42), SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_mesh_sync(nullptr, nullptr, 0), SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_mesh_step(nullptr, nullptr, nullptr), SHARDREC_EINVAL);
@@ -177,6 +179,31 @@ TEST(ReplicaMesh, ANullPlanOnOneRankFailsEveryRankAtOnce) {
     ASSERT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, nullptr), SHARDREC_OK)
         << "rank " << r << ": " << shardrec_last_error();
     shardrec_embedding_destroy(c);
+    shardrec_mesh_destroy(m);
+  });
+}
+
+// Mesh creation is collective over the world: a rank refusing its own arguments (a NULL `out`,
+// bad options) meets every rank in the creation's agreement, so they fail at once naming it,
+// and the next creation goes through everywhere.
+TEST(ReplicaMesh, ARefusedMeshCreationFailsEveryRankAtOnce) {
+  SpawnRanks(kWorld, [&](int r) {
+    shardrec_comm_t* world = GroupComm(kWorld, r);
+    for (int round = 0; round < 2; ++round) {
+      const auto start = std::chrono::steady_clock::now();
+      shardrec_mesh_options_t o = Options(4);
+      if (r == 3 && round == 1) o.sync_interval = -1;
+      shardrec_mesh_t* m = nullptr;
+      const shardrec_status_t s = r == 3 && round == 0 ? shardrec_mesh_create(nullptr, world, &o)
+                                                       : shardrec_mesh_create(&m, world, &o);
+      EXPECT_EQ(s, SHARDREC_EINVAL) << "rank " << r << " round " << round;
+      EXPECT_EQ(m, nullptr);
+      const std::string why = shardrec_last_error();
+      if (r != 3) EXPECT_NE(why.find("rank 3 refused"), std::string::npos) << why;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << round;
+    }
+    shardrec_mesh_t* m = MeshOfGroupsOf4(r);
+    ASSERT_NE(m, nullptr);
     shardrec_mesh_destroy(m);
   });
 }

@@ -146,12 +146,22 @@ fn two_replicas_of_two_way_sharding_equal_one_rank_on_the_global_batch() {
 #[test]
 fn group_size_that_does_not_divide_the_world_gives_einval_with_the_c_message() {
     let mut world = Comm::local_group(WORLD, &CommOptions::default()).unwrap();
-    // Rejected before any communication, so one rank alone can observe it.
+    // Creation is collective: every rank calls it and every rank refuses it.
     let options = MeshOptions { sharding_group_size: 3, ..Default::default() };
-    let err = Mesh::new(&mut world[0], &options).err().expect("S = 3 does not divide 4");
-    assert_eq!(err.code(), Code::Invalid);
-    assert_eq!(err.code_name(), "SHARDREC_EINVAL");
-    assert!(err.message().contains("sharding group size 3 must divide the world size 4"), "{err}");
+    std::thread::scope(|s| {
+        for comm in world.iter_mut() {
+            let options = &options;
+            s.spawn(move || {
+                let err = Mesh::new(comm, options).err().expect("S = 3 does not divide 4");
+                assert_eq!(err.code(), Code::Invalid);
+                assert_eq!(err.code_name(), "SHARDREC_EINVAL");
+                assert!(
+                    err.message().contains("sharding group size 3 must divide the world size 4"),
+                    "{err}"
+                );
+            });
+        }
+    });
 }
 
 #[test]

@@ -103,6 +103,17 @@ public final class Bucketer extends NativeHandle {
   public static Bucketer create(Comm comm, long[] counts, Options options) {
     Options o = options == null ? new Options() : options;
     long[] out = new long[1];
+    if (counts == null) {
+      // Creation is collective: this rank still meets its peers' agreement, with a compression
+      // code C refuses on every rank together (else the peers wait out their timeout).
+      try {
+        use(comm, "comm", c -> Native.bind_ddp_create(out, c, null, o.firstBucketBytes,
+                                                      o.bucketCapBytes, -1));
+      } catch (ShardrecException expected) {
+        // C's refusal; this rank's reason is the one to report.
+      }
+      throw new IllegalArgumentException("counts must not be null");
+    }
     use(comm, "comm", c -> Native.bind_ddp_create(out, c, counts, o.firstBucketBytes,
                                                   o.bucketCapBytes, o.compression.code()));
     return new Bucketer(out[0], counts.clone());

@@ -27,14 +27,25 @@ public final class Fsdp extends NativeHandle {
    */
   public static Fsdp create(Comm comm, long[] unitCounts, float[] initial,
                             Config.Optimizer optimizer) {
+    String refused = null;
     if (unitCounts == null || initial == null || optimizer == null) {
-      throw new IllegalArgumentException("unitCounts, initial and optimizer must not be null");
+      refused = "unitCounts, initial and optimizer must not be null";
+    } else {
+      long total = 0;
+      for (long c : unitCounts) total += Math.max(c, 0);
+      if (initial.length != total) {
+        refused = "initial has " + initial.length + " values, the units hold " + total;
+      }
     }
-    long total = 0;
-    for (long c : unitCounts) total += Math.max(c, 0);
-    if (initial.length != total) {
-      throw new IllegalArgumentException(
-          "initial has " + initial.length + " values, the units hold " + total);
+    if (refused != null) {
+      // Creation is collective: this rank still meets its peers' agreement, with a NULL
+      // optimizer that C refuses on every rank together (else the peers wait out their timeout).
+      try {
+        use(comm, "comm", c -> Native.bind_fsdp_create(new long[1], c, null, null, null));
+      } catch (ShardrecException expected) {
+        // C's refusal; this rank's reason is the one to report.
+      }
+      throw new IllegalArgumentException(refused);
     }
     optimizer_config o = optimizer.toNative();
     try {

@@ -94,6 +94,52 @@ class BadArgumentsTest {
     }
   }
 
+  /** What `create` did on each of two ranks of a local group (its message; "created"). */
+  private static String[] onTwoRanks(java.util.function.BiFunction<Integer, Comm, AutoCloseable> create)
+      throws Exception {
+    Comm[] comms = Comm.createLocalGroup(2, new Comm.Options().timeoutMs(60000));
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+    try {
+      List<java.util.concurrent.Future<String>> results = new java.util.ArrayList<>();
+      for (int r = 0; r < 2; ++r) {
+        final int rank = r;
+        results.add(pool.submit(() -> {
+          long start = System.nanoTime();
+          String why = "created";
+          try (AutoCloseable made = create.apply(rank, comms[rank])) {
+            // nothing to do: creation is the test
+          } catch (IllegalArgumentException | ShardrecException e) {
+            why = e.getMessage();
+          }
+          return System.nanoTime() - start > 10_000_000_000L ? why + " (slow)" : why;
+        }));
+      }
+      return new String[] {results.get(0).get(60, java.util.concurrent.TimeUnit.SECONDS),
+                           results.get(1).get(60, java.util.concurrent.TimeUnit.SECONDS)};
+    } finally {
+      pool.shutdownNow();
+      comms[0].close();
+      comms[1].close();
+    }
+  }
+
+  @Test
+  void aRefusedBucketerOrFsdpOnOneRankFailsEveryRankTogether() throws Exception {
+    long[] counts = {3, 2};
+    String[] ddp = onTwoRanks((rank, comm) -> Bucketer.create(comm, rank == 1 ? null : counts, null));
+    assertTrue(ddp[0].contains("rank 1 refused") && !ddp[0].contains("slow"), ddp[0]);
+    assertTrue(ddp[1].contains("counts must not be null") && !ddp[1].contains("slow"), ddp[1]);
+    Config.Optimizer sgd = new Config.Optimizer().type(OptimizerType.SGD).learningRate(0.1f);
+    String[] fsdp = onTwoRanks((rank, comm) -> Fsdp.create(comm, counts,
+                                                           new float[rank == 1 ? 4 : 5], sgd));
+    assertTrue(fsdp[0].contains("rank 1 refused") && !fsdp[0].contains("slow"), fsdp[0]);
+    assertTrue(fsdp[1].contains("initial has 4 values") && !fsdp[1].contains("slow"), fsdp[1]);
+    // The next creation pairs up on both ranks.
+    String[] again = onTwoRanks((rank, comm) -> Fsdp.create(comm, counts, new float[5], sgd));
+    assertEquals("created", again[0]);
+    assertEquals("created", again[1]);
+  }
+
   @Test
   void aCountTooLargeForAnyBufferIsRefusedNamingIt() {
     try (Comm comm = Comm.createLocalGroup(1)[0]) {

@@ -94,16 +94,31 @@ class MeshTest {
   }
 
   @Test
-  void groupSizeThatDoesNotDivideTheWorldThrowsEinvalWithTheCMessage() {
+  void groupSizeThatDoesNotDivideTheWorldThrowsEinvalWithTheCMessage() throws Exception {
     Comm[] world = Comm.createLocalGroup(WORLD);
     try {
-      // Rejected before any communication, so one rank alone can observe it.
-      ShardrecException e = assertThrows(ShardrecException.class,
-          () -> Mesh.create(world[0], new Mesh.Options().shardingGroupSize(3)));
-      assertEquals(ShardrecException.EINVAL, e.code());
-      assertEquals("SHARDREC_EINVAL", e.codeName());
-      assertTrue(e.getMessage().contains("sharding group size 3 must divide the world size 4"),
-                 e.getMessage());
+      // Creation is collective: every rank calls it and every rank refuses it.
+      java.util.List<Thread> threads = new java.util.ArrayList<>();
+      ShardrecException[] errors = new ShardrecException[WORLD];
+      for (int r = 0; r < WORLD; ++r) {
+        final int rank = r;
+        threads.add(new Thread(() -> {
+          try {
+            Mesh.create(world[rank], new Mesh.Options().shardingGroupSize(3)).close();
+          } catch (ShardrecException e) {
+            errors[rank] = e;
+          }
+        }));
+      }
+      for (Thread t : threads) t.start();
+      for (Thread t : threads) t.join();
+      for (ShardrecException e : errors) {
+        assertTrue(e != null);
+        assertEquals(ShardrecException.EINVAL, e.code());
+        assertEquals("SHARDREC_EINVAL", e.codeName());
+        assertTrue(e.getMessage().contains("sharding group size 3 must divide the world size 4"),
+                   e.getMessage());
+      }
     } finally {
       for (Comm c : world) c.close();
     }
