@@ -73,11 +73,18 @@ Status BuildOption(const sharding::TableConfig& t, const TableRequest& req, cons
     case ShardingType::kColumnWise:
     case ShardingType::kTableColumnWise: {
       const int32_t n = static_cast<int32_t>(pinned.size());
-      bool even = n > 0 && req.min_partition <= 0 && t.dim % n == 0;
-      if (even && type == ShardingType::kTableColumnWise)
-        even = pinned.front() / L == pinned.back() / L;
-      if (even) {
-        tp = sharding::MakeColumnSplit(t, type, std::vector<int32_t>(n, t.dim / n), pinned);
+      // Pinned ranks and no min_partition: one shard per pinned rank, as even as the dim allows
+      // (the first dim % n ranks hold one column more), so the layout is the one asked for.
+      bool split = n > 0 && req.min_partition <= 0;
+      if (split && type == ShardingType::kTableColumnWise)
+        split = pinned.front() / L == pinned.back() / L;
+      if (split && t.dim < n)
+        return Status::InvalidArgument("dim ", t.dim, " cannot be split over ", n,
+                                       " pinned ranks (one column at least per shard)");
+      if (split) {
+        std::vector<int32_t> widths(static_cast<size_t>(n), t.dim / n);
+        for (int32_t k = 0; k < t.dim % n; ++k) ++widths[static_cast<size_t>(k)];
+        tp = sharding::MakeColumnSplit(t, type, widths, pinned);
         opt->fixed_ranks = true;
       } else {
         const int32_t block = sharding::ColumnBlockDim(t.dim, req.min_partition);

@@ -314,8 +314,10 @@ SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topol
  * table to one sharding type gives that type; how many blocks it has stays the planner's
  * choice (column-wise may keep a narrow table as one block of its full dim, when that is
  * cheapest). Restricting the type and pinning ranks yields exactly that layout (with
- * min_partition 0, CW and TWCW split the dim evenly over the pinned ranks), which is the
- * simplest way to build a manual plan.
+ * min_partition 0, CW and TWCW give each pinned rank, in the order given, one shard of the dim,
+ * as even as it allows: the first dim % n ranks hold one column more; a dim smaller than the
+ * number of pinned ranks is SHARDREC_EINVAL; TWCW needs its pinned ranks on one node), which is
+ * the simplest way to build a manual plan.
  */
 typedef struct shardrec_table_constraints {
   uint32_t version;             /**< SHARDREC_TABLE_CONSTRAINTS_VERSION. */
@@ -323,8 +325,8 @@ typedef struct shardrec_table_constraints {
   uint32_t sharding_types;      /**< Bitmask of `1u << SHARDREC_SHARDING_*`; 0 means the default set
                                      (every type except GRID, which is used only when asked for). */
   int32_t min_partition;        /**< Lower bound of a column block width (CW/TWCW/grid); 0 means
-                                     128, or, with pinned ranks and CW/TWCW, an even split of the
-                                     dim over the pinned ranks. */
+                                     128, or, with pinned ranks and CW/TWCW, one shard of the dim
+                                     per pinned rank (widths differ by one column at most). */
   const int32_t* ranks;         /**< Pinned ranks: shards go only to these ranks (types that need
                                      other ranks are not offered). NULL when @ref num_ranks is 0.
                                      TW uses the first that fits. Copied by the callee. */

@@ -70,6 +70,34 @@ TEST(PlannerEnumerator, PinnedRanksDropTypesThatNeedOtherRanks) {
   EXPECT_EQ(cw.shards[1].rank, 3);
 }
 
+// A dim the pinned ranks do not divide is still one shard per pinned rank, the first dim % n
+// holding one column more (it was one 16-column shard before: the pinning was dropped).
+TEST(PlannerEnumerator, PinnedColumnSplitsAreAsEvenAsTheDimAllows) {
+  for (const ShardingType type : {ShardingType::kColumnWise, ShardingType::kTableColumnWise}) {
+    PlannerInput in = Input(1, 8, 8);
+    in.tables[0].dim = 6;
+    in.constraints = {Only("t0", type, 0, {4, 5, 6, 7})};
+    std::vector<std::vector<ShardingOption>> opts;
+    ASSERT_TRUE(EnumerateInput(in, &opts).ok());
+    ASSERT_EQ(opts[0].size(), 1u);
+    const ShardingOption& o = opts[0][0];
+    EXPECT_TRUE(o.fixed_ranks);
+    ASSERT_EQ(o.shards.size(), 4u);
+    const int32_t cols[] = {2, 2, 1, 1}, offsets[] = {0, 2, 4, 5};
+    for (size_t k = 0; k < 4; ++k) {
+      EXPECT_EQ(o.shards[k].cols, cols[k]) << k;
+      EXPECT_EQ(o.shards[k].col_offset, offsets[k]) << k;
+      EXPECT_EQ(o.shards[k].rank, static_cast<int32_t>(4 + k)) << k;
+    }
+    // Fewer columns than pinned ranks cannot give each a shard.
+    in.tables[0].dim = 3;
+    const Status s = EnumerateInput(in, &opts);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument);
+    EXPECT_NE(s.message().find("dim 3 cannot be split over 4 pinned ranks"), std::string::npos)
+        << s.message();
+  }
+}
+
 TEST(PlannerEnumerator, ColumnBlocksFollowMinPartition) {
   PlannerInput in = Input(1, 2, 2);
   in.constraints = {Only("t0", ShardingType::kColumnWise, 4)};
