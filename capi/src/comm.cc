@@ -13,6 +13,7 @@
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
+#include "impl/comm/agree.h"
 #include "impl/comm/factory.h"
 #include "impl/comm/mpi/mpi_communicator.h"
 #include "impl/comm/stores.h"
@@ -101,6 +102,20 @@ Status CheckComm(const shardrec_comm_t* comm) {
   return Status::Ok();
 }
 
+// The raw collectives' sizes come from the caller: agreed first (comm/agree.h), so ranks given
+// different sizes fail together instead of corrupting buffers or aborting the process.
+Status AgreeOnRawCall(comm::Communicator& c, const char* what, int64_t kind, size_t count,
+                      int32_t dtype, int32_t op_or_root) {
+  const std::string name = kind == 4 ? std::string(what)
+                                     : StrCat(what, " of ", count, " elements of type ", dtype,
+                                              " (op or root ", op_or_root, ")");
+  comm::CallSignature call;
+  call.kind = kind;
+  call.args = {static_cast<int64_t>(count), dtype, op_or_root};
+  call.name = name;
+  return comm::AgreeOnCall(c, call);
+}
+
 // Collective over a host communicator: every rank shares its host name; the ranks with the same
 // name form its host, in rank order.
 Status DeriveLocal(comm::Communicator& c, int32_t* local_rank, int32_t* local_size) {
@@ -148,6 +163,7 @@ comm::CallOptions StreamOptions(void* stream) {
 
 using shardrec::BindToLocalNumaNode;
 using shardrec::Status;
+using shardrec::capi::AgreeOnRawCall;
 using shardrec::capi::CheckComm;
 using shardrec::capi::CheckDType;
 using shardrec::capi::CheckNotNull;
@@ -324,13 +340,13 @@ SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm_han
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
     SR_RETURN_IF_ERROR(CheckDType(dtype));
-    if (op < SHARDREC_REDUCE_SUM || op > SHARDREC_REDUCE_MIN) {
+    if (op < SHARDREC_REDUCE_SUM || op > SHARDREC_REDUCE_MIN)
       return Status::InvalidArgument("op ", op, " is not a SHARDREC_REDUCE_* value");
-    }
     if (count > 0 && send == nullptr)
       return Status::InvalidArgument("send must not be NULL when count is ", count);
     if (count > 0 && recv == nullptr)
       return Status::InvalidArgument("recv must not be NULL when count is ", count);
+    SR_RETURN_IF_ERROR(AgreeOnRawCall(*comm_handle->impl, "allreduce", 1, count, dtype, op));
     return comm_handle->impl->AllReduce(send, recv, count, static_cast<shardrec::DType>(dtype),
                                         static_cast<comm::ReduceOp>(op),
                                         shardrec::capi::StreamOptions(stream));
@@ -348,6 +364,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm_han
       return Status::InvalidArgument("root ", root, " is outside [0, ", size, ")");
     if (count > 0 && buf == nullptr)
       return Status::InvalidArgument("buf must not be NULL when count is ", count);
+    SR_RETURN_IF_ERROR(AgreeOnRawCall(*comm_handle->impl, "broadcast", 2, count, dtype, root));
     return comm_handle->impl->Broadcast(buf, count, static_cast<shardrec::DType>(dtype), root,
                                         shardrec::capi::StreamOptions(stream));
   });
@@ -365,6 +382,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm_han
       return Status::InvalidArgument("recv must not be NULL when count is ", count);
     if (count > 0 && send == recv)
       return Status::InvalidArgument("recv must not be the same buffer as send");
+    SR_RETURN_IF_ERROR(AgreeOnRawCall(*comm_handle->impl, "allgather", 3, count, dtype, 0));
     const size_t size = static_cast<size_t>(comm_handle->impl->Size());
     std::vector<size_t> counts(size, count);
     return comm_handle->impl->AllGatherV(send, count, recv, counts,
@@ -376,6 +394,10 @@ SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm_han
 SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm_handle) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+    // Over a host communicator the agreement's all-reduce is itself the barrier: every rank
+    // contributes before any returns.
+    if (comm_handle->impl->device().is_host())
+      return AgreeOnRawCall(*comm_handle->impl, "barrier", 4, 0, 0, 0);
     return comm_handle->impl->Barrier();
   });
 }

@@ -20,4 +20,27 @@ Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view w
   return Status::Ok();
 }
 
+Status AgreeOnCall(Communicator& comm, const CallSignature& call) {
+  if (!comm.device().is_host()) return Status::Ok();
+  // Under kMax: the signature and its negation (max and -min: equal exactly when all agree).
+  constexpr size_t kSig = 4;
+  const int64_t sig[kSig] = {call.kind, call.args[0], call.args[1], call.args[2]};
+  int64_t v[2 * kSig];
+  for (size_t k = 0; k < kSig; ++k) {
+    v[k] = sig[k];
+    v[kSig + k] = -sig[k];
+  }
+  SR_RETURN_IF_ERROR(comm.AllReduce(v, v, 2 * kSig, DType::kInt64, ReduceOp::kMax)
+                         .WithContext(StrCat("agreeing on the ", call.name)));
+  for (size_t k = 0; k < kSig; ++k) {
+    if (v[k] != -v[kSig + k]) {
+      return Status::InvalidArgument(
+          "the ranks called different collectives or gave different sizes: this rank called ",
+          call.name, "; every rank must make the same call with the same count, element type ",
+          "and op (or root)");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace shardrec::comm

@@ -1,6 +1,8 @@
 // The refusal agreement a collective creation makes before its first exchange.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string_view>
 
 #include "impl/comm/communicator.h"
@@ -16,5 +18,22 @@ namespace shardrec::comm {
 // message ("DDP bucketer"). Over a device communicator (whose collectives take device buffers)
 // it exchanges nothing and returns `local`: a refusing rank there fails alone.
 Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what);
+
+// What one rank is about to call: the collective (`kind`, any code the caller picks), then up to
+// three numbers every rank must give alike (count, element type, op or root).
+struct CallSignature {
+  int64_t kind = 0;
+  std::array<int64_t, 3> args{};
+  // For messages: "allreduce of 8 x float32".
+  std::string_view name;
+};
+
+// One small all-reduce of every rank's signature before a collective whose sizes come from its
+// caller (the C API's raw collectives). A transport given different sizes on different ranks
+// may corrupt memory or abort the process (Gloo's pair thread throws when a message outgrows
+// the buffer posted for it), so a mismatch is refused before any of the caller's data moves:
+// every rank fails with InvalidArgument saying the ranks' calls differ. A failed exchange is
+// returned with `call.name` as context. Over a device communicator it exchanges nothing.
+Status AgreeOnCall(Communicator& comm, const CallSignature& call);
 
 }  // namespace shardrec::comm

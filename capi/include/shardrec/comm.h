@@ -325,6 +325,12 @@ SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm);
  *               the result is in @p recv; with NCCL it is asynchronous on @p stream.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE (poisoned); SHARDREC_ETIMEOUT;
  *         SHARDREC_EREMOTE; SHARDREC_ECUDA. Not thread-safe on @p comm.
+ * Agreement: over a host communicator the ranks first exchange what they are about to call
+ * (the collective, @p count, @p dtype, @p op or root; one all-reduce of 64 bytes), so ranks
+ * giving different values, or calling different raw collectives (this one, broadcast,
+ * allgather, barrier), all fail with SHARDREC_EINVAL before any buffer is read or written, and
+ * the communicator stays usable. A rank refusing its own arguments (NULL buffers, an unknown
+ * dtype or op) fails alone, before the exchange; its peers then wait for it until the timeout.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm, const void* send,
                                                        void* recv, size_t count, int32_t dtype,
@@ -336,9 +342,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm, co
  * @param buf    [in,out] @p count elements; NULL only when @p count is 0.
  * @param count  Number of elements (the same on every rank).
  * @param dtype  shardrec_dtype_t value.
- * @param root   Source rank, in [0, size).
+ * @param root   Source rank, in [0, size), the same on every rank.
  * @param stream As in shardrec_comm_allreduce().
- * @return As shardrec_comm_allreduce().
+ * @return As shardrec_comm_allreduce(), with its agreement.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm, void* buf,
                                                        size_t count, int32_t dtype, int32_t root,
@@ -353,7 +359,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm, vo
  * @param count  Elements per rank (the same on every rank).
  * @param dtype  shardrec_dtype_t value.
  * @param stream As in shardrec_comm_allreduce().
- * @return As shardrec_comm_allreduce().
+ * @return As shardrec_comm_allreduce(), with its agreement.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm, const void* send,
                                                        void* recv, size_t count, int32_t dtype,
@@ -362,7 +368,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm, co
 /**
  * Collective: returns once every rank has entered the barrier.
  * @param comm [in] Communicator; not NULL.
- * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE; SHARDREC_ETIMEOUT; SHARDREC_EREMOTE.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (also when another rank called a different raw
+ *         collective: the agreement of shardrec_comm_allreduce()); SHARDREC_EUSAGE;
+ *         SHARDREC_ETIMEOUT; SHARDREC_EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
 
