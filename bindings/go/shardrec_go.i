@@ -109,6 +109,7 @@ SR_GO_OUT(int64_t, int64)
 SR_GO_OUT(uint64_t, uint64)
 SR_GO_OUT(size_t, uint64)
 SR_GO_OUT(double, float64)
+SR_GO_OUT(uint32_t, uint32)
 %apply int32_t* OUT { int32_t* out, int32_t* row_wise_out, int32_t* type_out,
                       int32_t* sharding_group, int32_t* shard_rank, int32_t* replica_group,
                       int32_t* replica_rank, int32_t* synced_out, int32_t* collectives_out };
@@ -178,7 +179,10 @@ SR_GO_HANDLE(shardrec_inference_version_t)
 %apply int64_t* RAWI64 { int64_t* ids, int64_t* tombstones };
 %apply float* RAWF { float* rows };
 %apply size_t* OUT { size_t* num_rows, size_t* num_tombstones };
-/* ... and its replay into a serving handle (shardrec_inference_apply_delta): the same shapes in. */
+/* The delta's flags (shardrec_embedding_dynamic_delta_ext) in a []uint32 of 1: SHARDREC_DELTA_FULL. */
+%apply uint32_t* OUT { uint32_t* flags };
+/* ... and its replay into a serving handle (shardrec_inference_apply_delta and _ext, whose flags
+   come in as a uint): the same shapes in. */
 %typemap(gotype) const int64_t* RAWI64 "[]int64"
 %typemap(in) const int64_t* RAWI64 %{ $1 = ($1_ltype)$input.array; %}
 %apply const int64_t* RAWI64 { const int64_t* ids };

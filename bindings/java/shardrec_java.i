@@ -316,6 +316,7 @@ SR_JAVA_OUT(int64_t, jlongArray, long[], jlong, SetLongArrayRegion)
 SR_JAVA_OUT(uint64_t, jlongArray, long[], jlong, SetLongArrayRegion)
 SR_JAVA_OUT(size_t, jlongArray, long[], jlong, SetLongArrayRegion)
 SR_JAVA_OUT(double, jdoubleArray, double[], jdouble, SetDoubleArrayRegion)
+SR_JAVA_OUT(uint32_t, jintArray, int[], jint, SetIntArrayRegion)
 %apply int32_t* OUT { int32_t* out, int32_t* row_wise_out, int32_t* type_out,
                       int32_t* sharding_group, int32_t* shard_rank, int32_t* replica_group,
                       int32_t* replica_rank, int32_t* synced_out, int32_t* collectives_out };
@@ -395,7 +396,10 @@ SR_JAVA_HANDLE(shardrec_inference_version_t)
 %apply int64_t* RAWI64 { int64_t* ids, int64_t* tombstones };
 %apply float* RAWF { float* rows };
 %apply size_t* OUT { size_t* num_rows, size_t* num_tombstones };
-/* ... and its replay into a serving handle (shardrec_inference_apply_delta): the same shapes in. */
+/* The delta's flags (shardrec_embedding_dynamic_delta_ext) in an int[1]: SHARDREC_DELTA_FULL. */
+%apply uint32_t* OUT { uint32_t* flags };
+/* ... and its replay into a serving handle (shardrec_inference_apply_delta and _ext, whose flags
+   come in as a long): the same shapes in. */
 %apply int64_t* RAWI64 { const int64_t* ids };
 %apply float* RAWF { const float* rows };
 %apply (const int64_t* BUF, size_t LEN) { (const int64_t* tombstones, size_t num_tombstones) };

@@ -301,15 +301,31 @@ shardrec_status_t shardrec_inference_apply_delta(shardrec_inference_t* inf, cons
                                                  const int64_t* ids, const float* rows,
                                                  size_t num_rows, const int64_t* tombstones,
                                                  size_t num_tombstones, uint64_t* version_out) {
+  return shardrec_inference_apply_delta_ext(inf, table, ids, rows, num_rows, tombstones,
+                                            num_tombstones, 0u, version_out);
+}
+
+shardrec_status_t shardrec_inference_apply_delta_ext(shardrec_inference_t* inf, const char* table,
+                                                     const int64_t* ids, const float* rows,
+                                                     size_t num_rows, const int64_t* tombstones,
+                                                     size_t num_tombstones, uint32_t flags,
+                                                     uint64_t* version_out) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
     SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    // A bit from a newer exporter may change what the delta means: applying it as if it were
+    // absent could serve the wrong rows.
+    constexpr uint32_t kKnown = SHARDREC_DELTA_FULL;
+    if ((flags & ~kKnown) != 0)
+      return Status::InvalidArgument("delta of table ", table, ": unknown flag bits ",
+                                     flags & ~kKnown, " (this library knows SHARDREC_DELTA_FULL)");
     shardrec::serving::Delta d;
     d.ids = ids;
     d.rows = rows;
     d.num_rows = num_rows;
     d.tombstones = tombstones;
     d.num_tombstones = num_tombstones;
+    d.full = (flags & SHARDREC_DELTA_FULL) != 0;
     uint64_t number = 0;
     SR_RETURN_IF_ERROR(inf->impl->ApplyDelta(table, d, &number));
     if (version_out != nullptr) *version_out = number;

@@ -1,6 +1,7 @@
 // Applying a delta: the named table is rebuilt beside the served one (a fixed table copied and
-// patched, a dynamic one merged in id order and re-indexed), then put into a copy of the model
-// whose other tables still point at the served version's memory.
+// patched, a dynamic one merged in id order, or built from a full delta's rows alone, and
+// re-indexed), then put into a copy of the model whose other tables still point at the served
+// version's memory.
 #include "impl/serving/delta.h"
 
 #include <algorithm>
@@ -29,6 +30,11 @@ Status SortedOrder(const int64_t* ids, size_t n, const std::string& table, const
 }
 
 Status Patch(const Table& t, const Delta& d, const uint8_t* encoded, Table* next) {
+  if (d.full)
+    return Status::InvalidArgument("delta of table ", t.name, ": a fixed table keeps all its ",
+                                   t.rows,
+                                   " rows, so it takes no full delta (SHARDREC_DELTA_FULL: the "
+                                   "delta's rows replace a dynamic table's)");
   if (d.num_tombstones != 0)
     return Status::InvalidArgument("delta of table ", t.name, ": a fixed table keeps all its ",
                                    t.rows, " rows, so it takes no tombstones (", d.num_tombstones,
@@ -64,7 +70,10 @@ Status Merge(const Table& t, const Delta& d, const uint8_t* encoded, Table* next
     else
       ++j;
   }
-  const std::vector<int64_t>& old_ids = t.dynamic->ids;
+  // A full delta is the whole table: nothing served is kept, so its ghosts (ids the trainer no
+  // longer holds, which no tombstone may name) go too.
+  static const std::vector<int64_t> kNone;
+  const std::vector<int64_t>& old_ids = d.full ? kNone : t.dynamic->ids;
   auto nd = std::make_shared<DynamicIds>();
   std::vector<const uint8_t*> sources;
   try {

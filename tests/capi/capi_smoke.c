@@ -262,6 +262,12 @@ static void per_table_calls(shardrec_embedding_t* coll) {
     EXPECT(shardrec_embedding_dynamic_mark(coll, "big") == SHARDREC_EINVAL);
     EXPECT(shardrec_embedding_dynamic_delta(coll, "big", NULL, NULL, 0, NULL, 0, &rows, &tombs) ==
            SHARDREC_EINVAL);
+    {
+      uint32_t flags = 0;
+      EXPECT(SHARDREC_DELTA_FULL == 1);
+      EXPECT(shardrec_embedding_dynamic_delta_ext(coll, "big", NULL, NULL, 0, NULL, 0, &rows,
+                                                  &tombs, &flags) == SHARDREC_EINVAL);
+    }
   }
   {
     int64_t id = 1;
@@ -478,6 +484,9 @@ static void test_inference(void) {
   EXPECT(v == 3);
   EXPECT(shardrec_inference_apply_delta(inf, name, NULL, NULL, 0, &rows_id0, 1, NULL) ==
          SHARDREC_EINVAL);
+  /* A fixed table takes no full delta. */
+  EXPECT(shardrec_inference_apply_delta_ext(inf, name, &rows_id0, out, 1, NULL, 0,
+                                            SHARDREC_DELTA_FULL, NULL) == SHARDREC_EINVAL);
   OK(shardrec_inference_snapshot_version(ver, &v));
   EXPECT(v == 1);
   OK(shardrec_inference_snapshot_lookup(ver, &kjt, out, (size_t)dim));

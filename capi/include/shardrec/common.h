@@ -80,6 +80,20 @@ typedef enum shardrec_device_type {
   SHARDREC_DEVICE_CUDA = 1  /**< CUDA device memory; operations are ordered on a stream. */
 } shardrec_device_type_t;
 
+/**
+ * Bits of a dynamic table's delta flags (a uint32_t): what shardrec_embedding_dynamic_delta_ext
+ * (dynamic.h) says of the delta it exports and shardrec_inference_apply_delta_ext (inference.h)
+ * takes, so a service hands the exporter's flags to the apply unchanged (across a network too:
+ * the values are part of the ABI).
+ */
+typedef enum shardrec_delta_flag {
+  /** A full snapshot: the training table was replaced since the mark (a checkpoint load), so
+   *  what it held at the mark is no longer known to be what the serving copy holds; the delta's
+   *  rows are every row the table holds. Applied with this flag, they replace the served table's
+   *  rows: every id absent from them is removed, whatever the copy held before. */
+  SHARDREC_DELTA_FULL = 1
+} shardrec_delta_flag_t;
+
 /* Opaque handles. Each is created by a `_create` function and released by its `_destroy`. */
 typedef struct shardrec_comm shardrec_comm_t;           /**< Communicator (comm.h). */
 typedef struct shardrec_plan shardrec_plan_t;           /**< Sharding plan (plan.h). */

@@ -89,8 +89,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
 /**
  * Sets this rank's mark of dynamic table @p table for delta export
  * (shardrec_embedding_dynamic_delta; docs/dynamic-tables.md, "Delta export"): forgets which rows
- * changed and which ids were evicted before, and starts tracking them (tracking is off until the
- * first mark; it then costs one bit per slot and 8 bytes per eviction until the next mark).
+ * changed, which ids left and whether a checkpoint load replaced the table (SHARDREC_DELTA_FULL)
+ * before, and starts tracking them (tracking is off until the first mark; it then costs one bit
+ * per slot and 8 bytes per eviction until the next mark, and 8 bytes per row held at each load).
  * Not collective (it communicates nothing), but every rank must call it between the same two
  * training steps, or the deltas mix different periods.
  * @param coll  [in] Must not be NULL.
@@ -106,10 +107,14 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embeddin
  * Collective over the collection's communicator: the whole dynamic table's changes since the
  * marks, on every rank. Rows changed are those a training forward saw or inserted since the mark
  * (a superset of those the optimizer changed), as their ids (ascending) and current weights
- * widened to fp32; tombstones are the ids evicted since the mark that have no row now (an id
- * evicted and inserted again is a changed row). Replaying a delta (upsert each row, erase each
- * tombstone) onto a copy of the table as it was at the mark gives the table as it is. The marks
- * stay: call shardrec_embedding_dynamic_mark to start the next period.
+ * widened to fp32; tombstones are the ids that left since the mark and have no row now: evicted,
+ * dropped by a 2D merge, or held before a checkpoint load that does not hold them (an id that
+ * left and came back is a changed row). Replaying a delta (upsert each row, erase each
+ * tombstone) onto a copy of the table as it was at the mark gives the table as it is. A
+ * checkpoint load since the mark makes every row a changed row; only
+ * shardrec_embedding_dynamic_delta_ext says so (SHARDREC_DELTA_FULL), which a copy that may not
+ * be the table at the mark (a trainer restarted from a checkpoint) needs. The marks stay: call
+ * shardrec_embedding_dynamic_mark to start the next period.
  * Buffers: if @p max_rows or @p max_tombstones is smaller than needed, nothing is written,
  * @p num_rows and @p num_tombstones receive the sizes needed and SHARDREC_EINVAL is returned on
  * every rank (pass 0 and NULL buffers to ask for the sizes; each call gathers again).
@@ -131,6 +136,33 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embeddin
 SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta(
     shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows, size_t max_rows,
     int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones);
+
+/**
+ * shardrec_embedding_dynamic_delta, and the delta's flags (shardrec_delta_flag_t, common.h) in
+ * @p flags: SHARDREC_DELTA_FULL when a checkpoint load (shardrec_checkpoint_load or _load_mesh)
+ * replaced the table since the marks. The table held at the mark is then not known to be what a
+ * serving copy holds: a trainer restarted from a checkpoint has a mark from after its start
+ * while the copy still follows the trainer before it, and a load may step back to an older
+ * checkpoint. So the delta holds every row of the table, and a consumer that applies it with
+ * the flag (shardrec_inference_apply_delta_ext) replaces its copy's rows with them, removing
+ * every other id, and ends equal to the table whatever it held; replayed without the flag onto
+ * the table at the mark it still gives the table (its tombstones name every id gone since the
+ * mark). A trainer that restarts thus creates its collection, marks, loads, and the next delta
+ * brings every serving copy to the loaded table. The flag stays until the next mark; a mark after
+ * the load clears it (the table at the mark is then the loaded one). A table import
+ * (shardrec_checkpoint_import_table) or a 2D merge (shardrec_mesh_sync) does not set it: they
+ * keep the table's history since the mark (an import removes nothing; a merge's dropped ids are
+ * tombstones), so their deltas stay ordinary ones, every row of the shards they rewrote marked
+ * changed.
+ * @param flags [out] Receives the flags, also when the buffers are too small (so the size query
+ *              tells them too); must not be NULL. Bits not defined today are 0; a consumer should
+ *              pass them on unchanged (the apply refuses bits it does not know).
+ * Other parameters, return codes and collectivity: as shardrec_embedding_dynamic_delta.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta_ext(
+    shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows, size_t max_rows,
+    int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones,
+    uint32_t* flags);
 
 /* ---- Caller's scores (SHARDREC_EVICTION_SCORE) ----------------------------------------- */
 

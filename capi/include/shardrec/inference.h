@@ -41,8 +41,9 @@
  * Dynamic tables (docs/dynamic-tables.md) are served keyed by id: the rows the checkpoint holds,
  * in the table's storage type, behind a hash index built at open. An id without a row reads as
  * zeros (and still counts in a MEAN bag's divisor, as in training); the bounds policy does not
- * apply to them. shardrec_inference_apply_delta applies a delta export
- * (shardrec_embedding_dynamic_delta) as a new version without reopening anything.
+ * apply to them. shardrec_inference_apply_delta_ext applies a delta export
+ * (shardrec_embedding_dynamic_delta_ext) as a new version without reopening anything; a full
+ * delta (SHARDREC_DELTA_FULL, after the trainer loaded a checkpoint) replaces the table.
  *
  * Host only: a device request (options.device_type) or a device batch is refused with
  * SHARDREC_EUNSUPPORTED; a storage value outside shardrec_serving_storage_t with SHARDREC_EINVAL.
@@ -363,6 +364,30 @@ SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* i
 SHARDREC_API shardrec_status_t shardrec_inference_apply_delta(
     shardrec_inference_t* inf, const char* table, const int64_t* ids, const float* rows,
     size_t num_rows, const int64_t* tombstones, size_t num_tombstones, uint64_t* version_out);
+
+/**
+ * shardrec_inference_apply_delta with the delta's flags (shardrec_delta_flag_t, common.h), as
+ * shardrec_embedding_dynamic_delta_ext exported them: pass them on unchanged. 0 applies the
+ * delta as shardrec_inference_apply_delta does. SHARDREC_DELTA_FULL (a dynamic table only) makes
+ * the delta's rows the whole table: the new version holds exactly @p ids with their rows, and
+ * every other id the table served is removed (it reads as zeros), so a copy in any state (opened
+ * from an older checkpoint, or having missed deltas) ends equal to the training table. Its
+ * tombstones are still checked (each at most once, none also upserted) and have nothing left to
+ * remove. A service that follows training by deltas should use this call: the trainer sets the
+ * flag when it loaded a checkpoint since its mark, and a full delta merged as an ordinary one
+ * could keep rows the trainer no longer holds (docs/serving.md, "Deltas").
+ * @param flags Bits of shardrec_delta_flag_t; a bit this library does not define is refused
+ *              (SHARDREC_EINVAL), since it could change what the delta means.
+ * Other parameters: as shardrec_inference_apply_delta.
+ * @return As shardrec_inference_apply_delta; SHARDREC_EINVAL also for an unknown flag or
+ *         SHARDREC_DELTA_FULL on a fixed table (it has no rows to remove). Nothing changes on any
+ *         error.
+ * Thread-safety: as shardrec_inference_apply_delta.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_inference_apply_delta_ext(shardrec_inference_t* inf, const char* table, const int64_t* ids,
+                                   const float* rows, size_t num_rows, const int64_t* tombstones,
+                                   size_t num_tombstones, uint32_t flags, uint64_t* version_out);
 
 SHARDREC_END_DECL
 

@@ -41,6 +41,7 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
   std::vector<uint8_t> mine;
   int64_t entries = 0;
   std::vector<int64_t> tombs;
+  int32_t replaced = 0;
   const std::vector<ShardTensor> tensors = coll.ShardTensors();
   for (size_t i = 0; i < layout.local.size() && local.ok(); ++i) {
     const LocalShard& ls = layout.local[i];
@@ -55,6 +56,8 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
                                    "shardrec_embedding_dynamic_mark on every rank first");
       break;
     }
+    // Every rank's shards were loaded alike, a data-parallel copy's included; any one says so.
+    if (shard->replaced()) replaced = 1;
     if (copy) continue;
     const uint8_t* weights = nullptr;
     for (const ShardTensor& t : tensors)
@@ -74,9 +77,11 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
     if (!every_row && ls.col_offset == 0)
       tombs.insert(tombs.end(), shard->tombstones().begin(), shard->tombstones().end());
   }
-  // Agree first, so no rank waits in the exchange for a rank that failed.
-  int32_t failed = local.ok() ? 0 : 1;
-  SR_RETURN_IF_ERROR(comm.AllReduce(&failed, &failed, 1, DType::kInt32, comm::ReduceOp::kMax));
+  // Agree first, so no rank waits in the exchange for a rank that failed; the same reduction
+  // tells every rank whether some shard was replaced (a rank may hold no shard of the table).
+  int32_t agreed[2] = {local.ok() ? 0 : 1, replaced};
+  SR_RETURN_IF_ERROR(comm.AllReduce(agreed, agreed, 2, DType::kInt32, comm::ReduceOp::kMax));
+  const int32_t failed = agreed[0];
   SR_RETURN_IF_ERROR(local);
   if (failed != 0)
     return Status::InvalidUsage("another rank could not export the delta of dynamic table '", name,
@@ -109,6 +114,7 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
   out->ids.clear();
   out->rows.clear();
   out->tombstones.clear();
+  out->full = every_row || agreed[1] != 0;
   for (const auto& [id, row] : rows) {
     out->ids.push_back(id);
     out->rows.insert(out->rows.end(), row.begin(), row.end());

@@ -17,7 +17,11 @@ namespace shardrec::embedding::dynamic {
 struct Delta {
   std::vector<int64_t> ids;         // ascending
   std::vector<float> rows;          // [ids.size(), dim], widened to fp32
-  std::vector<int64_t> tombstones;  // ascending; ids evicted since the mark that have no row now
+  std::vector<int64_t> tombstones;  // ascending; ids gone since the mark that have no row now
+  // A full snapshot: a checkpoint load replaced the table since the mark (DynamicShard::replaced
+  // on some shard), so `ids` are every row it holds and a copy in any state may take them as the
+  // whole table (SHARDREC_DELTA_FULL). Always true for GatherRows.
+  bool full = false;
 };
 
 // Marks every local shard of dynamic table `table` (not collective: communicates nothing; call

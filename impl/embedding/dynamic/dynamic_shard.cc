@@ -33,6 +33,7 @@ void DynamicShard::Reset(const sharding::DynamicConfig& config, int64_t slots) {
   last_ = total_ = StepCounts{};
   ClearQueue();
   tracking_ = false;
+  replaced_ = false;
   dirty_.clear();
   tombstones_.clear();
   StopMergeTracking();
@@ -53,6 +54,23 @@ size_t DynamicShard::metadata_bytes() const {
 }
 
 void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
+                           std::span<const int64_t> last_seen, std::span<const uint32_t> counts,
+                           const std::vector<uint16_t>& sketch) {
+  // The rows held now may be absent from the checkpoint: they leave as evictions do, so a delta
+  // replayed onto the table at the mark removes them too (those the checkpoint holds are dirty
+  // rows, which the export keeps off the tombstones). Sorted and made distinct: repeated loads in
+  // one period add at most the ids ever held, not a copy per load.
+  std::vector<int64_t> held;
+  if (tracking_) held = Ids();
+  Replace(forwards, ids, last_seen, counts, sketch);
+  if (!tracking_) return;
+  tombstones_.insert(tombstones_.end(), held.begin(), held.end());
+  std::sort(tombstones_.begin(), tombstones_.end());
+  tombstones_.erase(std::unique(tombstones_.begin(), tombstones_.end()), tombstones_.end());
+  replaced_ = true;
+}
+
+void DynamicShard::Replace(int64_t forwards, std::span<const int64_t> ids,
                            std::span<const int64_t> last_seen, std::span<const uint32_t> counts,
                            const std::vector<uint16_t>& sketch) {
   SR_CHECK(static_cast<int64_t>(ids.size()) <= slots_ && last_seen.size() == ids.size() &&
@@ -77,7 +95,7 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
   std::fill(score_.begin(), score_.end(), 0.0);
   now_ = forwards;
   if (tracking_) {
-    Mark();
+    dirty_.assign(static_cast<size_t>((slots_ + 63) / 64), 0);
     for (int64_t i = 0; i < used_; ++i) SetDirty(i);
   }
   if (config_.admission_threshold > 1) {
@@ -89,6 +107,7 @@ void DynamicShard::Restore(int64_t forwards, std::span<const int64_t> ids,
 
 void DynamicShard::Mark() {
   tracking_ = true;
+  replaced_ = false;
   dirty_.assign(static_cast<size_t>((slots_ + 63) / 64), 0);
   tombstones_.clear();
 }
@@ -324,14 +343,11 @@ void DynamicShard::RestoreMerged(int64_t forwards, std::span<const int64_t> ids,
                                  std::span<const uint32_t> counts,
                                  const std::vector<uint16_t>& sketch,
                                  std::span<const int64_t> gone) {
-  std::vector<int64_t> tombstones = std::move(tombstones_);
   const StepCounts last = last_;
-  Restore(forwards, ids, last_seen, counts, sketch);
+  Replace(forwards, ids, last_seen, counts, sketch);
   last_ = last;
   total_.evicted += static_cast<int64_t>(gone.size());
-  if (!tracking_) return;
-  tombstones_ = std::move(tombstones);
-  tombstones_.insert(tombstones_.end(), gone.begin(), gone.end());
+  if (tracking_) tombstones_.insert(tombstones_.end(), gone.begin(), gone.end());
 }
 
 }  // namespace shardrec::embedding::dynamic

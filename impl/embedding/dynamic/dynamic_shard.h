@@ -106,9 +106,11 @@ class DynamicShard {
   // rows' weights and optimizer state.
   void Restore(int64_t forwards, std::span<const int64_t> ids, std::span<const int64_t> last_seen,
                std::span<const uint32_t> counts, const std::vector<uint16_t>& sketch);
-  // A 2D merge's result (merge.h) replaces every row as Restore does, but delta tracking keeps its
-  // tombstones and gains `gone` (ids this shard held that the merge evicted), which also count as
-  // evictions in total(); last() stays the last forward's.
+  // A 2D merge's result (merge.h), or a table import's (rows added beside the held ones),
+  // replaces every row as Restore does, but is not a Restore for delta tracking: the shard's
+  // history since the mark stays known, so the tombstones are kept and gain `gone` (ids this shard
+  // held that the merge evicted), which also count as evictions in total(), and replaced() does
+  // not change; last() stays the last forward's.
   void RestoreMerged(int64_t forwards, std::span<const int64_t> ids,
                      std::span<const int64_t> last_seen, std::span<const uint32_t> counts,
                      const std::vector<uint16_t>& sketch, std::span<const int64_t> gone);
@@ -117,11 +119,16 @@ class DynamicShard {
   // turns it on and forgets what changed before. From then on a slot is dirty when a training
   // forward sees or inserts its id (a superset of the rows the optimizer changes), and each
   // evicted id is appended to the tombstones (8 bytes per eviction until the next Mark). A
-  // Restore marks every restored row dirty and forgets the tombstones.
+  // Restore marks every restored row dirty, adds every id held before it to the tombstones (the
+  // export drops those that have a row again), so replaying the delta onto the table at the mark
+  // still gives the table, and sets replaced() until the next Mark.
   void Mark();
   bool tracking() const { return tracking_; }
   bool dirty(int64_t slot) const { return (dirty_[slot >> 6] >> (slot & 63)) & 1u; }
   const std::vector<int64_t>& tombstones() const { return tombstones_; }
+  // A Restore (a checkpoint load) replaced the rows since the mark: every row is dirty, and the
+  // delta is a full snapshot that a consumer in any state may take as the whole shard.
+  bool replaced() const { return replaced_; }
 
   // Change tracking for the 2D merge (docs/dynamic-tables.md, "2D merge"), off until MarkMerged,
   // which a merge calls once it has written the shard every replica of it now holds, and off
@@ -205,6 +212,7 @@ class DynamicShard {
   std::vector<double> score_;  // per slot: the caller's score (SCORE policy only)
   StepCounts last_, total_;
   bool tracking_ = false;
+  bool replaced_ = false;        // see replaced()
   std::vector<uint64_t> dirty_;  // one bit per slot, while tracking
   std::vector<int64_t> tombstones_;
   int merge_baseline_ = 0;              // see merge_baseline()
@@ -217,6 +225,10 @@ class DynamicShard {
     if (tracking_) dirty_[slot >> 6] |= uint64_t{1} << (slot & 63);
     SetMergeDirty(slot);
   }
+  // Restore's and RestoreMerged's common part: the rows, metadata and forward counter replaced;
+  // while tracking every row is dirty and the tombstones are left to the caller.
+  void Replace(int64_t forwards, std::span<const int64_t> ids, std::span<const int64_t> last_seen,
+               std::span<const uint32_t> counts, const std::vector<uint16_t>& sketch);
   void StopMergeTracking() {
     merge_baseline_ = 0;
     merge_dirty_.clear();

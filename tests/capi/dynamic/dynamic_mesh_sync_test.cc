@@ -2,10 +2,13 @@
 // "2D merge"): a weights-only sync keeps each replica's own optimizer state of its ids; a failed
 // sync changes no dynamic row; a save before the sync is refused on every rank and writes
 // nothing; a data-parallel dynamic table agrees over the whole mesh, so a forward refused in one
-// sharding group fails both and a sync leaves its bits alone.
+// sharding group fails both and a sync leaves its bits alone; a delta taken across a sync is an
+// ordinary one (not flagged full) that replays each replica's table at the mark to the merged one.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +56,81 @@ TEST(DynamicMesh, WeightsOnlySyncKeepsEachReplicasOwnState) {
       ExpectSame(post[t], want, "replica " + std::to_string(r) + " table " + std::to_string(t));
     }
   }
+}
+
+// A merge keeps the table's history since the mark (docs/dynamic-tables.md, "Loads and full
+// deltas"): every merged row is a changed row and the ids it dropped are tombstones, so the delta
+// is not flagged full and, replayed onto each replica's table at the mark, gives its merged
+// table. 16 slots for 24 ids, LRU: training and the merge both drop ids.
+TEST(DynamicMesh, DeltaAcrossASyncIsExactAndNotFull) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 16, 24);
+  for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LRU;
+  const MeshScenario c = PlanMesh(s, 2, 4);
+  ASSERT_NE(c.plan, nullptr);
+  const std::string dir = FreshDir("delta_sync");
+  struct Got {
+    std::vector<int64_t> ids, tombstones;
+    std::vector<float> rows;
+    uint32_t flags = 0xffffffffu;
+  };
+  Got got[2][2];  // [replica][table]
+  const char* names[2] = {"t0", "t1"};
+  SpawnRanks(2, [&](int r) {
+    MeshRank m;
+    MakeMeshRank(2, 1, r, c.plan.get(), &c.opt, c.s.base.seed, &m);
+    for (int32_t step = 0; step < 2; ++step)
+      TrainStep(m.coll, c.batches[step][r], c.dim, step, r, nullptr);
+    SaveGroup(m.coll, GroupDir(dir, "mark", m.replica_rank));
+    for (const char* t : names) ASSERT_EQ(shardrec_embedding_dynamic_mark(m.coll, t), SHARDREC_OK);
+    for (int32_t step = 2; step < 4; ++step)
+      TrainStep(m.coll, c.batches[step][r], c.dim, step, r, nullptr);
+    ASSERT_EQ(shardrec_mesh_sync(m.mesh, m.coll, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << shardrec_last_error();
+    SaveGroup(m.coll, GroupDir(dir, "post", m.replica_rank));
+    for (int t = 0; t < 2; ++t) {
+      Got& g = got[m.replica_rank][t];
+      const auto dim = static_cast<size_t>(s.base.tables[static_cast<size_t>(t)].dim);
+      size_t n = 0, nt = 0;
+      shardrec_embedding_dynamic_delta_ext(m.coll, names[t], nullptr, nullptr, 0, nullptr, 0, &n,
+                                           &nt, &g.flags);
+      g.ids.resize(n);
+      g.rows.resize(n * dim);
+      g.tombstones.resize(nt);
+      ASSERT_EQ(shardrec_embedding_dynamic_delta_ext(m.coll, names[t], g.ids.data(), g.rows.data(),
+                                                     n, g.tombstones.data(), nt, &n, &nt, &g.flags),
+                SHARDREC_OK)
+          << shardrec_last_error();
+    }
+  });
+  if (HasFatalFailure()) return;
+  size_t tombstones = 0;
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<Table> at = ReadCheckpoint(GroupDir(dir, "mark", r));
+    const std::vector<Table> post = ReadCheckpoint(GroupDir(dir, "post", r));
+    for (size_t t = 0; t < 2; ++t) {
+      const Got& g = got[r][t];
+      const std::string what = "replica " + std::to_string(r) + " table " + std::to_string(t);
+      EXPECT_EQ(g.flags, 0u) << what;
+      const size_t dim = g.ids.empty() ? 0 : g.rows.size() / g.ids.size();
+      std::map<int64_t, std::vector<float>> replayed;
+      for (const auto& [id, rows] : at[t]) replayed[id] = rows.at("weights");
+      for (size_t i = 0; i < g.ids.size(); ++i)
+        replayed[g.ids[i]].assign(g.rows.begin() + static_cast<int64_t>(i * dim),
+                                  g.rows.begin() + static_cast<int64_t>((i + 1) * dim));
+      for (int64_t id : g.tombstones) replayed.erase(id);
+      tombstones += g.tombstones.size();
+      ASSERT_EQ(replayed.size(), post[t].size()) << what;
+      for (const auto& [id, rows] : post[t]) {
+        auto it = replayed.find(id);
+        ASSERT_NE(it, replayed.end()) << what << " id " << id;
+        const std::vector<float>& w = rows.at("weights");
+        EXPECT_TRUE(it->second.size() == w.size() &&
+                    std::memcmp(it->second.data(), w.data(), w.size() * sizeof(float)) == 0)
+            << what << " id " << id;
+      }
+    }
+  }
+  EXPECT_GT(tombstones, 0u);
 }
 
 int32_t FailingHook(void*, size_t, int32_t, void*) { return SHARDREC_EIO; }

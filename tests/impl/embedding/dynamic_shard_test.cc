@@ -2,8 +2,9 @@
 // index against a std::unordered_map under random inserts and erases (long probe runs and
 // wrap-around included), the new ids' sort against std::sort, the 32-bit last-seen forwards near
 // and past their rebase, and the eviction victims (which slot each new id takes; outputs alone
-// would not show it), over one forward and over hundreds against a plain reference, and counted
-// ids (a data-parallel copy's) against the same ids one occurrence at a time.
+// would not show it), over one forward and over hundreds against a plain reference, counted
+// ids (a data-parallel copy's) against the same ids one occurrence at a time, and delta tracking
+// across a Restore and a RestoreMerged.
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <gtest/gtest.h>
@@ -147,6 +148,46 @@ TEST(DynamicShardLastSeen, ExactAcrossRebase) {
   EXPECT_EQ(Step(&shard, {50}), (std::vector<int64_t>{1}));
   EXPECT_EQ(shard.LastSeen(), (std::vector<int64_t>{f + 2, f + 3, f + 2}));
   EXPECT_EQ(shard.forwards(), f + 3);
+}
+
+// Delta tracking across a Restore (a checkpoint load): every id held before it joins the
+// tombstones (whatever the export finds with a row again it drops), earlier ones are kept, every
+// restored row is dirty and replaced() holds until the next Mark; RestoreMerged (a 2D merge or a
+// table import) keeps the tombstones, adds its `gone` and leaves replaced() as it was.
+TEST(DynamicShardDelta, RestoreKeepsTheIdsThatLeft) {
+  sharding::DynamicConfig config;
+  config.enabled = true;
+  config.eviction = Eviction::kLru;
+  DynamicShard shard;
+  shard.Reset(config, 3);
+  Step(&shard, {1, 2, 3});
+  shard.Mark();
+  Step(&shard, {4});  // 1 leaves
+  EXPECT_EQ(shard.tombstones(), (std::vector<int64_t>{1}));
+  EXPECT_FALSE(shard.replaced());
+  shard.Restore(9, std::vector<int64_t>{3, 5}, std::vector<int64_t>{9, 9},
+                std::vector<uint32_t>{1, 1}, {});
+  EXPECT_EQ(shard.tombstones(), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_TRUE(shard.replaced());
+  EXPECT_TRUE(shard.dirty(0) && shard.dirty(1));
+  shard.RestoreMerged(9, std::vector<int64_t>{3, 5, 6}, std::vector<int64_t>{9, 9, 9},
+                      std::vector<uint32_t>{1, 1, 1}, {}, std::vector<int64_t>{7});
+  EXPECT_EQ(shard.tombstones(), (std::vector<int64_t>{1, 2, 3, 4, 7}));
+  EXPECT_TRUE(shard.replaced());
+  shard.Mark();
+  EXPECT_FALSE(shard.replaced());
+  EXPECT_TRUE(shard.tombstones().empty());
+  shard.RestoreMerged(9, std::vector<int64_t>{3}, std::vector<int64_t>{9}, std::vector<uint32_t>{1},
+                      {}, std::vector<int64_t>{5, 6});
+  EXPECT_FALSE(shard.replaced());
+  EXPECT_EQ(shard.tombstones(), (std::vector<int64_t>{5, 6}));
+  // Untracked, a Restore records nothing.
+  DynamicShard quiet;
+  quiet.Reset(config, 3);
+  Step(&quiet, {1});
+  quiet.Restore(1, std::vector<int64_t>{2}, std::vector<int64_t>{1}, std::vector<uint32_t>{1}, {});
+  EXPECT_TRUE(quiet.tombstones().empty());
+  EXPECT_FALSE(quiet.replaced());
 }
 
 // The rows that leave are the first in the documented order (LFU: count, then last seen, then id;

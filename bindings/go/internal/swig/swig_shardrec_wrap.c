@@ -1069,7 +1069,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_e07ccb9d9606a104(void *_swig_go_0) {
+void _wrap_Swig_free_swig_1f0e8f6d12fb9706(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1079,7 +1079,7 @@ void _wrap_Swig_free_swig_e07ccb9d9606a104(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_e07ccb9d9606a104(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1092,7 +1092,7 @@ void *_wrap_Swig_malloc_swig_e07ccb9d9606a104(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_e07ccb9d9606a104() {
+intgo _wrap_OK_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1104,7 +1104,7 @@ intgo _wrap_OK_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ERROR_swig_e07ccb9d9606a104() {
+intgo _wrap_ERROR_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1116,7 +1116,7 @@ intgo _wrap_ERROR_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EINVAL_swig_e07ccb9d9606a104() {
+intgo _wrap_EINVAL_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1128,7 +1128,7 @@ intgo _wrap_EINVAL_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EUSAGE_swig_e07ccb9d9606a104() {
+intgo _wrap_EUSAGE_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1140,7 +1140,7 @@ intgo _wrap_EUSAGE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ENOMEM_swig_e07ccb9d9606a104() {
+intgo _wrap_ENOMEM_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1152,7 +1152,7 @@ intgo _wrap_ENOMEM_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ECUDA_swig_e07ccb9d9606a104() {
+intgo _wrap_ECUDA_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1164,7 +1164,7 @@ intgo _wrap_ECUDA_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EREMOTE_swig_e07ccb9d9606a104() {
+intgo _wrap_EREMOTE_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1176,7 +1176,7 @@ intgo _wrap_EREMOTE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_e07ccb9d9606a104() {
+intgo _wrap_ETIMEOUT_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1188,7 +1188,7 @@ intgo _wrap_ETIMEOUT_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EIO_swig_e07ccb9d9606a104() {
+intgo _wrap_EIO_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1200,7 +1200,7 @@ intgo _wrap_EIO_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_e07ccb9d9606a104() {
+intgo _wrap_ECORRUPT_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1212,7 +1212,7 @@ intgo _wrap_ECORRUPT_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_e07ccb9d9606a104() {
+intgo _wrap_EUNSUPPORTED_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1224,7 +1224,7 @@ intgo _wrap_EUNSUPPORTED_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_e07ccb9d9606a104() {
+intgo _wrap_ENOTFOUND_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1236,7 +1236,7 @@ intgo _wrap_ENOTFOUND_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_e07ccb9d9606a104() {
+intgo _wrap_EINTERNAL_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1248,7 +1248,7 @@ intgo _wrap_EINTERNAL_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_e07ccb9d9606a104() {
+intgo _wrap_ENODEVICE_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1260,7 +1260,7 @@ intgo _wrap_ENODEVICE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EABORTED_swig_e07ccb9d9606a104() {
+intgo _wrap_EABORTED_swig_1f0e8f6d12fb9706() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1272,7 +1272,7 @@ intgo _wrap_EABORTED_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_e07ccb9d9606a104() {
+intgo _wrap_DTYPE_FLOAT32_swig_1f0e8f6d12fb9706() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1284,7 +1284,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_e07ccb9d9606a104() {
+intgo _wrap_DTYPE_FLOAT16_swig_1f0e8f6d12fb9706() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1296,7 +1296,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_e07ccb9d9606a104() {
+intgo _wrap_DTYPE_BFLOAT16_swig_1f0e8f6d12fb9706() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1308,7 +1308,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_e07ccb9d9606a104() {
+intgo _wrap_DTYPE_FLOAT64_swig_1f0e8f6d12fb9706() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1320,7 +1320,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_e07ccb9d9606a104() {
+intgo _wrap_DTYPE_INT32_swig_1f0e8f6d12fb9706() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1332,7 +1332,7 @@ intgo _wrap_DTYPE_INT32_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_e07ccb9d9606a104() {
+intgo _wrap_DTYPE_INT64_swig_1f0e8f6d12fb9706() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1344,7 +1344,7 @@ intgo _wrap_DTYPE_INT64_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_e07ccb9d9606a104() {
+intgo _wrap_DTYPE_UINT8_swig_1f0e8f6d12fb9706() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1356,7 +1356,7 @@ intgo _wrap_DTYPE_UINT8_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_e07ccb9d9606a104() {
+intgo _wrap_DEVICE_HOST_swig_1f0e8f6d12fb9706() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1368,7 +1368,7 @@ intgo _wrap_DEVICE_HOST_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_e07ccb9d9606a104() {
+intgo _wrap_DEVICE_CUDA_swig_1f0e8f6d12fb9706() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1380,7 +1380,19 @@ intgo _wrap_DEVICE_CUDA_swig_e07ccb9d9606a104() {
 }
 
 
-_gostring_ _wrap_status_string_swig_e07ccb9d9606a104(intgo _swig_go_0) {
+intgo _wrap_DELTA_FULL_swig_1f0e8f6d12fb9706() {
+  enum shardrec_delta_flag result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DELTA_FULL;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_status_string_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1393,7 +1405,7 @@ _gostring_ _wrap_status_string_swig_e07ccb9d9606a104(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_e07ccb9d9606a104() {
+intgo _wrap_version_swig_1f0e8f6d12fb9706() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1404,7 +1416,7 @@ intgo _wrap_version_swig_e07ccb9d9606a104() {
 }
 
 
-_gostring_ _wrap_version_string_swig_e07ccb9d9606a104() {
+_gostring_ _wrap_version_string_swig_1f0e8f6d12fb9706() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1415,7 +1427,7 @@ _gostring_ _wrap_version_string_swig_e07ccb9d9606a104() {
 }
 
 
-long long _wrap_dtype_size_swig_e07ccb9d9606a104(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1428,7 +1440,7 @@ long long _wrap_dtype_size_swig_e07ccb9d9606a104(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_e07ccb9d9606a104() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_1f0e8f6d12fb9706() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1440,7 +1452,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_e07ccb9d9606a104() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_1f0e8f6d12fb9706() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1452,7 +1464,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_e07ccb9d9606a104() {
+intgo _wrap_SHARDING_ROW_WISE_swig_1f0e8f6d12fb9706() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1464,7 +1476,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_e07ccb9d9606a104() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1476,7 +1488,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_e07ccb9d9606a104() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_1f0e8f6d12fb9706() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1488,7 +1500,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_e07ccb9d9606a104() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1500,7 +1512,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_e07ccb9d9606a104() {
+intgo _wrap_SHARDING_GRID_swig_1f0e8f6d12fb9706() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1512,7 +1524,7 @@ intgo _wrap_SHARDING_GRID_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_e07ccb9d9606a104() {
+intgo _wrap_POOLING_SUM_swig_1f0e8f6d12fb9706() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1524,7 +1536,7 @@ intgo _wrap_POOLING_SUM_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_e07ccb9d9606a104() {
+intgo _wrap_POOLING_MEAN_swig_1f0e8f6d12fb9706() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1536,7 +1548,7 @@ intgo _wrap_POOLING_MEAN_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_e07ccb9d9606a104() {
+intgo _wrap_POOLING_NONE_swig_1f0e8f6d12fb9706() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1548,7 +1560,7 @@ intgo _wrap_POOLING_NONE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_e07ccb9d9606a104() {
+intgo _wrap_INIT_DEFAULT_swig_1f0e8f6d12fb9706() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1560,7 +1572,7 @@ intgo _wrap_INIT_DEFAULT_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_e07ccb9d9606a104() {
+intgo _wrap_INIT_UNIFORM_swig_1f0e8f6d12fb9706() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1572,7 +1584,7 @@ intgo _wrap_INIT_UNIFORM_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_e07ccb9d9606a104() {
+intgo _wrap_INIT_CONSTANT_swig_1f0e8f6d12fb9706() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1584,7 +1596,7 @@ intgo _wrap_INIT_CONSTANT_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_e07ccb9d9606a104() {
+intgo _wrap_OPTIMIZER_SGD_swig_1f0e8f6d12fb9706() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1596,7 +1608,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_e07ccb9d9606a104() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_1f0e8f6d12fb9706() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1608,7 +1620,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e07ccb9d9606a104() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_1f0e8f6d12fb9706() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1620,7 +1632,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_e07ccb9d9606a104() {
+intgo _wrap_OPTIMIZER_ADAM_swig_1f0e8f6d12fb9706() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1632,7 +1644,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e07ccb9d9606a104() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_1f0e8f6d12fb9706() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1644,7 +1656,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_e07ccb9d9606a104() {
+intgo _wrap_OPTIMIZER_LAMB_swig_1f0e8f6d12fb9706() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1656,7 +1668,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_e07ccb9d9606a104() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_1f0e8f6d12fb9706() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1668,7 +1680,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_e07ccb9d9606a104() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_1f0e8f6d12fb9706() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1680,7 +1692,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_e07ccb9d9606a104() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_1f0e8f6d12fb9706() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1692,7 +1704,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1704,7 +1716,7 @@ void _wrap_optimizer_config_version_set_swig_e07ccb9d9606a104(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1717,7 +1729,7 @@ intgo _wrap_optimizer_config_version_get_swig_e07ccb9d9606a104(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1729,7 +1741,7 @@ void _wrap_optimizer_config_Xtype_set_swig_e07ccb9d9606a104(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1742,7 +1754,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_e07ccb9d9606a104(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1754,7 +1766,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_e07ccb9d9606a104(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1767,7 +1779,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_e07ccb9d9606a104(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1779,7 +1791,7 @@ void _wrap_optimizer_config_eps_set_swig_e07ccb9d9606a104(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1792,7 +1804,7 @@ float _wrap_optimizer_config_eps_get_swig_e07ccb9d9606a104(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1804,7 +1816,7 @@ void _wrap_optimizer_config_beta1_set_swig_e07ccb9d9606a104(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1817,7 +1829,7 @@ float _wrap_optimizer_config_beta1_get_swig_e07ccb9d9606a104(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1829,7 +1841,7 @@ void _wrap_optimizer_config_beta2_set_swig_e07ccb9d9606a104(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1842,7 +1854,7 @@ float _wrap_optimizer_config_beta2_get_swig_e07ccb9d9606a104(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1854,7 +1866,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1867,7 +1879,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1879,7 +1891,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_e07ccb9d9606a104(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1892,7 +1904,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_e07ccb9d9606a104(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1904,7 +1916,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_e07ccb9d9606a104(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1917,7 +1929,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_e07ccb9d9606a104(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_e07ccb9d9606a104() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_1f0e8f6d12fb9706() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1928,7 +1940,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_e07ccb9d9606a1
 }
 
 
-void _wrap_delete_optimizer_config_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1938,7 +1950,7 @@ void _wrap_delete_optimizer_config_swig_e07ccb9d9606a104(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_e07ccb9d9606a104(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1970,7 +1982,7 @@ _gostring_ _wrap_optimizer_config_init_swig_e07ccb9d9606a104(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_e07ccb9d9606a104() {
+intgo _wrap_EVICTION_NONE_swig_1f0e8f6d12fb9706() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1982,7 +1994,7 @@ intgo _wrap_EVICTION_NONE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_e07ccb9d9606a104() {
+intgo _wrap_EVICTION_LRU_swig_1f0e8f6d12fb9706() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1994,7 +2006,7 @@ intgo _wrap_EVICTION_LRU_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_e07ccb9d9606a104() {
+intgo _wrap_EVICTION_LFU_swig_1f0e8f6d12fb9706() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2006,7 +2018,7 @@ intgo _wrap_EVICTION_LFU_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_e07ccb9d9606a104() {
+intgo _wrap_EVICTION_TTL_swig_1f0e8f6d12fb9706() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2018,7 +2030,7 @@ intgo _wrap_EVICTION_TTL_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_EVICTION_SCORE_swig_e07ccb9d9606a104() {
+intgo _wrap_EVICTION_SCORE_swig_1f0e8f6d12fb9706() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2030,7 +2042,7 @@ intgo _wrap_EVICTION_SCORE_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2042,7 +2054,7 @@ void _wrap_dynamic_table_config_version_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2055,7 +2067,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2067,7 +2079,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2080,7 +2092,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2092,7 +2104,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_e07ccb9d9606a104(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2105,7 +2117,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_e07ccb9d9606a104(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2117,7 +2129,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_e07ccb9d9606a104(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2130,7 +2142,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_e07ccb9d9606a104(struct 
 }
 
 
-void _wrap_dynamic_table_config_capacity_bytes_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2142,7 +2154,7 @@ void _wrap_dynamic_table_config_capacity_bytes_set_swig_e07ccb9d9606a104(struct 
 }
 
 
-long long _wrap_dynamic_table_config_capacity_bytes_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_capacity_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2155,7 +2167,7 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_e07ccb9d9606a104(st
 }
 
 
-void _wrap_dynamic_table_config_admission_decay_steps_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2167,7 +2179,7 @@ void _wrap_dynamic_table_config_admission_decay_steps_set_swig_e07ccb9d9606a104(
 }
 
 
-long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2180,7 +2192,7 @@ long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_e07ccb9d9606
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_e07ccb9d9606a104() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_1f0e8f6d12fb9706() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2191,7 +2203,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_e07ccb
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2201,7 +2213,7 @@ void _wrap_delete_dynamic_table_config_swig_e07ccb9d9606a104(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2233,7 +2245,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2245,7 +2257,7 @@ void _wrap_Topology_t_version_set_swig_e07ccb9d9606a104(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2258,7 +2270,7 @@ intgo _wrap_Topology_t_version_get_swig_e07ccb9d9606a104(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2270,7 +2282,7 @@ void _wrap_Topology_t_world_size_set_swig_e07ccb9d9606a104(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2283,7 +2295,7 @@ intgo _wrap_Topology_t_world_size_get_swig_e07ccb9d9606a104(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2295,7 +2307,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_e07ccb9d9606a104(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2308,7 +2320,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2320,7 +2332,7 @@ void _wrap_Topology_t_device_type_set_swig_e07ccb9d9606a104(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2333,7 +2345,7 @@ intgo _wrap_Topology_t_device_type_get_swig_e07ccb9d9606a104(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2345,7 +2357,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_e07ccb9d9606a104(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2358,7 +2370,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2370,7 +2382,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_e07ccb9d9606a104(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2383,7 +2395,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_e07ccb9d9606a104(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2395,7 +2407,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_e07ccb9d9606a104(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2408,7 +2420,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_e07ccb9d9606a104(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2420,7 +2432,7 @@ void _wrap_Topology_t_batch_size_set_swig_e07ccb9d9606a104(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2433,7 +2445,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_e07ccb9d9606a104(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2445,7 +2457,7 @@ void _wrap_Topology_t_optimizer_set_swig_e07ccb9d9606a104(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2458,7 +2470,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_e07ccb9d9606a104(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2470,7 +2482,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2483,7 +2495,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2495,7 +2507,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2508,7 +2520,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2520,7 +2532,7 @@ void _wrap_Topology_t_collective_latency_set_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2533,7 +2545,7 @@ double _wrap_Topology_t_collective_latency_get_swig_e07ccb9d9606a104(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2545,7 +2557,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_e07ccb9d9606a104(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2558,7 +2570,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_e07ccb9d9606a104(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_e07ccb9d9606a104() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_1f0e8f6d12fb9706() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2569,7 +2581,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_delete_Topology_t_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2579,7 +2591,7 @@ void _wrap_delete_Topology_t_swig_e07ccb9d9606a104(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2611,7 +2623,7 @@ _gostring_ _wrap_topology_init_swig_e07ccb9d9606a104(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2623,7 +2635,7 @@ void _wrap_comm_options_version_set_swig_e07ccb9d9606a104(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2636,7 +2648,7 @@ intgo _wrap_comm_options_version_get_swig_e07ccb9d9606a104(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2648,7 +2660,7 @@ void _wrap_comm_options_timeout_ms_set_swig_e07ccb9d9606a104(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2661,7 +2673,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2673,7 +2685,7 @@ void _wrap_comm_options_backend_set_swig_e07ccb9d9606a104(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2686,7 +2698,7 @@ intgo _wrap_comm_options_backend_get_swig_e07ccb9d9606a104(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2698,7 +2710,7 @@ void _wrap_comm_options_device_type_set_swig_e07ccb9d9606a104(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2711,7 +2723,7 @@ intgo _wrap_comm_options_device_type_get_swig_e07ccb9d9606a104(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2723,7 +2735,7 @@ void _wrap_comm_options_device_index_set_swig_e07ccb9d9606a104(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2736,7 +2748,7 @@ intgo _wrap_comm_options_device_index_get_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2760,7 +2772,7 @@ void _wrap_comm_options_bind_address_set_swig_e07ccb9d9606a104(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2773,7 +2785,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_e07ccb9d9606a104(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2785,7 +2797,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2798,7 +2810,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_e07ccb9d9606a104(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_e07ccb9d9606a104() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_1f0e8f6d12fb9706() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2809,7 +2821,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_delete_comm_options_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2819,7 +2831,7 @@ void _wrap_delete_comm_options_swig_e07ccb9d9606a104(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_e07ccb9d9606a104(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2851,7 +2863,7 @@ _gostring_ _wrap_comm_options_init_swig_e07ccb9d9606a104(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2881,7 +2893,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2919,7 +2931,7 @@ _gostring_ _wrap_comm_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2955,7 +2967,7 @@ _gostring_ _wrap_comm_create_local_group_swig_e07ccb9d9606a104(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -2991,7 +3003,7 @@ _gostring_ _wrap_comm_split_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3023,7 +3035,7 @@ _gostring_ _wrap_comm_rank_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3055,7 +3067,7 @@ _gostring_ _wrap_comm_size_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3087,7 +3099,7 @@ _gostring_ _wrap_comm_set_timeout_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3117,7 +3129,7 @@ _gostring_ _wrap_comm_abort_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3147,7 +3159,7 @@ _gostring_ _wrap_comm_async_error_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3157,7 +3169,7 @@ void _wrap_comm_destroy_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3199,7 +3211,7 @@ _gostring_ _wrap_comm_allreduce_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3239,7 +3251,7 @@ _gostring_ _wrap_comm_broadcast_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3279,7 +3291,7 @@ _gostring_ _wrap_comm_allgather_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3309,7 +3321,7 @@ _gostring_ _wrap_comm_barrier_swig_e07ccb9d9606a104(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3343,7 +3355,7 @@ _gostring_ _wrap_comm_create_mpi_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3375,7 +3387,7 @@ _gostring_ _wrap_comm_create_from_env_swig_e07ccb9d9606a104(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3407,7 +3419,7 @@ _gostring_ _wrap_comm_local_rank_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3439,7 +3451,7 @@ _gostring_ _wrap_comm_local_size_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3471,7 +3483,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_e07ccb9d9606a104(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3483,7 +3495,7 @@ void _wrap_Shard_t_row_offset_set_swig_e07ccb9d9606a104(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3496,7 +3508,7 @@ long long _wrap_Shard_t_row_offset_get_swig_e07ccb9d9606a104(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3508,7 +3520,7 @@ void _wrap_Shard_t_rows_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3521,7 +3533,7 @@ long long _wrap_Shard_t_rows_get_swig_e07ccb9d9606a104(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3533,7 +3545,7 @@ void _wrap_Shard_t_col_offset_set_swig_e07ccb9d9606a104(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3546,7 +3558,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_e07ccb9d9606a104(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3558,7 +3570,7 @@ void _wrap_Shard_t_cols_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3571,7 +3583,7 @@ intgo _wrap_Shard_t_cols_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3583,7 +3595,7 @@ void _wrap_Shard_t_rank_set_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3596,7 +3608,7 @@ intgo _wrap_Shard_t_rank_get_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_e07ccb9d9606a104() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_1f0e8f6d12fb9706() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3607,7 +3619,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_delete_Shard_t_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3617,7 +3629,7 @@ void _wrap_delete_Shard_t_swig_e07ccb9d9606a104(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3653,7 +3665,7 @@ _gostring_ _wrap_plan_from_json_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3694,7 +3706,7 @@ _gostring_ _wrap_plan_to_json_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3735,7 +3747,7 @@ _gostring_ _wrap_plan_stats_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3767,7 +3779,7 @@ _gostring_ _wrap_plan_hash_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3799,7 +3811,7 @@ _gostring_ _wrap_plan_world_size_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3831,7 +3843,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_e07ccb9d9606a104(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3863,7 +3875,7 @@ _gostring_ _wrap_plan_num_tables_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3895,7 +3907,7 @@ _gostring_ _wrap_plan_num_features_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3934,7 +3946,7 @@ _gostring_ _wrap_plan_feature_name_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3973,7 +3985,7 @@ _gostring_ _wrap_plan_table_name_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4012,7 +4024,7 @@ _gostring_ _wrap_plan_find_table_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4046,7 +4058,7 @@ _gostring_ _wrap_plan_table_rows_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4080,7 +4092,7 @@ _gostring_ _wrap_plan_table_dim_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4116,7 +4128,7 @@ _gostring_ _wrap_plan_table_sharding_swig_e07ccb9d9606a104(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4152,7 +4164,7 @@ _gostring_ _wrap_plan_shard_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4164,7 +4176,7 @@ void _wrap_calibrate_options_version_set_swig_e07ccb9d9606a104(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4177,7 +4189,7 @@ intgo _wrap_calibrate_options_version_get_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4189,7 +4201,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_e07ccb9d9606a104(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4202,7 +4214,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_e07ccb9d9606a104(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4214,7 +4226,7 @@ void _wrap_calibrate_options_time_budget_set_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4227,7 +4239,7 @@ double _wrap_calibrate_options_time_budget_get_swig_e07ccb9d9606a104(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4239,7 +4251,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_e07ccb9d9606a104(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4252,7 +4264,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_e07ccb9d9606a104(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4264,7 +4276,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_e07ccb9d9606a104(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4277,7 +4289,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_e07ccb9d9606a104(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_e07ccb9d9606a104() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_1f0e8f6d12fb9706() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4288,7 +4300,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_e07ccb9d9606
 }
 
 
-void _wrap_delete_calibrate_options_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4298,7 +4310,7 @@ void _wrap_delete_calibrate_options_swig_e07ccb9d9606a104(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_e07ccb9d9606a104(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4330,7 +4342,7 @@ _gostring_ _wrap_calibrate_options_init_swig_e07ccb9d9606a104(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4342,7 +4354,7 @@ void _wrap_calibration_version_set_swig_e07ccb9d9606a104(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4355,7 +4367,7 @@ intgo _wrap_calibration_version_get_swig_e07ccb9d9606a104(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4367,7 +4379,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4380,7 +4392,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4392,7 +4404,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4405,7 +4417,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4417,7 +4429,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_e07ccb9d9606a104(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4430,7 +4442,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_e07ccb9d9606a104(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4442,7 +4454,7 @@ void _wrap_calibration_loopback_latency_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4455,7 +4467,7 @@ double _wrap_calibration_loopback_latency_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4467,7 +4479,7 @@ void _wrap_calibration_handoff_latency_set_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4480,7 +4492,7 @@ double _wrap_calibration_handoff_latency_get_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4492,7 +4504,7 @@ void _wrap_calibration_elapsed_set_swig_e07ccb9d9606a104(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4505,7 +4517,7 @@ double _wrap_calibration_elapsed_get_swig_e07ccb9d9606a104(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4517,7 +4529,7 @@ void _wrap_calibration_oversubscription_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4530,7 +4542,7 @@ double _wrap_calibration_oversubscription_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_e07ccb9d9606a104() {
+struct shardrec_calibration *_wrap_new_calibration_swig_1f0e8f6d12fb9706() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4541,7 +4553,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_delete_calibration_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4551,7 +4563,7 @@ void _wrap_delete_calibration_swig_e07ccb9d9606a104(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_e07ccb9d9606a104(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4583,7 +4595,7 @@ _gostring_ _wrap_calibration_init_swig_e07ccb9d9606a104(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4617,7 +4629,7 @@ _gostring_ _wrap_topology_calibrate_swig_e07ccb9d9606a104(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_e07ccb9d9606a104(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_from_comm_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4649,7 +4661,7 @@ _gostring_ _wrap_topology_from_comm_swig_e07ccb9d9606a104(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4659,7 +4671,7 @@ void _wrap_plan_destroy_swig_e07ccb9d9606a104(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_e07ccb9d9606a104() {
+intgo _wrap_BOUNDS_ERROR_swig_1f0e8f6d12fb9706() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4671,7 +4683,7 @@ intgo _wrap_BOUNDS_ERROR_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_e07ccb9d9606a104() {
+intgo _wrap_BOUNDS_CLAMP_swig_1f0e8f6d12fb9706() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4683,7 +4695,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_e07ccb9d9606a104() {
+intgo _wrap_BOUNDS_SKIP_swig_1f0e8f6d12fb9706() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4695,7 +4707,7 @@ intgo _wrap_BOUNDS_SKIP_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4707,7 +4719,7 @@ void _wrap_embedding_options_version_set_swig_e07ccb9d9606a104(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4720,7 +4732,7 @@ intgo _wrap_embedding_options_version_get_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4732,7 +4744,7 @@ void _wrap_embedding_options_seed_set_swig_e07ccb9d9606a104(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4745,7 +4757,7 @@ long long _wrap_embedding_options_seed_get_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4757,7 +4769,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_e07ccb9d9606a104(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4770,7 +4782,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_e07ccb9d9606a104(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4782,7 +4794,7 @@ void _wrap_embedding_options_num_threads_set_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4795,7 +4807,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4807,7 +4819,7 @@ void _wrap_embedding_options_dp_comm_set_swig_e07ccb9d9606a104(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4820,7 +4832,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_e07ccb9d9606a104(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4832,7 +4844,7 @@ void _wrap_embedding_options_device_type_set_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4845,7 +4857,7 @@ intgo _wrap_embedding_options_device_type_get_swig_e07ccb9d9606a104(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4857,7 +4869,7 @@ void _wrap_embedding_options_device_index_set_swig_e07ccb9d9606a104(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4870,7 +4882,7 @@ intgo _wrap_embedding_options_device_index_get_swig_e07ccb9d9606a104(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4882,7 +4894,7 @@ void _wrap_embedding_options_non_finite_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4895,7 +4907,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4907,7 +4919,7 @@ void _wrap_embedding_options_table_memory_set_swig_e07ccb9d9606a104(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4920,7 +4932,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_e07ccb9d9606a104(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4932,7 +4944,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_e07ccb9d9606a104(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4945,7 +4957,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_e07ccb9d9606a104(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4957,7 +4969,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_e07ccb9d9606a104(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4970,7 +4982,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_e07ccb9d9606a104(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4982,7 +4994,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_e07ccb9d9606a104(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4995,7 +5007,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_e07ccb9d9606a104(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5007,7 +5019,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_e07ccb9d9606a104(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5020,7 +5032,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_e07ccb9d9606a104(st
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_e07ccb9d9606a104() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_1f0e8f6d12fb9706() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -5031,7 +5043,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_e07ccb9d9606
 }
 
 
-void _wrap_delete_embedding_options_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -5041,7 +5053,7 @@ void _wrap_delete_embedding_options_swig_e07ccb9d9606a104(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_e07ccb9d9606a104() {
+intgo _wrap_COMM_ENCODING_FP32_swig_1f0e8f6d12fb9706() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5053,7 +5065,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_e07ccb9d9606a104() {
+intgo _wrap_COMM_ENCODING_FP16_swig_1f0e8f6d12fb9706() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5065,7 +5077,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_e07ccb9d9606a104() {
+intgo _wrap_COMM_ENCODING_BF16_swig_1f0e8f6d12fb9706() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5077,7 +5089,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e07ccb9d9606a104() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_1f0e8f6d12fb9706() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5089,7 +5101,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e07ccb9d9606a104() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_1f0e8f6d12fb9706() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5101,7 +5113,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_e07ccb9d9606a104() {
+intgo _wrap_NON_FINITE_CHECK_swig_1f0e8f6d12fb9706() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5113,7 +5125,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_e07ccb9d9606a104() {
+intgo _wrap_NON_FINITE_ALLOW_swig_1f0e8f6d12fb9706() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5125,7 +5137,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_e07ccb9d9606a104() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_e07ccb9d9606a104(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5157,7 +5169,7 @@ _gostring_ _wrap_embedding_options_init_swig_e07ccb9d9606a104(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5195,7 +5207,7 @@ _gostring_ _wrap_embedding_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5205,7 +5217,7 @@ void _wrap_embedding_destroy_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5237,7 +5249,7 @@ _gostring_ _wrap_embedding_output_dim_swig_e07ccb9d9606a104(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5269,7 +5281,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_e07ccb9d9606a104(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5301,7 +5313,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_e07ccb9d9606a104(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5339,7 +5351,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_e07ccb9d9606a104(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5377,7 +5389,7 @@ _gostring_ _wrap_embedding_backward_swig_e07ccb9d9606a104(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5413,7 +5425,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_e07ccb9d9606a104(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5447,7 +5459,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5481,7 +5493,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_e07ccb9d9606a104(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5511,7 +5523,7 @@ _gostring_ _wrap_embedding_synchronize_swig_e07ccb9d9606a104(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5543,7 +5555,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_e07ccb9d9606a104(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5575,7 +5587,7 @@ _gostring_ _wrap_embedding_num_steps_swig_e07ccb9d9606a104(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5607,7 +5619,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_e07ccb9d9606a104(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5650,7 +5662,7 @@ _gostring_ _wrap_embedding_get_weights_swig_e07ccb9d9606a104(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5693,7 +5705,7 @@ _gostring_ _wrap_embedding_set_weights_swig_e07ccb9d9606a104(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5725,7 +5737,7 @@ _gostring_ _wrap_embedding_num_states_swig_e07ccb9d9606a104(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5766,7 +5778,7 @@ _gostring_ _wrap_embedding_state_info_swig_e07ccb9d9606a104(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5816,7 +5828,7 @@ _gostring_ _wrap_embedding_get_state_swig_e07ccb9d9606a104(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5866,7 +5878,7 @@ _gostring_ _wrap_embedding_set_state_swig_e07ccb9d9606a104(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5900,7 +5912,7 @@ _gostring_ _wrap_embedding_timings_swig_e07ccb9d9606a104(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5939,7 +5951,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_e07ccb9d9606a104(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -5978,7 +5990,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_e07ccb9d9606a104(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6017,7 +6029,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_e07ccb9d9606a104(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -6065,7 +6077,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_e07ccb9d9606a104(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6097,7 +6109,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_e07ccb9d9606a104(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6147,7 +6159,7 @@ _gostring_ _wrap_embedding_output_info_swig_e07ccb9d9606a104(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6159,7 +6171,7 @@ void _wrap_step_timings_version_set_swig_e07ccb9d9606a104(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6172,7 +6184,7 @@ intgo _wrap_step_timings_version_get_swig_e07ccb9d9606a104(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6184,7 +6196,7 @@ void _wrap_step_timings_forwards_set_swig_e07ccb9d9606a104(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6197,7 +6209,7 @@ long long _wrap_step_timings_forwards_get_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6209,7 +6221,7 @@ void _wrap_step_timings_backwards_set_swig_e07ccb9d9606a104(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6222,7 +6234,7 @@ long long _wrap_step_timings_backwards_get_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6234,7 +6246,7 @@ void _wrap_step_timings_samples_set_swig_e07ccb9d9606a104(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6247,7 +6259,7 @@ long long _wrap_step_timings_samples_get_swig_e07ccb9d9606a104(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6259,7 +6271,7 @@ void _wrap_step_timings_total_seconds_set_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6272,7 +6284,7 @@ double _wrap_step_timings_total_seconds_get_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6284,7 +6296,7 @@ void _wrap_step_timings_collective_seconds_set_swig_e07ccb9d9606a104(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6297,7 +6309,7 @@ double _wrap_step_timings_collective_seconds_get_swig_e07ccb9d9606a104(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6309,7 +6321,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_e07ccb9d9606a104(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6322,7 +6334,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_e07ccb9d9606a104(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6334,7 +6346,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6347,7 +6359,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6359,7 +6371,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_e07ccb9d9606a104(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6372,7 +6384,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_e07ccb9d9606a104(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6384,7 +6396,7 @@ void _wrap_step_timings_backward_seconds_set_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6397,7 +6409,7 @@ double _wrap_step_timings_backward_seconds_get_swig_e07ccb9d9606a104(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6409,7 +6421,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_e07ccb9d9606a104(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6422,7 +6434,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_e07ccb9d9606a104(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_e07ccb9d9606a104() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_1f0e8f6d12fb9706() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6433,7 +6445,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_delete_step_timings_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6443,7 +6455,7 @@ void _wrap_delete_step_timings_swig_e07ccb9d9606a104(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_e07ccb9d9606a104(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6475,7 +6487,7 @@ _gostring_ _wrap_step_timings_init_swig_e07ccb9d9606a104(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6507,7 +6519,7 @@ _gostring_ _wrap_embedding_step_timings_swig_e07ccb9d9606a104(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_training_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_set_training_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6539,7 +6551,7 @@ _gostring_ _wrap_embedding_set_training_swig_e07ccb9d9606a104(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_is_training_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_training_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -6571,7 +6583,7 @@ _gostring_ _wrap_embedding_is_training_swig_e07ccb9d9606a104(shardrec_embedding_
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6583,7 +6595,7 @@ void _wrap_dynamic_table_stats_version_set_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6596,7 +6608,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6608,7 +6620,7 @@ void _wrap_dynamic_table_stats_size_set_swig_e07ccb9d9606a104(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6621,7 +6633,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_e07ccb9d9606a104(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6633,7 +6645,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6646,7 +6658,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_e07ccb9d9606a104(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6658,7 +6670,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_e07ccb9d9606a104(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6671,7 +6683,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_e07ccb9d9606a104(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6683,7 +6695,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_e07ccb9d9606a104(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6696,7 +6708,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_e07ccb9d9606a104(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6708,7 +6720,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_e07ccb9d9606a104(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6721,7 +6733,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_e07ccb9d9606a104(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6733,7 +6745,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_e07ccb9d9606a104
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6746,7 +6758,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_e07ccb9d960
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6758,7 +6770,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_e07ccb9d9606a104(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6771,7 +6783,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_e07ccb9d9606a104
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6783,7 +6795,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_e07ccb9d9606a104(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6796,7 +6808,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_e07ccb9d9606a104(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6808,7 +6820,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_e07ccb9d9606a104(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6821,7 +6833,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_e07ccb9d9606a104(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6833,7 +6845,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_e07ccb9d9606a10
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6846,7 +6858,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_e07ccb9d96
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6858,7 +6870,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_e07ccb9d9606a104(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6871,7 +6883,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_e07ccb9d9606a10
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6883,7 +6895,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_e07ccb9d9606a104(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6896,7 +6908,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_e07ccb9d9606a104(str
 }
 
 
-void _wrap_dynamic_table_stats_capacity_bytes_set_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6908,7 +6920,7 @@ void _wrap_dynamic_table_stats_capacity_bytes_set_swig_e07ccb9d9606a104(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6921,7 +6933,7 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_e07ccb9d9606a104(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_e07ccb9d9606a104() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_1f0e8f6d12fb9706() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -6932,7 +6944,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_e07ccb9d
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -6942,7 +6954,7 @@ void _wrap_delete_dynamic_table_stats_swig_e07ccb9d9606a104(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6974,7 +6986,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7013,7 +7025,7 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_e07ccb9d9606a104(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7050,7 +7062,7 @@ _gostring_ _wrap_embedding_dynamic_mark_swig_e07ccb9d9606a104(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7101,7 +7113,60 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_e07ccb9d9606a104(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  float *arg4 = (float *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  size_t *arg8 = (size_t *) 0 ;
+  size_t *arg9 = (size_t *) 0 ;
+  uint32_t *arg10 = (uint32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (size_t)_swig_go_4; 
+  arg6 = (int64_t *)_swig_go_5.array; 
+  arg7 = (size_t)_swig_go_6; 
+  arg8 = (size_t *)_swig_go_7.array; 
+  arg9 = (size_t *)_swig_go_8.array; 
+  arg10 = (uint32_t *)_swig_go_9.array; 
+  
+  result = (shardrec_status_t)shardrec_embedding_dynamic_delta_ext(arg1,(char const *)arg2,arg3,arg4,arg5,arg6,arg7,arg8,arg9,arg10);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7146,7 +7211,7 @@ _gostring_ _wrap_embedding_dynamic_set_scores_swig_e07ccb9d9606a104(shardrec_emb
 }
 
 
-_gostring_ _wrap_device_count_swig_e07ccb9d9606a104(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7176,7 +7241,7 @@ _gostring_ _wrap_device_count_swig_e07ccb9d9606a104(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_e07ccb9d9606a104(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_1f0e8f6d12fb9706(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -7208,7 +7273,7 @@ _gostring_ _wrap_device_check_swig_e07ccb9d9606a104(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7220,7 +7285,7 @@ void _wrap_mesh_options_version_set_swig_e07ccb9d9606a104(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7233,7 +7298,7 @@ intgo _wrap_mesh_options_version_get_swig_e07ccb9d9606a104(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7245,7 +7310,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_e07ccb9d9606a104(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7258,7 +7323,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_e07ccb9d9606a104(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7270,7 +7335,7 @@ void _wrap_mesh_options_layout_set_swig_e07ccb9d9606a104(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7283,7 +7348,7 @@ intgo _wrap_mesh_options_layout_get_swig_e07ccb9d9606a104(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7295,7 +7360,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7308,7 +7373,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7320,7 +7385,7 @@ void _wrap_mesh_options_sync_interval_set_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7333,7 +7398,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7345,7 +7410,7 @@ void _wrap_mesh_options_sync_mode_set_swig_e07ccb9d9606a104(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7358,7 +7423,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_e07ccb9d9606a104(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_e07ccb9d9606a104() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_1f0e8f6d12fb9706() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -7369,7 +7434,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_delete_mesh_options_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -7379,7 +7444,7 @@ void _wrap_delete_mesh_options_swig_e07ccb9d9606a104(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_e07ccb9d9606a104(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7411,7 +7476,7 @@ _gostring_ _wrap_mesh_options_init_swig_e07ccb9d9606a104(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -7445,7 +7510,7 @@ _gostring_ _wrap_mesh_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -7455,7 +7520,7 @@ void _wrap_mesh_destroy_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7493,7 +7558,7 @@ _gostring_ _wrap_mesh_coords_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7525,7 +7590,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7557,7 +7622,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -7598,7 +7663,7 @@ _gostring_ _wrap_mesh_describe_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -7636,7 +7701,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -7670,7 +7735,7 @@ _gostring_ _wrap_mesh_sync_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7704,7 +7769,7 @@ _gostring_ _wrap_mesh_step_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7740,7 +7805,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7752,7 +7817,7 @@ void _wrap_checkpoint_options_version_set_swig_e07ccb9d9606a104(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7765,7 +7830,7 @@ intgo _wrap_checkpoint_options_version_get_swig_e07ccb9d9606a104(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -7777,7 +7842,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_e07ccb9d9606a104(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -7790,7 +7855,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_e07ccb9d9606a104(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7802,7 +7867,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_e07ccb9d9606a104(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7815,7 +7880,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_e07ccb9d9606a104(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7827,7 +7892,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_e07ccb9d9606a104(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7840,7 +7905,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_e07ccb9d9606a104(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7852,7 +7917,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_e07ccb9d9606a104(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7865,7 +7930,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_e07ccb9d9606a104(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7877,7 +7942,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_e07ccb9d9606a104(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7890,7 +7955,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_e07ccb9d9606a104(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_e07ccb9d9606a104() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_1f0e8f6d12fb9706() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -7901,7 +7966,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_e07ccb9d96
 }
 
 
-void _wrap_delete_checkpoint_options_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -7911,7 +7976,7 @@ void _wrap_delete_checkpoint_options_swig_e07ccb9d9606a104(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_e07ccb9d9606a104(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7943,7 +8008,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_e07ccb9d9606a104(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -7982,7 +8047,7 @@ _gostring_ _wrap_checkpoint_save_swig_e07ccb9d9606a104(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8021,7 +8086,7 @@ _gostring_ _wrap_checkpoint_load_swig_e07ccb9d9606a104(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8062,7 +8127,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_e07ccb9d9606a104(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8103,7 +8168,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_e07ccb9d9606a104(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8149,7 +8214,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_e07ccb9d9606a104(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8195,7 +8260,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_e07ccb9d9606a104(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_e07ccb9d9606a104() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_1f0e8f6d12fb9706() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -8206,7 +8271,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -8216,7 +8281,7 @@ void _wrap_bind_plan_spec_free_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -8229,7 +8294,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_e07ccb9d9606a104(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -8268,7 +8333,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_e07ccb9d9606a104(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -8325,7 +8390,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_e07ccb9d9606a104(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -8357,7 +8422,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_e07ccb9d9606a104(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -8389,7 +8454,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_e07ccb9d9606a104(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -8426,7 +8491,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_e07ccb9d9606a104(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -8479,7 +8544,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_e07ccb9d9606a104(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8515,7 +8580,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_e07ccb9d9606a104(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -8547,7 +8612,7 @@ _gostring_ _wrap_bind_plan_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8605,7 +8670,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_e07ccb9d9606a104(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8657,7 +8722,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_e07ccb9d9606a104(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_e07ccb9d9606a104(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -8696,7 +8761,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_e07ccb9d9606a104(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8754,7 +8819,7 @@ _gostring_ _wrap_bind_checkpoint_swig_e07ccb9d9606a104(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8818,7 +8883,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_e07ccb9d9606a104(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -8860,7 +8925,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_e07ccb9d9606a104
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -8902,7 +8967,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_e07ccb9d9606a104(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_e07ccb9d9606a104() {
+intgo _wrap_ACTIVATION_NONE_swig_1f0e8f6d12fb9706() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8914,7 +8979,7 @@ intgo _wrap_ACTIVATION_NONE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_e07ccb9d9606a104() {
+intgo _wrap_ACTIVATION_RELU_swig_1f0e8f6d12fb9706() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8926,7 +8991,7 @@ intgo _wrap_ACTIVATION_RELU_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_e07ccb9d9606a104() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_1f0e8f6d12fb9706() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -8938,7 +9003,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_e07ccb9d9606a104() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_e07ccb9d9606a104(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8968,7 +9033,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_e07ccb9d9606a104(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_e07ccb9d9606a104() {
+intgo _wrap_DENSE_MATH_FP32_swig_1f0e8f6d12fb9706() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -8980,7 +9045,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_e07ccb9d9606a104() {
+intgo _wrap_DENSE_MATH_TF32_swig_1f0e8f6d12fb9706() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -8992,7 +9057,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_e07ccb9d9606a104() {
+intgo _wrap_DENSE_MATH_BF16_swig_1f0e8f6d12fb9706() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9004,7 +9069,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_mlp_destroy_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -9014,7 +9079,7 @@ void _wrap_mlp_destroy_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9052,7 +9117,7 @@ _gostring_ _wrap_mlp_forward_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9090,7 +9155,7 @@ _gostring_ _wrap_mlp_infer_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9120,7 +9185,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9152,7 +9217,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -9197,7 +9262,7 @@ _gostring_ _wrap_dcn_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -9207,7 +9272,7 @@ void _wrap_dcn_destroy_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9245,7 +9310,7 @@ _gostring_ _wrap_dcn_forward_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9283,7 +9348,7 @@ _gostring_ _wrap_dcn_infer_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9313,7 +9378,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9345,7 +9410,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_e07ccb9d9606a104(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9379,7 +9444,7 @@ _gostring_ _wrap_dot_interaction_width_swig_e07ccb9d9606a104(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9423,7 +9488,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_e07ccb9d9606a104(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9463,7 +9528,7 @@ _gostring_ _wrap_bce_with_logits_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9495,7 +9560,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_e07ccb9d9606a104(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -9505,7 +9570,7 @@ void _wrap_dense_optimizer_destroy_swig_e07ccb9d9606a104(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -9537,7 +9602,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_e07ccb9d9606a104(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -9569,7 +9634,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_e07ccb9d9606a104(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -9601,7 +9666,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_e07ccb9d9606a104(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_e07ccb9d9606a104() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_1f0e8f6d12fb9706() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9613,7 +9678,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_e07ccb9d9606a104() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_1f0e8f6d12fb9706() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9625,7 +9690,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_ddp_destroy_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -9635,7 +9700,7 @@ void _wrap_ddp_destroy_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9665,7 +9730,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9697,7 +9762,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9727,7 +9792,7 @@ _gostring_ _wrap_ddp_finish_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -9759,7 +9824,7 @@ _gostring_ _wrap_ddp_set_sync_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -9769,7 +9834,7 @@ void _wrap_fsdp_destroy_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9801,7 +9866,7 @@ _gostring_ _wrap_fsdp_release_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9833,7 +9898,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9863,7 +9928,7 @@ _gostring_ _wrap_fsdp_step_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9893,7 +9958,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_e07ccb9d9606a104(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9927,7 +9992,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -9961,7 +10026,7 @@ _gostring_ _wrap_bind_mlp_device_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9995,7 +10060,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_e07ccb9d9606a104() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_1f0e8f6d12fb9706() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -10006,7 +10071,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_e07ccb9d9606a104() {
 }
 
 
-void _wrap_bind_param_list_free_swig_e07ccb9d9606a104(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -10016,7 +10081,7 @@ void _wrap_bind_param_list_free_swig_e07ccb9d9606a104(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_e07ccb9d9606a104(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -10048,7 +10113,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_e07ccb9d9606a104(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_e07ccb9d9606a104(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -10080,7 +10145,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_e07ccb9d9606a104(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -10112,7 +10177,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_e07ccb9d9606a104(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10165,7 +10230,7 @@ _gostring_ _wrap_bind_mlp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10224,7 +10289,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10262,7 +10327,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10300,7 +10365,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10334,7 +10399,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_e07ccb9d9606a104(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10368,7 +10433,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_e07ccb9d9606a104(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10409,7 +10474,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_e07ccb9d9606a104(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10450,7 +10515,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_e07ccb9d9606a104(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10488,7 +10553,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_e07ccb9d9606a104(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10526,7 +10591,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_e07ccb9d9606a104(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10570,7 +10635,7 @@ _gostring_ _wrap_bind_ddp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10610,7 +10675,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -10644,7 +10709,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_e07ccb9d9606a104(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -10680,7 +10745,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_e07ccb9d9606a104(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10722,7 +10787,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_e07ccb9d9606a104(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10764,7 +10829,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -10802,7 +10867,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10838,7 +10903,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10874,7 +10939,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_e07ccb9d9606a104(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10908,7 +10973,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_e07ccb9d9606a104(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10944,7 +11009,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_e07ccb9d9606a104(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10984,7 +11049,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_e07ccb9d9606a104(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11018,7 +11083,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_e07ccb9d9606a104(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11054,7 +11119,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_e07ccb9d9606a104(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11090,7 +11155,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_e07ccb9d9606a104(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_e07ccb9d9606a104() {
+intgo _wrap_SERVING_AS_TRAINED_swig_1f0e8f6d12fb9706() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11102,7 +11167,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_e07ccb9d9606a104() {
+intgo _wrap_SERVING_FP32_swig_1f0e8f6d12fb9706() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11114,7 +11179,7 @@ intgo _wrap_SERVING_FP32_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_e07ccb9d9606a104() {
+intgo _wrap_SERVING_FP16_swig_1f0e8f6d12fb9706() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11126,7 +11191,7 @@ intgo _wrap_SERVING_FP16_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_e07ccb9d9606a104() {
+intgo _wrap_SERVING_BF16_swig_1f0e8f6d12fb9706() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11138,7 +11203,7 @@ intgo _wrap_SERVING_BF16_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_e07ccb9d9606a104() {
+intgo _wrap_SERVING_INT8_swig_1f0e8f6d12fb9706() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11150,7 +11215,7 @@ intgo _wrap_SERVING_INT8_swig_e07ccb9d9606a104() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_e07ccb9d9606a104() {
+intgo _wrap_SERVING_INT4_swig_1f0e8f6d12fb9706() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11162,7 +11227,7 @@ intgo _wrap_SERVING_INT4_swig_e07ccb9d9606a104() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11199,7 +11264,7 @@ _gostring_ _wrap_inference_save_swig_e07ccb9d9606a104(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -11209,7 +11274,7 @@ void _wrap_inference_destroy_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -11241,7 +11306,7 @@ _gostring_ _wrap_inference_output_dim_swig_e07ccb9d9606a104(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -11273,7 +11338,7 @@ _gostring_ _wrap_inference_is_sequence_swig_e07ccb9d9606a104(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11305,7 +11370,7 @@ _gostring_ _wrap_inference_num_features_swig_e07ccb9d9606a104(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11337,7 +11402,7 @@ _gostring_ _wrap_inference_num_tables_swig_e07ccb9d9606a104(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11382,7 +11447,7 @@ _gostring_ _wrap_inference_table_info_swig_e07ccb9d9606a104(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_version_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11414,7 +11479,7 @@ _gostring_ _wrap_inference_version_swig_e07ccb9d9606a104(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -11446,7 +11511,7 @@ _gostring_ _wrap_inference_pin_swig_e07ccb9d9606a104(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_e07ccb9d9606a104(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -11456,7 +11521,7 @@ void _wrap_inference_unpin_swig_e07ccb9d9606a104(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_e07ccb9d9606a104(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11488,7 +11553,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_e07ccb9d9606a104(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -11529,7 +11594,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_e07ccb9d9606a104(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11566,7 +11631,7 @@ _gostring_ _wrap_inference_reload_swig_e07ccb9d9606a104(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_inference_apply_delta_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11617,7 +11682,60 @@ _gostring_ _wrap_inference_apply_delta_swig_e07ccb9d9606a104(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_e07ccb9d9606a104(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  float *arg4 = (float *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  uint32_t arg8 ;
+  uint64_t *arg9 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (float *)_swig_go_3.array; 
+  arg5 = (size_t)_swig_go_4; 
+  
+  arg6 = (int64_t *)_swig_go_5.array;
+  arg7 = (size_t)_swig_go_5.len;
+  
+  arg8 = (uint32_t)_swig_go_6; 
+  arg9 = (uint64_t *)_swig_go_7.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_apply_delta_ext(arg1,(char const *)arg2,(long const *)arg3,(float const *)arg4,arg5,(long const *)arg6,arg7,arg8,arg9);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -11673,7 +11791,7 @@ _gostring_ _wrap_bind_inference_open_swig_e07ccb9d9606a104(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_e07ccb9d9606a104(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -11733,7 +11851,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_e07ccb9d9606a104(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -11791,7 +11909,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_e07ccb9d9606a104(shardrec_i
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -11804,7 +11922,7 @@ void *_wrap_bind_host_alloc_floats_swig_e07ccb9d9606a104(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_e07ccb9d9606a104(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_1f0e8f6d12fb9706(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

@@ -74,6 +74,9 @@ pub const shardrec_device_type_SHARDREC_DEVICE_HOST: shardrec_device_type = 0;
 pub const shardrec_device_type_SHARDREC_DEVICE_CUDA: shardrec_device_type = 1;
 pub type shardrec_device_type = ::std::os::raw::c_uint;
 pub use self::shardrec_device_type as shardrec_device_type_t;
+pub const shardrec_delta_flag_SHARDREC_DELTA_FULL: shardrec_delta_flag = 1;
+pub type shardrec_delta_flag = ::std::os::raw::c_uint;
+pub use self::shardrec_delta_flag as shardrec_delta_flag_t;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct shardrec_comm {
@@ -3641,6 +3644,20 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_embedding_dynamic_delta_ext(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        ids: *mut i64,
+        rows: *mut f32,
+        max_rows: usize,
+        tombstones: *mut i64,
+        max_tombstones: usize,
+        num_rows: *mut usize,
+        num_tombstones: *mut usize,
+        flags: *mut u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_embedding_dynamic_set_scores(
         coll: *mut shardrec_embedding_t,
         table: *const ::std::os::raw::c_char,
@@ -5386,6 +5403,19 @@ extern "C" {
         num_rows: usize,
         tombstones: *const i64,
         num_tombstones: usize,
+        version_out: *mut u64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_apply_delta_ext(
+        inf: *mut shardrec_inference_t,
+        table: *const ::std::os::raw::c_char,
+        ids: *const i64,
+        rows: *const f32,
+        num_rows: usize,
+        tombstones: *const i64,
+        num_tombstones: usize,
+        flags: u32,
         version_out: *mut u64,
     ) -> shardrec_status_t;
 }
