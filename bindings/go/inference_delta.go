@@ -17,6 +17,13 @@ import (
 // an error. Safe from any goroutine, with lookups; one delta or reload at a time per handle.
 func (inf *Inference) ApplyDelta(table string, ids []int64, rows []float32,
 	tombstones []int64) (uint64, error) {
+	return inf.applyDelta(table, ids, rows, tombstones, 0)
+}
+
+// applyDelta is ApplyDelta with the delta's flags: shardrec_inference_apply_delta without any,
+// shardrec_inference_apply_delta_ext with some.
+func (inf *Inference) applyDelta(table string, ids []int64, rows []float32, tombstones []int64,
+	flags uint) (uint64, error) {
 	if err := noNUL("table", table); err != nil {
 		return 0, err
 	}
@@ -28,19 +35,25 @@ func (inf *Inference) ApplyDelta(table string, ids []int64, rows []float32,
 		}
 		if !found {
 			// Let the library name the unknown table; it reads no row.
-			return swig.Inference_apply_delta(h, table, nil, nil, 0, nil, version)
+			return swig.Inference_apply_delta_ext(h, table, nil, nil, 0, nil, flags, version)
 		}
 		if len(rows) != len(ids)*dim {
 			return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
 				"%d row values for %d ids of table '%s' (dim %d)", len(rows), len(ids), table, dim)}
 		}
-		return swig.Inference_apply_delta(h, table, ids, rows, int64(len(ids)), tombstones, version)
+		if flags == 0 {
+			return swig.Inference_apply_delta(h, table, ids, rows, int64(len(ids)), tombstones, version)
+		}
+		return swig.Inference_apply_delta_ext(h, table, ids, rows, int64(len(ids)), tombstones,
+			flags, version)
 	})
 	return version[0], err
 }
 
 // ApplyDynamicDelta replays a training collection's delta export (EmbeddingCollection.DynamicDelta)
-// onto table: its rows upserted, its tombstones removed, as the next version.
+// onto table as the next version (shardrec_inference_apply_delta_ext with the delta's flags): its
+// rows upserted, its tombstones removed; a Full delta's rows become the table's only rows, every
+// other id removed, so the served table equals the training one whatever the handle held before.
 func (inf *Inference) ApplyDynamicDelta(table string, d *DynamicDelta) (uint64, error) {
 	if err := noNUL("table", table); err != nil {
 		return 0, err
@@ -48,7 +61,7 @@ func (inf *Inference) ApplyDynamicDelta(table string, d *DynamicDelta) (uint64, 
 	if d == nil {
 		return 0, &Error{Code: ErrCodeInvalid, Message: "nil DynamicDelta"}
 	}
-	return inf.ApplyDelta(table, d.IDs, d.Rows, d.Tombstones)
+	return inf.applyDelta(table, d.IDs, d.Rows, d.Tombstones, d.flags())
 }
 
 // inferenceTableDim finds table's width among the handle's tables (names and dims do not change

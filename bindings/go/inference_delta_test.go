@@ -1,5 +1,6 @@
 // A dynamic table's delta export replayed into a serving handle opened from the checkpoint
-// taken at the mark: the served rows are the trained ones, the evicted id reads zeros.
+// taken at the mark: the served rows are the trained ones, the evicted id reads zeros; after a
+// checkpoint load the delta is Full and replaces the rows of a copy opened elsewhere.
 package shardrec
 
 import (
@@ -115,5 +116,84 @@ func TestInferenceAppliesADynamicDelta(t *testing.T) {
 	if !reflect.DeepEqual(fixed[dim:], []float32{1.5, -2}) ||
 		!reflect.DeepEqual(fixed[:dim], want[:dim]) {
 		t.Fatalf("after the fixed update: %v", fixed)
+	}
+}
+
+// After a checkpoint load the delta is Full, and ApplyDynamicDelta makes its rows the served
+// table's only rows: a copy opened from an older checkpoint (not the table at the mark) loses
+// the id training no longer holds, which no tombstone names.
+func TestInferenceAppliesAFullDelta(t *testing.T) {
+	const dim = 4
+	tables := []TableConfig{{Name: "dyn", Rows: 4, Dim: dim, Features: []int32{0},
+		Dynamic: &DynamicTableConfig{Eviction: EvictionLRU}}}
+	sgd := &OptimizerConfig{Type: OptimizerSGD, LearningRate: 0.1}
+	coll := newWorld1Collection(t, tables, []FeatureConfig{{Name: "raw"}}, sgd)
+	defer coll.Close()
+	request := func(ids []int64) *KJT {
+		lengths := make([]int32, len(ids))
+		for i := range lengths {
+			lengths[i] = 1
+		}
+		return &KJT{BatchSize: int64(len(ids)), NumFeatures: 1, Lengths: lengths, Values: ids}
+	}
+	train := func(ids []int64) {
+		t.Helper()
+		out, err := coll.ForwardAlloc(request(ids))
+		if err == nil {
+			err = coll.Backward(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	older, newer := t.TempDir(), t.TempDir()
+	train([]int64{10, 20, 30})
+	if err := coll.SaveCheckpoint(older); err != nil {
+		t.Fatal(err)
+	}
+	train([]int64{40, 50}) // 10 is evicted (LRU)
+	if err := coll.SaveCheckpoint(newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.DynamicMark("dyn"); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.LoadCheckpoint(newer, nil); err != nil {
+		t.Fatal(err)
+	}
+	d, err := coll.DynamicDelta("dyn")
+	if err != nil || !d.Full || !reflect.DeepEqual(d.IDs, []int64{20, 30, 40, 50}) ||
+		len(d.Tombstones) != 0 {
+		t.Fatalf("delta after a load %+v, %v", d, err)
+	}
+	inf, err := OpenInference(older, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inf.Close()
+	if _, err := inf.ApplyDynamicDelta("dyn", d); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := inf.Table(0); err != nil || info.Rows != 4 {
+		t.Fatalf("served table %+v, %v: want the 4 rows training holds", info, err)
+	}
+	asked := []int64{10, 20, 30, 40, 50}
+	if err := coll.SetTraining(false); err != nil {
+		t.Fatal(err)
+	}
+	want, err := coll.ForwardAlloc(request(asked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := lookupAlloc(t, inf, request(asked))
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got[:dim], make([]float32, dim)) {
+		t.Fatalf("served %v, training %v (id 10 must read zeros)", got, want)
+	}
+	// A mark starts an ordinary period again.
+	if err := coll.DynamicMark("dyn"); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := coll.DynamicDelta("dyn"); err != nil || d.Full || len(d.IDs) != 0 {
+		t.Fatalf("delta after a mark %+v, %v", d, err)
 	}
 }

@@ -14,8 +14,11 @@ import (
 // cOnly are the C functions the Go binding deliberately does not offer (docs/bindings.md,
 // "Deliberately C-only"; the *_init functions fill option structs inside the idiomatic types):
 // the error text travels with each status (copied by shardrec_last_error_copy), and a dense
-// tensor pointer that a concurrent reload may free is read through a pinned snapshot instead.
-var cOnly = map[string]bool{"shardrec_last_error": true, "shardrec_inference_dense_tensor": true}
+// tensor pointer that a concurrent reload may free is read through a pinned snapshot instead;
+// the delta export without flags is superseded by shardrec_embedding_dynamic_delta_ext (the same
+// delta and its flags), which DynamicDelta calls.
+var cOnly = map[string]bool{"shardrec_last_error": true, "shardrec_inference_dense_tensor": true,
+	"shardrec_embedding_dynamic_delta": true}
 
 func readAll(t *testing.T, pattern string, keep func(string) bool) string {
 	t.Helper()

@@ -20,6 +20,19 @@ impl Inference {
         rows: &[f32],
         tombstones: &[i64],
     ) -> Result<u64> {
+        self.apply(table, ids, rows, tombstones, 0)
+    }
+
+    /// The delta with `flags` (0 or `SHARDREC_DELTA_FULL`): `shardrec_inference_apply_delta`
+    /// without any, `shardrec_inference_apply_delta_ext` with some.
+    fn apply(
+        &self,
+        table: &str,
+        ids: &[i64],
+        rows: &[f32],
+        tombstones: &[i64],
+        flags: u32,
+    ) -> Result<u64> {
         let name = cstring(table, "table")?;
         let mut dim = None; // names and dims stay across versions
         for i in 0..self.num_tables()? {
@@ -33,7 +46,7 @@ impl Inference {
             // Let the library name the unknown table; it reads no row.
             // SAFETY: valid handle and name; no rows.
             check(unsafe {
-                sys::shardrec_inference_apply_delta(
+                sys::shardrec_inference_apply_delta_ext(
                     self.raw,
                     name.as_ptr(),
                     ptr::null(),
@@ -41,6 +54,7 @@ impl Inference {
                     0,
                     ptr::null(),
                     0,
+                    flags,
                     &mut version,
                 )
             })?;
@@ -56,17 +70,26 @@ impl Inference {
         // SAFETY: ids holds num_rows ids, rows num_rows x dim floats (checked above), tombstones
         // num_tombstones ids; all read during the call only.
         check(unsafe {
-            sys::shardrec_inference_apply_delta(
-                self.raw, name.as_ptr(), ids.as_ptr(), rows.as_ptr(), ids.len(),
-                tombstones.as_ptr(), tombstones.len(), &mut version)
+            if flags == 0 {
+                sys::shardrec_inference_apply_delta(
+                    self.raw, name.as_ptr(), ids.as_ptr(), rows.as_ptr(), ids.len(),
+                    tombstones.as_ptr(), tombstones.len(), &mut version)
+            } else {
+                sys::shardrec_inference_apply_delta_ext(
+                    self.raw, name.as_ptr(), ids.as_ptr(), rows.as_ptr(), ids.len(),
+                    tombstones.as_ptr(), tombstones.len(), flags, &mut version)
+            }
         })?;
         Ok(version)
     }
 
     /// Replays a training collection's delta export
-    /// ([`crate::EmbeddingCollection::dynamic_delta`]) onto `table`: its rows upserted, its
-    /// tombstones removed, as the next version.
+    /// ([`crate::EmbeddingCollection::dynamic_delta`]) onto `table` as the next version
+    /// (`shardrec_inference_apply_delta_ext` with the delta's flags): its rows upserted, its
+    /// tombstones removed; a [`DynamicDelta::full`] delta's rows become the table's only rows,
+    /// every other id removed, so the served table equals the training one whatever the handle
+    /// held before.
     pub fn apply_dynamic_delta(&self, table: &str, delta: &DynamicDelta) -> Result<u64> {
-        self.apply_delta(table, &delta.ids, &delta.rows, &delta.tombstones)
+        self.apply(table, &delta.ids, &delta.rows, &delta.tombstones, delta.flags())
     }
 }

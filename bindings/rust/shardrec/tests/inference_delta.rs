@@ -1,5 +1,6 @@
 //! A dynamic table's delta export replayed into a serving handle opened from the checkpoint
-//! taken at the mark: the served rows are the trained ones, the evicted id reads zeros.
+//! taken at the mark: the served rows are the trained ones, the evicted id reads zeros; after a
+//! checkpoint load the delta is full and replaces the rows of a copy opened elsewhere.
 use shardrec::{
     Code, Comm, CommOptions, DynamicTable, EmbeddingCollection, Eviction, Feature, Inference,
     Kjt, Optimizer, OptimizerType, Plan, Table, Topology,
@@ -80,4 +81,59 @@ fn inference_applies_a_dynamic_delta() {
     assert_eq!(inf.apply_delta("fixed", &[0], &[1.5, -2.0], &[]).expect("fixed update"), 3);
     let (fixed, _) = inf.lookup_vec(&kjt(&request(&[20]))).expect("lookup");
     assert_eq!(&fixed[DIM..WIDTH], [1.5, -2.0]);
+}
+
+/// After a checkpoint load the delta is `full`, and `apply_dynamic_delta` makes its rows the
+/// served table's only rows: a copy opened from an older checkpoint (not the table at the mark)
+/// loses the id training no longer holds, which no tombstone names.
+#[test]
+fn inference_applies_a_full_delta() {
+    let tables =
+        [Table::new("dyn", 4, DIM as i32, &[0]).dynamic(DynamicTable::new(Eviction::Lru, 0))];
+    let plan = Plan::new(&tables, &[Feature::new("raw")], &Topology::new(1), &[]).expect("plan");
+    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let sgd = Optimizer::new(OptimizerType::Sgd, 0.1);
+    let mut coll =
+        EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default()).expect("collection");
+    // One sample per id of the single feature, each a bag of that id.
+    let bags = |ids: &[i64]| (vec![1; ids.len()], ids.to_vec());
+    let train = |coll: &mut EmbeddingCollection, ids: &[i64]| {
+        let r = bags(ids);
+        let out = coll.forward_vec(&kjt1(&r)).expect("forward");
+        coll.backward(&out).expect("backward");
+    };
+    let root = std::env::temp_dir().join(format!("shardrec-rs-fulldelta-{}", std::process::id()));
+    let (older, newer) = (root.join("older"), root.join("newer"));
+    let (older, newer) = (older.to_str().expect("utf-8"), newer.to_str().expect("utf-8"));
+    std::fs::create_dir_all(&root).expect("temp dir");
+    train(&mut coll, &[10, 20, 30]);
+    coll.save_checkpoint(older).expect("save");
+    train(&mut coll, &[40, 50]); // 10 is evicted (LRU)
+    coll.save_checkpoint(newer).expect("save");
+    coll.dynamic_mark("dyn").expect("mark");
+    coll.load_checkpoint(newer, &Default::default()).expect("load");
+    let d = coll.dynamic_delta("dyn").expect("delta");
+    assert!(d.full);
+    assert_eq!(d.ids, [20, 30, 40, 50]);
+    assert!(d.tombstones.is_empty());
+
+    let inf = Inference::open(older, &Default::default()).expect("open");
+    std::fs::remove_dir_all(&root).ok();
+    assert_eq!(inf.apply_dynamic_delta("dyn", &d).expect("apply"), 2);
+    assert_eq!(inf.table(0).expect("table").rows, 4);
+    let asked = bags(&[10, 20, 30, 40, 50]);
+    coll.set_training(false).expect("evaluation");
+    let want = coll.forward_vec(&kjt1(&asked)).expect("forward");
+    let (got, _) = inf.lookup_vec(&kjt1(&asked)).expect("lookup");
+    assert_eq!(got, want);
+    assert_eq!(&got[..DIM], [0.0; DIM]);
+    // A mark starts an ordinary period again.
+    coll.dynamic_mark("dyn").expect("mark");
+    let next = coll.dynamic_delta("dyn").expect("delta");
+    assert!(!next.full && next.ids.is_empty());
+}
+
+/// The batch of `bags`' lengths and values, one feature.
+fn kjt1(r: &(Vec<i32>, Vec<i64>)) -> Kjt<'_> {
+    Kjt::new(r.0.len() as i64, 1, &r.0, &r.1)
 }

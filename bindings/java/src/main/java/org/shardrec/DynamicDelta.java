@@ -1,4 +1,4 @@
-// A dynamic table's changes since its mark (shardrec_embedding_dynamic_delta), returned by
+// A dynamic table's changes since its mark (shardrec_embedding_dynamic_delta_ext), returned by
 // EmbeddingCollection.dynamicDelta.
 package org.shardrec;
 
@@ -7,12 +7,15 @@ import java.nio.LongBuffer;
 import org.shardrec.swig.Native;
 
 /**
- * The rows of a dynamic table changed since its mark and the ids evicted since, the same on
+ * The rows of a dynamic table changed since its mark and the ids that left since, the same on
  * every rank (docs/dynamic-tables.md, "Delta export"). {@link #ids} ascend; row {@code i} (of
  * {@code ids[i]}) is {@code rows[i * dim, (i + 1) * dim)}, widened to fp32; {@link #tombstones}
- * are the ids evicted since the mark that have no row now. Replaying it (upsert each row, erase
- * each tombstone) onto the table as it was at the mark gives the table as it is. A plain value:
- * the library filled it once; it is not tied to the collection.
+ * are the ids that left since the mark (evicted, or held before a checkpoint load that lacks
+ * them) and have no row now. Replaying it (upsert each row, erase each tombstone) onto the table
+ * as it was at the mark gives the table as it is. {@link #full} says a checkpoint load replaced
+ * the table since the mark: the rows are then the whole table, and {@link
+ * Inference#applyDelta(String, DynamicDelta)} makes them the served table's only rows. A plain
+ * value: the library filled it once; it is not tied to the collection.
  */
 public final class DynamicDelta {
   /** Row width of the table. */
@@ -24,14 +27,22 @@ public final class DynamicDelta {
    * (the memory the library wrote; hand it to a serving handle without a copy).
    */
   public final FloatBuffer rows;
-  /** Ids evicted since the mark that have no row now. */
+  /** Ids that left since the mark and have no row now. */
   public final long[] tombstones;
+  /**
+   * A full snapshot (shardrec_embedding_dynamic_delta_ext's SHARDREC_DELTA_FULL): a checkpoint
+   * load replaced the table since the mark, so {@link #ids} are every row it holds and a serving
+   * copy in any state should take them as its whole table, which {@link
+   * Inference#applyDelta(String, DynamicDelta)} does. False for an ordinary delta.
+   */
+  public final boolean full;
 
-  private DynamicDelta(int dim, long[] ids, FloatBuffer rows, long[] tombstones) {
+  private DynamicDelta(int dim, long[] ids, FloatBuffer rows, long[] tombstones, boolean full) {
     this.dim = dim;
     this.ids = ids;
     this.rows = rows;
     this.tombstones = tombstones;
+    this.full = full;
   }
 
   /** The row of {@code ids[i]}, copied. */
@@ -54,17 +65,19 @@ public final class DynamicDelta {
   }
 
   /**
-   * shardrec_embedding_dynamic_delta on {@code handle} (held by the caller's use()): two collective
-   * calls on every rank alike, the sizes then the fill; nothing trains in between, so both see one
-   * delta. An unknown table ({@code shape} null) fails the first call, gathering nothing.
+   * shardrec_embedding_dynamic_delta_ext on {@code handle} (held by the caller's use()): two
+   * collective calls on every rank alike, the sizes then the fill; nothing trains in between, so
+   * both see one delta. An unknown table ({@code shape} null) fails the first call, gathering
+   * nothing.
    */
   static DynamicDelta gather(long handle, String table, long[] shape) {
     long[] numRows = new long[1];
     long[] numTombstones = new long[1];
+    int[] flags = new int[1];
     try {
-      Native.embedding_dynamic_delta(handle, table, null, null, 0, null, 0, numRows,
-                                     numTombstones);
-      return empty((int) shape[1]);
+      Native.embedding_dynamic_delta_ext(handle, table, null, null, 0, null, 0, numRows,
+                                         numTombstones, flags);
+      return empty((int) shape[1], isFull(flags[0]));
     } catch (ShardrecException e) {
       if (e.code() != ShardrecException.EINVAL || (numRows[0] == 0 && numTombstones[0] == 0)) {
         throw e;
@@ -72,14 +85,26 @@ public final class DynamicDelta {
     }
     int dim = (int) shape[1];
     Storage b = new Storage(numRows[0], numTombstones[0], dim);
-    Native.embedding_dynamic_delta(handle, table, b.ids, b.rows, numRows[0], b.tombstones,
-                                   numTombstones[0], numRows, numTombstones);
-    return b.toDelta(dim);
+    Native.embedding_dynamic_delta_ext(handle, table, b.ids, b.rows, numRows[0], b.tombstones,
+                                       numTombstones[0], numRows, numTombstones, flags);
+    return b.toDelta(dim, isFull(flags[0]));
+  }
+
+  /** SHARDREC_DELTA_FULL (common.h): a C value, part of the ABI like the enumerations'. */
+  static final int FLAG_FULL = 1;
+
+  private static boolean isFull(int flags) {
+    return (flags & FLAG_FULL) != 0;
+  }
+
+  /** The flags shardrec_inference_apply_delta_ext takes for this delta. */
+  long flags() {
+    return full ? FLAG_FULL : 0;
   }
 
   /** An empty delta of rows {@code dim} wide. */
-  static DynamicDelta empty(int dim) {
-    return new DynamicDelta(dim, new long[0], Buffers.floats(0), new long[0]);
+  static DynamicDelta empty(int dim, boolean full) {
+    return new DynamicDelta(dim, new long[0], Buffers.floats(0), new long[0], full);
   }
 
   /** Direct buffers for {@code numRows} rows and {@code numTombstones} tombstones. */
@@ -94,12 +119,12 @@ public final class DynamicDelta {
       tombstones = Buffers.longs(numTombstones);
     }
 
-    DynamicDelta toDelta(int dim) {
+    DynamicDelta toDelta(int dim, boolean full) {
       long[] i = new long[ids.capacity()];
       ids.duplicate().get(i);
       long[] t = new long[tombstones.capacity()];
       tombstones.duplicate().get(t);
-      return new DynamicDelta(dim, i, rows, t);
+      return new DynamicDelta(dim, i, rows, t, full);
     }
   }
 }

@@ -510,8 +510,9 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /**
    * Starts a new delta period of dynamic table {@code table}
-   * (shardrec_embedding_dynamic_mark): forgets the rows changed and ids evicted before and
-   * tracks them from now on (tracking is off until the first mark). Not collective, but every
+   * (shardrec_embedding_dynamic_mark): forgets the rows changed, the ids that left and whether a
+   * checkpoint load replaced the table ({@link DynamicDelta#full}) before, and tracks them from
+   * now on (tracking is off until the first mark). Not collective, but every
    * rank must mark between the same two training steps. ShardrecException EINVAL for a table
    * that is not dynamic, ENOTFOUND for an unknown one.
    */
@@ -521,8 +522,9 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /**
    * The whole dynamic table's changes since the marks, on every rank
-   * (shardrec_embedding_dynamic_delta; collective: every rank calls it). The marks stay; call
-   * {@link #dynamicMark} to start the next period. Changes nothing in the collection.
+   * (shardrec_embedding_dynamic_delta_ext; collective: every rank calls it), {@link
+   * DynamicDelta#full} when a checkpoint load replaced the table since the marks. The marks
+   * stay; call {@link #dynamicMark} to start the next period. Changes nothing in the collection.
    * ShardrecException EUSAGE (on every rank) when a rank has not marked the table, EINVAL for a
    * table that is not dynamic, ENOTFOUND for an unknown one.
    */

@@ -282,6 +282,25 @@ public final class Inference extends NativeHandle {
    * for an unknown table, EUSAGE while a reload or another delta runs). Any thread.
    */
   public long applyDelta(String table, long[] ids, FloatBuffer rows, long[] tombstones) {
+    return apply(table, ids, rows, tombstones, 0);
+  }
+
+  /**
+   * {@link #applyDelta(String, long[], FloatBuffer, long[])} of a delta whose {@link
+   * DynamicDelta#full} flag is {@code full} (shardrec_inference_apply_delta_ext): for a service
+   * that receives a training delta's arrays and flag from elsewhere. With {@code full} the rows
+   * become the dynamic table's only rows, every other id removed (EINVAL for a fixed table).
+   */
+  public long applyDelta(String table, long[] ids, FloatBuffer rows, long[] tombstones,
+                         boolean full) {
+    return apply(table, ids, rows, tombstones, full ? DynamicDelta.FLAG_FULL : 0);
+  }
+
+  /**
+   * The delta with {@code flags} (0 or SHARDREC_DELTA_FULL): shardrec_inference_apply_delta
+   * without any, shardrec_inference_apply_delta_ext with some.
+   */
+  private long apply(String table, long[] ids, FloatBuffer rows, long[] tombstones, long flags) {
     if (ids == null) throw new IllegalArgumentException("ids must not be null");
     long[] version = new long[1];
     int dim = -1; // names and dims stay across versions
@@ -292,12 +311,16 @@ public final class Inference extends NativeHandle {
     use(h -> {
       if (width < 0) {
         // Let the library name the unknown table; it reads no row.
-        return Native.inference_apply_delta(h, table, null, null, 0, null, version);
+        return Native.inference_apply_delta_ext(h, table, null, null, 0, null, flags, version);
       }
       FloatBuffer r = Buffers.in(rows, ids.length * width, "rows");
-      return Native.inference_apply_delta(
-          h, table, Buffers.of(ids), r, ids.length,
-          Buffers.of(tombstones == null ? new long[0] : tombstones), version);
+      long[] t = tombstones == null ? new long[0] : tombstones;
+      if (flags == 0) {
+        return Native.inference_apply_delta(h, table, Buffers.of(ids), r, ids.length,
+                                            Buffers.of(t), version);
+      }
+      return Native.inference_apply_delta_ext(h, table, Buffers.of(ids), r, ids.length,
+                                              Buffers.of(t), flags, version);
     });
     return version[0];
   }
@@ -310,11 +333,14 @@ public final class Inference extends NativeHandle {
 
   /**
    * Replays a training collection's delta export ({@link EmbeddingCollection#dynamicDelta})
-   * onto {@code table}: its rows upserted (no copy), its tombstones removed, as the next version.
+   * onto {@code table} as the next version (shardrec_inference_apply_delta_ext with the delta's
+   * flags): its rows upserted (no copy), its tombstones removed; a {@link DynamicDelta#full}
+   * delta's rows become the table's only rows, every other id removed, so the served table
+   * equals the training one whatever this handle held before.
    */
   public long applyDelta(String table, DynamicDelta delta) {
     if (delta == null) throw new IllegalArgumentException("delta must not be null");
-    return applyDelta(table, delta.ids, delta.rows.duplicate(), delta.tombstones);
+    return apply(table, delta.ids, delta.rows.duplicate(), delta.tombstones, delta.flags());
   }
 
   static void checkArray(float[] out, long expected) {

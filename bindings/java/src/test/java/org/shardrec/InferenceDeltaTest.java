@@ -1,10 +1,13 @@
 // A dynamic table's delta export replayed into a serving handle opened from the checkpoint
-// taken at the mark: the served rows are the trained ones, the evicted id reads zeros.
+// taken at the mark: the served rows are the trained ones, the evicted id reads zeros; after a
+// checkpoint load the delta is full and replaces the rows of a copy opened elsewhere.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -78,5 +81,60 @@ class InferenceDeltaTest {
         assertArrayEquals(new float[] {1.5f, -2f}, Arrays.copyOfRange(fixed, DIM, WIDTH));
       }
     }
+  }
+  /**
+   * After a checkpoint load the delta is {@link DynamicDelta#full}, and applying it makes its rows
+   * the served table's only rows: a copy opened from an older checkpoint (not the table at the
+   * mark) loses the id training no longer holds, which no tombstone names.
+   */
+  @Test
+  void appliesAFullDelta(@TempDir Path dir) {
+    List<Config.Table> tables = List.of(new Config.Table("dyn", 4, DIM).features(0).dynamic(
+        new Config.DynamicTable().eviction(Eviction.LRU)));
+    Config.Optimizer sgd = new Config.Optimizer().type(OptimizerType.SGD).learningRate(0.1f);
+    String older = dir.resolve("older").toString();
+    String newer = dir.resolve("newer").toString();
+    try (Plan plan = Plan.create(tables, List.of(new Config.Feature("raw")),
+                                 new Config.Topology(1), List.of());
+         Comm comm = Comm.createLocalGroup(1)[0];
+         EmbeddingCollection coll = EmbeddingCollection.create(plan, comm, sgd, null)) {
+      coll.backward(coll.forward(bags(10, 20, 30)));
+      Checkpoint.save(coll, older);
+      coll.backward(coll.forward(bags(40, 50))); // 10 is evicted (LRU)
+      Checkpoint.save(coll, newer);
+      coll.dynamicMark("dyn");
+      Checkpoint.load(coll, newer, null);
+      DynamicDelta d = coll.dynamicDelta("dyn");
+      assertTrue(d.full);
+      assertArrayEquals(new long[] {20, 30, 40, 50}, d.ids);
+      assertArrayEquals(new long[0], d.tombstones);
+
+      try (Inference inf = Inference.open(older)) {
+        assertEquals(2, inf.applyDelta("dyn", d));
+        assertEquals(4, inf.table(0).rows);
+        coll.setTraining(false);
+        float[] want = coll.forward(bags(10, 20, 30, 40, 50));
+        float[] got = inf.lookup(bags(10, 20, 30, 40, 50));
+        assertArrayEquals(want, got);
+        assertArrayEquals(new float[DIM], Arrays.copyOfRange(got, 0, DIM));
+        // The same delta's arrays and flag, as a service that received them would apply them.
+        try (Inference other = Inference.open(older)) {
+          other.applyDelta("dyn", d.ids, d.rows.duplicate(), d.tombstones, true);
+          assertArrayEquals(want, other.lookup(bags(10, 20, 30, 40, 50)));
+        }
+      }
+      // A mark starts an ordinary period again.
+      coll.dynamicMark("dyn");
+      DynamicDelta next = coll.dynamicDelta("dyn");
+      assertFalse(next.full);
+      assertEquals(0, next.ids.length);
+    }
+  }
+
+  /** One sample per id of the single feature, each a bag of that id. */
+  private static Kjt bags(long... ids) {
+    int[] lengths = new int[ids.length];
+    Arrays.fill(lengths, 1);
+    return Kjt.of(ids.length, 1, lengths, ids);
   }
 }
