@@ -172,7 +172,10 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
     if (!s.ok()) return s.WithContext(where + ": rank 0 cannot host the store");
   }
   std::shared_ptr<TcpStore> store;
-  s = TcpStore::Connect(server, e.nonce, timeout, std::move(hosted), &store);
+  // The port is the launcher's, so a re-creation may meet the previous session's store there
+  // while rank 0 is still leaving it: the client waits for the new one.
+  s = TcpStore::Connect(server, e.nonce, timeout, std::move(hosted), &store,
+                        TcpStore::Address::kReused);
   if (!s.ok()) return s.WithContext(where);
   s = store->Claim(StrCat("rank ", e.rank));
   if (!s.ok()) {

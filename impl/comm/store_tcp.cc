@@ -12,14 +12,47 @@ namespace shardrec::comm {
 namespace {
 // Slack on top of a server-side wait so the server's own timeout reply arrives first.
 constexpr std::chrono::milliseconds kReplySlack{5000};
+// Pauses between tries while the store on a reused port is still a previous session's: short
+// at first (rank 0 usually re-creates within milliseconds), then no more than a few a second.
+constexpr std::chrono::milliseconds kFirstRetryPause{10};
+constexpr std::chrono::milliseconds kMaxRetryPause{200};
+
+// Server instances this process's clients have left. A re-created communicator's first
+// connection can reach the previous store while rank 0 is still leaving it (its keys would
+// send this rank to rank 0's old, closed addresses); remembering it tells it from its
+// successor on the same port. Bounded: only the latest few matter.
+class LeftStores {
+ public:
+  void Add(uint64_t instance) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (left_.size() == kMax) left_.erase(left_.begin());
+    left_.push_back(instance);
+  }
+  bool Has(uint64_t instance) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::find(left_.begin(), left_.end(), instance) != left_.end();
+  }
+
+ private:
+  static constexpr size_t kMax = 256;
+  std::mutex mu_;
+  std::vector<uint64_t> left_;
+};
+
+LeftStores& Left() {
+  static LeftStores* left = new LeftStores();  // never destroyed: clients may outlive statics
+  return *left;
+}
+
 }  // namespace
 
 Status TcpStore::Connect(const net::Endpoint& server, const Nonce& nonce,
                          std::chrono::milliseconds timeout, std::shared_ptr<TcpStoreServer> hosted,
-                         std::shared_ptr<TcpStore>* out) {
+                         std::shared_ptr<TcpStore>* out, Address address) {
   std::shared_ptr<TcpStore> store(new TcpStore());
   store->server_ = server;
   store->nonce_ = nonce;
+  store->address_ = address;
   store->server_name_ = server.ToString();
   store->io_timeout_ = timeout;
   store->linger_ = timeout;
@@ -37,40 +70,71 @@ Status TcpStore::Connect(const net::Endpoint& server, const Nonce& nonce,
 Status TcpStore::Open(int* fd_out) {
   int fd = -1;
   const auto deadline = net::Clock::now() + io_timeout_;
+  // A reused port's first connection tries again while the store there is not this session's;
+  // `foreign` says why the last one was not, for the error at the deadline.
+  const bool patient = address_ == Address::kReused && instance_ == 0;
+  Status foreign;
+  std::chrono::milliseconds pause = kFirstRetryPause;
   for (;;) {
-    SR_RETURN_IF_ERROR(net::ConnectWithRetry(server_, deadline, &fd));
+    Status s = net::ConnectWithRetry(server_, deadline, &fd);
+    if (!s.ok()) return foreign.ok() ? s : foreign;
     std::vector<uint8_t> request, reply;
     net::PutU8(&request, tcp_store::kHello);
     net::PutBytes(&request, nonce_.data(), nonce_.size());
     const auto reply_by = std::min(deadline, net::Clock::now() + tcp_store::kHelloTimeout);
-    Status s = net::SendFrame(fd, request, reply_by);
+    s = net::SendFrame(fd, request, reply_by);
     if (s.ok()) s = net::RecvFrame(fd, &reply, reply_by);
-    if (s.ok() && reply.size() == 1 && reply[0] == tcp_store::kOk) break;
+    net::Reader in(reply);
+    uint8_t status = 255;
+    uint64_t instance = 0;
+    const bool accepted = s.ok() && in.U8(&status) && status == tcp_store::kOk && in.U64(&instance);
+    if (accepted && instance_ == 0 && !(patient && Left().Has(instance))) {
+      instance_ = instance;
+      break;
+    }
+    if (accepted && instance == instance_) break;
     net::CloseFd(&fd);
-    if (s.ok() && reply.size() == 1 && reply[0] == tcp_store::kMismatch) {
+    if (accepted && !patient) {
+      return Status::Remote("the rendezvous store at ", server_name_,
+                            " was replaced by a new one (rank 0 re-created it): this "
+                            "communicator's session is over");
+    }
+    if (accepted) {
+      foreign = Status::Timeout(
+          "the rendezvous store at ", server_name_,
+          " is still the one of a communicator this process has destroyed: rank 0 did not "
+          "re-create it within the timeout (rank 0 must destroy its previous communicator and "
+          "call create again)");
+    } else if (s.ok() && reply.size() == 1 && reply[0] == tcp_store::kMismatch) {
       // The session's nonce comes from the unique id, or, under a launcher, from the variables
       // every rank must share.
-      return Status::Remote(
+      foreign = Status::Remote(
           "the rendezvous store at ", server_name_,
           " belongs to another session: a stale unique id, or, under a launcher, ranks started "
           "with different WORLD_SIZE (or launcher size), port or SHARDREC_RENDEZVOUS_TOKEN, or "
-          "another job on that port");
-    }
-    if (s.ok() || s.code() == Code::kCorrupt) {
+          "another job on that port",
+          patient ? " (tried until the timeout: a previous session's store would have gone)" : "");
+      if (!patient) return foreign;
+    } else if (!foreign.ok() && net::Clock::now() >= deadline) {
+      return foreign;  // the last try only ran out of time
+    } else if (s.ok() || s.code() == Code::kCorrupt) {
       // A reply, but not one of the store's: something else listens there.
       return Status::Remote("the service at ", server_name_,
                             " is not a libshardrec rendezvous store (its reply is not the store "
                             "protocol's",
                             s.ok() ? "" : ": ", s.ok() ? "" : s.message(),
                             "): check the address and port (MASTER_ADDR / MASTER_PORT)");
-    }
-    if (s.code() != Code::kRemote || net::Clock::now() >= deadline) {
+    } else if (s.code() != Code::kRemote || net::Clock::now() >= deadline) {
       return Status::Remote("the rendezvous store at ", server_name_,
                             " did not accept this rank: ", s.message());
     }
     // Closed without a reply: the server is at its connection bound (strangers hold the
-    // pre-authentication slots) or going away; try again until the deadline.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // pre-authentication slots) or going away; or, on a reused port, the previous session's
+    // store has not gone yet. Try again until the deadline.
+    const auto now = net::Clock::now();
+    if (now >= deadline) return foreign.ok() ? s : foreign;
+    std::this_thread::sleep_for(std::min<net::Clock::duration>(pause, deadline - now));
+    pause = std::min(2 * pause, kMaxRetryPause);
   }
   *fd_out = fd;
   return Status::Ok();
@@ -101,6 +165,7 @@ void TcpStore::Release(int fd) {
 
 TcpStore::~TcpStore() {
   for (int& fd : idle_) net::CloseFd(&fd);
+  if (instance_ != 0) Left().Add(instance_);
   if (hosted_) {
     // Other ranks may still be in a store operation (a split in a group without rank 0); keep
     // the server up until they disconnect or the linger time passes.

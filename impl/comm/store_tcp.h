@@ -56,8 +56,8 @@ class TcpStoreServer {
 
   // Whether connection `id`'s client has hung up while its thread still serves it (mu_ held).
   bool HolderHungUp(uint64_t id) const;
-  TcpStoreServer(int fd, uint16_t port, const Nonce& nonce)
-      : listen_fd_(fd), port_(port), nonce_(nonce) {}
+  TcpStoreServer(int fd, uint16_t port, const Nonce& nonce, uint64_t instance)
+      : listen_fd_(fd), port_(port), nonce_(nonce), instance_(instance) {}
   void AcceptLoop();
   void ReapLocked();
   void Serve(Conn* conn);
@@ -67,6 +67,9 @@ class TcpStoreServer {
   int listen_fd_;
   uint16_t port_;
   Nonce nonce_;
+  // Random, never 0, sent with every accepted hello: a client tells this server from a later one
+  // on the same port (a launcher's fixed port, re-created after an abort).
+  uint64_t instance_;
   std::atomic<bool> stop_{false};
   std::thread accept_thread_;
   mutable std::mutex mu_;
@@ -87,12 +90,20 @@ class TcpStoreServer {
 // server disappears every request fails with kRemote instead of waiting.
 class TcpStore : public Store {
  public:
+  // Whose store the address names. kOneSession (a unique id's): a store there of another session
+  // is a stale id, refused at once. kReused (a launcher's fixed port, which every re-creation
+  // after an abort reuses): the store there may still be the previous session's, going away
+  // while rank 0 re-creates; a store of another session, or one this process's clients have
+  // already left, is tried again until the timeout instead.
+  enum class Address { kOneSession, kReused };
+
   // `hosted` is the server when this client lives in the hosting process as rank 0; the client
   // then keeps it alive and, on destruction, waits up to `linger` for the other ranks'
-  // connections to close before stopping it.
+  // connections to close before stopping it. Every later connection of the client must reach
+  // the same server instance: a store replaced under it fails with kRemote.
   static Status Connect(const net::Endpoint& server, const Nonce& nonce,
                         std::chrono::milliseconds timeout, std::shared_ptr<TcpStoreServer> hosted,
-                        std::shared_ptr<TcpStore>* out);
+                        std::shared_ptr<TcpStore>* out, Address address = Address::kOneSession);
   ~TcpStore() override;
 
   Status Set(const std::string& key, const std::vector<uint8_t>& value) override;
@@ -128,6 +139,8 @@ class TcpStore : public Store {
   Status broken_;
   net::Endpoint server_;
   Nonce nonce_{};
+  Address address_ = Address::kOneSession;
+  uint64_t instance_ = 0;  // the server's, from the first connection; 0 before it
   std::string server_name_;
   std::string local_host_;
   std::chrono::milliseconds io_timeout_{30000};

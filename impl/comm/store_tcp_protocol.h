@@ -15,8 +15,8 @@ inline constexpr uint8_t kGet = 3;
 inline constexpr uint8_t kWait = 4;
 inline constexpr uint8_t kClaim = 5;
 
-// Replies: u8 status, then kGet's value (bytes) on kOk, the missing key (str) on kTimedOut, or
-// the reason (str) on kTaken and kConflict.
+// Replies: u8 status, then kHello's server instance (u64) or kGet's value (bytes) on kOk, the
+// missing key (str) on kTimedOut, or the reason (str) on kTaken and kConflict.
 inline constexpr uint8_t kOk = 0;
 inline constexpr uint8_t kTimedOut = 1;
 inline constexpr uint8_t kMismatch = 2;

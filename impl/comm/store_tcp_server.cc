@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
 
 #include "impl/comm/store_tcp.h"
 #include "impl/comm/store_tcp_protocol.h"
@@ -26,6 +27,13 @@ bool ConstantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
   return diff == 0;
 }
 
+uint64_t NewInstance() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0) v = (uint64_t{rd()} << 32) ^ rd();
+  return v;
+}
+
 }  // namespace
 
 Status TcpStoreServer::Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
@@ -33,7 +41,7 @@ Status TcpStoreServer::Start(const net::Endpoint& addr, bool any_interface, cons
   int fd = -1;
   uint16_t port = 0;
   SR_RETURN_IF_ERROR(net::Listen(addr, any_interface, &fd, &port, want_port));
-  std::shared_ptr<TcpStoreServer> server(new TcpStoreServer(fd, port, nonce));
+  std::shared_ptr<TcpStoreServer> server(new TcpStoreServer(fd, port, nonce, NewInstance()));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   *out = std::move(server);
   return Status::Ok();
@@ -159,6 +167,7 @@ bool TcpStoreServer::Hello(int fd, const std::vector<uint8_t>& request) {
       nonce.size() == nonce_.size() && ConstantTimeEqual(nonce.data(), nonce_.data(), nonce.size());
   std::vector<uint8_t> reply;
   net::PutU8(&reply, ok ? tcp_store::kOk : tcp_store::kMismatch);
+  if (ok) net::PutU64(&reply, instance_);
   return net::SendFrame(fd, reply, net::Clock::now() + tcp_store::kHelloTimeout).ok() && ok;
 }
 

@@ -452,6 +452,12 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
  * service, a node new to DNS) is looked up again until the timeout on every rank. Then the ranks
  * meet as with shardrec_comm_create(), and destroy follows the same rules.
  *
+ * Re-creation: after destroying every handle (an abort or a failure first, or not), calling this
+ * again on every rank meets on the same port with no pause needed. Rank 0's destroy stops its
+ * store before returning; a rank that connects while rank 0's previous store still answers does
+ * not join a store it has already left, nor one of another session's nonce (such as the
+ * previous attempt's token), and tries again until the new one is up or the timeout passes.
+ *
  * Trust model: when SHARDREC_RENDEZVOUS_TOKEN is set (the same secret on every rank) it becomes
  * the store's session nonce, and a connection without it is refused as with a unique id.
  * Without it the nonce is derived from public facts (convention, world size, address, port):
@@ -462,9 +468,12 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
  * @return SHARDREC_OK; SHARDREC_ENOTFOUND when no launcher variables are present;
  *         SHARDREC_EINVAL naming the convention and the variable missing or malformed;
  *         SHARDREC_EIO when rank 0 cannot listen on the port (in use?); SHARDREC_ETIMEOUT
- *         (also when the store's host name never resolved, naming it and the resolver's error);
- *         SHARDREC_EREMOTE (store unreachable, or a different token); SHARDREC_EUSAGE when a
- *         rank number was claimed twice. On failure *out is NULL. Thread-safe.
+ *         (also when the store's host name never resolved, naming it and the resolver's error,
+ *         or when rank 0 still serves the store of this rank's previous communicator);
+ *         SHARDREC_EREMOTE (store unreachable, or a different token, WORLD_SIZE or port: reported
+ *         at the timeout, as the store met may be a previous session's going away);
+ *         SHARDREC_EUSAGE when a rank number was claimed twice. On failure *out is NULL.
+ *         Thread-safe.
  */
 SHARDREC_API shardrec_status_t
 shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options_t* options);
