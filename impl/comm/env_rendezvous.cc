@@ -83,6 +83,8 @@ Status ReadRanks(const EnvVars& env, LaunchEnv* e, const char* rank, const char*
   }
   e->world = static_cast<int>(w);
   e->rank = static_cast<int>(r);
+  e->rank_var = rank;
+  e->world_var = world;
   e->local_rank = static_cast<int>(lr);
   e->local_size = static_cast<int>(ls);
   return Status::Ok();
@@ -215,12 +217,37 @@ Status Slurm(const EnvVars& env, LaunchEnv* e) {
   return Status::Ok();
 }
 
+// The MPI and Slurm rank / size variables that are set and disagree with torchrun's, as text.
+// Compared as written, so that a malformed RANK still gets the note.
+std::string Disagreeing(const EnvVars& env) {
+  const std::string* t_rank = Find(env, "RANK");
+  const std::string* t_size = Find(env, "WORLD_SIZE");
+  auto same = [](const std::string* a, const std::string* b) {
+    return a == nullptr || (b != nullptr && *a == *b);
+  };
+  static const char* const kPairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                          {"PMI_RANK", "PMI_SIZE"},
+                                          {"SLURM_PROCID", "SLURM_NTASKS"}};
+  std::string out;
+  for (const auto& pair : kPairs) {
+    const std::string* rank = Find(env, pair[0]);
+    const std::string* size = Find(env, pair[1]);
+    if (same(rank, t_rank) && same(size, t_size)) continue;
+    for (int i = 0; i < 2; ++i) {
+      const std::string* v = i == 0 ? rank : size;
+      if (v != nullptr) out += StrCat(out.empty() ? "" : ", ", pair[i], "=", *v);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Status ParseLaunchEnv(const EnvVars& env, LaunchEnv* out) {
   LaunchEnv e;
   if (Find(env, "RANK") || Find(env, "WORLD_SIZE")) {
-    SR_RETURN_IF_ERROR(Torchrun(env, &e));
+    e.disagreeing = Disagreeing(env);
+    SR_RETURN_IF_ERROR(WithDisagreement(e, Torchrun(env, &e)));
   } else if (Find(env, "OMPI_COMM_WORLD_RANK") || Find(env, "OMPI_COMM_WORLD_SIZE")) {
     e.convention = "Open MPI";
     SR_RETURN_IF_ERROR(ReadRanks(env, &e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -248,6 +275,28 @@ Status ParseLaunchEnv(const EnvVars& env, LaunchEnv* out) {
   }
   *out = std::move(e);
   return Status::Ok();
+}
+
+Status WithDisagreement(const LaunchEnv& e, Status s) {
+  if (s.ok() || e.disagreeing.empty()) return s;
+  return Status(s.code(), StrCat(s.message(), " (note: ", e.disagreeing,
+                                 " are set too and disagree with RANK / WORLD_SIZE, which are read "
+                                 "first: if those are left over from an earlier run, unset them)"));
+}
+
+Status RankZeroPortInUse(const LaunchEnv& e) {
+  const bool torchrun = e.convention == "torchrun";
+  return WithDisagreement(
+      e, Status::Io("rank 0 cannot host the store: port ", e.master_port,
+                    " is already in use on this host. Most likely another process already hosts "
+                    "rank 0's store there: two processes were started as rank 0 (this one read ",
+                    e.rank_var, "=", e.rank, " and ", e.world_var, "=", e.world,
+                    torchrun ? "; RANK / WORLD_SIZE left in the environment of every process "
+                               "give them all the same rank, and come before mpirun's and srun's "
+                               "own variables"
+                             : "",
+                    "), or another program or job holds the port (export MASTER_PORT to choose "
+                    "another)"));
 }
 
 Status SlurmTasksOnNode(const std::string& tasks_per_node, int node, int* out) {

@@ -161,26 +161,32 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
              ":", e.master_port, " from ", e.port_source, ")");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   net::Endpoint server;
+  // Every error names the launch, and notes mpirun's or srun's variables that disagree with
+  // torchrun's (stale RANK / WORLD_SIZE are the usual cause of a launch that cannot meet).
+  auto fail = [&](const Status& why) { return WithDisagreement(e, why.WithContext(where)); };
   Status s = net::ResolveHostBy(e.master_host, deadline, &server);
-  if (!s.ok()) return s.WithContext(where);
+  if (!s.ok()) return fail(s);
   server.port = e.master_port;
   std::shared_ptr<TcpStoreServer> hosted;
   if (e.rank == 0) {
     // Every interface, as torch's TCP store: the master address may be a name (a Kubernetes
     // service, a Slurm node) that does not map to one local interface.
-    s = TcpStoreServer::Start(server, /*any_interface=*/true, e.nonce, &hosted, e.master_port);
-    if (!s.ok()) return s.WithContext(where + ": rank 0 cannot host the store");
+    bool in_use = false;
+    s = TcpStoreServer::Start(server, /*any_interface=*/true, e.nonce, &hosted, e.master_port,
+                              &in_use);
+    if (in_use) return RankZeroPortInUse(e).WithContext(where);
+    if (!s.ok()) return fail(s.WithContext("rank 0 cannot host the store"));
   }
   std::shared_ptr<TcpStore> store;
   // The port is the launcher's, so a re-creation may meet the previous session's store there
   // while rank 0 is still leaving it: the client waits for the new one.
   s = TcpStore::Connect(server, e.nonce, timeout, std::move(hosted), &store,
                         TcpStore::Address::kReused);
-  if (!s.ok()) return s.WithContext(where);
+  if (!s.ok()) return fail(s);
   s = store->Claim(StrCat("rank ", e.rank));
   if (!s.ok()) {
     store->set_linger(std::min(timeout, std::chrono::milliseconds(1000)));
-    return s.WithContext(where);
+    return fail(s);
   }
   store->set_linger(StoreGrace(options, timeout));
   const std::string local = store->local_host();
@@ -188,7 +194,7 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
   s = FinishCreate(*keep,
                    Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline),
                    StoreGrace(options, timeout), deadline);
-  if (!s.ok()) return s.WithContext(where);
+  if (!s.ok()) return fail(s);
   if (launch != nullptr) *launch = std::move(e);
   return Status::Ok();
 }

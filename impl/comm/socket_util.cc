@@ -191,7 +191,8 @@ Status ResolveHostBy(const std::string& host, std::chrono::steady_clock::time_po
 }
 
 Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* port,
-              uint16_t want_port) {
+              uint16_t want_port, bool* in_use) {
+  if (in_use != nullptr) *in_use = false;
   const int family = addr.family;
   int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Io("socket: ", std::strerror(errno));
@@ -206,6 +207,7 @@ Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* p
   if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd, 128) != 0) {
     int err = errno;
     ::close(fd);
+    if (in_use != nullptr) *in_use = err == EADDRINUSE;
     return Status::Io("cannot listen for the rendezvous store on ",
                       any_interface ? std::string("any interface") : local.HostString(),
                       want_port != 0 ? StrCat(" port ", want_port) : std::string(), ": ",

@@ -41,9 +41,10 @@ Status ResolveHostBy(const std::string& host, std::chrono::steady_clock::time_po
 
 // Listening socket on `addr` (its port is ignored: `want_port`, or with 0 an ephemeral port, is
 // bound and written into *port). With `any_interface` the socket binds the wildcard address of
-// addr's family instead.
+// addr's family instead. `in_use`, when given, says whether a failure was the port being taken
+// (EADDRINUSE), which callers explain in their own terms.
 Status Listen(const Endpoint& addr, bool any_interface, int* fd, uint16_t* port,
-              uint16_t want_port = 0);
+              uint16_t want_port = 0, bool* in_use = nullptr);
 
 // Connects with retries (the server may not be up yet) until the deadline.
 Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd);

@@ -26,9 +26,10 @@ using Nonce = std::array<uint8_t, 16>;
 class TcpStoreServer {
  public:
   // Listens on `addr` (or every interface of its family with `any_interface`), on `port` or,
-  // with 0, an ephemeral one.
+  // with 0, an ephemeral one. `in_use`: as net::Listen's.
   static Status Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
-                      std::shared_ptr<TcpStoreServer>* out, uint16_t port = 0);
+                      std::shared_ptr<TcpStoreServer>* out, uint16_t port = 0,
+                      bool* in_use = nullptr);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

@@ -37,10 +37,11 @@ uint64_t NewInstance() {
 }  // namespace
 
 Status TcpStoreServer::Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
-                             std::shared_ptr<TcpStoreServer>* out, uint16_t want_port) {
+                             std::shared_ptr<TcpStoreServer>* out, uint16_t want_port,
+                             bool* in_use) {
   int fd = -1;
   uint16_t port = 0;
-  SR_RETURN_IF_ERROR(net::Listen(addr, any_interface, &fd, &port, want_port));
+  SR_RETURN_IF_ERROR(net::Listen(addr, any_interface, &fd, &port, want_port, in_use));
   std::shared_ptr<TcpStoreServer> server(new TcpStoreServer(fd, port, nonce, NewInstance()));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   *out = std::move(server);

@@ -439,6 +439,10 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
  *  - MPICH / Intel MPI (Hydra): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS;
  *  - Slurm (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID,
  *    SLURM_TASKS_PER_NODE, SLURM_JOB_NODELIST, SLURM_JOB_ID.
+ * Conventions that disagree are not refused (torchrun started by srun or mpirun sees both, with
+ * different meanings), so RANK / WORLD_SIZE left over from an earlier run override mpirun's and
+ * srun's variables; errors of a torchrun-variable launch end with a note naming the MPI or Slurm
+ * rank and size variables that are set too and disagree.
  * Rank 0's store address: MASTER_ADDR when set (a name or a numeric address); else, under Slurm,
  * the first host of SLURM_JOB_NODELIST (compressed lists such as "node[01-04],gpu5" are
  * expanded); else, under MPI with every rank on one host, 127.0.0.1; otherwise an error asking
@@ -467,7 +471,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
  * @param options [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_ENOTFOUND when no launcher variables are present;
  *         SHARDREC_EINVAL naming the convention and the variable missing or malformed;
- *         SHARDREC_EIO when rank 0 cannot listen on the port (in use?); SHARDREC_ETIMEOUT
+ *         SHARDREC_EIO when rank 0 cannot listen on the port (when it is in use, the message
+ *         says that another process started as rank 0, naming the variables read, or another
+ *         program most likely holds it); SHARDREC_ETIMEOUT
  *         (also when the store's host name never resolved, naming it and the resolver's error,
  *         or when rank 0 still serves the store of this rank's previous communicator);
  *         SHARDREC_EREMOTE (store unreachable, or a different token, WORLD_SIZE or port: reported
