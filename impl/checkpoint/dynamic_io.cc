@@ -85,6 +85,32 @@ Status ReadVector(const ReadableFile& file, const std::string& path, const Recor
   return CopyOverlap(file, path, rec, dst, &buffer);
 }
 
+// A save writes each id once (a shard holds it in one slot), but an edited or damaged checkpoint
+// could repeat one: restored, it would hold two slots, and the shard's index would then lose
+// track of it (a later eviction could not find the id to erase). Every saved copy of an id lands
+// in the same new row block, so the ids one shard receives are checked together; the error names
+// the id and each "ids" record that holds it.
+Status CheckDistinctIds(const std::string& table, const std::vector<int64_t>& ids,
+                        const std::map<int64_t, SavedBlock>& blocks, const Manifest& m,
+                        const std::string& dir) {
+  std::vector<int64_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  const auto at = std::adjacent_find(sorted.begin(), sorted.end());
+  if (at == sorted.end()) return Status::Ok();
+  const int64_t id = *at;
+  std::string where;
+  for (const auto& [offset, b] : blocks) {
+    const auto n = std::count(b.ids.begin(), b.ids.end(), id);
+    if (n == 0) continue;
+    const auto [f, r] = b.vectors.at(kIds);
+    where += StrCat(where.empty() ? "" : " and ", dir, "/", m.files[f].name, ": record ",
+                    m.files[f].records[r].key, n > 1 ? StrCat(", ", n, " times") : "");
+  }
+  return Status::Corrupt("checkpoint: dynamic table ", table, ": id ", id,
+                         " appears more than once in its saved \"ids\" (", where,
+                         "): a row block holds each id once");
+}
+
 }  // namespace
 
 void AppendDynamicSources(const embedding::EmbeddingCollection& coll, const ShardTensor& t,
@@ -324,6 +350,7 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
                           buf.begin() + (i + 1) * static_cast<int64_t>(d.row_bytes));
         }
       }
+      SR_RETURN_IF_ERROR(CheckDistinctIds(name, sh.ids, blocks, m, dir));
       const int64_t slots = ls.rows - 1;  // the zero row is not a slot
       if (static_cast<int64_t>(sh.ids.size()) > slots)
         return Status::InvalidArgument("checkpoint: dynamic table ", name, " has ", sh.ids.size(),

@@ -157,8 +157,9 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  *         that read different checkpoints (given different directories), or bad arguments;
  *         SHARDREC_ECORRUPT for a malformed manifest (or one that does not match its
  *         own checksum), a missing, truncated or
- *         malformed rank file, or a chunk whose checksum fails (the message names the file and
- *         record); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE; SHARDREC_EUSAGE while an
+ *         malformed rank file, a chunk whose checksum fails (the message names the file and
+ *         record), or a dynamic table's id saved more than once (naming the id and its "ids"
+ *         records); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE; SHARDREC_EUSAGE while an
  *         input distribution is pending. During the commit (the message says "partly loaded";
  *         load again): SHARDREC_ECUDA / SHARDREC_ETIMEOUT when a GPU collection's device copy
  *         fails, SHARDREC_EIO or SHARDREC_ECORRUPT when the second read of a part beyond the

@@ -99,10 +99,12 @@ class SlotIndex {
   }
   // Asks the cache for `id`'s bucket (a lookup soon after is then faster).
   void Prefetch(int64_t id) const { core::PrefetchLine(&buckets_[Home(Hash(id))]); }
-  // Adds id -> slot (id not present; at most `slots` entries).
+  // Adds id -> slot (id not present; at most `slots` entries). Throws StatusError (internal)
+  // when no entry is free, which only more entries than slots can cause.
   void Insert(int64_t id, int32_t slot);
   // Removes `id` (present). No tombstone: the overflow counts of the buckets it had passed are
-  // taken back, so lookups stay as short as if it had never been there.
+  // taken back, so lookups stay as short as if it had never been there. Throws StatusError
+  // (internal), changing nothing, when `id` is not in the index (an inconsistent state).
   void Erase(int64_t id, const int64_t* ids, size_t stride = 1);
   // Bytes of the table.
   size_t bytes() const { return buckets_.size() * sizeof(Bucket); }
@@ -110,10 +112,12 @@ class SlotIndex {
   static size_t BytesFor(int64_t slots) { return Buckets(slots) * sizeof(Bucket); }
 
  private:
-  // Find, with `h` = Hash(id).
+  // Find, with `h` = Hash(id). Each bucket is visited at most once, so even an inconsistent
+  // index (overflow counts left nonzero everywhere) answers (slot_index.cc).
   int32_t FindHashed(uint64_t h, int64_t id, const int64_t* ids, size_t stride) const {
     const uint8_t tag = Tag(h);
-    for (size_t b = Home(h);; b = Next(b)) {
+    size_t b = Home(h);
+    for (size_t walked = 0; walked < buckets_.size(); ++walked, b = Next(b)) {
       const Bucket& bucket = buckets_[b];
       for (uint32_t m = Match(bucket, tag); m != 0; m &= m - 1) {
         const auto s = static_cast<int32_t>(bucket.slots[__builtin_ctz(m)]);
@@ -121,6 +125,7 @@ class SlotIndex {
       }
       if (bucket.overflow == 0) return kNone;
     }
+    return kNone;
   }
   // From the home bucket of hash `h` alone, no id compared: the slot of its first entry whose tag
   // matches (the id's, unless a tag collided), else kAbsent when no stored id passed the bucket

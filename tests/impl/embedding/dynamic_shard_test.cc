@@ -5,9 +5,16 @@
 // would not show it), over one forward and over hundreds against a plain reference, counted
 // ids (a data-parallel copy's) against the same ids one occurrence at a time, and delta tracking
 // across a Restore and a RestoreMerged.
+// wrap-around included), its walks ending on an inconsistent index, the new ids' sort against
+// std::sort, the 32-bit last-seen forwards near and past their rebase, and the eviction victims
+// (which slot each new id takes; outputs alone would not show it), over one forward and over
+// hundreds against a plain reference, and counted ids (a data-parallel copy's) against the same
+// ids one occurrence at a time.
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -72,6 +79,75 @@ TEST(DynamicSlotIndex, MatchesMapUnderChurn) {
     }
     for (const auto& [x, s] : ref) ASSERT_EQ(index.Find(x, ids.data()), s);
   }
+}
+
+// Runs `body` in a forked child that an alarm kills after 10 s: a walk that never ends fails the
+// test instead of hanging it. Returns the child's exit code, or -signal when it was killed.
+int RunWithAlarm(int (*body)()) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    std::_Exit(body());
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1000;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+// What a corrupt checkpoint once restored: one id in 8 slots of a 64-slot index. Evicting those
+// slots last first, each erase of the id takes the first entry still naming it, so the entries of
+// the slots not yet evicted go first and an erase then finds none. It used to walk the buckets
+// forever (a forward stuck at 100 % CPU that shardrec_comm_abort could not stop); now it
+// throws an internal error and changes nothing. 0: as expected; else which check failed.
+int EraseOfAnIdTheIndexLostThrows() {
+  SlotIndex index;
+  index.Reset(64);
+  std::vector<int64_t> ids(64);
+  for (int32_t s = 0; s < 64; ++s) {
+    ids[s] = s < 8 ? 5 : 1000 + s;
+    index.Insert(ids[s], s);
+  }
+  for (int32_t s = 7; s >= 0; --s) {
+    try {
+      index.Erase(5, ids.data());
+    } catch (const StatusError& e) {
+      if (e.status().code() != Code::kInternal) return 2;
+      // Nothing changed: the other ids are still found.
+      for (int32_t t = 8; t < 64; ++t)
+        if (index.Find(ids[t], ids.data()) != t) return 3;
+      return 0;
+    }
+    ids[s] = 2000 + s;
+    index.Insert(ids[s], s);
+  }
+  return 1;  // every erase found an entry
+}
+
+// More entries than slots (12 in the one bucket of an 8-slot index): the insert that finds no
+// free entry throws an internal error instead of walking forever.
+int InsertIntoAFullIndexThrows() {
+  SlotIndex index;
+  index.Reset(8);
+  std::vector<int64_t> ids(13);
+  for (int32_t s = 0; s < 13; ++s) {
+    ids[s] = 7 * s + 1;
+    try {
+      index.Insert(ids[s], s);
+    } catch (const StatusError& e) {
+      return s == 12 && e.status().code() == Code::kInternal ? 0 : 2;
+    }
+  }
+  return 1;
+}
+
+TEST(DynamicSlotIndex, EraseOfAnIdItLostFailsInsteadOfSpinning) {
+  EXPECT_EQ(RunWithAlarm(EraseOfAnIdTheIndexLostThrows), 0)
+      << "a negative value is the signal that killed it (14: the alarm, the walk did not end)";
+}
+
+TEST(DynamicSlotIndex, InsertIntoAFullIndexFailsInsteadOfSpinning) {
+  EXPECT_EQ(RunWithAlarm(InsertIntoAFullIndexThrows), 0)
+      << "a negative value is the signal that killed it (14: the alarm, the walk did not end)";
 }
 
 // The new ids' sort (radix_sort.h, SortByKey64) against std::sort: random, sequential,

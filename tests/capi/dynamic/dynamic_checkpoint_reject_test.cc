@@ -1,0 +1,185 @@
+// Dynamic checkpoints that are well-formed files with contents no save writes: an "ids" record
+// that repeats an id (within one row block, every id the same, or across two blocks), its chunk
+// checksums and the manifest's checksum signed again as a writer would, so that only the
+// loader's own checks can tell. The load fails with SHARDREC_ECORRUPT on every rank, naming the
+// id and the record, and changes nothing. (It used to load: the shard then held the id in two
+// slots, and a later eviction of it spun forever in the shard's index.)
+#include <gtest/gtest.h>
+// Header-only XXH3, to sign the edited record and manifest as a writer would.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "shardrec/checkpoint.h"
+#include "tests/capi/dynamic/dynamic_stream.h"
+#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/support/spawn_ranks.h"
+#include "tests/support/temp_dirs.h"
+
+namespace shardrec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int32_t kWorld = 2;
+constexpr int32_t kSteps = 3;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+// The manifest's record `key` and the name of its file.
+const json* FindRecord(const json& m, const std::string& key, std::string* file) {
+  for (const json& f : m["files"]) {
+    for (const json& r : f["records"]) {
+      if (r["key"] != key) continue;
+      *file = f["name"].get<std::string>();
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+// The key of table t0's "ids" record of its row block at row `row` (== 0) or at another row
+// (!= 0); empty when there is none.
+std::string IdsKey(const std::string& dir, bool first_block) {
+  const json m = json::parse(ReadText(dir + "/manifest.json"));
+  for (const json& f : m["files"])
+    for (const json& r : f["records"])
+      if (r["table"] == "t0" && r["tensor"] == "ids" && (r["offsets"][0] == 0) == first_block)
+        return r["key"].get<std::string>();
+  return "";
+}
+
+std::vector<int64_t> ReadIds(const std::string& dir, const std::string& key) {
+  const json m = json::parse(ReadText(dir + "/manifest.json"));
+  std::string file;
+  const json* r = FindRecord(m, key, &file);
+  if (r == nullptr) return {};
+  const std::string data = ReadText(dir + "/" + file);
+  const auto begin = (*r)["byte_range"][0].get<size_t>();
+  std::vector<int64_t> ids(((*r)["byte_range"][1].get<size_t>() - begin) / 8);
+  std::memcpy(ids.data(), data.data() + begin, ids.size() * 8);
+  return ids;
+}
+
+// Writes `ids` (as many as the record holds) into record `key`, then signs its chunks and the
+// manifest again: the XXH3 of every chunk of chunk_rows rows, and manifest_xxh3 over the
+// manifest's compact form without that member (docs/checkpoint-format.md).
+void WriteIds(const std::string& dir, const std::string& key, const std::vector<int64_t>& ids) {
+  json m = json::parse(ReadText(dir + "/manifest.json"));
+  for (json& f : m["files"]) {
+    for (json& r : f["records"]) {
+      if (r["key"] != key) continue;
+      const std::string path = dir + "/" + f["name"].get<std::string>();
+      std::string data = ReadText(path);
+      const auto begin = r["byte_range"][0].get<size_t>();
+      ASSERT_EQ(r["byte_range"][1].get<size_t>() - begin, ids.size() * 8);
+      std::memcpy(data.data() + begin, ids.data(), ids.size() * 8);
+      WriteText(path, data);
+      const auto chunk = r["chunk_rows"].get<size_t>();
+      r["xxh3"] = json::array();
+      for (size_t lo = 0; lo < ids.size(); lo += chunk)
+        r["xxh3"].push_back(
+            XXH3_64bits(data.data() + begin + lo * 8, (std::min(ids.size(), lo + chunk) - lo) * 8));
+    }
+  }
+  m.erase("manifest_xxh3");
+  const std::string canonical = m.dump();
+  m["manifest_xxh3"] = XXH3_64bits(canonical.data(), canonical.size());
+  WriteText(dir + "/manifest.json", m.dump(1));
+}
+
+// Rank r's forward of every pool id, one per bag (the rows it holds).
+std::vector<float> Probe(shardrec_embedding_t* c, const Stream& st, int32_t r, int64_t dim) {
+  std::vector<float> out(static_cast<size_t>(st.probe.batch_size * dim), 0.0f);
+  ForwardSlice(c, st.probe, kWorld, r, dim, out.data());
+  return out;
+}
+
+TEST(DynamicCheckpointReject, RepeatedIdIsCorruptOnEveryRankAndChangesNothing) {
+  DynScenario s =
+      MakeDynScenario(kWorld, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const int64_t dim = DynOutputDim(s);
+  const Stream st = MakeStream(s, dim, kSteps + 1);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string good = FreshDir("dup_ids");
+  SpawnRanks(kWorld, [&](int r) {
+    CollPtr coll;
+    MakeStreamCollection(s, plan.get(), kWorld, r, &coll);
+    if (coll == nullptr) return;
+    for (int32_t step = 0; step < kSteps; ++step) {
+      ForwardSlice(coll.get(), st.batches[step], kWorld, r, dim, nullptr);
+      BackwardSlice(coll.get(), st.grads[step], kWorld, r, dim);
+    }
+    ASSERT_EQ(shardrec_checkpoint_save(coll.get(), good.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  });
+  const std::string first = IdsKey(good, true), other = IdsKey(good, false);
+  const std::vector<int64_t> ids = ReadIds(good, first), other_ids = ReadIds(good, other);
+  ASSERT_GE(ids.size(), 2u) << "row block 0 of t0 should hold a few ids";
+  ASSERT_GE(other_ids.size(), 1u) << "the other row block of t0 should hold ids";
+
+  struct Case {
+    const char* name;
+    std::vector<int64_t> ids;  // the new values of record `first`
+    int64_t repeated;          // the id the error names
+  };
+  std::vector<Case> cases;
+  cases.push_back({"all_same", std::vector<int64_t>(ids.size(), ids[0]), ids[0]});
+  cases.push_back({"one_repeat", ids, ids[0]});
+  cases.back().ids[1] = ids[0];
+  // Another block's id: it lands in that block's shard under the new plan, on the other rank.
+  cases.push_back({"across_blocks", ids, other_ids[0]});
+  cases.back().ids.back() = other_ids[0];
+
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string bad = FreshDir(std::string("dup_ids_") + c.name);
+    fs::copy(good, bad);
+    WriteIds(bad, first, c.ids);
+    SpawnRanks(kWorld, [&](int r) {
+      CollPtr coll;
+      MakeStreamCollection(s, plan.get(), kWorld, r, &coll);
+      if (coll == nullptr) return;
+      shardrec_embedding_t* e = coll.get();
+      ASSERT_EQ(shardrec_checkpoint_load(e, good.c_str(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      const shardrec_status_t rc = shardrec_checkpoint_load(e, bad.c_str(), nullptr);
+      const std::string msg = shardrec_last_error();
+      // Loaded, the table holds an id twice: a forward may never return. Stop here.
+      ASSERT_NE(rc, SHARDREC_OK) << "rank " << r << " loaded a checkpoint that repeats an id";
+      EXPECT_EQ(rc, SHARDREC_ECORRUPT) << "rank " << r << ": " << msg;
+      EXPECT_NE(msg.find("id " + std::to_string(c.repeated) + " "), std::string::npos)
+          << "rank " << r << ": " << msg;
+      EXPECT_NE(msg.find(first), std::string::npos) << "rank " << r << ": " << msg;
+      // Nothing changed: the rows are those of the good checkpoint, and training goes on.
+      const std::vector<float> after = Probe(e, st, r, dim);
+      ASSERT_EQ(shardrec_checkpoint_load(e, good.c_str(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      const std::vector<float> want = Probe(e, st, r, dim);
+      EXPECT_EQ(std::memcmp(after.data(), want.data(), after.size() * sizeof(float)), 0)
+          << "rank " << r << ": the refused load changed rows";
+      ForwardSlice(e, st.batches[kSteps], kWorld, r, dim, nullptr);
+      BackwardSlice(e, st.grads[kSteps], kWorld, r, dim);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::testing
