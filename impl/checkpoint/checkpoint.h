@@ -64,12 +64,13 @@ struct LoadOptions {
   uint64_t staging_limit = kDefaultStagingLimit;
 };
 
-// Collective over g.comm. Each writing rank writes its file atomically, then world rank 0
-// publishes `dir`/manifest.json atomically (the previous checkpoint in `dir` stays loadable
-// until that rename) and removes the previous checkpoint's files. Errors: kInvalidUsage while an
-// input distribution is pending; kInvalidArgument for bad dense tensors; kIo from the file
-// system; a GPU collection's failed device copy (kCuda, kTimeout: nothing changed); a rank's
-// failure fails every rank.
+// Collective over g.comm. Each writing rank writes its file atomically, then world rank 0 checks
+// that every rank's file is in its `dir`, publishes `dir`/manifest.json atomically (the previous
+// checkpoint in `dir` stays loadable until that rename) and removes the previous checkpoint's
+// files. Errors: kInvalidUsage while an input distribution is pending; kInvalidArgument for bad
+// dense tensors or a rank's file missing from rank 0's `dir` (ranks given different
+// directories: nothing published); kIo from the file system; a GPU collection's failed device
+// copy (kCuda, kTimeout: nothing changed); a rank's failure fails every rank.
 Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
             const std::string& dir, const SaveOptions& options);
 

@@ -295,6 +295,30 @@ Status CheckDynamicReplicas(const embedding::EmbeddingCollection& coll, const Gr
   return Agree(*g.comm, local, "to find its replicas in agreement");
 }
 
+// Rank 0 publishes, in its own directory, a manifest naming every rank's file, each written into
+// the directory its rank was given. Ranks given different directories (or one path that is not
+// on a file system every rank shares) would publish a checkpoint that cannot load and then remove
+// the previous one, so first every file must be here, of the size its rank wrote. A file too
+// short or too long is another save's (of another directory) under the same name.
+Status CheckRankFiles(FileSystem& fs, const std::string& dir, const std::vector<FileEntry>& files,
+                      const std::vector<int>& ranks) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::unique_ptr<ReadableFile> f;
+    const Status s = fs.OpenReadable(dir + "/" + files[i].name, &f);
+    if (s.ok() && f->size() == files[i].size) continue;
+    if (!s.ok() && s.code() != Code::kNotFound) return s;
+    return Status::InvalidArgument(
+        "rank ", ranks[i], "'s checkpoint file ", files[i].name,
+        s.ok() ? StrCat(" in rank 0's directory ", dir, " is ", f->size(), " bytes, not the ",
+                        files[i].size, " rank ", ranks[i], " wrote")
+               : StrCat(" is not in rank 0's directory ", dir),
+        ": is the directory shared by every rank? Every rank must save to the same directory; "
+        "nothing was published, the previous checkpoint in ",
+        dir, " is untouched");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
@@ -335,6 +359,7 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
   local = Status::Ok();
   if (comm.Rank() == 0) {
     Manifest m = Describe(coll, g, generation);
+    std::vector<int> writers;  // the rank of each file
     size_t pos = 0;
     for (int r = 0; r < comm.Size() && local.ok(); ++r) {
       if (sizes[r] > 0) {
@@ -342,9 +367,11 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
         local = FileEntryFromJson(
             std::string(reinterpret_cast<const char*>(all.data()) + pos, sizes[r]), &f);
         m.files.push_back(std::move(f));
+        writers.push_back(r);
       }
       pos += sizes[r];
     }
+    if (local.ok()) local = CheckRankFiles(fs, dir, m.files, writers);
     if (local.ok()) {
       const std::string text = ManifestToJson(m);
       local = WriteAtomically(fs, dir, kManifestName, {{text.data(), text.size()}});

@@ -21,7 +21,8 @@
  * fsync'ed; the manifest is published last the same way. A crash or an I/O error at any point
  * leaves the previous checkpoint in the directory loadable, and an incomplete checkpoint is
  * never taken for a complete one. After publishing, rank 0 removes the previous checkpoint's
- * files. All ranks must see the same directory (a shared file system for multi-host runs).
+ * files. All ranks must see the same directory (a shared file system for multi-host runs); a
+ * save whose ranks' files are not all in rank 0's directory fails on every rank instead.
  *
  * Loading is all-or-nothing by default: a load that fails for any reason (a missing, truncated or
  * malformed file, a checksum that does not match, an I/O error, a mismatch, a peer's failure, a
@@ -125,7 +126,13 @@ shardrec_checkpoint_options_init(shardrec_checkpoint_options_t* options, uint32_
  * @param coll    [in] Must not be NULL. Not modified.
  * @param dir     [in] NUL-terminated directory path; must not be NULL or empty.
  * @param options [in] May be NULL (no dense tensors).
- * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or bad arguments (dense tensors); SHARDREC_EUSAGE
+ * Every rank must pass the same directory, one that every rank sees (on a file system they
+ * share when they run on several hosts): rank 0 publishes the manifest in its @p dir, naming
+ * every rank's file, and first checks that each is there, of the size its rank wrote.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or bad arguments (dense tensors), or when a
+ *         rank's file is not in rank 0's directory (ranks given different directories, or one
+ *         not shared by every rank: nothing is published, the previous checkpoint in rank 0's
+ *         directory stays as it was and loadable); SHARDREC_EUSAGE
  *         while an input distribution is pending; SHARDREC_EIO when a file cannot be written
  *         (the previous checkpoint in @p dir stays loadable); SHARDREC_ECUDA when a GPU
  *         collection's device copy fails (the collection and the previous checkpoint stay as

@@ -168,6 +168,31 @@ TEST(CheckpointReject, RanksLoadingDifferentCheckpointsAreRefused) {
   });
 }
 
+// Ranks given different directories for a save (or one path that is not on a file system every
+// rank shares): every rank returned OK, rank 0 published a manifest naming rank 1's file, which
+// was not in its directory, and removed the previous checkpoint there, leaving nothing loadable.
+// Rank 0 now finds every rank's file first: every rank fails, and the previous checkpoint stays.
+TEST(CheckpointReject, RanksSavingToDifferentDirectoriesAreRefused) {
+  const Scenario s = AdamScenario();
+  const std::string first = SavedCheckpoint(s);
+  const std::string manifest = Slurp(first + "/manifest.json");
+  const std::string other = FreshDir("reject");
+  OnSide(kSide, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    TrainSteps(kSide, s, r, c, m, 0, 3);
+    EXPECT_EQ(SaveOn(c, m, r == 0 ? first : other, nullptr), SHARDREC_EINVAL)
+        << "rank " << r << ": " << shardrec_last_error();
+    const std::string msg = shardrec_last_error();
+    for (const char* n : {"rank 1's checkpoint file", "is not in rank 0's directory",
+                          "shared by every rank", "untouched"})
+      EXPECT_NE(msg.find(n), std::string::npos) << "rank " << r << ": " << msg;
+  });
+  EXPECT_EQ(Slurp(first + "/manifest.json"), manifest) << "the previous manifest was replaced";
+  OnSide(kSide, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    EXPECT_EQ(LoadOn(c, m, first, nullptr), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+  });
+}
+
 // A rank file whose safetensors header gives a record another shape than the manifest (same
 // bytes, dims swapped) was loaded as if it matched.
 TEST(CheckpointReject, AHeaderShapeOtherThanTheManifestsIsCorrupt) {
