@@ -9,6 +9,7 @@
 
 #include "impl/checkpoint/json_int.h"
 #include "impl/core/check.h"
+#include "impl/embedding/param_store.h"
 
 // Debian's libxxhash picks the widest XXH3 kernel the CPU has at run time (SSE2, AVX2,
 // AVX-512); the inlined header-only build would be fixed at SSE2 and halve load throughput.
@@ -210,6 +211,9 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
     m.generation = JsonInt<int64_t>(j.at("generation"));
     m.step = JsonInt<int64_t>(j.at("step"));
     if (m.step < 0) return Status::Corrupt(path, ": step counter ", m.step, " is negative");
+    if (m.step > embedding::ParamStore::kMaxStep)
+      return Status::Corrupt(path, ": step counter ", m.step, " exceeds the maximum, ",
+                             embedding::ParamStore::kMaxStep, " (2^53)");
     m.world_size = JsonInt<int32_t>(j.at("world_size"));
     m.shard_size = JsonInt<int32_t>(j.at("shard_size"));
     m.plan_json = j.at("plan").dump();

@@ -179,7 +179,9 @@ Status EmbeddingCollection::SetState(const std::string& table, const std::string
 }
 
 Status EmbeddingCollection::SetNumSteps(int64_t steps) {
-  if (steps < 0) return Status::InvalidArgument("steps must be >= 0, got ", steps);
+  if (steps < 0 || steps > ParamStore::kMaxStep)
+    return Status::InvalidArgument("steps must be in [0, ", ParamStore::kMaxStep, "] (2^53), got ",
+                                   steps);
   // A rejection learnt later would take a step back from the value set here.
   SR_RETURN_IF_ERROR(engine_->Settle(true));
   s_.params.set_step(steps);

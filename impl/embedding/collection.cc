@@ -439,6 +439,10 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
         "backward of an evaluation forward: that forward ran with training off "
         "(shardrec_embedding_set_training(coll, 0)), so it recorded nothing to train; set "
         "training on before the forward of a training step");
+  } else if (s_.params.step() >= ParamStore::kMaxStep) {
+    local = Status::InvalidUsage("the step counter is at its maximum, ", ParamStore::kMaxStep,
+                                 " (2^53): a backward cannot count another step (set a lower "
+                                 "count with shardrec_embedding_set_num_steps)");
   } else {
     const size_t rows =
         static_cast<size_t>(s_.layout.sequence ? s_.current->num_values : s_.current->batch_size);

@@ -66,6 +66,11 @@ class ParamStore {
                       std::span<const int64_t> ids, uint64_t seed);
   void ClearRow(const LocalShard& ls, int64_t row);
 
+  // The step counter stays in [0, kMaxStep]: a backward at kMaxStep is refused, and so are
+  // larger values from a caller or a checkpoint. At INT64_MAX the next step's counter would wrap
+  // negative (and a checkpoint of it would not load); 2^53 is also the largest count Adam's
+  // bias correction, computed in double, holds exactly.
+  static constexpr int64_t kMaxStep = int64_t{1} << 53;
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
 

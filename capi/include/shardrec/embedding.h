@@ -242,7 +242,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_e
  *                 is host memory, read before the call returns).
  * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong size here or a rejection on another rank;
  *         SHARDREC_EUSAGE without a preceding forward, or when the last forward failed (on
- *         any rank: the batch before it is not trained with this gradient);
+ *         any rank: the batch before it is not trained with this gradient), or when the step
+ *         counter is at its maximum, 2^53 (nothing changes; see shardrec_embedding_num_steps);
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE;
  *         SHARDREC_ECUDA / SHARDREC_ETIMEOUT when a GPU collection's device work fails (after
  *         the gradient exchange: the step may then be partly applied on that rank). A GPU
@@ -380,7 +381,11 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_learning_rate(shardrec_emb
 /**
  * Number of optimizer steps taken (backward calls), the `t` of Adam's bias correction. A GPU
  * collection's stream-ordered backward (shardrec_embedding_backward_tensor) counts when it
- * returns; a rejection learnt later (shardrec_embedding_synchronize) takes it back.
+ * returns; a rejection learnt later (shardrec_embedding_synchronize) takes it back. The count
+ * stays at most 2^53 (9007199254740992, the largest Adam's `t`, a double, holds exactly): a
+ * backward at 2^53 is refused with SHARDREC_EUSAGE and changes nothing (a stream-ordered one
+ * counts until the synchronisation that reports the refusal, like its other rejections), so
+ * the counter never wraps and every checkpoint of it loads.
  * @param coll [in] Must not be NULL.  @param out [out] Receives the count; must not be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments. Not collective.
  */
@@ -389,8 +394,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_num_steps(const shardrec_embed
 
 /**
  * Sets the step counter (restoring a checkpoint). Every rank should set the same value.
- * @param coll [in] Must not be NULL.  @param steps >= 0.
- * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or a negative value. Not collective.
+ * @param coll [in] Must not be NULL.  @param steps In [0, 2^53] (see shardrec_embedding_num_steps).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or a value out of range (nothing changes). Not
+ *         collective.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_set_num_steps(shardrec_embedding_t* coll,
                                                                 int64_t steps);

@@ -2,8 +2,13 @@
 #include "tests/capi/checkpoint/checkpoint_test_util.h"
 
 #include <gtest/gtest.h>
+// Header-only XXH3, to sign an edited manifest as a writer would.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 
 #include "tests/support/spawn_ranks.h"
@@ -133,6 +138,18 @@ Snap TakeSnap(shardrec_embedding_t* coll, const Scenario& s) {
   snap.tensors = Snapshot(coll, s);
   shardrec_embedding_num_steps(coll, &snap.steps);
   return snap;
+}
+
+void EditManifest(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  const std::string path = dir + "/manifest.json";
+  std::ifstream in(path);
+  nlohmann::json m = nlohmann::json::parse(
+      std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  edit(m);
+  m.erase("manifest_xxh3");
+  const std::string canonical = m.dump();
+  m["manifest_xxh3"] = XXH3_64bits(canonical.data(), canonical.size());
+  std::ofstream(path, std::ios::trunc) << m.dump(1);
 }
 
 }  // namespace shardrec::testing

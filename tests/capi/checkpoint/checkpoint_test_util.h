@@ -1,10 +1,11 @@
 // Helpers of the checkpoint C API tests: one "side" of a save/load pair (world size, 1D or 2D,
 // sharding type, column split, storage type), running a collection on it, training it, and
-// bit-exact snapshots of every table's weights and optimizer states.
+// bit-exact snapshots of every table's weights and optimizer states, and re-signed manifest edits.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,10 @@ shardrec_status_t LoadOn(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, cons
 
 // Collective snapshot (every rank calls it); the values are the same on every rank.
 Snap TakeSnap(shardrec_embedding_t* coll, const Scenario& s);
+
+// Rewrites the manifest of the checkpoint in `dir` with edit(manifest) and signs it again as a
+// writer does (manifest_xxh3: the XXH3 of its compact form without that member), so that only
+// the loader's checks of what it says can tell.
+void EditManifest(const std::string& dir, const std::function<void(nlohmann::json&)>& edit);
 
 }  // namespace shardrec::testing
