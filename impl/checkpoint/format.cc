@@ -104,6 +104,17 @@ Record RecordFrom(const json& j) {
       r.nbytes != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
       r.checksums.size() != static_cast<size_t>(r.rows == 0 ? 0 : (r.rows - 1) / r.chunk_rows + 1);
   if (bad) throw std::runtime_error("record " + r.key + " has inconsistent shape or offsets");
+  // The key repeats the table, tensor and offsets (docs/checkpoint-format.md), and the rank file
+  // is found by key while the loader places the record by its fields: a record whose fields say
+  // otherwise (edited, with the manifest signed again) would load one tensor into another's
+  // place, such as momentum1 into momentum2.
+  const std::string key =
+      r.table.empty() ? "dense/" + r.tensor
+                      : StrCat(r.table, "/", r.tensor, "/r", r.row_offset, "_c", r.col_offset);
+  if (r.key != key)
+    throw std::runtime_error("record " + r.key + " says table '" + r.table + "', tensor '" +
+                             r.tensor + "' and offsets [" + std::to_string(r.row_offset) + ", " +
+                             std::to_string(r.col_offset) + "], whose key is " + key);
   return r;
 }
 

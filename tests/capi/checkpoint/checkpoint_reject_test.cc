@@ -193,6 +193,52 @@ TEST(CheckpointReject, RanksSavingToDifferentDirectoriesAreRefused) {
   });
 }
 
+// A manifest whose records say momentum2 where their keys say momentum1 and the reverse (signed
+// again, so its checksum holds) loaded each Adam state into the other's place. A record's
+// fields must now be those its key names.
+TEST(CheckpointReject, ARecordWhoseFieldsDisagreeWithItsKeyIsCorrupt) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  int swapped = 0;
+  EditManifest(dir, [&](nlohmann::json& m) {
+    for (auto& f : m["files"])
+      for (auto& r : f["records"]) {
+        if (r["tensor"] == "momentum1") {
+          r["tensor"] = "momentum2";
+        } else if (r["tensor"] == "momentum2") {
+          r["tensor"] = "momentum1";
+        } else {
+          continue;
+        }
+        ++swapped;
+      }
+  });
+  ASSERT_GT(swapped, 0);
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT, {"momentum1", "whose key is"});
+  // Another table's name, and another row offset (0 for a block that starts further down), the
+  // same way.
+  for (const std::string field : {"table", "offsets"}) {
+    const std::string other = SavedCheckpoint(s);
+    bool edited = false;
+    EditManifest(other, [&](nlohmann::json& m) {
+      for (auto& f : m["files"])
+        for (auto& r : f["records"]) {
+          if (edited || r["table"] == "") continue;
+          if (field == "table") {
+            r["table"] = r["table"] == "t0" ? "t1" : "t0";
+          } else if (r["offsets"][0] != 0) {
+            r["offsets"][0] = 0;
+          } else {
+            continue;
+          }
+          edited = true;
+        }
+    });
+    ASSERT_TRUE(edited) << field;
+    ExpectRejected(s, other, SHARDREC_ECORRUPT, {"whose key is"});
+  }
+}
+
 // A rank file whose safetensors header gives a record another shape than the manifest (same
 // bytes, dims swapped) was loaded as if it matched.
 TEST(CheckpointReject, AHeaderShapeOtherThanTheManifestsIsCorrupt) {
