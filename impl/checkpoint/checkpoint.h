@@ -79,10 +79,13 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
 // Errors: kNotFound without a manifest; kInvalidArgument for a checkpoint of other tables, dims,
 // dtypes or optimizers (see LoadOptions) or a dense tensor that does not match; kCorrupt for a
 // malformed manifest, a missing, truncated or malformed rank file, records that do not cover a
-// local shard, or a chunk whose checksum fails (naming the file and the record); kIo; a peer's
-// failure or a timeout. By default every one of them leaves the weights, optimizer states, step
-// counter and dense tensors unchanged on every rank (all are found before the commit, which
-// copies from host staging). What can still fail after the commit began, leaving the collection
+// local shard, a chunk whose checksum fails (naming the file and the record), or a dynamic
+// table's id saved twice; kIo; a peer's failure or a timeout. By default every one of them
+// leaves the weights, optimizer states, step counter and dense tensors unchanged on every rank
+// (all are found before the commit, which copies from host staging), except a peer lost during
+// the last agreement: it may complete on some ranks (which commit) and fail on others (which may
+// have committed when the commit can fail, as that is agreed after the commit then;
+// docs/checkpoint-format.md). What can still fail after the commit began, leaving the collection
 // partly loaded and reported as such on every rank: a GPU collection's device copy, and the
 // second read of destinations beyond staging_limit. allow_partial_load: failures found while
 // copying leave the collection partly loaded (verify_first finds corrupt chunks first).

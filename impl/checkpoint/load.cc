@@ -288,6 +288,9 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
   if (!options.allow_partial_load) {
     // Every rank holds its verified part. A host commit is memory copies, which cannot fail:
     // then no rank waits for another (a peer lost now cannot turn a complete load into an error).
+    // A peer lost during this all-reduce can end it on some ranks (they commit) and fail it on
+    // others (they do not): nothing can prevent that, and the docs say what holds then
+    // (checkpoint-format.md, "A peer lost during a load").
     int32_t can_fail = staged.commit_can_fail() ? 1 : 0;
     for (const Read& zr : zero) can_fail = can_fail || !zr.device.is_host();
     SR_RETURN_IF_ERROR(

@@ -25,9 +25,12 @@
  * save whose ranks' files are not all in rank 0's directory fails on every rank instead.
  *
  * Loading is all-or-nothing by default: a load that fails for any reason (a missing, truncated or
- * malformed file, a checksum that does not match, an I/O error, a mismatch, a peer's failure, a
- * timeout) returns the error on every rank and leaves the weights, every optimizer state, the
- * step counter and the dense tensors bit-identical on every rank. Each rank reads only the
+ * malformed file, a checksum that does not match, an I/O error, a mismatch, a peer's failure or a
+ * timeout before the last agreement) returns the error on every rank and leaves the weights,
+ * every optimizer state, the step counter and the dense tensors bit-identical on every rank. A
+ * peer that dies during the last agreement is the exception: that agreement may complete on some
+ * ranks, which commit and return OK, and fail on others, which return the communicator's error
+ * having committed or not (see shardrec_checkpoint_load). Each rank reads only the
  * records that overlap its local shards, in chunks of about 1 MiB verified against their
  * checksums, into host staging memory; the ranks then agree (one all-reduce, under the
  * communicator's timeout) that every one of them has verified its part, and only then copy it
@@ -166,12 +169,22 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  *         own checksum), a missing, truncated or
  *         malformed rank file, a chunk whose checksum fails (the message names the file and
  *         record), or a dynamic table's id saved more than once (naming the id and its "ids"
- *         records); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE; SHARDREC_EUSAGE while an
- *         input distribution is pending. During the commit (the message says "partly loaded";
- *         load again): SHARDREC_ECUDA / SHARDREC_ETIMEOUT when a GPU collection's device copy
- *         fails, SHARDREC_EIO or SHARDREC_ECORRUPT when the second read of a part beyond the
- *         staging limit fails. With allow_partial_load, SHARDREC_ECORRUPT, SHARDREC_EIO and a
- *         peer's failure found while copying leave the collection partly loaded as well.
+ *         records); SHARDREC_EIO; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE / SHARDREC_EABORTED
+ *         (but see below); SHARDREC_EUSAGE while an input distribution is pending. During the
+ *         commit (the message says "partly loaded"; load again): SHARDREC_ECUDA /
+ *         SHARDREC_ETIMEOUT when a GPU collection's device copy fails, SHARDREC_EIO or
+ *         SHARDREC_ECORRUPT when the second read of a part beyond the staging limit fails. With
+ *         allow_partial_load, SHARDREC_ECORRUPT, SHARDREC_EIO and a peer's failure found while
+ *         copying leave the collection partly loaded as well.
+ *         A peer that dies (or stalls past the timeout, or an abort) during the load's last
+ *         agreement can reach the ranks unevenly; no protocol can prevent it. A rank that returns
+ *         SHARDREC_OK holds its part of the checkpoint, but its peers may not. A rank that returns
+ *         SHARDREC_EREMOTE, SHARDREC_ETIMEOUT or SHARDREC_EABORTED may or may not have committed
+ *         (a host collection within the staging limit has not; a GPU collection, or one beyond
+ *         the limit, may hold the checkpoint or part of it), and its communicator is poisoned.
+ *         After such a failure on any rank, treat every rank's collection as unknown: recreate
+ *         the communicators and collections and load again on every rank
+ *         (docs/checkpoint-format.md, "A peer lost during a load").
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options);
@@ -247,7 +260,9 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
  *         SHARDREC_ECORRUPT for a malformed or truncated file; SHARDREC_EIO; SHARDREC_ETIMEOUT /
  *         SHARDREC_EREMOTE; SHARDREC_EUSAGE while an input distribution is pending. During the
  *         commit ("partly imported"): SHARDREC_ECUDA when a GPU collection's device copy fails,
- *         SHARDREC_EIO on the second read of rows beyond the staging limit.
+ *         SHARDREC_EIO on the second read of rows beyond the staging limit. A peer lost during
+ *         the last agreement leaves the ranks as after shardrec_checkpoint_load: import again on
+ *         every rank, after recreating the communicators and collections.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_import_table(shardrec_embedding_t* coll,
                                                                 const char* table, const char* path,
