@@ -117,15 +117,15 @@ class SlotIndex {
   int32_t FindHashed(uint64_t h, int64_t id, const int64_t* ids, size_t stride) const {
     const uint8_t tag = Tag(h);
     size_t b = Home(h);
-    for (size_t walked = 0; walked < buckets_.size(); ++walked, b = Next(b)) {
+    // The walk bound is tested only when a bucket sends the walk on (rare), not on each hit.
+    for (size_t walked = 1;; ++walked, b = Next(b)) {
       const Bucket& bucket = buckets_[b];
       for (uint32_t m = Match(bucket, tag); m != 0; m &= m - 1) {
         const auto s = static_cast<int32_t>(bucket.slots[__builtin_ctz(m)]);
         if (ids[static_cast<size_t>(s) * stride] == id) return s;
       }
-      if (bucket.overflow == 0) return kNone;
+      if (bucket.overflow == 0 || walked >= buckets_.size()) return kNone;
     }
-    return kNone;
   }
   // From the home bucket of hash `h` alone, no id compared: the slot of its first entry whose tag
   // matches (the id's, unless a tag collided), else kAbsent when no stored id passed the bucket

@@ -1,15 +1,10 @@
 // White-box checks of a dynamic shard's internals that the C API cannot reach quickly: the slot
 // index against a std::unordered_map under random inserts and erases (long probe runs and
-// wrap-around included), the new ids' sort against std::sort, the 32-bit last-seen forwards near
-// and past their rebase, and the eviction victims (which slot each new id takes; outputs alone
-// would not show it), over one forward and over hundreds against a plain reference, counted
-// ids (a data-parallel copy's) against the same ids one occurrence at a time, and delta tracking
-// across a Restore and a RestoreMerged.
 // wrap-around included), its walks ending on an inconsistent index, the new ids' sort against
 // std::sort, the 32-bit last-seen forwards near and past their rebase, and the eviction victims
 // (which slot each new id takes; outputs alone would not show it), over one forward and over
-// hundreds against a plain reference, and counted ids (a data-parallel copy's) against the same
-// ids one occurrence at a time.
+// hundreds against a plain reference, counted ids (a data-parallel copy's) against the same ids
+// one occurrence at a time, and delta tracking across a Restore and a RestoreMerged.
 #include "impl/embedding/dynamic/dynamic_shard.h"
 
 #include <gtest/gtest.h>
