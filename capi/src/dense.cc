@@ -539,7 +539,11 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_set_steps(shardrec_dense
                                                                   int64_t steps) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
-    if (steps < 0) return Status::InvalidArgument("steps ", steps, " must be >= 0");
+    if (steps < 0 || steps > shardrec::dense::DenseOptimizer::kMaxSteps) {
+      return Status::InvalidArgument("steps must be in [0, ",
+                                     shardrec::dense::DenseOptimizer::kMaxSteps, "] (2^53), got ",
+                                     steps);
+    }
     opt->impl->set_steps(steps);
     return Status::Ok();
   });

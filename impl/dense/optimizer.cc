@@ -41,6 +41,10 @@ std::span<float> DenseOptimizer::state(size_t tensor, size_t which) {
 }
 
 Status DenseOptimizer::Step(std::span<const DenseTensor> tensors) {
+  if (steps_ >= kMaxSteps) {
+    return Status::InvalidUsage("dense optimizer: the step count is at its maximum, ", kMaxSteps,
+                                " (2^53); set_steps lower to go on");
+  }
   if (!counts_.empty()) {
     if (counts_.size() != tensors.size()) {
       return Status::InvalidArgument("dense optimizer step over ", tensors.size(),

@@ -30,6 +30,10 @@ class DenseOptimizer {
 
   const optim::OptimizerConfig& config() const { return config_; }
   void set_learning_rate(float lr) { config_.learning_rate = lr; }
+  // The step count stays in [0, kMaxSteps], as the embedding collections' (ParamStore): a step
+  // at kMaxSteps is refused (the next count would not be exact in Adam's double bias correction,
+  // and at INT64_MAX it would wrap), and so are larger counts from a caller.
+  static constexpr int64_t kMaxSteps = int64_t{1} << 53;
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }
   // State buffers of tensor i ("momentum1", "momentum2" as the embedding optimizers name them);

@@ -379,7 +379,8 @@ SHARDREC_API void shardrec_dense_optimizer_destroy(shardrec_dense_optimizer_t* o
  * tensors only: the tensors of a CUDA MLP are refused with SHARDREC_EINVAL ("dense optimizer on
  * device tensors is not supported yet"); other device memory must not be passed.
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, changed shapes, NULL pointers in a tensor, a CUDA
- *         MLP's tensor).
+ *         MLP's tensor); SHARDREC_EUSAGE when the step count is at its maximum, 2^53 (nothing
+ *         changes; see shardrec_dense_optimizer_set_steps).
  */
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_optimizer_t* opt,
                                                              const shardrec_dense_param_t* tensors,
@@ -415,8 +416,11 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_steps(const shardrec_den
                                                               int64_t* steps);
 
 /**
- * Sets the step count (restoring a checkpoint).
- * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p opt or @p steps < 0 (nothing changes).
+ * Sets the step count (restoring a checkpoint). The count stays in [0, 2^53]
+ * (9007199254740992, the largest Adam's bias correction, a double, counts exactly): a step at
+ * 2^53 is refused with SHARDREC_EUSAGE.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p opt or @p steps outside [0, 2^53] (nothing
+ *         changes).
  */
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_set_steps(shardrec_dense_optimizer_t* opt,
                                                                   int64_t steps);

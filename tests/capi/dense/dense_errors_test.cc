@@ -172,6 +172,19 @@ TEST(CapiDenseErrors, OptimizerRefusesChangedListsAndBadConfigsWithoutUpdating) 
   EXPECT_EQ(shardrec_dense_optimizer_set_steps(opt.get(), -3), SHARDREC_EINVAL);
   ASSERT_EQ(shardrec_dense_optimizer_steps(opt.get(), &steps), SHARDREC_OK);
   EXPECT_EQ(steps, 1);
+  // The count stays in [0, 2^53]: INT64_MAX was accepted and the next step wrapped it negative.
+  constexpr int64_t kMax = int64_t{1} << 53;
+  EXPECT_EQ(shardrec_dense_optimizer_set_steps(opt.get(), INT64_MAX), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_dense_optimizer_set_steps(opt.get(), kMax + 1), SHARDREC_EINVAL);
+  ASSERT_EQ(shardrec_dense_optimizer_set_steps(opt.get(), kMax - 1), SHARDREC_OK);
+  ASSERT_EQ(shardrec_dense_optimizer_step(opt.get(), ts, 2), SHARDREC_OK) << LastError();
+  const std::vector<float> w2 = w, v2 = v;
+  EXPECT_EQ(shardrec_dense_optimizer_step(opt.get(), ts, 2), SHARDREC_EUSAGE);
+  EXPECT_TRUE(Mentions("maximum")) << LastError();
+  EXPECT_EQ(w, w2);
+  EXPECT_EQ(v, v2);
+  ASSERT_EQ(shardrec_dense_optimizer_steps(opt.get(), &steps), SHARDREC_OK);
+  EXPECT_EQ(steps, kMax);
 }
 
 TEST(CapiDenseErrors, DcnInteractionAndLossRefuseBadArgumentsWithoutWriting) {

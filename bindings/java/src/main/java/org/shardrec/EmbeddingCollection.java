@@ -562,7 +562,11 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public long dynamicSetScores(String table, long[] ids, double[] scores) {
     if (ids == null || scores == null || ids.length != scores.length) {
-      throw new IllegalArgumentException("one score per id is needed");
+      throw new IllegalArgumentException(
+          ids == null ? "ids must not be null"
+          : scores == null ? "scores must not be null"
+          : "scores has " + scores.length + " values for " + ids.length + " ids: one score per "
+            + "id is needed");
     }
     java.nio.DoubleBuffer s = java.nio.ByteBuffer.allocateDirect(8 * scores.length)
                                   .order(java.nio.ByteOrder.nativeOrder()).asDoubleBuffer();
