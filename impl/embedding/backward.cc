@@ -4,19 +4,34 @@
 #include <algorithm>
 
 #include "impl/embedding/dp_accumulate.h"
+#include "impl/embedding/dynamic/dynamic_tables.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
 
-void SparseUpdater::Init(const Layout* layout, ParamStore* params) {
+void SparseUpdater::Init(const Layout* layout, ParamStore* params,
+                         const dynamic::DynamicTables* dynamic) {
   layout_ = layout;
   params_ = params;
+  dynamic_ = dynamic;
   const size_t n = layout->local.size();
   uniq_rows_.assign(n, {});
   uniq_grads_.assign(n, {});
   partial_stats_.assign(n, {});
   dp_at_ = MakeDpBlockLayout(*layout);
+}
+
+optim::ShardParams SparseUpdater::ParamsOf(size_t local) const {
+  optim::ShardParams p = params_->Params(static_cast<int32_t>(local));
+  if (dynamic_ == nullptr || !layout_->tables[layout_->local[local].table].dynamic) return p;
+  const dynamic::DynamicShard* d = dynamic_->Shard(static_cast<int32_t>(local));
+  if (d != nullptr) {
+    p.row_ids = d->id_base();
+    p.row_ids_stride = dynamic::DynamicShard::id_stride();
+    p.num_row_ids = d->size();
+  }
+  return p;
 }
 
 bool SparseUpdater::StatsStayInShard(size_t local) const {
@@ -106,7 +121,7 @@ Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const Rout
   int64_t num_unique = 0;
   SR_RETURN_IF_ERROR(
       kernels::GroupRows(ctx, runs, workspace->data(), workspace->size(), &num_unique));
-  optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+  optim::ShardParams params = ParamsOf(i);
   if (StatsStayInShard(i)) {
     // Each row summed and updated at once (pooled and sequence runs alike); bit-identical to
     // aggregate + PartialRowStats + Apply. No rows are left for the steps below.
@@ -184,7 +199,7 @@ Status SparseUpdater::Update(const ExecContext& ctx, const optim::OptimizerConfi
   if (tl.data_parallel || uniq_rows_[i].empty()) return Status::Ok();
   const float* full = nullptr;
   if (K > 0) SR_RETURN_IF_ERROR(FullRowStats(i, &full));
-  optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
+  optim::ShardParams params = ParamsOf(i);
   return kernels::ApplyRows(ctx, config, step, l.plan->tables[ls.table].dim, params, uniq_rows_[i],
                             uniq_grads_[i].data(), full);
 }
@@ -261,7 +276,7 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
       continue;
     }
     // Whole rows (every rank holds the full table): the statistics come from the row itself.
-    optim::ShardParams params = params_->Params(local);
+    optim::ShardParams params = ParamsOf(static_cast<size_t>(local));
     SR_RETURN_IF_ERROR(
         kernels::ApplyRows(ctx, config, step, dim, params, rows, grads.data(), nullptr));
   }

@@ -20,6 +20,10 @@
 
 namespace shardrec::embedding {
 
+namespace dynamic {
+class DynamicTables;
+}
+
 // The optimizer applied to data-parallel tables' touched rows where their parameters live (a GPU
 // collection's device): ApplyRows per table (the rows and gradients copied before it returns),
 // then FinishRows once for all of them.
@@ -33,7 +37,10 @@ class RowApplier {
 
 class SparseUpdater {
  public:
-  void Init(const Layout* layout, ParamStore* params);
+  // `dynamic` (null: none) holds the collection's dynamic shards, whose rows are keyed for
+  // stochastic rounding by the ids they hold (optim::ShardParams::row_ids).
+  void Init(const Layout* layout, ParamStore* params,
+            const dynamic::DynamicTables* dynamic = nullptr);
 
   // Both steps take each table's optimizer (configs[t] for table t).
   // Sharded tables. `grads` is the gradient message this rank received (laid out like the
@@ -86,8 +93,12 @@ class SparseUpdater {
   Status Update(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
                 size_t local);
 
+  // The optimizer's view of local shard `local`: ParamStore::Params, with a dynamic shard's ids.
+  optim::ShardParams ParamsOf(size_t local) const;
+
   const Layout* layout_ = nullptr;
   ParamStore* params_ = nullptr;
+  const dynamic::DynamicTables* dynamic_ = nullptr;
   // Kernel scratch (grow-only): one per thread when shards run side by side, else the first
   // serves the shards in turn; free_workspaces_ (under workspace_mu_) are the ones not in use.
   std::vector<std::vector<uint8_t>> workspaces_;

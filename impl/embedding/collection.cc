@@ -165,7 +165,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   c->optim_.seed = options.seed;
   for (auto& o : s.table_optim) o.seed = options.seed;
   s.options.dp_comm.reset();
-  s.updater.Init(&s.layout, &s.params);
+  s.updater.Init(&s.layout, &s.params, &s.dynamic);
   s.worker = std::make_unique<comm::CommWorker>();
   *out = std::move(c);
   return Status::Ok();

@@ -143,12 +143,6 @@ void ApplyRow(OptimizerType type, const RuleScalars& s, int32_t full_dim, const 
   }
 }
 
-uint32_t RoundingBits(const OptimizerConfig& c, int64_t step, const ShardParams& shard, int64_t row,
-                      int32_t col) {
-  return optim::RoundingBits(c.seed, step, shard.table_key, shard.row_offset + row,
-                             static_cast<int64_t>(shard.col_offset) + col);
-}
-
 void LoadRow(const ShardParams& shard, int64_t row, float* out) {
   const auto* src = static_cast<const uint16_t*>(shard.weights) + row * shard.stride;
   if (shard.dtype == DType::kFloat16) {
@@ -167,8 +161,11 @@ void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard
       dst[c] = half ? FloatToHalf(in[c]) : FloatToBFloat16(in[c]);
     return;
   }
+  // Keyed once per row: a fixed table's global row, a dynamic table's id (RoundingRow).
+  const int64_t key = RoundingRow(shard, row);
   for (int32_t c = 0; c < shard.cols; ++c) {
-    uint32_t bits = RoundingBits(cfg, step, shard, row, c);
+    const uint32_t bits = RoundingBits(cfg.seed, step, shard.table_key, key,
+                                       static_cast<int64_t>(shard.col_offset) + c);
     dst[c] = half ? FloatToHalfStochastic(in[c], bits) : FloatToBFloat16Stochastic(in[c], bits);
   }
 }

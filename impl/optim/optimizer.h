@@ -50,7 +50,8 @@ struct OptimizerConfig {
   WeightDecayMode weight_decay_mode = WeightDecayMode::kNone;
   // fp16/bf16 weights only: round the fp32 result stochastically instead of to nearest even.
   // The random bits are a pure function of (seed, step, table_key, global row, global column),
-  // so results do not depend on the plan or the thread count.
+  // a dynamic table's id in place of the row (ShardParams::row_ids), so results do not depend on
+  // the plan or the thread count.
   bool stochastic_rounding = false;
   uint64_t seed = 0;
 };
@@ -81,7 +82,8 @@ struct ShardParams {
   int32_t cols = 0;
   int64_t stride = 0;
   std::vector<float*> states;
-  // Where this shard sits in its table (keys the stochastic-rounding bits only).
+  // Where this shard sits in its table (keys the stochastic-rounding bits only, with row_ids
+  // below).
   uint64_t table_key = 0;
   int64_t row_offset = 0;
   int32_t col_offset = 0;
@@ -91,7 +93,22 @@ struct ShardParams {
   // past `cols`) passes `stride`. Host kernels only: the device plugin ABI has no such field and
   // rejects any other value than 1.
   int64_t row_state_stride = 1;
+  // A dynamic table's rows are slots, which an id holds only until it is evicted and which a
+  // merge or a load renumbers: its rounding bits are keyed by the id a row holds, so they follow
+  // the id whatever slot it sits in. Local row r < num_row_ids holds id row_ids[r *
+  // row_ids_stride]; the other rows (all of a fixed table, whose row_ids is null, and a dynamic
+  // shard's zero row, whose values are never kept) are keyed by row_offset + r. Host kernels
+  // only, like row_state_stride: the device plugin ABI refuses row ids.
+  const int64_t* row_ids = nullptr;
+  int64_t row_ids_stride = 1;
+  int64_t num_row_ids = 0;
 };
+
+// The row a shard's local row `row` keys its stochastic-rounding bits by (ShardParams::row_ids).
+inline int64_t RoundingRow(const ShardParams& shard, int64_t row) {
+  return row < shard.num_row_ids ? shard.row_ids[row * shard.row_ids_stride]
+                                 : shard.row_offset + row;
+}
 
 // Phase-1 statistics per row, in order: row-wise Adagrad and partial row-wise Adam: sum of g'^2
 // (g' = g + wd * w in L2 mode); LAMB: sum of w^2, sum of r^2 (r = the Adam direction plus the

@@ -1,5 +1,6 @@
 // Stochastic-rounding bits: a pure function of (seed, step, table, global row, global column), so
-// a 16-bit update gives the same bits on every plan, thread count and device. Host/device.
+// a 16-bit update gives the same bits on every plan, thread count and device. A dynamic table
+// passes the row's id as its global row (optim::RoundingRow). Host/device.
 #pragma once
 
 #include <cstdint>

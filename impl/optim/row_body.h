@@ -34,6 +34,8 @@ struct RowParams {
   uint64_t seed = 0;
   int64_t step = 0;
   uint64_t table_key = 0;
+  // The rounding's row is row_offset + row: ShardParams::row_ids (a dynamic table's) never come
+  // here, as dynamic tables train only in the host kernels (the plugin ABI refuses them).
   int64_t row_offset = 0;
   int32_t col_offset = 0;
 };

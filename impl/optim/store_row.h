@@ -10,8 +10,9 @@
 namespace shardrec::optim {
 
 // Rounds `values` (shard.cols floats) into local row `row` of a 16-bit shard, to nearest even or,
-// with config.stochastic_rounding, with the bits keyed by (seed, step, table, row, column): the
-// rounding optim::Apply does. Thread-safe for distinct rows.
+// with config.stochastic_rounding, with the bits keyed by (seed, step, table, row, column), the
+// row a dynamic table's id (RoundingRow): the rounding optim::Apply does. Thread-safe for
+// distinct rows.
 void StoreRoundedRow(const OptimizerConfig& config, int64_t step, const ShardParams& shard,
                      int64_t row, const float* values);
 

@@ -107,9 +107,11 @@ typedef struct shardrec_optimizer_config {
                                     weight stochastically (up with probability equal to the
                                     discarded fraction) instead of to nearest even, so many
                                     small updates do not vanish. The random bits are a pure
-                                    function of (options.seed, step, table, row, column):
-                                    results are deterministic and plan-independent. 0 (the
-                                    default): round to nearest even. No effect on FLOAT32. */
+                                    function of (options.seed, step, table, row, column), for
+                                    a dynamic table (seed, step, table, id, column): the id
+                                    its row holds, whatever slot it occupies. Results are
+                                    deterministic and plan-independent. 0 (the default):
+                                    round to nearest even. No effect on FLOAT32. */
 } shardrec_optimizer_config_t;
 
 #define SHARDREC_OPTIMIZER_CONFIG_VERSION 1u

@@ -94,6 +94,11 @@ class DynamicShard {
   int64_t id(int64_t slot) const { return records_[static_cast<size_t>(slot)].id; }
   int64_t last_seen(int64_t slot) const { return base_ + records_[static_cast<size_t>(slot)].seen; }
   uint32_t count(int64_t slot) const { return records_[static_cast<size_t>(slot)].count; }
+  // Slot s < size()'s id where the shard keeps it, at id_base()[s * id_stride()]: for a reader of
+  // every slot's id that must not copy them (the optimizer keys a dynamic row's stochastic
+  // rounding by its id, optim::ShardParams::row_ids). Valid until the next Reset.
+  const int64_t* id_base() const { return IdBase(); }
+  static constexpr int64_t id_stride() { return static_cast<int64_t>(kIdStride); }
   // Per slot [0, size()): its id, last-seen forward and count, copied out (the shard keeps them
   // in one record per slot, see SlotRecord).
   std::vector<int64_t> Ids() const;

@@ -58,6 +58,9 @@ inline Status ToAbi(const optim::ShardParams& s, shardrec_plugin_shard_t* out) {
   if (s.row_state_stride != 1)
     return Status::Unsupported("shard: row-wise states ", s.row_state_stride,
                                " floats apart (the device kernels take dense state arrays)");
+  if (s.row_ids != nullptr)
+    return Status::Unsupported(
+        "shard: rounding keyed by row ids (a dynamic table; the device kernels key it by row)");
   *out = shardrec_plugin_shard_t{};
   out->weights = s.weights;
   for (size_t i = 0; i < s.states.size(); ++i) out->states[i] = s.states[i];

@@ -137,5 +137,49 @@ TEST(OptimPrecision, StochasticRoundingIsKeyedNotRandom) {
   EXPECT_LT(moved, 34);
 }
 
+// A dynamic shard's rows key their bits by the id each holds (ShardParams::row_ids): a row
+// holding id x rounds like row x of a fixed table, in whatever slot it sits; rows beyond
+// num_row_ids (the zero row) keep row_offset + row.
+TEST(OptimPrecision, StochasticRoundingOfRowIdsFollowsTheId) {
+  OptimizerConfig c;
+  c.type = OptimizerType::kSgd;
+  c.learning_rate = 0.001f;
+  c.stochastic_rounding = true;
+  c.seed = 7;
+  constexpr int32_t kCols = 64;
+  const std::vector<float> g(3 * kCols, 1.0f);  // each update below one fp16 ulp of 1
+  auto run = [&](int64_t rows, int64_t row_offset, std::vector<int64_t> update,
+                 const std::vector<int64_t>* ids) {
+    std::vector<uint16_t> w(static_cast<size_t>(rows * kCols), FloatToHalf(1.0f));
+    ShardParams p;
+    p.weights = w.data();
+    p.dtype = DType::kFloat16;
+    p.rows = rows;
+    p.cols = kCols;
+    p.stride = kCols;
+    p.table_key = 99;
+    p.row_offset = row_offset;
+    if (ids != nullptr) {
+      p.row_ids = ids->data();
+      p.row_ids_stride = 2;  // every other element, as a dynamic shard keeps them
+      p.num_row_ids = static_cast<int64_t>(ids->size()) / 2;
+    }
+    Apply(ExecContext(), c, 5, kCols, p, RowUpdate{update, g.data()}, nullptr);
+    return w;
+  };
+  // Slots 0, 1 hold ids 40 and 7 (strided, with filler between); slot 2 is the zero row.
+  const std::vector<int64_t> ids = {40, -1, 7, -1};
+  const std::vector<uint16_t> dyn = run(3, 100, {0, 1, 2}, &ids);
+  const std::vector<uint16_t> fixed = run(41, 0, {7, 40}, nullptr);
+  const std::vector<uint16_t> zero = run(103, 0, {102}, nullptr);
+  auto row = [&](const std::vector<uint16_t>& w, int64_t r) {
+    return std::vector<uint16_t>(w.begin() + r * kCols, w.begin() + (r + 1) * kCols);
+  };
+  EXPECT_EQ(row(dyn, 0), row(fixed, 40));
+  EXPECT_EQ(row(dyn, 1), row(fixed, 7));
+  EXPECT_EQ(row(dyn, 2), row(zero, 102));
+  EXPECT_NE(row(dyn, 0), row(dyn, 1));
+}
+
 }  // namespace
 }  // namespace shardrec::optim
