@@ -225,6 +225,7 @@ bool EmbeddingCollection::TakesDeviceGradient(const Device& device) const {
 
 Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len,
                                     const Status& rejected, const DeviceOutput* device_out) {
+  PayOwedRefusal();
   if (pending_ != nullptr)
     return Status::InvalidUsage(
         "an input distribution is in flight; finish it with "
@@ -254,6 +255,7 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   }
   if (!s.ok()) {
     spare_ = std::move(rb);
+    ShareRefusal(s, /*now=*/true);
     return Forwarded(s);
   }
   s = engine_->SettleAfterInput();
@@ -274,7 +276,26 @@ Status EmbeddingCollection::Forwarded(const Status& s) {
   return s;
 }
 
+void EmbeddingCollection::ShareRefusal(const Status& s, bool now) {
+  if (!engine_->AgreesForwardBeyondInput()) return;
+  const Code c = s.code();
+  if (c == Code::kTimeout || c == Code::kRemote || c == Code::kAborted) return;
+  if (now) {
+    engine_->JoinForwardAgreement(s);
+  } else {
+    owed_refusal_ = s;
+  }
+}
+
+void EmbeddingCollection::PayOwedRefusal() {
+  if (owed_refusal_.ok()) return;
+  const Status owed = std::move(owed_refusal_);
+  owed_refusal_ = Status::Ok();
+  engine_->JoinForwardAgreement(owed);
+}
+
 Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rejected) {
+  PayOwedRefusal();
   if (pending_ != nullptr)
     return Status::InvalidUsage(
         "an input distribution is already in flight; call "
@@ -295,6 +316,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     if (s.ok()) s = engine_->SettleAfterInput();
     if (!s.ok()) {
       spare_ = std::move(rb);
+      ShareRefusal(s, /*now=*/false);
       return s;
     }
     pending_ = std::move(rb);
@@ -305,6 +327,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     // The rejecting rank takes part in the count exchange so its peers' waits fail too.
     Status s = engine_->ExchangeAndUnpack(local, rb.get());
     spare_ = std::move(rb);
+    ShareRefusal(s, /*now=*/false);
     return s;
   }
   pending_ = std::move(rb);
@@ -321,6 +344,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
 }
 
 Status EmbeddingCollection::WaitInputDist() {
+  PayOwedRefusal();
   if (pending_ == nullptr) return Status::InvalidUsage("no input distribution was started");
   if (pending_work_ == nullptr) return Status::Ok();
   ScopedTimer total(&s_.timings.total_seconds);
@@ -333,6 +357,7 @@ Status EmbeddingCollection::WaitInputDist() {
   s_.timings.input_dist_seconds += pending_->worker_seconds;
   if (!s.ok()) {
     spare_ = std::move(pending_);
+    ShareRefusal(s, /*now=*/false);
     return s;
   }
   return Status::Ok();
@@ -340,6 +365,7 @@ Status EmbeddingCollection::WaitInputDist() {
 
 Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const Status& rejected,
                                                const DeviceOutput* device_out) {
+  PayOwedRefusal();
   if (pending_ == nullptr || pending_work_ != nullptr)
     return Status::InvalidUsage(pending_ == nullptr
                                     ? "no input distribution was started"

@@ -87,6 +87,16 @@ class Engine {
   // What a training forward that agrees in its input exchange announces beside its mode, for the
   // engine's own use after the exchange (RoutedBatch::forward_words).
   virtual int64_t ForwardWords(const RoutedBatch& /*rb*/) { return 0; }
+  // Whether LookupAndCombine agrees on the forward over ranks beyond the input exchange's (a 2D
+  // mesh's data-parallel dynamic tables, agreed over the world): those ranks learn of a forward
+  // refused in the input exchange only if the refusing ranks still take part in that agreement
+  // (JoinForwardAgreement), or they wait there for a forward that never comes.
+  virtual bool AgreesForwardBeyondInput() const { return false; }
+  // Takes part in that agreement as a rank whose forward failed before LookupAndCombine
+  // (`refused`), so that every rank there fails with it and changes nothing. This rank's outcome
+  // is `refused` whatever the agreement's: a communication failure of it is left for the next
+  // collective to report.
+  virtual void JoinForwardAgreement(const Status& /*refused*/) {}
   // Whether a started input distribution completes at once (StartInputDist) instead of on the
   // communication worker.
   virtual bool ExchangesInputInline() const { return false; }

@@ -106,6 +106,17 @@ bool HostEngine::AgreesForwardInInputExchange() const {
          (s_.dp_comm.get() == s_.comm.get() || !dynamic::HasDataParallelDynamic(s_.layout));
 }
 
+bool HostEngine::AgreesForwardBeyondInput() const {
+  return dynamic::HasDataParallelDynamic(s_.layout) && s_.dp_comm.get() != s_.comm.get();
+}
+
+void HostEngine::JoinForwardAgreement(const Status& refused) {
+  // LookupAndCombine's AgreeDataParallelGroup as a refusing rank makes it: no gather words.
+  ScopedTimer t(&s_.timings.comm_seconds);
+  std::vector<int64_t> words;
+  (void)dynamic::AgreeDataParallelGroup(*s_.dp_comm, refused, s_.training, /*words=*/0, &words);
+}
+
 bool HostEngine::ChecksOutputInInputExchange() const {
   // With dynamic tables that agree after the exchange (AgreeForward, over a mesh's data-parallel
   // group), a rank refusing its output buffer must reach that agreement: it refuses there.

@@ -37,6 +37,9 @@ class HostEngine final : public Engine {
     return !s_.layout.has_dynamic || rb.forward_agreed;
   }
   int64_t ForwardWords(const RoutedBatch& rb) override;
+  // Where AgreesForwardInInputExchange is not (a data-parallel dynamic table over another group).
+  bool AgreesForwardBeyondInput() const override;
+  void JoinForwardAgreement(const Status& refused) override;
   Status Backward(const float* grad, size_t grad_len, const Status& local,
                   const DeviceGradient* device_grad) override;
 

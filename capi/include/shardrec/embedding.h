@@ -172,7 +172,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
  * overlaps with the forward/backward of the previous batch. The batch's memory may be reused
  * as soon as this returns. At most one distribution may be in flight. Collective.
  * A rank whose batch is invalid returns SHARDREC_EINVAL here (after telling its peers, whose
- * input_dist_wait then fails); nothing is in flight on any rank afterwards.
+ * input_dist_wait then fails); nothing is in flight on any rank afterwards. On a 2D mesh with
+ * data-parallel dynamic tables the other sharding groups learn of it in their
+ * forward_distributed, whose agreement these ranks join first thing in their next forward call
+ * of any kind (docs/dynamic-tables.md, "Data-parallel tables").
  * Over an NCCL communicator (a GPU collection) the exchange completes within this call, on the
  * calling thread, and input_dist_wait returns at once: NCCL promises progress for operations of
  * two communicators only when they are not in flight together and every rank issues them in the
@@ -222,8 +225,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_wait(shardrec_embed
  * @param out_len As for shardrec_embedding_forward.
  * @param stream  Ignored on the host.
  * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong @p out_len here or, where the ranks agree
- *         on their buffers, on another rank; SHARDREC_EUSAGE when no distribution was waited
- *         for; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ *         on their buffers, on another rank (on a 2D mesh with data-parallel dynamic tables
+ *         also a batch another sharding group refused: see input_dist_start);
+ *         SHARDREC_EUSAGE when no distribution was waited for; SHARDREC_ETIMEOUT /
+ *         SHARDREC_EREMOTE.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_embedding_t* coll,
