@@ -53,6 +53,22 @@ Status Engine::Agree(const Status& local, const char* what) {
   return Status::Ok();
 }
 
+Status Engine::AgreeBackward(const Status& local) {
+  const Status agreed = Agree(local, "its backward call");
+  if (s_.layout.dp_tables.empty() || s_.dp_comm == nullptr || s_.dp_comm.get() == s_.comm.get())
+    return agreed;
+  const Code c = agreed.code();
+  if (c == Code::kTimeout || c == Code::kRemote || c == Code::kAborted) return agreed;
+  int64_t flag = agreed.ok() ? 0 : s_.dp_comm->Rank() + 1;
+  SR_RETURN_IF_ERROR(s_.dp_comm->AllReduce(&flag, &flag, 1, DType::kInt64, comm::ReduceOp::kMax));
+  if (!agreed.ok()) return agreed;
+  if (flag != 0)
+    return Status::InvalidArgument("rank ", flag - 1,
+                                   " of the data-parallel group rejected its backward call (its "
+                                   "error says why); no rank changed any state");
+  return Status::Ok();
+}
+
 size_t Engine::SizeReturn(const RoutedBatch& rb) {
   // Backward writes the gradient message into these (PackGradients), so they keep their sizes.
   s_.ret_send.resize(rb.ret_floats_total);

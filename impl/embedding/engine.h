@@ -133,6 +133,12 @@ class Engine {
   // Collective agreement over s.comm: returns `local` on this rank, or an error naming a rank
   // that failed.
   Status Agree(const Status& local, const char* what);
+  // A backward's agreement: Agree over s.comm, then, where data-parallel tables reduce their
+  // gradients over another communicator (s.dp_comm: a 2D mesh's world), the same over it,
+  // carrying s.comm's verdict (a rank whose group refused still takes part), so that a backward
+  // refused in one sharding group fails every group before any state changes instead of leaving
+  // the others waiting in that reduction. A communication failure of the first is not carried.
+  Status AgreeBackward(const Status& local);
 
  protected:
   // The routing of a batch on this engine (a host KJT on the host; the device engine routes a KJT

@@ -239,7 +239,11 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_e
  * Backward pass of the last forward: sends each output gradient slice back to the shards
  * that produced it, sums the gradient per unique row (see the gradient rule above) and
  * applies the fused optimizer in place; advances the step counter by one. One backward per
- * forward. Collective; if any rank rejects the call, no rank changes anything.
+ * forward. Collective; if any rank rejects the call, no rank changes anything. With
+ * data-parallel tables reduced over another group than the collection's (options.dp_comm; a 2D
+ * mesh's world) the verdict is agreed over that group too (one more all-reduce of one integer),
+ * so a rejection in one sharding group fails every group's backward (except where a GPU
+ * collection agrees on its device: the NCCL paths).
  * @param coll     [in] Must not be NULL.
  * @param grad     [in] Gradient of the last forward's output, same shape; NULL only if empty.
  * @param grad_len Number of floats in @p grad; must equal the last output's size.

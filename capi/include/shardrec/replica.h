@@ -148,7 +148,14 @@ SHARDREC_API shardrec_status_t shardrec_mesh_describe(const shardrec_mesh_t* mes
  * Creates this rank's part of a collection sharded over its sharding group and replicated over
  * its replica group. Collective over the whole world. The plan must be made for S ranks (the
  * sharding group size), identical on every rank. Unless options->dp_comm is set, data-parallel
- * tables average their gradients over the GLOBAL group (so every replica stays identical).
+ * tables average their gradients over the GLOBAL group (so every replica stays identical), and
+ * a step refused in one sharding group fails every group where they would otherwise wait for it:
+ * a backward rejected on any rank (a NaN gradient) when the plan has data-parallel tables, and a
+ * forward refused on any rank when it has data-parallel dynamic tables (docs/dynamic-tables.md,
+ * "Data-parallel tables"). Not yet a forward refused in one group of a plan whose data-parallel
+ * tables are all fixed: it fails that group only, the others' forwards succeed, and a loop that
+ * skips the backward after a failed forward pairs their backward with the refusing group's next
+ * one (the groups then train a step apart until a collective times out).
  * Afterwards a checksum of the initial weights is compared across each replica group: replicas
  * that do not start identical (different seeds, different plans) fail loudly on every rank.
  * @param out [out] Owned by the caller (shardrec_embedding_destroy).

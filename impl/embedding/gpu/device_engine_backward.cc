@@ -59,7 +59,7 @@ Status DeviceEngine::Backward(const float* grad, size_t grad_len, const Status& 
     SR_RETURN_IF_ERROR(AgreeOnDevice(local));
   } else {
     ScopedTimer t(&s_.timings.comm_seconds);
-    SR_RETURN_IF_ERROR(Agree(local, "its backward call"));
+    SR_RETURN_IF_ERROR(AgreeBackward(local));
   }
   const RoutedBatch& rb = *s_.current;
   s_.current_consumed = true;

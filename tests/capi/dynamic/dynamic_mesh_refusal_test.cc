@@ -1,10 +1,11 @@
 // Refusals on a 2D mesh whose data-parallel tables reduce over the world (replica.h,
 // docs/dynamic-tables.md "Data-parallel tables"): a batch refused on one rank of one sharding group
 // fails the forward of every rank of every group when the table is dynamic (its inserts are agreed
-// over the world), with the plain and the pipelined forward. Nothing changes anywhere: the run
-// then trains on exactly as a run that left the refused step out. Each run has its own
-// communicators, so a run that waits out its timeout (a refusal not agreed) leaves the next one
-// unharmed.
+// over the world), with the plain and the pipelined forward, and a gradient refused on one rank
+// fails the backward of every rank of every group, dynamic or fixed (the gradients reduce over the
+// world). Nothing changes anywhere: the run then trains on exactly as a run that left the refused
+// step out (forward), or did not train it (backward). Each run has its own communicators, so a
+// run that waits out its timeout (a refusal not agreed) leaves the next one unharmed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +152,23 @@ TEST(DynamicMeshRefusal, ForwardRefusedOnOneRankFailsEveryGroup) {
       }
       ExpectTrainsOnAs(got, without);
     }
+}
+
+// The backward is agreed over every rank the data-parallel gradients reduce over: one rank's NaN
+// gradient fails every rank's backward, whether the tables are dynamic or fixed.
+TEST(DynamicMeshRefusal, BackwardRefusedOnOneRankFailsEveryGroup) {
+  for (const bool dynamic : {true, false}) {
+    SCOPED_TRACE(dynamic ? "dynamic" : "fixed");
+    const MeshScenario m = DataParallelMesh(dynamic);
+    ASSERT_NE(m.plan, nullptr);
+    const MeshRun untrained = TrainMesh(m, {Fault::kNone, false, -1, kBadStep});
+    const MeshRun got = TrainMesh(m, {Fault::kNanGrad, false, -1, -1});
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_EQ(got.forward_rc[kBadStep][r], SHARDREC_OK) << "rank " << r;
+      EXPECT_EQ(got.backward_rc[kBadStep][r], SHARDREC_EINVAL) << "rank " << r;
+    }
+    ExpectTrainsOnAs(got, untrained);
+  }
 }
 
 }  // namespace
