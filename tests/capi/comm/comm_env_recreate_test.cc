@@ -19,6 +19,7 @@
 
 #include "shardrec/comm.h"
 #include "shardrec/common.h"
+#include "tests/support/free_port.h"
 
 namespace {
 
@@ -26,21 +27,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRounds = 20;
 constexpr int64_t kTimeoutMs = 5000;
 
-// A port free right now on loopback (the kernel's pick; released for rank 0's store).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+using shardrec::testing::FreePort;
 
 enum class Ending {
   kDestroy,        // destroy after a good barrier

@@ -17,6 +17,7 @@
 
 #include "shardrec/comm.h"
 #include "shardrec/common.h"
+#include "tests/support/free_port.h"
 
 namespace {
 
@@ -27,21 +28,7 @@ int64_t MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
 }
 
-// A port free right now on loopback (the kernel's pick; released for rank 0's store).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+using shardrec::testing::FreePort;
 
 void SetRankEnv(int port, int rank) {
   setenv("MASTER_ADDR", "127.0.0.1", 1);

@@ -51,6 +51,19 @@ void ExpectAverage(shardrec_ddp_t* ddp, int world, int step) {
   }
 }
 
+// The communicator is still good after a refused creation: a matching registration works and
+// its first step averages exactly.
+void ExpectANewBucketerAverages(shardrec_comm_t* comm, int rank, int world) {
+  DdpPtr ddp = MakeDdp(comm);
+  ASSERT_NE(ddp, nullptr);
+  Fill(ddp.get(), rank, 0);
+  for (size_t i = 0; i < kCounts.size(); ++i) {
+    ASSERT_EQ(shardrec_ddp_mark_ready(ddp.get(), i), SHARDREC_OK);
+  }
+  ASSERT_EQ(shardrec_ddp_finish(ddp.get()), SHARDREC_OK) << LastError();
+  ExpectAverage(ddp.get(), world, 0);
+}
+
 TEST(CapiDdpMisuse, MarkedTwiceIsRefusedAndTheStepStillAverages) {
   const int world = 2;
   auto comms = LocalGroup(world);
@@ -123,15 +136,7 @@ TEST(CapiDdpMisuse, RegistrationsThatDifferAcrossRanksAreRefusedOnEveryRank) {
     EXPECT_EQ(shardrec_ddp_create(&raw, comms[r].get(), more.data(), more.size(), nullptr),
               SHARDREC_EINVAL);
     EXPECT_EQ(raw, nullptr);
-    // The communicator is still good: a matching registration works and averages exactly.
-    DdpPtr ddp = MakeDdp(comms[r].get());
-    ASSERT_NE(ddp, nullptr);
-    Fill(ddp.get(), r, 0);
-    for (size_t i = 0; i < kCounts.size(); ++i) {
-      ASSERT_EQ(shardrec_ddp_mark_ready(ddp.get(), i), SHARDREC_OK);
-    }
-    ASSERT_EQ(shardrec_ddp_finish(ddp.get()), SHARDREC_OK) << LastError();
-    ExpectAverage(ddp.get(), world, 0);
+    ExpectANewBucketerAverages(comms[r].get(), r, world);
   });
 }
 
@@ -166,14 +171,7 @@ TEST(CapiDdpMisuse, ARefusalOnOneRankFailsEveryRankAtOnce) {
       }
       EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << round;
     }
-    DdpPtr ddp = MakeDdp(comms[r].get());
-    ASSERT_NE(ddp, nullptr);
-    Fill(ddp.get(), r, 0);
-    for (size_t i = 0; i < kCounts.size(); ++i) {
-      ASSERT_EQ(shardrec_ddp_mark_ready(ddp.get(), i), SHARDREC_OK);
-    }
-    ASSERT_EQ(shardrec_ddp_finish(ddp.get()), SHARDREC_OK) << LastError();
-    ExpectAverage(ddp.get(), world, 0);
+    ExpectANewBucketerAverages(comms[r].get(), r, world);
   });
 }
 

@@ -17,6 +17,7 @@
 #include "shardrec/comm.h"
 #include "shardrec/config.h"
 #include "shardrec/plan.h"
+#include "tests/support/free_port.h"
 
 namespace {
 
@@ -24,21 +25,7 @@ bool HasText(const char* fragment) {
   return std::strstr(shardrec_last_error(), fragment) != nullptr;
 }
 
-// A port free right now on loopback (the kernel's pick; released for rank 0's store).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+using shardrec::testing::FreePort;
 
 // A forked rank of a 2-rank torchrun-style job that claims `local_size` ranks on its host.
 // Exit status: 0 when shardrec_topology_from_comm refused with EINVAL naming both sizes and left
