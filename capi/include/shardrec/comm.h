@@ -400,6 +400,17 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * not call MPI while a libshardrec call is running. Destroy every MPI communicator before the
  * host calls MPI_Finalize.
  *
+ * Splits: shardrec_comm_split() of an MPI communicator is bounded by the timeout and by
+ * shardrec_comm_abort() like every call, and threads may split different communicators at once
+ * (collections, meshes, DDP and FSDP instances split the communicator they are given). A split
+ * in which every member passes the same color and keys in rank order (the private copies those
+ * make) is an MPI_Comm_idup; any other is an MPI_Comm_split, which MPI offers only as a
+ * blocking call and libshardrec runs on a thread of its own. Under MPI_THREAD_MULTIPLE the other
+ * threads' calls go on meanwhile. Under MPI_THREAD_SERIALIZED MPI allows no other call until it
+ * returns, so two threads of each process making such splits of two communicators at the same
+ * time (two meshes) can wait for each other for ever: make those from one thread, or initialise
+ * MPI with MPI_THREAD_MULTIPLE.
+ *
  * Timeouts: MPI has no per-operation timeout, so every operation is nonblocking MPI polled
  * against its deadline. On expiry the call returns SHARDREC_ETIMEOUT naming the operation and
  * rank; the communicator (and every one split from the same root) is poisoned as on other

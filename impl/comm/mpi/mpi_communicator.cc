@@ -222,17 +222,39 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
   out->reset();
   SR_RETURN_IF_ERROR(Usable());
-  // A bounded exchange first: MPI_Comm_split blocks without a timeout, so it is only called
-  // once every member has shown up.
+  // A bounded exchange first: MPI_Comm_split waits for every member without a timeout, so it is
+  // only started once every member has shown up. It then runs on a plugin thread, waited for
+  // here against the deadline and this communicator's abort like any operation: another thread
+  // of this process splitting another communicator meanwhile is never held up by it.
+  const auto deadline = Clock::now() + timeout_.load();
   const int64_t mine[3] = {color, key, rank_};
   std::vector<int64_t> all(3 * static_cast<size_t>(size_));
   std::vector<size_t> counts(size_, 3);
   SR_RETURN_IF_ERROR(HostAllGatherV(mine, 3, all.data(), counts, DType::kInt64, timeout_.load()));
+  // One color everywhere, keys in rank order (a collection's, DDP's or FSDP's private copy): a
+  // duplicate, which MPI makes without blocking. No color anywhere: nothing to create.
+  bool dup = true, none = true;
+  for (int r = 0; r < size_; ++r) {
+    dup = dup && all[3 * r] == color && (r == 0 || all[3 * r + 1] >= all[3 * r - 2]);
+    none = none && all[3 * r] < 0;
+  }
+  if (none) return Status::Ok();
   shardrec_mpi_comm_t* child = nullptr;
-  shardrec_mpi_comm_info_t info{};
   shardrec_plugin_status_t st{};
-  SR_RETURN_IF_ERROR(Start(t_->split(h_, color, key, &child, &info, &st), st));
-  if (child == nullptr) return Status::Ok();
+  SR_RETURN_IF_ERROR(
+      Start(dup ? t_->dup(h_, &child, &st) : t_->split(h_, color, key, &child, &st), st));
+  Status s = Complete(t_, child, dup ? "split (MPI_Comm_idup)" : "split (MPI_Comm_split)",
+                      Remaining(deadline), rank_, size_, &aborted_);
+  shardrec_mpi_comm_info_t info{};
+  if (s.ok()) s = FromMpiPlugin(t_->describe(child, &info, &st), st);
+  if (!s.ok()) {
+    t_->destroy(child);  // leaked by the plugin while its split thread still runs
+    return Poison(std::move(s));
+  }
+  if (info.size == 0) {  // a negative color
+    t_->destroy(child);
+    return Status::Ok();
+  }
   Config config;
   config.table = t_;
   config.handle = child;

@@ -13,7 +13,13 @@
  *
  * Threads. Every entry takes one process-wide mutex around its MPI calls, so the plugin needs
  * only MPI_THREAD_SERIALIZED from the MPI library even though libshardrec calls it from its
- * communication worker thread as well as from the host's threads.
+ * communication worker thread as well as from the host's threads. The one blocking MPI call,
+ * MPI_Comm_split (MPI has no nonblocking split), runs on a thread of the plugin's own, so that
+ * the caller can give up on it at its deadline or on an abort. Under MPI_THREAD_MULTIPLE that
+ * thread does not hold the mutex, so other communicators keep making progress while a split
+ * waits for its members: two threads of each process splitting two communicators would
+ * otherwise wait for each other across the processes for ever. Under MPI_THREAD_SERIALIZED it
+ * must hold it (docs/mpi.md, "Splits from several threads").
  *
  * Versioning. abi_version changes whenever an entry changes meaning or signature; the loader
  * refuses any other value with a message naming both. New entries are appended only.
@@ -30,7 +36,7 @@
 extern "C" {
 #endif
 
-#define SHARDREC_MPI_PLUGIN_ABI_VERSION 3u
+#define SHARDREC_MPI_PLUGIN_ABI_VERSION 4u
 
 /* The only two symbols the plugin exports. */
 #define SHARDREC_MPI_PLUGIN_ABI_SYMBOL "shardrec_mpi_plugin_abi_version"
@@ -91,10 +97,22 @@ typedef struct shardrec_mpi_plugin_table {
    * Never blocks. A failed request is a kRemote error naming MPI's message. */
   int32_t (*test)(shardrec_mpi_comm_t* comm, int32_t* done, shardrec_plugin_status_t* status);
 
-  /* Blocking MPI_Comm_split of an idle communicator; a negative color gives *out = NULL. Callers
-   * first make sure every member is present (a bounded exchange), so it returns promptly. */
+  /* Starts MPI_Comm_split of an idle communicator on a plugin thread and returns at once with
+   * *out, the new communicator, usable once test(*out) reports done; describe() then gives its
+   * rank and size (size 0 for a negative color: destroy it). Until the split returns, `comm`
+   * counts as in flight, and destroying it or *out leaves both to the plugin thread (never
+   * freed). MPI_Comm_split waits for every member, so callers first make sure that all are
+   * present (a bounded exchange). (Version 3 blocked the caller, holding the plugin's mutex.) */
   int32_t (*split)(shardrec_mpi_comm_t* comm, int32_t color, int32_t key, shardrec_mpi_comm_t** out,
-                   shardrec_mpi_comm_info_t* info, shardrec_plugin_status_t* status);
+                   shardrec_plugin_status_t* status);
+  /* Rank and size of a communicator whose split or duplicate completed (version 4). */
+  int32_t (*describe)(shardrec_mpi_comm_t* comm, shardrec_mpi_comm_info_t* info,
+                      shardrec_plugin_status_t* status);
+  /* Starts MPI_Comm_idup of an idle communicator (version 4): a split in which every member has
+   * one color and keeps its order needs no blocking call. *out is usable once test(*out)
+   * reports done; until then `comm` counts as in flight, as for split. */
+  int32_t (*dup)(shardrec_mpi_comm_t* comm, shardrec_mpi_comm_t** out,
+                 shardrec_plugin_status_t* status);
 } shardrec_mpi_plugin_table_t;
 
 typedef uint32_t (*shardrec_mpi_plugin_abi_version_fn)(void);

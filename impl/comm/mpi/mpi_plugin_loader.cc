@@ -104,7 +104,8 @@ Status LoadMpiPlugin(const std::string& path, const shardrec_mpi_plugin_table_t*
       reinterpret_cast<const void*>(t->destroy),     reinterpret_cast<const void*>(t->send),
       reinterpret_cast<const void*>(t->recv),        reinterpret_cast<const void*>(t->broadcast),
       reinterpret_cast<const void*>(t->barrier),     reinterpret_cast<const void*>(t->test),
-      reinterpret_cast<const void*>(t->split)};
+      reinterpret_cast<const void*>(t->split),       reinterpret_cast<const void*>(t->describe),
+      reinterpret_cast<const void*>(t->dup)};
   for (const void* e : entries) {
     if (e == nullptr) return Status::Unsupported("the MPI plugin ", path, " has an empty entry");
   }

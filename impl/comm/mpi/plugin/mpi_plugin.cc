@@ -1,9 +1,11 @@
 // libshardrec_mpi.so: the plain-C table of impl/comm/mpi/mpi_plugin_abi.h over the system's MPI.
-// Every entry only starts or tests nonblocking operations (plus the one-off split), under one
-// process-wide mutex, so the plugin needs MPI_THREAD_SERIALIZED and never blocks on a peer.
+// Every entry only starts or tests nonblocking operations, under one process-wide mutex, so the
+// plugin needs MPI_THREAD_SERIALIZED and never blocks on a peer; the one blocking call,
+// MPI_Comm_split, runs on a thread of its own (mpi_plugin_abi.h, "Threads").
 #include <dlfcn.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -25,6 +27,12 @@ struct shardrec_mpi_comm {
   // An idup'ed communicator inherits the parent's error handler (MPI_COMM_WORLD's is fatal);
   // ours is set to MPI_ERRORS_RETURN once the duplicate exists.
   bool needs_errhandler = false;
+  // Splits and duplicates of `comm` not yet complete: while any is, `comm` is in use.
+  std::atomic<int> children_in_flight{0};
+  shardrec_mpi_comm* dup_parent = nullptr;  // on a duplicate until its MPI_Comm_idup completes
+  // On a split's result: whether its thread has returned from MPI_Comm_split, and how.
+  std::atomic<int> split_state{0};  // kNotSplit, kSplitRunning, kSplitDone
+  int split_err = MPI_SUCCESS;      // written before split_state becomes kSplitDone
 };
 
 namespace {
@@ -37,6 +45,10 @@ constexpr int32_t kTimeout = -7;
 constexpr int32_t kUnsupported = -10;
 
 constexpr int kTag = 0x5352;
+
+constexpr int kNotSplit = 0;
+constexpr int kSplitRunning = 1;
+constexpr int kSplitDone = 2;
 
 std::mutex& Mu() {
   static auto* mu = new std::mutex;
@@ -51,6 +63,8 @@ std::set<shardrec_mpi_comm*>& Live() {
 
 bool g_initialized_here = false;
 bool g_left_in_flight = false;  // a communicator was forgotten with requests outstanding
+// Split threads still inside MPI_Comm_split (a member never came): MPI must not be finalized.
+std::atomic<int> g_split_threads{0};
 
 int32_t Fail(shardrec_plugin_status_t* st, int32_t code, const char* fmt, ...) {
   if (st != nullptr) {
@@ -146,11 +160,13 @@ int32_t InitMpi(int64_t timeout_ms, shardrec_plugin_status_t* st) {
 }
 
 // At process exit, MPI_Finalize (on MPI's main thread) if this plugin initialised MPI, unless
-// operations are still in flight (a timed-out collective): finalizing then would wait for the
-// stalled peer forever; Open MPI's launcher reports the missing finalize and ends the job instead.
-// MPI_Init_thread still waiting at exit is left to the process's end.
+// operations are still in flight (a timed-out collective or split): finalizing then would wait for
+// the stalled peer forever; Open MPI's launcher reports the missing finalize and ends the job
+// instead. MPI_Init_thread still waiting at exit is left to the process's end.
 struct Finalizer {
   ~Finalizer() {
+    // First, and without the mutex: a split thread stuck in MPI_Comm_split may hold it.
+    if (g_split_threads.load() > 0) return;
     std::lock_guard<std::mutex> lock(Mu());
     if (!g_initialized_here || g_left_in_flight) return;
     for (const shardrec_mpi_comm* c : Live()) {
@@ -257,6 +273,11 @@ void Destroy(shardrec_mpi_comm_t* c) {
   if (c == nullptr) return;
   std::lock_guard<std::mutex> lock(Mu());
   Live().erase(c);
+  if (c->children_in_flight.load() > 0 || c->split_state.load() == kSplitRunning) {
+    // A split or duplicate of it still uses it (a member never came); leaked on purpose.
+    g_left_in_flight = true;
+    return;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!c->pending.empty() && !finalized) {
@@ -316,6 +337,10 @@ int32_t Barrier(shardrec_mpi_comm_t* c, shardrec_plugin_status_t* st) {
 
 int32_t Test(shardrec_mpi_comm_t* c, int32_t* done, shardrec_plugin_status_t* st) {
   *done = 0;
+  // A split's result: its thread may hold the mutex (MPI_THREAD_SERIALIZED) for as long as
+  // MPI_Comm_split waits, so this is answered without it.
+  if (c->split_state.load(std::memory_order_acquire) == kSplitRunning) return Ok(st);
+  if (c->split_err != MPI_SUCCESS) return FromMpi(st, c->split_err, "MPI_Comm_split");
   std::lock_guard<std::mutex> lock(Mu());
   int flag = 1;
   if (!c->pending.empty()) {
@@ -325,6 +350,10 @@ int32_t Test(shardrec_mpi_comm_t* c, int32_t* done, shardrec_plugin_status_t* st
   }
   if (!flag) return Ok(st);
   c->pending.clear();
+  if (c->dup_parent != nullptr) {
+    c->dup_parent->children_in_flight.fetch_sub(1);
+    c->dup_parent = nullptr;
+  }
   if (c->needs_errhandler) {
     MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
     c->needs_errhandler = false;
@@ -333,22 +362,79 @@ int32_t Test(shardrec_mpi_comm_t* c, int32_t* done, shardrec_plugin_status_t* st
   return Ok(st);
 }
 
+// The body of a split's thread. Under MPI_THREAD_MULTIPLE it calls MPI_Comm_split without the
+// mutex, so that the other communicators of this process (another thread's split among them)
+// keep making progress while it waits for the members; under SERIALIZED MPI allows no other call
+// meanwhile. `parent` and `child` outlive it: Destroy leaks both while it runs.
+void RunSplit(shardrec_mpi_comm* parent, shardrec_mpi_comm* child, int color, int key,
+              bool hold_mutex) {
+  std::unique_lock<std::mutex> lock(Mu(), std::defer_lock);
+  if (hold_mutex) lock.lock();
+  MPI_Comm out = MPI_COMM_NULL;
+  const int err = MPI_Comm_split(parent->comm, color < 0 ? MPI_UNDEFINED : color, key, &out);
+  if (err == MPI_SUCCESS && out != MPI_COMM_NULL) MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
+  child->comm = out;
+  child->split_err = err;
+  parent->children_in_flight.fetch_sub(1);
+  child->split_state.store(kSplitDone, std::memory_order_release);
+  g_split_threads.fetch_sub(1);
+}
+
 int32_t Split(shardrec_mpi_comm_t* c, int32_t color, int32_t key, shardrec_mpi_comm_t** out,
-              shardrec_mpi_comm_info_t* info, shardrec_plugin_status_t* st) {
+              shardrec_plugin_status_t* st) {
   *out = nullptr;
   std::lock_guard<std::mutex> lock(Mu());
-  if (!c->pending.empty())
+  if (!c->pending.empty() || c->children_in_flight.load() > 0)
     return Fail(st, kInvalidUsage, "split of a communicator with operations in flight");
-  MPI_Comm child = MPI_COMM_NULL;
-  const int err = MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, key, &child);
-  if (err != MPI_SUCCESS) return FromMpi(st, err, "MPI_Comm_split");
-  if (child == MPI_COMM_NULL) return Ok(st);
-  MPI_Comm_set_errhandler(child, MPI_ERRORS_RETURN);
   auto* s = new shardrec_mpi_comm;
-  s->comm = child;
-  FillInfo(child, info);
+  s->split_state.store(kSplitRunning);
+  c->children_in_flight.fetch_add(1);
+  g_split_threads.fetch_add(1);
+  try {
+    std::thread(RunSplit, c, s, color, key, ThreadLevel() < SHARDREC_MPI_THREAD_MULTIPLE).detach();
+  } catch (const std::exception& e) {
+    c->children_in_flight.fetch_sub(1);
+    g_split_threads.fetch_sub(1);
+    delete s;
+    return Fail(st, kRemote, "could not start a thread for MPI_Comm_split: %s", e.what());
+  }
   Live().insert(s);
   *out = s;
+  return Ok(st);
+}
+
+int32_t Dup(shardrec_mpi_comm_t* c, shardrec_mpi_comm_t** out, shardrec_plugin_status_t* st) {
+  *out = nullptr;
+  std::lock_guard<std::mutex> lock(Mu());
+  if (!c->pending.empty() || c->children_in_flight.load() > 0)
+    return Fail(st, kInvalidUsage, "duplicate of a communicator with operations in flight");
+  auto* d = new shardrec_mpi_comm;
+  MPI_Request req = MPI_REQUEST_NULL;
+  const int err = MPI_Comm_idup(c->comm, &d->comm, &req);
+  if (err != MPI_SUCCESS) {
+    delete d;
+    return FromMpi(st, err, "MPI_Comm_idup");
+  }
+  d->pending.push_back(req);
+  d->needs_errhandler = true;
+  d->dup_parent = c;
+  c->children_in_flight.fetch_add(1);
+  Live().insert(d);
+  *out = d;
+  return Ok(st);
+}
+
+int32_t Describe(shardrec_mpi_comm_t* c, shardrec_mpi_comm_info_t* info,
+                 shardrec_plugin_status_t* st) {
+  std::lock_guard<std::mutex> lock(Mu());
+  if (c->split_state.load(std::memory_order_acquire) == kSplitRunning)
+    return Fail(st, kInvalidUsage, "describe of a communicator whose split is still running");
+  if (c->comm == MPI_COMM_NULL) {
+    *info = shardrec_mpi_comm_info_t{};
+    info->rank = -1;
+    return Ok(st);
+  }
+  FillInfo(c->comm, info);
   return Ok(st);
 }
 
@@ -364,6 +450,8 @@ const shardrec_mpi_plugin_table_t kTable = {
     &Barrier,
     &Test,
     &Split,
+    &Describe,
+    &Dup,
 };
 
 }  // namespace
