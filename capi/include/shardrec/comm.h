@@ -421,6 +421,15 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * complete on its peers with this rank's part (MPI cannot cancel a collective), while peers
  * waiting for a later call of this rank reach their timeout.
  *
+ * Mismatched calls: every message names the collective it belongs to, and every receive checks
+ * that and the size of what arrives. Ranks that call different collectives on the communicator,
+ * or one with different counts, get SHARDREC_EREMOTE at once, naming the peer, both collectives
+ * and both sizes, on every rank that receives a message of the mismatched call; none returns
+ * wrong data as a success, and MPI's error handlers are not involved. A rank that receives
+ * nothing from the mismatched peers in that call may return SHARDREC_OK (a broadcast's root);
+ * ranks that disagree on a broadcast's root may only fail at their next call. A failed call's
+ * receive buffers hold unspecified data, and the communicator is poisoned as after any error.
+ *
  * Host memory only (SHARDREC_EUNSUPPORTED for a CUDA device_type).
  *
  * @param out              [out] Receives the new handle (caller owns; shardrec_comm_destroy()).

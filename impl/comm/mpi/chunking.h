@@ -24,12 +24,20 @@ constexpr size_t NumPieces(size_t count, size_t limit) {
   return count == 0 ? 0 : (count - 1) / limit + 1;
 }
 
+// Number of MPI messages that carry a block of `count` units: NumPieces, but at least one, so
+// that an empty block is a message too and a peer that expected some data notices (as one that
+// expected none notices data).
+constexpr size_t NumMessages(size_t count, size_t limit) {
+  return count == 0 ? 1 : NumPieces(count, limit);
+}
+
 struct Piece {
   size_t offset;  // in units from the start of the message
   size_t count;   // <= limit, so it fits an int
 };
 
 // Piece i of NumPieces(count, limit), in order; the pieces tile [0, count) without overlap.
+// Piece 0 of an empty block is {0, 0}.
 constexpr Piece PieceAt(size_t count, size_t limit, size_t i) {
   const size_t offset = i * limit;
   return {offset, std::min(limit, count - offset)};

@@ -58,11 +58,13 @@ Status MpiCommunicator::Complete(const shardrec_mpi_plugin_table_t* t, shardrec_
                              " was interrupted by an abort");
     }
     shardrec_plugin_status_t st{};
+    shardrec_mpi_mismatch_t mismatch{};
     int32_t done = 0;
-    if (const int32_t rc = t->test(handle, &done, &st); rc != 0) {
-      return Status(FromMpiPlugin(rc, st).code(),
+    if (const int32_t rc = t->test(handle, &done, &mismatch, &st); rc != 0) {
+      const Status s = FromMpiPlugin(rc, st);
+      return Status(s.code(),
                     StrCat("MPI ", what, " failed on rank ", rank, " of ", size, ": ",
-                           FromMpiPlugin(rc, st).message()));
+                           mismatch.peer >= 0 ? DescribeMismatch(mismatch) : s.message()));
     }
     if (done) return Status::Ok();
     // Each test drives MPI's progress engine; after a short spin, give the core away so that
@@ -230,7 +232,8 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
   const int64_t mine[3] = {color, key, rank_};
   std::vector<int64_t> all(3 * static_cast<size_t>(size_));
   std::vector<size_t> counts(size_, 3);
-  SR_RETURN_IF_ERROR(HostAllGatherV(mine, 3, all.data(), counts, DType::kInt64, timeout_.load()));
+  SR_RETURN_IF_ERROR(HostAllGatherV(Part::kSplit, "split", mine, 3, all.data(), counts,
+                                    DType::kInt64, timeout_.load()));
   // One color everywhere, keys in rank order (a collection's, DDP's or FSDP's private copy): a
   // duplicate, which MPI makes without blocking. No color anywhere: nothing to create.
   bool dup = true, none = true;
@@ -313,10 +316,14 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
   const auto deadline = Clock::now() + t;
   bool direct = false;
   SR_RETURN_IF_ERROR(UseDirect("allreduce", bytes, t, &direct));
-  if (direct)
-    return DirectReduce("allreduce", send, mine, recv, blocks, dtype, op, Remaining(deadline));
-  SR_RETURN_IF_ERROR(HostReduceScatterV(send, mine, blocks, dtype, op, t));
-  return HostAllGatherV(mine, blocks[rank_], recv, blocks, dtype, Remaining(deadline));
+  if (direct) {
+    return DirectReduce(Part::kDirectAllReduce, "allreduce", send, mine, recv, blocks, dtype, op,
+                        Remaining(deadline));
+  }
+  SR_RETURN_IF_ERROR(
+      HostReduceScatterV(Part::kAllReduceScatter, "allreduce", send, mine, blocks, dtype, op, t));
+  return HostAllGatherV(Part::kAllReduceGather, "allreduce", mine, blocks[rank_], recv, blocks,
+                        dtype, Remaining(deadline));
 }
 
 Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
@@ -345,7 +352,8 @@ Status MpiCommunicator::AllGatherV(const void* send, size_t send_count, void* re
       CheckAllGatherVCall(send, send_count, recv, recv_counts, dtype, size_, rank_, &total));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
-  return HostAllGatherV(send, send_count, recv, recv_counts, dtype, t);
+  return HostAllGatherV(Part::kAllGather, "allgatherv", send, send_count, recv, recv_counts, dtype,
+                        t);
 }
 
 Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
@@ -362,11 +370,12 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
     const auto deadline = Clock::now() + t;
     SR_RETURN_IF_ERROR(UseDirect("reducescatterv", total * DTypeSize(dtype), t, &direct));
     if (direct) {
-      return DirectReduce("reducescatterv", send, recv, nullptr, recv_counts, dtype, op,
-                          Remaining(deadline));
+      return DirectReduce(Part::kDirectReduceScatter, "reducescatterv", send, recv, nullptr,
+                          recv_counts, dtype, op, Remaining(deadline));
     }
   }
-  return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
+  return HostReduceScatterV(Part::kReduceScatter, "reducescatterv", send, recv, recv_counts, dtype,
+                            op, t);
 }
 
 Status MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
@@ -383,9 +392,7 @@ Status MpiCommunicator::Barrier(const CallOptions& opts) {
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (size_ == 1) return Status::Ok();
-  shardrec_plugin_status_t st{};
-  SR_RETURN_IF_ERROR(Start(t_->barrier(h_, &st), st));
-  return Wait("barrier", t);
+  return EmptyExchange(Part::kBarrier, "barrier", t);
 }
 
 }  // namespace shardrec::comm::mpi

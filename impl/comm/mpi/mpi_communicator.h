@@ -15,6 +15,7 @@
 #include "impl/comm/communicator.h"
 #include "impl/comm/failure_domain.h"
 #include "impl/comm/gloo_communicator.h"  // kDefaultTimeout
+#include "impl/comm/mpi/message_tags.h"
 #include "impl/comm/mpi/mpi_plugin_abi.h"
 
 namespace shardrec::comm::mpi {
@@ -76,8 +77,9 @@ class MpiCommunicator : public Communicator, public Abortable {
   void AbortLocal(const Status& why) override;
 
   // Polls the plugin until everything started on `handle` has completed, the deadline passes
-  // (kTimeout), an MPI error is reported (kRemote) or Abort() is called; the last three poison
-  // this communicator. Also used during creation, before a communicator exists (self == null).
+  // (kTimeout), an MPI error or a mismatched message is reported (kRemote, message_tags.h) or
+  // Abort() is called; the last three poison this communicator. Also used during creation,
+  // before a communicator exists (self == null).
   static Status Complete(const shardrec_mpi_plugin_table_t* t, shardrec_mpi_comm_t* handle,
                          const char* what, std::chrono::milliseconds timeout, int rank, int size,
                          const std::atomic<bool>* aborted);
@@ -95,19 +97,24 @@ class MpiCommunicator : public Communicator, public Abortable {
   // Starts a plugin call and poisons on failure (operations may already be in flight).
   Status Start(int32_t rc, const shardrec_plugin_status_t& st);
 
-  // Bodies (mpi_collectives.cc); arguments are validated.
-  Status Exchange(const char* what, const std::vector<Block>& sends,
+  // Bodies (mpi_collectives.cc); arguments are validated. `part` tags the messages; `what` names
+  // the call in errors. Every pair of ranks exchanges at least one message per block, empty
+  // blocks included, so that counts that differ between ranks are always noticed.
+  Status Exchange(Part part, const char* what, const std::vector<Block>& sends,
                   const std::vector<Block>& recvs, std::chrono::milliseconds timeout);
+  // An empty message to and from every peer: returns once every rank has sent its own.
+  Status EmptyExchange(Part part, const char* what, std::chrono::milliseconds timeout);
   Status GatherAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                          std::chrono::milliseconds timeout);
   Status HostAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
                        std::span<const size_t> recv_counts, DType dtype,
                        std::chrono::milliseconds timeout);
-  Status HostAllGatherV(const void* send, size_t send_count, void* recv,
-                        std::span<const size_t> recv_counts, DType dtype,
+  Status HostAllGatherV(Part part, const char* what, const void* send, size_t send_count,
+                        void* recv, std::span<const size_t> recv_counts, DType dtype,
                         std::chrono::milliseconds timeout);
-  Status HostReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
-                            DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
+  Status HostReduceScatterV(Part part, const char* what, const void* send, void* recv,
+                            std::span<const size_t> recv_counts, DType dtype, ReduceOp op,
+                            std::chrono::milliseconds timeout);
   Status HostBroadcast(void* buf, size_t bytes, int root, std::chrono::milliseconds timeout);
   // Direct reads of same-host peers' memory (mpi_direct.cc). ProbeDirect is collective and sets
   // direct_. DirectReduce (direct_ == 1) reduce-scatters `send` by `blocks` (one per rank, the
@@ -115,9 +122,9 @@ class MpiCommunicator : public Communicator, public Abortable {
   // inside it) it then gathers the other blocks into `recv`: an all-reduce.
   Status ProbeDirect(const char* what, std::chrono::milliseconds timeout);
   // Every rank's `n` words `mine` into `all` (rank-major); `what` names the collective served.
-  Status GatherWords(const char* what, int64_t* mine, size_t n, int64_t* all,
+  Status GatherWords(Part part, const char* what, int64_t* mine, size_t n, int64_t* all,
                      std::chrono::milliseconds timeout);
-  Status DirectReduce(const char* what, const void* send, void* out, void* recv,
+  Status DirectReduce(Part part, const char* what, const void* send, void* out, void* recv,
                       std::span<const size_t> blocks, DType dtype, ReduceOp op,
                       std::chrono::milliseconds timeout);
   Status Pull(const char* what, int peer, uint64_t remote, void* local, size_t bytes);

@@ -68,13 +68,13 @@ bool ReadPeer(int64_t pid, uint64_t remote, void* local, size_t bytes) {
 
 }  // namespace
 
-Status MpiCommunicator::GatherWords(const char* what, int64_t* mine, size_t n, int64_t* all,
-                                    std::chrono::milliseconds timeout) {
+Status MpiCommunicator::GatherWords(Part part, const char* what, int64_t* mine, size_t n,
+                                    int64_t* all, std::chrono::milliseconds timeout) {
   // An all-gather named after the collective it serves, so that a timeout names that one.
   const Block block{reinterpret_cast<uint8_t*>(mine), n * sizeof(int64_t)};
   std::vector<Block> sends(size_, block), recvs(size_);
   for (int r = 0; r < size_; ++r) recvs[r] = {reinterpret_cast<uint8_t*>(all + r * n), block.bytes};
-  return Exchange(what, sends, recvs, timeout);
+  return Exchange(part, what, sends, recvs, timeout);
 }
 
 bool DirectAllowedByEnv() {
@@ -96,7 +96,7 @@ Status MpiCommunicator::ProbeDirect(const char* what, std::chrono::milliseconds 
   mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(&Cookie()));
   mine[2] = static_cast<int64_t>(Cookie());
   mine[3] = direct_allowed_ ? 1 : 0;
-  SR_RETURN_IF_ERROR(GatherWords(what, mine, 4, all, Remaining(deadline)));
+  SR_RETURN_IF_ERROR(GatherWords(Part::kProbe, what, mine, 4, all, Remaining(deadline)));
   int64_t ok = 1;
   for (int r = 0; r < size_ && ok; ++r) {
     if (all[4 * r + 3] == 0) ok = 0;
@@ -106,7 +106,7 @@ Status MpiCommunicator::ProbeDirect(const char* what, std::chrono::milliseconds 
          seen == static_cast<uint64_t>(all[4 * r + 2]);
   }
   mine[0] = ok;
-  SR_RETURN_IF_ERROR(GatherWords(what, mine, 1, oks, Remaining(deadline)));
+  SR_RETURN_IF_ERROR(GatherWords(Part::kProbe, what, mine, 1, oks, Remaining(deadline)));
   const bool direct = std::all_of(oks, oks + w, [](int64_t v) { return v == 1; });
   peer_pids_.resize(size_);
   for (int r = 0; r < size_; ++r) peer_pids_[r] = all[4 * r];
@@ -124,9 +124,9 @@ Status MpiCommunicator::Pull(const char* what, int peer, uint64_t remote, void* 
                                err == ESRCH ? " (the peer process has exited)" : ""));
 }
 
-Status MpiCommunicator::DirectReduce(const char* what, const void* send, void* out, void* recv,
-                                     std::span<const size_t> blocks, DType dtype, ReduceOp op,
-                                     std::chrono::milliseconds timeout) {
+Status MpiCommunicator::DirectReduce(Part part, const char* what, const void* send, void* out,
+                                     void* recv, std::span<const size_t> blocks, DType dtype,
+                                     ReduceOp op, std::chrono::milliseconds timeout) {
   const size_t width = DTypeSize(dtype);
   ReduceFn fn = nullptr;
   SR_RETURN_IF_ERROR(GetReduceFn(dtype, op, &fn));
@@ -138,7 +138,7 @@ Status MpiCommunicator::DirectReduce(const char* what, const void* send, void* o
   int64_t* mine = addr + 2 * static_cast<size_t>(size_);
   mine[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(send));
   mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(recv));  // 0: a reduce-scatter
-  SR_RETURN_IF_ERROR(GatherWords(what, mine, 2, addr, Remaining(deadline)));
+  SR_RETURN_IF_ERROR(GatherWords(part, what, mine, 2, addr, Remaining(deadline)));
   std::vector<size_t> offsets(size_);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + blocks[r - 1];
   const size_t count = blocks[rank_];
@@ -173,9 +173,7 @@ Status MpiCommunicator::DirectReduce(const char* what, const void* send, void* o
   // Round 2: every block is reduced and no rank reads another's input any more, so each rank may
   // return (a reduce-scatter) or overwrite the rest of its output (in place: its input) with the
   // peers' blocks.
-  shardrec_plugin_status_t st{};
-  SR_RETURN_IF_ERROR(Start(t_->barrier(h_, &st), st));
-  SR_RETURN_IF_ERROR(Wait(what, Remaining(deadline)));
+  SR_RETURN_IF_ERROR(EmptyExchange(part, what, Remaining(deadline)));
   if (recv == nullptr) return Status::Ok();
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || blocks[r] == 0) continue;
@@ -184,8 +182,7 @@ Status MpiCommunicator::DirectReduce(const char* what, const void* send, void* o
                             static_cast<uint8_t*>(recv) + at, blocks[r] * width));
   }
   // Round 3: no rank returns, and reuses its output, while a peer may still be reading it.
-  SR_RETURN_IF_ERROR(Start(t_->barrier(h_, &st), st));
-  return Wait(what, Remaining(deadline));
+  return EmptyExchange(part, what, Remaining(deadline));
 }
 
 }  // namespace shardrec::comm::mpi

@@ -21,6 +21,12 @@
  * otherwise wait for each other across the processes for ever. Under MPI_THREAD_SERIALIZED it
  * must hold it (docs/mpi.md, "Splits from several threads").
  *
+ * Messages. Every message carries a tag naming the collective (and the part of it) it belongs
+ * to; a receive accepts any tag from its peer (messages from one peer arrive in the order sent),
+ * and test() compares the tag and size of what arrived with what the receive expected, so that
+ * ranks in different collectives, or in one with different counts, fail with both named instead
+ * of returning wrong data or leaving MPI to report a truncation.
+ *
  * Versioning. abi_version changes whenever an entry changes meaning or signature; the loader
  * refuses any other value with a message naming both. New entries are appended only.
  */
@@ -36,7 +42,7 @@
 extern "C" {
 #endif
 
-#define SHARDREC_MPI_PLUGIN_ABI_VERSION 4u
+#define SHARDREC_MPI_PLUGIN_ABI_VERSION 5u
 
 /* The only two symbols the plugin exports. */
 #define SHARDREC_MPI_PLUGIN_ABI_SYMBOL "shardrec_mpi_plugin_abi_version"
@@ -63,6 +69,17 @@ typedef struct shardrec_mpi_comm_info {
   char library[256];        /* MPI_Get_library_version's first line */
 } shardrec_mpi_comm_info_t;
 
+/* What test() found wrong with a received message (version 5): a tag or a size other than the
+ * receive's. */
+typedef struct shardrec_mpi_mismatch {
+  int32_t peer;           /* the sender's rank in the communicator; -1: no mismatch */
+  int32_t expected_tag;   /* the tag recv() was given */
+  int32_t tag;            /* the message's tag */
+  int32_t truncated;      /* 1: the message was longer than expected_bytes (by how much unknown) */
+  int64_t expected_bytes; /* the size recv() was given */
+  int64_t bytes;          /* the message's size (expected_bytes when truncated) */
+} shardrec_mpi_mismatch_t;
+
 typedef struct shardrec_mpi_plugin_table {
   uint32_t abi_version; /* SHARDREC_MPI_PLUGIN_ABI_VERSION */
   uint32_t struct_size; /* sizeof(shardrec_mpi_plugin_table_t) of the plugin's build */
@@ -83,19 +100,25 @@ typedef struct shardrec_mpi_plugin_table {
    * finalized; otherwise only forgets it. NULL is a no-op. */
   void (*destroy)(shardrec_mpi_comm_t* comm);
 
-  /* Nonblocking starts; each appends its request to the communicator's in-flight set. (Version
-   * 1 also had an MPI_Iallreduce entry; libshardrec reduces in rank order itself since.) */
+  /* Nonblocking starts; each appends its request to the communicator's in-flight set. send tags
+   * its message with `tag` (in [0, 32767], the range MPI guarantees); recv accepts a message of
+   * any tag from `peer` into at most `bytes` bytes, and test() checks it against `tag` and
+   * `bytes`. (Up to version 4 every message had one tag, a shorter message was accepted
+   * unreported, and broadcast and barrier were entries of their own, MPI_Ibcast and
+   * MPI_Ibarrier, whose failures Open MPI reports to MPI_COMM_WORLD's error handler; version 1
+   * also had an MPI_Iallreduce entry.) */
   int32_t (*send)(shardrec_mpi_comm_t* comm, const void* buf, int32_t bytes, int32_t peer,
+                  int32_t tag, shardrec_plugin_status_t* status);
+  int32_t (*recv)(shardrec_mpi_comm_t* comm, void* buf, int32_t bytes, int32_t peer, int32_t tag,
                   shardrec_plugin_status_t* status);
-  int32_t (*recv)(shardrec_mpi_comm_t* comm, void* buf, int32_t bytes, int32_t peer,
-                  shardrec_plugin_status_t* status);
-  int32_t (*broadcast)(shardrec_mpi_comm_t* comm, void* buf, int32_t bytes, int32_t root,
-                       shardrec_plugin_status_t* status);
-  int32_t (*barrier)(shardrec_mpi_comm_t* comm, shardrec_plugin_status_t* status);
 
   /* *done = 1 once every request in flight has completed (the set is then empty), else 0.
-   * Never blocks. A failed request is a kRemote error naming MPI's message. */
-  int32_t (*test)(shardrec_mpi_comm_t* comm, int32_t* done, shardrec_plugin_status_t* status);
+   * Never blocks. A failed request is a kRemote error naming MPI's message; a received message
+   * whose tag or size differs from its receive's is a kRemote error with *mismatch filled
+   * (mismatch->peer is -1 otherwise; mismatch may be NULL). Requests still in flight after an
+   * error stay in the set. */
+  int32_t (*test)(shardrec_mpi_comm_t* comm, int32_t* done, shardrec_mpi_mismatch_t* mismatch,
+                  shardrec_plugin_status_t* status);
 
   /* Starts MPI_Comm_split of an idle communicator on a plugin thread and returns at once with
    * *out, the new communicator, usable once test(*out) reports done; describe() then gives its

@@ -102,8 +102,7 @@ Status LoadMpiPlugin(const std::string& path, const shardrec_mpi_plugin_table_t*
   const void* entries[] = {
       reinterpret_cast<const void*>(t->plugin_path), reinterpret_cast<const void*>(t->create),
       reinterpret_cast<const void*>(t->destroy),     reinterpret_cast<const void*>(t->send),
-      reinterpret_cast<const void*>(t->recv),        reinterpret_cast<const void*>(t->broadcast),
-      reinterpret_cast<const void*>(t->barrier),     reinterpret_cast<const void*>(t->test),
+      reinterpret_cast<const void*>(t->recv),        reinterpret_cast<const void*>(t->test),
       reinterpret_cast<const void*>(t->split),       reinterpret_cast<const void*>(t->describe),
       reinterpret_cast<const void*>(t->dup)};
   for (const void* e : entries) {

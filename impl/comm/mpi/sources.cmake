@@ -2,6 +2,7 @@
 # header or library is used here (the plugin, plugin.cmake, is the only MPI consumer).
 list(APPEND SHARDREC_COMM_SOURCES
   mpi/mpi_plugin_loader.cc
+  mpi/message_tags.cc
   mpi/mpi_communicator.cc
   mpi/mpi_collectives.cc
   mpi/mpi_direct.cc)

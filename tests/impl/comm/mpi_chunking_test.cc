@@ -33,6 +33,13 @@ TEST(CommMpiChunking, PiecesTileEveryCountInOrder) {
   EXPECT_EQ(NumPieces(6, 5), 2u);
 }
 
+TEST(CommMpiChunking, AnEmptyBlockIsOneEmptyMessage) {
+  EXPECT_EQ(NumMessages(0, 5), 1u);
+  EXPECT_EQ(PieceAt(0, 5, 0).count, 0u);
+  EXPECT_EQ(NumMessages(5, 5), 1u);
+  EXPECT_EQ(NumMessages(11, 5), 3u);
+}
+
 TEST(CommMpiChunking, MessagesBeyondIntCountsSplitBelowIntMax) {
   // 2^31 + 5 fp32 elements under the largest possible limit: two pieces, each an int.
   const size_t count = (size_t{1} << 31) + 5;

@@ -20,51 +20,14 @@
 #include <vector>
 
 #include "impl/comm/mpi/mpi_plugin_abi.h"
+#include "impl/comm/mpi/plugin/plugin_internal.h"
 
-struct shardrec_mpi_comm {
-  MPI_Comm comm = MPI_COMM_NULL;
-  std::vector<MPI_Request> pending;
-  // An idup'ed communicator inherits the parent's error handler (MPI_COMM_WORLD's is fatal);
-  // ours is set to MPI_ERRORS_RETURN once the duplicate exists.
-  bool needs_errhandler = false;
-  // Splits and duplicates of `comm` not yet complete: while any is, `comm` is in use.
-  std::atomic<int> children_in_flight{0};
-  shardrec_mpi_comm* dup_parent = nullptr;  // on a duplicate until its MPI_Comm_idup completes
-  // On a split's result: whether its thread has returned from MPI_Comm_split, and how.
-  std::atomic<int> split_state{0};  // kNotSplit, kSplitRunning, kSplitDone
-  int split_err = MPI_SUCCESS;      // written before split_state becomes kSplitDone
-};
-
-namespace {
-
-// shardrec::Code values (the loader static_asserts them).
-constexpr int32_t kInvalidArgument = -2;
-constexpr int32_t kInvalidUsage = -3;
-constexpr int32_t kRemote = -6;
-constexpr int32_t kTimeout = -7;
-constexpr int32_t kUnsupported = -10;
-
-constexpr int kTag = 0x5352;
-
-constexpr int kNotSplit = 0;
-constexpr int kSplitRunning = 1;
-constexpr int kSplitDone = 2;
+namespace shardrec_mpi_plugin {
 
 std::mutex& Mu() {
   static auto* mu = new std::mutex;
   return *mu;
 }
-
-// Live communicators, so that the exit handler can tell whether operations are in flight.
-std::set<shardrec_mpi_comm*>& Live() {
-  static auto* live = new std::set<shardrec_mpi_comm*>;
-  return *live;
-}
-
-bool g_initialized_here = false;
-bool g_left_in_flight = false;  // a communicator was forgotten with requests outstanding
-// Split threads still inside MPI_Comm_split (a member never came): MPI must not be finalized.
-std::atomic<int> g_split_threads{0};
 
 int32_t Fail(shardrec_plugin_status_t* st, int32_t code, const char* fmt, ...) {
   if (st != nullptr) {
@@ -96,6 +59,19 @@ int32_t FromMpi(shardrec_plugin_status_t* st, int err, const char* what) {
   if (err == MPI_SUCCESS) return Ok(st);
   return Fail(st, kRemote, "%s failed: %s", what, ErrorText(err).c_str());
 }
+
+namespace {
+
+// Live communicators, so that the exit handler can tell whether operations are in flight.
+std::set<shardrec_mpi_comm*>& Live() {
+  static auto* live = new std::set<shardrec_mpi_comm*>;
+  return *live;
+}
+
+bool g_initialized_here = false;
+bool g_left_in_flight = false;  // a communicator was forgotten with requests outstanding
+// Split threads still inside MPI_Comm_split (a member never came): MPI must not be finalized.
+std::atomic<int> g_split_threads{0};
 
 // MPI's main thread, when this plugin initialises MPI. MPI_Init_thread waits for every process
 // of the job (a launcher's fence), and nothing bounds that wait, so it runs on a thread of its
@@ -262,6 +238,7 @@ int32_t Create(int64_t fortran_comm, int64_t timeout_ms, shardrec_mpi_comm_t** o
     return FromMpi(st, err, "MPI_Comm_idup");
   }
   c->pending.push_back(req);
+  c->ops.emplace_back();
   c->needs_errhandler = true;
   FillInfo(parent, info);
   Live().insert(c);
@@ -281,13 +258,12 @@ void Destroy(shardrec_mpi_comm_t* c) {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!c->pending.empty() && !finalized) {
-    // Operations that timed out here may have completed since (the late peer arrived).
+    // Operations that timed out here may have completed since (the late peer arrived), some
+    // with an error (a mismatched message; MPI_ERR_IN_STATUS): complete either way.
     int flag = 0;
-    if (MPI_Testall(static_cast<int>(c->pending.size()), c->pending.data(), &flag,
-                    MPI_STATUSES_IGNORE) == MPI_SUCCESS &&
-        flag) {
-      c->pending.clear();
-    }
+    const int err = MPI_Testall(static_cast<int>(c->pending.size()), c->pending.data(), &flag,
+                                MPI_STATUSES_IGNORE);
+    if ((err == MPI_SUCCESS || err == MPI_ERR_IN_STATUS) && flag) c->pending.clear();
   }
   if (!c->pending.empty()) {
     // MPI may still write into the requests' buffers; the handle is leaked on purpose.
@@ -296,70 +272,6 @@ void Destroy(shardrec_mpi_comm_t* c) {
   }
   if (!finalized && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
   delete c;
-}
-
-// `req` by pointer: it is read after the call that fills it (argument order is unspecified).
-int32_t Started(shardrec_mpi_comm_t* c, int err, const MPI_Request* req, const char* what,
-                shardrec_plugin_status_t* st) {
-  if (err != MPI_SUCCESS) return FromMpi(st, err, what);
-  c->pending.push_back(*req);
-  return Ok(st);
-}
-
-int32_t Send(shardrec_mpi_comm_t* c, const void* buf, int32_t bytes, int32_t peer,
-             shardrec_plugin_status_t* st) {
-  std::lock_guard<std::mutex> lock(Mu());
-  MPI_Request req = MPI_REQUEST_NULL;
-  return Started(c, MPI_Isend(buf, bytes, MPI_BYTE, peer, kTag, c->comm, &req), &req, "MPI_Isend",
-                 st);
-}
-
-int32_t Recv(shardrec_mpi_comm_t* c, void* buf, int32_t bytes, int32_t peer,
-             shardrec_plugin_status_t* st) {
-  std::lock_guard<std::mutex> lock(Mu());
-  MPI_Request req = MPI_REQUEST_NULL;
-  return Started(c, MPI_Irecv(buf, bytes, MPI_BYTE, peer, kTag, c->comm, &req), &req, "MPI_Irecv",
-                 st);
-}
-
-int32_t Broadcast(shardrec_mpi_comm_t* c, void* buf, int32_t bytes, int32_t root,
-                  shardrec_plugin_status_t* st) {
-  std::lock_guard<std::mutex> lock(Mu());
-  MPI_Request req = MPI_REQUEST_NULL;
-  return Started(c, MPI_Ibcast(buf, bytes, MPI_BYTE, root, c->comm, &req), &req, "MPI_Ibcast", st);
-}
-
-int32_t Barrier(shardrec_mpi_comm_t* c, shardrec_plugin_status_t* st) {
-  std::lock_guard<std::mutex> lock(Mu());
-  MPI_Request req = MPI_REQUEST_NULL;
-  return Started(c, MPI_Ibarrier(c->comm, &req), &req, "MPI_Ibarrier", st);
-}
-
-int32_t Test(shardrec_mpi_comm_t* c, int32_t* done, shardrec_plugin_status_t* st) {
-  *done = 0;
-  // A split's result: its thread may hold the mutex (MPI_THREAD_SERIALIZED) for as long as
-  // MPI_Comm_split waits, so this is answered without it.
-  if (c->split_state.load(std::memory_order_acquire) == kSplitRunning) return Ok(st);
-  if (c->split_err != MPI_SUCCESS) return FromMpi(st, c->split_err, "MPI_Comm_split");
-  std::lock_guard<std::mutex> lock(Mu());
-  int flag = 1;
-  if (!c->pending.empty()) {
-    const int err = MPI_Testall(static_cast<int>(c->pending.size()), c->pending.data(), &flag,
-                                MPI_STATUSES_IGNORE);
-    if (err != MPI_SUCCESS) return FromMpi(st, err, "an MPI operation");
-  }
-  if (!flag) return Ok(st);
-  c->pending.clear();
-  if (c->dup_parent != nullptr) {
-    c->dup_parent->children_in_flight.fetch_sub(1);
-    c->dup_parent = nullptr;
-  }
-  if (c->needs_errhandler) {
-    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
-    c->needs_errhandler = false;
-  }
-  *done = 1;
-  return Ok(st);
 }
 
 // The body of a split's thread. Under MPI_THREAD_MULTIPLE it calls MPI_Comm_split without the
@@ -416,6 +328,7 @@ int32_t Dup(shardrec_mpi_comm_t* c, shardrec_mpi_comm_t** out, shardrec_plugin_s
     return FromMpi(st, err, "MPI_Comm_idup");
   }
   d->pending.push_back(req);
+  d->ops.emplace_back();
   d->needs_errhandler = true;
   d->dup_parent = c;
   c->children_in_flight.fetch_add(1);
@@ -446,8 +359,6 @@ const shardrec_mpi_plugin_table_t kTable = {
     &Destroy,
     &Send,
     &Recv,
-    &Broadcast,
-    &Barrier,
     &Test,
     &Split,
     &Describe,
@@ -455,6 +366,7 @@ const shardrec_mpi_plugin_table_t kTable = {
 };
 
 }  // namespace
+}  // namespace shardrec_mpi_plugin
 
 extern "C" __attribute__((visibility("default"))) uint32_t shardrec_mpi_plugin_abi_version(void) {
   return SHARDREC_MPI_PLUGIN_ABI_VERSION;
@@ -462,5 +374,5 @@ extern "C" __attribute__((visibility("default"))) uint32_t shardrec_mpi_plugin_a
 
 extern "C" __attribute__((visibility("default"))) const shardrec_mpi_plugin_table_t*
 shardrec_mpi_plugin_table(uint32_t abi_version) {
-  return abi_version == SHARDREC_MPI_PLUGIN_ABI_VERSION ? &kTable : nullptr;
+  return abi_version == SHARDREC_MPI_PLUGIN_ABI_VERSION ? &shardrec_mpi_plugin::kTable : nullptr;
 }
