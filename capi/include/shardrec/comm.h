@@ -421,6 +421,14 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * complete on its peers with this rank's part (MPI cannot cancel a collective), while peers
  * waiting for a later call of this rank reach their timeout.
  *
+ * Launch: a process started without an MPI launcher is an MPI singleton, a world of itself. When
+ * MPI's world has 1 process but WORLD_SIZE (torchrun), OMPI_COMM_WORLD_SIZE, PMI_SIZE or
+ * SLURM_NTASKS (read in that order) says the job has more, this call returns SHARDREC_EINVAL
+ * naming both instead of giving every process a communicator of its own: start the job with
+ * mpirun / mpiexec (or srun with MPI support), use shardrec_comm_create_from_env() under
+ * torchrun, or unset the variable for a process meant to run alone. A larger MPI world is
+ * never refused for such a variable.
+ *
  * Mismatched calls: every message names the collective it belongs to, and every receive checks
  * that and the size of what arrives. Ranks that call different collectives on the communicator,
  * or one with different counts, get SHARDREC_EREMOTE at once, naming the peer, both collectives
@@ -438,9 +446,10 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * @param options          [in] Options, or NULL: timeout_ms bounds creation and is the
  *                         default per-operation timeout; backend must be AUTO or MPI;
  *                         device_type host; bind_address is ignored.
- * @return SHARDREC_OK; SHARDREC_EINVAL (bad options or handle); SHARDREC_EUNSUPPORTED (no MPI
- *         plugin: libshardrec built without MPI, or the plugin not installed; a CUDA device);
- *         SHARDREC_EUSAGE (MPI initialised below MPI_THREAD_SERIALIZED, or already
+ * @return SHARDREC_OK; SHARDREC_EINVAL (bad options or handle; an MPI world of 1 process where
+ *         the launcher's variables say the job has more, see "Launch"); SHARDREC_EUNSUPPORTED
+ *         (no MPI plugin: libshardrec built without MPI, or the plugin not installed; a CUDA
+ *         device); SHARDREC_EUSAGE (MPI initialised below MPI_THREAD_SERIALIZED, or already
  *         finalized); SHARDREC_ETIMEOUT (a member never called this); SHARDREC_EREMOTE.
  *         On failure *out is NULL. Thread-safe (serialised inside the plugin).
  */

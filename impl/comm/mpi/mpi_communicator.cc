@@ -10,6 +10,7 @@
 
 #include "impl/comm/call_checks.h"
 #include "impl/comm/mpi/chunking.h"
+#include "impl/comm/mpi/launcher_world.h"
 #include "impl/comm/mpi/mpi_plugin_loader.h"
 #include "impl/core/check.h"
 
@@ -121,6 +122,10 @@ Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::m
         "MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE: call MPI_Init_thread with "
         "MPI_THREAD_MULTIPLE (or let libshardrec initialise MPI) [",
         info.library, "]");
+  }
+  if (Status w = CheckWorldAgainstLauncher(ProcessEnv(), info.world_size); !w.ok()) {
+    t->destroy(handle);
+    return w;
   }
   MpiCommunicator::Config config;
   config.table = t;

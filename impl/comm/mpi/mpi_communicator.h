@@ -23,8 +23,9 @@ namespace shardrec::comm::mpi {
 // Collective over the members of the host communicator whose Fortran handle is `fortran_comm`
 // (0: MPI_COMM_WORLD). Initialises MPI when the host has not. `timeout` (0: kDefaultTimeout)
 // bounds creation and is every operation's default. Host memory only.
-// Errors: kInvalidArgument, kUnsupported (no MPI plugin, a CUDA device), kInvalidUsage (an MPI
-// thread level below SERIALIZED, MPI finalized), kTimeout (a member never arrived), kRemote.
+// Errors: kInvalidArgument (a bad handle; an MPI world of one process where a launcher says the
+// job has more, launcher_world.h), kUnsupported (no MPI plugin, a CUDA device), kInvalidUsage (an
+// MPI thread level below SERIALIZED, MPI finalized), kTimeout (a member never arrived), kRemote.
 Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::milliseconds timeout,
                              std::unique_ptr<Communicator>* out);
 

@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#define SHARDREC_MPI_PLUGIN_ABI_VERSION 5u
+#define SHARDREC_MPI_PLUGIN_ABI_VERSION 6u
 
 /* The only two symbols the plugin exports. */
 #define SHARDREC_MPI_PLUGIN_ABI_SYMBOL "shardrec_mpi_plugin_abi_version"
@@ -67,6 +67,7 @@ typedef struct shardrec_mpi_comm_info {
   int32_t thread_level;     /* SHARDREC_MPI_THREAD_* the MPI library provides */
   int32_t initialized_here; /* 1 when this plugin called MPI_Init_thread */
   char library[256];        /* MPI_Get_library_version's first line */
+  int32_t world_size;       /* MPI_COMM_WORLD's size (version 6) */
 } shardrec_mpi_comm_info_t;
 
 /* What test() found wrong with a received message (version 5): a tag or a size other than the

@@ -3,6 +3,7 @@
 list(APPEND SHARDREC_COMM_SOURCES
   mpi/mpi_plugin_loader.cc
   mpi/message_tags.cc
+  mpi/launcher_world.cc
   mpi/mpi_communicator.cc
   mpi/mpi_collectives.cc
   mpi/mpi_direct.cc)

@@ -171,6 +171,9 @@ void FillInfo(MPI_Comm comm, shardrec_mpi_comm_info_t* info) {
   MPI_Comm_size(comm, &size);
   info->rank = rank;
   info->size = size;
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  info->world_size = world;
   info->thread_level = ThreadLevel();
   info->initialized_here = g_initialized_here ? 1 : 0;
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
