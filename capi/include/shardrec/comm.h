@@ -421,6 +421,17 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * complete on its peers with this rank's part (MPI cannot cancel a collective), while peers
  * waiting for a later call of this rank reach their timeout.
  *
+ * Threads: calls from several threads are safe, but ranks pair up by order. MPI matches the
+ * duplicates of one MPI communicator (MPI_Comm_idup) in the order each process makes them, so
+ * two threads of a process creating from the same MPI communicator at the same time may pair
+ * with each other's counterparts on another process: both new communicators work, and their
+ * collectives combine the wrong threads' data, silently when those calls agree in kind and
+ * size (otherwise SHARDREC_EREMOTE, see "Mismatched calls"). No check can tell the two
+ * duplicates apart. Create from one MPI communicator in one thread, in the same order on every
+ * rank, or give each thread an MPI communicator of its own (MPI_Comm_dup, made in the same
+ * order on every rank) and create from that. Splits pair up the same way, which
+ * shardrec_comm_split() already rules out by allowing one thread at a time per communicator.
+ *
  * Launch: a process started without an MPI launcher is an MPI singleton, a world of itself. When
  * MPI's world has 1 process but WORLD_SIZE (torchrun), OMPI_COMM_WORLD_SIZE, PMI_SIZE or
  * SLURM_NTASKS (read in that order) says the job has more, this call returns SHARDREC_EINVAL
@@ -451,7 +462,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  *         (no MPI plugin: libshardrec built without MPI, or the plugin not installed; a CUDA
  *         device); SHARDREC_EUSAGE (MPI initialised below MPI_THREAD_SERIALIZED, or already
  *         finalized); SHARDREC_ETIMEOUT (a member never called this); SHARDREC_EREMOTE.
- *         On failure *out is NULL. Thread-safe (serialised inside the plugin).
+ *         On failure *out is NULL. Thread-safe, but concurrent calls on one MPI communicator
+ *         pair up across processes in an order nobody fixes (see "Threads").
  */
 SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
                                                         int64_t mpi_comm_fortran,
