@@ -273,6 +273,9 @@ void Destroy(shardrec_mpi_comm_t* c) {
     g_left_in_flight = true;
     return;
   }
+  // A duplicate whose MPI_Comm_idup completed only now (its creation had timed out) no longer
+  // holds its parent, which may then be freed too.
+  if (c->dup_parent != nullptr) c->dup_parent->children_in_flight.fetch_sub(1);
   if (!finalized && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
   delete c;
 }
