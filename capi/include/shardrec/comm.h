@@ -444,12 +444,13 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * shardrec_comm_allreduce()), so ranks calling them with different counts or kinds get
  * SHARDREC_EINVAL and nothing moves. Behind that, for the library's own collectives, every
  * message names the collective it belongs to, and every receive checks that and the size of
- * what arrives. Ranks whose messages still differ get SHARDREC_EREMOTE at once, naming the peer, both collectives
- * and both sizes, on every rank that receives a message of the mismatched call; none returns
- * wrong data as a success, and MPI's error handlers are not involved. A rank that receives
- * nothing from the mismatched peers in that call may return SHARDREC_OK (a broadcast's root);
- * ranks that disagree on a broadcast's root may only fail at their next call. A failed call's
- * receive buffers hold unspecified data, and the communicator is poisoned as after any error.
+ * what arrives. Ranks whose messages still differ get SHARDREC_EREMOTE at once, naming the peer,
+ * both collectives and both sizes, on every rank that receives a message of the mismatched call;
+ * none returns wrong data as a success, and MPI's error handlers are not involved. A rank that
+ * receives nothing from the mismatched peers in that call may return SHARDREC_OK (a broadcast's
+ * root); ranks that disagree on a broadcast's root may only fail at their next call. A failed
+ * call's receive buffers hold unspecified data, and the communicator is poisoned as after any
+ * error.
  *
  * Host memory only (SHARDREC_EUNSUPPORTED for a CUDA device_type).
  *
