@@ -106,13 +106,13 @@ Status CheckComm(const shardrec_comm_t* comm) {
 // different sizes fail together instead of corrupting buffers or aborting the process.
 Status AgreeOnRawCall(comm::Communicator& c, const char* what, int64_t kind, size_t count,
                       int32_t dtype, int32_t op_or_root) {
-  const std::string name = kind == 4 ? std::string(what)
-                                     : StrCat(what, " of ", count, " elements of type ", dtype,
-                                              " (op or root ", op_or_root, ")");
+  if (count > static_cast<size_t>(INT64_MAX))
+    return Status::InvalidArgument("count ", count, " is too large for any buffer");
   comm::CallSignature call;
   call.kind = kind;
   call.args = {static_cast<int64_t>(count), dtype, op_or_root};
-  call.name = name;
+  call.what = what;
+  call.sized = kind != 4;
   return comm::AgreeOnCall(c, call);
 }
 

@@ -24,8 +24,8 @@ Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view w
 struct CallSignature {
   int64_t kind = 0;
   std::array<int64_t, 3> args{};
-  // For messages: "allreduce of 8 x float32".
-  std::string_view name;
+  const char* what = "";  // the collective's name, for messages ("allreduce")
+  bool sized = true;      // messages give the three numbers (false: a barrier)
 };
 
 // One small all-reduce of every rank's signature before a collective whose sizes come from its
@@ -33,7 +33,8 @@ struct CallSignature {
 // may corrupt memory or abort the process (Gloo's pair thread throws when a message outgrows
 // the buffer posted for it), so a mismatch is refused before any of the caller's data moves:
 // every rank fails with InvalidArgument saying the ranks' calls differ. A failed exchange is
-// returned with `call.name` as context. Over a device communicator it exchanges nothing.
+// returned with the call's description as context (built only on failure). Over a device
+// communicator it exchanges nothing.
 Status AgreeOnCall(Communicator& comm, const CallSignature& call);
 
 }  // namespace shardrec::comm

@@ -91,7 +91,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
  * (shardrec_embedding_dynamic_delta; docs/dynamic-tables.md, "Delta export"): forgets which rows
  * changed, which ids left and whether a checkpoint load replaced the table (SHARDREC_DELTA_FULL)
  * before, and starts tracking them (tracking is off until the first mark; it then costs one bit
- * per slot and 8 bytes per eviction until the next mark, and 8 bytes per row held at each load).
+ * per slot and 8 bytes per eviction until the next mark, and at loads 8 bytes per distinct id
+ * held since the mark).
  * Not collective (it communicates nothing), but every rank must call it between the same two
  * training steps, or the deltas mix different periods.
  * @param coll  [in] Must not be NULL.

@@ -12,21 +12,12 @@
 
 #include "impl/comm/env_rendezvous.h"
 #include "impl/comm/factory.h"
+#include "tests/support/free_port.h"
 
 namespace shardrec::comm {
 namespace {
 
-uint16_t FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using shardrec::testing::FreePort;
 
 bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "impl/comm/factory.h"
+#include "tests/support/free_port.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::comm {
@@ -187,17 +188,7 @@ TEST(CommEnvRendezvous, TokenBecomesTheNonce) {
   EXPECT_NE(ea.nonce, en.nonce);
 }
 
-uint16_t FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using shardrec::testing::FreePort;
 
 // Three ranks on threads, each given its own torchrun variables (rank 0 started last, so the
 // others must retry until its store is up), meet and all-reduce.
