@@ -29,6 +29,7 @@
 #include "shardrec/replica.h"
 #include "tests/capi/dynamic/dynamic_stream.h"
 #include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/inference/delta_load_util.h"
 #include "tests/capi/inference/inference_test_util.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/temp_dirs.h"
@@ -39,29 +40,9 @@ namespace {
 // An id that no pool of MakeDynScenario holds (checked where used).
 constexpr int64_t kUnknown = 987654321012345;
 
-struct Delta {
-  std::vector<int64_t> ids;
-  std::vector<float> rows;
-  std::vector<int64_t> tombstones;
-};
-
-Delta GetDelta(shardrec_embedding_t* c, const char* table, int64_t dim) {
-  Delta d;
-  size_t n = 0, nt = 0;
-  shardrec_embedding_dynamic_delta(c, table, nullptr, nullptr, 0, nullptr, 0, &n, &nt);
-  d.ids.resize(n);
-  d.rows.resize(n * static_cast<size_t>(dim));
-  d.tombstones.resize(nt);
-  EXPECT_EQ(shardrec_embedding_dynamic_delta(c, table, d.ids.data(), d.rows.data(), n,
-                                             d.tombstones.data(), nt, &n, &nt),
-            SHARDREC_OK)
-      << shardrec_last_error();
-  return d;
-}
-
 using RowMap = std::map<int64_t, std::vector<float>>;
 
-void Replay(const Delta& d, int64_t dim, RowMap* t) {
+void Replay(const DeltaVectors& d, int64_t dim, RowMap* t) {
   for (size_t i = 0; i < d.ids.size(); ++i)
     (*t)[d.ids[i]].assign(d.rows.begin() + static_cast<int64_t>(i) * dim,
                           d.rows.begin() + static_cast<int64_t>(i + 1) * dim);
@@ -73,7 +54,7 @@ void Replay(const Delta& d, int64_t dim, RowMap* t) {
 struct DynRunSaved {
   DynScenario s;
   std::string ckpt1, ckpt2;
-  Delta d1[2], d2[2];
+  DeltaVectors d1[2], d2[2];
 };
 
 DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
@@ -99,20 +80,20 @@ DynRunSaved TrainDynamic(int32_t world, int32_t sharding) {
       ForwardSlice(c, st.batches[step], world, r, dim, nullptr);
       BackwardSlice(c, st.grads[step], world, r, dim);
     };
-    Delta mine[4];
+    DeltaVectors mine[4];
     for (const char* t : {"t0", "t1"})
       ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK);
     for (int32_t step = 0; step < 3; ++step) train(step);
     for (int t = 0; t < 2; ++t) {
       const char* name = t == 0 ? "t0" : "t1";
-      mine[t] = GetDelta(c, name, s.base.tables[static_cast<size_t>(t)].dim);
+      mine[t] = TakeDelta(c, name, s.base.tables[static_cast<size_t>(t)].dim);
       ASSERT_EQ(shardrec_embedding_dynamic_mark(c, name), SHARDREC_OK);
     }
     ASSERT_EQ(shardrec_checkpoint_save(c, run.ckpt1.c_str(), nullptr), SHARDREC_OK)
         << shardrec_last_error();
     for (int32_t step = 3; step < 6; ++step) train(step);
     for (int t = 0; t < 2; ++t)
-      mine[2 + t] = GetDelta(c, t == 0 ? "t0" : "t1", s.base.tables[static_cast<size_t>(t)].dim);
+      mine[2 + t] = TakeDelta(c, t == 0 ? "t0" : "t1", s.base.tables[static_cast<size_t>(t)].dim);
     ASSERT_EQ(shardrec_checkpoint_save(c, run.ckpt2.c_str(), nullptr), SHARDREC_OK)
         << shardrec_last_error();
     if (r != 0) return;
@@ -173,7 +154,7 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-shardrec_status_t Apply(shardrec_inference_t* inf, const char* table, const Delta& d,
+shardrec_status_t Apply(shardrec_inference_t* inf, const char* table, const DeltaVectors& d,
                         uint64_t* version = nullptr) {
   return shardrec_inference_apply_delta(inf, table, d.ids.data(), d.rows.data(), d.ids.size(),
                                         d.tombstones.data(), d.tombstones.size(), version);
@@ -266,7 +247,7 @@ TEST(InferenceDynamic, MeshCheckpointServesTheMergedTable) {
   ASSERT_NE(plan, nullptr);
   const std::string ckpt = FreshDir("dynmesh");
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
-  Delta merged[2];
+  DeltaVectors merged[2];
   std::mutex mu;
   SpawnRanks(kWorld, [&](int r) {
     shardrec_mesh_options_t mo;
@@ -292,9 +273,9 @@ TEST(InferenceDynamic, MeshCheckpointServesTheMergedTable) {
     }
     ASSERT_EQ(shardrec_mesh_sync(m, c, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
         << shardrec_last_error();
-    Delta mine[2];
+    DeltaVectors mine[2];
     for (int t = 0; t < 2; ++t)
-      mine[t] = GetDelta(c, t == 0 ? "t0" : "t1", s.base.tables[static_cast<size_t>(t)].dim);
+      mine[t] = TakeDelta(c, t == 0 ? "t0" : "t1", s.base.tables[static_cast<size_t>(t)].dim);
     ASSERT_EQ(shardrec_checkpoint_save_mesh(m, c, ckpt.c_str(), nullptr), SHARDREC_OK)
         << shardrec_last_error();
     if (r != 0) return;
