@@ -414,3 +414,40 @@ func TestARefusedFSDPOnOneRankFailsEveryRankTogether(t *testing.T) {
 		return f.Close()
 	})
 }
+
+// A raw collective Go refuses (slices of different lengths) still meets its peers in C's
+// agreement: the other rank fails at once naming it (it waited out its timeout before), and the
+// next collective pairs up.
+func TestARawCollectiveRefusedInGoFailsEveryRankTogether(t *testing.T) {
+	onRanks(t, 2, func(rank int, c *Comm) error {
+		send := []float32{1, 2, 3, 4}
+		recv := make([]float32, 4)
+		if rank == 1 {
+			recv = recv[:2]
+		}
+		start := time.Now()
+		err := Allreduce(c, send, recv, ReduceSum)
+		if CodeOf(err) != ErrCodeInvalid {
+			return fmt.Errorf("the refused allreduce: %v", err)
+		}
+		if rank == 0 && !strings.Contains(err.Error(), "rank 1 refused its allreduce") {
+			return fmt.Errorf("rank 0 does not name rank 1: %v", err)
+		}
+		if rank == 1 && !strings.Contains(err.Error(), "recv has 2 elements") {
+			return fmt.Errorf("rank 1 does not give its own reason: %v", err)
+		}
+		all := make([]float32, 3)
+		err = Allgather(c, send[:rank+1], all[:2+rank]) // rank 1's recv is one short
+		if CodeOf(err) != ErrCodeInvalid {
+			return fmt.Errorf("the refused allgather: %v", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			return fmt.Errorf("the refused collectives took %v", d)
+		}
+		sum := []float32{1}
+		if err := Allreduce(c, sum, sum, ReduceSum); err != nil || sum[0] != 2 {
+			return fmt.Errorf("the next allreduce: %v (sum %v)", err, sum[0])
+		}
+		return nil
+	})
+}

@@ -336,12 +336,16 @@ func addrOf[T Element](s []T) uintptr {
 // Allreduce sets recv to op over the ranks of send, element-wise (collective; every rank
 // passes the same length). recv may be send (in place); it must have len(send) elements.
 func Allreduce[T Element](c *Comm, send, recv []T, op ReduceOp) error {
+	h, done := c.ref().acquire()
+	defer done()
 	if len(recv) != len(send) {
+		// Collective: this rank still meets its peers' agreement, with NULL buffers that C
+		// refuses on every rank together (else the peers wait out their timeout); this rank's
+		// reason is the one to report.
+		_ = swig.Comm_allreduce(h, 0, 0, 1, int(DTypeFloat32), int(ReduceSum))
 		return &Error{Code: ErrCodeInvalid,
 			Message: fmt.Sprintf("allreduce: recv has %d elements, send %d", len(recv), len(send))}
 	}
-	h, done := c.ref().acquire()
-	defer done()
 	err := swig.Comm_allreduce(h, addrOf(send), addrOf(recv), int64(len(send)),
 		int(dtypeOf[T]()), int(op))
 	runtime.KeepAlive(send)
@@ -365,12 +369,14 @@ func Allgather[T Element](c *Comm, send, recv []T) error {
 	if err != nil {
 		return err
 	}
+	h, done := c.ref().acquire()
+	defer done()
 	if len(recv) != size*len(send) {
+		// As in Allreduce: the refusal still meets the peers' agreement.
+		_ = swig.Comm_allgather(h, 0, 0, 1, int(DTypeFloat32))
 		return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
 			"allgather: recv has %d elements, expected %d ranks x %d", len(recv), size, len(send))}
 	}
-	h, done := c.ref().acquire()
-	defer done()
 	err = swig.Comm_allgather(h, addrOf(send), addrOf(recv), int64(len(send)),
 		int(dtypeOf[T]()))
 	runtime.KeepAlive(send)

@@ -103,17 +103,19 @@ Status CheckComm(const shardrec_comm_t* comm) {
 }
 
 // The raw collectives' sizes come from the caller: agreed first (comm/agree.h), so ranks given
-// different sizes fail together instead of corrupting buffers or aborting the process.
+// different sizes fail together instead of corrupting buffers or aborting the process, and a
+// rank refusing its own arguments (`local`) still joins the agreement, so its peers fail at once
+// instead of waiting out their timeout.
 Status AgreeOnRawCall(comm::Communicator& c, const char* what, int64_t kind, size_t count,
-                      int32_t dtype, int32_t op_or_root) {
-  if (count > static_cast<size_t>(INT64_MAX))
-    return Status::InvalidArgument("count ", count, " is too large for any buffer");
+                      int32_t dtype, int32_t op_or_root, Status local) {
+  if (local.ok() && count > static_cast<size_t>(INT64_MAX))
+    local = Status::InvalidArgument("count ", count, " is too large for any buffer");
   comm::CallSignature call;
   call.kind = kind;
-  call.args = {static_cast<int64_t>(count), dtype, op_or_root};
+  call.args = {local.ok() ? static_cast<int64_t>(count) : 0, dtype, op_or_root};
   call.what = what;
   call.sized = kind != 4;
-  return comm::AgreeOnCall(c, call);
+  return comm::AgreeOnCall(c, call, local);
 }
 
 // Collective over a host communicator: every rank shares its host name; the ranks with the same
@@ -339,14 +341,17 @@ SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm_han
                                                        int32_t dtype, int32_t op, void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
-    SR_RETURN_IF_ERROR(CheckDType(dtype));
-    if (op < SHARDREC_REDUCE_SUM || op > SHARDREC_REDUCE_MIN)
-      return Status::InvalidArgument("op ", op, " is not a SHARDREC_REDUCE_* value");
-    if (count > 0 && send == nullptr)
-      return Status::InvalidArgument("send must not be NULL when count is ", count);
-    if (count > 0 && recv == nullptr)
-      return Status::InvalidArgument("recv must not be NULL when count is ", count);
-    SR_RETURN_IF_ERROR(AgreeOnRawCall(*comm_handle->impl, "allreduce", 1, count, dtype, op));
+    const Status local = [&]() -> Status {
+      SR_RETURN_IF_ERROR(CheckDType(dtype));
+      if (op < SHARDREC_REDUCE_SUM || op > SHARDREC_REDUCE_MIN)
+        return Status::InvalidArgument("op ", op, " is not a SHARDREC_REDUCE_* value");
+      if (count > 0 && send == nullptr)
+        return Status::InvalidArgument("send must not be NULL when count is ", count);
+      if (count > 0 && recv == nullptr)
+        return Status::InvalidArgument("recv must not be NULL when count is ", count);
+      return Status::Ok();
+    }();
+    SR_RETURN_IF_ERROR(AgreeOnRawCall(*comm_handle->impl, "allreduce", 1, count, dtype, op, local));
     return comm_handle->impl->AllReduce(send, recv, count, static_cast<shardrec::DType>(dtype),
                                         static_cast<comm::ReduceOp>(op),
                                         shardrec::capi::StreamOptions(stream));
@@ -358,13 +363,17 @@ SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm_han
                                                        void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
-    SR_RETURN_IF_ERROR(CheckDType(dtype));
-    const int size = comm_handle->impl->Size();
-    if (root < 0 || root >= size)
-      return Status::InvalidArgument("root ", root, " is outside [0, ", size, ")");
-    if (count > 0 && buf == nullptr)
-      return Status::InvalidArgument("buf must not be NULL when count is ", count);
-    SR_RETURN_IF_ERROR(AgreeOnRawCall(*comm_handle->impl, "broadcast", 2, count, dtype, root));
+    const Status local = [&]() -> Status {
+      SR_RETURN_IF_ERROR(CheckDType(dtype));
+      const int size = comm_handle->impl->Size();
+      if (root < 0 || root >= size)
+        return Status::InvalidArgument("root ", root, " is outside [0, ", size, ")");
+      if (count > 0 && buf == nullptr)
+        return Status::InvalidArgument("buf must not be NULL when count is ", count);
+      return Status::Ok();
+    }();
+    SR_RETURN_IF_ERROR(
+        AgreeOnRawCall(*comm_handle->impl, "broadcast", 2, count, dtype, root, local));
     return comm_handle->impl->Broadcast(buf, count, static_cast<shardrec::DType>(dtype), root,
                                         shardrec::capi::StreamOptions(stream));
   });
@@ -375,14 +384,17 @@ SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm_han
                                                        int32_t dtype, void* stream) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
-    SR_RETURN_IF_ERROR(CheckDType(dtype));
-    if (count > 0 && send == nullptr)
-      return Status::InvalidArgument("send must not be NULL when count is ", count);
-    if (count > 0 && recv == nullptr)
-      return Status::InvalidArgument("recv must not be NULL when count is ", count);
-    if (count > 0 && send == recv)
-      return Status::InvalidArgument("recv must not be the same buffer as send");
-    SR_RETURN_IF_ERROR(AgreeOnRawCall(*comm_handle->impl, "allgather", 3, count, dtype, 0));
+    const Status local = [&]() -> Status {
+      SR_RETURN_IF_ERROR(CheckDType(dtype));
+      if (count > 0 && send == nullptr)
+        return Status::InvalidArgument("send must not be NULL when count is ", count);
+      if (count > 0 && recv == nullptr)
+        return Status::InvalidArgument("recv must not be NULL when count is ", count);
+      if (count > 0 && send == recv)
+        return Status::InvalidArgument("recv must not be the same buffer as send");
+      return Status::Ok();
+    }();
+    SR_RETURN_IF_ERROR(AgreeOnRawCall(*comm_handle->impl, "allgather", 3, count, dtype, 0, local));
     const size_t size = static_cast<size_t>(comm_handle->impl->Size());
     std::vector<size_t> counts(size, count);
     return comm_handle->impl->AllGatherV(send, count, recv, counts,
@@ -397,7 +409,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm_handl
     // Over a host communicator the agreement's all-reduce is itself the barrier: every rank
     // contributes before any returns.
     if (comm_handle->impl->device().is_host())
-      return AgreeOnRawCall(*comm_handle->impl, "barrier", 4, 0, 0, 0);
+      return AgreeOnRawCall(*comm_handle->impl, "barrier", 4, 0, 0, 0, Status::Ok());
     return comm_handle->impl->Barrier();
   });
 }

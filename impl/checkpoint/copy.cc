@@ -4,17 +4,18 @@
 #include <algorithm>
 #include <cstring>
 
+#include "impl/comm/agree.h"
 #include "impl/core/check.h"
 #include "impl/core/element.h"
 
 namespace shardrec::checkpoint {
 
 Status Agree(comm::Communicator& comm, const Status& local, const char* what) {
-  int32_t failed = local.ok() ? 0 : comm.Rank() + 1;
-  SR_RETURN_IF_ERROR(comm.AllReduce(&failed, &failed, 1, DType::kInt32, comm::ReduceOp::kMax));
-  if (failed == 0) return Status::Ok();
+  int64_t failed = -1;
+  SR_RETURN_IF_ERROR(comm::FindRefusingRank(comm, !local.ok(), &failed));
+  if (failed < 0) return Status::Ok();
   // The failing rank's code and message reach every rank, so each reports the same cause.
-  const int root = failed - 1;
+  const auto root = static_cast<int>(failed);
   int64_t head[2] = {static_cast<int64_t>(local.code()),
                      static_cast<int64_t>(local.message().size())};
   SR_RETURN_IF_ERROR(comm.Broadcast(head, 2, DType::kInt64, root));

@@ -7,15 +7,22 @@
 
 namespace shardrec::comm {
 
+Status FindRefusingRank(Communicator& comm, bool refused, int64_t* refusing) {
+  // Under kMax: Size() - rank for a refusing rank (largest for the lowest), else 0.
+  int64_t v = refused ? comm.Size() - comm.Rank() : 0;
+  SR_RETURN_IF_ERROR(comm.AllReduce(&v, &v, 1, DType::kInt64, ReduceOp::kMax));
+  *refusing = v == 0 ? -1 : comm.Size() - v;
+  return Status::Ok();
+}
+
 Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what) {
   if (!comm.device().is_host()) return local;
-  // Under kMin over (refusing rank, else Size()): the lowest refusing rank, or Size().
-  int64_t first = local.ok() ? comm.Size() : comm.Rank();
-  const Status exchanged = comm.AllReduce(&first, &first, 1, DType::kInt64, ReduceOp::kMin);
+  int64_t refusing = -1;
+  const Status exchanged = FindRefusingRank(comm, !local.ok(), &refusing);
   if (!local.ok()) return local;
   SR_RETURN_IF_ERROR(exchanged);
-  if (first < comm.Size()) {
-    return Status::InvalidArgument("rank ", first, " refused to create the ", what,
+  if (refusing >= 0) {
+    return Status::InvalidArgument("rank ", refusing, " refused to create the ", what,
                                    " (its error says why)");
   }
   return Status::Ok();
@@ -32,19 +39,26 @@ std::string Describe(const CallSignature& call) {
 
 }  // namespace
 
-Status AgreeOnCall(Communicator& comm, const CallSignature& call) {
-  if (!comm.device().is_host()) return Status::Ok();
-  // Under kMax: the signature and its negation (max and -min: equal exactly when all agree).
-  // Every value is above INT64_MIN (the callers' counts fit in int64), so each negates.
+Status AgreeOnCall(Communicator& comm, const CallSignature& call, const Status& local) {
+  if (!comm.device().is_host()) return local;
+  // Under kMax: the signature and its negation (max and -min: equal exactly when all agree),
+  // then Size() - rank for a rank that refused its arguments (else 0). Every value is above
+  // INT64_MIN (the callers' counts fit in int64), so each negates.
   constexpr size_t kSig = 4;
   const int64_t sig[kSig] = {call.kind, call.args[0], call.args[1], call.args[2]};
-  int64_t v[2 * kSig];
+  int64_t v[2 * kSig + 1];
   for (size_t k = 0; k < kSig; ++k) {
     v[k] = sig[k];
     v[kSig + k] = -sig[k];
   }
-  const Status exchanged = comm.AllReduce(v, v, 2 * kSig, DType::kInt64, ReduceOp::kMax);
+  v[2 * kSig] = local.ok() ? 0 : comm.Size() - comm.Rank();
+  const Status exchanged = comm.AllReduce(v, v, 2 * kSig + 1, DType::kInt64, ReduceOp::kMax);
+  if (!local.ok()) return local;
   if (!exchanged.ok()) return exchanged.WithContext(StrCat("agreeing on the ", Describe(call)));
+  if (v[2 * kSig] != 0) {
+    return Status::InvalidArgument("rank ", comm.Size() - v[2 * kSig], " refused its ", call.what,
+                                   " call (its error says why); no data moved");
+  }
   for (size_t k = 0; k < kSig; ++k) {
     if (v[k] != -v[kSig + k]) {
       return Status::InvalidArgument(

@@ -1,4 +1,6 @@
-// The refusal agreement a collective creation makes before its first exchange.
+// Agreements on a refusal: one small all-reduce in which a rank that refused its own arguments
+// still takes part, so its peers fail at once instead of waiting out their timeout in an exchange
+// it never joins.
 #pragma once
 
 #include <array>
@@ -9,6 +11,13 @@
 #include "impl/core/status.h"
 
 namespace shardrec::comm {
+
+// One all-reduce (8 bytes) of whether this rank refused: *refusing becomes the lowest refusing
+// rank, or -1 when none did. Every rank of `comm` must call it, a refusing one too. The buffer is
+// host memory, so `comm` must take host buffers (a host communicator, or a device one whose
+// collectives accept them). Returns the communicator's error when the exchange failed
+// (*refusing unchanged).
+Status FindRefusingRank(Communicator& comm, bool refused, int64_t* refusing);
 
 // One all-reduce of this rank's verdict on its own arguments (`local`). A rank that refused them
 // still takes part, so every rank fails at once naming the lowest refusing rank, where its peers
@@ -28,13 +37,15 @@ struct CallSignature {
   bool sized = true;      // messages give the three numbers (false: a barrier)
 };
 
-// One small all-reduce of every rank's signature before a collective whose sizes come from its
-// caller (the C API's raw collectives). A transport given different sizes on different ranks
-// may corrupt memory or abort the process (Gloo's pair thread throws when a message outgrows
-// the buffer posted for it), so a mismatch is refused before any of the caller's data moves:
-// every rank fails with InvalidArgument saying the ranks' calls differ. A failed exchange is
-// returned with the call's description as context (built only on failure). Over a device
-// communicator it exchanges nothing.
-Status AgreeOnCall(Communicator& comm, const CallSignature& call);
+// One small all-reduce of every rank's signature and verdict on its own arguments (`local`)
+// before a collective whose sizes come from its caller (the C API's raw collectives). A
+// transport given different sizes on different ranks may corrupt memory or abort the process
+// (Gloo's pair thread throws when a message outgrows the buffer posted for it), so a mismatch is
+// refused before any of the caller's data moves: every rank fails with InvalidArgument saying
+// the ranks' calls differ. A rank that refused its arguments (a NULL buffer, a bad type) gets
+// `local` back and its peers InvalidArgument naming it, at once. A failed exchange is returned
+// with the call's description as context (built only on failure). Over a device communicator
+// it exchanges nothing and returns `local`.
+Status AgreeOnCall(Communicator& comm, const CallSignature& call, const Status& local);
 
 }  // namespace shardrec::comm

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "impl/comm/agree.h"
 #include "impl/core/finite.h"
 #include "impl/embedding/timer.h"
 
@@ -255,7 +256,7 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   }
   if (!s.ok()) {
     spare_ = std::move(rb);
-    ShareRefusal(s, /*now=*/true);
+    JoinRefusal(s);
     return Forwarded(s);
   }
   s = engine_->SettleAfterInput();
@@ -276,15 +277,18 @@ Status EmbeddingCollection::Forwarded(const Status& s) {
   return s;
 }
 
-void EmbeddingCollection::ShareRefusal(const Status& s, bool now) {
-  if (!engine_->AgreesForwardBeyondInput()) return;
+bool EmbeddingCollection::SharesRefusal(const Status& s) const {
   const Code c = s.code();
-  if (c == Code::kTimeout || c == Code::kRemote || c == Code::kAborted) return;
-  if (now) {
-    engine_->JoinForwardAgreement(s);
-  } else {
-    owed_refusal_ = s;
-  }
+  return engine_->AgreesForwardBeyondInput() && c != Code::kTimeout && c != Code::kRemote &&
+         c != Code::kAborted;
+}
+
+void EmbeddingCollection::JoinRefusal(const Status& s) {
+  if (SharesRefusal(s)) engine_->JoinForwardAgreement(s);
+}
+
+void EmbeddingCollection::OweRefusal(const Status& s) {
+  if (SharesRefusal(s)) owed_refusal_ = s;
 }
 
 void EmbeddingCollection::PayOwedRefusal() {
@@ -316,7 +320,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     if (s.ok()) s = engine_->SettleAfterInput();
     if (!s.ok()) {
       spare_ = std::move(rb);
-      ShareRefusal(s, /*now=*/false);
+      OweRefusal(s);
       return s;
     }
     pending_ = std::move(rb);
@@ -327,7 +331,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     // The rejecting rank takes part in the count exchange so its peers' waits fail too.
     Status s = engine_->ExchangeAndUnpack(local, rb.get());
     spare_ = std::move(rb);
-    ShareRefusal(s, /*now=*/false);
+    OweRefusal(s);
     return s;
   }
   pending_ = std::move(rb);
@@ -357,7 +361,7 @@ Status EmbeddingCollection::WaitInputDist() {
   s_.timings.input_dist_seconds += pending_->worker_seconds;
   if (!s.ok()) {
     spare_ = std::move(pending_);
-    ShareRefusal(s, /*now=*/false);
+    OweRefusal(s);
     return s;
   }
   return Status::Ok();
@@ -391,17 +395,15 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
 }
 
 Status EmbeddingCollection::AgreeOutputs(const Status& local) {
-  // Under kMax: the refusing rank + 1, or 0.
-  int64_t refused = local.ok() ? 0 : s_.comm->Rank() + 1;
+  int64_t refusing = -1;
   {
     // Where the wait for the slowest rank showed before: the output exchange.
     ScopedTimer phase(&s_.timings.output_dist_seconds);
     ScopedTimer t(&s_.timings.comm_seconds);
-    SR_RETURN_IF_ERROR(
-        s_.comm->AllReduce(&refused, &refused, 1, DType::kInt64, comm::ReduceOp::kMax));
+    SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.comm, !local.ok(), &refusing));
   }
   if (!local.ok()) return local;
-  if (refused != 0) return OutputRefused(refused - 1);
+  if (refusing >= 0) return OutputRefused(refusing);
   return Status::Ok();
 }
 

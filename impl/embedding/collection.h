@@ -189,12 +189,15 @@ class EmbeddingCollection {
   // Notes whether the batch of a Forward / ForwardDistributed failed, for the next backward.
   Status Forwarded(const Status& s);
   // A forward whose input distribution failed on this rank (`s`), where the engine agrees on the
-  // forward beyond the input exchange's ranks (Engine::AgreesForwardBeyondInput): `now` takes
-  // part in that agreement at once (Forward, where the other ranks reach it in the same call);
-  // otherwise the refusal is owed (owed_refusal_), as the pipelined calls that learn of it
+  // forward beyond the input exchange's ranks (Engine::AgreesForwardBeyondInput). JoinRefusal
+  // takes part in that agreement at once (Forward, where the other ranks reach it in the same
+  // call); OweRefusal keeps it for later (owed_refusal_), as the pipelined calls that learn of it
   // (input_dist_start, _wait) come before the point of the call sequence where the other ranks
-  // reach it, forward_distributed. A communication failure is not shared (the peers may be gone).
-  void ShareRefusal(const Status& s, bool now);
+  // reach it, forward_distributed. Neither shares a communication failure (the peers may be
+  // gone); both do nothing for other engines.
+  void JoinRefusal(const Status& s);
+  void OweRefusal(const Status& s);
+  bool SharesRefusal(const Status& s) const;
   // Pays an owed refusal: first thing in the next forward call of any kind (Forward,
   // StartInputDist, WaitInputDist, ForwardDistributed), the first this rank makes after the
   // failed one, which is where it stands in the call sequence of the ranks that wait for it.
@@ -215,7 +218,7 @@ class EmbeddingCollection {
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
   bool last_forward_failed_ = false;          // the last Forward / ForwardDistributed failed
   bool current_evaluated_ = false;            // s_.current came from an evaluation forward (Finish)
-  // A pipelined refusal not yet shared with the ranks beyond the input exchange (ShareRefusal),
+  // A pipelined refusal not yet shared with the ranks beyond the input exchange (OweRefusal),
   // or OK.
   Status owed_refusal_;
 };

@@ -6,6 +6,7 @@
 #include <new>
 #include <string>
 
+#include "impl/comm/agree.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
 
@@ -44,11 +45,11 @@ Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb, ForwardMo
 }
 
 Status Engine::Agree(const Status& local, const char* what) {
-  int64_t flag = local.ok() ? 0 : s_.comm->Rank() + 1;
-  SR_RETURN_IF_ERROR(s_.comm->AllReduce(&flag, &flag, 1, DType::kInt64, comm::ReduceOp::kMax));
+  int64_t refusing = -1;
+  SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.comm, !local.ok(), &refusing));
   if (!local.ok()) return local;
-  if (flag != 0)
-    return Status::InvalidArgument("rank ", flag - 1, " rejected ", what,
+  if (refusing >= 0)
+    return Status::InvalidArgument("rank ", refusing, " rejected ", what,
                                    " (its error says why); no rank changed any state");
   return Status::Ok();
 }
@@ -59,11 +60,11 @@ Status Engine::AgreeBackward(const Status& local) {
     return agreed;
   const Code c = agreed.code();
   if (c == Code::kTimeout || c == Code::kRemote || c == Code::kAborted) return agreed;
-  int64_t flag = agreed.ok() ? 0 : s_.dp_comm->Rank() + 1;
-  SR_RETURN_IF_ERROR(s_.dp_comm->AllReduce(&flag, &flag, 1, DType::kInt64, comm::ReduceOp::kMax));
+  int64_t refusing = -1;
+  SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.dp_comm, !agreed.ok(), &refusing));
   if (!agreed.ok()) return agreed;
-  if (flag != 0)
-    return Status::InvalidArgument("rank ", flag - 1,
+  if (refusing >= 0)
+    return Status::InvalidArgument("rank ", refusing,
                                    " of the data-parallel group rejected its backward call (its "
                                    "error says why); no rank changed any state");
   return Status::Ok();

@@ -330,7 +330,9 @@ SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm);
  * giving different values, or calling different raw collectives (this one, broadcast,
  * allgather, barrier), all fail with SHARDREC_EINVAL before any buffer is read or written, and
  * the communicator stays usable. A rank refusing its own arguments (NULL buffers, an unknown
- * dtype or op) fails alone, before the exchange; its peers then wait for it until the timeout.
+ * dtype or op, a root outside the world) still takes part in that exchange: it returns its own
+ * SHARDREC_EINVAL and every other rank SHARDREC_EINVAL naming it, at once. Only a NULL @p comm
+ * fails alone (there is nothing to exchange over).
  */
 SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm, const void* send,
                                                        void* recv, size_t count, int32_t dtype,

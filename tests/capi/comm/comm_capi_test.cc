@@ -199,7 +199,6 @@ TEST(CapiComm, ValidationErrorsNameTheArgument) {
   shardrec_unique_id_t id;
   std::memset(&id, 0, sizeof(id));
   shardrec_comm_t* out = reinterpret_cast<shardrec_comm_t*>(&id);  // must be reset to NULL
-  float x = 0;
   int32_t i32 = 0;
   ExpectInvalid(shardrec_comm_unique_id_create(nullptr), "out");
   ExpectInvalid(shardrec_comm_create(nullptr, &id, 2, 0, nullptr), "out");
@@ -237,18 +236,26 @@ TEST(CapiComm, ValidationErrorsNameTheArgument) {
   ExpectInvalid(shardrec_comm_set_timeout(c, 0), "timeout_ms");
   ExpectInvalid(shardrec_comm_abort(nullptr), "comm");
   ExpectInvalid(shardrec_comm_async_error(nullptr), "comm");
-  ExpectInvalid(shardrec_comm_allreduce(c, nullptr, &x, 1, SHARDREC_DTYPE_FLOAT32,
-                                        SHARDREC_REDUCE_SUM, nullptr),
-                "send");
-  ExpectInvalid(shardrec_comm_allreduce(c, &x, nullptr, 1, SHARDREC_DTYPE_FLOAT32,
-                                        SHARDREC_REDUCE_SUM, nullptr),
-                "recv");
-  ExpectInvalid(shardrec_comm_allreduce(c, &x, &x, 1, 42, SHARDREC_REDUCE_SUM, nullptr), "dtype");
-  ExpectInvalid(shardrec_comm_allreduce(c, &x, &x, 1, SHARDREC_DTYPE_FLOAT32, 9, nullptr), "op");
-  ExpectInvalid(shardrec_comm_broadcast(c, &x, 1, SHARDREC_DTYPE_FLOAT32, 2, nullptr), "root");
-  ExpectInvalid(shardrec_comm_broadcast(c, &x, 1, SHARDREC_DTYPE_FLOAT32, -1, nullptr), "root");
-  ExpectInvalid(shardrec_comm_broadcast(c, nullptr, 1, SHARDREC_DTYPE_FLOAT32, 0, nullptr), "buf");
-  ExpectInvalid(shardrec_comm_allgather(c, &x, &x, 1, SHARDREC_DTYPE_FLOAT32, nullptr), "recv");
+  // A raw collective's refusal of its own arguments joins the agreement (comm.h), so every rank
+  // makes each call.
+  RunThreads(2, [&](int r) {
+    shardrec_comm_t* cr = comms[r];
+    float y = 0;
+    ExpectInvalid(shardrec_comm_allreduce(cr, nullptr, &y, 1, SHARDREC_DTYPE_FLOAT32,
+                                          SHARDREC_REDUCE_SUM, nullptr),
+                  "send");
+    ExpectInvalid(shardrec_comm_allreduce(cr, &y, nullptr, 1, SHARDREC_DTYPE_FLOAT32,
+                                          SHARDREC_REDUCE_SUM, nullptr),
+                  "recv");
+    ExpectInvalid(shardrec_comm_allreduce(cr, &y, &y, 1, 42, SHARDREC_REDUCE_SUM, nullptr),
+                  "dtype");
+    ExpectInvalid(shardrec_comm_allreduce(cr, &y, &y, 1, SHARDREC_DTYPE_FLOAT32, 9, nullptr), "op");
+    ExpectInvalid(shardrec_comm_broadcast(cr, &y, 1, SHARDREC_DTYPE_FLOAT32, 2, nullptr), "root");
+    ExpectInvalid(shardrec_comm_broadcast(cr, &y, 1, SHARDREC_DTYPE_FLOAT32, -1, nullptr), "root");
+    ExpectInvalid(shardrec_comm_broadcast(cr, nullptr, 1, SHARDREC_DTYPE_FLOAT32, 0, nullptr),
+                  "buf");
+    ExpectInvalid(shardrec_comm_allgather(cr, &y, &y, 1, SHARDREC_DTYPE_FLOAT32, nullptr), "recv");
+  });
   ExpectInvalid(shardrec_comm_barrier(nullptr), "comm");
   ExpectInvalid(shardrec_comm_options_init(nullptr, 1), "options");
   ExpectInvalid(shardrec_comm_options_init(&opts, 0), "version");
@@ -303,6 +310,50 @@ TEST(CapiComm, RanksGivingDifferentSizesFailTogetherAndTheNextCallWorks) {
         << LastError();
     for (float v : x) EXPECT_EQ(v, 2.0f);
     EXPECT_EQ(shardrec_comm_barrier(comms[r]), SHARDREC_OK) << LastError();
+  });
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
+// A rank refusing its own arguments used to fail alone while its peers waited out their timeout
+// in the exchange it never joined; it now joins the agreement, so every rank fails at once (the
+// others naming it) and the communicator stays usable.
+TEST(CapiComm, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
+  shardrec_comm_t* comms[2] = {};
+  shardrec_comm_options_t opts = SHARDREC_COMM_OPTIONS_INIT;
+  opts.timeout_ms = 60000;
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &opts), SHARDREC_OK) << LastError();
+  RunThreads(2, [&](int r) {
+    std::vector<float> x(4, 1.0f), y(8, 0.0f);
+    const bool bad = r == 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto expect_refused = [&](shardrec_status_t st, const char* own) {
+      EXPECT_EQ(st, SHARDREC_EINVAL);
+      const std::string want = bad ? own : "rank 1 refused its ";
+      EXPECT_NE(LastError().find(want), std::string::npos) << LastError();
+    };
+    expect_refused(shardrec_comm_allreduce(comms[r], bad ? nullptr : x.data(), x.data(), 4,
+                                           SHARDREC_DTYPE_FLOAT32, SHARDREC_REDUCE_SUM, nullptr),
+                   "send");
+    expect_refused(
+        shardrec_comm_allreduce(comms[r], x.data(), x.data(), 4, bad ? 42 : SHARDREC_DTYPE_FLOAT32,
+                                SHARDREC_REDUCE_SUM, nullptr),
+        "dtype");
+    expect_refused(shardrec_comm_broadcast(comms[r], x.data(), 4, SHARDREC_DTYPE_FLOAT32,
+                                           bad ? 5 : 0, nullptr),
+                   "root");
+    expect_refused(shardrec_comm_allgather(comms[r], x.data(), bad ? x.data() : y.data(), 4,
+                                           SHARDREC_DTYPE_FLOAT32, nullptr),
+                   "recv");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(seconds, 30.0) << "a peer waited for the refusing rank";
+    for (float v : x) EXPECT_EQ(v, 1.0f);  // nothing moved
+    EXPECT_EQ(shardrec_comm_allreduce(comms[r], x.data(), x.data(), 4, SHARDREC_DTYPE_FLOAT32,
+                                      SHARDREC_REDUCE_SUM, nullptr),
+              SHARDREC_OK)
+        << LastError();
+    for (float v : x) EXPECT_EQ(v, 2.0f);
   });
   shardrec_comm_destroy(comms[0]);
   shardrec_comm_destroy(comms[1]);

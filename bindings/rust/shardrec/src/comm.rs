@@ -399,6 +399,21 @@ impl Comm {
     /// rank). `recv` must have `send.len()` elements.
     pub fn allreduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
         if recv.len() != send.len() {
+            // Collective: this rank still meets its peers' agreement with NULL buffers, which C
+            // refuses on every rank together (else the peers wait out their timeout); this
+            // rank's reason is the one to report.
+            // SAFETY: NULL buffers with a count of 1 are refused before any memory is touched.
+            let _ = unsafe {
+                sys::shardrec_comm_allreduce(
+                    self.raw,
+                    ptr::null(),
+                    ptr::null_mut(),
+                    1,
+                    T::DTYPE as i32,
+                    op as i32,
+                    ptr::null_mut(),
+                )
+            };
             return Err(crate::invalid(format!(
                 "allreduce: recv has {} elements, send {}",
                 recv.len(),
@@ -456,6 +471,18 @@ impl Comm {
     pub fn allgather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<()> {
         let size = self.size()? as usize;
         if recv.len() != size * send.len() {
+            // As in allreduce: the refusal still meets the peers' agreement.
+            // SAFETY: NULL buffers with a count of 1 are refused before any memory is touched.
+            let _ = unsafe {
+                sys::shardrec_comm_allgather(
+                    self.raw,
+                    ptr::null(),
+                    ptr::null_mut(),
+                    1,
+                    T::DTYPE as i32,
+                    ptr::null_mut(),
+                )
+            };
             return Err(crate::invalid(format!(
                 "allgather: recv has {} elements, expected {} ranks x {}",
                 recv.len(),

@@ -64,6 +64,36 @@ fn devices_report_why_they_are_missing() {
     }
 }
 
+/// A raw collective the binding refuses on one rank (slices of different lengths) still meets
+/// the other rank in C's agreement: both fail at once, the other naming it, and the next
+/// collective pairs up.
+#[test]
+fn a_raw_collective_refused_on_one_rank_fails_every_rank_at_once() {
+    let got = on_ranks(2, |rank, c| {
+        let start = std::time::Instant::now();
+        let mut recv = vec![0f32; if rank == 1 { 2 } else { 4 }];
+        let a = c.allreduce(&[1f32; 4], &mut recv, ReduceOp::Sum).unwrap_err();
+        let mut all = vec![0f32; if rank == 1 { 3 } else { 4 }];
+        let g = c.allgather(&[1f32, 2.0], &mut all).unwrap_err();
+        let slow = start.elapsed() > std::time::Duration::from_secs(10);
+        let mut sum = [1f32];
+        c.allreduce_in_place(&mut sum, ReduceOp::Sum).expect("the next allreduce");
+        (a, g, slow, sum[0])
+    });
+    for (rank, (a, g, slow, sum)) in got.into_iter().enumerate() {
+        assert_eq!((a.code(), g.code()), (Code::Invalid, Code::Invalid), "rank {rank}");
+        let (want_a, want_g) = if rank == 0 {
+            ("rank 1 refused its allreduce", "rank 1 refused its allgather")
+        } else {
+            ("recv has 2 elements", "recv has 3 elements")
+        };
+        assert!(a.message().contains(want_a), "rank {rank}: {a}");
+        assert!(g.message().contains(want_g), "rank {rank}: {g}");
+        assert!(!slow, "rank {rank} waited for the refusing rank");
+        assert_eq!(sum, 2.0);
+    }
+}
+
 #[test]
 fn collectives_at_world_two() {
     let got = on_ranks(2, |rank, c| {

@@ -287,13 +287,23 @@ public final class Comm extends NativeHandle {
     use(h -> Native.comm_barrier(h));
   }
 
-  /** recv = op over ranks of send; {@code count} elements of {@code dtype}. */
+  /**
+   * recv = op over ranks of send; {@code count} elements of {@code dtype}. Arguments refused here
+   * (IllegalArgumentException) still take part in C's agreement, so the other ranks fail at once
+   * naming this one (as for the other raw collectives).
+   */
   public void allreduce(Buffer send, Buffer recv, long count, DType dtype, ReduceOp op) {
-    checkDirect(send, "send");
-    checkDirect(recv, "recv");
-    checkBytes(send, count, dtype, 1, "send");
-    checkBytes(recv, count, dtype, 1, "recv");
-    if (op == null) throw new IllegalArgumentException("op must not be null");
+    try {
+      checkDirect(send, "send");
+      checkDirect(recv, "recv");
+      checkBytes(send, count, dtype, 1, "send");
+      checkBytes(recv, count, dtype, 1, "recv");
+      if (op == null) throw new IllegalArgumentException("op must not be null");
+    } catch (IllegalArgumentException refused) {
+      throw joinRefused(refused, h -> Native.comm_allreduce(h, null, null, 1,
+                                                             DType.FLOAT32.code(),
+                                                             ReduceOp.SUM.code()));
+    }
     use(h -> Native.comm_allreduce(h, send, recv, count, dtype.code(), op.code()));
   }
 
@@ -304,8 +314,13 @@ public final class Comm extends NativeHandle {
 
   /** {@code count} elements of {@code buf} on rank {@code root} are copied to every rank. */
   public void broadcast(Buffer buf, long count, DType dtype, int root) {
-    checkDirect(buf, "buf");
-    checkBytes(buf, count, dtype, 1, "buf");
+    try {
+      checkDirect(buf, "buf");
+      checkBytes(buf, count, dtype, 1, "buf");
+    } catch (IllegalArgumentException refused) {
+      throw joinRefused(refused,
+                        h -> Native.comm_broadcast(h, null, 1, DType.FLOAT32.code(), 0));
+    }
     use(h -> Native.comm_broadcast(h, buf, count, dtype.code(), root));
   }
 
@@ -314,11 +329,31 @@ public final class Comm extends NativeHandle {
    * count elements) receives rank r's block at element r x count. Not in place.
    */
   public void allgather(Buffer send, Buffer recv, long count, DType dtype) {
-    checkDirect(send, "send");
-    checkDirect(recv, "recv");
-    checkBytes(send, count, dtype, 1, "send");
-    checkBytes(recv, count, dtype, size(), "recv");
+    try {
+      checkDirect(send, "send");
+      checkDirect(recv, "recv");
+      checkBytes(send, count, dtype, 1, "send");
+      checkBytes(recv, count, dtype, size(), "recv");
+    } catch (IllegalArgumentException refused) {
+      throw joinRefused(refused,
+                        h -> Native.comm_allgather(h, null, null, 1, DType.FLOAT32.code()));
+    }
     use(h -> Native.comm_allgather(h, send, recv, count, dtype.code()));
+  }
+
+  /**
+   * A raw collective refused here still meets its peers: `refusedCall` is the same collective
+   * with NULL buffers, which C refuses inside its agreement, so every other rank fails at once
+   * instead of waiting out its timeout. Returns `why` (this rank's reason) to throw.
+   */
+  private IllegalArgumentException joinRefused(IllegalArgumentException why,
+                                               HandleCall<?> refusedCall) {
+    try {
+      use(refusedCall);
+    } catch (ShardrecException expected) {
+      // C's refusal (or a closed communicator); this rank's reason is the one to report.
+    }
+    return why;
   }
 
   /** The buffer must hold at least {@code blocks x count} elements of {@code dtype}. */

@@ -98,12 +98,17 @@ class ApiCoverageTest {
         return out;
       });
       for (float[] g : got) assertArrayEquals(new float[] {1, 10, 2, 20, 7, 8, 1, 5, 2}, g);
-      // A receive buffer too small for size x count elements is refused before the C call.
-      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-          () -> comms[0].allgather(Buffers.floats(2), Buffers.floats(3), 2, DType.FLOAT32));
-      assertTrue(e.getMessage().contains("recv"), e.getMessage());
-      assertThrows(IllegalArgumentException.class,
-          () -> comms[0].broadcast(Buffers.floats(1), 2, DType.FLOAT64, 0));
+      // A receive buffer too small for size x count elements is refused in Java (every rank
+      // calls: the refusal still joins C's agreement).
+      List<String> why = onRanks(2, rank -> {
+        Comm c = comms[rank];
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+            () -> c.allgather(Buffers.floats(2), Buffers.floats(3), 2, DType.FLOAT32));
+        assertThrows(IllegalArgumentException.class,
+            () -> c.broadcast(Buffers.floats(1), 2, DType.FLOAT64, 0));
+        return e.getMessage();
+      });
+      for (String w : why) assertTrue(w.contains("recv"), w);
     } finally {
       for (Comm c : comms) c.close();
     }

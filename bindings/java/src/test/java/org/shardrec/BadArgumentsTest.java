@@ -122,6 +122,29 @@ class BadArgumentsTest {
     assertTrue(fsdp[1].contains("initial has 4 values") && !fsdp[1].contains("slow"), fsdp[1]);
   }
 
+  /**
+   * A raw collective refused in Java (a buffer too short for the count) still joins C's
+   * agreement: the other rank fails at once naming it (it waited out its timeout before), and the
+   * next collective pairs up.
+   */
+  @Test
+  void aRawCollectiveRefusedInJavaFailsEveryRankTogether() throws Exception {
+    String[] why = onTwoRanks(
+        (rank, comm) -> {
+          FloatBuffer four = Buffers.floats(4);
+          comm.allreduce(rank == 1 ? Buffers.floats(2) : four, four, 4, DType.FLOAT32,
+                         ReduceOp.SUM);
+          return () -> {};
+        },
+        (rank, comm) -> {
+          comm.allreduceSum(Buffers.floats(4));
+          return () -> {};
+        });
+    assertTrue(why[0].contains("rank 1 refused its allreduce") && !why[0].contains("slow"),
+               why[0]);
+    assertTrue(why[1].contains("send holds 8 bytes") && !why[1].contains("slow"), why[1]);
+  }
+
   @Test
   void aCountTooLargeForAnyBufferIsRefusedNamingIt() {
     try (Comm comm = Comm.createLocalGroup(1)[0]) {
