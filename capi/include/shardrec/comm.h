@@ -446,7 +446,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  * shardrec_comm_allreduce()), so ranks calling them with different counts or kinds get
  * SHARDREC_EINVAL and nothing moves. Behind that, for the library's own collectives, every
  * message names the collective it belongs to, and every receive checks that and the size of
- * what arrives. Ranks whose messages still differ get SHARDREC_EREMOTE at once, naming the peer,
+ * what arrives; a large all-reduce between ranks of one host, whose data moves by reading the
+ * peers' memory instead of messages, compares every rank's size first (nothing is read when they
+ * differ). Ranks whose messages still differ get SHARDREC_EREMOTE at once, naming the peer,
  * both collectives and both sizes, on every rank that receives a message of the mismatched call;
  * none returns wrong data as a success, and MPI's error handlers are not involved. A rank that
  * receives nothing from the mismatched peers in that call may return SHARDREC_OK (a broadcast's

@@ -131,14 +131,31 @@ Status MpiCommunicator::DirectReduce(Part part, const char* what, const void* se
   ReduceFn fn = nullptr;
   SR_RETURN_IF_ERROR(GetReduceFn(dtype, op, &fn));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Round 1: the buffers' addresses, which also shows that every rank has entered the call (its
-  // input is ready and its output may be written).
-  // In the words ProbeDirect sized (2W received, then 2 sent), which outlive a timed-out call.
+  // Round 1: the buffers' addresses and the call's size, which also shows that every rank has
+  // entered the call (its input is ready and its output may be written). No message carries the
+  // data here, so the size check the message path makes on every receive is made on these words:
+  // a rank given a different count would read past a peer's buffer.
+  // In the words ProbeDirect sized (3W received, then 3 sent), which outlive a timed-out call.
+  constexpr size_t kWords = 3;
   int64_t* addr = direct_words_.data();
-  int64_t* mine = addr + 2 * static_cast<size_t>(size_);
+  int64_t* mine = addr + kWords * static_cast<size_t>(size_);
+  size_t total = 0;
+  for (size_t b : blocks) total += b;
   mine[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(send));
   mine[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(recv));  // 0: a reduce-scatter
-  SR_RETURN_IF_ERROR(GatherWords(part, what, mine, 2, addr, Remaining(deadline)));
+  mine[2] = static_cast<int64_t>(total * width);
+  SR_RETURN_IF_ERROR(GatherWords(part, what, mine, kWords, addr, Remaining(deadline)));
+  for (int r = 0; r < size_; ++r) {
+    // Every rank sees every rank's words, so every rank of a mismatched call fails here, before
+    // any rank reads another's memory.
+    const int64_t bytes = addr[kWords * static_cast<size_t>(r) + 2];
+    if (bytes != mine[2]) {
+      return Status::Remote("MPI ", what, " failed on rank ", rank_, " of ", size_, ": rank ", r,
+                            " called it for ", bytes, " bytes where this rank called it for ",
+                            mine[2], " bytes: the ranks passed different counts (nothing was "
+                            "read from any rank)");
+    }
+  }
   std::vector<size_t> offsets(size_);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + blocks[r - 1];
   const size_t count = blocks[rank_];
@@ -159,7 +176,8 @@ Status MpiCommunicator::DirectReduce(Part part, const char* what, const void* se
         continue;
       }
       uint8_t* dst = slots + static_cast<size_t>(r) * slot;
-      SR_RETURN_IF_ERROR(Pull(what, r, static_cast<uint64_t>(addr[2 * r]) + at, dst, n * width));
+      SR_RETURN_IF_ERROR(
+          Pull(what, r, static_cast<uint64_t>(addr[kWords * static_cast<size_t>(r)]) + at, dst, n * width));
       parts[r] = dst;
     }
     uint8_t* dst = static_cast<uint8_t*>(out) + done * width;
@@ -178,7 +196,7 @@ Status MpiCommunicator::DirectReduce(Part part, const char* what, const void* se
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || blocks[r] == 0) continue;
     const size_t at = offsets[r] * width;
-    SR_RETURN_IF_ERROR(Pull(what, r, static_cast<uint64_t>(addr[2 * r + 1]) + at,
+    SR_RETURN_IF_ERROR(Pull(what, r, static_cast<uint64_t>(addr[kWords * static_cast<size_t>(r) + 1]) + at,
                             static_cast<uint8_t*>(recv) + at, blocks[r] * width));
   }
   // Round 3: no rank returns, and reuses its output, while a peer may still be reading it.
