@@ -152,7 +152,8 @@ Status MpiCommunicator::DirectReduce(Part part, const char* what, const void* se
     if (bytes != mine[2]) {
       return Status::Remote("MPI ", what, " failed on rank ", rank_, " of ", size_, ": rank ", r,
                             " called it for ", bytes, " bytes where this rank called it for ",
-                            mine[2], " bytes: the ranks passed different counts (nothing was "
+                            mine[2],
+                            " bytes: the ranks passed different counts (nothing was "
                             "read from any rank)");
     }
   }
@@ -176,8 +177,9 @@ Status MpiCommunicator::DirectReduce(Part part, const char* what, const void* se
         continue;
       }
       uint8_t* dst = slots + static_cast<size_t>(r) * slot;
-      SR_RETURN_IF_ERROR(
-          Pull(what, r, static_cast<uint64_t>(addr[kWords * static_cast<size_t>(r)]) + at, dst, n * width));
+      SR_RETURN_IF_ERROR(Pull(what, r,
+                              static_cast<uint64_t>(addr[kWords * static_cast<size_t>(r)]) + at,
+                              dst, n * width));
       parts[r] = dst;
     }
     uint8_t* dst = static_cast<uint8_t*>(out) + done * width;
@@ -196,7 +198,8 @@ Status MpiCommunicator::DirectReduce(Part part, const char* what, const void* se
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || blocks[r] == 0) continue;
     const size_t at = offsets[r] * width;
-    SR_RETURN_IF_ERROR(Pull(what, r, static_cast<uint64_t>(addr[kWords * static_cast<size_t>(r) + 1]) + at,
+    SR_RETURN_IF_ERROR(Pull(what, r,
+                            static_cast<uint64_t>(addr[kWords * static_cast<size_t>(r) + 1]) + at,
                             static_cast<uint8_t*>(recv) + at, blocks[r] * width));
   }
   // Round 3: no rank returns, and reuses its output, while a peer may still be reading it.

@@ -22,8 +22,7 @@ namespace {
 // unusable.
 std::unique_ptr<Communicator> Fresh() {
   std::unique_ptr<Communicator> c;
-  const Status s =
-      CreateMpiCommunicator(0, Device::Host(), std::chrono::milliseconds(5000), &c);
+  const Status s = CreateMpiCommunicator(0, Device::Host(), std::chrono::milliseconds(5000), &c);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return c;
 }
