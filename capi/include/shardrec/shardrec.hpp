@@ -170,10 +170,18 @@ class Comm {
 
   void barrier() { check(shardrec_comm_barrier(get())); }
 
-  /** recv = op (SHARDREC_REDUCE_*) over the ranks of send, float elements, host memory. */
+  /**
+   * recv = op (SHARDREC_REDUCE_*) over the ranks of send, float elements, host memory.
+   * Collective. Spans of different sizes are refused (Error, SHARDREC_EINVAL) after this rank
+   * has still met the others in the C call's agreement (comm.h), so they fail at once naming
+   * it instead of waiting out their timeout.
+   */
   void allreduce(std::span<const float> send, std::span<float> recv,
                  int32_t op = SHARDREC_REDUCE_SUM) {
     if (send.size() != recv.size()) {
+      // NULL buffers with a count of 1: refused by C inside its agreement, touching nothing.
+      (void)shardrec_comm_allreduce(get(), nullptr, nullptr, 1, SHARDREC_DTYPE_FLOAT32, op,
+                                    nullptr);
       throw Error(SHARDREC_EINVAL, "allreduce: send has " + std::to_string(send.size()) +
                                        " elements, recv " + std::to_string(recv.size()));
     }

@@ -14,6 +14,7 @@
 
 #include "shardrec/comm.h"
 #include "shardrec/device.h"
+#include "shardrec/shardrec.hpp"
 
 namespace {
 
@@ -357,6 +358,28 @@ TEST(CapiComm, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
   });
   shardrec_comm_destroy(comms[0]);
   shardrec_comm_destroy(comms[1]);
+}
+
+// The C++ wrapper refuses spans of different sizes itself; it still meets the other ranks in the
+// C call's agreement (the other rank fails at once naming it, and the next call pairs up).
+TEST(CapiComm, TheCppWrapperRefusingItsSpansFailsEveryRankAtOnce) {
+  std::vector<shardrec::Comm> comms = shardrec::Comm::local_group(2);
+  RunThreads(2, [&](int r) {
+    std::vector<float> x(4, 1.0f), y(r == 1 ? 3 : 4, 0.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      comms[r].allreduce(x, y);
+      ADD_FAILURE() << "rank " << r << ": the refused allreduce returned";
+    } catch (const shardrec::Error& e) {
+      EXPECT_EQ(e.code(), SHARDREC_EINVAL);
+      const std::string want = r == 1 ? "recv 3" : "rank 1 refused its allreduce";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+    comms[r].allreduce(x, x);
+    for (float v : x) EXPECT_EQ(v, 2.0f);
+    comms[r].barrier();
+  });
 }
 
 TEST(CapiComm, DestroyNullIsANoOp) {
