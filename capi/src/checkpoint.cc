@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "capi/src/mesh_handle.h"
 #include "capi/src/versioned.h"
 #include "impl/checkpoint/checkpoint.h"
+#include "impl/comm/agree.h"
 
 namespace shardrec::capi {
 namespace {
@@ -58,21 +60,29 @@ Status ToLoadOptions(const shardrec_checkpoint_options_t* o, checkpoint::LoadOpt
   return Status::Ok();
 }
 
-// A rank whose own arguments are bad still takes part in the collective's first agreement, so
-// its peers fail naming it instead of waiting for it; the impl call does that agreement, so bad
-// arguments that the impl cannot see (NULL handles) are the only ones refused early.
-template <typename Fn>
+// Checks the handles (a NULL one fails this rank alone: there is no communicator to tell the
+// others), takes the collection (and the mesh) for the call, then agrees over `comm(coll, mesh)`
+// on every rank's verdict on its other arguments (`args`: paths, options, names): a rank refusing
+// them still takes part in that one small all-reduce, so its peers fail at once naming it instead
+// of waiting for it in the call's first exchange, and nothing changes anywhere.
+template <typename Args, typename Fn>
 shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool need_mesh,
-                      const char* path, Fn&& body) {
+                      const char* call, Args&& args, Fn&& body) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckColl(coll));
     if (need_mesh && (mesh == nullptr || !mesh->impl))
       return Status::InvalidArgument("mesh must not be NULL");
-    SR_RETURN_IF_ERROR(CheckPath(path, "dir"));
     ExclusiveUse use(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use.status());
+    std::optional<ExclusiveUse> mesh_use;
+    if (need_mesh) {
+      mesh_use.emplace(mesh->busy, "mesh");
+      SR_RETURN_IF_ERROR(mesh_use->status());
+    }
     // A GPU collection's stream-ordered calls finish (and report) before its parameters are read.
     SR_RETURN_IF_ERROR(coll->impl->Synchronize());
+    comm::Communicator& c = need_mesh ? mesh->impl->host_world() : coll->impl->comm();
+    SR_RETURN_IF_ERROR(comm::AgreeOnArguments(c, args(), call));
     return body();
   });
 }
@@ -91,8 +101,14 @@ checkpoint::Group MeshGroup(shardrec_mesh_t* mesh) {
 }  // namespace shardrec::capi
 
 using shardrec::Status;
+using shardrec::capi::CheckNotNull;
+using shardrec::capi::CheckPath;
 using shardrec::capi::Guard;
+using shardrec::capi::MeshGroup;
+using shardrec::capi::Posix;
 using shardrec::capi::Run;
+using shardrec::capi::ToDense;
+using shardrec::capi::ToLoadOptions;
 namespace ck = shardrec::checkpoint;
 
 extern "C" {
@@ -108,67 +124,77 @@ shardrec_checkpoint_options_init(shardrec_checkpoint_options_t* options, uint32_
 
 SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options) {
-  return Run(coll, nullptr, false, dir, [&] {
-    ck::SaveOptions o;
-    SR_RETURN_IF_ERROR(shardrec::capi::ToDense(options, &o.dense));
+  ck::SaveOptions o;
+  auto args = [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckPath(dir, "dir"));
+    return ToDense(options, &o.dense);
+  };
+  return Run(coll, nullptr, false, "checkpoint save", args, [&] {
     ck::Group g;
     g.comm = &coll->impl->comm();
-    return ck::Save(*coll->impl, g, shardrec::capi::Posix(), dir, o);
+    return ck::Save(*coll->impl, g, Posix(), dir, o);
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options) {
-  return Run(coll, nullptr, false, dir, [&] {
-    ck::LoadOptions o;
-    SR_RETURN_IF_ERROR(shardrec::capi::ToLoadOptions(options, &o));
+  ck::LoadOptions o;
+  auto args = [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckPath(dir, "dir"));
+    return ToLoadOptions(options, &o);
+  };
+  return Run(coll, nullptr, false, "checkpoint load", args, [&] {
     ck::Group g;
     g.comm = &coll->impl->comm();
-    return ck::Load(*coll->impl, g, shardrec::capi::Posix(), dir, o);
+    return ck::Load(*coll->impl, g, Posix(), dir, o);
   });
 }
 
 SHARDREC_API shardrec_status_t
 shardrec_checkpoint_save_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, const char* dir,
                               const shardrec_checkpoint_options_t* options) {
-  return Run(coll, mesh, true, dir, [&] {
-    shardrec::capi::ExclusiveUse use(mesh->busy, "mesh");
-    SR_RETURN_IF_ERROR(use.status());
-    ck::SaveOptions o;
-    SR_RETURN_IF_ERROR(shardrec::capi::ToDense(options, &o.dense));
-    return ck::Save(*coll->impl, shardrec::capi::MeshGroup(mesh), shardrec::capi::Posix(), dir, o);
-  });
+  ck::SaveOptions o;
+  auto args = [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckPath(dir, "dir"));
+    return ToDense(options, &o.dense);
+  };
+  return Run(coll, mesh, true, "mesh checkpoint save", args,
+             [&] { return ck::Save(*coll->impl, MeshGroup(mesh), Posix(), dir, o); });
 }
 
 SHARDREC_API shardrec_status_t
 shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, const char* dir,
                               const shardrec_checkpoint_options_t* options) {
-  return Run(coll, mesh, true, dir, [&] {
-    shardrec::capi::ExclusiveUse use(mesh->busy, "mesh");
-    SR_RETURN_IF_ERROR(use.status());
-    ck::LoadOptions o;
-    SR_RETURN_IF_ERROR(shardrec::capi::ToLoadOptions(options, &o));
-    return ck::Load(*coll->impl, shardrec::capi::MeshGroup(mesh), shardrec::capi::Posix(), dir, o);
-  });
+  ck::LoadOptions o;
+  auto args = [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckPath(dir, "dir"));
+    return ToLoadOptions(options, &o);
+  };
+  return Run(coll, mesh, true, "mesh checkpoint load", args,
+             [&] { return ck::Load(*coll->impl, MeshGroup(mesh), Posix(), dir, o); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embedding_t* coll,
                                                                 const char* table, const char* path,
                                                                 int32_t with_optimizer_state) {
-  return Run(coll, nullptr, false, path, [&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckNotNull(table, "table"));
-    return ck::ExportTable(*coll->impl, shardrec::capi::Posix(), path, table,
-                           with_optimizer_state != 0);
+  auto args = [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    return CheckPath(path, "path");
+  };
+  return Run(coll, nullptr, false, "table export", args, [&] {
+    return ck::ExportTable(*coll->impl, Posix(), path, table, with_optimizer_state != 0);
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_checkpoint_import_table(shardrec_embedding_t* coll,
                                                                 const char* table, const char* path,
                                                                 int32_t with_optimizer_state) {
-  return Run(coll, nullptr, false, path, [&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckNotNull(table, "table"));
-    return ck::ImportTable(*coll->impl, shardrec::capi::Posix(), path, table,
-                           with_optimizer_state != 0);
+  auto args = [&]() -> Status {
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    return CheckPath(path, "path");
+  };
+  return Run(coll, nullptr, false, "table import", args, [&] {
+    return ck::ImportTable(*coll->impl, Posix(), path, table, with_optimizer_state != 0);
   });
 }
 

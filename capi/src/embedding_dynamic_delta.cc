@@ -6,6 +6,7 @@
 #include "capi/src/embedding_convert.h"
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
+#include "impl/comm/agree.h"
 #include "impl/embedding/dynamic/delta.h"
 #include "shardrec/dynamic.h"
 
@@ -16,25 +17,34 @@ using shardrec::capi::Guard;
 
 namespace {
 
-// Both delta calls; `flags` is null for the one without them.
+// Both delta calls; `flags` is null for the one without them (flags_missing: the _ext call was
+// given NULL flags, refused like its other arguments).
 Status ExportDelta(shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows,
                    size_t max_rows, int64_t* tombstones, size_t max_tombstones, size_t* num_rows,
-                   size_t* num_tombstones, uint32_t* flags) {
+                   size_t* num_tombstones, uint32_t* flags, bool flags_missing) {
   SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
   ExclusiveUse use(coll->busy, "collection");
   SR_RETURN_IF_ERROR(use.status());
-  SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
-  SR_RETURN_IF_ERROR(CheckNotNull(num_rows, "num_rows"));
-  SR_RETURN_IF_ERROR(CheckNotNull(num_tombstones, "num_tombstones"));
-  if (max_rows > 0) {
-    SR_RETURN_IF_ERROR(CheckNotNull(ids, "ids"));
-    SR_RETURN_IF_ERROR(CheckNotNull(rows, "rows"));
-  }
-  if (max_tombstones > 0) SR_RETURN_IF_ERROR(CheckNotNull(tombstones, "tombstones"));
   int32_t t = -1;
-  SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
-  // Local checks above are the same on every rank for the same arguments; the gather agrees
-  // on the rest, and its result is the same on every rank, so every rank returns alike.
+  const Status args = [&]() -> Status {
+    if (flags_missing) return Status::InvalidArgument("flags must not be NULL");
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    SR_RETURN_IF_ERROR(CheckNotNull(num_rows, "num_rows"));
+    SR_RETURN_IF_ERROR(CheckNotNull(num_tombstones, "num_tombstones"));
+    if (max_rows > 0) {
+      SR_RETURN_IF_ERROR(CheckNotNull(ids, "ids"));
+      SR_RETURN_IF_ERROR(CheckNotNull(rows, "rows"));
+    }
+    if (max_tombstones > 0) SR_RETURN_IF_ERROR(CheckNotNull(tombstones, "tombstones"));
+    SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
+    if (!coll->impl->plan().tables[static_cast<size_t>(t)].dynamic.enabled)
+      return Status::InvalidArgument("table '", table, "' is not dynamic");
+    return Status::Ok();
+  }();
+  // A rank refusing its arguments still meets the others here (they fail at once, naming it);
+  // the gather agrees on the rest, and its result is the same on every rank.
+  SR_RETURN_IF_ERROR(
+      shardrec::comm::AgreeOnArguments(coll->impl->comm(), args, "dynamic table delta export"));
   shardrec::embedding::dynamic::Delta d;
   SR_RETURN_IF_ERROR(shardrec::embedding::dynamic::GatherDelta(*coll->impl, t, &d));
   *num_rows = d.ids.size();
@@ -76,7 +86,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta(
     int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones) {
   return Guard([&] {
     return ExportDelta(coll, table, ids, rows, max_rows, tombstones, max_tombstones, num_rows,
-                       num_tombstones, nullptr);
+                       num_tombstones, nullptr, false);
   });
 }
 
@@ -85,9 +95,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta_ext(
     int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones,
     uint32_t* flags) {
   return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(flags, "flags"));
     return ExportDelta(coll, table, ids, rows, max_rows, tombstones, max_tombstones, num_rows,
-                       num_tombstones, flags);
+                       num_tombstones, flags, flags == nullptr);
   });
 }
 

@@ -15,17 +15,35 @@ Status FindRefusingRank(Communicator& comm, bool refused, int64_t* refusing) {
   return Status::Ok();
 }
 
-Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what) {
+namespace {
+
+// AgreeToCreate and AgreeOnArguments: `local` on a refusing rank, `refused(r)` on the others when
+// rank r refused.
+template <typename Refused>
+Status AgreeOnVerdict(Communicator& comm, const Status& local, Refused&& refused) {
   if (!comm.device().is_host()) return local;
   int64_t refusing = -1;
   const Status exchanged = FindRefusingRank(comm, !local.ok(), &refusing);
   if (!local.ok()) return local;
   SR_RETURN_IF_ERROR(exchanged);
-  if (refusing >= 0) {
-    return Status::InvalidArgument("rank ", refusing, " refused to create the ", what,
-                                   " (its error says why)");
-  }
+  if (refusing >= 0) return refused(refusing);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what) {
+  return AgreeOnVerdict(comm, local, [&](int64_t r) {
+    return Status::InvalidArgument("rank ", r, " refused to create the ", what,
+                                   " (its error says why)");
+  });
+}
+
+Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call) {
+  return AgreeOnVerdict(comm, local, [&](int64_t r) {
+    return Status::InvalidArgument("rank ", r, " refused its arguments to the ", call,
+                                   " (its error says why); no rank changed anything");
+  });
 }
 
 namespace {

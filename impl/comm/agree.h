@@ -28,6 +28,12 @@ Status FindRefusingRank(Communicator& comm, bool refused, int64_t* refusing);
 // it exchanges nothing and returns `local`: a refusing rank there fails alone.
 Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what);
 
+// As AgreeToCreate, for a collective call other than a creation (a checkpoint save, a delta
+// export): a rank that refused its own arguments (`local`) still takes part, so its peers fail at
+// once with InvalidArgument naming it and `call` ("checkpoint save"), before any rank changes
+// anything. Over a device communicator it exchanges nothing and returns `local`.
+Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call);
+
 // What one rank is about to call: the collective (`kind`, any code the caller picks), then up to
 // three numbers every rank must give alike (count, element type, op or root).
 struct CallSignature {

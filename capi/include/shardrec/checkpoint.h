@@ -43,8 +43,12 @@
  * has the details.
  *
  * All calls here are collective over the collection's communicator (the mesh's world for the
- * mesh variants): every rank calls them with the same arguments. A collection is used by one
- * thread at a time; it must have no input distribution pending.
+ * mesh variants): every rank calls them with the same arguments. A rank refusing its own
+ * arguments (a NULL or empty path, a NULL table name, options of an unknown version or with
+ * NULL dense tensors) still takes part in one small agreement first, so every rank fails at once
+ * with SHARDREC_EINVAL (the others naming that rank) and nothing changes anywhere; only a NULL
+ * collection or mesh fails its rank alone. A collection is used by one thread at a time; it
+ * must have no input distribution pending.
  *
  * GPU collections (SHARDREC_DEVICE_CUDA): the shard tensors are staged between the device and
  * host memory through the CUDA plugin, each copy waited for with the collection's device wait

@@ -117,8 +117,13 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embeddin
  * be the table at the mark (a trainer restarted from a checkpoint) needs. The marks stay: call
  * shardrec_embedding_dynamic_mark to start the next period.
  * Buffers: if @p max_rows or @p max_tombstones is smaller than needed, nothing is written,
- * @p num_rows and @p num_tombstones receive the sizes needed and SHARDREC_EINVAL is returned on
- * every rank (pass 0 and NULL buffers to ask for the sizes; each call gathers again).
+ * @p num_rows and @p num_tombstones receive the sizes needed and SHARDREC_EINVAL is returned (pass
+ * 0 and NULL buffers to ask for the sizes; each call gathers again). The sizes are the same on
+ * every rank, so ranks given the same capacities fail alike; a rank given smaller ones than the
+ * others fails alone, after the gather, its peers' calls succeed and the ranks stay in step.
+ * Arguments: a rank refusing its own (NULL out-parameters or buffers with a capacity, an unknown
+ * or fixed table) still takes part in one agreement before the gather, so every rank fails at
+ * once (SHARDREC_EINVAL naming that rank on the others; a NULL @p coll alone fails only its rank).
  * @param coll           [in] Must not be NULL.
  * @param table          [in] Table name; must not be NULL.
  * @param ids            [out] max_rows ids; may be NULL when max_rows is 0.
@@ -128,8 +133,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embeddin
  * @param max_tombstones [in] Capacity of @p tombstones.
  * @param num_rows       [out] Rows in the delta; must not be NULL.
  * @param num_tombstones [out] Tombstones in the delta; must not be NULL.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for NULL, a
- *         table that is not dynamic or buffers too small (see above); SHARDREC_EUSAGE, on every
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table (on the rank that named it; the
+ *         others get SHARDREC_EINVAL naming it); SHARDREC_EINVAL for NULL, a table that is not
+ *         dynamic or buffers too small (see above); SHARDREC_EUSAGE, on every
  *         rank, when a rank has not marked the table or has an input distribution pending, or
  *         when another thread is using the collection; a failed exchange (SHARDREC_EREMOTE,
  *         SHARDREC_ETIMEOUT). Changes nothing in the collection.

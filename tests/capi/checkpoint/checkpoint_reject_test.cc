@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -419,6 +420,74 @@ TEST(CheckpointTable, ExportImportAcrossPlans) {
     std::string why;
     EXPECT_TRUE(BitEqual(TakeSnap(c, sb), got, &why)) << why;
   });
+}
+
+}  // namespace
+}  // namespace shardrec::testing
+
+namespace shardrec::testing {
+namespace {
+
+// A rank refusing its own arguments (a NULL or empty path, an options struct of an unknown
+// version) failed alone while its peers waited in the call's first exchange until their
+// timeout, which then poisoned their communicator. The arguments are now agreed first: every
+// rank fails at once (the others naming rank 1), nothing changes, and the next call works.
+TEST(CheckpointReject, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
+  for (const Side& side : {kSide, Side{2, 1, SHARDREC_SHARDING_ROW_WISE}}) {
+    SCOPED_TRACE(SideName(side));
+    const Scenario s = SideScenario(side, SHARDREC_OPTIMIZER_ADAM, 11);
+    const std::string dir = FreshDir("refuse");
+    const std::string table = FreshDir("refuse") + "/t0.safetensors";
+    shardrec_checkpoint_options_t bad = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+    bad.version = 77;
+    OnSide(side, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+      TrainSteps(side, s, r, c, m, 0, 2);
+      ASSERT_EQ(SaveOn(c, m, dir), SHARDREC_OK) << shardrec_last_error();
+      const Snap before = TakeSnap(c, s);
+      const bool refuses = r == 1;
+      auto save = [&](const char* d, const shardrec_checkpoint_options_t* o) {
+        return m ? shardrec_checkpoint_save_mesh(m, c, d, o) : shardrec_checkpoint_save(c, d, o);
+      };
+      auto load = [&](const char* d, const shardrec_checkpoint_options_t* o) {
+        return m ? shardrec_checkpoint_load_mesh(m, c, d, o) : shardrec_checkpoint_load(c, d, o);
+      };
+      const char* good = dir.c_str();
+      std::vector<std::pair<const char*, std::function<shardrec_status_t()>>> calls = {
+          {"dir", [&] { return save(refuses ? nullptr : good, nullptr); }},
+          {"dir", [&] { return save(refuses ? "" : good, nullptr); }},
+          {"version", [&] { return save(good, refuses ? &bad : nullptr); }},
+          {"dir", [&] { return load(refuses ? nullptr : good, nullptr); }},
+          {"version", [&] { return load(good, refuses ? &bad : nullptr); }},
+      };
+      // A table export or import is collective over the collection's communicator, on a mesh
+      // one sharding group (here of one rank each): 1D only.
+      if (m == nullptr) {
+        calls.emplace_back("path", [&] {
+          return shardrec_checkpoint_export_table(c, "t0", refuses ? nullptr : table.c_str(), 1);
+        });
+        calls.emplace_back("table", [&] {
+          return shardrec_checkpoint_import_table(c, refuses ? nullptr : "t0", table.c_str(), 1);
+        });
+      }
+      for (const auto& [word, call] : calls) {
+        const auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(call(), SHARDREC_EINVAL) << "rank " << r << ": " << shardrec_last_error();
+        const std::string msg = shardrec_last_error();
+        EXPECT_NE(msg.find(refuses ? word : "rank 1 refused its arguments"), std::string::npos)
+            << "rank " << r << ": " << msg;
+        EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  10.0)
+            << "rank " << r << " waited for the refusing rank";
+      }
+      std::string why;
+      EXPECT_TRUE(BitEqual(TakeSnap(c, s), before, &why)) << "state changed: " << why;
+      EXPECT_EQ(load(good, nullptr), SHARDREC_OK) << shardrec_last_error();
+      if (m == nullptr) {
+        EXPECT_EQ(shardrec_checkpoint_export_table(c, "t0", table.c_str(), 1), SHARDREC_OK)
+            << shardrec_last_error();
+      }
+    });
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -309,6 +310,56 @@ TEST(DynamicDelta, MissingMarkOnOneRankFailsEveryRank) {
         << "rank " << r;
     ASSERT_EQ(shardrec_embedding_dynamic_mark(c, "t0"), SHARDREC_OK);
     EXPECT_EQ(shardrec_embedding_dynamic_delta(c, "t0", nullptr, nullptr, 0, nullptr, 0, &n, &nt),
+              SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_EQ(n + nt, 0u);
+  });
+}
+
+// A rank refusing its own arguments to the delta (an unknown table, a NULL out-parameter, NULL
+// buffers with a capacity) failed alone while the others waited in the gather until their
+// timeout. The arguments are agreed first now: every rank fails at once, the others naming it,
+// and the next delta works.
+TEST(DynamicDelta, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
+  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 16, 8);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    ASSERT_EQ(shardrec_embedding_dynamic_mark(c, "t0"), SHARDREC_OK);
+    const bool refuses = r == 1;
+    size_t n = 0, nt = 0;
+    uint32_t flags = 0;
+    int64_t ids[4];
+    const auto t0 = std::chrono::steady_clock::now();
+    auto expect_refused = [&](shardrec_status_t st, const char* own) {
+      EXPECT_NE(st, SHARDREC_OK) << "rank " << r;
+      const std::string msg = shardrec_last_error();
+      EXPECT_NE(msg.find(refuses ? own : "rank 1 refused its arguments"), std::string::npos)
+          << "rank " << r << ": " << msg;
+    };
+    expect_refused(shardrec_embedding_dynamic_delta(c, refuses ? "nope" : "t0", nullptr, nullptr, 0,
+                                                    nullptr, 0, &n, &nt),
+                   "nope");
+    expect_refused(shardrec_embedding_dynamic_delta(c, "t0", nullptr, nullptr, 0, nullptr, 0,
+                                                    refuses ? nullptr : &n, &nt),
+                   "num_rows");
+    expect_refused(shardrec_embedding_dynamic_delta(c, "t0", refuses ? nullptr : ids, nullptr,
+                                                    refuses ? 4 : 0, nullptr, 0, &n, &nt),
+                   "ids");
+    expect_refused(shardrec_embedding_dynamic_delta_ext(c, "t0", nullptr, nullptr, 0, nullptr, 0,
+                                                        &n, &nt, refuses ? nullptr : &flags),
+                   "flags");
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0)
+        << "rank " << r << " waited for the refusing rank";
+    EXPECT_EQ(shardrec_embedding_dynamic_delta_ext(c, "t0", nullptr, nullptr, 0, nullptr, 0, &n,
+                                                   &nt, &flags),
               SHARDREC_OK)
         << "rank " << r << ": " << shardrec_last_error();
     EXPECT_EQ(n + nt, 0u);
