@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -288,8 +289,9 @@ TEST(DynamicDelta, TableExportHoldsEveryRowById) {
   }
 }
 
-// A rank that did not mark makes every rank's delta fail (no rank waits in the exchange).
-TEST(DynamicDelta, MissingMarkOnOneRankFailsEveryRank) {
+// A two-rank row-wise SGD collection of one dynamic table "t0" (16 slots, dim 8) on each rank
+// thread, passed to fn(rank, collection).
+void OnTwoRowWiseRanks(const std::function<void(int, shardrec_embedding_t*)>& fn) {
   DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 16, 8);
   PlanPtr plan = MakeDynPlan(s);
   ASSERT_NE(plan, nullptr);
@@ -301,6 +303,13 @@ TEST(DynamicDelta, MissingMarkOnOneRankFailsEveryRank) {
     ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
         << shardrec_last_error();
     CollPtr coll(c);
+    fn(r, c);
+  });
+}
+
+// A rank that did not mark makes every rank's delta fail (no rank waits in the exchange).
+TEST(DynamicDelta, MissingMarkOnOneRankFailsEveryRank) {
+  OnTwoRowWiseRanks([&](int r, shardrec_embedding_t* c) {
     if (r == 0) {
       ASSERT_EQ(shardrec_embedding_dynamic_mark(c, "t0"), SHARDREC_OK);
     }
@@ -321,17 +330,7 @@ TEST(DynamicDelta, MissingMarkOnOneRankFailsEveryRank) {
 // timeout. The arguments are agreed first now: every rank fails at once, the others naming it,
 // and the next delta works.
 TEST(DynamicDelta, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
-  DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 16, 8);
-  PlanPtr plan = MakeDynPlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
-  SpawnRanks(2, [&](int r) {
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
+  OnTwoRowWiseRanks([&](int r, shardrec_embedding_t* c) {
     ASSERT_EQ(shardrec_embedding_dynamic_mark(c, "t0"), SHARDREC_OK);
     const bool refuses = r == 1;
     size_t n = 0, nt = 0;
