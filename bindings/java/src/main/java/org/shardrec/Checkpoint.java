@@ -120,6 +120,17 @@ public final class Checkpoint {
     int i = 0;
     for (java.util.Map.Entry<String, java.nio.FloatBuffer> e : o.dense.entrySet()) {
       if (load && e.getValue().isReadOnly()) {
+        // Collective: this rank still meets the others in C's agreement on the arguments (a
+        // NULL directory, refused there), so they fail at once naming it; this reason is thrown.
+        checkpoint_options none = new Options().toNative();
+        try {
+          NativeHandle.useOrNull(mesh, m -> NativeHandle.use(coll, "coll", c -> Native.bind_checkpoint(
+              m, c, null, none, "", new long[0], Buffers.floats(0), 1)));
+        } catch (ShardrecException expected) {
+          // C's refusal; this rank's reason is the one to report.
+        } finally {
+          none.delete();
+        }
         throw new IllegalArgumentException("dense tensor " + e.getKey() + " is read-only");
       }
       counts[i++] = e.getValue().remaining();

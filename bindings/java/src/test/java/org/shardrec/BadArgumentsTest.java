@@ -123,6 +123,30 @@ class BadArgumentsTest {
   }
 
   /**
+   * A checkpoint load refused in Java (a read-only dense buffer on one rank) still joins C's
+   * agreement on the arguments: the other rank fails at once naming it instead of waiting.
+   */
+  @Test
+  void aCheckpointLoadRefusedInJavaFailsEveryRankTogether() throws Exception {
+    String dir = java.nio.file.Files.createTempDirectory("shardrec-ro").toString();
+    try (Plan plan = Training.plan(2)) {
+      String[] why = onTwoRanks(
+          (rank, comm) -> {
+            try (EmbeddingCollection c = EmbeddingCollection.create(plan, comm, null, null)) {
+              FloatBuffer d = Buffers.floats(2);
+              Checkpoint.load(c, dir, new Checkpoint.Options().dense(
+                  "d", rank == 1 ? d.asReadOnlyBuffer() : d));
+            }
+            return () -> {};
+          },
+          (rank, comm) -> () -> {});
+      assertTrue(why[0].contains("rank 1 refused its arguments") && !why[0].contains("slow"),
+                 why[0]);
+      assertTrue(why[1].contains("read-only") && !why[1].contains("slow"), why[1]);
+    }
+  }
+
+  /**
    * A raw collective refused in Java (a buffer too short for the count) still joins C's
    * agreement: the other rank fails at once naming it (it waited out its timeout before), and the
    * next collective pairs up.
