@@ -74,17 +74,26 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
 
 Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   if (mode == SyncMode::kDefault) mode = options_.sync_mode;
+  Status args = Status::Ok();
   if (mode != SyncMode::kWeightsAndState && mode != SyncMode::kWeightsOnly)
-    return Status::InvalidArgument("unknown sync mode ", static_cast<int32_t>(mode));
+    args = Status::InvalidArgument("unknown sync mode ", static_cast<int32_t>(mode));
+  if (args.ok() && coll.plan().world_size != layout_.shard_size())
+    args = Status::InvalidArgument("the collection's plan has ", coll.plan().world_size,
+                                   " ranks but the mesh's sharding groups have ",
+                                   layout_.shard_size());
+  // The sync is collective over the replica group: a replica refusing its own arguments still
+  // takes part in one small agreement, so its peers fail at once naming it instead of waiting
+  // for it in the first exchange (or pairing that exchange with its next collective).
+  if (replica_->Size() > 1) {
+    SR_RETURN_IF_ERROR(comm::AgreeOnArguments(*replica_host_, args, "mesh sync"));
+  } else {
+    SR_RETURN_IF_ERROR(args);
+  }
   // A pending input distribution (the next batch's id exchange) may be in flight on the
   // collection's communication worker: it touches only the routed ids and the collection's
   // private input communicator (split from the sharding group), never a weight or optimizer
   // state, while the sync reads and writes only those over the replica group's communicator.
   // The lookup that reads the weights runs later, on this thread (forward_distributed).
-  if (coll.plan().world_size != layout_.shard_size())
-    return Status::InvalidArgument("the collection's plan has ", coll.plan().world_size,
-                                   " ranks but the mesh's sharding groups have ",
-                                   layout_.shard_size());
   // A GPU collection's stream-ordered calls finish (and report) before its arenas are averaged.
   SR_RETURN_IF_ERROR(coll.Synchronize());
   // Replicas of a dynamic table may hold different ids in one slot: its shards merge by key

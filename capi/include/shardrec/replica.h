@@ -208,6 +208,11 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
  * A GPU collection's sync stages its arenas through the host (see the file comment): all the
  * above holds for it too; the id exchange it overlaps runs on the host.
  *
+ * A replica refusing its own arguments (an unknown mode, a collection whose plan is not made
+ * for the mesh's sharding group size) still takes part in one small agreement over the replica
+ * group first, so every replica fails at once with SHARDREC_EINVAL (the others naming that
+ * rank) and nothing changes anywhere; only a NULL mesh or collection fails its rank alone.
+ *
  * @param mode SHARDREC_SYNC_* (0 = the mesh's configured mode).
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, unknown mode); SHARDREC_ETIMEOUT /
  *         SHARDREC_EREMOTE; SHARDREC_EINVAL on every replica when the replicas' dynamic shards

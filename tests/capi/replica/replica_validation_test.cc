@@ -303,5 +303,63 @@ TEST(ReplicaSync, CustomHookGivesTheSameResultAsTheBuiltInCollective) {
   for (int r = 0; r < kWorld; r += 2) EXPECT_EQ(builtin[r], builtin[r + 1]) << "ranks " << r;
 }
 
+// The sync is collective over the replica group: a replica refusing its own arguments (an
+// unknown mode) failed alone while its peers waited in the first exchange until their timeout.
+// It now meets them in one small agreement first: every replica fails at once, the others
+// naming it, nothing changes, and the next sync goes through.
+TEST(ReplicaSync, ARankRefusingItsArgumentsFailsEveryReplicaAtOnce) {
+  constexpr int32_t kRanks = 2;  // one sharding group of 1 rank, replicated twice
+  Scenario s = StandardScenario(1, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.optimizer.type = 1;  // Adagrad: states are synced too
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  Scenario global = s;
+  global.world = kRanks;
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(global, ref);
+  const auto grads = MakeGrads(global, batches, ref.output_dim());
+  SpawnRanks(kRanks, [&](int r) {
+    shardrec_mesh_options_t o = Options(1);
+    o.ranks_per_node = kRanks;
+    shardrec_mesh_t* m = nullptr;
+    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(kRanks, r), &o), SHARDREC_OK)
+        << shardrec_last_error();
+    shardrec_embedding_options_t eo;
+    shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    eo.seed = s.seed;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_mesh_embedding_create(&c, m, plan.get(), &opt, &eo), SHARDREC_OK)
+        << shardrec_last_error();
+    // One step on each replica's own batch, so the replicas differ until they sync.
+    KjtHolder kjt(batches[0][r], s.num_features, false);
+    std::vector<float> out(grads[0][r].size());
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_backward(c, grads[0][r].data(), grads[0][r].size(), nullptr),
+              SHARDREC_OK);
+    const std::vector<std::vector<float>> before = Snapshot(c, s);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(shardrec_mesh_sync(m, c, r == 1 ? 42 : SHARDREC_SYNC_DEFAULT), SHARDREC_EINVAL)
+        << "rank " << r;
+    const std::string why = shardrec_last_error();
+    EXPECT_NE(why.find(r == 1 ? "unknown sync mode 42"
+                              : "rank 1 refused its arguments to the "
+                                "mesh sync"),
+              std::string::npos)
+        << "rank " << r << ": " << why;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "rank " << r;
+    EXPECT_EQ(Snapshot(c, s), before) << "rank " << r << ": the refused sync changed the tables";
+    int64_t syncs = -1;
+    EXPECT_EQ(shardrec_mesh_sync_stats(m, nullptr, nullptr, &syncs), SHARDREC_OK);
+    EXPECT_EQ(syncs, 0);
+    EXPECT_EQ(shardrec_mesh_sync(m, c, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
+    EXPECT_EQ(shardrec_mesh_sync_stats(m, nullptr, nullptr, &syncs), SHARDREC_OK);
+    EXPECT_EQ(syncs, 1);
+    shardrec_embedding_destroy(c);
+    shardrec_mesh_destroy(m);
+  });
+}
+
 }  // namespace
 }  // namespace shardrec::testing
