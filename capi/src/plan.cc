@@ -345,10 +345,7 @@ SHARDREC_API shardrec_status_t shardrec_topology_from_comm(shardrec_topology_t* 
                                                            shardrec_comm_t* comm) {
   return Guard([&] {
     using shardrec::comm::ReduceOp;
-    SR_RETURN_IF_ERROR(CheckNotNull(topology, "topology"));
     if (comm == nullptr || !comm->impl) return Status::InvalidArgument("comm must not be NULL");
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(topology->version,
-                                                          SHARDREC_TOPOLOGY_VERSION, "topology"));
     // Both refusals depend only on how the communicator was made, which every rank shares, so
     // no rank is left waiting in the all-reduce below.
     if (comm->local_size < 0)
@@ -359,11 +356,25 @@ SHARDREC_API shardrec_status_t shardrec_topology_from_comm(shardrec_topology_t* 
       return Status::Unsupported(
           "shardrec_topology_from_comm takes a host communicator (its check of the hosts runs "
           "on host buffers); set topology.ranks_per_node from shardrec_comm_local_size");
+    // A rank refusing its own topology (NULL, an unknown version) still takes part in the
+    // all-reduce below, so its peers fail at once naming it instead of waiting for it.
+    Status local = CheckNotNull(topology, "topology");
+    if (local.ok())
+      local = shardrec::capi::CheckStructVersion(topology->version, SHARDREC_TOPOLOGY_VERSION,
+                                                 "topology");
     // The planner has one ranks_per_node, so every host must run as many ranks: min and max in
-    // one all-reduce (the max as the min of the negated sizes).
-    int32_t sizes[2] = {comm->local_size, -comm->local_size};
-    SR_RETURN_IF_ERROR(
-        comm->impl->AllReduce(sizes, sizes, 2, shardrec::DType::kInt32, ReduceOp::kMin));
+    // one all-reduce (the max as the min of the negated sizes), with the lowest refusing rank
+    // (as the min of -(size - rank), 0 when none refused).
+    const int32_t size = comm->impl->Size(), rank = comm->impl->Rank();
+    int32_t sizes[3] = {comm->local_size, -comm->local_size, local.ok() ? 0 : -(size - rank)};
+    const Status exchanged =
+        comm->impl->AllReduce(sizes, sizes, 3, shardrec::DType::kInt32, ReduceOp::kMin);
+    SR_RETURN_IF_ERROR(local);
+    SR_RETURN_IF_ERROR(exchanged);
+    if (sizes[2] != 0)
+      return Status::InvalidArgument("rank ", size + sizes[2],
+                                     " refused its arguments to shardrec_topology_from_comm (its "
+                                     "error says why); no rank changed anything");
     if (sizes[0] != -sizes[1])
       return Status::InvalidArgument(
           "hosts run different numbers of ranks (between ", sizes[0], " and ", -sizes[1],

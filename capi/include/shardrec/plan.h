@@ -334,8 +334,12 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
  *                 SHARDREC_TOPOLOGY_INIT; any version). Only world_size and ranks_per_node are
  *                 written, and only on success; every other field is left as it is.
  * @param comm     [in] Must not be NULL; a host communicator. Not retained.
+ * A rank refusing its own topology (NULL, an uninitialised or unknown version) still takes part
+ * in that all-reduce, so every rank fails at once with SHARDREC_EINVAL (the others naming that
+ * rank) and no topology changes; only a NULL @p comm fails its rank alone.
+ *
  * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL argument, an uninitialised or unknown topology
- *         version (before any communication), or hosts with different local sizes (on every
+ *         version (on every rank, as above), or hosts with different local sizes (on every
  *         rank); SHARDREC_EUNSUPPORTED for a device communicator (one not created from a
  *         launcher's environment has no local size; set ranks_per_node by hand);
  *         SHARDREC_ETIMEOUT, SHARDREC_EREMOTE or SHARDREC_EABORTED when the all-reduce fails

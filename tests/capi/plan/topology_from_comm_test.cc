@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -145,30 +146,54 @@ TEST(CapiTopologyFromComm, LocalGroupFillsWorldAndNodeSizeAndPlansAsByHand) {
   for (auto* c : comms) shardrec_comm_destroy(c);
 }
 
-TEST(CapiTopologyFromComm, BadInputIsRefusedBeforeAnyCommunication) {
-  shardrec_comm_t* comms[2] = {};
-  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, nullptr), SHARDREC_OK);
+TEST(CapiTopologyFromComm, ANullCommIsRefusedAlone) {
   shardrec_topology_t t = SHARDREC_TOPOLOGY_INIT;
-  t.world_size = 3;
-  EXPECT_EQ(shardrec_topology_from_comm(nullptr, comms[0]), SHARDREC_EINVAL);
-  EXPECT_TRUE(HasText("topology")) << shardrec_last_error();
   EXPECT_EQ(shardrec_topology_from_comm(&t, nullptr), SHARDREC_EINVAL);
   EXPECT_TRUE(HasText("comm")) << shardrec_last_error();
-  t.version = 0;  // not initialised
-  EXPECT_EQ(shardrec_topology_from_comm(&t, comms[0]), SHARDREC_EINVAL);
-  EXPECT_TRUE(HasText("version")) << shardrec_last_error();
-  EXPECT_EQ(t.world_size, 3);
-  EXPECT_EQ(t.ranks_per_node, 0);
-  // Refused on one rank without entering the all-reduce, so the group is still usable.
-  t.version = SHARDREC_TOPOLOGY_VERSION;
-  shardrec_status_t second = SHARDREC_ERROR;
-  shardrec_topology_t t1 = SHARDREC_TOPOLOGY_INIT;
-  std::thread other([&] { second = shardrec_topology_from_comm(&t1, comms[1]); });
-  EXPECT_EQ(shardrec_topology_from_comm(&t, comms[0]), SHARDREC_OK) << shardrec_last_error();
+  EXPECT_EQ(shardrec_topology_from_comm(nullptr, nullptr), SHARDREC_EINVAL);
+  const shardrec_topology_t init = SHARDREC_TOPOLOGY_INIT;
+  EXPECT_EQ(t.world_size, init.world_size);
+}
+
+// The call is collective: a rank refusing its own topology (NULL, not initialised) refused it
+// alone, before the all-reduce, while its peers waited there until their timeout. The refusal
+// now rides in that all-reduce: every rank fails at once, the others naming the refusing rank,
+// no topology changes, and the next call works on every rank.
+TEST(CapiTopologyFromComm, ARankRefusingItsTopologyFailsEveryRankAtOnce) {
+  shardrec_comm_t* comms[2] = {};
+  shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
+  o.timeout_ms = 60000;
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &o), SHARDREC_OK);
+  shardrec_topology_t t[2] = {SHARDREC_TOPOLOGY_INIT, SHARDREC_TOPOLOGY_INIT};
+  std::string why[2];
+  auto run = [&](int r) {
+    for (int round = 0; round < 2; ++round) {
+      shardrec_topology_t* given = &t[r];
+      t[r].world_size = 3;
+      t[r].version = SHARDREC_TOPOLOGY_VERSION;
+      if (r == 1 && round == 0) given = nullptr;
+      if (r == 1 && round == 1) t[r].version = 0;  // not initialised
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ(shardrec_topology_from_comm(given, comms[r]), SHARDREC_EINVAL)
+          << "rank " << r << " round " << round;
+      why[r] = shardrec_last_error();
+      const char* want = r == 0       ? "rank 1 refused its arguments"
+                         : round == 0 ? "topology"
+                                      : "version";
+      EXPECT_NE(why[r].find(want), std::string::npos) << "rank " << r << ": " << why[r];
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10))
+          << "rank " << r << " round " << round;
+      EXPECT_EQ(t[r].world_size, 3) << "rank " << r;
+      EXPECT_EQ(t[r].ranks_per_node, 0) << "rank " << r;
+    }
+    t[r].version = SHARDREC_TOPOLOGY_VERSION;
+    EXPECT_EQ(shardrec_topology_from_comm(&t[r], comms[r]), SHARDREC_OK) << shardrec_last_error();
+    EXPECT_EQ(t[r].world_size, 2);
+    EXPECT_EQ(t[r].ranks_per_node, 2);
+  };
+  std::thread other(run, 1);
+  run(0);
   other.join();
-  EXPECT_EQ(second, SHARDREC_OK);
-  EXPECT_EQ(t.world_size, 2);
-  EXPECT_EQ(t1.ranks_per_node, 2);
   for (auto* c : comms) shardrec_comm_destroy(c);
 }
 
