@@ -129,7 +129,10 @@ SHARDREC_API shardrec_status_t shardrec_ddp_zero_grad(shardrec_ddp_t* ddp);
  * Tensor @p index's gradient is final for this step; launches every bucket that is now complete
  * (in bucket order). With sync off (shardrec_ddp_set_sync), only records. From here until
  * shardrec_ddp_finish the gradient belongs to the bucketer: the caller must not write it (a
- * launched bucket reads and rewrites it on a worker thread).
+ * launched bucket reads and rewrites it on a worker thread). A refusal (below) fails this rank
+ * alone without launching anything, as if the call were skipped: every rank's finish still
+ * launches every bucket in the same order, and fails naming a rank that left a gradient
+ * unmarked, so no rank waits for another here.
  * @return SHARDREC_OK; SHARDREC_EINVAL (index out of range); SHARDREC_EUSAGE (marked twice in
  *         one step); SHARDREC_EREMOTE after a communication failure.
  */
@@ -200,7 +203,11 @@ SHARDREC_API void shardrec_fsdp_destroy(shardrec_fsdp_t* fsdp);
  * Full parameters of unit @p unit, valid until shardrec_fsdp_release(unit) or the next step
  * (collective: every rank gathers the same units in the same order). Waits for a prefetch of
  * the unit if one is in flight; with @p prefetch >= 0 also starts gathering that unit in the
- * background (overlapping the caller's compute on this one).
+ * background (overlapping the caller's compute on this one). A rank refusing its own arguments
+ * (a NULL @p full, @p unit or @p prefetch out of range) fails alone, before any exchange, and
+ * the other ranks wait in their gather until their timeout: agreeing first would cost every
+ * gather a round trip on the caller's thread, so this call does not (give every rank the same
+ * arguments).
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EREMOTE; SHARDREC_ETIMEOUT.
  */
 SHARDREC_API shardrec_status_t shardrec_fsdp_gather(shardrec_fsdp_t* fsdp, size_t unit,
@@ -218,7 +225,9 @@ SHARDREC_API shardrec_status_t shardrec_fsdp_grad(shardrec_fsdp_t* fsdp, size_t 
 
 /**
  * Starts averaging unit @p unit's gradient into this rank's shard (asynchronously, collective);
- * the full buffer is freed afterwards.
+ * the full buffer is freed afterwards. A rank refusing its own arguments (@p unit out of range,
+ * or already reduced this step) fails alone without starting anything, as if it had skipped the
+ * call: its shardrec_fsdp_step reduces the units it missed, so the ranks stay in step.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE.
  */
 SHARDREC_API shardrec_status_t shardrec_fsdp_reduce_grad(shardrec_fsdp_t* fsdp, size_t unit);
