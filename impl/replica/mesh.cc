@@ -83,8 +83,10 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
                                    layout_.shard_size());
   // The sync is collective over the replica group: a replica refusing its own arguments still
   // takes part in one small agreement, so its peers fail at once naming it instead of waiting
-  // for it in the first exchange (or pairing that exchange with its next collective).
-  if (replica_->Size() > 1) {
+  // for it in the first exchange (or pairing that exchange with its next collective). Over an
+  // NCCL group that agreement would be staged through the device on every sync, so there a
+  // refusal fails its replica alone (replica.h).
+  if (replica_->Size() > 1 && replica_->device().is_host()) {
     SR_RETURN_IF_ERROR(comm::AgreeOnArguments(*replica_host_, args, "mesh sync"));
   } else {
     SR_RETURN_IF_ERROR(args);

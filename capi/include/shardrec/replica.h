@@ -211,7 +211,9 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
  * A replica refusing its own arguments (an unknown mode, a collection whose plan is not made
  * for the mesh's sharding group size) still takes part in one small agreement over the replica
  * group first, so every replica fails at once with SHARDREC_EINVAL (the others naming that
- * rank) and nothing changes anywhere; only a NULL mesh or collection fails its rank alone.
+ * rank) and nothing changes anywhere; only a NULL mesh or collection fails its rank alone. On a
+ * mesh over NCCL the agreement would be staged through the device on every sync, so there a
+ * refusing replica fails alone and the others wait in the sync until their timeout.
  *
  * @param mode SHARDREC_SYNC_* (0 = the mesh's configured mode).
  * @return SHARDREC_OK; SHARDREC_EINVAL (NULL, unknown mode); SHARDREC_ETIMEOUT /
