@@ -119,7 +119,7 @@ func TestCollectivesAtWorldTwo(t *testing.T) {
 		if err := Allreduce(c, sum, sum, ReduceSum); err != nil {
 			return err
 		}
-		// Bad lengths are refused before the C call.
+		// Bad lengths are refused (in Go, after meeting the other rank in C's agreement).
 		if CodeOf(Allgather(c, []float32{1, 2}, make([]float32, 3))) != ErrCodeInvalid {
 			return fmt.Errorf("short allgather recv accepted")
 		}

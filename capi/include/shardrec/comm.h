@@ -326,13 +326,15 @@ SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm);
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE (poisoned); SHARDREC_ETIMEOUT;
  *         SHARDREC_EREMOTE; SHARDREC_ECUDA. Not thread-safe on @p comm.
  * Agreement: over a host communicator the ranks first exchange what they are about to call
- * (the collective, @p count, @p dtype, @p op or root; one all-reduce of 64 bytes), so ranks
+ * (the collective, @p count, @p dtype, @p op or root, and whether it refused its arguments; one
+ * all-reduce of 72 bytes), so ranks
  * giving different values, or calling different raw collectives (this one, broadcast,
  * allgather, barrier), all fail with SHARDREC_EINVAL before any buffer is read or written, and
  * the communicator stays usable. A rank refusing its own arguments (NULL buffers, an unknown
  * dtype or op, a root outside the world) still takes part in that exchange: it returns its own
- * SHARDREC_EINVAL and every other rank SHARDREC_EINVAL naming it, at once. Only a NULL @p comm
- * fails alone (there is nothing to exchange over).
+ * SHARDREC_EINVAL and every other rank SHARDREC_EINVAL naming it, at once. A NULL @p comm fails
+ * alone (there is nothing to exchange over), and over a device (NCCL) communicator nothing is
+ * agreed: there a refusing rank fails alone.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm, const void* send,
                                                        void* recv, size_t count, int32_t dtype,

@@ -227,7 +227,11 @@ SHARDREC_API shardrec_status_t shardrec_fsdp_grad(shardrec_fsdp_t* fsdp, size_t 
  * Starts averaging unit @p unit's gradient into this rank's shard (asynchronously, collective);
  * the full buffer is freed afterwards. A rank refusing its own arguments (@p unit out of range,
  * or already reduced this step) fails alone without starting anything, as if it had skipped the
- * call: its shardrec_fsdp_step reduces the units it missed, so the ranks stay in step.
+ * call; its shardrec_fsdp_step then reduces the units it missed, in unit order, after those it
+ * started. That pairs with the other ranks' reductions only when they reduced the missed units
+ * in the same place of their order (e.g. last, in unit order); otherwise the reductions pair
+ * wrongly (wrong averages, or over Gloo the end of the process when the units' sizes differ).
+ * Give every rank the same arguments.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE.
  */
 SHARDREC_API shardrec_status_t shardrec_fsdp_reduce_grad(shardrec_fsdp_t* fsdp, size_t unit);

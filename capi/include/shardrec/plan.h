@@ -328,16 +328,15 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
  *
  * Collective over @p comm: every rank must call it. One all-reduce checks that every host runs
  * the same number of ranks, since the planner's ranks_per_node is one number; if they differ,
- * every rank returns SHARDREC_EINVAL naming the smallest and largest local size.
+ * every rank returns SHARDREC_EINVAL naming the smallest and largest local size. A rank refusing
+ * its own topology (NULL, an uninitialised or unknown version) still takes part in that
+ * all-reduce, so every rank fails at once with SHARDREC_EINVAL (the others naming that rank) and
+ * no topology changes; only a NULL @p comm fails its rank alone.
  *
  * @param topology [in,out] Must not be NULL and already initialised (shardrec_topology_init or
  *                 SHARDREC_TOPOLOGY_INIT; any version). Only world_size and ranks_per_node are
  *                 written, and only on success; every other field is left as it is.
  * @param comm     [in] Must not be NULL; a host communicator. Not retained.
- * A rank refusing its own topology (NULL, an uninitialised or unknown version) still takes part
- * in that all-reduce, so every rank fails at once with SHARDREC_EINVAL (the others naming that
- * rank) and no topology changes; only a NULL @p comm fails its rank alone.
- *
  * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL argument, an uninitialised or unknown topology
  *         version (on every rank, as above), or hosts with different local sizes (on every
  *         rank); SHARDREC_EUNSUPPORTED for a device communicator (one not created from a

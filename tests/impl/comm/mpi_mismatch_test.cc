@@ -70,9 +70,14 @@ TEST_F(MpiMismatch, LargeAllReducesOfDifferentCountsFailBeforeAnyRead) {
   const size_t big = size_t{1} << 20;  // 4 MiB of floats
   const size_t count = comm_->Rank() == 0 ? big : big / 2;
   std::vector<float> x(count, 1.0f);
-  ExpectMismatch(comm_->AllReduce(x.data(), x.data(), count, DType::kFloat32, ReduceOp::kSum),
-                 "different counts");
+  const Status s = comm_->AllReduce(x.data(), x.data(), count, DType::kFloat32, ReduceOp::kSum);
+  ExpectMismatch(s, "different counts");
   for (size_t i = 0; i < count; i += 4099) ASSERT_EQ(x[i], 1.0f) << i;  // nothing was summed
+  // Where the ranks may not read each other's memory (a ptrace policy, a container without
+  // CAP_SYS_PTRACE) the call took the message path, whose receive checks said the same: this
+  // test is then not about the direct path.
+  if (s.message().find("nothing was read from any rank") == std::string::npos)
+    GTEST_SKIP() << "the direct-read path is not available here: " << s.ToString();
 }
 
 TEST_F(MpiMismatch, ALargeAndASmallAllReduceFailOnEveryRank) {

@@ -106,7 +106,7 @@ fn collectives_at_world_two() {
         c.allreduce(&[rank as f64, 5.0 - rank as f64], &mut max, ReduceOp::Max).expect("max");
         let mut sum = [rank as i32 + 3];
         c.allreduce_in_place(&mut sum, ReduceOp::Sum).expect("sum");
-        // Bad lengths are refused before the C call.
+        // Bad lengths are refused (after meeting the other rank in C's agreement).
         let short = c.allgather(&[1f32, 2.0], &mut [0f32; 3]).unwrap_err();
         assert_eq!(short.code(), Code::Invalid);
         assert_eq!(c.allreduce(&[1u8], &mut [0u8; 2], ReduceOp::Sum).unwrap_err().code(), Code::Invalid);
