@@ -89,4 +89,11 @@ class Communicator {
   virtual Status AsyncError() const = 0;
 };
 
+// Whether `s` is a failed exchange: a timeout, a failed peer (kRemote) or this rank's abort. Its
+// peers may be gone, so a caller attempts no further agreement with them over that group.
+inline bool IsExchangeFailure(const Status& s) {
+  const Code c = s.code();
+  return c == Code::kTimeout || c == Code::kRemote || c == Code::kAborted;
+}
+
 }  // namespace shardrec::comm

@@ -278,9 +278,7 @@ Status EmbeddingCollection::Forwarded(const Status& s) {
 }
 
 bool EmbeddingCollection::SharesRefusal(const Status& s) const {
-  const Code c = s.code();
-  return engine_->AgreesForwardBeyondInput() && c != Code::kTimeout && c != Code::kRemote &&
-         c != Code::kAborted;
+  return engine_->AgreesForwardBeyondInput() && !comm::IsExchangeFailure(s);
 }
 
 void EmbeddingCollection::JoinRefusal(const Status& s) {

@@ -58,8 +58,7 @@ Status Engine::AgreeBackward(const Status& local) {
   const Status agreed = Agree(local, "its backward call");
   if (s_.layout.dp_tables.empty() || s_.dp_comm == nullptr || s_.dp_comm.get() == s_.comm.get())
     return agreed;
-  const Code c = agreed.code();
-  if (c == Code::kTimeout || c == Code::kRemote || c == Code::kAborted) return agreed;
+  if (comm::IsExchangeFailure(agreed)) return agreed;
   int64_t refusing = -1;
   SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.dp_comm, !agreed.ok(), &refusing));
   if (!agreed.ok()) return agreed;

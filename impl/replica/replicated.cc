@@ -128,8 +128,7 @@ Status Mesh::CreateCollection(std::shared_ptr<const sharding::Plan> plan,
                              ? embedding::EmbeddingCollection::RefuseCreate(sharding_, local)
                              : embedding::EmbeddingCollection::Create(
                                    std::move(plan), sharding_, optimizer, options, &coll, local);
-  const Code c = created.code();
-  if (c == Code::kTimeout || c == Code::kRemote || c == Code::kAborted) return created;
+  if (comm::IsExchangeFailure(created)) return created;
   SR_RETURN_IF_ERROR(VerifyReplicasIdentical(*this, coll.get(), created));
   *out = std::move(coll);
   return Status::Ok();
