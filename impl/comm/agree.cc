@@ -73,12 +73,22 @@ Status AgreeOnCall(Communicator& comm, const CallSignature& call, const Status& 
   const Status exchanged = comm.AllReduce(v, v, 2 * kSig + 1, DType::kInt64, ReduceOp::kMax);
   if (!local.ok()) return local;
   if (!exchanged.ok()) return exchanged.WithContext(StrCat("agreeing on the ", Describe(call)));
+  const auto agreed = [&](size_t k) { return v[k] == -v[kSig + k]; };
   if (v[2 * kSig] != 0) {
-    return Status::InvalidArgument("rank ", comm.Size() - v[2 * kSig], " refused its ", call.what,
-                                   " call (its error says why); no data moved");
+    // The refusing rank's call is named only when every rank called this kind of collective
+    // (sizes may differ: they may be what it refused).
+    const int64_t refusing = comm.Size() - v[2 * kSig];
+    if (agreed(0)) {
+      return Status::InvalidArgument("rank ", refusing, " refused its ", call.what,
+                                     " call (its error says why); no data moved");
+    }
+    return Status::InvalidArgument("rank ", refusing,
+                                   " refused its arguments (its error says why), and the ranks "
+                                   "called different collectives (this rank: ",
+                                   call.what, "); no data moved");
   }
   for (size_t k = 0; k < kSig; ++k) {
-    if (v[k] != -v[kSig + k]) {
+    if (!agreed(k)) {
       return Status::InvalidArgument(
           "the ranks called different collectives or gave different sizes: this rank called ",
           Describe(call), "; every rank must make the same call with the same count, element ",

@@ -360,6 +360,31 @@ TEST(CapiComm, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
   shardrec_comm_destroy(comms[1]);
 }
 
+// A peer's refusal is named with its call only when every rank made that kind of call: here rank 1
+// refuses an allreduce while rank 0 calls barrier, and rank 0 must not read "refused its barrier".
+TEST(CapiComm, ARefusalBesideAnotherCallSaysTheCallsDiffer) {
+  shardrec_comm_t* comms[2] = {};
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, nullptr), SHARDREC_OK) << LastError();
+  RunThreads(2, [&](int r) {
+    std::vector<float> x(4, 1.0f);
+    if (r == 0) {
+      EXPECT_EQ(shardrec_comm_barrier(comms[r]), SHARDREC_EINVAL);
+      const std::string msg = LastError();
+      EXPECT_NE(msg.find("rank 1 refused its arguments"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("called different collectives (this rank: barrier)"), std::string::npos)
+          << msg;
+      EXPECT_EQ(msg.find("refused its barrier"), std::string::npos) << msg;
+    } else {
+      EXPECT_EQ(shardrec_comm_allreduce(comms[r], nullptr, x.data(), 4, SHARDREC_DTYPE_FLOAT32,
+                                        SHARDREC_REDUCE_SUM, nullptr),
+                SHARDREC_EINVAL);
+    }
+    EXPECT_EQ(shardrec_comm_barrier(comms[r]), SHARDREC_OK) << LastError();  // still in step
+  });
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
 // The C++ wrapper refuses spans of different sizes itself; it still meets the other ranks in the
 // C call's agreement (the other rank fails at once naming it, and the next call pairs up).
 TEST(CapiComm, TheCppWrapperRefusingItsSpansFailsEveryRankAtOnce) {
