@@ -570,6 +570,16 @@ int main(int argc, char** argv) {
     if (!g_mpi && !g_launcher_env &&
         dlrm_rendezvous(&args[0].comm, g_rank, g_world, id, g_unique_id_file) != 0)
       return 1;
+    /* Several ranks on this host: one BLAS thread each, as the ranks that are threads of one
+       process use below. The cores are shared, and OpenBLAS's threaded GEMM rounds some shapes
+       differently from its single-threaded one (measured on an AMD EPYC: 32 x 128 x 367), so
+       only with the same BLAS thread count does a launched world train bit for bit as the same
+       world in one process. */
+    {
+      int32_t local_size = 1;
+      if (shardrec_comm_local_size(&local_size, args[0].comm) == SHARDREC_OK && local_size > 1)
+        shardrec_dense_set_blas_threads(1);
+    }
     run_rank(&args[0]);
     shardrec_comm_destroy(args[0].comm);
   } else {

@@ -68,7 +68,8 @@ typedef void (*shardrec_grad_ready_fn)(size_t tensor, void* user);
  * PROCESS-WIDE (it is OpenBLAS's). When several ranks run as threads of one process, set it to
  * 1: each rank's multi-threaded GEMMs would otherwise oversubscribe the cores (8x slower top-MLP
  * forward measured with 4 rank threads on 2 cores). Default: OpenBLAS's (OPENBLAS_NUM_THREADS
- * or the core count).
+ * or the core count). Results are bit-identical only at the same count: OpenBLAS's threaded GEMM
+ * may round some shapes differently from its single-threaded one (docs/dense.md).
  * @return SHARDREC_OK; SHARDREC_EINVAL if @p threads < 1. Call it while no dense layer runs.
  */
 SHARDREC_API shardrec_status_t shardrec_dense_set_blas_threads(int32_t threads);
