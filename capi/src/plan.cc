@@ -147,9 +147,12 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
                                             StrCat(what, ": dynamic")));
       if (d.eviction < SHARDREC_EVICTION_NONE || d.eviction > SHARDREC_EVICTION_SCORE)
         return Status::InvalidArgument(what, ": unknown eviction policy ", d.eviction);
-      if (d.admission_threshold < 0)
+      if (d.admission_threshold < 0 ||
+          d.admission_threshold > sharding::DynamicConfig::kMaxAdmissionThreshold)
         return Status::InvalidArgument(what, ": admission_threshold ", d.admission_threshold,
-                                       " must be >= 0");
+                                       " must be in [0, ",
+                                       sharding::DynamicConfig::kMaxAdmissionThreshold,
+                                       "] (the admission counts saturate there)");
       if (d.eviction == SHARDREC_EVICTION_TTL && d.ttl_steps < 1)
         return Status::InvalidArgument(what, ": TTL eviction needs ttl_steps >= 1 (got ",
                                        d.ttl_steps, ")");

@@ -67,9 +67,11 @@ Status ValidateConfigs(const Plan& plan) {
     if (t.dynamic.enabled) {
       const auto ev = static_cast<int32_t>(t.dynamic.eviction);
       if (ev < 0 || ev > 4) return TableError(t, StrCat("unknown eviction policy ", ev));
-      if (t.dynamic.admission_threshold < 0)
-        return TableError(
-            t, StrCat("admission threshold ", t.dynamic.admission_threshold, " must be >= 0"));
+      if (t.dynamic.admission_threshold < 0 ||
+          t.dynamic.admission_threshold > DynamicConfig::kMaxAdmissionThreshold)
+        return TableError(t, StrCat("admission threshold ", t.dynamic.admission_threshold,
+                                    " must be in [0, ", DynamicConfig::kMaxAdmissionThreshold,
+                                    "] (the admission counts saturate there)"));
       if (t.dynamic.eviction == DynamicConfig::Eviction::kTtl && t.dynamic.ttl_steps < 1)
         return TableError(
             t, StrCat("TTL eviction needs ttl_steps >= 1 (got ", t.dynamic.ttl_steps, ")"));

@@ -51,7 +51,10 @@ struct DynamicConfig {
   enum class Eviction : int32_t { kNone = 0, kLru = 1, kLfu = 2, kTtl = 3, kScore = 4 };
   bool enabled = false;
   Eviction eviction = Eviction::kNone;
-  int32_t admission_threshold = 0;  // 0 or 1: admitted at first sight
+  // The admission sketch counts in saturating 16-bit counters, so a higher threshold could never
+  // be reached: refused by validation.
+  static constexpr int32_t kMaxAdmissionThreshold = 65535;
+  int32_t admission_threshold = 0;  // 0 or 1: admitted at first sight; <= kMaxAdmissionThreshold
   int64_t ttl_steps = 0;            // kTtl only
   // > 0: the capacity was given in bytes; the planner turned it into `rows`
   // (planner::DynamicSlotsForBytes) before anything else reads the table.

@@ -159,7 +159,8 @@ typedef struct shardrec_dynamic_table_config {
   int32_t eviction;            /**< A shardrec_eviction_policy_t; 0 is NONE. */
   int32_t admission_threshold; /**< Occurrences in training an id needs before it gets a row
                                     (counted in a bounded sketch that may overcount, never
-                                    undercount); 0 or 1: at first sight. >= 0. */
+                                    undercount); 0 or 1: at first sight. 0 to 65535 (the
+                                    counts saturate at 65535); else SHARDREC_EINVAL. */
   int64_t ttl_steps;           /**< TTL only: steps a row may go unseen before it may be
                                     evicted; >= 1 with TTL, else ignored. */
   /* Version 2. */

@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "impl/embedding/dynamic/placement.h"
+#include "impl/sharding/types.h"
 
 namespace shardrec::embedding::dynamic {
 
@@ -29,7 +30,10 @@ uint32_t AdmissionSketch::Add(int64_t id, uint32_t n) {
   }
   // Conservative update: only counters below the new estimate rise, which keeps the estimate an
   // upper bound with less overcounting than adding n everywhere.
+  // Saturates at the highest admission threshold validation lets through (DynamicConfig), so every
+  // allowed threshold is reachable.
   const uint32_t est = std::min<uint32_t>(low + n, 65535u);
+  static_assert(sharding::DynamicConfig::kMaxAdmissionThreshold == 65535);
   for (int d = 0; d < kDepth; ++d)
     counters_[at[d]] = static_cast<uint16_t>(std::max<uint32_t>(counters_[at[d]], est));
   return est;

@@ -369,6 +369,52 @@ static_assert(sizeof(TableConfigV2) < sizeof(shardrec_table_config_t));
 
 // A caller built against the version-2 header passes an array of the shorter struct: it plans
 // exactly what today's layout plans (fixed tables), read at its own stride.
+// The admission counts saturate at 65535, so a higher threshold could never admit an id: refused
+// when the plan is made and when a plan's JSON is read; 65535 itself plans.
+TEST(DynamicTableRefusal, AdmissionThresholdAboveTheCountsIsRefused) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 16, 8);
+  s.dynamic[1].admission_threshold = 65535;
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const JsonRoundTrip r = RoundTrip(plan.get());
+  const std::string key = "\"admission_threshold\": 65535";
+  const size_t at = r.text.find(key);
+  ASSERT_NE(at, std::string::npos) << r.text;
+  std::string text = r.text;
+  text.replace(at, key.size(), "\"admission_threshold\": 65536");
+  shardrec_plan_t* back = nullptr;
+  EXPECT_EQ(shardrec_plan_from_json(&back, text.c_str(), text.size()), SHARDREC_EINVAL);
+  EXPECT_EQ(back, nullptr);
+  EXPECT_NE(
+      std::string(shardrec_last_error()).find("admission threshold 65536 must be in [0, 65535]"),
+      std::string::npos)
+      << shardrec_last_error();
+  for (int32_t threshold : {65536, 100000, INT32_MAX}) {
+    shardrec_dynamic_table_config_t d;
+    shardrec_dynamic_table_config_init(&d, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
+    d.admission_threshold = threshold;
+    shardrec_feature_config_t f;
+    shardrec_feature_config_init(&f, SHARDREC_FEATURE_CONFIG_VERSION);
+    f.name = "f";
+    const int32_t reads = 0;
+    shardrec_table_config_t t;
+    shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
+    t.name = "t";
+    t.rows = 16;
+    t.dim = 4;
+    t.features = &reads;
+    t.num_features = 1;
+    t.dynamic = &d;
+    shardrec_topology_t topo;
+    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+    shardrec_plan_t* refused = nullptr;
+    EXPECT_EQ(shardrec_plan_create(&refused, &t, 1, &f, 1, &topo, nullptr, 0), SHARDREC_EINVAL);
+    EXPECT_EQ(refused, nullptr);
+    EXPECT_NE(std::string(shardrec_last_error()).find("must be in [0, 65535]"), std::string::npos)
+        << shardrec_last_error();
+  }
+}
+
 TEST(DynamicTableRefusal, VersionTwoTableArraysStillPlan) {
   const int32_t f0[] = {0}, f1[] = {1};
   const char* names[] = {"a", "b"};
