@@ -203,6 +203,25 @@ TEST(InferenceFullDelta, RefusalsChangeNothing) {
   DeltaVectors both = d;
   both.tombstones = {7};  // upserted and removed: refused in a full delta too
   EXPECT_EQ(ApplyExt(inf.get(), both, SHARDREC_DELTA_FULL), SHARDREC_EINVAL);
+  // Counts whose bytes would wrap around (2^59 rows of 8 bytes are 2^62 bytes of fp32 input;
+  // 2^62 rows wrap the byte count to 0) are refused before anything is read, not encoded
+  // into a buffer sized by the wrapped count.
+  for (const size_t rows : {size_t{1} << 59, size_t{1} << 62, SIZE_MAX}) {
+    uint64_t version = 0;
+    EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t", d.ids.data(), d.rows.data(), rows,
+                                             nullptr, 0, &version),
+              SHARDREC_EINVAL)
+        << rows;
+    EXPECT_NE(std::string(shardrec_last_error()).find("more than any buffer holds"),
+              std::string::npos)
+        << shardrec_last_error();
+    // As many tombstones: past 2^60 their bytes wrap too (refused); 2^59 of them are 4 EiB,
+    // which no allocation gives (SHARDREC_ENOMEM).
+    EXPECT_EQ(shardrec_inference_apply_delta(inf.get(), "t", nullptr, nullptr, 0, d.ids.data(),
+                                             rows, &version),
+              rows > (size_t{1} << 60) ? SHARDREC_EINVAL : SHARDREC_ENOMEM)
+        << rows;
+  }
   EXPECT_EQ(Version(inf.get()), 1u);
   EXPECT_EQ(ServedRows(inf.get()), 2);
   // A full delta with no rows empties the table.
