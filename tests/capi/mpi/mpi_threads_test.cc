@@ -59,7 +59,10 @@ TEST_F(MpiTest, ThreadsSplittingTheirOwnCommunicatorsNeverWaitForEachOther) {
   constexpr int kSplits = 500;
   std::atomic<int> failed{0};
   OnTwoThreadsOrDie(
-      "two threads splitting two communicators", std::chrono::seconds(15), [&](int id) {
+      // A hang never ends, so the limit only needs to exceed a slow run's time: 500 splits take
+      // 3-4 s under ASan on 2 cores, but more than 15 s once 4 MPI processes share the cores
+      // with other tests' (a fresh-clone CI beside other work, 2026-11-27).
+      "two threads splitting two communicators", std::chrono::seconds(60), [&](int id) {
         for (int i = 0; i < kSplits && failed == 0; ++i) {
           const bool reverse = i % 2 == 0;
           shardrec_comm_t* s = nullptr;
