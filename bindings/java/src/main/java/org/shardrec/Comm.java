@@ -388,5 +388,21 @@ public final class Comm extends NativeHandle {
     if (b == null || !b.isDirect() || b.position() != 0) {
       throw new IllegalArgumentException(what + " must be a direct NIO buffer at position 0");
     }
+    // C reads the elements in the machine's byte order: a big-endian view (the default of
+    // ByteBuffer.allocateDirect and of its asFloatBuffer) would be summed as garbage.
+    if (orderOf(b) != java.nio.ByteOrder.nativeOrder()) {
+      throw new IllegalArgumentException(what + " must be in native byte order");
+    }
+  }
+
+  private static java.nio.ByteOrder orderOf(Buffer b) {
+    if (b instanceof java.nio.ByteBuffer) return ((java.nio.ByteBuffer) b).order();
+    if (b instanceof java.nio.FloatBuffer) return ((java.nio.FloatBuffer) b).order();
+    if (b instanceof java.nio.DoubleBuffer) return ((java.nio.DoubleBuffer) b).order();
+    if (b instanceof java.nio.IntBuffer) return ((java.nio.IntBuffer) b).order();
+    if (b instanceof java.nio.LongBuffer) return ((java.nio.LongBuffer) b).order();
+    if (b instanceof java.nio.ShortBuffer) return ((java.nio.ShortBuffer) b).order();
+    if (b instanceof java.nio.CharBuffer) return ((java.nio.CharBuffer) b).order();
+    return java.nio.ByteOrder.nativeOrder();
   }
 }

@@ -25,6 +25,10 @@ public final class Kjt {
     }
     this.batchSize = batchSize;
     this.numFeatures = numFeatures;
+    if (numFeatures != 0 && batchSize > Long.MAX_VALUE / numFeatures) {
+      throw new IllegalArgumentException(
+          "batchSize " + batchSize + " x numFeatures " + numFeatures + " overflows");
+    }
     this.lengths = Buffers.in(lengths, batchSize * numFeatures, "lengths");
     this.values = Buffers.in(values, "values");
     this.weights = weights == null ? null : Buffers.in(weights, this.values.remaining(), "weights");

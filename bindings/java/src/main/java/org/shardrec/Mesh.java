@@ -287,7 +287,14 @@ public final class Mesh extends NativeHandle {
 
   /** Averages {@code coll}'s shards over the replica group (collective over the world). */
   public void sync(EmbeddingCollection coll, SyncMode mode) {
-    int code = java.util.Objects.requireNonNull(mode, "mode").code();
+    if (mode == null) {
+      // The sync is collective: this rank still makes it, with a mode the library refuses, so
+      // the other replicas fail with it instead of waiting (over a host replica group).
+      IllegalArgumentException why = new IllegalArgumentException("mode must not be null");
+      throw RefuseTogether.call(
+          () -> use(h -> use(coll, "coll", c -> Native.mesh_sync(h, c, -1))), why);
+    }
+    int code = mode.code();
     use(h -> use(coll, "coll", c -> Native.mesh_sync(h, c, code)));
   }
 

@@ -74,6 +74,14 @@ public final class Plan extends NativeHandle {
   /** Plans {@code tables} (reading {@code features}) on {@code topology}. */
   public static Plan create(List<Config.Table> tables, List<Config.Feature> features,
                             Config.Topology topology, List<Config.Constraints> constraints) {
+    if (tables == null) throw new IllegalArgumentException("tables must not be null");
+    if (features == null) throw new IllegalArgumentException("features must not be null");
+    for (Config.Table t : tables) {
+      if (t == null) throw new IllegalArgumentException("tables must not hold null");
+    }
+    for (Config.Feature f : features) {
+      if (f == null) throw new IllegalArgumentException("features must not hold null");
+    }
     long spec = Native.bind_plan_spec_new();
     if (spec == 0) throw new OutOfMemoryError("plan spec");
     try {

@@ -20,6 +20,18 @@ class BadArgumentsTest {
   }
 
   @Test
+  void nullListsPoolingAndOverflowingShapesAreRefusedNamingThem() {
+    refused("tables must not be null", () -> Plan.create(null, List.of(), null, null));
+    refused("features must not be null", () -> Plan.create(List.of(), null, null, null));
+    java.util.List<Config.Table> holdsNull = new java.util.ArrayList<>();
+    holdsNull.add(null);
+    refused("tables must not hold null", () -> Plan.create(holdsNull, List.of(), null, null));
+    refused("pooling must not be null", () -> new Config.Table("t", 4, 2).pooling(null));
+    // batchSize x numFeatures wraps to 0 in a long: refused, not taken as an empty batch.
+    refused("overflows", () -> new Kjt(1L << 62, 4, Buffers.ints(0), Buffers.longs(0)));
+  }
+
+  @Test
   void nullArraysAreRefusedNamingTheParameter() {
     refused("lengths must not be null", () -> Kjt.of(2, 1, null, null));
     refused("values must not be null", () -> Kjt.of(2, 1, new int[] {1, 1}, null));
@@ -182,6 +194,19 @@ class BadArgumentsTest {
                 () -> comm.allgather(b, Buffers.floats(4), count, DType.FLOAT32));
       }
       refused("op must not be null", () -> comm.allreduce(b, b, 4, DType.FLOAT32, null));
+      // A big-endian view (allocateDirect's default) would be summed as garbage: refused.
+      java.nio.FloatBuffer big = java.nio.ByteBuffer.allocateDirect(16).asFloatBuffer();
+      java.nio.ByteBuffer bigBytes = java.nio.ByteBuffer.allocateDirect(16);
+      if (java.nio.ByteOrder.nativeOrder() != java.nio.ByteOrder.BIG_ENDIAN) {
+        refused("send must be in native byte order",
+                () -> comm.allreduce(big, b, 4, DType.FLOAT32, ReduceOp.SUM));
+        refused("recv must be in native byte order",
+                () -> comm.allreduce(b, bigBytes, 4, DType.FLOAT32, ReduceOp.SUM));
+        refused("buf must be in native byte order",
+                () -> comm.broadcast(big, 4, DType.FLOAT32, 0));
+        refused("send must be in native byte order",
+                () -> comm.allgather(bigBytes, Buffers.floats(4), 4, DType.FLOAT32));
+      }
       // The communicator is unharmed.
       comm.allreduceSum(b);
     }

@@ -132,10 +132,13 @@ class MeshTest {
       try (Plan plan = Training.plan(1, OptimizerType.SGD);
            EmbeddingCollection coll = mesh.embeddingCollection(plan, null, null)) {
         mesh.sync(coll, SyncMode.WEIGHTS_ONLY);
-        // Modes are typed: an invalid one cannot be written, a missing one is named.
-        NullPointerException bad =
-            assertThrows(NullPointerException.class, () -> mesh.sync(coll, null));
-        assertTrue(bad.getMessage().contains("mode"), bad.getMessage());
+        // Modes are typed: an invalid one cannot be written, a missing one is named (and, the
+        // sync being collective, refused by the library too, so the other replicas fail with it).
+        IllegalArgumentException bad =
+            assertThrows(IllegalArgumentException.class, () -> mesh.sync(coll, null));
+        assertTrue(bad.getMessage().contains("mode must not be null"), bad.getMessage());
+        assertEquals(1, bad.getSuppressed().length);
+        mesh.sync(coll, SyncMode.WEIGHTS_ONLY);
       }
       mesh.close();
       mesh.close();
