@@ -489,9 +489,11 @@ int main(int argc, char** argv) {
       g_unique_id_file = v;
     else if (strcmp(a, "--mpi") == 0)
       g_mpi = atoi(v);
-    else if (strcmp(a, "--dynamic") == 0)
-      g_dynamic = atoll(v);
-    else if (strcmp(a, "--admission") == 0)
+    else if (strcmp(a, "--dynamic") == 0) {
+      char* end = NULL;
+      g_dynamic = strtoll(v, &end, 10);
+      if (end == v || *end != '\0' || g_dynamic < 1) return usage(argv[0]);
+    } else if (strcmp(a, "--admission") == 0)
       g_dynamic_config.admission_threshold = atoi(v);
     else if (strcmp(a, "--admission-decay") == 0)
       g_dynamic_config.admission_decay_steps = atoll(v);
@@ -540,8 +542,10 @@ int main(int argc, char** argv) {
       g_sync_every < 1 || g_rank >= g_world || g_dynamic < 0)
     return usage(argv[0]);
   for (i = 0; i < 26; ++i) g_rows[i] = kCriteoRows[i] < g_max_rows ? kCriteoRows[i] : g_max_rows;
-  /* A table never needs more slots than its feature has distinct values. */
-  for (i = 0; i < 26; ++i) g_capacity[i] = g_rows[i] < g_dynamic ? g_rows[i] : g_dynamic;
+  /* Synthetic ids of feature f take at most g_rows[f] distinct values, so its table never needs
+     more slots; a Criteo file's raw ids have whatever cardinality the file has. */
+  for (i = 0; i < 26; ++i)
+    g_capacity[i] = g_criteo == NULL && g_rows[i] < g_dynamic ? g_rows[i] : g_dynamic;
   dlrm_progress_init(&g_out, stdout, isatty(STDOUT_FILENO));
   if (g_rank <= 0) {
     printf(

@@ -270,8 +270,9 @@ std::string FitFailureMessage(const FitFailure& f, const std::vector<sharding::T
   return StrCat("planner: table '", t.name, "' (", t.rows, " x ", t.dim, ", ", DTypeName(t.dtype),
                 ") does not fit: its ", sharding::ShardingTypeName(f.type), " shard ", f.shard,
                 " needs ", FormatBytes(f.needed),
-                " (weights, optimizer "
-                "state and I/O buffers) but ",
+                t.dynamic.enabled ? " (weights, optimizer state, the dynamic table's metadata and "
+                                    "I/O buffers) but "
+                                  : " (weights, optimizer state and I/O buffers) but ",
                 free_text, " (of ", FormatBytes(topo.UsableMemory(f.largest_free_rank)),
                 " usable there; ", topo.world_size,
                 " ranks). Remedies: "

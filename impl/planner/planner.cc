@@ -164,6 +164,9 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
                                      " shards under this plan (one slot per shard at least)");
   }
   Status valid = sharding::ValidatePlan(plan);
+  // A limit of the implementation (a dynamic shard of more slots than it numbers) is the
+  // caller's table, not a planner bug.
+  if (!valid.ok() && valid.code() == Code::kUnsupported) return valid;
   if (!valid.ok()) return Status::Internal("planner produced an invalid plan: ", valid.message());
   std::vector<std::vector<float>> pooling(requests.size());
   for (size_t t = 0; t < requests.size(); ++t) pooling[t] = requests[t].pooling_factors;

@@ -149,7 +149,7 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
   out +=
       "Cost: TorchRec's perf model per training step (ms), plus on each rank the overhead no "
       "shard owns (collective latency, per-id host work); storage: weights + optimizer state + "
-      "I/O buffers (MiB = 2^20 bytes, GiB = 2^30 bytes).\n";
+      "dynamic tables' metadata + I/O buffers (MiB = 2^20 bytes, GiB = 2^30 bytes).\n";
   // A column-wise table that stayed whole looks like table-wise: say so, and why.
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tc = plan.tables[t];

@@ -158,6 +158,25 @@ TEST(DlrmCli, TrainsOnACriteoFileToItsEnd) {
   EXPECT_NE(p.output.find("held-out AUC"), std::string::npos) << p.output;
 }
 
+// Raw ids from a file have the file's cardinality, not the synthetic data's: every table gets
+// the capacity --dynamic asks for (feature 8's synthetic cardinality is 3, which used to cap its
+// table at 3 slots and turn most of the file's ids away as "full").
+TEST(DlrmCli, DynamicTablesOnACriteoFileGetTheAskedCapacity) {
+  const ScratchDir scratch("dlrm_cli_dynamic");
+  const std::string file = WriteCriteo(scratch.path / "day.tsv", 59, -1, "");
+  const Process p = RunToEnd(kCriteoRun + "--eval-every 0 --dynamic 1000 --criteo " + file);
+  EXPECT_EQ(p.status, 0) << p.output;
+  EXPECT_NE(p.output.find("t8         56 rows of      1000"), std::string::npos) << p.output;
+  EXPECT_TRUE(std::regex_search(p.output, std::regex("rejected full 0\\b"))) << p.output;
+  EXPECT_FALSE(std::regex_search(p.output, std::regex("full +[1-9]"))) << p.output;
+  // A capacity that is not a positive number is a usage error, not fixed tables.
+  for (const char* bad : {"abc", "0", "12x"}) {
+    const Process q = RunToEnd(kCriteoRun + "--dynamic " + std::string(bad) + " --criteo " + file);
+    EXPECT_NE(q.status, 0) << bad << q.output;
+    EXPECT_NE(q.output.find("usage:"), std::string::npos) << bad << q.output;
+  }
+}
+
 TEST(DlrmCli, MalformedCriteoRowStopsEveryRankNamingTheLine) {
   const ScratchDir scratch("dlrm_cli_bad");
   const fs::path& dir = scratch.path;

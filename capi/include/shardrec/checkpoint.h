@@ -256,8 +256,12 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
  * the file does not name stay. A shard that would hold more rows than its slots fails the import
  * on every rank (SHARDREC_EINVAL; nothing evicted, nothing changed). docs/dynamic-tables.md,
  * "Table export and import". Values are taken as the file has them: a NaN or infinite weight,
- * or a state no optimizer could have made (a negative Adagrad sum), is not refused here; the
- * default non-finite check then refuses every training step that reads such a row.
+ * or a state no optimizer could have made (a negative Adagrad sum), is not refused here, and no
+ * later check catches it: a forward reads such a row as it is (NaN outputs), and the non-finite
+ * check (embedding_options.h) tests only per-id weights and output gradients, so a step is
+ * refused only if the caller's gradient turns non-finite, while a NaN row (or a negative sum,
+ * which the next Adagrad step turns into one) otherwise trains on. Check a file's values before
+ * importing it when it may hold them.
  * @return SHARDREC_OK. Nothing changed: SHARDREC_ENOTFOUND for an unknown table or a missing
  *         file; SHARDREC_EINVAL for a shape or dtype mismatch, NULL arguments, or (dynamic
  *         tables) a file without "ids", a repeated id or too few free slots;

@@ -224,6 +224,42 @@ TEST(DynamicCapacity, BadFiguresFailPlanCreation) {
   EXPECT_EQ(PlanRows(plan.get(), 1), 64);
 }
 
+// A dynamic shard numbers its slots in 32 bits. A plan giving one shard 2^31 - 1 slots or more
+// was made (and written to JSON) although no collection could ever be created from it: the
+// planner now refuses it, naming the limit.
+TEST(DynamicCapacity, AShardOfMoreSlotsThanItCanNumberIsRefusedByThePlanner) {
+  shardrec_dynamic_table_config_t dyn;
+  ASSERT_EQ(shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION),
+            SHARDREC_OK);
+  shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
+  feature.name = "f";
+  const int32_t index = 0;
+  shardrec_table_config_t table = SHARDREC_TABLE_CONFIG_INIT;
+  table.name = "huge";
+  table.dim = 1;
+  table.dynamic = &dyn;
+  table.features = &index;
+  table.num_features = 1;
+  shardrec_topology_t topo;
+  ASSERT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
+  topo.world_size = 1;
+  topo.optimizer = SHARDREC_OPTIMIZER_SGD;
+  topo.memory_bytes = uint64_t{1} << 50;
+  for (const int64_t rows : {int64_t{INT32_MAX}, int64_t{3000000000}}) {
+    table.rows = rows;
+    shardrec_plan_t* plan = nullptr;
+    EXPECT_EQ(shardrec_plan_create(&plan, &table, 1, &feature, 1, &topo, nullptr, 0),
+              SHARDREC_EUNSUPPORTED)
+        << rows;
+    EXPECT_EQ(plan, nullptr);
+    const std::string msg = shardrec_last_error();
+    EXPECT_NE(msg.find("at most 2147483646 per shard"), std::string::npos) << msg;
+  }
+  table.rows = INT32_MAX - 1;  // the largest shard still plans
+  PlanPtr plan = OneTablePlan(table);
+  EXPECT_NE(plan, nullptr);
+}
+
 // A dynamic table's metadata (index, per-slot records) is written at creation, beside weights
 // that are written only as rows are created: a capacity whose metadata the host cannot hold was
 // accepted and the process ended in the OOM killer. Creation now refuses it with ENOMEM before
