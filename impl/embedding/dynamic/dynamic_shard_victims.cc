@@ -26,10 +26,6 @@ constexpr size_t kQueueShardFraction = 16;
 constexpr size_t kMinSideLimit = size_t{1} << 16;
 // Equal candidates are one row: after a sort by key, the same slot's entries are side by side.
 constexpr auto kSameSlot = [](const auto& a, const auto& b) { return a.slot == b.slot; };
-// Candidate buffers of shards larger than this are given back after a scan (scans are rare there;
-// a small shard that evicts every forward keeps them).
-constexpr size_t kKeepScratchCandidates = size_t{1} << 16;
-
 // A finite score as 64 bits whose unsigned order is the scores' order (-0 taken as +0, which
 // compares equal to it).
 uint64_t ScoreBits(double score) {
@@ -63,8 +59,7 @@ void DynamicShard::CollectCandidates() {
     if (records_[s].seen != now) candidates_.push_back(KeyOf(static_cast<int32_t>(s)));
 }
 
-void DynamicShard::ReleaseLargeScratch() {
-  if (candidates_.capacity() <= kKeepScratchCandidates) return;
+void DynamicShard::ReleaseScratch() {
   std::vector<Candidate>().swap(candidates_);
   std::vector<Candidate>().swap(scratch_);
 }
@@ -257,7 +252,7 @@ void DynamicShard::BuildQueue(int64_t need) {
       if (records_[s].seen == now && BeforeBound(KeyOf(static_cast<int32_t>(s))))
         side_.push_back(static_cast<int32_t>(s));
   }
-  ReleaseLargeScratch();
+  ReleaseScratch();
 }
 
 void DynamicShard::TakeSmallest(size_t need) {
@@ -278,7 +273,7 @@ void DynamicShard::SelectVictims(int64_t need) {
         std::erase_if(candidates_, [&](const Candidate& c) { return TooRecent(c.slot, now); });
       }
       TakeSmallest(static_cast<size_t>(need));
-      ReleaseLargeScratch();
+      ReleaseScratch();
     } else {
       BuildQueue(need);
       const bool taken = TakeQueued(need);
