@@ -5,6 +5,7 @@ package shardrec
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -50,6 +51,24 @@ func DotInteractionWidth(numSparse, dim int64) (int64, error) {
 	return out[0], err
 }
 
+// checkBatchFloats refuses a batch whose batch x perSample floats are not addressable, so the
+// length checks after it cannot wrap around (a wrapped length let empty slices through to a
+// backward that takes no lengths).
+func checkBatchFloats(batch, perSample int64) error {
+	if batch < 0 || (perSample > 0 && batch > math.MaxInt64/4/perSample) {
+		return &Error{Code: ErrCodeInvalid,
+			Message: fmt.Sprintf("batch %d x %d floats per sample overflows", batch, perSample)}
+	}
+	return nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
 func checkLen(what string, buf []float32, want int64) error {
 	if int64(len(buf)) != want {
 		return &Error{Code: ErrCodeInvalid,
@@ -66,6 +85,9 @@ func DotInteractionForward(dense, emb []float32, batch, numSparse, dim int64, ou
 	if err != nil {
 		return err
 	}
+	if err := checkBatchFloats(batch, max64(width, numSparse*dim)); err != nil {
+		return err
+	}
 	if err := firstErr(checkLen("dense", dense, batch*dim), checkLen("emb", emb, batch*numSparse*dim),
 		checkLen("out", out, batch*width)); err != nil {
 		return err
@@ -79,6 +101,9 @@ func DotInteractionBackward(dense, emb, dout []float32, batch, numSparse, dim in
 	dDense, dEmb []float32) error {
 	width, err := DotInteractionWidth(numSparse, dim)
 	if err != nil {
+		return err
+	}
+	if err := checkBatchFloats(batch, max64(width, numSparse*dim)); err != nil {
 		return err
 	}
 	if err := firstErr(checkLen("dense", dense, batch*dim), checkLen("emb", emb, batch*numSparse*dim),

@@ -42,3 +42,17 @@ func TestDenseMathValuesAndHostDevice(t *testing.T) {
 		t.Fatalf("device %v", m.Device())
 	}
 }
+
+// A batch whose sizes wrap around int64 is refused before C: the backward's C call takes no
+// lengths, so wrapped length checks let empty slices through to a crash.
+func TestDotInteractionRefusesABatchWhoseSizesWrap(t *testing.T) {
+	none := []float32{}
+	err := DotInteractionBackward(none, none, none, 1<<62, 7, 4, none, none)
+	if CodeOf(err) != ErrCodeInvalid || !strings.Contains(err.Error(), "overflows") {
+		t.Fatalf("backward: want EINVAL naming the overflow, got %v", err)
+	}
+	err = DotInteractionForward(none, none, 1<<62, 7, 4, none)
+	if CodeOf(err) != ErrCodeInvalid || !strings.Contains(err.Error(), "overflows") {
+		t.Fatalf("forward: want EINVAL naming the overflow, got %v", err)
+	}
+}

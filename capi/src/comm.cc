@@ -110,6 +110,15 @@ Status AgreeOnRawCall(comm::Communicator& c, const char* what, int64_t kind, siz
                       int32_t dtype, int32_t op_or_root, Status local) {
   if (local.ok() && count > static_cast<size_t>(INT64_MAX))
     local = Status::InvalidArgument("count ", count, " is too large for any buffer");
+  // The transports move count x element-size bytes (world x that into an all-gather's recv): a
+  // count whose bytes wrap around would move a few bytes and return OK.
+  if (local.ok() && IsValidDType(dtype)) {
+    const size_t elem = DTypeSize(static_cast<DType>(dtype));
+    const size_t most = static_cast<size_t>(INT64_MAX) / elem / static_cast<size_t>(c.Size());
+    if (count > most)
+      local = Status::InvalidArgument("count ", count, " of ", elem,
+                                      "-byte elements is too large for any buffer");
+  }
   comm::CallSignature call;
   call.kind = kind;
   call.args = {local.ok() ? static_cast<int64_t>(count) : 0, dtype, op_or_root};

@@ -432,6 +432,13 @@ SHARDREC_API shardrec_status_t shardrec_dot_interaction_backward(const float* de
       return Status::InvalidArgument("dot interaction: ", num_sparse, " features of width ", dim);
     }
     if (batch < 0) return Status::InvalidArgument("batch size ", batch, " must be >= 0");
+    // The buffers come without lengths: at least every one of them must be addressable, the
+    // largest being dout (batch x width) or d_emb (batch x num_sparse x dim floats).
+    const int64_t widest = std::max(width, std::max<int64_t>(num_sparse * dim, dim));
+    if (batch > INT64_MAX / int64_t{sizeof(float)} / widest) {
+      return Status::InvalidArgument("batch size ", batch, " overflows (", widest,
+                                     " floats per sample)");
+    }
     if (batch > 0 && (dout == nullptr || d_dense == nullptr || d_emb == nullptr)) {
       return Status::InvalidArgument("dot interaction backward: NULL gradient buffer");
     }

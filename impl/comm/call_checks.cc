@@ -28,7 +28,10 @@ Status CheckCallCounts(std::span<const size_t> counts, int size, const char* nam
                                    " entries, expected one per rank (", size, ")");
   }
   *total = 0;
-  for (size_t c : counts) *total += c;
+  for (size_t c : counts) {
+    if (__builtin_add_overflow(*total, c, total))
+      return Status::InvalidArgument(name, " sum to more elements than any buffer holds");
+  }
   return Status::Ok();
 }
 

@@ -105,7 +105,13 @@ Status DcnCross::Create(int64_t width, int num_layers, int64_t rank, uint64_t se
   c->width_ = width;
   c->rank_ = rank;
   c->num_layers_ = num_layers;
-  const int64_t per_layer = 2 * width * rank + width;
+  const int64_t per_layer = 2 * width * rank + width;  // <= 2^49 + 2^24 by the bounds above
+  // The layers' parameters in one buffer: a count past 2^40 floats (4 TiB) is no model any host
+  // holds, and far below the product's wrap-around.
+  if (per_layer > (int64_t{1} << 40) / num_layers) {
+    return Status::InvalidArgument("DCN cross: ", num_layers, " layers of ", per_layer,
+                                   " parameters each exceed 2^40 parameters");
+  }
   const int64_t total = per_layer * num_layers;
   try {
     c->params_.assign(static_cast<size_t>(total), 0.0f);

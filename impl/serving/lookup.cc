@@ -200,6 +200,10 @@ Status CheckRequest(const Model& m, const Request& r, size_t out_len, const floa
                                      ": per-id weights must be finite");
   }
   const size_t need = OutputSize(m, r);
+  if (need == kNoBuffer)
+    return Status::InvalidArgument(
+        "the batch's output (", m.sequence ? r.num_values : static_cast<size_t>(r.batch_size),
+        " rows of ", m.output_dim, " floats) is more than any buffer holds");
   if (out_len != need)
     return Status::InvalidArgument("out_len is ", out_len, ", the batch's output takes ", need,
                                    " floats");
@@ -211,7 +215,12 @@ Status CheckRequest(const Model& m, const Request& r, size_t out_len, const floa
 
 size_t OutputSize(const Model& m, const Request& r) {
   const size_t rows = m.sequence ? r.num_values : static_cast<size_t>(r.batch_size);
-  return rows * static_cast<size_t>(m.output_dim);
+  size_t floats = 0;
+  // A count whose bytes wrap around (a sequence's values are the caller's count) names no buffer.
+  if (__builtin_mul_overflow(rows, static_cast<size_t>(m.output_dim), &floats) ||
+      floats > static_cast<size_t>(PTRDIFF_MAX) / sizeof(float))
+    return kNoBuffer;
+  return floats;
 }
 
 Status Lookup(const Model& m, const Request& r, float* out, size_t out_len) {

@@ -23,7 +23,9 @@ struct Request {
   size_t num_weights = 0;
 };
 
-// Floats the output of `r` takes: batch_size x output_dim pooled, num_values x dim sequence.
+// Floats the output of `r` takes: batch_size x output_dim pooled, num_values x dim sequence;
+// kNoBuffer when that many floats could not be addressed (the product would wrap around).
+inline constexpr size_t kNoBuffer = SIZE_MAX;
 size_t OutputSize(const Model& m, const Request& r);
 
 // Validates `r` (shape, lengths, out_len; kInvalidArgument with the feature, sample, position

@@ -360,6 +360,31 @@ TEST(CapiComm, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
   shardrec_comm_destroy(comms[1]);
 }
 
+// A count whose bytes wrap around (2^61 + 1 int64 elements are 8 bytes past 2^64) moved one
+// element and returned OK; it is refused on every rank.
+TEST(CapiComm, ACountWhoseBytesWrapAroundIsRefused) {
+  shardrec_comm_t* comms[2] = {};
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, nullptr), SHARDREC_OK) << LastError();
+  RunThreads(2, [&](int r) {
+    int64_t x[2] = {1, 1};
+    const size_t count = (size_t{1} << 61) + 1;
+    EXPECT_EQ(shardrec_comm_allreduce(comms[r], x, x, count, SHARDREC_DTYPE_INT64,
+                                      SHARDREC_REDUCE_SUM, nullptr),
+              SHARDREC_EINVAL);
+    EXPECT_NE(LastError().find("too large for any buffer"), std::string::npos) << LastError();
+    EXPECT_EQ(shardrec_comm_broadcast(comms[r], x, count, SHARDREC_DTYPE_INT64, 0, nullptr),
+              SHARDREC_EINVAL);
+    // An all-gather's recv holds world x count elements.
+    EXPECT_EQ(shardrec_comm_allgather(comms[r], x, x, (size_t{1} << 59) + 1, SHARDREC_DTYPE_FLOAT64,
+                                      nullptr),
+              SHARDREC_EINVAL);
+    EXPECT_EQ(x[0], 1);
+    EXPECT_EQ(shardrec_comm_barrier(comms[r]), SHARDREC_OK) << LastError();
+  });
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
 // A peer's refusal is named with its call only when every rank made that kind of call: here rank 1
 // refuses an allreduce while rank 0 calls barrier, and rank 0 must not read "refused its barrier".
 TEST(CapiComm, ARefusalBesideAnotherCallSaysTheCallsDiffer) {

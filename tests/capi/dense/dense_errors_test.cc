@@ -187,6 +187,22 @@ TEST(CapiDenseErrors, OptimizerRefusesChangedListsAndBadConfigsWithoutUpdating) 
   EXPECT_EQ(steps, kMax);
 }
 
+// Sizes whose float counts wrap around int64 were taken as small: a DCN whose parameter count
+// wrapped to 65,536 floats had its first layer written past them (a crash), and a dot
+// interaction backward (its buffers carry no lengths) ran over 2^62 samples. Both are refused.
+TEST(CapiDenseErrors, SizesThatWrapAroundAreRefused) {
+  shardrec_dcn_t* dcn = nullptr;
+  EXPECT_EQ(shardrec_dcn_create(&dcn, 65536, 22253377, 6324320, 1, "wrap"), SHARDREC_EINVAL);
+  EXPECT_EQ(dcn, nullptr);
+  EXPECT_NE(std::string(shardrec_last_error()).find("exceed 2^40 parameters"), std::string::npos)
+      << shardrec_last_error();
+  float one[1] = {0};
+  EXPECT_EQ(shardrec_dot_interaction_backward(one, one, one, int64_t{1} << 62, 7, 4, one, one),
+            SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("overflows"), std::string::npos)
+      << shardrec_last_error();
+}
+
 TEST(CapiDenseErrors, DcnInteractionAndLossRefuseBadArgumentsWithoutWriting) {
   shardrec_dcn_t* raw = nullptr;
   EXPECT_EQ(shardrec_dcn_create(&raw, 0, 2, 2, 1, nullptr), SHARDREC_EINVAL);

@@ -92,7 +92,7 @@ public final class Buffers {
   }
 
   private static ByteBuffer bytes(long n, int elem) {
-    if (n < 0 || n * elem > Integer.MAX_VALUE) {
+    if (n < 0 || n > Integer.MAX_VALUE / elem) {
       throw new IllegalArgumentException("buffer of " + n + " elements is not allocatable");
     }
     return ByteBuffer.allocateDirect((int) (n * elem)).order(ByteOrder.nativeOrder());

@@ -36,7 +36,7 @@ public final class Dense {
   public static void dotInteractionForward(FloatBuffer dense, FloatBuffer emb, long batch,
                                            long numSparse, long dim, FloatBuffer out) {
     long width = dotInteractionWidth(numSparse, dim);
-    checkBatch(batch);
+    checkBatch(batch, Math.max(width, numSparse * dim));
     Native.bind_dot_interaction_forward(
         Buffers.in(dense, batch * dim, "dense"), Buffers.in(emb, batch * numSparse * dim, "emb"),
         batch, numSparse, dim, Buffers.out(out, batch * width, "out"), batch * width);
@@ -47,7 +47,7 @@ public final class Dense {
                                             long batch, long numSparse, long dim,
                                             FloatBuffer dDense, FloatBuffer dEmb) {
     long width = dotInteractionWidth(numSparse, dim);
-    checkBatch(batch);
+    checkBatch(batch, Math.max(width, numSparse * dim));
     Native.dot_interaction_backward(
         Buffers.in(dense, batch * dim, "dense"), Buffers.in(emb, batch * numSparse * dim, "emb"),
         Buffers.in(dout, batch * width, "dout"), batch, numSparse, dim,
@@ -73,5 +73,15 @@ public final class Dense {
 
   private static void checkBatch(long batch) {
     if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+  }
+
+  // Also that batch x perSample floats are addressable, so the size checks do not wrap around
+  // (a wrapped size let empty buffers through to a backward that takes no lengths).
+  private static void checkBatch(long batch, long perSample) {
+    checkBatch(batch);
+    if (perSample > 0 && batch > Long.MAX_VALUE / 4 / perSample) {
+      throw new IllegalArgumentException(
+          "batch " + batch + " x " + perSample + " floats per sample overflows");
+    }
   }
 }

@@ -29,6 +29,14 @@ class BadArgumentsTest {
     refused("pooling must not be null", () -> new Config.Table("t", 4, 2).pooling(null));
     // batchSize x numFeatures wraps to 0 in a long: refused, not taken as an empty batch.
     refused("overflows", () -> new Kjt(1L << 62, 4, Buffers.ints(0), Buffers.longs(0)));
+    // Sizes that wrap: no buffer of 2^62 floats, and no interaction over 2^62 samples (its
+    // backward's C call takes no lengths, so wrapped checks let empty buffers through to a crash).
+    refused("not allocatable", () -> Buffers.floats(1L << 62));
+    refused("not allocatable", () -> Buffers.floats((1L << 62) + 3));
+    FloatBuffer none = Buffers.floats(0);
+    refused("overflows", () -> Dense.dotInteractionBackward(none, none, none, 1L << 62, 7, 4,
+                                                              none, none));
+    refused("overflows", () -> Dense.dotInteractionForward(none, none, 1L << 62, 7, 4, none));
   }
 
   @Test
