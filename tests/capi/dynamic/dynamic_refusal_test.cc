@@ -211,6 +211,28 @@ TEST(DynamicTableRefusal, GpuCollectionRefuses) {
 }
 
 // A plan's JSON, its hash, the plan read back from that JSON and that plan's hash.
+// Plans one 16 x 4 dynamic table read by one feature with `dyn`, expecting SHARDREC_EINVAL and
+// no plan (the message is the caller's to check).
+void ExpectOneTablePlanRefused(const shardrec_dynamic_table_config_t& dyn) {
+  shardrec_feature_config_t f;
+  shardrec_feature_config_init(&f, SHARDREC_FEATURE_CONFIG_VERSION);
+  f.name = "f";
+  const int32_t reads = 0;
+  shardrec_table_config_t t;
+  shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
+  t.name = "t";
+  t.rows = 16;
+  t.dim = 4;
+  t.features = &reads;
+  t.num_features = 1;
+  t.dynamic = &dyn;
+  shardrec_topology_t topo;
+  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+  shardrec_plan_t* refused = nullptr;
+  EXPECT_EQ(shardrec_plan_create(&refused, &t, 1, &f, 1, &topo, nullptr, 0), SHARDREC_EINVAL);
+  EXPECT_EQ(refused, nullptr);
+}
+
 struct JsonRoundTrip {
   std::string text;
   uint64_t hash = 0, hash_back = 0;
@@ -287,23 +309,7 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
     shardrec_dynamic_table_config_init(&bad, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
     bad.admission_threshold = 2;
     bad.admission_decay_steps = -1;
-    shardrec_feature_config_t f;
-    shardrec_feature_config_init(&f, SHARDREC_FEATURE_CONFIG_VERSION);
-    f.name = "f";
-    const int32_t reads = 0;
-    shardrec_table_config_t t;
-    shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
-    t.name = "t";
-    t.rows = 16;
-    t.dim = 4;
-    t.features = &reads;
-    t.num_features = 1;
-    t.dynamic = &bad;
-    shardrec_topology_t topo;
-    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-    shardrec_plan_t* refused = nullptr;
-    EXPECT_EQ(shardrec_plan_create(&refused, &t, 1, &f, 1, &topo, nullptr, 0), SHARDREC_EINVAL);
-    EXPECT_EQ(refused, nullptr);
+    ExpectOneTablePlanRefused(bad);
     EXPECT_NE(std::string(shardrec_last_error()).find("admission_decay_steps -1 must be >= 0"),
               std::string::npos)
         << shardrec_last_error();
@@ -393,23 +399,7 @@ TEST(DynamicTableRefusal, AdmissionThresholdAboveTheCountsIsRefused) {
     shardrec_dynamic_table_config_t d;
     shardrec_dynamic_table_config_init(&d, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
     d.admission_threshold = threshold;
-    shardrec_feature_config_t f;
-    shardrec_feature_config_init(&f, SHARDREC_FEATURE_CONFIG_VERSION);
-    f.name = "f";
-    const int32_t reads = 0;
-    shardrec_table_config_t t;
-    shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
-    t.name = "t";
-    t.rows = 16;
-    t.dim = 4;
-    t.features = &reads;
-    t.num_features = 1;
-    t.dynamic = &d;
-    shardrec_topology_t topo;
-    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-    shardrec_plan_t* refused = nullptr;
-    EXPECT_EQ(shardrec_plan_create(&refused, &t, 1, &f, 1, &topo, nullptr, 0), SHARDREC_EINVAL);
-    EXPECT_EQ(refused, nullptr);
+    ExpectOneTablePlanRefused(d);
     EXPECT_NE(std::string(shardrec_last_error()).find("must be in [0, 65535]"), std::string::npos)
         << shardrec_last_error();
   }
