@@ -240,7 +240,8 @@ SHARDREC_API shardrec_status_t shardrec_mlp_bind_tensor(shardrec_mlp_t* mlp, siz
  * product). Tensors per layer: "<name>.<l>.V.weight" [rank, width], "<name>.<l>.W.weight"
  * [width, rank], "<name>.<l>.W.bias" [width] (3l, 3l+1, 3l+2).
  * @param name NULL or "" means "cross".
- * @return SHARDREC_OK; SHARDREC_EINVAL (width, layers or rank < 1); SHARDREC_ENOMEM.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (width, layers or rank < 1, width or rank above 2^24, or
+ *         more than 2^40 parameters in all); SHARDREC_ENOMEM.
  */
 SHARDREC_API shardrec_status_t shardrec_dcn_create(shardrec_dcn_t** out, int64_t width,
                                                    int32_t num_layers, int64_t rank, uint64_t seed,
@@ -336,8 +337,10 @@ SHARDREC_API shardrec_status_t shardrec_dot_interaction_forward(const float* den
 
 /**
  * Gradients of the dot interaction's inputs from dout[batch, width]: d_dense[batch, dim] and
- * d_emb[batch, num_sparse * dim] are overwritten.
- * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe.
+ * d_emb[batch, num_sparse * dim] are overwritten. The buffers carry no lengths: each must hold
+ * its shape, which the call cannot check.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (bad shape, NULL gradient buffers, or a batch whose
+ *         buffers would exceed the address space). Thread-safe.
  */
 SHARDREC_API shardrec_status_t shardrec_dot_interaction_backward(const float* dense,
                                                                  const float* emb,
