@@ -7,6 +7,9 @@
 namespace shardrec::embedding {
 
 Status EmbeddingCollection::FindTable(const std::string& table, int32_t* index) const {
+  // No table has an empty name (plans refuse one), so "" is what the C API passes for NULL; the
+  // collective accessors refuse it as a bad argument, agreed with the peers like any other.
+  if (table.empty()) return Status::InvalidArgument("table must not be NULL or empty");
   const auto& tables = s_.layout.plan->tables;
   for (size_t t = 0; t < tables.size(); ++t) {
     if (tables[t].name == table) {
@@ -19,6 +22,7 @@ Status EmbeddingCollection::FindTable(const std::string& table, int32_t* index) 
 
 Status EmbeddingCollection::FindState(int32_t table, const std::string& state,
                                       int32_t* index) const {
+  if (state.empty()) return Status::InvalidArgument("state must not be NULL or empty");
   const auto& specs = s_.layout.tables[table].state_specs;
   std::string known;
   for (size_t i = 0; i < specs.size(); ++i) {

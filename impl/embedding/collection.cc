@@ -8,8 +8,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "impl/comm/agree.h"
+#include "impl/core/extent.h"
 #include "impl/core/finite.h"
 #include "impl/embedding/timer.h"
 
@@ -416,12 +418,12 @@ Status EmbeddingCollection::CheckOutput(int64_t batch_size, int64_t num_values, 
                                         size_t out_len, const DeviceOutput* device_out) const {
   const Layout& layout = s_.layout;
   const size_t rows = static_cast<size_t>(layout.sequence ? num_values : batch_size);
-  size_t need = 0;
-  // A count whose bytes wrap around (a sequence's values are the caller's count) names no buffer.
-  if (__builtin_mul_overflow(rows, static_cast<size_t>(layout.output_dim), &need) ||
-      need > static_cast<size_t>(PTRDIFF_MAX) / sizeof(float))
+  const std::optional<size_t> fits =
+      core::BufferItems(rows, static_cast<size_t>(layout.output_dim), sizeof(float));
+  if (!fits)
     return Status::InvalidArgument("this batch's output (", rows, " rows of ", layout.output_dim,
                                    " floats) is more than any buffer holds");
+  const size_t need = *fits;
   if (out_len != need)
     return Status::InvalidArgument(
         "out_len is ", out_len, " but this batch needs ", need,

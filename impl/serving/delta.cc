@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <limits>
 #include <new>
 #include <utility>
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/extent.h"
 #include "impl/serving/encode.h"
 
 namespace shardrec::serving {
@@ -129,11 +129,10 @@ Status ApplyDelta(const Model& served, size_t table, const Delta& d, std::shared
   // Counts whose rows (as given, fp32, or as stored) no buffer could hold: their byte counts
   // would wrap around and the rows be encoded into a buffer too small for them.
   const size_t row_max = std::max<size_t>(t.row_bytes, sizeof(float) * static_cast<size_t>(t.dim));
-  constexpr auto kMaxBytes = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max());
-  if (row_max > 0 && d.num_rows > kMaxBytes / row_max)
+  if (!core::BufferItems(d.num_rows, row_max, 1))
     return Status::InvalidArgument("delta of table ", t.name, ": ", d.num_rows,
                                    " rows are more than any buffer holds");
-  if (d.num_tombstones > kMaxBytes / sizeof(int64_t))
+  if (!core::BufferItems(d.num_tombstones, 1, sizeof(int64_t)))
     return Status::InvalidArgument("delta of table ", t.name, ": ", d.num_tombstones,
                                    " tombstones are more than any buffer holds");
   // The delta's rows in the table's storage, validated before anything is built.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/extent.h"
 #include "impl/core/finite.h"
 #include "impl/core/prefetch.h"
 #include "impl/serving/decode.h"
@@ -215,12 +216,8 @@ Status CheckRequest(const Model& m, const Request& r, size_t out_len, const floa
 
 size_t OutputSize(const Model& m, const Request& r) {
   const size_t rows = m.sequence ? r.num_values : static_cast<size_t>(r.batch_size);
-  size_t floats = 0;
-  // A count whose bytes wrap around (a sequence's values are the caller's count) names no buffer.
-  if (__builtin_mul_overflow(rows, static_cast<size_t>(m.output_dim), &floats) ||
-      floats > static_cast<size_t>(PTRDIFF_MAX) / sizeof(float))
-    return kNoBuffer;
-  return floats;
+  return core::BufferItems(rows, static_cast<size_t>(m.output_dim), sizeof(float))
+      .value_or(kNoBuffer);
 }
 
 Status Lookup(const Model& m, const Request& r, float* out, size_t out_len) {

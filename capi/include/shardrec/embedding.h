@@ -418,8 +418,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_num_steps(shardrec_embeddi
  * @param table [in] NUL-terminated table name; must not be NULL.
  * @param out   [out] rows x dim floats; must not be NULL.
  * @param len   Number of floats in @p out; must equal rows x dim.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for a wrong
- *         @p len (here or on another rank); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for a NULL
+ *         @p table or a wrong @p len (here or on another rank); SHARDREC_ETIMEOUT /
+ *         SHARDREC_EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_get_weights(shardrec_embedding_t* coll,
                                                               const char* table, float* out,
@@ -435,7 +436,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_get_weights(shardrec_embedding
  * @param table   [in] NUL-terminated table name; must not be NULL.
  * @param weights [in] rows x dim floats; must not be NULL; not retained.
  * @param len     Number of floats; must equal rows x dim.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND; SHARDREC_EINVAL; SHARDREC_ETIMEOUT / EREMOTE.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table; SHARDREC_EINVAL for a NULL
+ *         @p table or a wrong @p len (here or on another rank); SHARDREC_ETIMEOUT / EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_set_weights(shardrec_embedding_t* coll,
                                                               const char* table,
@@ -471,7 +473,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_state_info(const shardrec_embe
  * @param state [in] State name (see shardrec_embedding_state_info); must not be NULL.
  * @param out   [out] Destination; must not be NULL.
  * @param len   Number of floats in @p out; must equal the state's size.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table or state; SHARDREC_EINVAL;
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table or state; SHARDREC_EINVAL for a
+ *         NULL @p table or @p state or a wrong @p len (here or on another rank);
  *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_get_state(shardrec_embedding_t* coll,
@@ -486,7 +489,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_get_state(shardrec_embedding_t
  * @param state  [in] State name; must not be NULL.
  * @param values [in] `[rows]` or `[rows, dim]` floats; must not be NULL; not retained.
  * @param len    Number of floats; must equal the state's size.
- * @return SHARDREC_OK; SHARDREC_ENOTFOUND; SHARDREC_EINVAL; SHARDREC_ETIMEOUT / EREMOTE.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table or state; SHARDREC_EINVAL for a
+ *         NULL @p table or @p state or a wrong @p len (here or on another rank);
+ *         SHARDREC_ETIMEOUT / EREMOTE.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_set_state(shardrec_embedding_t* coll,
                                                             const char* table, const char* state,

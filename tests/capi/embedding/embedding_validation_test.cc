@@ -363,6 +363,19 @@ TEST_F(EmbeddingValidation, AccessorErrorsChangeNothing) {
               SHARDREC_ENOTFOUND);
     EXPECT_NE(std::string(shardrec_last_error()).find("momentum9"), std::string::npos);
     EXPECT_EQ(shardrec_embedding_get_weights(c, "t1", w.data(), w.size() + 1), SHARDREC_EINVAL);
+    // A NULL table or state is a bad argument (not "no table named ''"), refused on every rank
+    // even when only one rank passes it.
+    EXPECT_EQ(shardrec_embedding_set_weights(c, r == 0 ? nullptr : "t1", w.data(), w.size()),
+              SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find(r == 0 ? "table must not be NULL" : "rank"),
+              std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(shardrec_embedding_get_weights(c, nullptr, w.data(), w.size()), SHARDREC_EINVAL);
+    EXPECT_EQ(shardrec_embedding_set_state(c, "t1", nullptr, w.data(), w.size()), SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find("state must not be NULL"), std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(shardrec_embedding_get_state(c, nullptr, "momentum1", w.data(), w.size()),
+              SHARDREC_EINVAL);
     EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
   });
 }
