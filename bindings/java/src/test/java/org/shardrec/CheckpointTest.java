@@ -98,6 +98,12 @@ class CheckpointTest {
       assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
       assertFalse(Files.exists(dir.resolve("a")));
       assertThrows(IllegalArgumentException.class, () -> coll.getWeights("t1\0x"));
+      // A null table is a bad argument (EINVAL), not an unknown table.
+      ShardrecException none = assertThrows(ShardrecException.class, () -> coll.getWeights(null));
+      assertEquals(ShardrecException.EINVAL, none.code(), none.getMessage());
+      none = assertThrows(ShardrecException.class,
+          () -> coll.setWeights(null, new float[] {1f}));
+      assertEquals(ShardrecException.EINVAL, none.code(), none.getMessage());
     }
   }
 }
