@@ -107,6 +107,16 @@ Status BuildOption(const sharding::TableConfig& t, const TableRequest& req, cons
       break;
     }
   }
+  // A plan with a larger dynamic shard could never be created; another type (row-wise over
+  // more ranks) may still fit, so this one is only not proposed.
+  if (t.dynamic.enabled) {
+    for (const sharding::Shard& s : tp.shards) {
+      if (s.rows > sharding::DynamicConfig::kMaxShardSlots)
+        return Status::Unsupported(sharding::ShardingTypeName(type), " gives a dynamic shard of ",
+                                   s.rows, " slots, at most ",
+                                   sharding::DynamicConfig::kMaxShardSlots, " per shard");
+    }
+  }
   opt->shards = std::move(tp.shards);
   opt->estimates = EstimateShards(topo, t, req.pooling_factors, type, opt->shards);
   return Status::Ok();
@@ -199,6 +209,7 @@ Status Enumerate(const std::vector<sharding::TableConfig>& tables,
   std::vector<std::vector<ShardingOption>> all(tables.size());
   for (size_t ti = 0; ti < tables.size(); ++ti) {
     std::string reasons;
+    bool only_limits = true;  // every type refused for an implementation limit
     for (int32_t type = 0; type < sharding::kNumShardingTypes; ++type) {
       if (!(requests[ti].type_mask & TypeBit(type))) continue;
       const auto st = static_cast<ShardingType>(type);
@@ -208,8 +219,13 @@ Status Enumerate(const std::vector<sharding::TableConfig>& tables,
         all[ti].push_back(std::move(opt));
       } else {
         reasons += StrCat(reasons.empty() ? "" : "; ", s.message());
+        only_limits = only_limits && s.code() == Code::kUnsupported;
       }
     }
+    if (all[ti].empty() && only_limits && !reasons.empty())
+      return Status::Unsupported("planner: table '", tables[ti].name,
+                                 "': no allowed sharding type is possible: ", reasons,
+                                 " (shard it over more ranks)");
     if (all[ti].empty())
       return TableError(tables[ti], StrCat("no allowed sharding type is possible: ", reasons));
   }

@@ -165,7 +165,7 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
   }
   Status valid = sharding::ValidatePlan(plan);
   // A limit of the implementation (a dynamic shard of more slots than it numbers) is the
-  // caller's table, not a planner bug.
+  // caller's table, not a planner bug (the enumerator already proposes no such shard).
   if (!valid.ok() && valid.code() == Code::kUnsupported) return valid;
   if (!valid.ok()) return Status::Internal("planner produced an invalid plan: ", valid.message());
   std::vector<std::vector<float>> pooling(requests.size());

@@ -281,10 +281,11 @@ Status ValidatePlan(const Plan& plan) {
             t, StrCat(ShardText(i, s), " lies outside the table (", t.rows, " x ", t.dim, ")"));
       // A dynamic shard numbers its slots (and its zero row) in 32 bits: a plan with a larger
       // shard could never be created, so it is refused here, where it is made or read.
-      if (t.dynamic.enabled && s.rows >= INT32_MAX)
+      if (t.dynamic.enabled && s.rows > DynamicConfig::kMaxShardSlots)
         return Status::Unsupported("plan: table '", t.name, "': ", ShardText(i, s),
                                    " of the dynamic table has ", s.rows, " slots; at most ",
-                                   INT32_MAX - 1, " per shard (shard it over more ranks)");
+                                   DynamicConfig::kMaxShardSlots,
+                                   " per shard (shard it over more ranks)");
     }
     if (tp.type != ShardingType::kDataParallel) SR_RETURN_IF_ERROR(ValidateCover(t, tp.shards));
     SR_RETURN_IF_ERROR(ValidateLayout(plan, t, tp));

@@ -55,7 +55,9 @@ struct DynamicConfig {
   // be reached: refused by validation.
   static constexpr int32_t kMaxAdmissionThreshold = 65535;
   int32_t admission_threshold = 0;  // 0 or 1: admitted at first sight; <= kMaxAdmissionThreshold
-  int64_t ttl_steps = 0;            // kTtl only
+  // A shard numbers its slots (and its zero row) in 32 bits: no shard has more slots than this.
+  static constexpr int64_t kMaxShardSlots = INT32_MAX - 1;
+  int64_t ttl_steps = 0;  // kTtl only
   // > 0: the capacity was given in bytes; the planner turned it into `rows`
   // (planner::DynamicSlotsForBytes) before anything else reads the table.
   int64_t capacity_bytes = 0;

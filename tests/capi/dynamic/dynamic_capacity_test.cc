@@ -258,6 +258,28 @@ TEST(DynamicCapacity, AShardOfMoreSlotsThanItCanNumberIsRefusedByThePlanner) {
   table.rows = INT32_MAX - 1;  // the largest shard still plans
   PlanPtr plan = OneTablePlan(table);
   EXPECT_NE(plan, nullptr);
+  // Two such tables over two ranks plan, each row-wise: table-wise, column-wise and
+  // data-parallel would each give one rank every slot (the enumerator no longer offers them,
+  // PlannerEnumerator.DynamicShardsOverTheSlotLimitAreNotOffered).
+  topo.world_size = 2;
+  shardrec_table_config_t tables[2] = {table, table};
+  tables[0].rows = tables[1].rows = 3000000000;
+  tables[1].name = "huge2";
+  const int32_t indices[2] = {0, 1};
+  tables[1].features = &indices[1];
+  shardrec_feature_config_t features[2] = {feature, feature};
+  features[1].name = "g";
+  shardrec_plan_t* two = nullptr;
+  ASSERT_EQ(shardrec_plan_create(&two, tables, 2, features, 2, &topo, nullptr, 0), SHARDREC_OK)
+      << shardrec_last_error();
+  for (size_t t = 0; t < 2; ++t) {
+    int32_t type = -1;
+    size_t shards = 0;
+    ASSERT_EQ(shardrec_plan_table_sharding(two, t, &type, &shards), SHARDREC_OK);
+    EXPECT_EQ(type, SHARDREC_SHARDING_ROW_WISE) << t;
+    EXPECT_EQ(shards, 2u);
+  }
+  shardrec_plan_destroy(two);
 }
 
 // A dynamic table's metadata (index, per-slot records) is written at creation, beside weights

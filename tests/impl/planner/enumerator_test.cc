@@ -34,6 +34,26 @@ TEST(PlannerEnumerator, DefaultOffersEveryTypeButGrid) {
                                 ShardingType::kTableRowWise, ShardingType::kTableColumnWise}));
 }
 
+// A dynamic shard numbers its slots in 32 bits: a type that would give one shard more slots is
+// not offered (it used to be, and a plan choosing it was then refused as a whole), and a table no
+// type can shard is EUNSUPPORTED, naming the limit.
+TEST(PlannerEnumerator, DynamicShardsOverTheSlotLimitAreNotOffered) {
+  PlannerInput in = Input(1, 4, 2);
+  in.tables[0].dynamic.enabled = true;
+  in.tables[0].rows = 3000000000;  // 750M slots per row block over 4 ranks
+  std::vector<std::vector<ShardingOption>> opts;
+  ASSERT_TRUE(EnumerateInput(in, &opts).ok());
+  EXPECT_EQ(Types(opts[0]),
+            (std::vector<ShardingType>{ShardingType::kRowWise, ShardingType::kTableRowWise}));
+  in.constraints = {Only("t0", ShardingType::kTableWise)};
+  const Status s = EnumerateInput(in, &opts);
+  EXPECT_EQ(s.code(), Code::kUnsupported);
+  EXPECT_NE(s.message().find("table_wise gives a dynamic shard of 3000000000 slots, at most "
+                             "2147483646 per shard"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(PlannerEnumerator, NodeLocalTypesNeedRanksPerNodeDividingWorld) {
   std::vector<std::vector<ShardingOption>> opts;
   ASSERT_TRUE(EnumerateInput(Input(1, 3, 2), &opts).ok());
