@@ -149,6 +149,53 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
                       StoreGrace(options, timeout), deadline);
 }
 
+namespace {
+
+// The store key set once a launched session's communicator is formed.
+const char* const kSessionFormed = "session/formed";
+
+// Connects a launched rank to the store on the launcher's port. A process that has never been
+// in a session there (a rank restarted alone after a failure) can meet the failed session's
+// store while rank 0 is still leaving it: a dead rank's claim is released when its connection
+// hangs up, so it would join that session and read its stale addresses, and the others, in the
+// next session, would wait for it until their timeout. A store whose session was formed is
+// therefore left, like one this process left, and the rank waits for its successor.
+Status ConnectToSession(const net::Endpoint& server, const LaunchEnv& e,
+                        std::chrono::milliseconds timeout,
+                        std::chrono::steady_clock::time_point deadline,
+                        std::shared_ptr<TcpStoreServer> hosted, std::shared_ptr<TcpStore>* out) {
+  const bool hosts = hosted != nullptr;  // a store this rank just started has no past session
+  for (;;) {
+    const auto left = std::max(std::chrono::milliseconds(1),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    std::shared_ptr<TcpStore> store;
+    SR_RETURN_IF_ERROR(TcpStore::Connect(server, e.nonce, std::min(timeout, left),
+                                         std::move(hosted), &store, TcpStore::Address::kReused));
+    if (hosts) {
+      *out = std::move(store);
+      return Status::Ok();
+    }
+    Status formed = store->Get(kSessionFormed, std::chrono::milliseconds(0), nullptr);
+    if (formed.code() == Code::kTimeout) {
+      *out = std::move(store);
+      return Status::Ok();
+    }
+    SR_RETURN_IF_ERROR(formed);
+    store.reset();  // remembered as left: the next connection waits for another instance
+    if (std::chrono::steady_clock::now() >= deadline)
+      return Status::Timeout(
+          "the rendezvous store is still the one of a session formed before "
+          "this process started (its rank ",
+          e.rank,
+          " failed): rank 0 did not re-create it within the timeout (every "
+          "surviving rank must destroy its communicator and create again)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
 Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
                                  std::unique_ptr<Communicator>* out, LaunchEnv* launch) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
@@ -180,8 +227,7 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
   std::shared_ptr<TcpStore> store;
   // The port is the launcher's, so a re-creation may meet the previous session's store there
   // while rank 0 is still leaving it: the client waits for the new one.
-  s = TcpStore::Connect(server, e.nonce, timeout, std::move(hosted), &store,
-                        TcpStore::Address::kReused);
+  s = ConnectToSession(server, e, timeout, deadline, std::move(hosted), &store);
   if (!s.ok()) return fail(s);
   s = store->Claim(StrCat("rank ", e.rank));
   if (!s.ok()) {
@@ -195,6 +241,9 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
                    Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline),
                    StoreGrace(options, timeout), deadline);
   if (!s.ok()) return fail(s);
+  // Every rank has met (the mesh needed each one's address): a process started after this,
+  // such as a rank restarted alone, belongs to the next session, not this one.
+  (void)keep->Set(kSessionFormed, {1});
   if (launch != nullptr) *launch = std::move(e);
   return Status::Ok();
 }

@@ -102,9 +102,9 @@ Status TcpStore::Open(int* fd_out) {
     if (accepted) {
       foreign = Status::Timeout(
           "the rendezvous store at ", server_name_,
-          " is still the one of a communicator this process has destroyed: rank 0 did not "
-          "re-create it within the timeout (rank 0 must destroy its previous communicator and "
-          "call create again)");
+          " is still the one of a session this process has left (or that had formed before "
+          "this process started): rank 0 did not re-create it within the timeout (rank 0 must "
+          "destroy its previous communicator and call create again)");
     } else if (s.ok() && reply.size() == 1 && reply[0] == tcp_store::kMismatch) {
       // The session's nonce comes from the unique id, or, under a launcher, from the variables
       // every rank must share.

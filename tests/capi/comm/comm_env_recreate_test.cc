@@ -136,4 +136,76 @@ TEST(CapiCommEnvRecreate, AbortAndCreateWithANewTokenEveryRound) {
   ExpectEveryRoundWorks(Ending::kAbortNewToken, "abort, new token");
 }
 
+// A rank killed and restarted alone by its launcher (a pod restarted in place), while rank 0,
+// having seen the failure, still holds the failed session's store: the new process used to
+// join that store (its dead predecessor's claim was free), read the failed session's addresses
+// and fail, and the survivors then waited out their timeout for it in the next session. It now
+// leaves a store whose session was formed before it started and waits for rank 0's next one.
+enum class Role { kSurvivor, kDies, kRestarted };
+
+int RunRestartRole(int port, Role role, int report) {
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", role == Role::kSurvivor ? "0" : "1", 1);
+  shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
+  o.timeout_ms = kTimeoutMs;
+  auto fail = [&](const char* what, shardrec_status_t st) {
+    const std::string line =
+        std::string(what) + ": " + shardrec_status_string(st) + " " + shardrec_last_error();
+    (void)!write(report, line.data(), line.size());
+    return 1;
+  };
+  shardrec_comm_t* comm = nullptr;
+  shardrec_status_t st = shardrec_comm_create_from_env(&comm, &o);
+  if (st != SHARDREC_OK) return fail("create", st);
+  st = shardrec_comm_barrier(comm);
+  if (st != SHARDREC_OK) return fail("barrier", st);
+  if (role == Role::kDies) _exit(0);  // no destroy: as a killed process leaves
+  if (role == Role::kRestarted) {
+    shardrec_comm_destroy(comm);
+    return 0;
+  }
+  if (shardrec_comm_barrier(comm) == SHARDREC_OK) return fail("barrier with a dead peer", 0);
+  // The restarted rank starts meanwhile, while this rank's failed session's store is still up.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  shardrec_comm_destroy(comm);
+  st = shardrec_comm_create_from_env(&comm, &o);
+  if (st != SHARDREC_OK) return fail("create again", st);
+  st = shardrec_comm_barrier(comm);
+  shardrec_comm_destroy(comm);
+  return st == SHARDREC_OK ? 0 : fail("barrier of the next session", st);
+}
+
+Child ForkRole(int port, Role role) {
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, -1};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    _exit(RunRestartRole(port, role, fds[1]));
+  }
+  close(fds[1]);
+  return {pid, fds[0]};
+}
+
+TEST(CapiCommEnvRecreate, ARankRestartedAloneJoinsTheNextSession) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  const Clock::time_point start = Clock::now();
+  const Child survivor = ForkRole(port, Role::kSurvivor);
+  const Child dies = ForkRole(port, Role::kDies);
+  ASSERT_GT(survivor.pid, 0);
+  ASSERT_GT(dies.pid, 0);
+  const Clock::time_point limit = start + std::chrono::seconds(30);
+  EXPECT_EQ(Finish(dies, limit), "");
+  const Child restarted = ForkRole(port, Role::kRestarted);  // at once, as a launcher does
+  ASSERT_GT(restarted.pid, 0);
+  EXPECT_EQ(Finish(restarted, limit), "");
+  EXPECT_EQ(Finish(survivor, limit), "");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  std::printf("[recreate] rank 1 restarted alone: %lld ms\n", static_cast<long long>(ms.count()));
+  EXPECT_LT(ms.count(), kTimeoutMs) << "a rank waited out its timeout";
+}
+
 }  // namespace
