@@ -377,7 +377,24 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
       local = WriteAtomically(fs, dir, kManifestName, {{text.data(), text.size()}});
     }
   }
-  SR_RETURN_IF_ERROR(Agree(comm, local, "to publish the checkpoint manifest"));
+  // Rank 0 has published (or failed to) before this agreement, so a peer lost in it (killed,
+  // aborted, timed out) leaves the ranks unable to agree on the outcome: each says what it knows,
+  // and the directory holds one complete checkpoint, the previous or the new one.
+  const bool published = comm.Rank() == 0 && local.ok();
+  const Status agreed = Agree(comm, local, "to publish the checkpoint manifest");
+  if (!agreed.ok() && comm::IsExchangeFailure(agreed)) {
+    return Status(agreed.code(),
+                  StrCat(agreed.message(),
+                         published ? StrCat(" (after rank 0 published the new checkpoint, "
+                                            "generation ",
+                                            generation, ": it is the one ", dir, " holds now)")
+                                   : StrCat(" (rank 0 may have published the new checkpoint "
+                                            "before this failure: ",
+                                            dir,
+                                            " holds the previous or the new one, complete; load "
+                                            "it to learn which)")));
+  }
+  SR_RETURN_IF_ERROR(agreed);
   if (comm.Rank() == 0 && previous.generation != 0 && previous.generation != generation) {
     // The previous checkpoint's files are garbage now; a failure to remove them only leaves
     // them behind (the new manifest does not name them).

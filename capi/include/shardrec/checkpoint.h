@@ -19,8 +19,9 @@
  *
  * Atomicity: each file is written to a temporary name, fsync'ed, renamed and its directory
  * fsync'ed; the manifest is published last the same way. A crash or an I/O error at any point
- * leaves the previous checkpoint in the directory loadable, and an incomplete checkpoint is
- * never taken for a complete one. After publishing, rank 0 removes the previous checkpoint's
+ * leaves a complete checkpoint in the directory loadable (the previous one, or the new one once
+ * rank 0 has published its manifest), and an incomplete checkpoint is never taken for a
+ * complete one. After publishing, rank 0 removes the previous checkpoint's
  * files. All ranks must see the same directory (a shared file system for multi-host runs); a
  * save whose ranks' files are not all in rank 0's directory fails on every rank instead.
  *
@@ -144,7 +145,11 @@ shardrec_checkpoint_options_init(shardrec_checkpoint_options_t* options, uint32_
  *         (the previous checkpoint in @p dir stays loadable); SHARDREC_ECUDA when a GPU
  *         collection's device copy fails (the collection and the previous checkpoint stay as
  *         they were); SHARDREC_ETIMEOUT / SHARDREC_EREMOTE. A failure on any rank fails the call
- *         on every rank.
+ *         on every rank, but for a peer lost (killed, aborted, timed out) in the save's last
+ *         agreement, after rank 0 published the manifest: then ranks may return different
+ *         results, and the directory holds the previous or the new checkpoint, complete (rank
+ *         0's message says when it published; the others' that it may have). Load it to learn
+ *         which.
  */
 SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options);

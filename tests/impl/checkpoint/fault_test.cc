@@ -483,6 +483,95 @@ TEST(CheckpointLoadFaults, BeyondTheStagingLimitFaultsStillChangeNothing) {
 
 // A peer that never arrives: the load times out on the agreement (the communicator's timeout),
 // and the rank that waited for it has changed nothing.
+// Forwards every call to `inner`; the `lose_at`-th all-reduce (counting from 0) instead aborts
+// `inner` and fails, as a rank killed at that point of a call would leave its peers.
+class LosesItself : public comm::Communicator {
+ public:
+  LosesItself(comm::Communicator& inner, int lose_at) : inner_(inner), lose_at_(lose_at) {}
+  int all_reduces() const { return all_reduces_; }
+  int Rank() const override { return inner_.Rank(); }
+  int Size() const override { return inner_.Size(); }
+  Device device() const override { return inner_.device(); }
+  const char* backend() const override { return inner_.backend(); }
+  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
+  void set_timeout(std::chrono::milliseconds t) override { inner_.set_timeout(t); }
+  Status AllReduce(const void* send, void* recv, size_t count, DType dtype, comm::ReduceOp op,
+                   const comm::CallOptions& opts) override {
+    if (all_reduces_++ == lose_at_) {
+      inner_.Abort();
+      return Status::Aborted("this rank was lost (test)");
+    }
+    return inner_.AllReduce(send, recv, count, dtype, op, opts);
+  }
+  Status AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                   std::span<const size_t> recv_counts, DType dtype,
+                   const comm::CallOptions& opts) override {
+    return inner_.AllToAllV(send, send_counts, recv, recv_counts, dtype, opts);
+  }
+  Status AllGatherV(const void* send, size_t send_count, void* recv,
+                    std::span<const size_t> recv_counts, DType dtype,
+                    const comm::CallOptions& opts) override {
+    return inner_.AllGatherV(send, send_count, recv, recv_counts, dtype, opts);
+  }
+  Status ReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                        DType dtype, comm::ReduceOp op, const comm::CallOptions& opts) override {
+    return inner_.ReduceScatterV(send, recv, recv_counts, dtype, op, opts);
+  }
+  Status Broadcast(void* buf, size_t count, DType dtype, int root,
+                   const comm::CallOptions& opts) override {
+    return inner_.Broadcast(buf, count, dtype, root, opts);
+  }
+  Status Barrier(const comm::CallOptions& opts) override { return inner_.Barrier(opts); }
+  Status Split(int color, int key, std::unique_ptr<comm::Communicator>* out) override {
+    return inner_.Split(color, key, out);
+  }
+  void Abort() override { inner_.Abort(); }
+  Status AsyncError() const override { return inner_.AsyncError(); }
+
+ private:
+  comm::Communicator& inner_;
+  int lose_at_;
+  int all_reduces_ = 0;
+};
+
+// A rank lost in a save's last agreement, after rank 0 published the manifest: the ranks cannot
+// agree on the outcome, so each says what it knows (rank 0 that it published; the other that
+// rank 0 may have), and the directory holds the new checkpoint, complete.
+TEST(CheckpointFaults, APeerLostAfterThePublishIsReportedWithWhatWasPublished) {
+  MemoryFileSystem fs;
+  Values saved[2];
+  Status results[2];
+  TwoRanks([&](int r, EmbeddingCollection& c) {
+    Group g;
+    LosesItself counting(c.comm(), -1);
+    g.comm = &counting;
+    Fill(c, 1);
+    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
+    const int last = counting.all_reduces() - 1;  // the publish agreement's
+    Fill(c, 2);
+    saved[r] = Take(c);
+    ASSERT_TRUE(c.comm().Barrier().ok());
+    LosesItself loses(c.comm(), r == 1 ? last : -1);
+    g.comm = &loses;
+    results[r] = Save(c, g, fs, "ck", {});
+  });
+  EXPECT_TRUE(comm::IsExchangeFailure(results[0])) << results[0].ToString();
+  EXPECT_NE(results[0].message().find("after rank 0 published the new checkpoint, generation 2"),
+            std::string::npos)
+      << results[0].ToString();
+  EXPECT_EQ(results[1].code(), Code::kAborted) << results[1].ToString();
+  EXPECT_NE(results[1].message().find("rank 0 may have published the new checkpoint"),
+            std::string::npos)
+      << results[1].ToString();
+  TwoRanks([&](int r, EmbeddingCollection& c) {
+    Group g;
+    g.comm = &c.comm();
+    Fill(c, 3);
+    ASSERT_TRUE(Load(c, g, fs, "ck", {}).ok());
+    EXPECT_TRUE(Take(c) == saved[r]) << "rank " << r << ": not the new checkpoint";
+  });
+}
+
 TEST(CheckpointLoadFaults, APeerThatNeverArrivesTimesOutChangingNothing) {
   MemoryFileSystem fs;
   std::atomic<bool> done{false};
