@@ -69,9 +69,21 @@ Status EncodeRows(const float* src, int64_t rows, int32_t dim, Storage s, uint8_
         }
         break;
       case Storage::kInt8:
-      case Storage::kInt4:
+      case Storage::kInt4: {
+        // The row's scale is (max - min) / levels: a span beyond fp32's range (finite values of
+        // both signs near its limits) would make it infinite and read every value back as NaN.
+        float lo = x[0], hi = x[0];
+        for (int32_t c = 1; c < dim; ++c) {
+          lo = std::fmin(lo, x[c]);
+          hi = std::fmax(hi, x[c]);
+        }
+        if (!std::isfinite(hi - lo))
+          return Status::InvalidArgument(what, " row ", r, " spans ", lo, " to ", hi,
+                                         ", wider than fp32 can hold, which ", StorageName(s),
+                                         " cannot scale; serve the table as fp32");
         QuantizeRow(x, dim, s == Storage::kInt8 ? 8 : 4, d);
         break;
+      }
       case Storage::kAsTrained:
         return Status::Internal("EncodeRows with an unresolved storage");
     }

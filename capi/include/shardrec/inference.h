@@ -355,7 +355,8 @@ SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* i
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, an id given twice or both upserted and
  *         removed, a fixed table's id out of range or tombstones for a fixed table, or a row
  *         with a value that is not finite or that its fp16/bf16 storage cannot hold (beyond its
- *         range: it would read as infinity); SHARDREC_ENOTFOUND for an unknown table;
+ *         range: it would read as infinity), or, for INT8/INT4, whose max - min is beyond fp32's
+ *         range (its scale would be infinite); SHARDREC_ENOTFOUND for an unknown table;
  *         SHARDREC_EUSAGE while a reload or another delta of this handle runs (it does not wait);
  *         SHARDREC_ENOMEM.
  * Thread-safety: as shardrec_inference_reload (any thread, with lookups running; one reload or

@@ -328,10 +328,32 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
       SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_apply_delta(nullptr, "t0", nullptr, nullptr, 0, nullptr, 0, nullptr),
             SHARDREC_EINVAL);
+  // Finite values whose span is beyond fp32 (an infinite scale) used to be taken by an int8 or
+  // int4 table and then read back as NaN.
+  std::vector<float> wide(8, 0.25f);
+  wide[0] = 3e38f;
+  wide[1] = -3e38f;
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(inf.get(), "t0", &id, wide.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("cannot scale"), std::string::npos)
+      << shardrec_last_error();
   uint64_t version = 0;
   ASSERT_EQ(shardrec_inference_version(inf.get(), &version), SHARDREC_OK);
   EXPECT_EQ(version, 1u);
   EXPECT_TRUE(SameBits(before, Lookup(inf.get(), probe, 3)));
+  {
+    InferencePtr four = Open(run.ckpt1, SHARDREC_SERVING_INT4);
+    ASSERT_NE(four, nullptr);
+    EXPECT_EQ(
+        shardrec_inference_apply_delta(four.get(), "t0", &id, wide.data(), 1, nullptr, 0, nullptr),
+        SHARDREC_EINVAL);
+    wide[1] = 0.0f;  // a span fp32 holds quantizes
+    ASSERT_EQ(
+        shardrec_inference_apply_delta(four.get(), "t0", &id, wide.data(), 1, nullptr, 0, nullptr),
+        SHARDREC_OK)
+        << shardrec_last_error();
+  }
   // An empty delta is a new version with the same rows; removing an unknown id is a no-op.
   const int64_t unknown = kUnknown;
   ASSERT_EQ(
