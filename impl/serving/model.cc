@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace shardrec::serving {
 
@@ -65,19 +68,38 @@ std::shared_ptr<uint8_t> AlignedBuffer(size_t bytes) {
 Status Model::Finish() {
   if (tables.empty()) return Status::InvalidArgument("the model has no tables");
   const auto F = static_cast<int32_t>(features.size());
+  // The plan's rules (plan_validate.cc), which a file's header could break: names are unique and
+  // not empty (deltas and lookups find tables by name), every table reads a feature at most once
+  // and at least one, and every feature is read.
+  std::set<std::string> names;
+  for (const std::string& f : features)
+    if (f.empty() || !names.insert(f).second)
+      return Status::InvalidArgument("feature name '", f, "' is empty or given twice");
+  names.clear();
+  std::vector<bool> read(features.size(), false);
   int32_t none = 0;
   for (const Table& t : tables) {
+    if (t.name.empty() || !names.insert(t.name).second)
+      return Status::InvalidArgument("table name '", t.name, "' is empty or given twice");
     if (t.rows < (t.dynamic ? 0 : 1) || t.dim < 1)
       return Status::InvalidArgument("table ", t.name, ": rows ", t.rows, " and dim ", t.dim,
                                      " must be positive");
-    for (int32_t f : t.features)
+    if (t.features.empty()) return Status::InvalidArgument("table ", t.name, " reads no feature");
+    std::set<int32_t> own;
+    for (int32_t f : t.features) {
       if (f < 0 || f >= F)
         return Status::InvalidArgument("table ", t.name, " reads feature ", f, " of ", F);
+      if (!own.insert(f).second)
+        return Status::InvalidArgument("table ", t.name, " lists feature ", features[f], " twice");
+      read[f] = true;
+    }
     if (t.pooling == Pooling::kNone) ++none;
     if (t.row_bytes != RowBytes(t.storage, t.dim))
       return Status::InvalidArgument("table ", t.name, ": row of ", t.row_bytes,
                                      " bytes, its storage needs ", RowBytes(t.storage, t.dim));
   }
+  for (int32_t f = 0; f < F; ++f)
+    if (!read[f]) return Status::InvalidArgument("feature ", features[f], " is read by no table");
   if (none != 0 && none != static_cast<int32_t>(tables.size()))
     return Status::Unsupported("the model mixes pooled and sequence (NONE) tables");
   sequence = none != 0;

@@ -211,6 +211,19 @@ TEST(InferenceReject, ImpossibleHeaderValuesAreRefused) {
       {"float_size", [](nlohmann::json& h) { h["file_size"] = 1.5; }, "malformed"},
       {"float_sum", [](nlohmann::json& h) { h["tables"][0]["xxh3"][0] = 1e30; }, "malformed"},
       {"negative_size", [](nlohmann::json& h) { h["tables"][0]["row_bytes"] = -1; }, "malformed"},
+      // Models no plan makes (they opened: a delta found one of two same-named tables, and the
+      // output width shrank with a table that reads nothing).
+      {"same_table_names",
+       [](nlohmann::json& h) { h["tables"][1]["name"] = h["tables"][0]["name"]; }, "given twice"},
+      {"empty_table_name", [](nlohmann::json& h) { h["tables"][0]["name"] = ""; }, "is empty"},
+      {"same_feature_names", [](nlohmann::json& h) { h["features"][1] = h["features"][0]; },
+       "given twice"},
+      {"table_reads_nothing",
+       [](nlohmann::json& h) { h["tables"][0]["features"] = nlohmann::json::array(); },
+       "reads no feature"},
+      {"feature_read_by_none",
+       [](nlohmann::json& h) { h["tables"][1]["features"] = h["tables"][0]["features"]; },
+       "read by no table"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
