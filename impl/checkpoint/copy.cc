@@ -65,9 +65,9 @@ Status CopyOverlap(const ReadableFile& file, const std::string& path, const Reco
     const int64_t lo = c * rec.chunk_rows;  // record-local rows of this chunk
     const int64_t hi = std::min(rec.rows, lo + rec.chunk_rows);
     const size_t n = static_cast<size_t>(hi - lo) * row_bytes;
-    // Whole chunk into whole destination rows of the same type: read it in place (one copy
-    // instead of two; the checksum runs on data still in cache).
-    const bool in_place = rec.dtype == dst.dtype && c0 == rec.col_offset &&
+    // Whole chunk into whole scratch rows of the same type: read it in place (one copy instead
+    // of two; the checksum runs on data still in cache).
+    const bool in_place = !dst.live && rec.dtype == dst.dtype && c0 == rec.col_offset &&
                           c1 == rec.col_offset + rec.cols && dst.cols == rec.cols &&
                           dst.row_stride == dst.cols && rec.row_offset + lo >= r0 &&
                           rec.row_offset + hi <= r1;

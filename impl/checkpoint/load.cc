@@ -309,8 +309,10 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     return Agree(*g.comm, local, "to commit its part of the checkpoint");
   }
 
-  // allow_partial_load: each verified chunk goes straight into place.
+  // allow_partial_load: each chunk is verified in `buffer` and then copied into place; the dense
+  // tensors, small, reach the caller's buffers only once every rank has loaded.
   std::vector<uint8_t> buffer;
+  std::vector<std::vector<float>> dense_values(dense_at.size());
   embedding::HostStaging staging;  // blocks of a GPU collection's shards, reused between them
   local = [&]() -> Status {
     for (const Read& rd : reads) {
@@ -319,14 +321,17 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
             CopyOverlapsToDevice(rd.device, rd.dst, sources(rd.records), &staging, &buffer));
         continue;
       }
+      Target live = rd.dst;
+      live.live = true;
       for (const auto& [fi, ri] : rd.records)
         SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
-                                       m.files[fi].records[ri], rd.dst, &buffer));
+                                       m.files[fi].records[ri], live, &buffer));
     }
     for (size_t i = 0; i < dense_at.size(); ++i) {
       const auto& [fi, ri] = dense_at[i];
-      const DenseTensor& d = options.dense[i];
-      const Target dst{DType::kFloat32, 0, 0, static_cast<int64_t>(d.count), 1, d.data, 1};
+      dense_values[i].resize(options.dense[i].count);
+      const Target dst{DType::kFloat32, 0, 0, static_cast<int64_t>(dense_values[i].size()), 1,
+                       dense_values[i].data(), 1};
       SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
                                      m.files[fi].records[ri], dst, &buffer));
     }
@@ -334,7 +339,10 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     dynamic.Commit(coll);
     return coll.SetNumSteps(reset.empty() ? m.step : 0);
   }();
-  return Agree(*g.comm, local, "to load its part of the checkpoint");
+  SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to load its part of the checkpoint"));
+  for (size_t i = 0; i < dense_at.size(); ++i)
+    std::copy(dense_values[i].begin(), dense_values[i].end(), options.dense[i].data);
+  return Status::Ok();
 }
 
 }  // namespace shardrec::checkpoint

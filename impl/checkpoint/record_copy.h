@@ -19,6 +19,9 @@ struct Target {
   int64_t rows = 0, cols = 0;
   void* data = nullptr;
   int64_t row_stride = 0;  // elements
+  // The caller's live memory rather than scratch: each chunk is verified in a buffer before any
+  // of its bytes land, so a corrupt chunk changes nothing there.
+  bool live = false;
 };
 
 // The rows and columns (global) where `rec` and `dst` overlap; false when they do not.

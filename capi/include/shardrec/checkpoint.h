@@ -100,8 +100,9 @@ typedef struct shardrec_checkpoint_options {
   /** Load only: tables whose optimizer type differs from the checkpoint's load their weights
    *  and start their optimizer state (and the step counter) from zero. 0: that is an error. */
   int32_t reset_optimizer_state;
-  /** Load only: accept a table stored as fp32 in the checkpoint and fp16/bf16 in the
-   *  collection or the reverse (converted, narrowing rounds to nearest even). 0: an error. */
+  /** Load only: accept a table whose weight dtype (fp32, fp16 or bf16) differs between the
+   *  checkpoint and the collection (converted, narrowing rounds to nearest even). 0: an
+   *  error. */
   int32_t allow_dtype_change;
   /** Load only, with allow_partial_load: read and verify every chunk this rank needs before
    *  changing anything (the bytes are read twice, no staging memory), so a corrupt record still
@@ -109,8 +110,9 @@ typedef struct shardrec_checkpoint_options {
    *  allow_partial_load it has no further effect: every load verifies before changing anything. */
   int32_t verify_first;
   /** Load only (version 2): nonzero skips the host staging of an all-or-nothing load: each
-   *  verified chunk is copied straight into the collection (no extra memory, one copy fewer per
-   *  byte). The risk is in the name: a checksum failure, an I/O error or a peer's failure found
+   *  chunk is verified in one chunk-sized buffer and then copied into the collection (no
+   *  staging memory; a corrupt chunk's bytes never reach the collection, and the dense tensors
+   *  reach the caller's buffers only once every rank has loaded). The risk is in the name: a checksum failure, an I/O error or a peer's failure found
    *  while copying leaves the collection partly loaded (on some ranks, not others), and it must
    *  be loaded again. 0 (default): all-or-nothing. */
   int32_t allow_partial_load;

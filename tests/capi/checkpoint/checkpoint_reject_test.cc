@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -98,6 +99,43 @@ TEST(CheckpointReject, CorruptRecordWithVerifyFirstChangesNothing) {
   o.allow_partial_load = 1;
   ExpectRejected(s, dir, SHARDREC_ECORRUPT,
                  {fs::path(files[1]).filename().string(), "record", "checksum"}, true, &o);
+}
+
+// allow_partial_load may leave the collection partly loaded when a chunk is corrupt, but never
+// holding that chunk's bytes: its chunks used to be read straight into the collection and
+// verified there. Every element holds its value from before the load or the checkpoint's.
+TEST(CheckpointReject, APartialLoadNeverKeepsACorruptChunksBytes) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  Snap saved;
+  OnSide(kSide, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    ASSERT_EQ(LoadOn(c, m, dir), SHARDREC_OK) << shardrec_last_error();
+    const Snap got = TakeSnap(c, s);
+    if (r == 0) saved = got;
+  });
+  const auto files = RankFiles(dir);
+  ASSERT_EQ(files.size(), 2u);
+  std::string bytes = Slurp(files[1]);
+  bytes[bytes.size() - 3] ^= 0x40;
+  Spit(files[1], bytes);
+  shardrec_checkpoint_options_t o = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+  o.allow_partial_load = 1;
+  OnSide(kSide, s, [&](int, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    const Snap before = TakeSnap(c, s);
+    EXPECT_EQ(LoadOn(c, m, dir, &o), SHARDREC_ECORRUPT);
+    const Snap after = TakeSnap(c, s);
+    ASSERT_EQ(after.tensors.size(), saved.tensors.size());
+    size_t foreign = 0;
+    for (size_t t = 0; t < after.tensors.size(); ++t) {
+      for (size_t i = 0; i < after.tensors[t].size(); ++i) {
+        const float v = after.tensors[t][i];
+        if (std::memcmp(&v, &before.tensors[t][i], 4) != 0 &&
+            std::memcmp(&v, &saved.tensors[t][i], 4) != 0)
+          ++foreign;
+      }
+    }
+    EXPECT_EQ(foreign, 0u) << "elements hold neither the old value nor the checkpoint's";
+  });
 }
 
 TEST(CheckpointReject, TruncatedFileIsRejectedBeforeAnyChange) {
@@ -363,6 +401,33 @@ TEST(CheckpointDense, DenseTensorsRoundTripAndMismatchIsRejected) {
     EXPECT_EQ(LoadOn(c, m, dir, &lo), SHARDREC_EINVAL);
     EXPECT_NE(std::string(shardrec_last_error()).find("mlp.w"), std::string::npos);
     EXPECT_EQ(wrong, std::vector<float>(36, 7.0f));
+  });
+  // A corrupt dense record under allow_partial_load: its bytes used to be read straight into the
+  // caller's buffer before the checksum refused them; dense data is written only on success.
+  const std::string file = RankFiles(dir)[0];  // world rank 0 writes the dense tensors
+  std::string bytes = Slurp(file);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  const auto meta = nlohmann::json::parse(bytes.substr(8, header));
+  bool found = false;
+  for (const auto& [key, v] : meta.items()) {
+    if (key.find("mlp.w") == std::string::npos || key.find("adam") != std::string::npos) continue;
+    bytes[8 + header + v["data_offsets"][0].get<size_t>() + 5] ^= 0x40;
+    found = true;
+  }
+  ASSERT_TRUE(found) << meta.dump();
+  Spit(file, bytes);
+  OnSide(kSide, s, [&](int, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    std::vector<float> w2(37, -1.0f), st2(5, -1.0f);
+    const shardrec_dense_tensor_t in[] = {{"mlp.w", w2.data(), w2.size()},
+                                          {"mlp.w.adam_m", st2.data(), st2.size()}};
+    shardrec_checkpoint_options_t lo = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+    lo.dense = in;
+    lo.num_dense = 2;
+    lo.allow_partial_load = 1;
+    EXPECT_EQ(LoadOn(c, m, dir, &lo), SHARDREC_ECORRUPT);
+    EXPECT_EQ(w2, std::vector<float>(37, -1.0f));
+    EXPECT_EQ(st2, std::vector<float>(5, -1.0f));
   });
 }
 
