@@ -112,9 +112,10 @@ typedef struct shardrec_checkpoint_options {
   /** Load only (version 2): nonzero skips the host staging of an all-or-nothing load: each
    *  chunk is verified in one chunk-sized buffer and then copied into the collection (no
    *  staging memory; a corrupt chunk's bytes never reach the collection, and the dense tensors
-   *  reach the caller's buffers only once every rank has loaded). The risk is in the name: a checksum failure, an I/O error or a peer's failure found
-   *  while copying leaves the collection partly loaded (on some ranks, not others), and it must
-   *  be loaded again. 0 (default): all-or-nothing. */
+   *  reach the caller's buffers only once every rank has loaded). The risk is in the name: a
+   *  checksum failure, an I/O error or a peer's failure found while copying leaves the
+   *  collection partly loaded (on some ranks, not others), and it must be loaded again.
+   *  0 (default): all-or-nothing. */
   int32_t allow_partial_load;
 } shardrec_checkpoint_options_t;
 
