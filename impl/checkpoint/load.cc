@@ -330,8 +330,9 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     for (size_t i = 0; i < dense_at.size(); ++i) {
       const auto& [fi, ri] = dense_at[i];
       dense_values[i].resize(options.dense[i].count);
-      const Target dst{DType::kFloat32, 0, 0, static_cast<int64_t>(dense_values[i].size()), 1,
-                       dense_values[i].data(), 1};
+      const Target dst{
+          DType::kFloat32,        0, 0, static_cast<int64_t>(dense_values[i].size()), 1,
+          dense_values[i].data(), 1};
       SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
                                      m.files[fi].records[ri], dst, &buffer));
     }
