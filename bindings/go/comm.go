@@ -33,7 +33,14 @@ type CommOptions struct {
 	StoreGraceMs int64
 }
 
-func (o *CommOptions) native() swig.Comm_options {
+// native is nil with an error for options C cannot take (a NUL byte in BindAddress would cut
+// the address short there).
+func (o *CommOptions) native() (swig.Comm_options, error) {
+	if o != nil {
+		if err := noNUL("BindAddress", o.BindAddress); err != nil {
+			return nil, err
+		}
+	}
 	n := swig.NewComm_options()
 	_ = swig.Comm_options_init(n, uint(swig.COMM_OPTIONS_VERSION))
 	if o != nil {
@@ -46,7 +53,7 @@ func (o *CommOptions) native() swig.Comm_options {
 			n.SetBind_address(o.BindAddress)
 		}
 	}
-	return n
+	return n, nil
 }
 
 // Comm is a communicator. One goroutine at a time, except Abort and Close: Abort may be called
@@ -113,7 +120,10 @@ func NewLocalGroup(n int, opts *CommOptions) ([]*Comm, error) {
 			Message: fmt.Sprintf("local group size %d must be in [1, %d]", n, LocalGroupMax)}
 	}
 	raw := make([]uintptr, n)
-	o := opts.native()
+	o, err := opts.native()
+	if err != nil {
+		return nil, err
+	}
 	defer swig.DeleteComm_options(o)
 	if err := swig.Comm_create_local_group(raw, o); err != nil {
 		return nil, err
@@ -138,7 +148,10 @@ func NewUniqueID() ([]byte, error) {
 // from the launcher's environment variables (collective; see shardrec_comm_create_from_env).
 func NewCommFromEnv(opts *CommOptions) (*Comm, error) {
 	out := make([]uintptr, 1)
-	o := opts.native()
+	o, err := opts.native()
+	if err != nil {
+		return nil, err
+	}
 	defer swig.DeleteComm_options(o)
 	if err := swig.Comm_create_from_env(out, o); err != nil {
 		return nil, err
@@ -152,7 +165,10 @@ func NewComm(id []byte, worldSize, rank int, opts *CommOptions) (*Comm, error) {
 		return nil, &Error{Code: ErrCodeInvalid, Message: "a unique id has 128 bytes"}
 	}
 	out := make([]uintptr, 1)
-	o := opts.native()
+	o, err := opts.native()
+	if err != nil {
+		return nil, err
+	}
 	defer swig.DeleteComm_options(o)
 	if err := swig.Comm_create(out, id, worldSize, rank, o); err != nil {
 		return nil, err
@@ -167,7 +183,10 @@ func NewComm(id []byte, worldSize, rank int, opts *CommOptions) (*Comm, error) {
 // (libshardrec_mpi.so) the error has code ErrCodeUnsupported.
 func NewCommMPI(mpiCommFortran int64, opts *CommOptions) (*Comm, error) {
 	out := make([]uintptr, 1)
-	o := opts.native()
+	o, err := opts.native()
+	if err != nil {
+		return nil, err
+	}
 	defer swig.DeleteComm_options(o)
 	if err := swig.Comm_create_mpi(out, mpiCommFortran, o); err != nil {
 		return nil, err
@@ -192,7 +211,10 @@ func NewCommWithStore(store Store, worldSize, rank int, opts *CommOptions) (*Com
 		return nil, &Error{Code: ErrCodeInvalid, Message: "nil store"}
 	}
 	out := make([]uintptr, 1)
-	o := opts.native()
+	o, err := opts.native()
+	if err != nil {
+		return nil, err
+	}
 	defer swig.DeleteComm_options(o)
 	if err := swig.CommCreateWithStore(out, store, worldSize, rank, o); err != nil {
 		return nil, err

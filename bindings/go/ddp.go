@@ -163,6 +163,9 @@ func (b *Bucketer) ZeroGrad() error {
 
 // MarkReady says gradient index is final for this step; it launches every bucket now complete.
 func (b *Bucketer) MarkReady(index int) error {
+	if err := negativeIndex("gradient", index); err != nil {
+		return err
+	}
 	h, done := b.ref().acquire()
 	defer done()
 	return swig.Ddp_mark_ready(h, int64(index))
@@ -202,6 +205,9 @@ func (b *Bucketer) Stats() (BucketerStats, error) {
 
 // Bucket returns the tensor indices of bucket i in launch order.
 func (b *Bucketer) Bucket(i int) ([]int, error) {
+	if err := negativeIndex("bucket", i); err != nil {
+		return nil, err
+	}
 	h, done := b.ref().acquire()
 	defer done()
 	size := make([]uint64, 1)

@@ -213,6 +213,9 @@ func (l *layer) NumTensors() (int, error) {
 }
 
 func (l *layer) TensorName(i int) (string, error) {
+	if err := negativeIndex("tensor", i); err != nil {
+		return "", err
+	}
 	var name string
 	h, done := l.owned.acquire()
 	defer done()
@@ -221,6 +224,9 @@ func (l *layer) TensorName(i int) (string, error) {
 }
 
 func (l *layer) TensorCount(i int) (int64, error) {
+	if err := negativeIndex("tensor", i); err != nil {
+		return 0, err
+	}
 	var name string
 	count := make([]int64, 1)
 	h, done := l.owned.acquire()

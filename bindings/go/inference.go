@@ -5,6 +5,7 @@ package shardrec
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"strings"
@@ -192,7 +193,8 @@ func (inf *Inference) Version() (uint64, error) {
 }
 
 // OutputSize is the number of floats of the lookup output of batch: [BatchSize, OutputDim], or
-// [len(Values), dim] for a sequence handle; 0 for a nil batch.
+// [len(Values), dim] for a sequence handle; 0 for a nil batch and for one no output can hold (a
+// negative BatchSize, or a size that overflows int), which Lookup then refuses with an error.
 func (inf *Inference) OutputSize(batch *KJT) int {
 	if inf == nil {
 		return 0
@@ -204,10 +206,14 @@ func outputSize(batch *KJT, dim int64, sequence bool) int {
 	if batch == nil {
 		return 0
 	}
-	if sequence {
-		return len(batch.Values) * int(dim)
+	rows := int64(len(batch.Values))
+	if !sequence {
+		rows = int64(batch.BatchSize)
 	}
-	return int(batch.BatchSize) * int(dim)
+	if rows < 0 || dim < 0 || (dim > 0 && rows > int64(math.MaxInt)/dim) {
+		return 0
+	}
+	return int(rows * dim)
 }
 
 // Lookup writes the output of batch into out (exactly OutputSize floats; no copy) and returns

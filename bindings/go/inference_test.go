@@ -140,6 +140,15 @@ func lookupAlloc(t *testing.T, inf *Inference, k *KJT) ([]float32, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A batch no output can hold sizes to 0 (it was -60 for BatchSize -5, and a wrapped 0 or a
+	// wrong positive size for a huge one), which Lookup refuses.
+	for _, bs := range []int64{-5, 1 << 62} {
+		bad := *k
+		bad.BatchSize = bs
+		if n := inf.OutputSize(&bad); n != 0 {
+			t.Fatalf("OutputSize of BatchSize %d: %d", bs, n)
+		}
+	}
 	return out, v
 }
 

@@ -431,6 +431,9 @@ func (p *Plan) NumFeatures() (int, error) {
 
 // TableName is the name of table t.
 func (p *Plan) TableName(t int) (string, error) {
+	if err := negativeIndex("table", t); err != nil {
+		return "", err
+	}
 	var s string
 	h, done := p.ref().acquire()
 	defer done()
@@ -440,6 +443,9 @@ func (p *Plan) TableName(t int) (string, error) {
 
 // FeatureName is the name of feature f.
 func (p *Plan) FeatureName(f int) (string, error) {
+	if err := negativeIndex("feature", f); err != nil {
+		return "", err
+	}
 	var s string
 	h, done := p.ref().acquire()
 	defer done()
@@ -461,6 +467,9 @@ func (p *Plan) FindTable(name string) (int, error) {
 
 // TableShape is the (rows, dim) of table t.
 func (p *Plan) TableShape(t int) (int64, int, error) {
+	if err := negativeIndex("table", t); err != nil {
+		return 0, 0, err
+	}
 	rows := make([]int64, 1)
 	dim := make([]int32, 1)
 	h, done := p.ref().acquire()
@@ -476,6 +485,9 @@ func (p *Plan) TableShape(t int) (int64, int, error) {
 
 // TableSharding is the sharding type and number of shards of table t.
 func (p *Plan) TableSharding(t int) (ShardingType, int, error) {
+	if err := negativeIndex("table", t); err != nil {
+		return 0, 0, err
+	}
 	typ := make([]int32, 1)
 	n := make([]uint64, 1)
 	h, done := p.ref().acquire()
@@ -486,6 +498,9 @@ func (p *Plan) TableSharding(t int) (ShardingType, int, error) {
 
 // Shard is shard s of table t.
 func (p *Plan) Shard(t, s int) (Shard, error) {
+	if err := negativeIndex("table or shard", t, s); err != nil {
+		return Shard{}, err
+	}
 	n := swig.NewShard_t()
 	defer swig.DeleteShard_t(n)
 	h, done := p.ref().acquire()

@@ -36,6 +36,17 @@ func noNUL(what string, values ...string) error {
 	return nil
 }
 
+// negativeIndex is an error for a negative index, which C (taking size_t) would read as a huge
+// one and report as such.
+func negativeIndex(what string, indices ...int) error {
+	for _, i := range indices {
+		if i < 0 {
+			return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf("%s index %d is negative", what, i)}
+		}
+	}
+	return nil
+}
+
 // Status codes of libshardrec (shardrec/common.h).
 const (
 	ErrCodeGeneric     = -1

@@ -350,6 +350,28 @@ func TestStringsWithANULAreRefused(t *testing.T) {
 	if CodeOf(badTable) != ErrCodeInvalid {
 		t.Fatalf("a table name with a NUL: %v", badTable)
 	}
+	// The bind address used to reach C cut at the NUL ("127.0.0.1") and be used.
+	if _, err := NewLocalGroup(1, &CommOptions{BindAddress: "127.0.0.1\x00junk"}); CodeOf(err) != ErrCodeInvalid ||
+		!strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("a bind address with a NUL: %v", err)
+	}
+}
+
+// A negative index reached C as a huge unsigned one ("table index 18446744073709551615 is out of
+// range"); it is refused here, named as given.
+func TestNegativeIndicesAreNamedAsGiven(t *testing.T) {
+	plan := testPlan(t, 1)
+	defer plan.Close()
+	_, e1 := plan.TableName(-1)
+	_, e2 := plan.FeatureName(-1)
+	_, _, e3 := plan.TableShape(-2)
+	_, _, e4 := plan.TableSharding(-1)
+	_, e5 := plan.Shard(0, -1)
+	for i, err := range []error{e1, e2, e3, e4, e5} {
+		if CodeOf(err) != ErrCodeInvalid || !strings.Contains(err.Error(), "is negative") {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
 }
 
 // onOneRank is a collection of a world-1 plan on a communicator of its own (the collection keeps

@@ -456,8 +456,9 @@ Status CheckBatchFields(const sharding::Plan& plan, const Batch& b) {
   if (b.batch_size < 0)
     return Status::InvalidArgument("batch: batch_size must be >= 0, got ", b.batch_size);
   if (b.num_features != nf)
-    return Status::InvalidArgument("batch: num_features is ", b.num_features, " but the plan has ",
-                                   nf, " features");
+    // The C API's count is a size_t: one beyond int64 (SIZE_MAX) is named as the caller gave it.
+    return Status::InvalidArgument("batch: num_features is ", static_cast<uint64_t>(b.num_features),
+                                   " but the plan has ", nf, " features");
   // Every size computed from caller input is checked for overflow before it is trusted.
   int64_t expect_signed = 0;
   if (__builtin_mul_overflow(nf, b.batch_size, &expect_signed))

@@ -179,7 +179,8 @@ impl Inference {
     }
 
     /// Number of floats of the lookup output of `batch`: [batch_size, output_dim], or
-    /// [values, dim] for a sequence handle.
+    /// [values, dim] for a sequence handle; 0 for a batch no output can hold (a negative batch
+    /// size, or a product that overflows), which `lookup` then refuses with an error.
     pub fn output_size(&self, batch: &Kjt<'_>) -> usize {
         output_size(batch, self.output_dim, self.sequence)
     }
@@ -311,7 +312,7 @@ impl InferenceSnapshot {
 
 fn output_size(batch: &Kjt<'_>, dim: i64, sequence: bool) -> usize {
     let rows = if sequence { batch.values.len() } else { batch.batch_size.max(0) as usize };
-    rows.saturating_mul(dim.max(0) as usize)
+    rows.checked_mul(dim.max(0) as usize).unwrap_or(0)
 }
 
 /// # Safety

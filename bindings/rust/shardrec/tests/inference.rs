@@ -101,7 +101,15 @@ fn assert_served_equals_forward(got: &[f32], fx: &Fixture, rank: usize) {
 
 fn lookup(inf: &Inference, rank: usize) -> (Vec<f32>, u64) {
     let (l, v) = batch(REQUEST_STEP, rank, 1);
-    inf.lookup_vec(&kjt(&l, &v)).unwrap()
+    let k = kjt(&l, &v);
+    // A batch no output can hold sizes to 0 (it was usize::MAX when the product overflowed),
+    // which the lookup refuses.
+    for bs in [-5, 1i64 << 62] {
+        let bad = Kjt { batch_size: bs, ..k };
+        assert_eq!(inf.output_size(&bad), 0, "batch_size {bs}");
+        assert!(inf.lookup(&bad, &mut []).is_err(), "batch_size {bs}");
+    }
+    inf.lookup_vec(&k).unwrap()
 }
 
 #[test]

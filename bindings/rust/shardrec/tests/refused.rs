@@ -82,6 +82,10 @@ fn impossible_sizes_are_errors_not_panics() {
         assert_eq!(coll.output_size(&kjt).unwrap_err().code(), Code::Invalid, "batch_size {b}");
         assert_eq!(coll.forward_vec(&kjt).unwrap_err().code(), Code::Invalid, "batch_size {b}");
     }
+    // A feature count beyond int64 is named as given (it was "num_features is -1").
+    let mut out = vec![0.0f32; 4];
+    let err = coll.forward(&Kjt::new(2, usize::MAX, &lengths, &values), &mut out).unwrap_err();
+    assert!(err.to_string().contains("num_features is 18446744073709551615"), "{err}");
     match Comm::local_group(usize::MAX, &CommOptions::default()) {
         Err(err) => assert_eq!(err.code(), Code::Invalid, "{err}"),
         Ok(_) => panic!("a local group of usize::MAX ranks was created"),

@@ -63,7 +63,16 @@ public final class Comm extends NativeHandle {
       o.setDevice_type(deviceType.code());
       o.setDevice_index(deviceIndex);
       o.setStore_grace_ms(storeGraceMs);
-      if (bindAddress != null) o.setBind_address(bindAddress);
+      if (bindAddress != null) {
+        // C would read the address up to the NUL (and use it): refused like every other String.
+        int nul = bindAddress.indexOf('\0');
+        if (nul >= 0) {
+          o.delete();
+          throw new IllegalArgumentException("bindAddress " + bindAddress.replace("\0", "\\0")
+              + ": a NUL character at char " + nul + " would cut the string short in C");
+        }
+        o.setBind_address(bindAddress);
+      }
       return o;
     }
   }

@@ -78,7 +78,9 @@ public final class EmbeddingCollection extends NativeHandle {
       } finally {
         e.delete();
       }
-      throw new IllegalArgumentException(refused);
+      // A null plan is a bad argument; a closed handle is use after close, as for its own calls.
+      if (plan == null) throw new IllegalArgumentException(refused);
+      throw new ShardrecException(ShardrecException.EINVAL, refused);
     }
     // No optimizer: a NULL one, so the collection trains with the plan's.
     optimizer_config o = optimizer == null ? null : optimizer.toNative();
@@ -300,7 +302,7 @@ public final class EmbeddingCollection extends NativeHandle {
   public String stateName(int index) {
     String[] name = new String[1];
     int[] rowWise = new int[1];
-    use(h -> Native.embedding_state_info(h, index, name, rowWise));
+    use(h -> Native.embedding_state_info(h, Indices.of("state", index), name, rowWise));
     return name[0];
   }
 
@@ -308,7 +310,7 @@ public final class EmbeddingCollection extends NativeHandle {
   public boolean stateRowWise(int index) {
     String[] name = new String[1];
     int[] rowWise = new int[1];
-    use(h -> Native.embedding_state_info(h, index, name, rowWise));
+    use(h -> Native.embedding_state_info(h, Indices.of("state", index), name, rowWise));
     return rowWise[0] != 0;
   }
 

@@ -170,7 +170,7 @@ public final class Inference extends NativeHandle {
     long[] rows = new long[1];
     int[] dim = new int[1];
     int[] storage = new int[1];
-    use(h -> Native.inference_table_info(h, index, name, rows, dim, storage));
+    use(h -> Native.inference_table_info(h, Indices.of("table", index), name, rows, dim, storage));
     return new TableInfo(name[0], rows[0], dim[0], ServingStorage.of(storage[0]));
   }
 

@@ -182,13 +182,13 @@ public final class Plan extends NativeHandle {
 
   public String tableName(int table) {
     String[] out = new String[1];
-    use(h -> Native.plan_table_name(h, table, out));
+    use(h -> Native.plan_table_name(h, Indices.of("table", table), out));
     return out[0];
   }
 
   public String featureName(int feature) {
     String[] out = new String[1];
-    use(h -> Native.plan_feature_name(h, feature, out));
+    use(h -> Native.plan_feature_name(h, Indices.of("feature", feature), out));
     return out[0];
   }
 
@@ -201,13 +201,13 @@ public final class Plan extends NativeHandle {
 
   public long tableRows(int table) {
     long[] out = new long[1];
-    use(h -> Native.plan_table_rows(h, table, out));
+    use(h -> Native.plan_table_rows(h, Indices.of("table", table), out));
     return out[0];
   }
 
   public int tableDim(int table) {
     int[] out = new int[1];
-    use(h -> Native.plan_table_dim(h, table, out));
+    use(h -> Native.plan_table_dim(h, Indices.of("table", table), out));
     return out[0];
   }
 
@@ -215,21 +215,21 @@ public final class Plan extends NativeHandle {
   public ShardingType tableSharding(int table) {
     int[] type = new int[1];
     long[] n = new long[1];
-    use(h -> Native.plan_table_sharding(h, table, type, n));
+    use(h -> Native.plan_table_sharding(h, Indices.of("table", table), type, n));
     return ShardingType.of(type[0]);
   }
 
   public int numShards(int table) {
     int[] type = new int[1];
     long[] n = new long[1];
-    use(h -> Native.plan_table_sharding(h, table, type, n));
+    use(h -> Native.plan_table_sharding(h, Indices.of("table", table), type, n));
     return (int) n[0];
   }
 
   public Shard shard(int table, int index) {
     shard_t s = new shard_t();
     try {
-      use(h -> Native.plan_shard(h, table, index, s));
+      use(h -> Native.plan_shard(h, Indices.of("table", table), Indices.of("shard", index), s));
       return new Shard(s.getRow_offset(), s.getRows(), s.getCol_offset(), s.getCols(), s.getRank());
     } finally {
       s.delete();

@@ -84,9 +84,36 @@ class EmbeddingCollectionTest {
     plan.close();
     e = assertThrows(ShardrecException.class, plan::numTables);
     assertTrue(e.getMessage().contains("Plan is closed"), e.getMessage());
+    // A closed plan passed to create is use after close too (it was IllegalArgumentException).
+    e = assertThrows(ShardrecException.class,
+                     () -> EmbeddingCollection.create(plan, comm, null, null));
+    assertEquals(ShardrecException.EINVAL, e.code());
+    assertTrue(e.getMessage().contains("Plan is closed"), e.getMessage());
+    Comm.Options nul = new Comm.Options();
+    nul.bindAddress = "127.0.0.1\0junk";
+    IllegalArgumentException cut =
+        assertThrows(IllegalArgumentException.class, () -> Comm.createLocalGroup(1, nul));
+    assertTrue(cut.getMessage().contains("NUL"), cut.getMessage());
     comm.close();
     e = assertThrows(ShardrecException.class, comm::rank);
     assertTrue(e.getMessage().contains("Comm is closed"), e.getMessage());
+  }
+
+  // A negative index reached C as a huge one ("table index 18446744073709551615 is out of
+  // range"); it is refused as given.
+  @Test
+  void negativeIndicesAreNamedAsGiven() {
+    try (Plan plan = Training.plan(1); Comm comm = Comm.createLocalGroup(1)[0];
+         EmbeddingCollection coll = EmbeddingCollection.create(plan, comm, null, null)) {
+      for (org.junit.jupiter.api.function.Executable call :
+           new org.junit.jupiter.api.function.Executable[] {
+               () -> plan.tableName(-1), () -> plan.featureName(-1), () -> plan.tableRows(-1),
+               () -> plan.numShards(-1), () -> plan.shard(0, -1), () -> coll.stateName(-1)}) {
+        ShardrecException e = assertThrows(ShardrecException.class, call);
+        assertEquals(ShardrecException.EINVAL, e.code());
+        assertTrue(e.getMessage().contains("index -1 is negative"), e.getMessage());
+      }
+    }
   }
 
   @Test
