@@ -174,7 +174,9 @@ Status ShardedParams::Step() {
   for (size_t u = 0; u < counts_.size(); ++u) {
     if (!reduced_[u]) {
       missing.push_back(u);
-      // Keep the ranks in step: reduce whatever this rank has (zeros if it has nothing).
+      // Keep the ranks in step: reduce zeros from this rank (ddp.h), not whatever it left in the
+      // unit's gradient, which it never declared final.
+      std::fill(full_grad_[u].begin(), full_grad_[u].end(), 0.0f);
       if (ReduceGrad(u).ok()) continue;
     }
   }

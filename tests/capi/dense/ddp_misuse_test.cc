@@ -255,6 +255,10 @@ TEST(CapiFsdpMisuse, ReducedTwiceOrMissingIsReportedAndTheRanksStayInStep) {
     EXPECT_EQ(shardrec_fsdp_reduce_grad(fsdp.get(), 0), SHARDREC_EUSAGE);
     EXPECT_NE(LastError().find("twice"), std::string::npos) << LastError();
     EXPECT_EQ(shardrec_fsdp_grad(fsdp.get(), 0, &g), SHARDREC_EUSAGE);
+    // Unit 1's gradient is written but never reduced: the step reduces zeros from this rank,
+    // not what it wrote (which it used to average in).
+    ASSERT_EQ(shardrec_fsdp_grad(fsdp.get(), 1, &g), SHARDREC_OK);
+    for (int e = 0; e < 7; ++e) g[e] = 7.0f * static_cast<float>(r + 1);
     EXPECT_EQ(shardrec_fsdp_step(fsdp.get()), SHARDREC_EUSAGE);
     EXPECT_NE(LastError().find("unit 1"), std::string::npos) << LastError();
     float* full = nullptr;
