@@ -114,7 +114,7 @@ SHARDREC_API shardrec_status_t shardrec_ddp_grad(const shardrec_ddp_t* ddp, size
 /**
  * Makes tensor @p index's gradient live in caller storage @p grad (count floats, kept alive by
  * the caller): its bucket copies it in and out around the exchange. Use when a host framework
- * owns its gradients.
+ * owns its gradients. A NULL @p grad gives the tensor back its bucket storage.
  * @return SHARDREC_OK; SHARDREC_EINVAL.
  */
 SHARDREC_API shardrec_status_t shardrec_ddp_set_external(shardrec_ddp_t* ddp, size_t index,
