@@ -68,6 +68,16 @@ void ExpectRejected(const Scenario& s, const std::string& dir, shardrec_status_t
 
 Scenario AdamScenario() { return SideScenario(kSide, SHARDREC_OPTIMIZER_ADAM, 11); }
 
+// Flips a bit inside the last record's data of rank 1's file in `dir`; returns that file.
+std::string CorruptLastRecord(const std::string& dir) {
+  const auto files = RankFiles(dir);
+  EXPECT_EQ(files.size(), 2u);
+  std::string bytes = Slurp(files.back());
+  bytes[bytes.size() - 3] ^= 0x40;
+  Spit(files.back(), bytes);
+  return files.back();
+}
+
 TEST(CheckpointReject, MissingCheckpointIsNotFound) {
   ExpectRejected(AdamScenario(), FreshDir("empty"), SHARDREC_ENOTFOUND, {"manifest.json"});
 }
@@ -75,30 +85,22 @@ TEST(CheckpointReject, MissingCheckpointIsNotFound) {
 TEST(CheckpointReject, CorruptRecordNamesFileAndRecord) {
   const Scenario s = AdamScenario();
   const std::string dir = SavedCheckpoint(s);
-  const auto files = RankFiles(dir);
-  ASSERT_EQ(files.size(), 2u);
-  std::string bytes = Slurp(files[1]);
-  bytes[bytes.size() - 3] ^= 0x40;  // inside the last record's data
-  Spit(files[1], bytes);
+  const std::string file = CorruptLastRecord(dir);
   // Found while reading into staging (the file's structure is intact): nothing changes.
   ExpectRejected(s, dir, SHARDREC_ECORRUPT,
-                 {fs::path(files[1]).filename().string(), "record", "checksum"});
+                 {fs::path(file).filename().string(), "record", "checksum"});
 }
 
 // verify_first is still accepted (it only matters with allow_partial_load).
 TEST(CheckpointReject, CorruptRecordWithVerifyFirstChangesNothing) {
   const Scenario s = AdamScenario();
   const std::string dir = SavedCheckpoint(s);
-  const auto files = RankFiles(dir);
-  ASSERT_EQ(files.size(), 2u);
-  std::string bytes = Slurp(files[1]);
-  bytes[bytes.size() - 3] ^= 0x40;
-  Spit(files[1], bytes);
+  const std::string file = CorruptLastRecord(dir);
   shardrec_checkpoint_options_t o = SHARDREC_CHECKPOINT_OPTIONS_INIT;
   o.verify_first = 1;
   o.allow_partial_load = 1;
   ExpectRejected(s, dir, SHARDREC_ECORRUPT,
-                 {fs::path(files[1]).filename().string(), "record", "checksum"}, true, &o);
+                 {fs::path(file).filename().string(), "record", "checksum"}, true, &o);
 }
 
 // allow_partial_load may leave the collection partly loaded when a chunk is corrupt, but never
@@ -113,11 +115,7 @@ TEST(CheckpointReject, APartialLoadNeverKeepsACorruptChunksBytes) {
     const Snap got = TakeSnap(c, s);
     if (r == 0) saved = got;
   });
-  const auto files = RankFiles(dir);
-  ASSERT_EQ(files.size(), 2u);
-  std::string bytes = Slurp(files[1]);
-  bytes[bytes.size() - 3] ^= 0x40;
-  Spit(files[1], bytes);
+  CorruptLastRecord(dir);
   shardrec_checkpoint_options_t o = SHARDREC_CHECKPOINT_OPTIONS_INIT;
   o.allow_partial_load = 1;
   OnSide(kSide, s, [&](int, shardrec_embedding_t* c, shardrec_mesh_t* m) {
