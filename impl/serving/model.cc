@@ -72,15 +72,18 @@ Status Model::Finish() {
   // not empty (deltas and lookups find tables by name), every table reads a feature at most once
   // and at least one, and every feature is read.
   std::set<std::string> names;
-  for (const std::string& f : features)
-    if (f.empty() || !names.insert(f).second)
-      return Status::InvalidArgument("feature name '", f, "' is empty or given twice");
+  for (size_t f = 0; f < features.size(); ++f) {
+    if (features[f].empty()) return Status::InvalidArgument("feature ", f, " has an empty name");
+    if (!names.insert(features[f]).second)
+      return Status::InvalidArgument("feature name '", features[f], "' is given twice");
+  }
   names.clear();
   std::vector<bool> read(features.size(), false);
   int32_t none = 0;
   for (const Table& t : tables) {
-    if (t.name.empty() || !names.insert(t.name).second)
-      return Status::InvalidArgument("table name '", t.name, "' is empty or given twice");
+    if (t.name.empty()) return Status::InvalidArgument("a table has an empty name");
+    if (!names.insert(t.name).second)
+      return Status::InvalidArgument("table name '", t.name, "' is given twice");
     if (t.rows < (t.dynamic ? 0 : 1) || t.dim < 1)
       return Status::InvalidArgument("table ", t.name, ": rows ", t.rows, " and dim ", t.dim,
                                      " must be positive");

@@ -215,7 +215,7 @@ TEST(InferenceReject, ImpossibleHeaderValuesAreRefused) {
       // output width shrank with a table that reads nothing).
       {"same_table_names",
        [](nlohmann::json& h) { h["tables"][1]["name"] = h["tables"][0]["name"]; }, "given twice"},
-      {"empty_table_name", [](nlohmann::json& h) { h["tables"][0]["name"] = ""; }, "is empty"},
+      {"empty_table_name", [](nlohmann::json& h) { h["tables"][0]["name"] = ""; }, "empty name"},
       {"same_feature_names", [](nlohmann::json& h) { h["features"][1] = h["features"][0]; },
        "given twice"},
       {"table_reads_nothing",
