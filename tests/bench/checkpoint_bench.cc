@@ -6,8 +6,8 @@
 //    verified chunks read into host staging, the rank agreement, then copied into the shards)
 //    against a plain sequential read of the rank file in 1 MiB pieces into one buffer of its
 //    size (allocated and touched once, like the collection's arenas).
-//  - BM_LoadPartial: the same with allow_partial_load (verified chunks read straight into the
-//    shards: the load before all-or-nothing became the default), against the same plain read.
+//  - BM_LoadPartial: the same with allow_partial_load (each chunk verified in a chunk-sized buffer,
+//    then copied into the shards), against the same plain read.
 // The `vs_plain` counter is checkpoint GB/s over plain GB/s (target >= 0.8), `vs_plain_cpu` the
 // same ratio in CPU time of the calling thread. Reads come from the page cache for both sides
 // alike; one untimed load first, so both sides write into memory already touched.
