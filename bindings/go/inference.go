@@ -175,8 +175,8 @@ func (inf *Inference) Table(i int) (InferenceTable, error) {
 	rows := make([]int64, 1)
 	dim := make([]int32, 1)
 	storage := make([]int32, 1)
-	if i < 0 {
-		return t, &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf("table index %d is negative", i)}
+	if err := negativeIndex("table", i); err != nil {
+		return t, err
 	}
 	err := inf.use(func(h uintptr) error {
 		return swig.Inference_table_info(h, int64(i), &t.Name, rows, dim, storage)
