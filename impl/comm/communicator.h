@@ -89,6 +89,17 @@ class Communicator {
   virtual Status AsyncError() const = 0;
 };
 
+// What a call on `comm` made now returns before it communicates (every host backend's rule): OK
+// while healthy; its abort, which keeps saying so (a host tells an abort it asked for from a
+// failure it must report); else kInvalidUsage naming the failure that poisoned it. For work
+// handed to another thread, whose error would otherwise surface only when it is waited for.
+inline Status UsableNow(const Communicator& comm) {
+  Status cause = comm.AsyncError();
+  if (cause.ok() || cause.code() == Code::kAborted) return cause;
+  return Status::InvalidUsage("communicator (rank ", comm.Rank(), " of ", comm.Size(),
+                              ") is unusable after an earlier error: ", cause.ToString());
+}
+
 // Whether `s` is a failed exchange: a timeout, a failed peer (kRemote) or this rank's abort. Its
 // peers may be gone, so a caller attempts no further agreement with them over that group.
 inline bool IsExchangeFailure(const Status& s) {

@@ -141,15 +141,7 @@ void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) timeout_.store(timeout);
 }
 
-Status GlooCommunicator::Usable() const {
-  Status cause = AsyncError();
-  if (cause.ok()) return Status::Ok();
-  // An aborted communicator keeps saying so: the host's error handling tells an abort it asked
-  // for from a failure it must report.
-  if (cause.code() == Code::kAborted) return cause;
-  return Status::InvalidUsage("communicator (rank ", rank_, " of ", size_,
-                              ") is unusable after an earlier error: ", cause.ToString());
-}
+Status GlooCommunicator::Usable() const { return UsableNow(*this); }
 
 Status GlooCommunicator::AsyncError() const {
   {

@@ -308,6 +308,9 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
   ScopedTimer phase(&s_.timings.input_dist_seconds);
   // As in Forward: what stream-ordered calls left to learn, first.
   SR_RETURN_IF_ERROR(engine_->SettleBeforeInput());
+  // The exchange runs on the worker, whose error input_dist_wait would report: an aborted or
+  // failed communicator fails this call instead, as it fails every call made after it.
+  if (!engine_->ExchangesInputInline()) SR_RETURN_IF_ERROR(comm::UsableNow(*s_.input_comm));
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   if (engine_->ExchangesInputInline()) {
     // NCCL runs operations of different communicators safely only in separate epochs, issued in

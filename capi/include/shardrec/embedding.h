@@ -187,9 +187,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
  *               stream) whose queued work the batch is read after, as in
  *               shardrec_embedding_forward; ignored otherwise.
  * @return SHARDREC_OK; SHARDREC_EINVAL for an invalid batch (here or, over NCCL, a peer's);
- *         SHARDREC_EUSAGE when a distribution is already in flight; over NCCL also
- *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE. Synchronising (GPU collection), as
- *         shardrec_embedding_forward: nothing is then in flight.
+ *         SHARDREC_EUSAGE when a distribution is already in flight; SHARDREC_EABORTED after
+ *         shardrec_comm_abort() and SHARDREC_EUSAGE after a communication failure, at once
+ *         (comm.h); over NCCL also SHARDREC_ETIMEOUT / SHARDREC_EREMOTE. Synchronising (GPU
+ *         collection), as shardrec_embedding_forward: nothing is then in flight.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embedding_t* coll,

@@ -175,14 +175,7 @@ Status MpiCommunicator::AsyncError() const {
                 StrCat("a communicator split from the same root failed: ", shared.message()));
 }
 
-Status MpiCommunicator::Usable() const {
-  Status cause = AsyncError();
-  if (cause.ok()) return Status::Ok();
-  // An aborted communicator keeps saying so, as on Gloo.
-  if (cause.code() == Code::kAborted) return cause;
-  return Status::InvalidUsage("communicator (rank ", rank_, " of ", size_,
-                              ") is unusable after an earlier error: ", cause.ToString());
-}
+Status MpiCommunicator::Usable() const { return UsableNow(*this); }
 
 Status MpiCommunicator::Poison(Status s) {
   std::lock_guard<std::mutex> lock(mu_);

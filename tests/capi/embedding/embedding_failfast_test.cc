@@ -131,6 +131,10 @@ TEST(EmbeddingFailFast, AbortFromAnotherThreadUnblocksAForwardWithinASecond) {
   EXPECT_LE(took, 1000);
   EXPECT_EQ(shardrec_embedding_forward(c0.get(), kjt.view(), out.data(), out.size(), nullptr),
             SHARDREC_EABORTED);
+  // So does a started input distribution, at once rather than at its wait, leaving nothing in
+  // flight.
+  EXPECT_EQ(shardrec_embedding_input_dist_start(c0.get(), kjt.view(), nullptr), SHARDREC_EABORTED);
+  EXPECT_EQ(shardrec_embedding_input_dist_wait(c0.get(), nullptr), SHARDREC_EUSAGE);
   // Rank 1: once its side has seen the connection to rank 0 close (a few ms; a call started in
   // that window can miss it and wait for its timeout, a Gloo race documented in
   // docs/launch.md), its next forward fails at once with EREMOTE and the one after with EUSAGE.
@@ -147,6 +151,9 @@ TEST(EmbeddingFailFast, AbortFromAnotherThreadUnblocksAForwardWithinASecond) {
             SHARDREC_EUSAGE)
       << shardrec_last_error();
   EXPECT_LT(Clock::now() - start, milliseconds(1000));
+  EXPECT_EQ(shardrec_embedding_input_dist_start(c1.get(), kjt1.view(), nullptr), SHARDREC_EUSAGE);
+  EXPECT_NE(std::string(shardrec_last_error()).find("earlier error"), std::string::npos)
+      << shardrec_last_error();
   c0.reset();
   c1.reset();
   shardrec_comm_destroy(comms[0]);
