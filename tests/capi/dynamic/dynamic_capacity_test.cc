@@ -233,25 +233,15 @@ TEST(DynamicCapacity, AShardOfMoreSlotsThanItCanNumberIsRefusedByThePlanner) {
             SHARDREC_OK);
   shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
   feature.name = "f";
-  const int32_t index = 0;
   shardrec_table_config_t table = SHARDREC_TABLE_CONFIG_INIT;
   table.name = "huge";
   table.dim = 1;
   table.dynamic = &dyn;
-  table.features = &index;
-  table.num_features = 1;
-  shardrec_topology_t topo;
-  ASSERT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
-  topo.world_size = 1;
-  topo.optimizer = SHARDREC_OPTIMIZER_SGD;
-  topo.memory_bytes = uint64_t{1} << 50;
   for (const int64_t rows : {int64_t{INT32_MAX}, int64_t{3000000000}}) {
     table.rows = rows;
-    shardrec_plan_t* plan = nullptr;
-    EXPECT_EQ(shardrec_plan_create(&plan, &table, 1, &feature, 1, &topo, nullptr, 0),
-              SHARDREC_EUNSUPPORTED)
-        << rows;
-    EXPECT_EQ(plan, nullptr);
+    PlanPtr refused;
+    EXPECT_EQ(PlanOneTable(table, &refused), SHARDREC_EUNSUPPORTED) << rows;
+    EXPECT_EQ(refused, nullptr);
     const std::string msg = shardrec_last_error();
     EXPECT_NE(msg.find("at most 2147483646 per shard"), std::string::npos) << msg;
   }
@@ -261,12 +251,19 @@ TEST(DynamicCapacity, AShardOfMoreSlotsThanItCanNumberIsRefusedByThePlanner) {
   // Two such tables over two ranks plan, each row-wise: table-wise, column-wise and
   // data-parallel would each give one rank every slot (the enumerator no longer offers them,
   // PlannerEnumerator.DynamicShardsOverTheSlotLimitAreNotOffered).
+  shardrec_topology_t topo;
+  ASSERT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
   topo.world_size = 2;
+  topo.optimizer = SHARDREC_OPTIMIZER_SGD;
+  topo.memory_bytes = uint64_t{1} << 50;
   shardrec_table_config_t tables[2] = {table, table};
   tables[0].rows = tables[1].rows = 3000000000;
   tables[1].name = "huge2";
   const int32_t indices[2] = {0, 1};
-  tables[1].features = &indices[1];
+  for (int t = 0; t < 2; ++t) {
+    tables[t].features = &indices[t];
+    tables[t].num_features = 1;
+  }
   shardrec_feature_config_t features[2] = {feature, feature};
   features[1].name = "g";
   shardrec_plan_t* two = nullptr;

@@ -85,7 +85,7 @@ struct CachedGroups {
 };
 }  // namespace
 
-PlanPtr OneTablePlan(shardrec_table_config_t table) {
+shardrec_status_t PlanOneTable(shardrec_table_config_t table, PlanPtr* out) {
   shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
   feature.name = "f";
   const int32_t index = 0;
@@ -97,9 +97,16 @@ PlanPtr OneTablePlan(shardrec_table_config_t table) {
   topo.optimizer = SHARDREC_OPTIMIZER_SGD;
   topo.memory_bytes = uint64_t{1} << 50;
   shardrec_plan_t* plan = nullptr;
-  EXPECT_EQ(shardrec_plan_create(&plan, &table, 1, &feature, 1, &topo, nullptr, 0), SHARDREC_OK)
-      << shardrec_last_error();
-  return PlanPtr(plan);
+  const shardrec_status_t rc =
+      shardrec_plan_create(&plan, &table, 1, &feature, 1, &topo, nullptr, 0);
+  out->reset(plan);
+  return rc;
+}
+
+PlanPtr OneTablePlan(shardrec_table_config_t table) {
+  PlanPtr plan;
+  EXPECT_EQ(PlanOneTable(table, &plan), SHARDREC_OK) << shardrec_last_error();
+  return plan;
 }
 
 uint64_t MemAvailableKiB() {

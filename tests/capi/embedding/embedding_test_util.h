@@ -57,6 +57,8 @@ shardrec_comm_t* GroupComm(int32_t world, int32_t rank);
 // A world-1 SGD plan of `table` alone, read by one feature "f", the planner told any memory
 // fits (tests of what creation refuses); null (with a test failure) when planning fails.
 PlanPtr OneTablePlan(shardrec_table_config_t table);
+// The same plan's status, for tests of what planning refuses (*out null unless OK).
+shardrec_status_t PlanOneTable(shardrec_table_config_t table, PlanPtr* out);
 
 // MemAvailable of /proc/meminfo in KiB, or 0 where it cannot be read (what the library checks
 // arenas against before it writes them).
