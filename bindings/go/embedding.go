@@ -121,8 +121,10 @@ type EmbeddingOptions struct {
 	NonFinite NonFinitePolicy
 	// TableMemory is the page size of the table storage; the zero value is huge pages.
 	TableMemory TableMemory
-	// DeviceType is where the tables live: DeviceHost (the zero value). CUDA collections are
-	// refused with ErrCodeUnsupported by this build (embedding_options.h); forwarded as given.
+	// DeviceType is where the tables live: DeviceHost (the zero value) or DeviceCUDA, forwarded
+	// as given (embedding_options.h): a CUDA collection needs the CUDA plugin and a GPU, else
+	// creation fails with ErrCodeNoDevice (ErrCodeUnsupported from a library built without CUDA
+	// while SHARDREC_CUDA_PLUGIN is unset). Buffers from Go are host memory.
 	DeviceType  DeviceType
 	DeviceIndex int // CUDA ordinal; ignored on the host
 	// Capacity hints of a GPU collection (embedding_options.h): the most samples and the most ids

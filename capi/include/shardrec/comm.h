@@ -142,8 +142,9 @@ SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id
  * store, claiming the rank and meeting the others share the one timeout. A rank number that
  * another live process already claimed with this id is refused, and so is every rank still
  * meeting on the id (SHARDREC_EUSAGE naming the rank, at once rather than at the timeout).
- * Destroying rank 0's communicator waits (up to its timeout) for the other ranks to disconnect
- * from the store, so destroy rank 0 last when one thread owns several ranks.
+ * Destroying rank 0's communicator waits up to shardrec_comm_options_t.store_grace_ms (default
+ * 2 s) for the other ranks to disconnect from the store (shardrec_comm_destroy), so destroy rank 0
+ * last when one thread owns several ranks.
  * @param out        [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
  * @param id         [in] Id from shardrec_comm_unique_id_create(); not NULL.
  * @param world_size Number of ranks, >= 1.

@@ -14,7 +14,8 @@
  *    (bindings) or `_INIT` macro (C), then set fields. Fields are only ever appended.
  *  - Handles are not thread-safe unless their documentation says otherwise.
  *  - GPU-capable calls take a trailing `void* stream` (a cudaStream_t, NULL for the default
- *    stream); they are asynchronous on that stream. Host calls are synchronous.
+ *    stream); they are asynchronous on that stream. Host calls are synchronous. A CUDA MLP
+ *    (dense.h) is the exception: its stream is set once, in shardrec_mlp_options_t.
  */
 #ifndef SHARDREC_COMMON_H_
 #define SHARDREC_COMMON_H_

@@ -6,10 +6,13 @@
  *        Adam/AdamW).
  *
  * Layers run on the host through OpenBLAS's sgemm in fp32 (deterministic for a fixed OpenBLAS
- * thread count), or, for an MLP created with device = SHARDREC_DEVICE_CUDA, on a GPU through
- * cuBLASLt in the CUDA plugin (fp32, tf32 or bf16 math; see shardrec_mlp_options_t). The GPU
- * path has run on one H200 (2026-11-26: the host MLP's results within 1e-4 in fp32, 1e-2 in tf32
- * and bf16; docs/gpu.md); CI compiles it and tests it on the CPU through a fake plugin.
+ * thread count and CPU), opened on first use: every host call that runs a GEMM (MLP and DCN
+ * forward and backward, the serving forward) returns SHARDREC_EUNSUPPORTED, changing nothing,
+ * when the BLAS library cannot be opened (libopenblas.so.0 or $SHARDREC_BLAS_LIBRARY). Or, for an
+ * MLP created with device = SHARDREC_DEVICE_CUDA, on a GPU through cuBLASLt in the CUDA plugin
+ * (fp32, tf32 or bf16 math; see shardrec_mlp_options_t). The GPU path has run on one H200
+ * (2026-11-26: the host MLP's results within 1e-4 in fp32, 1e-2 in tf32 and bf16; docs/gpu.md); CI
+ * compiles it and tests it on the CPU through a fake plugin.
  *
  * Parameters and gradients are exposed as flat tensors (shardrec_dense_param_t): a name, a
  * parameter pointer, a gradient pointer and an element count. They may be rebound to storage the
@@ -169,8 +172,8 @@ SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int6
  * until then. For a CUDA MLP (shardrec_mlp_device) @p x and @p y are device pointers and the
  * call returns once the work is enqueued on the MLP's stream.
  * @param y_len Elements available at @p y; must be >= batch * out_features.
- * @return SHARDREC_OK; SHARDREC_EINVAL (NULL buffers, batch < 0, y too small); nothing changes
- *         on error.
+ * @return SHARDREC_OK; SHARDREC_EINVAL (NULL buffers, batch < 0, y too small);
+ *         SHARDREC_EUNSUPPORTED (no BLAS library, above); nothing changes on error.
  */
 SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const float* x,
                                                     int64_t batch, float* y, int64_t y_len);

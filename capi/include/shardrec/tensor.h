@@ -28,9 +28,10 @@ SHARDREC_BEGIN_DECL
  * B may be 0 and may differ between ranks.
  *
  * Device: the arrays live on the device named by @ref device_type and @ref device_index. GPU
- * collections read these two fields, so start from SHARDREC_KJT_VIEW_INIT (or zero the view)
- * and set them. Host collections always read host memory and do not look at them, so views
- * filled field by field before the fields existed keep working with host collections.
+ * collections read these two fields, so start from SHARDREC_KJT_VIEW_INIT and set them (a view
+ * zeroed with memset has values_dtype 0, SHARDREC_DTYPE_FLOAT32, which every forward refuses). Host
+ * collections always read host memory and do not look at them, so views filled field by field
+ * before the fields existed keep working with host collections.
  */
 typedef struct shardrec_kjt_view {
   int64_t batch_size;     /**< B, the local number of samples; >= 0. */
@@ -47,7 +48,7 @@ typedef struct shardrec_kjt_view {
   int32_t device_index;   /**< CUDA device ordinal; 0 for host memory. */
 } shardrec_kjt_view_t;
 
-/** A view with every field zero: an empty host batch, to be filled in. */
+/** An empty host batch of int64 ids (every other field zero), to be filled in. */
 #define SHARDREC_KJT_VIEW_INIT \
   { 0, 0, NULL, 0, NULL, SHARDREC_DTYPE_INT64, 0, NULL, 0, 0, 0 }
 
