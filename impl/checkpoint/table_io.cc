@@ -4,12 +4,14 @@
 // accessors (which copy through the host). An import is staged like a checkpoint load
 // (staged_load.h): nothing changes unless every rank has read its rows.
 #include <map>
+#include <span>
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
 #include "impl/checkpoint/dynamic_table_io.h"
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/staged_load.h"
+#include "impl/comm/agree.h"
 #include "impl/core/config.h"
 
 namespace shardrec::checkpoint {
@@ -27,10 +29,32 @@ void SplitPath(const std::string& path, std::string* dir, std::string* name) {
   }
 }
 
+// Every rank must name the same table: an export's gathers are sized by it, an import's reads
+// fill what it names, and a dynamic table takes another path than a fixed one. One all-reduce,
+// before anything else; an unknown name counts as a table of its own (when every rank names it,
+// the calls go on to refuse it as before).
+Status AgreeOnTable(embedding::EmbeddingCollection& coll, const std::string& table,
+                    const char* call) {
+  const auto& tables = coll.plan().tables;
+  int64_t index = -1;
+  for (size_t t = 0; t < tables.size(); ++t)
+    if (tables[t].name == table) index = static_cast<int64_t>(t);
+  int64_t refusing = -1;
+  uint64_t differ = 0;
+  SR_RETURN_IF_ERROR(comm::FindRefusingRank(coll.comm(), false, std::span<const int64_t>(&index, 1),
+                                            &refusing, &differ));
+  if (differ != 0)
+    return Status::InvalidArgument("the ranks named different tables to the table ", call,
+                                   " (this rank: '", table,
+                                   "'); every rank must name the same table");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state) {
+  SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, "export"));
   const auto& tables = coll.plan().tables;
   for (size_t t = 0; t < tables.size(); ++t)
     if (tables[t].name == table && tables[t].dynamic.enabled)
@@ -84,6 +108,7 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
 
 Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state, uint64_t staging_limit) {
+  SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, "import"));
   const auto& tables = coll.plan().tables;
   for (size_t t = 0; t < tables.size(); ++t)
     if (tables[t].name == table && tables[t].dynamic.enabled)

@@ -2,8 +2,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/rng.h"
 
 namespace shardrec::comm {
 
@@ -13,6 +15,33 @@ Status FindRefusingRank(Communicator& comm, bool refused, int64_t* refusing) {
   SR_RETURN_IF_ERROR(comm.AllReduce(&v, &v, 1, DType::kInt64, ReduceOp::kMax));
   *refusing = v == 0 ? -1 : comm.Size() - v;
   return Status::Ok();
+}
+
+Status FindRefusingRank(Communicator& comm, bool refused, std::span<const int64_t> same,
+                        int64_t* refusing, uint64_t* differ) {
+  // Under kMax: each value and its negation (max and -min: equal exactly when all agree), then
+  // Size() - rank for a refusing rank, as above.
+  const size_t n = same.size();
+  SR_CHECK(n <= 64);
+  std::vector<int64_t> v(2 * n + 1);
+  for (size_t k = 0; k < n; ++k) {
+    SR_CHECK(same[k] != INT64_MIN);
+    v[k] = same[k];
+    v[n + k] = -same[k];
+  }
+  v[2 * n] = refused ? comm.Size() - comm.Rank() : 0;
+  SR_RETURN_IF_ERROR(comm.AllReduce(v.data(), v.data(), v.size(), DType::kInt64, ReduceOp::kMax));
+  *refusing = v[2 * n] == 0 ? -1 : comm.Size() - v[2 * n];
+  *differ = 0;
+  for (size_t k = 0; k < n; ++k)
+    if (v[k] != -v[n + k]) *differ |= uint64_t{1} << k;
+  return Status::Ok();
+}
+
+int64_t Digest63(std::span<const int64_t> values) {
+  uint64_t d = Mix64(values.size());
+  for (int64_t x : values) d = Mix64(d ^ static_cast<uint64_t>(x));
+  return static_cast<int64_t>(d >> 1);
 }
 
 namespace {
@@ -39,6 +68,22 @@ Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view w
   });
 }
 
+Status AgreeOnCounts(Communicator& comm, std::span<const int64_t> counts, std::string_view what) {
+  const int64_t digest = Digest63(counts);
+  std::vector<int64_t> all(static_cast<size_t>(comm.Size()));
+  std::vector<size_t> ones(all.size(), 1);
+  SR_RETURN_IF_ERROR(comm.AllGatherV(&digest, 1, all.data(), ones, DType::kInt64));
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    int64_t total = 0;
+    for (int64_t c : counts) total += c;
+    return Status::InvalidArgument(what, " differ across ranks: rank ", r,
+                                   " gave other counts than rank 0 (this rank: ", counts.size(),
+                                   " of ", total, " elements in all)");
+  }
+  return Status::Ok();
+}
+
 Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call) {
   return AgreeOnVerdict(comm, local, [&](int64_t r) {
     return Status::InvalidArgument("rank ", r, " refused its arguments to the ", call,
@@ -59,26 +104,16 @@ std::string Describe(const CallSignature& call) {
 
 Status AgreeOnCall(Communicator& comm, const CallSignature& call, const Status& local) {
   if (!comm.device().is_host()) return local;
-  // Under kMax: the signature and its negation (max and -min: equal exactly when all agree),
-  // then Size() - rank for a rank that refused its arguments (else 0). Every value is above
-  // INT64_MIN (the callers' counts fit in int64), so each negates.
-  constexpr size_t kSig = 4;
-  const int64_t sig[kSig] = {call.kind, call.args[0], call.args[1], call.args[2]};
-  int64_t v[2 * kSig + 1];
-  for (size_t k = 0; k < kSig; ++k) {
-    v[k] = sig[k];
-    v[kSig + k] = -sig[k];
-  }
-  v[2 * kSig] = local.ok() ? 0 : comm.Size() - comm.Rank();
-  const Status exchanged = comm.AllReduce(v, v, 2 * kSig + 1, DType::kInt64, ReduceOp::kMax);
+  const int64_t sig[] = {call.kind, call.args[0], call.args[1], call.args[2]};
+  int64_t refusing = -1;
+  uint64_t differ = 0;
+  const Status exchanged = FindRefusingRank(comm, !local.ok(), sig, &refusing, &differ);
   if (!local.ok()) return local;
   if (!exchanged.ok()) return exchanged.WithContext(StrCat("agreeing on the ", Describe(call)));
-  const auto agreed = [&](size_t k) { return v[k] == -v[kSig + k]; };
-  if (v[2 * kSig] != 0) {
+  if (refusing >= 0) {
     // The refusing rank's call is named only when every rank called this kind of collective
     // (sizes may differ: they may be what it refused).
-    const int64_t refusing = comm.Size() - v[2 * kSig];
-    if (agreed(0)) {
+    if ((differ & 1) == 0) {
       return Status::InvalidArgument("rank ", refusing, " refused its ", call.what,
                                      " call (its error says why); no data moved");
     }
@@ -87,13 +122,11 @@ Status AgreeOnCall(Communicator& comm, const CallSignature& call, const Status& 
                                    "called different collectives (this rank: ",
                                    call.what, "); no data moved");
   }
-  for (size_t k = 0; k < kSig; ++k) {
-    if (!agreed(k)) {
-      return Status::InvalidArgument(
-          "the ranks called different collectives or gave different sizes: this rank called ",
-          Describe(call), "; every rank must make the same call with the same count, element ",
-          "type and op (or root)");
-    }
+  if (differ != 0) {
+    return Status::InvalidArgument(
+        "the ranks called different collectives or gave different sizes: this rank called ",
+        Describe(call), "; every rank must make the same call with the same count, element ",
+        "type and op (or root)");
   }
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "impl/comm/communicator.h"
@@ -19,6 +20,18 @@ namespace shardrec::comm {
 // (*refusing unchanged).
 Status FindRefusingRank(Communicator& comm, bool refused, int64_t* refusing);
 
+// FindRefusingRank that also compares `same`, values every rank must give alike (a table's index,
+// a digest of sizes), in the same all-reduce (two more words each): bit k of *differ is set when
+// some rank gave another same[k] (at most 64 values). A transport given different sizes on
+// different ranks may abort the process (Gloo's pair thread throws when a message outgrows the
+// buffer posted for it), so calls whose sizes follow from such values compare them before any data
+// moves. Each value must be above INT64_MIN (it is negated); Digest63 makes one of a list.
+Status FindRefusingRank(Communicator& comm, bool refused, std::span<const int64_t> same,
+                        int64_t* refusing, uint64_t* differ);
+
+// A digest of `values` (their number included) in [0, 2^63), for FindRefusingRank's `same`.
+int64_t Digest63(std::span<const int64_t> values);
+
 // One all-reduce of this rank's verdict on its own arguments (`local`). A rank that refused them
 // still takes part, so every rank fails at once naming the lowest refusing rank, where its peers
 // would otherwise wait out their timeout in an exchange it never joins. Returns `local` when it
@@ -27,6 +40,12 @@ Status FindRefusingRank(Communicator& comm, bool refused, int64_t* refusing);
 // message ("DDP bucketer"). Over a device communicator (whose collectives take device buffers)
 // it exchanges nothing and returns `local`: a refusing rank there fails alone.
 Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what);
+
+// After AgreeToCreate: whether every rank gave the same `counts` (the sizes of the tensors or
+// units a creation registers, which size its later exchanges). One all-gather of a digest per
+// rank; InvalidArgument on every rank naming the first rank that differs from rank 0, `what`
+// naming the registration ("DDP registrations").
+Status AgreeOnCounts(Communicator& comm, std::span<const int64_t> counts, std::string_view what);
 
 // As AgreeToCreate, for a collective call other than a creation (a checkpoint save, a delta
 // export): a rank that refused its own arguments (`local`) still takes part, so its peers fail at

@@ -264,6 +264,8 @@ Status GlooCommunicator::Staged(
 
 Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   // Every member learns every (color, key, rank) triple; the groups follow deterministically.
   const int64_t mine[3] = {color, key, rank_};
@@ -294,6 +296,8 @@ Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>
 
 Status GlooCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                    ReduceOp op, const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   SR_RETURN_IF_ERROR(CheckAllReduceCall(send, recv, count, dtype, op));
   std::chrono::milliseconds t;
@@ -308,6 +312,8 @@ Status GlooCommunicator::AllReduce(const void* send, void* recv, size_t count, D
 Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts,
                                    void* recv, std::span<const size_t> recv_counts, DType dtype,
                                    const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   size_t send_total = 0, recv_total = 0;
   SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, size_,
@@ -325,6 +331,8 @@ Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> sen
 Status GlooCommunicator::AllGatherV(const void* send, size_t send_count, void* recv,
                                     std::span<const size_t> recv_counts, DType dtype,
                                     const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   size_t total = 0;
   SR_RETURN_IF_ERROR(
@@ -342,6 +350,8 @@ Status GlooCommunicator::AllGatherV(const void* send, size_t send_count, void* r
 Status GlooCommunicator::ReduceScatterV(const void* send, void* recv,
                                         std::span<const size_t> recv_counts, DType dtype,
                                         ReduceOp op, const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   size_t total = 0;
   SR_RETURN_IF_ERROR(
@@ -358,6 +368,8 @@ Status GlooCommunicator::ReduceScatterV(const void* send, void* recv,
 
 Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                    const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   SR_RETURN_IF_ERROR(CheckBroadcastCall(buf, count, dtype, root, size_));
   std::chrono::milliseconds t;
@@ -371,6 +383,8 @@ Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int roo
 }
 
 Status GlooCommunicator::Barrier(const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));

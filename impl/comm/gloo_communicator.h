@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/comm/one_caller.h"
 #include "impl/comm/failure_domain.h"
 #include "impl/comm/store.h"
 #include "impl/core/pinned_buffer.h"
@@ -125,6 +126,7 @@ class GlooCommunicator : public Communicator, public Abortable {
   uint64_t id_ = 0;  // process-unique, for the domain's lineage
   int split_seq_ = 0;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> busy_{false};  // a thread is inside a call (OneCaller)
   mutable std::mutex mu_;
   Status poison_;
   // Pinned staging for CUDA buffers, grown on demand and kept: page-locked memory is slow to

@@ -9,7 +9,6 @@
 #include "impl/comm/agree.h"
 #include "impl/core/check.h"
 #include "impl/core/half.h"
-#include "impl/core/rng.h"
 #include "impl/ddp/buckets.h"
 #include "impl/ddp/reduce_avg.h"
 
@@ -51,21 +50,10 @@ Status Bucketer::Create(std::shared_ptr<comm::Communicator> comm, std::vector<in
   if (args.ok() && out == nullptr) args = Status::InvalidArgument("out must not be null");
   if (args.ok()) args = CheckBucketerArgs(counts, options);
   SR_RETURN_IF_ERROR(comm::AgreeToCreate(*comm, args, "DDP bucketer"));
+  // Every rank must register the same tensors (the buckets are cut from them).
+  SR_RETURN_IF_ERROR(comm::AgreeOnCounts(*comm, counts, "DDP registrations (gradient sizes)"));
   int64_t total = 0;
   for (int64_t c : counts) total += c;
-  // Every rank must register the same tensors: compare a digest of the counts.
-  uint64_t digest = Mix64(counts.size());
-  for (int64_t c : counts) digest = Mix64(digest ^ static_cast<uint64_t>(c));
-  std::vector<uint64_t> all(static_cast<size_t>(comm->Size()));
-  std::vector<size_t> ones(all.size(), 1);
-  SR_RETURN_IF_ERROR(comm->AllGatherV(&digest, 1, all.data(), ones, DType::kInt64));
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r] != all[0]) {
-      return Status::InvalidArgument("DDP registrations differ across ranks: rank ", r,
-                                     " registered other gradient sizes than rank 0 (this rank: ",
-                                     counts.size(), " tensors, ", total, " elements)");
-    }
-  }
   std::unique_ptr<comm::Communicator> mine;
   SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &mine));
   std::unique_ptr<Bucketer> b(new Bucketer());

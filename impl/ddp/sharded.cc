@@ -41,6 +41,8 @@ Status ShardedParams::Create(std::shared_ptr<comm::Communicator> comm, std::vect
   if (args.ok()) args = CheckUnits(counts, initial);
   if (args.ok()) args = dense::DenseOptimizer::Create(optimizer, &p->optimizer_);
   SR_RETURN_IF_ERROR(comm::AgreeToCreate(*comm, args, "sharded parameters"));
+  // Every rank must give the same units: each gather and reduce-scatter is sized by them.
+  SR_RETURN_IF_ERROR(comm::AgreeOnCounts(*comm, counts, "FSDP units (element counts)"));
   std::unique_ptr<comm::Communicator> mine;
   SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &mine));
   p->comm_ = std::move(mine);

@@ -119,12 +119,21 @@ Status EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* i
   return Status::Ok();
 }
 
+Status EmbeddingCollection::AgreeOnTable(const Status& local, const char* what, int32_t table,
+                                         int32_t state) {
+  // The ranks' gathers and scatters are sized by the table (and state) each names: ranks naming
+  // different ones would exchange mismatched messages, which Gloo answers by ending the process.
+  const int64_t same[] = {table, state};
+  return engine_->Agree(local, what, same,
+                        "every rank must name the same table (and optimizer state)");
+}
+
 Status EmbeddingCollection::GetWeights(const std::string& table, float* out, size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
   Status local = engine_->Settle(true);
   if (local.ok()) local = CheckAccess(table, nullptr, out, len, "out", &t, &s);
-  SR_RETURN_IF_ERROR(engine_->Agree(local, "its get_weights call"));
+  SR_RETURN_IF_ERROR(AgreeOnTable(local, "its get_weights call", t, s));
   return Gather(t, -1, out);
 }
 
@@ -133,7 +142,7 @@ Status EmbeddingCollection::SetWeights(const std::string& table, const float* in
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
   Status local = engine_->Settle(true);
   if (local.ok()) local = CheckAccess(table, nullptr, in, len, "weights", &t, &s);
-  SR_RETURN_IF_ERROR(engine_->Agree(local, "its set_weights call"));
+  SR_RETURN_IF_ERROR(AgreeOnTable(local, "its set_weights call", t, s));
   return Scatter(t, -1, in);
 }
 
@@ -168,7 +177,7 @@ Status EmbeddingCollection::GetState(const std::string& table, const std::string
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
   Status local = engine_->Settle(true);
   if (local.ok()) local = CheckAccess(table, &state, out, len, "out", &t, &s);
-  SR_RETURN_IF_ERROR(engine_->Agree(local, "its get_state call"));
+  SR_RETURN_IF_ERROR(AgreeOnTable(local, "its get_state call", t, s));
   return Gather(t, s, out);
 }
 
@@ -178,7 +187,7 @@ Status EmbeddingCollection::SetState(const std::string& table, const std::string
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
   Status local = engine_->Settle(true);
   if (local.ok()) local = CheckAccess(table, &state, in, len, "state values", &t, &s);
-  SR_RETURN_IF_ERROR(engine_->Agree(local, "its set_state call"));
+  SR_RETURN_IF_ERROR(AgreeOnTable(local, "its set_state call", t, s));
   return Scatter(t, s, in);
 }
 

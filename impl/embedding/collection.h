@@ -184,6 +184,9 @@ class EmbeddingCollection {
   Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s, const Status& local);
   Status FindTable(const std::string& table, int32_t* index) const;
   Status FindState(int32_t table, const std::string& state, int32_t* index) const;
+  // An accessor's agreement: `local` as Engine::Agree, and every rank naming the same table and
+  // state (indices; -1 for none).
+  Status AgreeOnTable(const Status& local, const char* what, int32_t table, int32_t state);
   // Local checks shared by the weight and state accessors (before the collective agreement);
   // `state` null means the weights (*s = -1).
   // Notes whether the batch of a Forward / ForwardDistributed failed, for the next backward.

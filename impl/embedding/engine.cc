@@ -44,13 +44,18 @@ Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb, ForwardMo
   return s.ok() ? UnpackInput(s_.layout, rb) : s;
 }
 
-Status Engine::Agree(const Status& local, const char* what) {
+Status Engine::Agree(const Status& local, const char* what, std::span<const int64_t> same,
+                     const char* differ) {
   int64_t refusing = -1;
-  SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.comm, !local.ok(), &refusing));
+  uint64_t differs = 0;
+  SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.comm, !local.ok(), same, &refusing, &differs));
   if (!local.ok()) return local;
   if (refusing >= 0)
     return Status::InvalidArgument("rank ", refusing, " rejected ", what,
                                    " (its error says why); no rank changed any state");
+  if (differs != 0)
+    return Status::InvalidArgument("the ranks made ", what, " with different arguments: ", differ,
+                                   "; no rank changed any state");
   return Status::Ok();
 }
 

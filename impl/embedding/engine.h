@@ -131,8 +131,11 @@ class Engine {
   virtual Status Settle(bool /*wait*/) { return Status::Ok(); }
 
   // Collective agreement over s.comm: returns `local` on this rank, or an error naming a rank
-  // that failed.
-  Status Agree(const Status& local, const char* what);
+  // that failed. With `same` (values every rank must give alike, such as the index of the table
+  // a call names), also InvalidArgument on every rank when they differ (`what` then says what
+  // the ranks must agree on), in the same all-reduce.
+  Status Agree(const Status& local, const char* what, std::span<const int64_t> same = {},
+               const char* differ = "");
   // A backward's agreement: Agree over s.comm, then, where data-parallel tables reduce their
   // gradients over another communicator (s.dp_comm: a 2D mesh's world), the same over it,
   // carrying s.comm's verdict (a rank whose group refused still takes part), so that a backward

@@ -221,6 +221,8 @@ Status MpiCommunicator::Start(int32_t rc, const shardrec_plugin_status_t& st) {
 Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
   out->reset();
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   // A bounded exchange first: MPI_Comm_split waits for every member without a timeout, so it is
   // only started once every member has shown up. It then runs on a plugin thread, waited for
@@ -287,6 +289,8 @@ Status MpiCommunicator::UseDirect(const char* what, size_t bytes, std::chrono::m
 
 Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op, const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   SR_RETURN_IF_ERROR(CheckAllReduceCall(send, recv, count, dtype, op));
   std::chrono::milliseconds t;
@@ -327,6 +331,8 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
 Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
                                   std::span<const size_t> recv_counts, DType dtype,
                                   const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   size_t send_total = 0, recv_total = 0;
   SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, size_,
@@ -344,6 +350,8 @@ Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send
 Status MpiCommunicator::AllGatherV(const void* send, size_t send_count, void* recv,
                                    std::span<const size_t> recv_counts, DType dtype,
                                    const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   size_t total = 0;
   SR_RETURN_IF_ERROR(
@@ -357,6 +365,8 @@ Status MpiCommunicator::AllGatherV(const void* send, size_t send_count, void* re
 Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
                                        std::span<const size_t> recv_counts, DType dtype,
                                        ReduceOp op, const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   size_t total = 0;
   SR_RETURN_IF_ERROR(
@@ -378,6 +388,8 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
 
 Status MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                   const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   SR_RETURN_IF_ERROR(CheckBroadcastCall(buf, count, dtype, root, size_));
   std::chrono::milliseconds t;
@@ -386,6 +398,8 @@ Status MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root
 }
 
 Status MpiCommunicator::Barrier(const CallOptions& opts) {
+  const OneCaller caller(busy_);
+  SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/comm/one_caller.h"
 #include "impl/comm/failure_domain.h"
 #include "impl/comm/gloo_communicator.h"  // kDefaultTimeout
 #include "impl/comm/mpi/message_tags.h"
@@ -145,6 +146,7 @@ class MpiCommunicator : public Communicator, public Abortable {
   std::vector<uint64_t> lineage_;  // ancestors' ids, then id_
   std::atomic<std::chrono::milliseconds> timeout_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> busy_{false};  // a thread is inside a call (OneCaller)
   mutable std::mutex mu_;
   Status poison_;
   // Reused by the all-reduce and the reduce-scatter (one thread at a time per communicator).

@@ -187,6 +187,34 @@ TEST(CapiComm, AHugeTimeoutWaitsInsteadOfExpiring) {
   shardrec_comm_destroy(comms[1]);
 }
 
+// comm.h: one thread at a time per communicator. A second thread's call, made while the first is
+// blocked in one, used to go out beside it (its peers then read mismatched messages; over Gloo a
+// pair thread threw and ended a process). It is refused with EUSAGE, changing nothing: the first
+// call completes once its peer joins, and the ranks stay in step.
+TEST(CapiComm, ASecondThreadOnACommunicatorInUseIsRefused) {
+  shardrec_comm_t* comms[2] = {};
+  shardrec_comm_options_t opts;
+  ASSERT_EQ(shardrec_comm_options_init(&opts, SHARDREC_COMM_OPTIONS_VERSION), SHARDREC_OK);
+  opts.timeout_ms = 30000;
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &opts), SHARDREC_OK) << LastError();
+  std::thread first(
+      [&] { EXPECT_EQ(shardrec_comm_barrier(comms[0]), SHARDREC_OK) << LastError(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // `first` waits for rank 1
+  int64_t v = 1;
+  EXPECT_EQ(shardrec_comm_allreduce(comms[0], &v, &v, 1, SHARDREC_DTYPE_INT64, SHARDREC_REDUCE_SUM,
+                                    nullptr),
+            SHARDREC_EUSAGE);
+  EXPECT_NE(LastError().find("in use by another thread"), std::string::npos) << LastError();
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(shardrec_comm_barrier(comms[1]), SHARDREC_OK) << LastError();
+  first.join();
+  std::thread peer([&] { EXPECT_EQ(shardrec_comm_barrier(comms[1]), SHARDREC_OK) << LastError(); });
+  EXPECT_EQ(shardrec_comm_barrier(comms[0]), SHARDREC_OK) << LastError();
+  peer.join();
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
 void ExpectInvalid(shardrec_status_t rc, const char* word) {
   EXPECT_EQ(rc, SHARDREC_EINVAL);
   EXPECT_NE(LastError().find(word), std::string::npos)

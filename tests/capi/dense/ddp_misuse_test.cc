@@ -373,6 +373,31 @@ TEST(CapiFsdpMisuse, ARefusalOnOneRankFailsEveryRankAtOnce) {
   });
 }
 
+// Units whose counts differ across ranks were accepted, and the first gather exchanged messages
+// of different sizes (a wrong result on one rank, the process ended on the other). Creation now
+// refuses them on every rank, naming the first rank that differs, and the communicator stays good.
+TEST(CapiFsdpMisuse, UnitsThatDifferAcrossRanksAreRefusedOnEveryRank) {
+  const int world = 2;
+  auto comms = LocalGroup(world);
+  std::vector<float> init0(4001, 0.5f);
+  const float* init[] = {init0.data()};
+  SpawnRanks(world, [&](int r) {
+    const int64_t units[] = {r == 0 ? 1000 : 4001};
+    shardrec_optimizer_config_t c = SgdConfig(0.1f);
+    shardrec_fsdp_t* raw = nullptr;
+    EXPECT_EQ(shardrec_fsdp_create(&raw, comms[r].get(), units, init, 1, &c), SHARDREC_EINVAL);
+    EXPECT_EQ(raw, nullptr);
+    EXPECT_NE(LastError().find("differ across ranks: rank 1"), std::string::npos) << LastError();
+    const int64_t same[] = {1000};
+    ASSERT_EQ(shardrec_fsdp_create(&raw, comms[r].get(), same, init, 1, &c), SHARDREC_OK)
+        << LastError();
+    float* full = nullptr;
+    ASSERT_EQ(shardrec_fsdp_gather(raw, 0, -1, &full), SHARDREC_OK) << LastError();
+    EXPECT_EQ(full[999], 0.5f);
+    shardrec_fsdp_destroy(raw);
+  });
+}
+
 TEST(CapiFsdpMisuse, BadArguments) {
   auto comms = LocalGroup(1);
   const int64_t units[] = {4};

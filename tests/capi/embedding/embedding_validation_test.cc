@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "shardrec/checkpoint.h"
 #include "shardrec/device.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/support/spawn_ranks.h"
@@ -376,6 +377,37 @@ TEST_F(EmbeddingValidation, AccessorErrorsChangeNothing) {
         << shardrec_last_error();
     EXPECT_EQ(shardrec_embedding_get_state(c, nullptr, "momentum1", w.data(), w.size()),
               SHARDREC_EINVAL);
+    EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
+  });
+}
+
+// Ranks naming different tables (or states) to a collective accessor, each valid on its own rank,
+// used to exchange messages of different sizes, which Gloo answered by ending a process (a peer's
+// pair thread threw). Every rank now fails with EINVAL before any data moves, nothing changes, and
+// the next step trains.
+TEST_F(EmbeddingValidation, AccessorsNamingDifferentTablesFailEveryRank) {
+  Run([&](int r, shardrec_embedding_t* c) {
+    const auto before = Snapshot(c, s_);
+    const RefTable& mine = s_.tables[r == 0 ? 1 : 2];
+    std::vector<float> w(static_cast<size_t>(mine.rows) * mine.dim, 0.5f);
+    const auto expect_refused = [&](shardrec_status_t rc, const char* call) {
+      EXPECT_EQ(rc, SHARDREC_EINVAL) << call << ": " << shardrec_last_error();
+      EXPECT_NE(std::string(shardrec_last_error()).find("different"), std::string::npos)
+          << call << ": " << shardrec_last_error();
+    };
+    expect_refused(shardrec_embedding_get_weights(c, mine.name.c_str(), w.data(), w.size()),
+                   "get_weights");
+    expect_refused(shardrec_embedding_set_weights(c, mine.name.c_str(), w.data(), w.size()),
+                   "set_weights");
+    // The same table, different states.
+    const char* state = r == 0 ? "momentum1" : "momentum2";
+    expect_refused(shardrec_embedding_set_state(c, mine.name.c_str(), state, w.data(), w.size()),
+                   "set_state");
+    const std::string path = ::testing::TempDir() + "/different_tables_" + std::to_string(r);
+    expect_refused(shardrec_checkpoint_export_table(c, mine.name.c_str(), path.c_str(), 1),
+                   "export_table");
+    expect_refused(shardrec_checkpoint_import_table(c, mine.name.c_str(), path.c_str(), 1),
+                   "import_table");
     EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
   });
 }
