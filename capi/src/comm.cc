@@ -283,9 +283,11 @@ SHARDREC_API shardrec_status_t shardrec_comm_split(shardrec_comm_t** out,
                                                    shardrec_comm_t* comm_handle, int32_t color,
                                                    int32_t key) {
   return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    *out = nullptr;
     SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+    // A NULL out still takes part in the split's first exchange (as a refusal), so the other
+    // members fail at once instead of waiting out their timeout.
+    if (out == nullptr) return comm_handle->impl->Split(color, key, nullptr);
+    *out = nullptr;
     std::unique_ptr<comm::Communicator> impl;
     SR_RETURN_IF_ERROR(comm_handle->impl->Split(color, key, &impl));
     if (!impl) return Status::Ok();

@@ -143,8 +143,10 @@ std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
 }
 
 // Writes the header and every source's rows to `f`, recording a checksum per chunk in `recs`.
+// Between chunks it asks `comm` whether it was aborted (or failed on another thread): a shard of
+// gigabytes takes seconds to write, and an abort must end the call within about a second.
 Status WriteRecords(WritableFile& f, const std::string& header, std::vector<Source>* sources,
-                    std::vector<Record>* recs_out) {
+                    std::vector<Record>* recs_out, const comm::Communicator& comm) {
   std::vector<Record>& recs = *recs_out;
   SR_RETURN_IF_ERROR(f.Append(header.data(), header.size()));
   std::vector<uint8_t> staging;
@@ -154,6 +156,7 @@ Status WriteRecords(WritableFile& f, const std::string& header, std::vector<Sour
     Record& r = recs[i];
     const uint64_t rb = r.row_bytes();
     for (int64_t lo = 0; lo < r.rows; lo += r.chunk_rows) {
+      SR_RETURN_IF_ERROR(comm::UsableNow(comm));
       const int64_t hi = std::min(r.rows, lo + r.chunk_rows);
       const size_t n = static_cast<size_t>(hi - lo) * rb;
       const uint8_t* p = s.data + lo * s.row_stride_bytes;
@@ -185,7 +188,8 @@ Status WriteRecords(WritableFile& f, const std::string& header, std::vector<Sour
 
 // Streams the records into `dir`/`name` atomically, recording a checksum per chunk.
 Status WriteRankFile(FileSystem& fs, const std::string& dir, const std::string& name,
-                     std::vector<Source>* sources, int64_t generation, FileEntry* entry) {
+                     std::vector<Source>* sources, int64_t generation, FileEntry* entry,
+                     const comm::Communicator& comm) {
   std::vector<Record> recs;
   for (const Source& s : *sources) recs.push_back(s.rec);
   const std::string header = SafetensorsHeader(
@@ -193,7 +197,7 @@ Status WriteRankFile(FileSystem& fs, const std::string& dir, const std::string& 
   // A failed write takes its temporary file with it: on a full disk it would otherwise keep the
   // space the next save needs until that save (or a later one) succeeded.
   SR_RETURN_IF_ERROR(WriteThroughTemporary(fs, dir, name, name + ".tmp", [&](WritableFile& f) {
-    return WriteRecords(f, header, sources, &recs);
+    return WriteRecords(f, header, sources, &recs, comm);
   }));
   entry->name = name;
   entry->size = header.size();
@@ -346,7 +350,7 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
   FileEntry entry;
   if (!sources.empty()) {
     const std::string name = StrCat("g", generation, "-rank", comm.Rank(), ".safetensors");
-    local = WriteRankFile(fs, dir, name, &sources, generation, &entry);
+    local = WriteRankFile(fs, dir, name, &sources, generation, &entry, comm);
   }
   SR_RETURN_IF_ERROR(Agree(comm, local, "to write its checkpoint file"));
 

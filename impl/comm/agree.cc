@@ -38,6 +38,16 @@ Status FindRefusingRank(Communicator& comm, bool refused, std::span<const int64_
   return Status::Ok();
 }
 
+Status SplitRefusal(std::span<const int64_t> all, bool refused_here) {
+  if (refused_here) return Status::InvalidArgument("out must not be null");
+  for (size_t r = 0; 3 * r < all.size(); ++r) {
+    if (all[3 * r] == kRefusedSplitColor)
+      return Status::InvalidArgument(
+          "rank ", r, " refused its split (its error says why); nothing was created");
+  }
+  return Status::Ok();
+}
+
 int64_t Digest63(std::span<const int64_t> values) {
   uint64_t d = Mix64(values.size());
   for (int64_t x : values) d = Mix64(d ^ static_cast<uint64_t>(x));

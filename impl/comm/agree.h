@@ -53,6 +53,13 @@ Status AgreeOnCounts(Communicator& comm, std::span<const int64_t> counts, std::s
 // anything. Over a device communicator it exchanges nothing and returns `local`.
 Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call);
 
+// A split's first exchange gathers every member's (color, key, rank); a member refusing the split
+// sends this color instead (no int32 color is this), so the others fail with it at once.
+constexpr int64_t kRefusedSplitColor = INT64_MIN / 2;
+// Over `all` (Size() triples of that exchange): OK when no member refused, else InvalidArgument,
+// this rank's own ("out must not be null") when it refused.
+Status SplitRefusal(std::span<const int64_t> all, bool refused_here);
+
 // What one rank is about to call: the collective (`kind`, any code the caller picks), then up to
 // three numbers every rank must give alike (count, element type, op or root).
 struct CallSignature {

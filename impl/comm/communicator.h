@@ -78,7 +78,9 @@ class Communicator {
 
   // Collective over all members. Ranks with the same color form a new communicator ordered by
   // (key, old rank). A negative color yields *out == nullptr (not a member of any group).
-  // The new communicator inherits the device and timeout.
+  // The new communicator inherits the device and timeout. A null `out` refuses the split but
+  // takes part in its first exchange (host backends), so every member fails at once with
+  // kInvalidArgument (the others naming this rank) and nothing is created.
   virtual Status Split(int color, int key, std::unique_ptr<Communicator>* out) = 0;
 
   // Tears down connections without waiting for peers; pending and later calls fail. Safe to

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "impl/comm/agree.h"
 #include "impl/comm/call_checks.h"
 #include "impl/comm/gloo_interrupt.h"
 #include "impl/comm/gloo_mesh.h"
@@ -263,16 +264,17 @@ Status GlooCommunicator::Staged(
 }
 
 Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
-  if (out == nullptr) return Status::InvalidArgument("out must not be null");
   const OneCaller caller(busy_);
   SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
   // Every member learns every (color, key, rank) triple; the groups follow deterministically.
-  const int64_t mine[3] = {color, key, rank_};
+  const bool refused = out == nullptr;
+  const int64_t mine[3] = {refused ? kRefusedSplitColor : color, key, rank_};
   std::vector<int64_t> all(3 * static_cast<size_t>(size_));
   std::vector<size_t> counts(size_, 3);
   SR_RETURN_IF_ERROR(HostAllGatherV(mine, 3, all.data(), counts, DType::kInt64, timeout_.load()));
   const int seq = split_seq_++;
+  SR_RETURN_IF_ERROR(SplitRefusal(all, refused));
   out->reset();
   if (color < 0) return Status::Ok();
   std::vector<std::pair<int64_t, int64_t>> members;  // (key, old rank)

@@ -176,13 +176,17 @@ Status ResolveHostBy(const std::string& host, std::chrono::steady_clock::time_po
   // Back off from 50 ms to 1 s: a resolver that fails at once is asked a few times a second,
   // and the last wait is cut to the deadline so the call ends on time.
   auto pause = std::chrono::milliseconds(50);
+  // The resolver's last answer is what the error names: the final attempt, cut short by the
+  // deadline, ends as "did not answer" even when every earlier one was answered at once.
+  Status answered;
   for (;;) {
     Status s = ResolveOnceBy(host, deadline, out);
     if (s.ok()) return s;
+    if (s.code() != Code::kTimeout) answered = s;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      return Status::Timeout("host '", host, "' did not resolve within the timeout (", s.message(),
-                             ")");
+      return Status::Timeout("host '", host, "' did not resolve within the timeout (",
+                             answered.ok() ? s.message() : answered.message(), ")");
     }
     std::this_thread::sleep_for(
         std::min<std::chrono::steady_clock::duration>(pause, deadline - now));

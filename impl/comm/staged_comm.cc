@@ -136,6 +136,7 @@ Status StagedComm::Barrier(const comm::CallOptions& opts) {
 }
 
 Status StagedComm::Split(int color, int key, std::unique_ptr<comm::Communicator>* out) {
+  if (out == nullptr) return inner_->Split(color, key, nullptr);  // a refusal, as the inner's
   std::unique_ptr<comm::Communicator> child;
   SR_RETURN_IF_ERROR(inner_->Split(color, key, &child));
   if (child == nullptr) {

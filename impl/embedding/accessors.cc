@@ -124,8 +124,9 @@ Status EmbeddingCollection::AgreeOnTable(const Status& local, const char* what, 
   // The ranks' gathers and scatters are sized by the table (and state) each names: ranks naming
   // different ones would exchange mismatched messages, which Gloo answers by ending the process.
   const int64_t same[] = {table, state};
-  return engine_->Agree(local, what, same,
-                        "every rank must name the same table (and optimizer state)");
+  const std::string differ =
+      StrCat("every rank must name the same table (and optimizer state) in ", what);
+  return engine_->Agree(local, what, same, differ.c_str());
 }
 
 Status EmbeddingCollection::GetWeights(const std::string& table, float* out, size_t len) {

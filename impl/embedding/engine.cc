@@ -54,7 +54,7 @@ Status Engine::Agree(const Status& local, const char* what, std::span<const int6
     return Status::InvalidArgument("rank ", refusing, " rejected ", what,
                                    " (its error says why); no rank changed any state");
   if (differs != 0)
-    return Status::InvalidArgument("the ranks made ", what, " with different arguments: ", differ,
+    return Status::InvalidArgument("the ranks' arguments differ: ", differ,
                                    "; no rank changed any state");
   return Status::Ok();
 }

@@ -132,7 +132,7 @@ class Engine {
 
   // Collective agreement over s.comm: returns `local` on this rank, or an error naming a rank
   // that failed. With `same` (values every rank must give alike, such as the index of the table
-  // a call names), also InvalidArgument on every rank when they differ (`what` then says what
+  // a call names), also InvalidArgument on every rank when they differ (`differ` then says what
   // the ranks must agree on), in the same all-reduce.
   Status Agree(const Status& local, const char* what, std::span<const int64_t> same = {},
                const char* differ = "");

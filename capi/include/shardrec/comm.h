@@ -240,12 +240,16 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(
 /**
  * Collective over all members of @p comm: members passing the same @p color form a new
  * communicator, ranked by (@p key, old rank). It inherits the device and the timeout.
- * @param out   [out] Receives the new handle, or NULL for a negative @p color (no group).
+ * @param out   [out] Receives the new handle, or NULL for a negative @p color (no group). A NULL
+ *              @p out refuses the split, but the rank still takes part in its first exchange
+ *              (Gloo, MPI): every member returns SHARDREC_EINVAL at once (the others naming
+ *              this rank), nothing is created and @p comm stays usable (over NCCL the rank fails
+ *              alone).
  * @param comm  [in] Parent communicator; not NULL. Stays valid and independent.
  * @param color Group selector; negative = not a member of any new group.
  * @param key   Ordering key inside the group.
- * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE when @p comm is poisoned;
- *         SHARDREC_ETIMEOUT; SHARDREC_EREMOTE. Not thread-safe on @p comm.
+ * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUSAGE when @p comm is poisoned or in use by
+ *         another thread; SHARDREC_ETIMEOUT; SHARDREC_EREMOTE. Not thread-safe on @p comm.
  */
 SHARDREC_API shardrec_status_t shardrec_comm_split(shardrec_comm_t** out, shardrec_comm_t* comm,
                                                    int32_t color, int32_t key);
@@ -281,10 +285,13 @@ SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm, 
  * meshes built on them); the communicator it was itself split from is untouched. A call
  * blocked in any of them, a collective or an embedding call in its exchange, returns
  * SHARDREC_EABORTED within about a second (CPU engine; with NCCL, no later than its timeout),
- * and so do later calls. A peer blocked waiting for this rank gets SHARDREC_EREMOTE promptly
- * (a peer blocked on a third rank waits for that rank or its timeout). After aborting a root
- * communicator, destroying it does not wait on peers. The handles must still be destroyed.
- * Idempotent.
+ * and so do later calls. A checkpoint save stops writing its file at the next chunk (1 MiB-scale
+ * pieces). Work that does not wait on the communicator runs to its end before the call sees the
+ * abort, such as a collection's creation initialising gigabytes of weights (an independent check
+ * measured 15-18 s for a 60M x 16 table). A peer blocked waiting for this rank gets
+ * SHARDREC_EREMOTE promptly (a peer blocked on a third rank waits for that rank or its timeout).
+ * After aborting a root communicator, destroying it does not wait on peers. The handles must still
+ * be destroyed. Idempotent.
  * @param comm [in] Communicator; not NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL. Thread-safe: may run from any thread (a signal-free
  *         watchdog, a task-kill listener) while another thread is blocked on the domain. Not
@@ -395,9 +402,12 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  *
  * Initialisation: when the host has not initialised MPI, the plugin calls MPI_Init_thread
  * (asking for MPI_THREAD_MULTIPLE) and MPI_Finalize at process exit (skipped when operations
- * were left in flight by a timeout, since finalizing would then wait for the stalled peer), both
- * on a thread of its own. MPI_Init_thread waits for every process of the job; this call waits
- * for it at most timeout_ms and then returns SHARDREC_ETIMEOUT (MPI is not usable yet), and a
+ * were left in flight by a timeout or an abort, since finalizing would then wait for the stalled
+ * peer), both on a thread of its own. MPI_Finalize waits for every process of the job to reach
+ * its own: after an abort that left nothing in flight, a process exiting while its peers run
+ * on stays in MPI_Finalize until they finish; a host that must leave at once calls MPI_Abort
+ * (which ends the job) or _exit. MPI_Init_thread waits for every process of the job; this call
+ * waits for it at most timeout_ms and then returns SHARDREC_ETIMEOUT (MPI is not usable yet), and a
  * later call waits for the same initialisation again (tests/capi/mpi/mpi_late_member_test.c).
  * A host that initialised MPI itself must have asked for MPI_THREAD_SERIALIZED or
  * MPI_THREAD_MULTIPLE: libshardrec calls MPI from its communication worker thread (pipelined
@@ -463,11 +473,15 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm);
  *
  * @param out              [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
  * @param mpi_comm_fortran MPI_Comm_c2f() of the communicator to use, or 0 for MPI_COMM_WORLD
- *                         (also the only value allowed when MPI is not initialised yet).
+ *                         (also the only value allowed when MPI is not initialised yet). It must
+ *                         be a valid handle of a live communicator: MPI cannot check one, and
+ *                         given anything else (a freed or made-up value) MPI's own error handler
+ *                         usually ends the job (Open MPI: MPI_ERRORS_ARE_FATAL in MPI_Comm_idup).
  * @param options          [in] Options, or NULL: timeout_ms bounds creation and is the
  *                         default per-operation timeout; backend must be AUTO or MPI;
  *                         device_type host; bind_address is ignored.
- * @return SHARDREC_OK; SHARDREC_EINVAL (bad options or handle; an MPI world of 1 process where
+ * @return SHARDREC_OK; SHARDREC_EINVAL (bad options, MPI_COMM_NULL's handle, or a handle other
+ *         than 0 before MPI is initialised; an MPI world of 1 process where
  *         the launcher's variables say the job has more, see "Launch"); SHARDREC_EUNSUPPORTED
  *         (no MPI plugin: libshardrec built without MPI, or the plugin not installed; a CUDA
  *         device); SHARDREC_EUSAGE (MPI initialised below MPI_THREAD_SERIALIZED, or already

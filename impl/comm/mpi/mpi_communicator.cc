@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "impl/comm/agree.h"
 #include "impl/comm/call_checks.h"
 #include "impl/comm/mpi/chunking.h"
 #include "impl/comm/mpi/launcher_world.h"
@@ -219,8 +220,8 @@ Status MpiCommunicator::Start(int32_t rc, const shardrec_plugin_status_t& st) {
 }
 
 Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
-  if (out == nullptr) return Status::InvalidArgument("out must not be null");
-  out->reset();
+  const bool refused = out == nullptr;
+  if (!refused) out->reset();
   const OneCaller caller(busy_);
   SR_RETURN_IF_ERROR(caller.status(*this));
   SR_RETURN_IF_ERROR(Usable());
@@ -229,11 +230,12 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
   // here against the deadline and this communicator's abort like any operation: another thread
   // of this process splitting another communicator meanwhile is never held up by it.
   const auto deadline = Clock::now() + timeout_.load();
-  const int64_t mine[3] = {color, key, rank_};
+  const int64_t mine[3] = {refused ? kRefusedSplitColor : color, key, rank_};
   std::vector<int64_t> all(3 * static_cast<size_t>(size_));
   std::vector<size_t> counts(size_, 3);
   SR_RETURN_IF_ERROR(HostAllGatherV(Part::kSplit, "split", mine, 3, all.data(), counts,
                                     DType::kInt64, timeout_.load()));
+  SR_RETURN_IF_ERROR(SplitRefusal(all, refused));
   // One color everywhere, keys in rank order (a collection's, DDP's or FSDP's private copy): a
   // duplicate, which MPI makes without blocking. No color anywhere: nothing to create.
   bool dup = true, none = true;

@@ -215,6 +215,36 @@ TEST(CapiComm, ASecondThreadOnACommunicatorInUseIsRefused) {
   shardrec_comm_destroy(comms[1]);
 }
 
+// A split is collective: a rank passing a NULL `out` failed alone, its peers waited out their
+// timeout in the split's exchange and were poisoned. It now takes part in that exchange as a
+// refusal: every rank fails at once (the others naming it), nothing is created, and the
+// communicator stays good.
+TEST(CapiComm, ASplitRefusedOnOneRankFailsEveryRankAtOnce) {
+  shardrec_comm_t* comms[2] = {};
+  shardrec_comm_options_t opts;
+  ASSERT_EQ(shardrec_comm_options_init(&opts, SHARDREC_COMM_OPTIONS_VERSION), SHARDREC_OK);
+  opts.timeout_ms = 30000;
+  ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &opts), SHARDREC_OK) << LastError();
+  const auto rank = [&](int r) {
+    const auto start = std::chrono::steady_clock::now();
+    shardrec_comm_t* child = nullptr;
+    EXPECT_EQ(shardrec_comm_split(r == 1 ? nullptr : &child, comms[r], 0, r), SHARDREC_EINVAL);
+    EXPECT_NE(LastError().find(r == 1 ? "out" : "rank 1 refused its split"), std::string::npos)
+        << LastError();
+    EXPECT_EQ(child, nullptr);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    EXPECT_EQ(shardrec_comm_barrier(comms[r]), SHARDREC_OK) << LastError();
+    ASSERT_EQ(shardrec_comm_split(&child, comms[r], 0, r), SHARDREC_OK) << LastError();
+    EXPECT_EQ(shardrec_comm_barrier(child), SHARDREC_OK) << LastError();
+    shardrec_comm_destroy(child);
+  };
+  std::thread peer(rank, 1);
+  rank(0);
+  peer.join();
+  shardrec_comm_destroy(comms[0]);
+  shardrec_comm_destroy(comms[1]);
+}
+
 void ExpectInvalid(shardrec_status_t rc, const char* word) {
   EXPECT_EQ(rc, SHARDREC_EINVAL);
   EXPECT_NE(LastError().find(word), std::string::npos)
