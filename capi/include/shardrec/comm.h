@@ -272,7 +272,8 @@ SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out, const shardrec_c
 
 /**
  * Sets the default per-operation timeout of @p comm (not of existing splits; new splits inherit
- * it).
+ * it). Embedding collections, meshes, DDP and FSDP split private communicators off @p comm when
+ * created, so set it before creating them: their calls then use it throughout.
  * @param comm       [in] Communicator; not NULL.
  * @param timeout_ms New timeout, > 0; values above 10^12 wait 10^12 ms (about 31.7 years).
  * @return SHARDREC_OK; SHARDREC_EINVAL. Not thread-safe on @p comm.

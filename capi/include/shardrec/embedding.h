@@ -77,7 +77,9 @@ SHARDREC_BEGIN_DECL
  * @param plan      [in] The plan; must not be NULL. Shared: the caller may destroy it after.
  * @param comm      [in] Communicator whose size equals the plan's world size; must not be
  *                  NULL. Shared: the collection keeps it alive. The collection also splits
- *                  a private communicator off it for the pipelined input distribution.
+ *                  a private communicator off it for the input distribution (of every
+ *                  forward, pipelined or not), which keeps the timeout @p comm had at
+ *                  creation: set the timeout before creating the collection.
  * @param optimizer [in] Default optimizer of the tables without their own; NULL means the
  *                  plan's (topology.optimizer, default hyperparameters). Its type must be the
  *                  plan's when some table has no optimizer of its own, else SHARDREC_EINVAL
