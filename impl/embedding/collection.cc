@@ -132,7 +132,8 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     if (local.ok() && options.num_threads > 1)
       s.pool = std::make_unique<ThreadPool>(options.num_threads);
     s.exec = ExecContext::Host(s.pool.get());
-    if (local.ok()) local = s.params.Initialise(options.seed, s.exec);
+    if (local.ok())
+      local = s.params.Initialise(options.seed, s.exec, [&] { return comm::UsableNow(*comm); });
     if (local.ok()) local = c->engine_->Init(*comm);
   }
   // A host collection cannot even agree over a device communicator (its agreement buffers are

@@ -3,6 +3,7 @@
 #include "impl/embedding/param_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -64,22 +65,35 @@ void ParamStore::InitRow(const InitRange& init, uint64_t seed, const LocalShard&
   }
 }
 
-Status ParamStore::Initialise(uint64_t seed, const ExecContext& ctx) {
+Status ParamStore::Initialise(uint64_t seed, const ExecContext& ctx,
+                              const std::function<Status()>& interrupted) {
   if (on_device()) return InitialiseDevice(seed);
+  std::atomic<bool> stop{false};
   for (const LocalShard& ls : layout_->local) {
     // A dynamic shard's slots are initialised when an id takes them; its zero row stays zero.
     if (layout_->tables[ls.table].dynamic) continue;
     const InitRange init = InitOf(ls);
     // Rows are independent, so they are filled in parallel; the fp32 value is drawn first and
-    // rounded to the storage type.
+    // rounded to the storage type. A chunk may be every row (no pool), so the interruption is
+    // asked every kBlock rows.
+    constexpr int64_t kBlock = 8192;
     ctx.ParallelFor(0, ls.rows, 1024, [&](int64_t r0, int64_t r1) {
       std::vector<float> row(static_cast<size_t>(ls.cols));
-      for (int64_t r = r0; r < r1; ++r) {
-        InitRow(init, seed, ls, static_cast<uint64_t>(ls.row_offset + r), row.data());
-        WriteRow(ls, r, row.data());
+      for (int64_t b0 = r0; b0 < r1; b0 += kBlock) {
+        if (stop.load(std::memory_order_relaxed)) return;
+        if (interrupted && !interrupted().ok()) {
+          stop.store(true, std::memory_order_relaxed);
+          return;
+        }
+        for (int64_t r = b0; r < std::min(r1, b0 + kBlock); ++r) {
+          InitRow(init, seed, ls, static_cast<uint64_t>(ls.row_offset + r), row.data());
+          WriteRow(ls, r, row.data());
+        }
       }
     });
+    if (stop.load()) break;
   }
+  if (stop.load()) return interrupted();
   // The weights are written, so MemAvailable now shows them. (The optimizer states are written
   // as training reaches their rows; the check at Allocate covered them once.)
   claim_.Release();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -35,8 +36,11 @@ class ParamStore {
   // Fills the weights from the counter RNG keyed by (seed, table, global row, column), so they
   // do not depend on the plan: a 16-bit table starts as its fp32 values rounded to nearest even.
   // Device arenas get the same values, generated on the host in chunks and copied, so a GPU
-  // collection starts bit-identical to a host one (errors: a failed copy or wait).
-  Status Initialise(uint64_t seed, const ExecContext& ctx);
+  // collection starts bit-identical to a host one (errors: a failed copy or wait). On the host,
+  // `interrupted` (when given) is asked between blocks of rows and its error ends the fill: a
+  // table of gigabytes takes seconds to fill, and an abort must end creation within a second.
+  Status Initialise(uint64_t seed, const ExecContext& ctx,
+                    const std::function<Status()>& interrupted = {});
 
   const Device& device() const { return device_; }
   bool on_device() const { return device_.is_cuda(); }

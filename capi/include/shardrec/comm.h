@@ -286,10 +286,11 @@ SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm, 
  * meshes built on them); the communicator it was itself split from is untouched. A call
  * blocked in any of them, a collective or an embedding call in its exchange, returns
  * SHARDREC_EABORTED within about a second (CPU engine; with NCCL, no later than its timeout),
- * and so do later calls. A checkpoint save stops writing its file at the next chunk (1 MiB-scale
- * pieces). Work that does not wait on the communicator runs to its end before the call sees the
- * abort, such as a collection's creation initialising gigabytes of weights (an independent check
- * measured 15-18 s for a 60M x 16 table). A peer blocked waiting for this rank gets
+ * and so do later calls. Two long local phases look for an abort as they go: a checkpoint save
+ * between the 1 MiB chunks of its file, a collection's creation between blocks of the rows it
+ * initialises (a 60M x 16 table's creation, 6 s, returned 1-10 ms after an abort; it used to
+ * finish first). Other local work (a forward's lookup, a load's reads) runs to its end first.
+ * A peer blocked waiting for this rank gets
  * SHARDREC_EREMOTE promptly (a peer blocked on a third rank waits for that rank or its timeout).
  * After aborting a root communicator, destroying it does not wait on peers. The handles must still
  * be destroyed. Idempotent.
