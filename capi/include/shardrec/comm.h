@@ -30,8 +30,11 @@
  * terminate the process. A host that installed its own SIGPIPE handler keeps it.
  *
  * Thread-safety: one thread at a time per communicator; different communicators (including
- * those produced by shardrec_comm_split) may be used concurrently from different threads.
- * shardrec_comm_abort() may be called from any thread at any time.
+ * those produced by shardrec_comm_split) may be used concurrently from different threads. An
+ * operation started while another thread is inside one on the same host communicator (directly
+ * or through a collection built on it) returns SHARDREC_EUSAGE without sending anything (its
+ * peers then wait for it until their timeout). shardrec_comm_abort() may be called from any
+ * thread at any time.
  */
 #ifndef SHARDREC_COMM_H_
 #define SHARDREC_COMM_H_
