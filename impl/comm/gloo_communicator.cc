@@ -142,8 +142,6 @@ void GlooCommunicator::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) timeout_.store(timeout);
 }
 
-Status GlooCommunicator::Usable() const { return UsableNow(*this); }
-
 Status GlooCommunicator::AsyncError() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -265,8 +263,7 @@ Status GlooCommunicator::Staged(
 
 Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   // Every member learns every (color, key, rank) triple; the groups follow deterministically.
   const bool refused = out == nullptr;
   const int64_t mine[3] = {refused ? kRefusedSplitColor : color, key, rank_};
@@ -299,8 +296,7 @@ Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>
 Status GlooCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                    ReduceOp op, const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   SR_RETURN_IF_ERROR(CheckAllReduceCall(send, recv, count, dtype, op));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
@@ -315,8 +311,7 @@ Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> sen
                                    void* recv, std::span<const size_t> recv_counts, DType dtype,
                                    const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   size_t send_total = 0, recv_total = 0;
   SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, size_,
                                         &send_total, &recv_total));
@@ -334,8 +329,7 @@ Status GlooCommunicator::AllGatherV(const void* send, size_t send_count, void* r
                                     std::span<const size_t> recv_counts, DType dtype,
                                     const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   size_t total = 0;
   SR_RETURN_IF_ERROR(
       CheckAllGatherVCall(send, send_count, recv, recv_counts, dtype, size_, rank_, &total));
@@ -353,8 +347,7 @@ Status GlooCommunicator::ReduceScatterV(const void* send, void* recv,
                                         std::span<const size_t> recv_counts, DType dtype,
                                         ReduceOp op, const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   size_t total = 0;
   SR_RETURN_IF_ERROR(
       CheckReduceScatterVCall(send, recv, recv_counts, dtype, op, size_, rank_, &total));
@@ -371,8 +364,7 @@ Status GlooCommunicator::ReduceScatterV(const void* send, void* recv,
 Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                    const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   SR_RETURN_IF_ERROR(CheckBroadcastCall(buf, count, dtype, root, size_));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
@@ -386,8 +378,7 @@ Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int roo
 
 Status GlooCommunicator::Barrier(const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (size_ == 1) return Status::Ok();

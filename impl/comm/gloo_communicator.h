@@ -90,8 +90,6 @@ class GlooCommunicator : public Communicator, public Abortable {
     size_t bytes;
   };
 
-  // OK, or kInvalidUsage naming the error that poisoned (or the Abort that closed) this one.
-  Status Usable() const;
   Status ResolveTimeout(const CallOptions& opts, std::chrono::milliseconds* out) const;
   // Runs a Gloo call, turning any exception into kTimeout/kRemote and poisoning on failure.
   Status Run(const char* what, std::chrono::milliseconds timeout,

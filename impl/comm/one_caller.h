@@ -20,9 +20,10 @@ class OneCaller {
   OneCaller(const OneCaller&) = delete;
   OneCaller& operator=(const OneCaller&) = delete;
 
-  // OK when this call holds `comm`, else kInvalidUsage naming it.
-  Status status(const Communicator& comm) const {
-    if (mine_) return Status::Ok();
+  // What the call may go on with: kInvalidUsage naming `comm` when another thread holds it, else
+  // UsableNow(comm) (its abort, or the failure that poisoned it).
+  Status Usable(const Communicator& comm) const {
+    if (mine_) return UsableNow(comm);
     return Status::InvalidUsage("communicator (rank ", comm.Rank(), " of ", comm.Size(),
                                 ") is in use by another thread: one thread at a time per "
                                 "communicator");

@@ -223,8 +223,7 @@ Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>*
   const bool refused = out == nullptr;
   if (!refused) out->reset();
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   // A bounded exchange first: MPI_Comm_split waits for every member without a timeout, so it is
   // only started once every member has shown up. It then runs on a plugin thread, waited for
   // here against the deadline and this communicator's abort like any operation: another thread
@@ -292,8 +291,7 @@ Status MpiCommunicator::UseDirect(const char* what, size_t bytes, std::chrono::m
 Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op, const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   SR_RETURN_IF_ERROR(CheckAllReduceCall(send, recv, count, dtype, op));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
@@ -334,8 +332,7 @@ Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send
                                   std::span<const size_t> recv_counts, DType dtype,
                                   const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   size_t send_total = 0, recv_total = 0;
   SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, size_,
                                         &send_total, &recv_total));
@@ -353,8 +350,7 @@ Status MpiCommunicator::AllGatherV(const void* send, size_t send_count, void* re
                                    std::span<const size_t> recv_counts, DType dtype,
                                    const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   size_t total = 0;
   SR_RETURN_IF_ERROR(
       CheckAllGatherVCall(send, send_count, recv, recv_counts, dtype, size_, rank_, &total));
@@ -368,8 +364,7 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
                                        std::span<const size_t> recv_counts, DType dtype,
                                        ReduceOp op, const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   size_t total = 0;
   SR_RETURN_IF_ERROR(
       CheckReduceScatterVCall(send, recv, recv_counts, dtype, op, size_, rank_, &total));
@@ -391,8 +386,7 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
 Status MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                   const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   SR_RETURN_IF_ERROR(CheckBroadcastCall(buf, count, dtype, root, size_));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
@@ -401,8 +395,7 @@ Status MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root
 
 Status MpiCommunicator::Barrier(const CallOptions& opts) {
   const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.status(*this));
-  SR_RETURN_IF_ERROR(Usable());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
   std::chrono::milliseconds t;
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
   if (size_ == 1) return Status::Ok();
