@@ -142,14 +142,9 @@ void FromOptimizer(const optim::OptimizerConfig& c, shardrec_optimizer_config_t*
 }
 
 Status FindTable(const embedding::EmbeddingCollection& coll, const char* table, int32_t* out) {
-  const auto& tables = coll.plan().tables;
-  for (size_t t = 0; t < tables.size(); ++t) {
-    if (tables[t].name == table) {
-      *out = static_cast<int32_t>(t);
-      return Status::Ok();
-    }
-  }
-  return Status::NotFound("no table named '", table, "' in the plan");
+  *out = coll.plan().TableIndex(table);
+  if (*out < 0) return Status::NotFound("no table named '", table, "' in the plan");
+  return Status::Ok();
 }
 
 Status ToFloatRows(const shardrec_tensor_view_t* v, int64_t row_width, const char* what,

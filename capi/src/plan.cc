@@ -613,14 +613,10 @@ SHARDREC_API shardrec_status_t shardrec_plan_find_table(const shardrec_plan_t* p
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     SR_RETURN_IF_ERROR(CheckNotNull(name, "name"));
     SR_RETURN_IF_ERROR(CheckNotNull(index_out, "index_out"));
-    const auto& tables = plan->impl->tables;
-    for (size_t i = 0; i < tables.size(); ++i) {
-      if (tables[i].name == name) {
-        *index_out = i;
-        return Status::Ok();
-      }
-    }
-    return Status::NotFound("no table named '", name, "' in the plan");
+    const int32_t t = plan->impl->TableIndex(name);
+    if (t < 0) return Status::NotFound("no table named '", name, "' in the plan");
+    *index_out = static_cast<size_t>(t);
+    return Status::Ok();
   });
 }
 

@@ -81,9 +81,7 @@ Status CheckTables(embedding::EmbeddingCollection& coll, const Manifest& m, cons
   }
   if (m.tables.size() != plan.tables.size()) {
     for (const TableEntry& t : m.tables) {
-      bool found = false;
-      for (const auto& c : plan.tables) found = found || c.name == t.name;
-      if (!found)
+      if (plan.TableIndex(t.name) < 0)
         return Status::InvalidArgument("checkpoint mismatch: the checkpoint has table ", t.name,
                                        ", which the collection does not have");
     }

@@ -35,10 +35,7 @@ void SplitPath(const std::string& path, std::string* dir, std::string* name) {
 // the calls go on to refuse it as before).
 Status AgreeOnTable(embedding::EmbeddingCollection& coll, const std::string& table,
                     const char* call) {
-  const auto& tables = coll.plan().tables;
-  int64_t index = -1;
-  for (size_t t = 0; t < tables.size(); ++t)
-    if (tables[t].name == table) index = static_cast<int64_t>(t);
+  const int64_t index = coll.plan().TableIndex(table);
   int64_t refusing = -1;
   uint64_t differ = 0;
   SR_RETURN_IF_ERROR(comm::FindRefusingRank(coll.comm(), false, std::span<const int64_t>(&index, 1),
@@ -55,22 +52,16 @@ Status AgreeOnTable(embedding::EmbeddingCollection& coll, const std::string& tab
 Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state) {
   SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, "export"));
-  const auto& tables = coll.plan().tables;
-  for (size_t t = 0; t < tables.size(); ++t)
-    if (tables[t].name == table && tables[t].dynamic.enabled)
-      return ExportDynamicTable(coll, fs, path, static_cast<int32_t>(t), with_state);
+  const int32_t index = coll.plan().TableIndex(table);
+  if (index >= 0 && coll.plan().tables[index].dynamic.enabled)
+    return ExportDynamicTable(coll, fs, path, index, with_state);
   comm::Communicator& comm = coll.comm();
   std::vector<embedding::StateInfo> states;
   Status local = coll.TableStates(table, &states);  // kNotFound for an unknown table
   if (local.ok() && path.empty()) local = Status::InvalidArgument("path must not be empty");
   SR_RETURN_IF_ERROR(Agree(comm, local, "to start the export"));
-  int64_t rows = 0, dim = 0;
-  for (const auto& t : coll.plan().tables) {
-    if (t.name == table) {
-      rows = t.rows;
-      dim = t.dim;
-    }
-  }
+  // TableStates found the table (index >= 0).
+  const int64_t rows = coll.plan().tables[index].rows, dim = coll.plan().tables[index].dim;
   // The accessors gather the full table on every rank (collective).
   std::vector<std::vector<float>> data(1, std::vector<float>(static_cast<size_t>(rows * dim)));
   std::vector<Record> recs(1);
@@ -109,10 +100,9 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
 Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state, uint64_t staging_limit) {
   SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, "import"));
-  const auto& tables = coll.plan().tables;
-  for (size_t t = 0; t < tables.size(); ++t)
-    if (tables[t].name == table && tables[t].dynamic.enabled)
-      return ImportDynamicTable(coll, fs, path, static_cast<int32_t>(t), with_state);
+  const int32_t index = coll.plan().TableIndex(table);
+  if (index >= 0 && coll.plan().tables[index].dynamic.enabled)
+    return ImportDynamicTable(coll, fs, path, index, with_state);
   comm::Communicator& comm = coll.comm();
   std::unique_ptr<ReadableFile> file;
   struct Copy {
@@ -127,13 +117,8 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
     std::vector<embedding::StateInfo> states;
     SR_RETURN_IF_ERROR(coll.TableStates(table, &states));
-    int64_t rows = 0, dim = 0;
-    for (const auto& t : coll.plan().tables) {
-      if (t.name == table) {
-        rows = t.rows;
-        dim = t.dim;
-      }
-    }
+    // TableStates found the table (index >= 0).
+    const int64_t rows = coll.plan().tables[index].rows, dim = coll.plan().tables[index].dim;
     SR_RETURN_IF_ERROR(fs.OpenReadable(path, &file));
     std::vector<Record> recs;
     SR_RETURN_IF_ERROR(ReadSafetensors(*file, path, &recs, nullptr));

@@ -10,14 +10,9 @@ Status EmbeddingCollection::FindTable(const std::string& table, int32_t* index) 
   // No table has an empty name (plans refuse one), so "" is what the C API passes for NULL; the
   // collective accessors refuse it as a bad argument, agreed with the peers like any other.
   if (table.empty()) return Status::InvalidArgument("table must not be NULL or empty");
-  const auto& tables = s_.layout.plan->tables;
-  for (size_t t = 0; t < tables.size(); ++t) {
-    if (tables[t].name == table) {
-      *index = static_cast<int32_t>(t);
-      return Status::Ok();
-    }
-  }
-  return Status::NotFound("no table named '", table, "' in the plan");
+  *index = s_.layout.plan->TableIndex(table);
+  if (*index < 0) return Status::NotFound("no table named '", table, "' in the plan");
+  return Status::Ok();
 }
 
 Status EmbeddingCollection::FindState(int32_t table, const std::string& state,

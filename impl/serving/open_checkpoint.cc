@@ -307,9 +307,7 @@ Status OpenCheckpoint(const std::string& dir, const OpenOptions& o, std::shared_
   if (!s.ok())
     return Status::Corrupt(dir, "/", checkpoint::kManifestName, ": its plan: ", s.message());
   for (const auto& [name, storage] : o.table_storage) {
-    bool found = false;
-    for (const sharding::TableConfig& tc : plan.tables) found = found || tc.name == name;
-    if (!found)
+    if (plan.TableIndex(name) < 0)
       return Status::InvalidArgument("table_storage names table ", name, ", which the checkpoint ",
                                      dir, " does not have");
   }

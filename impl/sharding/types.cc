@@ -76,6 +76,12 @@ bool ShardingTypeFromName(const std::string& name, ShardingType* out) {
   return false;
 }
 
+int32_t Plan::TableIndex(std::string_view name) const {
+  for (size_t t = 0; t < tables.size(); ++t)
+    if (tables[t].name == name) return static_cast<int32_t>(t);
+  return -1;
+}
+
 uint64_t Plan::Hash() const {
   Fnv h;
   h.Str("shardrec.plan.v1");

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "impl/core/dtype.h"
@@ -141,6 +142,8 @@ struct Plan {
 
   // Stable 64-bit hash of everything above (used to check that ranks agree).
   uint64_t Hash() const;
+  // The index in `tables` of the table named `name`, or -1 (names are unique in a valid plan).
+  int32_t TableIndex(std::string_view name) const;
 };
 
 // Checks a plan completely: configs (unique non-empty names, rows/dim > 0, feature indices valid,
