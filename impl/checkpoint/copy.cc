@@ -43,6 +43,30 @@ int64_t OverlapArea(const Record& rec, const Target& dst) {
 
 namespace {
 
+class StoppingFile final : public ReadableFile {
+ public:
+  StoppingFile(std::unique_ptr<ReadableFile> file, const comm::Communicator& comm)
+      : file_(std::move(file)), comm_(comm) {}
+  uint64_t size() const override { return file_->size(); }
+  Status ReadAt(uint64_t offset, void* out, size_t n) const override {
+    SR_RETURN_IF_ERROR(comm::UsableNow(comm_));
+    return file_->ReadAt(offset, out, n);
+  }
+
+ private:
+  std::unique_ptr<ReadableFile> file_;
+  const comm::Communicator& comm_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReadableFile> StopOnAbort(std::unique_ptr<ReadableFile> file,
+                                          const comm::Communicator& comm) {
+  return std::make_unique<StoppingFile>(std::move(file), comm);
+}
+
+namespace {
+
 bool Convertible(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
 }

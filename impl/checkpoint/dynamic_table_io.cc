@@ -208,6 +208,7 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
     std::unique_ptr<ReadableFile> file;
     SR_RETURN_IF_ERROR(fs.OpenReadable(path, &file));
+    file = StopOnAbort(std::move(file), coll.comm());
     std::vector<Record> recs;
     SR_RETURN_IF_ERROR(ReadSafetensors(*file, path, &recs, nullptr));
     std::map<std::string, const Record*> by_key;

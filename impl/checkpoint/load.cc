@@ -159,6 +159,7 @@ Status PlanReads(embedding::EmbeddingCollection& coll, const Manifest& m,
 // the safetensors header's record of every tensor.
 Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
                  const std::vector<std::pair<size_t, size_t>>& needed,
+                 const comm::Communicator& comm,
                  std::vector<std::unique_ptr<ReadableFile>>* files) {
   files->resize(m.files.size());
   for (const auto& [fi, ri] : needed) {
@@ -170,6 +171,7 @@ Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
     if (s.code() == Code::kNotFound)
       return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
     SR_RETURN_IF_ERROR(s);
+    (*files)[fi] = StopOnAbort(std::move((*files)[fi]), comm);
     if ((*files)[fi]->size() != e.size)
       return Status::Corrupt("checkpoint file ", path, " is ", (*files)[fi]->size(),
                              " bytes, the manifest says ", e.size, " (truncated or replaced)");
@@ -253,7 +255,7 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     std::vector<std::pair<size_t, size_t>> needed = dense_at;
     for (const Read& r : reads) needed.insert(needed.end(), r.records.begin(), r.records.end());
     DynamicLoad::Needed(m, &needed);
-    SR_RETURN_IF_ERROR(OpenFiles(fs, dir, m, needed, &files));
+    SR_RETURN_IF_ERROR(OpenFiles(fs, dir, m, needed, *g.comm, &files));
     SR_RETURN_IF_ERROR(dynamic.Read(coll, m, files, dir, reset));
     if (!options.allow_partial_load) {
       for (const Read& rd : reads)

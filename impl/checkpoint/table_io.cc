@@ -120,6 +120,7 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
     // TableStates found the table (index >= 0).
     const int64_t rows = coll.plan().tables[index].rows, dim = coll.plan().tables[index].dim;
     SR_RETURN_IF_ERROR(fs.OpenReadable(path, &file));
+    file = StopOnAbort(std::move(file), comm);
     std::vector<Record> recs;
     SR_RETURN_IF_ERROR(ReadSafetensors(*file, path, &recs, nullptr));
     std::map<std::string, Record> by_key;

@@ -289,10 +289,11 @@ SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm, 
  * meshes built on them); the communicator it was itself split from is untouched. A call
  * blocked in any of them, a collective or an embedding call in its exchange, returns
  * SHARDREC_EABORTED within about a second (CPU engine; with NCCL, no later than its timeout),
- * and so do later calls. Two long local phases look for an abort as they go: a checkpoint save
- * between the 1 MiB chunks of its file, a collection's creation between blocks of the rows it
- * initialises (a 60M x 16 table's creation, 6 s, returned 1-10 ms after an abort; it used to
- * finish first). Other local work (a forward's lookup, a load's reads) runs to its end first.
+ * and so do later calls. The long local phases look for an abort as they go: a checkpoint save
+ * between the 1 MiB chunks of its file, a checkpoint load and a table import between the chunks
+ * they read, a collection's creation between blocks of the rows it initialises (a 60M x 16
+ * table's creation, 6 s, returned 1-10 ms after an abort; it used to finish first). Other local
+ * work (a forward's lookup and update) runs to its end first.
  * A peer blocked waiting for this rank gets
  * SHARDREC_EREMOTE promptly (a peer blocked on a third rank waits for that rank or its timeout).
  * After aborting a root communicator, destroying it does not wait on peers. The handles must still
