@@ -41,10 +41,15 @@ Status ExportDelta(shardrec_embedding_t* coll, const char* table, int64_t* ids, 
       return Status::InvalidArgument("table '", table, "' is not dynamic");
     return Status::Ok();
   }();
-  // A rank refusing its arguments still meets the others here (they fail at once, naming it);
-  // the gather agrees on the rest, and its result is the same on every rank.
-  SR_RETURN_IF_ERROR(
-      shardrec::comm::AgreeOnArguments(coll->impl->comm(), args, "dynamic table delta export"));
+  // A rank refusing its arguments still meets the others here (they fail at once, naming it),
+  // and every rank must name the same table: the gather's sizes follow from it (another table's
+  // rows, perhaps wider, would fill this one's delta). The gather agrees on the rest, and its
+  // result is the same on every rank.
+  const int64_t same[] = {t};
+  SR_RETURN_IF_ERROR(shardrec::comm::AgreeOnArguments(
+      coll->impl->comm(), args, "dynamic table delta export", same,
+      shardrec::StrCat("they named different tables (this rank: '", table,
+                       "'); every rank must name the same table")));
   shardrec::embedding::dynamic::Delta d;
   SR_RETURN_IF_ERROR(shardrec::embedding::dynamic::GatherDelta(*coll->impl, t, &d));
   *num_rows = d.ids.size();

@@ -35,16 +35,10 @@ void SplitPath(const std::string& path, std::string* dir, std::string* name) {
 // the calls go on to refuse it as before).
 Status AgreeOnTable(embedding::EmbeddingCollection& coll, const std::string& table,
                     const char* call) {
-  const int64_t index = coll.plan().TableIndex(table);
-  int64_t refusing = -1;
-  uint64_t differ = 0;
-  SR_RETURN_IF_ERROR(comm::FindRefusingRank(coll.comm(), false, std::span<const int64_t>(&index, 1),
-                                            &refusing, &differ));
-  if (differ != 0)
-    return Status::InvalidArgument("the ranks named different tables to the table ", call,
-                                   " (this rank: '", table,
-                                   "'); every rank must name the same table");
-  return Status::Ok();
+  const int64_t same[] = {coll.plan().TableIndex(table)};
+  return comm::AgreeOnArguments(coll.comm(), Status::Ok(), StrCat("table ", call), same,
+                                StrCat("they named different tables (this rank: '", table,
+                                       "'); every rank must name the same table"));
 }
 
 }  // namespace

@@ -101,6 +101,23 @@ Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_vie
   });
 }
 
+Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call,
+                        std::span<const int64_t> same, std::string_view differ) {
+  if (!comm.device().is_host()) return local;
+  int64_t refusing = -1;
+  uint64_t differs = 0;
+  const Status exchanged = FindRefusingRank(comm, !local.ok(), same, &refusing, &differs);
+  if (!local.ok()) return local;
+  SR_RETURN_IF_ERROR(exchanged);
+  if (refusing >= 0)
+    return Status::InvalidArgument("rank ", refusing, " refused its arguments to the ", call,
+                                   " (its error says why); no rank changed anything");
+  if (differs != 0)
+    return Status::InvalidArgument("the ranks' arguments to the ", call, " differ: ", differ,
+                                   "; no rank changed anything");
+  return Status::Ok();
+}
+
 namespace {
 
 // "allreduce of 8 elements of type 0 (op or root 0)", or the bare name of an unsized call.

@@ -52,6 +52,12 @@ Status AgreeOnCounts(Communicator& comm, std::span<const int64_t> counts, std::s
 // once with InvalidArgument naming it and `call` ("checkpoint save"), before any rank changes
 // anything. Over a device communicator it exchanges nothing and returns `local`.
 Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call);
+// AgreeOnArguments that also compares `same` (values every rank must give alike, as in
+// FindRefusingRank; say a table's index) in the same all-reduce: when no rank refused but one
+// gave other values, InvalidArgument on every rank, "the ranks' arguments to the <call> differ:
+// <differ>". Over a device communicator it exchanges nothing and returns `local`.
+Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call,
+                        std::span<const int64_t> same, std::string_view differ);
 
 // A split's first exchange gathers every member's (color, key, rank); a member refusing the split
 // sends this color instead (no int32 color is this), so the others fail with it at once.

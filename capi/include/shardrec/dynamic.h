@@ -124,6 +124,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embeddin
  * Arguments: a rank refusing its own (NULL out-parameters or buffers with a capacity, an unknown
  * or fixed table) still takes part in one agreement before the gather, so every rank fails at
  * once (SHARDREC_EINVAL naming that rank on the others; a NULL @p coll alone fails only its rank).
+ * The same agreement compares the table: ranks naming different tables all get SHARDREC_EINVAL
+ * ("named different tables") and nothing is gathered.
  * @param coll           [in] Must not be NULL.
  * @param table          [in] Table name; must not be NULL.
  * @param ids            [out] max_rows ids; may be NULL when max_rows is 0.

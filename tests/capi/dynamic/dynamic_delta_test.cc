@@ -289,8 +289,8 @@ TEST(DynamicDelta, TableExportHoldsEveryRowById) {
   }
 }
 
-// A two-rank row-wise SGD collection of one dynamic table "t0" (16 slots, dim 8) on each rank
-// thread, passed to fn(rank, collection).
+// A two-rank row-wise SGD collection of dynamic tables "t0" (16 slots, dim 8) and "t1" (dim 12)
+// on each rank thread, passed to fn(rank, collection).
 void OnTwoRowWiseRanks(const std::function<void(int, shardrec_embedding_t*)>& fn) {
   DynScenario s = MakeDynScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 16, 8);
   PlanPtr plan = MakeDynPlan(s);
@@ -367,6 +367,27 @@ TEST(DynamicDelta, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
               SHARDREC_OK)
         << "rank " << r << ": " << shardrec_last_error();
     EXPECT_EQ(n + nt, 0u);
+  });
+}
+
+// Ranks naming different dynamic tables (each valid on its own rank) gathered one table's rows
+// into the other's delta, or, with rows of different widths, overran the delta's buffer and
+// ended the process. Every rank now gets EINVAL from the agreement before the gather, and the
+// next delta, naming the same table, works.
+TEST(DynamicDelta, RanksNamingDifferentTablesFailEveryRank) {
+  OnTwoRowWiseRanks([&](int r, shardrec_embedding_t* c) {
+    for (const char* t : {"t0", "t1"})
+      ASSERT_EQ(shardrec_embedding_dynamic_mark(c, t), SHARDREC_OK);
+    size_t n = 0, nt = 0;
+    EXPECT_EQ(shardrec_embedding_dynamic_delta(c, r == 0 ? "t0" : "t1", nullptr, nullptr, 0,
+                                               nullptr, 0, &n, &nt),
+              SHARDREC_EINVAL)
+        << "rank " << r;
+    const std::string msg = shardrec_last_error();
+    EXPECT_NE(msg.find("named different tables"), std::string::npos) << "rank " << r << ": " << msg;
+    EXPECT_EQ(shardrec_embedding_dynamic_delta(c, "t1", nullptr, nullptr, 0, nullptr, 0, &n, &nt),
+              SHARDREC_OK)
+        << "rank " << r << ": " << shardrec_last_error();
   });
 }
 
