@@ -29,23 +29,25 @@ void SplitPath(const std::string& path, std::string* dir, std::string* name) {
   }
 }
 
-// Every rank must name the same table: an export's gathers are sized by it, an import's reads
-// fill what it names, and a dynamic table takes another path than a fixed one. One all-reduce,
-// before anything else; an unknown name counts as a table of its own (when every rank names it,
-// the calls go on to refuse it as before).
-Status AgreeOnTable(embedding::EmbeddingCollection& coll, const std::string& table,
+// Every rank must name the same table and the same with_state: an export's gathers are sized by
+// them, an import's reads fill what they name (one replica of a data-parallel table importing its
+// state and another not would leave the replicas different), and a dynamic table takes another
+// path than a fixed one. One all-reduce, before anything else; an unknown name counts as a table
+// of its own (when every rank names it, the calls go on to refuse it as before).
+Status AgreeOnTable(embedding::EmbeddingCollection& coll, const std::string& table, bool with_state,
                     const char* call) {
-  const int64_t same[] = {coll.plan().TableIndex(table)};
-  return comm::AgreeOnArguments(coll.comm(), Status::Ok(), StrCat("table ", call), same,
-                                StrCat("they named different tables (this rank: '", table,
-                                       "'); every rank must name the same table"));
+  const int64_t same[] = {coll.plan().TableIndex(table), with_state ? 1 : 0};
+  return comm::AgreeOnArguments(
+      coll.comm(), Status::Ok(), StrCat("table ", call), same,
+      StrCat("they named different tables or with_optimizer_state values (this rank: '", table,
+             "', ", with_state ? 1 : 0, "); every rank must give the same"));
 }
 
 }  // namespace
 
 Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state) {
-  SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, "export"));
+  SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, with_state, "export"));
   const int32_t index = coll.plan().TableIndex(table);
   if (index >= 0 && coll.plan().tables[index].dynamic.enabled)
     return ExportDynamicTable(coll, fs, path, index, with_state);
@@ -93,7 +95,7 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
 
 Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state, uint64_t staging_limit) {
-  SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, "import"));
+  SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, with_state, "import"));
   const int32_t index = coll.plan().TableIndex(table);
   if (index >= 0 && coll.plan().tables[index].dynamic.enabled)
     return ImportDynamicTable(coll, fs, path, index, with_state);

@@ -237,6 +237,9 @@ shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
  * (I64, [n], ascending), "weights" (F32, [n, dim]) and, with @p with_optimizer_state, each state
  * (F32, [n] or [n, dim]), row i of each belonging to ids[i]; metadata format
  * "shardrec-dynamic-table". Its eviction metadata (last seen, counts, scores) is not exported.
+ * Every rank must give the same @p table and @p with_optimizer_state (the gathers' sizes follow
+ * from them): ranks that differ all get SHARDREC_EINVAL before anything moves. Only rank 0's
+ * @p path is written.
  * @param coll  [in] Must not be NULL.
  * @param table [in] NUL-terminated table name; must not be NULL.
  * @param path  [in] NUL-terminated file path; must not be NULL or empty; its directory must exist.
@@ -263,7 +266,10 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
  * a free slot, the file's row, the file's state or zeros, last seen now, count and score 0. Rows
  * the file does not name stay. A shard that would hold more rows than its slots fails the import
  * on every rank (SHARDREC_EINVAL; nothing evicted, nothing changed). docs/dynamic-tables.md,
- * "Table export and import". Values are taken as the file has them: a NaN or infinite weight,
+ * "Table export and import". Every rank must give the same @p table and
+ * @p with_optimizer_state (ranks that differ all get SHARDREC_EINVAL, nothing changed: one
+ * replica of a data-parallel table reading its state and another not would leave them different).
+ * Values are taken as the file has them: a NaN or infinite weight,
  * or a state no optimizer could have made (a negative Adagrad sum), is not refused here, and no
  * later check catches it: a forward reads such a row as it is (NaN outputs), and the non-finite
  * check (embedding_options.h) tests only per-id weights and output gradients, so a step is

@@ -381,10 +381,10 @@ TEST_F(EmbeddingValidation, AccessorErrorsChangeNothing) {
   });
 }
 
-// Ranks naming different tables (or states) to a collective accessor, each valid on its own rank,
-// used to exchange messages of different sizes, which Gloo answered by ending a process (a peer's
-// pair thread threw). Every rank now fails with EINVAL before any data moves, nothing changes, and
-// the next step trains.
+// Ranks naming different tables (or states, or with_optimizer_state) to a collective accessor,
+// each valid on its own rank, used to exchange messages of different sizes, which Gloo answered
+// by ending a process (a peer's pair thread threw). Every rank now fails with EINVAL before any
+// data moves, nothing changes, and the next step trains.
 TEST_F(EmbeddingValidation, AccessorsNamingDifferentTablesFailEveryRank) {
   Run([&](int r, shardrec_embedding_t* c) {
     const auto before = Snapshot(c, s_);
@@ -408,6 +408,13 @@ TEST_F(EmbeddingValidation, AccessorsNamingDifferentTablesFailEveryRank) {
                    "export_table");
     expect_refused(shardrec_checkpoint_import_table(c, mine.name.c_str(), path.c_str(), 1),
                    "import_table");
+    // The same table, with and without its optimizer state (the export's gathers and the
+    // import's reads follow from it).
+    const char* same = s_.tables[1].name.c_str();
+    expect_refused(shardrec_checkpoint_export_table(c, same, path.c_str(), r == 0 ? 1 : 0),
+                   "export_table with_state");
+    expect_refused(shardrec_checkpoint_import_table(c, same, path.c_str(), r == 0 ? 1 : 0),
+                   "import_table with_state");
     EXPECT_TRUE(BitEqual(before, Snapshot(c, s_)));
   });
 }
