@@ -2,6 +2,7 @@
 #include "impl/comm/unique_id.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,10 +26,16 @@ uint32_t Fnv1a(const uint8_t* p, size_t n) {
   return h;
 }
 
-// Servers whose id was created here and not yet claimed by a rank 0 in this process.
+// Servers whose id was created here and not yet claimed by a rank 0 in this process, with the
+// process that started them: a child forked after CreateUniqueId inherits this map but not the
+// server's threads, so its rank 0 must not own (and at its end join) them.
+struct Hosted {
+  pid_t pid = 0;
+  std::shared_ptr<TcpStoreServer> server;
+};
 std::mutex g_registry_mu;
-std::map<Nonce, std::shared_ptr<TcpStoreServer>>& Registry() {
-  static auto* registry = new std::map<Nonce, std::shared_ptr<TcpStoreServer>>();
+std::map<Nonce, Hosted>& Registry() {
+  static auto* registry = new std::map<Nonce, Hosted>();
   return *registry;
 }
 
@@ -60,7 +67,7 @@ Status CreateUniqueId(UniqueId* out) {
   std::memcpy(id.bytes + kChecksumAt, &sum, 4);
   {
     std::lock_guard<std::mutex> lock(g_registry_mu);
-    Registry()[nonce] = std::move(server);
+    Registry()[nonce] = Hosted{getpid(), std::move(server)};
   }
   *out = id;
   return Status::Ok();
@@ -96,8 +103,9 @@ Status ConnectUniqueIdStore(const UniqueId& id, int rank, std::chrono::milliseco
   if (rank == 0) {
     std::lock_guard<std::mutex> lock(g_registry_mu);
     auto it = Registry().find(nonce);
-    if (it != Registry().end()) {
-      hosted = it->second;
+    // In a forked child the server runs in the parent: this rank 0 is one more client of it.
+    if (it != Registry().end() && it->second.pid == getpid()) {
+      hosted = it->second.server;
       Registry().erase(it);
     }
   }
@@ -106,7 +114,7 @@ Status ConnectUniqueIdStore(const UniqueId& id, int rank, std::chrono::milliseco
     // Give the server back so a retry of rank 0's init can still claim it.
     if (hosted) {
       std::lock_guard<std::mutex> lock(g_registry_mu);
-      Registry()[nonce] = hosted;
+      Registry()[nonce] = Hosted{getpid(), hosted};
     }
     return s;
   }

@@ -127,9 +127,12 @@ SHARDREC_API shardrec_status_t shardrec_comm_options_init(shardrec_comm_options_
                                                           uint32_t version);
 
 /**
- * Creates a unique id on rank 0 and starts the TCP store it names. The store lives in this
- * process until the rank-0 communicator created from it (and every communicator split from
- * that one) is destroyed; rank 0 must therefore call shardrec_comm_create() in this process.
+ * Creates a unique id on rank 0 and starts the TCP store it names. When rank 0 calls
+ * shardrec_comm_create() in this process, the store lives until that rank-0 communicator (and
+ * every communicator split from it) is destroyed. A rank 0 in another process (a child forked
+ * after this call) connects to the store as one more client: the store then stays in this
+ * process until it exits, so this process must outlive the ranks' use of the store (their
+ * creation, and the destroy of rank 0).
  * The advertised address is SHARDREC_SOCKET_IFADDR when set, else the source address of the
  * default route, else 127.0.0.1; the store listens on that address only, or on every interface
  * when the environment variable SHARDREC_STORE_BIND_ANY is "1" (see the trust model above).

@@ -1,9 +1,10 @@
 // Abort and destroy across processes, through the C API: ranks are forked processes meeting
 // through a real unique id over loopback TCP. An abort from another thread unblocks rank 0's
 // blocked call within a second and its destroy does not wait for the peer; without an abort,
-// rank 0's destroy waits only the store grace for a rank that never leaves, not the timeout.
-// Each fork happens before this process starts a thread (gtest runs the cases one at a time
-// and every thread of a case is joined before the next begins).
+// rank 0's destroy waits only the store grace for a rank that never leaves, not the timeout. Ranks
+// forked after the id was made (in a process whose store threads run) meet and leave cleanly. Each
+// fork but the last case's happens before this process starts a thread (gtest runs the cases one at
+// a time and every thread of a case is joined before the next begins).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -178,6 +179,35 @@ TEST(CapiCommAbortProcess, DestroyWaitsTheGraceNotTheTimeoutForARankThatNeverLea
       static_cast<long long>(destroy_ms));
   EXPECT_GE(destroy_ms, 400);
   EXPECT_LE(destroy_ms, 500 + 1000);
+}
+
+// A parent makes the id and forks both ranks (a common launcher shape). Rank 0's child inherits
+// the parent's record of the store but not its threads: it used to take ownership of them and
+// end the child (SIGABRT from joining a thread that does not exist there) at its destroy. It is
+// now one more client of the parent's store; both ranks meet, destroy and exit cleanly.
+TEST(CapiCommAbortProcess, RanksForkedAfterTheIdWasMadeMeetAndLeaveCleanly) {
+  shardrec_unique_id_t id;
+  ASSERT_EQ(shardrec_comm_unique_id_create(&id), SHARDREC_OK) << shardrec_last_error();
+  pid_t pids[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    pids[rank] = fork();
+    ASSERT_GE(pids[rank], 0);
+    if (pids[rank] == 0) {
+      shardrec_comm_t* comm = nullptr;
+      const shardrec_comm_options_t opts = Options(500);
+      if (shardrec_comm_create(&comm, &id, 2, rank, &opts) != SHARDREC_OK) _exit(10);
+      if (shardrec_comm_barrier(comm) != SHARDREC_OK) _exit(11);
+      shardrec_comm_destroy(comm);
+      _exit(0);
+    }
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pids[rank], &status, 0), pids[rank]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank " << rank << ": " << (WIFSIGNALED(status) ? "signal " : "exit ")
+        << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  }
 }
 
 }  // namespace
