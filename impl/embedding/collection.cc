@@ -67,6 +67,32 @@ Status RefuseDynamicOnDevice(const sharding::Plan& plan) {
   return Status::Ok();
 }
 
+// Creation's agreement: the plan hash and its complement, the lowest refusing rank + 1, the
+// options digest and its complement (then the engine's words).
+constexpr int kAgreeHead = 5;
+
+// A digest of the options every rank must share: results depend on them (the seed draws rows and
+// rounding bits; the optimizers train; the bounds and non-finite policies decide which batches
+// train) or the exchanges' sizes do (the encodings). The thread count and huge pages are this
+// rank's own.
+int64_t SharedOptionsDigest(const CollectionOptions& o,
+                            const std::vector<optim::OptimizerConfig>& table_optim) {
+  std::vector<int64_t> v = {static_cast<int64_t>(o.seed), static_cast<int64_t>(o.bounds),
+                            o.check_non_finite ? 1 : 0, static_cast<int64_t>(o.forward_encoding),
+                            static_cast<int64_t>(o.backward_encoding)};
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    return static_cast<int64_t>(u);
+  };
+  for (const optim::OptimizerConfig& c : table_optim) {
+    v.insert(v.end(), {static_cast<int64_t>(c.type), bits(c.learning_rate), bits(c.eps),
+                       bits(c.beta1), bits(c.beta2), bits(c.weight_decay),
+                       static_cast<int64_t>(c.weight_decay_mode), c.stochastic_rounding ? 1 : 0});
+  }
+  return comm::Digest63(v);
+}
+
 }  // namespace
 
 Status EmbeddingCollection::RefuseDynamicTables(const char* what) const {
@@ -141,14 +167,16 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   if (!options.device.is_cuda() && !comm->device().is_host()) return local;
   SR_RETURN_IF_ERROR(c->engine_->HostComm(&comm, local.ok()));
   // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max), on
-  // whether any rank failed, so every rank returns instead of waiting on a peer, and on the
-  // engine's capabilities every rank must share.
+  // whether any rank failed, so every rank returns instead of waiting on a peer, on the options
+  // every rank must share (their digest, the same way), and on the engine's capabilities.
   const uint64_t hash = plan->Hash();
-  int64_t agree[3 + Engine::kAgreeWords] = {static_cast<int64_t>(hash), static_cast<int64_t>(~hash),
-                                            local.ok() ? 0 : comm->Rank() + 1};
-  c->engine_->AgreementWords(agree + 3);
-  const Status agreed =
-      comm->AllReduce(agree, agree, 3 + Engine::kAgreeWords, DType::kInt64, comm::ReduceOp::kMax);
+  const int64_t digest = local.ok() ? SharedOptionsDigest(options, s.table_optim) : 0;
+  int64_t agree[kAgreeHead + Engine::kAgreeWords] = {
+      static_cast<int64_t>(hash), static_cast<int64_t>(~hash), local.ok() ? 0 : comm->Rank() + 1,
+      digest, ~digest};
+  c->engine_->AgreementWords(agree + kAgreeHead);
+  const Status agreed = comm->AllReduce(agree, agree, kAgreeHead + Engine::kAgreeWords,
+                                        DType::kInt64, comm::ReduceOp::kMax);
   // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
   // without the plugin, when the communicator is of another device).
   if (!local.ok()) return local;
@@ -160,9 +188,14 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     return Status::InvalidArgument(
         "ranks were given different plans (plan hashes differ); "
         "every rank must create the collection from the same plan");
+  if (agree[3] != digest || ~agree[4] != digest)
+    return Status::InvalidArgument(
+        "ranks were given different collection options (the seed, bounds policy, non-finite "
+        "check, communication encodings or optimizer settings differ); every rank must create "
+        "the collection with the same options (the thread count may differ)");
   SR_RETURN_IF_ERROR(c->engine_->MakeInputComm(*comm, &s.input_comm));
   if (s.input_comm == nullptr) return Status::Internal("input communicator split failed");
-  c->engine_->Adopt(agree + 3);
+  c->engine_->Adopt(agree + kAgreeHead);
   s.comm = std::move(comm);
   SR_RETURN_IF_ERROR(c->engine_->SetDataParallelComm(options.dp_comm));
   // Stochastic rounding draws its bits from the collection's seed (embedding.h).
@@ -180,8 +213,9 @@ Status EmbeddingCollection::RefuseCreate(const std::shared_ptr<comm::Communicato
   if (comm == nullptr || !comm->device().is_host()) return why;
   // Create's agreement as a rejecting rank makes it (no engine's HostComm runs a collective
   // over a host communicator): no plan hash, this rank's refusal, no capabilities.
-  int64_t agree[3 + Engine::kAgreeWords] = {0, 0, comm->Rank() + 1};
-  (void)comm->AllReduce(agree, agree, 3 + Engine::kAgreeWords, DType::kInt64, comm::ReduceOp::kMax);
+  int64_t agree[kAgreeHead + Engine::kAgreeWords] = {0, 0, comm->Rank() + 1, 0, 0};
+  (void)comm->AllReduce(agree, agree, kAgreeHead + Engine::kAgreeWords, DType::kInt64,
+                        comm::ReduceOp::kMax);
   return why;
 }
 

@@ -70,9 +70,12 @@ SHARDREC_BEGIN_DECL
 
 /**
  * Creates this rank's part of a sharded collection. Collective: every rank of @p comm calls it
- * with the same plan (checked through the plan hash), and all ranks fail together if one
- * rejects its arguments. Allocates all local shard weights (one arena per weight dtype) and
- * optimizer states (one fp32 arena) and initialises the weights.
+ * with the same plan (checked through the plan hash) and the same options and optimizer
+ * (checked through a digest of the seed, bounds and non-finite policies, communication
+ * encodings and each table's optimizer settings; the thread count, huge pages and capacity
+ * hints may differ), and all ranks fail together if one rejects its arguments. Allocates all local
+ * shard weights (one arena per weight dtype) and optimizer states (one fp32 arena) and initialises
+ * the weights.
  * @param out       [out] Receives the collection; must not be NULL. Set only on success.
  * @param plan      [in] The plan; must not be NULL. Shared: the caller may destroy it after.
  * @param comm      [in] Communicator whose size equals the plan's world size; must not be
@@ -85,9 +88,9 @@ SHARDREC_BEGIN_DECL
  *                  plan's when some table has no optimizer of its own, else SHARDREC_EINVAL
  *                  names both.
  * @param options   [in] Options; NULL means the defaults.
- * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans on
- *         different ranks, or an argument rejected on another rank (the message names it; a
- *         rank given a NULL @p out or @p plan still meets its peers' agreement over a host
+ * @return SHARDREC_OK; SHARDREC_EINVAL for bad arguments, a size mismatch, different plans or
+ *         options on different ranks, or an argument rejected on another rank (the message names
+ * it; a rank given a NULL @p out or @p plan still meets its peers' agreement over a host
  *         communicator, so they fail at once rather than at their timeout);
  *         SHARDREC_EUNSUPPORTED for a table dtype other than FLOAT32, FLOAT16 or BFLOAT16,
  *         pooled and NONE tables in one plan, or what a GPU collection refuses (see

@@ -219,9 +219,10 @@ TEST(GpuReplicaCreate, MixedKindsAndDifferentSeedsAreRefusedEverywhere) {
     EXPECT_NE(std::string(shardrec_last_error()).find("mixes host and GPU"), std::string::npos)
         << shardrec_last_error();
     EXPECT_EQ(raw, nullptr);
-    // All on the device, another seed on rank 3: its replica group differs.
+    // All on the device, another seed on sharding group {1, 3} (one seed within a sharding
+    // group, which its collection's agreement compares): each replica group differs.
     Scenario other = s;
-    other.seed = r == 3 ? s.seed + 1 : s.seed;
+    other.seed = r % 2 == 1 ? s.seed + 1 : s.seed;
     const shardrec_embedding_options_t seeded = Options(other, true);
     EXPECT_EQ(shardrec_mesh_embedding_create(&raw, m.get(), plan.get(), &opt, &seeded),
               SHARDREC_EINVAL);

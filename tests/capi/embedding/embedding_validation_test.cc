@@ -478,6 +478,55 @@ TEST(EmbeddingCreate, RejectsCudaDeviceAndMismatchedPlans) {
   shardrec_embedding_destroy(nullptr);
 }
 
+// Options that shape the exchanges or the results differing on one rank (each valid alone) were
+// accepted: an encoding differing made the first forward end the process (Gloo's size check),
+// another seed, learning rate or non-finite policy left data-parallel copies silently different.
+// Creation's agreement compares them: EINVAL on every rank; the thread count may differ.
+TEST(EmbeddingCreate, OptionsDifferingAcrossRanksFailEveryRank) {
+  Scenario s = ValidationScenario();
+  PlanPtr plan = MakePlan(s);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const std::function<void(shardrec_embedding_options_t*, shardrec_optimizer_config_t*)> changes[] =
+      {
+          [](shardrec_embedding_options_t* o, shardrec_optimizer_config_t*) {
+            o->forward_comm_encoding = SHARDREC_COMM_ENCODING_FP16;
+          },
+          [](shardrec_embedding_options_t* o, shardrec_optimizer_config_t*) {
+            o->backward_comm_encoding = SHARDREC_COMM_ENCODING_BF16;
+          },
+          [](shardrec_embedding_options_t* o, shardrec_optimizer_config_t*) { o->seed += 1; },
+          [](shardrec_embedding_options_t* o, shardrec_optimizer_config_t*) {
+            o->non_finite = SHARDREC_NON_FINITE_ALLOW;
+          },
+          [](shardrec_embedding_options_t*, shardrec_optimizer_config_t* c) {
+            c->learning_rate *= 2;
+          },
+      };
+  SpawnRanks(2, [&](int r) {
+    for (size_t k = 0; k < std::size(changes); ++k) {
+      shardrec_embedding_options_t o;
+      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+      shardrec_optimizer_config_t mine = opt;
+      if (r == 1) changes[k](&o, &mine);
+      shardrec_embedding_t* c = nullptr;
+      EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &mine, &o),
+                SHARDREC_EINVAL)
+          << "change " << k << ", rank " << r;
+      EXPECT_NE(std::string(shardrec_last_error()).find("different collection options"),
+                std::string::npos)
+          << shardrec_last_error();
+      EXPECT_EQ(c, nullptr);
+    }
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.num_threads = r == 0 ? 1 : 2;
+    shardrec_embedding_t* c = nullptr;
+    EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    shardrec_embedding_destroy(c);
+  });
+}
+
 // Version 4 adds the capacity hints: init and the initialiser give 0 (unknown), a version-3
 // init leaves them alone (the caller's struct ends before them).
 TEST(EmbeddingOptionsInit, CapacityHints) {
