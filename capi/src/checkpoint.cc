@@ -64,10 +64,13 @@ Status ToLoadOptions(const shardrec_checkpoint_options_t* o, checkpoint::LoadOpt
 // others), takes the collection (and the mesh) for the call, then agrees over `comm(coll, mesh)`
 // on every rank's verdict on its other arguments (`args`: paths, options, names): a rank refusing
 // them still takes part in that one small all-reduce, so its peers fail at once naming it instead
-// of waiting for it in the call's first exchange, and nothing changes anywhere.
+// of waiting for it in the call's first exchange, and nothing changes anywhere. The same
+// all-reduce compares `*same` (when given, filled once `args` ran: options every rank must give
+// alike, because the call's exchanges follow from them).
 template <typename Args, typename Fn>
 shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool need_mesh,
-                      const char* call, Args&& args, Fn&& body) {
+                      const char* call, Args&& args, Fn&& body,
+                      const std::vector<int64_t>* same = nullptr) {
   return Guard([&] {
     SR_RETURN_IF_ERROR(CheckColl(coll));
     if (need_mesh && (mesh == nullptr || !mesh->impl))
@@ -82,9 +85,24 @@ shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool ne
     // A GPU collection's stream-ordered calls finish (and report) before its parameters are read.
     SR_RETURN_IF_ERROR(coll->impl->Synchronize());
     comm::Communicator& c = need_mesh ? mesh->impl->host_world() : coll->impl->comm();
-    SR_RETURN_IF_ERROR(comm::AgreeOnArguments(c, args(), call));
+    const Status local = args();
+    if (same == nullptr) {
+      SR_RETURN_IF_ERROR(comm::AgreeOnArguments(c, local, call));
+    } else {
+      SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
+          c, local, call, *same,
+          "allow_partial_load, verify_first, reset_optimizer_state or allow_dtype_change differ; "
+          "every rank must give the same load options"));
+    }
     return body();
   });
+}
+
+// The load options whose difference between ranks would make them run different exchanges
+// (partial or staged, verified first or not) or end with different states.
+std::vector<int64_t> LoadOptionWords(const checkpoint::LoadOptions& o) {
+  return {o.allow_partial_load ? 1 : 0, o.verify_first ? 1 : 0, o.reset_optimizer_state ? 1 : 0,
+          o.allow_dtype_change ? 1 : 0};
 }
 
 checkpoint::Group MeshGroup(shardrec_mesh_t* mesh) {
@@ -104,6 +122,7 @@ using shardrec::Status;
 using shardrec::capi::CheckNotNull;
 using shardrec::capi::CheckPath;
 using shardrec::capi::Guard;
+using shardrec::capi::LoadOptionWords;
 using shardrec::capi::MeshGroup;
 using shardrec::capi::Posix;
 using shardrec::capi::Run;
@@ -139,15 +158,22 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
 SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
     shardrec_embedding_t* coll, const char* dir, const shardrec_checkpoint_options_t* options) {
   ck::LoadOptions o;
+  // Sized alike on every rank, also where the arguments are refused before the options are read.
+  std::vector<int64_t> same = LoadOptionWords(o);
   auto args = [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckPath(dir, "dir"));
-    return ToLoadOptions(options, &o);
+    SR_RETURN_IF_ERROR(ToLoadOptions(options, &o));
+    same = LoadOptionWords(o);
+    return Status::Ok();
   };
-  return Run(coll, nullptr, false, "checkpoint load", args, [&] {
-    ck::Group g;
-    g.comm = &coll->impl->comm();
-    return ck::Load(*coll->impl, g, Posix(), dir, o);
-  });
+  return Run(
+      coll, nullptr, false, "checkpoint load", args,
+      [&] {
+        ck::Group g;
+        g.comm = &coll->impl->comm();
+        return ck::Load(*coll->impl, g, Posix(), dir, o);
+      },
+      &same);
 }
 
 SHARDREC_API shardrec_status_t
@@ -166,12 +192,17 @@ SHARDREC_API shardrec_status_t
 shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll, const char* dir,
                               const shardrec_checkpoint_options_t* options) {
   ck::LoadOptions o;
+  // Sized alike on every rank, also where the arguments are refused before the options are read.
+  std::vector<int64_t> same = LoadOptionWords(o);
   auto args = [&]() -> Status {
     SR_RETURN_IF_ERROR(CheckPath(dir, "dir"));
-    return ToLoadOptions(options, &o);
+    SR_RETURN_IF_ERROR(ToLoadOptions(options, &o));
+    same = LoadOptionWords(o);
+    return Status::Ok();
   };
-  return Run(coll, mesh, true, "mesh checkpoint load", args,
-             [&] { return ck::Load(*coll->impl, MeshGroup(mesh), Posix(), dir, o); });
+  return Run(
+      coll, mesh, true, "mesh checkpoint load", args,
+      [&] { return ck::Load(*coll->impl, MeshGroup(mesh), Posix(), dir, o); }, &same);
 }
 
 SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embedding_t* coll,

@@ -91,7 +91,9 @@ typedef struct shardrec_dense_tensor {
 /**
  * Options of the save and load calls. Zero fields take the documented default. Version 1 ends
  * after verify_first; version 2 appends allow_partial_load (a version-1 caller loads
- * all-or-nothing).
+ * all-or-nothing). A load's four flags must be the same on every rank (they decide its
+ * exchanges and what it leaves): ranks giving different ones all get SHARDREC_EINVAL before
+ * anything is read. The dense tensors are each rank's own.
  */
 typedef struct shardrec_checkpoint_options {
   uint32_t version;                     /**< SHARDREC_CHECKPOINT_OPTIONS_VERSION. */

@@ -542,6 +542,20 @@ TEST(CheckpointReject, ARankRefusingItsArgumentsFailsEveryRankAtOnce) {
                   10.0)
             << "rank " << r << " waited for the refusing rank";
       }
+      // Load options each valid alone but differing across ranks: a partial load on one rank and
+      // a staged one on the other ran different exchanges and ended the process (Gloo's size
+      // check). Compared with the arguments now: EINVAL on every rank.
+      for (int k = 0; k < 3; ++k) {
+        shardrec_checkpoint_options_t mixed = SHARDREC_CHECKPOINT_OPTIONS_INIT;
+        if (refuses) {
+          mixed.allow_partial_load = k == 0 ? 1 : 0;
+          mixed.reset_optimizer_state = k == 1 ? 1 : 0;
+          mixed.allow_dtype_change = k == 2 ? 1 : 0;
+        }
+        EXPECT_EQ(load(good, &mixed), SHARDREC_EINVAL) << "rank " << r << ", option " << k;
+        EXPECT_NE(std::string(shardrec_last_error()).find("load options"), std::string::npos)
+            << shardrec_last_error();
+      }
       std::string why;
       EXPECT_TRUE(BitEqual(TakeSnap(c, s), before, &why)) << "state changed: " << why;
       EXPECT_EQ(load(good, nullptr), SHARDREC_OK) << shardrec_last_error();
