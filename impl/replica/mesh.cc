@@ -43,6 +43,17 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
   auto mesh = std::make_unique<Mesh>();
   if (args.ok()) args = Layout::Make(world->Size(), o.shard_size, o.kind, &mesh->layout_);
   SR_RETURN_IF_ERROR(comm::AgreeToCreate(*world, args, "mesh"));
+  // The options every rank must share: the layout follows from S and the kind, and replicas
+  // syncing at different steps or in different modes would pair one step's sync with another's
+  // (a step sync returned OK having merged different steps' states). Over a host world.
+  if (world->device().is_host()) {
+    const int64_t same[] = {o.shard_size, static_cast<int64_t>(o.kind), o.sync_interval,
+                            static_cast<int64_t>(o.sync_mode)};
+    SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
+        *world, Status::Ok(), "mesh creation", same,
+        "shard_size, layout, sync_interval or sync_mode differ; every rank must give the same "
+        "mesh options"));
+  }
   const int rank = world->Rank();
   const Layout& l = mesh->layout_;
   std::unique_ptr<comm::Communicator> sharding, replica;
@@ -87,7 +98,11 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   // NCCL group that agreement would be staged through the device on every sync, so there a
   // refusal fails its replica alone (replica.h).
   if (replica_->Size() > 1 && replica_->device().is_host()) {
-    SR_RETURN_IF_ERROR(comm::AgreeOnArguments(*replica_host_, args, "mesh sync"));
+    // The replicas must also sync in one mode (each merges what the mode names).
+    const int64_t same[] = {static_cast<int64_t>(mode)};
+    SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
+        *replica_host_, args, "mesh sync", same,
+        "the replicas asked for different sync modes (weights only, weights and state)"));
   } else {
     SR_RETURN_IF_ERROR(args);
   }

@@ -86,7 +86,10 @@ SHARDREC_API shardrec_status_t shardrec_mesh_options_init(shardrec_mesh_options_
 
 /**
  * Builds this rank's view of the 2D mesh by splitting @p world twice (sharding group, replica
- * group). Collective over @p world: every rank calls it with the same options.
+ * group). Collective over @p world: every rank calls it with the same options (over a host world
+ * S, the layout, sync_interval and sync_mode are compared: ranks that differ all get
+ * SHARDREC_EINVAL, "the same mesh options"; ranks_per_node, used only for describing the mesh,
+ * may differ).
  * @param out     [out] The new mesh; the caller owns it (shardrec_mesh_destroy). Not NULL.
  * @param world   The global communicator, borrowed; the mesh keeps it alive. Not NULL.
  * @param options May be NULL for a 1D mesh (S = W).
@@ -191,6 +194,9 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
  * holds the same keys in the same slots with the same values. A replica group whose dynamic
  * shards differ (another plan) fails with SHARDREC_EINVAL on every replica, and a failed gather
  * with its error, before anything changes. A sync hook does not take part in the merge.
+ * Over a host replica group the replicas compare the mode they asked for (the mesh's default
+ * resolved) in the sync's argument agreement: different modes fail every replica with
+ * SHARDREC_EINVAL ("different sync modes"), nothing changed.
  *
  * Overlap with the next batch: the sync may be called while the collection's next input
  * distribution is in flight (shardrec_embedding_input_dist_start called, input_dist_wait not

@@ -205,6 +205,18 @@ TEST(ReplicaMesh, ARefusedMeshCreationFailsEveryRankAtOnce) {
       }
       EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << round;
     }
+    // Options valid on every rank but different on one (a sync interval or mode): its replicas
+    // would pair one step's sync with another's. Refused on every rank.
+    for (int k = 0; k < 2; ++k) {
+      shardrec_mesh_options_t o = Options(4);
+      if (r == 3 && k == 0) o.sync_interval = 2;
+      if (r == 3 && k == 1) o.sync_mode = SHARDREC_SYNC_WEIGHTS_ONLY;
+      shardrec_mesh_t* m = nullptr;
+      EXPECT_EQ(shardrec_mesh_create(&m, world, &o), SHARDREC_EINVAL) << "rank " << r;
+      EXPECT_NE(std::string(shardrec_last_error()).find("the same mesh options"), std::string::npos)
+          << shardrec_last_error();
+      EXPECT_EQ(m, nullptr);
+    }
     shardrec_mesh_t* m = MeshOfGroupsOf4(r);
     ASSERT_NE(m, nullptr);
     shardrec_mesh_destroy(m);
@@ -349,6 +361,13 @@ TEST(ReplicaSync, ARankRefusingItsArgumentsFailsEveryReplicaAtOnce) {
               std::string::npos)
         << "rank " << r << ": " << why;
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "rank " << r;
+    EXPECT_EQ(Snapshot(c, s), before) << "rank " << r << ": the refused sync changed the tables";
+    // Each mode valid, but different on the two replicas.
+    EXPECT_EQ(shardrec_mesh_sync(m, c, r == 1 ? SHARDREC_SYNC_WEIGHTS_ONLY : SHARDREC_SYNC_DEFAULT),
+              SHARDREC_EINVAL)
+        << "rank " << r;
+    EXPECT_NE(std::string(shardrec_last_error()).find("different sync modes"), std::string::npos)
+        << "rank " << r << ": " << shardrec_last_error();
     EXPECT_EQ(Snapshot(c, s), before) << "rank " << r << ": the refused sync changed the tables";
     int64_t syncs = -1;
     EXPECT_EQ(shardrec_mesh_sync_stats(m, nullptr, nullptr, &syncs), SHARDREC_OK);
