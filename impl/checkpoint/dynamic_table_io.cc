@@ -13,6 +13,7 @@
 #include "impl/checkpoint/copy.h"
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/record_copy.h"
+#include "impl/comm/agree.h"
 #include "impl/comm/gather_bytes.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
@@ -301,6 +302,17 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
     return Status::Ok();
   }();
   SR_RETURN_IF_ERROR(Agree(coll.comm(), local, "to read the table file"));
+  // Every rank read the whole file: they must have read the same rows (a data-parallel copy
+  // importing another file than its peers would leave the copies different, and the slot-wise
+  // gradient reduction would then mix ids), so the ranks compare a digest of what they read.
+  std::vector<int64_t> read = {static_cast<int64_t>(Checksum(ids.data(), ids.size() * 8) >> 1)};
+  for (const std::vector<float>& d : data)
+    read.push_back(static_cast<int64_t>(Checksum(d.data(), d.size() * sizeof(float)) >> 1));
+  const int64_t same[] = {comm::Digest63(read)};
+  SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
+      coll.comm(), Status::Ok(), "dynamic table import", same,
+      StrCat("the ranks read different contents (this rank: ", path,
+             "); every rank must import the same file (a copy of it may sit at another path)")));
   // Memory copies only from here: nothing can fail.
   const std::vector<ShardTensor> tensors = coll.ShardTensors();
   for (const StagedShard& s : staged) {

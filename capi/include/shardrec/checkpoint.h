@@ -271,6 +271,10 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
  * "Table export and import". Every rank must give the same @p table and
  * @p with_optimizer_state (ranks that differ all get SHARDREC_EINVAL, nothing changed: one
  * replica of a data-parallel table reading its state and another not would leave them different).
+ * A dynamic table's ranks each read the whole file and compare what they read: ranks given
+ * different files (a copy at another path is fine) all get SHARDREC_EINVAL, nothing changed. A
+ * fixed table's ranks read only their own rows and do not compare them: give every rank the same
+ * file, or a data-parallel fixed table's copies start different.
  * Values are taken as the file has them: a NaN or infinite weight,
  * or a state no optimizer could have made (a negative Adagrad sum), is not refused here, and no
  * later check catches it: a forward reads such a row as it is (NaN outputs), and the non-finite

@@ -1,8 +1,9 @@
 // Table export and import of dynamic tables through the C API (docs/checkpoint-format.md,
 // "Table export"): a table exported with its optimizer state at one world and plan and imported
 // into a fresh collection at another exports again to the same bytes and reads the same rows; an
-// import inserts and overwrites by id beside the rows a table holds; one over capacity, or of a
-// file without ids, fails on every rank and changes nothing.
+// import inserts and overwrites by id beside the rows a table holds; one over capacity, of a
+// file without ids, or of different files on different ranks fails on every rank and changes
+// nothing.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -166,6 +167,18 @@ TEST(DynamicTableIo, ImportInsertsBesideHeldRowsOrRefusesOverCapacity) {
         << shardrec_last_error();
   });
   EXPECT_EQ(after, before);
+
+  // Ranks importing different files (each valid alone): every rank reads the whole file, so they
+  // compare what they read (a data-parallel copy reading another file would differ from its
+  // peers): EINVAL on every rank, nothing changed.
+  const std::vector<float> mixed = RunSide(s, side, st, 1, [&](shardrec_embedding_t* c, int r) {
+    // B's t0 holds A's weights (imported above) but its own optimizer state.
+    const std::string path = dir + (r == 0 ? "/a_t0.safetensors" : "/b_t0.safetensors");
+    EXPECT_EQ(shardrec_checkpoint_import_table(c, "t0", path.c_str(), 1), SHARDREC_EINVAL);
+    EXPECT_NE(std::string(shardrec_last_error()).find("different contents"), std::string::npos)
+        << shardrec_last_error();
+  });
+  EXPECT_EQ(mixed, b_alone);
 }
 
 }  // namespace
