@@ -120,6 +120,13 @@ class Posix : public FileSystem {
     return Status::Ok();
   }
   Status Rename(const std::string& from, const std::string& to) override {
+    // A file replaces a file (or the link itself): a device node, FIFO or socket at `to` is no
+    // earlier output of ours, and rename would silently put a regular file in its place (a
+    // serving file saved to /dev/null as root replaced the device).
+    struct stat st;
+    if (::lstat(to.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+      return Status::InvalidArgument(to, " exists and is not a regular file (a directory, device, ",
+                                     "FIFO or socket); nothing was replaced");
     if (::rename(from.c_str(), to.c_str()) != 0) return Errno("cannot rename", from + " to " + to);
     return Status::Ok();
   }

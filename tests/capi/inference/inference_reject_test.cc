@@ -106,6 +106,22 @@ TEST(InferenceReject, CorruptAndTruncatedCheckpoints) {
   }
 }
 
+// A save over something that is not a regular file (here a FIFO; as root a device node such as
+// /dev/null was replaced too) is refused and leaves it as it was, with no temporary file behind.
+TEST(InferenceReject, ASaveOverANonRegularFileIsRefused) {
+  const Trained& t = Fixture();
+  InferencePtr inf = Open(t.trained_dir, SHARDREC_SERVING_AS_TRAINED);
+  ASSERT_TRUE(inf);
+  const std::string dir = FreshDir("serving_fifo");
+  const std::string fifo = dir + "/a.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(shardrec_inference_save(inf.get(), fifo.c_str()), SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("not a regular file"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
 TEST(InferenceReject, CorruptAndTruncatedServingFiles) {
   const Trained& t = Fixture();
   InferencePtr inf = Open(t.trained_dir, SHARDREC_SERVING_INT4);
