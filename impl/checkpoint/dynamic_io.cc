@@ -234,10 +234,16 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
       std::vector<int64_t> v;
       SR_RETURN_IF_ERROR(ReadVector(*files[meta->second.first], path(meta->second.first),
                                     record(meta->second), DType::kInt64, &v));
-      if (v.size() != 3 || v[1] < 0 || v[1] > v[2] || v[0] < 0 ||
-          (forwards >= 0 && v[0] != forwards))
+      // The forward counter counts training forwards: 2^62 of them is far beyond any run, and
+      // one near INT64_MAX would overflow in training.
+      if (v.size() != 3 || v[1] < 0 || v[1] > v[2] || v[0] < 0 || v[0] > (int64_t{1} << 62))
         return Status::Corrupt("checkpoint: dynamic table ", name, ": the ", kMeta,
                                " record of the row block at row ", offset, " is inconsistent");
+      if (forwards >= 0 && v[0] != forwards)
+        return Status::Corrupt("checkpoint: dynamic table ", name, ": the row blocks' forward ",
+                               "counters differ (", forwards, " before the row block at row ",
+                               offset, ", ", v[0], " there): one of their ", kMeta,
+                               " records is corrupt");
       forwards = v[0];
       b.forwards = v[0];
       b.rows = v[1];

@@ -3,7 +3,8 @@
 // checksums and the manifest's checksum signed again as a writer would, so that only the
 // loader's own checks can tell. The load fails with SHARDREC_ECORRUPT on every rank, naming the
 // id and the record, and changes nothing. (It used to load: the shard then held the id in two
-// slots, and a later eviction of it spun forever in the shard's index.)
+// slots, and a later eviction of it spun forever in the shard's index.) A forward counter beyond
+// any run (which training would overflow) is corrupt too.
 #include <gtest/gtest.h>
 // Header-only XXH3, to sign the edited record and manifest as a writer would.
 #define XXH_INLINE_ALL
@@ -54,13 +55,13 @@ const json* FindRecord(const json& m, const std::string& key, std::string* file)
   return nullptr;
 }
 
-// The key of table t0's "ids" record of its row block at row `row` (== 0) or at another row
-// (!= 0); empty when there is none.
-std::string IdsKey(const std::string& dir, bool first_block) {
+// The key of table t0's `tensor` record of its row block at row 0 (first_block) or at another
+// row; empty when there is none.
+std::string RecordKey(const std::string& dir, bool first_block, const char* tensor = "ids") {
   const json m = json::parse(ReadText(dir + "/manifest.json"));
   for (const json& f : m["files"])
     for (const json& r : f["records"])
-      if (r["table"] == "t0" && r["tensor"] == "ids" && (r["offsets"][0] == 0) == first_block)
+      if (r["table"] == "t0" && r["tensor"] == tensor && (r["offsets"][0] == 0) == first_block)
         return r["key"].get<std::string>();
   return "";
 }
@@ -77,8 +78,8 @@ std::vector<int64_t> ReadIds(const std::string& dir, const std::string& key) {
   return ids;
 }
 
-// Writes `ids` (as many as the record holds) into record `key`, then signs its chunks and the
-// manifest again: the XXH3 of every chunk of chunk_rows rows, and manifest_xxh3 over the
+// Writes `ids` (as many as the record holds) into the int64 record `key`, then signs its chunks and
+// the manifest again: the XXH3 of every chunk of chunk_rows rows, and manifest_xxh3 over the
 // manifest's compact form without that member (docs/checkpoint-format.md).
 void WriteIds(const std::string& dir, const std::string& key, const std::vector<int64_t>& ids) {
   json m = json::parse(ReadText(dir + "/manifest.json"));
@@ -111,17 +112,12 @@ std::vector<float> Probe(shardrec_embedding_t* c, const Stream& st, int32_t r, i
   return out;
 }
 
-TEST(DynamicCheckpointReject, RepeatedIdIsCorruptOnEveryRankAndChangesNothing) {
-  DynScenario s =
-      MakeDynScenario(kWorld, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
-  const int64_t dim = DynOutputDim(s);
-  const Stream st = MakeStream(s, dim, kSteps + 1);
-  PlanPtr plan = MakeDynPlan(s);
-  ASSERT_NE(plan, nullptr);
-  const std::string good = FreshDir("dup_ids");
+// A checkpoint of kSteps training steps of `s` in `good`.
+void SaveTrained(const DynScenario& s, shardrec_plan_t* plan, const Stream& st, int64_t dim,
+                 const std::string& good) {
   SpawnRanks(kWorld, [&](int r) {
     CollPtr coll;
-    MakeStreamCollection(s, plan.get(), kWorld, r, &coll);
+    MakeStreamCollection(s, plan, kWorld, r, &coll);
     if (coll == nullptr) return;
     for (int32_t step = 0; step < kSteps; ++step) {
       ForwardSlice(coll.get(), st.batches[step], kWorld, r, dim, nullptr);
@@ -130,7 +126,51 @@ TEST(DynamicCheckpointReject, RepeatedIdIsCorruptOnEveryRankAndChangesNothing) {
     ASSERT_EQ(shardrec_checkpoint_save(coll.get(), good.c_str(), nullptr), SHARDREC_OK)
         << shardrec_last_error();
   });
-  const std::string first = IdsKey(good, true), other = IdsKey(good, false);
+}
+
+// A forward counter near INT64_MAX (every block alike, signed as a writer would) used to load,
+// and training then overflowed it. Counters beyond 2^62 are corrupt; nothing changes.
+TEST(DynamicCheckpointReject, AForwardCounterBeyondAnyRunIsCorrupt) {
+  DynScenario s =
+      MakeDynScenario(kWorld, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 64, 24);
+  const int64_t dim = DynOutputDim(s);
+  const Stream st = MakeStream(s, dim, kSteps + 1);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string good = FreshDir("fwd_counter"), bad = FreshDir("fwd_counter_bad");
+  SaveTrained(s, plan.get(), st, dim, good);
+  fs::remove_all(bad);
+  fs::copy(good, bad);
+  for (const bool first : {true, false}) {
+    const std::string key = RecordKey(bad, first, "dynamic_meta");
+    std::vector<int64_t> meta = ReadIds(bad, key);
+    ASSERT_EQ(meta.size(), 3u);
+    meta[0] = INT64_MAX - 1;
+    WriteIds(bad, key, meta);
+  }
+  SpawnRanks(kWorld, [&](int r) {
+    CollPtr coll;
+    MakeStreamCollection(s, plan.get(), kWorld, r, &coll);
+    if (coll == nullptr) return;
+    shardrec_embedding_t* e = coll.get();
+    const std::vector<float> before = Probe(e, st, r, dim);
+    EXPECT_EQ(shardrec_checkpoint_load(e, bad.c_str(), nullptr), SHARDREC_ECORRUPT) << "rank " << r;
+    EXPECT_NE(std::string(shardrec_last_error()).find("dynamic_meta"), std::string::npos)
+        << shardrec_last_error();
+    EXPECT_EQ(Probe(e, st, r, dim), before) << "rank " << r;
+  });
+}
+
+TEST(DynamicCheckpointReject, RepeatedIdIsCorruptOnEveryRankAndChangesNothing) {
+  DynScenario s =
+      MakeDynScenario(kWorld, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
+  const int64_t dim = DynOutputDim(s);
+  const Stream st = MakeStream(s, dim, kSteps + 1);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string good = FreshDir("dup_ids");
+  SaveTrained(s, plan.get(), st, dim, good);
+  const std::string first = RecordKey(good, true), other = RecordKey(good, false);
   const std::vector<int64_t> ids = ReadIds(good, first), other_ids = ReadIds(good, other);
   ASSERT_GE(ids.size(), 2u) << "row block 0 of t0 should hold a few ids";
   ASSERT_GE(other_ids.size(), 1u) << "the other row block of t0 should hold ids";
