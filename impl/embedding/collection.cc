@@ -155,6 +155,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     // The memory is taken and initialised before the agreement, so a rank that has not got it
     // (or whose device copies fail) fails like any other rejection and no rank goes on alone.
     if (local.ok()) local = s.params.Allocate(&s.layout, options.huge_pages, options.device);
+    if (local.ok()) s.dynamic.Build();
     if (local.ok() && options.num_threads > 1)
       s.pool = std::make_unique<ThreadPool>(options.num_threads);
     s.exec = ExecContext::Host(s.pool.get());

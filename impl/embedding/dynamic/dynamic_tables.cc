@@ -16,15 +16,19 @@ Status DynamicTables::Init(const Layout& layout) {
       bytes +=
           DynamicShard::MetadataBytesAtReset(layout.plan->tables[ls.table].dynamic, ls.rows - 1);
   }
-  // Held until the shards are written (their pages then show in MemAvailable).
-  HostMemoryClaim claim;
-  if (Status s = claim.Claim(bytes,
-                             "this rank's dynamic tables' metadata (index, per-slot "
-                             "records and admission counts)");
+  // Held until Build has written the shards (their pages then show in MemAvailable).
+  if (Status s = claim_.Claim(bytes,
+                              "this rank's dynamic tables' metadata (index, per-slot "
+                              "records and admission counts)");
       !s.ok())
     return Status(s.code(), StrCat(s.message(),
                                    "; lower the tables' capacity or use more ranks "
                                    "or hosts"));
+  return Status::Ok();
+}
+
+void DynamicTables::Build() {
+  const Layout& layout = *layout_;
   for (size_t i = 0; i < layout.local.size(); ++i) {
     const LocalShard& ls = layout.local[i];
     if (!layout.tables[ls.table].dynamic) continue;
@@ -33,7 +37,7 @@ Status DynamicTables::Init(const Layout& layout) {
     e.shard.Reset(layout.plan->tables[ls.table].dynamic, ls.rows - 1);
     shards_.push_back(std::move(e));
   }
-  return Status::Ok();
+  claim_.Release();
 }
 
 void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStore& params,

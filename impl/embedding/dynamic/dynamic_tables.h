@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "impl/core/exec.h"
+#include "impl/core/host_memory.h"
 #include "impl/core/status.h"
 #include "impl/embedding/dynamic/dynamic_shard.h"
 #include "impl/embedding/input_dist.h"
@@ -31,11 +32,14 @@ struct TableStats {
 
 class DynamicTables {
  public:
-  // One empty DynamicShard per local shard of a dynamic table of `layout` (which must outlive
-  // this). Their metadata is written at once (index, per-slot records, admission counts), so it
-  // is claimed from the host's available memory first: kOutOfMemory, with nothing allocated,
-  // where it does not fit (Linux would otherwise end the process while writing it).
+  // Claims from the host's available memory the metadata (index, per-slot records, admission
+  // counts) of one DynamicShard per local shard of a dynamic table of `layout` (which must
+  // outlive this): kOutOfMemory, with nothing allocated, where it does not fit (Linux would
+  // otherwise end the process while writing it). The claim is held until Build, so the weights'
+  // own claim in between counts it: neither is written before both fit.
   Status Init(const Layout& layout);
+  // Writes the empty shards Init claimed, and gives the claim back (their pages now show).
+  void Build();
   bool empty() const { return shards_.empty(); }
   // A training forward's translation of `rb` (distributed, unpacked on the host): the zero rows
   // are cleared (the last backward may have trained them), then every run of a dynamic shard has
@@ -83,6 +87,7 @@ class DynamicTables {
     std::vector<IdSpan> spans;  // scratch
   };
   const Layout* layout_ = nullptr;
+  HostMemoryClaim claim_;  // Init to Build
   std::vector<Entry> shards_;
   DataParallel dp_;
 };
