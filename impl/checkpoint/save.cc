@@ -294,8 +294,9 @@ Status CheckDynamicReplicas(const embedding::EmbeddingCollection& coll, const Gr
   Status local = Status::Ok();
   if (mm[0] != static_cast<int64_t>(d >> 1) || mm[1] != static_cast<int64_t>(~d >> 1))
     local = Status::InvalidUsage(
-        "the replicas of this rank's dynamic shards hold different keys: sync the mesh "
-        "(shardrec_mesh_sync) after the last training step before saving a 2D checkpoint");
+        "the replicas of this rank's dynamic shards differ (their keys, forward counters, "
+        "last-seen steps, counts or scores): sync the mesh (shardrec_mesh_sync) after the last "
+        "training step and after setting scores, before saving a 2D checkpoint");
   return Agree(*g.comm, local, "to find its replicas in agreement");
 }
 
