@@ -115,6 +115,7 @@ std::vector<float> Probe(shardrec_embedding_t* c, const Stream& st, int32_t r, i
 // A checkpoint of kSteps training steps of `s` in `good`.
 void SaveTrained(const DynScenario& s, shardrec_plan_t* plan, const Stream& st, int64_t dim,
                  const std::string& good) {
+  if (plan == nullptr) return;
   SpawnRanks(kWorld, [&](int r) {
     CollPtr coll;
     MakeStreamCollection(s, plan, kWorld, r, &coll);
@@ -128,17 +129,32 @@ void SaveTrained(const DynScenario& s, shardrec_plan_t* plan, const Stream& st, 
   });
 }
 
+// A row-wise two-table scenario with `optimizer`, its stream and plan, trained and saved in
+// `dir`.
+struct Trained {
+  Trained(int32_t optimizer, const std::string& dir)
+      : s(MakeDynScenario(kWorld, SHARDREC_SHARDING_ROW_WISE, optimizer, 64, 24)),
+        dim(DynOutputDim(s)),
+        st(MakeStream(s, dim, kSteps + 1)),
+        plan(MakeDynPlan(s)) {
+    SaveTrained(s, plan.get(), st, dim, dir);
+  }
+  DynScenario s;
+  int64_t dim;
+  Stream st;
+  PlanPtr plan;
+};
+
 // A forward counter near INT64_MAX (every block alike, signed as a writer would) used to load,
 // and training then overflowed it. Counters beyond 2^62 are corrupt; nothing changes.
 TEST(DynamicCheckpointReject, AForwardCounterBeyondAnyRunIsCorrupt) {
-  DynScenario s =
-      MakeDynScenario(kWorld, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 64, 24);
-  const int64_t dim = DynOutputDim(s);
-  const Stream st = MakeStream(s, dim, kSteps + 1);
-  PlanPtr plan = MakeDynPlan(s);
-  ASSERT_NE(plan, nullptr);
   const std::string good = FreshDir("fwd_counter"), bad = FreshDir("fwd_counter_bad");
-  SaveTrained(s, plan.get(), st, dim, good);
+  const Trained t(SHARDREC_OPTIMIZER_SGD, good);
+  const DynScenario& s = t.s;
+  const int64_t dim = t.dim;
+  const Stream& st = t.st;
+  const PlanPtr& plan = t.plan;
+  ASSERT_NE(plan, nullptr);
   fs::remove_all(bad);
   fs::copy(good, bad);
   for (const bool first : {true, false}) {
@@ -162,14 +178,13 @@ TEST(DynamicCheckpointReject, AForwardCounterBeyondAnyRunIsCorrupt) {
 }
 
 TEST(DynamicCheckpointReject, RepeatedIdIsCorruptOnEveryRankAndChangesNothing) {
-  DynScenario s =
-      MakeDynScenario(kWorld, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_ADAM, 64, 24);
-  const int64_t dim = DynOutputDim(s);
-  const Stream st = MakeStream(s, dim, kSteps + 1);
-  PlanPtr plan = MakeDynPlan(s);
-  ASSERT_NE(plan, nullptr);
   const std::string good = FreshDir("dup_ids");
-  SaveTrained(s, plan.get(), st, dim, good);
+  const Trained t(SHARDREC_OPTIMIZER_ADAM, good);
+  const DynScenario& s = t.s;
+  const int64_t dim = t.dim;
+  const Stream& st = t.st;
+  const PlanPtr& plan = t.plan;
+  ASSERT_NE(plan, nullptr);
   const std::string first = RecordKey(good, true), other = RecordKey(good, false);
   const std::vector<int64_t> ids = ReadIds(good, first), other_ids = ReadIds(good, other);
   ASSERT_GE(ids.size(), 2u) << "row block 0 of t0 should hold a few ids";
