@@ -65,8 +65,8 @@ Status ToLoadOptions(const shardrec_checkpoint_options_t* o, checkpoint::LoadOpt
 // on every rank's verdict on its other arguments (`args`: paths, options, names): a rank refusing
 // them still takes part in that one small all-reduce, so its peers fail at once naming it instead
 // of waiting for it in the call's first exchange, and nothing changes anywhere. The same
-// all-reduce compares `*same` (when given, filled once `args` ran: options every rank must give
-// alike, because the call's exchanges follow from them).
+// all-reduce compares `*same` when given: a load's options (LoadOptionWords, filled once `args`
+// ran), which every rank must give alike because the load's exchanges follow from them.
 template <typename Args, typename Fn>
 shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool need_mesh,
                       const char* call, Args&& args, Fn&& body,
