@@ -80,15 +80,9 @@ int64_t SharedOptionsDigest(const CollectionOptions& o,
   std::vector<int64_t> v = {static_cast<int64_t>(o.seed), static_cast<int64_t>(o.bounds),
                             o.check_non_finite ? 1 : 0, static_cast<int64_t>(o.forward_encoding),
                             static_cast<int64_t>(o.backward_encoding)};
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof(u));
-    return static_cast<int64_t>(u);
-  };
   for (const optim::OptimizerConfig& c : table_optim) {
-    v.insert(v.end(), {static_cast<int64_t>(c.type), bits(c.learning_rate), bits(c.eps),
-                       bits(c.beta1), bits(c.beta2), bits(c.weight_decay),
-                       static_cast<int64_t>(c.weight_decay_mode), c.stochastic_rounding ? 1 : 0});
+    const std::vector<int64_t> words = optim::ConfigWords(c);
+    v.insert(v.end(), words.begin(), words.end());
   }
   return comm::Digest63(v);
 }

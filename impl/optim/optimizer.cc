@@ -2,6 +2,7 @@
 #include "impl/optim/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace shardrec::optim {
 
@@ -46,6 +47,22 @@ int64_t StateBytes(OptimizerType type, int64_t rows, int64_t cols) {
       __builtin_mul_overflow(floats, int64_t{4}, &bytes))
     return INT64_MAX;
   return bytes;
+}
+
+std::vector<int64_t> ConfigWords(const OptimizerConfig& c) {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    return static_cast<int64_t>(u);
+  };
+  return {static_cast<int64_t>(c.type),
+          bits(c.learning_rate),
+          bits(c.eps),
+          bits(c.beta1),
+          bits(c.beta2),
+          bits(c.weight_decay),
+          static_cast<int64_t>(c.weight_decay_mode),
+          c.stochastic_rounding ? 1 : 0};
 }
 
 Status ValidateConfig(const OptimizerConfig& c) {

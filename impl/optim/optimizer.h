@@ -59,6 +59,11 @@ struct OptimizerConfig {
 // Checks ranges (lr >= 0, eps > 0, betas in [0,1), known enums); the message names the field.
 Status ValidateConfig(const OptimizerConfig& config);
 
+// The settings of `config` that decide its updates, as words for a comparison across ranks
+// (comm::Digest63): the type, the bits of each float hyperparameter, the weight-decay mode and
+// stochastic rounding. Not the seed (a collection takes its own from its options).
+std::vector<int64_t> ConfigWords(const OptimizerConfig& config);
+
 // One optimizer state tensor of a shard: either one float per row (row_wise) or one float per
 // element (rows x cols). Always fp32, zero-initialised.
 struct StateSpec {

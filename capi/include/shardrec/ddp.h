@@ -88,7 +88,9 @@ SHARDREC_API shardrec_status_t shardrec_ddp_options_init(shardrec_ddp_options_t*
  * @param counts      num_tensors element counts (>= 0), the same on every rank (checked: a
  *                    mismatch is SHARDREC_EINVAL on every rank, naming the first rank that
  *                    differs).
- * @param options     NULL for the defaults.
+ * @param options     NULL for the defaults; the same on every rank (checked over a host
+ *                    communicator: the bucket caps cut every all-reduce and compression encodes
+ *                    it, so options that differ are SHARDREC_EINVAL on every rank).
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ENOMEM; SHARDREC_EREMOTE / SHARDREC_ETIMEOUT
  *         when a peer fails during the check. A rank refusing its own arguments (a NULL @p out
  *         or @p counts, bad options, an impossible count) still meets its peers' agreement over
@@ -186,7 +188,9 @@ SHARDREC_API shardrec_status_t shardrec_ddp_bucket(const shardrec_ddp_t* ddp, si
  * @param unit_counts  num_units element counts (>= 1), the same on every rank.
  * @param initial      num_units pointers to each unit's full initial values, identical on every
  *                     rank (each rank copies its slice; the caller keeps ownership).
- * @param optimizer    As shardrec_dense_optimizer_create (SGD, Adagrad, Adam/AdamW).
+ * @param optimizer    As shardrec_dense_optimizer_create (SGD, Adagrad, Adam/AdamW); the same on
+ *                     every rank (checked over a host communicator: type and settings that
+ *                     differ are SHARDREC_EINVAL on every rank).
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ENOMEM; SHARDREC_EREMOTE / SHARDREC_ETIMEOUT.
  *         A rank refusing its own arguments (NULL pointers, a bad optimizer, an impossible
  *         count) still meets its peers' agreement over a host communicator: every rank fails at

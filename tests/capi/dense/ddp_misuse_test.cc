@@ -136,6 +136,20 @@ TEST(CapiDdpMisuse, RegistrationsThatDifferAcrossRanksAreRefusedOnEveryRank) {
     EXPECT_EQ(shardrec_ddp_create(&raw, comms[r].get(), more.data(), more.size(), nullptr),
               SHARDREC_EINVAL);
     EXPECT_EQ(raw, nullptr);
+    // The same tensors with other options on rank 1 (each valid): the buckets, or the messages'
+    // encoding, differed and the first finish ended the process. Refused on every rank.
+    for (int k = 0; k < 3; ++k) {
+      shardrec_ddp_options_t o;
+      ASSERT_EQ(shardrec_ddp_options_init(&o, SHARDREC_DDP_OPTIONS_VERSION), SHARDREC_OK);
+      if (r == 1 && k == 0) o.first_bucket_bytes = 64;
+      if (r == 1 && k == 1) o.bucket_cap_bytes = 64;
+      if (r == 1 && k == 2) o.compression = SHARDREC_DDP_COMPRESSION_BF16;
+      EXPECT_EQ(shardrec_ddp_create(&raw, comms[r].get(), kCounts.data(), kCounts.size(), &o),
+                SHARDREC_EINVAL)
+          << "option " << k;
+      EXPECT_EQ(raw, nullptr);
+      EXPECT_NE(LastError().find("the same DDP options"), std::string::npos) << LastError();
+    }
     ExpectANewBucketerAverages(comms[r].get(), r, world);
   });
 }
@@ -376,6 +390,7 @@ TEST(CapiFsdpMisuse, ARefusalOnOneRankFailsEveryRankAtOnce) {
 // Units whose counts differ across ranks were accepted, and the first gather exchanged messages
 // of different sizes (a wrong result on one rank, the process ended on the other). Creation now
 // refuses them on every rank, naming the first rank that differs, and the communicator stays good.
+// Optimizers that differ are refused too.
 TEST(CapiFsdpMisuse, UnitsThatDifferAcrossRanksAreRefusedOnEveryRank) {
   const int world = 2;
   auto comms = LocalGroup(world);
@@ -388,7 +403,13 @@ TEST(CapiFsdpMisuse, UnitsThatDifferAcrossRanksAreRefusedOnEveryRank) {
     EXPECT_EQ(shardrec_fsdp_create(&raw, comms[r].get(), units, init, 1, &c), SHARDREC_EINVAL);
     EXPECT_EQ(raw, nullptr);
     EXPECT_NE(LastError().find("differ across ranks: rank 1"), std::string::npos) << LastError();
+    // The same units, another learning rate on rank 1: each rank would update its part of a
+    // unit differently.
     const int64_t same[] = {1000};
+    shardrec_optimizer_config_t other = SgdConfig(r == 1 ? 0.5f : 0.1f);
+    EXPECT_EQ(shardrec_fsdp_create(&raw, comms[r].get(), same, init, 1, &other), SHARDREC_EINVAL);
+    EXPECT_EQ(raw, nullptr);
+    EXPECT_NE(LastError().find("the same optimizer"), std::string::npos) << LastError();
     ASSERT_EQ(shardrec_fsdp_create(&raw, comms[r].get(), same, init, 1, &c), SHARDREC_OK)
         << LastError();
     float* full = nullptr;
