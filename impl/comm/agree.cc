@@ -56,26 +56,33 @@ int64_t Digest63(std::span<const int64_t> values) {
 
 namespace {
 
-// AgreeToCreate and AgreeOnArguments: `local` on a refusing rank, `refused(r)` on the others when
-// rank r refused.
+// AgreeToCreate and AgreeOnArguments, in one all-reduce: `local` on a refusing rank,
+// `refused(r)` on the others when rank r refused, else InvalidArgument saying `differ` (with
+// `what_differs`, naming the call) when a rank gave other `same` values.
 template <typename Refused>
-Status AgreeOnVerdict(Communicator& comm, const Status& local, Refused&& refused) {
+Status AgreeOnVerdict(Communicator& comm, const Status& local, std::span<const int64_t> same,
+                      std::string_view what_differs, std::string_view differ, Refused&& refused) {
   if (!comm.device().is_host()) return local;
   int64_t refusing = -1;
-  const Status exchanged = FindRefusingRank(comm, !local.ok(), &refusing);
+  uint64_t differs = 0;
+  const Status exchanged = FindRefusingRank(comm, !local.ok(), same, &refusing, &differs);
   if (!local.ok()) return local;
   SR_RETURN_IF_ERROR(exchanged);
   if (refusing >= 0) return refused(refusing);
+  if (differs != 0)
+    return Status::InvalidArgument(what_differs, " differ: ", differ, "; no rank changed anything");
   return Status::Ok();
 }
 
 }  // namespace
 
-Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what) {
-  return AgreeOnVerdict(comm, local, [&](int64_t r) {
-    return Status::InvalidArgument("rank ", r, " refused to create the ", what,
-                                   " (its error says why)");
-  });
+Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what,
+                     std::span<const int64_t> same, std::string_view differ) {
+  return AgreeOnVerdict(comm, local, same, StrCat("the ranks' arguments to create the ", what),
+                        differ, [&](int64_t r) {
+                          return Status::InvalidArgument("rank ", r, " refused to create the ",
+                                                         what, " (its error says why)");
+                        });
 }
 
 Status AgreeOnCounts(Communicator& comm, std::span<const int64_t> counts, std::string_view what) {
@@ -94,28 +101,13 @@ Status AgreeOnCounts(Communicator& comm, std::span<const int64_t> counts, std::s
   return Status::Ok();
 }
 
-Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call) {
-  return AgreeOnVerdict(comm, local, [&](int64_t r) {
-    return Status::InvalidArgument("rank ", r, " refused its arguments to the ", call,
-                                   " (its error says why); no rank changed anything");
-  });
-}
-
 Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call,
                         std::span<const int64_t> same, std::string_view differ) {
-  if (!comm.device().is_host()) return local;
-  int64_t refusing = -1;
-  uint64_t differs = 0;
-  const Status exchanged = FindRefusingRank(comm, !local.ok(), same, &refusing, &differs);
-  if (!local.ok()) return local;
-  SR_RETURN_IF_ERROR(exchanged);
-  if (refusing >= 0)
-    return Status::InvalidArgument("rank ", refusing, " refused its arguments to the ", call,
-                                   " (its error says why); no rank changed anything");
-  if (differs != 0)
-    return Status::InvalidArgument("the ranks' arguments to the ", call, " differ: ", differ,
-                                   "; no rank changed anything");
-  return Status::Ok();
+  return AgreeOnVerdict(
+      comm, local, same, StrCat("the ranks' arguments to the ", call), differ, [&](int64_t r) {
+        return Status::InvalidArgument("rank ", r, " refused its arguments to the ", call,
+                                       " (its error says why); no rank changed anything");
+      });
 }
 
 namespace {

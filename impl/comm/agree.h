@@ -38,8 +38,12 @@ int64_t Digest63(std::span<const int64_t> values);
 // is an error, InvalidArgument naming the refusing rank when a peer refused, the
 // communicator's error when the all-reduce failed, else Ok. `what` names the object in that
 // message ("DDP bucketer"). Over a device communicator (whose collectives take device buffers)
-// it exchanges nothing and returns `local`: a refusing rank there fails alone.
-Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what);
+// it exchanges nothing and returns `local`: a refusing rank there fails alone. The same
+// all-reduce compares `same` (values every rank must give alike, as in FindRefusingRank: options
+// that size the later exchanges): when no rank refused but one gave other values,
+// InvalidArgument on every rank, "the ranks' arguments to create the <what> differ: <differ>".
+Status AgreeToCreate(Communicator& comm, const Status& local, std::string_view what,
+                     std::span<const int64_t> same = {}, std::string_view differ = "");
 
 // After AgreeToCreate: whether every rank gave the same `counts` (the sizes of the tensors or
 // units a creation registers, which size its later exchanges). One all-gather of a digest per
@@ -51,13 +55,10 @@ Status AgreeOnCounts(Communicator& comm, std::span<const int64_t> counts, std::s
 // export): a rank that refused its own arguments (`local`) still takes part, so its peers fail at
 // once with InvalidArgument naming it and `call` ("checkpoint save"), before any rank changes
 // anything. Over a device communicator it exchanges nothing and returns `local`.
-Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call);
-// AgreeOnArguments that also compares `same` (values every rank must give alike, as in
-// FindRefusingRank; say a table's index) in the same all-reduce: when no rank refused but one
-// gave other values, InvalidArgument on every rank, "the ranks' arguments to the <call> differ:
-// <differ>". Over a device communicator it exchanges nothing and returns `local`.
+// The same all-reduce compares `same` as AgreeToCreate does (say a table's index): "the ranks'
+// arguments to the <call> differ: <differ>".
 Status AgreeOnArguments(Communicator& comm, const Status& local, std::string_view call,
-                        std::span<const int64_t> same, std::string_view differ);
+                        std::span<const int64_t> same = {}, std::string_view differ = "");
 
 // A split's first exchange gathers every member's (color, key, rank); a member refusing the split
 // sends this color instead (no int32 color is this), so the others fail with it at once.

@@ -49,17 +49,16 @@ Status Bucketer::Create(std::shared_ptr<comm::Communicator> comm, std::vector<in
   Status args = local;
   if (args.ok() && out == nullptr) args = Status::InvalidArgument("out must not be null");
   if (args.ok()) args = CheckBucketerArgs(counts, options);
-  SR_RETURN_IF_ERROR(comm::AgreeToCreate(*comm, args, "DDP bucketer"));
-  // Every rank must register the same tensors (the buckets are cut from them).
-  SR_RETURN_IF_ERROR(comm::AgreeOnCounts(*comm, counts, "DDP registrations (gradient sizes)"));
-  // And the same options: the buckets (and so every all-reduce's size) are cut by the caps, and
-  // compression halves the messages.
+  // Every rank must give the same options: the buckets (and so every all-reduce's size) are cut
+  // by the caps, and compression halves the messages.
   const int64_t same[] = {options.first_bucket_bytes, options.bucket_cap_bytes,
                           static_cast<int64_t>(options.compression)};
-  SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
-      *comm, Status::Ok(), "DDP creation", same,
+  SR_RETURN_IF_ERROR(comm::AgreeToCreate(
+      *comm, args, "DDP bucketer", same,
       "first_bucket_bytes, bucket_cap_bytes or compression differ; every rank must give the same "
       "DDP options"));
+  // And register the same tensors (the buckets are cut from them).
+  SR_RETURN_IF_ERROR(comm::AgreeOnCounts(*comm, counts, "DDP registrations (gradient sizes)"));
   int64_t total = 0;
   for (int64_t c : counts) total += c;
   std::unique_ptr<comm::Communicator> mine;

@@ -40,15 +40,14 @@ Status ShardedParams::Create(std::shared_ptr<comm::Communicator> comm, std::vect
   if (args.ok() && out == nullptr) args = Status::InvalidArgument("out must not be null");
   if (args.ok()) args = CheckUnits(counts, initial);
   if (args.ok()) args = dense::DenseOptimizer::Create(optimizer, &p->optimizer_);
-  SR_RETURN_IF_ERROR(comm::AgreeToCreate(*comm, args, "sharded parameters"));
-  // Every rank must give the same units: each gather and reduce-scatter is sized by them.
-  SR_RETURN_IF_ERROR(comm::AgreeOnCounts(*comm, counts, "FSDP units (element counts)"));
-  // And the same optimizer: each rank updates its shard of every unit, so ranks with other
-  // settings would update the parts of one unit differently.
+  // Every rank must give the same optimizer: each rank updates its shard of every unit, so ranks
+  // with other settings would update the parts of one unit differently.
   const int64_t same[] = {comm::Digest63(optim::ConfigWords(optimizer))};
-  SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
-      *comm, Status::Ok(), "FSDP creation", same,
+  SR_RETURN_IF_ERROR(comm::AgreeToCreate(
+      *comm, args, "sharded parameters", same,
       "the optimizers differ (type or settings); every rank must give the same optimizer"));
+  // And the same units: each gather and reduce-scatter is sized by them.
+  SR_RETURN_IF_ERROR(comm::AgreeOnCounts(*comm, counts, "FSDP units (element counts)"));
   std::unique_ptr<comm::Communicator> mine;
   SR_RETURN_IF_ERROR(comm->Split(0, comm->Rank(), &mine));
   p->comm_ = std::move(mine);

@@ -42,18 +42,15 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
   if (o.sync_mode == SyncMode::kDefault) o.sync_mode = SyncMode::kWeightsAndState;
   auto mesh = std::make_unique<Mesh>();
   if (args.ok()) args = Layout::Make(world->Size(), o.shard_size, o.kind, &mesh->layout_);
-  SR_RETURN_IF_ERROR(comm::AgreeToCreate(*world, args, "mesh"));
-  // The options every rank must share: the layout follows from S and the kind, and replicas
-  // syncing at different steps or in different modes would pair one step's sync with another's
-  // (a step sync returned OK having merged different steps' states). Over a host world.
-  if (world->device().is_host()) {
-    const int64_t same[] = {o.shard_size, static_cast<int64_t>(o.kind), o.sync_interval,
-                            static_cast<int64_t>(o.sync_mode)};
-    SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
-        *world, Status::Ok(), "mesh creation", same,
-        "shard_size, layout, sync_interval or sync_mode differ; every rank must give the same "
-        "mesh options"));
-  }
+  // The options every rank must share, compared in the same agreement: the layout follows from
+  // S and the kind, and replicas syncing at different steps or in different modes would pair one
+  // step's sync with another's (a step sync returned OK having merged different steps' states).
+  const int64_t same[] = {o.shard_size, static_cast<int64_t>(o.kind), o.sync_interval,
+                          static_cast<int64_t>(o.sync_mode)};
+  SR_RETURN_IF_ERROR(comm::AgreeToCreate(
+      *world, args, "mesh", same,
+      "shard_size, layout, sync_interval or sync_mode differ; every rank must give the same mesh "
+      "options"));
   const int rank = world->Rank();
   const Layout& l = mesh->layout_;
   std::unique_ptr<comm::Communicator> sharding, replica;
