@@ -133,6 +133,24 @@ Status Model::Finish() {
   return Status::Ok();
 }
 
+namespace {
+
+// One table as a reload refusal names it: everything SameShape compares, so the served and the
+// new description differ where the tables do.
+std::string DescribeForReload(const Table& t, const std::vector<std::string>& feature_names) {
+  std::string d = t.name + " (" + (t.dynamic ? "dynamic, " : "") + std::to_string(t.rows) + " x " +
+                  std::to_string(t.dim) + ", pooling " +
+                  std::to_string(static_cast<int32_t>(t.pooling)) + ", " + StorageName(t.storage) +
+                  ", read by";
+  for (size_t k = 0; k < t.features.size(); ++k) {
+    const auto f = static_cast<size_t>(t.features[k]);
+    d += (k == 0 ? " " : ", ") + (f < feature_names.size() ? feature_names[f] : std::to_string(f));
+  }
+  return d + ")";
+}
+
+}  // namespace
+
 Status Model::SameShape(const Model& o) const {
   if (features != o.features)
     return Status::InvalidArgument("the new version's features differ from the served ones");
@@ -146,11 +164,9 @@ Status Model::SameShape(const Model& o) const {
     if (a.name != b.name || dynamic != (b.dynamic != nullptr) || (!dynamic && a.rows != b.rows) ||
         a.dim != b.dim || a.pooling != b.pooling || a.storage != b.storage ||
         a.features != b.features)
-      return Status::InvalidArgument(
-          "table ", i, " differs: served ", a.name, " (", dynamic ? "dynamic, " : "", a.rows, " x ",
-          a.dim, ", pooling ", static_cast<int32_t>(a.pooling), ", ", StorageName(a.storage),
-          "), new ", b.name, " (", b.dynamic ? "dynamic, " : "", b.rows, " x ", b.dim, ", pooling ",
-          static_cast<int32_t>(b.pooling), ", ", StorageName(b.storage), ")");
+      return Status::InvalidArgument("table ", i, " differs: served ",
+                                     DescribeForReload(a, features), ", new ",
+                                     DescribeForReload(b, o.features));
   }
   return Status::Ok();
 }

@@ -307,6 +307,33 @@ TEST(InferenceReject, ReloadOfAnotherShapeChangesNothing) {
   EXPECT_EQ(v, 2u);
 }
 
+// A reload whose only difference is which features read a table: the refusal's two descriptions
+// of the table differ there (they used to be identical, naming only names, sizes and storage).
+TEST(InferenceReject, ReloadRefusalNamesTheFeaturesThatDiffer) {
+  Side side;
+  side.world = 1;
+  side.sharding = SHARDREC_SHARDING_TABLE_WISE;
+  auto save = [&](const std::vector<int32_t>& t1_features) {
+    Scenario s = StandardScenario(1, side.sharding, SHARDREC_POOLING_SUM);
+    s.tables[1].features = t1_features;
+    const std::string dir = FreshDir("features");
+    OnSide(side, s, [&](int, shardrec_embedding_t* coll, shardrec_mesh_t* mesh) {
+      ASSERT_EQ(SaveOn(coll, mesh, dir), SHARDREC_OK) << shardrec_last_error();
+    });
+    return dir;
+  };
+  const std::string served = save({1, 2}), swapped = save({2, 1});
+  InferencePtr inf = Open(served, SHARDREC_SERVING_AS_TRAINED);
+  ASSERT_TRUE(inf);
+  EXPECT_EQ(shardrec_inference_reload(inf.get(), swapped.c_str()), SHARDREC_EINVAL);
+  const std::string msg = shardrec_last_error();
+  EXPECT_NE(msg.find("read by f1, f2)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("read by f2, f1)"), std::string::npos) << msg;
+  uint64_t v = 0;
+  ASSERT_EQ(shardrec_inference_version(inf.get(), &v), SHARDREC_OK);
+  EXPECT_EQ(v, 1u);
+}
+
 // One bad request: what it breaks, the code and a word of the message.
 struct Bad {
   const char* what;
