@@ -72,7 +72,7 @@ type Comm struct {
 
 func newComm(h uintptr) *Comm {
 	c := &Comm{owned: handleRef{h: h}}
-	runtime.SetFinalizer(c, closeLeaked("communicator", (*Comm).Close))
+	runtime.SetFinalizer(c, closeLeaked("shardrec.Comm", (*Comm).Close))
 	return c
 }
 

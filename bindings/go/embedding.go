@@ -265,7 +265,7 @@ func newEmbeddingCollection(plan *Plan, owner *handleRef, opt *OptimizerConfig,
 		return nil, err
 	}
 	e := &EmbeddingCollection{owned: handleRef{h: out[0]}, shapes: shapes}
-	runtime.SetFinalizer(e, closeLeaked("embedding collection", (*EmbeddingCollection).Close))
+	runtime.SetFinalizer(e, closeLeaked("shardrec.EmbeddingCollection", (*EmbeddingCollection).Close))
 	return e, nil
 }
 

@@ -134,7 +134,7 @@ func TestALeakedCommIsClosedWithAWarning(t *testing.T) {
 		mu.Lock()
 		got := buf.String()
 		mu.Unlock()
-		if strings.Contains(got, "a communicator") {
+		if strings.Contains(got, "shardrec.Comm ") {
 			if !strings.Contains(got, "without Close") {
 				t.Fatal(got)
 			}

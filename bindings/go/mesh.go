@@ -172,7 +172,7 @@ func NewMesh(world *Comm, opts *MeshOptions) (*Mesh, error) {
 		return nil, err
 	}
 	m := &Mesh{owned: handleRef{h: out[0]}}
-	runtime.SetFinalizer(m, closeLeaked("mesh", (*Mesh).Close))
+	runtime.SetFinalizer(m, closeLeaked("shardrec.Mesh", (*Mesh).Close))
 	return m, nil
 }
 

@@ -173,7 +173,7 @@ func (h *HostFloats) Close() error {
 // silently holding a peer (or rank 0's rendezvous store) until the garbage collector runs.
 func closeLeaked[T any](kind string, close func(*T) error) func(*T) {
 	return func(x *T) {
-		leakLog.Printf("libshardrec: a %s (%p) was garbage-collected without Close; closing it now "+
+		leakLog.Printf("libshardrec: %s %p was garbage-collected without Close; closing it now "+
 			"(Close handles so that peers and rank 0 are not kept waiting)", kind, x)
 		_ = close(x)
 	}

@@ -24,7 +24,8 @@ public final class EmbeddingCollection extends NativeHandle {
   private EmbeddingCollection(long handle, Map<String, long[]> tableShapes) {
     super(handle, Native::embedding_destroy);
     this.tableShapes = tableShapes;
-    describeAs("EmbeddingCollection (" + tableShapes.size() + " tables)");
+    describeAs(
+        "EmbeddingCollection (" + tableShapes.size() + (tableShapes.size() == 1 ? " table)" : " tables)"));
   }
 
   private static Map<String, long[]> tableShapes(Plan plan) {

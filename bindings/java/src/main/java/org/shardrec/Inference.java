@@ -94,7 +94,8 @@ public final class Inference extends NativeHandle {
     super(handle, Native::inference_destroy);
     this.outputDim = outputDim;
     this.sequence = sequence;
-    describeAs("Inference (" + numTables + " tables)");
+    describeAs(
+        "Inference (" + numTables + (numTables == 1 ? " table)" : " tables)"));
   }
 
   /** {@link #open(String, Options)} with the default options. */
