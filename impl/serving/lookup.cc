@@ -81,9 +81,10 @@ inline Status Resolve(const Model& m, const Table& t, int32_t f, int64_t b, size
     case Bounds::kError:
       break;
   }
-  return Status::InvalidArgument("feature ", m.features[f], " sample ", b, " value position ", i,
-                                 ": id ", id, " is outside table ", t.name, "'s rows [0, ", t.rows,
-                                 ")");
+  // Worded as the training forward words it (input_dist.cc), so one parser reads both.
+  return Status::InvalidArgument("batch: feature '", m.features[f], "' sample ", b,
+                                 " (value position ", i, "): id ", id, " is out of range [0, ",
+                                 t.rows, ") of table '", t.name, "'");
 }
 
 // Rows gathered (and decoded) before they are summed: bounds the scratch of a long bag.

@@ -353,13 +353,17 @@ TEST(InferenceReject, BadRequestsLeaveOtherThreadsRight) {
     while (!done.load())
       if (Lookup(inf.get(), good, 4) != want) ++wrong;
   });
-  const std::vector<Bad> cases = {
-      {"features", SHARDREC_EINVAL, "features"}, {"out_len", SHARDREC_EINVAL, "out_len"},
-      {"negative", SHARDREC_EINVAL, "negative"}, {"sum", SHARDREC_EINVAL, "sum to"},
-      {"id", SHARDREC_EINVAL, "outside table"},  {"dtype", SHARDREC_EINVAL, "values_dtype"},
-      {"weights", SHARDREC_EINVAL, "weights"},   {"device", SHARDREC_EUNSUPPORTED, "host"},
-      {"null", SHARDREC_EINVAL, "NULL"},         {"nan", SHARDREC_EINVAL, "position 2 is nan"},
-      {"inf", SHARDREC_EINVAL, "must be finite"}};
+  const std::vector<Bad> cases = {{"features", SHARDREC_EINVAL, "features"},
+                                  {"out_len", SHARDREC_EINVAL, "out_len"},
+                                  {"negative", SHARDREC_EINVAL, "negative"},
+                                  {"sum", SHARDREC_EINVAL, "sum to"},
+                                  {"id", SHARDREC_EINVAL, "is out of range [0, "},
+                                  {"dtype", SHARDREC_EINVAL, "values_dtype"},
+                                  {"weights", SHARDREC_EINVAL, "weights"},
+                                  {"device", SHARDREC_EUNSUPPORTED, "host"},
+                                  {"null", SHARDREC_EINVAL, "NULL"},
+                                  {"nan", SHARDREC_EINVAL, "position 2 is nan"},
+                                  {"inf", SHARDREC_EINVAL, "must be finite"}};
   for (int round = 0; round < 20; ++round)
     for (const Bad& c : cases) {
       RefBatch b = good;
