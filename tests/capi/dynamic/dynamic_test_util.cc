@@ -83,6 +83,9 @@ CollPtr CreateDynCollection(const DynScenario& s, const shardrec_plan_t* plan, i
   shardrec_embedding_options_t o;
   shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
   o.seed = s.base.seed;
+  o.forward_comm_encoding = s.comm_encoding;
+  o.backward_comm_encoding = s.comm_encoding;
+  o.non_finite = s.non_finite;
   shardrec_embedding_t* c = nullptr;
   EXPECT_EQ(shardrec_embedding_create(&c, plan, GroupComm(world, rank), &opt, &o), SHARDREC_OK)
       << shardrec_last_error();
@@ -110,9 +113,12 @@ PlanPtr MakeDynPlan(const DynScenario& s) {
   }
   std::vector<shardrec_table_config_t> tables(b.tables.size());
   std::vector<shardrec_table_constraints_t> cons(b.tables.size());
+  std::vector<shardrec_optimizer_config_t> own(s.table_optimizers.size());
+  for (size_t t = 0; t < own.size(); ++t) own[t] = ToCOptimizer(s.table_optimizers[t]);
   for (size_t t = 0; t < b.tables.size(); ++t) {
     const RefTable& rt = b.tables[t];
     shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
+    if (t < own.size()) tables[t].optimizer = &own[t];
     tables[t].name = rt.name.c_str();
     tables[t].rows = rt.rows;
     tables[t].dim = rt.dim;
@@ -161,6 +167,9 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
     o.seed = b.seed;
     o.num_threads = b.num_threads;
+    o.forward_comm_encoding = s.comm_encoding;
+    o.backward_comm_encoding = s.comm_encoding;
+    o.non_finite = s.non_finite;
     shardrec_embedding_t* c = nullptr;
     ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(b.world, r), &opt, &o),
               SHARDREC_OK)

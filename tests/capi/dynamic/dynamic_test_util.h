@@ -37,6 +37,12 @@ struct DynScenario {
   // After the run, every rank looks up every pool id in evaluation mode (DynRun::probe): a
   // data-parallel table's copies must answer alike, bit for bit.
   bool probe = false;
+  // Per table, its own fused optimizer (the table config's `optimizer`); empty: every table
+  // trains with base.optimizer. RunReference trains every table with base.optimizer.
+  std::vector<RefOptimizer> table_optimizers;
+  // shardrec_embedding_options_t's forward and backward encodings (both) and non-finite policy.
+  int32_t comm_encoding = SHARDREC_COMM_ENCODING_FP32;
+  int32_t non_finite = SHARDREC_NON_FINITE_CHECK;
   bool fixed = false;  // the same tables as fixed ones (no dynamic config; pools in [0, rows))
   int32_t fixed_table = -1;  // this table alone fixed (its pool in [0, rows)); -1: none
 };
@@ -86,7 +92,8 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
 // The output dim of s.
 int64_t DynOutputDim(const DynScenario& s);
 
-// Rank `rank`'s collection of `plan` over GroupComm(world, rank), with s's optimizer and seed;
+// Rank `rank`'s collection of `plan` over GroupComm(world, rank), with s's optimizer, seed,
+// encodings and non-finite policy;
 // null, with the failure recorded, when creation fails.
 CollPtr CreateDynCollection(const DynScenario& s, const shardrec_plan_t* plan, int32_t world,
                             int32_t rank);
