@@ -81,6 +81,11 @@ type DynamicTableStats struct {
 	// CapacityBytes is what this rank allocated for the table: every slot's row and optimizer
 	// state, each shard's zero row, and MetadataBytes.
 	CapacityBytes uint64
+	// LastAdmitted: distinct ids without a row whose count reached the admission threshold
+	// (every new id at a threshold of 0 or 1); each got a row or found no slot, so it equals
+	// LastInserted + LastRejectedFull. TotalAdmitted: the same since creation.
+	LastAdmitted  int64
+	TotalAdmitted int64
 }
 
 // DynamicStats returns this rank's part of dynamic table `table`. Not collective; an error
@@ -109,5 +114,7 @@ func (e *EmbeddingCollection) DynamicStats(table string) (DynamicTableStats, err
 		TotalRejectedFull:      s.GetTotal_rejected_full(),
 		MetadataBytes:          s.GetMetadata_bytes(),
 		CapacityBytes:          s.GetCapacity_bytes(),
+		LastAdmitted:           s.GetLast_admitted(),
+		TotalAdmitted:          s.GetTotal_admitted(),
 	}, nil
 }

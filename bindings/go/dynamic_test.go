@@ -73,7 +73,8 @@ func TestDynamicTableTrainsOnRawIDs(t *testing.T) {
 	s = stats()
 	want := DynamicTableStats{Size: capacity, Capacity: capacity, LoadFactor: 1, LastInserted: 2,
 		LastEvicted: 1, TotalInserted: 5, TotalEvicted: 1, TotalRejectedAdmission: 3,
-		MetadataBytes: s.MetadataBytes, CapacityBytes: s.CapacityBytes}
+		MetadataBytes: s.MetadataBytes, CapacityBytes: s.CapacityBytes, LastAdmitted: 2,
+		TotalAdmitted: 5}
 	if s != want {
 		t.Fatalf("at capacity: %+v, want %+v", s, want)
 	}

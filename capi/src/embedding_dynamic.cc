@@ -19,10 +19,11 @@ extern "C" {
 SHARDREC_API shardrec_status_t
 shardrec_dynamic_table_stats_init(shardrec_dynamic_table_stats_t* stats, uint32_t version) {
   const shardrec_dynamic_table_stats_t d = SHARDREC_DYNAMIC_TABLE_STATS_INIT;
-  // Version 1 ended with metadata_bytes.
+  // Version 1 ended with metadata_bytes, version 2 with capacity_bytes.
   return shardrec::capi::InitStruct(
       stats, version, SHARDREC_DYNAMIC_TABLE_STATS_VERSION, d, "dynamic table stats",
-      {offsetof(shardrec_dynamic_table_stats_t, capacity_bytes), sizeof(d)});
+      {offsetof(shardrec_dynamic_table_stats_t, capacity_bytes),
+       offsetof(shardrec_dynamic_table_stats_t, last_admitted), sizeof(d)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
@@ -60,6 +61,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
           bytes += static_cast<uint64_t>(st.rows) * static_cast<uint64_t>(st.cols) *
                    shardrec::DTypeSize(st.dtype);
       out->capacity_bytes = bytes;
+    }
+    if (out->version >= 3) {
+      out->last_admitted = s.last.inserted + s.last.rejected_full;
+      out->total_admitted = s.total.inserted + s.total.rejected_full;
     }
     return Status::Ok();
   });

@@ -61,11 +61,18 @@ typedef struct shardrec_dynamic_table_stats {
                                 zero row, and metadata_bytes. Compare with the table config's
                                 capacity_bytes, which counts the slots alone
                                 (docs/dynamic-tables.md, "Capacity in bytes"). */
+  /* Version 3. */
+  int64_t last_admitted;  /**< Distinct ids without a row that the last training forward
+                               admitted (their count reached the admission threshold; every new
+                               id at a threshold of 0 or 1): each then got a row (last_inserted)
+                               or found no free slot (last_rejected_full), so this is their sum. */
+  int64_t total_admitted; /**< As last_admitted, summed over the forwards since creation (an id
+                               admitted by 3 forwards, finding no slot in the first 2, counts 3). */
 } shardrec_dynamic_table_stats_t;
 
-#define SHARDREC_DYNAMIC_TABLE_STATS_VERSION 2u
+#define SHARDREC_DYNAMIC_TABLE_STATS_VERSION 3u
 #define SHARDREC_DYNAMIC_TABLE_STATS_INIT \
-  { SHARDREC_DYNAMIC_TABLE_STATS_VERSION, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0u, 0u }
+  { SHARDREC_DYNAMIC_TABLE_STATS_VERSION, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0u, 0u, 0, 0 }
 
 /**
  * Fills @p stats with zeros for struct version @p version.

@@ -66,6 +66,35 @@ TEST(DynamicCapacity, VersionOneStatsGetNoCapacityBytes) {
   EXPECT_EQ(st.capacity_bytes, 12345u);
 }
 
+// A version-2 caller's struct ends at capacity_bytes: the admitted counts (version 3) are
+// neither initialised nor written; a version-3 caller gets them.
+TEST(DynamicCapacity, VersionTwoStatsGetNoAdmittedCounts) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 16, 24);
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  CollPtr coll = CreateDynCollection(s, plan.get(), 1, 0);
+  ASSERT_NE(coll, nullptr);
+  const auto batches = MakeDynBatches(s);
+  KjtHolder kjt(batches[0][0], s.base.num_features, false);
+  std::vector<float> out(static_cast<size_t>(batches[0][0].batch_size * DynOutputDim(s)));
+  ASSERT_EQ(shardrec_embedding_forward(coll.get(), kjt.view(), out.data(), out.size(), nullptr),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  shardrec_dynamic_table_stats_t st;
+  st.last_admitted = st.total_admitted = -7;
+  ASSERT_EQ(shardrec_dynamic_table_stats_init(&st, 2), SHARDREC_OK);
+  EXPECT_EQ(st.last_admitted, -7);
+  ASSERT_EQ(shardrec_embedding_dynamic_stats(coll.get(), "t0", &st), SHARDREC_OK);
+  EXPECT_GT(st.capacity_bytes, 0u);
+  EXPECT_GT(st.last_inserted, 0);
+  EXPECT_EQ(st.last_admitted, -7);
+  EXPECT_EQ(st.total_admitted, -7);
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  ASSERT_EQ(shardrec_embedding_dynamic_stats(coll.get(), "t0", &st), SHARDREC_OK);
+  EXPECT_EQ(st.last_admitted, st.last_inserted + st.last_rejected_full);
+  EXPECT_EQ(st.total_admitted, st.last_admitted);
+}
+
 // Bytes of one slot's row and optimizer state (fp32 storage): Adagrad keeps one float per
 // element, row-wise Adagrad one per row.
 int64_t RowAndStateBytes(int32_t optimizer, int64_t dim) {

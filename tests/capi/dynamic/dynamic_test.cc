@@ -36,7 +36,7 @@ void ExpectMatches(const DynRun& got, const RefRun& want, const std::string& wha
 void ExpectCounts(const DynScenario& s, const DynRun& got, const RefRun& want) {
   for (size_t t = 0; t < s.base.tables.size(); ++t) {
     RefCounts sum;
-    int64_t capacity = 0;
+    int64_t capacity = 0, admitted = 0;
     for (const auto& per_rank : got.stats) {
       const shardrec_dynamic_table_stats_t& st = per_rank[t];
       sum.size += st.size;
@@ -44,6 +44,9 @@ void ExpectCounts(const DynScenario& s, const DynRun& got, const RefRun& want) {
       sum.evicted += st.total_evicted;
       sum.rejected_admission += st.total_rejected_admission;
       sum.rejected_full += st.total_rejected_full;
+      admitted += st.total_admitted;
+      // Every admitted id got a row or found no slot (stats version 3).
+      EXPECT_EQ(st.last_admitted, st.last_inserted + st.last_rejected_full) << "table " << t;
       capacity += st.capacity;
       if (st.capacity > 0) {
         EXPECT_GT(st.metadata_bytes, 0u);
@@ -55,6 +58,7 @@ void ExpectCounts(const DynScenario& s, const DynRun& got, const RefRun& want) {
     EXPECT_EQ(sum.evicted, want.counts[t].evicted) << "table " << t;
     EXPECT_EQ(sum.rejected_admission, want.counts[t].rejected_admission) << "table " << t;
     EXPECT_EQ(sum.rejected_full, want.counts[t].rejected_full) << "table " << t;
+    EXPECT_EQ(admitted, want.counts[t].inserted + want.counts[t].rejected_full) << "table " << t;
   }
 }
 

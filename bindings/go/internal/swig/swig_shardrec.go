@@ -230,67 +230,67 @@ typedef long long swig_type_197;
 typedef long long swig_type_198;
 typedef long long swig_type_199;
 typedef long long swig_type_200;
-typedef _gostring_ swig_type_201;
-typedef _gostring_ swig_type_202;
-typedef _gostring_ swig_type_203;
-typedef _gostring_ swig_type_204;
+typedef long long swig_type_201;
+typedef long long swig_type_202;
+typedef long long swig_type_203;
+typedef long long swig_type_204;
 typedef _gostring_ swig_type_205;
 typedef _gostring_ swig_type_206;
 typedef _gostring_ swig_type_207;
-typedef _goslice_ swig_type_208;
-typedef _goslice_ swig_type_209;
-typedef long long swig_type_210;
-typedef _goslice_ swig_type_211;
-typedef long long swig_type_212;
+typedef _gostring_ swig_type_208;
+typedef _gostring_ swig_type_209;
+typedef _gostring_ swig_type_210;
+typedef _gostring_ swig_type_211;
+typedef _goslice_ swig_type_212;
 typedef _goslice_ swig_type_213;
-typedef _goslice_ swig_type_214;
-typedef _gostring_ swig_type_215;
-typedef _gostring_ swig_type_216;
+typedef long long swig_type_214;
+typedef _goslice_ swig_type_215;
+typedef long long swig_type_216;
 typedef _goslice_ swig_type_217;
 typedef _goslice_ swig_type_218;
-typedef long long swig_type_219;
-typedef _goslice_ swig_type_220;
-typedef long long swig_type_221;
+typedef _gostring_ swig_type_219;
+typedef _gostring_ swig_type_220;
+typedef _goslice_ swig_type_221;
 typedef _goslice_ swig_type_222;
-typedef _goslice_ swig_type_223;
+typedef long long swig_type_223;
 typedef _goslice_ swig_type_224;
-typedef _gostring_ swig_type_225;
-typedef _gostring_ swig_type_226;
+typedef long long swig_type_225;
+typedef _goslice_ swig_type_226;
 typedef _goslice_ swig_type_227;
 typedef _goslice_ swig_type_228;
-typedef long long swig_type_229;
-typedef _goslice_ swig_type_230;
-typedef _gostring_ swig_type_231;
+typedef _gostring_ swig_type_229;
+typedef _gostring_ swig_type_230;
+typedef _goslice_ swig_type_231;
 typedef _goslice_ swig_type_232;
-typedef _gostring_ swig_type_233;
-typedef _gostring_ swig_type_234;
+typedef long long swig_type_233;
+typedef _goslice_ swig_type_234;
 typedef _gostring_ swig_type_235;
 typedef _goslice_ swig_type_236;
 typedef _gostring_ swig_type_237;
-typedef _goslice_ swig_type_238;
-typedef _goslice_ swig_type_239;
+typedef _gostring_ swig_type_238;
+typedef _gostring_ swig_type_239;
 typedef _goslice_ swig_type_240;
-typedef _goslice_ swig_type_241;
-typedef _gostring_ swig_type_242;
+typedef _gostring_ swig_type_241;
+typedef _goslice_ swig_type_242;
 typedef _goslice_ swig_type_243;
-typedef _gostring_ swig_type_244;
+typedef _goslice_ swig_type_244;
 typedef _goslice_ swig_type_245;
 typedef _gostring_ swig_type_246;
-typedef _gostring_ swig_type_247;
-typedef _goslice_ swig_type_248;
-typedef _gostring_ swig_type_249;
+typedef _goslice_ swig_type_247;
+typedef _gostring_ swig_type_248;
+typedef _goslice_ swig_type_249;
 typedef _gostring_ swig_type_250;
-typedef _goslice_ swig_type_251;
-typedef _gostring_ swig_type_252;
-typedef _goslice_ swig_type_253;
-typedef _goslice_ swig_type_254;
+typedef _gostring_ swig_type_251;
+typedef _goslice_ swig_type_252;
+typedef _gostring_ swig_type_253;
+typedef _gostring_ swig_type_254;
 typedef _goslice_ swig_type_255;
-typedef long long swig_type_256;
-typedef long long swig_type_257;
-typedef _gostring_ swig_type_258;
-typedef _gostring_ swig_type_259;
-typedef _gostring_ swig_type_260;
-typedef _gostring_ swig_type_261;
+typedef _gostring_ swig_type_256;
+typedef _goslice_ swig_type_257;
+typedef _goslice_ swig_type_258;
+typedef _goslice_ swig_type_259;
+typedef long long swig_type_260;
+typedef long long swig_type_261;
 typedef _gostring_ swig_type_262;
 typedef _gostring_ swig_type_263;
 typedef _gostring_ swig_type_264;
@@ -306,295 +306,299 @@ typedef _gostring_ swig_type_273;
 typedef _gostring_ swig_type_274;
 typedef _gostring_ swig_type_275;
 typedef _gostring_ swig_type_276;
-typedef long long swig_type_277;
-typedef _goslice_ swig_type_278;
+typedef _gostring_ swig_type_277;
+typedef _gostring_ swig_type_278;
 typedef _gostring_ swig_type_279;
 typedef _gostring_ swig_type_280;
-typedef _gostring_ swig_type_281;
-typedef _gostring_ swig_type_282;
+typedef long long swig_type_281;
+typedef _goslice_ swig_type_282;
 typedef _gostring_ swig_type_283;
 typedef _gostring_ swig_type_284;
-typedef _goslice_ swig_type_285;
-typedef _goslice_ swig_type_286;
+typedef _gostring_ swig_type_285;
+typedef _gostring_ swig_type_286;
 typedef _gostring_ swig_type_287;
-typedef _goslice_ swig_type_288;
-typedef _gostring_ swig_type_289;
+typedef _gostring_ swig_type_288;
+typedef _goslice_ swig_type_289;
 typedef _goslice_ swig_type_290;
 typedef _gostring_ swig_type_291;
-typedef long long swig_type_292;
-typedef long long swig_type_293;
+typedef _goslice_ swig_type_292;
+typedef _gostring_ swig_type_293;
 typedef _goslice_ swig_type_294;
-typedef _goslice_ swig_type_295;
-typedef _goslice_ swig_type_296;
-typedef _goslice_ swig_type_297;
-typedef _gostring_ swig_type_298;
-typedef long long swig_type_299;
-typedef long long swig_type_300;
+typedef _gostring_ swig_type_295;
+typedef long long swig_type_296;
+typedef long long swig_type_297;
+typedef _goslice_ swig_type_298;
+typedef _goslice_ swig_type_299;
+typedef _goslice_ swig_type_300;
 typedef _goslice_ swig_type_301;
-typedef _goslice_ swig_type_302;
-typedef _goslice_ swig_type_303;
-typedef _gostring_ swig_type_304;
-typedef _gostring_ swig_type_305;
-typedef _gostring_ swig_type_306;
-typedef _gostring_ swig_type_307;
-typedef _goslice_ swig_type_308;
-typedef _goslice_ swig_type_309;
+typedef _gostring_ swig_type_302;
+typedef long long swig_type_303;
+typedef long long swig_type_304;
+typedef _goslice_ swig_type_305;
+typedef _goslice_ swig_type_306;
+typedef _goslice_ swig_type_307;
+typedef _gostring_ swig_type_308;
+typedef _gostring_ swig_type_309;
 typedef _gostring_ swig_type_310;
-typedef long long swig_type_311;
-typedef long long swig_type_312;
+typedef _gostring_ swig_type_311;
+typedef _goslice_ swig_type_312;
 typedef _goslice_ swig_type_313;
-typedef _goslice_ swig_type_314;
-typedef _goslice_ swig_type_315;
-typedef _goslice_ swig_type_316;
+typedef _gostring_ swig_type_314;
+typedef long long swig_type_315;
+typedef long long swig_type_316;
 typedef _goslice_ swig_type_317;
-typedef _gostring_ swig_type_318;
+typedef _goslice_ swig_type_318;
 typedef _goslice_ swig_type_319;
 typedef _goslice_ swig_type_320;
-typedef _gostring_ swig_type_321;
-typedef _goslice_ swig_type_322;
+typedef _goslice_ swig_type_321;
+typedef _gostring_ swig_type_322;
 typedef _goslice_ swig_type_323;
-typedef _gostring_ swig_type_324;
+typedef _goslice_ swig_type_324;
 typedef _gostring_ swig_type_325;
 typedef _goslice_ swig_type_326;
-typedef long long swig_type_327;
-typedef _goslice_ swig_type_328;
-typedef long long swig_type_329;
-typedef _gostring_ swig_type_330;
-typedef _goslice_ swig_type_331;
-typedef long long swig_type_332;
-typedef _goslice_ swig_type_333;
-typedef long long swig_type_334;
-typedef _gostring_ swig_type_335;
-typedef _gostring_ swig_type_336;
+typedef _goslice_ swig_type_327;
+typedef _gostring_ swig_type_328;
+typedef _gostring_ swig_type_329;
+typedef _goslice_ swig_type_330;
+typedef long long swig_type_331;
+typedef _goslice_ swig_type_332;
+typedef long long swig_type_333;
+typedef _gostring_ swig_type_334;
+typedef _goslice_ swig_type_335;
+typedef long long swig_type_336;
 typedef _goslice_ swig_type_337;
-typedef _gostring_ swig_type_338;
-typedef _goslice_ swig_type_339;
-typedef long long swig_type_340;
-typedef long long swig_type_341;
-typedef long long swig_type_342;
-typedef _gostring_ swig_type_343;
-typedef _gostring_ swig_type_344;
-typedef _goslice_ swig_type_345;
+typedef long long swig_type_338;
+typedef _gostring_ swig_type_339;
+typedef _gostring_ swig_type_340;
+typedef _goslice_ swig_type_341;
+typedef _gostring_ swig_type_342;
+typedef _goslice_ swig_type_343;
+typedef long long swig_type_344;
+typedef long long swig_type_345;
 typedef long long swig_type_346;
-typedef _goslice_ swig_type_347;
-typedef long long swig_type_348;
-typedef _gostring_ swig_type_349;
-typedef _goslice_ swig_type_350;
-typedef long long swig_type_351;
-typedef _goslice_ swig_type_352;
-typedef long long swig_type_353;
-typedef _gostring_ swig_type_354;
-typedef _gostring_ swig_type_355;
+typedef _gostring_ swig_type_347;
+typedef _gostring_ swig_type_348;
+typedef _goslice_ swig_type_349;
+typedef long long swig_type_350;
+typedef _goslice_ swig_type_351;
+typedef long long swig_type_352;
+typedef _gostring_ swig_type_353;
+typedef _goslice_ swig_type_354;
+typedef long long swig_type_355;
 typedef _goslice_ swig_type_356;
-typedef _gostring_ swig_type_357;
-typedef long long swig_type_358;
-typedef long long swig_type_359;
+typedef long long swig_type_357;
+typedef _gostring_ swig_type_358;
+typedef _gostring_ swig_type_359;
 typedef _goslice_ swig_type_360;
 typedef _gostring_ swig_type_361;
-typedef _goslice_ swig_type_362;
-typedef _goslice_ swig_type_363;
+typedef long long swig_type_362;
+typedef long long swig_type_363;
 typedef _goslice_ swig_type_364;
-typedef long long swig_type_365;
-typedef long long swig_type_366;
-typedef long long swig_type_367;
+typedef _gostring_ swig_type_365;
+typedef _goslice_ swig_type_366;
+typedef _goslice_ swig_type_367;
 typedef _goslice_ swig_type_368;
-typedef _goslice_ swig_type_369;
-typedef _gostring_ swig_type_370;
-typedef _goslice_ swig_type_371;
+typedef long long swig_type_369;
+typedef long long swig_type_370;
+typedef long long swig_type_371;
 typedef _goslice_ swig_type_372;
-typedef long long swig_type_373;
-typedef _goslice_ swig_type_374;
+typedef _goslice_ swig_type_373;
+typedef _gostring_ swig_type_374;
 typedef _goslice_ swig_type_375;
-typedef _gostring_ swig_type_376;
-typedef _goslice_ swig_type_377;
-typedef _gostring_ swig_type_378;
-typedef _gostring_ swig_type_379;
-typedef _goslice_ swig_type_380;
-typedef _gostring_ swig_type_381;
-typedef long long swig_type_382;
+typedef _goslice_ swig_type_376;
+typedef long long swig_type_377;
+typedef _goslice_ swig_type_378;
+typedef _goslice_ swig_type_379;
+typedef _gostring_ swig_type_380;
+typedef _goslice_ swig_type_381;
+typedef _gostring_ swig_type_382;
 typedef _gostring_ swig_type_383;
-typedef _gostring_ swig_type_384;
-typedef long long swig_type_385;
-typedef _gostring_ swig_type_386;
+typedef _goslice_ swig_type_384;
+typedef _gostring_ swig_type_385;
+typedef long long swig_type_386;
 typedef _gostring_ swig_type_387;
 typedef _gostring_ swig_type_388;
 typedef long long swig_type_389;
 typedef _gostring_ swig_type_390;
-typedef long long swig_type_391;
+typedef _gostring_ swig_type_391;
 typedef _gostring_ swig_type_392;
-typedef _gostring_ swig_type_393;
-typedef _goslice_ swig_type_394;
-typedef _gostring_ swig_type_395;
-typedef _goslice_ swig_type_396;
-typedef _goslice_ swig_type_397;
-typedef _gostring_ swig_type_398;
-typedef _goslice_ swig_type_399;
+typedef long long swig_type_393;
+typedef _gostring_ swig_type_394;
+typedef long long swig_type_395;
+typedef _gostring_ swig_type_396;
+typedef _gostring_ swig_type_397;
+typedef _goslice_ swig_type_398;
+typedef _gostring_ swig_type_399;
 typedef _goslice_ swig_type_400;
-typedef _gostring_ swig_type_401;
-typedef _goslice_ swig_type_402;
+typedef _goslice_ swig_type_401;
+typedef _gostring_ swig_type_402;
 typedef _goslice_ swig_type_403;
-typedef _gostring_ swig_type_404;
+typedef _goslice_ swig_type_404;
 typedef _gostring_ swig_type_405;
-typedef _gostring_ swig_type_406;
-typedef _gostring_ swig_type_407;
-typedef _goslice_ swig_type_408;
-typedef long long swig_type_409;
-typedef _goslice_ swig_type_410;
-typedef _goslice_ swig_type_411;
-typedef long long swig_type_412;
-typedef _gostring_ swig_type_413;
-typedef _gostring_ swig_type_414;
+typedef _goslice_ swig_type_406;
+typedef _goslice_ swig_type_407;
+typedef _gostring_ swig_type_408;
+typedef _gostring_ swig_type_409;
+typedef _gostring_ swig_type_410;
+typedef _gostring_ swig_type_411;
+typedef _goslice_ swig_type_412;
+typedef long long swig_type_413;
+typedef _goslice_ swig_type_414;
 typedef _goslice_ swig_type_415;
 typedef long long swig_type_416;
-typedef _goslice_ swig_type_417;
-typedef _goslice_ swig_type_418;
-typedef long long swig_type_419;
-typedef _gostring_ swig_type_420;
-typedef _gostring_ swig_type_421;
+typedef _gostring_ swig_type_417;
+typedef _gostring_ swig_type_418;
+typedef _goslice_ swig_type_419;
+typedef long long swig_type_420;
+typedef _goslice_ swig_type_421;
 typedef _goslice_ swig_type_422;
-typedef _goslice_ swig_type_423;
-typedef long long swig_type_424;
+typedef long long swig_type_423;
+typedef _gostring_ swig_type_424;
 typedef _gostring_ swig_type_425;
 typedef _goslice_ swig_type_426;
 typedef _goslice_ swig_type_427;
 typedef long long swig_type_428;
 typedef _gostring_ swig_type_429;
-typedef long long swig_type_430;
-typedef _gostring_ swig_type_431;
+typedef _goslice_ swig_type_430;
+typedef _goslice_ swig_type_431;
 typedef long long swig_type_432;
 typedef _gostring_ swig_type_433;
 typedef long long swig_type_434;
-typedef _goslice_ swig_type_435;
-typedef _gostring_ swig_type_436;
-typedef long long swig_type_437;
-typedef _goslice_ swig_type_438;
-typedef _gostring_ swig_type_439;
-typedef long long swig_type_440;
-typedef _goslice_ swig_type_441;
-typedef _gostring_ swig_type_442;
-typedef long long swig_type_443;
-typedef _goslice_ swig_type_444;
-typedef _gostring_ swig_type_445;
-typedef _goslice_ swig_type_446;
-typedef _goslice_ swig_type_447;
-typedef long long swig_type_448;
-typedef long long swig_type_449;
-typedef _gostring_ swig_type_450;
+typedef _gostring_ swig_type_435;
+typedef long long swig_type_436;
+typedef _gostring_ swig_type_437;
+typedef long long swig_type_438;
+typedef _goslice_ swig_type_439;
+typedef _gostring_ swig_type_440;
+typedef long long swig_type_441;
+typedef _goslice_ swig_type_442;
+typedef _gostring_ swig_type_443;
+typedef long long swig_type_444;
+typedef _goslice_ swig_type_445;
+typedef _gostring_ swig_type_446;
+typedef long long swig_type_447;
+typedef _goslice_ swig_type_448;
+typedef _gostring_ swig_type_449;
+typedef _goslice_ swig_type_450;
 typedef _goslice_ swig_type_451;
-typedef _goslice_ swig_type_452;
-typedef _goslice_ swig_type_453;
-typedef _goslice_ swig_type_454;
+typedef long long swig_type_452;
+typedef long long swig_type_453;
+typedef _gostring_ swig_type_454;
 typedef _goslice_ swig_type_455;
-typedef _gostring_ swig_type_456;
-typedef long long swig_type_457;
+typedef _goslice_ swig_type_456;
+typedef _goslice_ swig_type_457;
 typedef _goslice_ swig_type_458;
-typedef _gostring_ swig_type_459;
-typedef long long swig_type_460;
+typedef _goslice_ swig_type_459;
+typedef _gostring_ swig_type_460;
 typedef long long swig_type_461;
 typedef _goslice_ swig_type_462;
 typedef _gostring_ swig_type_463;
-typedef _goslice_ swig_type_464;
-typedef _goslice_ swig_type_465;
-typedef long long swig_type_466;
-typedef long long swig_type_467;
-typedef long long swig_type_468;
+typedef long long swig_type_464;
+typedef long long swig_type_465;
+typedef _goslice_ swig_type_466;
+typedef _gostring_ swig_type_467;
+typedef _goslice_ swig_type_468;
 typedef _goslice_ swig_type_469;
 typedef long long swig_type_470;
-typedef _gostring_ swig_type_471;
-typedef _goslice_ swig_type_472;
+typedef long long swig_type_471;
+typedef long long swig_type_472;
 typedef _goslice_ swig_type_473;
-typedef _goslice_ swig_type_474;
+typedef long long swig_type_474;
 typedef _gostring_ swig_type_475;
-typedef long long swig_type_476;
-typedef long long swig_type_477;
+typedef _goslice_ swig_type_476;
+typedef _goslice_ swig_type_477;
 typedef _goslice_ swig_type_478;
-typedef long long swig_type_479;
-typedef _gostring_ swig_type_480;
+typedef _gostring_ swig_type_479;
+typedef long long swig_type_480;
 typedef long long swig_type_481;
 typedef _goslice_ swig_type_482;
 typedef long long swig_type_483;
 typedef _gostring_ swig_type_484;
 typedef long long swig_type_485;
 typedef _goslice_ swig_type_486;
-typedef _goslice_ swig_type_487;
+typedef long long swig_type_487;
 typedef _gostring_ swig_type_488;
 typedef long long swig_type_489;
 typedef _goslice_ swig_type_490;
-typedef _gostring_ swig_type_491;
-typedef long long swig_type_492;
-typedef _goslice_ swig_type_493;
-typedef _gostring_ swig_type_494;
-typedef long long swig_type_495;
-typedef _goslice_ swig_type_496;
-typedef long long swig_type_497;
+typedef _goslice_ swig_type_491;
+typedef _gostring_ swig_type_492;
+typedef long long swig_type_493;
+typedef _goslice_ swig_type_494;
+typedef _gostring_ swig_type_495;
+typedef long long swig_type_496;
+typedef _goslice_ swig_type_497;
 typedef _gostring_ swig_type_498;
 typedef long long swig_type_499;
-typedef _gostring_ swig_type_500;
+typedef _goslice_ swig_type_500;
 typedef long long swig_type_501;
 typedef _gostring_ swig_type_502;
 typedef long long swig_type_503;
 typedef _gostring_ swig_type_504;
-typedef _gostring_ swig_type_505;
+typedef long long swig_type_505;
 typedef _gostring_ swig_type_506;
-typedef _goslice_ swig_type_507;
+typedef long long swig_type_507;
 typedef _gostring_ swig_type_508;
-typedef _goslice_ swig_type_509;
+typedef _gostring_ swig_type_509;
 typedef _gostring_ swig_type_510;
 typedef _goslice_ swig_type_511;
 typedef _gostring_ swig_type_512;
 typedef _goslice_ swig_type_513;
 typedef _gostring_ swig_type_514;
-typedef long long swig_type_515;
-typedef _goslice_ swig_type_516;
+typedef _goslice_ swig_type_515;
+typedef _gostring_ swig_type_516;
 typedef _goslice_ swig_type_517;
-typedef _goslice_ swig_type_518;
-typedef _gostring_ swig_type_519;
+typedef _gostring_ swig_type_518;
+typedef long long swig_type_519;
 typedef _goslice_ swig_type_520;
-typedef _gostring_ swig_type_521;
+typedef _goslice_ swig_type_521;
 typedef _goslice_ swig_type_522;
 typedef _gostring_ swig_type_523;
 typedef _goslice_ swig_type_524;
 typedef _gostring_ swig_type_525;
-typedef _gostring_ swig_type_526;
-typedef _goslice_ swig_type_527;
+typedef _goslice_ swig_type_526;
+typedef _gostring_ swig_type_527;
 typedef _goslice_ swig_type_528;
 typedef _gostring_ swig_type_529;
 typedef _gostring_ swig_type_530;
-typedef _gostring_ swig_type_531;
-typedef _gostring_ swig_type_532;
-typedef _goslice_ swig_type_533;
-typedef _goslice_ swig_type_534;
-typedef long long swig_type_535;
-typedef _goslice_ swig_type_536;
+typedef _goslice_ swig_type_531;
+typedef _goslice_ swig_type_532;
+typedef _gostring_ swig_type_533;
+typedef _gostring_ swig_type_534;
+typedef _gostring_ swig_type_535;
+typedef _gostring_ swig_type_536;
 typedef _goslice_ swig_type_537;
-typedef _gostring_ swig_type_538;
-typedef _gostring_ swig_type_539;
+typedef _goslice_ swig_type_538;
+typedef long long swig_type_539;
 typedef _goslice_ swig_type_540;
 typedef _goslice_ swig_type_541;
-typedef long long swig_type_542;
-typedef _goslice_ swig_type_543;
+typedef _gostring_ swig_type_542;
+typedef _gostring_ swig_type_543;
 typedef _goslice_ swig_type_544;
-typedef _gostring_ swig_type_545;
-typedef _goslice_ swig_type_546;
-typedef _gostring_ swig_type_547;
-typedef _gostring_ swig_type_548;
-typedef _goslice_ swig_type_549;
-typedef _gostring_ swig_type_550;
-typedef long long swig_type_551;
-typedef long long swig_type_552;
+typedef _goslice_ swig_type_545;
+typedef long long swig_type_546;
+typedef _goslice_ swig_type_547;
+typedef _goslice_ swig_type_548;
+typedef _gostring_ swig_type_549;
+typedef _goslice_ swig_type_550;
+typedef _gostring_ swig_type_551;
+typedef _gostring_ swig_type_552;
 typedef _goslice_ swig_type_553;
-typedef _goslice_ swig_type_554;
-typedef _goslice_ swig_type_555;
-typedef _goslice_ swig_type_556;
+typedef _gostring_ swig_type_554;
+typedef long long swig_type_555;
+typedef long long swig_type_556;
 typedef _goslice_ swig_type_557;
-typedef _gostring_ swig_type_558;
-typedef long long swig_type_559;
-typedef long long swig_type_560;
+typedef _goslice_ swig_type_558;
+typedef _goslice_ swig_type_559;
+typedef _goslice_ swig_type_560;
 typedef _goslice_ swig_type_561;
-typedef _goslice_ swig_type_562;
-typedef _goslice_ swig_type_563;
-typedef _goslice_ swig_type_564;
-typedef long long swig_type_565;
+typedef _gostring_ swig_type_562;
+typedef long long swig_type_563;
+typedef long long swig_type_564;
+typedef _goslice_ swig_type_565;
+typedef _goslice_ swig_type_566;
+typedef _goslice_ swig_type_567;
+typedef _goslice_ swig_type_568;
+typedef long long swig_type_569;
 extern void _wrap_Swig_free_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_1f0e8f6d12fb9706(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_1f0e8f6d12fb9706(void);
@@ -938,16 +942,20 @@ extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(u
 extern swig_type_198 _wrap_dynamic_table_stats_metadata_bytes_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_199 arg2);
 extern swig_type_200 _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_201 arg2);
+extern swig_type_202 _wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_203 arg2);
+extern swig_type_204 _wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_dynamic_table_stats_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_dynamic_table_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_201 _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_202 _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_203 arg2, uintptr_t arg3);
-extern swig_type_204 _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_205 arg2);
-extern swig_type_206 _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_type_209 arg4, swig_type_210 arg5, swig_type_211 arg6, swig_type_212 arg7, swig_type_213 arg8, swig_type_214 arg9);
-extern swig_type_215 _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_216 arg2, swig_type_217 arg3, swig_type_218 arg4, swig_type_219 arg5, swig_type_220 arg6, swig_type_221 arg7, swig_type_222 arg8, swig_type_223 arg9, swig_type_224 arg10);
-extern swig_type_225 _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_226 arg2, swig_type_227 arg3, swig_type_228 arg4, swig_type_229 arg5, swig_type_230 arg6);
-extern swig_type_231 _wrap_device_count_swig_1f0e8f6d12fb9706(swig_type_232 arg1);
-extern swig_type_233 _wrap_device_check_swig_1f0e8f6d12fb9706(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_205 _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_206 _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_207 arg2, uintptr_t arg3);
+extern swig_type_208 _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_211 arg2, swig_type_212 arg3, swig_type_213 arg4, swig_type_214 arg5, swig_type_215 arg6, swig_type_216 arg7, swig_type_217 arg8, swig_type_218 arg9);
+extern swig_type_219 _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_220 arg2, swig_type_221 arg3, swig_type_222 arg4, swig_type_223 arg5, swig_type_224 arg6, swig_type_225 arg7, swig_type_226 arg8, swig_type_227 arg9, swig_type_228 arg10);
+extern swig_type_229 _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_230 arg2, swig_type_231 arg3, swig_type_232 arg4, swig_type_233 arg5, swig_type_234 arg6);
+extern swig_type_235 _wrap_device_count_swig_1f0e8f6d12fb9706(swig_type_236 arg1);
+extern swig_type_237 _wrap_device_check_swig_1f0e8f6d12fb9706(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
@@ -962,21 +970,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_1f0e8f6d12fb9706(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_mesh_options_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_234 _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_235 _wrap_mesh_create_swig_1f0e8f6d12fb9706(swig_type_236 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_238 _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_239 _wrap_mesh_create_swig_1f0e8f6d12fb9706(swig_type_240 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_237 _wrap_mesh_coords_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_238 arg2, swig_type_239 arg3, swig_type_240 arg4, swig_type_241 arg5);
-extern swig_type_242 _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(swig_type_243 arg1, uintptr_t arg2);
-extern swig_type_244 _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(swig_type_245 arg1, uintptr_t arg2);
-extern swig_type_246 _wrap_mesh_describe_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_247 _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(swig_type_248 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_249 _wrap_mesh_sync_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_250 _wrap_mesh_step_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_251 arg3);
-extern swig_type_252 _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_253 arg2, swig_type_254 arg3, swig_type_255 arg4);
+extern swig_type_241 _wrap_mesh_coords_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_242 arg2, swig_type_243 arg3, swig_type_244 arg4, swig_type_245 arg5);
+extern swig_type_246 _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(swig_type_247 arg1, uintptr_t arg2);
+extern swig_type_248 _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(swig_type_249 arg1, uintptr_t arg2);
+extern swig_type_250 _wrap_mesh_describe_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_251 _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(swig_type_252 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_253 _wrap_mesh_sync_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_254 _wrap_mesh_step_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_255 arg3);
+extern swig_type_256 _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_257 arg2, swig_type_258 arg3, swig_type_259 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_256 arg2);
-extern swig_type_257 _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_260 arg2);
+extern swig_type_261 _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
@@ -987,127 +995,127 @@ extern void _wrap_checkpoint_options_allow_partial_load_set_swig_1f0e8f6d12fb970
 extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_checkpoint_options_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_258 _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_259 _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_260 arg2, uintptr_t arg3);
-extern swig_type_261 _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_262 arg2, uintptr_t arg3);
-extern swig_type_263 _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_264 arg3, uintptr_t arg4);
-extern swig_type_265 _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_266 arg3, uintptr_t arg4);
-extern swig_type_267 _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_268 arg2, swig_type_269 arg3, swig_intgo arg4);
-extern swig_type_270 _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_271 arg2, swig_type_272 arg3, swig_intgo arg4);
+extern swig_type_262 _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_263 _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_264 arg2, uintptr_t arg3);
+extern swig_type_265 _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_266 arg2, uintptr_t arg3);
+extern swig_type_267 _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_268 arg3, uintptr_t arg4);
+extern swig_type_269 _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_270 arg3, uintptr_t arg4);
+extern swig_type_271 _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_272 arg2, swig_type_273 arg3, swig_intgo arg4);
+extern swig_type_274 _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_bind_plan_spec_free_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_273 _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_274 arg2, float arg3);
-extern swig_type_275 _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_276 arg2, swig_type_277 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_278 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_279 _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_280 _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_281 _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_282 arg2);
-extern swig_type_283 _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_284 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_285 arg5, swig_type_286 arg6);
-extern swig_type_287 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_288 arg2);
-extern swig_type_289 _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(swig_type_290 arg1, uintptr_t arg2);
-extern swig_type_291 _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_292 arg2, swig_type_293 arg3, swig_type_294 arg4, swig_type_295 arg5, swig_type_296 arg6, swig_type_297 arg7);
-extern swig_type_298 _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_299 arg2, swig_type_300 arg3, swig_type_301 arg4, swig_type_302 arg5, swig_type_303 arg6);
-extern swig_type_304 _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(swig_voidp arg1);
-extern swig_type_305 _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_306 arg3, uintptr_t arg4, swig_type_307 arg5, swig_type_308 arg6, swig_type_309 arg7, swig_intgo arg8);
-extern swig_type_310 _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_311 arg2, swig_type_312 arg3, swig_type_313 arg4, swig_type_314 arg5, swig_type_315 arg6, swig_type_316 arg7, swig_type_317 arg8);
-extern swig_type_318 _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_319 arg2, swig_type_320 arg3);
-extern swig_type_321 _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_322 arg2, swig_type_323 arg3);
+extern swig_type_277 _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_278 arg2, float arg3);
+extern swig_type_279 _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_280 arg2, swig_type_281 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_282 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_283 _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_284 _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_285 _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_286 arg2);
+extern swig_type_287 _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_288 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_289 arg5, swig_type_290 arg6);
+extern swig_type_291 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_292 arg2);
+extern swig_type_293 _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(swig_type_294 arg1, uintptr_t arg2);
+extern swig_type_295 _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_296 arg2, swig_type_297 arg3, swig_type_298 arg4, swig_type_299 arg5, swig_type_300 arg6, swig_type_301 arg7);
+extern swig_type_302 _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_303 arg2, swig_type_304 arg3, swig_type_305 arg4, swig_type_306 arg5, swig_type_307 arg6);
+extern swig_type_308 _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(swig_voidp arg1);
+extern swig_type_309 _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_310 arg3, uintptr_t arg4, swig_type_311 arg5, swig_type_312 arg6, swig_type_313 arg7, swig_intgo arg8);
+extern swig_type_314 _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_315 arg2, swig_type_316 arg3, swig_type_317 arg4, swig_type_318 arg5, swig_type_319 arg6, swig_type_320 arg7, swig_type_321 arg8);
+extern swig_type_322 _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_323 arg2, swig_type_324 arg3);
+extern swig_type_325 _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_326 arg2, swig_type_327 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_1f0e8f6d12fb9706(void);
-extern swig_type_324 _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(swig_intgo arg1);
+extern swig_type_328 _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_mlp_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_325 _wrap_mlp_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_326 arg2, swig_type_327 arg3, swig_type_328 arg4, swig_type_329 arg5);
-extern swig_type_330 _wrap_mlp_infer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_331 arg2, swig_type_332 arg3, swig_type_333 arg4, swig_type_334 arg5);
-extern swig_type_335 _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_336 _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_337 arg2);
-extern swig_type_338 _wrap_dcn_create_swig_1f0e8f6d12fb9706(swig_type_339 arg1, swig_type_340 arg2, swig_intgo arg3, swig_type_341 arg4, swig_type_342 arg5, swig_type_343 arg6);
+extern swig_type_329 _wrap_mlp_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_330 arg2, swig_type_331 arg3, swig_type_332 arg4, swig_type_333 arg5);
+extern swig_type_334 _wrap_mlp_infer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_335 arg2, swig_type_336 arg3, swig_type_337 arg4, swig_type_338 arg5);
+extern swig_type_339 _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_340 _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_341 arg2);
+extern swig_type_342 _wrap_dcn_create_swig_1f0e8f6d12fb9706(swig_type_343 arg1, swig_type_344 arg2, swig_intgo arg3, swig_type_345 arg4, swig_type_346 arg5, swig_type_347 arg6);
 extern void _wrap_dcn_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_344 _wrap_dcn_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_345 arg2, swig_type_346 arg3, swig_type_347 arg4, swig_type_348 arg5);
-extern swig_type_349 _wrap_dcn_infer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_350 arg2, swig_type_351 arg3, swig_type_352 arg4, swig_type_353 arg5);
-extern swig_type_354 _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_355 _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_356 arg2);
-extern swig_type_357 _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(swig_type_358 arg1, swig_type_359 arg2, swig_type_360 arg3);
-extern swig_type_361 _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(swig_type_362 arg1, swig_type_363 arg2, swig_type_364 arg3, swig_type_365 arg4, swig_type_366 arg5, swig_type_367 arg6, swig_type_368 arg7, swig_type_369 arg8);
-extern swig_type_370 _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(swig_type_371 arg1, swig_type_372 arg2, swig_type_373 arg3, double arg4, swig_type_374 arg5, swig_type_375 arg6);
-extern swig_type_376 _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(swig_type_377 arg1, uintptr_t arg2);
+extern swig_type_348 _wrap_dcn_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_349 arg2, swig_type_350 arg3, swig_type_351 arg4, swig_type_352 arg5);
+extern swig_type_353 _wrap_dcn_infer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_354 arg2, swig_type_355 arg3, swig_type_356 arg4, swig_type_357 arg5);
+extern swig_type_358 _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_359 _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_360 arg2);
+extern swig_type_361 _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(swig_type_362 arg1, swig_type_363 arg2, swig_type_364 arg3);
+extern swig_type_365 _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(swig_type_366 arg1, swig_type_367 arg2, swig_type_368 arg3, swig_type_369 arg4, swig_type_370 arg5, swig_type_371 arg6, swig_type_372 arg7, swig_type_373 arg8);
+extern swig_type_374 _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(swig_type_375 arg1, swig_type_376 arg2, swig_type_377 arg3, double arg4, swig_type_378 arg5, swig_type_379 arg6);
+extern swig_type_380 _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(swig_type_381 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_378 _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(uintptr_t arg1, float arg2);
-extern swig_type_379 _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_380 arg2);
-extern swig_type_381 _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_382 arg2);
+extern swig_type_382 _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(uintptr_t arg1, float arg2);
+extern swig_type_383 _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_384 arg2);
+extern swig_type_385 _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_386 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_ddp_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_383 _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_384 _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_385 arg2);
-extern swig_type_386 _wrap_ddp_finish_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_387 _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_387 _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_388 _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_389 arg2);
+extern swig_type_390 _wrap_ddp_finish_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_391 _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_388 _wrap_fsdp_release_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_389 arg2);
-extern swig_type_390 _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_391 arg2);
-extern swig_type_392 _wrap_fsdp_step_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_393 _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(swig_type_394 arg1);
-extern swig_type_395 _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_396 arg2, swig_type_397 arg3);
-extern swig_type_398 _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_399 arg2, swig_type_400 arg3);
-extern swig_type_401 _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_402 arg2, swig_type_403 arg3);
+extern swig_type_392 _wrap_fsdp_release_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_393 arg2);
+extern swig_type_394 _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_395 arg2);
+extern swig_type_396 _wrap_fsdp_step_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_397 _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(swig_type_398 arg1);
+extern swig_type_399 _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_400 arg2, swig_type_401 arg3);
+extern swig_type_402 _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_403 arg2, swig_type_404 arg3);
+extern swig_type_405 _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_bind_param_list_free_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_404 _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_405 _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_406 _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_407 _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(swig_type_408 arg1, swig_type_409 arg2, swig_type_410 arg3, swig_type_411 arg4, swig_type_412 arg5, swig_type_413 arg6);
-extern swig_type_414 _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(swig_type_415 arg1, swig_type_416 arg2, swig_type_417 arg3, swig_type_418 arg4, swig_type_419 arg5, swig_type_420 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_421 _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_422 arg2, swig_type_423 arg3, uintptr_t arg4, swig_type_424 arg5);
-extern swig_type_425 _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_426 arg2, swig_type_427 arg3, uintptr_t arg4, swig_type_428 arg5);
-extern swig_type_429 _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_430 arg3);
-extern swig_type_431 _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_432 arg3);
-extern swig_type_433 _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_434 arg2, swig_voidp arg3, swig_type_435 arg4);
-extern swig_type_436 _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_437 arg2, swig_voidp arg3, swig_type_438 arg4);
-extern swig_type_439 _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_440 arg2, swig_intgo arg3, swig_type_441 arg4, swig_intgo arg5);
-extern swig_type_442 _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_443 arg2, swig_intgo arg3, swig_type_444 arg4, swig_intgo arg5);
-extern swig_type_445 _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(swig_type_446 arg1, uintptr_t arg2, swig_type_447 arg3, swig_type_448 arg4, swig_type_449 arg5, swig_intgo arg6);
-extern swig_type_450 _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_451 arg2, swig_type_452 arg3, swig_type_453 arg4, swig_type_454 arg5, swig_type_455 arg6);
-extern swig_type_456 _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_457 arg2, swig_type_458 arg3);
-extern swig_type_459 _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_460 arg2, swig_type_461 arg3, swig_type_462 arg4);
-extern swig_type_463 _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(swig_type_464 arg1, swig_type_465 arg2, swig_type_466 arg3, swig_type_467 arg4, swig_type_468 arg5, swig_type_469 arg6, swig_type_470 arg7);
-extern swig_type_471 _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(swig_type_472 arg1, uintptr_t arg2, swig_type_473 arg3, swig_type_474 arg4, uintptr_t arg5);
-extern swig_type_475 _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_476 arg2, swig_type_477 arg3, swig_type_478 arg4, swig_type_479 arg5);
-extern swig_type_480 _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_481 arg2, swig_type_482 arg3, swig_type_483 arg4);
-extern swig_type_484 _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_485 arg2, swig_type_486 arg3, swig_type_487 arg4);
-extern swig_type_488 _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_489 arg2, swig_type_490 arg3);
-extern swig_type_491 _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_492 arg2, swig_intgo arg3, swig_type_493 arg4);
-extern swig_type_494 _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_495 arg2, swig_intgo arg3, swig_type_496 arg4, swig_type_497 arg5, swig_intgo arg6);
-extern swig_type_498 _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_499 arg2, uintptr_t arg3);
-extern swig_type_500 _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_501 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_502 _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_503 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_408 _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_409 _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_410 _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_411 _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(swig_type_412 arg1, swig_type_413 arg2, swig_type_414 arg3, swig_type_415 arg4, swig_type_416 arg5, swig_type_417 arg6);
+extern swig_type_418 _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(swig_type_419 arg1, swig_type_420 arg2, swig_type_421 arg3, swig_type_422 arg4, swig_type_423 arg5, swig_type_424 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_425 _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_426 arg2, swig_type_427 arg3, uintptr_t arg4, swig_type_428 arg5);
+extern swig_type_429 _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_430 arg2, swig_type_431 arg3, uintptr_t arg4, swig_type_432 arg5);
+extern swig_type_433 _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_434 arg3);
+extern swig_type_435 _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_436 arg3);
+extern swig_type_437 _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_438 arg2, swig_voidp arg3, swig_type_439 arg4);
+extern swig_type_440 _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_441 arg2, swig_voidp arg3, swig_type_442 arg4);
+extern swig_type_443 _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_444 arg2, swig_intgo arg3, swig_type_445 arg4, swig_intgo arg5);
+extern swig_type_446 _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_447 arg2, swig_intgo arg3, swig_type_448 arg4, swig_intgo arg5);
+extern swig_type_449 _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(swig_type_450 arg1, uintptr_t arg2, swig_type_451 arg3, swig_type_452 arg4, swig_type_453 arg5, swig_intgo arg6);
+extern swig_type_454 _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_455 arg2, swig_type_456 arg3, swig_type_457 arg4, swig_type_458 arg5, swig_type_459 arg6);
+extern swig_type_460 _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_461 arg2, swig_type_462 arg3);
+extern swig_type_463 _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_464 arg2, swig_type_465 arg3, swig_type_466 arg4);
+extern swig_type_467 _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(swig_type_468 arg1, swig_type_469 arg2, swig_type_470 arg3, swig_type_471 arg4, swig_type_472 arg5, swig_type_473 arg6, swig_type_474 arg7);
+extern swig_type_475 _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(swig_type_476 arg1, uintptr_t arg2, swig_type_477 arg3, swig_type_478 arg4, uintptr_t arg5);
+extern swig_type_479 _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_480 arg2, swig_type_481 arg3, swig_type_482 arg4, swig_type_483 arg5);
+extern swig_type_484 _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_485 arg2, swig_type_486 arg3, swig_type_487 arg4);
+extern swig_type_488 _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_489 arg2, swig_type_490 arg3, swig_type_491 arg4);
+extern swig_type_492 _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_493 arg2, swig_type_494 arg3);
+extern swig_type_495 _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_496 arg2, swig_intgo arg3, swig_type_497 arg4);
+extern swig_type_498 _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_499 arg2, swig_intgo arg3, swig_type_500 arg4, swig_type_501 arg5, swig_intgo arg6);
+extern swig_type_502 _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_503 arg2, uintptr_t arg3);
+extern swig_type_504 _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_505 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_506 _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_507 arg2, uintptr_t arg3, uintptr_t arg4);
 extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_FP32_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_FP16_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_BF16_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_INT8_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_INT4_swig_1f0e8f6d12fb9706(void);
-extern swig_type_504 _wrap_inference_save_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_505 arg2);
+extern swig_type_508 _wrap_inference_save_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_509 arg2);
 extern void _wrap_inference_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_506 _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_507 arg2);
-extern swig_type_508 _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_509 arg2);
-extern swig_type_510 _wrap_inference_num_features_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_511 arg2);
-extern swig_type_512 _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_513 arg2);
-extern swig_type_514 _wrap_inference_table_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_515 arg2, swig_voidp arg3, swig_type_516 arg4, swig_type_517 arg5, swig_type_518 arg6);
-extern swig_type_519 _wrap_inference_version_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_520 arg2);
-extern swig_type_521 _wrap_inference_pin_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_522 arg2);
+extern swig_type_510 _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_511 arg2);
+extern swig_type_512 _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_513 arg2);
+extern swig_type_514 _wrap_inference_num_features_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_515 arg2);
+extern swig_type_516 _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_517 arg2);
+extern swig_type_518 _wrap_inference_table_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_519 arg2, swig_voidp arg3, swig_type_520 arg4, swig_type_521 arg5, swig_type_522 arg6);
+extern swig_type_523 _wrap_inference_version_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_524 arg2);
+extern swig_type_525 _wrap_inference_pin_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_526 arg2);
 extern void _wrap_inference_unpin_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_523 _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_524 arg2);
-extern swig_type_525 _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_526 arg2, swig_type_527 arg3, swig_type_528 arg4);
-extern swig_type_529 _wrap_inference_reload_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_530 arg2);
-extern swig_type_531 _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_532 arg2, swig_type_533 arg3, swig_type_534 arg4, swig_type_535 arg5, swig_type_536 arg6, swig_type_537 arg7);
-extern swig_type_538 _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_539 arg2, swig_type_540 arg3, swig_type_541 arg4, swig_type_542 arg5, swig_type_543 arg6, swig_intgo arg7, swig_type_544 arg8);
-extern swig_type_545 _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(swig_type_546 arg1, swig_type_547 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_548 arg6, swig_type_549 arg7);
-extern swig_type_550 _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_551 arg2, swig_type_552 arg3, swig_type_553 arg4, swig_type_554 arg5, swig_type_555 arg6, swig_type_556 arg7, swig_type_557 arg8);
-extern swig_type_558 _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_559 arg2, swig_type_560 arg3, swig_type_561 arg4, swig_type_562 arg5, swig_type_563 arg6, swig_type_564 arg7);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(swig_type_565 arg1);
+extern swig_type_527 _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_528 arg2);
+extern swig_type_529 _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_530 arg2, swig_type_531 arg3, swig_type_532 arg4);
+extern swig_type_533 _wrap_inference_reload_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_534 arg2);
+extern swig_type_535 _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_536 arg2, swig_type_537 arg3, swig_type_538 arg4, swig_type_539 arg5, swig_type_540 arg6, swig_type_541 arg7);
+extern swig_type_542 _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_543 arg2, swig_type_544 arg3, swig_type_545 arg4, swig_type_546 arg5, swig_type_547 arg6, swig_intgo arg7, swig_type_548 arg8);
+extern swig_type_549 _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(swig_type_550 arg1, swig_type_551 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_552 arg6, swig_type_553 arg7);
+extern swig_type_554 _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_555 arg2, swig_type_556 arg3, swig_type_557 arg4, swig_type_558 arg5, swig_type_559 arg6, swig_type_560 arg7, swig_type_561 arg8);
+extern swig_type_562 _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_563 arg2, swig_type_564 arg3, swig_type_565 arg4, swig_type_566 arg5, swig_type_567 arg6, swig_type_568 arg7);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(swig_type_569 arg1);
 extern void _wrap_bind_host_free_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 #undef intgo
 */
@@ -4267,6 +4275,32 @@ func (arg1 SwigcptrDynamic_table_stats) GetCapacity_bytes() (_swig_ret uint64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrDynamic_table_stats) SetLast_admitted(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetLast_admitted() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrDynamic_table_stats) SetTotal_admitted(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+}
+
+func (arg1 SwigcptrDynamic_table_stats) GetTotal_admitted() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewDynamic_table_stats() (_swig_ret Dynamic_table_stats) {
 	var swig_r Dynamic_table_stats
 	swig_r = (Dynamic_table_stats)(SwigcptrDynamic_table_stats(C._wrap_new_dynamic_table_stats_swig_1f0e8f6d12fb9706()))
@@ -4309,9 +4343,13 @@ type Dynamic_table_stats interface {
 	GetMetadata_bytes() (_swig_ret uint64)
 	SetCapacity_bytes(arg2 uint64)
 	GetCapacity_bytes() (_swig_ret uint64)
+	SetLast_admitted(arg2 int64)
+	GetLast_admitted() (_swig_ret int64)
+	SetTotal_admitted(arg2 int64)
+	GetTotal_admitted() (_swig_ret int64)
 }
 
-const DYNAMIC_TABLE_STATS_VERSION uint = 2
+const DYNAMIC_TABLE_STATS_VERSION uint = 3
 func Dynamic_table_stats_init(arg1 Dynamic_table_stats, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -4328,7 +4366,7 @@ func Embedding_dynamic_stats(arg1 uintptr, arg2 string, arg3 Dynamic_table_stats
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4342,7 +4380,7 @@ func Embedding_dynamic_mark(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4363,7 +4401,7 @@ func Embedding_dynamic_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []flo
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_3)), C.swig_type_210(_swig_i_4), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_5)), C.swig_type_212(_swig_i_6), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_3)), C.swig_type_214(_swig_i_4), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_5)), C.swig_type_216(_swig_i_6), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4400,7 +4438,7 @@ func Embedding_dynamic_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 [
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_3)), C.swig_type_219(_swig_i_4), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_5)), C.swig_type_221(_swig_i_6), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_9)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_3)), C.swig_type_223(_swig_i_4), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_5)), C.swig_type_225(_swig_i_6), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_9)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4436,7 +4474,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_3)), C.swig_type_229(_swig_i_4), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_3)), C.swig_type_233(_swig_i_4), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4458,7 +4496,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_1f0e8f6d12fb9706(*(*C.swig_type_232)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_1f0e8f6d12fb9706(*(*C.swig_type_236)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4616,7 +4654,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_236)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_240)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4638,7 +4676,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4661,7 +4699,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(*(*C.swig_type_243)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(*(*C.swig_type_247)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4675,7 +4713,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(*(*C.swig_type_245)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(*(*C.swig_type_249)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4704,7 +4742,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_248)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_252)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4731,7 +4769,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4747,7 +4785,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_253)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4789,7 +4827,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -4895,7 +4933,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4910,7 +4948,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4926,7 +4964,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4942,7 +4980,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4958,7 +4996,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4977,7 +5015,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5013,7 +5051,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5035,7 +5073,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_1)), C.swig_type_277(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_1)), C.swig_type_281(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5074,7 +5112,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5092,7 +5130,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5112,7 +5150,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5126,7 +5164,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_290)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_294)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5145,7 +5183,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_292(_swig_i_1), C.swig_type_293(_swig_i_2), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_296(_swig_i_1), C.swig_type_297(_swig_i_2), *(*C.swig_type_298)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5172,7 +5210,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1), C.swig_type_300(_swig_i_2), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_303(_swig_i_1), C.swig_type_304(_swig_i_2), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5209,7 +5247,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5238,7 +5276,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_311(_swig_i_1), C.swig_type_312(_swig_i_2), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_315(_swig_i_1), C.swig_type_316(_swig_i_2), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_318)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5265,7 +5303,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5283,7 +5321,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5363,7 +5401,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_1)), C.swig_type_327(_swig_i_2), *(*C.swig_type_328)(unsafe.Pointer(&_swig_i_3)), C.swig_type_329(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_1)), C.swig_type_331(_swig_i_2), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_3)), C.swig_type_333(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5383,7 +5421,7 @@ func Mlp_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_infer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_331)(unsafe.Pointer(&_swig_i_1)), C.swig_type_332(_swig_i_2), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_3)), C.swig_type_334(_swig_i_4))
+	swig_r_p := C._wrap_mlp_infer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_1)), C.swig_type_336(_swig_i_2), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_3)), C.swig_type_338(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5410,7 +5448,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5428,7 +5466,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_339)(unsafe.Pointer(&_swig_i_0)), C.swig_type_340(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_341(_swig_i_3), C.swig_type_342(_swig_i_4), *(*C.swig_type_343)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_343)(unsafe.Pointer(&_swig_i_0)), C.swig_type_344(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_345(_swig_i_3), C.swig_type_346(_swig_i_4), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5453,7 +5491,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_1)), C.swig_type_346(_swig_i_2), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_3)), C.swig_type_348(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_349)(unsafe.Pointer(&_swig_i_1)), C.swig_type_350(_swig_i_2), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_3)), C.swig_type_352(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5473,7 +5511,7 @@ func Dcn_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_infer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_1)), C.swig_type_351(_swig_i_2), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_3)), C.swig_type_353(_swig_i_4))
+	swig_r_p := C._wrap_dcn_infer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_1)), C.swig_type_355(_swig_i_2), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_3)), C.swig_type_357(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5500,7 +5538,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5515,7 +5553,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(C.swig_type_358(_swig_i_0), C.swig_type_359(_swig_i_1), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(C.swig_type_362(_swig_i_0), C.swig_type_363(_swig_i_1), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5535,7 +5573,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(*(*C.swig_type_362)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_2)), C.swig_type_365(_swig_i_3), C.swig_type_366(_swig_i_4), C.swig_type_367(_swig_i_5), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(*(*C.swig_type_366)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_367)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_2)), C.swig_type_369(_swig_i_3), C.swig_type_370(_swig_i_4), C.swig_type_371(_swig_i_5), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5565,7 +5603,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_1f0e8f6d12fb9706(*(*C.swig_type_371)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_1)), C.swig_type_373(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_374)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_1f0e8f6d12fb9706(*(*C.swig_type_375)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), C.swig_type_377(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5588,7 +5626,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_377)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_381)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5618,7 +5656,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5632,7 +5670,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_386(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5674,7 +5712,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5711,7 +5749,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_393(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5722,7 +5760,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5742,7 +5780,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(*(*C.swig_type_394)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(*(*C.swig_type_398)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5757,7 +5795,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_396)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_397)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_400)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5775,7 +5813,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_400)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_404)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5793,7 +5831,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_402)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5858,7 +5896,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_408)(unsafe.Pointer(&_swig_i_0)), C.swig_type_409(_swig_i_1), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_411)(unsafe.Pointer(&_swig_i_3)), C.swig_type_412(_swig_i_4), *(*C.swig_type_413)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_412)(unsafe.Pointer(&_swig_i_0)), C.swig_type_413(_swig_i_1), *(*C.swig_type_414)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_3)), C.swig_type_416(_swig_i_4), *(*C.swig_type_417)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5888,7 +5926,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(*(*C.swig_type_415)(unsafe.Pointer(&_swig_i_0)), C.swig_type_416(_swig_i_1), *(*C.swig_type_417)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_418)(unsafe.Pointer(&_swig_i_3)), C.swig_type_419(_swig_i_4), *(*C.swig_type_420)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(*(*C.swig_type_419)(unsafe.Pointer(&_swig_i_0)), C.swig_type_420(_swig_i_1), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_422)(unsafe.Pointer(&_swig_i_3)), C.swig_type_423(_swig_i_4), *(*C.swig_type_424)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5914,7 +5952,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_422)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_423)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_424(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_426)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_427)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_428(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5934,7 +5972,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_426)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_427)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_428(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_430)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_431)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_432(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5952,7 +5990,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_430(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_434(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5964,7 +6002,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_432(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_436(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5977,7 +6015,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_434(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_435)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_438(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_439)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -5994,7 +6032,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_437(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_438)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_441(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6012,7 +6050,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_440(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_441)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_444(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_445)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6029,7 +6067,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_443(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_444)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_447(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_448)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6047,7 +6085,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_446)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_447)(unsafe.Pointer(&_swig_i_2)), C.swig_type_448(_swig_i_3), C.swig_type_449(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_450)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_451)(unsafe.Pointer(&_swig_i_2)), C.swig_type_452(_swig_i_3), C.swig_type_453(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6068,7 +6106,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_451)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_452)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_454)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_456)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_457)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6095,7 +6133,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_457(_swig_i_1), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_461(_swig_i_1), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6111,7 +6149,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_460(_swig_i_1), C.swig_type_461(_swig_i_2), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_464(_swig_i_1), C.swig_type_465(_swig_i_2), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6130,7 +6168,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(*(*C.swig_type_464)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_465)(unsafe.Pointer(&_swig_i_1)), C.swig_type_466(_swig_i_2), C.swig_type_467(_swig_i_3), C.swig_type_468(_swig_i_4), *(*C.swig_type_469)(unsafe.Pointer(&_swig_i_5)), C.swig_type_470(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(*(*C.swig_type_468)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_469)(unsafe.Pointer(&_swig_i_1)), C.swig_type_470(_swig_i_2), C.swig_type_471(_swig_i_3), C.swig_type_472(_swig_i_4), *(*C.swig_type_473)(unsafe.Pointer(&_swig_i_5)), C.swig_type_474(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6153,7 +6191,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_472)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_473)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_476)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_477)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6176,7 +6214,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_476(_swig_i_1), C.swig_type_477(_swig_i_2), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_3)), C.swig_type_479(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1), C.swig_type_481(_swig_i_2), *(*C.swig_type_482)(unsafe.Pointer(&_swig_i_3)), C.swig_type_483(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6192,7 +6230,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_481(_swig_i_1), *(*C.swig_type_482)(unsafe.Pointer(&_swig_i_2)), C.swig_type_483(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_485(_swig_i_1), *(*C.swig_type_486)(unsafe.Pointer(&_swig_i_2)), C.swig_type_487(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6208,7 +6246,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_485(_swig_i_1), *(*C.swig_type_486)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_487)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_489(_swig_i_1), *(*C.swig_type_490)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_491)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6226,7 +6264,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_489(_swig_i_1), *(*C.swig_type_490)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_493(_swig_i_1), *(*C.swig_type_494)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6242,7 +6280,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_492(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_493)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_496(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6260,7 +6298,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_495(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_496)(unsafe.Pointer(&_swig_i_3)), C.swig_type_497(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_500)(unsafe.Pointer(&_swig_i_3)), C.swig_type_501(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6275,7 +6313,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_503(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6288,7 +6326,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_501(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_505(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6301,7 +6339,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_503(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_507(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6357,7 +6395,7 @@ func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_save_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_505)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_save_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_509)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6376,7 +6414,7 @@ func Inference_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_output_dim_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_507)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_output_dim_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_511)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6390,7 +6428,7 @@ func Inference_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_509)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_513)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6404,7 +6442,7 @@ func Inference_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_features_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_511)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_features_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_515)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6418,7 +6456,7 @@ func Inference_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_tables_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_513)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_tables_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_517)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6436,7 +6474,7 @@ func Inference_table_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_inference_table_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_515(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_516)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_517)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_inference_table_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_519(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_521)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_522)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6457,7 +6495,7 @@ func Inference_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_version_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_version_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_524)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6471,7 +6509,7 @@ func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_pin_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_522)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_pin_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_526)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6490,7 +6528,7 @@ func Inference_snapshot_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_524)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_528)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6506,7 +6544,7 @@ func Inference_snapshot_dense_tensor(arg1 uintptr, arg2 string, arg3 []uintptr, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_526)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_527)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_528)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_531)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_532)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6526,7 +6564,7 @@ func Inference_reload(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_reload_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_reload_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6545,7 +6583,7 @@ func Inference_apply_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []float
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_532)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_533)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_3)), C.swig_type_535(_swig_i_4), *(*C.swig_type_536)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_537)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_536)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_537)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_3)), C.swig_type_539(_swig_i_4), *(*C.swig_type_540)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_541)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6577,7 +6615,7 @@ func Inference_apply_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 []f
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_539)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_540)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_541)(unsafe.Pointer(&_swig_i_3)), C.swig_type_542(_swig_i_4), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), *(*C.swig_type_544)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_544)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_545)(unsafe.Pointer(&_swig_i_3)), C.swig_type_546(_swig_i_4), *(*C.swig_type_547)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), *(*C.swig_type_548)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6608,7 +6646,7 @@ func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 i
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_open_swig_1f0e8f6d12fb9706(*(*C.swig_type_546)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_547)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_548)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_549)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_open_swig_1f0e8f6d12fb9706(*(*C.swig_type_550)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_551)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_552)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_553)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6637,7 +6675,7 @@ func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_551(_swig_i_1), C.swig_type_552(_swig_i_2), *(*C.swig_type_553)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_554)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_555)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_556)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_557)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_555(_swig_i_1), C.swig_type_556(_swig_i_2), *(*C.swig_type_557)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_558)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_559)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_560)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_561)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6668,7 +6706,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_559(_swig_i_1), C.swig_type_560(_swig_i_2), *(*C.swig_type_561)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_562)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_563)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_564)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_563(_swig_i_1), C.swig_type_564(_swig_i_2), *(*C.swig_type_565)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_566)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_567)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_568)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6690,7 +6728,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(C.swig_type_565(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(C.swig_type_569(_swig_i_0)))
 	return swig_r
 }
 

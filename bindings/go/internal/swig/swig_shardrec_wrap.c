@@ -6933,6 +6933,56 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(str
 }
 
 
+void _wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->last_admitted = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->last_admitted);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_admitted = arg2;
+  
+}
+
+
+long long _wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+  struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->total_admitted);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_1f0e8f6d12fb9706() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;

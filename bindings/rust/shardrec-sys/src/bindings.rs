@@ -28,7 +28,7 @@ pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CALIBRATION_VERSION: u32 = 1;
 pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 4;
 pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 2;
-pub const SHARDREC_DYNAMIC_TABLE_STATS_VERSION: u32 = 2;
+pub const SHARDREC_DYNAMIC_TABLE_STATS_VERSION: u32 = 3;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
 pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
 pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
@@ -3358,12 +3358,14 @@ pub struct shardrec_dynamic_table_stats {
     pub total_rejected_full: i64,
     pub metadata_bytes: u64,
     pub capacity_bytes: u64,
+    pub last_admitted: i64,
+    pub total_admitted: i64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_dynamic_table_stats() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_dynamic_table_stats>(),
-        112usize,
+        128usize,
         concat!("Size of: ", stringify!(shardrec_dynamic_table_stats))
     );
     assert_eq!(
@@ -3609,6 +3611,40 @@ fn bindgen_test_layout_shardrec_dynamic_table_stats() {
         );
     }
     test_field_capacity_bytes();
+    fn test_field_last_admitted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_admitted) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(last_admitted)
+            )
+        );
+    }
+    test_field_last_admitted();
+    fn test_field_total_admitted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_dynamic_table_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_admitted) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_dynamic_table_stats),
+                "::",
+                stringify!(total_admitted)
+            )
+        );
+    }
+    test_field_total_admitted();
 }
 pub type shardrec_dynamic_table_stats_t = shardrec_dynamic_table_stats;
 extern "C" {

@@ -98,6 +98,12 @@ pub struct DynamicTableStats {
     /// What this rank allocated for the table: every slot's row and optimizer state, each
     /// shard's zero row, and `metadata_bytes`.
     pub capacity_bytes: u64,
+    /// Distinct ids without a row whose count reached the admission threshold in the last
+    /// training forward (every new id at a threshold of 0 or 1); each got a row or found no
+    /// slot, so this is `last_inserted + last_rejected_full`.
+    pub last_admitted: i64,
+    /// As `last_admitted`, summed over the forwards since creation.
+    pub total_admitted: i64,
 }
 
 impl EmbeddingCollection {
@@ -125,6 +131,8 @@ impl EmbeddingCollection {
             total_rejected_full: s.total_rejected_full,
             metadata_bytes: s.metadata_bytes,
             capacity_bytes: s.capacity_bytes,
+            last_admitted: s.last_admitted,
+            total_admitted: s.total_admitted,
         })
     }
 }

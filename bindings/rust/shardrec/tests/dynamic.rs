@@ -58,6 +58,8 @@ fn dynamic_table_trains_on_raw_ids() {
         total_rejected_admission: 3,
         metadata_bytes: s.metadata_bytes,
         capacity_bytes: s.capacity_bytes,
+        last_admitted: 2,
+        total_admitted: 5,
         ..Default::default()
     };
     assert_eq!(s, want);

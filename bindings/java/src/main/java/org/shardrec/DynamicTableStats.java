@@ -32,6 +32,14 @@ public final class DynamicTableStats {
    * state, each shard's zero row, and {@link #metadataBytes}; unsigned in C).
    */
   public long capacityBytes;
+  /**
+   * Distinct ids without a row whose count reached the admission threshold in the last training
+   * forward (every new id at a threshold of 0 or 1); each got a row or found no slot, so this is
+   * {@link #lastInserted} + {@link #lastRejectedFull}.
+   */
+  public long lastAdmitted;
+  /** As {@link #lastAdmitted}, summed over the forwards since creation. */
+  public long totalAdmitted;
 
   static DynamicTableStats fromNative(org.shardrec.swig.dynamic_table_stats s) {
     DynamicTableStats v = new DynamicTableStats();
@@ -48,15 +56,19 @@ public final class DynamicTableStats {
     v.totalRejectedFull = s.getTotal_rejected_full();
     v.metadataBytes = s.getMetadata_bytes();
     v.capacityBytes = s.getCapacity_bytes();
+    v.lastAdmitted = s.getLast_admitted();
+    v.totalAdmitted = s.getTotal_admitted();
     return v;
   }
 
   @Override
   public String toString() {
     return "DynamicTableStats(size=" + size + ", capacity=" + capacity + ", loadFactor="
-        + loadFactor + ", last: inserted=" + lastInserted + " evicted=" + lastEvicted
+        + loadFactor + ", last: admitted=" + lastAdmitted + " inserted=" + lastInserted
+        + " evicted=" + lastEvicted
         + " rejectedAdmission=" + lastRejectedAdmission + " rejectedFull=" + lastRejectedFull
-        + ", total: inserted=" + totalInserted + " evicted=" + totalEvicted
+        + ", total: admitted=" + totalAdmitted + " inserted=" + totalInserted + " evicted="
+        + totalEvicted
         + " rejectedAdmission=" + totalRejectedAdmission + " rejectedFull=" + totalRejectedFull
         + ", metadataBytes=" + metadataBytes + ", capacityBytes=" + capacityBytes + ")";
   }

@@ -67,6 +67,8 @@ class DynamicTableTest {
       assertEquals(1, s.totalEvicted);
       assertEquals(3, s.totalRejectedAdmission);
       assertEquals(0, s.totalRejectedFull);
+      assertEquals(2, s.lastAdmitted);
+      assertEquals(5, s.totalAdmitted);
 
       assertEquals(ShardrecException.EINVAL,
                    assertThrows(ShardrecException.class, () -> coll.dynamicStats("fixed")).code());
