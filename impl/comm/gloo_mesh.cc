@@ -5,6 +5,7 @@
 #include <gloo/transport/device.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -22,33 +23,51 @@ using Clock = std::chrono::steady_clock;
 
 std::string MeshKey(int rank) { return StrCat("gloo_mesh/", rank); }
 
-// Fails the context's pairs at the deadline unless stopped first.
+// At the deadline, unless stopped first, marks the connection expired and fails the pair whose
+// connect may be waiting (the loop connects one pair at a time, and no other wait is the
+// pairs'): closing every pair cost a tick of Gloo's event loop each, 10 s for 1000 ranks.
 class Watchdog {
  public:
-  Watchdog(gloo::Context* context, Clock::time_point deadline)
-      : thread_([this, context, deadline] {
+  Watchdog(gloo::Context* context, Clock::time_point deadline, const std::atomic<int>* connecting)
+      : thread_([this, context, deadline, connecting] {
           std::unique_lock<std::mutex> lock(mu_);
           if (cv_.wait_until(lock, deadline, [this] { return stopped_; })) return;
-          InterruptGlooContext(*context, context->rank, context->size,
-                               "shardrec: connecting the communicator passed its timeout");
+          expired_.store(true);
+          // After expired_ is set: a connect that starts later sees it and does not wait. The
+          // lock is held until the pair is failed, so Stop() reports an expiry it raced with.
+          const int peer = connecting->load();
+          if (peer >= 0) {
+            InterruptGlooPair(*context, peer,
+                              "shardrec: connecting the communicator passed its timeout");
+          }
         }) {}
-  ~Watchdog() {
+  ~Watchdog() { Stop(); }
+  // Stops the watchdog; true when it expired first (a pair may have been failed).
+  bool Stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopped_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
+    return expired_.load();
   }
+  bool expired() const { return expired_.load(); }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopped_ = false;
+  std::atomic<bool> expired_{false};
   std::thread thread_;  // last: it starts once the members it uses exist
 };
 
 }  // namespace
+
+MeshContext::~MeshContext() {
+  if (transportContext_ != nullptr)
+    InterruptGlooContext(*this, rank, size, "shardrec: communicator closed");
+}
 
 Status MeshContext::ConnectMesh(Store* store,
                                 const std::shared_ptr<gloo::transport::Device>& device,
@@ -74,7 +93,8 @@ Status MeshContext::ConnectMesh(Store* store,
   device_ = device;
   transportContext_ = pairs;
 
-  Watchdog watchdog(this, deadline);
+  std::atomic<int> connecting{-1};
+  Watchdog watchdog(this, deadline, &connecting);
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
     std::vector<uint8_t> theirs;
@@ -87,9 +107,16 @@ Status MeshContext::ConnectMesh(Store* store,
                             " (a different libshardrec or Gloo build on that rank?)");
     }
     const auto begin = theirs.begin() + static_cast<std::ptrdiff_t>(index * address_bytes);
+    // Published before the check, so the watchdog either finds this pair or was seen here.
+    connecting.store(r);
+    if (watchdog.expired()) {
+      return Status::Timeout("connecting to rank ", r, " did not start before the deadline");
+    }
     pairs->getPair(r)->connect(
         std::vector<char>(begin, begin + static_cast<std::ptrdiff_t>(address_bytes)));
   }
+  // The deadline may have passed just as the last connect returned: that pair was failed.
+  if (watchdog.Stop()) return Status::Timeout("connecting the pairs passed the deadline");
   return Status::Ok();
 }
 

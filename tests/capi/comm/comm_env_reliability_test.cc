@@ -159,4 +159,27 @@ TEST(CapiCommEnvReliability, RankThatNeverJoinsFailsCreationAtTheTimeout) {
   EXPECT_LT(ms, kTimeoutMs + 2000);
 }
 
+// Rank 0 of a world of 400 whose other ranks never start: creation still fails at its timeout.
+// Gloo closes a pair in one tick of its event loop (10 ms), and closing the 399 pairs one after
+// the other (at the deadline, then again when the context was destroyed) returned 8 s late.
+TEST(CapiCommEnvReliability, ManyMissingRanksFailCreationAtTheTimeout) {
+  const int port = FreePort();
+  SetRankEnv(port, 0);
+  setenv("WORLD_SIZE", "400", 1);
+  setenv("LOCAL_WORLD_SIZE", "400", 1);
+  shardrec_comm_options_t o = Options();
+  o.timeout_ms = 1000;
+  shardrec_comm_t* comm = nullptr;
+  const Clock::time_point start = Clock::now();
+  const shardrec_status_t st = shardrec_comm_create_from_env(&comm, &o);
+  const int64_t ms = MsBetween(start, Clock::now());
+  std::printf(
+      "[reliability] env, 399 ranks never join: create %s after %lld ms (timeout %lld ms)\n",
+      shardrec_status_string(st), static_cast<long long>(ms), static_cast<long long>(o.timeout_ms));
+  EXPECT_EQ(st, SHARDREC_ETIMEOUT) << shardrec_last_error();
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_GE(ms, o.timeout_ms - 100);
+  EXPECT_LT(ms, o.timeout_ms + 2000);
+}
+
 }  // namespace
