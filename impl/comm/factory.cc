@@ -243,7 +243,13 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
   if (!s.ok()) return fail(s);
   // Every rank has met (the mesh needed each one's address): a process started after this,
   // such as a rank restarted alone, belongs to the next session, not this one.
-  (void)keep->Set(kSessionFormed, {1});
+  // A rank number claimed twice after this rank's last creation call refused the session: the
+  // member that heard it has left, so this rank fails now rather than at its first collective.
+  s = keep->Set(kSessionFormed, {1});
+  if (s.code() == Code::kInvalidUsage) {
+    out->reset();
+    return fail(s);
+  }
   if (launch != nullptr) *launch = std::move(e);
   return Status::Ok();
 }

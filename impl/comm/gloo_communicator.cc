@@ -111,6 +111,14 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
       gloo::barrier(barrier);
     }
     context->setTimeout(config.timeout);
+    // A process that claimed a rank number already held (another job on the same store, or a
+    // rank started twice) refuses the rendezvous on the store; a member whose store calls had all
+    // passed before that would still return a communicator. One last store call after the
+    // barrier hears of the refusal, so every member whose creation is still running fails too.
+    if (config.world > 1) {
+      Status s = store.Set(StrCat("created/", config.rank), {1});
+      if (!s.ok()) return s.WithContext(where + ": rendezvous failed");
+    }
   } catch (const std::exception& e) {
     return MapGlooError("connecting the communicator", e.what(),
                         std::chrono::steady_clock::now() >= deadline, config.rank, config.world,

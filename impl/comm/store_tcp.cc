@@ -220,8 +220,10 @@ Status ParseStatusReply(net::Reader* in, bool* ok) {
   if (status == tcp_store::kTaken) {
     return Status::InvalidUsage(
         what,
-        " of this unique id is already held by another process; refused (both processes "
-        "and every rank still meeting on the id get this error)");
+        " of this unique id is already held by another process; refused, and so is every "
+        "rank whose creation on this id has not finished (a communicator that already formed "
+        "on it is not affected: two jobs on one store? give each its own port or "
+        "SHARDREC_RENDEZVOUS_TOKEN)");
   }
   if (status == tcp_store::kTimedOut) return Status::Timeout(what);
   return Status::Corrupt("bad reply status ", int{status}, " from the store");

@@ -63,7 +63,9 @@ SHARDREC_BEGIN_DECL
  * costs the store a few KB for a few seconds, never a buffer of its choosing, and does not
  * delay rank 0's destroy. A rank number claimed a second time while its first holder is
  * connected refuses the whole rendezvous with SHARDREC_EUSAGE on every rank still meeting, the
- * duplicate included. What it does not protect: nothing is encrypted or integrity-protected
+ * duplicate included: every rank whose creation has not returned (a member that had already
+ * returned its communicator fails at its first collective instead, SHARDREC_EREMOTE). What it
+ * does not protect: nothing is encrypted or integrity-protected
  * (neither the store nor the Gloo data connections), and the nonce travels in clear on the
  * network, so anyone who can observe or tamper with the traffic can read the id and the data.
  * Run ranks on a private network (or a VPN/overlay) you trust. The store listens only on the

@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "impl/comm/factory.h"
@@ -255,6 +258,74 @@ TEST(StoreHardening, DuplicateRankFailsEveryCreateWithinTheTimeout) {
     EXPECT_EQ(results[i].code(), Code::kInvalidUsage) << i << ": " << results[i].ToString();
     EXPECT_NE(results[i].message().find("rank 1"), std::string::npos) << results[i].message();
     EXPECT_LT(took[i], opts.timeout) << i;
+  }
+}
+
+// Forwards to a rank's store, but once the rank has read its peer's pair addresses (its last
+// wait on the store before the data connections) runs `after` once: here, a second process
+// claiming rank 1 while the members connect.
+class InterceptedStore : public Store {
+ public:
+  InterceptedStore(std::shared_ptr<Store> inner, std::function<void()> after)
+      : inner_(std::move(inner)), after_(std::move(after)) {}
+  Status Set(const std::string& key, const std::vector<uint8_t>& value) override {
+    return inner_->Set(key, value);
+  }
+  Status Get(const std::string& key, std::chrono::milliseconds timeout,
+             std::vector<uint8_t>* value) override {
+    Status s = inner_->Get(key, timeout, value);
+    if (s.ok() && key.find("gloo_mesh/") != std::string::npos && after_) {
+      after_();
+      after_ = nullptr;
+    }
+    return s;
+  }
+  Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    return inner_->Wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<Store> inner_;
+  std::function<void()> after_;
+};
+
+// A rank number claimed a second time while the members' data connections are up (their store
+// calls for the addresses all done): every member is refused with the duplicate, none returns a
+// communicator. It used to form a world with whichever process had claimed the rank first.
+TEST(StoreHardening, DuplicateClaimDuringConnectionRefusesEveryMember) {
+  Session session = NewSession();
+  CommOptions opts;
+  opts.timeout = milliseconds(3000);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool intruded = false;
+  Status intruder;
+  Status results[2];
+  bool made[2] = {false, false};
+  shardrec::testing::SpawnRanks(2, [&](int r) {
+    std::shared_ptr<TcpStore> tcp;
+    ASSERT_TRUE(ConnectUniqueIdStore(session.id, r, opts.timeout, &tcp).ok());
+    auto after = [&, r] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (r == 1) {
+        std::shared_ptr<TcpStore> second;
+        intruder = ConnectUniqueIdStore(session.id, 1, opts.timeout, &second);
+        intruded = true;
+        cv.notify_all();
+      } else {
+        cv.wait(lock, [&] { return intruded; });
+      }
+    };
+    auto store = std::make_shared<InterceptedStore>(tcp, after);
+    std::unique_ptr<Communicator> c;
+    results[r] = CreateCommunicator(store, "comm", 2, r, opts, &c);
+    made[r] = c != nullptr;
+  });
+  EXPECT_EQ(intruder.code(), Code::kInvalidUsage) << intruder.ToString();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r].code(), Code::kInvalidUsage) << r << ": " << results[r].ToString();
+    EXPECT_NE(results[r].message().find("rank 1"), std::string::npos) << results[r].message();
+    EXPECT_FALSE(made[r]) << r;
   }
 }
 
