@@ -98,20 +98,19 @@ TEST(DynamicTable, BelowCapacityEveryTypeOptimizerAndWorld) {
       }
 }
 
-// The node-local types (ranks_per_node 2) and data-parallel, worlds 2 and 4, every optimizer at
-// least once, below capacity: equal to the reference, stats counted once per table.
+// The node-local types (ranks_per_node 2) and data-parallel, worlds 2 and 4, every optimizer,
+// below capacity: equal to the reference, stats counted once per table.
 TEST(DynamicTable, NodeLocalAndDataParallelBelowCapacity) {
-  int32_t opt = 0;
   for (int32_t sharding : {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_TABLE_ROW_WISE,
                            SHARDREC_SHARDING_TABLE_COLUMN_WISE, SHARDREC_SHARDING_GRID})
-    for (int32_t world : {2, 4}) {
-      opt = (opt + 1) % 6;
-      SCOPED_TRACE("sharding " + std::to_string(sharding) + " world " + std::to_string(world) +
-                   " optimizer " + std::to_string(opt));
-      DynScenario s = MakeDynScenario(world, sharding, opt, 96, 24);
-      s.base.ranks_per_node = 2;
-      RunAndCompare(s);
-    }
+    for (int32_t world : {2, 4})
+      for (int32_t opt = 0; opt <= 5; ++opt) {
+        SCOPED_TRACE("sharding " + std::to_string(sharding) + " world " + std::to_string(world) +
+                     " optimizer " + std::to_string(opt));
+        DynScenario s = MakeDynScenario(world, sharding, opt, 96, 24);
+        s.base.ranks_per_node = 2;
+        RunAndCompare(s);
+      }
 }
 
 // A data-parallel table is one shard of the whole capacity on every rank, so with admission and
@@ -303,27 +302,35 @@ TEST(DynamicTable, AdmissionCountsDecay) {
       }
 }
 
-// At capacity, world 1: every eviction policy (and none) equals the reference, counts included.
+// At capacity, world 1: every eviction policy (and none), with every optimizer (a row leaves with
+// its state, a new one starts at zero) and 16-bit storage, equals the reference, counts included.
 TEST(DynamicTable, EvictionAtCapacityWorld1) {
   for (int32_t policy : {SHARDREC_EVICTION_NONE, SHARDREC_EVICTION_LRU, SHARDREC_EVICTION_LFU,
                          SHARDREC_EVICTION_TTL})
-    for (int32_t sharding : {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_COLUMN_WISE}) {
-      SCOPED_TRACE("policy " + std::to_string(policy) + " sharding " + std::to_string(sharding));
-      DynScenario s = MakeDynScenario(1, sharding, 2, 10, 24);
-      s.base.steps = 6;
-      for (auto& d : s.dynamic) {
-        d.eviction = policy;
-        d.ttl_steps = 1;
-        d.admission_threshold = policy == SHARDREC_EVICTION_LFU ? 2 : 0;
-      }
-      const RefCounts c = RunAndCompare(s);
-      if (policy == SHARDREC_EVICTION_NONE) {
-        EXPECT_EQ(c.evicted, 0);
-        EXPECT_GT(c.rejected_full, 0);
-      } else {
-        EXPECT_GT(c.evicted, 0);
-      }
-    }
+    for (int32_t sharding : {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_COLUMN_WISE})
+      for (int32_t opt = 0; opt <= 5; ++opt)
+        for (int32_t dtype :
+             {SHARDREC_DTYPE_FLOAT32, SHARDREC_DTYPE_FLOAT16, SHARDREC_DTYPE_BFLOAT16}) {
+          if (dtype != SHARDREC_DTYPE_FLOAT32 && opt % 2 == sharding % 2) continue;  // half of them
+          SCOPED_TRACE("policy " + std::to_string(policy) + " sharding " +
+                       std::to_string(sharding) + " optimizer " + std::to_string(opt) + " dtype " +
+                       std::to_string(dtype));
+          DynScenario s = MakeDynScenario(1, sharding, opt, 10, 24);
+          for (RefTable& t : s.base.tables) t.dtype = dtype;
+          s.base.steps = 6;
+          for (auto& d : s.dynamic) {
+            d.eviction = policy;
+            d.ttl_steps = 1;
+            d.admission_threshold = policy == SHARDREC_EVICTION_LFU ? 2 : 0;
+          }
+          const RefCounts c = RunAndCompare(s);
+          if (policy == SHARDREC_EVICTION_NONE) {
+            EXPECT_EQ(c.evicted, 0);
+            EXPECT_GT(c.rejected_full, 0);
+          } else {
+            EXPECT_GT(c.evicted, 0);
+          }
+        }
 }
 
 // With eviction at world 2 (row-wise: each shard fills on its own), two runs and two thread
