@@ -1,6 +1,7 @@
 // Checkpoints of dynamic tables through the C API: a checkpoint saved at world 1, 2 or 4 loads
 // under another world and plan (table-wise, row-wise, column-wise) with every row bit-exact
-// (probed by a forward of one id per bag), and training then goes on as the original's; at the
+// (probed by a forward of one id per bag; ids, rows and optimizer state compared bit for bit
+// through table exports), and training then goes on as the original's; at the
 // same plan with eviction and admission it goes on bit-exactly; a corrupt file or too small a
 // capacity fails on every rank and changes nothing.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
@@ -42,14 +44,23 @@ struct RunSpec {
   int32_t from = 0, mid = 0, to = 0;
   shardrec_status_t bad_code = SHARDREC_OK;  // what loading `bad` returns on every rank
   const shardrec_checkpoint_options_t* load_options = nullptr;
+  // Non-empty: right after the load (or the save), each table is exported with its optimizer
+  // state to this directory and the files' bytes kept in Result::exports.
+  std::string export_dir = "";
 };
 
 struct Result {
   std::vector<std::vector<float>> out;  // per trained step, the global output
   std::vector<float> probe;
-  int64_t evicted = 0;              // rows evicted over the whole run, every rank and table
-  std::vector<int64_t> saved_size;  // per table, its rows when it was saved
+  int64_t evicted = 0;               // rows evicted over the whole run, every rank and table
+  std::vector<int64_t> saved_size;   // per table, its rows when it was saved
+  std::vector<std::string> exports;  // RunSpec::export_dir: per table, the export's bytes
 };
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec& spec) {
   s.base.world = side.world;
@@ -78,9 +89,18 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
                    res.out[static_cast<size_t>(step - spec.from)].data());
       BackwardSlice(c, st.grads[step], side.world, r, dim, static_cast<float>(side.world));
     };
+    // Every id's row and optimizer state, gathered in id order (the same bytes at any plan).
+    auto export_tables = [&] {
+      for (const char* table : {"t0", "t1"}) {
+        const std::string path = spec.export_dir + "/" + table + ".safetensors";
+        ASSERT_EQ(shardrec_checkpoint_export_table(c, table, path.c_str(), 1), SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+      }
+    };
     if (!spec.load.empty()) {
       ASSERT_EQ(shardrec_checkpoint_load(c, spec.load.c_str(), spec.load_options), SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
+      if (!spec.export_dir.empty()) export_tables();
     }
     for (int32_t step = spec.from; step < spec.mid; ++step) train(step);
     if (!spec.bad.empty()) {
@@ -90,6 +110,7 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
     if (!spec.save.empty()) {
       ASSERT_EQ(shardrec_checkpoint_save(c, spec.save.c_str(), nullptr), SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
+      if (!spec.export_dir.empty() && spec.load.empty()) export_tables();
       for (int t = 0; t < 2; ++t) {
         shardrec_dynamic_table_stats_t stats;
         shardrec_dynamic_table_stats_init(&stats, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
@@ -106,6 +127,10 @@ Result RunSide(DynScenario s, const Side& side, const Stream& st, const RunSpec&
       evicted[static_cast<size_t>(r)] += stats.total_evicted;
     }
   });
+  if (!spec.export_dir.empty()) {
+    for (const char* table : {"t0", "t1"})
+      res.exports.push_back(ReadBytes(spec.export_dir + "/" + table + ".safetensors"));
+  }
   res.evicted = std::accumulate(evicted.begin(), evicted.end(), int64_t{0});
   res.saved_size.assign(2, 0);
   for (const auto& per_rank : sizes)
@@ -142,13 +167,24 @@ TEST(DynamicCheckpoint, ReshardsAcrossWorldsAndPlans) {
     const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
     for (size_t a = 0; a < sides.size(); ++a) {
       const std::string dir = FreshDir("reshard_" + std::to_string(a));
-      const Result orig = RunSide(s, sides[a], st, {"", "", dir, 0, kSaveAt, kSteps});
+      RunSpec save_spec{"", "", dir, 0, kSaveAt, kSteps};
+      save_spec.export_dir = FreshDir("reshard_export_" + std::to_string(a));
+      const Result orig = RunSide(s, sides[a], st, save_spec);
+      ASSERT_EQ(orig.exports.size(), 2u);
       for (size_t b = 0; b < sides.size(); ++b) {
         if (b != a && b != (a + 1) % sides.size() && b != (a + 2) % sides.size()) continue;
         const std::string what = "optimizer " + std::to_string(optimizer) + ", saved at " +
                                  Name(sides[a]) + ", loaded at " + Name(sides[b]);
-        const Result got = RunSide(s, sides[b], st, {dir, "", "", kSaveAt, kSaveAt, kSteps});
+        RunSpec load_spec{dir, "", "", kSaveAt, kSaveAt, kSteps};
+        load_spec.export_dir = FreshDir("reshard_export_loaded");
+        const Result got = RunSide(s, sides[b], st, load_spec);
         ExpectNear(got.probe, orig.probe, 0.0f, what + ", probe");
+        // Every id, row and optimizer state as saved, bit for bit, whatever the plan.
+        ASSERT_EQ(got.exports.size(), 2u);
+        for (size_t t = 0; t < 2; ++t) {
+          EXPECT_GT(orig.exports[t].size(), 100u);
+          EXPECT_TRUE(got.exports[t] == orig.exports[t]) << what << ", export of table " << t;
+        }
         const float tol = b == a ? 0.0f : 1e-5f;
         for (int32_t step = kSaveAt; step < kSteps; ++step)
           ExpectNear(got.out[static_cast<size_t>(step - kSaveAt)],
