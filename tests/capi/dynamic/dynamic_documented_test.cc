@@ -51,14 +51,17 @@ float DocumentedInit(const RefTable& t, uint64_t seed, int64_t id, int32_t colum
   return low + scaled;
 }
 
-// New rows read back (an evaluation forward of one-id SUM bags, lr 0) hold the documented values
-// bit for bit, for UNIFORM and DEFAULT init, at worlds 1 and 2 (row-wise: the row's owner draws
-// it).
+// A new row holds exactly the documented generator's values for its id, bit for bit, and so the
+// reference's (RefInitValue, the fixed tables' draw keyed by the id), with widths that fill the
+// batched draw's vectors (64 columns) and leave a tail (13), under UNIFORM and DEFAULT init, at
+// worlds 1 and 2 (row-wise: each row's owner draws it): training forwards create the rows (a zero
+// learning rate keeps them) and an evaluation forward of one-id SUM bags reads them back.
 TEST(DynamicDocumented, NewRowsHoldTheDocumentedGeneratorValues) {
   for (int32_t world : {1, 2})
     for (int32_t init : {SHARDREC_INIT_UNIFORM, SHARDREC_INIT_DEFAULT}) {
       SCOPED_TRACE("world " + std::to_string(world) + " init " + std::to_string(init));
       DynScenario s = MakeDynScenario(world, SHARDREC_SHARDING_ROW_WISE, 1, 96, 24);
+      s.base.tables[0].dim = 64;
       s.base.tables[1].dim = 13;
       for (RefTable& t : s.base.tables) t.init_kind = init;
       s.base.steps = 1;
@@ -80,10 +83,13 @@ TEST(DynamicDocumented, NewRowsHoldTheDocumentedGeneratorValues) {
           if (zero) continue;  // not in the forward's batch: no row
           ++rows_checked;
           for (int32_t c = 0; c < rt.dim; ++c) {
-            const float want = DocumentedInit(rt, s.base.seed, s.pools[t][i], c);
-            ASSERT_EQ(std::memcmp(&row[c], &want, sizeof(float)), 0)
+            const float doc = DocumentedInit(rt, s.base.seed, s.pools[t][i], c);
+            const float ref =
+                RefInitValue(rt, s.base.seed, static_cast<uint64_t>(s.pools[t][i]), c);
+            ASSERT_EQ(std::memcmp(&row[c], &doc, sizeof(float)), 0)
                 << "table " << t << " id " << s.pools[t][i] << " column " << c << ": " << row[c]
-                << " vs " << want;
+                << " vs " << doc;
+            ASSERT_EQ(std::memcmp(&ref, &doc, sizeof(float)), 0) << "the reference's draw";
           }
         }
       }

@@ -20,13 +20,6 @@ namespace {
 
 constexpr float kRtol = 1e-5f, kAtol = 1e-6f;
 
-shardrec_dynamic_table_stats_t StatsOf(shardrec_embedding_t* c, const char* table) {
-  shardrec_dynamic_table_stats_t st;
-  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
-  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, table, &st), SHARDREC_OK) << shardrec_last_error();
-  return st;
-}
-
 // The stats summed over ranks, per table.
 std::vector<RefCounts> Summed(const DynRun& run, size_t tables) {
   std::vector<RefCounts> sum(tables);
@@ -52,6 +45,31 @@ void ExpectSameCounts(const RefCounts& got, const RefCounts& want, const std::st
 // MakeDynScenario's output columns of table t: t0 (dim 8) is read by f0, t1 (dim 12) by f1 and
 // f2, so each sample's row is t0's 8 columns, then t1's 24.
 bool ColumnOfTable(int64_t col, size_t t) { return (col < 8) == (t == 0); }
+
+// Rank r trains s's steps on `c`, each forward equal to the reference's; `before(step)` runs
+// before each forward (a refused call in between must change nothing).
+template <typename Before>
+void FollowReference(shardrec_embedding_t* c, const DynScenario& s,
+                     const std::vector<std::vector<RefBatch>>& batches,
+                     const std::vector<std::vector<std::vector<float>>>& grads, const RefRun& want,
+                     int r, Before&& before) {
+  const int64_t dim = DynOutputDim(s);
+  for (int32_t step = 0; step <= s.base.steps; ++step) {
+    before(step);
+    const RefBatch& batch = batches[std::min(step, s.base.steps - 1)][r];
+    KjtHolder kjt(batch, s.base.num_features, false);
+    std::vector<float> y(static_cast<size_t>(batch.batch_size * dim));
+    ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), y.data(), y.size(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    std::string first;
+    EXPECT_EQ(CountMismatches(y, want.out[step][r], kRtol, kAtol, &first), 0u)
+        << "rank " << r << " forward " << step << ": " << first;
+    if (step == s.base.steps) break;
+    ASSERT_EQ(shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+  }
+}
 
 // Each table trains with its own optimizer (the table config's `optimizer`), the collection's
 // default being a third: every forward equals, column by column, the reference run with that
@@ -219,23 +237,7 @@ TEST(DynamicTableOptions, NonFinitePolicyOnDynamicTables) {
         EXPECT_EQ(st, SHARDREC_EINVAL) << "rank " << r;
         EXPECT_EQ(std::memcmp(&t0, &a0, sizeof(t0)), 0) << "rank " << r;
         EXPECT_EQ(std::memcmp(&t1, &a1, sizeof(t1)), 0) << "rank " << r;
-        shardrec_embedding_t* c = coll.get();
-        for (int32_t step = 0; step <= s.base.steps; ++step) {
-          const RefBatch& batch = batches[std::min(step, s.base.steps - 1)][r];
-          KjtHolder k2(batch, s.base.num_features, false);
-          std::vector<float> y(static_cast<size_t>(batch.batch_size * dim));
-          ASSERT_EQ(shardrec_embedding_forward(c, k2.view(), y.data(), y.size(), nullptr),
-                    SHARDREC_OK)
-              << shardrec_last_error();
-          std::string first;
-          EXPECT_EQ(CountMismatches(y, want.out[step][r], kRtol, kAtol, &first), 0u)
-              << "rank " << r << " forward " << step << ": " << first;
-          if (step == s.base.steps) break;
-          ASSERT_EQ(
-              shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
-              SHARDREC_OK)
-              << shardrec_last_error();
-        }
+        FollowReference(coll.get(), s, batches, grads, want, r, [](int32_t) {});
       });
     }
 }
@@ -264,31 +266,16 @@ TEST(DynamicTableOptions, RefusedBatchCountsNoAdmissionSighting) {
           CollPtr coll = CreateDynCollection(s, plan.get(), world, r);
           ASSERT_NE(coll, nullptr);
           shardrec_embedding_t* c = coll.get();
-          for (int32_t step = 0; step <= s.base.steps; ++step) {
-            if (step == 1) {
-              const RefBatch& next = batches[1][r];
-              KjtHolder kjt(next, s.base.num_features, false);
-              std::vector<float> y(static_cast<size_t>(next.batch_size * dim));
-              const size_t len = y.size() - (r == world - 1 ? 1 : 0);
-              EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), y.data(), len, nullptr),
-                        SHARDREC_EINVAL)
-                  << "rank " << r;
-            }
-            const RefBatch& batch = batches[std::min(step, s.base.steps - 1)][r];
-            KjtHolder kjt(batch, s.base.num_features, false);
-            std::vector<float> y(static_cast<size_t>(batch.batch_size * dim));
-            ASSERT_EQ(shardrec_embedding_forward(c, kjt.view(), y.data(), y.size(), nullptr),
-                      SHARDREC_OK)
-                << shardrec_last_error();
-            std::string first;
-            EXPECT_EQ(CountMismatches(y, want.out[step][r], kRtol, kAtol, &first), 0u)
-                << "rank " << r << " forward " << step << ": " << first;
-            if (step == s.base.steps) break;
-            ASSERT_EQ(shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(),
-                                                  nullptr),
-                      SHARDREC_OK)
-                << shardrec_last_error();
-          }
+          FollowReference(c, s, batches, grads, want, r, [&](int32_t step) {
+            if (step != 1) return;
+            const RefBatch& next = batches[1][r];
+            KjtHolder kjt(next, s.base.num_features, false);
+            std::vector<float> y(static_cast<size_t>(next.batch_size * dim));
+            const size_t len = y.size() - (r == world - 1 ? 1 : 0);
+            EXPECT_EQ(shardrec_embedding_forward(c, kjt.view(), y.data(), len, nullptr),
+                      SHARDREC_EINVAL)
+                << "rank " << r;
+          });
           for (const char* t : {"t0", "t1"}) stats[r].push_back(StatsOf(c, t));
         });
         DynRun got;

@@ -21,13 +21,6 @@ namespace {
 
 constexpr float kRtol = 1e-5f, kAtol = 1e-6f;
 
-shardrec_dynamic_table_stats_t StatsOf(shardrec_embedding_t* c, const char* table) {
-  shardrec_dynamic_table_stats_t st;
-  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
-  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, table, &st), SHARDREC_OK) << shardrec_last_error();
-  return st;
-}
-
 // How the last rank spoils the forward between two steps.
 enum class Spoil { kNegativeLength, kOutputLength };
 

@@ -189,47 +189,6 @@ TEST(DynamicTable, HalfStorageAndDefaultInit) {
   }
 }
 
-// A new row holds exactly the counter generator's values for its id (the fixed tables' draw,
-// RefInitValue), bit for bit, with widths that fill the batched draw's vectors (64 columns) and
-// leave a tail (13), under uniform and default init: training forwards create the rows (a zero
-// learning rate keeps them), and an evaluation forward of one-id SUM bags reads them back.
-TEST(DynamicTable, NewRowsHoldTheGeneratorsValuesExactly) {
-  for (int32_t init : {SHARDREC_INIT_UNIFORM, SHARDREC_INIT_DEFAULT}) {
-    DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_ROW_WISE, 1, 96, 24);
-    s.base.tables[0].dim = 64;
-    s.base.tables[1].dim = 13;
-    for (RefTable& t : s.base.tables) t.init_kind = init;
-    s.base.steps = 1;
-    s.base.optimizer.lr = 0.0f;  // the backward leaves every row as created
-    s.probe = true;
-    const auto batches = MakeDynBatches(s);
-    const auto grads = MakeGrads(s.base, batches, DynOutputDim(s));
-    const DynRun got = RunDynamic(s, batches, grads);
-    ASSERT_EQ(got.probe.size(), 1u);
-    const std::vector<float>& out = got.probe[0];
-    const int64_t dim = DynOutputDim(s);  // f0 (t0), f1 and f2 (t1) side by side
-    int64_t rows_checked = 0;
-    for (int32_t t = 0; t < 2; ++t) {
-      const RefTable& rt = s.base.tables[t];
-      for (size_t i = 0; i < s.pools[t].size(); ++i) {
-        const float* row =
-            out.data() + static_cast<int64_t>(i) * dim + (t == 0 ? 0 : s.base.tables[0].dim);
-        bool zero = true;
-        for (int32_t c = 0; c < rt.dim; ++c) zero = zero && row[c] == 0.0f;
-        if (zero) continue;  // not in the forward's batch: no row
-        ++rows_checked;
-        for (int32_t c = 0; c < rt.dim; ++c) {
-          const float want = RefInitValue(rt, s.base.seed, static_cast<uint64_t>(s.pools[t][i]), c);
-          ASSERT_EQ(std::memcmp(&row[c], &want, sizeof(float)), 0)
-              << "init " << init << " table " << t << " id " << s.pools[t][i] << " column " << c
-              << ": " << row[c] << " vs " << want;
-        }
-      }
-    }
-    EXPECT_GE(rows_checked, 10);
-  }
-}
-
 // Per-id weights, sequence (NONE) tables, and the pipelined input distribution, with admission
 // and LRU eviction at world 1 where the reference holds exactly.
 TEST(DynamicTable, WeightedSequenceAndPipelined) {

@@ -504,4 +504,11 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
   return run;
 }
 
+shardrec_dynamic_table_stats_t StatsOf(shardrec_embedding_t* c, const char* table) {
+  shardrec_dynamic_table_stats_t st;
+  shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION);
+  EXPECT_EQ(shardrec_embedding_dynamic_stats(c, table, &st), SHARDREC_OK) << shardrec_last_error();
+  return st;
+}
+
 }  // namespace shardrec::testing

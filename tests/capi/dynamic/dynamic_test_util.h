@@ -98,4 +98,8 @@ int64_t DynOutputDim(const DynScenario& s);
 CollPtr CreateDynCollection(const DynScenario& s, const shardrec_plan_t* plan, int32_t world,
                             int32_t rank);
 
+// This rank's stats of dynamic table `table` (struct version current); a test failure if the
+// call fails.
+shardrec_dynamic_table_stats_t StatsOf(shardrec_embedding_t* c, const char* table);
+
 }  // namespace shardrec::testing
