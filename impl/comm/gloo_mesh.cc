@@ -80,18 +80,26 @@ Status MeshContext::ConnectMesh(Store* store,
   // A pair keeps this as its own timeout, which in Gloo's asynchronous mode bounds only its
   // first connection (five times it); the watchdog ends that wait at the deadline anyway.
   pairs->setTimeout(left());
+  // getPair (the watchdog's interrupt, the destructor's close, and every collective later) reads
+  // these; set first, so that pairs made before a failure are closed side by side too.
+  device_ = device;
+  transportContext_ = pairs;
   std::vector<uint8_t> addresses;
   size_t address_bytes = 0;
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
+    // Each pair listens on a port of its own, and binding one costs the kernel more the more
+    // ports are taken: thousands of peers can use up the time alone (16000 took 30 s).
+    if (Clock::now() >= deadline) {
+      return Status::Timeout("making the connections to ", size - 1, " peers passed the deadline (",
+                             addresses.size() / std::max<size_t>(address_bytes, 1),
+                             " listening sockets made: each peer needs one)");
+    }
     const std::vector<char> bytes = pairs->createPair(r)->address().bytes();
     address_bytes = bytes.size();
     addresses.insert(addresses.end(), bytes.begin(), bytes.end());
   }
   SR_RETURN_IF_ERROR(store->Set(MeshKey(rank), addresses));
-  // getPair (the watchdog's interrupt, and every collective later) reads these.
-  device_ = device;
-  transportContext_ = pairs;
 
   std::atomic<int> connecting{-1};
   Watchdog watchdog(this, deadline, &connecting);

@@ -201,9 +201,9 @@ namespace {
 // The session was refused because a name (a rank) was claimed twice.
 Status ConflictError(const std::string& name) {
   return Status::InvalidUsage(
-      "the rendezvous on this unique id was refused: ", name,
-      " was claimed by two processes (two ranks were given the same rank number, or someone "
-      "else holds the id); every rank still meeting on it fails");
+      "the rendezvous was refused: ", name,
+      " was claimed twice (two processes or threads were given the same rank number, or another "
+      "job uses the same unique id or launch port); every rank still meeting on it fails");
 }
 
 Status ParseStatusReply(net::Reader* in, bool* ok) {
@@ -220,8 +220,8 @@ Status ParseStatusReply(net::Reader* in, bool* ok) {
   if (status == tcp_store::kTaken) {
     return Status::InvalidUsage(
         what,
-        " of this unique id is already held by another process; refused, and so is every "
-        "rank whose creation on this id has not finished (a communicator that already formed "
+        " of this rendezvous is already held by another process or thread; refused, and so is "
+        "every rank whose creation on it has not finished (a communicator that already formed "
         "on it is not affected: two jobs on one store? give each its own port or "
         "SHARDREC_RENDEZVOUS_TOKEN)");
   }

@@ -238,7 +238,11 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
  * SHARDREC_BACKEND_GLOO: every rank then uses device_index, staged through pinned host memory.
  * @param comms_out [out] Caller array of @p n handles; filled with handle i = rank i (caller
  *                  owns each). All or nothing: on failure the array is left unchanged.
- * @param n         Group size, in [1, SHARDREC_LOCAL_GROUP_MAX].
+ * @param n         Group size, in [1, SHARDREC_LOCAL_GROUP_MAX]. Over Gloo every two ranks hold a
+ *                  TCP connection, up to 2 n (n - 1) sockets in this process: a group past the
+ *                  process's open-file limit (ulimit -n) is refused with SHARDREC_EINVAL naming
+ *                  it, and creation slows as the sockets' ports fill (about 4 s for 96 ranks on
+ *                  2 cores), so groups of more than a few dozen ranks are for tests.
  * @param options   [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_ETIMEOUT; SHARDREC_ENODEVICE. Thread-safe.
  */

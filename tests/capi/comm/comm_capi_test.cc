@@ -1,6 +1,7 @@
 // Black-box tests of the communicator C API: creation three ways, split, collectives, failure
 // codes, and argument validation.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -120,6 +121,32 @@ int32_t KvGet(void* p, const char* key, int64_t timeout_ms, void* buf, size_t bu
   *len = v.size();
   if (v.size() <= buf_len) std::memcpy(buf, v.data(), v.size());
   return SHARDREC_OK;
+}
+
+// A local group whose sockets (a connection between every two ranks) exceed the open-file limit
+// is refused at once with EINVAL naming the limit; it used to fail at (or long past) its timeout
+// with ETIMEOUT blaming a missing peer. The limit is lowered for the call and put back.
+TEST(CapiComm, LocalGroupBeyondTheOpenFileLimitIsRefusedAtOnce) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 300;  // 16 ranks need up to 2 x 16 x 15 = 480 sockets
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<shardrec_comm_t*> comms(16, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const shardrec_status_t st = shardrec_comm_create_local_group(comms.data(), 16, nullptr);
+  const auto took = std::chrono::steady_clock::now() - start;
+  const std::string msg = shardrec_last_error();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(st, SHARDREC_EINVAL) << msg;
+  EXPECT_NE(msg.find("open-file limit of 300"), std::string::npos) << msg;
+  EXPECT_LT(took, std::chrono::seconds(1));
+  for (shardrec_comm_t* c : comms) EXPECT_EQ(c, nullptr);
+  // Within the limit it works.
+  ASSERT_EQ(shardrec_comm_create_local_group(comms.data(), 4, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  for (shardrec_comm_t* c : comms)
+    if (c != nullptr) shardrec_comm_destroy(c);
 }
 
 TEST(CapiComm, HostStoreCallbacks) {
