@@ -3,6 +3,7 @@
 
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +23,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string MeshKey(int rank) { return StrCat("gloo_mesh/", rank); }
+
+std::string OpenFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return "unknown";
+  return limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : StrCat(limit.rlim_cur);
+}
 
 // At the deadline, unless stopped first, marks the connection expired and fails the pair whose
 // connect may be waiting (the loop connects one pair at a time, and no other wait is the
@@ -95,7 +102,15 @@ Status MeshContext::ConnectMesh(Store* store,
                              addresses.size() / std::max<size_t>(address_bytes, 1),
                              " listening sockets made: each peer needs one)");
     }
-    const std::vector<char> bytes = pairs->createPair(r)->address().bytes();
+    std::vector<char> bytes;
+    try {
+      bytes = pairs->createPair(r)->address().bytes();
+    } catch (const std::exception& e) {
+      // Out of descriptors, most likely: said as such, not as a peer that did not come.
+      return Status::Io("cannot make the connection to rank ", r, " (each of the ", size - 1,
+                        " peers needs its own socket; this process's open-file limit is ",
+                        OpenFileLimit(), "): ", e.what());
+    }
     address_bytes = bytes.size();
     addresses.insert(addresses.end(), bytes.begin(), bytes.end());
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -180,6 +181,36 @@ TEST(CapiCommEnvReliability, ManyMissingRanksFailCreationAtTheTimeout) {
   EXPECT_EQ(comm, nullptr);
   EXPECT_GE(ms, o.timeout_ms - 100);
   EXPECT_LT(ms, o.timeout_ms + 2000);
+}
+
+// A world too large for the process's open-file limit (a socket per peer): creation fails at once
+// with EIO naming the limit. It used to report ETIMEOUT blaming a missing peer, ~10 ms per peer
+// after the timeout (10 s for 1100 ranks under the usual limit of 1024).
+TEST(CapiCommEnvReliability, AWorldPastTheOpenFileLimitFailsAtOnceNamingIt) {
+  const int port = FreePort();
+  SetRankEnv(port, 0);
+  setenv("WORLD_SIZE", "600", 1);
+  setenv("LOCAL_WORLD_SIZE", "600", 1);
+  shardrec_comm_options_t o = Options();
+  o.timeout_ms = 3000;
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 400;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  shardrec_comm_t* comm = nullptr;
+  const Clock::time_point start = Clock::now();
+  const shardrec_status_t st = shardrec_comm_create_from_env(&comm, &o);
+  const int64_t ms = MsBetween(start, Clock::now());
+  const std::string msg = shardrec_last_error();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::printf(
+      "[reliability] env, world 600 at an open-file limit of 400: create %s after %lld ms\n",
+      shardrec_status_string(st), static_cast<long long>(ms));
+  EXPECT_EQ(st, SHARDREC_EIO) << msg;
+  EXPECT_NE(msg.find("open-file limit is 400"), std::string::npos) << msg;
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_LT(ms, o.timeout_ms);
 }
 
 }  // namespace
