@@ -168,7 +168,7 @@ typedef struct shardrec_plugin_row_update {
 } shardrec_plugin_row_update_t;
 
 /* The routing of a KJT by destination rank (impl/embedding/kernels/simt/route_body.h's
- * RouteParams, field for field; impl/embedding/gpu/device_route.h describes the fields). Every
+ * RouteParams, field for field; impl/embedding/gpu/route.h describes the fields). Every
  * pointer is device memory; the plan tables, work arrays and outputs are carved by the caller. */
 typedef struct shardrec_plugin_route {
   int64_t batch_size;

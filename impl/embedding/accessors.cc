@@ -121,13 +121,13 @@ Status EmbeddingCollection::AgreeOnTable(const Status& local, const char* what, 
   const int64_t same[] = {table, state};
   const std::string differ =
       StrCat("every rank must name the same table (and optimizer state) in ", what);
-  return engine_->Agree(local, what, same, differ.c_str());
+  return agreement_.Agree(local, what, same, differ.c_str());
 }
 
 Status EmbeddingCollection::GetWeights(const std::string& table, float* out, size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
-  Status local = engine_->Settle(true);
+  Status local = engine_->Settle(SettlePoint::kWait);
   if (local.ok()) local = CheckAccess(table, nullptr, out, len, "out", &t, &s);
   SR_RETURN_IF_ERROR(AgreeOnTable(local, "its get_weights call", t, s));
   return Gather(t, -1, out);
@@ -136,7 +136,7 @@ Status EmbeddingCollection::GetWeights(const std::string& table, float* out, siz
 Status EmbeddingCollection::SetWeights(const std::string& table, const float* in, size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
-  Status local = engine_->Settle(true);
+  Status local = engine_->Settle(SettlePoint::kWait);
   if (local.ok()) local = CheckAccess(table, nullptr, in, len, "weights", &t, &s);
   SR_RETURN_IF_ERROR(AgreeOnTable(local, "its set_weights call", t, s));
   return Scatter(t, -1, in);
@@ -171,7 +171,7 @@ Status EmbeddingCollection::GetState(const std::string& table, const std::string
                                      size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
-  Status local = engine_->Settle(true);
+  Status local = engine_->Settle(SettlePoint::kWait);
   if (local.ok()) local = CheckAccess(table, &state, out, len, "out", &t, &s);
   SR_RETURN_IF_ERROR(AgreeOnTable(local, "its get_state call", t, s));
   return Gather(t, s, out);
@@ -181,7 +181,7 @@ Status EmbeddingCollection::SetState(const std::string& table, const std::string
                                      const float* in, size_t len) {
   int32_t t = -1, s = -1;
   // The device work of stream-ordered calls is done (and its outcome learnt) first.
-  Status local = engine_->Settle(true);
+  Status local = engine_->Settle(SettlePoint::kWait);
   if (local.ok()) local = CheckAccess(table, &state, in, len, "state values", &t, &s);
   SR_RETURN_IF_ERROR(AgreeOnTable(local, "its set_state call", t, s));
   return Scatter(t, s, in);
@@ -192,7 +192,7 @@ Status EmbeddingCollection::SetNumSteps(int64_t steps) {
     return Status::InvalidArgument("steps must be in [0, ", ParamStore::kMaxStep, "] (2^53), got ",
                                    steps);
   // A rejection learnt later would take a step back from the value set here.
-  SR_RETURN_IF_ERROR(engine_->Settle(true));
+  SR_RETURN_IF_ERROR(engine_->Settle(SettlePoint::kWait));
   s_.params.set_step(steps);
   return Status::Ok();
 }

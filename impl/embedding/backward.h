@@ -60,7 +60,7 @@ class SparseUpdater {
                            const std::vector<optim::OptimizerConfig>& configs, int64_t step,
                            double* comm_seconds, RowApplier* device = nullptr);
 
-  // The pieces a GPU collection's backward (gpu/device_step.h) shares with the host one: whether a
+  // The pieces a GPU collection's backward (gpu/step.h) shares with the host one: whether a
   // shard takes the fused backward, the per-shard partial row statistics (host copies), their
   // exchange between column shards (every rank takes part), and the full statistics of a shard
   // summed over its row in column order (*full is null when the shard has no partial ones).

@@ -67,10 +67,6 @@ Status RefuseDynamicOnDevice(const sharding::Plan& plan) {
   return Status::Ok();
 }
 
-// Creation's agreement: the plan hash and its complement, the lowest refusing rank + 1, the
-// options digest and its complement (then the engine's words).
-constexpr int kAgreeHead = 5;
-
 // A digest of the options every rank must share: results depend on them (the seed draws rows and
 // rounding bits; the optimizers train; the bounds and non-finite policies decide which batches
 // train) or the exchanges' sizes do (the encodings). The thread count and huge pages are this
@@ -110,7 +106,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   s.options = options;
   // Picked by the options alone, before any check: a rank that rejects its arguments still takes
   // part in the agreement through the same communicator as its peers.
-  c->engine_ = MakeEngine(&s, options.device);
+  c->engine_ = MakeEngine(&s, &c->agreement_, options.device);
   Status local = rejected;
   if (!local.ok()) {
     // The caller's verdict stands; this rank only takes part in the agreement.
@@ -161,38 +157,14 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   // host memory): every rank given one refuses here, without a collective.
   if (!options.device.is_cuda() && !comm->device().is_host()) return local;
   SR_RETURN_IF_ERROR(c->engine_->HostComm(&comm, local.ok()));
-  // One allreduce(max) agrees on the plan hash (max of h and of ~h: equal iff min == max), on
-  // whether any rank failed, so every rank returns instead of waiting on a peer, on the options
-  // every rank must share (their digest, the same way), and on the engine's capabilities.
-  const uint64_t hash = plan->Hash();
+  // One agreement on the plan, the shared options and what the engine may offer.
   const int64_t digest = local.ok() ? SharedOptionsDigest(options, s.table_optim) : 0;
-  int64_t agree[kAgreeHead + Engine::kAgreeWords] = {
-      static_cast<int64_t>(hash), static_cast<int64_t>(~hash), local.ok() ? 0 : comm->Rank() + 1,
-      digest, ~digest};
-  c->engine_->AgreementWords(agree + kAgreeHead);
-  const Status agreed = comm->AllReduce(agree, agree, kAgreeHead + Engine::kAgreeWords,
-                                        DType::kInt64, comm::ReduceOp::kMax);
-  // A rank's own rejection says more than a failed agreement (e.g. a staged NCCL agreement
-  // without the plugin, when the communicator is of another device).
-  if (!local.ok()) return local;
-  SR_RETURN_IF_ERROR(agreed);
-  if (agree[2] != 0)
-    return Status::InvalidArgument("rank ", agree[2] - 1,
-                                   " rejected the collection configuration (its error says why)");
-  if (static_cast<uint64_t>(agree[0]) != hash || ~static_cast<uint64_t>(agree[1]) != hash)
-    return Status::InvalidArgument(
-        "ranks were given different plans (plan hashes differ); "
-        "every rank must create the collection from the same plan");
-  if (agree[3] != digest || ~agree[4] != digest)
-    return Status::InvalidArgument(
-        "ranks were given different collection options (the seed, bounds policy, non-finite "
-        "check, communication encodings or optimizer settings differ); every rank must create "
-        "the collection with the same options (the thread count may differ)");
-  SR_RETURN_IF_ERROR(c->engine_->MakeInputComm(*comm, &s.input_comm));
-  if (s.input_comm == nullptr) return Status::Internal("input communicator split failed");
-  c->engine_->Adopt(agree + kAgreeHead);
+  int64_t offer[StepAgreement::kEngineWords];
+  std::copy_n(c->engine_->offer(), StepAgreement::kEngineWords, offer);
+  SR_RETURN_IF_ERROR(StepAgreement::Create(*comm, plan.get(), digest, local, offer));
   s.comm = std::move(comm);
-  SR_RETURN_IF_ERROR(c->engine_->SetDataParallelComm(options.dp_comm));
+  SR_RETURN_IF_ERROR(c->engine_->Connect(offer, options.dp_comm));
+  c->resolver_ = MakeRowResolver(&s);
   // Stochastic rounding draws its bits from the collection's seed (embedding.h).
   c->optim_.seed = options.seed;
   for (auto& o : s.table_optim) o.seed = options.seed;
@@ -207,10 +179,8 @@ Status EmbeddingCollection::RefuseCreate(const std::shared_ptr<comm::Communicato
                                          const Status& why) {
   if (comm == nullptr || !comm->device().is_host()) return why;
   // Create's agreement as a rejecting rank makes it (no engine's HostComm runs a collective
-  // over a host communicator): no plan hash, this rank's refusal, no capabilities.
-  int64_t agree[kAgreeHead + Engine::kAgreeWords] = {0, 0, comm->Rank() + 1, 0, 0};
-  (void)comm->AllReduce(agree, agree, kAgreeHead + Engine::kAgreeWords, DType::kInt64,
-                        comm::ReduceOp::kMax);
+  // over a host communicator).
+  StepAgreement::Refuse(*comm);
   return why;
 }
 
@@ -249,16 +219,16 @@ Status EmbeddingCollection::CheckGradFinite(const float* grad, size_t len) const
 }
 
 bool EmbeddingCollection::WritesDeviceOutput(const Device& device) const {
-  return engine_->WritesDeviceOutput(device);
+  return engine_->traits().writes_device_output && device == s_.options.device;
 }
 
 bool EmbeddingCollection::TakesDeviceGradient(const Device& device) const {
-  return engine_->TakesDeviceGradient(device);
+  return engine_->traits().takes_device_gradient && device == s_.options.device;
 }
 
 Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len,
                                     const Status& rejected, const DeviceOutput* device_out) {
-  PayOwedRefusal();
+  agreement_.PayOwed();
   if (pending_ != nullptr)
     return Status::InvalidUsage(
         "an input distribution is in flight; finish it with "
@@ -267,37 +237,34 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   // What stream-ordered calls left to learn is learnt first: before the input distribution when
   // it has no wait of its own, else after its counts exchange (whose wait delivers it). Such a
   // failure is an earlier call's, not this batch's: the batch a backward trains stays as it was.
-  SR_RETURN_IF_ERROR(engine_->SettleBeforeInput());
+  SR_RETURN_IF_ERROR(engine_->Settle(SettlePoint::kBeforeInput));
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
   // The output buffer is known now, so this rank's verdict on it rides on the input exchange as
   // a rejection of the batch (after the batch's own checks): a rank given a wrong out_len fails
   // its peers' forwards with it, before any state changes, and no rank is left with a batch to
   // train alone.
-  const Engine::OutputCheck check = [&](int64_t batch_size, int64_t num_values) {
+  const OutputCheck check = [&](int64_t batch_size, int64_t num_values) {
     return CheckOutput(batch_size, num_values, out, out_len, device_out);
   };
-  // So does its mode, when the engine needs the ranks to agree on it.
-  const ForwardMode mode = !engine_->AgreesForwardInInputExchange() ? ForwardMode::kNone
-                           : s_.training                            ? ForwardMode::kTraining
-                                                                    : ForwardMode::kEvaluating;
+  // So does its mode, when the ranks must agree on it (StepAgreement::Terms).
+  const InputTerms terms = agreement_.Terms(check);
   Status s;
   {
     ScopedTimer phase(&s_.timings.input_dist_seconds);
-    s = engine_->DistributeInput(batch, rejected, rb.get(),
-                                 engine_->ChecksOutputInInputExchange() ? check : nullptr, mode);
+    s = engine_->DistributeInput(batch, rejected, rb.get(), terms);
   }
   if (!s.ok()) {
     spare_ = std::move(rb);
-    JoinRefusal(s);
+    agreement_.Join(s);
     return Forwarded(s);
   }
-  s = engine_->SettleAfterInput();
+  s = engine_->Settle(SettlePoint::kAfterInput);
   if (!s.ok()) {
     spare_ = std::move(rb);
     return s;
   }
   const Status local = CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out);
-  return Forwarded(Distribute(std::move(rb), out, local, device_out));
+  return Forwarded(Distribute(std::move(rb), out, local, device_out, terms.check != nullptr));
 }
 
 Status EmbeddingCollection::Forwarded(const Status& s) {
@@ -309,27 +276,8 @@ Status EmbeddingCollection::Forwarded(const Status& s) {
   return s;
 }
 
-bool EmbeddingCollection::SharesRefusal(const Status& s) const {
-  return engine_->AgreesForwardBeyondInput() && !comm::IsExchangeFailure(s);
-}
-
-void EmbeddingCollection::JoinRefusal(const Status& s) {
-  if (SharesRefusal(s)) engine_->JoinForwardAgreement(s);
-}
-
-void EmbeddingCollection::OweRefusal(const Status& s) {
-  if (SharesRefusal(s)) owed_refusal_ = s;
-}
-
-void EmbeddingCollection::PayOwedRefusal() {
-  if (owed_refusal_.ok()) return;
-  const Status owed = std::move(owed_refusal_);
-  owed_refusal_ = Status::Ok();
-  engine_->JoinForwardAgreement(owed);
-}
-
 Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rejected) {
-  PayOwedRefusal();
+  agreement_.PayOwed();
   if (pending_ != nullptr)
     return Status::InvalidUsage(
         "an input distribution is already in flight; call "
@@ -337,23 +285,24 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
   ScopedTimer total(&s_.timings.total_seconds);
   ScopedTimer phase(&s_.timings.input_dist_seconds);
   // As in Forward: what stream-ordered calls left to learn, first.
-  SR_RETURN_IF_ERROR(engine_->SettleBeforeInput());
+  SR_RETURN_IF_ERROR(engine_->Settle(SettlePoint::kBeforeInput));
   // The exchange runs on the worker, whose error input_dist_wait would report: an aborted or
   // failed communicator fails this call instead, as it fails every call made after it.
-  if (!engine_->ExchangesInputInline()) SR_RETURN_IF_ERROR(comm::UsableNow(*s_.input_comm));
+  if (!engine_->traits().exchanges_input_inline)
+    SR_RETURN_IF_ERROR(comm::UsableNow(*s_.input_comm));
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  if (engine_->ExchangesInputInline()) {
+  if (engine_->traits().exchanges_input_inline) {
     // NCCL runs operations of different communicators safely only in separate epochs, issued in
     // the same order on every rank; a worker thread exchanging while this thread's backward or
     // mesh sync uses the step's communicator gives neither. So over NCCL the exchange completes
     // here, at the point of the call sequence every rank shares, and input_dist_wait returns at
     // once (what overlaps with the caller's work is only what runs before this call). A
     // rejecting rank takes part in the exchange so its peers fail too.
-    Status s = engine_->DistributeInput(batch, rejected, rb.get());
-    if (s.ok()) s = engine_->SettleAfterInput();
+    Status s = engine_->DistributeInput(batch, rejected, rb.get(), InputTerms{});
+    if (s.ok()) s = engine_->Settle(SettlePoint::kAfterInput);
     if (!s.ok()) {
       spare_ = std::move(rb);
-      OweRefusal(s);
+      agreement_.Owe(s);
       return s;
     }
     pending_ = std::move(rb);
@@ -364,7 +313,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     // The rejecting rank takes part in the count exchange so its peers' waits fail too.
     Status s = engine_->ExchangeAndUnpack(local, rb.get());
     spare_ = std::move(rb);
-    OweRefusal(s);
+    agreement_.Owe(s);
     return s;
   }
   pending_ = std::move(rb);
@@ -381,7 +330,7 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
 }
 
 Status EmbeddingCollection::WaitInputDist() {
-  PayOwedRefusal();
+  agreement_.PayOwed();
   if (pending_ == nullptr) return Status::InvalidUsage("no input distribution was started");
   if (pending_work_ == nullptr) return Status::Ok();
   ScopedTimer total(&s_.timings.total_seconds);
@@ -394,7 +343,7 @@ Status EmbeddingCollection::WaitInputDist() {
   s_.timings.input_dist_seconds += pending_->worker_seconds;
   if (!s.ok()) {
     spare_ = std::move(pending_);
-    OweRefusal(s);
+    agreement_.Owe(s);
     return s;
   }
   return Status::Ok();
@@ -402,7 +351,7 @@ Status EmbeddingCollection::WaitInputDist() {
 
 Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const Status& rejected,
                                                const DeviceOutput* device_out) {
-  PayOwedRefusal();
+  agreement_.PayOwed();
   if (pending_ == nullptr || pending_work_ != nullptr)
     return Status::InvalidUsage(pending_ == nullptr
                                     ? "no input distribution was started"
@@ -412,38 +361,22 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
   const Status local = rejected.ok()
                            ? CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out)
                            : rejected;
-  // The output buffer comes after the input exchange here, so a rank refusing it cannot fail
-  // its peers' forwards there (as Forward does): the ranks agree on their buffers now, before
-  // any row moves (Engine::AgreesOnOutputsFirst says where not). A rank failing alone would leave
-  // its peers a batch to train and, in a loop that skips the backward after a failed forward, a
-  // backward waiting for it.
-  if (s_.layout.world > 1 && engine_->AgreesOnOutputsFirst(*rb)) {
-    const Status agreed = AgreeOutputs(local);
-    if (!agreed.ok()) {
-      spare_ = std::move(rb);
-      return Forwarded(agreed);
-    }
-  }
-  return Forwarded(Distribute(std::move(rb), out, local, device_out));
-}
-
-Status EmbeddingCollection::AgreeOutputs(const Status& local) {
-  int64_t refusing = -1;
-  {
-    // Where the wait for the slowest rank showed before: the output exchange.
-    ScopedTimer phase(&s_.timings.output_dist_seconds);
-    ScopedTimer t(&s_.timings.comm_seconds);
-    SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.comm, !local.ok(), &refusing));
-  }
-  if (!local.ok()) return local;
-  if (refusing >= 0) return OutputRefused(refusing);
-  return Status::Ok();
+  // The output buffer comes after the input exchange here, so the ranks agree on it before any
+  // row moves (Distribute's StepAgreement::BeforeRows).
+  return Forwarded(Distribute(std::move(rb), out, local, device_out, /*output_checked=*/false));
 }
 
 Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out,
-                                       const Status& local, const DeviceOutput* device_out) {
-  // The output exchange is collective: a rank with a bad output buffer still takes part.
-  const Status s = engine_->LookupAndCombine(*rb, out, local, device_out);
+                                       const Status& local, const DeviceOutput* device_out,
+                                       bool output_checked) {
+  // The stages after the input exchange: agree, resolve rows, look up and combine. The output
+  // exchange is collective: a rank with a bad output buffer still takes part where the agreement
+  // let the forward go on.
+  std::vector<int64_t> dp_words;
+  Status s = agreement_.BeforeRows(local, *rb, output_checked,
+                                   engine_->traits().agrees_outputs_first, &dp_words);
+  if (s.ok()) s = resolver_->Resolve(*rb, dp_words);
+  if (s.ok()) s = engine_->LookupAndCombine(*rb, out, local, device_out);
   return Finish(std::move(rb), s, local);
 }
 
@@ -490,7 +423,7 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
                                      const DeviceGradient* device_grad) {
   ScopedTimer total(&s_.timings.total_seconds);
   ScopedTimer phase(&s_.timings.backward_seconds);
-  SR_RETURN_IF_ERROR(engine_->SettleBeforeBackward());
+  SR_RETURN_IF_ERROR(engine_->Settle(SettlePoint::kBeforeBackward));
   Status local = rejected;
   if (!local.ok()) {
     // The caller's verdict stands.
@@ -528,7 +461,7 @@ Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const S
 
 Status EmbeddingCollection::Synchronize() {
   ScopedTimer total(&s_.timings.total_seconds);
-  return engine_->Settle(true);
+  return engine_->Settle(SettlePoint::kWait);
 }
 
 Status EmbeddingCollection::SetTraining(bool training) {

@@ -21,6 +21,8 @@
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_views.h"
+#include "impl/embedding/row_resolver.h"
+#include "impl/embedding/step_agreement.h"
 #include "impl/embedding/step_state.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/types.h"
@@ -54,9 +56,9 @@ class EmbeddingCollection {
   EmbeddingCollection(const EmbeddingCollection&) = delete;
   EmbeddingCollection& operator=(const EmbeddingCollection&) = delete;
 
-  // Start + wait + ForwardDistributed in one call (where the engine agrees on the forward in the
-  // input exchange, Engine::AgreesForwardInInputExchange, the output buffer is checked before
-  // that exchange, so a refused one fails every rank there). `rejected` as in Create: this rank's
+  // Start + wait + ForwardDistributed in one call (where the forward's agreement rides on the
+  // input exchange, StepAgreement::Terms, the output buffer is checked before that exchange, so a
+  // refused one fails every rank there). `rejected` as in Create: this rank's
   // input was refused before it became a Batch (the batch is then ignored). `device_out` non-null:
   // `out` is device memory of the collection's device (only where WritesDeviceOutput says so); the
   // output is written there device to device, stream-ordered: behind device_out->stream's earlier
@@ -75,10 +77,9 @@ class EmbeddingCollection {
   Status WaitInputDist();
   // Lookup and output distribution of the batch whose input distribution has completed. A rank
   // whose output buffer is unusable (`rejected`, or a wrong out_len) fails every rank's call
-  // before any state changes (AgreeOutputs, or the engine's own agreement), and the batch is
-  // dropped on every rank; in a GPU collection over NCCL (Engine::AgreesOnOutputsFirst) that
-  // rank still takes part in the exchange and fails alone, and the next backward fails on every
-  // rank.
+  // before any state changes (StepAgreement::BeforeRows), and the batch is dropped on every
+  // rank; in a GPU collection over NCCL (EngineTraits::agrees_outputs_first) that rank still
+  // takes part in the exchange and fails alone, and the next backward fails on every rank.
   Status ForwardDistributed(float* out, size_t out_len, const Status& rejected = Status::Ok(),
                             const DeviceOutput* device_out = nullptr);
   // Gradient of the last forward's output; applies the fused optimizer. A rejection on any rank
@@ -168,43 +169,27 @@ class EmbeddingCollection {
   Status CheckGradFinite(const float* grad, size_t len) const;
   // This rank's verdict on a forward's output buffer: whether `out` / `out_len` (or
   // `device_out`) fit the output of its own batch of `batch_size` samples and `num_values` ids.
-  // One all-reduce of which rank refused its output buffer (`local`): this rank's error, or
-  // which rank refused, or OK on every rank.
-  Status AgreeOutputs(const Status& local);
   Status CheckOutput(int64_t batch_size, int64_t num_values, const float* out, size_t out_len,
                      const DeviceOutput* device_out) const;
-  // The lookup and output distribution of a batch whose input distribution is complete;
-  // `local` is this rank's verdict on its output buffer (the caller's CheckOutput, or its
-  // rejection).
+  // The stages of a batch whose input distribution is complete: the agreement before its rows,
+  // the row resolution, the lookup and output distribution. `local` is this rank's verdict on
+  // its output buffer (the caller's CheckOutput, or its rejection); `output_checked`: that
+  // verdict rode on the input exchange.
   Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, const Status& local,
-                    const DeviceOutput* device_out);
+                    const DeviceOutput* device_out, bool output_checked);
   // A forward's end: when its exchanges went through (`s`), `rb` becomes the batch backward will
   // use (also when this rank refused its output, `local`: its backward then rejects the step on
   // every rank), else the spare.
   Status Finish(std::unique_ptr<RoutedBatch> rb, const Status& s, const Status& local);
   Status FindTable(const std::string& table, int32_t* index) const;
   Status FindState(int32_t table, const std::string& state, int32_t* index) const;
-  // An accessor's agreement: `local` as Engine::Agree, and every rank naming the same table and
-  // state (indices; -1 for none).
+  // An accessor's agreement: `local` as StepAgreement::Agree, and every rank naming the same table
+  // and state (indices; -1 for none).
   Status AgreeOnTable(const Status& local, const char* what, int32_t table, int32_t state);
   // Local checks shared by the weight and state accessors (before the collective agreement);
   // `state` null means the weights (*s = -1).
   // Notes whether the batch of a Forward / ForwardDistributed failed, for the next backward.
   Status Forwarded(const Status& s);
-  // A forward whose input distribution failed on this rank (`s`), where the engine agrees on the
-  // forward beyond the input exchange's ranks (Engine::AgreesForwardBeyondInput). JoinRefusal
-  // takes part in that agreement at once (Forward, where the other ranks reach it in the same
-  // call); OweRefusal keeps it for later (owed_refusal_), as the pipelined calls that learn of it
-  // (input_dist_start, _wait) come before the point of the call sequence where the other ranks
-  // reach it, forward_distributed. Neither shares a communication failure (the peers may be
-  // gone); both do nothing for other engines.
-  void JoinRefusal(const Status& s);
-  void OweRefusal(const Status& s);
-  bool SharesRefusal(const Status& s) const;
-  // Pays an owed refusal: first thing in the next forward call of any kind (Forward,
-  // StartInputDist, WaitInputDist, ForwardDistributed), the first this rank makes after the
-  // failed one, which is where it stands in the call sequence of the ranks that wait for it.
-  void PayOwedRefusal();
   Status CheckAccess(const std::string& table, const std::string* state, const float* data,
                      size_t len, const char* what, int32_t* t, int32_t* s) const;
   Status Gather(int32_t table, int32_t state, float* out);
@@ -212,7 +197,11 @@ class EmbeddingCollection {
 
   StepState s_;
   optim::OptimizerConfig optim_;  // the default optimizer
-  // The per-step work (engine.h), host or device: destroyed before the state it works on.
+  // Every cross-rank verdict of a step (step_agreement.h).
+  StepAgreement agreement_{&s_};
+  // The stages (engine.h, row_resolver.h), host or device, fixed or dynamic rows: destroyed
+  // before the state they work on.
+  std::unique_ptr<RowResolver> resolver_;
   std::unique_ptr<Engine> engine_;
   // One batch may be in input distribution (pending_) while the last forwarded one (s_.current)
   // waits for its backward.
@@ -221,9 +210,6 @@ class EmbeddingCollection {
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
   bool last_forward_failed_ = false;          // the last Forward / ForwardDistributed failed
   bool current_evaluated_ = false;            // s_.current came from an evaluation forward (Finish)
-  // A pipelined refusal not yet shared with the ranks beyond the input exchange (OweRefusal),
-  // or OK.
-  Status owed_refusal_;
 };
 
 }  // namespace shardrec::embedding

@@ -1,12 +1,10 @@
 // The parts of a step both engines share (engine.h): the routing's verdict, the host-buffer id
-// exchange, the agreement of a call, the return buffers' sizes and the data-parallel tables' end
-// of a backward.
+// exchange, the return buffers' sizes and the data-parallel tables' end of a backward.
 #include "impl/embedding/engine.h"
 
 #include <new>
 #include <string>
 
-#include "impl/comm/agree.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
 
@@ -26,52 +24,23 @@ Status Engine::Route(const Batch& batch, const Status& rejected, RoutedBatch* rb
 }
 
 Status Engine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
-                               const OutputCheck& check, ForwardMode mode) {
+                               const InputTerms& terms) {
   Status local = Route(batch, rejected, rb);
-  if (local.ok() && check) local = check(rb->batch_size, rb->num_values);
-  return ExchangeAndUnpack(local, rb, mode);
+  if (local.ok() && terms.check) local = terms.check(rb->batch_size, rb->num_values);
+  return ExchangeAndUnpack(local, rb, terms);
 }
 
-Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb, ForwardMode mode) {
+Status Engine::ExchangeAndUnpack(const Status& local, RoutedBatch* rb, const InputTerms& terms) {
   Status s;
   rb->device_input = false;
   {
     ScopedTimer t(&s_.timings.comm_seconds);
-    const int64_t words =
-        local.ok() && mode == ForwardMode::kTraining ? ForwardWords(*rb) : int64_t{0};
-    s = ExchangeInput(s_.layout, *s_.input_comm, local, rb, mode, words);
+    const int64_t words = local.ok() && terms.mode == ForwardMode::kTraining && terms.words
+                              ? terms.words(*rb)
+                              : int64_t{0};
+    s = ExchangeInput(s_.layout, *s_.input_comm, local, rb, terms.mode, words);
   }
   return s.ok() ? UnpackInput(s_.layout, rb) : s;
-}
-
-Status Engine::Agree(const Status& local, const char* what, std::span<const int64_t> same,
-                     const char* differ) {
-  int64_t refusing = -1;
-  uint64_t differs = 0;
-  SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.comm, !local.ok(), same, &refusing, &differs));
-  if (!local.ok()) return local;
-  if (refusing >= 0)
-    return Status::InvalidArgument("rank ", refusing, " rejected ", what,
-                                   " (its error says why); no rank changed any state");
-  if (differs != 0)
-    return Status::InvalidArgument("the ranks' arguments differ: ", differ,
-                                   "; no rank changed any state");
-  return Status::Ok();
-}
-
-Status Engine::AgreeBackward(const Status& local) {
-  const Status agreed = Agree(local, "its backward call");
-  if (s_.layout.dp_tables.empty() || s_.dp_comm == nullptr || s_.dp_comm.get() == s_.comm.get())
-    return agreed;
-  if (comm::IsExchangeFailure(agreed)) return agreed;
-  int64_t refusing = -1;
-  SR_RETURN_IF_ERROR(comm::FindRefusingRank(*s_.dp_comm, !agreed.ok(), &refusing));
-  if (!agreed.ok()) return agreed;
-  if (refusing >= 0)
-    return Status::InvalidArgument("rank ", refusing,
-                                   " of the data-parallel group rejected its backward call (its "
-                                   "error says why); no rank changed any state");
-  return Status::Ok();
 }
 
 size_t Engine::SizeReturn(const RoutedBatch& rb) {

@@ -5,31 +5,25 @@
 
 #include <algorithm>
 
-#include "impl/embedding/dynamic/dp_agree.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
 
-Status HostEngine::Init(const comm::Communicator& /*comm*/) { return Status::Ok(); }
+Status HostEngine::Init(const comm::Communicator& /*comm*/) {
+  return Status::Ok();  // no device capability to offer (offer_ stays 1)
+}
 
 Status HostEngine::HostComm(std::shared_ptr<comm::Communicator>* /*comm*/, bool /*local_ok*/) {
   return Status::Ok();
 }
 
-void HostEngine::AgreementWords(int64_t* words) const {
-  for (int i = 0; i < kAgreeWords; ++i) words[i] = 1;  // no device capability
-}
-
-Status HostEngine::MakeInputComm(comm::Communicator& comm,
-                                 std::unique_ptr<comm::Communicator>* out) {
-  return comm.Split(0, comm.Rank(), out);
-}
-
-void HostEngine::Adopt(const int64_t* /*agreed*/) {}
-
-Status HostEngine::SetDataParallelComm(const std::shared_ptr<comm::Communicator>& given) {
+Status HostEngine::Connect(const int64_t* /*agreed*/,
+                           const std::shared_ptr<comm::Communicator>& given) {
+  SR_RETURN_IF_ERROR(s_.comm->Split(0, s_.comm->Rank(), &s_.input_comm));
+  if (s_.input_comm == nullptr) return Status::Internal("input communicator split failed");
   s_.dp_comm = given ? given : s_.comm;
+  traits_ = EngineTraits{};
   return Status::Ok();
 }
 
@@ -44,49 +38,6 @@ bool HostEngine::WireInKernels(comm::Encoding e) const {
 
 Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& local,
                                     const DeviceOutput* /*device_out*/) {
-  // A training forward's dynamic tables insert here: after the input exchange, which every rank
-  // passed only if no rank rejected the batch. A rank can still refuse its output buffer, which
-  // it learns only now (the pipelined forward gets it last), so the ranks agree on that first: a
-  // forward refused anywhere inserts nothing. The same agreement carries the training mode, so
-  // ranks in different modes (one inserting, one not) fail alike without a collective of their
-  // own. An evaluation forward only reads. Whether the agreement runs is the plan's business
-  // (a dynamic table anywhere), not this rank's shards: a rank that holds no dynamic shard (a
-  // table-wise plan with more ranks than tables) still takes part.
-  // A data-parallel dynamic table's copies then agree on the inserts (dynamic/dp_agree.h): each
-  // rank's count of ids rides on that all-reduce when the data-parallel group is the collection's
-  // (on a mesh, whose data-parallel group is the world, the outcome, mode and counts are agreed
-  // over that group as well), and one all-gather brings the ids. It runs before any sharded table
-  // inserts, so a failed gather changes no table. A plain forward agreed in its input exchange
-  // already (AgreesForwardInInputExchange): that exchange went through only if every rank
-  // accepted its output buffer and all announced one mode, and it brought the gather sizes
-  // (ForwardWords).
-  if (s_.layout.has_dynamic) {
-    std::vector<int64_t> dp_words;
-    const bool dp_dynamic = dynamic::HasDataParallelDynamic(s_.layout);
-    const Status agreed = rb.forward_agreed ? local : AgreeForward(local, rb, &dp_words);
-    // (A forward agrees in its input exchange only where the data-parallel group is this one.)
-    if (rb.forward_agreed && s_.training && dp_dynamic) dp_words = rb.forward_words;
-    if (dp_dynamic && s_.dp_comm.get() != s_.comm.get()) {
-      ScopedTimer t(&s_.timings.comm_seconds);
-      const int64_t words = agreed.ok() && s_.training
-                                ? dynamic::DataParallelGatherWords(s_.layout, rb, s_.dynamic)
-                                : 0;
-      SR_RETURN_IF_ERROR(
-          dynamic::AgreeDataParallelGroup(*s_.dp_comm, agreed, s_.training, words, &dp_words));
-    }
-    SR_RETURN_IF_ERROR(agreed);
-    if (s_.training) {
-      if (dp_dynamic) {
-        ScopedTimer t(&s_.timings.comm_seconds);
-        SR_RETURN_IF_ERROR(dynamic::AgreeDataParallelInserts(
-            *s_.dp_comm, dp_words, s_.layout, rb, s_.dynamic, s_.params, s_.options.seed));
-      }
-      s_.dynamic.Translate(s_.exec, rb, s_.params, s_.options.seed);
-    } else {
-      s_.dynamic.Lookup(s_.exec, rb, s_.params);
-      dynamic::LookupDataParallel(s_.layout, rb, s_.dynamic, s_.params);
-    }
-  }
   Status s = LookupAndReturn(rb);
   if (s.ok() && local.ok()) {
     ScopedTimer phase(&s_.timings.output_dist_seconds);
@@ -99,59 +50,6 @@ Status HostEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& l
                       &s_.jobs, out, nullptr, wire);
   }
   return s;
-}
-
-bool HostEngine::AgreesForwardInInputExchange() const {
-  return s_.layout.has_dynamic &&
-         (s_.dp_comm.get() == s_.comm.get() || !dynamic::HasDataParallelDynamic(s_.layout));
-}
-
-bool HostEngine::AgreesForwardBeyondInput() const {
-  return dynamic::HasDataParallelDynamic(s_.layout) && s_.dp_comm.get() != s_.comm.get();
-}
-
-void HostEngine::JoinForwardAgreement(const Status& refused) {
-  // LookupAndCombine's AgreeDataParallelGroup as a refusing rank makes it: no gather words.
-  ScopedTimer t(&s_.timings.comm_seconds);
-  std::vector<int64_t> words;
-  (void)dynamic::AgreeDataParallelGroup(*s_.dp_comm, refused, s_.training, /*words=*/0, &words);
-}
-
-bool HostEngine::ChecksOutputInInputExchange() const {
-  // With dynamic tables that agree after the exchange (AgreeForward, over a mesh's data-parallel
-  // group), a rank refusing its output buffer must reach that agreement: it refuses there.
-  return !s_.layout.has_dynamic || AgreesForwardInInputExchange();
-}
-
-int64_t HostEngine::ForwardWords(const RoutedBatch& rb) {
-  // AgreeForward's carried words (AgreesForwardInInputExchange: the data-parallel group is this
-  // communicator); 0 without a data-parallel dynamic table.
-  return dynamic::DataParallelGatherWords(s_.layout, rb, s_.dynamic);
-}
-
-Status HostEngine::AgreeForward(const Status& local, const RoutedBatch& rb,
-                                std::vector<int64_t>* dp_words) {
-  // Under kMax: which rank refused (rank + 1, or 0), whether any rank trains, whether any rank
-  // evaluates; then, for a training forward with a data-parallel dynamic table whose group is
-  // this communicator, each rank's gather size at its own index (the others 0).
-  const int n = s_.comm->Size();
-  // The length depends on the plan alone, so ranks in different modes still reduce alike.
-  const bool carry =
-      dynamic::HasDataParallelDynamic(s_.layout) && s_.dp_comm.get() == s_.comm.get();
-  std::vector<int64_t> w(carry ? 3 + static_cast<size_t>(n) : 3, 0);
-  w[0] = local.ok() ? 0 : s_.comm->Rank() + 1;
-  w[1] = s_.training ? 1 : 0;
-  w[2] = s_.training ? 0 : 1;
-  if (carry && local.ok() && s_.training)
-    w[3 + static_cast<size_t>(s_.comm->Rank())] =
-        dynamic::DataParallelGatherWords(s_.layout, rb, s_.dynamic);
-  SR_RETURN_IF_ERROR(
-      s_.comm->AllReduce(w.data(), w.data(), w.size(), DType::kInt64, comm::ReduceOp::kMax));
-  if (!local.ok()) return local;
-  if (w[0] != 0) return OutputRefused(w[0] - 1);
-  if (w[1] != 0 && w[2] != 0) return ModesDiffer();
-  if (carry && s_.training) dp_words->assign(w.begin() + 3, w.end());
-  return Status::Ok();
 }
 
 Status HostEngine::LookupAndReturn(RoutedBatch& rb) {
@@ -220,7 +118,7 @@ Status HostEngine::Backward(const float* grad, size_t /*grad_len*/, const Status
                             const DeviceGradient* /*device_grad*/) {
   {
     ScopedTimer t(&s_.timings.comm_seconds);
-    SR_RETURN_IF_ERROR(AgreeBackward(local));
+    SR_RETURN_IF_ERROR(agreement_.Backward(local));
   }
   const RoutedBatch& rb = *s_.current;
   s_.current_consumed = true;

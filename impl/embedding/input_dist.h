@@ -26,7 +26,7 @@ struct ShardRuns {
   int64_t num_ids = 0;
 };
 
-// Where a run of a batch whose ids travelled between device buffers (device_input.h) finds its
+// Where a run of a batch whose ids travelled between device buffers (input.h) finds its
 // ids (and how many it has): byte offsets of its rows and weights (-1: unweighted) in the batch's
 // device block of received messages, or of its send block when the ids are this rank's own; the
 // index of its CSR offsets in the block's offsets (-1: sequence runs have none).
@@ -87,7 +87,7 @@ struct RoutedBatch {
   std::vector<size_t> ret_a2a_from;  // ret_floats_from without this rank's own block
   double worker_seconds = 0;         // time the communication worker spent on this batch
 
-  // The device input distribution (device_input.h): the ids travel between device buffers, so
+  // The device input distribution (input.h): the ids travel between device buffers, so
   // `recv` stays empty and the runs' pointers are null on the host; run_at (parallel to each
   // shard's runs) says where the device finds them, in the block of batch slot `device_slot`.
   bool device_input = false;
@@ -154,7 +154,7 @@ Status RouteBatch(const ExecContext& ctx, const Layout& layout, const RouteOptio
                   const Batch& batch, RoutedBatch* rb);
 
 // The checks of RouteBatch that read no buffer (sizes, null pointers, dtypes), first in its
-// order; the device route (device_route.h) runs them on the host before its kernels.
+// order; the device route (route.h) runs them on the host before its kernels.
 Status CheckBatchFields(const sharding::Plan& plan, const Batch& batch);
 
 // RouteBatch's rejections, shared with the device route so that both say the same words: bag k
@@ -181,7 +181,7 @@ Status ExchangeInput(const Layout& layout, comm::Communicator& comm, const Statu
 // in rank order, except this rank's own, which come last (RoutedBatch::ret_self_offset).
 Status UnpackInput(const Layout& layout, RoutedBatch* rb);
 
-// The end of both owner-side descriptions (UnpackInput, and device_input.h's for ids that
+// The end of both owner-side descriptions (UnpackInput, and input.h's for ids that
 // travelled between device buffers), given the return message's size float_base with its blocks
 // in source order: moves this rank's own block to the end (runs of later sources move down by its
 // size, its runs behind everything else) and sets the return all-to-all's counts without it.

@@ -65,7 +65,7 @@ Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& p
 
 // The MEAN pairs' columns of a pooled output divided by their bags' divisors (rb.mean_div; an
 // empty bag gives 0), in parallel over samples; the last step of CombineOutput, and of a forward
-// combined on the device (gpu/device_step.h LookupCombine). Nothing for sequence collections.
+// combined on the device (gpu/step.h LookupCombine). Nothing for sequence collections.
 void DivideMeans(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb, float* out);
 
 // Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by

@@ -27,7 +27,7 @@ namespace shardrec::embedding {
 
 // Capacity hints of a collection: samples and ids (over all features) one rank passes to one
 // forward; 0 = unknown (buffers grow on demand). A GPU collection sizes its per-step buffers from
-// them at creation (device_sizing.h); a host collection ignores them.
+// them at creation (sizing.h); a host collection ignores them.
 struct StepCapacity {
   int64_t max_batch_size = 0;
   int64_t max_ids_per_batch = 0;

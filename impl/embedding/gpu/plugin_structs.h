@@ -1,5 +1,5 @@
 // The embedding kernels' argument types as the plain-C structs of the CUDA plugin's table
-// (impl/core/plugin_abi.h) and back. libshardrec.so marshals with ToAbi (device_dispatch.cc), the
+// (impl/core/plugin_abi.h) and back. libshardrec.so marshals with ToAbi (dispatch.cc), the
 // plugin unmarshals with FromAbi (impl/cuda_plugin/embedding_entries.cc); keeping both directions
 // in one header keeps them each other's inverse. CUDA-free and header-only, so the plugin and the
 // test double share it without linking anything of libshardrec's.

@@ -1,7 +1,7 @@
 // One shard's backward runs as a device kernel takes them: the run descriptors live on the host,
 // the arrays they point to in device memory, and the counts a device cannot read without a
 // synchronisation (ids per run, rows of the shard) come from the host. Shared by the CUDA twins
-// (cuda/kernels_cuda.h) and the CUDA-free dispatch through the plugin (device_dispatch.h).
+// (cuda/kernels_cuda.h) and the CUDA-free dispatch through the plugin (dispatch.h).
 #pragma once
 
 #include <cstdint>

@@ -57,7 +57,7 @@ struct LookupJob {
 
 // One MEAN pair's columns [col, col + cols) of a pooled output and its per-row divisors (0: an
 // empty bag, whose columns become 0): the device MEAN divide's job (DivideMeans of
-// device_dispatch.h; the host divides in output_dist.h's DivideMeans).
+// dispatch.h; the host divides in output_dist.h's DivideMeans).
 struct MeanJob {
   int64_t col = 0;
   int32_t cols = 0;

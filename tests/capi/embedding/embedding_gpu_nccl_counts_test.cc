@@ -1,6 +1,6 @@
 // The host synchronisations, copies and allocations of a GPU collection's steps over an NCCL
 // communicator, counted by the fake embedding plugin's runtime counters (fake_nccl.h's NCCL
-// double, ranks as threads of this process), through the public C API: what device_step.h and
+// double, ranks as threads of this process), through the public C API: what step.h and
 // docs/gpu.md state per phase, and no allocation within the capacity hints. Split from
 // embedding_gpu_nccl_test.cc, which holds the bit-exactness cases against Gloo.
 #include <gtest/gtest.h>
@@ -35,7 +35,7 @@ constexpr int32_t kRowAdagrad = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
 constexpr int32_t kAdam = SHARDREC_OPTIMIZER_ADAM;
 
 // The host synchronisations and copies of a forward and a backward over NCCL at world 2 (pooled,
-// no data-parallel table, no row statistics: the counts device_step.h states), counted by the
+// no data-parallel table, no row statistics: the counts step.h states), counted by the
 // fake's runtime counters with both ranks' calls between barriers; a repeated batch, so no
 // buffer grows. Forward: the counts exchange (which carries the verdicts and every unit's id
 // and bag counts, so nothing else needs the host before the device work) and the lookup phase

@@ -1,4 +1,4 @@
-// How a GPU collection moves data (device_step.h): every host <-> device copy of a phase goes
+// How a GPU collection moves data (step.h): every host <-> device copy of a phase goes
 // through pinned staging and the phase waits once. Counted through the fake embedding plugin's
 // runtime counters (shardrec_fake_runtime_calls): host synchronisations, copies by direction and
 // allocations. The fake runs copies only when the stream gets there (SHARDREC_FAKE_DEFER_COPIES,
@@ -24,7 +24,7 @@ struct SyncCase {
   std::vector<int32_t> sharding;
   int32_t pooling;
   int32_t optimizer;
-  // Per forward and per backward, as device_step.h documents them for this plan.
+  // Per forward and per backward, as step.h documents them for this plan.
   Counts forward;   // {syncs, copies up, copies down, 0, 0}
   Counts backward;  // the same; -1 where the plan decides (checked against the syncs instead)
 };

@@ -13,7 +13,7 @@
 
 #include "impl/comm/nccl/nccl_backend.h"
 #include "impl/core/config.h"
-#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/dispatch.h"
 #include "tests/impl/cuda_plugin/memory_store.h"
 #include "tests/support/fresh_process.h"
 

@@ -1,4 +1,4 @@
-// The device input distribution's host part (device_input.h) and its unpack steps
+// The device input distribution's host part (input.h) and its unpack steps
 // (kernels/simt/unpack_body.h on the host executor) against the host input distribution: over
 // random plans of every sharding type, every rank of a world routes a batch, the host exchange is
 // simulated byte for byte (ExchangeInput's counts and messages, then UnpackInput), and so is the
@@ -6,8 +6,6 @@
 // would hold them, then the unpack steps). Runs, return sizes and io offsets must be UnpackInput's;
 // the ids, weights and CSR offsets the places and the steps give must be the bytes UnpackInput's
 // runs point to. A message whose lengths disagree with its counts is reported.
-#include "impl/embedding/gpu/device_input.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/embedding/gpu/input.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "tests/impl/embedding/kernels/route_host_exec.h"
 #include "tests/impl/embedding/route_cases.h"

@@ -1,8 +1,6 @@
 // The single-source routing steps (kernels/simt/route_body.h) run on the host executor through
 // RouteWith, against RouteBatch: every output field bit for bit, and every rejection with the
 // same message, over random plans of every sharding type, batches, bounds policies and id types.
-#include "impl/embedding/gpu/device_route.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <limits>
 #include <random>
 
+#include "impl/embedding/gpu/route.h"
 #include "impl/sharding/layout.h"
 #include "tests/impl/embedding/kernels/route_host_exec.h"
 #include "tests/impl/embedding/route_cases.h"

@@ -17,7 +17,7 @@
 
 #include "impl/core/simt.h"
 #include "impl/embedding/dp_accumulate.h"
-#include "impl/embedding/gpu/device_dp.h"
+#include "impl/embedding/gpu/dp.h"
 #include "impl/embedding/kernels/simt/row_phase_body.h"
 #include "impl/embedding/kernels/simt/stats_body.h"
 #include "impl/optim/optimizer.h"

@@ -3,7 +3,7 @@
 // synchronisation (the id count of each run, the shard's row count). Compiled into
 // libshardrec_cuda.so (and the GPU tests). libshardrec.so reaches them through the plugin's
 // function table (the emb_* entries of impl/core/plugin_abi.h, served by
-// impl/cuda_plugin/embedding_entries.cc) with device_dispatch.h, whose functions mirror these.
+// impl/cuda_plugin/embedding_entries.cc) with dispatch.h, whose functions mirror these.
 //
 // Stream behaviour: every call only enqueues work on ctx.stream() and returns; buffers (device
 // memory, or host memory the device can read) must stay valid until the stream reaches the work.
@@ -92,7 +92,7 @@ Status Apply(const ExecContext& ctx, const optim::OptimizerConfig& config, int64
              int32_t full_dim, optim::ShardParams& shard, const optim::RowUpdate& update,
              const float* full_stats);
 
-// The device input distribution (simt/route_body.h; impl/embedding/gpu/device_route.h drives it):
+// The device input distribution (simt/route_body.h; impl/embedding/gpu/route.h drives it):
 // RouteTempBytes sizes the scratch of scans over at most max_items items; RouteCount enqueues
 // the checks, counts and scans, RouteFill the writing of the messages, both with that scratch.
 // Every pointer in `params` is device memory. Errors: kInvalidArgument for more than INT_MAX scan
@@ -104,7 +104,7 @@ Status RouteFill(const ExecContext& ctx, const simt_body::RouteParams& params, v
                  size_t temp_bytes);
 
 // The owner side of the device input distribution (simt/unpack_body.h; impl/embedding/
-// device_input.h drives it): the received bag lengths become each run's CSR offsets, checked
+// input.h drives it): the received bag lengths become each run's CSR offsets, checked
 // against the announced counts (*params.bad). Scratch as for the route's scans (RouteTempBytes
 // for num_cells + 1 items); every pointer in `params` is device memory. Errors: kInvalidArgument
 // for more than INT_MAX scan items, kCuda.

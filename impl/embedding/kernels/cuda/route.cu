@@ -1,4 +1,4 @@
-// CUDA twin of the input distribution's routing (device_route.h): the steps of simt/route_body.h
+// CUDA twin of the input distribution's routing (route.h): the steps of simt/route_body.h
 // (the code the CPU tests run against RouteBatch) on the device, one thread per item, with CUB's
 // exclusive scan in the caller's scratch. Everything is enqueued on the context's stream; nothing
 // synchronises and nothing allocates.

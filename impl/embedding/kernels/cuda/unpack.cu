@@ -1,4 +1,4 @@
-// CUDA twin of the device input distribution's unpacking (impl/embedding/gpu/device_input.h): the
+// CUDA twin of the device input distribution's unpacking (impl/embedding/gpu/input.h): the
 // steps of simt/unpack_body.h (the code the CPU tests run against UnpackInput) on the device, one
 // thread per item, with CUB's exclusive scan in the caller's scratch (sized by RouteTempBytes, the
 // same scan). Everything is enqueued on the context's stream; nothing synchronises and nothing

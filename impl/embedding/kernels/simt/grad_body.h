@@ -1,4 +1,4 @@
-// The sample side of a backward whose output gradient is in device memory (device_step.h),
+// The sample side of a backward whose output gradient is in device memory (step.h),
 // written once for host and device: the non-finite check of the gradient (the host's
 // CheckGradFinite: the first non-finite element, found through an order-free minimum) and the
 // gradient message's packing (the host's PackGradients: each returned row's slice of the

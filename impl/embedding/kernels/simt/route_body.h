@@ -1,5 +1,5 @@
 // Input distribution's routing of a KJT by destination rank, written once for host and device:
-// the device route (impl/embedding/gpu/device_route.h) runs these steps on the CUDA executor
+// the device route (impl/embedding/gpu/route.h) runs these steps on the CUDA executor
 // (cuda/route.cu) for a batch in device memory, the CPU tests run them on the host executor
 // against RouteBatch (input_dist.cc), whose bytes they reproduce exactly.
 //

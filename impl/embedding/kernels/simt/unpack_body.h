@@ -1,5 +1,5 @@
 // The owner side of an input distribution whose messages travelled between device buffers
-// (impl/embedding/gpu/device_input.h): the bag lengths of every (source rank, unit) in the received
+// (impl/embedding/gpu/input.h): the bag lengths of every (source rank, unit) in the received
 // messages become that unit's CSR bag offsets (the offsets UnpackInput builds on the host), and
 // are checked against the id and bag counts the source announced in the counts exchange. Written
 // once for host and device: the CUDA executor (cuda/unpack.cu) runs these steps on the device,

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "impl/core/half.h"
-#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/dispatch.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 
 namespace shardrec::embedding::kernels {

@@ -1,4 +1,4 @@
-// kernels::device (device_dispatch.h) through the plugin table, with SHARDREC_CUDA_PLUGIN set to
+// kernels::device (dispatch.h) through the plugin table, with SHARDREC_CUDA_PLUGIN set to
 // the fake embedding plugin (fake_embedding_plugin.cc): device memory is checked host memory and
 // the entries run the host kernels. So these tests check the marshalling (same bits as calling
 // the host kernels directly), the pointer discipline (host memory where device memory belongs is
@@ -6,8 +6,6 @@
 // themselves are checked against the host kernels by the simt tests. Under the real plugin (the
 // gpu-labelled ctest registration, and .ci/gpu-check) the same comparisons run on a GPU, the
 // fake-only cases skip, and every case skips without a device.
-#include "impl/embedding/gpu/device_dispatch.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "impl/core/half.h"
+#include "impl/embedding/gpu/dispatch.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 #include "tests/support/fresh_process.h"
 

@@ -1,5 +1,5 @@
 // The data-parallel steps, the counted row phases and the gated grouping through the plugin table
-// (gpu/device_dispatch.h): under the fake embedding plugin the entries check every array
+// (gpu/dispatch.h): under the fake embedding plugin the entries check every array
 // against the live device blocks and run the single-source bodies on the host executor; under the
 // real plugin (the gpu registration) the CUDA twins run (cuda/dp.cu, cuda/backward.cu), and
 // without a device every case skips. The results are the host code's bits. A plugin built before
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "impl/embedding/dp_accumulate.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_dp.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/dp.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"

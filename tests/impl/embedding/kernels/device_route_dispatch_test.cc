@@ -1,4 +1,4 @@
-// The device route (device_route.h + device_route_backend.h) through the plugin table: a KJT
+// The device route (route.h + route_backend.h) through the plugin table: a KJT
 // uploaded into device memory is routed by the emb_route entry and gives RouteBatch's bytes and
 // messages for the same batch in host memory. Under the fake embedding plugin the entry checks
 // every array against its live device blocks and runs the route body on the host executor; under
@@ -11,9 +11,9 @@
 #include <random>
 #include <string>
 
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_route.h"
-#include "impl/embedding/gpu/device_route_backend.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/route.h"
+#include "impl/embedding/gpu/route_backend.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 #include "tests/impl/embedding/route_cases.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "impl/core/check.h"
-#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/dispatch.h"
 #include "impl/embedding/kernels/simt/unpack_body.h"
 #include "tests/impl/embedding/kernels/fake_device_buffers.h"
 

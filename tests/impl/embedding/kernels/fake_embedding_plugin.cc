@@ -3,7 +3,7 @@
 // kernels (kernels.h, optim::PartialRowStats / Apply) after checking that every device-side
 // pointer lies inside a live device block. The device bodies themselves are verified against the
 // host kernels by the simt tests; this double verifies what libshardrec.so does around them:
-// the marshalling into the C structs (device_dispatch.cc) and which memory it hands over.
+// the marshalling into the C structs (dispatch.cc) and which memory it hands over.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>

@@ -1,15 +1,14 @@
-// The device engine's backward (device_engine.h): the verdict agreed on the host, on the device
+// The device engine's backward (engine.h): the verdict agreed on the host, on the device
 // in its own phase, or on the device as the gate of the update phase; the gradient exchange
 // staged or between device buffers; and what a stream-ordered call leaves to learn (Settle).
-#include "impl/embedding/gpu/device_engine.h"
+#include "impl/embedding/gpu/engine.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
 
-bool DeviceEngine::TakesDeviceGradient(const Device& device) const {
-  if (!device.is_cuda() || device_ == nullptr || device.index != s_.options.device.index)
-    return false;
+bool DeviceEngine::TakesDeviceGradient() const {
+  if (device_ == nullptr) return false;
   // Data-parallel gradients accumulated on the host (a 16-bit or host data-parallel group) need
   // it there; a message over a host communicator leaves from host memory.
   if (!s_.layout.dp_pairs.empty() && !device_dp_) return false;
@@ -17,10 +16,21 @@ bool DeviceEngine::TakesDeviceGradient(const Device& device) const {
          (device_comm_ != nullptr && s_.options.backward_encoding == comm::Encoding::kFp32);
 }
 
-Status DeviceEngine::SettleBeforeBackward() {
-  // The last stream-ordered backward's verdict decides which batch and step this one takes: learnt
-  // first (one wait; every rank learns the same and returns here alike on a rejection).
-  return pending_verdict_.pending ? Settle(true) : Status::Ok();
+Status DeviceEngine::Settle(SettlePoint point) {
+  switch (point) {
+    case SettlePoint::kBeforeInput:
+      return device_input_ ? Status::Ok() : Wait();
+    case SettlePoint::kAfterInput:
+      return device_input_ ? Wait() : Status::Ok();
+    case SettlePoint::kBeforeBackward:
+      // The last stream-ordered backward's verdict decides which batch and step this one takes:
+      // learnt first (one wait; every rank learns the same and returns here alike on a
+      // rejection).
+      return pending_verdict_.pending ? Wait() : Status::Ok();
+    case SettlePoint::kWait:
+      break;
+  }
+  return Wait();
 }
 
 Status DeviceEngine::AgreeOnDevice(const Status& local) {
@@ -59,13 +69,13 @@ Status DeviceEngine::Backward(const float* grad, size_t grad_len, const Status& 
     SR_RETURN_IF_ERROR(AgreeOnDevice(local));
   } else {
     ScopedTimer t(&s_.timings.comm_seconds);
-    SR_RETURN_IF_ERROR(AgreeBackward(local));
+    SR_RETURN_IF_ERROR(agreement_.Backward(local));
   }
   const RoutedBatch& rb = *s_.current;
   s_.current_consumed = true;
   const int64_t step = s_.params.step() + 1;
   s_.params.set_step(step);
-  // Data-parallel tables trained on the device (device_dp.h) ride in the sharded tables' phase.
+  // Data-parallel tables trained on the device (dp.h) ride in the sharded tables' phase.
   const DeviceDpWork dpw = DataParallelWork(grad, grad_len);
   const DeviceDpWork* dp = device_dp_ ? &dpw : nullptr;
   // The gradient travels the forward's return route backwards: the sample side packs into the
@@ -122,7 +132,7 @@ Status DeviceEngine::BackwardGated(const float* grad, const Status& local,
   const Layout& layout = s_.layout;
   const size_t rows = static_cast<size_t>(layout.sequence ? rb.num_values : rb.batch_size);
   const size_t need = rows * static_cast<size_t>(layout.output_dim);
-  const bool on_device = device_grad != nullptr && TakesDeviceGradient(s_.options.device);
+  const bool on_device = device_grad != nullptr && TakesDeviceGradient();
   // A rank that rejected its call packs and accumulates a gradient whose values do not matter:
   // the agreed verdict shuts every update.
   const float* g = grad;
@@ -189,9 +199,9 @@ Status DeviceEngine::BackwardGated(const float* grad, const Status& local,
   return Status::Ok();
 }
 
-Status DeviceEngine::Settle(bool wait) {
+Status DeviceEngine::Wait() {
   if (device_ == nullptr) return Status::Ok();
-  const Status waited = wait ? device_->Synchronize() : Status::Ok();
+  const Status waited = device_->Synchronize();
   const Status deferred = device_->TakeDeferredError();
   Status verdict;
   if (pending_verdict_.pending && device_->VerdictArrived()) {

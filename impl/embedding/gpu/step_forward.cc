@@ -1,4 +1,4 @@
-// The device step's forward phases (device_step.h): lookups into the return message staged or
+// The device step's forward phases (step.h): lookups into the return message staged or
 // exchanged between device buffers, and the combine of the returned rows (with the data-parallel
 // lookups) on the device.
 #include <algorithm>
@@ -6,9 +6,9 @@
 #include <span>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_sizing.h"
-#include "impl/embedding/gpu/device_step.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/sizing.h"
+#include "impl/embedding/gpu/step.h"
 
 namespace shardrec::embedding {
 

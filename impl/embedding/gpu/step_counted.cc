@@ -1,12 +1,12 @@
-// Aggregated shards whose unique-row counts stay on the device (device_step.h: "counted"):
+// Aggregated shards whose unique-row counts stay on the device (step.h: "counted"):
 // their statistics, the column shards' exchange and sum of them, and their updates.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_step.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/step.h"
 
 namespace shardrec::embedding {
 

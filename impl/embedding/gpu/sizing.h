@@ -1,4 +1,4 @@
-// How big a GPU collection's per-step buffers (device_step.h) can get on this rank, from the
+// How big a GPU collection's per-step buffers (step.h) can get on this rank, from the
 // plan's layout and the collection's capacity hints (embedding.h: max_batch_size,
 // max_ids_per_batch): the worst case over every batch within the hints, so buffers reserved at
 // creation at these sizes never grow in such a step. The bounds assume every rank sends its most
@@ -26,16 +26,16 @@ struct StepSizes {
   size_t full_stats_bytes = 0;
   size_t dp_ids_bytes = 0;
   int64_t dp_ids = 0;          // most data-parallel ids of one batch
-  size_t dp_upload_bytes = 0;  // a backward's data-parallel upload (device_dp.h), host gradient too
+  size_t dp_upload_bytes = 0;  // a backward's data-parallel upload (dp.h), host gradient too
   size_t dp_out_bytes = 0;
   size_t out_bytes = 0;      // a pooled output combined on the device
   size_t staging_bytes = 0;  // the pinned block: the largest phase's traffic
-  // The device input distribution (device_input.h): one batch slot's block (the routed messages,
+  // The device input distribution (input.h): one batch slot's block (the routed messages,
   // the received ones, the CSR offsets), the unpack's cells and its scans.
   size_t slot_bytes = 0;
   size_t unpack_cells = 0;
   size_t unpack_scan_bytes = 0;
-  size_t summary_bytes = 0;  // one rank's route summary (device_input.h)
+  size_t summary_bytes = 0;  // one rank's route summary (input.h)
   // Row statistics exchanged between device blocks: the messages this rank sends (its partial
   // statistics to every sibling column shard) and receives.
   size_t stat_send_bytes = 0;

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "impl/core/status.h"
-#include "impl/embedding/gpu/device_route.h"
+#include "impl/embedding/gpu/route.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
 
@@ -31,7 +31,7 @@ namespace shardrec::embedding {
 // The counts exchange is an all-gather of every rank's route summary, a block of the same size on
 // every rank (it depends on the plan only): a header (SummaryHeader: this rank's verdict on its
 // batch as the host knows it, batch size, ids, weighted), then the route's read-back block
-// (device_route.h: the route status, the ids and the non-empty bags before every slot, slots in
+// (route.h: the route status, the ids and the non-empty bags before every slot, slots in
 // (destination, unit) order). A KJT on the device contributes its read-back straight from the
 // device route's workspace, so the route's sizing and the exchange share the one wait; a host
 // KJT's summary is made from its host routing (HostRouteSummary). A receiver reads its units'

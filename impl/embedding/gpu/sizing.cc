@@ -1,7 +1,7 @@
-// Worst-case per-step buffer sizes of a GPU collection (device_sizing.h). The message bounds
+// Worst-case per-step buffer sizes of a GPU collection (sizing.h). The message bounds
 // follow input_dist.cc's layout: per source, int32 lengths for every (unit, sample), then int64
 // rows and float weights per id, each section 8-byte aligned.
-#include "impl/embedding/gpu/device_sizing.h"
+#include "impl/embedding/gpu/sizing.h"
 
 #include <algorithm>
 
@@ -119,7 +119,7 @@ Status ComputeStepSizes(const Layout& l, const StepCapacity& capacity,
   out->dp_out_bytes = l.dp_pairs.empty() ? 0 : z.Mul(4, z.Mul(D, l.sequence ? dp_ids : B));
   out->dp_ids = static_cast<int64_t>(std::min<size_t>(dp_ids, INT64_MAX));
   if (!l.dp_pairs.empty()) {
-    // A backward's data-parallel upload (device_dp.h): pair records (32 bytes) and first
+    // A backward's data-parallel upload (dp.h): pair records (32 bytes) and first
     // positions, the offsets, rows, weights and positions of the ids, every pair's MEAN
     // divisors, and a host output gradient; each piece 16-byte aligned.
     const size_t pairs = l.dp_pairs.size();

@@ -1,14 +1,14 @@
-// The device half of a GPU collection's step (device_step.h): creation and sizing, the phase's
+// The device half of a GPU collection's step (step.h): creation and sizing, the phase's
 // waits, the staging of a batch's runs and the queued lookups every forward phase shares.
-#include "impl/embedding/gpu/device_step.h"
+#include "impl/embedding/gpu/step.h"
 
 #include <algorithm>
 #include <cstring>
 #include <span>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_sizing.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/sizing.h"
 
 namespace shardrec::embedding {
 

@@ -1,4 +1,4 @@
-// The device step's backward phases (device_step.h): the data-parallel tables' rows, the device
+// The device step's backward phases (step.h): the data-parallel tables' rows, the device
 // packing of a gradient, and the sharded tables' grouping, statistics and fused updates
 // (ApplySharded).
 #include <algorithm>
@@ -6,9 +6,9 @@
 #include <span>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_sizing.h"
-#include "impl/embedding/gpu/device_step.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/sizing.h"
+#include "impl/embedding/gpu/step.h"
 
 namespace shardrec::embedding {
 
@@ -391,7 +391,7 @@ Status DeviceStep::QueueGroupPhase(SparseUpdater& updater, const RoutedBatch& rb
       SR_RETURN_IF_ERROR(QueueCountedUpdate(rb, i, config, step, dev_count, !siblings));
     }
   }
-  // The data-parallel tables behind the sharded ones, in the same phase (device_dp.h): their
+  // The data-parallel tables behind the sharded ones, in the same phase (dp.h): their
   // all-reduce follows the gradient exchange on every rank.
   if (dp != nullptr) {
     launched_ = true;

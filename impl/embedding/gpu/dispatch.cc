@@ -2,7 +2,7 @@
 // process), checks the context and the entries, converts the arguments into
 // plain-C structs on the stack (run and job lists in a vector) and turns the plugin's status
 // back into a Status.
-#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/dispatch.h"
 
 #include <string>
 #include <vector>

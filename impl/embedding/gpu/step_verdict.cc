@@ -1,13 +1,13 @@
 // A backward's verdict on the device: its own phase (Verdict), or queued first in the update
 // phase as the gate its updates read (QueueVerdict), and what a rank that rejected its call
-// packs (device_step.h).
+// packs (step.h).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_step.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/step.h"
 
 namespace shardrec::embedding {
 

@@ -4,9 +4,9 @@
 // unpacking of the received ids and, for a gradient in device memory, its check and packing),
 // while the routing of a host KJT, the combine's bags and the exchanges' bookkeeping stay on the
 // host (data-parallel gradients too, with a data-parallel group that is neither alone nor a
-// device communicator with fp32 messages: device_dp.h). Each call is
+// device communicator with fp32 messages: dp.h). Each call is
 // one or more phases; a phase stages what it needs across PCIe through one pinned block
-// (device_staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and the return
+// (staging.h: the batch's runs, i.e. ids, per-id weights and bag offsets, and the return
 // message or its gradient), queues its copies and kernels back to back on the step's stream (one
 // the collection owns, which synchronises with the device's legacy default stream where the
 // accessors copy) and ends with
@@ -62,7 +62,7 @@
 // comm::StagedComm (impl/comm/staged_comm.h: 1 up, 1 down, 1 wait each, on the step's stream; the
 // input exchange's on the worker's own stream); the payloads marked "device" never touch host
 // memory.
-//   Forward:  the input exchange (device_input.h, with a plugin that has emb_unpack; else the
+//   Forward:  the input exchange (input.h, with a plugin that has emb_unpack; else the
 //             staged two-round exchange of before: +1 wait): ONE all-gather of every rank's route
 //             summary on the step's stream (GatherSummaries: 1 up, 1 down, 1 wait: THE sync that
 //             learns the received sizes), carrying every rank's verdict and, per unit, the ids
@@ -113,7 +113,7 @@
 //             are packed on the device from the blocks the kernels wrote (device-to-device copies),
 //             all-to-all'd between device blocks and the received ones downloaded with the own
 //             partial ones, inside the statistics phase: no wait of their own (the staged path
-//             takes one more). Data-parallel tables ride in the first phase (device_dp.h: their
+//             takes one more). Data-parallel tables ride in the first phase (dp.h: their
 //             ids, pair records and a host gradient 1 up; the dense gradients accumulated from the
 //             output gradient with the host's bits, all-reduced between device blocks, the touched
 //             rows compacted and updated with counts read on the device): no wait, no download.
@@ -159,9 +159,9 @@
 #include "impl/core/pinned_buffer.h"
 #include "impl/core/status.h"
 #include "impl/embedding/backward.h"
-#include "impl/embedding/gpu/device_dp.h"
-#include "impl/embedding/gpu/device_sizing.h"
-#include "impl/embedding/gpu/device_staging.h"
+#include "impl/embedding/gpu/dp.h"
+#include "impl/embedding/gpu/sizing.h"
+#include "impl/embedding/gpu/staging.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -176,7 +176,7 @@
 namespace shardrec::embedding {
 
 // An exchange of a phase's message between device buffers over a device (NCCL) communicator, on
-// the step's stream (device_step.h's phase tables say what it saves).
+// the step's stream (step.h's phase tables say what it saves).
 struct DeviceExchange {
   comm::Communicator* comm = nullptr;   // a communicator of the step's device
   std::span<const size_t> send_counts;  // floats per destination rank
@@ -210,7 +210,7 @@ struct DeviceVerdictWork {
   Stream caller = nullptr;
 };
 
-// The data-parallel tables' part of a backward on the device (device_dp.h), queued in the
+// The data-parallel tables' part of a backward on the device (dp.h), queued in the
 // backward's first phase: their gradients are all-reduced over `comm` (a communicator of the
 // step's device; null for a group of one) of `comm_size` ranks; a host output gradient
 // (`host_grad`, host_grad_floats floats) goes up with the phase's copies, else the device one is
@@ -231,12 +231,12 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
 
   // `layout` and `params` (whose arenas are on CUDA device `device`) must outlive the step.
   // With a known `capacity` every per-step device buffer and the pinned staging block are
-  // allocated here for the worst case within it (device_sizing.h), so a step within it
+  // allocated here for the worst case within it (sizing.h), so a step within it
   // allocates nothing and waits only at its phase ends; beyond it (or without it) buffers grow
   // on demand, each growth a wait and an allocation in that step. Errors: those of the plugin
   // (missing, without the embedding entries), kOutOfMemory naming the bytes when the device or
   // the host cannot hold the buffers, kInvalidArgument when the sizes overflow.
-  // `device_input`: the collection's ids will travel between device buffers (device_input.h), so
+  // `device_input`: the collection's ids will travel between device buffers (input.h), so
   // the batch slots' blocks are sized too.
   Status Init(const Layout* layout, ParamStore* params, int device,
               const StepCapacity& capacity = {}, bool device_input = false);
@@ -270,7 +270,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // come with the next wait). With `x` every rank calls it, with or without runs.
   Status LookupCombine(const RoutedBatch& rb, const DeviceExchange* x, const CombineOut& out);
 
-  // The device input distribution's counts exchange (device_input.h) over `comm` (a device
+  // The device input distribution's counts exchange (input.h) over `comm` (a device
   // communicator), as ONE phase on the step's stream: this rank's route summary, `header`
   // (header_bytes, host) followed by body_bytes from device memory `body_dev` (a device KJT's
   // route read-back, copied device to device) or from host `body_host`, is all-gathered, and
@@ -314,7 +314,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // output_dim] floats, null when empty; ordered after the caller's work by Verdict or by
   // in.verdict): the message and this rank's own rows are packed on the device
   // (simt/grad_body.h: PackGradients' rows and bits) and in.grads and in.packed are not read.
-  // With in.dp the data-parallel tables train in the first phase too (device_dp.h). With
+  // With in.dp the data-parallel tables train in the first phase too (dp.h). With
   // in.verdict the backward is gated on the device: the verdict is queued first in the first
   // phase (no wait of its own) and every update reads the agreed word (a rejection empties every
   // shard's grouping and every data-parallel count, so nothing changes); ReadVerdict gives the
@@ -360,7 +360,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // their sibling sum and the update read it), so that shard needs no host wait.
   bool CountsOnDevice(size_t local) const { return local < counted_.size() && counted_[local]; }
 
-  // Data-parallel tables trained on the device (device_dp.h): its buffers allocated for the plan
+  // Data-parallel tables trained on the device (dp.h): its buffers allocated for the plan
   // (and, with a known capacity, the workspace), once at creation by a collection that will pass
   // DeviceDpWork to ApplySharded.
   Status InitDataParallel(const StepCapacity& capacity);

@@ -1,4 +1,4 @@
-// The backward of a GPU collection's data-parallel tables on its device (device_step.h), with the
+// The backward of a GPU collection's data-parallel tables on its device (step.h), with the
 // host collection's bits: the dense gradient of every data-parallel table accumulated from the
 // output gradient (kernels/simt/dp_body.h, the order of SparseUpdater::ApplyDataParallel's loop),
 // all-reduced between device buffers over the data-parallel communicator, the touched rows and
@@ -18,7 +18,7 @@
 #include "impl/core/exec.h"
 #include "impl/core/status.h"
 #include "impl/embedding/dp_accumulate.h"
-#include "impl/embedding/gpu/device_staging.h"
+#include "impl/embedding/gpu/staging.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/layout.h"

@@ -1,4 +1,4 @@
 // Layering fixture: the GPU collection includes itself and the host side below it.
-#include "impl/embedding/gpu/device_engine.h"
+#include "impl/embedding/gpu/engine.h"
 
 #include "impl/embedding/layout.h"

@@ -1,6 +1,6 @@
 // The counts exchange that sizes a device input distribution, and the runs placed from the
-// counts alone (device_input.h).
-#include "impl/embedding/gpu/device_input.h"
+// counts alone (input.h).
+#include "impl/embedding/gpu/input.h"
 
 #include <algorithm>
 #include <cstring>

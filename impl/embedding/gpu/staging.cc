@@ -1,5 +1,5 @@
-// Pinned staging of one phase's copies (device_staging.h).
-#include "impl/embedding/gpu/device_staging.h"
+// Pinned staging of one phase's copies (staging.h).
+#include "impl/embedding/gpu/staging.h"
 
 #include <algorithm>
 #include <cstring>

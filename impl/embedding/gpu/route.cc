@@ -1,6 +1,6 @@
 // The host's part of the device route: the flattened plan, the workspace carving, the sizing
 // between the two step groups (SizeMessages' arithmetic from the scans) and the error messages.
-#include "impl/embedding/gpu/device_route.h"
+#include "impl/embedding/gpu/route.h"
 
 #include <cstring>
 

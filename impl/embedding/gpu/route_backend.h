@@ -1,7 +1,7 @@
-// The device route's backend on a CUDA device through the plugin (device_route.h): workspaces in
+// The device route's backend on a CUDA device through the plugin (route.h): workspaces in
 // grow-only device buffers, copies and waits through core::CudaRuntime on one stream (the GPU
 // collection's step stream), the steps through the emb_route
-// entry (gpu/device_dispatch.h). A plugin without the route entries makes Count and Fill
+// entry (gpu/dispatch.h). A plugin without the route entries makes Count and Fill
 // kUnsupported. The plan's route tables are uploaded once and kept in device memory: a batch
 // routed with the tables of the last one copies none of them. Not thread-safe: one route at a
 // time.
@@ -14,7 +14,7 @@
 #include "impl/core/device_buffer.h"
 #include "impl/core/exec.h"
 #include "impl/core/status.h"
-#include "impl/embedding/gpu/device_route.h"
+#include "impl/embedding/gpu/route.h"
 
 namespace shardrec::embedding {
 

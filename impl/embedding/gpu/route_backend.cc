@@ -1,7 +1,7 @@
-#include "impl/embedding/gpu/device_route_backend.h"
+#include "impl/embedding/gpu/route_backend.h"
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/dispatch.h"
 
 namespace shardrec::embedding {
 

@@ -1,4 +1,4 @@
-// The device step's input distribution (device_step.h, device_input.h): the batch slots' blocks,
+// The device step's input distribution (step.h, input.h): the batch slots' blocks,
 // the unpack's tables, the routed messages' exchange between device buffers and the route
 // summaries' all-gather.
 #include <algorithm>
@@ -6,9 +6,9 @@
 #include <span>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_sizing.h"
-#include "impl/embedding/gpu/device_step.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/sizing.h"
+#include "impl/embedding/gpu/step.h"
 
 namespace shardrec::embedding {
 

@@ -1,4 +1,4 @@
-// The host <-> device traffic of one phase of a GPU collection's step (device_step.h), through
+// The host <-> device traffic of one phase of a GPU collection's step (step.h), through
 // one grow-only pinned block: uploads are packed into the block and their copies queued back to
 // back on the step's stream; downloads are queued into the block and handed to their host
 // destinations by Deliver, once the owner has waited for the stream (the phase's one host

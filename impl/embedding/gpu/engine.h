@@ -1,5 +1,5 @@
 // The device engine (engine.h) of a GPU collection: parameters on one CUDA device, the heavy
-// kernels there through the CUDA plugin (device_step.h says which phases and waits each call
+// kernels there through the CUDA plugin (step.h says which phases and waits each call
 // takes), routing, bookkeeping and the host-buffer exchanges on the host. Over a device (NCCL)
 // communicator of its own device the payloads travel between device buffers and the host-buffer
 // collectives go through a staging wrapper (impl/comm/staged_comm.h); what the plugin and every
@@ -11,56 +11,40 @@
 #include <vector>
 
 #include "impl/embedding/engine.h"
-#include "impl/embedding/gpu/device_route.h"
-#include "impl/embedding/gpu/device_route_backend.h"
-#include "impl/embedding/gpu/device_step.h"
+#include "impl/embedding/gpu/route.h"
+#include "impl/embedding/gpu/route_backend.h"
+#include "impl/embedding/gpu/step.h"
 
 namespace shardrec::embedding {
 
 class DeviceEngine final : public Engine {
  public:
-  explicit DeviceEngine(StepState* s) : Engine(s) {}
+  using Engine::Engine;
 
   Status Available() const override;
   Status Init(const comm::Communicator& comm) override;
   Status HostComm(std::shared_ptr<comm::Communicator>* comm, bool local_ok) override;
-  void AgreementWords(int64_t* words) const override;
-  Status MakeInputComm(comm::Communicator& comm, std::unique_ptr<comm::Communicator>* out) override;
-  void Adopt(const int64_t* agreed) override;
-  Status SetDataParallelComm(const std::shared_ptr<comm::Communicator>& given) override;
+  // Traits: over NCCL the input exchange completes in StartInputDist (engine.cc says why),
+  // and a GPU collection's step keeps to its one host wait (the stream-ordered calls): a rank that
+  // refuses its pipelined output buffer fails alone, and the next backward's gated verdict fails
+  // it on every rank. Over a host communicator the step waits on the host in every phase anyway,
+  // and agrees as a host collection does (whose ranks it may share a group with).
+  Status Connect(const int64_t* agreed, const std::shared_ptr<comm::Communicator>& given) override;
 
-  // (`mode` is kNone here: a device collection never agrees in its input exchange.)
+  // (`terms.mode` is kNone here: a device collection never agrees in its input exchange.)
   Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
-                         const OutputCheck& check, ForwardMode mode) override;
-  // Over NCCL a GPU collection's step keeps to its one host wait (the stream-ordered calls): a
-  // rank that refuses its pipelined output buffer fails alone, and the next backward's gated
-  // verdict fails it on every rank. Over a host communicator the step waits on the host in every
-  // phase anyway, and agrees as a host collection does (whose ranks it may share a group with).
-  bool AgreesOnOutputsFirst(const RoutedBatch& /*rb*/) const override {
-    return device_comm_ == nullptr;
-  }
-  // Over NCCL the input exchange completes in StartInputDist (device_engine.cc says why).
-  bool ExchangesInputInline() const override { return device_comm_ != nullptr; }
-  Status SettleBeforeInput() override;
-  Status SettleAfterInput() override;
-
+                         const InputTerms& terms) override;
   Status LookupAndCombine(RoutedBatch& rb, float* out, const Status& local,
                           const DeviceOutput* device_out) override;
-  // A pooled collection on that device whose forward combines on the device, with a plugin that
-  // divides MEAN outputs there when the plan has any.
-  bool WritesDeviceOutput(const Device& device) const override;
-  // A collection on that device without data-parallel tables on the host, whose gradient message
-  // is exchanged between device buffers or does not travel, with a plugin serving device
-  // gradients.
-  bool TakesDeviceGradient(const Device& device) const override;
-
-  Status SettleBeforeBackward() override;
   Status Backward(const float* grad, size_t grad_len, const Status& local,
                   const DeviceGradient* device_grad) override;
-  Status Settle(bool wait) override;
+  // A forward learns what earlier stream-ordered calls left before its input distribution, or,
+  // with the device input distribution, after it (whose wait delivers it); a backward learns the
+  // last stream-ordered backward's verdict first.
+  Status Settle(SettlePoint point) override;
 
  protected:
-  // A KJT on the device is routed there (device_route.h): the messages come back to the host for
+  // A KJT on the device is routed there (route.h): the messages come back to the host for
   // the exchange, RouteBatch's bytes.
   Status RouteLocal(const Batch& batch, RoutedBatch* rb) override;
 
@@ -72,6 +56,15 @@ class DeviceEngine final : public Engine {
   // Orders the step's stream after the work queued on the caller's stream (batch.stream) before a
   // batch in device memory is read.
   Status AfterCallersStream(const Batch& batch);
+  // Waits (bounded) for the queued device work and learns what it found (Settle's kWait).
+  Status Wait();
+  // A pooled collection on its device whose forward combines on the device, with a plugin that
+  // divides MEAN outputs there when the plan has any (EngineTraits::writes_device_output).
+  bool WritesDeviceOutput() const;
+  // A collection without data-parallel tables on the host, whose gradient message is exchanged
+  // between device buffers or does not travel, with a plugin serving device gradients
+  // (EngineTraits::takes_device_gradient).
+  bool TakesDeviceGradient() const;
   // Whether a forward's returned rows are combined on the device (DeviceStep::LookupCombine):
   // a pooled GPU collection at world 1, or over NCCL with fp32 messages.
   bool CombinesOnDevice() const;
@@ -104,9 +97,9 @@ class DeviceEngine final : public Engine {
   bool can_device_input_ = false;
   bool can_device_dp_ = false;
   // Over that device communicator at world > 1 with fp32 messages on every rank: the ids travel
-  // between device buffers (device_input.h).
+  // between device buffers (input.h).
   bool device_input_ = false;
-  // Data-parallel tables trained on the device (device_dp.h; every rank's group allows it): their
+  // Data-parallel tables trained on the device (dp.h; every rank's group allows it): their
   // all-reduce goes over dp_device_comm_ between device buffers (null: a group of one).
   bool device_dp_ = false;
   std::shared_ptr<comm::Communicator> dp_device_comm_;

@@ -1,10 +1,10 @@
-// The data-parallel tables' backward on a GPU collection's device (device_dp.h).
-#include "impl/embedding/gpu/device_dp.h"
+// The data-parallel tables' backward on a GPU collection's device (dp.h).
+#include "impl/embedding/gpu/dp.h"
 
 #include <algorithm>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
+#include "impl/embedding/gpu/dispatch.h"
 
 namespace shardrec::embedding {
 

@@ -1,12 +1,12 @@
-// The end of a phase without a wait and what is learnt at the next one (device_step.h:
+// The end of a phase without a wait and what is learnt at the next one (step.h:
 // stream-ordered calls).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_step.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/step.h"
 
 namespace shardrec::embedding {
 

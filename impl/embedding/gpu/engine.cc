@@ -1,14 +1,14 @@
-// The device engine's creation and forward (device_engine.h): the device paths every rank agrees
+// The device engine's creation and forward (engine.h): the device paths every rank agrees
 // on, the staged host-buffer communicators, routing and the input distribution, and the lookups
 // with the combine on the device or the host.
-#include "impl/embedding/gpu/device_engine.h"
+#include "impl/embedding/gpu/engine.h"
 
 #include <new>
 
 #include "impl/comm/staged_comm.h"
 #include "impl/core/cuda_plugin.h"
-#include "impl/embedding/gpu/device_dispatch.h"
-#include "impl/embedding/gpu/device_input.h"
+#include "impl/embedding/gpu/dispatch.h"
+#include "impl/embedding/gpu/input.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/timer.h"
 
@@ -19,8 +19,8 @@ Status DeviceEngine::Available() const { return core::CheckDevice(s_.options.dev
 Status DeviceEngine::Init(const comm::Communicator& comm) {
   const CollectionOptions& o = s_.options;
   // Whether this rank's communicator and encodings allow the device input distribution
-  // (device_input.h); every rank must, or none uses it (the agreement). The same for
-  // data-parallel tables trained on the device (device_dp.h), which also depend on the group.
+  // (input.h); every rank must, or none uses it (the agreement). The same for
+  // data-parallel tables trained on the device (dp.h), which also depend on the group.
   can_device_input_ = !comm.device().is_host() && s_.layout.plan->world_size > 1 &&
                       o.forward_encoding == comm::Encoding::kFp32 &&
                       o.backward_encoding == comm::Encoding::kFp32;
@@ -36,6 +36,8 @@ Status DeviceEngine::Init(const comm::Communicator& comm) {
       (group.Size() == 1 || (group.device().is_cuda() && group.device().index == o.device.index &&
                              o.backward_encoding == comm::Encoding::kFp32));
   if (can_device_dp_) local = device_->InitDataParallel(o.capacity);
+  offer_[0] = can_device_input_ ? 0 : 1;
+  offer_[1] = can_device_dp_ ? 0 : 1;
   return local;
 }
 
@@ -56,32 +58,26 @@ Status DeviceEngine::HostComm(std::shared_ptr<comm::Communicator>* comm, bool lo
   return Status::Ok();
 }
 
-void DeviceEngine::AgreementWords(int64_t* words) const {
-  words[0] = can_device_input_ ? 0 : 1;
-  words[1] = can_device_dp_ ? 0 : 1;
-}
-
-Status DeviceEngine::MakeInputComm(comm::Communicator& comm,
-                                   std::unique_ptr<comm::Communicator>* out) {
-  if (device_comm_ == nullptr) return comm.Split(0, comm.Rank(), out);
-  // The input exchange runs on the communication worker's thread: its own stream.
-  std::unique_ptr<comm::Communicator> child;
-  SR_RETURN_IF_ERROR(device_comm_->Split(0, comm.Rank(), &child));
-  if (child == nullptr) return Status::Internal("input communicator split failed");
-  std::unique_ptr<comm::StagedComm> staged;
-  SR_RETURN_IF_ERROR(comm::StagedComm::Create(std::move(child), s_.options.device.index, nullptr,
-                                              /*own_stream=*/true, &staged));
-  *out = std::move(staged);
-  return Status::Ok();
-}
-
-void DeviceEngine::Adopt(const int64_t* agreed) {
+Status DeviceEngine::Connect(const int64_t* agreed,
+                             const std::shared_ptr<comm::Communicator>& given) {
+  comm::Communicator& comm = *s_.comm;
+  if (device_comm_ == nullptr) {
+    SR_RETURN_IF_ERROR(comm.Split(0, comm.Rank(), &s_.input_comm));
+  } else {
+    // The input exchange runs on the communication worker's thread: its own stream.
+    std::unique_ptr<comm::Communicator> child;
+    SR_RETURN_IF_ERROR(device_comm_->Split(0, comm.Rank(), &child));
+    if (child == nullptr) return Status::Internal("input communicator split failed");
+    std::unique_ptr<comm::StagedComm> staged;
+    SR_RETURN_IF_ERROR(comm::StagedComm::Create(std::move(child), s_.options.device.index, nullptr,
+                                                /*own_stream=*/true, &staged));
+    s_.input_comm = std::move(staged);
+  }
+  if (s_.input_comm == nullptr) return Status::Internal("input communicator split failed");
+  // What every rank allows.
   device_input_ = can_device_input_ && agreed[0] == 0;
   device_dp_ = can_device_dp_ && agreed[1] == 0;
   if (device_input_) route_tables_ = BuildRouteTables(s_.layout);
-}
-
-Status DeviceEngine::SetDataParallelComm(const std::shared_ptr<comm::Communicator>& given) {
   s_.dp_comm = given ? given : s_.comm;
   if (!s_.dp_comm->device().is_host()) {
     std::unique_ptr<comm::StagedComm> staged;
@@ -94,6 +90,10 @@ Status DeviceEngine::SetDataParallelComm(const std::shared_ptr<comm::Communicato
     s_.dp_comm = std::move(staged);
   }
   if (device_dp_ && s_.dp_comm->Size() > 1) dp_device_comm_ = given ? given : device_comm_;
+  traits_.writes_device_output = WritesDeviceOutput();
+  traits_.takes_device_gradient = TakesDeviceGradient();
+  traits_.exchanges_input_inline = device_comm_ != nullptr;
+  traits_.agrees_outputs_first = device_comm_ == nullptr;
   return Status::Ok();
 }
 
@@ -123,13 +123,10 @@ Status DeviceEngine::AfterCallersStream(const Batch& batch) {
   return dk::StreamWaitStream(s_.options.device.index, device_->stream(), batch.stream);
 }
 
-Status DeviceEngine::SettleBeforeInput() { return device_input_ ? Status::Ok() : Settle(true); }
-
-Status DeviceEngine::SettleAfterInput() { return device_input_ ? Settle(true) : Status::Ok(); }
-
 Status DeviceEngine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
-                                     const OutputCheck& check, ForwardMode mode) {
-  if (!device_input_) return Engine::DistributeInput(batch, rejected, rb, check, mode);
+                                     const InputTerms& terms) {
+  if (!device_input_) return Engine::DistributeInput(batch, rejected, rb, terms);
+  const OutputCheck& check = terms.check;
   // A batch slot the last forwarded batch, whose backward still reads its ids, does not use.
   rb->device_slot = s_.current != nullptr && s_.current->device_slot == 0 ? 1 : 0;
   rb->send_on_device = false;
@@ -214,10 +211,7 @@ bool DeviceEngine::CombinesOnDevice() const {
          (device_comm_ != nullptr && s_.options.forward_encoding == comm::Encoding::kFp32);
 }
 
-bool DeviceEngine::WritesDeviceOutput(const Device& device) const {
-  return device.is_cuda() && device_ != nullptr && device.index == s_.options.device.index &&
-         CombinesOnDevice();
-}
+bool DeviceEngine::WritesDeviceOutput() const { return device_ != nullptr && CombinesOnDevice(); }
 
 Status DeviceEngine::LookupAndCombine(RoutedBatch& rb, float* out, const Status& local,
                                       const DeviceOutput* device_out) {
@@ -260,7 +254,7 @@ Status DeviceEngine::LookupAndReturn(RoutedBatch& rb) {
   SizeReturn(rb);
   if (device_comm_ != nullptr && s_.layout.world > 1 &&
       s_.options.forward_encoding == comm::Encoding::kFp32) {
-    // Over NCCL the message leaves from the device block the lookups wrote (device_step.h).
+    // Over NCCL the message leaves from the device block the lookups wrote (step.h).
     ScopedTimer phase(&s_.timings.lookup_seconds);
     const DeviceExchange x{device_comm_.get(), ReturnSendCounts(rb), ReturnRecvCounts(rb)};
     return device_->LookupExchange(rb, x, s_.ret_recv.data(), s_.ret_send.data());
