@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "impl/comm/codec/codec.h"
 #include "impl/core/check.h"
+#include "impl/core/codec/codec.h"
 #include "impl/core/cpu_features.h"
 
 namespace shardrec::comm {
@@ -12,15 +12,7 @@ namespace shardrec::comm {
 namespace {
 
 // The codec passes of the best instruction-set level this CPU runs (same bits at every level).
-const codec::Passes& Passes() {
-  static const codec::Passes& p = []() -> const codec::Passes& {
-#if SHARDREC_HAVE_X86_CODEC_LEVELS
-    if (HostCpu().avx2 && HostCpu().f16c) return codec::Avx2();
-#endif
-    return codec::Baseline();
-  }();
-  return p;
-}
+const codec::Passes& Passes() { return codec::Best(); }
 
 // Offsets of the blocks of a variable-size buffer (prefix sums of the counts).
 size_t BlockOffset(std::span<const size_t> counts, int r) {
@@ -32,15 +24,7 @@ size_t BlockOffset(std::span<const size_t> counts, int r) {
 }  // namespace
 
 const char* EncodingName(Encoding e) {
-  switch (e) {
-    case Encoding::kFp32:
-      return "fp32";
-    case Encoding::kFp16:
-      return "fp16";
-    case Encoding::kBf16:
-      return "bf16";
-  }
-  return "unknown";
+  return IsKnownEncoding(static_cast<int32_t>(e)) ? RowFormatName(e) : "unknown";
 }
 
 void EncodeFloats(Encoding e, const float* src, size_t n, uint16_t* dst) {

@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
+#include "impl/core/row_format.h"
 
 namespace shardrec::comm {
 
-// Values mirror shardrec_comm_encoding_t.
-enum class Encoding : int32_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+// The wire encodings are the float row formats (row_format.h; values mirror
+// shardrec_comm_encoding_t): fp32 (exact), fp16 and bf16.
+using Encoding = RowFormat;
 
 constexpr bool IsKnownEncoding(int32_t v) { return v >= 0 && v <= 2; }
 const char* EncodingName(Encoding e);

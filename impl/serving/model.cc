@@ -12,21 +12,9 @@
 namespace shardrec::serving {
 
 const char* StorageName(Storage s) {
-  switch (s) {
-    case Storage::kAsTrained:
-      return "as_trained";
-    case Storage::kFp32:
-      return "fp32";
-    case Storage::kFp16:
-      return "fp16";
-    case Storage::kBf16:
-      return "bf16";
-    case Storage::kInt8:
-      return "int8";
-    case Storage::kInt4:
-      return "int4";
-  }
-  return "unknown";
+  if (s == Storage::kAsTrained) return "as_trained";
+  if (!IsValidStorage(static_cast<int32_t>(s))) return "unknown";
+  return RowFormatName(FormatOf(s));
 }
 
 bool StorageFromName(const std::string& name, Storage* out) {
@@ -40,21 +28,8 @@ bool StorageFromName(const std::string& name, Storage* out) {
 }
 
 uint64_t RowBytes(Storage s, int32_t dim) {
-  const auto d = static_cast<uint64_t>(dim);
-  switch (s) {
-    case Storage::kFp32:
-      return 4 * d;
-    case Storage::kFp16:
-    case Storage::kBf16:
-      return 2 * d;
-    case Storage::kInt8:
-      return kQuantHeaderBytes + d;
-    case Storage::kInt4:
-      return kQuantHeaderBytes + (d + 1) / 2;
-    case Storage::kAsTrained:
-      break;
-  }
-  return 0;
+  if (s == Storage::kAsTrained || !IsValidStorage(static_cast<int32_t>(s))) return 0;
+  return shardrec::RowBytes(FormatOf(s), dim);
 }
 
 std::shared_ptr<uint8_t> AlignedBuffer(size_t bytes) {

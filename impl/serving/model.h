@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/core/row_format.h"
 #include "impl/core/status.h"
 #include "impl/serving/id_index.h"
 
@@ -26,6 +27,13 @@ enum class Storage : int32_t {
 constexpr bool IsValidStorage(int32_t v) { return v >= 0 && v <= 5; }
 const char* StorageName(Storage s);  // "fp32", "fp16", "bf16", "int8", "int4"
 bool StorageFromName(const std::string& name, Storage* out);
+// The row format of a resolved storage (the vocabulary every module shares, row_format.h).
+constexpr RowFormat FormatOf(Storage s) {
+  return static_cast<RowFormat>(static_cast<int32_t>(s) - 1);
+}
+constexpr Storage StorageOf(RowFormat f) {
+  return static_cast<Storage>(static_cast<int32_t>(f) + 1);
+}
 
 // Values mirror SHARDREC_BOUNDS_*.
 enum class Bounds : int32_t { kError = 0, kClamp = 1, kSkip = 2 };
@@ -33,8 +41,8 @@ enum class Bounds : int32_t { kError = 0, kClamp = 1, kSkip = 2 };
 // Values mirror SHARDREC_POOLING_*.
 enum class Pooling : int32_t { kSum = 0, kMean = 1, kNone = 2 };
 
-// Row-wise quantized rows start with these two floats (value = q * scale + bias).
-inline constexpr uint64_t kQuantHeaderBytes = 8;
+// Row-wise quantized rows start with two floats (value = q * scale + bias): kQuantHeaderBytes of
+// row_format.h.
 // Tables and dense tensors start on this boundary (cache lines; mmap-friendly).
 inline constexpr uint64_t kAlign = 64;
 

@@ -116,9 +116,7 @@ Storage Resolve(const OpenOptions& o, const std::string& table, DType trained) {
   auto it = o.table_storage.find(table);
   Storage s = it != o.table_storage.end() ? it->second : o.default_storage;
   if (s != Storage::kAsTrained) return s;
-  return trained == DType::kFloat16    ? Storage::kFp16
-         : trained == DType::kBFloat16 ? Storage::kBf16
-                                       : Storage::kFp32;
+  return StorageOf(FloatFormatOf(trained));
 }
 
 Status ReadTable(Files& files, const checkpoint::Manifest& m, const sharding::TableConfig& tc,

@@ -9,6 +9,7 @@
 #include "impl/core/check.h"
 #include "impl/core/dtype.h"
 #include "impl/core/prefetch.h"
+#include "impl/core/row_format.h"
 #include "impl/embedding/kernels/backward_workspace.h"
 #include "impl/embedding/kernels/isa/fused_rows.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -218,12 +219,6 @@ Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* wor
 
 namespace {
 
-isa::WeightType WeightTypeOf(DType d) {
-  return d == DType::kFloat16    ? isa::WeightType::kFloat16
-         : d == DType::kBFloat16 ? isa::WeightType::kBFloat16
-                                 : isa::WeightType::kFloat32;
-}
-
 Status CheckWeights(const optim::ShardParams& shard, const char* what) {
   if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
       shard.dtype != DType::kBFloat16)
@@ -244,7 +239,7 @@ isa::FusedRowsArgs ShardArgs(const optim::OptimizerConfig& config, int64_t step,
   a.rows_ahead = 4;
   a.grads_ahead = 8;
   a.weights = shard.weights;
-  a.type = WeightTypeOf(shard.dtype);
+  a.type = FloatFormatOf(shard.dtype);
   a.stride = shard.stride;
   a.cols = shard.cols;
   a.full_dim = full_dim;

@@ -8,6 +8,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/cpu_features.h"
+#include "impl/core/row_format.h"
 #include "impl/embedding/kernels/isa/bag_sum.h"
 #include "impl/embedding/kernels/kernels.h"
 
@@ -40,12 +41,6 @@ isa::BagSumFn FunctionFor(CpuLevel level) {
 #endif
   (void)level;
   return &isa::BagSumBaseline;
-}
-
-isa::WeightType TypeOf(DType d) {
-  return d == DType::kFloat16    ? isa::WeightType::kFloat16
-         : d == DType::kBFloat16 ? isa::WeightType::kBFloat16
-                                 : isa::WeightType::kFloat32;
 }
 
 }  // namespace
@@ -113,7 +108,7 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
       if (end > g0 && job.weights.cols > 0) {
         isa::BagSumArgs a;
         a.weights = job.weights.data;
-        a.type = TypeOf(job.weights.dtype);
+        a.type = FloatFormatOf(job.weights.dtype);
         a.stride = job.weights.stride;
         a.cols = job.weights.cols;
         a.offsets = job.run.offsets;

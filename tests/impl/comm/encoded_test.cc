@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "impl/comm/codec/codec.h"
+#include "impl/core/codec/codec.h"
 #include "impl/core/cpu_features.h"
 #include "tests/impl/comm/comm_test_util.h"
 

@@ -15,14 +15,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "impl/core/row_format_enum.h"
+
 namespace shardrec::embedding::kernels::isa {
 
-enum class WeightType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+// A table's weight storage: one of the float row formats (fp32, fp16, bf16).
+using WeightType = RowFormat;
 
 // Bags [bag_begin, bag_end) of one run.
 struct BagSumArgs {
   const void* weights = nullptr;  // rows x cols of `type`, row stride `stride` elements
-  WeightType type = WeightType::kFloat32;
+  WeightType type = WeightType::kFp32;
   int64_t stride = 0;
   int32_t cols = 0;
   const int64_t* offsets = nullptr;  // CSR; null: every id is its own output row (sequence)

@@ -17,9 +17,9 @@ namespace {
 
 template <class V, WeightType kType>
 inline typename V::Reg LoadRow(const void* row, int64_t col) {
-  if constexpr (kType == WeightType::kFloat32) {
+  if constexpr (kType == WeightType::kFp32) {
     return V::LoadF32(static_cast<const float*>(row) + col);
-  } else if constexpr (kType == WeightType::kFloat16) {
+  } else if constexpr (kType == WeightType::kFp16) {
     return V::LoadF16(static_cast<const uint16_t*>(row) + col);
   } else {
     return V::LoadBf16(static_cast<const uint16_t*>(row) + col);
@@ -28,9 +28,9 @@ inline typename V::Reg LoadRow(const void* row, int64_t col) {
 
 template <WeightType kType>
 inline float LoadScalar(const void* row, int64_t col) {
-  if constexpr (kType == WeightType::kFloat32) {
+  if constexpr (kType == WeightType::kFp32) {
     return static_cast<const float*>(row)[col];
-  } else if constexpr (kType == WeightType::kFloat16) {
+  } else if constexpr (kType == WeightType::kFp16) {
     return ScalarF16(static_cast<const uint16_t*>(row)[col]);
   } else {
     return ScalarBf16(static_cast<const uint16_t*>(row)[col]);
@@ -39,7 +39,7 @@ inline float LoadScalar(const void* row, int64_t col) {
 
 template <WeightType kType>
 constexpr int64_t ElementBytes() {
-  return kType == WeightType::kFloat32 ? 4 : 2;
+  return kType == WeightType::kFp32 ? 4 : 2;
 }
 
 // kRegs vectors of columns [c0, c0 + kRegs * kWidth) of one bag, summed in registers and stored
@@ -101,8 +101,7 @@ template <class V, WeightType kType, bool kWeighted>
 void PooledBags(const BagSumArgs& a) {
   // Unweighted fp32 rows fold each load into its add; weighted or widened rows need a register
   // for the weight and one for the loaded row, so their tiles are narrower (no spills).
-  constexpr int kMax =
-      kWeighted || kType != WeightType::kFloat32 ? V::kMaxRegsWithTemps : V::kMaxRegs;
+  constexpr int kMax = kWeighted || kType != WeightType::kFp32 ? V::kMaxRegsWithTemps : V::kMaxRegs;
   const int64_t width = static_cast<int64_t>(kMax) * V::kWidth;
   const int64_t id_end = a.prefetch_distance > 0 ? a.offsets[a.bag_end] : 0;
   for (int64_t b = a.bag_begin; b < a.bag_end; ++b) {
@@ -188,14 +187,14 @@ void Dispatch(const BagSumArgs& a) {
 template <class V>
 void BagSum(const BagSumArgs& a) {
   switch (a.type) {
-    case WeightType::kFloat16:
-      Dispatch<V, WeightType::kFloat16>(a);
+    case WeightType::kFp16:
+      Dispatch<V, WeightType::kFp16>(a);
       break;
-    case WeightType::kBFloat16:
-      Dispatch<V, WeightType::kBFloat16>(a);
+    case WeightType::kBf16:
+      Dispatch<V, WeightType::kBf16>(a);
       break;
     default:
-      Dispatch<V, WeightType::kFloat32>(a);
+      Dispatch<V, WeightType::kFp32>(a);
       break;
   }
 }

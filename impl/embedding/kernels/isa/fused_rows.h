@@ -53,7 +53,7 @@ struct FusedRowsArgs {
   const float* hot_grads = nullptr;
   // The shard: rows of cols elements of `type`, `stride` elements apart.
   void* weights = nullptr;
-  WeightType type = WeightType::kFloat32;
+  WeightType type = WeightType::kFp32;
   int64_t stride = 0;
   int32_t cols = 0;
   int32_t full_dim = 0;  // the table's dim (== cols whenever the optimizer has row statistics)

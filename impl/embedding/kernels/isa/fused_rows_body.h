@@ -334,14 +334,14 @@ template <class I, WeightType kType>
 void WidenRow(const uint16_t* src, int32_t cols, float* out) {
   int64_t c = 0;
   for (; c + I::kWidth <= cols; c += I::kWidth)
-    I::Store(out + c, kType == WeightType::kFloat16 ? I::LoadF16(src + c) : I::LoadBf16(src + c));
+    I::Store(out + c, kType == WeightType::kFp16 ? I::LoadF16(src + c) : I::LoadBf16(src + c));
   for (; c < cols; ++c)
-    out[c] = kType == WeightType::kFloat16 ? ScalarF16(src[c]) : ScalarBf16(src[c]);
+    out[c] = kType == WeightType::kFp16 ? ScalarF16(src[c]) : ScalarBf16(src[c]);
 }
 
 template <class I, WeightType kType>
 void Rows(const FusedRowsArgs& a) {
-  const int64_t elem = kType == WeightType::kFloat32 ? 4 : 2;
+  const int64_t elem = kType == WeightType::kFp32 ? 4 : 2;
   const int64_t scratch = (int64_t{a.cols} + 15) / 16 * 16;
   float* g_buf = a.scratch;
   float* w_buf = a.scratch + scratch;
@@ -376,7 +376,7 @@ void Rows(const FusedRowsArgs& a) {
     float* m1 = StateOf(a, a.m1, a.m1_row_wise, row);
     float* m2 = StateOf(a, a.m2, a.m2_row_wise, row);
     float* w = reinterpret_cast<float*>(weights + row * a.stride * elem);
-    if constexpr (kType != WeightType::kFloat32) {
+    if constexpr (kType != WeightType::kFp32) {
       WidenRow<I, kType>(reinterpret_cast<const uint16_t*>(weights) + row * a.stride, a.cols,
                          w_buf);
       w = w_buf;
@@ -394,21 +394,21 @@ void Rows(const FusedRowsArgs& a) {
         RowPhase2<I>(a, w, g, m1, m2, a.stats != nullptr ? a.stats + u * a.num_stats : stats_buf);
         break;
     }
-    if constexpr (kType != WeightType::kFloat32) a.store_row(a.store_ctx, row, w_buf);
+    if constexpr (kType != WeightType::kFp32) a.store_row(a.store_ctx, row, w_buf);
   }
 }
 
 template <class I>
 void FusedRows(const FusedRowsArgs& a) {
   switch (a.type) {
-    case WeightType::kFloat16:
-      Rows<I, WeightType::kFloat16>(a);
+    case WeightType::kFp16:
+      Rows<I, WeightType::kFp16>(a);
       break;
-    case WeightType::kBFloat16:
-      Rows<I, WeightType::kBFloat16>(a);
+    case WeightType::kBf16:
+      Rows<I, WeightType::kBf16>(a);
       break;
     default:
-      Rows<I, WeightType::kFloat32>(a);
+      Rows<I, WeightType::kFp32>(a);
       break;
   }
 }

@@ -1,11 +1,13 @@
 // Codec passes for baseline x86-64 (and any other architecture).
-#include "impl/comm/codec/codec.h"
+#include <cstring>
+
+#include "impl/core/codec/codec.h"
 #include "impl/core/half.h"  // before the body, which is included inside a namespace
 
-namespace shardrec::comm::codec {
+namespace shardrec::codec {
 
-#include "impl/comm/codec/codec_body.h"
+#include "impl/core/codec/codec_body.h"
 
 const Passes& Baseline() { return kPasses; }
 
-}  // namespace shardrec::comm::codec
+}  // namespace shardrec::codec

@@ -1,5 +1,6 @@
-// Codec passes compiled for AVX2 + F16C (codec.cmake sets the flags of this file only). bf16 and
-// the fallbacks are the vectorised half.h loops of codec_body.h; fp16 uses the F16C conversions,
+// Codec passes compiled for AVX2 + F16C (codec.cmake sets the flags of this file only). bf16, the
+// quantized rows and the fallbacks are the vectorised loops of codec_body.h; fp16 uses the F16C
+// conversions,
 // which GCC does not derive from those loops (they ran at ~4 GB/s against ~17 GB/s for bf16).
 // vcvtps2ph / vcvtph2ps round and widen as IEEE does, as half.h's FloatToHalf / HalfToFloat do;
 // the lanes where half.h deliberately differs are patched: a finite value beyond 65504
@@ -7,12 +8,14 @@
 // set) when decoded. encoded_test compares every half and ~460k floats with the baseline.
 #include <immintrin.h>
 
-#include "impl/comm/codec/codec.h"
+#include <cstring>
+
+#include "impl/core/codec/codec.h"
 #include "impl/core/half.h"  // before the body, which is included inside a namespace
 
-namespace shardrec::comm::codec {
+namespace shardrec::codec {
 
-#include "impl/comm/codec/codec_body.h"
+#include "impl/core/codec/codec_body.h"
 
 namespace {
 
@@ -68,10 +71,26 @@ void AddHalfF16c(const uint16_t* src, size_t n, float* dst) {
   for (; i < n; ++i) dst[i] += HalfToFloat(src[i]);
 }
 
-constexpr Passes kF16cPasses{ToHalfF16c, ToBf16, FromHalfF16c, FromBf16, AddHalfF16c, AddBf16};
+// A stored fp16 row (serving): eight values at a time through Widen (unaligned loads read the
+// bytes as they are), the tail as the baseline does.
+void DecodeRowFp16F16c(const uint8_t* row, int32_t dim, float* out, uint8_t* scratch) {
+  int32_t c = 0;
+  for (; c + 8 <= dim; c += 8)
+    _mm256_storeu_ps(out + c, Widen(reinterpret_cast<const uint16_t*>(row + 2 * c)));
+  DecodeRowFp16(row + 2 * c, dim - c, out + c, scratch);
+}
+
+constexpr Passes kF16cPasses{
+    ToHalfF16c,
+    ToBf16,
+    FromHalfF16c,
+    FromBf16,
+    AddHalfF16c,
+    AddBf16,
+    {nullptr, DecodeRowFp16F16c, DecodeRowBf16, DecodeRowInt8, DecodeRowInt4}};
 
 }  // namespace
 
 const Passes& Avx2() { return kF16cPasses; }
 
-}  // namespace shardrec::comm::codec
+}  // namespace shardrec::codec
