@@ -31,5 +31,4 @@ target_link_options(shardrec_mpi PRIVATE
 if(NOT (CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND (SHARDREC_SANITIZE OR SHARDREC_BUILD_FUZZ)))
   target_link_options(shardrec_mpi PRIVATE -Wl,--no-undefined)
 endif()
-shardrec_plugin_soname(shardrec_mpi)
-install(TARGETS shardrec_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+shardrec_install_plugin(shardrec_mpi)
