@@ -91,6 +91,30 @@ foreach(plugin shardrec_cuda shardrec_mpi)
   if(NOT IS_SYMLINK ${libdir}/lib${plugin}.so.${major} OR NOT old STREQUAL new)
     message(FATAL_ERROR "lib${plugin}.so.${major} (the deprecated name) is not a link to ${new}")
   endif()
+  # The moved library opens the plugin next to itself by its new name, and the deprecated name
+  # still works where SHARDREC_CUDA_PLUGIN / SHARDREC_MPI_PLUGIN gives it.
+  string(REGEX REPLACE "^shardrec_" "" kind ${plugin})
+  string(TOUPPER ${kind} KIND)
+  foreach(choice default deprecated)
+    if(choice STREQUAL "default")
+      set(env -E env --unset=SHARDREC_${KIND}_PLUGIN)
+      set(want "lib${plugin}\\.so\\.${VERSION_MAJOR_MINOR}")
+    else()
+      set(env -E env SHARDREC_${KIND}_PLUGIN=${libdir}/lib${plugin}.so.${major})
+      set(want "lib${plugin}\\.so\\.${major}([^.0-9]|$)")
+    endif()
+    execute_process(COMMAND ${CMAKE_COMMAND} ${env} ${WORK_DIR}/cmake_build/plugin_load ${kind}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(kind STREQUAL "mpi")
+      # Success is the answer: with SHARDREC_MPI_PLUGIN set, no other file is tried.
+      set(want "loaded the MPI plugin")
+    endif()
+    if(NOT rc EQUAL 0 OR NOT out MATCHES "${want}")
+      message(FATAL_ERROR "${plugin}, ${choice} name: the installed library did not load it "
+                          "(want '${want}'):\n${out}${err}")
+    endif()
+    message(STATUS "${plugin} loaded by its ${choice} name: ${out}")
+  endforeach()
 endforeach()
 
 # The CUDA plugin (when built) has no RUNPATH into the build host's CUDA folder.
