@@ -2,8 +2,8 @@
 # (GOPROXY=file://${PROXY_DIR}): @v/list, .info, .mod and .zip. The zip names no path: its cgo
 # line asks pkg-config for shardrec-rpath (shardrec.pc plus an rpath to the library folder, so
 # programs start without LD_LIBRARY_PATH), found through PKG_CONFIG_PATH=<prefix>/lib/pkgconfig
-# wherever the prefix was installed, moved or copied to. The zip is thus the same for every
-# prefix, and a go.sum written against one install verifies against another.
+# wherever the prefix was installed, moved or copied to. The zip's files are thus the same for
+# every prefix, and a go.sum written against one install verifies against another.
 # Called at install time with -DGO_DIR, -DLICENSE, -DSTAGE, -DPROXY_DIR, -DVERSION, -DTIME.
 set(module shardrec.dev/shardrec)
 set(version v${VERSION})
