@@ -80,6 +80,10 @@ shardrec = { path = \"${crates}/shardrec\" }
   endif()
   set(ENV{SHARDREC_PREFIX} ${root}/nonexistent)
   run_fails(COMMAND ${TOOL} build --offline MATCH "SHARDREC_PREFIX is ${root}/nonexistent")
+  # Relative to the app folder it would name the prefix, but build scripts run elsewhere.
+  file(RELATIVE_PATH relative ${app} ${prefix})
+  set(ENV{SHARDREC_PREFIX} ${relative})
+  run_fails(COMMAND ${TOOL} build --offline MATCH "SHARDREC_PREFIX must be an absolute path")
   set(ENV{SHARDREC_PREFIX} ${prefix})
   run(${TOOL} build --offline)
   set(program ${root}/target/debug/consumer)

@@ -36,8 +36,9 @@ fn prefix_pc_dir(prefix: &Path) -> Option<PathBuf> {
 }
 
 /// Where shardrec.pc is looked for, in this order:
-/// 1. $SHARDREC_PREFIX, when set: the prefix libshardrec was installed into (an explicit choice
-///    is honoured alone, so a typo is reported instead of silently finding another install);
+/// 1. $SHARDREC_PREFIX, when set: the prefix libshardrec was installed into, an absolute path (an
+///    explicit choice is honoured alone, so a typo is reported instead of silently finding
+///    another install);
 /// 2. the file pkgconfig-dir, a path relative to this crate, written by the install: the crates
 ///    in <prefix>/share/shardrec/rust find their own prefix, wherever it was moved;
 /// 3. pkg-config's own search ($PKG_CONFIG_PATH, then its default folders).
@@ -45,6 +46,16 @@ fn prefix_pc_dir(prefix: &Path) -> Option<PathBuf> {
 fn pc_dir() -> (Option<PathBuf>, String) {
     if let Some(prefix) = env::var_os("SHARDREC_PREFIX").filter(|p| !p.is_empty()) {
         let prefix = PathBuf::from(prefix);
+        // Cargo runs this script in the crate's folder, not where the user typed the command,
+        // so a relative path would silently mean another folder.
+        if prefix.is_relative() {
+            fail(&format!(
+                "SHARDREC_PREFIX must be an absolute path (build scripts run in the crate's own \
+                 folder, {}), got {}",
+                env::var("CARGO_MANIFEST_DIR").unwrap_or_default(),
+                prefix.display()
+            ));
+        }
         return match prefix_pc_dir(&prefix) {
             Some(dir) => (Some(dir), String::new()),
             None => fail(&format!(
