@@ -1,9 +1,10 @@
 # Writes the Go module shardrec.dev/shardrec at version v${VERSION} as a file-based module proxy
-# (GOPROXY=file://${PROXY_DIR}): @v/list, .info, .mod and .zip. The zip's cgo directives name
-# the install prefix instead of pkg-config, so programs build and start with no environment
-# beyond GOPROXY (and GONOSUMDB: the module is not in the public checksum database).
-# Called at install time with -DGO_DIR, -DLICENSE, -DSTAGE, -DPROXY_DIR, -DVERSION, -DPREFIX,
-# -DINCLUDEDIR, -DLIBDIR (the last two absolute, as the installed program will see them).
+# (GOPROXY=file://${PROXY_DIR}): @v/list, .info, .mod and .zip. The zip names no path: its cgo
+# line asks pkg-config for shardrec-rpath (shardrec.pc plus an rpath to the library folder, so
+# programs start without LD_LIBRARY_PATH), found through PKG_CONFIG_PATH=<prefix>/lib/pkgconfig
+# wherever the prefix was installed, moved or copied to. The zip's files are thus the same for
+# every prefix, and a go.sum written against one install verifies against another.
+# Called at install time with -DGO_DIR, -DLICENSE, -DSTAGE, -DPROXY_DIR, -DVERSION, -DTIME.
 set(module shardrec.dev/shardrec)
 set(version v${VERSION})
 # A staging folder of this install's own: installs of one build tree into several prefixes may
@@ -25,8 +26,7 @@ foreach(f IN LISTS sources)
     if(at EQUAL -1)
       message(FATAL_ERROR "${f}: no '#cgo pkg-config: shardrec' line to replace")
     endif()
-    string(REPLACE "#cgo pkg-config: shardrec\n"
-      "#cgo CFLAGS: -I${INCLUDEDIR}\n#cgo LDFLAGS: -L${LIBDIR} -Wl,-rpath,${LIBDIR} -lshardrec\n"
+    string(REPLACE "#cgo pkg-config: shardrec\n" "#cgo pkg-config: shardrec-rpath\n"
       text "${text}")
   endif()
   file(WRITE ${root}/${f} "${text}")

@@ -1,14 +1,16 @@
-# Installs the build tree into a scratch prefix and checks the Java artefacts: the versioned jar
+# Installs the build tree into a scratch prefix, moves the prefix to another folder (the install
+# is relocatable), and checks the Java artefacts there: the versioned jar
 # (manifest, Java 11 classes), its POM and the shardrec.jar link under <prefix>/share/java; the
 # example run with only the INSTALLED jar on the class path (the JNI library found under the
 # prefix); the jar copied alone into an empty folder outside the prefix (its embedded JNI
 # library and libshardrec extracted and loaded); and the error when the library is missing.
 file(REMOVE_RECURSE ${WORK_DIR})
-execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/installed
                 RESULT_VARIABLE rc OUTPUT_QUIET)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed")
 endif()
+file(RENAME ${WORK_DIR}/installed ${WORK_DIR}/prefix)
 set(java_dir ${WORK_DIR}/prefix/share/java)
 set(jar ${java_dir}/${JAR_NAME})
 foreach(f ${jar} ${java_dir}/shardrec-${VERSION}.pom ${java_dir}/shardrec.jar)

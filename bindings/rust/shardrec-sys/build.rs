@@ -1,5 +1,6 @@
-// Finds libshardrec through the `pkg-config` binary (no crates) and links it so that every
-// program depending on this crate starts without LD_LIBRARY_PATH; when asked with
+// Finds libshardrec through the `pkg-config` binary (no crates; SHARDREC_PREFIX, this crate's
+// own install prefix, then PKG_CONFIG_PATH: see pc_dir) and links it so that every program
+// depending on this crate starts without LD_LIBRARY_PATH; when asked with
 // SHARDREC_SYS_CHECK_BINDINGS=1, checks that src/bindings.rs equals a fresh bindgen run
 // (SHARDREC_SYS_WRITE_BINDINGS=1 rewrites it instead).
 //
@@ -14,12 +15,81 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn pkg_config(args: &[&str]) -> String {
-    let mut cmd = Command::new("pkg-config");
-    // Installed under <prefix>/share/shardrec/rust, the crate knows its prefix's .pc folder.
+/// Stops the build with @p message and no panic (a panic adds its location and a backtrace hint
+/// that say nothing to a user); cargo prints the build script's stderr.
+fn fail(message: &str) -> ! {
+    eprintln!("error: shardrec-sys: {message}");
+    std::process::exit(1);
+}
+
+/// The folder of a prefix's shardrec.pc: <prefix>/lib/pkgconfig, lib64/pkgconfig or a Debian
+/// multiarch lib/<triplet>/pkgconfig.
+fn prefix_pc_dir(prefix: &Path) -> Option<PathBuf> {
+    let mut dirs = vec![prefix.join("lib/pkgconfig"), prefix.join("lib64/pkgconfig")];
+    if let Ok(entries) = std::fs::read_dir(prefix.join("lib")) {
+        let mut multiarch: Vec<PathBuf> =
+            entries.flatten().map(|e| e.path().join("pkgconfig")).collect();
+        multiarch.sort();
+        dirs.extend(multiarch);
+    }
+    dirs.into_iter().find(|d| d.join("shardrec.pc").is_file())
+}
+
+/// Where shardrec.pc is looked for, in this order:
+/// 1. $SHARDREC_PREFIX, when set: the prefix libshardrec was installed into, an absolute path (an
+///    explicit choice is honoured alone, so a typo is reported instead of silently finding
+///    another install);
+/// 2. the file pkgconfig-dir, a path relative to this crate, written by the install: the crates
+///    in <prefix>/share/shardrec/rust find their own prefix, wherever it was moved;
+/// 3. pkg-config's own search ($PKG_CONFIG_PATH, then its default folders).
+/// Returns the folder to put first on PKG_CONFIG_PATH (None for 3) and, for 3, what was tried.
+fn pc_dir() -> (Option<PathBuf>, String) {
+    if let Some(prefix) = env::var_os("SHARDREC_PREFIX").filter(|p| !p.is_empty()) {
+        let prefix = PathBuf::from(prefix);
+        // Cargo runs this script in the crate's folder, not where the user typed the command,
+        // so a relative path would silently mean another folder.
+        if prefix.is_relative() {
+            fail(&format!(
+                "SHARDREC_PREFIX must be an absolute path (build scripts run in the crate's own \
+                 folder, {}), got {}",
+                env::var("CARGO_MANIFEST_DIR").unwrap_or_default(),
+                prefix.display()
+            ));
+        }
+        return match prefix_pc_dir(&prefix) {
+            Some(dir) => (Some(dir), String::new()),
+            None => fail(&format!(
+                "SHARDREC_PREFIX is {} but it has no lib/pkgconfig/shardrec.pc (nor lib64/ or \
+                 lib/<triplet>/); set it to the folder libshardrec was installed into, the one \
+                 holding include/shardrec and lib/",
+                prefix.display()
+            )),
+        };
+    }
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let mut tried = Vec::new();
     if let Ok(rel) = std::fs::read_to_string(manifest.join("pkgconfig-dir")) {
         let dir = manifest.join(rel.trim());
+        if dir.join("shardrec.pc").is_file() {
+            return (Some(dir), String::new());
+        }
+        tried.push(format!(
+            "{} (this crate's install prefix: the crate was copied out of it)",
+            dir.display()
+        ));
+    }
+    match env::var("PKG_CONFIG_PATH") {
+        Ok(p) if !p.is_empty() => tried.push(format!("PKG_CONFIG_PATH={p}")),
+        _ => tried.push("PKG_CONFIG_PATH (not set)".into()),
+    }
+    tried.push("pkg-config's default folders".into());
+    (None, tried.join(", "))
+}
+
+fn pkg_config(args: &[&str]) -> String {
+    let mut cmd = Command::new("pkg-config");
+    let (first, tried) = pc_dir();
+    if let Some(dir) = first {
         let mut path = dir.into_os_string();
         if let Some(old) = env::var_os("PKG_CONFIG_PATH") {
             path.push(":");
@@ -27,17 +97,18 @@ fn pkg_config(args: &[&str]) -> String {
         }
         cmd.env("PKG_CONFIG_PATH", path);
     }
-    let out = cmd
-        .args(args)
-        .arg("shardrec")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run pkg-config: {e}"));
+    let out = cmd.args(args).arg("shardrec").output().unwrap_or_else(|e| {
+        fail(&format!("cannot run pkg-config ({e}); install pkg-config (Debian: pkgconf)"))
+    });
     if !out.status.success() {
-        panic!(
-            "pkg-config {:?} shardrec failed (set PKG_CONFIG_PATH to the folder of shardrec.pc): {}",
-            args,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let why = String::from_utf8_lossy(&out.stderr);
+        fail(&format!(
+            "cannot find libshardrec: no shardrec.pc in {tried}{}{}. Set SHARDREC_PREFIX to the \
+             folder libshardrec was installed into (e.g. SHARDREC_PREFIX=/opt/shardrec), or \
+             PKG_CONFIG_PATH to its lib/pkgconfig folder",
+            if why.trim().is_empty() { "" } else { "; pkg-config: " },
+            why.trim()
+        ));
     }
     String::from_utf8(out.stdout).expect("pkg-config output is UTF-8")
 }
@@ -156,13 +227,19 @@ fn build_stub(libdir: &Path) -> Result<PathBuf, String> {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    println!("cargo:rerun-if-env-changed=SHARDREC_PREFIX");
     println!("cargo:rerun-if-env-changed=SHARDREC_SYS_CHECK_BINDINGS");
     println!("cargo:rerun-if-env-changed=SHARDREC_SYS_WRITE_BINDINGS");
     println!("cargo:rerun-if-changed=wrapper.h");
     println!("cargo:rerun-if-changed=src/bindings.rs");
     println!("cargo:rerun-if-changed=pkgconfig-dir");
 
-    let libdir = PathBuf::from(pkg_config(&["--variable=libdir"]).trim());
+    // A relocatable shardrec.pc gives <pc folder>/../../lib: resolved, so the link stub's
+    // SONAME (the path the programs record) is plain.
+    let reported = PathBuf::from(pkg_config(&["--variable=libdir"]).trim());
+    let libdir = std::fs::canonicalize(&reported).unwrap_or_else(|e| {
+        fail(&format!("shardrec.pc names the library folder {} ({e})", reported.display()))
+    });
     println!("cargo:rerun-if-changed={}", libdir.join("libshardrec.so").display());
     // Dependents with a build script read DEP_SHARDREC_LIBDIR.
     println!("cargo:libdir={}", libdir.display());

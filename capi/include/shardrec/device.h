@@ -7,11 +7,11 @@
  * libshardrec_cuda.so, which is loaded the first time any call asks about a GPU (these calls
  * included). The plugin is searched for, in order: the full path in the environment variable
  * SHARDREC_CUDA_PLUGIN (used alone when set); the folder that holds libshardrec.so; the
- * dynamic linker's search path (libshardrec_cuda.so.0). A libshardrec built without CUDA
- * tries only SHARDREC_CUDA_PLUGIN (a plugin built elsewhere against the same ABI), and with it
- * unset every GPU request is SHARDREC_EUNSUPPORTED. The outcome of that first attempt,
- * success or failure, is kept for the life of the process, so setting SHARDREC_CUDA_PLUGIN
- * only has an effect before the first GPU-related call.
+ * dynamic linker's search path (libshardrec_cuda.so.0.1: versioned like libshardrec, major.minor
+ * while 0.x). A libshardrec built without CUDA tries only SHARDREC_CUDA_PLUGIN (a plugin built
+ * elsewhere against the same ABI), and with it unset every GPU request is SHARDREC_EUNSUPPORTED.
+ * The outcome of that first attempt, success or failure, is kept for the life of the process, so
+ * setting SHARDREC_CUDA_PLUGIN only has an effect before the first GPU-related call.
  *
  * None of these calls uses a stream; all are synchronous.
  */

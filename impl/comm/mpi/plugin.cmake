@@ -18,8 +18,6 @@ target_compile_options(shardrec_mpi PRIVATE ${SHARDREC_WARNINGS})
 target_compile_definitions(shardrec_mpi PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 set_target_properties(shardrec_mpi PROPERTIES
   OUTPUT_NAME shardrec_mpi
-  VERSION ${PROJECT_VERSION}
-  SOVERSION ${PROJECT_VERSION_MAJOR}
   CXX_VISIBILITY_PRESET hidden
   VISIBILITY_INLINES_HIDDEN ON
   # Next to libshardrec.so, where the loader looks first (build tree and install tree alike).
@@ -33,4 +31,4 @@ target_link_options(shardrec_mpi PRIVATE
 if(NOT (CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND (SHARDREC_SANITIZE OR SHARDREC_BUILD_FUZZ)))
   target_link_options(shardrec_mpi PRIVATE -Wl,--no-undefined)
 endif()
-install(TARGETS shardrec_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+shardrec_install_plugin(shardrec_mpi)

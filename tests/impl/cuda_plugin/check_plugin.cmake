@@ -1,12 +1,14 @@
 # Fails unless the CUDA plugin lies next to libshardrec.so, has its SONAME, needs the CUDA
 # runtime and NCCL, and exports exactly the two symbols of impl/core/plugin_abi.h (cmake -P,
-# PLUGIN and CAPI_DIR set).
+# PLUGIN, CAPI_DIR and SOVERSION set; the SONAME has the form of libshardrec's, major.minor
+# while 0.x).
 get_filename_component(plugin_dir ${PLUGIN} DIRECTORY)
 if(NOT plugin_dir STREQUAL CAPI_DIR)
   message(FATAL_ERROR "the plugin is in ${plugin_dir}, not next to libshardrec.so in ${CAPI_DIR}")
 endif()
-if(NOT EXISTS ${CAPI_DIR}/libshardrec_cuda.so.0)
-  message(FATAL_ERROR "${CAPI_DIR}/libshardrec_cuda.so.0 (the name the loader opens) is missing")
+set(soname libshardrec_cuda.so.${SOVERSION})
+if(NOT EXISTS ${CAPI_DIR}/${soname})
+  message(FATAL_ERROR "${CAPI_DIR}/${soname} (the name the loader opens) is missing")
 endif()
 execute_process(COMMAND readelf -d ${PLUGIN} OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -18,9 +20,9 @@ foreach(need "libcudart.so" "libnccl.so")
     message(FATAL_ERROR "the plugin does not link ${need}:\n${dyn}")
   endif()
 endforeach()
-string(FIND "${dyn}" "Library soname: [libshardrec_cuda.so.0]" pos)
+string(FIND "${dyn}" "Library soname: [${soname}]" pos)
 if(pos EQUAL -1)
-  message(FATAL_ERROR "the plugin's SONAME is not libshardrec_cuda.so.0:\n${dyn}")
+  message(FATAL_ERROR "the plugin's SONAME is not ${soname}:\n${dyn}")
 endif()
 execute_process(COMMAND nm -D --defined-only ${PLUGIN} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)
 string(REGEX MATCHALL "[0-9a-f]+ [TDBRVW] [^\n]+" entries "${syms}")

@@ -1,0 +1,317 @@
+// Every wrapper of shardrec.hpp through one small real scenario: two ranks on threads train a
+// fixed and a dynamic table for two steps, read the dynamic table's statistics and delta, save
+// a checkpoint that a serving handle opens, pins, patches with the delta and reloads; a 2D mesh
+// of two replicas syncs; DDP averages and FSDP steps; an MLP, a DCN and a dense optimizer train
+// and infer; a world-1 group joins from launcher variables; moved-from objects say so.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shardrec/shardrec.hpp"
+
+namespace {
+
+void Require(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error("check failed: " + what);
+}
+
+// Runs body(rank) on one thread per rank of a local group; rethrows the first failure.
+void OnRanks(std::vector<shardrec::Comm>& comms, const std::function<void(int)>& body) {
+  std::vector<std::string> errors(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(static_cast<int>(r));
+      } catch (const std::exception& e) {
+        errors[r] = "rank " + std::to_string(r) + ": " + e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) Require(e.empty(), e);
+}
+
+// Error's code and message for a call that must fail.
+shardrec::Error Failure(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const shardrec::Error& e) {
+    return e;
+  }
+  throw std::runtime_error("the call did not throw shardrec::Error");
+}
+
+shardrec::Plan MakePlan(int32_t world) {
+  static const char* const names[] = {"user", "item"};
+  shardrec_feature_config_t features[2];
+  for (int f = 0; f < 2; ++f) {
+    features[f] = SHARDREC_FEATURE_CONFIG_INIT;
+    features[f].name = names[f];
+  }
+  static const int32_t reads[2][1] = {{0}, {1}};
+  static shardrec_dynamic_table_config_t dynamic = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
+  dynamic.eviction = SHARDREC_EVICTION_LRU;
+  shardrec_table_config_t tables[2];
+  tables[0] = SHARDREC_TABLE_CONFIG_INIT;
+  tables[0].name = "users";
+  tables[0].rows = 100;
+  tables[0].dim = 8;
+  tables[0].features = reads[0];
+  tables[0].num_features = 1;
+  tables[1] = SHARDREC_TABLE_CONFIG_INIT;
+  tables[1].name = "items";
+  tables[1].rows = 64;  // capacity of the dynamic table
+  tables[1].dim = 8;
+  tables[1].features = reads[1];
+  tables[1].num_features = 1;
+  tables[1].dynamic = &dynamic;
+  shardrec_topology_t topology = SHARDREC_TOPOLOGY_INIT;
+  topology.world_size = world;
+  topology.batch_size = 4;
+  return shardrec::Plan::create(tables, features, topology);
+}
+
+// One training step on rank r's 4 samples; returns the forward output.
+std::vector<float> Step(shardrec::EmbeddingCollection& coll, int r, int step) {
+  std::vector<int32_t> lengths(8, 1);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(r * 4 + i);                              // users
+  for (int i = 0; i < 4; ++i) ids.push_back(int64_t{1} << 40 | (r * 4 + i + step));  // items
+  auto batch = shardrec::kjt_view(4, 2, lengths, ids);
+  std::vector<float> out = coll.forward(batch);
+  coll.backward(out);
+  return out;
+}
+
+void TrainSaveServe(const std::string& dir) {
+  const shardrec::Plan plan = MakePlan(2);
+  Require(plan.num_tables() == 2 && plan.num_features() == 2 && plan.world_size() == 2,
+          "plan shape");
+  Require(plan.table_name(plan.find_table("items")) == "items" && plan.table_dim(1) == 8 &&
+              plan.table_rows(0) == 100 && plan.feature_name(1) == "item",
+          "plan queries");
+  Require(plan.shard(0, 0).cols > 0 && !plan.to_json().empty() && plan.hash() != 0,
+          "plan shard, json, hash");
+  Require(shardrec::Plan::from_json(plan.to_json()).hash() == plan.hash(), "plan json round trip");
+
+  auto comms = shardrec::Comm::local_group(2);
+  std::vector<shardrec::DynamicDelta> deltas(2);
+  OnRanks(comms, [&](int r) {
+    shardrec::Comm& comm = comms[r];
+    Require(comm.rank() == r && comm.size() == 2, "comm rank and size");
+    comm.set_timeout(60000);
+    std::vector<float> send = {float(r + 1), 2}, sum(2), gathered(4), bcast = {float(r), 0};
+    comm.allreduce(send, sum);
+    Require(sum[0] == 3 && sum[1] == 4, "allreduce");
+    comm.allgather(send, gathered);
+    Require(gathered[0] == 1 && gathered[2] == 2, "allgather");
+    comm.broadcast(bcast, 1);
+    Require(bcast[0] == 1, "broadcast");
+    shardrec::Comm half = comm.split(0, -r);
+    Require(half.size() == 2 && half.rank() == 1 - r, "split");
+    comm.barrier();
+
+    auto coll = shardrec::EmbeddingCollection::create(plan, comm);
+    Require(coll.output_dim() == 16 && !coll.is_sequence() && coll.outputs().size() == 2,
+            "collection shape");
+    Step(coll, r, 0);
+    coll.dynamic_mark("items");
+    Step(coll, r, 1);
+    Require(coll.num_steps() == 2 && coll.is_training(), "steps and mode");
+    const shardrec_dynamic_table_stats_t stats = coll.dynamic_stats("items");
+    Require(stats.size > 0 && stats.total_inserted >= stats.size, "dynamic stats");
+    deltas[r] = coll.dynamic_delta("items");
+    Require(deltas[r].dim == 8 && !deltas[r].ids.empty() &&
+                deltas[r].rows.size() == deltas[r].ids.size() * 8,
+            "dynamic delta");
+    std::vector<float> users(100 * 8);
+    coll.get_weights("users", users);
+    coll.set_weights("users", users);
+    Require(coll.table_optimizer("users").type == SHARDREC_OPTIMIZER_SGD, "table optimizer");
+    Require(coll.timings().second >= 0 && coll.step_timings().samples > 0, "timings");
+    coll.save_checkpoint(dir);
+    coll.load_checkpoint(dir);
+    coll.set_training(false);
+    Require(!coll.is_training(), "eval mode");
+  });
+  Require(deltas[0].ids == deltas[1].ids && deltas[0].rows == deltas[1].rows,
+          "every rank has the whole delta");
+
+  // Serving: open, look up, pin, patch with the delta (a new version), reload.
+  auto inf = shardrec::Inference::open(dir);
+  Require(inf.output_dim() == 16 && inf.tables().size() == 2 && inf.num_features() == 2,
+          "serving shape");
+  std::vector<int32_t> lengths = {1, 1};
+  std::vector<int64_t> ids = {3, deltas[0].ids[0]};
+  const auto batch = shardrec::kjt_view(1, 2, lengths, ids);
+  std::vector<float> out = inf.lookup(batch);
+  auto snapshot = inf.pin();
+  const uint64_t pinned = snapshot.version();
+  std::vector<float> rows(deltas[0].rows.size(), 0.5f);
+  const uint64_t patched = inf.apply_delta("items", deltas[0].ids, rows, {});
+  Require(patched > pinned && inf.version() == patched, "delta publishes a version");
+  std::vector<float> now = inf.lookup(batch), then(out.size());
+  snapshot.lookup(batch, then);
+  Require(then == out && now[8] == 0.5f, "the snapshot keeps its version, the handle moves on");
+  inf.reload(dir);
+  Require(inf.version() > patched, "reload publishes a version");
+  const auto missing = Failure([&] { (void)inf.dense_tensor("nope"); });
+  Require(missing.code() < 0, "an unknown dense tensor is refused");
+  std::printf("train, save, serve: %zu delta rows, versions %llu -> %llu\n", deltas[0].ids.size(),
+              static_cast<unsigned long long>(pinned), static_cast<unsigned long long>(patched));
+}
+
+void MeshDdpFsdp() {
+  const shardrec::Plan plan = MakePlan(1);  // one shard per sharding group of 1
+  auto comms = shardrec::Comm::local_group(2);
+  OnRanks(comms, [&](int r) {
+    shardrec_mesh_options_t options = SHARDREC_MESH_OPTIONS_INIT;
+    options.sharding_group_size = 1;
+    auto mesh = shardrec::Mesh::create(comms[r], &options);
+    const shardrec::MeshCoords c = mesh.coords();
+    Require(c.replica_rank == r && c.shard_rank == 0, "mesh coords");
+    Require(mesh.replica_comm().size() == 2 && mesh.sharding_comm().size() == 1, "mesh comms");
+    Require(!mesh.describe().empty(), "mesh describe");
+    auto coll = mesh.embedding(plan);
+    Step(coll, r, 0);
+    Require(mesh.step(coll), "mesh step syncs every step by default");
+    std::vector<float> users(100 * 8), other(100 * 8);
+    coll.get_weights("users", users);
+    comms[r].allreduce(users, other);
+    for (size_t i = 0; i < users.size(); ++i)
+      Require(std::fabs(other[i] - 2 * users[i]) < 1e-5f, "replicas equal after the sync");
+    Require(mesh.sync_stats().syncs == 1, "mesh sync stats");
+
+    const std::vector<int64_t> counts = {3, 5};
+    auto ddp = shardrec::Ddp::create(comms[r], counts);
+    for (size_t t = 0; t < 2; ++t) {
+      for (float& g : ddp.grad(t)) g = float(r);
+      ddp.mark_ready(t);
+    }
+    ddp.finish();
+    Require(ddp.grad(1)[4] == 0.5f && ddp.stats().steps == 1, "ddp average");
+
+    shardrec_optimizer_config_t sgd = SHARDREC_OPTIMIZER_CONFIG_INIT;
+    sgd.learning_rate = 1.0f;
+    const std::vector<float> unit(6, 1.0f);
+    const std::span<const float> units[] = {unit};
+    auto fsdp = shardrec::Fsdp::create(comms[r], units, sgd);
+    Require(fsdp.gather(0)[5] == 1.0f, "fsdp gather");
+    for (float& g : fsdp.grad(0)) g = float(r + 1);
+    fsdp.release(0);
+    fsdp.reduce_grad(0);
+    fsdp.step();
+    const auto [shard, offset] = fsdp.shard(0);
+    Require(shard.size() == 3 && offset == 3 * r && shard[0] == -0.5f, "fsdp step");
+    Require(fsdp.memory().second > 0, "fsdp memory");
+  });
+  std::printf("mesh, ddp, fsdp: ok\n");
+}
+
+void Dense() {
+  const int64_t widths[] = {4, 1};
+  shardrec_mlp_options_t options = SHARDREC_MLP_OPTIONS_INIT;
+  options.in_features = 3;
+  options.out_features = widths;
+  options.num_layers = 2;
+  options.seed = 7;
+  auto mlp = shardrec::Mlp::create(options);
+  Require(mlp.dims() == std::make_pair(int64_t{3}, int64_t{1}) && mlp.tensors().size() == 4,
+          "mlp shape");
+  const std::vector<float> x = {0.1f, 0.2f, 0.3f, -0.4f, 0.5f, 0.6f};
+  std::vector<float> y(2), inferred(2), dx(6);
+  mlp.forward(x, 2, y);
+  mlp.infer(x, 2, inferred);
+  Require(y == inferred, "mlp infer equals forward");
+  const std::vector<float> labels = {1, 0};
+  std::vector<float> dy(2);
+  const double loss = shardrec::bce_with_logits(y, labels, 2, dy);
+  mlp.zero_grad();
+  mlp.backward(dy, dx);
+  auto adam = [] {
+    shardrec_optimizer_config_t c = SHARDREC_OPTIMIZER_CONFIG_INIT;
+    c.type = SHARDREC_OPTIMIZER_ADAM;
+    c.learning_rate = 0.1f;
+    return shardrec::DenseOptimizer::create(c);
+  }();
+  adam.step(mlp.tensors());
+  Require(adam.steps() == 1 && !adam.state(0, 0).empty(), "dense optimizer");
+  mlp.forward(x, 2, y);
+  Require(shardrec::bce_with_logits(y, labels, 2) < loss, "a dense step lowers the loss");
+
+  auto dcn = shardrec::Dcn::create(4, 1, 2, 3);
+  std::vector<float> x0(8, 0.25f), d(8), di(8);
+  dcn.forward(x0, 2, d);
+  dcn.infer(x0, 2, di);
+  Require(d == di && dcn.tensors().size() == 3, "dcn");
+  Require(shardrec::dot_interaction_width(2, 4) > 0, "dot interaction width");
+  std::printf("dense: loss %.4f -> lower\n", loss);
+}
+
+void FromEnv() {
+  // A world of 1 from launcher variables (torchrun's), on a port of this process's own.
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port.c_str(), 1);
+  auto comm = shardrec::Comm::from_env();
+  Require(comm.size() == 1 && comm.local_size() == 1, "comm from env");
+  shardrec_topology_t topology = SHARDREC_TOPOLOGY_INIT;
+  shardrec::topology_from_comm(topology, comm);
+  Require(topology.world_size == 1 && topology.ranks_per_node == 1, "topology from comm");
+}
+
+void MovedFrom() {
+  auto comms = shardrec::Comm::local_group(1);
+  const shardrec::Plan plan = MakePlan(1);
+  auto coll = shardrec::EmbeddingCollection::create(plan, comms[0]);
+  auto moved = std::move(coll);
+  Require(moved.output_dim() == 16, "the moved-to object works");
+  const auto e = Failure([&] { (void)coll.output_dim(); });
+  const std::string what = e.what();
+  Require(e.code() == SHARDREC_EINVAL &&
+              what.find("shardrec::EmbeddingCollection") != std::string::npos &&
+              what.find("moved from") != std::string::npos &&
+              what.find("must not be NULL") == std::string::npos,
+          "a moved-from collection says so: " + what);
+  shardrec::Comm gone = std::move(comms[0]);
+  const auto c = Failure([&] { (void)shardrec::EmbeddingCollection::create(plan, comms[0]); });
+  Require(std::string(c.what()).find("shardrec::Comm has no handle") != std::string::npos,
+          "a moved-from comm passed to create says so");
+  shardrec::Inference none;
+  Require(std::string(Failure([&] { (void)none.version(); }).what()).find("shardrec::Inference") !=
+              std::string::npos,
+          "a default-constructed Inference says so");
+}
+
+}  // namespace
+
+int main() {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("shardrec_cpp_" + std::to_string(getpid())))
+          .string();
+  try {
+    TrainSaveServe(dir);
+    MeshDdpFsdp();
+    Dense();
+    FromEnv();
+    MovedFrom();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAILED: %s\n", e.what());
+    std::filesystem::remove_all(dir);
+    return 1;
+  }
+  std::filesystem::remove_all(dir);
+  std::printf("all C++ wrappers ok\n");
+  return 0;
+}
