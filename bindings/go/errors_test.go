@@ -60,3 +60,20 @@ func TestErrorsFollowGoIdioms(t *testing.T) {
 		t.Fatalf("a NUL in a name: %v", err)
 	}
 }
+
+type wrappingStore struct{}
+
+func (wrappingStore) Set(string, []byte) error {
+	return fmt.Errorf("set: %w", &Error{Code: ErrCodeIO, Message: "store down"})
+}
+
+func (wrappingStore) Get(string, int64) ([]byte, error) { return nil, errors.New("store down") }
+
+// A store's wrapped *Error reports its own code to the library (it reported SHARDREC_ERROR).
+func TestStoreErrorsKeepTheirCodeWhenWrapped(t *testing.T) {
+	_, err := NewCommWithStore(wrappingStore{}, 2, 0, &CommOptions{TimeoutMs: 2000})
+	var e *Error
+	if !errors.As(err, &e) || !strings.Contains(e.Message, fmt.Sprintf("returned code %d", ErrCodeIO)) {
+		t.Fatalf("wrapping store: %v", err)
+	}
+}
