@@ -98,8 +98,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
  * alike. Each count and byte field is the sum over ranks of shardrec_embedding_dynamic_stats
  * (size and capacity are the table's rows and slots, the byte fields the memory every rank
  * holds for it, copies of a data-parallel table included), and load_factor is the summed size
- * over the summed capacity (0 when that is 0). One all-reduce of 14 int64 values; the fields up
- * to @p out's version are written.
+ * over the summed capacity (0 when that is 0). The agreement below, then one all-reduce of 14
+ * int64 values; the fields up to @p out's version are written.
  * Arguments: a rank refusing its own (NULL @p table or @p out, an unsupported version, an unknown
  * or fixed table) still takes part in one agreement before the sums, so every rank fails at once
  * (SHARDREC_EINVAL naming that rank on the others; a NULL @p coll alone fails only its rank).
