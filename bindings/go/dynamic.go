@@ -62,8 +62,9 @@ func newNativeDynamic(d *DynamicTableConfig) (swig.Dynamic_table_config, error) 
 	return o, nil
 }
 
-// DynamicTableStats is this rank's part of one dynamic table: the rows of the row blocks it
-// holds and what training forwards did to them. The table's totals are the sums over ranks.
+// DynamicTableStats is this rank's part of one dynamic table (DynamicStats): the rows of the row
+// blocks it holds and what training forwards did to them; or the whole table's, the sums over
+// ranks (DynamicStatsGlobal).
 // "Last" counts are those of the last training forward, "Total" counts since creation.
 type DynamicTableStats struct {
 	Size                   int64 // rows (ids with a row) held here
@@ -91,6 +92,20 @@ type DynamicTableStats struct {
 // DynamicStats returns this rank's part of dynamic table `table`. Not collective; an error
 // (EINVAL) for a table that is not dynamic, ENOTFOUND for an unknown one.
 func (e *EmbeddingCollection) DynamicStats(table string) (DynamicTableStats, error) {
+	return e.dynamicStats(table, swig.Embedding_dynamic_stats)
+}
+
+// DynamicStatsGlobal returns the whole dynamic table `table`: the sums over ranks of
+// DynamicStats (LoadFactor from the summed Size and Capacity), the same on every rank.
+// Collective: every rank of the collection calls it with the same table. A rank refusing its
+// arguments (an unknown or fixed table) fails every rank at once (EINVAL naming it on the
+// others), and ranks naming different tables all get EINVAL.
+func (e *EmbeddingCollection) DynamicStatsGlobal(table string) (DynamicTableStats, error) {
+	return e.dynamicStats(table, swig.Embedding_dynamic_stats_global)
+}
+
+func (e *EmbeddingCollection) dynamicStats(table string,
+	call func(uintptr, string, swig.Dynamic_table_stats) error) (DynamicTableStats, error) {
 	if err := noNUL("table", table); err != nil {
 		return DynamicTableStats{}, err
 	}
@@ -101,7 +116,7 @@ func (e *EmbeddingCollection) DynamicStats(table string) (DynamicTableStats, err
 	if err := swig.Dynamic_table_stats_init(s, uint(swig.DYNAMIC_TABLE_STATS_VERSION)); err != nil {
 		return DynamicTableStats{}, err
 	}
-	if err := swig.Embedding_dynamic_stats(h, table, s); err != nil {
+	if err := call(h, table, s); err != nil {
 		return DynamicTableStats{}, err
 	}
 	return DynamicTableStats{

@@ -49,38 +49,6 @@ func negativeIndex(what string, indices ...int) error {
 	return nil
 }
 
-// Status codes of libshardrec (shardrec/common.h).
-const (
-	ErrCodeGeneric     = -1
-	ErrCodeInvalid     = -2
-	ErrCodeUsage       = -3
-	ErrCodeNoMemory    = -4
-	ErrCodeCuda        = -5
-	ErrCodeRemote      = -6
-	ErrCodeTimeout     = -7
-	ErrCodeIO          = -8
-	ErrCodeCorrupt     = -9
-	ErrCodeUnsupported = -10
-	ErrCodeNotFound    = -11
-	ErrCodeInternal    = -12
-	ErrCodeNoDevice    = -13
-	ErrCodeAborted     = -14 // Comm.Abort was called on this communicator's failure domain
-)
-
-// Error is a failed libshardrec call: Code is the C status (one of the ErrCode constants),
-// Message the C message, copied in the same cgo call as the failure. Error() gives
-// "<status name>: <message>" and CodeName() the status name, e.g. "SHARDREC_EINVAL".
-// Match it with errors.As(err, &e) where e is a *shardrec.Error.
-type Error = swig.Error
-
-// CodeOf returns the status code of err when it is an *Error, else 0.
-func CodeOf(err error) int {
-	if e, ok := err.(*Error); ok {
-		return e.Code
-	}
-	return 0
-}
-
 // VersionString is the runtime version of the loaded library, "major.minor.patch".
 func VersionString() string { return swig.Version_string() }
 

@@ -188,6 +188,9 @@ SR_GO_HANDLE(shardrec_inference_version_t)
 %apply const int64_t* RAWI64 { const int64_t* ids };
 %apply const float* RAWF { const float* rows };
 %apply (const int64_t* BUF, size_t LEN) { (const int64_t* tombstones, size_t num_tombstones) };
+/* A quantized serving table's row scales and biases (shardrec_inference_row_scales): raw
+   out-arrays of n floats, sized by the Go layer (biases may be nil). */
+%apply float* RAWF { float* scales, float* biases };
 
 /* Evaluation mode and SCORE eviction: the mode out, the caller's scores in (raw, the Go layer
    checked that len(scores) == len(ids), and that many are passed as n), the count set out. */

@@ -46,9 +46,19 @@ done:
   if (msg != small) free(msg);
 }
 
-static void sr_java_throw_iae(JNIEnv* jenv, const char* what) {
-  jclass cls = (*jenv)->FindClass(jenv, "java/lang/IllegalArgumentException");
-  if (cls != NULL) (*jenv)->ThrowNew(jenv, cls, what);
+/* Throws org.shardrec.ShardrecException(SHARDREC_EINVAL, what): an argument the JNI layer refuses
+   before the C call is a refusal like the library's own (one catch clause sees both). */
+static void sr_java_throw_einval(JNIEnv* jenv, const char* what) {
+  jclass cls = (*jenv)->FindClass(jenv, "org/shardrec/ShardrecException");
+  jmethodID ctor;
+  jstring jmsg;
+  jobject ex;
+  if (cls == NULL) return; /* NoClassDefFoundError is pending. */
+  ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(ILjava/lang/String;)V");
+  jmsg = (*jenv)->NewStringUTF(jenv, what);
+  if (ctor == NULL || jmsg == NULL) return;
+  ex = (*jenv)->NewObject(jenv, cls, ctor, (jint)SHARDREC_EINVAL, jmsg);
+  if (ex != NULL) (*jenv)->Throw(jenv, (jthrowable)ex);
 }
 %}
 
@@ -72,7 +82,7 @@ static void sr_java_throw_iae(JNIEnv* jenv, const char* what) {
 %typemap(javain) TYPE** "$javainput"
 %typemap(in) TYPE** ($*1_ltype tmp = NULL) %{
   if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
-    sr_java_throw_iae(jenv, "handle holder must be a long[1]");
+    sr_java_throw_einval(jenv, "handle holder must be a long[1]");
     return $null;
   }
   $1 = &tmp;
@@ -93,10 +103,10 @@ SR_JAVA_HANDLE(shardrec_bind_plan_spec_t)
 %typemap(jstype) (shardrec_comm_t** comms_out, int32_t n) "long[]"
 %typemap(javain) (shardrec_comm_t** comms_out, int32_t n) "$javainput"
 %typemap(in) (shardrec_comm_t** comms_out, int32_t n) %{
-  if ($input == NULL) { sr_java_throw_iae(jenv, "comms must not be null"); return $null; }
+  if ($input == NULL) { sr_java_throw_einval(jenv, "comms must not be null"); return $null; }
   $2 = (int32_t)(*jenv)->GetArrayLength(jenv, $input);
   $1 = (shardrec_comm_t**)calloc($2 > 0 ? (size_t)$2 : 1, sizeof(shardrec_comm_t*));
-  if ($1 == NULL) { sr_java_throw_iae(jenv, "out of memory"); return $null; }
+  if ($1 == NULL) { sr_java_throw_einval(jenv, "out of memory"); return $null; }
 %}
 %typemap(argout) (shardrec_comm_t** comms_out, int32_t n) %{
   { int32_t i; for (i = 0; i < $2; ++i) {
@@ -111,14 +121,14 @@ SR_JAVA_HANDLE(shardrec_bind_plan_spec_t)
 %typemap(javain) shardrec_unique_id_t*, const shardrec_unique_id_t* "$javainput"
 %typemap(in) shardrec_unique_id_t* (shardrec_unique_id_t tmp) %{
   if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) != SHARDREC_UNIQUE_ID_BYTES) {
-    sr_java_throw_iae(jenv, "a unique id is a byte[128]");
+    sr_java_throw_einval(jenv, "a unique id is a byte[128]");
     return $null;
   }
   $1 = &tmp;
 %}
 %typemap(in) const shardrec_unique_id_t* (shardrec_unique_id_t id) %{
   if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) != SHARDREC_UNIQUE_ID_BYTES) {
-    sr_java_throw_iae(jenv, "a unique id is a byte[128]");
+    sr_java_throw_einval(jenv, "a unique id is a byte[128]");
     return $null;
   }
   (*jenv)->GetByteArrayRegion(jenv, $input, 0, SHARDREC_UNIQUE_ID_BYTES, (jbyte*)id.internal);
@@ -140,7 +150,7 @@ SR_JAVA_HANDLE(shardrec_bind_plan_spec_t)
   $1 = NULL; $2 = 0;
   if ($input != NULL) {
     jlong cap = (*jenv)->GetDirectBufferCapacity(jenv, $input);
-    if (cap < 0) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+    if (cap < 0) { sr_java_throw_einval(jenv, "buffer must be a direct NIO buffer"); return $null; }
     $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
     $2 = (size_t)cap;
   }
@@ -167,7 +177,7 @@ SR_JAVA_NIO(const int64_t, java.nio.LongBuffer)
   $1 = NULL;
   if ($input != NULL) {
     $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
-    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+    if ($1 == NULL) { sr_java_throw_einval(jenv, "buffer must be a direct NIO buffer"); return $null; }
   }
 %}
 
@@ -205,14 +215,15 @@ SR_JAVA_ARRAY(float, jfloatArray, float[], jfloat, GetFloatArrayElements, Releas
  * writes U+0000 as two bytes and a character beyond the BMP as two 3-byte surrogates, so a path
  * or table name would reach C as other bytes than the file system or a checkpoint holds; and a
  * NUL inside the String would cut it short in C, so utf8z refuses it
- * (IllegalArgumentException). */
+ * (ShardrecException EINVAL). */
 %pragma(java) modulecode=%{
   static byte[] utf8z(String s) {
     if (s == null) return null;
     byte[] b = s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
     for (int i = 0; i < b.length; ++i) {
       if (b[i] == 0) {
-        throw new IllegalArgumentException(s.replace("\0", "\\0")
+        throw new org.shardrec.ShardrecException(org.shardrec.ShardrecException.EINVAL,
+            s.replace("\0", "\\0")
             + ": a NUL character at byte " + i + " would cut the string short in C");
       }
     }
@@ -260,7 +271,7 @@ SR_JAVA_ARRAY(float, jfloatArray, float[], jfloat, GetFloatArrayElements, Releas
 %typemap(javain) (char** text_out, size_t* len_out) "$javainput"
 %typemap(in) (char** text_out, size_t* len_out) (char* text = NULL, size_t text_len = 0) %{
   if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
-    sr_java_throw_iae(jenv, "text holder must be a String[1]");
+    sr_java_throw_einval(jenv, "text holder must be a String[1]");
     return $null;
   }
   $1 = &text; $2 = &text_len;
@@ -281,7 +292,7 @@ SR_JAVA_ARRAY(float, jfloatArray, float[], jfloat, GetFloatArrayElements, Releas
 %typemap(javain) const char** name_out "$javainput"
 %typemap(in) const char** name_out (const char* name = NULL) %{
   if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
-    sr_java_throw_iae(jenv, "name holder must be a String[1]");
+    sr_java_throw_einval(jenv, "name holder must be a String[1]");
     return $null;
   }
   $1 = ($1_ltype)&name;
@@ -302,7 +313,7 @@ SR_JAVA_ARRAY(float, jfloatArray, float[], jfloat, GetFloatArrayElements, Releas
 %typemap(javain) CTYPE* OUT "$javainput"
 %typemap(in) CTYPE* OUT (CTYPE tmp = 0) %{
   if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
-    sr_java_throw_iae(jenv, "out holder must have one element");
+    sr_java_throw_einval(jenv, "out holder must have one element");
     return $null;
   }
   $1 = &tmp;
@@ -350,7 +361,7 @@ SR_JAVA_HANDLE(shardrec_bind_param_list_t)
   $1 = NULL;
   if ($input != NULL) {
     $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
-    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+    if ($1 == NULL) { sr_java_throw_einval(jenv, "buffer must be a direct NIO buffer"); return $null; }
   }
 %}
 %apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* widths, size_t num_widths),
@@ -370,7 +381,7 @@ SR_JAVA_HANDLE(shardrec_inference_version_t)
 %typemap(javain) const float** ADDR "$javainput"
 %typemap(in) const float** ADDR (const float* addr = NULL) %{
   if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
-    sr_java_throw_iae(jenv, "address holder must be a long[1]");
+    sr_java_throw_einval(jenv, "address holder must be a long[1]");
     return $null;
   }
   $1 = &addr;
@@ -390,11 +401,14 @@ SR_JAVA_HANDLE(shardrec_inference_version_t)
   $1 = NULL;
   if ($input != NULL) {
     $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
-    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+    if ($1 == NULL) { sr_java_throw_einval(jenv, "buffer must be a direct NIO buffer"); return $null; }
   }
 %}
 %apply int64_t* RAWI64 { int64_t* ids, int64_t* tombstones };
 %apply float* RAWF { float* rows };
+/* A quantized serving table's row scales and biases (shardrec_inference_row_scales): direct
+   FloatBuffers of n floats, sized by the Java layer (biases may be null). */
+%apply float* RAWF { float* scales, float* biases };
 %apply size_t* OUT { size_t* num_rows, size_t* num_tombstones };
 /* The delta's flags (shardrec_embedding_dynamic_delta_ext) in an int[1]: SHARDREC_DELTA_FULL. */
 %apply uint32_t* OUT { uint32_t* flags };
@@ -414,7 +428,7 @@ SR_JAVA_HANDLE(shardrec_inference_version_t)
   $1 = NULL;
   if ($input != NULL) {
     $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
-    if ($1 == NULL) { sr_java_throw_iae(jenv, "buffer must be a direct NIO buffer"); return $null; }
+    if ($1 == NULL) { sr_java_throw_einval(jenv, "buffer must be a direct NIO buffer"); return $null; }
   }
 %}
 %apply const double* RAWF64 { const double* scores };

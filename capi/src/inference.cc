@@ -12,6 +12,7 @@
 #include "capi/src/versioned.h"
 #include "impl/serving/inference.h"
 #include "impl/serving/lookup.h"
+#include "impl/serving/row_quant.h"
 #include "impl/serving/serving_file.h"
 #include "shardrec/embedding.h"
 
@@ -329,6 +330,21 @@ shardrec_status_t shardrec_inference_apply_delta_ext(shardrec_inference_t* inf, 
     uint64_t number = 0;
     SR_RETURN_IF_ERROR(inf->impl->ApplyDelta(table, d, &number));
     if (version_out != nullptr) *version_out = number;
+    return Status::Ok();
+  });
+}
+
+shardrec_status_t shardrec_inference_row_scales(const shardrec_inference_t* inf, const char* table,
+                                                const int64_t* ids, size_t n, float* scales,
+                                                float* biases, uint64_t* version_out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    if (n > 0) {
+      SR_RETURN_IF_ERROR(CheckNotNull(ids, "ids"));
+      SR_RETURN_IF_ERROR(CheckNotNull(scales, "scales"));
+    }
+    SR_RETURN_IF_ERROR(shardrec::serving::RowQuantization(m, table, ids, n, scales, biases));
+    if (version_out != nullptr) *version_out = m.number;
     return Status::Ok();
   });
 }

@@ -8,6 +8,7 @@ import org.shardrec.Comm;
 import org.shardrec.Config;
 import org.shardrec.EmbeddingCollection;
 import org.shardrec.Kjt;
+import org.shardrec.LocalGroup;
 import org.shardrec.OptimizerType;
 import org.shardrec.Plan;
 import org.shardrec.ShardingType;
@@ -21,8 +22,8 @@ public final class TrainSharded {
     List<Config.Feature> features = List.of(new Config.Feature("user"));
     List<Config.Table> tables = List.of(new Config.Table("users", 1000, 16).features(0));
     try (Plan plan = Plan.create(tables, features, new Config.Topology(1), List.of());
-         Comm comm = Comm.createLocalGroup(1)[0];
-         EmbeddingCollection coll = EmbeddingCollection.create(plan, comm, null, null)) {
+         LocalGroup group = Comm.localGroup(1); // closes its communicators
+         EmbeddingCollection coll = EmbeddingCollection.create(plan, group.get(0), null, null)) {
       Kjt batch = Kjt.of(2, 1, new int[] {2, 1}, new long[] {3, 7, 999}); // 2 samples
       float[] out = coll.forward(batch);                                  // [2, 16]
       coll.backward(out);                          // gradient of 0.5 * |out|^2
@@ -86,18 +87,18 @@ public final class TrainSharded {
         new Config.Constraints("shops").shardingTypes(ShardingType.TABLE_WISE).ranks(1));
     int steps = 5;
     double[] losses = new double[2];
-    Comm[] comms = Comm.createLocalGroup(2);
     // The plan is made for the optimizer the collections train with (Adagrad).
     Config.Topology topology =
         new Config.Topology(2).batchSize(64).optimizer(OptimizerType.ADAGRAD);
-    try (Plan plan = Plan.create(tables, features, topology, constraints)) {
+    try (LocalGroup comms = Comm.localGroup(2);
+         Plan plan = Plan.create(tables, features, topology, constraints)) {
       Thread[] threads = new Thread[2];
       Throwable[] errors = new Throwable[2];
       for (int r = 0; r < 2; ++r) {
         final int rank = r;
         threads[r] = new Thread(() -> {
           try {
-            losses[rank] = trainRank(plan, comms[rank], rank, steps);
+            losses[rank] = trainRank(plan, comms.get(rank), rank, steps);
           } catch (Throwable t) {
             errors[rank] = t;
           }
@@ -106,8 +107,6 @@ public final class TrainSharded {
       }
       for (Thread t : threads) t.join();
       for (Throwable t : errors) if (t != null) throw new RuntimeException(t);
-    } finally {
-      for (Comm c : comms) c.close();
     }
     System.out.printf("final loss %.6f (rank 0), %.6f (rank 1)%n", losses[0], losses[1]);
     System.out.printf("readme sample loss %.6f%n", readmeSample());

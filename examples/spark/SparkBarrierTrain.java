@@ -20,6 +20,7 @@ import org.shardrec.Comm;
 import org.shardrec.Config;
 import org.shardrec.EmbeddingCollection;
 import org.shardrec.Kjt;
+import org.shardrec.LocalGroup;
 import org.shardrec.OptimizerType;
 import org.shardrec.Plan;
 import org.shardrec.ShardingType;
@@ -223,8 +224,8 @@ public final class SparkBarrierTrain {
     // One process on the global batch: the reference every stage must equal.
     double[] refLoss = new double[STEPS];
     float[][] refWeights = new float[TABLES.length][];
-    try (Plan plan = plan(1); Comm comm = Comm.createLocalGroup(1)[0];
-         EmbeddingCollection coll = collection(plan, comm)) {
+    try (Plan plan = plan(1); LocalGroup group = Comm.localGroup(1);
+         EmbeddingCollection coll = collection(plan, group.get(0))) {
       for (int s = 0; s < STEPS; ++s) refLoss[s] = step(coll, batch(s, 0, WORLD));
       for (int t = 0; t < TABLES.length; ++t) refWeights[t] = coll.getWeights(TABLES[t]);
     }

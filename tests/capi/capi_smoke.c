@@ -255,6 +255,8 @@ static void per_table_calls(shardrec_embedding_t* coll) {
     OK(shardrec_dynamic_table_stats_init(&st, SHARDREC_DYNAMIC_TABLE_STATS_VERSION));
     /* "big" is a fixed table: its stats are refused. */
     EXPECT(shardrec_embedding_dynamic_stats(coll, "big", &st) == SHARDREC_EINVAL);
+    /* ... on every rank alike by the collective too (every rank makes this call). */
+    EXPECT(shardrec_embedding_dynamic_stats_global(coll, "big", &st) == SHARDREC_EINVAL);
   }
   {
     size_t rows = 0, tombs = 0;
@@ -465,6 +467,13 @@ static void test_inference(void) {
   EXPECT(nf > 0 && nf <= 16 && nt > 0 && dim > 0 && dim <= 256 && seq == 0);
   OK(shardrec_inference_table_info(inf, 0, &name, &rows, &dim32, &storage));
   EXPECT(name != NULL && rows > 0 && dim32 > 0 && storage != SHARDREC_SERVING_AS_TRAINED);
+  {
+    /* "big" is served as int8: its rows have a scale and a bias. */
+    const int64_t row0 = 0;
+    float scale = -1.0f, bias = 0.0f;
+    OK(shardrec_inference_row_scales(inf, "big", &row0, 1, &scale, &bias, &v));
+    EXPECT(scale >= 0.0f && v == 1);
+  }
   kjt.batch_size = 1;
   kjt.num_features = nf;
   kjt.lengths = lengths;

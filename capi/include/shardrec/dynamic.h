@@ -94,6 +94,30 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
     const shardrec_embedding_t* coll, const char* table, shardrec_dynamic_table_stats_t* out);
 
 /**
+ * Collective over the collection's communicator: the whole dynamic table @p table, on every rank
+ * alike. Each count and byte field is the sum over ranks of shardrec_embedding_dynamic_stats
+ * (size and capacity are the table's rows and slots, the byte fields the memory every rank
+ * holds for it, copies of a data-parallel table included), and load_factor is the summed size
+ * over the summed capacity (0 when that is 0). The agreement below, then one all-reduce of 14
+ * int64 values; the fields up to @p out's version are written.
+ * Arguments: a rank refusing its own (NULL @p table or @p out, an unsupported version, an unknown
+ * or fixed table) still takes part in one agreement before the sums, so every rank fails at once
+ * (SHARDREC_EINVAL naming that rank on the others; a NULL @p coll alone fails only its rank).
+ * Ranks naming different tables all get SHARDREC_EINVAL ("named different tables").
+ * @param coll  [in] Must not be NULL.
+ * @param table [in] Table name; must not be NULL; the same on every rank.
+ * @param out   [in,out] Initialised with shardrec_dynamic_table_stats_init (any supported
+ *              version; ranks may differ); must not be NULL. Unchanged on error.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for an unknown table (on the rank that named it; the
+ *         others get SHARDREC_EINVAL naming it); SHARDREC_EINVAL for NULL, an unsupported
+ *         version or a table that is not dynamic; SHARDREC_EUSAGE when another thread is using
+ *         the collection; a failed exchange (SHARDREC_EREMOTE, SHARDREC_ETIMEOUT). Changes
+ *         nothing in the collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats_global(
+    shardrec_embedding_t* coll, const char* table, shardrec_dynamic_table_stats_t* out);
+
+/**
  * Sets this rank's mark of dynamic table @p table for delta export
  * (shardrec_embedding_dynamic_delta; docs/dynamic-tables.md, "Delta export"): forgets which rows
  * changed, which ids left and whether a checkpoint load replaced the table (SHARDREC_DELTA_FULL)

@@ -30,7 +30,8 @@
  *    bias, bias = the row's minimum, scale = (max - min) / (2^bits - 1), q = round((x - bias) /
  *    scale) to nearest, clamped to [0, 2^bits - 1]; a value reads back as q * scale + bias, within
  *    scale / 2 of the trained value (plus fp32 rounding of that expression). A row whose values
- *    are all equal has scale 0 and reads back exactly.
+ *    are all equal has scale 0 and reads back exactly. shardrec_inference_row_scales gives
+ *    the scale and bias of any row, so a caller can check the bound without an fp32 copy.
  * Lookups accumulate in fp32 and dequantize on the fly.
  *
  * Sources: a checkpoint directory written by shardrec_checkpoint_save or _save_mesh (manifest and
@@ -210,6 +211,30 @@ SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_infe
                                                              size_t index, const char** name,
                                                              int64_t* rows, int32_t* dim,
                                                              int32_t* storage);
+
+/**
+ * The row-wise quantization parameters of rows of an INT8 or INT4 table in the current version
+ * (see the file comment): each value of row i reads back as q * scales[i] + biases[i] and lies
+ * within scales[i] / 2 of the trained value (plus the fp32 rounding of that expression), so a
+ * bag's lookup error is bounded by the sum over its ids of |weight| * scale / 2.
+ * @param inf         [in] Must not be NULL.
+ * @param table       [in] Table name; must not be NULL; its storage must be INT8 or INT4.
+ * @param ids         [in] @p n rows: a fixed table's row indices in [0, rows), or a dynamic
+ *                    table's ids (an id without a row reads the zero row: scale 0, bias 0); may
+ *                    be NULL when @p n is 0. The bounds policy does not apply.
+ * @param n           Number of ids.
+ * @param scales      [out] @p n scales; may be NULL when @p n is 0.
+ * @param biases      [out] @p n biases (each row's minimum); may be NULL (not wanted).
+ * @param version_out [out] Receives the number of the version read; may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, a table served in another storage or
+ *         a fixed table's index out of range (nothing is written); SHARDREC_ENOTFOUND for an
+ *         unknown table. Thread-safe, as a lookup: one version is read from the first id to the
+ *         last.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_row_scales(const shardrec_inference_t* inf,
+                                                             const char* table, const int64_t* ids,
+                                                             size_t n, float* scales, float* biases,
+                                                             uint64_t* version_out);
 
 /**
  * The number of the version currently served: 1 after open, +1 per successful reload or delta.

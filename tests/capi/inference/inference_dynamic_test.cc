@@ -619,5 +619,39 @@ TEST(InferenceDynamic, DeltasUnderLoadShowOneVersion) {
   EXPECT_GT(checked.load(), 0);
 }
 
+// shardrec_inference_row_scales on a dynamic table: keyed by id, each row's scale and bias are
+// the row-wise quantization of the trained row (the delta's rows at the checkpoint), and an id
+// without a row reads the zero row (scale 0, bias 0).
+TEST(InferenceDynamic, RowScalesAreKeyedById) {
+  const DynRunSaved run = TrainDynamic(2, SHARDREC_SHARDING_ROW_WISE);
+  ASSERT_FALSE(run.ckpt1.empty());
+  InferencePtr inf = Open(run.ckpt1, SHARDREC_SERVING_INT8);
+  ASSERT_NE(inf, nullptr);
+  for (int t = 0; t < 2; ++t) {
+    const int64_t dim = run.s.base.tables[static_cast<size_t>(t)].dim;
+    RowMap rows;
+    Replay(run.d1[t], dim, &rows);
+    ASSERT_FALSE(rows.empty());
+    std::vector<int64_t> ids;
+    for (const auto& [id, row] : rows) ids.push_back(id);
+    ids.push_back(kUnknown);
+    std::vector<float> scales(ids.size(), -1.0f), biases(ids.size(), -1.0f);
+    const char* name = t == 0 ? "t0" : "t1";
+    ASSERT_EQ(shardrec_inference_row_scales(inf.get(), name, ids.data(), ids.size(), scales.data(),
+                                            biases.data(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    for (size_t i = 0; i + 1 < ids.size(); ++i) {
+      const std::vector<float>& row = rows[ids[i]];
+      const float lo = *std::min_element(row.begin(), row.end());
+      const float hi = *std::max_element(row.begin(), row.end());
+      EXPECT_EQ(scales[i], (hi - lo) / 255.0f) << name << " id " << ids[i];
+      EXPECT_EQ(biases[i], lo) << name << " id " << ids[i];
+    }
+    EXPECT_EQ(scales.back(), 0.0f) << name << ": an id without a row";
+    EXPECT_EQ(biases.back(), 0.0f) << name << ": an id without a row";
+  }
+}
+
 }  // namespace
 }  // namespace shardrec::testing

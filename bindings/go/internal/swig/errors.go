@@ -27,19 +27,16 @@ var nullHandleMessages = map[string]bool{
 	"inference handle is NULL": true,
 }
 
-// Error is a failed libshardrec call: its status code and the C message, copied in the same
-// cgo call as the failure. The public package re-exports it as shardrec.Error.
-type Error struct {
-	Code    int
-	Message string
+// NewError builds the error of a failed call from its status code and the C message; the
+// public package sets it (in its init) to build its *shardrec.Error, which this package cannot
+// name without an import cycle. The default is only for this package's own tests.
+var NewError = func(code int, message string) error {
+	return fmt.Errorf("%s: %s", Status_string(code), message)
 }
 
-func (e *Error) Error() string {
-	return Status_string(e.Code) + ": " + e.Message
-}
-
-// CodeName is the status name, e.g. "SHARDREC_EINVAL".
-func (e *Error) CodeName() string { return Status_string(e.Code) }
+// ErrorCode is the status code of err when it is (or wraps) a libshardrec error; the public
+// package sets it with NewError.
+var ErrorCode = func(err error) (int, bool) { return 0, false }
 
 // statusError decodes what the status typemap produced: "" on success, else
 // "<code>\x1f<message>".
@@ -50,11 +47,11 @@ func statusError(s string) error {
 	parts := strings.SplitN(s, "\x1f", 2)
 	code, err := strconv.Atoi(parts[0])
 	if err != nil || len(parts) != 2 {
-		return &Error{Code: errCodeInternal, Message: fmt.Sprintf("malformed status %q", s)}
+		return NewError(errCodeInternal, fmt.Sprintf("malformed status %q", s))
 	}
 	msg := parts[1]
 	if code == errCodeInvalid && nullHandleMessages[msg] {
 		msg += " (from Go: the object is nil or was closed)"
 	}
-	return &Error{Code: code, Message: msg}
+	return NewError(code, msg)
 }

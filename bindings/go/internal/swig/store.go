@@ -25,10 +25,11 @@ type Store interface {
 	Get(key string, timeoutMs int64) ([]byte, error)
 }
 
-// storeStatus is the status a store error reports: an *Error's code, else SHARDREC_ERROR.
+// storeStatus is the status a store error reports: a libshardrec error's code (also wrapped),
+// else SHARDREC_ERROR.
 func storeStatus(err error) C.int32_t {
-	if e, ok := err.(*Error); ok && e.Code < 0 {
-		return C.int32_t(e.Code)
+	if code, ok := ErrorCode(err); ok && code < 0 {
+		return C.int32_t(code)
 	}
 	return -1
 }
@@ -92,7 +93,7 @@ func CommCreateWithStore(out []uintptr, store Store, worldSize, rank int, option
 			m = C.GoString(msg)
 			C.free(unsafe.Pointer(msg))
 		}
-		return &Error{Code: int(rc), Message: m}
+		return NewError(int(rc), m)
 	}
 	out[0] = uintptr(unsafe.Pointer(raw))
 	return nil
@@ -133,7 +134,7 @@ func MeshSetSyncHook(mesh uintptr, hook SyncHook) (uintptr, error) {
 			m = C.GoString(msg)
 			C.free(unsafe.Pointer(msg))
 		}
-		return 0, &Error{Code: int(rc), Message: m}
+		return 0, NewError(int(rc), m)
 	}
 	return uintptr(h), nil
 }

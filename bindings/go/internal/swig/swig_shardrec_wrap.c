@@ -1069,7 +1069,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_1f0e8f6d12fb9706(void *_swig_go_0) {
+void _wrap_Swig_free_swig_d263a130d199986b(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1079,7 +1079,7 @@ void _wrap_Swig_free_swig_1f0e8f6d12fb9706(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_d263a130d199986b(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1092,7 +1092,7 @@ void *_wrap_Swig_malloc_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OK_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1104,7 +1104,7 @@ intgo _wrap_OK_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ERROR_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ERROR_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1116,7 +1116,7 @@ intgo _wrap_ERROR_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EINVAL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EINVAL_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1128,7 +1128,7 @@ intgo _wrap_EINVAL_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EUSAGE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EUSAGE_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1140,7 +1140,7 @@ intgo _wrap_EUSAGE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ENOMEM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ENOMEM_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1152,7 +1152,7 @@ intgo _wrap_ENOMEM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ECUDA_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ECUDA_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1164,7 +1164,7 @@ intgo _wrap_ECUDA_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EREMOTE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EREMOTE_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1176,7 +1176,7 @@ intgo _wrap_EREMOTE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ETIMEOUT_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1188,7 +1188,7 @@ intgo _wrap_ETIMEOUT_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EIO_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EIO_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1200,7 +1200,7 @@ intgo _wrap_EIO_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ECORRUPT_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1212,7 +1212,7 @@ intgo _wrap_ECORRUPT_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EUNSUPPORTED_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1224,7 +1224,7 @@ intgo _wrap_EUNSUPPORTED_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ENOTFOUND_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1236,7 +1236,7 @@ intgo _wrap_ENOTFOUND_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EINTERNAL_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1248,7 +1248,7 @@ intgo _wrap_EINTERNAL_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ENODEVICE_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1260,7 +1260,7 @@ intgo _wrap_ENODEVICE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EABORTED_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EABORTED_swig_d263a130d199986b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1272,7 +1272,7 @@ intgo _wrap_EABORTED_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_FLOAT32_swig_d263a130d199986b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1284,7 +1284,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_FLOAT16_swig_d263a130d199986b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1296,7 +1296,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_BFLOAT16_swig_d263a130d199986b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1308,7 +1308,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_FLOAT64_swig_d263a130d199986b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1320,7 +1320,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_INT32_swig_d263a130d199986b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1332,7 +1332,7 @@ intgo _wrap_DTYPE_INT32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_INT64_swig_d263a130d199986b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1344,7 +1344,7 @@ intgo _wrap_DTYPE_INT64_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_UINT8_swig_d263a130d199986b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1356,7 +1356,7 @@ intgo _wrap_DTYPE_UINT8_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DEVICE_HOST_swig_d263a130d199986b() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1368,7 +1368,7 @@ intgo _wrap_DEVICE_HOST_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DEVICE_CUDA_swig_d263a130d199986b() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1380,7 +1380,7 @@ intgo _wrap_DEVICE_CUDA_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DELTA_FULL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DELTA_FULL_swig_d263a130d199986b() {
   enum shardrec_delta_flag result;
   intgo _swig_go_result;
   
@@ -1392,7 +1392,7 @@ intgo _wrap_DELTA_FULL_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_status_string_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_d263a130d199986b(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1405,7 +1405,7 @@ _gostring_ _wrap_status_string_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_1f0e8f6d12fb9706() {
+intgo _wrap_version_swig_d263a130d199986b() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1416,7 +1416,7 @@ intgo _wrap_version_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_version_string_swig_1f0e8f6d12fb9706() {
+_gostring_ _wrap_version_string_swig_d263a130d199986b() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1427,7 +1427,7 @@ _gostring_ _wrap_version_string_swig_1f0e8f6d12fb9706() {
 }
 
 
-long long _wrap_dtype_size_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_d263a130d199986b(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1440,7 +1440,7 @@ long long _wrap_dtype_size_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_d263a130d199986b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1452,7 +1452,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_d263a130d199986b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1464,7 +1464,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_ROW_WISE_swig_d263a130d199986b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1476,7 +1476,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_d263a130d199986b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1488,7 +1488,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_d263a130d199986b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1500,7 +1500,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_d263a130d199986b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1512,7 +1512,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_GRID_swig_d263a130d199986b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1524,7 +1524,7 @@ intgo _wrap_SHARDING_GRID_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_POOLING_SUM_swig_d263a130d199986b() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1536,7 +1536,7 @@ intgo _wrap_POOLING_SUM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_1f0e8f6d12fb9706() {
+intgo _wrap_POOLING_MEAN_swig_d263a130d199986b() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1548,7 +1548,7 @@ intgo _wrap_POOLING_MEAN_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_POOLING_NONE_swig_d263a130d199986b() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1560,7 +1560,7 @@ intgo _wrap_POOLING_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_1f0e8f6d12fb9706() {
+intgo _wrap_INIT_DEFAULT_swig_d263a130d199986b() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1572,7 +1572,7 @@ intgo _wrap_INIT_DEFAULT_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_INIT_UNIFORM_swig_d263a130d199986b() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1584,7 +1584,7 @@ intgo _wrap_INIT_UNIFORM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_1f0e8f6d12fb9706() {
+intgo _wrap_INIT_CONSTANT_swig_d263a130d199986b() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1596,7 +1596,7 @@ intgo _wrap_INIT_CONSTANT_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_SGD_swig_d263a130d199986b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1608,7 +1608,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_d263a130d199986b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1620,7 +1620,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_d263a130d199986b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1632,7 +1632,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_ADAM_swig_d263a130d199986b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1644,7 +1644,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_d263a130d199986b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1656,7 +1656,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_LAMB_swig_d263a130d199986b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1668,7 +1668,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_d263a130d199986b() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1680,7 +1680,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_1f0e8f6d12fb9706() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_d263a130d199986b() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1692,7 +1692,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_1f0e8f6d12fb9706() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_d263a130d199986b() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1704,7 +1704,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1716,7 +1716,7 @@ void _wrap_optimizer_config_version_set_swig_1f0e8f6d12fb9706(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1729,7 +1729,7 @@ intgo _wrap_optimizer_config_version_get_swig_1f0e8f6d12fb9706(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1741,7 +1741,7 @@ void _wrap_optimizer_config_Xtype_set_swig_1f0e8f6d12fb9706(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1754,7 +1754,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_1f0e8f6d12fb9706(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1766,7 +1766,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1779,7 +1779,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1791,7 +1791,7 @@ void _wrap_optimizer_config_eps_set_swig_1f0e8f6d12fb9706(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1804,7 +1804,7 @@ float _wrap_optimizer_config_eps_get_swig_1f0e8f6d12fb9706(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1816,7 +1816,7 @@ void _wrap_optimizer_config_beta1_set_swig_1f0e8f6d12fb9706(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1829,7 +1829,7 @@ float _wrap_optimizer_config_beta1_get_swig_1f0e8f6d12fb9706(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1841,7 +1841,7 @@ void _wrap_optimizer_config_beta2_set_swig_1f0e8f6d12fb9706(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1854,7 +1854,7 @@ float _wrap_optimizer_config_beta2_get_swig_1f0e8f6d12fb9706(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1866,7 +1866,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1879,7 +1879,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1891,7 +1891,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1904,7 +1904,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1916,7 +1916,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_1f0e8f6d12fb9706(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1929,7 +1929,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_1f0e8f6d12fb9706() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_d263a130d199986b() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1940,7 +1940,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_1f0e8f6d12fb97
 }
 
 
-void _wrap_delete_optimizer_config_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1950,7 +1950,7 @@ void _wrap_delete_optimizer_config_swig_1f0e8f6d12fb9706(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1982,7 +1982,7 @@ _gostring_ _wrap_optimizer_config_init_swig_1f0e8f6d12fb9706(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_NONE_swig_d263a130d199986b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1994,7 +1994,7 @@ intgo _wrap_EVICTION_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_LRU_swig_d263a130d199986b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2006,7 +2006,7 @@ intgo _wrap_EVICTION_LRU_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_LFU_swig_d263a130d199986b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2018,7 +2018,7 @@ intgo _wrap_EVICTION_LFU_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_TTL_swig_d263a130d199986b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2030,7 +2030,7 @@ intgo _wrap_EVICTION_TTL_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EVICTION_SCORE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_SCORE_swig_d263a130d199986b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2042,7 +2042,7 @@ intgo _wrap_EVICTION_SCORE_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2054,7 +2054,7 @@ void _wrap_dynamic_table_config_version_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2067,7 +2067,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2079,7 +2079,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2092,7 +2092,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2104,7 +2104,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_1f0e8f6d12fb9706(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2117,7 +2117,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_1f0e8f6d12fb9706(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2129,7 +2129,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2142,7 +2142,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-void _wrap_dynamic_table_config_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_capacity_bytes_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2154,7 +2154,7 @@ void _wrap_dynamic_table_config_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-long long _wrap_dynamic_table_config_capacity_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_capacity_bytes_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2167,7 +2167,7 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_1f0e8f6d12fb9706(st
 }
 
 
-void _wrap_dynamic_table_config_admission_decay_steps_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2179,7 +2179,7 @@ void _wrap_dynamic_table_config_admission_decay_steps_set_swig_1f0e8f6d12fb9706(
 }
 
 
-long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2192,7 +2192,7 @@ long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_1f0e8f6d12fb
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_1f0e8f6d12fb9706() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_d263a130d199986b() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2203,7 +2203,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_1f0e8f
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2213,7 +2213,7 @@ void _wrap_delete_dynamic_table_config_swig_1f0e8f6d12fb9706(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2245,7 +2245,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2257,7 +2257,7 @@ void _wrap_Topology_t_version_set_swig_1f0e8f6d12fb9706(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2270,7 +2270,7 @@ intgo _wrap_Topology_t_version_get_swig_1f0e8f6d12fb9706(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2282,7 +2282,7 @@ void _wrap_Topology_t_world_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2295,7 +2295,7 @@ intgo _wrap_Topology_t_world_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2307,7 +2307,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2320,7 +2320,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2332,7 +2332,7 @@ void _wrap_Topology_t_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2345,7 +2345,7 @@ intgo _wrap_Topology_t_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2357,7 +2357,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2370,7 +2370,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2382,7 +2382,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2395,7 +2395,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2407,7 +2407,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2420,7 +2420,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2432,7 +2432,7 @@ void _wrap_Topology_t_batch_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2445,7 +2445,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2457,7 +2457,7 @@ void _wrap_Topology_t_optimizer_set_swig_1f0e8f6d12fb9706(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2470,7 +2470,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_1f0e8f6d12fb9706(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2482,7 +2482,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2495,7 +2495,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2507,7 +2507,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2520,7 +2520,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2532,7 +2532,7 @@ void _wrap_Topology_t_collective_latency_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2545,7 +2545,7 @@ double _wrap_Topology_t_collective_latency_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2557,7 +2557,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_1f0e8f6d12fb9706(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2570,7 +2570,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_1f0e8f6d12fb9706(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_1f0e8f6d12fb9706() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_d263a130d199986b() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2581,7 +2581,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_Topology_t_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2591,7 +2591,7 @@ void _wrap_delete_Topology_t_swig_1f0e8f6d12fb9706(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2623,7 +2623,7 @@ _gostring_ _wrap_topology_init_swig_1f0e8f6d12fb9706(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2635,7 +2635,7 @@ void _wrap_comm_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2648,7 +2648,7 @@ intgo _wrap_comm_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2660,7 +2660,7 @@ void _wrap_comm_options_timeout_ms_set_swig_1f0e8f6d12fb9706(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2673,7 +2673,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2685,7 +2685,7 @@ void _wrap_comm_options_backend_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2698,7 +2698,7 @@ intgo _wrap_comm_options_backend_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2710,7 +2710,7 @@ void _wrap_comm_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2723,7 +2723,7 @@ intgo _wrap_comm_options_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2735,7 +2735,7 @@ void _wrap_comm_options_device_index_set_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2748,7 +2748,7 @@ intgo _wrap_comm_options_device_index_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2772,7 +2772,7 @@ void _wrap_comm_options_bind_address_set_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2785,7 +2785,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2797,7 +2797,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2810,7 +2810,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_d263a130d199986b() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2821,7 +2821,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_comm_options_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2831,7 +2831,7 @@ void _wrap_delete_comm_options_swig_1f0e8f6d12fb9706(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2863,7 +2863,7 @@ _gostring_ _wrap_comm_options_init_swig_1f0e8f6d12fb9706(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_d263a130d199986b(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2893,7 +2893,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2931,7 +2931,7 @@ _gostring_ _wrap_comm_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_d263a130d199986b(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2967,7 +2967,7 @@ _gostring_ _wrap_comm_create_local_group_swig_1f0e8f6d12fb9706(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -3003,7 +3003,7 @@ _gostring_ _wrap_comm_split_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3035,7 +3035,7 @@ _gostring_ _wrap_comm_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3067,7 +3067,7 @@ _gostring_ _wrap_comm_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3099,7 +3099,7 @@ _gostring_ _wrap_comm_set_timeout_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3129,7 +3129,7 @@ _gostring_ _wrap_comm_abort_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3159,7 +3159,7 @@ _gostring_ _wrap_comm_async_error_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3169,7 +3169,7 @@ void _wrap_comm_destroy_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3211,7 +3211,7 @@ _gostring_ _wrap_comm_allreduce_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3251,7 +3251,7 @@ _gostring_ _wrap_comm_broadcast_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3291,7 +3291,7 @@ _gostring_ _wrap_comm_allgather_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3321,7 +3321,7 @@ _gostring_ _wrap_comm_barrier_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_d263a130d199986b(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3355,7 +3355,7 @@ _gostring_ _wrap_comm_create_mpi_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_d263a130d199986b(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3387,7 +3387,7 @@ _gostring_ _wrap_comm_create_from_env_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3419,7 +3419,7 @@ _gostring_ _wrap_comm_local_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3451,7 +3451,7 @@ _gostring_ _wrap_comm_local_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3483,7 +3483,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3495,7 +3495,7 @@ void _wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3508,7 +3508,7 @@ long long _wrap_Shard_t_row_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3520,7 +3520,7 @@ void _wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3533,7 +3533,7 @@ long long _wrap_Shard_t_rows_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3545,7 +3545,7 @@ void _wrap_Shard_t_col_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3558,7 +3558,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3570,7 +3570,7 @@ void _wrap_Shard_t_cols_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3583,7 +3583,7 @@ intgo _wrap_Shard_t_cols_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3595,7 +3595,7 @@ void _wrap_Shard_t_rank_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3608,7 +3608,7 @@ intgo _wrap_Shard_t_rank_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_1f0e8f6d12fb9706() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_d263a130d199986b() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3619,7 +3619,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_Shard_t_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3629,7 +3629,7 @@ void _wrap_delete_Shard_t_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_d263a130d199986b(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3665,7 +3665,7 @@ _gostring_ _wrap_plan_from_json_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3706,7 +3706,7 @@ _gostring_ _wrap_plan_to_json_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3747,7 +3747,7 @@ _gostring_ _wrap_plan_stats_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3779,7 +3779,7 @@ _gostring_ _wrap_plan_hash_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3811,7 +3811,7 @@ _gostring_ _wrap_plan_world_size_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3843,7 +3843,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3875,7 +3875,7 @@ _gostring_ _wrap_plan_num_tables_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3907,7 +3907,7 @@ _gostring_ _wrap_plan_num_features_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3946,7 +3946,7 @@ _gostring_ _wrap_plan_feature_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3985,7 +3985,7 @@ _gostring_ _wrap_plan_table_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4024,7 +4024,7 @@ _gostring_ _wrap_plan_find_table_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4058,7 +4058,7 @@ _gostring_ _wrap_plan_table_rows_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4092,7 +4092,7 @@ _gostring_ _wrap_plan_table_dim_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4128,7 +4128,7 @@ _gostring_ _wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4164,7 +4164,7 @@ _gostring_ _wrap_plan_shard_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4176,7 +4176,7 @@ void _wrap_calibrate_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4189,7 +4189,7 @@ intgo _wrap_calibrate_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4201,7 +4201,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_1f0e8f6d12fb9706(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4214,7 +4214,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4226,7 +4226,7 @@ void _wrap_calibrate_options_time_budget_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4239,7 +4239,7 @@ double _wrap_calibrate_options_time_budget_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4251,7 +4251,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4264,7 +4264,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4276,7 +4276,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4289,7 +4289,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_1f0e8f6d12fb9706(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_d263a130d199986b() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4300,7 +4300,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_1f0e8f6d12fb
 }
 
 
-void _wrap_delete_calibrate_options_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4310,7 +4310,7 @@ void _wrap_delete_calibrate_options_swig_1f0e8f6d12fb9706(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4342,7 +4342,7 @@ _gostring_ _wrap_calibrate_options_init_swig_1f0e8f6d12fb9706(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4354,7 +4354,7 @@ void _wrap_calibration_version_set_swig_1f0e8f6d12fb9706(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4367,7 +4367,7 @@ intgo _wrap_calibration_version_get_swig_1f0e8f6d12fb9706(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4379,7 +4379,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4392,7 +4392,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4404,7 +4404,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4417,7 +4417,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4429,7 +4429,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4442,7 +4442,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4454,7 +4454,7 @@ void _wrap_calibration_loopback_latency_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4467,7 +4467,7 @@ double _wrap_calibration_loopback_latency_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4479,7 +4479,7 @@ void _wrap_calibration_handoff_latency_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4492,7 +4492,7 @@ double _wrap_calibration_handoff_latency_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4504,7 +4504,7 @@ void _wrap_calibration_elapsed_set_swig_1f0e8f6d12fb9706(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4517,7 +4517,7 @@ double _wrap_calibration_elapsed_get_swig_1f0e8f6d12fb9706(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4529,7 +4529,7 @@ void _wrap_calibration_oversubscription_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4542,7 +4542,7 @@ double _wrap_calibration_oversubscription_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_1f0e8f6d12fb9706() {
+struct shardrec_calibration *_wrap_new_calibration_swig_d263a130d199986b() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4553,7 +4553,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_calibration_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4563,7 +4563,7 @@ void _wrap_delete_calibration_swig_1f0e8f6d12fb9706(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4595,7 +4595,7 @@ _gostring_ _wrap_calibration_init_swig_1f0e8f6d12fb9706(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4629,7 +4629,7 @@ _gostring_ _wrap_topology_calibrate_swig_1f0e8f6d12fb9706(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_from_comm_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4661,7 +4661,7 @@ _gostring_ _wrap_topology_from_comm_swig_1f0e8f6d12fb9706(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4671,7 +4671,7 @@ void _wrap_plan_destroy_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_1f0e8f6d12fb9706() {
+intgo _wrap_BOUNDS_ERROR_swig_d263a130d199986b() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4683,7 +4683,7 @@ intgo _wrap_BOUNDS_ERROR_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_1f0e8f6d12fb9706() {
+intgo _wrap_BOUNDS_CLAMP_swig_d263a130d199986b() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4695,7 +4695,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_1f0e8f6d12fb9706() {
+intgo _wrap_BOUNDS_SKIP_swig_d263a130d199986b() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4707,7 +4707,7 @@ intgo _wrap_BOUNDS_SKIP_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4719,7 +4719,7 @@ void _wrap_embedding_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4732,7 +4732,7 @@ intgo _wrap_embedding_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4744,7 +4744,7 @@ void _wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4757,7 +4757,7 @@ long long _wrap_embedding_options_seed_get_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4769,7 +4769,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4782,7 +4782,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4794,7 +4794,7 @@ void _wrap_embedding_options_num_threads_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4807,7 +4807,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4819,7 +4819,7 @@ void _wrap_embedding_options_dp_comm_set_swig_1f0e8f6d12fb9706(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4832,7 +4832,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4844,7 +4844,7 @@ void _wrap_embedding_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4857,7 +4857,7 @@ intgo _wrap_embedding_options_device_type_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4869,7 +4869,7 @@ void _wrap_embedding_options_device_index_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4882,7 +4882,7 @@ intgo _wrap_embedding_options_device_index_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4894,7 +4894,7 @@ void _wrap_embedding_options_non_finite_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4907,7 +4907,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4919,7 +4919,7 @@ void _wrap_embedding_options_table_memory_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4932,7 +4932,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4944,7 +4944,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_1f0e8f6d12fb9706(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4957,7 +4957,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_1f0e8f6d12fb9706(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4969,7 +4969,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_1f0e8f6d12fb9706(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4982,7 +4982,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_1f0e8f6d12fb9706(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4994,7 +4994,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5007,7 +5007,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5019,7 +5019,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5032,7 +5032,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_1f0e8f6d12fb9706(st
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_d263a130d199986b() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -5043,7 +5043,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_1f0e8f6d12fb
 }
 
 
-void _wrap_delete_embedding_options_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -5053,7 +5053,7 @@ void _wrap_delete_embedding_options_swig_1f0e8f6d12fb9706(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_COMM_ENCODING_FP32_swig_d263a130d199986b() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5065,7 +5065,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_COMM_ENCODING_FP16_swig_d263a130d199986b() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5077,7 +5077,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_COMM_ENCODING_BF16_swig_d263a130d199986b() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5089,7 +5089,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_1f0e8f6d12fb9706() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_d263a130d199986b() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5101,7 +5101,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_1f0e8f6d12fb9706() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_d263a130d199986b() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5113,7 +5113,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_1f0e8f6d12fb9706() {
+intgo _wrap_NON_FINITE_CHECK_swig_d263a130d199986b() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5125,7 +5125,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_1f0e8f6d12fb9706() {
+intgo _wrap_NON_FINITE_ALLOW_swig_d263a130d199986b() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5137,7 +5137,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5169,7 +5169,7 @@ _gostring_ _wrap_embedding_options_init_swig_1f0e8f6d12fb9706(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5207,7 +5207,7 @@ _gostring_ _wrap_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5217,7 +5217,7 @@ void _wrap_embedding_destroy_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5249,7 +5249,7 @@ _gostring_ _wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5281,7 +5281,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5313,7 +5313,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_1f0e8f6d12fb9706(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5351,7 +5351,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5389,7 +5389,7 @@ _gostring_ _wrap_embedding_backward_swig_1f0e8f6d12fb9706(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5425,7 +5425,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5459,7 +5459,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5493,7 +5493,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5523,7 +5523,7 @@ _gostring_ _wrap_embedding_synchronize_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5555,7 +5555,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_1f0e8f6d12fb9706(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5587,7 +5587,7 @@ _gostring_ _wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5619,7 +5619,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5662,7 +5662,7 @@ _gostring_ _wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5705,7 +5705,7 @@ _gostring_ _wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5737,7 +5737,7 @@ _gostring_ _wrap_embedding_num_states_swig_1f0e8f6d12fb9706(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5778,7 +5778,7 @@ _gostring_ _wrap_embedding_state_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5828,7 +5828,7 @@ _gostring_ _wrap_embedding_get_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5878,7 +5878,7 @@ _gostring_ _wrap_embedding_set_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5912,7 +5912,7 @@ _gostring_ _wrap_embedding_timings_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5951,7 +5951,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -5990,7 +5990,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6029,7 +6029,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -6077,7 +6077,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6109,7 +6109,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6159,7 +6159,7 @@ _gostring_ _wrap_embedding_output_info_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6171,7 +6171,7 @@ void _wrap_step_timings_version_set_swig_1f0e8f6d12fb9706(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6184,7 +6184,7 @@ intgo _wrap_step_timings_version_get_swig_1f0e8f6d12fb9706(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6196,7 +6196,7 @@ void _wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6209,7 +6209,7 @@ long long _wrap_step_timings_forwards_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6221,7 +6221,7 @@ void _wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6234,7 +6234,7 @@ long long _wrap_step_timings_backwards_get_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6246,7 +6246,7 @@ void _wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6259,7 +6259,7 @@ long long _wrap_step_timings_samples_get_swig_1f0e8f6d12fb9706(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6271,7 +6271,7 @@ void _wrap_step_timings_total_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6284,7 +6284,7 @@ double _wrap_step_timings_total_seconds_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6296,7 +6296,7 @@ void _wrap_step_timings_collective_seconds_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6309,7 +6309,7 @@ double _wrap_step_timings_collective_seconds_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6321,7 +6321,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6334,7 +6334,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6346,7 +6346,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6359,7 +6359,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6371,7 +6371,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6384,7 +6384,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6396,7 +6396,7 @@ void _wrap_step_timings_backward_seconds_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6409,7 +6409,7 @@ double _wrap_step_timings_backward_seconds_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6421,7 +6421,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6434,7 +6434,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_1f0e8f6d12fb9706() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_d263a130d199986b() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6445,7 +6445,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_step_timings_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6455,7 +6455,7 @@ void _wrap_delete_step_timings_swig_1f0e8f6d12fb9706(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6487,7 +6487,7 @@ _gostring_ _wrap_step_timings_init_swig_1f0e8f6d12fb9706(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6519,7 +6519,7 @@ _gostring_ _wrap_embedding_step_timings_swig_1f0e8f6d12fb9706(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_training_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_set_training_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6551,7 +6551,7 @@ _gostring_ _wrap_embedding_set_training_swig_1f0e8f6d12fb9706(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_is_training_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_training_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -6583,7 +6583,7 @@ _gostring_ _wrap_embedding_is_training_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6595,7 +6595,7 @@ void _wrap_dynamic_table_stats_version_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6608,7 +6608,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6620,7 +6620,7 @@ void _wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6633,7 +6633,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6645,7 +6645,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6658,7 +6658,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6670,7 +6670,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6683,7 +6683,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6695,7 +6695,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6708,7 +6708,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6720,7 +6720,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6733,7 +6733,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6745,7 +6745,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6758,7 +6758,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_1f0e8f6d12f
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6770,7 +6770,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6783,7 +6783,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_1f0e8f6d12fb9706
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6795,7 +6795,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6808,7 +6808,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_1f0e8f6d12fb9706(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6820,7 +6820,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6833,7 +6833,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6845,7 +6845,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb970
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6858,7 +6858,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_1f0e8f6d12
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6870,7 +6870,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6883,7 +6883,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_1f0e8f6d12fb970
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6895,7 +6895,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6908,7 +6908,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_1f0e8f6d12fb9706(str
 }
 
 
-void _wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_bytes_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6920,7 +6920,7 @@ void _wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6933,7 +6933,7 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(str
 }
 
 
-void _wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_admitted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6945,7 +6945,7 @@ void _wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_admitted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6958,7 +6958,7 @@ long long _wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_admitted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6970,7 +6970,7 @@ void _wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_admitted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6983,7 +6983,7 @@ long long _wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_1f0e8f6d12fb9706() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_d263a130d199986b() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -6994,7 +6994,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_1f0e8f6d
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -7004,7 +7004,7 @@ void _wrap_delete_dynamic_table_stats_swig_1f0e8f6d12fb9706(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7036,7 +7036,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7075,7 +7075,46 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_embedding_dynamic_stats_global_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(shardrec_dynamic_table_stats_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_embedding_dynamic_stats_global(arg1,(char const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_dynamic_mark_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7112,7 +7151,7 @@ _gostring_ _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_embedding_dynamic_delta_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7163,7 +7202,7 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_embedding_dynamic_delta_ext_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7216,7 +7255,7 @@ _gostring_ _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7261,7 +7300,7 @@ _gostring_ _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(shardrec_emb
 }
 
 
-_gostring_ _wrap_device_count_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_d263a130d199986b(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7291,7 +7330,7 @@ _gostring_ _wrap_device_count_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_1f0e8f6d12fb9706(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_d263a130d199986b(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -7323,7 +7362,7 @@ _gostring_ _wrap_device_check_swig_1f0e8f6d12fb9706(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7335,7 +7374,7 @@ void _wrap_mesh_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7348,7 +7387,7 @@ intgo _wrap_mesh_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7360,7 +7399,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7373,7 +7412,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7385,7 +7424,7 @@ void _wrap_mesh_options_layout_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7398,7 +7437,7 @@ intgo _wrap_mesh_options_layout_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7410,7 +7449,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7423,7 +7462,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7435,7 +7474,7 @@ void _wrap_mesh_options_sync_interval_set_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7448,7 +7487,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7460,7 +7499,7 @@ void _wrap_mesh_options_sync_mode_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7473,7 +7512,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_1f0e8f6d12fb9706(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_d263a130d199986b() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -7484,7 +7523,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_mesh_options_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -7494,7 +7533,7 @@ void _wrap_delete_mesh_options_swig_1f0e8f6d12fb9706(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7526,7 +7565,7 @@ _gostring_ _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -7560,7 +7599,7 @@ _gostring_ _wrap_mesh_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -7570,7 +7609,7 @@ void _wrap_mesh_destroy_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7608,7 +7647,7 @@ _gostring_ _wrap_mesh_coords_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7640,7 +7679,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7672,7 +7711,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -7713,7 +7752,7 @@ _gostring_ _wrap_mesh_describe_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -7751,7 +7790,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -7785,7 +7824,7 @@ _gostring_ _wrap_mesh_sync_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7819,7 +7858,7 @@ _gostring_ _wrap_mesh_step_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7855,7 +7894,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7867,7 +7906,7 @@ void _wrap_checkpoint_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7880,7 +7919,7 @@ intgo _wrap_checkpoint_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -7892,7 +7931,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -7905,7 +7944,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7917,7 +7956,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_1f0e8f6d12fb9706(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7930,7 +7969,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_1f0e8f6d12fb9706(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7942,7 +7981,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_1f0e8f6d12fb9706(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7955,7 +7994,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7967,7 +8006,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7980,7 +8019,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7992,7 +8031,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_1f0e8f6d12fb9706(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8005,7 +8044,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_d263a130d199986b() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -8016,7 +8055,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_1f0e8f6d12
 }
 
 
-void _wrap_delete_checkpoint_options_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -8026,7 +8065,7 @@ void _wrap_delete_checkpoint_options_swig_1f0e8f6d12fb9706(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8058,7 +8097,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8097,7 +8136,7 @@ _gostring_ _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8136,7 +8175,7 @@ _gostring_ _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8177,7 +8216,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8218,7 +8257,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8264,7 +8303,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8310,7 +8349,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_1f0e8f6d12fb9706() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_d263a130d199986b() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -8321,7 +8360,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -8331,7 +8370,7 @@ void _wrap_bind_plan_spec_free_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -8344,7 +8383,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_1f0e8f6d12fb9706(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -8383,7 +8422,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -8440,7 +8479,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -8472,7 +8511,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -8504,7 +8543,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -8541,7 +8580,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -8594,7 +8633,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8630,7 +8669,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -8662,7 +8701,7 @@ _gostring_ _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8720,7 +8759,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8772,7 +8811,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_d263a130d199986b(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -8811,7 +8850,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8869,7 +8908,7 @@ _gostring_ _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8933,7 +8972,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -8975,7 +9014,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9017,7 +9056,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ACTIVATION_NONE_swig_d263a130d199986b() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9029,7 +9068,7 @@ intgo _wrap_ACTIVATION_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ACTIVATION_RELU_swig_d263a130d199986b() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9041,7 +9080,7 @@ intgo _wrap_ACTIVATION_RELU_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_d263a130d199986b() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9053,7 +9092,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_d263a130d199986b(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9083,7 +9122,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DENSE_MATH_FP32_swig_d263a130d199986b() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9095,7 +9134,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DENSE_MATH_TF32_swig_d263a130d199986b() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9107,7 +9146,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DENSE_MATH_BF16_swig_d263a130d199986b() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9119,7 +9158,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_mlp_destroy_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -9129,7 +9168,7 @@ void _wrap_mlp_destroy_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9167,7 +9206,7 @@ _gostring_ _wrap_mlp_forward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9205,7 +9244,7 @@ _gostring_ _wrap_mlp_infer_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9235,7 +9274,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9267,7 +9306,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_d263a130d199986b(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -9312,7 +9351,7 @@ _gostring_ _wrap_dcn_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -9322,7 +9361,7 @@ void _wrap_dcn_destroy_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9360,7 +9399,7 @@ _gostring_ _wrap_dcn_forward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9398,7 +9437,7 @@ _gostring_ _wrap_dcn_infer_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9428,7 +9467,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9460,7 +9499,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_d263a130d199986b(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9494,7 +9533,7 @@ _gostring_ _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9538,7 +9577,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9578,7 +9617,7 @@ _gostring_ _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_d263a130d199986b(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9610,7 +9649,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -9620,7 +9659,7 @@ void _wrap_dense_optimizer_destroy_swig_1f0e8f6d12fb9706(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -9652,7 +9691,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -9684,7 +9723,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -9716,7 +9755,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_d263a130d199986b() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9728,7 +9767,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_d263a130d199986b() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9740,7 +9779,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_ddp_destroy_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -9750,7 +9789,7 @@ void _wrap_ddp_destroy_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9780,7 +9819,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9812,7 +9851,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9842,7 +9881,7 @@ _gostring_ _wrap_ddp_finish_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -9874,7 +9913,7 @@ _gostring_ _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -9884,7 +9923,7 @@ void _wrap_fsdp_destroy_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9916,7 +9955,7 @@ _gostring_ _wrap_fsdp_release_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9948,7 +9987,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9978,7 +10017,7 @@ _gostring_ _wrap_fsdp_step_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_d263a130d199986b(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10008,7 +10047,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10042,7 +10081,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -10076,7 +10115,7 @@ _gostring_ _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10110,7 +10149,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_1f0e8f6d12fb9706() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_d263a130d199986b() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -10121,7 +10160,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_bind_param_list_free_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_d263a130d199986b(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -10131,7 +10170,7 @@ void _wrap_bind_param_list_free_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_d263a130d199986b(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -10163,7 +10202,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_d263a130d199986b(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -10195,7 +10234,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -10227,7 +10266,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10280,7 +10319,7 @@ _gostring_ _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_d263a130d199986b(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10339,7 +10378,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10377,7 +10416,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10415,7 +10454,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10449,7 +10488,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10483,7 +10522,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10524,7 +10563,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10565,7 +10604,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10603,7 +10642,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10641,7 +10680,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10685,7 +10724,7 @@ _gostring_ _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10725,7 +10764,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -10759,7 +10798,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -10795,7 +10834,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10837,7 +10876,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10879,7 +10918,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -10917,7 +10956,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10953,7 +10992,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10989,7 +11028,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -11023,7 +11062,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11059,7 +11098,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11099,7 +11138,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11133,7 +11172,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11169,7 +11208,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11205,7 +11244,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_AS_TRAINED_swig_d263a130d199986b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11217,7 +11256,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_FP32_swig_d263a130d199986b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11229,7 +11268,7 @@ intgo _wrap_SERVING_FP32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_FP16_swig_d263a130d199986b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11241,7 +11280,7 @@ intgo _wrap_SERVING_FP16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_BF16_swig_d263a130d199986b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11253,7 +11292,7 @@ intgo _wrap_SERVING_BF16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_INT8_swig_d263a130d199986b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11265,7 +11304,7 @@ intgo _wrap_SERVING_INT8_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_INT4_swig_d263a130d199986b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11277,7 +11316,7 @@ intgo _wrap_SERVING_INT4_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11314,7 +11353,7 @@ _gostring_ _wrap_inference_save_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -11324,7 +11363,7 @@ void _wrap_inference_destroy_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -11356,7 +11395,7 @@ _gostring_ _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -11388,7 +11427,7 @@ _gostring_ _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11420,7 +11459,7 @@ _gostring_ _wrap_inference_num_features_swig_1f0e8f6d12fb9706(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11452,7 +11491,7 @@ _gostring_ _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11497,7 +11536,54 @@ _gostring_ _wrap_inference_table_info_swig_1f0e8f6d12fb9706(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_row_scales_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  size_t arg4 ;
+  float *arg5 = (float *) 0 ;
+  float *arg6 = (float *) 0 ;
+  uint64_t *arg7 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int64_t *)_swig_go_2.array; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = (float *)_swig_go_4.array; 
+  arg6 = (float *)_swig_go_5.array; 
+  arg7 = (uint64_t *)_swig_go_6.array; 
+  
+  result = (shardrec_status_t)shardrec_inference_row_scales((struct shardrec_inference const *)arg1,(char const *)arg2,(long const *)arg3,arg4,arg5,arg6,arg7);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_version_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11529,7 +11615,7 @@ _gostring_ _wrap_inference_version_swig_1f0e8f6d12fb9706(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -11561,7 +11647,7 @@ _gostring_ _wrap_inference_pin_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_d263a130d199986b(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -11571,7 +11657,7 @@ void _wrap_inference_unpin_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_d263a130d199986b(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11603,7 +11689,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_d263a130d199986b(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -11644,7 +11730,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11681,7 +11767,7 @@ _gostring_ _wrap_inference_reload_swig_1f0e8f6d12fb9706(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11732,7 +11818,7 @@ _gostring_ _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_inference_apply_delta_ext_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11785,7 +11871,7 @@ _gostring_ _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(shardrec_infere
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_open_swig_d263a130d199986b(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -11841,7 +11927,7 @@ _gostring_ _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_lookup_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -11901,7 +11987,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_d263a130d199986b(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -11959,7 +12045,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(shardrec_i
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_d263a130d199986b(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -11972,7 +12058,7 @@ void *_wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_1f0e8f6d12fb9706(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_d263a130d199986b(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

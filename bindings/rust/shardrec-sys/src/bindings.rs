@@ -3661,6 +3661,13 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_embedding_dynamic_stats_global(
+        coll: *mut shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        out: *mut shardrec_dynamic_table_stats_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_embedding_dynamic_mark(
         coll: *mut shardrec_embedding_t,
         table: *const ::std::os::raw::c_char,
@@ -5367,6 +5374,17 @@ extern "C" {
         rows: *mut i64,
         dim: *mut i32,
         storage: *mut i32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_row_scales(
+        inf: *const shardrec_inference_t,
+        table: *const ::std::os::raw::c_char,
+        ids: *const i64,
+        n: usize,
+        scales: *mut f32,
+        biases: *mut f32,
+        version_out: *mut u64,
     ) -> shardrec_status_t;
 }
 extern "C" {

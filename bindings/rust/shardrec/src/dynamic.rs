@@ -67,8 +67,9 @@ impl DynamicTable {
     }
 }
 
-/// This rank's part of one dynamic table: the rows of the row blocks it holds and what training
-/// forwards did to them. The table's totals are the sums over ranks. A data-parallel table is
+/// This rank's part of one dynamic table ([`EmbeddingCollection::dynamic_stats`]): the rows of
+/// the row blocks it holds and what training forwards did to them; or the whole table's, the
+/// sums over ranks ([`EmbeddingCollection::dynamic_stats_global`]). A data-parallel table is
 /// counted once: rank 0 reports its copy, every other rank zeros except the memory its own copy
 /// holds (`metadata_bytes`, `capacity_bytes`); a block split into column shards is counted by the
 /// rank holding its first columns. `last_*` counts are those of the last training forward,
@@ -110,13 +111,38 @@ impl EmbeddingCollection {
     /// This rank's part of dynamic table `table`; not collective, changes nothing.
     /// `Code::Invalid` for a table that is not dynamic, `Code::NotFound` for an unknown one.
     pub fn dynamic_stats(&self, table: &str) -> Result<DynamicTableStats> {
+        self.stats_with(table, |c, t, s| unsafe { sys::shardrec_embedding_dynamic_stats(c, t, s) })
+    }
+
+    /// The whole dynamic table `table`: the sums over ranks of [`dynamic_stats`]
+    /// (`load_factor` from the summed `size` and `capacity`), the same on every rank.
+    /// Collective: every rank of the collection calls it with the same table. A rank refusing
+    /// its arguments (an unknown or fixed table) fails every rank at once (`Code::Invalid`
+    /// naming it on the others); ranks naming different tables all get `Code::Invalid`.
+    ///
+    /// [`dynamic_stats`]: EmbeddingCollection::dynamic_stats
+    pub fn dynamic_stats_global(&mut self, table: &str) -> Result<DynamicTableStats> {
+        self.stats_with(table, |c, t, s| unsafe {
+            sys::shardrec_embedding_dynamic_stats_global(c, t, s)
+        })
+    }
+
+    fn stats_with(
+        &self,
+        table: &str,
+        call: impl FnOnce(
+            *mut sys::shardrec_embedding_t,
+            *const std::os::raw::c_char,
+            *mut sys::shardrec_dynamic_table_stats_t,
+        ) -> sys::shardrec_status_t,
+    ) -> Result<DynamicTableStats> {
         let name = cstring(table, "table")?;
         // SAFETY: plain data filled by init; valid handle and NUL-terminated name.
         let mut s: sys::shardrec_dynamic_table_stats_t = unsafe { std::mem::zeroed() };
         check(unsafe {
             sys::shardrec_dynamic_table_stats_init(&mut s, sys::SHARDREC_DYNAMIC_TABLE_STATS_VERSION)
         })?;
-        check(unsafe { sys::shardrec_embedding_dynamic_stats(self.raw, name.as_ptr(), &mut s) })?;
+        check(call(self.raw, name.as_ptr(), &mut s))?;
         Ok(DynamicTableStats {
             size: s.size,
             capacity: s.capacity,

@@ -197,6 +197,33 @@ impl Inference {
         Ok(version)
     }
 
+    /// The row-wise quantization parameters of rows `ids` of table `table`, which must be served
+    /// as `ServingStorage::Int8` or `Int4`: per id its scale and bias, and the version read. Each
+    /// value of row i reads back as `q * scales[i] + biases[i]`, within `scales[i] / 2` of the
+    /// trained value (plus fp32 rounding), so a bag's error is at most the sum over its ids of
+    /// `|weight| * scale / 2`. `ids` are a fixed table's row indices in `[0, rows)` or a dynamic
+    /// table's ids (one without a row: scale 0, bias 0). Errors: `Invalid` for another storage or
+    /// an index out of range, `NotFound` for an unknown table.
+    pub fn row_scales(&self, table: &str, ids: &[i64]) -> Result<(Vec<f32>, Vec<f32>, u64)> {
+        let name = cstring(table, "table")?;
+        let mut scales = vec![0.0f32; ids.len()];
+        let mut biases = vec![0.0f32; ids.len()];
+        let mut version = 0;
+        // SAFETY: valid handle, NUL-terminated name, ids.len() elements in each buffer.
+        check(unsafe {
+            sys::shardrec_inference_row_scales(
+                self.raw,
+                name.as_ptr(),
+                ids.as_ptr(),
+                ids.len(),
+                scales.as_mut_ptr(),
+                biases.as_mut_ptr(),
+                &mut version,
+            )
+        })?;
+        Ok((scales, biases, version))
+    }
+
     /// The lookup output of `batch` in a new vector, and the version that answered.
     pub fn lookup_vec(&self, batch: &Kjt<'_>) -> Result<(Vec<f32>, u64)> {
         let mut out = vec![0.0; batch.checked_output_len(self.output_dim, self.sequence)?];

@@ -188,6 +188,35 @@ fn int8_and_int4_stay_within_their_row_wise_bound() {
     }
 }
 
+/// `Inference::row_scales`: an int8/int4 table's per-row scale and bias are the row-wise
+/// quantization of the trained rows; an fp32 table, a row out of range and an unknown table are
+/// refused.
+#[test]
+fn row_scales_are_the_row_wise_quantization_of_the_trained_rows() {
+    let fx = train("row_scales");
+    let per_table = [("t1", ServingStorage::Int4), ("t2", ServingStorage::Fp32)];
+    let options = InferenceOptions {
+        default_storage: ServingStorage::Int8,
+        table_storage: &per_table,
+        ..Default::default()
+    };
+    let inf = Inference::open(&fx.dir1, &options).unwrap();
+    let levels = [255.0f32, 15.0];
+    for t in 0..2 {
+        let ids: Vec<i64> = (0..ROWS[t]).collect();
+        let (scales, biases, version) = inf.row_scales(TABLES[t], &ids).unwrap();
+        assert_eq!(version, 1);
+        for (i, row) in fx.weights1[t].chunks(DIMS[t] as usize).enumerate() {
+            let lo = row.iter().cloned().fold(f32::INFINITY, f32::min);
+            let hi = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!((scales[i], biases[i]), ((hi - lo) / levels[t], lo), "{} row {i}", TABLES[t]);
+        }
+    }
+    assert_eq!(inf.row_scales(TABLES[2], &[0]).unwrap_err().code(), Code::Invalid);
+    assert_eq!(inf.row_scales(TABLES[0], &[ROWS[0]]).unwrap_err().code(), Code::Invalid);
+    assert_eq!(inf.row_scales("nope", &[0]).unwrap_err().code(), Code::NotFound);
+}
+
 #[test]
 fn lookups_across_a_reload_see_one_whole_version() {
     let fx = train("reload");

@@ -23,11 +23,11 @@ public enum Backend {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static Backend of(int code) {
     for (Backend v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no Backend has code " + code);
+    throw ShardrecException.invalid("no Backend has code " + code);
   }
 }

@@ -41,24 +41,24 @@ public final class BarrierRendezvous {
    * @param allGather the scheduler's all-gather; not null
    * @param options communicator options (timeout, backend); null for the defaults
    * @return a new communicator owned by the caller (close it, or it leaks until the JVM exits)
-   * @throws IllegalArgumentException on a bad rank, size or all-gather result (no state changes)
+   * @throws ShardrecException on a bad rank, size or all-gather result (no state changes)
    * @throws ShardrecException when the rendezvous fails (ETIMEOUT, EREMOTE, EABORTED)
    */
   public static Comm join(int partitionId, int numTasks, AllGather allGather, Comm.Options options)
       throws Exception {
     if (numTasks < 1)
-      throw new IllegalArgumentException("numTasks must be >= 1, got " + numTasks);
+      throw ShardrecException.invalid("numTasks must be >= 1, got " + numTasks);
     if (partitionId < 0 || partitionId >= numTasks) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "partitionId " + partitionId + " is outside [0, " + numTasks + ")");
     }
     if (allGather == null)
-      throw new IllegalArgumentException("allGather must not be null");
+      throw ShardrecException.invalid("allGather must not be null");
     String mine =
         partitionId == 0 ? PREFIX + Base64.getEncoder().encodeToString(Comm.createUniqueId()) : "";
     String[] all = allGather.allGather(mine);
     if (all == null || all.length != numTasks) {
-      throw new IllegalArgumentException("allGather returned "
+      throw ShardrecException.invalid("allGather returned "
           + (all == null ? "null" : all.length + " messages") + " for " + numTasks
           + " tasks (it must return one message per task, in partition order)");
     }
@@ -67,17 +67,17 @@ public final class BarrierRendezvous {
 
   private static byte[] decode(String message) {
     if (message == null || !message.startsWith(PREFIX)) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "allGather's element 0 is not rank 0's unique id (is element i task i's message?)");
     }
     byte[] id;
     try {
       id = Base64.getDecoder().decode(message.substring(PREFIX.length()));
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("rank 0's unique id is not valid Base64", e);
+    } catch (IllegalArgumentException e) { // java.util.Base64's refusal
+      throw ShardrecException.invalid("rank 0's unique id is not valid Base64", e);
     }
     if (id.length != NativeConstants.UNIQUE_ID_BYTES) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "rank 0's unique id has " + id.length + " bytes, not " + NativeConstants.UNIQUE_ID_BYTES);
     }
     return id;
@@ -93,7 +93,7 @@ public final class BarrierRendezvous {
    */
   public static Runnable abortHook(Comm comm) {
     if (comm == null)
-      throw new IllegalArgumentException("comm must not be null");
+      throw ShardrecException.invalid("comm must not be null");
     return () -> abortQuietly(comm);
   }
 
@@ -108,7 +108,7 @@ public final class BarrierRendezvous {
    */
   public static AutoCloseable abortWhen(BooleanSupplier condition, Comm comm) {
     if (condition == null || comm == null) {
-      throw new IllegalArgumentException("condition and comm must not be null");
+      throw ShardrecException.invalid("condition and comm must not be null");
     }
     Thread watcher = new Thread(() -> {
       try {

@@ -21,11 +21,11 @@ public enum BoundsPolicy {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static BoundsPolicy of(int code) {
     for (BoundsPolicy v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no BoundsPolicy has code " + code);
+    throw ShardrecException.invalid("no BoundsPolicy has code " + code);
   }
 }

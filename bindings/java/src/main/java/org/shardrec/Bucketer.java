@@ -93,7 +93,7 @@ public final class Bucketer extends NativeHandle {
   /** Element count of gradient {@code index}. */
   public long count(long index) {
     if (index < 0 || index >= counts.length) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "gradient " + index + " out of range (" + counts.length + " registered)");
     }
     return counts[(int) index];
@@ -112,7 +112,7 @@ public final class Bucketer extends NativeHandle {
       } catch (ShardrecException expected) {
         // C's refusal; this rank's reason is the one to report.
       }
-      throw new IllegalArgumentException("counts must not be null");
+      throw ShardrecException.invalid("counts must not be null");
     }
     use(comm, "comm", c -> Native.bind_ddp_create(out, c, counts, o.firstBucketBytes,
                                                   o.bucketCapBytes, o.compression.code()));
@@ -129,7 +129,7 @@ public final class Bucketer extends NativeHandle {
     long n = count(index);
     Buffers.checkKind(grad, grad == null ? null : grad.order(), "grad", true);
     if (grad.position() != 0 || grad.capacity() != n) {
-      throw new IllegalArgumentException("grad must be a direct FloatBuffer of exactly " + n
+      throw ShardrecException.invalid("grad must be a direct FloatBuffer of exactly " + n
                                          + " floats at position 0 (gradient " + index + ")");
     }
     use(h -> Native.bind_ddp_set_external(h, index, grad));

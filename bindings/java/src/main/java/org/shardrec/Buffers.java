@@ -27,7 +27,7 @@ public final class Buffers {
     return bytes(n, 8).asLongBuffer();
   }
 
-  /** A direct copy of {@code values} (IllegalArgumentException for null). */
+  /** A direct copy of {@code values} (ShardrecException for null). */
   public static FloatBuffer of(float[] values) {
     requireValues(values);
     FloatBuffer b = floats(values.length);
@@ -35,7 +35,7 @@ public final class Buffers {
     return b;
   }
 
-  /** A direct copy of {@code values} (IllegalArgumentException for null). */
+  /** A direct copy of {@code values} (ShardrecException for null). */
   public static IntBuffer of(int[] values) {
     requireValues(values);
     IntBuffer b = ints(values.length);
@@ -43,7 +43,7 @@ public final class Buffers {
     return b;
   }
 
-  /** A direct copy of {@code values} (IllegalArgumentException for null). */
+  /** A direct copy of {@code values} (ShardrecException for null). */
   public static LongBuffer of(long[] values) {
     requireValues(values);
     LongBuffer b = longs(values.length);
@@ -52,7 +52,7 @@ public final class Buffers {
   }
 
   private static void requireValues(Object values) {
-    if (values == null) throw new IllegalArgumentException("values must not be null");
+    if (values == null) throw ShardrecException.invalid("values must not be null");
   }
 
   // Copies for the array overloads of calls that check their buffer argument: null stays null,
@@ -78,13 +78,13 @@ public final class Buffers {
     return result;
   }
 
-  /** Element count of a tensor shape; IllegalArgumentException for a bad one. */
+  /** Element count of a tensor shape; ShardrecException for a bad one. */
   static long elements(long[] shape) {
-    if (shape == null) throw new IllegalArgumentException("shape must not be null");
+    if (shape == null) throw ShardrecException.invalid("shape must not be null");
     long n = 1;
     for (long d : shape) {
       if (d < 0 || (d != 0 && n > Long.MAX_VALUE / d)) {
-        throw new IllegalArgumentException("bad tensor shape " + java.util.Arrays.toString(shape));
+        throw ShardrecException.invalid("bad tensor shape " + java.util.Arrays.toString(shape));
       }
       n *= d;
     }
@@ -93,23 +93,23 @@ public final class Buffers {
 
   private static ByteBuffer bytes(long n, int elem) {
     if (n < 0 || n > Integer.MAX_VALUE / elem) {
-      throw new IllegalArgumentException("buffer of " + n + " elements is not allocatable");
+      throw ShardrecException.invalid("buffer of " + n + " elements is not allocatable");
     }
     return ByteBuffer.allocateDirect((int) (n * elem)).order(ByteOrder.nativeOrder());
   }
 
   static void checkKind(Buffer b, ByteOrder order, String what, boolean writable) {
-    if (b == null) throw new IllegalArgumentException(what + " must not be null");
-    if (!b.isDirect()) throw new IllegalArgumentException(what + " must be a direct NIO buffer");
+    if (b == null) throw ShardrecException.invalid(what + " must not be null");
+    if (!b.isDirect()) throw ShardrecException.invalid(what + " must be a direct NIO buffer");
     if (order != ByteOrder.nativeOrder()) {
-      throw new IllegalArgumentException(what + " must be in native byte order");
+      throw ShardrecException.invalid(what + " must be in native byte order");
     }
-    if (writable && b.isReadOnly()) throw new IllegalArgumentException(what + " is read-only");
+    if (writable && b.isReadOnly()) throw ShardrecException.invalid(what + " is read-only");
   }
 
   static void checkSize(Buffer b, long expected, String what) {
     if (b.remaining() != expected) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           what + " has " + b.remaining() + " elements remaining, expected " + expected);
     }
   }

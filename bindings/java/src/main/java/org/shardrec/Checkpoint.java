@@ -59,9 +59,9 @@ public final class Checkpoint {
      */
     public Options dense(String name, java.nio.FloatBuffer data) {
       if (name == null || name.indexOf('\n') >= 0) {
-        throw new IllegalArgumentException("a dense tensor name must not be null or hold a newline");
+        throw ShardrecException.invalid("a dense tensor name must not be null or hold a newline");
       }
-      if (data == null) throw new IllegalArgumentException("data of " + name + " must not be null");
+      if (data == null) throw ShardrecException.invalid("data of " + name + " must not be null");
       dense.put(name, data);
       return this;
     }
@@ -99,13 +99,13 @@ public final class Checkpoint {
 
   /** Saves a collection created on {@code mesh} with the options' dense tensors. */
   public static void save(Mesh mesh, EmbeddingCollection coll, String dir, Options options) {
-    if (mesh == null) throw new IllegalArgumentException("mesh must not be null");
+    if (mesh == null) throw ShardrecException.invalid("mesh must not be null");
     run(mesh, coll, dir, options, false);
   }
 
   /** Loads a checkpoint into a collection created on {@code mesh}. */
   public static void load(Mesh mesh, EmbeddingCollection coll, String dir, Options options) {
-    if (mesh == null) throw new IllegalArgumentException("mesh must not be null");
+    if (mesh == null) throw ShardrecException.invalid("mesh must not be null");
     run(mesh, coll, dir, options, true);
   }
 
@@ -131,7 +131,7 @@ public final class Checkpoint {
         } finally {
           none.delete();
         }
-        throw new IllegalArgumentException("dense tensor " + e.getKey() + " is read-only");
+        throw ShardrecException.invalid("dense tensor " + e.getKey() + " is read-only");
       }
       counts[i++] = e.getValue().remaining();
       total += e.getValue().remaining();

@@ -68,7 +68,7 @@ public final class Comm extends NativeHandle {
         int nul = bindAddress.indexOf('\0');
         if (nul >= 0) {
           o.delete();
-          throw new IllegalArgumentException("bindAddress " + bindAddress.replace("\0", "\\0")
+          throw ShardrecException.invalid("bindAddress " + bindAddress.replace("\0", "\\0")
               + ": a NUL character at char " + nul + " would cut the string short in C");
         }
         o.setBind_address(bindAddress);
@@ -77,14 +77,15 @@ public final class Comm extends NativeHandle {
     }
   }
 
-  /** The largest group {@link #createLocalGroup} makes (C's SHARDREC_LOCAL_GROUP_MAX). */
+  /** The largest group {@link #localGroup} makes (C's SHARDREC_LOCAL_GROUP_MAX). */
   public static final int LOCAL_GROUP_MAX = NativeConstants.LOCAL_GROUP_MAX;
 
   /**
-   * n communicators of one in-process group, n in [1, {@link #LOCAL_GROUP_MAX}]; element i is
-   * rank i (drive each from a thread).
+   * The n communicators of one in-process group, n in [1, {@link #LOCAL_GROUP_MAX}], as a
+   * {@link LocalGroup} that closes them all (try-with-resources); rank i is {@code get(i)} (drive
+   * each from a thread).
    */
-  public static Comm[] createLocalGroup(int n, Options options) {
+  public static LocalGroup localGroup(int n, Options options) {
     // Outside the range, refused here with the size given and before n pointers are allocated
     // (Integer.MAX_VALUE would have thrown OutOfMemoryError).
     if (n < 1 || n > LOCAL_GROUP_MAX) {
@@ -100,11 +101,34 @@ public final class Comm extends NativeHandle {
     }
     Comm[] out = new Comm[raw.length];
     for (int i = 0; i < raw.length; ++i) out[i] = new Comm(raw[i]);
-    return out;
+    return new LocalGroup(out);
   }
 
+  /** {@link #localGroup(int, Options)} with default options. */
+  public static LocalGroup localGroup(int n) {
+    return localGroup(n, null);
+  }
+
+  /**
+   * n communicators of one in-process group; element i is rank i.
+   *
+   * @deprecated An array cannot be closed by try-with-resources: use {@link #localGroup(int,
+   *     Options)}, whose {@link LocalGroup} closes every communicator ({@code toArray()} gives
+   *     this array). Kept for one minor release.
+   */
+  @Deprecated
+  public static Comm[] createLocalGroup(int n, Options options) {
+    return localGroup(n, options).toArray();
+  }
+
+  /**
+   * n communicators of one in-process group with default options.
+   *
+   * @deprecated Use {@link #localGroup(int)}.
+   */
+  @Deprecated
   public static Comm[] createLocalGroup(int n) {
-    return createLocalGroup(n, null);
+    return localGroup(n, null).toArray();
   }
 
   /** A new rendezvous id (rank 0); ship its 128 bytes to every rank. */
@@ -164,7 +188,7 @@ public final class Comm extends NativeHandle {
    * blocking): every rank passes a store that reaches the same keys.
    */
   public static Comm create(Store store, int worldSize, int rank, Options options) {
-    if (store == null) throw new IllegalArgumentException("store must not be null");
+    if (store == null) throw ShardrecException.invalid("store must not be null");
     CheckedStore checked = new CheckedStore(store);
     long[] out = new long[1];
     comm_options o = (options == null ? new Options() : options).toNative();
@@ -298,7 +322,7 @@ public final class Comm extends NativeHandle {
 
   /**
    * recv = op over ranks of send; {@code count} elements of {@code dtype}. Arguments refused here
-   * (IllegalArgumentException) still take part in C's agreement, so the other ranks fail at once
+   * (ShardrecException) still take part in C's agreement, so the other ranks fail at once
    * naming this one (as for the other raw collectives).
    */
   public void allreduce(Buffer send, Buffer recv, long count, DType dtype, ReduceOp op) {
@@ -307,8 +331,8 @@ public final class Comm extends NativeHandle {
       checkDirect(recv, "recv");
       checkBytes(send, count, dtype, 1, "send");
       checkBytes(recv, count, dtype, 1, "recv");
-      if (op == null) throw new IllegalArgumentException("op must not be null");
-    } catch (IllegalArgumentException refused) {
+      if (op == null) throw ShardrecException.invalid("op must not be null");
+    } catch (ShardrecException refused) {
       throw joinRefused(refused, h -> Native.comm_allreduce(h, null, null, 1,
                                                              DType.FLOAT32.code(),
                                                              ReduceOp.SUM.code()));
@@ -326,7 +350,7 @@ public final class Comm extends NativeHandle {
     try {
       checkDirect(buf, "buf");
       checkBytes(buf, count, dtype, 1, "buf");
-    } catch (IllegalArgumentException refused) {
+    } catch (ShardrecException refused) {
       throw joinRefused(refused,
                         h -> Native.comm_broadcast(h, null, 1, DType.FLOAT32.code(), 0));
     }
@@ -343,7 +367,7 @@ public final class Comm extends NativeHandle {
       checkDirect(recv, "recv");
       checkBytes(send, count, dtype, 1, "send");
       checkBytes(recv, count, dtype, size(), "recv");
-    } catch (IllegalArgumentException refused) {
+    } catch (ShardrecException refused) {
       throw joinRefused(refused,
                         h -> Native.comm_allgather(h, null, null, 1, DType.FLOAT32.code()));
     }
@@ -355,7 +379,7 @@ public final class Comm extends NativeHandle {
    * with NULL buffers, which C refuses inside its agreement, so every other rank fails at once
    * instead of waiting out its timeout. Returns `why` (this rank's reason) to throw.
    */
-  private IllegalArgumentException joinRefused(IllegalArgumentException why,
+  private ShardrecException joinRefused(ShardrecException why,
                                                HandleCall<?> refusedCall) {
     try {
       use(refusedCall);
@@ -367,8 +391,8 @@ public final class Comm extends NativeHandle {
 
   /** The buffer must hold at least {@code blocks x count} elements of {@code dtype}. */
   private static void checkBytes(Buffer b, long count, DType dtype, long blocks, String what) {
-    if (count < 0) throw new IllegalArgumentException("count must be >= 0, got " + count);
-    if (dtype == null) throw new IllegalArgumentException("dtype must not be null");
+    if (count < 0) throw ShardrecException.invalid("count must be >= 0, got " + count);
+    if (dtype == null) throw ShardrecException.invalid("dtype must not be null");
     long elem;
     if (b instanceof java.nio.ByteBuffer) {
       elem = 1;
@@ -381,26 +405,26 @@ public final class Comm extends NativeHandle {
     }
     long have = b.capacity() * elem;
     if (count > Long.MAX_VALUE / blocks / dtype.size()) {
-      throw new IllegalArgumentException("count " + count + " is too large: " + blocks + " x "
+      throw ShardrecException.invalid("count " + count + " is too large: " + blocks + " x "
                                          + count + " " + dtype + " elements are more than "
                                          + Long.MAX_VALUE + " bytes (" + what + " holds " + have
                                          + ")");
     }
     long need = count * blocks * dtype.size();
     if (have < need) {
-      throw new IllegalArgumentException(what + " holds " + have + " bytes but " + blocks + " x "
+      throw ShardrecException.invalid(what + " holds " + have + " bytes but " + blocks + " x "
                                          + count + " " + dtype + " elements need " + need);
     }
   }
 
   private static void checkDirect(Buffer b, String what) {
     if (b == null || !b.isDirect() || b.position() != 0) {
-      throw new IllegalArgumentException(what + " must be a direct NIO buffer at position 0");
+      throw ShardrecException.invalid(what + " must be a direct NIO buffer at position 0");
     }
     // C reads the elements in the machine's byte order: a big-endian view (the default of
     // ByteBuffer.allocateDirect and of its asFloatBuffer) would be summed as garbage.
     if (orderOf(b) != java.nio.ByteOrder.nativeOrder()) {
-      throw new IllegalArgumentException(what + " must be in native byte order");
+      throw ShardrecException.invalid(what + " must be in native byte order");
     }
   }
 

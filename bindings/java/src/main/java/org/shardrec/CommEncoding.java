@@ -24,11 +24,11 @@ public enum CommEncoding {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static CommEncoding of(int code) {
     for (CommEncoding v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no CommEncoding has code " + code);
+    throw ShardrecException.invalid("no CommEncoding has code " + code);
   }
 }

@@ -149,7 +149,7 @@ public final class Config {
     }
 
     public Table pooling(Pooling v) {
-      if (v == null) throw new IllegalArgumentException("pooling must not be null");
+      if (v == null) throw ShardrecException.invalid("pooling must not be null");
       pooling = v;
       return this;
     }

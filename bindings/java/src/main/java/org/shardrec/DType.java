@@ -29,11 +29,11 @@ public enum DType {
     return (int) Native.dtype_size(code);
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static DType of(int code) {
     for (DType v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no DType has code " + code);
+    throw ShardrecException.invalid("no DType has code " + code);
   }
 }

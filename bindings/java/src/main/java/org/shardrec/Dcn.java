@@ -31,7 +31,7 @@ public final class Dcn extends DenseLayer {
 
   /** y[batch, width] from x0[batch, width]; x0 is kept for the backward. */
   public void forward(FloatBuffer x0, long batch, FloatBuffer y) {
-    if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+    if (batch < 0) throw ShardrecException.invalid("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x0, batch * width, "x0");
     FloatBuffer ys = Buffers.out(y, batch * width, "y");
     use(h -> Native.dcn_forward(h, xs, batch, ys, batch * width));
@@ -44,7 +44,7 @@ public final class Dcn extends DenseLayer {
    * values bit for bit, from any number of threads at once, with {@link Mlp#infer}'s rules.
    */
   public void infer(FloatBuffer x0, long batch, FloatBuffer y) {
-    if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+    if (batch < 0) throw ShardrecException.invalid("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x0, batch * width, "x0");
     FloatBuffer ys = Buffers.out(y, batch * width, "y");
     use(h -> Native.dcn_infer(h, xs, batch, ys, batch * width));

@@ -62,7 +62,7 @@ public final class Dense {
    */
   public static double bceWithLogits(FloatBuffer logits, FloatBuffer labels, double normalizer,
                                      FloatBuffer dlogits) {
-    if (logits == null) throw new IllegalArgumentException("logits must not be null");
+    if (logits == null) throw ShardrecException.invalid("logits must not be null");
     long n = logits.remaining();
     double[] loss = new double[1];
     Native.bce_with_logits(Buffers.in(logits, n, "logits"), Buffers.in(labels, n, "labels"), n,
@@ -72,7 +72,7 @@ public final class Dense {
   }
 
   private static void checkBatch(long batch) {
-    if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+    if (batch < 0) throw ShardrecException.invalid("batch must be >= 0, got " + batch);
   }
 
   // Also that batch x perSample floats are addressable, so the size checks do not wrap around
@@ -80,7 +80,7 @@ public final class Dense {
   private static void checkBatch(long batch, long perSample) {
     checkBatch(batch);
     if (perSample > 0 && batch > Long.MAX_VALUE / 4 / perSample) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "batch " + batch + " x " + perSample + " floats per sample overflows");
     }
   }

@@ -43,7 +43,7 @@ public abstract class DenseLayer extends NativeHandle {
       String what = b == param ? "param" : "grad";
       Buffers.checkKind(b, b.order(), what, true);
       if (b.position() != 0 || b.capacity() != n) {
-        throw new IllegalArgumentException(what + " must hold exactly " + n
+        throw ShardrecException.invalid(what + " must hold exactly " + n
                                            + " floats at position 0 (tensor " + index + ")");
       }
     }
@@ -68,12 +68,12 @@ public abstract class DenseLayer extends NativeHandle {
 
   /** Checks that tensor i has the element count of the bucketer's gradient first + i. */
   void checkBucketer(Bucketer ddp, long firstTensor) {
-    if (ddp == null) throw new IllegalArgumentException("ddp must not be null");
+    if (ddp == null) throw ShardrecException.invalid("ddp must not be null");
     for (long i = 0; i < numTensors(); ++i) {
       long want = tensorCount(i);
       long have = ddp.count(firstTensor + i);
       if (have != want) {
-        throw new IllegalArgumentException("tensor " + i + " (" + tensorName(i) + ") has " + want
+        throw ShardrecException.invalid("tensor " + i + " (" + tensorName(i) + ") has " + want
                                            + " elements, bucketer gradient " + (firstTensor + i)
                                            + " has " + have);
       }
@@ -108,7 +108,7 @@ public abstract class DenseLayer extends NativeHandle {
   public void setParam(long index, float[] values) {
     long n = tensorCount(index);
     if (values == null || values.length != n) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "tensor " + index + " has " + n + " elements, got "
           + (values == null ? "null" : String.valueOf(values.length)));
     }

@@ -21,11 +21,11 @@ public enum DenseMath {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static DenseMath of(int code) {
     for (DenseMath v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no DenseMath has code " + code);
+    throw ShardrecException.invalid("no DenseMath has code " + code);
   }
 }

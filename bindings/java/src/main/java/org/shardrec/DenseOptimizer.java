@@ -17,7 +17,7 @@ public final class DenseOptimizer extends NativeHandle {
   }
 
   public static DenseOptimizer create(Config.Optimizer config) {
-    if (config == null) throw new IllegalArgumentException("config must not be null");
+    if (config == null) throw ShardrecException.invalid("config must not be null");
     optimizer_config o = config.toNative();
     try {
       long[] out = new long[1];
@@ -30,9 +30,9 @@ public final class DenseOptimizer extends NativeHandle {
 
   /** One step over every tensor of {@code layers}, in order (params updated from grads). */
   public void step(DenseLayer... layers) {
-    if (layers == null) throw new IllegalArgumentException("layers must not be null");
+    if (layers == null) throw ShardrecException.invalid("layers must not be null");
     for (DenseLayer l : layers) {
-      if (l == null) throw new IllegalArgumentException("layers must not contain null");
+      if (l == null) throw ShardrecException.invalid("layers must not contain null");
     }
     // The layers stay held (none closed) from their listing to the step that reads the list.
     use(h -> useAll(layers, () -> {
@@ -83,7 +83,7 @@ public final class DenseOptimizer extends NativeHandle {
    * that {@link #step} walks): 0 before the first step or when the type has no such state.
    */
   public long stateCount(long tensor, State state) {
-    if (state == null) throw new IllegalArgumentException("state must not be null");
+    if (state == null) throw ShardrecException.invalid("state must not be null");
     long[] out = new long[1];
     use(h -> Native.bind_dense_optimizer_state_count(h, tensor, state.code(), out));
     return out[0];
@@ -106,7 +106,7 @@ public final class DenseOptimizer extends NativeHandle {
   public void setState(long tensor, State state, float[] values) {
     long n = stateCount(tensor, state);
     if (values == null || values.length != n) {
-      throw new IllegalArgumentException("values must have " + n + " elements (state "
+      throw ShardrecException.invalid("values must have " + n + " elements (state "
                                          + state + " of tensor " + tensor + "), got "
                                          + (values == null ? "null" : values.length));
     }

@@ -19,11 +19,11 @@ public enum DeviceType {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static DeviceType of(int code) {
     for (DeviceType v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no DeviceType has code " + code);
+    throw ShardrecException.invalid("no DeviceType has code " + code);
   }
 }

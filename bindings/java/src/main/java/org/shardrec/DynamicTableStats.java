@@ -1,64 +1,87 @@
-// This rank's part of one dynamic table (shardrec_dynamic_table_stats_t), read by
-// EmbeddingCollection.dynamicStats.
+// One dynamic table's statistics (shardrec_dynamic_table_stats_t): this rank's part, read by
+// EmbeddingCollection.dynamicStats, or the whole table's, by dynamicStatsGlobal.
 package org.shardrec;
 
 /**
- * This rank's part of one dynamic table: the rows of the row blocks it holds and what training
- * forwards did to them. The table's totals are the sums over ranks. "last" counts are those of
- * the last training forward, "total" counts those since the collection was created. A plain
- * value: a copy, safe to keep and share.
+ * This rank's part of one dynamic table ({@link EmbeddingCollection#dynamicStats}): the rows of
+ * the row blocks it holds and what training forwards did to them; or the whole table's, the sums
+ * over ranks ({@link EmbeddingCollection#dynamicStatsGlobal}). "last" counts are those of the
+ * last training forward, "total" counts those since the collection was created. An immutable
+ * value (final fields, equals and hashCode by value): a copy, safe to keep and share.
  */
 public final class DynamicTableStats {
   /** Rows (ids with a row) held here. */
-  public long size;
+  public final long size;
   /** Slots of the row blocks held here. */
-  public long capacity;
+  public final long capacity;
   /** size / capacity; 0 when capacity is 0. */
-  public double loadFactor;
-  public long lastInserted;
-  public long lastEvicted;
+  public final double loadFactor;
+  public final long lastInserted;
+  public final long lastEvicted;
   /** Distinct ids below the admission threshold. */
-  public long lastRejectedAdmission;
+  public final long lastRejectedAdmission;
   /** Distinct admitted ids that found no slot. */
-  public long lastRejectedFull;
-  public long totalInserted;
-  public long totalEvicted;
-  public long totalRejectedAdmission;
-  public long totalRejectedFull;
+  public final long lastRejectedFull;
+  public final long totalInserted;
+  public final long totalEvicted;
+  public final long totalRejectedAdmission;
+  public final long totalRejectedFull;
   /** Bytes of the id index, per-slot metadata and admission counts (unsigned in C). */
-  public long metadataBytes;
+  public final long metadataBytes;
   /**
    * The capacity in bytes: what this rank allocated for the table (every slot's row and optimizer
    * state, each shard's zero row, and {@link #metadataBytes}; unsigned in C).
    */
-  public long capacityBytes;
+  public final long capacityBytes;
   /**
    * Distinct ids without a row whose count reached the admission threshold in the last training
    * forward (every new id at a threshold of 0 or 1); each got a row or found no slot, so this is
    * {@link #lastInserted} + {@link #lastRejectedFull}.
    */
-  public long lastAdmitted;
+  public final long lastAdmitted;
   /** As {@link #lastAdmitted}, summed over the forwards since creation. */
-  public long totalAdmitted;
+  public final long totalAdmitted;
+
+  private DynamicTableStats(org.shardrec.swig.dynamic_table_stats s) {
+    size = s.getSize();
+    capacity = s.getCapacity();
+    loadFactor = s.getLoad_factor();
+    lastInserted = s.getLast_inserted();
+    lastEvicted = s.getLast_evicted();
+    lastRejectedAdmission = s.getLast_rejected_admission();
+    lastRejectedFull = s.getLast_rejected_full();
+    totalInserted = s.getTotal_inserted();
+    totalEvicted = s.getTotal_evicted();
+    totalRejectedAdmission = s.getTotal_rejected_admission();
+    totalRejectedFull = s.getTotal_rejected_full();
+    metadataBytes = s.getMetadata_bytes();
+    capacityBytes = s.getCapacity_bytes();
+    lastAdmitted = s.getLast_admitted();
+    totalAdmitted = s.getTotal_admitted();
+  }
 
   static DynamicTableStats fromNative(org.shardrec.swig.dynamic_table_stats s) {
-    DynamicTableStats v = new DynamicTableStats();
-    v.size = s.getSize();
-    v.capacity = s.getCapacity();
-    v.loadFactor = s.getLoad_factor();
-    v.lastInserted = s.getLast_inserted();
-    v.lastEvicted = s.getLast_evicted();
-    v.lastRejectedAdmission = s.getLast_rejected_admission();
-    v.lastRejectedFull = s.getLast_rejected_full();
-    v.totalInserted = s.getTotal_inserted();
-    v.totalEvicted = s.getTotal_evicted();
-    v.totalRejectedAdmission = s.getTotal_rejected_admission();
-    v.totalRejectedFull = s.getTotal_rejected_full();
-    v.metadataBytes = s.getMetadata_bytes();
-    v.capacityBytes = s.getCapacity_bytes();
-    v.lastAdmitted = s.getLast_admitted();
-    v.totalAdmitted = s.getTotal_admitted();
-    return v;
+    return new DynamicTableStats(s);
+  }
+
+  private long[] counts() {
+    return new long[] {size, capacity, lastInserted, lastEvicted, lastRejectedAdmission,
+                       lastRejectedFull, totalInserted, totalEvicted, totalRejectedAdmission,
+                       totalRejectedFull, metadataBytes, capacityBytes, lastAdmitted,
+                       totalAdmitted};
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    if (!(o instanceof DynamicTableStats)) return false;
+    DynamicTableStats other = (DynamicTableStats) o;
+    return java.util.Arrays.equals(counts(), other.counts())
+        && Double.compare(loadFactor, other.loadFactor) == 0;
+  }
+
+  @Override
+  public int hashCode() {
+    return 31 * java.util.Arrays.hashCode(counts()) + Double.hashCode(loadFactor);
   }
 
   @Override

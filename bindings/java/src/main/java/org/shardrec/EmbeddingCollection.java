@@ -43,7 +43,7 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public static EmbeddingCollection create(Plan plan, Comm comm, Config.Optimizer optimizer,
                                            Config.EmbeddingOptions options) {
-    if (comm == null) throw new IllegalArgumentException("comm must not be null");
+    if (comm == null) throw ShardrecException.invalid("comm must not be null");
     return create(plan, optimizer, options, (out, p, o, e) -> comm.use(c -> {
       Native.embedding_create(out, p, c, o, e);
       return null;
@@ -80,7 +80,7 @@ public final class EmbeddingCollection extends NativeHandle {
         e.delete();
       }
       // A null plan is a bad argument; a closed handle is use after close, as for its own calls.
-      if (plan == null) throw new IllegalArgumentException(refused);
+      if (plan == null) throw ShardrecException.invalid(refused);
       throw new ShardrecException(ShardrecException.EINVAL, refused);
     }
     // No optimizer: a NULL one, so the collection trains with the plan's.
@@ -186,17 +186,17 @@ public final class EmbeddingCollection extends NativeHandle {
 
   // What a call given a null batch throws (after a call every rank fails, for the collective
   // ones).
-  private static IllegalArgumentException nullBatch() {
-    return new IllegalArgumentException("batch must not be null");
+  private static ShardrecException nullBatch() {
+    return ShardrecException.invalid("batch must not be null");
   }
 
   // The buffer `check` accepts; one it refuses fails the call on every rank (RefuseTogether). A
   // refusal also forgets the last forward's output size: the library checks the next gradient.
   private FloatBuffer agreed(Supplier<FloatBuffer> check,
-                             UnaryOperator<IllegalArgumentException> refuseTogether) {
+                             UnaryOperator<ShardrecException> refuseTogether) {
     try {
       return check.get();
-    } catch (IllegalArgumentException e) {
+    } catch (ShardrecException e) {
       lastOutput = -1;
       throw refuseTogether.apply(e);
     }
@@ -204,7 +204,7 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /**
    * Starts the pipelined input distribution of {@code batch} (collective). A null batch throws
-   * IllegalArgumentException after a start that every rank fails (an empty batch).
+   * ShardrecException after a start that every rank fails (an empty batch).
    */
   public void inputDistStart(Kjt batch) {
     if (batch == null) throw use(h -> RefuseTogether.inputDistStart(h, nullBatch()));
@@ -501,10 +501,29 @@ public final class EmbeddingCollection extends NativeHandle {
    * ShardrecException EINVAL for a table that is not dynamic, ENOTFOUND for an unknown one.
    */
   public DynamicTableStats dynamicStats(String table) {
+    return stats(false, table);
+  }
+
+  /**
+   * The whole dynamic table {@code table}: the sums over ranks of {@link #dynamicStats} (its
+   * loadFactor from the summed size and capacity), the same on every rank. Collective: every rank
+   * of the collection calls it with the same table. A rank refusing its arguments (an unknown or
+   * fixed table) fails every rank at once (ShardrecException EINVAL naming it on the others), and
+   * ranks naming different tables all get EINVAL.
+   */
+  public DynamicTableStats dynamicStatsGlobal(String table) {
+    return stats(true, table);
+  }
+
+  private DynamicTableStats stats(boolean global, String table) {
     org.shardrec.swig.dynamic_table_stats s = new org.shardrec.swig.dynamic_table_stats();
     try {
       Native.dynamic_table_stats_init(s, NativeConstants.DYNAMIC_TABLE_STATS_VERSION);
-      use(h -> Native.embedding_dynamic_stats(h, table, s));
+      if (global) {
+        use(h -> Native.embedding_dynamic_stats_global(h, table, s));
+      } else {
+        use(h -> Native.embedding_dynamic_stats(h, table, s));
+      }
       return DynamicTableStats.fromNative(s);
     } finally {
       s.delete();
@@ -565,7 +584,7 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public long dynamicSetScores(String table, long[] ids, double[] scores) {
     if (ids == null || scores == null || ids.length != scores.length) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           ids == null ? "ids must not be null"
           : scores == null ? "scores must not be null"
           : "scores has " + scores.length + " values for " + ids.length + " ids: one score per "

@@ -28,11 +28,11 @@ public enum Eviction {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static Eviction of(int code) {
     for (Eviction v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no Eviction has code " + code);
+    throw ShardrecException.invalid("no Eviction has code " + code);
   }
 }

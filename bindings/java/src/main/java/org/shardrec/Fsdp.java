@@ -45,7 +45,7 @@ public final class Fsdp extends NativeHandle {
       } catch (ShardrecException expected) {
         // C's refusal; this rank's reason is the one to report.
       }
-      throw new IllegalArgumentException(refused);
+      throw ShardrecException.invalid(refused);
     }
     optimizer_config o = optimizer.toNative();
     try {
@@ -80,7 +80,7 @@ public final class Fsdp extends NativeHandle {
   public void addGrad(int unit, float[] grad) {
     long n = count(unit);
     if (grad == null || grad.length != n) {
-      throw new IllegalArgumentException("unit " + unit + " has " + n + " elements");
+      throw ShardrecException.invalid("unit " + unit + " has " + n + " elements");
     }
     use(h -> Native.bind_fsdp_add_grad(h, unit, Buffers.of(grad), n));
   }
@@ -124,7 +124,7 @@ public final class Fsdp extends NativeHandle {
 
   private long count(int unit) {
     if (unit < 0 || unit >= unitCounts.length) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "unit " + unit + " out of range (" + unitCounts.length + " units)");
     }
     return unitCounts[unit];

@@ -35,7 +35,7 @@ public final class Inference extends NativeHandle {
 
     /** Storage of the tables not named in {@link #tableStorage} (ignored for a serving file). */
     public Options defaultStorage(ServingStorage v) {
-      if (v == null) throw new IllegalArgumentException("defaultStorage must not be null");
+      if (v == null) throw ShardrecException.invalid("defaultStorage must not be null");
       defaultStorage = v;
       return this;
     }
@@ -43,23 +43,23 @@ public final class Inference extends NativeHandle {
     /** Storage of table {@code table} (ignored for a serving file). */
     public Options tableStorage(String table, ServingStorage v) {
       if (table == null || table.indexOf('\n') >= 0) {
-        throw new IllegalArgumentException("a table name must not be null or hold a newline");
+        throw ShardrecException.invalid("a table name must not be null or hold a newline");
       }
-      if (v == null) throw new IllegalArgumentException("storage of " + table + " must not be null");
+      if (v == null) throw ShardrecException.invalid("storage of " + table + " must not be null");
       tableStorage.put(table, v);
       return this;
     }
 
     /** What lookups do with an id outside its table (default ERROR). */
     public Options boundsPolicy(BoundsPolicy v) {
-      if (v == null) throw new IllegalArgumentException("boundsPolicy must not be null");
+      if (v == null) throw ShardrecException.invalid("boundsPolicy must not be null");
       boundsPolicy = v;
       return this;
     }
 
     /** Must be HOST: a device is refused by the library with EUNSUPPORTED. */
     public Options device(DeviceType v) {
-      if (v == null) throw new IllegalArgumentException("device must not be null");
+      if (v == null) throw ShardrecException.invalid("device must not be null");
       device = v;
       return this;
     }
@@ -190,6 +190,71 @@ public final class Inference extends NativeHandle {
     return out[0];
   }
 
+  /**
+   * The row-wise quantization parameters of rows of an INT8 or INT4 table ({@link #rowScales}):
+   * each value of row i reads back as q * scale(i) + bias(i), within scale(i) / 2 of the trained
+   * value (plus fp32 rounding). An immutable value.
+   */
+  public static final class RowScales {
+    /** The number of the version read. */
+    public final long version;
+    private final float[] scales;
+    private final float[] biases;
+
+    RowScales(float[] scales, float[] biases, long version) {
+      this.scales = scales;
+      this.biases = biases;
+      this.version = version;
+    }
+
+    /** Number of rows asked for. */
+    public int size() {
+      return scales.length;
+    }
+
+    /** The scale of the i-th id asked for. */
+    public float scale(int i) {
+      return scales[i];
+    }
+
+    /** The bias (the row's minimum) of the i-th id asked for. */
+    public float bias(int i) {
+      return biases[i];
+    }
+
+    /** A copy of every scale, in the order of the ids. */
+    public float[] scales() {
+      return scales.clone();
+    }
+
+    /** A copy of every bias, in the order of the ids. */
+    public float[] biases() {
+      return biases.clone();
+    }
+  }
+
+  /**
+   * The scale and bias of rows {@code ids} of table {@code table}, which must be served as
+   * {@link ServingStorage#INT8} or {@link ServingStorage#INT4} (shardrec_inference_row_scales):
+   * a fixed table's row indices in [0, rows), or a dynamic table's ids (one without a row: scale
+   * 0, bias 0). A bag's lookup error is at most the sum over its ids of |weight| * scale / 2.
+   * ShardrecException EINVAL for another storage or an index out of range, ENOTFOUND for an
+   * unknown table. Thread-safe, as {@link #lookup}.
+   */
+  public RowScales rowScales(String table, long[] ids) {
+    if (ids == null) throw ShardrecException.invalid("ids must not be null");
+    FloatBuffer scales = Buffers.floats(ids.length);
+    FloatBuffer biases = Buffers.floats(ids.length);
+    long[] version = new long[1];
+    use(h -> Native.inference_row_scales(h, table, Buffers.of(ids), ids.length, scales, biases,
+                                         version));
+    float[] s = new float[ids.length];
+    float[] b = new float[ids.length];
+    scales.get(s);
+    biases.get(b);
+    return new RowScales(s, b, version[0]);
+  }
+
   /** Floats of the lookup output of {@code batch}: [batch, outputDim] or [numValues, dim]. */
   public long outputSize(Kjt batch) {
     return outputSize(batch, outputDim, sequence);
@@ -197,7 +262,7 @@ public final class Inference extends NativeHandle {
 
   static long outputSize(Kjt batch, long outputDim, boolean sequence) {
     // Every lookup sizes its output here first, so a null batch stops here, before any use.
-    if (batch == null) throw new IllegalArgumentException("batch must not be null");
+    if (batch == null) throw ShardrecException.invalid("batch must not be null");
     return (sequence ? batch.numValues() : batch.batchSize()) * outputDim;
   }
 
@@ -302,7 +367,7 @@ public final class Inference extends NativeHandle {
    * without any, shardrec_inference_apply_delta_ext with some.
    */
   private long apply(String table, long[] ids, FloatBuffer rows, long[] tombstones, long flags) {
-    if (ids == null) throw new IllegalArgumentException("ids must not be null");
+    if (ids == null) throw ShardrecException.invalid("ids must not be null");
     long[] version = new long[1];
     int dim = -1; // names and dims stay across versions
     for (TableInfo t : tables()) {
@@ -328,7 +393,7 @@ public final class Inference extends NativeHandle {
 
   /** {@link #applyDelta(String, long[], FloatBuffer, long[])} with the rows in an array. */
   public long applyDelta(String table, long[] ids, float[] rows, long[] tombstones) {
-    if (rows == null) throw new IllegalArgumentException("rows must not be null");
+    if (rows == null) throw ShardrecException.invalid("rows must not be null");
     return applyDelta(table, ids, Buffers.of(rows), tombstones);
   }
 
@@ -340,21 +405,21 @@ public final class Inference extends NativeHandle {
    * equals the training one whatever this handle held before.
    */
   public long applyDelta(String table, DynamicDelta delta) {
-    if (delta == null) throw new IllegalArgumentException("delta must not be null");
+    if (delta == null) throw ShardrecException.invalid("delta must not be null");
     return apply(table, delta.ids, delta.rows.duplicate(), delta.tombstones, delta.flags());
   }
 
   static void checkArray(float[] out, long expected) {
-    if (out == null) throw new IllegalArgumentException("out must not be null");
+    if (out == null) throw ShardrecException.invalid("out must not be null");
     if (out.length != expected) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "out has " + out.length + " elements, expected " + expected);
     }
   }
 
   static int checkedSize(long n) {
     if (n < 0 || n > Integer.MAX_VALUE - 8) {
-      throw new IllegalArgumentException("an output of " + n + " floats does not fit an array");
+      throw ShardrecException.invalid("an output of " + n + " floats does not fit an array");
     }
     return (int) n;
   }

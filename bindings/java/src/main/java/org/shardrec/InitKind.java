@@ -21,11 +21,11 @@ public enum InitKind {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static InitKind of(int code) {
     for (InitKind v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no InitKind has code " + code);
+    throw ShardrecException.invalid("no InitKind has code " + code);
   }
 }

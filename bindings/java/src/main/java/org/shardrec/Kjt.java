@@ -21,12 +21,12 @@ public final class Kjt {
   public Kjt(long batchSize, int numFeatures, IntBuffer lengths, LongBuffer values,
              FloatBuffer weights) {
     if (batchSize < 0 || numFeatures < 0) {
-      throw new IllegalArgumentException("batchSize and numFeatures must be >= 0");
+      throw ShardrecException.invalid("batchSize and numFeatures must be >= 0");
     }
     this.batchSize = batchSize;
     this.numFeatures = numFeatures;
     if (numFeatures != 0 && batchSize > Long.MAX_VALUE / numFeatures) {
-      throw new IllegalArgumentException(
+      throw ShardrecException.invalid(
           "batchSize " + batchSize + " x numFeatures " + numFeatures + " overflows");
     }
     this.lengths = Buffers.in(lengths, batchSize * numFeatures, "lengths");
@@ -40,7 +40,7 @@ public final class Kjt {
 
   /**
    * Copies Java arrays into direct buffers (convenience). Null {@code lengths} or {@code values}
-   * throw IllegalArgumentException naming them.
+   * throw ShardrecException naming them.
    */
   public static Kjt of(long batchSize, int numFeatures, int[] lengths, long[] values) {
     return of(batchSize, numFeatures, lengths, values, null);

@@ -290,7 +290,7 @@ public final class Mesh extends NativeHandle {
     if (mode == null) {
       // The sync is collective: this rank still makes it, with a mode the library refuses, so
       // the other replicas fail with it instead of waiting (over a host replica group).
-      IllegalArgumentException why = new IllegalArgumentException("mode must not be null");
+      ShardrecException why = ShardrecException.invalid("mode must not be null");
       throw RefuseTogether.call(
           () -> use(h -> use(coll, "coll", c -> Native.mesh_sync(h, c, -1))), why);
     }

@@ -19,11 +19,11 @@ public enum MeshLayout {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static MeshLayout of(int code) {
     for (MeshLayout v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no MeshLayout has code " + code);
+    throw ShardrecException.invalid("no MeshLayout has code " + code);
   }
 }

@@ -63,7 +63,7 @@ public final class Mlp extends DenseLayer {
     int[] acts = null;
     if (activations != null) {
       if (widths == null || activations.length != widths.length) {
-        throw new IllegalArgumentException("activations must have one entry per layer ("
+        throw ShardrecException.invalid("activations must have one entry per layer ("
                                            + (widths == null ? 0 : widths.length) + ")");
       }
       acts = new int[activations.length];
@@ -90,8 +90,9 @@ public final class Mlp extends DenseLayer {
 
   private void requireHost(String what) {
     if (device != DeviceType.HOST) {
-      throw new IllegalStateException(what + " of a CUDA MLP needs device pointers, which the "
-                                      + "Java binding does not pass; use the C API");
+      throw new ShardrecException(ShardrecException.EUNSUPPORTED, what
+          + " of a CUDA MLP needs device pointers, which the Java binding does not pass; use the "
+          + "C API");
     }
   }
 
@@ -101,7 +102,7 @@ public final class Mlp extends DenseLayer {
    */
   public void forward(FloatBuffer x, long batch, FloatBuffer y) {
     requireHost("forward");
-    if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+    if (batch < 0) throw ShardrecException.invalid("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x, batch * inFeatures, "x");
     FloatBuffer ys = Buffers.out(y, batch * outFeatures, "y");
     use(h -> Native.mlp_forward(h, xs, batch, ys, batch * outFeatures));
@@ -117,7 +118,7 @@ public final class Mlp extends DenseLayer {
    * running throws ShardrecException EUSAGE. A CUDA MLP throws EUNSUPPORTED.
    */
   public void infer(FloatBuffer x, long batch, FloatBuffer y) {
-    if (batch < 0) throw new IllegalArgumentException("batch must be >= 0, got " + batch);
+    if (batch < 0) throw ShardrecException.invalid("batch must be >= 0, got " + batch);
     FloatBuffer xs = Buffers.in(x, batch * inFeatures, "x");
     FloatBuffer ys = Buffers.out(y, batch * outFeatures, "y");
     use(h -> Native.mlp_infer(h, xs, batch, ys, batch * outFeatures));

@@ -119,9 +119,9 @@ abstract class NativeHandle implements AutoCloseable {
     }
   }
 
-  /** {@link #use} of {@code arg}, a required argument: null throws IllegalArgumentException. */
+  /** {@link #use} of {@code arg}, a required argument: null throws ShardrecException. */
   static <T> T use(NativeHandle arg, String name, HandleCall<T> call) {
-    if (arg == null) throw new IllegalArgumentException(name + " must not be null");
+    if (arg == null) throw ShardrecException.invalid(name + " must not be null");
     return arg.use(call);
   }
 

@@ -19,11 +19,11 @@ public enum NonFinitePolicy {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static NonFinitePolicy of(int code) {
     for (NonFinitePolicy v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no NonFinitePolicy has code " + code);
+    throw ShardrecException.invalid("no NonFinitePolicy has code " + code);
   }
 }

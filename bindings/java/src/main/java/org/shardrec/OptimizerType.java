@@ -21,11 +21,11 @@ public enum OptimizerType {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static OptimizerType of(int code) {
     for (OptimizerType v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no OptimizerType has code " + code);
+    throw ShardrecException.invalid("no OptimizerType has code " + code);
   }
 }

@@ -74,13 +74,13 @@ public final class Plan extends NativeHandle {
   /** Plans {@code tables} (reading {@code features}) on {@code topology}. */
   public static Plan create(List<Config.Table> tables, List<Config.Feature> features,
                             Config.Topology topology, List<Config.Constraints> constraints) {
-    if (tables == null) throw new IllegalArgumentException("tables must not be null");
-    if (features == null) throw new IllegalArgumentException("features must not be null");
+    if (tables == null) throw ShardrecException.invalid("tables must not be null");
+    if (features == null) throw ShardrecException.invalid("features must not be null");
     for (Config.Table t : tables) {
-      if (t == null) throw new IllegalArgumentException("tables must not hold null");
+      if (t == null) throw ShardrecException.invalid("tables must not hold null");
     }
     for (Config.Feature f : features) {
-      if (f == null) throw new IllegalArgumentException("features must not hold null");
+      if (f == null) throw ShardrecException.invalid("features must not hold null");
     }
     long spec = Native.bind_plan_spec_new();
     if (spec == 0) throw new OutOfMemoryError("plan spec");

@@ -21,11 +21,11 @@ public enum Pooling {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static Pooling of(int code) {
     for (Pooling v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no Pooling has code " + code);
+    throw ShardrecException.invalid("no Pooling has code " + code);
   }
 }

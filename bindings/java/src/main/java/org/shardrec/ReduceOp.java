@@ -20,11 +20,11 @@ public enum ReduceOp {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static ReduceOp of(int code) {
     for (ReduceOp v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no ReduceOp has code " + code);
+    throw ShardrecException.invalid("no ReduceOp has code " + code);
   }
 }

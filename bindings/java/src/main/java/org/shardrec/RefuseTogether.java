@@ -16,7 +16,7 @@ final class RefuseTogether {
   private static final long[] MISMATCH = {2};
 
   /** Makes {@code call}, which every rank fails (it passes a decoy); returns {@code why}. */
-  static IllegalArgumentException call(Runnable call, IllegalArgumentException why) {
+  static ShardrecException call(Runnable call, ShardrecException why) {
     try {
       call.run();
     } catch (ShardrecException refused) {
@@ -36,7 +36,7 @@ final class RefuseTogether {
   }
 
   /** Makes the forward of {@code batch} that every rank fails; returns {@code why} to throw. */
-  static IllegalArgumentException forward(long handle, Kjt batch, IllegalArgumentException why) {
+  static ShardrecException forward(long handle, Kjt batch, ShardrecException why) {
     Kjt b = batch != null ? batch : noBatch();
     return call(() -> Native.bind_embedding_forward_tensor(handle, b.batchSize, b.numFeatures,
                                                            b.lengths, b.values, b.weights,
@@ -44,7 +44,7 @@ final class RefuseTogether {
   }
 
   /** Makes the pipelined start of no batch that every rank fails; returns {@code why}. */
-  static IllegalArgumentException inputDistStart(long handle, IllegalArgumentException why) {
+  static ShardrecException inputDistStart(long handle, ShardrecException why) {
     Kjt b = noBatch();
     return call(() -> Native.bind_embedding_input_dist_start(handle, b.batchSize, b.numFeatures,
                                                              b.lengths, b.values, b.weights),
@@ -52,13 +52,13 @@ final class RefuseTogether {
   }
 
   /** As forward, for the waited batch of the pipelined input distribution. */
-  static IllegalArgumentException forwardDistributed(long handle, IllegalArgumentException why) {
+  static ShardrecException forwardDistributed(long handle, ShardrecException why) {
     return call(() -> Native.bind_embedding_forward_distributed_tensor(
         handle, Buffers.floats(1), MISMATCH), why);
   }
 
   /** Makes the backward that every rank fails; returns {@code why} to throw. */
-  static IllegalArgumentException backward(long handle, IllegalArgumentException why) {
+  static ShardrecException backward(long handle, ShardrecException why) {
     return call(() -> Native.bind_embedding_backward_tensor(handle, Buffers.floats(1), MISMATCH),
                 why);
   }

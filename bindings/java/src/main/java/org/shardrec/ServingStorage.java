@@ -31,11 +31,11 @@ public enum ServingStorage {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static ServingStorage of(int code) {
     for (ServingStorage v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no ServingStorage has code " + code);
+    throw ShardrecException.invalid("no ServingStorage has code " + code);
   }
 }

@@ -29,11 +29,11 @@ public enum ShardingType {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static ShardingType of(int code) {
     for (ShardingType v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no ShardingType has code " + code);
+    throw ShardrecException.invalid("no ShardingType has code " + code);
   }
 }

@@ -33,7 +33,7 @@ public final class Shardrec {
    * plugin or CUDA runtime), EUNSUPPORTED (built without CUDA) or EINVAL (negative index).
    */
   public static void deviceCheck(DeviceType type, int index) {
-    if (type == null) throw new IllegalArgumentException("type must not be null");
+    if (type == null) throw ShardrecException.invalid("type must not be null");
     Native.device_check(type.code(), index);
   }
 

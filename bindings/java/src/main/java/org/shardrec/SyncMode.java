@@ -21,11 +21,11 @@ public enum SyncMode {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static SyncMode of(int code) {
     for (SyncMode v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no SyncMode has code " + code);
+    throw ShardrecException.invalid("no SyncMode has code " + code);
   }
 }

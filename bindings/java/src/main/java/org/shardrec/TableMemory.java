@@ -19,11 +19,11 @@ public enum TableMemory {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static TableMemory of(int code) {
     for (TableMemory v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no TableMemory has code " + code);
+    throw ShardrecException.invalid("no TableMemory has code " + code);
   }
 }

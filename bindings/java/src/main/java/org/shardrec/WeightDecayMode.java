@@ -21,11 +21,11 @@ public enum WeightDecayMode {
     return code;
   }
 
-  /** The constant of C value {@code code}; IllegalArgumentException when there is none. */
+  /** The constant of C value {@code code}; ShardrecException when there is none. */
   public static WeightDecayMode of(int code) {
     for (WeightDecayMode v : values()) {
       if (v.code == code) return v;
     }
-    throw new IllegalArgumentException("no WeightDecayMode has code " + code);
+    throw ShardrecException.invalid("no WeightDecayMode has code " + code);
   }
 }

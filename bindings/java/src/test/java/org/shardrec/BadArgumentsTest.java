@@ -1,6 +1,7 @@
 // Misuse that once surfaced as a bare NullPointerException or ArithmeticException, or as a
-// timeout that was none, now gets a clear error naming what is wrong: IllegalArgumentException
-// naming the parameter (the binding's own checks), or the library's status with the cause.
+// timeout that was none, now gets a clear error naming what is wrong: ShardrecException EINVAL
+// naming the parameter (the binding's own checks, IllegalArgumentException until 0.1), or the
+// library's status with the cause.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -13,9 +14,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.function.Executable;
 
 class BadArgumentsTest {
-  /** {@code call} throws IllegalArgumentException whose message contains {@code text}. */
+  /** {@code call} throws ShardrecException EINVAL whose message contains {@code text}. */
   private static void refused(String text, Executable call) {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, call);
+    ShardrecException e = assertThrows(ShardrecException.class, call);
+    assertEquals(ShardrecException.EINVAL, e.code(), e.toString());
     assertTrue(e.getMessage() != null && e.getMessage().contains(text), e.toString());
   }
 
@@ -91,7 +93,7 @@ class BadArgumentsTest {
           String why = "created";
           try (AutoCloseable made = create.apply(rank, comms[rank])) {
             // nothing to do: creation is the test
-          } catch (IllegalArgumentException | ShardrecException e) {
+          } catch (ShardrecException e) {
             why = e.getMessage();
           }
           if (System.nanoTime() - start > 10_000_000_000L) why += " (slow)";

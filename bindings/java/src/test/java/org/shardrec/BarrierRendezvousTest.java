@@ -90,26 +90,26 @@ class BarrierRendezvousTest {
     BarrierRendezvous.AllGather never = msg -> {
       throw new AssertionError("must not be called");
     };
-    assertThrows(IllegalArgumentException.class, () -> BarrierRendezvous.join(0, 0, never, null));
-    assertThrows(IllegalArgumentException.class, () -> BarrierRendezvous.join(2, 2, never, null));
-    assertThrows(IllegalArgumentException.class, () -> BarrierRendezvous.join(-1, 2, never, null));
-    assertThrows(IllegalArgumentException.class, () -> BarrierRendezvous.join(0, 2, null, null));
+    assertThrows(ShardrecException.class, () -> BarrierRendezvous.join(0, 0, never, null));
+    assertThrows(ShardrecException.class, () -> BarrierRendezvous.join(2, 2, never, null));
+    assertThrows(ShardrecException.class, () -> BarrierRendezvous.join(-1, 2, never, null));
+    assertThrows(ShardrecException.class, () -> BarrierRendezvous.join(0, 2, null, null));
   }
 
   @Test
   void badAllGatherResultsAreReported() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+    ShardrecException e = assertThrows(ShardrecException.class,
         () -> BarrierRendezvous.join(1, 2, msg -> new String[] {msg}, OPTIONS));
     assertTrue(e.getMessage().contains("one message per task"), e.getMessage());
-    e = assertThrows(IllegalArgumentException.class,
+    e = assertThrows(ShardrecException.class,
         () -> BarrierRendezvous.join(1, 2, msg -> new String[] {"hello", msg}, OPTIONS));
     assertTrue(e.getMessage().contains("not rank 0's unique id"), e.getMessage());
-    e = assertThrows(IllegalArgumentException.class,
+    e = assertThrows(ShardrecException.class,
         ()
             -> BarrierRendezvous.join(
                 1, 2, msg -> new String[] {"shardrec-uid-v1:AAAA", msg}, OPTIONS));
     assertTrue(e.getMessage().contains("bytes"), e.getMessage());
-    e = assertThrows(IllegalArgumentException.class,
+    e = assertThrows(ShardrecException.class,
         ()
             -> BarrierRendezvous.join(
                 1, 2, msg -> new String[] {"shardrec-uid-v1:*", msg}, OPTIONS));
@@ -167,6 +167,6 @@ class BarrierRendezvousTest {
     watcher.close();
     comm.close();
     hook.run();
-    assertThrows(IllegalArgumentException.class, () -> BarrierRendezvous.abortHook(null));
+    assertThrows(ShardrecException.class, () -> BarrierRendezvous.abortHook(null));
   }
 }

@@ -93,11 +93,11 @@ class CheckpointTest {
       Checkpoint.save(coll, ck.toString());
       assertTrue(Files.exists(ck.resolve("manifest.json")), "manifest under " + ck);
       Checkpoint.load(coll, ck.toString(), null);
-      IllegalArgumentException nul = assertThrows(IllegalArgumentException.class,
+      ShardrecException nul = assertThrows(ShardrecException.class,
           () -> Checkpoint.save(coll, dir.resolve("a").toString() + "\0b"));
       assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
       assertFalse(Files.exists(dir.resolve("a")));
-      assertThrows(IllegalArgumentException.class, () -> coll.getWeights("t1\0x"));
+      assertThrows(ShardrecException.class, () -> coll.getWeights("t1\0x"));
       // A null table is a bad argument (EINVAL), not an unknown table.
       ShardrecException none = assertThrows(ShardrecException.class, () -> coll.getWeights(null));
       assertEquals(ShardrecException.EINVAL, none.code(), none.getMessage());

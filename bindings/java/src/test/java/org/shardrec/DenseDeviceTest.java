@@ -18,7 +18,7 @@ class DenseDeviceTest {
     assertEquals(0, DenseMath.FP32.code());
     assertEquals(1, DenseMath.TF32.code());
     assertEquals(2, DenseMath.BF16.code());
-    assertThrows(IllegalArgumentException.class, () -> DenseMath.of(3));
+    assertThrows(ShardrecException.class, () -> DenseMath.of(3));
   }
 
   @Test

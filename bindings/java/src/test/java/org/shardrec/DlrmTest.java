@@ -269,11 +269,11 @@ class DlrmTest {
         assertThrows(ShardrecException.class, () -> Mlp.create(4, new long[] {0}, null, 1, "m"));
     assertEquals(ShardrecException.EINVAL, bad.code());
     assertTrue(!bad.getMessage().isEmpty());
-    assertThrows(IllegalArgumentException.class,
+    assertThrows(ShardrecException.class,
                  () -> Mlp.create(4, new long[] {2}, new Activation[0], 1, "m"));
     try (Mlp m = Mlp.create(2, new long[] {3, 1}, null, 1, null)) {
       assertEquals("mlp.0.weight", m.tensorName(0));
-      assertThrows(IllegalArgumentException.class, () -> m.forward(Buffers.floats(3), 2,
+      assertThrows(ShardrecException.class, () -> m.forward(Buffers.floats(3), 2,
                                                                    Buffers.floats(2)));
       ShardrecException noForward = assertThrows(
           ShardrecException.class, () -> m.backward(Buffers.floats(0), null));
@@ -289,7 +289,7 @@ class DlrmTest {
       assertArrayEquals(new long[] {1, 0}, ddp.bucket(0));
       try (Mlp small = Mlp.create(1, new long[] {2}, null, 1, "s")) {
         // weight 2, bias 2 elements against gradients of 3 and 2: refused before binding.
-        assertThrows(IllegalArgumentException.class, () -> small.useBucketerGrads(ddp, 0));
+        assertThrows(ShardrecException.class, () -> small.useBucketerGrads(ddp, 0));
       }
     } finally {
       one[0].close();

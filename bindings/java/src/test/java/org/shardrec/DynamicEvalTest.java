@@ -72,7 +72,7 @@ class DynamicEvalTest {
       assertEquals(ShardrecException.EINVAL,
                    code(() -> coll.dynamicSetScores("scored", new long[] {1},
                                                     new double[] {Double.NaN})));
-      assertThrows(IllegalArgumentException.class,
+      assertThrows(ShardrecException.class,
                    () -> coll.dynamicSetScores("scored", new long[] {1, 3}, new double[] {1}));
       assertEquals(ShardrecException.EINVAL,
                    code(() -> coll.dynamicSetScores("dyn", new long[] {10}, new double[] {1})));

@@ -91,8 +91,8 @@ class EmbeddingCollectionTest {
     assertTrue(e.getMessage().contains("Plan is closed"), e.getMessage());
     Comm.Options nul = new Comm.Options();
     nul.bindAddress = "127.0.0.1\0junk";
-    IllegalArgumentException cut =
-        assertThrows(IllegalArgumentException.class, () -> Comm.createLocalGroup(1, nul));
+    ShardrecException cut =
+        assertThrows(ShardrecException.class, () -> Comm.createLocalGroup(1, nul));
     assertTrue(cut.getMessage().contains("NUL"), cut.getMessage());
     comm.close();
     e = assertThrows(ShardrecException.class, comm::rank);
@@ -122,15 +122,15 @@ class EmbeddingCollectionTest {
          EmbeddingCollection coll = EmbeddingCollection.create(plan, comm, null, null)) {
       Kjt batch = Training.batch(0, 0, 1);
       long n = coll.outputSize(batch);
-      assertThrows(IllegalArgumentException.class,
+      assertThrows(ShardrecException.class,
                    () -> coll.forward(batch, FloatBuffer.allocate((int) n)));
-      assertThrows(IllegalArgumentException.class, () -> coll.forward(batch, Buffers.floats(n + 1)));
+      assertThrows(ShardrecException.class, () -> coll.forward(batch, Buffers.floats(n + 1)));
       FloatBuffer out = Buffers.floats(n);
       coll.forward(batch, out);
-      assertThrows(IllegalArgumentException.class, () -> coll.backward(new float[(int) n - 1]));
+      assertThrows(ShardrecException.class, () -> coll.backward(new float[(int) n - 1]));
       coll.backward(Buffers.floats(n));
       assertEquals(1, coll.numSteps());
-      assertThrows(IllegalArgumentException.class,
+      assertThrows(ShardrecException.class,
                    () -> Kjt.of(2, 3, new int[] {1, 1}, new long[] {0, 0}));
     }
   }

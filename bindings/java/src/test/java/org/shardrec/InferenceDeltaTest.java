@@ -60,7 +60,7 @@ class InferenceDeltaTest {
         }
         assertArrayEquals(new float[DIM], dynamicColumns(inf.lookup(request(10)), 0));
         // Bad deltas change nothing.
-        assertThrows(IllegalArgumentException.class,
+        assertThrows(ShardrecException.class,
                      () -> inf.applyDelta("dyn", new long[] {7}, new float[DIM - 1], null));
         assertEquals(ShardrecException.EINVAL,
                      assertThrows(ShardrecException.class,

@@ -151,6 +151,47 @@ class InferenceTest {
     }
   }
 
+  /**
+   * rowScales: an int8/int4 table's per-row scale and bias are the row-wise quantization of the
+   * trained rows; an fp32 table, a row out of range and an unknown table are refused.
+   */
+  @Test
+  void rowScalesAreTheRowWiseQuantizationOfTheTrainedRows() {
+    Inference.Options options = new Inference.Options()
+                                    .defaultStorage(ServingStorage.INT8)
+                                    .tableStorage("t1", ServingStorage.INT4)
+                                    .tableStorage("t2", ServingStorage.FP32);
+    try (Inference inf = Inference.open(dir1.toString(), options)) {
+      float[] levels = {255f, 15f};
+      for (int t = 0; t < 2; ++t) {
+        int dim = Training.DIMS[t];
+        long[] ids = new long[(int) Training.ROWS[t]];
+        for (int i = 0; i < ids.length; ++i) ids[i] = i;
+        Inference.RowScales rs = inf.rowScales(Training.TABLES[t], ids);
+        assertEquals(1, rs.version);
+        assertEquals(ids.length, rs.size());
+        for (int row = 0; row < ids.length; ++row) {
+          float lo = Float.MAX_VALUE;
+          float hi = -Float.MAX_VALUE;
+          for (int d = 0; d < dim; ++d) {
+            lo = Math.min(lo, weights1[t][row * dim + d]);
+            hi = Math.max(hi, weights1[t][row * dim + d]);
+          }
+          assertEquals((hi - lo) / levels[t], rs.scale(row), 0f, "t" + t + " row " + row);
+          assertEquals(lo, rs.bias(row), 0f, "t" + t + " row " + row);
+        }
+      }
+      ShardrecException e =
+          assertThrows(ShardrecException.class, () -> inf.rowScales("t2", new long[] {0}));
+      assertEquals(ShardrecException.EINVAL, e.code(), e.toString());
+      e = assertThrows(ShardrecException.class,
+                       () -> inf.rowScales("t0", new long[] {Training.ROWS[0]}));
+      assertEquals(ShardrecException.EINVAL, e.code(), e.toString());
+      e = assertThrows(ShardrecException.class, () -> inf.rowScales("nope", new long[] {0}));
+      assertEquals(ShardrecException.ENOTFOUND, e.code(), e.toString());
+    }
+  }
+
   @Test
   void int8AndInt4StayWithinTheirRowWiseBound() {
     Inference.Options options = new Inference.Options()
@@ -257,10 +298,10 @@ class InferenceTest {
       ShardrecException e = assertThrows(ShardrecException.class, () -> inf.lookup(bad));
       assertEquals(ShardrecException.EINVAL, e.code());
       assertTrue(e.getMessage().contains("1000"), e.getMessage());
-      assertThrows(IllegalArgumentException.class, () -> inf.lookup(request(0), new float[3]));
-      assertThrows(IllegalArgumentException.class, () -> inf.lookup((Kjt) null));
+      assertThrows(ShardrecException.class, () -> inf.lookup(request(0), new float[3]));
+      assertThrows(ShardrecException.class, () -> inf.lookup((Kjt) null));
       try (InferenceSnapshot snap = inf.pin()) {
-        assertThrows(IllegalArgumentException.class, () -> snap.lookup(null, new float[3]));
+        assertThrows(ShardrecException.class, () -> snap.lookup(null, new float[3]));
       }
       e = assertThrows(ShardrecException.class, () -> inf.reload(dir1.resolve("nope").toString()));
       assertEquals(ShardrecException.ENOTFOUND, e.code());

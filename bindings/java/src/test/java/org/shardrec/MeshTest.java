@@ -134,8 +134,8 @@ class MeshTest {
         mesh.sync(coll, SyncMode.WEIGHTS_ONLY);
         // Modes are typed: an invalid one cannot be written, a missing one is named (and, the
         // sync being collective, refused by the library too, so the other replicas fail with it).
-        IllegalArgumentException bad =
-            assertThrows(IllegalArgumentException.class, () -> mesh.sync(coll, null));
+        ShardrecException bad =
+            assertThrows(ShardrecException.class, () -> mesh.sync(coll, null));
         assertTrue(bad.getMessage().contains("mode must not be null"), bad.getMessage());
         assertEquals(1, bad.getSuppressed().length);
         mesh.sync(coll, SyncMode.WEIGHTS_ONLY);

@@ -33,7 +33,7 @@ class QCommsTest {
     assertEquals(0, CommEncoding.FP32.code());
     assertEquals(CommEncoding.BF16, CommEncoding.of(2));
     assertEquals(CommEncoding.FP32, new Config.EmbeddingOptions().forwardCommEncoding);
-    assertThrows(IllegalArgumentException.class, () -> CommEncoding.of(7));
+    assertThrows(ShardrecException.class, () -> CommEncoding.of(7));
   }
 
   @Test

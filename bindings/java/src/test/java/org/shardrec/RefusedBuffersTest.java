@@ -1,8 +1,8 @@
 // A buffer the binding refuses on one rank (wrong size or kind, bad shape) fails the collective
 // forward, backward or weight/state accessor on every rank in the same call, and the ranks stay
-// in step: the refusing rank throws IllegalArgumentException, the others ShardrecException
-// (EINVAL, naming the rank), and training goes on exactly as if nothing had been refused. A null
-// batch, gradient, weights or state array is refused the same way.
+// in step: the refusing rank throws ShardrecException EINVAL naming its argument, the others
+// ShardrecException (EINVAL, naming the rank), and training goes on exactly as if nothing had
+// been refused. A null batch, gradient, weights or state array is refused the same way.
 package org.shardrec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -24,10 +24,14 @@ class RefusedBuffersTest {
     void run(boolean refused);
   }
 
-  /** Runs `call` on both ranks: `bad` must throw IllegalArgumentException, the other EINVAL. */
+  /**
+   * Runs `call` on both ranks: `bad` must throw ShardrecException EINVAL (the binding's own
+   * check, not naming a rank), the other EINVAL naming `bad`.
+   */
   private static void refusedTogether(int rank, int bad, Call call) {
     if (rank == bad) {
-      assertThrows(IllegalArgumentException.class, () -> call.run(true));
+      ShardrecException e = assertThrows(ShardrecException.class, () -> call.run(true));
+      assertEquals(ShardrecException.EINVAL, e.code(), e.getMessage());
     } else {
       ShardrecException e = assertThrows(ShardrecException.class, () -> call.run(false));
       assertEquals(ShardrecException.EINVAL, e.code(), e.getMessage());

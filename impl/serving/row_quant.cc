@@ -1,0 +1,38 @@
+// Row quantization parameters (row_quant.h): read from the header every int8/int4 row starts
+// with (impl/core/row_format.h, kQuantHeaderBytes: the scale, then the bias).
+#include "impl/serving/row_quant.h"
+
+#include <cstring>
+
+namespace shardrec::serving {
+
+Status RowQuantization(const Model& m, const std::string& table, const int64_t* ids, size_t n,
+                       float* scales, float* biases) {
+  const Table* t = nullptr;
+  for (const Table& x : m.tables)
+    if (x.name == table) t = &x;
+  if (t == nullptr) return Status::NotFound("no table named '", table, "'");
+  if (t->storage != Storage::kInt8 && t->storage != Storage::kInt4)
+    return Status::InvalidArgument("table '", table, "' is served as ", StorageName(t->storage),
+                                   ", which has no row scale (only int8 and int4 do)");
+  // Checked before anything is written.
+  if (!t->dynamic)
+    for (size_t i = 0; i < n; ++i)
+      if (ids[i] < 0 || ids[i] >= t->rows)
+        return Status::InvalidArgument("ids[", i, "] = ", ids[i], " is not a row of table '", table,
+                                       "' (", t->rows, " rows)");
+  for (size_t i = 0; i < n; ++i) {
+    int64_t row = ids[i];
+    if (t->dynamic) {
+      // An id without a row reads the zero row after the live ones (scale 0, bias 0).
+      const int64_t found = t->dynamic->index->Find(ids[i]);
+      row = found >= 0 ? found : t->rows;
+    }
+    const uint8_t* p = t->data + static_cast<uint64_t>(row) * t->row_bytes;
+    std::memcpy(&scales[i], p, sizeof(float));
+    if (biases != nullptr) std::memcpy(&biases[i], p + sizeof(float), sizeof(float));
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec::serving
