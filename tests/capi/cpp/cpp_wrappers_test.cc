@@ -105,6 +105,7 @@ void TrainSaveServe(const std::string& dir) {
 
   auto comms = shardrec::Comm::local_group(2);
   std::vector<shardrec::DynamicDelta> deltas(2);
+  std::vector<int64_t> sizes(2), global_sizes(2);
   OnRanks(comms, [&](int r) {
     shardrec::Comm& comm = comms[r];
     Require(comm.rank() == r && comm.size() == 2, "comm rank and size");
@@ -129,6 +130,10 @@ void TrainSaveServe(const std::string& dir) {
     Require(coll.num_steps() == 2 && coll.is_training(), "steps and mode");
     const shardrec_dynamic_table_stats_t stats = coll.dynamic_stats("items");
     Require(stats.size > 0 && stats.total_inserted >= stats.size, "dynamic stats");
+    // Table-wide: the sum over both ranks, the same on each.
+    const shardrec_dynamic_table_stats_t global = coll.dynamic_stats_global("items");
+    sizes[r] = stats.size;
+    global_sizes[r] = global.size;
     deltas[r] = coll.dynamic_delta("items");
     Require(deltas[r].dim == 8 && !deltas[r].ids.empty() &&
                 deltas[r].rows.size() == deltas[r].ids.size() * 8,
@@ -145,6 +150,8 @@ void TrainSaveServe(const std::string& dir) {
   });
   Require(deltas[0].ids == deltas[1].ids && deltas[0].rows == deltas[1].rows,
           "every rank has the whole delta");
+  Require(global_sizes[0] == sizes[0] + sizes[1] && global_sizes[1] == global_sizes[0],
+          "dynamic_stats_global sums the ranks' sizes on every rank");
 
   // Serving: open, look up, pin, patch with the delta (a new version), reload.
   auto inf = shardrec::Inference::open(dir);
@@ -164,6 +171,22 @@ void TrainSaveServe(const std::string& dir) {
   Require(then == out && now[8] == 0.5f, "the snapshot keeps its version, the handle moves on");
   inf.reload(dir);
   Require(inf.version() > patched, "reload publishes a version");
+  // int8 rows: their scale and bias, and a lookup within scale / 2 of the fp32 one.
+  shardrec_inference_options_t q = SHARDREC_INFERENCE_OPTIONS_INIT;
+  q.default_storage = SHARDREC_SERVING_INT8;
+  auto quantized = shardrec::Inference::open(dir, &q);
+  std::vector<int32_t> one = {1, 0};
+  std::vector<int64_t> row3 = {3};
+  const auto users_only = shardrec::kjt_view(1, 2, one, row3);
+  const std::vector<float> exact = inf.lookup(users_only), approx = quantized.lookup(users_only);
+  const auto scales = quantized.row_scales("users", row3);
+  Require(scales.scales.size() == 1 && scales.scales[0] > 0 && scales.version == 1,
+          "row_scales of an int8 table");
+  for (size_t c = 0; c < 8; ++c)
+    Require(std::fabs(exact[c] - approx[c]) <= scales.scales[0] / 2 + 1e-6f,
+            "an int8 lookup is within scale / 2");
+  Require(Failure([&] { (void)inf.row_scales("users", row3); }).code() == SHARDREC_EINVAL,
+          "row_scales of an fp32 table is refused");
   const auto missing = Failure([&] { (void)inf.dense_tensor("nope"); });
   Require(missing.code() < 0, "an unknown dense tensor is refused");
   std::printf("train, save, serve: %zu delta rows, versions %llu -> %llu\n", deltas[0].ids.size(),

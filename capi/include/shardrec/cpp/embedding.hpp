@@ -158,6 +158,15 @@ class EmbeddingCollection {
     return s;
   }
 
+  /** The dynamic-table counters of @p table over the whole table: the sums over ranks, the same
+   *  on every rank (collective: every rank calls it for the same table;
+   *  shardrec_embedding_dynamic_stats_global). */
+  shardrec_dynamic_table_stats_t dynamic_stats_global(const std::string& table) {
+    shardrec_dynamic_table_stats_t s = SHARDREC_DYNAMIC_TABLE_STATS_INIT;
+    check(shardrec_embedding_dynamic_stats_global(h(), detail::c_str(table, "table"), &s));
+    return s;
+  }
+
   /** Starts a delta period of dynamic table @p table (every rank between the same steps). */
   void dynamic_mark(const std::string& table) {
     check(shardrec_embedding_dynamic_mark(h(), detail::c_str(table, "table")));

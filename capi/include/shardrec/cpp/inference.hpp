@@ -138,6 +138,24 @@ class Inference {
     return v;
   }
 
+  /** The scale and bias of rows of an int8 or int4 table (value = code x scale + bias; a lookup
+   *  of a row is within scale / 2 of the trained value); @p ids are a fixed table's row indices
+   *  or a dynamic table's ids (an id without a row: scale 0, bias 0). Returns the version read
+   *  (shardrec_inference_row_scales). */
+  struct RowScales {
+    std::vector<float> scales;
+    std::vector<float> biases;
+    uint64_t version = 0;
+  };
+  RowScales row_scales(const std::string& table, std::span<const int64_t> ids) const {
+    RowScales r;
+    r.scales.resize(ids.size());
+    r.biases.resize(ids.size());
+    check(shardrec_inference_row_scales(h(), detail::c_str(table, "table"), ids.data(), ids.size(),
+                                        r.scales.data(), r.biases.data(), &r.version));
+    return r;
+  }
+
   /** lookup() into a new vector. */
   std::vector<float> lookup(const shardrec_kjt_view_t& batch) const {
     const int64_t rows = is_sequence() ? static_cast<int64_t>(batch.num_values) : batch.batch_size;
