@@ -7,6 +7,7 @@
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
 #include "capi/src/versioned.h"
+#include "impl/embedding/dynamic/dynamic_tables.h"
 #include "shardrec/dynamic.h"
 
 using shardrec::Status;
@@ -39,7 +40,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
     int32_t t = -1;
     SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
     shardrec::embedding::dynamic::TableStats s;
-    if (!coll->impl->dynamic_tables().Stats(t, &s))
+    if (!coll->impl->storage().KeyedStats(t, &s))
       return Status::InvalidArgument("table '", table, "' is not dynamic");
     out->size = s.size;
     out->capacity = s.capacity;
