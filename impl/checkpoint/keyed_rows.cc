@@ -34,9 +34,9 @@ int32_t LocalOf(const embedding::Layout& layout, int32_t table, int32_t shard) {
 // A 1-D record of the row block that starts at t's first row. Per-row vectors have the table's
 // full rows (a block has at most its slots live); the others are no block of a table tensor, and
 // their full rows just reach their end.
-KeyedSource Vector(const ShardTensor& t, const char* tensor, DType dtype, int64_t rows,
-                   const void* data) {
-  KeyedSource s;
+RowSource Vector(const ShardTensor& t, const char* tensor, DType dtype, int64_t rows,
+                 const void* data) {
+  RowSource s;
   Record& r = s.rec;
   r.table = t.table_name;
   r.tensor = tensor;
@@ -116,7 +116,7 @@ Status CheckDistinctIds(const std::string& table, const std::vector<int64_t>& id
 }  // namespace
 
 void AppendKeyedSources(const embedding::TableStorage& storage, const ShardTensor& t,
-                        std::deque<std::vector<uint8_t>>* owned, std::vector<KeyedSource>* out) {
+                        std::deque<std::vector<uint8_t>>* owned, std::vector<RowSource>* out) {
   const int32_t local = LocalOf(storage.layout(), t.table, t.shard);
   embedding::KeyedRows rows;
   SR_CHECK(storage.ExportKeyedRows(local, 0, 0, &rows));
@@ -157,7 +157,7 @@ void AppendKeyedSources(const embedding::TableStorage& storage, const ShardTenso
                             Widen<int32_t>(sketch, owned)));
   }
   if (n == 0) return;
-  KeyedSource s;
+  RowSource s;
   Record& r = s.rec;
   r.table = t.table_name;
   r.tensor = t.name;

@@ -13,25 +13,19 @@
 #include <utility>
 #include <vector>
 
+#include "impl/checkpoint/fixed_rows.h"
 #include "impl/checkpoint/format.h"
 #include "impl/core/status.h"
 #include "impl/embedding/storage/table_storage.h"
 
 namespace shardrec::checkpoint {
 
-// A record of a dynamic table to write and where its rows are (host memory).
-struct KeyedSource {
-  Record rec;
-  const uint8_t* data = nullptr;
-  int64_t row_stride_bytes = 0;
-};
-
 // The records of one shard tensor `t` of a dynamic table (not a duplicate): its live rows (none
 // when the shard is empty), and for a shard's weights at column 0 also the block's ids, last-seen
 // forwards, counts, admission counters and its "dynamic_meta" record. Values that are not rows of
 // the shard (metadata widened to 64 bits) live in `owned`, which must outlive the write.
 void AppendKeyedSources(const embedding::TableStorage& storage, const embedding::ShardTensor& t,
-                        std::deque<std::vector<uint8_t>>* owned, std::vector<KeyedSource>* out);
+                        std::deque<std::vector<uint8_t>>* owned, std::vector<RowSource>* out);
 
 // The rows of the checkpoint's dynamic tables that this rank's dynamic shards will hold, read and
 // verified before anything changes (a load is all-or-nothing for dynamic tables in every mode).

@@ -9,6 +9,7 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/fixed_rows.h"
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/keyed_rows.h"
 #include "impl/checkpoint/staged_copy.h"
@@ -20,12 +21,7 @@ namespace {
 
 using embedding::ShardTensor;
 
-struct Read {
-  Target dst;
-  Device device;                                   // where dst.data lives
-  std::string what;                                // "table t1 weights rows 0..9", for messages
-  std::vector<std::pair<size_t, size_t>> records;  // (file, record) indices in the manifest
-};
+using Read = FixedRead;
 
 Status ReadManifest(FileSystem& fs, const std::string& dir, Manifest* m) {
   const std::string path = dir + "/" + kManifestName;
@@ -112,45 +108,6 @@ Status PlanDense(const Manifest& m, const std::vector<DenseTensor>& dense,
     if (!found)
       return Status::InvalidArgument("checkpoint mismatch: dense tensor ", d.name,
                                      " is not in the checkpoint");
-  }
-  return Status::Ok();
-}
-
-// The reads of every local shard tensor, each fully covered by the checkpoint's records.
-Status PlanReads(embedding::TableStorage& storage, const Manifest& m,
-                 const std::set<std::string>& reset, std::vector<Read>* reads,
-                 std::vector<Read>* zero) {
-  for (const ShardTensor& t : storage.ShardTensors()) {
-    if (storage.layout().tables[t.table].dynamic) continue;  // rows by id: KeyedLoad
-    Read rd;
-    rd.dst = {t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride};
-    rd.device = t.device;
-    if (t.rows == 0 || t.cols == 0) continue;
-    if (t.kind != embedding::ParamKind::kWeights && reset.count(t.table_name)) {
-      zero->push_back(rd);
-      continue;
-    }
-    rd.what = StrCat("table ", t.table_name, " ", t.name, " rows ", t.row_offset, "..",
-                     t.row_offset + t.rows - 1, " columns ", t.col_offset, "..",
-                     t.col_offset + t.cols - 1);
-    int64_t covered = 0;
-    for (size_t f = 0; f < m.files.size(); ++f) {
-      for (size_t r = 0; r < m.files[f].records.size(); ++r) {
-        const Record& rec = m.files[f].records[r];
-        if (rec.table != t.table_name || rec.tensor != t.name) continue;
-        if (rec.full_rows != t.full_rows || rec.full_cols != t.full_cols)
-          return Status::Corrupt(m.files[f].name, ": record ", rec.key,
-                                 " has a full shape that does not match its table");
-        const int64_t area = OverlapArea(rec, rd.dst);
-        if (area == 0) continue;
-        covered += area;
-        rd.records.push_back({f, r});
-      }
-    }
-    if (covered != t.rows * t.cols)
-      return Status::Corrupt("the checkpoint's records do not cover ", rd.what, " exactly (",
-                             covered, " of ", t.rows * t.cols, " elements)");
-    reads->push_back(std::move(rd));
   }
   return Status::Ok();
 }
@@ -251,7 +208,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     SR_RETURN_IF_ERROR(ReadManifest(fs, dir, &m));
     SR_RETURN_IF_ERROR(CheckTables(storage, m, options, &reset));
     SR_RETURN_IF_ERROR(PlanDense(m, options.dense, &dense_at));
-    SR_RETURN_IF_ERROR(PlanReads(storage, m, reset, &reads, &zero));
+    SR_RETURN_IF_ERROR(PlanFixedReads(storage, m, reset, &reads, &zero));
     std::vector<std::pair<size_t, size_t>> needed = dense_at;
     for (const Read& r : reads) needed.insert(needed.end(), r.records.begin(), r.records.end());
     KeyedLoad::Needed(m, &needed);

@@ -11,6 +11,7 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/fixed_rows.h"
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/keyed_rows.h"
 #include "impl/comm/gather_bytes.h"
@@ -26,13 +27,7 @@ namespace {
 
 using embedding::ShardTensor;
 
-// A record to write and where its rows come from (host memory, or a GPU collection's device).
-struct Source {
-  Record rec;
-  const uint8_t* data = nullptr;
-  int64_t row_stride_bytes = 0;
-  Device device;
-};
+using Source = RowSource;
 
 std::string OptimizerJson(const optim::OptimizerConfig& o) {
   nlohmann::json j;
@@ -63,15 +58,14 @@ int64_t CurrentGeneration(FileSystem& fs, const std::string& dir, Manifest* prev
 // Every replica of a sharding rank holds the same tensors in the same order, so each hands
 // them out alike: in order, to the replica with the fewest bytes so far (lowest index on a tie),
 // which gives every replica a similar share whatever the plan put on the rank.
-// A dynamic table's shard writes its live rows keyed by id (keyed_rows.h); its metadata that is
-// not a row of the shard lives in `owned`.
+// A fixed table's shard tensor is one record (fixed_rows.h); a dynamic table's shard writes its
+// live rows keyed by id (keyed_rows.h), its metadata that is not a row of the shard in `owned`.
 std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
                            const std::vector<DenseTensor>& dense,
                            std::deque<std::vector<uint8_t>>* owned) {
   std::vector<Source> out;
   const int world_rank = g.comm->Rank();
   std::vector<int64_t> replica_bytes(static_cast<size_t>(g.replicas), 0);
-  std::vector<KeyedSource> dynamic;
   for (const ShardTensor& t : storage.ShardTensors()) {
     if (t.duplicate || t.rows == 0 || t.cols == 0) continue;
     if (storage.layout().tables[t.table].dynamic) {
@@ -84,15 +78,7 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
         *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
         if (least - replica_bytes.begin() != g.replica_rank) continue;
       }
-      dynamic.clear();
-      AppendKeyedSources(storage, t, owned, &dynamic);
-      for (KeyedSource& d : dynamic) {
-        Source s;
-        s.rec = std::move(d.rec);
-        s.data = d.data;
-        s.row_stride_bytes = d.row_stride_bytes;
-        out.push_back(std::move(s));
-      }
+      AppendKeyedSources(storage, t, owned, &out);
       continue;
     }
     if (t.data_parallel) {
@@ -102,24 +88,7 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
       *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
       if (least - replica_bytes.begin() != g.replica_rank) continue;
     }
-    Source s;
-    Record& r = s.rec;
-    r.table = t.table_name;
-    r.tensor = t.name;
-    r.dtype = t.dtype;
-    r.vector = t.kind == embedding::ParamKind::kOptimizerState && t.full_cols == 1 && t.cols == 1 &&
-               t.name != "weights";
-    r.full_rows = t.full_rows;
-    r.full_cols = t.full_cols;
-    r.row_offset = t.row_offset;
-    r.col_offset = t.col_offset;
-    r.rows = t.rows;
-    r.cols = t.cols;
-    r.key = StrCat(t.table_name, "/", t.name, "/r", t.row_offset, "_c", t.col_offset);
-    s.data = static_cast<const uint8_t*>(t.data);
-    s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
-    s.device = t.device;
-    out.push_back(std::move(s));
+    out.push_back(FixedSource(t));
   }
   if (world_rank == 0) {
     for (const DenseTensor& d : dense) {

@@ -98,8 +98,9 @@ class TableStorage {
   // bounds each chunk.
   virtual bool ExportKeyedRows(int32_t local, int64_t first, int64_t count,
                                KeyedRows* out) const = 0;
-  // Replaces a keyed shard's rows by `rows` (first slot 0; at most its slots, distinct ids: the
-  // caller checked both). Memory only: cannot fail.
+  // Replaces a keyed shard's rows by `rows`: forwards, and the metadata of slots [0, ids.size())
+  // (at most its slots, distinct ids: the caller checked both); size, slots and scored are not
+  // read. Memory only: cannot fail.
   virtual void ImportKeyedRows(int32_t local, const KeyedRows& rows, KeyedImport how) = 0;
   // This rank's part of keyed table `table`; false when it is not keyed.
   virtual bool KeyedStats(int32_t table, dynamic::TableStats* out) const = 0;
