@@ -19,8 +19,6 @@
 namespace shardrec::checkpoint {
 namespace {
 
-using embedding::ShardTensor;
-
 using Read = FixedRead;
 
 Status ReadManifest(FileSystem& fs, const std::string& dir, Manifest* m) {
