@@ -151,7 +151,7 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
   return Run(coll, nullptr, false, "checkpoint save", args, [&] {
     ck::Group g;
     g.comm = &coll->impl->comm();
-    return ck::Save(*coll->impl, g, Posix(), dir, o);
+    return ck::Save(coll->impl->storage(), g, Posix(), dir, o);
   });
 }
 
@@ -171,7 +171,7 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_load(
       [&] {
         ck::Group g;
         g.comm = &coll->impl->comm();
-        return ck::Load(*coll->impl, g, Posix(), dir, o);
+        return ck::Load(coll->impl->storage(), g, Posix(), dir, o);
       },
       &same);
 }
@@ -185,7 +185,7 @@ shardrec_checkpoint_save_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
     return ToDense(options, &o.dense);
   };
   return Run(coll, mesh, true, "mesh checkpoint save", args,
-             [&] { return ck::Save(*coll->impl, MeshGroup(mesh), Posix(), dir, o); });
+             [&] { return ck::Save(coll->impl->storage(), MeshGroup(mesh), Posix(), dir, o); });
 }
 
 SHARDREC_API shardrec_status_t
@@ -202,7 +202,7 @@ shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
   };
   return Run(
       coll, mesh, true, "mesh checkpoint load", args,
-      [&] { return ck::Load(*coll->impl, MeshGroup(mesh), Posix(), dir, o); }, &same);
+      [&] { return ck::Load(coll->impl->storage(), MeshGroup(mesh), Posix(), dir, o); }, &same);
 }
 
 SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embedding_t* coll,
@@ -213,7 +213,7 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
     return CheckPath(path, "path");
   };
   return Run(coll, nullptr, false, "table export", args, [&] {
-    return ck::ExportTable(*coll->impl, Posix(), path, table, with_optimizer_state != 0);
+    return ck::ExportTable(coll->impl->storage(), Posix(), path, table, with_optimizer_state != 0);
   });
 }
 
@@ -225,7 +225,7 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_import_table(shardrec_embeddi
     return CheckPath(path, "path");
   };
   return Run(coll, nullptr, false, "table import", args, [&] {
-    return ck::ImportTable(*coll->impl, Posix(), path, table, with_optimizer_state != 0);
+    return ck::ImportTable(coll->impl->storage(), Posix(), path, table, with_optimizer_state != 0);
   });
 }
 

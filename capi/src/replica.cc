@@ -161,9 +161,19 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
     if (local.ok()) local = shardrec::capi::ToOptimizer(optimizer, &oc);
     if (local.ok()) local = shardrec::capi::ToCollectionOptions(options, &co);
     auto handle = std::make_unique<shardrec_embedding>();
-    SR_RETURN_IF_ERROR(mesh->impl->CreateCollection(plan != nullptr ? plan->impl : nullptr,
-                                                    optimizer != nullptr ? &oc : nullptr, co,
-                                                    &handle->impl, local));
+    // Mesh::CollectionArgs says how: every rank reaches the replicas' check, whether or not its
+    // group created the collection, unless its group's communication failed (its peers may be
+    // gone: no second wait for them).
+    local = mesh->impl->CollectionArgs(plan != nullptr ? plan->impl.get() : nullptr, &co, local);
+    using shardrec::embedding::EmbeddingCollection;
+    const Status created = plan == nullptr
+                               ? EmbeddingCollection::RefuseCreate(mesh->impl->sharding(), local)
+                               : EmbeddingCollection::Create(plan->impl, mesh->impl->sharding(),
+                                                             optimizer != nullptr ? &oc : nullptr,
+                                                             co, &handle->impl, local);
+    if (shardrec::comm::IsExchangeFailure(created)) return created;
+    SR_RETURN_IF_ERROR(
+        mesh->impl->VerifyReplicas(created.ok() ? &handle->impl->storage() : nullptr, created));
     handle->states = handle->impl->States();
     *out = handle.release();
     return Status::Ok();
@@ -179,7 +189,7 @@ SHARDREC_API shardrec_status_t shardrec_mesh_sync(shardrec_mesh_t* mesh, shardre
     SR_RETURN_IF_ERROR(use_mesh.status());
     ExclusiveUse use_coll(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use_coll.status());
-    return mesh->impl->Sync(*coll->impl, static_cast<shardrec::replica::SyncMode>(mode));
+    return mesh->impl->Sync(coll->impl->storage(), static_cast<shardrec::replica::SyncMode>(mode));
   });
 }
 
@@ -194,7 +204,7 @@ SHARDREC_API shardrec_status_t shardrec_mesh_step(shardrec_mesh_t* mesh, shardre
     ExclusiveUse use_coll(coll->busy, "collection");
     SR_RETURN_IF_ERROR(use_coll.status());
     bool synced = false;
-    SR_RETURN_IF_ERROR(mesh->impl->Step(*coll->impl, &synced));
+    SR_RETURN_IF_ERROR(mesh->impl->Step(coll->impl->storage(), &synced));
     if (synced_out) *synced_out = synced ? 1 : 0;
     return Status::Ok();
   });

@@ -1,6 +1,7 @@
 // Sharded checkpoints of an embedding collection (1D or on a 2D mesh), loadable under any plan
 // and world size, and export/import of single full tables. Reads and writes the collection only
-// through its parameter views (param_views.h), a GPU collection's through host staging.
+// through its storage seam (embedding/storage/table_storage.h: its parameter views, a GPU
+// collection's through host staging, and the keyed rows of its dynamic tables).
 // docs/checkpoint-format.md describes the files.
 #pragma once
 
@@ -12,7 +13,7 @@
 #include "impl/checkpoint/staged_load.h"
 #include "impl/comm/communicator.h"
 #include "impl/core/status.h"
-#include "impl/embedding/collection.h"
+#include "impl/embedding/storage/table_storage.h"
 
 namespace shardrec::checkpoint {
 
@@ -71,7 +72,7 @@ struct LoadOptions {
 // dense tensors or a rank's file missing from rank 0's `dir` (ranks given different
 // directories: nothing published); kIo from the file system; a GPU collection's failed device
 // copy (kCuda, kTimeout: nothing changed); a rank's failure fails every rank.
-Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
+Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
             const std::string& dir, const SaveOptions& options);
 
 // Collective over g.comm: every rank reads the manifest and the byte ranges of the records that
@@ -89,13 +90,13 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
 // partly loaded and reported as such on every rank: a GPU collection's device copy, and the
 // second read of destinations beyond staging_limit. allow_partial_load: failures found while
 // copying leave the collection partly loaded (verify_first finds corrupt chunks first).
-Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
+Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
             const std::string& dir, const LoadOptions& options);
 
 // Collective over the collection's communicator: gathers the full table (fp32 weights, and with
 // `with_state` every optimizer state) and rank 0 writes `path` atomically in the safetensors
 // layout (tensors "weights" [rows, dim] and each state by name). kNotFound for an unknown table.
-Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
+Status ExportTable(embedding::TableStorage& storage, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state);
 
 // Collective: every rank reads the overlap of its local shards with the file's "weights" tensor
@@ -103,7 +104,7 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
 // in the file whose names and shapes match the table's optimizer. kInvalidArgument for a shape
 // mismatch, kCorrupt for a malformed or truncated file, kIo, a peer's failure: all found before
 // anything changes, as a default Load (staged up to `staging_limit`).
-Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
+Status ImportTable(embedding::TableStorage& storage, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state,
                    uint64_t staging_limit = kDefaultStagingLimit);
 

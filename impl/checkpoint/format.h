@@ -73,7 +73,7 @@ struct TableEntry {
   std::string optimizer_json;  // the full config, for people and tools
   std::vector<StateEntry> states;
   // Rows keyed by id (docs/dynamic-tables.md): `rows` is the capacity and the records of each
-  // row block hold its live rows with an "ids" record (dynamic_io.h).
+  // row block hold its live rows with an "ids" record (keyed_rows.h).
   bool dynamic = false;
 };
 

@@ -9,8 +9,9 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
-#include "impl/checkpoint/dynamic_io.h"
+#include "impl/checkpoint/fixed_rows.h"
 #include "impl/checkpoint/format.h"
+#include "impl/checkpoint/keyed_rows.h"
 #include "impl/checkpoint/staged_copy.h"
 #include "impl/core/check.h"
 #include "impl/optim/optimizer.h"
@@ -18,14 +19,7 @@
 namespace shardrec::checkpoint {
 namespace {
 
-using embedding::ShardTensor;
-
-struct Read {
-  Target dst;
-  Device device;                                   // where dst.data lives
-  std::string what;                                // "table t1 weights rows 0..9", for messages
-  std::vector<std::pair<size_t, size_t>> records;  // (file, record) indices in the manifest
-};
+using Read = FixedRead;
 
 Status ReadManifest(FileSystem& fs, const std::string& dir, Manifest* m) {
   const std::string path = dir + "/" + kManifestName;
@@ -39,9 +33,9 @@ Status ReadManifest(FileSystem& fs, const std::string& dir, Manifest* m) {
   return ManifestFromJson(text, path, m);
 }
 
-Status CheckTables(embedding::EmbeddingCollection& coll, const Manifest& m, const LoadOptions& o,
+Status CheckTables(embedding::TableStorage& storage, const Manifest& m, const LoadOptions& o,
                    std::set<std::string>* reset) {
-  const sharding::Plan& plan = coll.plan();
+  const sharding::Plan& plan = storage.plan();
   std::map<std::string, const TableEntry*> saved;
   for (const TableEntry& t : m.tables) saved[t.name] = &t;
   for (size_t i = 0; i < plan.tables.size(); ++i) {
@@ -56,7 +50,7 @@ Status CheckTables(embedding::EmbeddingCollection& coll, const Manifest& m, cons
                                      t.dynamic ? "dynamic" : "fixed", " in the checkpoint and ",
                                      c.dynamic.enabled ? "dynamic" : "fixed", " in the collection");
     // A dynamic table's rows are its capacity, which may change: its rows move by id, and a
-    // block that receives more rows than it has slots fails the load (dynamic_io.h).
+    // block that receives more rows than it has slots fails the load (keyed_rows.h).
     if ((!t.dynamic && t.rows != c.rows) || t.dim != c.dim)
       return Status::InvalidArgument("checkpoint mismatch: table ", c.name, " is ", t.rows, " x ",
                                      t.dim, " in the checkpoint and ", c.rows, " x ", c.dim,
@@ -66,7 +60,7 @@ Status CheckTables(embedding::EmbeddingCollection& coll, const Manifest& m, cons
                                      DTypeName(t.dtype), " in the checkpoint and ",
                                      DTypeName(c.dtype),
                                      " in the collection (allow_dtype_change converts)");
-    const optim::OptimizerType mine = coll.table_optimizer(static_cast<int32_t>(i)).type;
+    const optim::OptimizerType mine = storage.table_optimizer(static_cast<int32_t>(i)).type;
     if (static_cast<int32_t>(mine) != t.optimizer) {
       if (!o.reset_optimizer_state)
         return Status::InvalidArgument(
@@ -112,45 +106,6 @@ Status PlanDense(const Manifest& m, const std::vector<DenseTensor>& dense,
     if (!found)
       return Status::InvalidArgument("checkpoint mismatch: dense tensor ", d.name,
                                      " is not in the checkpoint");
-  }
-  return Status::Ok();
-}
-
-// The reads of every local shard tensor, each fully covered by the checkpoint's records.
-Status PlanReads(embedding::EmbeddingCollection& coll, const Manifest& m,
-                 const std::set<std::string>& reset, std::vector<Read>* reads,
-                 std::vector<Read>* zero) {
-  for (const ShardTensor& t : coll.ShardTensors()) {
-    if (coll.layout().tables[t.table].dynamic) continue;  // rows by id: DynamicLoad
-    Read rd;
-    rd.dst = {t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride};
-    rd.device = t.device;
-    if (t.rows == 0 || t.cols == 0) continue;
-    if (t.kind != embedding::ParamKind::kWeights && reset.count(t.table_name)) {
-      zero->push_back(rd);
-      continue;
-    }
-    rd.what = StrCat("table ", t.table_name, " ", t.name, " rows ", t.row_offset, "..",
-                     t.row_offset + t.rows - 1, " columns ", t.col_offset, "..",
-                     t.col_offset + t.cols - 1);
-    int64_t covered = 0;
-    for (size_t f = 0; f < m.files.size(); ++f) {
-      for (size_t r = 0; r < m.files[f].records.size(); ++r) {
-        const Record& rec = m.files[f].records[r];
-        if (rec.table != t.table_name || rec.tensor != t.name) continue;
-        if (rec.full_rows != t.full_rows || rec.full_cols != t.full_cols)
-          return Status::Corrupt(m.files[f].name, ": record ", rec.key,
-                                 " has a full shape that does not match its table");
-        const int64_t area = OverlapArea(rec, rd.dst);
-        if (area == 0) continue;
-        covered += area;
-        rd.records.push_back({f, r});
-      }
-    }
-    if (covered != t.rows * t.cols)
-      return Status::Corrupt("the checkpoint's records do not cover ", rd.what, " exactly (",
-                             covered, " of ", t.rows * t.cols, " elements)");
-    reads->push_back(std::move(rd));
   }
   return Status::Ok();
 }
@@ -224,7 +179,7 @@ Status AgreeSameManifest(comm::Communicator& comm, const Manifest& m) {
 
 }  // namespace
 
-Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
+Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
             const std::string& dir, const LoadOptions& options) {
   SR_CHECK(g.comm != nullptr);
   Manifest m;
@@ -234,7 +189,7 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
   std::vector<std::pair<size_t, size_t>> dense_at;
   std::vector<std::unique_ptr<ReadableFile>> files;
   StagedLoad staged(options.staging_limit);
-  DynamicLoad dynamic;  // staged in every mode: rows move between blocks by id
+  KeyedLoad dynamic;  // staged in every mode: rows move between blocks by id
   auto sources = [&](const std::vector<std::pair<size_t, size_t>>& records) {
     std::vector<OverlapSource> out;
     for (const auto& [fi, ri] : records)
@@ -242,21 +197,21 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     return out;
   };
   Status local = [&]() -> Status {
-    if (coll.input_dist_pending())
+    if (storage.input_dist_pending())
       return Status::InvalidUsage(
           "cannot load a checkpoint while an input distribution is "
           "pending");
     // Learns what queued device work found now (the commit's SetNumSteps then cannot fail).
-    SR_RETURN_IF_ERROR(coll.Synchronize());
+    SR_RETURN_IF_ERROR(storage.Synchronize());
     SR_RETURN_IF_ERROR(ReadManifest(fs, dir, &m));
-    SR_RETURN_IF_ERROR(CheckTables(coll, m, options, &reset));
+    SR_RETURN_IF_ERROR(CheckTables(storage, m, options, &reset));
     SR_RETURN_IF_ERROR(PlanDense(m, options.dense, &dense_at));
-    SR_RETURN_IF_ERROR(PlanReads(coll, m, reset, &reads, &zero));
+    SR_RETURN_IF_ERROR(PlanFixedReads(storage, m, reset, &reads, &zero));
     std::vector<std::pair<size_t, size_t>> needed = dense_at;
     for (const Read& r : reads) needed.insert(needed.end(), r.records.begin(), r.records.end());
-    DynamicLoad::Needed(m, &needed);
+    KeyedLoad::Needed(m, &needed);
     SR_RETURN_IF_ERROR(OpenFiles(fs, dir, m, needed, *g.comm, &files));
-    SR_RETURN_IF_ERROR(dynamic.Read(coll, m, files, dir, reset));
+    SR_RETURN_IF_ERROR(dynamic.Read(storage, m, files, dir, reset));
     if (!options.allow_partial_load) {
       for (const Read& rd : reads)
         SR_RETURN_IF_ERROR(staged.Add(rd.device, rd.dst, sources(rd.records)));
@@ -298,8 +253,8 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
     local = [&]() -> Status {
       SR_RETURN_IF_ERROR(staged.Commit());
       SR_RETURN_IF_ERROR(ZeroStates(zero));
-      dynamic.Commit(coll);
-      return coll.SetNumSteps(reset.empty() ? m.step : 0);
+      dynamic.Commit(storage);
+      return storage.SetNumSteps(reset.empty() ? m.step : 0);
     }();
     if (can_fail == 0) return local;
     if (!local.ok())
@@ -337,8 +292,8 @@ Status Load(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
                                      m.files[fi].records[ri], dst, &buffer));
     }
     SR_RETURN_IF_ERROR(ZeroStates(zero));
-    dynamic.Commit(coll);
-    return coll.SetNumSteps(reset.empty() ? m.step : 0);
+    dynamic.Commit(storage);
+    return storage.SetNumSteps(reset.empty() ? m.step : 0);
   }();
   SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to load its part of the checkpoint"));
   for (size_t i = 0; i < dense_at.size(); ++i)

@@ -11,8 +11,9 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
-#include "impl/checkpoint/dynamic_io.h"
+#include "impl/checkpoint/fixed_rows.h"
 #include "impl/checkpoint/format.h"
+#include "impl/checkpoint/keyed_rows.h"
 #include "impl/comm/gather_bytes.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
@@ -26,13 +27,7 @@ namespace {
 
 using embedding::ShardTensor;
 
-// A record to write and where its rows come from (host memory, or a GPU collection's device).
-struct Source {
-  Record rec;
-  const uint8_t* data = nullptr;
-  int64_t row_stride_bytes = 0;
-  Device device;
-};
+using Source = RowSource;
 
 std::string OptimizerJson(const optim::OptimizerConfig& o) {
   nlohmann::json j;
@@ -63,18 +58,17 @@ int64_t CurrentGeneration(FileSystem& fs, const std::string& dir, Manifest* prev
 // Every replica of a sharding rank holds the same tensors in the same order, so each hands
 // them out alike: in order, to the replica with the fewest bytes so far (lowest index on a tie),
 // which gives every replica a similar share whatever the plan put on the rank.
-// A dynamic table's shard writes its live rows keyed by id (dynamic_io.h); its metadata that is
-// not a row of the shard lives in `owned`.
-std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
+// A fixed table's shard tensor is one record (fixed_rows.h); a dynamic table's shard writes its
+// live rows keyed by id (keyed_rows.h), its metadata that is not a row of the shard in `owned`.
+std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
                            const std::vector<DenseTensor>& dense,
                            std::deque<std::vector<uint8_t>>* owned) {
   std::vector<Source> out;
   const int world_rank = g.comm->Rank();
   std::vector<int64_t> replica_bytes(static_cast<size_t>(g.replicas), 0);
-  std::vector<DynamicSource> dynamic;
-  for (const ShardTensor& t : coll.ShardTensors()) {
+  for (const ShardTensor& t : storage.ShardTensors()) {
     if (t.duplicate || t.rows == 0 || t.cols == 0) continue;
-    if (coll.layout().tables[t.table].dynamic) {
+    if (storage.layout().tables[t.table].dynamic) {
       // A data-parallel table's copies are the same (dp_agree.h): world rank 0 writes one.
       if (t.data_parallel && world_rank != 0) continue;
       // In 2D every replica holds the same rows (Save checks it): one writes each shard tensor,
@@ -84,15 +78,7 @@ std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
         *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
         if (least - replica_bytes.begin() != g.replica_rank) continue;
       }
-      dynamic.clear();
-      AppendDynamicSources(coll, t, owned, &dynamic);
-      for (DynamicSource& d : dynamic) {
-        Source s;
-        s.rec = std::move(d.rec);
-        s.data = d.data;
-        s.row_stride_bytes = d.row_stride_bytes;
-        out.push_back(std::move(s));
-      }
+      AppendKeyedSources(storage, t, owned, &out);
       continue;
     }
     if (t.data_parallel) {
@@ -102,24 +88,7 @@ std::vector<Source> Select(embedding::EmbeddingCollection& coll, const Group& g,
       *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
       if (least - replica_bytes.begin() != g.replica_rank) continue;
     }
-    Source s;
-    Record& r = s.rec;
-    r.table = t.table_name;
-    r.tensor = t.name;
-    r.dtype = t.dtype;
-    r.vector = t.kind == embedding::ParamKind::kOptimizerState && t.full_cols == 1 && t.cols == 1 &&
-               t.name != "weights";
-    r.full_rows = t.full_rows;
-    r.full_cols = t.full_cols;
-    r.row_offset = t.row_offset;
-    r.col_offset = t.col_offset;
-    r.rows = t.rows;
-    r.cols = t.cols;
-    r.key = StrCat(t.table_name, "/", t.name, "/r", t.row_offset, "_c", t.col_offset);
-    s.data = static_cast<const uint8_t*>(t.data);
-    s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
-    s.device = t.device;
-    out.push_back(std::move(s));
+    out.push_back(FixedSource(t));
   }
   if (world_rank == 0) {
     for (const DenseTensor& d : dense) {
@@ -221,12 +190,12 @@ Status CheckDense(const std::vector<DenseTensor>& dense) {
   return Status::Ok();
 }
 
-Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t generation) {
-  const sharding::Plan& plan = coll.plan();
+Manifest Describe(embedding::TableStorage& storage, const Group& g, int64_t generation) {
+  const sharding::Plan& plan = storage.plan();
   Manifest m;
   m.library_version = SHARDREC_VERSION_STRING;
   m.generation = generation;
-  m.step = coll.num_steps();
+  m.step = storage.num_steps();
   m.world_size = g.comm->Size();
   m.shard_size = plan.world_size;
   m.plan_json = sharding::PlanToJson(plan);
@@ -239,7 +208,7 @@ Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t 
     e.dtype = c.dtype;
     e.pooling = static_cast<int32_t>(c.pooling);
     for (int32_t f : c.features) e.features.push_back(plan.features[f].name);
-    const optim::OptimizerConfig& o = coll.table_optimizer(static_cast<int32_t>(t));
+    const optim::OptimizerConfig& o = storage.table_optimizer(static_cast<int32_t>(t));
     e.optimizer = static_cast<int32_t>(o.type);
     e.optimizer_json = OptimizerJson(o);
     for (const optim::StateSpec& s : optim::StateSpecs(o.type))
@@ -253,7 +222,8 @@ Manifest Describe(embedding::EmbeddingCollection& coll, const Group& g, int64_t 
 // Digest of this rank's dynamic shards: their forward counters, ids, last-seen forwards, counts
 // and scores (the rows follow from the ids after a sync: a merge writes the same values
 // everywhere).
-uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
+uint64_t DynamicDigest(const embedding::TableStorage& storage) {
+  embedding::KeyedRows d;
   uint64_t h = Mix64(0x2d);
   const auto fold = [&h](const void* p, size_t bytes) {
     const auto* b = static_cast<const uint8_t*>(p);
@@ -264,19 +234,14 @@ uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
     }
     for (size_t i = bytes / 8 * 8; i < bytes; ++i) h = Mix64(h ^ b[i]);
   };
-  for (size_t li = 0; li < coll.layout().local.size(); ++li) {
-    const embedding::dynamic::DynamicShard* d =
-        coll.dynamic_tables().Shard(static_cast<int32_t>(li));
-    if (d == nullptr) continue;
-    const int64_t head[2] = {d->forwards(), d->size()};
+  for (size_t li = 0; li < storage.layout().local.size(); ++li) {
+    if (!storage.ExportKeyedRows(static_cast<int32_t>(li), 0, INT64_MAX, &d)) continue;
+    const int64_t head[2] = {d.forwards, d.size};
     fold(head, sizeof(head));
-    const std::vector<int64_t> ids = d->Ids();
-    fold(ids.data(), ids.size() * sizeof(int64_t));
-    const std::vector<int64_t> last_seen = d->LastSeen();
-    const std::vector<uint32_t> counts = d->Counts();
-    fold(last_seen.data(), last_seen.size() * sizeof(int64_t));
-    fold(counts.data(), counts.size() * sizeof(uint32_t));
-    fold(d->scores().data(), d->scores().size_bytes());  // empty unless SCORE
+    fold(d.ids.data(), d.ids.size() * sizeof(int64_t));
+    fold(d.last_seen.data(), d.last_seen.size() * sizeof(int64_t));
+    fold(d.counts.data(), d.counts.size() * sizeof(uint32_t));
+    fold(d.scores.data(), d.scores.size() * sizeof(double));  // empty unless SCORE
   }
   return h;
 }
@@ -284,11 +249,11 @@ uint64_t DynamicDigest(const embedding::EmbeddingCollection& coll) {
 // Collective over g.replica (when set) and then g.comm: a 2D save of dynamic tables requires
 // every replica of a shard to hold the same keys (a sync since the last training step), which
 // one replica then writes. Every rank learns the verdict; nothing is written otherwise.
-Status CheckDynamicReplicas(const embedding::EmbeddingCollection& coll, const Group& g) {
+Status CheckDynamicReplicas(const embedding::TableStorage& storage, const Group& g) {
   bool any = false;
-  for (const embedding::TableLayout& t : coll.layout().tables) any = any || t.dynamic;
+  for (const embedding::TableLayout& t : storage.layout().tables) any = any || t.dynamic;
   if (!any || g.replica == nullptr) return Status::Ok();
-  const uint64_t d = DynamicDigest(coll);
+  const uint64_t d = DynamicDigest(storage);
   int64_t mm[2] = {static_cast<int64_t>(d >> 1), static_cast<int64_t>(~d >> 1)};
   SR_RETURN_IF_ERROR(g.replica->AllReduce(mm, mm, 2, DType::kInt64, comm::ReduceOp::kMax));
   Status local = Status::Ok();
@@ -326,19 +291,19 @@ Status CheckRankFiles(FileSystem& fs, const std::string& dir, const std::vector<
 
 }  // namespace
 
-Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs,
+Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
             const std::string& dir, const SaveOptions& options) {
   SR_CHECK(g.comm != nullptr && g.replicas >= 1);
   comm::Communicator& comm = *g.comm;
   Status local = Status::Ok();
   // Replicas of a dynamic table hold the same keys only right after a sync.
-  if (g.replicas > 1) SR_RETURN_IF_ERROR(CheckDynamicReplicas(coll, g));
-  if (coll.input_dist_pending())
+  if (g.replicas > 1) SR_RETURN_IF_ERROR(CheckDynamicReplicas(storage, g));
+  if (storage.input_dist_pending())
     local = Status::InvalidUsage("cannot save a checkpoint while an input distribution is pending");
   if (local.ok()) local = CheckDense(options.dense);
   std::vector<Source> sources;
   std::deque<std::vector<uint8_t>> owned;
-  if (local.ok()) sources = Select(coll, g, options.dense, &owned);
+  if (local.ok()) sources = Select(storage, g, options.dense, &owned);
   Manifest previous;
   int64_t generation = local.ok() ? CurrentGeneration(fs, dir, &previous) : 0;
   if (local.ok()) local = fs.CreateDir(dir);
@@ -363,7 +328,7 @@ Status Save(embedding::EmbeddingCollection& coll, const Group& g, FileSystem& fs
 
   local = Status::Ok();
   if (comm.Rank() == 0) {
-    Manifest m = Describe(coll, g, generation);
+    Manifest m = Describe(storage, g, generation);
     std::vector<int> writers;  // the rank of each file
     size_t pos = 0;
     for (int r = 0; r < comm.Size() && local.ok(); ++r) {

@@ -8,8 +8,8 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/checkpoint/copy.h"
-#include "impl/checkpoint/dynamic_table_io.h"
 #include "impl/checkpoint/format.h"
+#include "impl/checkpoint/keyed_table_io.h"
 #include "impl/checkpoint/staged_load.h"
 #include "impl/comm/agree.h"
 #include "impl/core/config.h"
@@ -34,39 +34,39 @@ void SplitPath(const std::string& path, std::string* dir, std::string* name) {
 // state and another not would leave the replicas different), and a dynamic table takes another
 // path than a fixed one. One all-reduce, before anything else; an unknown name counts as a table
 // of its own (when every rank names it, the calls go on to refuse it as before).
-Status AgreeOnTable(embedding::EmbeddingCollection& coll, const std::string& table, bool with_state,
+Status AgreeOnTable(embedding::TableStorage& storage, const std::string& table, bool with_state,
                     const char* call) {
-  const int64_t same[] = {coll.plan().TableIndex(table), with_state ? 1 : 0};
+  const int64_t same[] = {storage.plan().TableIndex(table), with_state ? 1 : 0};
   return comm::AgreeOnArguments(
-      coll.comm(), Status::Ok(), StrCat("table ", call), same,
+      storage.comm(), Status::Ok(), StrCat("table ", call), same,
       StrCat("they named different tables or with_optimizer_state values (this rank: '", table,
              "', ", with_state ? 1 : 0, "); every rank must give the same"));
 }
 
 }  // namespace
 
-Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
+Status ExportTable(embedding::TableStorage& storage, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state) {
-  SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, with_state, "export"));
-  const int32_t index = coll.plan().TableIndex(table);
-  if (index >= 0 && coll.plan().tables[index].dynamic.enabled)
-    return ExportDynamicTable(coll, fs, path, index, with_state);
-  comm::Communicator& comm = coll.comm();
+  SR_RETURN_IF_ERROR(AgreeOnTable(storage, table, with_state, "export"));
+  const int32_t index = storage.plan().TableIndex(table);
+  if (index >= 0 && storage.plan().tables[index].dynamic.enabled)
+    return ExportKeyedTable(storage, fs, path, index, with_state);
+  comm::Communicator& comm = storage.comm();
   std::vector<embedding::StateInfo> states;
-  Status local = coll.TableStates(table, &states);  // kNotFound for an unknown table
+  Status local = storage.TableStates(table, &states);  // kNotFound for an unknown table
   if (local.ok() && path.empty()) local = Status::InvalidArgument("path must not be empty");
   SR_RETURN_IF_ERROR(Agree(comm, local, "to start the export"));
   // TableStates found the table (index >= 0).
-  const int64_t rows = coll.plan().tables[index].rows, dim = coll.plan().tables[index].dim;
+  const int64_t rows = storage.plan().tables[index].rows, dim = storage.plan().tables[index].dim;
   // The accessors gather the full table on every rank (collective).
   std::vector<std::vector<float>> data(1, std::vector<float>(static_cast<size_t>(rows * dim)));
   std::vector<Record> recs(1);
   recs[0].key = "weights";
-  SR_RETURN_IF_ERROR(coll.GetWeights(table, data[0].data(), data[0].size()));
+  SR_RETURN_IF_ERROR(storage.GetWeights(table, data[0].data(), data[0].size()));
   if (with_state) {
     for (const auto& s : states) {
       data.emplace_back(static_cast<size_t>(s.row_wise ? rows : rows * dim));
-      SR_RETURN_IF_ERROR(coll.GetState(table, s.name, data.back().data(), data.back().size()));
+      SR_RETURN_IF_ERROR(storage.GetState(table, s.name, data.back().data(), data.back().size()));
       Record r;
       r.key = s.name;
       r.vector = s.row_wise;
@@ -93,13 +93,13 @@ Status ExportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
   return Agree(comm, local, "to write the exported table");
 }
 
-Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const std::string& path,
+Status ImportTable(embedding::TableStorage& storage, FileSystem& fs, const std::string& path,
                    const std::string& table, bool with_state, uint64_t staging_limit) {
-  SR_RETURN_IF_ERROR(AgreeOnTable(coll, table, with_state, "import"));
-  const int32_t index = coll.plan().TableIndex(table);
-  if (index >= 0 && coll.plan().tables[index].dynamic.enabled)
-    return ImportDynamicTable(coll, fs, path, index, with_state);
-  comm::Communicator& comm = coll.comm();
+  SR_RETURN_IF_ERROR(AgreeOnTable(storage, table, with_state, "import"));
+  const int32_t index = storage.plan().TableIndex(table);
+  if (index >= 0 && storage.plan().tables[index].dynamic.enabled)
+    return ImportKeyedTable(storage, fs, path, index, with_state);
+  comm::Communicator& comm = storage.comm();
   std::unique_ptr<ReadableFile> file;
   struct Copy {
     Target dst;
@@ -109,12 +109,12 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
   std::vector<Copy> copies;
   StagedLoad staged(staging_limit);
   Status local = [&]() -> Status {
-    if (coll.input_dist_pending())
+    if (storage.input_dist_pending())
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
     std::vector<embedding::StateInfo> states;
-    SR_RETURN_IF_ERROR(coll.TableStates(table, &states));
+    SR_RETURN_IF_ERROR(storage.TableStates(table, &states));
     // TableStates found the table (index >= 0).
-    const int64_t rows = coll.plan().tables[index].rows, dim = coll.plan().tables[index].dim;
+    const int64_t rows = storage.plan().tables[index].rows, dim = storage.plan().tables[index].dim;
     SR_RETURN_IF_ERROR(fs.OpenReadable(path, &file));
     file = StopOnAbort(std::move(file), comm);
     std::vector<Record> recs;
@@ -133,7 +133,7 @@ Status ImportTable(embedding::EmbeddingCollection& coll, FileSystem& fs, const s
       return Status::InvalidArgument(path, ": \"weights\" is ", weights->second.rows, " x ",
                                      weights->second.cols, ", table ", table, " is ", rows, " x ",
                                      dim);
-    for (const embedding::ShardTensor& t : coll.ShardTensors()) {
+    for (const embedding::ShardTensor& t : storage.ShardTensors()) {
       if (t.table_name != table || t.rows == 0 || t.cols == 0) continue;
       const bool is_weights = t.kind == embedding::ParamKind::kWeights;
       if (!is_weights && !with_state) continue;

@@ -85,14 +85,6 @@ int64_t SharedOptionsDigest(const CollectionOptions& o,
 
 }  // namespace
 
-Status EmbeddingCollection::RefuseDynamicTables(const char* what) const {
-  for (const auto& t : s_.layout.plan->tables)
-    if (t.dynamic.enabled)
-      return Status::Unsupported(what, " of a collection with a dynamic table ('", t.name,
-                                 "') are not supported yet (docs/dynamic-tables.md)");
-  return Status::Ok();
-}
-
 Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
                                    std::shared_ptr<comm::Communicator> comm,
                                    const optim::OptimizerConfig* optimizer,

@@ -24,15 +24,11 @@
 #include "impl/embedding/row_resolver.h"
 #include "impl/embedding/step_agreement.h"
 #include "impl/embedding/step_state.h"
+#include "impl/embedding/storage/table_storage.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/types.h"
 
 namespace shardrec::embedding {
-
-struct StateInfo {
-  std::string name;
-  bool row_wise = false;  // one value per row, else one per element
-};
 
 class EmbeddingCollection {
  public:
@@ -151,18 +147,15 @@ class EmbeddingCollection {
   const Layout& layout() const { return s_.layout; }
   const optim::OptimizerConfig& optimizer() const { return optim_; }
   const CollectionTimings& timings() const { return s_.timings; }
-  const dynamic::DynamicTables& dynamic_tables() const { return s_.dynamic; }
   // Ranks of the data-parallel tables' group (the world on a 2D mesh, by default).
   int data_parallel_size() const { return s_.dp_comm ? s_.dp_comm->Size() : 1; }
-  // For checkpoint loads, which replace a dynamic shard's rows (host collections only).
-  dynamic::DynamicTables& mutable_dynamic_tables() { return s_.dynamic; }
-  // kUnsupported naming `what` (checkpoints, table export, replica sync) when the plan has a
-  // dynamic table, which those do not handle yet (docs/dynamic-tables.md); decided by the plan,
-  // so every rank returns the same without a collective.
-  Status RefuseDynamicTables(const char* what) const;
   comm::Communicator& comm() { return *s_.comm; }
+  // What checkpoints and 2D replicas see of the tables (storage/table_storage.h); valid as long
+  // as the collection.
+  TableStorage& storage();
 
  private:
+  friend class CollectionStorage;  // storage/collection_storage.cc
   EmbeddingCollection() = default;
   std::unique_ptr<RoutedBatch> TakeSpare();
   // A NaN or infinite element of a host output gradient (GradNotFinite names it).
@@ -210,6 +203,7 @@ class EmbeddingCollection {
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
   bool last_forward_failed_ = false;          // the last Forward / ForwardDistributed failed
   bool current_evaluated_ = false;            // s_.current came from an evaluation forward (Finish)
+  std::unique_ptr<TableStorage> storage_;  // made by the first storage()
 };
 
 }  // namespace shardrec::embedding

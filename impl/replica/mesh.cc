@@ -7,7 +7,6 @@
 #include "impl/comm/staged_comm.h"
 #include "impl/core/check.h"
 #include "impl/embedding/device_copy.h"
-#include "impl/replica/dynamic_merge.h"
 #include "impl/replica/sync_scope.h"
 
 namespace shardrec::replica {
@@ -80,13 +79,13 @@ Status Mesh::Create(std::shared_ptr<comm::Communicator> world, const MeshOptions
   return Status::Ok();
 }
 
-Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
+Status Mesh::Sync(embedding::TableStorage& storage, SyncMode mode) {
   if (mode == SyncMode::kDefault) mode = options_.sync_mode;
   Status args = Status::Ok();
   if (mode != SyncMode::kWeightsAndState && mode != SyncMode::kWeightsOnly)
     args = Status::InvalidArgument("unknown sync mode ", static_cast<int32_t>(mode));
-  if (args.ok() && coll.plan().world_size != layout_.shard_size())
-    args = Status::InvalidArgument("the collection's plan has ", coll.plan().world_size,
+  if (args.ok() && storage.plan().world_size != layout_.shard_size())
+    args = Status::InvalidArgument("the collection's plan has ", storage.plan().world_size,
                                    " ranks but the mesh's sharding groups have ",
                                    layout_.shard_size());
   // The sync is collective over the replica group: a replica refusing its own arguments still
@@ -109,22 +108,24 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   // state, while the sync reads and writes only those over the replica group's communicator.
   // The lookup that reads the weights runs later, on this thread (forward_distributed).
   // A GPU collection's stream-ordered calls finish (and report) before its arenas are averaged.
-  SR_RETURN_IF_ERROR(coll.Synchronize());
+  SR_RETURN_IF_ERROR(storage.Synchronize());
   // Replicas of a dynamic table may hold different ids in one slot: its shards merge by key
-  // (dynamic_merge.h) and are cut out of the arena average (CutDynamic). Their rows are gathered
-  // first, so a failed or refused gather changes nothing. A data-parallel dynamic table agreed
-  // over the world is neither merged nor averaged (sync_scope.h).
-  DynamicMerge& merge = merge_;
+  // (dynamic/replica_merge.h) and are cut out of the arena average (CutDynamic). Their rows are
+  // gathered first, so a failed or refused gather changes nothing. A data-parallel dynamic table
+  // agreed over the world is neither merged nor averaged (sync_scope.h).
+  embedding::dynamic::ReplicaMerge& merge = merge_;
   const int replicas = replica_->Size();
   bool dynamic = false;
-  for (const embedding::LocalShard& ls : coll.layout().local)
-    dynamic = dynamic || (coll.layout().tables[static_cast<size_t>(ls.table)].dynamic &&
-                          replicas > 1 && !SyncLeavesAlone(coll, ls.table, replicas));
+  for (const embedding::LocalShard& ls : storage.layout().local)
+    dynamic = dynamic || (storage.layout().tables[static_cast<size_t>(ls.table)].dynamic &&
+                          replicas > 1 && !SyncLeavesAlone(storage, ls.table, replicas));
   if (dynamic)
-    SR_RETURN_IF_ERROR(merge.Gather(coll, *replica_host_, mode == SyncMode::kWeightsOnly));
+    SR_RETURN_IF_ERROR(storage.GatherReplicaRows(&merge, *replica_host_,
+                                                 mode == SyncMode::kWeightsOnly,
+                                                 TablesLeftAlone(storage, replicas)));
   std::vector<SyncBuffer> buffers;
   std::vector<embedding::ParamBuffer> on_device;  // staged at the same index of `buffers`
-  for (const embedding::ParamBuffer& b : coll.ParamBuffers()) {
+  for (const embedding::ParamBuffer& b : storage.ParamBuffers()) {
     if (b.kind != embedding::ParamKind::kWeights && mode == SyncMode::kWeightsOnly) continue;
     SyncBuffer sb;
     sb.data = b.data;
@@ -137,10 +138,10 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
     on_device.push_back(b);
     if (b.device.is_host()) on_device.back().data = nullptr;
   }
-  CutDynamic(coll, replicas, &buffers, &on_device);
+  CutDynamic(storage, replicas, &buffers, &on_device);
   if (!replica_->device().is_host()) {
     SR_RETURN_IF_ERROR(SyncOverDevice(&buffers, &on_device));
-    if (dynamic) merge.Commit(coll);
+    if (dynamic) storage.CommitReplicaRows(&merge);
     syncs_ += 1;
     return Status::Ok();
   }
@@ -153,7 +154,7 @@ Status Mesh::Sync(embedding::EmbeddingCollection& coll, SyncMode mode) {
   SR_RETURN_IF_ERROR(SyncBuffers(*replica_, buffers, hook_, &staging_, &last_));
   if (staged) SR_RETURN_IF_ERROR(StageOut(on_device, buffers));
   if (dynamic) {
-    merge.Commit(coll);
+    storage.CommitReplicaRows(&merge);
     last_.bytes += merge.sent_bytes();
     last_.collectives += merge.collectives();
   }
@@ -211,11 +212,11 @@ Status Mesh::StageOut(const std::vector<embedding::ParamBuffer>& on_device,
   return Status::Ok();
 }
 
-Status Mesh::Step(embedding::EmbeddingCollection& coll, bool* synced) {
+Status Mesh::Step(embedding::TableStorage& storage, bool* synced) {
   if (synced != nullptr) *synced = false;
   const int64_t next = steps_ + 1;
   if (next % options_.sync_interval == 0) {
-    SR_RETURN_IF_ERROR(Sync(coll, SyncMode::kDefault));
+    SR_RETURN_IF_ERROR(Sync(storage, SyncMode::kDefault));
     if (synced != nullptr) *synced = true;
   }
   steps_ = next;

@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
-#include "impl/embedding/collection.h"
 #include "impl/embedding/device_copy.h"
-#include "impl/replica/dynamic_merge.h"
+#include "impl/embedding/dynamic/replica_merge.h"
+#include "impl/embedding/step_state.h"
+#include "impl/embedding/storage/table_storage.h"
 #include "impl/replica/layout.h"
 #include "impl/replica/sync.h"
 
@@ -41,15 +42,20 @@ class Mesh {
   static Status Create(std::shared_ptr<comm::Communicator> world, const MeshOptions& options,
                        std::unique_ptr<Mesh>* out, const Status& local = Status::Ok());
 
-  // Collective over the world: a collection sharded over this rank's sharding group whose
-  // data-parallel tables reduce over the world (unless options.dp_comm says otherwise), then a
-  // check that every replica of this rank's shards starts with the same weights. `rejected` as
-  // in EmbeddingCollection::Create.
-  Status CreateCollection(std::shared_ptr<const sharding::Plan> plan,
-                          const optim::OptimizerConfig* optimizer,
-                          embedding::CollectionOptions options,
-                          std::unique_ptr<embedding::EmbeddingCollection>* out,
-                          const Status& rejected = Status::Ok());
+  // A collection on the mesh is sharded over this rank's sharding group, its data-parallel
+  // tables reduce over the world (unless options.dp_comm says otherwise), and every replica of
+  // this rank's shards starts with the same weights. The C layer creates it (the replica module
+  // sees collections only through the storage seam) in three steps, every rank alike:
+  // CollectionArgs, which returns this rank's verdict (`rejected`, as in
+  // EmbeddingCollection::Create, or a plan not made for the sharding group's size) and sets
+  // options->dp_comm to the world when unset; EmbeddingCollection::Create over sharding() with
+  // that verdict (RefuseCreate without a plan); and, unless that failed in an exchange
+  // (comm::IsExchangeFailure: the peers may be gone), VerifyReplicas, collective over the world,
+  // with the created collection's storage (null where it was not created, `created` saying why,
+  // which is then returned).
+  Status CollectionArgs(const sharding::Plan* plan, embedding::CollectionOptions* options,
+                        const Status& rejected) const;
+  Status VerifyReplicas(embedding::TableStorage* storage, const Status& created);
 
   // Over a device (NCCL) replica group a GPU collection's fp32 and integer arenas are instead
   // all-reduced in place on the device (device_sync.cc: no host staging, one wait); its 16-bit
@@ -61,11 +67,12 @@ class Mesh {
   // are copied to one reused host staging area, averaged there exactly as a host collection's,
   // and copied back (each copy waited for with the device wait bound); a replica whose copy to
   // the host fails fails the sync on every replica before anything changes. Dynamic tables'
-  // shards merge by key instead (dynamic_merge.h), gathered before anything changes.
-  Status Sync(embedding::EmbeddingCollection& coll, SyncMode mode);
+  // shards merge by key instead (dynamic/replica_merge.h, through the storage seam), gathered
+  // before anything changes.
+  Status Sync(embedding::TableStorage& storage, SyncMode mode);
   // Counts one training step; syncs (in the configured mode) when the count reaches a multiple
   // of the sync interval.
-  Status Step(embedding::EmbeddingCollection& coll, bool* synced);
+  Status Step(embedding::TableStorage& storage, bool* synced);
   // Replaces the sync collective for floating-point buffers; an empty hook restores it.
   void SetHook(SyncHook hook) { hook_ = std::move(hook); }
 
@@ -109,7 +116,7 @@ class Mesh {
   SyncStats last_;
   std::vector<uint8_t> staging_;
   // The dynamic tables' merge of a sync; kept from sync to sync so its buffers are reused.
-  DynamicMerge merge_;
+  embedding::dynamic::ReplicaMerge merge_;
   // Host copies of a GPU collection's parameter arenas during a sync, reused from sync to sync
   // (pinned when the plugin can pin them).
   embedding::HostStaging device_staging_;

@@ -1,5 +1,5 @@
-// Collections on a mesh: creation over the sharding group, and the check that every replica
-// starts from the same weights.
+// Collections on a mesh: the arguments of their creation over the sharding group (which the C
+// layer runs), and the check that every replica starts from the same weights.
 #include <algorithm>
 #include <cstring>
 
@@ -54,7 +54,7 @@ Status WeightDigest(const std::vector<embedding::ParamBuffer>& buffers, uint64_t
 
 // Every replica of this rank's shards must hold the same initial weights; the verdict is shared
 // with the whole world so that no rank proceeds alone.
-Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection* coll,
+Status VerifyReplicasIdentical(Mesh& mesh, embedding::TableStorage* storage,
                                const Status& created) {
   // A rank whose sharding group did not create its collection (`created`) still takes part, so
   // the other groups learn it instead of waiting for it: with digest and kind words no rank's
@@ -63,8 +63,8 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection* coll,
   Status local = Status::Ok();
   bool on_device = false;
   if (created.ok()) {
-    const std::vector<embedding::ParamBuffer> buffers = coll->ParamBuffers();
-    local = WeightDigest(buffers, coll->plan().Hash(), &digest);
+    const std::vector<embedding::ParamBuffer> buffers = storage->ParamBuffers();
+    local = WeightDigest(buffers, storage->plan().Hash(), &digest);
     for (const embedding::ParamBuffer& b : buffers) on_device = on_device || !b.device.is_host();
   }
   // Max and min of the digest (min as max of the complement) and of the collection's kind, in
@@ -109,29 +109,20 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::EmbeddingCollection* coll,
 
 }  // namespace
 
-Status Mesh::CreateCollection(std::shared_ptr<const sharding::Plan> plan,
-                              const optim::OptimizerConfig* optimizer,
-                              embedding::CollectionOptions options,
-                              std::unique_ptr<embedding::EmbeddingCollection>* out,
-                              const Status& rejected) {
+Status Mesh::CollectionArgs(const sharding::Plan* plan, embedding::CollectionOptions* options,
+                            const Status& rejected) const {
   Status local = rejected;
   if (local.ok() && plan == nullptr) local = Status::InvalidArgument("plan must not be null");
   if (local.ok() && plan->world_size != layout_.shard_size())
     local = Status::InvalidArgument(
         "the plan is made for ", plan->world_size, " ranks but the mesh's sharding groups have ",
         layout_.shard_size(), " ranks: plan once for the sharding group size");
-  if (options.dp_comm == nullptr) options.dp_comm = world_;
-  std::unique_ptr<embedding::EmbeddingCollection> coll;
-  // Every rank reaches the replicas' check, whether or not its group created the collection,
-  // unless its group's communication failed (its peers may be gone: no second wait for them).
-  const Status created = plan == nullptr
-                             ? embedding::EmbeddingCollection::RefuseCreate(sharding_, local)
-                             : embedding::EmbeddingCollection::Create(
-                                   std::move(plan), sharding_, optimizer, options, &coll, local);
-  if (comm::IsExchangeFailure(created)) return created;
-  SR_RETURN_IF_ERROR(VerifyReplicasIdentical(*this, coll.get(), created));
-  *out = std::move(coll);
-  return Status::Ok();
+  if (options->dp_comm == nullptr) options->dp_comm = world_;
+  return local;
+}
+
+Status Mesh::VerifyReplicas(embedding::TableStorage* storage, const Status& created) {
+  return VerifyReplicasIdentical(*this, storage, created);
 }
 
 }  // namespace shardrec::replica

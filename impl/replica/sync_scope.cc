@@ -6,18 +6,25 @@
 
 namespace shardrec::replica {
 
-bool SyncLeavesAlone(const embedding::EmbeddingCollection& coll, int32_t table, int replicas) {
-  const embedding::TableLayout& t = coll.layout().tables[static_cast<size_t>(table)];
+bool SyncLeavesAlone(const embedding::TableStorage& storage, int32_t table, int replicas) {
+  const embedding::TableLayout& t = storage.layout().tables[static_cast<size_t>(table)];
   return t.dynamic && t.data_parallel && replicas > 1 &&
-         coll.data_parallel_size() == coll.plan().world_size * replicas;
+         storage.data_parallel_size() == storage.plan().world_size * replicas;
 }
 
-void CutDynamic(embedding::EmbeddingCollection& coll, int replicas,
-                std::vector<SyncBuffer>* buffers, std::vector<embedding::ParamBuffer>* on_device) {
+std::vector<bool> TablesLeftAlone(const embedding::TableStorage& storage, int replicas) {
+  std::vector<bool> out(storage.layout().tables.size());
+  for (size_t t = 0; t < out.size(); ++t)
+    out[t] = SyncLeavesAlone(storage, static_cast<int32_t>(t), replicas);
+  return out;
+}
+
+void CutDynamic(embedding::TableStorage& storage, int replicas, std::vector<SyncBuffer>* buffers,
+                std::vector<embedding::ParamBuffer>* on_device) {
   if (replicas <= 1) return;
   std::vector<std::pair<const uint8_t*, const uint8_t*>> cuts;  // byte ranges, sorted
-  for (const embedding::ShardTensor& t : coll.ShardTensors()) {
-    if (!t.device.is_host() || !coll.layout().tables[static_cast<size_t>(t.table)].dynamic)
+  for (const embedding::ShardTensor& t : storage.ShardTensors()) {
+    if (!t.device.is_host() || !storage.layout().tables[static_cast<size_t>(t.table)].dynamic)
       continue;
     const auto* p = static_cast<const uint8_t*>(t.data);
     cuts.emplace_back(p, p + static_cast<size_t>(t.rows) * static_cast<size_t>(t.row_stride) *

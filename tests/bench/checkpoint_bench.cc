@@ -25,6 +25,7 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/comm/factory.h"
+#include "impl/embedding/collection.h"
 #include "impl/sharding/layout.h"
 
 namespace shardrec::checkpoint {
@@ -106,7 +107,7 @@ void Run(benchmark::State& state, Mode mode) {
   const std::string dir = BenchDir();
   Group g;
   g.comm = &coll->comm();
-  if (!Save(*coll, g, *fs, dir, {}).ok()) {
+  if (!Save(coll->storage(), g, *fs, dir, {}).ok()) {
     state.SkipWithError("save failed");
     return;
   }
@@ -115,7 +116,7 @@ void Run(benchmark::State& state, Mode mode) {
   std::vector<char> piece(save ? size_t{1} << 20 : bytes + (1 << 20), 1);
   // One load before timing: the optimizer state's arena is untouched until something writes
   // it, and the plain read's buffer is touched, so the first load would also time page faults.
-  if (!save && !Load(*coll, g, *fs, dir, lo).ok()) {
+  if (!save && !Load(coll->storage(), g, *fs, dir, lo).ok()) {
     state.SkipWithError("warm-up load failed");
     return;
   }
@@ -123,7 +124,8 @@ void Run(benchmark::State& state, Mode mode) {
   for (auto _ : state) {
     auto t0 = Clock::now();
     double c0 = ThreadCpu();
-    const Status s = save ? Save(*coll, g, *fs, dir, {}) : Load(*coll, g, *fs, dir, lo);
+    const Status s =
+        save ? Save(coll->storage(), g, *fs, dir, {}) : Load(coll->storage(), g, *fs, dir, lo);
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
       break;

@@ -188,7 +188,7 @@ void BM_Step(benchmark::State& state) {
       ThrowIfError(colls[r]->Backward(grad[r].data(), grad[r].size()));
       if (interval > 0 && step % interval == 0) {
         auto t = Clock::now();
-        ThrowIfError(world->meshes[r]->Sync(*colls[r], SyncMode::kWeightsAndState));
+        ThrowIfError(world->meshes[r]->Sync(colls[r]->storage(), SyncMode::kWeightsAndState));
         sync_seconds[r] += std::chrono::duration<double>(Clock::now() - t).count();
       }
     });
@@ -265,7 +265,7 @@ void BM_StepOverlap(benchmark::State& state) {
                             {}};
   };
   auto sync = [&](int r) {
-    ThrowIfError(world->meshes[r]->Sync(*colls[r], SyncMode::kWeightsAndState));
+    ThrowIfError(world->meshes[r]->Sync(colls[r]->storage(), SyncMode::kWeightsAndState));
   };
   auto plain_block = [&](int r) {
     for (int k = 0; k < kBlock; ++k) {

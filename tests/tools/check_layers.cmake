@@ -5,6 +5,8 @@
 #  - inside impl/embedding, the GPU collection (impl/embedding/gpu, its own static library) is
 #    seen only by the engine factory, which picks the engine once; the rest of the module (the
 #    host side) and every other module but the CUDA plugin never include it;
+#  - checkpoints and 2D replicas (impl/checkpoint, impl/replica) see a collection only through the
+#    storage seam (impl/embedding/storage/table_storage.h), never the collection's header;
 #  - black-box tests (tests/capi), examples and bindings include public headers only.
 # Run: cmake -DSOURCE_DIR=<repo> -P check_layers.cmake. Prints every violation, fails if any.
 cmake_minimum_required(VERSION 3.25)
@@ -28,6 +30,9 @@ set(allow_checkpoint "core;sharding;optim;comm;embedding;dense;ddp;replica")
 set(allow_serving "core;sharding;checkpoint")
 set(allow_cuda_plugin "core;sharding;optim;comm;dense;embedding;ddp")
 set(modules core optim sharding comm dense planner embedding ddp replica checkpoint serving cuda_plugin)
+
+# The modules that see a collection only through the storage seam.
+set(storage_seam_modules checkpoint replica)
 
 # The one host-side file that may include impl/embedding/gpu/ (engine.h MakeEngine).
 set(gpu_engine_factory "impl/embedding/engine_factory.cc")
@@ -59,6 +64,10 @@ foreach(rel IN LISTS impl_files)
       endif()
     elseif(line MATCHES "#include[ \t]*[\"<](capi/|shardrec/)")
       list(APPEND violations "${rel}: impl may not include the C API (${line})")
+    endif()
+    if(line MATCHES "#include[ \t]*\"impl/embedding/collection\\.h\"" AND module IN_LIST storage_seam_modules)
+      list(APPEND violations
+           "${rel}: impl/${module} sees a collection through impl/embedding/storage/table_storage.h, not impl/embedding/collection.h (${line})")
     endif()
     if(line MATCHES "#include[ \t]*\"impl/embedding/gpu/" AND NOT rel MATCHES "^impl/embedding/gpu/"
        AND NOT rel STREQUAL gpu_engine_factory AND NOT module STREQUAL "cuda_plugin")

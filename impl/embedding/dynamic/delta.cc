@@ -9,47 +9,47 @@
 
 #include "impl/comm/gather_bytes.h"
 #include "impl/core/element.h"
-#include "impl/embedding/collection.h"
+#include "impl/embedding/dynamic/dynamic_tables.h"
+#include "impl/embedding/storage/table_storage.h"
 
 namespace shardrec::embedding::dynamic {
 
-Status MarkDelta(EmbeddingCollection& coll, int32_t table) {
-  const Layout& layout = coll.layout();
+Status MarkDelta(const Layout& layout, DynamicTables& tables, int32_t table) {
   if (!layout.tables[table].dynamic)
     return Status::InvalidArgument("table '", layout.plan->tables[table].name, "' is not dynamic");
   for (size_t i = 0; i < layout.local.size(); ++i)
-    if (layout.local[i].table == table)
-      coll.mutable_dynamic_tables().Shard(static_cast<int32_t>(i))->Mark();
+    if (layout.local[i].table == table) tables.Shard(static_cast<int32_t>(i))->Mark();
   return Status::Ok();
 }
 
 namespace {
 
 // Every row, or the changed ones and the tombstones since the marks.
-Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* out) {
-  const Layout& layout = coll.layout();
+Status Gather(TableStorage& storage, const DynamicTables& tables, int32_t table, bool every_row,
+              Delta* out) {
+  const Layout& layout = storage.layout();
   const std::string& name = layout.plan->tables[table].name;
   if (!layout.tables[table].dynamic)
     return Status::InvalidArgument("table '", name, "' is not dynamic");
   const int64_t dim = layout.plan->tables[table].dim;
-  comm::Communicator& comm = coll.comm();
+  comm::Communicator& comm = storage.comm();
   // This rank's part: per entry (id, first column, columns, values), then the tombstones.
   Status local = Status::Ok();
-  if (coll.input_dist_pending())
+  if (storage.input_dist_pending())
     local = Status::InvalidUsage("cannot export rows of dynamic table '", name,
                                  "' while an input distribution is pending");
   std::vector<uint8_t> mine;
   int64_t entries = 0;
   std::vector<int64_t> tombs;
   int32_t replaced = 0;
-  const std::vector<ShardTensor> tensors = coll.ShardTensors();
+  const std::vector<ShardTensor> tensors = storage.ShardTensors();
   for (size_t i = 0; i < layout.local.size() && local.ok(); ++i) {
     const LocalShard& ls = layout.local[i];
     if (ls.table != table) continue;
     // A data-parallel table's copies are the same: rank 0's is sent (every rank still checks its
     // mark, so a rank that forgot it fails every rank alike).
     const bool copy = layout.tables[table].data_parallel && layout.rank != 0;
-    const DynamicShard* shard = coll.dynamic_tables().Shard(static_cast<int32_t>(i));
+    const DynamicShard* shard = tables.Shard(static_cast<int32_t>(i));
     if (!every_row && !shard->tracking()) {
       local = Status::InvalidUsage("dynamic table '", name,
                                    "' has no mark on this rank: call "
@@ -127,12 +127,12 @@ Status Gather(EmbeddingCollection& coll, int32_t table, bool every_row, Delta* o
 
 }  // namespace
 
-Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out) {
-  return Gather(coll, table, false, out);
+Status GatherDelta(TableStorage& storage, const DynamicTables& tables, int32_t table, Delta* out) {
+  return Gather(storage, tables, table, false, out);
 }
 
-Status GatherRows(EmbeddingCollection& coll, int32_t table, Delta* out) {
-  return Gather(coll, table, true, out);
+Status GatherRows(TableStorage& storage, const DynamicTables& tables, int32_t table, Delta* out) {
+  return Gather(storage, tables, table, true, out);
 }
 
 }  // namespace shardrec::embedding::dynamic

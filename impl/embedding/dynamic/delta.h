@@ -9,10 +9,13 @@
 #include "impl/core/status.h"
 
 namespace shardrec::embedding {
-class EmbeddingCollection;
-}
+struct Layout;
+class TableStorage;
+}  // namespace shardrec::embedding
 
 namespace shardrec::embedding::dynamic {
+
+class DynamicTables;
 
 struct Delta {
   std::vector<int64_t> ids;         // ascending
@@ -24,18 +27,21 @@ struct Delta {
   bool full = false;
 };
 
+// The collection runs these through its storage seam (TableStorage::MarkDelta, GatherDelta):
+// `storage` is its, `tables` its dynamic tables.
+
 // Marks every local shard of dynamic table `table` (not collective: communicates nothing; call
 // on every rank between the same two steps). kInvalidArgument when the table is not dynamic.
-Status MarkDelta(EmbeddingCollection& coll, int32_t table);
+Status MarkDelta(const Layout& layout, DynamicTables& tables, int32_t table);
 
 // Collective over the collection's communicator: every rank gets the whole table's delta since
 // the marks. Every rank fails alike (kInvalidUsage) when a rank has not marked the table or has
 // an input distribution pending; kInvalidArgument when the table is not dynamic (decided by the
 // plan); a failed exchange.
-Status GatherDelta(EmbeddingCollection& coll, int32_t table, Delta* out);
+Status GatherDelta(TableStorage& storage, const DynamicTables& tables, int32_t table, Delta* out);
 
 // Collective, as GatherDelta: every row of the table (no mark needed, no tombstones), for table
 // exports.
-Status GatherRows(EmbeddingCollection& coll, int32_t table, Delta* out);
+Status GatherRows(TableStorage& storage, const DynamicTables& tables, int32_t table, Delta* out);
 
 }  // namespace shardrec::embedding::dynamic

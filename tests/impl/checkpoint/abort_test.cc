@@ -11,6 +11,7 @@
 
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/comm/factory.h"
+#include "impl/embedding/collection.h"
 #include "impl/sharding/layout.h"
 
 namespace shardrec::checkpoint {
@@ -106,12 +107,12 @@ TEST(CheckpointAbort, AnAbortStopsALoadAtTheNextChunk) {
     ASSERT_NE(coll, nullptr);
     Group g;
     g.comm = &coll->comm();
-    ASSERT_TRUE(Save(*coll, g, fs, "ck", {}).ok());
+    ASSERT_TRUE(Save(coll->storage(), g, fs, "ck", {}).ok());
     // Read 4: past the manifest and the file's header, in the records' chunks.
     fs.Arm(&coll->comm(), 4);
     LoadOptions lo;
     lo.allow_partial_load = partial;
-    const Status s = Load(*coll, g, fs, "ck", lo);
+    const Status s = Load(coll->storage(), g, fs, "ck", lo);
     EXPECT_EQ(s.code(), Code::kAborted) << "partial " << partial << ": " << s.ToString();
     EXPECT_EQ(fs.reads_after_abort(), 0) << "partial " << partial;
   }
@@ -123,9 +124,9 @@ TEST(CheckpointAbort, AnAbortStopsATableImportAtTheNextChunk) {
   std::unique_ptr<EmbeddingCollection> coll = OneRank();
   ASSERT_NE(coll, nullptr);
   ASSERT_TRUE(fs.CreateDir("out").ok());
-  ASSERT_TRUE(ExportTable(*coll, fs, "out/big.safetensors", "big", true).ok());
+  ASSERT_TRUE(ExportTable(coll->storage(), fs, "out/big.safetensors", "big", true).ok());
   fs.Arm(&coll->comm(), 3);
-  const Status s = ImportTable(*coll, fs, "out/big.safetensors", "big", true);
+  const Status s = ImportTable(coll->storage(), fs, "out/big.safetensors", "big", true);
   EXPECT_EQ(s.code(), Code::kAborted) << s.ToString();
   EXPECT_EQ(fs.reads_after_abort(), 0);
 }

@@ -19,6 +19,7 @@
 #include "impl/checkpoint/format.h"
 #include "impl/comm/factory.h"
 #include "impl/core/check.h"
+#include "impl/embedding/collection.h"
 #include "impl/sharding/layout.h"
 
 namespace shardrec::checkpoint {
@@ -167,7 +168,7 @@ TEST(CheckpointFaults, EveryStepOfASaveLeavesALoadableCheckpoint) {
     Group g;
     g.comm = &c.comm();
     Fill(c, 1);
-    ASSERT_TRUE(Save(c, g, base, "ck", {}).ok());
+    ASSERT_TRUE(Save(c.storage(), g, base, "ck", {}).ok());
     const Values a = Take(c);  // every rank holds both expected states
     Fill(c, 2);
     const Values b = Take(c);
@@ -175,7 +176,7 @@ TEST(CheckpointFaults, EveryStepOfASaveLeavesALoadableCheckpoint) {
     ASSERT_TRUE(c.comm().Barrier().ok());
     std::shared_ptr<MemoryFileSystem> fs = shared.get();
     const int64_t before = fs->steps();
-    ASSERT_TRUE(Save(c, g, *fs, "ck", {}).ok());  // a clean save, to count its steps
+    ASSERT_TRUE(Save(c.storage(), g, *fs, "ck", {}).ok());  // a clean save, to count its steps
     ASSERT_TRUE(c.comm().Barrier().ok());
     if (r == 0) save_steps = fs->steps() - before;
     ASSERT_TRUE(c.comm().Barrier().ok());
@@ -190,12 +191,12 @@ TEST(CheckpointFaults, EveryStepOfASaveLeavesALoadableCheckpoint) {
         ASSERT_TRUE(c.comm().Barrier().ok());
         fs = shared.get();
         Fill(c, 2);
-        const Status saved = Save(c, g, *fs, "ck", {});
+        const Status saved = Save(c.storage(), g, *fs, "ck", {});
         ASSERT_TRUE(c.comm().Barrier().ok());
         if (r == 0) fs->SetFault(MemoryFileSystem::Fault::kNone, 0);
         ASSERT_TRUE(c.comm().Barrier().ok());
         Fill(c, 3);  // neither checkpoint: a load must overwrite everything
-        const Status loaded = Load(c, g, *fs, "ck", {});
+        const Status loaded = Load(c.storage(), g, *fs, "ck", {});
         ASSERT_TRUE(loaded.ok()) << "fault " << static_cast<int>(kind) << " at step " << k << ": "
                                  << loaded.ToString();
         const Values got = Take(c);
@@ -262,7 +263,7 @@ Group SavedCk(EmbeddingCollection& c, MemoryFileSystem& fs) {
   Group g;
   g.comm = &c.comm();
   Fill(c, 1);
-  EXPECT_TRUE(Save(c, g, fs, "ck", {}).ok());
+  EXPECT_TRUE(Save(c.storage(), g, fs, "ck", {}).ok());
   EXPECT_TRUE(c.comm().Barrier().ok());
   return g;
 }
@@ -287,7 +288,7 @@ TEST(CheckpointFaults, CorruptChunkNamesFileAndRecord) {
     const Group g = SavedCk(c, fs);
     EditOnRankZero(r, c, fs, "ck/g1-rank1.safetensors",
                    [](std::vector<uint8_t>& bytes) { bytes[bytes.size() - 1] ^= 1; });
-    const Status s = Load(c, g, fs, "ck", {});
+    const Status s = Load(c.storage(), g, fs, "ck", {});
     EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
     EXPECT_NE(s.message().find("g1-rank1.safetensors"), std::string::npos) << s.ToString();
     EXPECT_NE(s.message().find("record tw/"), std::string::npos) << s.ToString();
@@ -309,7 +310,7 @@ TEST(CheckpointFaults, AnEditedManifestIsRefusedByItsChecksum) {
       bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(at + 8), '1');  // 0 -> 10
     });
     const int64_t steps = c.num_steps();
-    const Status s = Load(c, g, fs, "ck", {});
+    const Status s = Load(c.storage(), g, fs, "ck", {});
     EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
     EXPECT_NE(s.message().find("manifest"), std::string::npos) << s.ToString();
     EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.ToString();
@@ -327,13 +328,13 @@ TEST(CheckpointFaults, AnEditedManifestIsRefusedByItsChecksum) {
     EditOnRankZero(r, c, fs, "ck/manifest.json", [&](std::vector<uint8_t>& bytes) {
       bytes.assign(floated.begin(), floated.end());
     });
-    const Status f = Load(c, g, fs, "ck", {});
+    const Status f = Load(c.storage(), g, fs, "ck", {});
     EXPECT_EQ(f.code(), Code::kCorrupt) << f.ToString();
     EXPECT_EQ(c.num_steps(), steps);
     const std::string old = text.substr(0, line_start) + text.substr(line_end + 1);
     EditOnRankZero(r, c, fs, "ck/manifest.json",
                    [&](std::vector<uint8_t>& bytes) { bytes.assign(old.begin(), old.end()); });
-    const Status legacy = Load(c, g, fs, "ck", {});
+    const Status legacy = Load(c.storage(), g, fs, "ck", {});
     EXPECT_TRUE(legacy.ok()) << legacy.ToString();
   });
 }
@@ -380,10 +381,10 @@ TEST(CheckpointLoadFaults, ReadFaultMidLoadChangesNothingOnAnyRank) {
       SaveOptions so;
       so.dense = {{"mlp.w", dense.data(), dense.size()}, {"mlp.s", state.data(), state.size()}};
       Fill(c, 1);
-      ASSERT_TRUE(Save(c, g, fs, "ck", so).ok());
+      ASSERT_TRUE(Save(c.storage(), g, fs, "ck", so).ok());
       const Values saved = Take(c);
       const std::vector<float> saved_dense = dense, saved_state = state;
-      ASSERT_TRUE(ExportTable(c, fs, "x/cw.safetensors", "cw", true).ok());
+      ASSERT_TRUE(ExportTable(c.storage(), fs, "x/cw.safetensors", "cw", true).ok());
       Fill(c, 2);
       for (float& v : dense) v += 1000.0f;
       for (float& v : state) v += 1000.0f;
@@ -411,8 +412,8 @@ TEST(CheckpointLoadFaults, ReadFaultMidLoadChangesNothingOnAnyRank) {
           fs.SetReadFault(path, import ? (DataStart(file) + file.size()) / 2 : at);
         }
         ASSERT_TRUE(c.comm().Barrier().ok());
-        const Status s =
-            import ? ImportTable(c, fs, "x/cw.safetensors", "cw", true) : Load(c, g, fs, "ck", lo);
+        const Status s = import ? ImportTable(c.storage(), fs, "x/cw.safetensors", "cw", true)
+                                : Load(c.storage(), g, fs, "ck", lo);
         EXPECT_EQ(s.code(), Code::kIo) << "world " << world << " rank " << r << " " << path
                                        << " byte " << at << ": " << s.ToString();
         EXPECT_TRUE(Take(c) == before) << "world " << world << " rank " << r << ": " << path
@@ -423,7 +424,7 @@ TEST(CheckpointLoadFaults, ReadFaultMidLoadChangesNothingOnAnyRank) {
       ASSERT_TRUE(c.comm().Barrier().ok());
       if (r == 0) fs.SetReadFault("", 0);
       ASSERT_TRUE(c.comm().Barrier().ok());
-      const Status s = Load(c, g, fs, "ck", lo);
+      const Status s = Load(c.storage(), g, fs, "ck", lo);
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_TRUE(Take(c) == saved) << "world " << world;
       EXPECT_EQ(dense, saved_dense);
@@ -441,7 +442,7 @@ TEST(CheckpointLoadFaults, BeyondTheStagingLimitFaultsStillChangeNothing) {
     Group g;
     g.comm = &c.comm();
     Fill(c, 1);
-    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
+    ASSERT_TRUE(Save(c.storage(), g, fs, "ck", {}).ok());
     const Values saved = Take(c);
     Fill(c, 2);
     const Values before = Take(c);
@@ -456,7 +457,7 @@ TEST(CheckpointLoadFaults, BeyondTheStagingLimitFaultsStillChangeNothing) {
       fs.SetContents(file, bad);
     }
     ASSERT_TRUE(c.comm().Barrier().ok());
-    Status s = Load(c, g, fs, "ck", lo);
+    Status s = Load(c.storage(), g, fs, "ck", lo);
     EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
     EXPECT_TRUE(Take(c) == before) << "a corrupt chunk beyond the limit changed rank " << r;
     ASSERT_TRUE(c.comm().Barrier().ok());
@@ -465,7 +466,7 @@ TEST(CheckpointLoadFaults, BeyondTheStagingLimitFaultsStillChangeNothing) {
       fs.SetReadFault(file, DataStart(good) + 3);
     }
     ASSERT_TRUE(c.comm().Barrier().ok());
-    s = Load(c, g, fs, "ck", lo);
+    s = Load(c.storage(), g, fs, "ck", lo);
     EXPECT_EQ(s.code(), Code::kIo) << s.ToString();
     EXPECT_TRUE(Take(c) == before) << "a read fault beyond the limit changed rank " << r;
     ASSERT_TRUE(c.comm().Barrier().ok());
@@ -474,7 +475,7 @@ TEST(CheckpointLoadFaults, BeyondTheStagingLimitFaultsStillChangeNothing) {
     for (uint64_t limit : {uint64_t{1000}, uint64_t{0}}) {
       Fill(c, 2);
       lo.staging_limit = limit;
-      s = Load(c, g, fs, "ck", lo);
+      s = Load(c.storage(), g, fs, "ck", lo);
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_TRUE(Take(c) == saved) << "limit " << limit;
     }
@@ -546,14 +547,14 @@ TEST(CheckpointFaults, APeerLostAfterThePublishIsReportedWithWhatWasPublished) {
     LosesItself counting(c.comm(), -1);
     g.comm = &counting;
     Fill(c, 1);
-    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
+    ASSERT_TRUE(Save(c.storage(), g, fs, "ck", {}).ok());
     const int last = counting.all_reduces() - 1;  // the publish agreement's
     Fill(c, 2);
     saved[r] = Take(c);
     ASSERT_TRUE(c.comm().Barrier().ok());
     LosesItself loses(c.comm(), r == 1 ? last : -1);
     g.comm = &loses;
-    results[r] = Save(c, g, fs, "ck", {});
+    results[r] = Save(c.storage(), g, fs, "ck", {});
   });
   EXPECT_TRUE(comm::IsExchangeFailure(results[0])) << results[0].ToString();
   EXPECT_NE(results[0].message().find("after rank 0 published the new checkpoint, generation 2"),
@@ -567,7 +568,7 @@ TEST(CheckpointFaults, APeerLostAfterThePublishIsReportedWithWhatWasPublished) {
     Group g;
     g.comm = &c.comm();
     Fill(c, 3);
-    ASSERT_TRUE(Load(c, g, fs, "ck", {}).ok());
+    ASSERT_TRUE(Load(c.storage(), g, fs, "ck", {}).ok());
     EXPECT_TRUE(Take(c) == saved[r]) << "rank " << r << ": not the new checkpoint";
   });
 }
@@ -579,7 +580,7 @@ TEST(CheckpointLoadFaults, APeerThatNeverArrivesTimesOutChangingNothing) {
     Group g;
     g.comm = &c.comm();
     Fill(c, 1);
-    ASSERT_TRUE(Save(c, g, fs, "ck", {}).ok());
+    ASSERT_TRUE(Save(c.storage(), g, fs, "ck", {}).ok());
     Fill(c, 2);
     ASSERT_TRUE(c.comm().Barrier().ok());
     if (r == 1) {
@@ -589,7 +590,7 @@ TEST(CheckpointLoadFaults, APeerThatNeverArrivesTimesOutChangingNothing) {
     // The communicator is poisoned after the timeout: compare this rank's own shards' bytes.
     const std::vector<uint8_t> before = LocalBytes(c);
     c.comm().set_timeout(std::chrono::milliseconds(300));
-    const Status s = Load(c, g, fs, "ck", {});
+    const Status s = Load(c.storage(), g, fs, "ck", {});
     done = true;
     EXPECT_EQ(s.code(), Code::kTimeout) << s.ToString();
     EXPECT_TRUE(LocalBytes(c) == before) << "the rank that waited changed its shards";

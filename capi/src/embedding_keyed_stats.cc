@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "capi/src/dynamic_stats.h"
+#include "capi/src/keyed_stats.h"
 #include "capi/src/embedding_convert.h"
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
@@ -16,7 +16,7 @@ namespace shardrec::capi {
 Status LocalDynamicStats(embedding::EmbeddingCollection& coll, int32_t t, const char* table,
                          shardrec_dynamic_table_stats_t* full) {
   embedding::dynamic::TableStats s;
-  if (!coll.dynamic_tables().Stats(t, &s))
+  if (!coll.storage().KeyedStats(t, &s))
     return Status::InvalidArgument("table '", table, "' is not dynamic");
   full->size = s.size;
   full->capacity = s.capacity;

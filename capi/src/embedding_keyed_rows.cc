@@ -1,6 +1,6 @@
 // C API of the dynamic tables of an embedding collection (shardrec/dynamic.h, "Dynamic
 // tables"): the statistics struct's init and the caller's eviction scores (the statistics
-// themselves: embedding_dynamic_stats.cc).
+// themselves: embedding_keyed_stats.cc).
 #include <cstddef>
 #include <span>
 
@@ -8,6 +8,7 @@
 #include "capi/src/embedding_handle.h"
 #include "capi/src/guard.h"
 #include "capi/src/versioned.h"
+#include "impl/embedding/dynamic/dynamic_tables.h"
 #include "shardrec/dynamic.h"
 
 using shardrec::Status;

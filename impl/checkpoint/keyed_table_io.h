@@ -1,6 +1,7 @@
-// Table export and import of dynamic tables (docs/checkpoint-format.md#table-export): rows keyed
-// by id, with their optimizer state on request; an import inserts or overwrites rows by id on
-// the shards that own them under this plan, all or nothing.
+// Table export and import of dynamic tables, rows keyed by id through the storage seam
+// (docs/checkpoint-format.md#table-export): rows keyed by id, with their optimizer state on
+// request; an import inserts or overwrites rows by id on the shards that own them under this plan,
+// all or nothing.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 
 #include "impl/checkpoint/fs.h"
 #include "impl/core/status.h"
-#include "impl/embedding/collection.h"
+#include "impl/embedding/storage/table_storage.h"
 
 namespace shardrec::checkpoint {
 
@@ -17,8 +18,8 @@ namespace shardrec::checkpoint {
 // `path` atomically: "ids" (I64 [n], ascending), "weights" (F32 [n, dim]) and each state by name
 // (F32 [n] or [n, dim]), metadata format "shardrec-dynamic-table". kInvalidUsage (every rank)
 // while an input distribution is pending.
-Status ExportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
-                          const std::string& path, int32_t t, bool with_state);
+Status ExportKeyedTable(embedding::TableStorage& storage, FileSystem& fs, const std::string& path,
+                        int32_t t, bool with_state);
 
 // Collective: every rank reads the file's "ids" and "weights" (and with `with_state` the states
 // named like the table's, F32 of the right shape), keeps the ids whose row block under this plan
@@ -27,7 +28,7 @@ Status ExportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
 // and count and score 0. kInvalidArgument when a shard would hold more rows than its slots, for
 // a repeated id, a missing "ids" tensor or a shape or dtype mismatch; kCorrupt, kIo; a peer's
 // failure. Every rank decides before anything changes; the commit is memory copies.
-Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
-                          const std::string& path, int32_t t, bool with_state);
+Status ImportKeyedTable(embedding::TableStorage& storage, FileSystem& fs, const std::string& path,
+                        int32_t t, bool with_state);
 
 }  // namespace shardrec::checkpoint

@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
-#include "impl/embedding/collection.h"
+#include "impl/embedding/dynamic/dynamic_tables.h"
 #include "impl/embedding/dynamic/merge.h"
+#include "impl/embedding/layout.h"
+#include "impl/embedding/param_views.h"
 
-namespace shardrec::replica {
+namespace shardrec::embedding::dynamic {
 
-class DynamicMerge {
+// Reached through the storage seam (TableStorage::GatherReplicaRows, CommitReplicaRows), which
+// holds the tables; the replica sync keeps one from sync to sync so its buffers are reused.
+class ReplicaMerge {
  public:
   // Collective over `replica`: packs this replica's dynamic shards and gathers every replica's.
   // Changes nothing. When every replica has tracked its shards since the last merge (and, unless
@@ -27,12 +31,15 @@ class DynamicMerge {
   // shards differ in tables, blocks, capacities, dtypes or optimizer states (different plans);
   // whatever the collectives return. `weights_only`: each replica keeps its own optimizer state of
   // the ids it held (the holders' average for the others).
-  Status Gather(embedding::EmbeddingCollection& coll, comm::Communicator& replica,
-                bool weights_only);
+  // `tensors` are the collection's shard tensors (host memory), `leave_alone` per table those the
+  // sync leaves alone (their copies are the same on every replica already).
+  Status Gather(const Layout& layout, const std::vector<ShardTensor>& tensors,
+                const DynamicTables& tables, const std::vector<bool>& leave_alone,
+                comm::Communicator& replica, bool weights_only);
   // Rebuilds every local dynamic shard from the gathered rows (memory only: cannot fail); slots
   // beyond the merged rows, the zero row among them, are cleared. Each shard then tracks its
   // changes until the next merge.
-  void Commit(embedding::EmbeddingCollection& coll);
+  void Commit(const Layout& layout, DynamicTables& tables);
   // Rows of the union left out for want of slots, summed over the local dynamic shards.
   int64_t evicted() const { return evicted_; }
   // Bytes this replica sent in the gathers (its rows and metadata); what the sync stats count.
@@ -46,7 +53,7 @@ class DynamicMerge {
   // One local dynamic shard: where its tensors are and how wide their rows.
   struct Local {
     int32_t local = 0;  // index into Layout::local
-    std::vector<embedding::dynamic::MergeTensor> tensors;
+    std::vector<MergeTensor> tensors;
     std::vector<uint8_t*> data;  // per tensor: slot 0
     std::vector<size_t> stride;  // per tensor: bytes between slots
     // Incremental gathers: the ids any replica changed since the last merge (ascending), and
@@ -61,26 +68,26 @@ class DynamicMerge {
   // Collective: the changed ids, then the digests of the rows no replica changed; when they agree,
   // the rows of the changed ids (incremental_ set); otherwise nothing more (the caller gathers
   // every row).
-  Status GatherIncremental(const std::vector<const embedding::dynamic::DynamicShard*>& shards,
+  Status GatherIncremental(const std::vector<const DynamicShard*>& shards,
                            const std::vector<int64_t>& changed,
                            const std::vector<size_t>& changed_lengths, comm::Communicator& replica);
   // `l`'s clean_slots: the slots of `shard` whose ids are not in l->changed, in the ids' order.
-  void FindClean(const embedding::dynamic::DynamicShard& shard, Local* l) const;
+  void FindClean(const DynamicShard& shard, Local* l) const;
   // The bytes Pack writes when it packs every live row.
-  size_t FullBytes(const std::vector<const embedding::dynamic::DynamicShard*>& shards) const;
+  size_t FullBytes(const std::vector<const DynamicShard*>& shards) const;
   // This replica's contribution into *out: per local shard i, its rows at the slots rows_of(i)
   // lists.
   template <typename Slots>
-  void Pack(const std::vector<const embedding::dynamic::DynamicShard*>& shards, Slots&& rows_of,
+  void Pack(const std::vector<const DynamicShard*>& shards, Slots&& rows_of,
             std::vector<uint8_t>* out) const;
   // Collective: every replica's `mine` (replica r's of sizes[r] bytes), into gathered_.
   Status GatherPayload(const std::vector<uint8_t>& mine, const std::vector<size_t>& sizes,
                        comm::Communicator& replica);
 
   std::vector<Local> locals_;
-  embedding::dynamic::MergedShard merged_;  // Commit's, kept: its buffers are reused
-  std::vector<uint8_t> mine_, gathered_;    // this replica's contribution, everyone's
-  std::vector<size_t> sizes_;               // bytes per replica
+  MergedShard merged_;                    // Commit's, kept: its buffers are reused
+  std::vector<uint8_t> mine_, gathered_;  // this replica's contribution, everyone's
+  std::vector<size_t> sizes_;             // bytes per replica
   int self_ = 0;
   int replicas_ = 0;
   bool weights_only_ = false;
@@ -90,4 +97,4 @@ class DynamicMerge {
   int64_t evicted_ = 0;
 };
 
-}  // namespace shardrec::replica
+}  // namespace shardrec::embedding::dynamic

@@ -1,25 +1,19 @@
-// Gathering and rebuilding dynamic shards for a replica sync (dynamic_merge.h). Each replica's
+// Gathering and rebuilding dynamic shards for a replica sync (replica_merge.h). Each replica's
 // contribution is one byte buffer: per local dynamic shard, a header {rows, forwards, admission
 // counters, scores}, then ids, last-seen forwards and counts (int64), the admission counters
 // (uint16, padded to 8 bytes), the scores (double; SCORE tables only) and each tensor's rows,
 // packed and padded to 8 bytes: every live row, or after a merge only those of the ids some
 // replica changed since.
-#include "impl/replica/dynamic_merge.h"
+#include "impl/embedding/dynamic/replica_merge.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "impl/core/check.h"
 #include "impl/core/rng.h"
-#include "impl/replica/sync_scope.h"
 
-namespace shardrec::replica {
+namespace shardrec::embedding::dynamic {
 namespace {
-
-using embedding::dynamic::CleanRows;
-using embedding::dynamic::DynamicShard;
-using embedding::dynamic::MergedShard;
-using embedding::dynamic::ReplicaRows;
 
 size_t Pad8(size_t n) { return (n + 7) / 8 * 8; }
 
@@ -63,7 +57,7 @@ uint64_t CleanDigest(const DynamicShard& shard, std::span<const int32_t> slots) 
 }  // namespace
 
 template <typename Slots>
-void DynamicMerge::Pack(const std::vector<const DynamicShard*>& shards, Slots&& rows_of,
+void ReplicaMerge::Pack(const std::vector<const DynamicShard*>& shards, Slots&& rows_of,
                         std::vector<uint8_t>* out) const {
   std::vector<uint8_t>& mine = *out;
   mine.clear();
@@ -102,7 +96,7 @@ void DynamicMerge::Pack(const std::vector<const DynamicShard*>& shards, Slots&& 
   }
 }
 
-Status DynamicMerge::GatherChanged(const std::vector<int64_t>& mine,
+Status ReplicaMerge::GatherChanged(const std::vector<int64_t>& mine,
                                    const std::vector<size_t>& lengths,
                                    comm::Communicator& replica) {
   size_t total = 0;
@@ -127,7 +121,7 @@ Status DynamicMerge::GatherChanged(const std::vector<int64_t>& mine,
   return Status::Ok();
 }
 
-size_t DynamicMerge::FullBytes(const std::vector<const DynamicShard*>& shards) const {
+size_t ReplicaMerge::FullBytes(const std::vector<const DynamicShard*>& shards) const {
   size_t bytes = 0;
   for (size_t i = 0; i < locals_.size(); ++i) {
     const auto n = static_cast<size_t>(shards[i]->size());
@@ -139,12 +133,12 @@ size_t DynamicMerge::FullBytes(const std::vector<const DynamicShard*>& shards) c
   return bytes;
 }
 
-void DynamicMerge::FindClean(const DynamicShard& shard, Local* l) const {
+void ReplicaMerge::FindClean(const DynamicShard& shard, Local* l) const {
   // The slots of the changed ids this replica holds are not clean; the others are, in slot
   // order, which after a merge is the ids' order (a slot whose id changed since is not clean).
   std::vector<int64_t> slots = l->changed;
   const int64_t none = shard.slots();
-  const embedding::dynamic::IdSpan spans[1] = {slots};
+  const IdSpan spans[1] = {slots};
   shard.Lookup(spans);
   std::vector<char> changed(static_cast<size_t>(shard.size()), 0);
   for (const int64_t s : slots)
@@ -160,7 +154,7 @@ void DynamicMerge::FindClean(const DynamicShard& shard, Local* l) const {
               [&](int32_t a, int32_t b) { return shard.id(a) < shard.id(b); });
 }
 
-Status DynamicMerge::GatherPayload(const std::vector<uint8_t>& mine,
+Status ReplicaMerge::GatherPayload(const std::vector<uint8_t>& mine,
                                    const std::vector<size_t>& sizes, comm::Communicator& replica) {
   sizes_ = sizes;
   size_t total = 0;
@@ -171,10 +165,9 @@ Status DynamicMerge::GatherPayload(const std::vector<uint8_t>& mine,
   return replica.AllGatherV(mine.data(), mine.size(), gathered_.data(), sizes_, DType::kUInt8);
 }
 
-Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communicator& replica,
-                            bool weights_only) {
-  const embedding::Layout& layout = coll.layout();
-  const std::vector<embedding::ShardTensor> tensors = coll.ShardTensors();
+Status ReplicaMerge::Gather(const Layout& layout, const std::vector<ShardTensor>& tensors,
+                            const DynamicTables& tables, const std::vector<bool>& leave_alone,
+                            comm::Communicator& replica, bool weights_only) {
   locals_.clear();
   evicted_ = 0;
   sent_bytes_ = 0;
@@ -191,20 +184,20 @@ Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communic
   bool tracked = true;
   size_t ti = 0;  // ShardTensors lists each local shard's weights, then its states
   for (size_t li = 0; li < layout.local.size(); ++li) {
-    const embedding::LocalShard& ls = layout.local[li];
+    const LocalShard& ls = layout.local[li];
     const size_t ntensors = 1 + layout.tables[ls.table].state_specs.size();
     const size_t first = ti;
     ti += ntensors;
-    const DynamicShard* shard = coll.dynamic_tables().Shard(static_cast<int32_t>(li));
-    if (shard == nullptr || SyncLeavesAlone(coll, ls.table, replica.Size())) continue;
+    const DynamicShard* shard = tables.Shard(static_cast<int32_t>(li));
+    if (shard == nullptr || leave_alone[static_cast<size_t>(ls.table)]) continue;
     Local l;
     l.local = static_cast<int32_t>(li);
     for (size_t k = first; k < first + ntensors; ++k) {
-      const embedding::ShardTensor& t = tensors[k];
+      const ShardTensor& t = tensors[k];
       SR_CHECK(t.table == ls.table && t.shard == ls.shard && t.device.is_host());
       const size_t es = DTypeSize(t.dtype);
-      l.tensors.push_back({t.dtype, static_cast<size_t>(t.cols),
-                           weights_only && t.kind != embedding::ParamKind::kWeights});
+      l.tensors.push_back(
+          {t.dtype, static_cast<size_t>(t.cols), weights_only && t.kind != ParamKind::kWeights});
       l.data.push_back(static_cast<uint8_t*>(t.data));
       l.stride.push_back(static_cast<size_t>(t.row_stride) * es);
       fp = Mix64(fp ^ Mix64(static_cast<uint64_t>(t.dtype) << 32 ^ static_cast<uint64_t>(t.cols)));
@@ -290,7 +283,7 @@ Status DynamicMerge::Gather(embedding::EmbeddingCollection& coll, comm::Communic
   return Status::Ok();
 }
 
-Status DynamicMerge::GatherIncremental(const std::vector<const DynamicShard*>& shards,
+Status ReplicaMerge::GatherIncremental(const std::vector<const DynamicShard*>& shards,
                                        const std::vector<int64_t>& changed,
                                        const std::vector<size_t>& changed_lengths,
                                        comm::Communicator& replica) {
@@ -306,7 +299,7 @@ Status DynamicMerge::GatherIncremental(const std::vector<const DynamicShard*>& s
       shards,
       [&](size_t i) {
         std::vector<int64_t> slots = locals_[i].changed;
-        const embedding::dynamic::IdSpan spans[1] = {slots};
+        const IdSpan spans[1] = {slots};
         shards[i]->Lookup(spans);
         std::vector<int32_t> held;
         for (const int64_t s : slots)
@@ -332,8 +325,7 @@ Status DynamicMerge::GatherIncremental(const std::vector<const DynamicShard*>& s
   return GatherPayload(mine_, sizes, replica);
 }
 
-void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
-  const embedding::Layout& layout = coll.layout();
+void ReplicaMerge::Commit(const Layout& layout, DynamicTables& tables) {
   std::vector<Cursor> cursors;
   size_t at = 0;
   for (size_t size : sizes_) {
@@ -358,8 +350,8 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
       for (const auto& t : l.tensors)
         rr.tensors.push_back(c.Take<uint8_t>(n * t.cols * DTypeSize(t.dtype)).data());
     }
-    const embedding::LocalShard& ls = layout.local[static_cast<size_t>(l.local)];
-    DynamicShard* shard = coll.mutable_dynamic_tables().Shard(l.local);
+    const LocalShard& ls = layout.local[static_cast<size_t>(l.local)];
+    DynamicShard* shard = tables.Shard(l.local);
     SR_CHECK(shard != nullptr);
     CleanRows clean;
     if (incremental_) {
@@ -375,9 +367,8 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
       clean.tensors.assign(l.data.begin(), l.data.end());
       clean.strides = l.stride;
     }
-    embedding::dynamic::MergeReplicas(coll.plan().tables[static_cast<size_t>(ls.table)].dynamic,
-                                      shard->slots(), l.tensors, rows,
-                                      incremental_ ? &clean : nullptr, self_, &merged);
+    MergeReplicas(layout.plan->tables[static_cast<size_t>(ls.table)].dynamic, shard->slots(),
+                  l.tensors, rows, incremental_ ? &clean : nullptr, self_, &merged);
     // After a merge the slots past its rows hold zeros and training writes only below size():
     // an incremental merge need clear no slot beyond the rows held before it.
     const auto held_before = static_cast<size_t>(shard->size());
@@ -386,9 +377,9 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
     // RestoreMerged leaves every score 0; a SCORE table takes the merged ones.
     if (!merged.scores.empty()) shard->RestoreScores(merged.scores);
     evicted_ += merged.evicted;
-    embedding::dynamic::WriteMerged(merged, incremental_ ? &clean : nullptr, l.tensors, l.data,
-                                    l.stride, static_cast<size_t>(ls.rows),
-                                    incremental_ ? held_before : static_cast<size_t>(ls.rows));
+    WriteMerged(merged, incremental_ ? &clean : nullptr, l.tensors, l.data, l.stride,
+                static_cast<size_t>(ls.rows),
+                incremental_ ? held_before : static_cast<size_t>(ls.rows));
     // Every replica now holds this shard alike: from here on its changes are tracked, so the
     // next merge gathers only theirs.
     shard->MarkMerged(!weights_only_);
@@ -398,4 +389,4 @@ void DynamicMerge::Commit(embedding::EmbeddingCollection& coll) {
   sizes_.clear();
 }
 
-}  // namespace shardrec::replica
+}  // namespace shardrec::embedding::dynamic

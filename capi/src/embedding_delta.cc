@@ -51,7 +51,7 @@ Status ExportDelta(shardrec_embedding_t* coll, const char* table, int64_t* ids, 
       shardrec::StrCat("they named different tables (this rank: '", table,
                        "'); every rank must name the same table")));
   shardrec::embedding::dynamic::Delta d;
-  SR_RETURN_IF_ERROR(shardrec::embedding::dynamic::GatherDelta(*coll->impl, t, &d));
+  SR_RETURN_IF_ERROR(coll->impl->storage().GatherDelta(t, &d));
   *num_rows = d.ids.size();
   *num_tombstones = d.tombstones.size();
   if (flags != nullptr) *flags = d.full ? uint32_t{SHARDREC_DELTA_FULL} : 0u;
@@ -82,7 +82,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embeddin
     SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
     int32_t t = -1;
     SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
-    return shardrec::embedding::dynamic::MarkDelta(*coll->impl, t);
+    return coll->impl->storage().MarkDelta(t);
   });
 }
 

@@ -1,7 +1,7 @@
-// Table export and import of dynamic tables (dynamic_table_io.h). The export gathers every rank's
+// Table export and import of dynamic tables (keyed_table_io.h). The export gathers every rank's
 // live rows (each column shard its columns, row-wise state once) and merges them by id; the
 // import reads the whole file on every rank, because only the ids say which shard a row goes to.
-#include "impl/checkpoint/dynamic_table_io.h"
+#include "impl/checkpoint/keyed_table_io.h"
 
 #include <algorithm>
 #include <cstring>
@@ -24,7 +24,6 @@ namespace shardrec::checkpoint {
 namespace {
 
 using embedding::ShardTensor;
-using embedding::dynamic::DynamicShard;
 
 // The table's tensors in file order: "weights", then each optimizer state; their row widths.
 struct TableTensors {
@@ -33,9 +32,9 @@ struct TableTensors {
   std::vector<bool> row_wise;
 };
 
-TableTensors Describe(const embedding::EmbeddingCollection& coll, int32_t t) {
-  const embedding::TableLayout& tl = coll.layout().tables[static_cast<size_t>(t)];
-  const int64_t dim = coll.plan().tables[static_cast<size_t>(t)].dim;
+TableTensors Describe(const embedding::TableStorage& storage, int32_t t) {
+  const embedding::TableLayout& tl = storage.layout().tables[static_cast<size_t>(t)];
+  const int64_t dim = storage.plan().tables[static_cast<size_t>(t)].dim;
   TableTensors out{{"weights"}, {dim}, {false}};
   for (const auto& s : tl.state_specs) {
     out.names.push_back(s.name);
@@ -63,24 +62,25 @@ std::vector<int32_t> LocalShardsOf(const embedding::Layout& layout, int32_t t) {
 
 // Every rank's live rows of table `t` merged by id: ids ascending, and per tensor the rows
 // [ids.size(), width] (fp32).
-Status GatherTable(embedding::EmbeddingCollection& coll, int32_t t, const TableTensors& tt,
+Status GatherTable(embedding::TableStorage& storage, int32_t t, const TableTensors& tt,
                    size_t ntensors, std::vector<int64_t>* ids,
                    std::vector<std::vector<float>>* data) {
-  const embedding::Layout& layout = coll.layout();
-  const std::string& name = coll.plan().tables[static_cast<size_t>(t)].name;
-  comm::Communicator& comm = coll.comm();
+  const embedding::Layout& layout = storage.layout();
+  const std::string& name = storage.plan().tables[static_cast<size_t>(t)].name;
+  comm::Communicator& comm = storage.comm();
   Status local = Status::Ok();
-  if (coll.input_dist_pending())
+  if (storage.input_dist_pending())
     local = Status::InvalidUsage("cannot export dynamic table '", name,
                                  "' while an input distribution is pending");
   SR_RETURN_IF_ERROR(Agree(comm, local, "to start the export"));
   // This rank's part: entries (id, tensor, first column, columns, values).
   std::vector<uint8_t> blob(sizeof(int64_t), 0);
   int64_t entries = 0;
-  const std::vector<ShardTensor> tensors = coll.ShardTensors();
+  const std::vector<ShardTensor> tensors = storage.ShardTensors();
   for (int32_t li : LocalShardsOf(layout, t)) {
     const embedding::LocalShard& ls = layout.local[static_cast<size_t>(li)];
-    const DynamicShard* shard = coll.dynamic_tables().Shard(li);
+    embedding::KeyedRows shard;
+    SR_CHECK(storage.ExportKeyedRows(li, 0, INT64_MAX, &shard));
     for (const ShardTensor& st : tensors) {
       if (st.table != t || st.shard != ls.shard || st.duplicate) continue;
       const size_t k = TensorIndex(tt, st);
@@ -88,8 +88,8 @@ Status GatherTable(embedding::EmbeddingCollection& coll, int32_t t, const TableT
       const size_t es = DTypeSize(st.dtype);
       const auto c0 = static_cast<int32_t>(tt.row_wise[k] ? 0 : st.col_offset);
       const auto nc = static_cast<int32_t>(st.cols);
-      for (int64_t s = 0; s < shard->size(); ++s) {
-        PutValue<int64_t>(&blob, shard->id(s));
+      for (int64_t s = 0; s < shard.size; ++s) {
+        PutValue<int64_t>(&blob, shard.ids[static_cast<size_t>(s)]);
         PutValue<int32_t>(&blob, static_cast<int32_t>(k));
         PutValue<int32_t>(&blob, c0);
         PutValue<int32_t>(&blob, nc);
@@ -139,30 +139,26 @@ void SplitPath(const std::string& path, std::string* dir, std::string* name) {
   *name = slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// One local shard's import: its ids after the import (its rows in slot order, then the new ids),
-// their metadata, and the (slot, file row) pairs to write.
+// One local shard's import: its ids after the import (its rows in slot order, then the new ids)
+// with their metadata (scores for SCORE tables only), and the (slot, file row) pairs to write.
 struct StagedShard {
   int32_t local = 0;
-  int64_t forwards = 0;
   size_t existing = 0;  // slots [0, existing) held rows before the import
-  std::vector<int64_t> ids, last_seen;
-  std::vector<uint32_t> counts;
-  std::vector<double> scores;  // SCORE tables only
-  std::vector<uint16_t> sketch;
+  embedding::KeyedRows rows;
   std::vector<std::pair<int64_t, int64_t>> writes;
 };
 
 }  // namespace
 
-Status ExportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
-                          const std::string& path, int32_t t, bool with_state) {
+Status ExportKeyedTable(embedding::TableStorage& storage, FileSystem& fs, const std::string& path,
+                        int32_t t, bool with_state) {
   if (path.empty()) return Status::InvalidArgument("path must not be empty");
-  const std::string& table = coll.plan().tables[static_cast<size_t>(t)].name;
-  const TableTensors tt = Describe(coll, t);
+  const std::string& table = storage.plan().tables[static_cast<size_t>(t)].name;
+  const TableTensors tt = Describe(storage, t);
   const size_t ntensors = with_state ? tt.names.size() : 1;
   std::vector<int64_t> ids;
   std::vector<std::vector<float>> data;
-  SR_RETURN_IF_ERROR(GatherTable(coll, t, tt, ntensors, &ids, &data));
+  SR_RETURN_IF_ERROR(GatherTable(storage, t, tt, ntensors, &ids, &data));
   const auto n = static_cast<int64_t>(ids.size());
   std::vector<Record> recs(1 + ntensors);
   recs[0].key = "ids";
@@ -180,7 +176,7 @@ Status ExportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
     r.nbytes = data[k].size() * sizeof(float);
   }
   Status local = Status::Ok();
-  if (coll.comm().Rank() == 0) {
+  if (storage.comm().Rank() == 0) {
     const std::string header =
         SafetensorsHeader(&recs, {{"format", "shardrec-dynamic-table"},
                                   {"table", table},
@@ -192,24 +188,24 @@ Status ExportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
     SplitPath(path, &dir, &name);
     local = WriteAtomically(fs, dir, name, pieces);
   }
-  return Agree(coll.comm(), local, "to write the exported table");
+  return Agree(storage.comm(), local, "to write the exported table");
 }
 
-Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
-                          const std::string& path, int32_t t, bool with_state) {
-  const embedding::Layout& layout = coll.layout();
+Status ImportKeyedTable(embedding::TableStorage& storage, FileSystem& fs, const std::string& path,
+                        int32_t t, bool with_state) {
+  const embedding::Layout& layout = storage.layout();
   const embedding::TableLayout& tl = layout.tables[static_cast<size_t>(t)];
-  const std::string& table = coll.plan().tables[static_cast<size_t>(t)].name;
-  const TableTensors tt = Describe(coll, t);
+  const std::string& table = storage.plan().tables[static_cast<size_t>(t)].name;
+  const TableTensors tt = Describe(storage, t);
   std::vector<int64_t> ids;
   std::vector<std::vector<float>> data(tt.names.size());  // empty: not in the file (or not read)
   std::vector<StagedShard> staged;
   Status local = [&]() -> Status {
-    if (coll.input_dist_pending())
+    if (storage.input_dist_pending())
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
     std::unique_ptr<ReadableFile> file;
     SR_RETURN_IF_ERROR(fs.OpenReadable(path, &file));
-    file = StopOnAbort(std::move(file), coll.comm());
+    file = StopOnAbort(std::move(file), storage.comm());
     std::vector<Record> recs;
     SR_RETURN_IF_ERROR(ReadSafetensors(*file, path, &recs, nullptr));
     std::map<std::string, const Record*> by_key;
@@ -261,18 +257,14 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
              tl.blocks[static_cast<size_t>(block)].row_offset != ls.row_offset)
         ++block;
       SR_CHECK(block < num_blocks);
-      const DynamicShard* shard = coll.dynamic_tables().Shard(li);
       StagedShard s;
       s.local = li;
-      s.forwards = shard->forwards();
-      s.existing = static_cast<size_t>(shard->size());
-      s.ids = shard->Ids();
-      s.last_seen = shard->LastSeen();
-      s.counts = shard->Counts();
-      s.scores.assign(shard->scores().begin(), shard->scores().end());
-      s.sketch = shard->sketch();
+      embedding::KeyedRows& held = s.rows;
+      SR_CHECK(storage.ExportKeyedRows(li, 0, INT64_MAX, &held));
+      s.existing = static_cast<size_t>(held.size);
       std::unordered_map<int64_t, int64_t> slot_of;
-      for (size_t i = 0; i < s.ids.size(); ++i) slot_of.emplace(s.ids[i], static_cast<int64_t>(i));
+      for (size_t i = 0; i < held.ids.size(); ++i)
+        slot_of.emplace(held.ids[i], static_cast<int64_t>(i));
       std::vector<std::pair<int64_t, int64_t>> fresh;  // (id, file row), placed in id order
       for (int64_t row = 0; row < n; ++row) {
         const int64_t id = ids[static_cast<size_t>(row)];
@@ -284,24 +276,24 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
           fresh.push_back({id, row});
       }
       std::sort(fresh.begin(), fresh.end());
-      if (static_cast<int64_t>(s.existing + fresh.size()) > shard->slots())
-        return Status::InvalidArgument(
-            "import of dynamic table '", table, "': its row block at row ", ls.row_offset,
-            " would hold ", s.existing + fresh.size(), " rows (", s.existing, " held, ",
-            fresh.size(), " new from ", path, ") but has ", shard->slots(),
-            " slots; nothing was imported (raise the capacity)");
+      if (static_cast<int64_t>(s.existing + fresh.size()) > held.slots)
+        return Status::InvalidArgument("import of dynamic table '", table,
+                                       "': its row block at row ", ls.row_offset, " would hold ",
+                                       s.existing + fresh.size(), " rows (", s.existing, " held, ",
+                                       fresh.size(), " new from ", path, ") but has ", held.slots,
+                                       " slots; nothing was imported (raise the capacity)");
       for (const auto& [id, row] : fresh) {
-        s.writes.push_back({static_cast<int64_t>(s.ids.size()), row});
-        s.ids.push_back(id);
-        s.last_seen.push_back(s.forwards);  // seen now: not the first victim of LRU or TTL
-        s.counts.push_back(0);
-        if (!shard->scores().empty()) s.scores.push_back(0.0);
+        s.writes.push_back({static_cast<int64_t>(held.ids.size()), row});
+        held.ids.push_back(id);
+        held.last_seen.push_back(held.forwards);  // seen now: not the first victim of LRU or TTL
+        held.counts.push_back(0);
+        if (held.scored) held.scores.push_back(0.0);
       }
       staged.push_back(std::move(s));
     }
     return Status::Ok();
   }();
-  SR_RETURN_IF_ERROR(Agree(coll.comm(), local, "to read the table file"));
+  SR_RETURN_IF_ERROR(Agree(storage.comm(), local, "to read the table file"));
   // Every rank read the whole file: they must have read the same rows (a data-parallel copy
   // importing another file than its peers would leave the copies different, and the slot-wise
   // gradient reduction would then mix ids), so the ranks compare a digest of what they read.
@@ -310,15 +302,13 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
     read.push_back(static_cast<int64_t>(Checksum(d.data(), d.size() * sizeof(float)) >> 1));
   const int64_t same[] = {comm::Digest63(read)};
   SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
-      coll.comm(), Status::Ok(), "dynamic table import", same,
+      storage.comm(), Status::Ok(), "dynamic table import", same,
       StrCat("the ranks read different contents (this rank: ", path,
              "); every rank must import the same file (a copy of it may sit at another path)")));
   // Memory copies only from here: nothing can fail.
-  const std::vector<ShardTensor> tensors = coll.ShardTensors();
+  const std::vector<ShardTensor> tensors = storage.ShardTensors();
   for (const StagedShard& s : staged) {
-    DynamicShard* shard = coll.mutable_dynamic_tables().Shard(s.local);
-    shard->RestoreMerged(s.forwards, s.ids, s.last_seen, s.counts, s.sketch, {});
-    if (!s.scores.empty()) shard->RestoreScores(s.scores);
+    storage.ImportKeyedRows(s.local, s.rows, embedding::KeyedImport::kUpdate);
     const embedding::LocalShard& ls = layout.local[static_cast<size_t>(s.local)];
     for (const ShardTensor& st : tensors) {
       if (st.table != t || st.shard != ls.shard) continue;
@@ -328,7 +318,7 @@ Status ImportDynamicTable(embedding::EmbeddingCollection& coll, FileSystem& fs,
       auto* base = static_cast<uint8_t*>(st.data);
       if (data[k].empty()) {
         // Not imported: the new rows' state starts at zero, as a row new to training.
-        for (size_t i = s.existing; i < s.ids.size(); ++i)
+        for (size_t i = s.existing; i < s.rows.ids.size(); ++i)
           std::memset(base + i * stride, 0, static_cast<size_t>(st.cols) * es);
         continue;
       }

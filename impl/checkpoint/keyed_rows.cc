@@ -1,7 +1,7 @@
-// Saving and loading the rows of dynamic tables by id (dynamic_io.h). The records of a row block
+// Saving and loading the rows of dynamic tables by id (keyed_rows.h). The records of a row block
 // are found by the block's first row (the record's row offset); every rank reads every block's
 // ids, because under a new plan any saved block may hold ids of any new block.
-#include "impl/checkpoint/dynamic_io.h"
+#include "impl/checkpoint/keyed_rows.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,7 +15,6 @@ namespace shardrec::checkpoint {
 namespace {
 
 using embedding::ShardTensor;
-using embedding::dynamic::DynamicShard;
 
 // Per row block: {forward counter, live rows, slots}.
 constexpr const char* kMeta = "dynamic_meta";
@@ -35,9 +34,9 @@ int32_t LocalOf(const embedding::Layout& layout, int32_t table, int32_t shard) {
 // A 1-D record of the row block that starts at t's first row. Per-row vectors have the table's
 // full rows (a block has at most its slots live); the others are no block of a table tensor, and
 // their full rows just reach their end.
-DynamicSource Vector(const ShardTensor& t, const char* tensor, DType dtype, int64_t rows,
-                     const void* data) {
-  DynamicSource s;
+RowSource Vector(const ShardTensor& t, const char* tensor, DType dtype, int64_t rows,
+                 const void* data) {
+  RowSource s;
   Record& r = s.rec;
   r.table = t.table_name;
   r.tensor = tensor;
@@ -53,6 +52,9 @@ DynamicSource Vector(const ShardTensor& t, const char* tensor, DType dtype, int6
   s.row_stride_bytes = static_cast<int64_t>(DTypeSize(dtype));
   return s;
 }
+
+// Slots per chunk of keyed-row metadata exported from the storage (KeyedRows: 32 bytes a slot).
+constexpr int64_t kChunkSlots = 1 << 16;
 
 // Copies `v` widened to `T` into owned memory.
 template <typename T, typename S>
@@ -113,33 +115,49 @@ Status CheckDistinctIds(const std::string& table, const std::vector<int64_t>& id
 
 }  // namespace
 
-void AppendDynamicSources(const embedding::EmbeddingCollection& coll, const ShardTensor& t,
-                          std::deque<std::vector<uint8_t>>* owned,
-                          std::vector<DynamicSource>* out) {
-  const int32_t local = LocalOf(coll.layout(), t.table, t.shard);
-  const DynamicShard* shard = coll.dynamic_tables().Shard(local);
-  SR_CHECK(shard != nullptr);
-  const int64_t n = shard->size();
+void AppendKeyedSources(const embedding::TableStorage& storage, const ShardTensor& t,
+                        std::deque<std::vector<uint8_t>>* owned, std::vector<RowSource>* out) {
+  const int32_t local = LocalOf(storage.layout(), t.table, t.shard);
+  embedding::KeyedRows rows;
+  SR_CHECK(storage.ExportKeyedRows(local, 0, 0, &rows));
+  const int64_t n = rows.size;
   if (t.kind == embedding::ParamKind::kWeights && t.col_offset == 0) {
-    const int64_t meta[3] = {shard->forwards(), n, shard->slots()};
+    const int64_t meta[3] = {rows.forwards, n, rows.slots};
     std::vector<uint8_t>& b = owned->emplace_back(sizeof(meta));
     std::memcpy(b.data(), meta, sizeof(meta));
     out->push_back(Vector(t, kMeta, DType::kInt64, 3, b.data()));
     if (n > 0) {
-      out->push_back(Vector(t, kIds, DType::kInt64, n, Widen<int64_t>(shard->Ids(), owned)));
-      out->push_back(
-          Vector(t, kLastSeen, DType::kInt64, n, Widen<int64_t>(shard->LastSeen(), owned)));
-      out->push_back(Vector(t, kCount, DType::kInt64, n, Widen<int64_t>(shard->Counts(), owned)));
-      if (!shard->scores().empty())
-        out->push_back(Vector(t, kScore, DType::kFloat64, n, shard->scores().data()));
+      // The metadata of every live row, exported in bounded chunks of slots straight into the
+      // owned records (ids, last-seen forwards and counts widened to 64 bits).
+      const auto bytes = static_cast<size_t>(n) * 8;
+      uint8_t* ids = owned->emplace_back(bytes).data();
+      uint8_t* last_seen = owned->emplace_back(bytes).data();
+      uint8_t* counts = owned->emplace_back(bytes).data();
+      uint8_t* scores = rows.scored ? owned->emplace_back(bytes).data() : nullptr;
+      embedding::KeyedRows chunk;
+      for (int64_t lo = 0; lo < n; lo += kChunkSlots) {
+        storage.ExportKeyedRows(local, lo, kChunkSlots, &chunk);
+        const size_t at = static_cast<size_t>(lo) * 8, k = chunk.ids.size();
+        std::memcpy(ids + at, chunk.ids.data(), k * 8);
+        std::memcpy(last_seen + at, chunk.last_seen.data(), k * 8);
+        for (size_t i = 0; i < k; ++i) {
+          const int64_t c = chunk.counts[i];
+          std::memcpy(counts + at + i * 8, &c, 8);
+        }
+        if (scores != nullptr) std::memcpy(scores + at, chunk.scores.data(), k * 8);
+      }
+      out->push_back(Vector(t, kIds, DType::kInt64, n, ids));
+      out->push_back(Vector(t, kLastSeen, DType::kInt64, n, last_seen));
+      out->push_back(Vector(t, kCount, DType::kInt64, n, counts));
+      if (scores != nullptr) out->push_back(Vector(t, kScore, DType::kFloat64, n, scores));
     }
-    const std::vector<uint16_t>& sketch = shard->sketch();
+    const std::vector<uint16_t>& sketch = rows.sketch;
     if (!sketch.empty())
       out->push_back(Vector(t, kAdmission, DType::kInt32, static_cast<int64_t>(sketch.size()),
                             Widen<int32_t>(sketch, owned)));
   }
   if (n == 0) return;
-  DynamicSource s;
+  RowSource s;
   Record& r = s.rec;
   r.table = t.table_name;
   r.tensor = t.name;
@@ -158,13 +176,9 @@ void AppendDynamicSources(const embedding::EmbeddingCollection& coll, const Shar
 }
 
 // One local dynamic shard's staged rows.
-struct DynamicLoad::Shard {
+struct KeyedLoad::Shard {
   int32_t local = 0;
-  int64_t forwards = 0;
-  std::vector<int64_t> ids, last_seen;
-  std::vector<uint32_t> counts;
-  std::vector<double> scores;
-  std::vector<uint16_t> sketch;
+  embedding::KeyedRows rows;  // the ids and their metadata (forwards, ids, ..., sketch)
   // Weights and each optimizer state: packed staged rows and their destination.
   struct Tensor {
     std::vector<uint8_t> rows;
@@ -176,10 +190,10 @@ struct DynamicLoad::Shard {
   std::vector<Tensor> tensors;  // weights first, then the states in StateSpec order
 };
 
-DynamicLoad::DynamicLoad() = default;
-DynamicLoad::~DynamicLoad() = default;
+KeyedLoad::KeyedLoad() = default;
+KeyedLoad::~KeyedLoad() = default;
 
-void DynamicLoad::Needed(const Manifest& m, std::vector<std::pair<size_t, size_t>>* out) {
+void KeyedLoad::Needed(const Manifest& m, std::vector<std::pair<size_t, size_t>>* out) {
   std::set<std::string> dynamic;
   for (const TableEntry& t : m.tables)
     if (t.dynamic) dynamic.insert(t.name);
@@ -188,12 +202,12 @@ void DynamicLoad::Needed(const Manifest& m, std::vector<std::pair<size_t, size_t
       if (dynamic.count(m.files[f].records[r].table)) out->push_back({f, r});
 }
 
-Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m,
-                         const std::vector<std::unique_ptr<ReadableFile>>& files,
-                         const std::string& dir, const std::set<std::string>& reset) {
-  const embedding::Layout& layout = coll.layout();
-  const sharding::Plan& plan = coll.plan();
-  const std::vector<ShardTensor> tensors = coll.ShardTensors();
+Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
+                       const std::vector<std::unique_ptr<ReadableFile>>& files,
+                       const std::string& dir, const std::set<std::string>& reset) {
+  const embedding::Layout& layout = storage.layout();
+  const sharding::Plan& plan = storage.plan();
+  const std::vector<ShardTensor> tensors = storage.ShardTensors();
   auto path = [&](size_t f) { return dir + "/" + m.files[f].name; };
   auto record = [&](std::pair<size_t, size_t> at) -> const Record& {
     return m.files[at.first].records[at.second];
@@ -288,7 +302,7 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
       SR_CHECK(k < num_blocks);
       Shard sh;
       sh.local = li;
-      sh.forwards = forwards;
+      sh.rows.forwards = forwards;
       // The destinations: weights, then each state.
       const auto& specs = tl.state_specs;
       sh.tensors.resize(1 + specs.size());
@@ -314,12 +328,12 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
           if (embedding::dynamic::BlockOfId(b.ids[i], num_blocks) == k) pick.push_back(i);
         if (pick.empty()) continue;
         for (int64_t i : pick) {
-          sh.ids.push_back(b.ids[i]);
-          sh.last_seen.push_back(b.last_seen[i]);
+          sh.rows.ids.push_back(b.ids[i]);
+          sh.rows.last_seen.push_back(b.last_seen[i]);
           if (b.count[i] < 0 || b.count[i] > UINT32_MAX)
             return Status::Corrupt("checkpoint: dynamic table ", name, ": a count is out of range");
-          sh.counts.push_back(static_cast<uint32_t>(b.count[i]));
-          sh.scores.push_back(b.score.empty() ? 0.0 : b.score[i]);
+          sh.rows.counts.push_back(static_cast<uint32_t>(b.count[i]));
+          sh.rows.scores.push_back(b.score.empty() ? 0.0 : b.score[i]);
         }
         for (size_t slot = 0; slot < sh.tensors.size(); ++slot) {
           Shard::Tensor& d = sh.tensors[slot];
@@ -356,13 +370,13 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
                           buf.begin() + (i + 1) * static_cast<int64_t>(d.row_bytes));
         }
       }
-      SR_RETURN_IF_ERROR(CheckDistinctIds(name, sh.ids, blocks, m, dir));
+      SR_RETURN_IF_ERROR(CheckDistinctIds(name, sh.rows.ids, blocks, m, dir));
       const int64_t slots = ls.rows - 1;  // the zero row is not a slot
-      if (static_cast<int64_t>(sh.ids.size()) > slots)
-        return Status::InvalidArgument("checkpoint: dynamic table ", name, " has ", sh.ids.size(),
-                                       " saved rows whose ids belong to its row block at row ",
-                                       ls.row_offset, ", which has ", slots,
-                                       " slots in this plan (raise the table's capacity)");
+      if (static_cast<int64_t>(sh.rows.ids.size()) > slots)
+        return Status::InvalidArgument(
+            "checkpoint: dynamic table ", name, " has ", sh.rows.ids.size(),
+            " saved rows whose ids belong to its row block at row ", ls.row_offset, ", which has ",
+            slots, " slots in this plan (raise the table's capacity)");
       if (same_blocks && plan.tables[ti].dynamic.admission_threshold > 1) {
         auto it = blocks[ls.row_offset].vectors.find(kAdmission);
         if (it != blocks[ls.row_offset].vectors.end()) {
@@ -373,7 +387,7 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
             if (x < 0 || x > UINT16_MAX)
               return Status::Corrupt("checkpoint: dynamic table ", name,
                                      ": an admission count is out of range");
-            sh.sketch.push_back(static_cast<uint16_t>(x));
+            sh.rows.sketch.push_back(static_cast<uint16_t>(x));
           }
         }
       }
@@ -383,14 +397,11 @@ Status DynamicLoad::Read(embedding::EmbeddingCollection& coll, const Manifest& m
   return Status::Ok();
 }
 
-void DynamicLoad::Commit(embedding::EmbeddingCollection& coll) {
+void KeyedLoad::Commit(embedding::TableStorage& storage) {
   for (const Shard& sh : shards_) {
-    DynamicShard* shard = coll.mutable_dynamic_tables().Shard(sh.local);
-    SR_CHECK(shard != nullptr);
-    shard->Restore(sh.forwards, sh.ids, sh.last_seen, sh.counts, sh.sketch);
-    shard->RestoreScores(sh.scores);
+    storage.ImportKeyedRows(sh.local, sh.rows, embedding::KeyedImport::kReplace);
     for (const Shard::Tensor& d : sh.tensors) {
-      for (size_t i = 0; i < sh.ids.size(); ++i)
+      for (size_t i = 0; i < sh.rows.ids.size(); ++i)
         std::memcpy(d.dst + i * d.dst_stride, d.rows.data() + i * d.row_bytes, d.row_bytes);
     }
   }

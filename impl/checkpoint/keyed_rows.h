@@ -1,6 +1,8 @@
-// Checkpoints of dynamic tables (docs/checkpoint-format.md, "Dynamic tables"): each row block's
-// live rows are saved as records keyed by id, and a load hashes every saved id to its row block
-// under the new plan, so rows follow their ids to new owners at any world size.
+// Checkpoints of keyed rows, the dynamic tables' (docs/checkpoint-format.md, "Dynamic tables"):
+// each row block's live rows are saved as records keyed by id, and a load hashes every saved id
+// to its row block under the new plan, so rows follow their ids to new owners at any world size.
+// The rows' metadata comes from and goes to the storage seam (TableStorage::ExportKeyedRows,
+// ImportKeyedRows); their weights and states are the shard tensors' first rows.
 #pragma once
 
 #include <cstdint>
@@ -11,33 +13,26 @@
 #include <utility>
 #include <vector>
 
+#include "impl/checkpoint/fixed_rows.h"
 #include "impl/checkpoint/format.h"
 #include "impl/core/status.h"
-#include "impl/embedding/collection.h"
+#include "impl/embedding/storage/table_storage.h"
 
 namespace shardrec::checkpoint {
-
-// A record of a dynamic table to write and where its rows are (host memory).
-struct DynamicSource {
-  Record rec;
-  const uint8_t* data = nullptr;
-  int64_t row_stride_bytes = 0;
-};
 
 // The records of one shard tensor `t` of a dynamic table (not a duplicate): its live rows (none
 // when the shard is empty), and for a shard's weights at column 0 also the block's ids, last-seen
 // forwards, counts, admission counters and its "dynamic_meta" record. Values that are not rows of
 // the shard (metadata widened to 64 bits) live in `owned`, which must outlive the write.
-void AppendDynamicSources(const embedding::EmbeddingCollection& coll,
-                          const embedding::ShardTensor& t, std::deque<std::vector<uint8_t>>* owned,
-                          std::vector<DynamicSource>* out);
+void AppendKeyedSources(const embedding::TableStorage& storage, const embedding::ShardTensor& t,
+                        std::deque<std::vector<uint8_t>>* owned, std::vector<RowSource>* out);
 
 // The rows of the checkpoint's dynamic tables that this rank's dynamic shards will hold, read and
 // verified before anything changes (a load is all-or-nothing for dynamic tables in every mode).
-class DynamicLoad {
+class KeyedLoad {
  public:
-  DynamicLoad();
-  ~DynamicLoad();
+  KeyedLoad();
+  ~KeyedLoad();
 
   // The (file, record) indices of every record of a dynamic table in `m`, to be opened.
   static void Needed(const Manifest& m, std::vector<std::pair<size_t, size_t>>* out);
@@ -47,12 +42,12 @@ class DynamicLoad {
   // (not for tables in `reset`) and metadata. Changes nothing. kInvalidArgument when a local
   // shard would receive more rows than it has slots; kCorrupt for missing or inconsistent
   // records or a failed checksum; kIo.
-  Status Read(embedding::EmbeddingCollection& coll, const Manifest& m,
+  Status Read(embedding::TableStorage& storage, const Manifest& m,
               const std::vector<std::unique_ptr<ReadableFile>>& files, const std::string& dir,
               const std::set<std::string>& reset);
 
   // Replaces every local dynamic shard's rows with the staged ones (memory copies: cannot fail).
-  void Commit(embedding::EmbeddingCollection& coll);
+  void Commit(embedding::TableStorage& storage);
 
  private:
   struct Shard;

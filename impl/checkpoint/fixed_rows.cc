@@ -1,0 +1,67 @@
+// Fixed rows in checkpoints (fixed_rows.h).
+#include "impl/checkpoint/fixed_rows.h"
+
+namespace shardrec::checkpoint {
+
+using embedding::ShardTensor;
+
+RowSource FixedSource(const ShardTensor& t) {
+  RowSource s;
+  Record& r = s.rec;
+  r.table = t.table_name;
+  r.tensor = t.name;
+  r.dtype = t.dtype;
+  r.vector = t.kind == embedding::ParamKind::kOptimizerState && t.full_cols == 1 && t.cols == 1 &&
+             t.name != "weights";
+  r.full_rows = t.full_rows;
+  r.full_cols = t.full_cols;
+  r.row_offset = t.row_offset;
+  r.col_offset = t.col_offset;
+  r.rows = t.rows;
+  r.cols = t.cols;
+  r.key = StrCat(t.table_name, "/", t.name, "/r", t.row_offset, "_c", t.col_offset);
+  s.data = static_cast<const uint8_t*>(t.data);
+  s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
+  s.device = t.device;
+  return s;
+}
+
+Status PlanFixedReads(embedding::TableStorage& storage, const Manifest& m,
+                      const std::set<std::string>& reset, std::vector<FixedRead>* reads,
+                      std::vector<FixedRead>* zero) {
+  for (const ShardTensor& t : storage.ShardTensors()) {
+    if (storage.layout().tables[t.table].dynamic) continue;  // rows by id: KeyedLoad
+    FixedRead rd;
+    rd.dst = {t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride};
+    rd.device = t.device;
+    if (t.rows == 0 || t.cols == 0) continue;
+    if (t.kind != embedding::ParamKind::kWeights && reset.count(t.table_name)) {
+      zero->push_back(rd);
+      continue;
+    }
+    rd.what = StrCat("table ", t.table_name, " ", t.name, " rows ", t.row_offset, "..",
+                     t.row_offset + t.rows - 1, " columns ", t.col_offset, "..",
+                     t.col_offset + t.cols - 1);
+    int64_t covered = 0;
+    for (size_t f = 0; f < m.files.size(); ++f) {
+      for (size_t r = 0; r < m.files[f].records.size(); ++r) {
+        const Record& rec = m.files[f].records[r];
+        if (rec.table != t.table_name || rec.tensor != t.name) continue;
+        if (rec.full_rows != t.full_rows || rec.full_cols != t.full_cols)
+          return Status::Corrupt(m.files[f].name, ": record ", rec.key,
+                                 " has a full shape that does not match its table");
+        const int64_t area = OverlapArea(rec, rd.dst);
+        if (area == 0) continue;
+        covered += area;
+        rd.records.push_back({f, r});
+      }
+    }
+    if (covered != t.rows * t.cols)
+      return Status::Corrupt("the checkpoint's records do not cover ", rd.what, " exactly (",
+                             covered, " of ", t.rows * t.cols, " elements)");
+    reads->push_back(std::move(rd));
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec::checkpoint
