@@ -12,7 +12,7 @@
 #include "impl/core/pinned_buffer.h"
 #include "impl/core/status.h"
 
-namespace shardrec::capi {
+namespace shardrec::core {
 
 class DeviceViewStaging {
  public:
@@ -31,7 +31,7 @@ class DeviceViewStaging {
                         std::chrono::milliseconds timeout, const float** source);
 
  private:
-  core::PinnedBuffer pinned_;
+  PinnedBuffer pinned_;
 };
 
-}  // namespace shardrec::capi
+}  // namespace shardrec::core

@@ -1,16 +1,16 @@
-#include "capi/src/device_view_staging.h"
+#include "impl/core/device_view_staging.h"
 
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
 
-namespace shardrec::capi {
+namespace shardrec::core {
 
 namespace {
 
 // The runtime, once `device` is known to be a usable GPU.
-Status Runtime(const Device& device, const core::CudaRuntime** out) {
-  SR_RETURN_IF_ERROR(core::CheckDevice(device));
-  return core::GetCudaRuntime(out);
+Status Runtime(const Device& device, const CudaRuntime** out) {
+  SR_RETURN_IF_ERROR(CheckDevice(device));
+  return GetCudaRuntime(out);
 }
 
 }  // namespace
@@ -21,7 +21,7 @@ Status DeviceViewStaging::OutputTarget(const Device& device, float* view, size_t
     *target = view;
     return Status::Ok();
   }
-  const core::CudaRuntime* cuda = nullptr;
+  const CudaRuntime* cuda = nullptr;
   SR_RETURN_IF_ERROR(Runtime(device, &cuda));
   SR_RETURN_IF_ERROR(pinned_.Reserve(count * sizeof(float)));
   *target = static_cast<float*>(pinned_.data());
@@ -31,10 +31,10 @@ Status DeviceViewStaging::OutputTarget(const Device& device, float* view, size_t
 Status DeviceViewStaging::FinishOutput(const Device& device, float* view, size_t count,
                                        Stream stream, std::chrono::milliseconds timeout) {
   if (device.is_host() || count == 0) return Status::Ok();
-  const core::CudaRuntime* cuda = nullptr;
+  const CudaRuntime* cuda = nullptr;
   SR_RETURN_IF_ERROR(Runtime(device, &cuda));
   SR_RETURN_IF_ERROR(cuda->MemcpyAsync(device.index, view, pinned_.data(), count * sizeof(float),
-                                       core::CopyKind::kHostToDevice, stream));
+                                       CopyKind::kHostToDevice, stream));
   return cuda->StreamWait(device.index, stream, timeout.count());
 }
 
@@ -45,16 +45,16 @@ Status DeviceViewStaging::GradientSource(const Device& device, const float* view
     *source = view;
     return Status::Ok();
   }
-  const core::CudaRuntime* cuda = nullptr;
+  const CudaRuntime* cuda = nullptr;
   SR_RETURN_IF_ERROR(Runtime(device, &cuda));
   SR_RETURN_IF_ERROR(pinned_.Reserve(count * sizeof(float)));
   if (count > 0) {
     SR_RETURN_IF_ERROR(cuda->MemcpyAsync(device.index, pinned_.data(), view, count * sizeof(float),
-                                         core::CopyKind::kDeviceToHost, stream));
+                                         CopyKind::kDeviceToHost, stream));
     SR_RETURN_IF_ERROR(cuda->StreamWait(device.index, stream, timeout.count()));
   }
   *source = static_cast<const float*>(pinned_.data());
   return Status::Ok();
 }
 
-}  // namespace shardrec::capi
+}  // namespace shardrec::core
