@@ -1,4 +1,4 @@
-#include "tests/impl/embedding/kernels/fake_device_checks.h"
+#include "tests/support/fake_plugins/fake_device_checks.h"
 
 #include <string>
 #include <vector>

@@ -10,7 +10,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/kernels/simt/device_status.h"
 #include "impl/optim/optimizer.h"
-#include "tests/impl/embedding/kernels/fake_device_memory.h"
+#include "tests/support/fake_plugins/fake_device_memory.h"
 
 namespace shardrec::fake {
 

@@ -8,8 +8,8 @@
 #include "impl/embedding/gpu/plugin_structs.h"
 #include "impl/embedding/kernels/simt/dp_body.h"
 #include "impl/embedding/kernels/simt/row_phase_body.h"
-#include "tests/impl/embedding/kernels/fake_device_checks.h"
 #include "tests/impl/embedding/kernels/simt_host_exec.h"
+#include "tests/support/fake_plugins/fake_device_checks.h"
 
 namespace shardrec::fake {
 namespace {

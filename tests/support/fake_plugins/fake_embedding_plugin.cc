@@ -26,11 +26,11 @@
 #include "impl/embedding/kernels/simt/grad_body.h"
 #include "impl/embedding/kernels/simt/mean_body.h"
 #include "impl/embedding/kernels/simt/stats_body.h"
-#include "tests/impl/embedding/kernels/fake_device_checks.h"
-#include "tests/impl/embedding/kernels/fake_device_memory.h"
-#include "tests/impl/embedding/kernels/fake_nccl.h"
-#include "tests/impl/embedding/kernels/fake_plugin_state.h"
 #include "tests/impl/embedding/kernels/route_host_exec.h"
+#include "tests/support/fake_plugins/fake_device_checks.h"
+#include "tests/support/fake_plugins/fake_device_memory.h"
+#include "tests/support/fake_plugins/fake_nccl.h"
+#include "tests/support/fake_plugins/fake_plugin_state.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -1,6 +1,6 @@
 // The fake plugin's NCCL double (fake_nccl.h): communicators whose members are threads of this
 // process, collectives as bounded rendezvous over the fake device memory.
-#include "tests/impl/embedding/kernels/fake_nccl.h"
+#include "tests/support/fake_plugins/fake_nccl.h"
 
 #include <algorithm>
 #include <atomic>

@@ -22,7 +22,7 @@
 #include <cstdint>
 
 #include "impl/core/plugin_abi.h"
-#include "tests/impl/embedding/kernels/fake_device_memory.h"
+#include "tests/support/fake_plugins/fake_device_memory.h"
 
 namespace shardrec::fake {
 

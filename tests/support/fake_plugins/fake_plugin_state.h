@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "impl/core/status.h"
-#include "tests/impl/embedding/kernels/fake_device_memory.h"
+#include "tests/support/fake_plugins/fake_device_memory.h"
 
 namespace shardrec::fake {
 
