@@ -16,7 +16,7 @@
 #include "impl/comm/agree.h"
 #include "impl/comm/factory.h"
 #include "impl/comm/mpi/mpi_communicator.h"
-#include "impl/comm/stores.h"
+#include "impl/comm/rendezvous/stores.h"
 #include "impl/core/check.h"
 #include "impl/core/numa_binding.h"
 

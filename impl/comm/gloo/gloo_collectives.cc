@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "impl/comm/gloo_communicator.h"
+#include "impl/comm/gloo/gloo_communicator.h"
 #include "impl/comm/reduce.h"
 #include "impl/core/check.h"
 

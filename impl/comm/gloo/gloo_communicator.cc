@@ -1,6 +1,6 @@
 // GlooCommunicator: creation, validation, error mapping and poisoning, CUDA staging, Split and
 // Abort. The collective bodies live in gloo_collectives.cc.
-#include "impl/comm/gloo_communicator.h"
+#include "impl/comm/gloo/gloo_communicator.h"
 
 #include <gloo/barrier.h>
 #include <gloo/context.h>
@@ -13,9 +13,9 @@
 
 #include "impl/comm/agree.h"
 #include "impl/comm/call_checks.h"
-#include "impl/comm/gloo_interrupt.h"
-#include "impl/comm/gloo_mesh.h"
-#include "impl/comm/stores.h"
+#include "impl/comm/gloo/gloo_interrupt.h"
+#include "impl/comm/gloo/gloo_mesh.h"
+#include "impl/comm/rendezvous/stores.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
 

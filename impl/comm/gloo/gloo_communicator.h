@@ -14,7 +14,7 @@
 #include "impl/comm/communicator.h"
 #include "impl/comm/failure_domain.h"
 #include "impl/comm/one_caller.h"
-#include "impl/comm/store.h"
+#include "impl/comm/rendezvous/store.h"
 #include "impl/core/pinned_buffer.h"
 
 namespace gloo {

@@ -1,6 +1,6 @@
 // InterruptGlooContext: wakes threads blocked in Gloo's waitRecv/waitSend through the TCP pair's
 // own error path (the path a dead peer takes), which Gloo's closeConnections() does not take.
-#include "impl/comm/gloo_interrupt.h"
+#include "impl/comm/gloo/gloo_interrupt.h"
 
 #include <gloo/context.h>
 #include <gloo/transport/pair.h>

@@ -1,5 +1,5 @@
 // MeshContext::ConnectMesh: pair creation, the address exchange and the deadline's watchdog.
-#include "impl/comm/gloo_mesh.h"
+#include "impl/comm/gloo/gloo_mesh.h"
 
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "impl/comm/gloo_interrupt.h"
+#include "impl/comm/gloo/gloo_interrupt.h"
 #include "impl/core/check.h"
 
 namespace shardrec::comm {

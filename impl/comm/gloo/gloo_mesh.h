@@ -9,7 +9,7 @@
 #include <chrono>
 #include <memory>
 
-#include "impl/comm/store.h"
+#include "impl/comm/rendezvous/store.h"
 #include "impl/core/status.h"
 
 namespace gloo::transport {

@@ -14,7 +14,7 @@
 
 #include "impl/comm/communicator.h"
 #include "impl/comm/failure_domain.h"
-#include "impl/comm/gloo_communicator.h"  // kDefaultTimeout
+#include "impl/comm/gloo/gloo_communicator.h"  // kDefaultTimeout
 #include "impl/comm/mpi/message_tags.h"
 #include "impl/comm/mpi/mpi_plugin_abi.h"
 #include "impl/comm/one_caller.h"

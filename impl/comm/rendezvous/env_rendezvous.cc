@@ -1,6 +1,6 @@
 // Launcher conventions: which variables each launcher sets, how rank 0's address and port
 // follow from them, and Slurm's compressed host lists.
-#include "impl/comm/env_rendezvous.h"
+#include "impl/comm/rendezvous/env_rendezvous.h"
 
 #include <cctype>
 #include <cerrno>

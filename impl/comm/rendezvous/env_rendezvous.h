@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "impl/comm/store_tcp.h"
+#include "impl/comm/rendezvous/store_tcp.h"
 #include "impl/core/status.h"
 
 namespace shardrec::comm {

@@ -1,5 +1,5 @@
 // POSIX socket helpers for the TCP store.
-#include "impl/comm/socket_util.h"
+#include "impl/comm/rendezvous/socket_util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

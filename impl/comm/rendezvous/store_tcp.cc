@@ -1,10 +1,10 @@
 // The TCP store client: one connection, requests serialised, fail-fast once the server is gone.
-#include "impl/comm/store_tcp.h"
+#include "impl/comm/rendezvous/store_tcp.h"
 
 #include <algorithm>
 #include <thread>
 
-#include "impl/comm/store_tcp_protocol.h"
+#include "impl/comm/rendezvous/store_tcp_protocol.h"
 #include "impl/core/check.h"
 
 namespace shardrec::comm {

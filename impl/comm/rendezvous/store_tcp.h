@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "impl/comm/socket_util.h"
-#include "impl/comm/store.h"
+#include "impl/comm/rendezvous/socket_util.h"
+#include "impl/comm/rendezvous/store.h"
 
 namespace shardrec::comm {
 

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <random>
 
-#include "impl/comm/store_tcp.h"
-#include "impl/comm/store_tcp_protocol.h"
+#include "impl/comm/rendezvous/store_tcp.h"
+#include "impl/comm/rendezvous/store_tcp_protocol.h"
 #include "impl/core/check.h"
 
 namespace shardrec::comm {

@@ -1,5 +1,5 @@
 // MemoryStore, PrefixStore and CallbackStore.
-#include "impl/comm/stores.h"
+#include "impl/comm/rendezvous/stores.h"
 
 #include "impl/core/check.h"
 

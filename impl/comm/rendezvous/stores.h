@@ -7,7 +7,7 @@
 #include <memory>
 #include <mutex>
 
-#include "impl/comm/store.h"
+#include "impl/comm/rendezvous/store.h"
 
 namespace shardrec::comm {
 

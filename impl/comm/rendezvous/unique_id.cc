@@ -1,5 +1,5 @@
 // Unique id encoding and the process-wide registry of store servers created by CreateUniqueId.
-#include "impl/comm/unique_id.h"
+#include "impl/comm/rendezvous/unique_id.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

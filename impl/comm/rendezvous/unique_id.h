@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "impl/comm/store_tcp.h"
+#include "impl/comm/rendezvous/store_tcp.h"
 
 namespace shardrec::comm {
 
