@@ -4,6 +4,7 @@ list(APPEND SHARDREC_COMM_SOURCES
   reduce.cc
   agree.cc
   call_checks.cc
+  checked_communicator.cc
   failure_domain.cc
   encoded.cc
   staged_comm.cc

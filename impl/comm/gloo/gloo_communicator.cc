@@ -12,7 +12,6 @@
 #include <mutex>
 
 #include "impl/comm/agree.h"
-#include "impl/comm/call_checks.h"
 #include "impl/comm/gloo/gloo_interrupt.h"
 #include "impl/comm/gloo/gloo_mesh.h"
 #include "impl/comm/rendezvous/stores.h"
@@ -201,15 +200,6 @@ void GlooCommunicator::AbortLocal(const Status& why) {
   }
 }
 
-Status GlooCommunicator::ResolveTimeout(const CallOptions& opts,
-                                        std::chrono::milliseconds* out) const {
-  if (opts.timeout.count() < 0) {
-    return Status::InvalidArgument("timeout ", opts.timeout.count(), " ms must not be negative");
-  }
-  *out = opts.timeout.count() > 0 ? opts.timeout : timeout_.load();
-  return Status::Ok();
-}
-
 Status GlooCommunicator::Run(const char* what, std::chrono::milliseconds timeout,
                              const std::function<void()>& body) {
   const auto start = Clock::now();
@@ -270,7 +260,7 @@ Status GlooCommunicator::Staged(
 }
 
 Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
-  const OneCaller caller(busy_);
+  const OneCaller caller(busy());
   SR_RETURN_IF_ERROR(caller.Usable(*this));
   // Every member learns every (color, key, rank) triple; the groups follow deterministically.
   const bool refused = out == nullptr;
@@ -299,96 +289,67 @@ Status GlooCommunicator::Split(int color, int key, std::unique_ptr<Communicator>
   return s;
 }
 
-// ---- Validation and dispatch (host or staged) ----
+// ---- Dispatch (host or staged); the arguments were checked (checked_communicator.cc) ----
 
-Status GlooCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
-                                   ReduceOp op, const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  SR_RETURN_IF_ERROR(CheckAllReduceCall(send, recv, count, dtype, op));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status GlooCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType dtype,
+                                     ReduceOp op, const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   if (device_.is_host()) return HostAllReduce(send, recv, count, dtype, op, t);
   const size_t bytes = count * DTypeSize(dtype);
-  return Staged({{send, bytes}}, {{recv, bytes}}, opts.stream, [&](auto& in, auto& out) {
+  return Staged({{send, bytes}}, {{recv, bytes}}, call.stream, [&](auto& in, auto& out) {
     return HostAllReduce(in[0], out[0], count, dtype, op, t);
   });
 }
 
-Status GlooCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts,
-                                   void* recv, std::span<const size_t> recv_counts, DType dtype,
-                                   const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  size_t send_total = 0, recv_total = 0;
-  SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, size_,
-                                        &send_total, &recv_total));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status GlooCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
+                                     void* recv, std::span<const size_t> recv_counts, DType dtype,
+                                     const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   if (device_.is_host()) return HostAllToAllV(send, send_counts, recv, recv_counts, dtype, t);
   const size_t es = DTypeSize(dtype);
-  return Staged({{send, send_total * es}}, {{recv, recv_total * es}}, opts.stream,
+  return Staged({{send, call.send_total * es}}, {{recv, call.recv_total * es}}, call.stream,
                 [&](auto& in, auto& out) {
                   return HostAllToAllV(in[0], send_counts, out[0], recv_counts, dtype, t);
                 });
 }
 
-Status GlooCommunicator::AllGatherV(const void* send, size_t send_count, void* recv,
-                                    std::span<const size_t> recv_counts, DType dtype,
-                                    const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  size_t total = 0;
-  SR_RETURN_IF_ERROR(
-      CheckAllGatherVCall(send, send_count, recv, recv_counts, dtype, size_, rank_, &total));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status GlooCommunicator::DoAllGatherV(const void* send, size_t send_count, void* recv,
+                                      std::span<const size_t> recv_counts, DType dtype,
+                                      const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   if (device_.is_host()) return HostAllGatherV(send, send_count, recv, recv_counts, dtype, t);
   const size_t es = DTypeSize(dtype);
-  return Staged({{send, send_count * es}}, {{recv, total * es}}, opts.stream,
+  return Staged({{send, send_count * es}}, {{recv, call.recv_total * es}}, call.stream,
                 [&](auto& in, auto& out) {
                   return HostAllGatherV(in[0], send_count, out[0], recv_counts, dtype, t);
                 });
 }
 
-Status GlooCommunicator::ReduceScatterV(const void* send, void* recv,
-                                        std::span<const size_t> recv_counts, DType dtype,
-                                        ReduceOp op, const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  size_t total = 0;
-  SR_RETURN_IF_ERROR(
-      CheckReduceScatterVCall(send, recv, recv_counts, dtype, op, size_, rank_, &total));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status GlooCommunicator::DoReduceScatterV(const void* send, void* recv,
+                                          std::span<const size_t> recv_counts, DType dtype,
+                                          ReduceOp op, const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   if (device_.is_host()) return HostReduceScatterV(send, recv, recv_counts, dtype, op, t);
   const size_t es = DTypeSize(dtype);
-  return Staged({{send, total * es}}, {{recv, recv_counts[rank_] * es}}, opts.stream,
+  return Staged({{send, call.send_total * es}}, {{recv, recv_counts[rank_] * es}}, call.stream,
                 [&](auto& in, auto& out) {
                   return HostReduceScatterV(in[0], out[0], recv_counts, dtype, op, t);
                 });
 }
 
-Status GlooCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
-                                   const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  SR_RETURN_IF_ERROR(CheckBroadcastCall(buf, count, dtype, root, size_));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status GlooCommunicator::DoBroadcast(void* buf, size_t count, DType dtype, int root,
+                                     const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   if (device_.is_host()) return HostBroadcast(buf, count, dtype, root, t);
   const size_t bytes = count * DTypeSize(dtype);
-  return Staged({{buf, bytes}}, {{buf, bytes}}, opts.stream, [&](auto& in, auto& out) {
+  return Staged({{buf, bytes}}, {{buf, bytes}}, call.stream, [&](auto& in, auto& out) {
     std::memcpy(out[0], in[0], bytes);
     return HostBroadcast(out[0], count, dtype, root, t);
   });
 }
 
-Status GlooCommunicator::Barrier(const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status GlooCommunicator::DoBarrier(const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   if (size_ == 1) return Status::Ok();
   return Run("barrier", t, [&] {
     gloo::BarrierOptions o(context_);

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "impl/comm/communicator.h"
+#include "impl/comm/checked_communicator.h"
 #include "impl/comm/failure_domain.h"
 #include "impl/comm/one_caller.h"
 #include "impl/comm/rendezvous/store.h"
@@ -49,7 +49,7 @@ struct GlooConfig {
 // dead peer would otherwise kill the process), and connects the full mesh through the store.
 Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communicator>* out);
 
-class GlooCommunicator : public Communicator, public Abortable {
+class GlooCommunicator : public CheckedCommunicator, public Abortable {
  public:
   GlooCommunicator(const GlooConfig& config, std::shared_ptr<gloo::Context> context,
                    std::shared_ptr<gloo::transport::Device> gloo_device);
@@ -62,19 +62,6 @@ class GlooCommunicator : public Communicator, public Abortable {
   std::chrono::milliseconds timeout() const override { return timeout_.load(); }
   void set_timeout(std::chrono::milliseconds timeout) override;
 
-  Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                   const CallOptions& opts = {}) override;
-  Status AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
-                   std::span<const size_t> recv_counts, DType dtype,
-                   const CallOptions& opts = {}) override;
-  Status AllGatherV(const void* send, size_t send_count, void* recv,
-                    std::span<const size_t> recv_counts, DType dtype,
-                    const CallOptions& opts = {}) override;
-  Status ReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
-                        DType dtype, ReduceOp op, const CallOptions& opts = {}) override;
-  Status Broadcast(void* buf, size_t count, DType dtype, int root,
-                   const CallOptions& opts = {}) override;
-  Status Barrier(const CallOptions& opts = {}) override;
   Status Split(int color, int key, std::unique_ptr<Communicator>* out) override;
   void Abort() override;
   Status AsyncError() const override;
@@ -83,6 +70,18 @@ class GlooCommunicator : public Communicator, public Abortable {
   // Gloo waits fail at once and later calls return `why` (kAborted).
   void AbortLocal(const Status& why) override;
 
+ protected:
+  Status DoAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                     const Call& call) override;
+  Status DoAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                     std::span<const size_t> recv_counts, DType dtype, const Call& call) override;
+  Status DoAllGatherV(const void* send, size_t send_count, void* recv,
+                      std::span<const size_t> recv_counts, DType dtype, const Call& call) override;
+  Status DoReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                          DType dtype, ReduceOp op, const Call& call) override;
+  Status DoBroadcast(void* buf, size_t count, DType dtype, int root, const Call& call) override;
+  Status DoBarrier(const Call& call) override;
+
  private:
   using Clock = std::chrono::steady_clock;
   struct HostBuf {
@@ -90,7 +89,6 @@ class GlooCommunicator : public Communicator, public Abortable {
     size_t bytes;
   };
 
-  Status ResolveTimeout(const CallOptions& opts, std::chrono::milliseconds* out) const;
   // Runs a Gloo call, turning any exception into kTimeout/kRemote and poisoning on failure.
   Status Run(const char* what, std::chrono::milliseconds timeout,
              const std::function<void()>& body);
@@ -124,7 +122,6 @@ class GlooCommunicator : public Communicator, public Abortable {
   uint64_t id_ = 0;  // process-unique, for the domain's lineage
   int split_seq_ = 0;
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> busy_{false};  // a thread is inside a call (OneCaller)
   mutable std::mutex mu_;
   Status poison_;
   // Pinned staging for CUDA buffers, grown on demand and kept: page-locked memory is slow to
