@@ -4,13 +4,11 @@
 
 #include <cstddef>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "capi/src/embedding_handle.h"
-#include "capi/src/guard.h"
-#include "capi/src/mesh_handle.h"
+#include "capi/src/entry.h"
+#include "capi/src/handles.h"
 #include "capi/src/versioned.h"
 #include "impl/checkpoint/checkpoint.h"
 #include "impl/comm/agree.h"
@@ -21,11 +19,6 @@ namespace {
 checkpoint::FileSystem& Posix() {
   static const std::shared_ptr<checkpoint::FileSystem> fs = checkpoint::PosixFileSystem();
   return *fs;
-}
-
-Status CheckColl(const shardrec_embedding_t* coll) {
-  if (coll == nullptr || !coll->impl) return Status::InvalidArgument("collection must not be NULL");
-  return Status::Ok();
 }
 
 Status CheckPath(const char* p, const char* what) {
@@ -71,17 +64,8 @@ template <typename Args, typename Fn>
 shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool need_mesh,
                       const char* call, Args&& args, Fn&& body,
                       const std::vector<int64_t>* same = nullptr) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckColl(coll));
-    if (need_mesh && (mesh == nullptr || !mesh->impl))
-      return Status::InvalidArgument("mesh must not be NULL");
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    std::optional<ExclusiveUse> mesh_use;
-    if (need_mesh) {
-      mesh_use.emplace(mesh->busy, "mesh");
-      SR_RETURN_IF_ERROR(mesh_use->status());
-    }
+  const EntryArg mesh_arg = need_mesh ? Exclusive(mesh, "mesh", "mesh") : Unused();
+  return Enter({Exclusive(coll, "collection", "collection"), mesh_arg}, [&] {
     // A GPU collection's stream-ordered calls finish (and report) before its parameters are read.
     SR_RETURN_IF_ERROR(coll->impl->Synchronize());
     comm::Communicator& c = need_mesh ? mesh->impl->host_world() : coll->impl->comm();
@@ -89,10 +73,11 @@ shardrec_status_t Run(shardrec_embedding_t* coll, shardrec_mesh_t* mesh, bool ne
     if (same == nullptr) {
       SR_RETURN_IF_ERROR(comm::AgreeOnArguments(c, local, call));
     } else {
-      SR_RETURN_IF_ERROR(comm::AgreeOnArguments(
-          c, local, call, *same,
-          "allow_partial_load, verify_first, reset_optimizer_state or allow_dtype_change differ; "
-          "every rank must give the same load options"));
+      SR_RETURN_IF_ERROR(
+          comm::AgreeOnArguments(c, local, call, *same,
+                                 "allow_partial_load, verify_first, "
+                                 "reset_optimizer_state or allow_dtype_change differ; "
+                                 "every rank must give the same load options"));
     }
     return body();
   });
@@ -121,7 +106,6 @@ checkpoint::Group MeshGroup(shardrec_mesh_t* mesh) {
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
 using shardrec::capi::CheckPath;
-using shardrec::capi::Guard;
 using shardrec::capi::LoadOptionWords;
 using shardrec::capi::MeshGroup;
 using shardrec::capi::Posix;

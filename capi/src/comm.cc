@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
 #include "impl/comm/agree.h"
 #include "impl/comm/factory.h"
 #include "impl/comm/mpi/mpi_communicator.h"
-#include "impl/comm/stores.h"
+#include "impl/comm/rendezvous/stores.h"
 #include "impl/core/check.h"
 #include "impl/core/numa_binding.h"
 
@@ -97,11 +97,6 @@ Status CheckDType(int32_t dtype) {
   return Status::Ok();
 }
 
-Status CheckComm(const shardrec_comm_t* comm) {
-  if (comm == nullptr || !comm->impl) return Status::InvalidArgument("comm must not be NULL");
-  return Status::Ok();
-}
-
 // The raw collectives' sizes come from the caller: agreed first (comm/agree.h), so ranks given
 // different sizes fail together instead of corrupting buffers or aborting the process, and a
 // rank refusing its own arguments (`local`) still joins the agreement, so its peers fail at once
@@ -175,10 +170,11 @@ comm::CallOptions StreamOptions(void* stream) {
 using shardrec::BindToLocalNumaNode;
 using shardrec::Status;
 using shardrec::capi::AgreeOnRawCall;
-using shardrec::capi::CheckComm;
 using shardrec::capi::CheckDType;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Handle;
+using shardrec::capi::NotNull;
 namespace comm = shardrec::comm;
 
 extern "C" {
@@ -199,8 +195,7 @@ SHARDREC_API shardrec_status_t shardrec_store_callbacks_init(shardrec_store_call
 }
 
 SHARDREC_API shardrec_status_t shardrec_comm_unique_id_create(shardrec_unique_id_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     comm::UniqueId id;
     SR_RETURN_IF_ERROR(comm::CreateUniqueId(&id));
     std::memcpy(out->internal, id.bytes, sizeof(id.bytes));
@@ -212,8 +207,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out,
                                                     const shardrec_unique_id_t* id,
                                                     int32_t world_size, int32_t rank,
                                                     const shardrec_comm_options_t* options) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     *out = nullptr;
     SR_RETURN_IF_ERROR(CheckNotNull(id, "id"));
     SR_RETURN_IF_ERROR(shardrec::capi::CheckWorld(world_size, rank));
@@ -230,8 +224,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_create(shardrec_comm_t** out,
 SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
     shardrec_comm_t** out, const shardrec_store_callbacks_t* callbacks, int32_t world_size,
     int32_t rank, const shardrec_comm_options_t* options) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     *out = nullptr;
     SR_RETURN_IF_ERROR(CheckNotNull(callbacks, "callbacks"));
     SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(
@@ -257,8 +250,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_with_store(
 
 SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(
     shardrec_comm_t** comms_out, int32_t n, const shardrec_comm_options_t* options) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(comms_out, "comms_out"));
+  return Enter({NotNull(comms_out, "comms_out")}, [&] {
     if (n < 1 || n > shardrec::capi::kMaxLocalGroup) {
       return Status::InvalidArgument("n ", n, " must be in [1, ", shardrec::capi::kMaxLocalGroup,
                                      "]");
@@ -282,8 +274,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_local_group(
 SHARDREC_API shardrec_status_t shardrec_comm_split(shardrec_comm_t** out,
                                                    shardrec_comm_t* comm_handle, int32_t color,
                                                    int32_t key) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({Handle(comm_handle, "comm")}, [&] {
     // A NULL out still takes part in the split's first exchange (as a refusal), so the other
     // members fail at once instead of waiting out their timeout.
     if (out == nullptr) return comm_handle->impl->Split(color, key, nullptr);
@@ -297,9 +288,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_split(shardrec_comm_t** out,
 
 SHARDREC_API shardrec_status_t shardrec_comm_rank(int32_t* out,
                                                   const shardrec_comm_t* comm_handle) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({NotNull(out, "out"), Handle(comm_handle, "comm")}, [&] {
     *out = comm_handle->impl->Rank();
     return Status::Ok();
   });
@@ -307,9 +296,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_rank(int32_t* out,
 
 SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out,
                                                   const shardrec_comm_t* comm_handle) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({NotNull(out, "out"), Handle(comm_handle, "comm")}, [&] {
     *out = comm_handle->impl->Size();
     return Status::Ok();
   });
@@ -317,8 +304,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_size(int32_t* out,
 
 SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm_handle,
                                                          int64_t timeout_ms) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({Handle(comm_handle, "comm")}, [&] {
     if (timeout_ms <= 0) return Status::InvalidArgument("timeout_ms ", timeout_ms, " must be > 0");
     comm_handle->impl->set_timeout(shardrec::capi::Bounded(timeout_ms));
     return Status::Ok();
@@ -326,22 +312,18 @@ SHARDREC_API shardrec_status_t shardrec_comm_set_timeout(shardrec_comm_t* comm_h
 }
 
 SHARDREC_API shardrec_status_t shardrec_comm_abort(shardrec_comm_t* comm_handle) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({Handle(comm_handle, "comm")}, [&] {
     comm_handle->impl->Abort();
     return Status::Ok();
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_comm_async_error(const shardrec_comm_t* comm_handle) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
-    return comm_handle->impl->AsyncError();
-  });
+  return Enter({Handle(comm_handle, "comm")}, [&] { return comm_handle->impl->AsyncError(); });
 }
 
 SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm_handle) {
-  (void)Guard([&] {
+  (void)Enter({}, [&] {
     delete comm_handle;
     return Status::Ok();
   });
@@ -350,8 +332,7 @@ SHARDREC_API void shardrec_comm_destroy(shardrec_comm_t* comm_handle) {
 SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm_handle,
                                                        const void* send, void* recv, size_t count,
                                                        int32_t dtype, int32_t op, void* stream) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({Handle(comm_handle, "comm")}, [&] {
     const Status local = [&]() -> Status {
       SR_RETURN_IF_ERROR(CheckDType(dtype));
       if (op < SHARDREC_REDUCE_SUM || op > SHARDREC_REDUCE_MIN)
@@ -372,8 +353,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_allreduce(shardrec_comm_t* comm_han
 SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm_handle, void* buf,
                                                        size_t count, int32_t dtype, int32_t root,
                                                        void* stream) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({Handle(comm_handle, "comm")}, [&] {
     const Status local = [&]() -> Status {
       SR_RETURN_IF_ERROR(CheckDType(dtype));
       const int size = comm_handle->impl->Size();
@@ -393,8 +373,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_broadcast(shardrec_comm_t* comm_han
 SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm_handle,
                                                        const void* send, void* recv, size_t count,
                                                        int32_t dtype, void* stream) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({Handle(comm_handle, "comm")}, [&] {
     const Status local = [&]() -> Status {
       SR_RETURN_IF_ERROR(CheckDType(dtype));
       if (count > 0 && send == nullptr)
@@ -415,8 +394,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_allgather(shardrec_comm_t* comm_han
 }
 
 SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm_handle) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({Handle(comm_handle, "comm")}, [&] {
     // Over a host communicator the agreement's all-reduce is itself the barrier: every rank
     // contributes before any returns.
     if (comm_handle->impl->device().is_host())
@@ -428,8 +406,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_barrier(shardrec_comm_t* comm_handl
 SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
                                                         int64_t mpi_comm_fortran,
                                                         const shardrec_comm_options_t* options) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     *out = nullptr;
     comm::CommOptions opts;
     if (options != nullptr) {
@@ -451,8 +428,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
 
 SHARDREC_API shardrec_status_t
 shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options_t* options) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     *out = nullptr;
     comm::CommOptions opts;
     SR_RETURN_IF_ERROR(shardrec::capi::ToOptions(options, &opts));
@@ -467,9 +443,7 @@ shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options
 
 SHARDREC_API shardrec_status_t shardrec_comm_local_rank(int32_t* out,
                                                         const shardrec_comm_t* comm_handle) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({NotNull(out, "out"), Handle(comm_handle, "comm")}, [&] {
     if (comm_handle->local_rank < 0) {
       return Status::Unsupported(
           "the local rank of a device communicator is known only when it "
@@ -482,9 +456,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_local_rank(int32_t* out,
 
 SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out,
                                                         const shardrec_comm_t* comm_handle) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({NotNull(out, "out"), Handle(comm_handle, "comm")}, [&] {
     if (comm_handle->local_size < 0) {
       return Status::Unsupported(
           "the local size of a device communicator is known only when it "
@@ -497,8 +469,7 @@ SHARDREC_API shardrec_status_t shardrec_comm_local_size(int32_t* out,
 
 SHARDREC_API shardrec_status_t shardrec_comm_bind_local_numa(int32_t* out,
                                                              shardrec_comm_t* comm_handle) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckComm(comm_handle));
+  return Enter({Handle(comm_handle, "comm")}, [&] {
     if (!comm_handle->impl->device().is_host()) {
       return Status::Unsupported("NUMA binding is for host communicators only");
     }

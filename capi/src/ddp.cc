@@ -6,32 +6,16 @@
 #include <vector>
 
 #include "capi/src/embedding_convert.h"
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
 #include "impl/ddp/bucketer.h"
 #include "impl/ddp/sharded.h"
 
-struct shardrec_ddp {
-  std::unique_ptr<shardrec::ddp::Bucketer> impl;
-  mutable std::atomic<bool> busy{false};
-};
-
-struct shardrec_fsdp {
-  std::unique_ptr<shardrec::ddp::ShardedParams> impl;
-  mutable std::atomic<bool> busy{false};
-};
-
 namespace shardrec::capi {
 namespace {
 
 static_assert(SHARDREC_DDP_COMPRESSION_BF16 == static_cast<int>(ddp::Compression::kBFloat16));
-
-template <typename H>
-Status CheckHandle(const H* h, const char* what) {
-  if (h == nullptr || !h->impl) return Status::InvalidArgument(what, " must not be NULL");
-  return Status::Ok();
-}
 
 Status ToDdpOptions(const shardrec_ddp_options_t* o, ddp::DdpOptions* out) {
   *out = ddp::DdpOptions();
@@ -60,10 +44,11 @@ Status CheckComm(const shardrec_comm_t* comm) {
 }  // namespace shardrec::capi
 
 using shardrec::Status;
-using shardrec::capi::CheckHandle;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::ExclusiveUse;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Exclusive;
+using shardrec::capi::Handle;
+using shardrec::capi::NotNull;
 
 extern "C" {
 
@@ -76,7 +61,7 @@ SHARDREC_API shardrec_status_t shardrec_ddp_options_init(shardrec_ddp_options_t*
 SHARDREC_API shardrec_status_t shardrec_ddp_create(shardrec_ddp_t** out, shardrec_comm_t* comm,
                                                    const int64_t* counts, size_t n,
                                                    const shardrec_ddp_options_t* options) {
-  return Guard([&] {
+  return Enter({}, [&] {
     if (out != nullptr) *out = nullptr;
     SR_RETURN_IF_ERROR(shardrec::capi::CheckComm(comm));
     // Creation is collective: a rank refusing its own arguments still meets its peers'
@@ -98,9 +83,7 @@ SHARDREC_API void shardrec_ddp_destroy(shardrec_ddp_t* ddp) { delete ddp; }
 
 SHARDREC_API shardrec_status_t shardrec_ddp_grad(const shardrec_ddp_t* ddp, size_t index,
                                                  float** out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(ddp, "ddp"), NotNull(out, "out")}, [&] {
     if (index >= ddp->impl->num_tensors()) {
       return Status::InvalidArgument("gradient ", index, " out of range (",
                                      ddp->impl->num_tensors(), " registered)");
@@ -112,46 +95,24 @@ SHARDREC_API shardrec_status_t shardrec_ddp_grad(const shardrec_ddp_t* ddp, size
 
 SHARDREC_API shardrec_status_t shardrec_ddp_set_external(shardrec_ddp_t* ddp, size_t index,
                                                          float* grad) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
-    ExclusiveUse use(ddp->busy, "bucketer");
-    SR_RETURN_IF_ERROR(use.status());
-    return ddp->impl->SetExternal(index, grad);
-  });
+  return Enter({Exclusive(ddp, "ddp", "bucketer")},
+               [&] { return ddp->impl->SetExternal(index, grad); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_ddp_zero_grad(shardrec_ddp_t* ddp) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
-    ExclusiveUse use(ddp->busy, "bucketer");
-    SR_RETURN_IF_ERROR(use.status());
-    return ddp->impl->ZeroGrad();
-  });
+  return Enter({Exclusive(ddp, "ddp", "bucketer")}, [&] { return ddp->impl->ZeroGrad(); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_ddp_mark_ready(shardrec_ddp_t* ddp, size_t index) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
-    ExclusiveUse use(ddp->busy, "bucketer");
-    SR_RETURN_IF_ERROR(use.status());
-    return ddp->impl->MarkReady(index);
-  });
+  return Enter({Exclusive(ddp, "ddp", "bucketer")}, [&] { return ddp->impl->MarkReady(index); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_ddp_finish(shardrec_ddp_t* ddp) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
-    ExclusiveUse use(ddp->busy, "bucketer");
-    SR_RETURN_IF_ERROR(use.status());
-    return ddp->impl->Finish();
-  });
+  return Enter({Exclusive(ddp, "ddp", "bucketer")}, [&] { return ddp->impl->Finish(); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_ddp_set_sync(shardrec_ddp_t* ddp, int32_t enabled) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
-    ExclusiveUse use(ddp->busy, "bucketer");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(ddp, "ddp", "bucketer")}, [&] {
     ddp->impl->set_sync(enabled != 0);
     return Status::Ok();
   });
@@ -159,9 +120,7 @@ SHARDREC_API shardrec_status_t shardrec_ddp_set_sync(shardrec_ddp_t* ddp, int32_
 
 SHARDREC_API shardrec_status_t shardrec_ddp_stats(const shardrec_ddp_t* ddp,
                                                   shardrec_ddp_stats_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(ddp, "ddp"), NotNull(out, "out")}, [&] {
     const auto& s = ddp->impl->stats();
     out->steps = s.steps;
     out->buckets = static_cast<int64_t>(ddp->impl->buckets().size());
@@ -174,8 +133,7 @@ SHARDREC_API shardrec_status_t shardrec_ddp_stats(const shardrec_ddp_t* ddp,
 
 SHARDREC_API shardrec_status_t shardrec_ddp_bucket(const shardrec_ddp_t* ddp, size_t bucket,
                                                    size_t* out, size_t capacity, size_t* size) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(ddp, "ddp"));
+  return Enter({Handle(ddp, "ddp")}, [&] {
     const auto& buckets = ddp->impl->buckets();
     if (bucket >= buckets.size()) {
       return Status::InvalidArgument("bucket ", bucket, " out of range (", buckets.size(),
@@ -198,7 +156,7 @@ SHARDREC_API shardrec_status_t shardrec_fsdp_create(shardrec_fsdp_t** out, shard
                                                     const int64_t* unit_counts,
                                                     const float* const* initial, size_t n,
                                                     const shardrec_optimizer_config_t* optimizer) {
-  return Guard([&] {
+  return Enter({}, [&] {
     if (out != nullptr) *out = nullptr;
     SR_RETURN_IF_ERROR(shardrec::capi::CheckComm(comm));
     // Creation is collective: a rank refusing its own arguments still meets its peers'
@@ -230,58 +188,33 @@ SHARDREC_API void shardrec_fsdp_destroy(shardrec_fsdp_t* fsdp) { delete fsdp; }
 
 SHARDREC_API shardrec_status_t shardrec_fsdp_gather(shardrec_fsdp_t* fsdp, size_t unit,
                                                     int64_t prefetch, float** full) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
-    SR_RETURN_IF_ERROR(CheckNotNull(full, "full"));
-    ExclusiveUse use(fsdp->busy, "sharded parameters");
-    SR_RETURN_IF_ERROR(use.status());
-    return fsdp->impl->Gather(unit, prefetch, full);
-  });
+  return Enter({Exclusive(fsdp, "fsdp", "sharded parameters"), NotNull(full, "full")},
+               [&] { return fsdp->impl->Gather(unit, prefetch, full); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_fsdp_release(shardrec_fsdp_t* fsdp, size_t unit) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
-    ExclusiveUse use(fsdp->busy, "sharded parameters");
-    SR_RETURN_IF_ERROR(use.status());
-    return fsdp->impl->Release(unit);
-  });
+  return Enter({Exclusive(fsdp, "fsdp", "sharded parameters")},
+               [&] { return fsdp->impl->Release(unit); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_fsdp_grad(shardrec_fsdp_t* fsdp, size_t unit,
                                                   float** full) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
-    SR_RETURN_IF_ERROR(CheckNotNull(full, "full"));
-    ExclusiveUse use(fsdp->busy, "sharded parameters");
-    SR_RETURN_IF_ERROR(use.status());
-    return fsdp->impl->Grad(unit, full);
-  });
+  return Enter({Exclusive(fsdp, "fsdp", "sharded parameters"), NotNull(full, "full")},
+               [&] { return fsdp->impl->Grad(unit, full); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_fsdp_reduce_grad(shardrec_fsdp_t* fsdp, size_t unit) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
-    ExclusiveUse use(fsdp->busy, "sharded parameters");
-    SR_RETURN_IF_ERROR(use.status());
-    return fsdp->impl->ReduceGrad(unit);
-  });
+  return Enter({Exclusive(fsdp, "fsdp", "sharded parameters")},
+               [&] { return fsdp->impl->ReduceGrad(unit); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_fsdp_step(shardrec_fsdp_t* fsdp) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
-    ExclusiveUse use(fsdp->busy, "sharded parameters");
-    SR_RETURN_IF_ERROR(use.status());
-    return fsdp->impl->Step();
-  });
+  return Enter({Exclusive(fsdp, "fsdp", "sharded parameters")}, [&] { return fsdp->impl->Step(); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_fsdp_shard(shardrec_fsdp_t* fsdp, size_t unit, float** data,
                                                    int64_t* offset, int64_t* count) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
-    SR_RETURN_IF_ERROR(CheckNotNull(data, "data"));
+  return Enter({Handle(fsdp, "fsdp"), NotNull(data, "data")}, [&] {
     if (unit >= fsdp->impl->num_units()) {
       return Status::InvalidArgument("unit ", unit, " out of range (", fsdp->impl->num_units(),
                                      " units)");
@@ -295,8 +228,7 @@ SHARDREC_API shardrec_status_t shardrec_fsdp_shard(shardrec_fsdp_t* fsdp, size_t
 
 SHARDREC_API shardrec_status_t shardrec_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t* current,
                                                     int64_t* peak) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(fsdp, "fsdp"));
+  return Enter({Handle(fsdp, "fsdp")}, [&] {
     if (current != nullptr) *current = fsdp->impl->memory_bytes();
     if (peak != nullptr) *peak = fsdp->impl->peak_memory_bytes();
     return Status::Ok();

@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "capi/src/embedding_convert.h"
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
+#include "capi/src/handles.h"
 #include "capi/src/versioned.h"
 #include "impl/dense/device_registry.h"
 #include "impl/dense/gemm.h"
@@ -20,32 +21,10 @@
 #include "impl/dense/layer_factory.h"
 #include "impl/dense/optimizer.h"
 
-// Host or device was chosen at creation (layer_factory.h); no entry point tests which.
-struct shardrec_mlp {
-  std::unique_ptr<shardrec::dense::DenseLayer> impl;
-  mutable std::atomic<bool> busy{false};
-};
-
-struct shardrec_dcn {
-  std::unique_ptr<shardrec::dense::DenseLayer> impl;
-  mutable std::atomic<bool> busy{false};
-};
-
-struct shardrec_dense_optimizer {
-  std::unique_ptr<shardrec::dense::DenseOptimizer> impl;
-  mutable std::atomic<bool> busy{false};
-};
-
 namespace shardrec::capi {
 namespace {
 
 static_assert(SHARDREC_ACTIVATION_SIGMOID == static_cast<int>(dense::Activation::kSigmoid));
-
-template <typename H>
-Status CheckHandle(const H* h, const char* what) {
-  if (h == nullptr || !h->impl) return Status::InvalidArgument(what, " must not be NULL");
-  return Status::Ok();
-}
 
 static_assert(SHARDREC_DENSE_MATH_BF16 == static_cast<int>(dense::lt::Math::kBf16));
 static_assert(SHARDREC_DENSE_MATH_TF32 == static_cast<int>(dense::lt::Math::kTf32));
@@ -139,21 +118,21 @@ Status TensorAt(const std::vector<dense::DenseTensor>& ts, size_t i, shardrec_de
 }  // namespace shardrec::capi
 
 using shardrec::Status;
-using shardrec::capi::CheckHandle;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::ExclusiveUse;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Exclusive;
+using shardrec::capi::Handle;
+using shardrec::capi::NotNull;
 using shardrec::dense::HostDenseContext;
 
 extern "C" {
 
 SHARDREC_API shardrec_status_t shardrec_dense_set_blas_threads(int32_t threads) {
-  return Guard([&] { return shardrec::dense::SetBlasThreads(threads); });
+  return Enter({}, [&] { return shardrec::dense::SetBlasThreads(threads); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_dense_blas_threads(int32_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     *out = shardrec::dense::BlasThreads();
     return Status::Ok();
   });
@@ -169,8 +148,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_options_init(shardrec_mlp_options_t*
 
 SHARDREC_API shardrec_status_t shardrec_mlp_create(shardrec_mlp_t** out,
                                                    const shardrec_mlp_options_t* o) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     *out = nullptr;
     SR_RETURN_IF_ERROR(CheckNotNull(o, "options"));
     SR_RETURN_IF_ERROR(
@@ -214,8 +192,7 @@ SHARDREC_API void shardrec_mlp_destroy(shardrec_mlp_t* mlp) { delete mlp; }
 
 SHARDREC_API shardrec_status_t shardrec_mlp_device(const shardrec_mlp_t* mlp, int32_t* device_type,
                                                    int32_t* device_index) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+  return Enter({Handle(mlp, "mlp")}, [&] {
     const shardrec::Device d = mlp->impl->device();
     if (device_type != nullptr) {
       *device_type = d.is_cuda() ? SHARDREC_DEVICE_CUDA : SHARDREC_DEVICE_HOST;
@@ -227,8 +204,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_device(const shardrec_mlp_t* mlp, in
 
 SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int64_t* in,
                                                  int64_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+  return Enter({Handle(mlp, "mlp")}, [&] {
     if (in != nullptr) *in = mlp->impl->in_dim();
     if (out != nullptr) *out = mlp->impl->out_dim();
     return Status::Ok();
@@ -237,10 +213,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_dims(const shardrec_mlp_t* mlp, int6
 
 SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const float* x,
                                                     int64_t batch, float* y, int64_t y_len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    ExclusiveUse use(mlp->busy, "MLP");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(mlp, "mlp", "MLP")}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, mlp->impl->out_dim(), y_len, "y"));
     if (batch > 0 && (x == nullptr || y == nullptr)) {
       return Status::InvalidArgument("MLP forward: x and y must not be NULL");
@@ -251,8 +224,7 @@ SHARDREC_API shardrec_status_t shardrec_mlp_forward(shardrec_mlp_t* mlp, const f
 
 SHARDREC_API shardrec_status_t shardrec_mlp_infer(const shardrec_mlp_t* mlp, const float* x,
                                                   int64_t batch, float* y, int64_t y_len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
+  return Enter({Handle(mlp, "mlp")}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, mlp->impl->out_dim(), y_len, "y"));
     if (batch > 0 && (x == nullptr || y == nullptr)) {
       return Status::InvalidArgument("MLP inference: x and y must not be NULL");
@@ -265,27 +237,17 @@ SHARDREC_API shardrec_status_t shardrec_mlp_infer(const shardrec_mlp_t* mlp, con
 SHARDREC_API shardrec_status_t shardrec_mlp_backward(shardrec_mlp_t* mlp, const float* dy,
                                                      float* dx, shardrec_grad_ready_fn on_ready,
                                                      void* user) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    ExclusiveUse use(mlp->busy, "MLP");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(mlp, "mlp", "MLP")}, [&] {
     return mlp->impl->Backward(dy, dx, shardrec::capi::ToReady(on_ready, user));
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_mlp_zero_grad(shardrec_mlp_t* mlp) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    ExclusiveUse use(mlp->busy, "MLP");
-    SR_RETURN_IF_ERROR(use.status());
-    return mlp->impl->ZeroGrad();
-  });
+  return Enter({Exclusive(mlp, "mlp", "MLP")}, [&] { return mlp->impl->ZeroGrad(); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_mlp_num_tensors(const shardrec_mlp_t* mlp, size_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(mlp, "mlp"), NotNull(out, "out")}, [&] {
     *out = mlp->impl->tensors().size();
     return Status::Ok();
   });
@@ -293,27 +255,20 @@ SHARDREC_API shardrec_status_t shardrec_mlp_num_tensors(const shardrec_mlp_t* ml
 
 SHARDREC_API shardrec_status_t shardrec_mlp_tensor(const shardrec_mlp_t* mlp, size_t index,
                                                    shardrec_dense_param_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    return shardrec::capi::TensorAt(mlp->impl->tensors(), index, out);
-  });
+  return Enter({Handle(mlp, "mlp")},
+               [&] { return shardrec::capi::TensorAt(mlp->impl->tensors(), index, out); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_mlp_bind_tensor(shardrec_mlp_t* mlp, size_t index,
                                                         float* param, float* grad) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(mlp, "mlp"));
-    ExclusiveUse use(mlp->busy, "MLP");
-    SR_RETURN_IF_ERROR(use.status());
-    return mlp->impl->BindTensor(index, param, grad);
-  });
+  return Enter({Exclusive(mlp, "mlp", "MLP")},
+               [&] { return mlp->impl->BindTensor(index, param, grad); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_dcn_create(shardrec_dcn_t** out, int64_t width,
                                                    int32_t num_layers, int64_t rank, uint64_t seed,
                                                    const char* name) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     *out = nullptr;
     auto h = std::make_unique<shardrec_dcn>();
     const std::string n = name != nullptr && name[0] != '\0' ? name : "cross";
@@ -327,10 +282,7 @@ SHARDREC_API void shardrec_dcn_destroy(shardrec_dcn_t* dcn) { delete dcn; }
 
 SHARDREC_API shardrec_status_t shardrec_dcn_forward(shardrec_dcn_t* dcn, const float* x0,
                                                     int64_t batch, float* y, int64_t y_len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
-    ExclusiveUse use(dcn->busy, "DCN cross network");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(dcn, "dcn", "DCN cross network")}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, dcn->impl->out_dim(), y_len, "y"));
     return dcn->impl->Forward(x0, batch, y);
   });
@@ -338,8 +290,7 @@ SHARDREC_API shardrec_status_t shardrec_dcn_forward(shardrec_dcn_t* dcn, const f
 
 SHARDREC_API shardrec_status_t shardrec_dcn_infer(const shardrec_dcn_t* dcn, const float* x0,
                                                   int64_t batch, float* y, int64_t y_len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
+  return Enter({Handle(dcn, "dcn")}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckOutput(batch, dcn->impl->out_dim(), y_len, "y"));
     SR_RETURN_IF_ERROR(shardrec::capi::CheckNotTraining(dcn->busy, "DCN cross network"));
     return dcn->impl->Infer(x0, batch, y);
@@ -349,27 +300,17 @@ SHARDREC_API shardrec_status_t shardrec_dcn_infer(const shardrec_dcn_t* dcn, con
 SHARDREC_API shardrec_status_t shardrec_dcn_backward(shardrec_dcn_t* dcn, const float* dy,
                                                      float* dx0, shardrec_grad_ready_fn on_ready,
                                                      void* user) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
-    ExclusiveUse use(dcn->busy, "DCN cross network");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(dcn, "dcn", "DCN cross network")}, [&] {
     return dcn->impl->Backward(dy, dx0, shardrec::capi::ToReady(on_ready, user));
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_dcn_zero_grad(shardrec_dcn_t* dcn) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
-    ExclusiveUse use(dcn->busy, "DCN cross network");
-    SR_RETURN_IF_ERROR(use.status());
-    return dcn->impl->ZeroGrad();
-  });
+  return Enter({Exclusive(dcn, "dcn", "DCN cross network")}, [&] { return dcn->impl->ZeroGrad(); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_dcn_num_tensors(const shardrec_dcn_t* dcn, size_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(dcn, "dcn"), NotNull(out, "out")}, [&] {
     *out = dcn->impl->tensors().size();
     return Status::Ok();
   });
@@ -377,26 +318,19 @@ SHARDREC_API shardrec_status_t shardrec_dcn_num_tensors(const shardrec_dcn_t* dc
 
 SHARDREC_API shardrec_status_t shardrec_dcn_tensor(const shardrec_dcn_t* dcn, size_t index,
                                                    shardrec_dense_param_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
-    return shardrec::capi::TensorAt(dcn->impl->tensors(), index, out);
-  });
+  return Enter({Handle(dcn, "dcn")},
+               [&] { return shardrec::capi::TensorAt(dcn->impl->tensors(), index, out); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_dcn_bind_tensor(shardrec_dcn_t* dcn, size_t index,
                                                         float* param, float* grad) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(dcn, "dcn"));
-    ExclusiveUse use(dcn->busy, "DCN cross network");
-    SR_RETURN_IF_ERROR(use.status());
-    return dcn->impl->BindTensor(index, param, grad);
-  });
+  return Enter({Exclusive(dcn, "dcn", "DCN cross network")},
+               [&] { return dcn->impl->BindTensor(index, param, grad); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_dot_interaction_width(int64_t num_sparse, int64_t dim,
                                                               int64_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     if (num_sparse < 0 || dim < 1 || num_sparse > (int64_t{1} << 20) || dim > (int64_t{1} << 24)) {
       return Status::InvalidArgument("dot interaction: ", num_sparse, " features of width ", dim);
     }
@@ -409,7 +343,7 @@ SHARDREC_API shardrec_status_t shardrec_dot_interaction_forward(const float* den
                                                                 const float* emb, int64_t batch,
                                                                 int64_t num_sparse, int64_t dim,
                                                                 float* out, int64_t out_len) {
-  return Guard([&] {
+  return Enter({}, [&] {
     int64_t width = 0;
     if (shardrec_dot_interaction_width(num_sparse, dim, &width) != SHARDREC_OK) {
       return Status::InvalidArgument("dot interaction: ", num_sparse, " features of width ", dim);
@@ -426,7 +360,7 @@ SHARDREC_API shardrec_status_t shardrec_dot_interaction_backward(const float* de
                                                                  const float* dout, int64_t batch,
                                                                  int64_t num_sparse, int64_t dim,
                                                                  float* d_dense, float* d_emb) {
-  return Guard([&] {
+  return Enter({}, [&] {
     int64_t width = 0;
     if (shardrec_dot_interaction_width(num_sparse, dim, &width) != SHARDREC_OK) {
       return Status::InvalidArgument("dot interaction: ", num_sparse, " features of width ", dim);
@@ -450,14 +384,14 @@ SHARDREC_API shardrec_status_t shardrec_dot_interaction_backward(const float* de
 SHARDREC_API shardrec_status_t shardrec_bce_with_logits(const float* logits, const float* labels,
                                                         int64_t n, double normalizer, double* loss,
                                                         float* dlogits) {
-  return Guard(
-      [&] { return shardrec::dense::BceWithLogits(logits, labels, n, normalizer, loss, dlogits); });
+  return Enter({}, [&] {
+    return shardrec::dense::BceWithLogits(logits, labels, n, normalizer, loss, dlogits);
+  });
 }
 
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_create(
     shardrec_dense_optimizer_t** out, const shardrec_optimizer_config_t* config) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     *out = nullptr;
     SR_RETURN_IF_ERROR(CheckNotNull(config, "config"));
     shardrec::optim::OptimizerConfig oc;
@@ -474,10 +408,7 @@ SHARDREC_API void shardrec_dense_optimizer_destroy(shardrec_dense_optimizer_t* o
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_optimizer_t* opt,
                                                              const shardrec_dense_param_t* tensors,
                                                              size_t n) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
-    ExclusiveUse use(opt->busy, "dense optimizer");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(opt, "optimizer", "dense optimizer")}, [&] {
     if (n > 0 && tensors == nullptr) return Status::InvalidArgument("tensors must not be NULL");
     std::vector<shardrec::dense::DenseTensor> ts(n);
     for (size_t i = 0; i < n; ++i) {
@@ -502,8 +433,7 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_step(shardrec_dense_opti
 
 SHARDREC_API shardrec_status_t
 shardrec_dense_optimizer_set_learning_rate(shardrec_dense_optimizer_t* opt, float lr) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
+  return Enter({Handle(opt, "optimizer")}, [&] {
     if (!(lr >= 0.0f) || std::isinf(lr)) {
       return Status::InvalidArgument("learning rate ", lr, " must be finite and >= 0");
     }
@@ -515,10 +445,7 @@ shardrec_dense_optimizer_set_learning_rate(shardrec_dense_optimizer_t* opt, floa
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_state(shardrec_dense_optimizer_t* opt,
                                                               size_t tensor, int32_t which,
                                                               float** data, int64_t* count) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
-    SR_RETURN_IF_ERROR(CheckNotNull(data, "data"));
-    SR_RETURN_IF_ERROR(CheckNotNull(count, "count"));
+  return Enter({Handle(opt, "optimizer"), NotNull(data, "data"), NotNull(count, "count")}, [&] {
     if (which < 0 || which > 1) return Status::InvalidArgument("state ", which, " (0 or 1)");
     // Before the first step nothing is sized yet (NULL, 0); after it a position past the list
     // the optimizer steps over is an error, as documented.
@@ -534,9 +461,7 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_state(shardrec_dense_opt
 
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_steps(const shardrec_dense_optimizer_t* opt,
                                                               int64_t* steps) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
-    SR_RETURN_IF_ERROR(CheckNotNull(steps, "steps"));
+  return Enter({Handle(opt, "optimizer"), NotNull(steps, "steps")}, [&] {
     *steps = opt->impl->steps();
     return Status::Ok();
   });
@@ -544,8 +469,7 @@ SHARDREC_API shardrec_status_t shardrec_dense_optimizer_steps(const shardrec_den
 
 SHARDREC_API shardrec_status_t shardrec_dense_optimizer_set_steps(shardrec_dense_optimizer_t* opt,
                                                                   int64_t steps) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(opt, "optimizer"));
+  return Enter({Handle(opt, "optimizer")}, [&] {
     if (steps < 0 || steps > shardrec::dense::DenseOptimizer::kMaxSteps) {
       return Status::InvalidArgument("steps must be in [0, ",
                                      shardrec::dense::DenseOptimizer::kMaxSteps, "] (2^53), got ",

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
 #include "shardrec/device.h"
@@ -62,18 +62,18 @@ Status PluginPath(size_t* path_len_out, char* buf, size_t buf_len) {
 extern "C" {
 
 SHARDREC_API shardrec_status_t shardrec_device_count(int32_t* out) {
-  return shardrec::capi::Guard([&] { return shardrec::capi::DeviceCount(out); });
+  return shardrec::capi::Enter({}, [&] { return shardrec::capi::DeviceCount(out); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_device_check(int32_t device_type, int32_t device_index) {
-  return shardrec::capi::Guard(
-      [&] { return shardrec::capi::DeviceCheck(device_type, device_index); });
+  return shardrec::capi::Enter(
+      {}, [&] { return shardrec::capi::DeviceCheck(device_type, device_index); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_device_plugin_path(size_t* path_len_out, char* buf,
                                                            size_t buf_len) {
-  return shardrec::capi::Guard(
-      [&] { return shardrec::capi::PluginPath(path_len_out, buf, buf_len); });
+  return shardrec::capi::Enter(
+      {}, [&] { return shardrec::capi::PluginPath(path_len_out, buf, buf_len); });
 }
 
 }  // extern "C"

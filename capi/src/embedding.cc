@@ -7,16 +7,16 @@
 #include <cstddef>
 
 #include "capi/src/embedding_convert.h"
-#include "capi/src/embedding_handle.h"
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
 #include "capi/src/handles.h"
-#include "capi/src/plan_handle.h"
 #include "capi/src/versioned.h"
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::ExclusiveUse;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Exclusive;
+using shardrec::capi::Handle;
+using shardrec::capi::NotNull;
 namespace embedding = shardrec::embedding;
 
 extern "C" {
@@ -42,8 +42,7 @@ shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t 
 SHARDREC_API shardrec_status_t shardrec_embedding_create(
     shardrec_embedding_t** out, const shardrec_plan_t* plan, shardrec_comm_t* comm,
     const shardrec_optimizer_config_t* optimizer, const shardrec_embedding_options_t* options) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(comm, "comm"));
+  return Enter({NotNull(comm, "comm")}, [&] {
     if (comm->impl == nullptr) return Status::InvalidArgument("comm handle is empty");
     // Creation is collective: a rank refusing its own arguments still meets its peers'
     // agreement, so they fail naming it rather than wait out their timeout.
@@ -69,9 +68,7 @@ SHARDREC_API void shardrec_embedding_destroy(shardrec_embedding_t* coll) { delet
 
 SHARDREC_API shardrec_status_t shardrec_embedding_output_dim(const shardrec_embedding_t* coll,
                                                              int64_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(coll, "coll"), NotNull(out, "out")}, [&] {
     *out = coll->impl->output_dim();
     return Status::Ok();
   });
@@ -79,9 +76,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_output_dim(const shardrec_embe
 
 SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_embedding_t* coll,
                                                               int32_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(coll, "coll"), NotNull(out, "out")}, [&] {
     *out = coll->impl->sequence() ? 1 : 0;
     return Status::Ok();
   });
@@ -91,10 +86,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
                                                           const shardrec_kjt_view_t* batch,
                                                           float* out, size_t out_len,
                                                           void* stream) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     embedding::Batch b;
     const Status conv = shardrec::capi::ToBatch(batch, &b);
     b.stream = stream;
@@ -105,10 +97,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* 
 SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embedding_t* coll,
                                                                    const shardrec_kjt_view_t* batch,
                                                                    void* stream) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     embedding::Batch b;
     const Status conv = shardrec::capi::ToBatch(batch, &b);
     b.stream = stream;
@@ -118,44 +107,29 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start(shardrec_embe
 
 SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_wait(shardrec_embedding_t* coll,
                                                                   void* /*stream*/) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    return coll->impl->WaitInputDist();
-  });
+  return Enter({Exclusive(coll, "coll", "collection")},
+               [&] { return coll->impl->WaitInputDist(); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_embedding_t* coll,
                                                                       float* out, size_t out_len,
                                                                       void* /*stream*/) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    return coll->impl->ForwardDistributed(out, out_len);
-  });
+  return Enter({Exclusive(coll, "coll", "collection")},
+               [&] { return coll->impl->ForwardDistributed(out, out_len); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_backward(shardrec_embedding_t* coll,
                                                            const float* grad, size_t grad_len,
                                                            void* /*stream*/) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    return coll->impl->Backward(grad, grad_len);
-  });
+  return Enter({Exclusive(coll, "coll", "collection")},
+               [&] { return coll->impl->Backward(grad, grad_len); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedding_t* coll,
                                                                  const shardrec_kjt_view_t* batch,
                                                                  const shardrec_tensor_view_t* out,
                                                                  void* stream) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     embedding::Batch b;
     float* data = nullptr;
     float* target = nullptr;
@@ -179,10 +153,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_tensor(shardrec_embedd
 
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
     shardrec_embedding_t* coll, const shardrec_tensor_view_t* out, void* stream) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     float* data = nullptr;
     float* target = nullptr;
     size_t count = 0;
@@ -201,10 +172,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed_tensor(
 
 SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
     shardrec_embedding_t* coll, const shardrec_tensor_view_t* grad, void* stream) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     float* data = nullptr;
     const float* source = nullptr;
     size_t count = 0;
@@ -225,30 +193,18 @@ SHARDREC_API shardrec_status_t shardrec_embedding_backward_tensor(
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_synchronize(shardrec_embedding_t* coll) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    return coll->impl->Synchronize();
-  });
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] { return coll->impl->Synchronize(); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_set_learning_rate(shardrec_embedding_t* coll,
                                                                     float learning_rate) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    return coll->impl->SetLearningRate(learning_rate);
-  });
+  return Enter({Exclusive(coll, "coll", "collection")},
+               [&] { return coll->impl->SetLearningRate(learning_rate); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_num_steps(const shardrec_embedding_t* coll,
                                                             int64_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = coll->impl->num_steps();
     return Status::Ok();
@@ -257,41 +213,27 @@ SHARDREC_API shardrec_status_t shardrec_embedding_num_steps(const shardrec_embed
 
 SHARDREC_API shardrec_status_t shardrec_embedding_set_num_steps(shardrec_embedding_t* coll,
                                                                 int64_t steps) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    return coll->impl->SetNumSteps(steps);
-  });
+  return Enter({Exclusive(coll, "coll", "collection")},
+               [&] { return coll->impl->SetNumSteps(steps); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_get_weights(shardrec_embedding_t* coll,
                                                               const char* table, float* out,
                                                               size_t len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    return coll->impl->GetWeights(table ? table : "", out, len);
-  });
+  return Enter({Exclusive(coll, "coll", "collection")},
+               [&] { return coll->impl->GetWeights(table ? table : "", out, len); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_set_weights(shardrec_embedding_t* coll,
                                                               const char* table,
                                                               const float* weights, size_t len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
-    return coll->impl->SetWeights(table ? table : "", weights, len);
-  });
+  return Enter({Exclusive(coll, "coll", "collection")},
+               [&] { return coll->impl->SetWeights(table ? table : "", weights, len); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_num_states(const shardrec_embedding_t* coll,
                                                              size_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(coll, "coll"), NotNull(out, "out")}, [&] {
     *out = coll->states.size();
     return Status::Ok();
   });
@@ -300,9 +242,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_num_states(const shardrec_embe
 SHARDREC_API shardrec_status_t shardrec_embedding_state_info(const shardrec_embedding_t* coll,
                                                              size_t index, const char** name_out,
                                                              int32_t* row_wise_out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    SR_RETURN_IF_ERROR(CheckNotNull(name_out, "name_out"));
+  return Enter({Handle(coll, "coll"), NotNull(name_out, "name_out")}, [&] {
     if (index >= coll->states.size())
       return Status::InvalidArgument("state index ", index, " is out of range (the optimizer has ",
                                      coll->states.size(), " states)");
@@ -315,10 +255,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_state_info(const shardrec_embe
 SHARDREC_API shardrec_status_t shardrec_embedding_get_state(shardrec_embedding_t* coll,
                                                             const char* table, const char* state,
                                                             float* out, size_t len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     return coll->impl->GetState(table ? table : "", state ? state : "", out, len);
   });
 }
@@ -326,10 +263,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_get_state(shardrec_embedding_t
 SHARDREC_API shardrec_status_t shardrec_embedding_set_state(shardrec_embedding_t* coll,
                                                             const char* table, const char* state,
                                                             const float* values, size_t len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     return coll->impl->SetState(table ? table : "", state ? state : "", values, len);
   });
 }
@@ -337,10 +271,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_state(shardrec_embedding_t
 SHARDREC_API shardrec_status_t shardrec_embedding_timings(const shardrec_embedding_t* coll,
                                                           double* comm_seconds_out,
                                                           double* total_seconds_out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     const auto& t = coll->impl->timings();
     if (comm_seconds_out != nullptr) *comm_seconds_out = t.comm_seconds;
     if (total_seconds_out != nullptr) *total_seconds_out = t.total_seconds;
@@ -350,10 +281,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_timings(const shardrec_embeddi
 
 SHARDREC_API shardrec_status_t shardrec_embedding_set_table_learning_rate(
     shardrec_embedding_t* coll, const char* table, float learning_rate) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
     return coll->impl->SetTableLearningRate(table, learning_rate);
   });
@@ -361,10 +289,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_set_table_learning_rate(
 
 SHARDREC_API shardrec_status_t shardrec_embedding_table_optimizer(
     const shardrec_embedding_t* coll, const char* table, shardrec_optimizer_config_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     int32_t t = -1;
@@ -376,10 +301,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_table_optimizer(
 
 SHARDREC_API shardrec_status_t shardrec_embedding_table_num_states(const shardrec_embedding_t* coll,
                                                                    const char* table, size_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(coll, "coll"), NotNull(table, "table"), NotNull(out, "out")}, [&] {
     std::vector<embedding::StateInfo> states;
     SR_RETURN_IF_ERROR(coll->impl->TableStates(table, &states));
     *out = states.size();
@@ -391,10 +313,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_table_state_info(const shardre
                                                                    const char* table, size_t index,
                                                                    const char** name_out,
                                                                    int32_t* row_wise_out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
-    SR_RETURN_IF_ERROR(CheckNotNull(name_out, "name_out"));
+  return Enter({Handle(coll, "coll"), NotNull(table, "table"), NotNull(name_out, "name_out")}, [&] {
     int32_t t = -1;
     SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
     const auto& specs = coll->impl->layout().tables[t].state_specs;
@@ -409,9 +328,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_table_state_info(const shardre
 
 SHARDREC_API shardrec_status_t shardrec_embedding_num_outputs(const shardrec_embedding_t* coll,
                                                               size_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(coll, "coll"), NotNull(out, "out")}, [&] {
     *out = coll->impl->layout().pairs.size();
     return Status::Ok();
   });
@@ -420,8 +337,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_num_outputs(const shardrec_emb
 SHARDREC_API shardrec_status_t shardrec_embedding_output_info(
     const shardrec_embedding_t* coll, size_t index, const char** feature_out,
     const char** table_out, int64_t* offset_out, int64_t* width_out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
+  return Enter({Handle(coll, "coll")}, [&] {
     const auto& l = coll->impl->layout();
     if (index >= l.pairs.size())
       return Status::InvalidArgument("output index ", index, " is out of range (the output has ",
@@ -447,10 +363,7 @@ SHARDREC_API shardrec_status_t shardrec_step_timings_init(shardrec_step_timings_
 
 SHARDREC_API shardrec_status_t shardrec_embedding_step_timings(const shardrec_embedding_t* coll,
                                                                shardrec_step_timings_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     SR_RETURN_IF_ERROR(
         shardrec::capi::CheckStructVersion(out->version, SHARDREC_STEP_TIMINGS_VERSION, "timings"));

@@ -4,27 +4,24 @@
 #include <cstddef>
 
 #include "capi/src/embedding_convert.h"
-#include "capi/src/embedding_handle.h"
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
+#include "capi/src/handles.h"
 #include "impl/comm/agree.h"
 #include "impl/embedding/dynamic/delta.h"
 #include "shardrec/dynamic.h"
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::ExclusiveUse;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Exclusive;
 
 namespace {
 
-// Both delta calls; `flags` is null for the one without them (flags_missing: the _ext call was
-// given NULL flags, refused like its other arguments).
+// Both delta calls, on a collection held for the call; `flags` is null for the one without them
+// (flags_missing: the _ext call was given NULL flags, refused like its other arguments).
 Status ExportDelta(shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows,
                    size_t max_rows, int64_t* tombstones, size_t max_tombstones, size_t* num_rows,
                    size_t* num_tombstones, uint32_t* flags, bool flags_missing) {
-  SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-  ExclusiveUse use(coll->busy, "collection");
-  SR_RETURN_IF_ERROR(use.status());
   int32_t t = -1;
   const Status args = [&]() -> Status {
     if (flags_missing) return Status::InvalidArgument("flags must not be NULL");
@@ -75,10 +72,7 @@ extern "C" {
 
 SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embedding_t* coll,
                                                                const char* table) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
     int32_t t = -1;
     SR_RETURN_IF_ERROR(shardrec::capi::FindTable(*coll->impl, table, &t));
@@ -89,7 +83,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_mark(shardrec_embeddin
 SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta(
     shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows, size_t max_rows,
     int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones) {
-  return Guard([&] {
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     return ExportDelta(coll, table, ids, rows, max_rows, tombstones, max_tombstones, num_rows,
                        num_tombstones, nullptr, false);
   });
@@ -99,7 +93,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_delta_ext(
     shardrec_embedding_t* coll, const char* table, int64_t* ids, float* rows, size_t max_rows,
     int64_t* tombstones, size_t max_tombstones, size_t* num_rows, size_t* num_tombstones,
     uint32_t* flags) {
-  return Guard([&] {
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     return ExportDelta(coll, table, ids, rows, max_rows, tombstones, max_tombstones, num_rows,
                        num_tombstones, flags, flags == nullptr);
   });

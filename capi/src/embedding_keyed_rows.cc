@@ -5,16 +5,16 @@
 #include <span>
 
 #include "capi/src/embedding_convert.h"
-#include "capi/src/embedding_handle.h"
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
+#include "capi/src/handles.h"
 #include "capi/src/versioned.h"
 #include "impl/embedding/dynamic/dynamic_tables.h"
 #include "shardrec/dynamic.h"
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::ExclusiveUse;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Exclusive;
 
 extern "C" {
 
@@ -33,10 +33,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_set_scores(shardrec_em
                                                                      const int64_t* ids,
                                                                      const double* scores, size_t n,
                                                                      size_t* num_set) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
     if (n > 0) {
       SR_RETURN_IF_ERROR(CheckNotNull(ids, "ids"));

@@ -4,10 +4,10 @@
 #include <cstddef>
 #include <cstring>
 
-#include "capi/src/keyed_stats.h"
 #include "capi/src/embedding_convert.h"
-#include "capi/src/embedding_handle.h"
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
+#include "capi/src/handles.h"
+#include "capi/src/keyed_stats.h"
 #include "capi/src/versioned.h"
 #include "impl/comm/agree.h"
 
@@ -99,17 +99,14 @@ void Unpack(const std::array<int64_t, kSummed>& v, shardrec_dynamic_table_stats_
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::ExclusiveUse;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Exclusive;
 
 extern "C" {
 
 SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
     const shardrec_embedding_t* coll, const char* table, shardrec_dynamic_table_stats_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(
@@ -125,10 +122,7 @@ SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats(
 
 SHARDREC_API shardrec_status_t shardrec_embedding_dynamic_stats_global(
     shardrec_embedding_t* coll, const char* table, shardrec_dynamic_table_stats_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(coll, "coll"));
-    ExclusiveUse use(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(coll, "coll", "collection")}, [&] {
     int32_t t = -1;
     shardrec_dynamic_table_stats_t full = SHARDREC_DYNAMIC_TABLE_STATS_INIT;
     const Status args = [&]() -> Status {

@@ -8,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
+#include "capi/src/handles.h"
 #include "capi/src/versioned.h"
 #include "impl/serving/inference.h"
 #include "impl/serving/lookup.h"
@@ -16,28 +17,10 @@
 #include "impl/serving/serving_file.h"
 #include "shardrec/embedding.h"
 
-struct shardrec_inference {
-  std::unique_ptr<shardrec::serving::Inference> impl;
-};
-
-struct shardrec_inference_snapshot {
-  std::shared_ptr<const shardrec::serving::Model> model;
-};
-
 namespace shardrec::capi {
 namespace {
 
 using serving::Model;
-
-Status CheckHandle(const shardrec_inference_t* inf) {
-  if (inf == nullptr || !inf->impl) return Status::InvalidArgument("inference handle is NULL");
-  return Status::Ok();
-}
-
-Status CheckSnapshot(const shardrec_inference_version_t* ver) {
-  if (ver == nullptr || !ver->model) return Status::InvalidArgument("snapshot is NULL");
-  return Status::Ok();
-}
 
 Status CheckPath(const char* path) {
   if (path == nullptr || *path == '\0')
@@ -121,10 +104,8 @@ Status DenseTensor(const Model& m, const char* name, const float** data, size_t*
 // Runs `fn(model)` on the handle's current version, held for the call.
 template <typename Fn>
 shardrec_status_t OnCurrent(const shardrec_inference_t* inf, Fn&& fn) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckHandle(inf));
-    return inf->impl->Read([&](const Model& m) { return fn(m); });
-  });
+  return Enter({Handle(inf, "inference handle", " is NULL")},
+               [&] { return inf->impl->Read([&](const Model& m) { return fn(m); }); });
 }
 
 }  // namespace
@@ -132,24 +113,25 @@ shardrec_status_t OnCurrent(const shardrec_inference_t* inf, Fn&& fn) {
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Handle;
+using shardrec::capi::NotNull;
 using shardrec::serving::Model;
 
 extern "C" {
 
-shardrec_status_t shardrec_inference_options_init(shardrec_inference_options_t* options,
-                                                  uint32_t version) {
+SHARDREC_API shardrec_status_t
+shardrec_inference_options_init(shardrec_inference_options_t* options, uint32_t version) {
   const shardrec_inference_options_t defaults = SHARDREC_INFERENCE_OPTIONS_INIT;
   return shardrec::capi::InitStruct(options, version, SHARDREC_INFERENCE_OPTIONS_VERSION, defaults,
                                     "options");
 }
 
-shardrec_status_t shardrec_inference_open(const char* path,
-                                          const shardrec_inference_options_t* options,
-                                          shardrec_inference_t** out) {
+SHARDREC_API shardrec_status_t shardrec_inference_open(const char* path,
+                                                       const shardrec_inference_options_t* options,
+                                                       shardrec_inference_t** out) {
   if (out != nullptr) *out = nullptr;
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPath(path));
     shardrec::serving::OpenOptions o;
     SR_RETURN_IF_ERROR(shardrec::capi::ToOptions(options, &o));
@@ -160,17 +142,18 @@ shardrec_status_t shardrec_inference_open(const char* path,
   });
 }
 
-shardrec_status_t shardrec_inference_save(const shardrec_inference_t* inf, const char* path) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
+SHARDREC_API shardrec_status_t shardrec_inference_save(const shardrec_inference_t* inf,
+                                                       const char* path) {
+  return Enter({Handle(inf, "inference handle", " is NULL")}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPath(path));
     return shardrec::serving::SaveServingFile(*inf->impl->Current(), path);
   });
 }
 
-void shardrec_inference_destroy(shardrec_inference_t* inf) { delete inf; }
+SHARDREC_API void shardrec_inference_destroy(shardrec_inference_t* inf) { delete inf; }
 
-shardrec_status_t shardrec_inference_output_dim(const shardrec_inference_t* inf, int64_t* out) {
+SHARDREC_API shardrec_status_t shardrec_inference_output_dim(const shardrec_inference_t* inf,
+                                                             int64_t* out) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = m.output_dim;
@@ -178,7 +161,8 @@ shardrec_status_t shardrec_inference_output_dim(const shardrec_inference_t* inf,
   });
 }
 
-shardrec_status_t shardrec_inference_is_sequence(const shardrec_inference_t* inf, int32_t* out) {
+SHARDREC_API shardrec_status_t shardrec_inference_is_sequence(const shardrec_inference_t* inf,
+                                                              int32_t* out) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = m.sequence ? 1 : 0;
@@ -186,7 +170,8 @@ shardrec_status_t shardrec_inference_is_sequence(const shardrec_inference_t* inf
   });
 }
 
-shardrec_status_t shardrec_inference_num_features(const shardrec_inference_t* inf, size_t* out) {
+SHARDREC_API shardrec_status_t shardrec_inference_num_features(const shardrec_inference_t* inf,
+                                                               size_t* out) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = m.features.size();
@@ -194,7 +179,8 @@ shardrec_status_t shardrec_inference_num_features(const shardrec_inference_t* in
   });
 }
 
-shardrec_status_t shardrec_inference_num_tables(const shardrec_inference_t* inf, size_t* out) {
+SHARDREC_API shardrec_status_t shardrec_inference_num_tables(const shardrec_inference_t* inf,
+                                                             size_t* out) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = m.tables.size();
@@ -202,9 +188,10 @@ shardrec_status_t shardrec_inference_num_tables(const shardrec_inference_t* inf,
   });
 }
 
-shardrec_status_t shardrec_inference_table_info(const shardrec_inference_t* inf, size_t index,
-                                                const char** name, int64_t* rows, int32_t* dim,
-                                                int32_t* storage) {
+SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_inference_t* inf,
+                                                             size_t index, const char** name,
+                                                             int64_t* rows, int32_t* dim,
+                                                             int32_t* storage) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     if (index >= m.tables.size())
       return Status::InvalidArgument("table index ", index, " is out of range (", m.tables.size(),
@@ -219,7 +206,8 @@ shardrec_status_t shardrec_inference_table_info(const shardrec_inference_t* inf,
   });
 }
 
-shardrec_status_t shardrec_inference_version(const shardrec_inference_t* inf, uint64_t* out) {
+SHARDREC_API shardrec_status_t shardrec_inference_version(const shardrec_inference_t* inf,
+                                                          uint64_t* out) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = m.number;
@@ -227,9 +215,10 @@ shardrec_status_t shardrec_inference_version(const shardrec_inference_t* inf, ui
   });
 }
 
-shardrec_status_t shardrec_inference_lookup(const shardrec_inference_t* inf,
-                                            const shardrec_kjt_view_t* batch, float* out,
-                                            size_t out_len, uint64_t* version_out) {
+SHARDREC_API shardrec_status_t shardrec_inference_lookup(const shardrec_inference_t* inf,
+                                                         const shardrec_kjt_view_t* batch,
+                                                         float* out, size_t out_len,
+                                                         uint64_t* version_out) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     SR_RETURN_IF_ERROR(shardrec::capi::Lookup(m, batch, out, out_len));
     if (version_out != nullptr) *version_out = m.number;
@@ -237,9 +226,10 @@ shardrec_status_t shardrec_inference_lookup(const shardrec_inference_t* inf,
   });
 }
 
-shardrec_status_t shardrec_inference_dense_tensor(const shardrec_inference_t* inf, const char* name,
-                                                  const float** data, size_t* count,
-                                                  uint64_t* version_out) {
+SHARDREC_API shardrec_status_t shardrec_inference_dense_tensor(const shardrec_inference_t* inf,
+                                                               const char* name, const float** data,
+                                                               size_t* count,
+                                                               uint64_t* version_out) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     SR_RETURN_IF_ERROR(shardrec::capi::DenseTensor(m, name, data, count));
     if (version_out != nullptr) *version_out = m.number;
@@ -247,12 +237,10 @@ shardrec_status_t shardrec_inference_dense_tensor(const shardrec_inference_t* in
   });
 }
 
-shardrec_status_t shardrec_inference_pin(const shardrec_inference_t* inf,
-                                         shardrec_inference_version_t** out) {
+SHARDREC_API shardrec_status_t shardrec_inference_pin(const shardrec_inference_t* inf,
+                                                      shardrec_inference_version_t** out) {
   if (out != nullptr) *out = nullptr;
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({Handle(inf, "inference handle", " is NULL"), NotNull(out, "out")}, [&] {
     auto v = std::make_unique<shardrec_inference_snapshot>();
     v->model = inf->impl->Current();
     *out = v.release();
@@ -260,60 +248,49 @@ shardrec_status_t shardrec_inference_pin(const shardrec_inference_t* inf,
   });
 }
 
-void shardrec_inference_unpin(shardrec_inference_version_t* ver) { delete ver; }
+SHARDREC_API void shardrec_inference_unpin(shardrec_inference_version_t* ver) { delete ver; }
 
-shardrec_status_t shardrec_inference_snapshot_version(const shardrec_inference_version_t* ver,
-                                                      uint64_t* out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckSnapshot(ver));
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+SHARDREC_API shardrec_status_t
+shardrec_inference_snapshot_version(const shardrec_inference_version_t* ver, uint64_t* out) {
+  return Enter({Handle(ver, "snapshot", " is NULL"), NotNull(out, "out")}, [&] {
     *out = ver->model->number;
     return Status::Ok();
   });
 }
 
-shardrec_status_t shardrec_inference_snapshot_lookup(const shardrec_inference_version_t* ver,
-                                                     const shardrec_kjt_view_t* batch, float* out,
-                                                     size_t out_len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckSnapshot(ver));
-    return shardrec::capi::Lookup(*ver->model, batch, out, out_len);
-  });
+SHARDREC_API shardrec_status_t
+shardrec_inference_snapshot_lookup(const shardrec_inference_version_t* ver,
+                                   const shardrec_kjt_view_t* batch, float* out, size_t out_len) {
+  return Enter({Handle(ver, "snapshot", " is NULL")},
+               [&] { return shardrec::capi::Lookup(*ver->model, batch, out, out_len); });
 }
 
-shardrec_status_t shardrec_inference_snapshot_dense_tensor(const shardrec_inference_version_t* ver,
-                                                           const char* name, const float** data,
-                                                           size_t* count) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckSnapshot(ver));
-    return shardrec::capi::DenseTensor(*ver->model, name, data, count);
-  });
+SHARDREC_API shardrec_status_t shardrec_inference_snapshot_dense_tensor(
+    const shardrec_inference_version_t* ver, const char* name, const float** data, size_t* count) {
+  return Enter({Handle(ver, "snapshot", " is NULL")},
+               [&] { return shardrec::capi::DenseTensor(*ver->model, name, data, count); });
 }
 
-shardrec_status_t shardrec_inference_reload(shardrec_inference_t* inf, const char* path) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
+SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* inf,
+                                                         const char* path) {
+  return Enter({Handle(inf, "inference handle", " is NULL")}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPath(path));
     return inf->impl->Reload(path);
   });
 }
 
-shardrec_status_t shardrec_inference_apply_delta(shardrec_inference_t* inf, const char* table,
-                                                 const int64_t* ids, const float* rows,
-                                                 size_t num_rows, const int64_t* tombstones,
-                                                 size_t num_tombstones, uint64_t* version_out) {
+SHARDREC_API shardrec_status_t shardrec_inference_apply_delta(
+    shardrec_inference_t* inf, const char* table, const int64_t* ids, const float* rows,
+    size_t num_rows, const int64_t* tombstones, size_t num_tombstones, uint64_t* version_out) {
   return shardrec_inference_apply_delta_ext(inf, table, ids, rows, num_rows, tombstones,
                                             num_tombstones, 0u, version_out);
 }
 
-shardrec_status_t shardrec_inference_apply_delta_ext(shardrec_inference_t* inf, const char* table,
-                                                     const int64_t* ids, const float* rows,
-                                                     size_t num_rows, const int64_t* tombstones,
-                                                     size_t num_tombstones, uint32_t flags,
-                                                     uint64_t* version_out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(shardrec::capi::CheckHandle(inf));
-    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+SHARDREC_API shardrec_status_t
+shardrec_inference_apply_delta_ext(shardrec_inference_t* inf, const char* table, const int64_t* ids,
+                                   const float* rows, size_t num_rows, const int64_t* tombstones,
+                                   size_t num_tombstones, uint32_t flags, uint64_t* version_out) {
+  return Enter({Handle(inf, "inference handle", " is NULL"), NotNull(table, "table")}, [&] {
     // A bit from a newer exporter may change what the delta means: applying it as if it were
     // absent could serve the wrong rows.
     constexpr uint32_t kKnown = SHARDREC_DELTA_FULL;
@@ -334,9 +311,10 @@ shardrec_status_t shardrec_inference_apply_delta_ext(shardrec_inference_t* inf, 
   });
 }
 
-shardrec_status_t shardrec_inference_row_scales(const shardrec_inference_t* inf, const char* table,
-                                                const int64_t* ids, size_t n, float* scales,
-                                                float* biases, uint64_t* version_out) {
+SHARDREC_API shardrec_status_t shardrec_inference_row_scales(const shardrec_inference_t* inf,
+                                                             const char* table, const int64_t* ids,
+                                                             size_t n, float* scales, float* biases,
+                                                             uint64_t* version_out) {
   return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
     SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
     if (n > 0) {

@@ -12,9 +12,8 @@
 #include <string>
 
 #include "capi/src/embedding_convert.h"
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
 #include "capi/src/handles.h"
-#include "capi/src/plan_handle.h"
 #include "capi/src/struct_versions.h"
 #include "capi/src/versioned.h"
 #include "impl/core/check.h"
@@ -307,7 +306,8 @@ shardrec_plan_t* NewHandle(sharding::Plan plan, std::string stats) {
 
 using shardrec::Status;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::NotNull;
 
 extern "C" {
 
@@ -346,7 +346,7 @@ SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topol
 
 SHARDREC_API shardrec_status_t shardrec_topology_from_comm(shardrec_topology_t* topology,
                                                            shardrec_comm_t* comm) {
-  return Guard([&] {
+  return Enter({}, [&] {
     using shardrec::comm::ReduceOp;
     if (comm == nullptr || !comm->impl) return Status::InvalidArgument("comm must not be NULL");
     // Both refusals depend only on how the communicator was made, which every rank shares, so
@@ -413,8 +413,10 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
 SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
     shardrec_topology_t* topology, const shardrec_calibrate_options_t* options,
     shardrec_calibration_t* calibration) {
-  return Guard([&] {
+  return Enter({}, [&] {
     using shardrec::capi::CheckStructVersion;
+    using shardrec::capi::Enter;
+    using shardrec::capi::NotNull;
     SR_RETURN_IF_ERROR(CheckNotNull(topology, "topology"));
     SR_RETURN_IF_ERROR(
         CheckStructVersion(topology->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
@@ -488,7 +490,7 @@ shardrec_plan_create(shardrec_plan_t** out, const shardrec_table_config_t* table
                      size_t num_tables, const shardrec_feature_config_t* features,
                      size_t num_features, const shardrec_topology_t* topology,
                      const shardrec_table_constraints_t* constraints, size_t num_constraints) {
-  return Guard([&] {
+  return Enter({}, [&] {
     namespace capi = shardrec::capi;
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     shardrec::planner::PlannerInput input;
@@ -505,8 +507,7 @@ shardrec_plan_create(shardrec_plan_t** out, const shardrec_table_config_t* table
 
 SHARDREC_API shardrec_status_t shardrec_plan_from_json(shardrec_plan_t** out, const char* text,
                                                        size_t len) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+  return Enter({NotNull(out, "out")}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckArray(text, len, "text"));
     shardrec::sharding::Plan plan;
     SR_RETURN_IF_ERROR(shardrec::sharding::PlanFromJson(
@@ -523,7 +524,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_from_json(shardrec_plan_t** out, co
 
 SHARDREC_API shardrec_status_t shardrec_plan_to_json(const shardrec_plan_t* plan, char** text_out,
                                                      size_t* len_out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     return shardrec::capi::CopyText(shardrec::sharding::PlanToJson(*plan->impl), text_out, len_out);
   });
@@ -531,14 +532,14 @@ SHARDREC_API shardrec_status_t shardrec_plan_to_json(const shardrec_plan_t* plan
 
 SHARDREC_API shardrec_status_t shardrec_plan_stats(const shardrec_plan_t* plan, char** text_out,
                                                    size_t* len_out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     return shardrec::capi::CopyText(plan->stats, text_out, len_out);
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_plan_hash(const shardrec_plan_t* plan, uint64_t* out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = plan->hash;
@@ -547,7 +548,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_hash(const shardrec_plan_t* plan, u
 }
 
 SHARDREC_API shardrec_status_t shardrec_plan_world_size(const shardrec_plan_t* plan, int32_t* out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = plan->impl->world_size;
@@ -557,7 +558,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_world_size(const shardrec_plan_t* p
 
 SHARDREC_API shardrec_status_t shardrec_plan_ranks_per_node(const shardrec_plan_t* plan,
                                                             int32_t* out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = plan->impl->local_world_size;
@@ -566,7 +567,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_ranks_per_node(const shardrec_plan_
 }
 
 SHARDREC_API shardrec_status_t shardrec_plan_num_tables(const shardrec_plan_t* plan, size_t* out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = plan->impl->tables.size();
@@ -576,7 +577,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_num_tables(const shardrec_plan_t* p
 
 SHARDREC_API shardrec_status_t shardrec_plan_num_features(const shardrec_plan_t* plan,
                                                           size_t* out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = plan->impl->features.size();
@@ -586,7 +587,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_num_features(const shardrec_plan_t*
 
 SHARDREC_API shardrec_status_t shardrec_plan_feature_name(const shardrec_plan_t* plan,
                                                           size_t feature, const char** name_out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     SR_RETURN_IF_ERROR(CheckNotNull(name_out, "name_out"));
     if (feature >= plan->impl->features.size())
@@ -599,7 +600,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_feature_name(const shardrec_plan_t*
 
 SHARDREC_API shardrec_status_t shardrec_plan_table_name(const shardrec_plan_t* plan, size_t table,
                                                         const char** name_out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
     SR_RETURN_IF_ERROR(CheckNotNull(name_out, "name_out"));
     *name_out = plan->impl->tables[table].name.c_str();
@@ -609,7 +610,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_table_name(const shardrec_plan_t* p
 
 SHARDREC_API shardrec_status_t shardrec_plan_find_table(const shardrec_plan_t* plan,
                                                         const char* name, size_t* index_out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckPlan(plan));
     SR_RETURN_IF_ERROR(CheckNotNull(name, "name"));
     SR_RETURN_IF_ERROR(CheckNotNull(index_out, "index_out"));
@@ -622,7 +623,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_find_table(const shardrec_plan_t* p
 
 SHARDREC_API shardrec_status_t shardrec_plan_table_rows(const shardrec_plan_t* plan, size_t table,
                                                         int64_t* out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = plan->impl->tables[table].rows;
@@ -632,7 +633,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_table_rows(const shardrec_plan_t* p
 
 SHARDREC_API shardrec_status_t shardrec_plan_table_dim(const shardrec_plan_t* plan, size_t table,
                                                        int32_t* out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     *out = plan->impl->tables[table].dim;
@@ -643,7 +644,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_table_dim(const shardrec_plan_t* pl
 SHARDREC_API shardrec_status_t shardrec_plan_table_sharding(const shardrec_plan_t* plan,
                                                             size_t table, int32_t* type_out,
                                                             size_t* num_shards_out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
     const auto& tp = plan->impl->table_plans[table];
     if (type_out != nullptr) *type_out = static_cast<int32_t>(tp.type);
@@ -654,7 +655,7 @@ SHARDREC_API shardrec_status_t shardrec_plan_table_sharding(const shardrec_plan_
 
 SHARDREC_API shardrec_status_t shardrec_plan_shard(const shardrec_plan_t* plan, size_t table,
                                                    size_t shard, shardrec_shard_t* out) {
-  return Guard([&] {
+  return Enter({}, [&] {
     SR_RETURN_IF_ERROR(shardrec::capi::CheckTable(plan, table));
     SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
     const auto& shards = plan->impl->table_plans[table].shards;

@@ -9,11 +9,8 @@
 #include <string>
 
 #include "capi/src/embedding_convert.h"
-#include "capi/src/embedding_handle.h"
-#include "capi/src/guard.h"
+#include "capi/src/entry.h"
 #include "capi/src/handles.h"
-#include "capi/src/mesh_handle.h"
-#include "capi/src/plan_handle.h"
 #include "capi/src/versioned.h"
 #include "impl/replica/mesh.h"
 
@@ -22,16 +19,6 @@ namespace {
 
 static_assert(SHARDREC_MESH_LAYOUT_INTER_HOST == static_cast<int>(replica::MeshKind::kInterHost));
 static_assert(SHARDREC_SYNC_WEIGHTS_ONLY == static_cast<int>(replica::SyncMode::kWeightsOnly));
-
-Status CheckMesh(const shardrec_mesh_t* mesh) {
-  if (mesh == nullptr || !mesh->impl) return Status::InvalidArgument("mesh must not be NULL");
-  return Status::Ok();
-}
-
-Status CheckCollection(const shardrec_embedding_t* coll) {
-  if (coll == nullptr || !coll->impl) return Status::InvalidArgument("collection must not be NULL");
-  return Status::Ok();
-}
 
 Status ToMeshOptions(const shardrec_mesh_options_t* o, replica::MeshOptions* out) {
   *out = replica::MeshOptions();
@@ -61,11 +48,11 @@ replica::SyncHook ToHook(shardrec_sync_hook_fn hook, void* payload) {
 }  // namespace shardrec::capi
 
 using shardrec::Status;
-using shardrec::capi::CheckCollection;
-using shardrec::capi::CheckMesh;
 using shardrec::capi::CheckNotNull;
-using shardrec::capi::ExclusiveUse;
-using shardrec::capi::Guard;
+using shardrec::capi::Enter;
+using shardrec::capi::Exclusive;
+using shardrec::capi::Handle;
+using shardrec::capi::NotNull;
 
 extern "C" {
 
@@ -77,9 +64,8 @@ SHARDREC_API shardrec_status_t shardrec_mesh_options_init(shardrec_mesh_options_
 
 SHARDREC_API shardrec_status_t shardrec_mesh_create(shardrec_mesh_t** out, shardrec_comm_t* world,
                                                     const shardrec_mesh_options_t* options) {
-  return Guard([&] {
-    if (out != nullptr) *out = nullptr;
-    if (world == nullptr || !world->impl) return Status::InvalidArgument("world must not be NULL");
+  if (out != nullptr) *out = nullptr;
+  return Enter({Handle(world, "world")}, [&] {
     // Creation is collective: a rank refusing its own arguments still meets its peers'
     // agreement (in Create), so they fail naming it rather than wait out their timeout.
     Status args = CheckNotNull(out, "out");
@@ -97,8 +83,7 @@ SHARDREC_API void shardrec_mesh_destroy(shardrec_mesh_t* mesh) { delete mesh; }
 SHARDREC_API shardrec_status_t shardrec_mesh_coords(const shardrec_mesh_t* mesh,
                                                     int32_t* sharding_group, int32_t* shard_rank,
                                                     int32_t* replica_group, int32_t* replica_rank) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
+  return Enter({Handle(mesh, "mesh")}, [&] {
     const auto& l = mesh->impl->layout();
     const int r = mesh->impl->rank();
     if (sharding_group) *sharding_group = l.ShardingGroup(r);
@@ -111,9 +96,7 @@ SHARDREC_API shardrec_status_t shardrec_mesh_coords(const shardrec_mesh_t* mesh,
 
 SHARDREC_API shardrec_status_t shardrec_mesh_sharding_comm(shardrec_comm_t** out,
                                                            const shardrec_mesh_t* mesh) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
+  return Enter({NotNull(out, "out"), Handle(mesh, "mesh")}, [&] {
     *out = new shardrec_comm{mesh->impl->sharding()};
     return Status::Ok();
   });
@@ -121,9 +104,7 @@ SHARDREC_API shardrec_status_t shardrec_mesh_sharding_comm(shardrec_comm_t** out
 
 SHARDREC_API shardrec_status_t shardrec_mesh_replica_comm(shardrec_comm_t** out,
                                                           const shardrec_mesh_t* mesh) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
+  return Enter({NotNull(out, "out"), Handle(mesh, "mesh")}, [&] {
     *out = new shardrec_comm{mesh->impl->replica()};
     return Status::Ok();
   });
@@ -131,9 +112,7 @@ SHARDREC_API shardrec_status_t shardrec_mesh_replica_comm(shardrec_comm_t** out,
 
 SHARDREC_API shardrec_status_t shardrec_mesh_describe(const shardrec_mesh_t* mesh, char** text_out,
                                                       size_t* len_out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(text_out, "text_out"));
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
+  return Enter({NotNull(text_out, "text_out"), Handle(mesh, "mesh")}, [&] {
     const std::string text = mesh->impl->Describe();
     char* buf = static_cast<char*>(std::malloc(text.size() + 1));
     if (buf == nullptr) return Status::OutOfMemory("describing the mesh");
@@ -147,12 +126,9 @@ SHARDREC_API shardrec_status_t shardrec_mesh_describe(const shardrec_mesh_t* mes
 SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
     shardrec_embedding_t** out, shardrec_mesh_t* mesh, const shardrec_plan_t* plan,
     const shardrec_optimizer_config_t* optimizer, const shardrec_embedding_options_t* options) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
-    *out = nullptr;
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
-    ExclusiveUse use(mesh->busy, "mesh");
-    SR_RETURN_IF_ERROR(use.status());
+  // Cleared as soon as `out` is known to be usable, also where the mesh is then refused.
+  if (out != nullptr) *out = nullptr;
+  return Enter({NotNull(out, "out"), Exclusive(mesh, "mesh", "mesh")}, [&] {
     shardrec::optim::OptimizerConfig oc;
     shardrec::embedding::CollectionOptions co;
     // A NULL plan is refused with the peers (creation is collective): the mesh takes part in
@@ -182,27 +158,16 @@ SHARDREC_API shardrec_status_t shardrec_mesh_embedding_create(
 
 SHARDREC_API shardrec_status_t shardrec_mesh_sync(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
                                                   int32_t mode) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
-    SR_RETURN_IF_ERROR(CheckCollection(coll));
-    ExclusiveUse use_mesh(mesh->busy, "mesh");
-    SR_RETURN_IF_ERROR(use_mesh.status());
-    ExclusiveUse use_coll(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use_coll.status());
+  return Enter({Exclusive(mesh, "mesh", "mesh"), Exclusive(coll, "collection", "collection")}, [&] {
     return mesh->impl->Sync(coll->impl->storage(), static_cast<shardrec::replica::SyncMode>(mode));
   });
 }
 
 SHARDREC_API shardrec_status_t shardrec_mesh_step(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
                                                   int32_t* synced_out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
-    if (synced_out) *synced_out = 0;
-    SR_RETURN_IF_ERROR(CheckCollection(coll));
-    ExclusiveUse use_mesh(mesh->busy, "mesh");
-    SR_RETURN_IF_ERROR(use_mesh.status());
-    ExclusiveUse use_coll(coll->busy, "collection");
-    SR_RETURN_IF_ERROR(use_coll.status());
+  // Cleared once the mesh is known to be usable, also where the collection is then refused.
+  if (synced_out != nullptr && shardrec::capi::HandlePresent(mesh)) *synced_out = 0;
+  return Enter({Exclusive(mesh, "mesh", "mesh"), Exclusive(coll, "collection", "collection")}, [&] {
     bool synced = false;
     SR_RETURN_IF_ERROR(mesh->impl->Step(coll->impl->storage(), &synced));
     if (synced_out) *synced_out = synced ? 1 : 0;
@@ -213,10 +178,7 @@ SHARDREC_API shardrec_status_t shardrec_mesh_step(shardrec_mesh_t* mesh, shardre
 SHARDREC_API shardrec_status_t shardrec_mesh_set_sync_hook(shardrec_mesh_t* mesh,
                                                            shardrec_sync_hook_fn hook,
                                                            void* payload) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
-    ExclusiveUse use(mesh->busy, "mesh");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(mesh, "mesh", "mesh")}, [&] {
     mesh->impl->SetHook(shardrec::capi::ToHook(hook, payload));
     return Status::Ok();
   });
@@ -226,10 +188,7 @@ SHARDREC_API shardrec_status_t shardrec_mesh_sync_stats(const shardrec_mesh_t* m
                                                         uint64_t* bytes_out,
                                                         int32_t* collectives_out,
                                                         int64_t* syncs_out) {
-  return Guard([&] {
-    SR_RETURN_IF_ERROR(CheckMesh(mesh));
-    ExclusiveUse use(mesh->busy, "mesh");
-    SR_RETURN_IF_ERROR(use.status());
+  return Enter({Exclusive(mesh, "mesh", "mesh")}, [&] {
     const auto& last = mesh->impl->last_sync();
     if (bytes_out) *bytes_out = last.bytes;
     if (collectives_out) *collectives_out = last.collectives;

@@ -1,5 +1,6 @@
-// Argument checks every host communicator backend makes before a collective (Gloo, MPI): one
-// wording of each error, whichever backend refuses the call.
+// Argument checks every host communicator backend makes before a collective (Gloo, MPI, through
+// CheckedCommunicator, checked_communicator.h): one wording of each error, whichever backend
+// refuses the call.
 #pragma once
 
 #include <cstddef>

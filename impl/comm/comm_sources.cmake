@@ -1,21 +1,23 @@
-# CPU side of comm: rendezvous stores, unique id, the Gloo backend and the factory.
+# CPU side of comm: the shared collective helpers, the factory, rendezvous/ (stores, unique id,
+# launcher environment) and gloo/ (the Gloo backend).
 list(APPEND SHARDREC_COMM_SOURCES
   reduce.cc
   agree.cc
   call_checks.cc
+  checked_communicator.cc
   failure_domain.cc
   encoded.cc
   staged_comm.cc
-  stores.cc
-  socket_util.cc
-  store_tcp.cc
-  store_tcp_server.cc
-  unique_id.cc
-  env_rendezvous.cc
-  gloo_mesh.cc
-  gloo_communicator.cc
-  gloo_interrupt.cc
-  gloo_collectives.cc
+  rendezvous/stores.cc
+  rendezvous/socket_util.cc
+  rendezvous/store_tcp.cc
+  rendezvous/store_tcp_server.cc
+  rendezvous/unique_id.cc
+  rendezvous/env_rendezvous.cc
+  gloo/gloo_mesh.cc
+  gloo/gloo_communicator.cc
+  gloo/gloo_interrupt.cc
+  gloo/gloo_collectives.cc
   factory.cc
   work.cc
   gather_bytes.cc)

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <thread>
 
-#include "impl/comm/gloo_communicator.h"
+#include "impl/comm/gloo/gloo_communicator.h"
 #include "impl/comm/nccl/nccl_backend.h"
-#include "impl/comm/stores.h"
+#include "impl/comm/rendezvous/stores.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
 #include "impl/core/thread_pool.h"

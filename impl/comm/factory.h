@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
-#include "impl/comm/env_rendezvous.h"
-#include "impl/comm/store.h"
-#include "impl/comm/unique_id.h"
+#include "impl/comm/rendezvous/env_rendezvous.h"
+#include "impl/comm/rendezvous/store.h"
+#include "impl/comm/rendezvous/unique_id.h"
 
 namespace shardrec::comm {
 

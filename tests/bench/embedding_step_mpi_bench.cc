@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "impl/comm/env_rendezvous.h"
 #include "impl/comm/factory.h"
 #include "impl/comm/mpi/mpi_communicator.h"
+#include "impl/comm/rendezvous/env_rendezvous.h"
 #include "impl/embedding/collection.h"
 #include "impl/sharding/layout.h"
 #include "tests/impl/sharding/test_plans.h"

@@ -4,7 +4,7 @@
 // of its own and train alone; the launcher's variables say how many processes there are.
 #pragma once
 
-#include "impl/comm/env_rendezvous.h"
+#include "impl/comm/rendezvous/env_rendezvous.h"
 #include "impl/core/status.h"
 
 namespace shardrec::comm::mpi {

@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "impl/comm/agree.h"
-#include "impl/comm/call_checks.h"
 #include "impl/comm/mpi/chunking.h"
 #include "impl/comm/mpi/launcher_world.h"
 #include "impl/comm/mpi/mpi_plugin_loader.h"
@@ -200,15 +199,6 @@ void MpiCommunicator::AbortLocal(const Status& why) {
   if (poison_.ok()) poison_ = why;
 }
 
-Status MpiCommunicator::ResolveTimeout(const CallOptions& opts,
-                                       std::chrono::milliseconds* out) const {
-  if (opts.timeout.count() < 0) {
-    return Status::InvalidArgument("timeout ", opts.timeout.count(), " ms must not be negative");
-  }
-  *out = opts.timeout.count() > 0 ? opts.timeout : timeout_.load();
-  return Status::Ok();
-}
-
 Status MpiCommunicator::Wait(const char* what, std::chrono::milliseconds timeout) {
   Status s = Complete(t_, h_, what, timeout, rank_, size_, &aborted_);
   return s.ok() ? s : Poison(std::move(s));
@@ -222,7 +212,7 @@ Status MpiCommunicator::Start(int32_t rc, const shardrec_plugin_status_t& st) {
 Status MpiCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
   const bool refused = out == nullptr;
   if (!refused) out->reset();
-  const OneCaller caller(busy_);
+  const OneCaller caller(busy());
   SR_RETURN_IF_ERROR(caller.Usable(*this));
   // A bounded exchange first: MPI_Comm_split waits for every member without a timeout, so it is
   // only started once every member has shown up. It then runs on a plugin thread, waited for
@@ -288,13 +278,9 @@ Status MpiCommunicator::UseDirect(const char* what, size_t bytes, std::chrono::m
   return Status::Ok();
 }
 
-Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
-                                  ReduceOp op, const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  SR_RETURN_IF_ERROR(CheckAllReduceCall(send, recv, count, dtype, op));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status MpiCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType dtype,
+                                    ReduceOp op, const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   const size_t bytes = count * DTypeSize(dtype);
   if (size_ == 1) {
     if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
@@ -328,48 +314,35 @@ Status MpiCommunicator::AllReduce(const void* send, void* recv, size_t count, DT
                         dtype, Remaining(deadline));
 }
 
-Status MpiCommunicator::AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
-                                  std::span<const size_t> recv_counts, DType dtype,
-                                  const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  size_t send_total = 0, recv_total = 0;
-  SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, size_,
-                                        &send_total, &recv_total));
+Status MpiCommunicator::CheckAllToAllVCounts(std::span<const size_t> send_counts,
+                                             std::span<const size_t> recv_counts) const {
   if (send_counts[rank_] != recv_counts[rank_]) {
     return Status::InvalidArgument("send_counts[", rank_, "] = ", send_counts[rank_],
                                    " differs from recv_counts[", rank_, "] = ", recv_counts[rank_],
                                    " (the block a rank sends itself)");
   }
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
-  return HostAllToAllV(send, send_counts, recv, recv_counts, dtype, t);
+  return Status::Ok();
 }
 
-Status MpiCommunicator::AllGatherV(const void* send, size_t send_count, void* recv,
-                                   std::span<const size_t> recv_counts, DType dtype,
-                                   const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  size_t total = 0;
-  SR_RETURN_IF_ERROR(
-      CheckAllGatherVCall(send, send_count, recv, recv_counts, dtype, size_, rank_, &total));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status MpiCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
+                                    void* recv, std::span<const size_t> recv_counts, DType dtype,
+                                    const Call& call) {
+  return HostAllToAllV(send, send_counts, recv, recv_counts, dtype, call.timeout);
+}
+
+Status MpiCommunicator::DoAllGatherV(const void* send, size_t send_count, void* recv,
+                                     std::span<const size_t> recv_counts, DType dtype,
+                                     const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   return HostAllGatherV(Part::kAllGather, "allgatherv", send, send_count, recv, recv_counts, dtype,
                         t);
 }
 
-Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
-                                       std::span<const size_t> recv_counts, DType dtype,
-                                       ReduceOp op, const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  size_t total = 0;
-  SR_RETURN_IF_ERROR(
-      CheckReduceScatterVCall(send, recv, recv_counts, dtype, op, size_, rank_, &total));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status MpiCommunicator::DoReduceScatterV(const void* send, void* recv,
+                                         std::span<const size_t> recv_counts, DType dtype,
+                                         ReduceOp op, const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
+  const size_t total = call.send_total;
   bool direct = false;
   if (size_ > 1) {
     const auto deadline = Clock::now() + t;
@@ -383,21 +356,14 @@ Status MpiCommunicator::ReduceScatterV(const void* send, void* recv,
                             op, t);
 }
 
-Status MpiCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
-                                  const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  SR_RETURN_IF_ERROR(CheckBroadcastCall(buf, count, dtype, root, size_));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status MpiCommunicator::DoBroadcast(void* buf, size_t count, DType dtype, int root,
+                                    const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   return HostBroadcast(buf, count * DTypeSize(dtype), root, t);
 }
 
-Status MpiCommunicator::Barrier(const CallOptions& opts) {
-  const OneCaller caller(busy_);
-  SR_RETURN_IF_ERROR(caller.Usable(*this));
-  std::chrono::milliseconds t;
-  SR_RETURN_IF_ERROR(ResolveTimeout(opts, &t));
+Status MpiCommunicator::DoBarrier(const Call& call) {
+  const std::chrono::milliseconds t = call.timeout;
   if (size_ == 1) return Status::Ok();
   return EmptyExchange(Part::kBarrier, "barrier", t);
 }

@@ -12,9 +12,9 @@
 #include <span>
 #include <vector>
 
-#include "impl/comm/communicator.h"
+#include "impl/comm/checked_communicator.h"
 #include "impl/comm/failure_domain.h"
-#include "impl/comm/gloo_communicator.h"  // kDefaultTimeout
+#include "impl/comm/gloo/gloo_communicator.h"  // kDefaultTimeout
 #include "impl/comm/mpi/message_tags.h"
 #include "impl/comm/mpi/mpi_plugin_abi.h"
 #include "impl/comm/one_caller.h"
@@ -35,7 +35,7 @@ Status CreateMpiCommunicator(int64_t fortran_comm, Device device, std::chrono::m
 // communicator is created; splits inherit it.
 bool DirectAllowedByEnv();
 
-class MpiCommunicator : public Communicator, public Abortable {
+class MpiCommunicator : public CheckedCommunicator, public Abortable {
  public:
   struct Config {
     const shardrec_mpi_plugin_table_t* table = nullptr;
@@ -58,19 +58,6 @@ class MpiCommunicator : public Communicator, public Abortable {
   std::chrono::milliseconds timeout() const override { return timeout_.load(); }
   void set_timeout(std::chrono::milliseconds timeout) override;
 
-  Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                   const CallOptions& opts = {}) override;
-  Status AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
-                   std::span<const size_t> recv_counts, DType dtype,
-                   const CallOptions& opts = {}) override;
-  Status AllGatherV(const void* send, size_t send_count, void* recv,
-                    std::span<const size_t> recv_counts, DType dtype,
-                    const CallOptions& opts = {}) override;
-  Status ReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
-                        DType dtype, ReduceOp op, const CallOptions& opts = {}) override;
-  Status Broadcast(void* buf, size_t count, DType dtype, int root,
-                   const CallOptions& opts = {}) override;
-  Status Barrier(const CallOptions& opts = {}) override;
   Status Split(int color, int key, std::unique_ptr<Communicator>* out) override;
   void Abort() override;
   Status AsyncError() const override;
@@ -86,6 +73,21 @@ class MpiCommunicator : public Communicator, public Abortable {
                          const char* what, std::chrono::milliseconds timeout, int rank, int size,
                          const std::atomic<bool>* aborted);
 
+ protected:
+  Status DoAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                     const Call& call) override;
+  Status DoAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                     std::span<const size_t> recv_counts, DType dtype, const Call& call) override;
+  Status DoAllGatherV(const void* send, size_t send_count, void* recv,
+                      std::span<const size_t> recv_counts, DType dtype, const Call& call) override;
+  Status DoReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                          DType dtype, ReduceOp op, const Call& call) override;
+  Status DoBroadcast(void* buf, size_t count, DType dtype, int root, const Call& call) override;
+  Status DoBarrier(const Call& call) override;
+  // MPI sends a rank's block to itself as a copy: its two counts must agree.
+  Status CheckAllToAllVCounts(std::span<const size_t> send_counts,
+                              std::span<const size_t> recv_counts) const override;
+
  private:
   struct Block {
     uint8_t* ptr;
@@ -93,7 +95,6 @@ class MpiCommunicator : public Communicator, public Abortable {
   };
 
   Status Usable() const;
-  Status ResolveTimeout(const CallOptions& opts, std::chrono::milliseconds* out) const;
   Status Poison(Status s);
   Status Wait(const char* what, std::chrono::milliseconds timeout);
   // Starts a plugin call and poisons on failure (operations may already be in flight).
@@ -146,7 +147,6 @@ class MpiCommunicator : public Communicator, public Abortable {
   std::vector<uint64_t> lineage_;  // ancestors' ids, then id_
   std::atomic<std::chrono::milliseconds> timeout_;
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> busy_{false};  // a thread is inside a call (OneCaller)
   mutable std::mutex mu_;
   Status poison_;
   // Reused by the all-reduce and the reduce-scatter (one thread at a time per communicator).

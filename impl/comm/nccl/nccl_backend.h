@@ -7,7 +7,7 @@
 #include <string>
 
 #include "impl/comm/communicator.h"
-#include "impl/comm/store.h"
+#include "impl/comm/rendezvous/store.h"
 
 namespace shardrec::comm::nccl {
 

@@ -16,6 +16,7 @@
 #include "shardrec/comm.h"
 #include "shardrec/device.h"
 #include "shardrec/shardrec.hpp"
+#include "tests/capi/comm/mismatch_cases.h"
 
 namespace {
 
@@ -360,46 +361,25 @@ TEST(CapiComm, ValidationErrorsNameTheArgument) {
 // Sizes of the raw collectives come from the caller. Ranks giving different counts, or calling
 // different collectives, made Gloo's pair thread throw (the process aborted) or returned
 // corrupted sums; every rank now fails with EINVAL before any data moves, and the communicator
-// stays usable.
-TEST(CapiComm, RanksGivingDifferentSizesFailTogetherAndTheNextCallWorks) {
+// stays usable. The cases (mismatch_cases.h) also run over MPI and Gloo processes under mpirun
+// (tests/capi/mpi/mpi_mismatch_test.cc).
+class CapiCommMismatch : public ::testing::TestWithParam<shardrec::testing::mismatch::NamedCase> {};
+
+TEST_P(CapiCommMismatch, EveryRankFailsAndTheNextCallWorks) {
   shardrec_comm_t* comms[2] = {};
   shardrec_comm_options_t opts = SHARDREC_COMM_OPTIONS_INIT;
   opts.timeout_ms = 20000;
   ASSERT_EQ(shardrec_comm_create_local_group(comms, 2, &opts), SHARDREC_OK) << LastError();
-  RunThreads(2, [&](int r) {
-    std::vector<float> x(8, 1.0f), y(16, 0.0f);
-    const size_t count = r == 0 ? 8 : 4;
-    EXPECT_EQ(shardrec_comm_allreduce(comms[r], x.data(), x.data(), count, SHARDREC_DTYPE_FLOAT32,
-                                      SHARDREC_REDUCE_SUM, nullptr),
-              SHARDREC_EINVAL);
-    EXPECT_NE(LastError().find("different sizes"), std::string::npos) << LastError();
-    EXPECT_EQ(
-        shardrec_comm_broadcast(comms[r], x.data(), count, SHARDREC_DTYPE_FLOAT32, 0, nullptr),
-        SHARDREC_EINVAL);
-    EXPECT_EQ(shardrec_comm_broadcast(comms[r], x.data(), 4, SHARDREC_DTYPE_FLOAT32, r, nullptr),
-              SHARDREC_EINVAL);  // different roots
-    const shardrec_status_t mixed =
-        r == 0 ? shardrec_comm_allreduce(comms[r], x.data(), x.data(), 8, SHARDREC_DTYPE_FLOAT32,
-                                         SHARDREC_REDUCE_SUM, nullptr)
-               : shardrec_comm_allgather(comms[r], x.data(), y.data(), 4, SHARDREC_DTYPE_FLOAT32,
-                                         nullptr);
-    EXPECT_EQ(mixed, SHARDREC_EINVAL);
-    EXPECT_EQ(r == 0
-                  ? shardrec_comm_barrier(comms[r])
-                  : shardrec_comm_allreduce(comms[r], x.data(), x.data(), 1, SHARDREC_DTYPE_FLOAT32,
-                                            SHARDREC_REDUCE_MAX, nullptr),
-              SHARDREC_EINVAL);
-    for (float v : x) EXPECT_EQ(v, 1.0f);  // nothing moved
-    EXPECT_EQ(shardrec_comm_allreduce(comms[r], x.data(), x.data(), 8, SHARDREC_DTYPE_FLOAT32,
-                                      SHARDREC_REDUCE_SUM, nullptr),
-              SHARDREC_OK)
-        << LastError();
-    for (float v : x) EXPECT_EQ(v, 2.0f);
-    EXPECT_EQ(shardrec_comm_barrier(comms[r]), SHARDREC_OK) << LastError();
-  });
+  RunThreads(2, [&](int r) { GetParam().run(comms[r], r, 2); });
   shardrec_comm_destroy(comms[0]);
   shardrec_comm_destroy(comms[1]);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Gloo, CapiCommMismatch, ::testing::ValuesIn(shardrec::testing::mismatch::AllCases()),
+    [](const ::testing::TestParamInfo<shardrec::testing::mismatch::NamedCase>& info) {
+      return std::string(info.param.name);
+    });
 
 // A rank refusing its own arguments used to fail alone while its peers waited out their timeout
 // in the exchange it never joined; it now joins the agreement, so every rank fails at once (the

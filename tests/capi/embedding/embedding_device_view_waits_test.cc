@@ -1,4 +1,4 @@
-// CUDA output and gradient views on a HOST collection (capi/src/device_view_staging.h), counted
+// CUDA output and gradient views on a HOST collection (impl/core/device_view_staging.h), counted
 // through the fake embedding plugin: each call makes its one copy through the pinned staging
 // block and waits once (on the caller's stream, bounded by the collection's timeout), the block
 // is allocated once and reused, and host views touch the device not at all. Fake-only (the

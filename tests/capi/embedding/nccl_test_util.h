@@ -1,5 +1,5 @@
 // Shared pieces of the C API tests of a GPU collection over NCCL (embedding_gpu_nccl_*): on the
-// CPU the fake embedding plugin's NCCL double (tests/impl/embedding/kernels/fake_nccl.h) stands
+// CPU the fake embedding plugin's NCCL double (tests/support/fake_plugins/fake_nccl.h) stands
 // in for NCCL, its ranks threads of the test meeting on the one fake device; on a GPU (the real
 // plugin) only world 1 runs, since NCCL wants one GPU per rank.
 #pragma once

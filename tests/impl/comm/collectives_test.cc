@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "impl/comm/reduce.h"
-#include "impl/comm/stores.h"
+#include "impl/comm/rendezvous/stores.h"
 #include "impl/core/config.h"
 #include "impl/core/half.h"
 #include "tests/impl/comm/comm_test_util.h"

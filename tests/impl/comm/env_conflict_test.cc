@@ -10,8 +10,8 @@
 #include <string>
 #include <thread>
 
-#include "impl/comm/env_rendezvous.h"
 #include "impl/comm/factory.h"
+#include "impl/comm/rendezvous/env_rendezvous.h"
 #include "tests/support/free_port.h"
 
 namespace shardrec::comm {

@@ -1,6 +1,6 @@
 // Launcher conventions (torchrun, Open MPI, MPICH, Slurm) read from variable maps, Slurm host
 // lists, and a communicator met through the torchrun variables by ranks on threads.
-#include "impl/comm/env_rendezvous.h"
+#include "impl/comm/rendezvous/env_rendezvous.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <thread>
 
-#include "impl/comm/gloo_communicator.h"
-#include "impl/comm/stores.h"
+#include "impl/comm/gloo/gloo_communicator.h"
+#include "impl/comm/rendezvous/stores.h"
 #include "tests/impl/comm/comm_test_util.h"
 #include "tests/support/slowdown.h"
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "impl/comm/factory.h"
-#include "impl/comm/socket_util.h"
+#include "impl/comm/rendezvous/socket_util.h"
 
 namespace shardrec::comm {
 namespace {

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "impl/comm/factory.h"
-#include "impl/comm/store_tcp_protocol.h"
-#include "impl/comm/unique_id.h"
+#include "impl/comm/rendezvous/store_tcp_protocol.h"
+#include "impl/comm/rendezvous/unique_id.h"
 #include "tests/support/slowdown.h"
 #include "tests/support/spawn_ranks.h"
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "impl/comm/store_tcp.h"
+#include "impl/comm/rendezvous/store_tcp.h"
 
 namespace shardrec::comm {
 namespace {

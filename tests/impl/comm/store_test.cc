@@ -11,8 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "impl/comm/stores.h"
-#include "impl/comm/unique_id.h"
+#include "impl/comm/rendezvous/stores.h"
+#include "impl/comm/rendezvous/unique_id.h"
 
 namespace shardrec::comm {
 namespace {

@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "impl/comm/store.h"
+#include "impl/comm/rendezvous/store.h"
 
 namespace shardrec::testing {
 

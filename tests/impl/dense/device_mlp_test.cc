@@ -1,9 +1,10 @@
-// DeviceMlp against Mlp with the CUDA plugin replaced by tests/impl/dense/fake_dense_plugin.cc,
-// whose "device" is host memory and whose linear entries follow plugin_abi.h with naive loops.
-// This checks what DeviceMlp itself does (layer chaining, the dy-is-dz and input-ReLU flags,
-// the ReLU mask hand-over, accumulation over steps, buffer growth, ready order, ZeroGrad, the
-// device-allocation registry) without a GPU; cuBLASLt itself is checked by lt_linear_gpu_test.
-// Each case runs in a fresh process, since the plugin is loaded once per process.
+// DeviceMlp against Mlp with the CUDA plugin replaced by
+// tests/support/fake_plugins/fake_dense_plugin.cc, whose "device" is host memory and whose linear
+// entries follow plugin_abi.h with naive loops. This checks what DeviceMlp itself does (layer
+// chaining, the dy-is-dz and input-ReLU flags, the ReLU mask hand-over, accumulation over steps,
+// buffer growth, ready order, ZeroGrad, the device-allocation registry) without a GPU; cuBLASLt
+// itself is checked by lt_linear_gpu_test. Each case runs in a fresh process, since the plugin is
+// loaded once per process.
 #include "impl/dense/device_mlp.h"
 
 #include <gtest/gtest.h>

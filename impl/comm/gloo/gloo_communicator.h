@@ -1,0 +1,132 @@
+// The CPU backend: a Communicator over a Gloo context with the TCP transport. Internal header;
+// everything else creates communicators through factory.h.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "impl/comm/checked_communicator.h"
+#include "impl/comm/failure_domain.h"
+#include "impl/comm/one_caller.h"
+#include "impl/comm/rendezvous/store.h"
+#include "impl/core/pinned_buffer.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace shardrec::comm {
+
+inline constexpr std::chrono::milliseconds kDefaultTimeout{5 * 60 * 1000};
+
+struct GlooConfig {
+  std::shared_ptr<Store> store;  // rendezvous; this communicator uses keys under `prefix`
+  std::string prefix;
+  int world = 1;
+  int rank = 0;
+  Device device;  // host, or CUDA (staged through host memory)
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  // Bound on creation as a whole (store waits, connections and the closing barrier together);
+  // 0: `timeout`. Later operations use `timeout`.
+  std::chrono::milliseconds create_timeout{0};
+  std::string bind_host;                                 // address for the Gloo TCP device
+  std::shared_ptr<gloo::transport::Device> gloo_device;  // reused by splits; else created
+  std::shared_ptr<FailureDomain> domain;                 // shared by splits; else created
+  std::vector<uint64_t> lineage;                         // ids of the ancestors (splits)
+};
+
+// Validates the config, checks the device (kNoDevice for an unusable GPU), ignores SIGPIPE once
+// per process if the host left it at SIG_DFL (Gloo writes to sockets without MSG_NOSIGNAL, so a
+// dead peer would otherwise kill the process), and connects the full mesh through the store.
+Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communicator>* out);
+
+class GlooCommunicator : public CheckedCommunicator, public Abortable {
+ public:
+  GlooCommunicator(const GlooConfig& config, std::shared_ptr<gloo::Context> context,
+                   std::shared_ptr<gloo::transport::Device> gloo_device);
+  ~GlooCommunicator() override;
+
+  int Rank() const override { return rank_; }
+  int Size() const override { return size_; }
+  Device device() const override { return device_; }
+  const char* backend() const override { return "gloo"; }
+  std::chrono::milliseconds timeout() const override { return timeout_.load(); }
+  void set_timeout(std::chrono::milliseconds timeout) override;
+
+  Status Split(int color, int key, std::unique_ptr<Communicator>* out) override;
+  void Abort() override;
+  Status AsyncError() const override;
+
+  // Interrupts this communicator alone (FailureDomain::Abort calls it for every member): blocked
+  // Gloo waits fail at once and later calls return `why` (kAborted).
+  void AbortLocal(const Status& why) override;
+
+ protected:
+  Status DoAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                     const Call& call) override;
+  Status DoAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                     std::span<const size_t> recv_counts, DType dtype, const Call& call) override;
+  Status DoAllGatherV(const void* send, size_t send_count, void* recv,
+                      std::span<const size_t> recv_counts, DType dtype, const Call& call) override;
+  Status DoReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                          DType dtype, ReduceOp op, const Call& call) override;
+  Status DoBroadcast(void* buf, size_t count, DType dtype, int root, const Call& call) override;
+  Status DoBarrier(const Call& call) override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct HostBuf {
+    const void* ptr;
+    size_t bytes;
+  };
+
+  // Runs a Gloo call, turning any exception into kTimeout/kRemote and poisoning on failure.
+  Status Run(const char* what, std::chrono::milliseconds timeout,
+             const std::function<void()>& body);
+  Status Poison(Status s);
+  // CUDA buffers: copy `in` to pinned host memory, run `fn` on the host copies, copy the host
+  // results to `out`; each stream wait is bounded by the communicator's timeout.
+  Status Staged(const std::vector<HostBuf>& in, const std::vector<HostBuf>& out, Stream stream,
+                const std::function<Status(std::vector<void*>&, std::vector<void*>&)>& fn);
+
+  // Host bodies (gloo_collectives.cc); arguments are already validated.
+  Status HostAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                       std::chrono::milliseconds timeout);
+  Status HostAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                       std::span<const size_t> recv_counts, DType dtype,
+                       std::chrono::milliseconds timeout);
+  Status HostAllGatherV(const void* send, size_t send_count, void* recv,
+                        std::span<const size_t> recv_counts, DType dtype,
+                        std::chrono::milliseconds timeout);
+  Status HostReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                            DType dtype, ReduceOp op, std::chrono::milliseconds timeout);
+  Status HostBroadcast(void* buf, size_t count, DType dtype, int root,
+                       std::chrono::milliseconds timeout);
+
+  GlooConfig config_;  // kept for splits (store, prefix, bind address, lineage incl. this one)
+  int rank_;
+  int size_;
+  Device device_;
+  std::atomic<std::chrono::milliseconds> timeout_;
+  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<gloo::transport::Device> gloo_device_;
+  uint64_t id_ = 0;  // process-unique, for the domain's lineage
+  int split_seq_ = 0;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex mu_;
+  Status poison_;
+  // Pinned staging for CUDA buffers, grown on demand and kept: page-locked memory is slow to
+  // allocate, and copies from pageable memory are synchronous and slower.
+  core::PinnedBuffer pinned_;
+};
+
+}  // namespace shardrec::comm
