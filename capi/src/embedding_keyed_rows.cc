@@ -8,7 +8,7 @@
 #include "capi/src/entry.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
-#include "impl/embedding/dynamic/dynamic_tables.h"
+#include "impl/embedding/dynamic/tables.h"
 #include "shardrec/dynamic.h"
 
 using shardrec::Status;

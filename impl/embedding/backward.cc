@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "impl/embedding/dp_accumulate.h"
-#include "impl/embedding/dynamic/dynamic_tables.h"
+#include "impl/embedding/dynamic/tables.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/timer.h"
 

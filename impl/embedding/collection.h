@@ -203,7 +203,7 @@ class EmbeddingCollection {
   std::shared_ptr<comm::Work> pending_work_;  // null once waited for
   bool last_forward_failed_ = false;          // the last Forward / ForwardDistributed failed
   bool current_evaluated_ = false;            // s_.current came from an evaluation forward (Finish)
-  std::unique_ptr<TableStorage> storage_;  // made by the first storage()
+  std::unique_ptr<TableStorage> storage_;     // made by the first storage()
 };
 
 }  // namespace shardrec::embedding

@@ -16,7 +16,7 @@
 #include "impl/core/exec.h"
 #include "impl/core/thread_pool.h"
 #include "impl/embedding/backward.h"
-#include "impl/embedding/dynamic/dynamic_tables.h"
+#include "impl/embedding/dynamic/tables.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"

@@ -126,7 +126,7 @@ int64_t DynamicMetadataBytes(const sharding::DynamicConfig& d, int64_t slots) {
   if (!d.enabled || slots <= 0) return 0;
   const auto pow2 = [](uint64_t x) { return static_cast<int64_t>(std::bit_ceil(x)); };
   const uint64_t n = static_cast<uint64_t>(slots);
-  // As impl/embedding/dynamic/dynamic_shard.cc allocates: the index (one 64-byte bucket per 8
+  // As impl/embedding/dynamic/shard.cc allocates: the index (one 64-byte bucket per 8
   // slots, slot_index.cc), a 16-byte record (id, last seen, count) per slot, and the admission
   // sketch (4 rows of 16-bit counters, width a power of two >= max(64, 2 x slots)) when the
   // threshold is above 1, and the caller's 8-byte score per slot under SCORE eviction.

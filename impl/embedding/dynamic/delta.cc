@@ -9,7 +9,7 @@
 
 #include "impl/comm/gather_bytes.h"
 #include "impl/core/element.h"
-#include "impl/embedding/dynamic/dynamic_tables.h"
+#include "impl/embedding/dynamic/tables.h"
 #include "impl/embedding/storage/table_storage.h"
 
 namespace shardrec::embedding::dynamic {

@@ -9,7 +9,7 @@
 
 #include "impl/comm/communicator.h"
 #include "impl/core/status.h"
-#include "impl/embedding/dynamic/dynamic_tables.h"
+#include "impl/embedding/dynamic/tables.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "impl/comm/communicator.h"
-#include "impl/embedding/dynamic/dynamic_tables.h"
 #include "impl/embedding/dynamic/merge.h"
+#include "impl/embedding/dynamic/tables.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_views.h"
 

@@ -7,8 +7,8 @@
 #include "impl/core/check.h"
 #include "impl/embedding/collection.h"
 #include "impl/embedding/dynamic/delta.h"
-#include "impl/embedding/dynamic/dynamic_tables.h"
 #include "impl/embedding/dynamic/replica_merge.h"
+#include "impl/embedding/dynamic/tables.h"
 #include "impl/embedding/storage/table_storage.h"
 
 namespace shardrec::embedding {

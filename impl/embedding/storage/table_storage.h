@@ -48,7 +48,7 @@ struct KeyedRows {
 // How ImportKeyedRows replaces a shard's keyed rows (every row is replaced either way; the
 // caller writes the rows' weights and optimizer state into the shard tensors).
 enum class KeyedImport {
-  // A checkpoint load: delta tracking sees a replaced shard (dynamic_shard.h, Restore), and every
+  // A checkpoint load: delta tracking sees a replaced shard (shard.h, Restore), and every
   // score is taken (zeros where the checkpoint had none).
   kReplace,
   // A table import: held and added rows together, not a replacement for delta tracking

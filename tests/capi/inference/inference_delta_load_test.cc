@@ -15,7 +15,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/inference.h"
-#include "tests/capi/dynamic/dynamic_stream.h"
+#include "tests/capi/dynamic/stream.h"
 #include "tests/capi/inference/delta_load_util.h"
 #include "tests/capi/inference/inference_test_util.h"
 #include "tests/support/spawn_ranks.h"

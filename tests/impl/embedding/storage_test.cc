@@ -9,7 +9,7 @@
 
 #include "impl/comm/factory.h"
 #include "impl/embedding/collection.h"
-#include "impl/embedding/dynamic/dynamic_tables.h"
+#include "impl/embedding/dynamic/tables.h"
 #include "impl/embedding/storage/table_storage.h"
 #include "impl/sharding/layout.h"
 #include "tests/impl/sharding/test_plans.h"

@@ -4,7 +4,7 @@
 // merge rule applied to the tables saved before the sync; over capacity the survivors are the LRU
 // (or SCORE) order's and the same on every replica and in every run; a mesh checkpoint reloads
 // bit-exact under another mesh and into a 1D collection, which then trains exactly as the mesh's
-// first sharding group. The sync's other cases are in dynamic_mesh_sync_test.cc.
+// first sharding group. The sync's other cases are in mesh_sync_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/replica.h"
-#include "tests/capi/dynamic/dynamic_mesh_util.h"
+#include "tests/capi/dynamic/mesh_util.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/temp_dirs.h"
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "shardrec/checkpoint.h"
-#include "tests/capi/dynamic/dynamic_stream.h"
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/stream.h"
+#include "tests/capi/dynamic/test_util.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/temp_dirs.h"
 

@@ -1,7 +1,7 @@
 // Dynamic tables through the C API, what must change nothing or be refused: a batch rejected on
 // any rank inserts nothing anywhere (row-wise, data-parallel, grid), also when the ranks mix plain
 // and pipelined forwards; GPU collections, the full-table accessors, state exports and table
-// imports refuse dynamic tables (replica syncs merge them by key: dynamic_mesh_test.cc); every
+// imports refuse dynamic tables (replica syncs merge them by key: mesh_test.cc); every
 // sharding type plans and its JSON round-trips; stats of an unknown table are refused; the plan
 // JSON carries the dynamic config; version-2 table config arrays still plan.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/plan.h"
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/test_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
@@ -336,7 +336,7 @@ TEST(DynamicTableRefusal, AccessorsStatsAndPlanJson) {
   std::vector<float> w(16 * 8);
   EXPECT_EQ(shardrec_embedding_get_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
   EXPECT_EQ(shardrec_embedding_set_weights(c, "t0", w.data(), w.size()), SHARDREC_EUNSUPPORTED);
-  // Table export and import of dynamic tables: dynamic_table_io_test.cc.
+  // Table export and import of dynamic tables: table_io_test.cc.
   const auto st = StatsOf(c, "t1");
   EXPECT_EQ(st.size, 0);
   EXPECT_EQ(st.capacity, 16);

@@ -5,7 +5,7 @@
 // (which slot each new id takes; outputs alone would not show it), over one forward and over
 // hundreds against a plain reference, counted ids (a data-parallel copy's) against the same ids
 // one occurrence at a time, and delta tracking across a Restore and a RestoreMerged.
-#include "impl/embedding/dynamic/dynamic_shard.h"
+#include "impl/embedding/dynamic/shard.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

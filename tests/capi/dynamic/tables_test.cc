@@ -1,5 +1,5 @@
 // Dynamic tables through the C API (docs/dynamic-tables.md) against the simple unsharded
-// reference of dynamic_test_util.h: raw 64-bit ids under every sharding type (the node-local ones
+// reference of test_util.h: raw 64-bit ids under every sharding type (the node-local ones
 // with two ranks per node) and optimizer at worlds 1-4 while no shard is full; data-parallel
 // tables at capacity with every eviction policy and admission at worlds 1-3; admission
 // thresholds and decaying admission counts; LRU, LFU, TTL and no eviction at capacity; identical
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/test_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {

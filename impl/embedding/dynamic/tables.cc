@@ -1,5 +1,5 @@
-// The dynamic tables of a collection (dynamic_tables.h).
-#include "impl/embedding/dynamic/dynamic_tables.h"
+// The dynamic tables of a collection (tables.h).
+#include "impl/embedding/dynamic/tables.h"
 
 #include "impl/core/host_memory.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "shardrec/replica.h"
-#include "tests/capi/dynamic/dynamic_mesh_util.h"
+#include "tests/capi/dynamic/mesh_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {

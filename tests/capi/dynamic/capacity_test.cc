@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "shardrec/plan.h"
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/test_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {

@@ -160,7 +160,7 @@ class DynamicShard {
   void GroupUnknown();
   void Place();
   // Fills victims_ with the `need` rows that leave first in the policy's order (fewer when fewer
-  // rows may leave; docs/dynamic-tables.md, "Determinism"; dynamic_shard_victims.cc), in
+  // rows may leave; docs/dynamic-tables.md, "Determinism"; shard_victims.cc), in
   // ascending slot order: the order new ids take them.
   void SelectVictims(int64_t need);
   // victims_ from queue_ (and, under LFU and SCORE, side_) (true), or false with victims_, queue_
@@ -266,7 +266,7 @@ class DynamicShard {
   };
   std::vector<Candidate> candidates_, scratch_;  // scratch of SelectVictims
   // Slot `slot`'s candidate with its 128-bit eviction key under the policy
-  // (dynamic_shard_victims.cc), and the order of those keys.
+  // (shard_victims.cc), and the order of those keys.
   Candidate KeyOf(int32_t slot) const;
   static bool KeyLess(const Candidate& a, const Candidate& b) {
     return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
@@ -321,7 +321,7 @@ class DynamicShard {
   // order, at most queue_target_ of them (its last entry the new bound); side_ keeps only the
   // rows the current forward saw. Every row outside ordered at or after the old bound, so at or
   // after the new one: the queue keeps serving without a scan of the shard
-  // (dynamic_shard_victims.cc).
+  // (shard_victims.cc).
   void FoldSide();
   // The side list's rows still before the bound: the slots of those the current forward (`now`)
   // saw are appended to *seen_now, the current keys of the others to *before (unordered; a row

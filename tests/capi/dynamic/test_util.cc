@@ -1,5 +1,5 @@
-// The dynamic-table tests' scenario, reference and C API run (dynamic_test_util.h).
-#include "tests/capi/dynamic/dynamic_test_util.h"
+// The dynamic-table tests' scenario, reference and C API run (test_util.h).
+#include "tests/capi/dynamic/test_util.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/replica.h"
-#include "tests/capi/dynamic/dynamic_mesh_util.h"
+#include "tests/capi/dynamic/mesh_util.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/temp_dirs.h"
 

@@ -1,4 +1,4 @@
-// Which rows leave a full dynamic shard (dynamic_shard.h, SelectVictims): the first ones in the
+// Which rows leave a full dynamic shard (shard.h, SelectVictims): the first ones in the
 // order of docs/dynamic-tables.md, "Determinism", found without sorting the whole shard in every
 // forward (a queue kept across forwards, or a selection when a forward needs most candidates).
 // Every path gives the same victims as one sort of every candidate by the policy's order; they
@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "impl/core/check.h"
-#include "impl/embedding/dynamic/dynamic_shard.h"
 #include "impl/embedding/dynamic/radix_sort.h"
+#include "impl/embedding/dynamic/shard.h"
 
 namespace shardrec::embedding::dynamic {
 
@@ -111,7 +111,7 @@ void DynamicShard::KeepSmallest(size_t k) {
 
 bool DynamicShard::TakeQueued(int64_t need) {
   // Every row that orders before the queue's last entry is a live queue entry or (LFU, SCORE) in
-  // the side list (dynamic_shard.h), so taking them in order gives the first victims of the whole
+  // the side list (shard.h), so taking them in order gives the first victims of the whole
   // shard while they last. Under TTL the first live entry that is too recent ends the victims:
   // every later row is at least as recent.
   const uint32_t now = NowRel();

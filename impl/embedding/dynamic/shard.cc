@@ -1,6 +1,6 @@
-// One dynamic shard's per-step decisions (dynamic_shard.h); the rules are those of
+// One dynamic shard's per-step decisions (shard.h); the rules are those of
 // docs/dynamic-tables.md, "Determinism".
-#include "impl/embedding/dynamic/dynamic_shard.h"
+#include "impl/embedding/dynamic/shard.h"
 
 #include <algorithm>
 

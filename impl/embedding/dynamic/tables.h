@@ -12,7 +12,7 @@
 #include "impl/core/exec.h"
 #include "impl/core/host_memory.h"
 #include "impl/core/status.h"
-#include "impl/embedding/dynamic/dynamic_shard.h"
+#include "impl/embedding/dynamic/shard.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"

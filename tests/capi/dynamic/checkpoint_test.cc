@@ -4,6 +4,8 @@
 // through table exports), and training then goes on as the original's; at the
 // same plan with eviction and admission it goes on bit-exactly; a corrupt file or too small a
 // capacity fails on every rank and changes nothing.
+#include "shardrec/checkpoint.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,9 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "shardrec/checkpoint.h"
-#include "tests/capi/dynamic/dynamic_stream.h"
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/stream.h"
+#include "tests/capi/dynamic/test_util.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/temp_dirs.h"
 

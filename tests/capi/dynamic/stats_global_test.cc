@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/capi/dynamic/dynamic_stream.h"
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/stream.h"
+#include "tests/capi/dynamic/test_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/test_util.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {

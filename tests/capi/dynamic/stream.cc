@@ -1,5 +1,5 @@
-// The stream of the dynamic checkpoint and delta tests (dynamic_stream.h).
-#include "tests/capi/dynamic/dynamic_stream.h"
+// The stream of the dynamic checkpoint and delta tests (stream.h).
+#include "tests/capi/dynamic/stream.h"
 
 #include <gtest/gtest.h>
 

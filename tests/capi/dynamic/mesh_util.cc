@@ -1,5 +1,5 @@
-// Helpers of the dynamic-table mesh tests (dynamic_mesh_util.h).
-#include "tests/capi/dynamic/dynamic_mesh_util.h"
+// Helpers of the dynamic-table mesh tests (mesh_util.h).
+#include "tests/capi/dynamic/mesh_util.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Helpers of the dynamic-table mesh tests (dynamic_mesh_test.cc, dynamic_mesh_sync_test.cc):
+// Helpers of the dynamic-table mesh tests (mesh_test.cc, mesh_sync_test.cc):
 // checkpoints read back by id, the documented merge rule, one rank's training step and a rank
 // of a mesh with its collection.
 #pragma once
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "shardrec/replica.h"
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/test_util.h"
 
 namespace shardrec::testing {
 

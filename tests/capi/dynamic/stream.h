@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tests/capi/dynamic/dynamic_test_util.h"
+#include "tests/capi/dynamic/test_util.h"
 
 namespace shardrec::testing {
 
