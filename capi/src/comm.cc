@@ -15,6 +15,7 @@
 #include "capi/src/versioned.h"
 #include "impl/comm/agree.h"
 #include "impl/comm/factory.h"
+#include "impl/comm/host_identity.h"
 #include "impl/comm/mpi/mpi_communicator.h"
 #include "impl/comm/stores.h"
 #include "impl/core/check.h"
@@ -127,33 +128,12 @@ Status AgreeOnRawCall(comm::Communicator& c, const char* what, int64_t kind, siz
   return comm::AgreeOnCall(c, call, local);
 }
 
-// Collective over a host communicator: every rank shares its host name; the ranks with the same
-// name form its host, in rank order.
-Status DeriveLocal(comm::Communicator& c, int32_t* local_rank, int32_t* local_size) {
-  constexpr size_t kName = 256;
-  std::vector<uint8_t> mine(kName, 0);
-  if (::gethostname(reinterpret_cast<char*>(mine.data()), kName - 1) != 0) mine.assign(kName, 0);
-  const auto n = static_cast<size_t>(c.Size());
-  std::vector<uint8_t> all(n * kName);
-  std::vector<size_t> counts(n, kName);
-  SR_RETURN_IF_ERROR(c.AllGatherV(mine.data(), kName, all.data(), counts, DType::kUInt8));
-  int32_t lr = 0, ls = 0;
-  for (size_t r = 0; r < n; ++r) {
-    if (std::memcmp(all.data() + r * kName, mine.data(), kName) != 0) continue;
-    if (static_cast<int>(r) < c.Rank()) ++lr;
-    ++ls;
-  }
-  *local_rank = lr;
-  *local_size = ls;
-  return Status::Ok();
-}
-
 // Wraps a new communicator; an unknown local position is derived (collectively, on host
 // communicators) so that every creation path answers shardrec_comm_local_rank.
 Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out,
             int32_t local_rank = -1, int32_t local_size = -1) {
   if ((local_rank < 0 || local_size < 0) && impl->device().is_host()) {
-    SR_RETURN_IF_ERROR(DeriveLocal(*impl, &local_rank, &local_size));
+    SR_RETURN_IF_ERROR(comm::DeriveLocalPosition(*impl, &local_rank, &local_size));
   }
   auto* handle = new shardrec_comm;
   handle->impl = std::move(impl);

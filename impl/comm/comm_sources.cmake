@@ -12,6 +12,8 @@ list(APPEND SHARDREC_COMM_SOURCES
   store_tcp_server.cc
   unique_id.cc
   env_rendezvous.cc
+  host_identity.cc
+  rank_arrival.cc
   gloo_mesh.cc
   gloo_communicator.cc
   gloo_interrupt.cc

@@ -265,13 +265,20 @@ Status ParseLaunchEnv(const EnvVars& env, LaunchEnv* out) {
         "no launcher environment found: set the torchrun variables (MASTER_ADDR, MASTER_PORT, "
         "RANK, WORLD_SIZE) or run under mpirun (Open MPI, MPICH) or srun");
   }
+  // torchrun's agent restarts the whole job with the count raised: a process of the previous
+  // attempt still running is of another session, however alike its other variables.
+  if (const std::string* restart = Find(env, "TORCHELASTIC_RESTART_COUNT"))
+    e.restart_count = *restart;
+  const std::string attempt = e.restart_count.empty() ? "" : ":restart " + e.restart_count;
   if (const std::string* token = Find(env, "SHARDREC_RENDEZVOUS_TOKEN")) {
-    e.nonce = HashNonce("shardrec-token:" + *token);
+    e.nonce = HashNonce("shardrec-token:" + *token + attempt);
     e.has_token = true;
   } else {
-    // No secret: every rank derives the same public nonce (torch's TCP store trust model).
-    e.nonce = HashNonce(StrCat("shardrec-env:", e.convention, ":", e.world, ":", e.master_host, ":",
-                               e.master_port));
+    // No secret: every rank derives the same public nonce (torch's TCP store trust model). Not
+    // from the master address: ranks spell it differently (127.0.0.1 on rank 0, a service name
+    // or an interface address elsewhere) and reach the same store all the same.
+    e.nonce =
+        HashNonce(StrCat("shardrec-env:", e.convention, ":", e.world, ":", e.master_port, attempt));
   }
   *out = std::move(e);
   return Status::Ok();

@@ -32,7 +32,10 @@ struct LaunchEnv {
   std::string master_host;  // rank 0's store: host name or numeric address
   uint16_t master_port = 0;
   std::string port_source;  // the variable (or rule) the port came from, for messages
-  Nonce nonce{};            // from SHARDREC_RENDEZVOUS_TOKEN, else derived from public facts
+  // From SHARDREC_RENDEZVOUS_TOKEN, else derived from public facts (convention, world size,
+  // port), and from TORCHELASTIC_RESTART_COUNT when set; never from the master address's text.
+  Nonce nonce{};
+  std::string restart_count;  // TORCHELASTIC_RESTART_COUNT; empty when not set
   bool has_token = false;
   // Under torchrun's variables, the rank and size variables of mpirun or srun that are set too
   // and disagree ("OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=2"); empty when none. Only told

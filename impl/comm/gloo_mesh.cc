@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "impl/comm/gloo_interrupt.h"
+#include "impl/comm/rank_arrival.h"
 #include "impl/core/check.h"
 
 namespace shardrec::comm {
@@ -116,6 +117,9 @@ Status MeshContext::ConnectMesh(Store* store,
   }
   SR_RETURN_IF_ERROR(store->Set(MeshKey(rank), addresses));
 
+  // Every peer's addresses first: a peer that never comes is named with every other absent one.
+  SR_RETURN_IF_ERROR(WaitForRanks(*store, "gloo_mesh/", size, rank, deadline,
+                                  StrCat("rank ", rank, " waiting for its peers' addresses")));
   std::atomic<int> connecting{-1};
   Watchdog watchdog(this, deadline, &connecting);
   for (int r = 0; r < size; ++r) {

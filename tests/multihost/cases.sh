@@ -23,13 +23,17 @@ all_ok() {
   local r
   for ((r = 0; r < $2; ++r)); do [[ $(rc_of "$1" "$r") == 0 ]] || fail "$1: rank $r exited $(rc_of "$1" "$r")"; done
 }
-# survivors_fail NAME FIRST LAST MAX_MS REGEX: ranks FIRST..LAST failed with a library error
-# within MAX_MS, their message matching REGEX.
+# survivors_fail NAME FIRST LAST MAX_MS REGEX: ranks FIRST..LAST failed with a library error,
+# the failing call within MAX_MS, their message matching REGEX.
 survivors_fail() {
   local r
   for ((r = $2; r <= $3; ++r)); do
     [[ $(rc_of "$1" "$r") == 3 ]] || fail "$1: rank $r exited $(rc_of "$1" "$r"), expected a library error (3)"
-    [[ $(ms_of "$1" "$r") -le $4 ]] || fail "$1: rank $r took $(ms_of "$1" "$r") ms, more than $4"
+    # The failing call's own time where the rank printed it (steps), else the whole run's.
+    local ms
+    ms=$(sed -n 's/.*failed after \([0-9]*\) ms.*/\1/p' "$out/$1/rank$r.log" | head -1)
+    [[ -n $ms ]] || ms=$(ms_of "$1" "$r")
+    [[ $ms -le $4 ]] || fail "$1: rank $r took $ms ms to fail, more than $4"
     grep -Eq "$5" "$out/$1/rank$r.log" || fail "$1: rank $r's message does not match '$5'"
   done
 }
@@ -71,20 +75,23 @@ case "$case" in
   host_killed)  # host 1's ranks killed mid-run: host 0's ranks fail at once
     bed k --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=4000 \
       --fault kill:1:1.5 -- "$prog" steps 400
-    survivors_fail k 0 1 6000 "rank [23]" ;;
+    # Gloo's broken connection names the peer's address: host 1's (x.x.x.2).
+    survivors_fail k 0 1 1000 "EREMOTE.*\\[[0-9]+\\.[0-9]+\\.[0-9]+\\.2\\]" ;;
   link_down)  # host 1's link goes down mid-run: every rank fails within its timeout
     bed d --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=3000 \
       --fault linkdown:1:1.5 -- "$prog" steps 400
-    survivors_fail d 0 1 8000 "rank [23]"
-    survivors_fail d 2 3 8000 "rank [01]" ;;
+    # Within the 3 s timeout plus a step; the message does not yet name the peer (issue 60).
+    survivors_fail d 0 3 3500 "ETIMEOUT.*did not complete within 3000 ms" ;;
   partition)  # 4 hosts split 2 | 2: every rank fails within its timeout
     bed p --hosts 4 --ranks 1 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=3000 \
       --fault partition:1.5 -- "$prog" steps 400
-    survivors_fail p 0 3 8000 "rank [0-3]" ;;
-  late_host)  # host 1 starts after the timeout: host 0's ranks name every missing rank
+    survivors_fail p 0 3 3500 "ETIMEOUT.*did not complete within 3000 ms" ;;
+  late_host)  # host 1 starts after the timeout: rank 0 names every missing rank
     bed l --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=2000 \
       --fault late:1:4 -- "$prog" info
-    survivors_fail l 0 1 4000 "ETIMEOUT" ;;
+    survivors_fail l 0 0 3000 "ETIMEOUT.*ranks 2, 3 of 4 did not arrive"
+    # Rank 1 waits on rank 0's store, which goes with rank 0: it fails as soon.
+    survivors_fail l 1 1 3000 "E(TIMEOUT|REMOTE)" ;;
   *) echo "cases.sh: unknown case $case" >&2; exit 2 ;;
 esac
 echo "PASS ($case)"

@@ -569,7 +569,8 @@ shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options
  * there are (shardrec_comm_local_size), e.g. for topology.ranks_per_node or to pick a GPU.
  * From the launcher for shardrec_comm_create_from_env() when it says; for a local group, the
  * thread's index; otherwise computed once when the communicator is created (host communicators:
- * ranks whose host names are equal share a host).
+ * ranks with the same kernel boot id and the same network namespace share a host, so containers
+ * or namespaces that merely share a host name do not; where /proc is unreadable, the host name).
  * @param out  [out] Receives the value; not NULL.
  * @param comm [in] Communicator; not NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUNSUPPORTED for a device communicator not

@@ -188,6 +188,35 @@ TEST(CommEnvRendezvous, TokenBecomesTheNonce) {
   EXPECT_NE(ea.nonce, en.nonce);
 }
 
+// Ranks that spell rank 0's address differently (127.0.0.1 on rank 0, an interface address or a
+// name elsewhere) belong to one session; a restarted attempt (torchrun's agent raises
+// TORCHELASTIC_RESTART_COUNT) does not meet a rank left from the previous one.
+TEST(CommEnvRendezvous, NonceIgnoresAddressSpellingButNotRestartCount) {
+  const EnvVars base = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "9"}};
+  EnvVars loop = base, ip = base, name = base;
+  loop["MASTER_ADDR"] = "127.0.0.1";
+  ip["MASTER_ADDR"] = "10.1.2.3";
+  name["MASTER_ADDR"] = "trainer-node-0-0.trainer";
+  LaunchEnv el, ei, en;
+  ASSERT_TRUE(ParseLaunchEnv(loop, &el).ok());
+  ASSERT_TRUE(ParseLaunchEnv(ip, &ei).ok());
+  ASSERT_TRUE(ParseLaunchEnv(name, &en).ok());
+  EXPECT_EQ(el.nonce, ei.nonce);
+  EXPECT_EQ(el.nonce, en.nonce);
+  for (const char* token : {"", "secret"}) {
+    EnvVars first = ip, second = ip;
+    if (*token != '\0')
+      first["SHARDREC_RENDEZVOUS_TOKEN"] = second["SHARDREC_RENDEZVOUS_TOKEN"] = token;
+    first["TORCHELASTIC_RESTART_COUNT"] = "0";
+    second["TORCHELASTIC_RESTART_COUNT"] = "1";
+    LaunchEnv e1, e2;
+    ASSERT_TRUE(ParseLaunchEnv(first, &e1).ok());
+    ASSERT_TRUE(ParseLaunchEnv(second, &e2).ok());
+    EXPECT_NE(e1.nonce, e2.nonce) << "token '" << token << "'";
+    EXPECT_EQ(e2.restart_count, "1");
+  }
+}
+
 using shardrec::testing::FreePort;
 
 // Three ranks on threads, each given its own torchrun variables (rank 0 started last, so the
