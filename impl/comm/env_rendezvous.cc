@@ -217,6 +217,46 @@ Status Slurm(const EnvVars& env, LaunchEnv* e) {
   return Status::Ok();
 }
 
+// Kubeflow Trainer v2 (TrainJob) sets only the node-level PET_* variables: one process per node
+// unless torchrun spawns more (and then sets RANK, read first). With PET_NPROC_PER_NODE > 1 and
+// no torchrun, each process's index on its node comes from LOCAL_RANK, which the manifest or
+// the program starting the processes must set.
+Status Kubeflow(const EnvVars& env, LaunchEnv* e) {
+  e->convention = "Kubeflow Trainer";
+  int64_t nodes = 0, per_node = 0, node = 0, local = 0;
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "PET_NNODES", 1, kMaxWorld, true, &nodes));
+  SR_RETURN_IF_ERROR(
+      ReadInt(env, e->convention, "PET_NPROC_PER_NODE", 1, kMaxWorld, true, &per_node));
+  if (nodes * per_node > kMaxWorld) {
+    return Status::InvalidArgument(e->convention,
+                                   " launch: PET_NNODES x PET_NPROC_PER_NODE = ", nodes * per_node,
+                                   " ranks, more than ", kMaxWorld);
+  }
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "PET_NODE_RANK", 0, nodes - 1, true, &node));
+  if (per_node > 1 && Find(env, "LOCAL_RANK") == nullptr) {
+    return Status::InvalidArgument(
+        e->convention, " launch of ", per_node,
+        " processes per node (PET_NPROC_PER_NODE) without torchrun: LOCAL_RANK must give each "
+        "process's index on its node (0 .. PET_NPROC_PER_NODE - 1)");
+  }
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "LOCAL_RANK", 0, per_node - 1, false, &local));
+  e->world = static_cast<int>(nodes * per_node);
+  e->rank = static_cast<int>(node * per_node + local);
+  e->rank_var = "PET_NODE_RANK x PET_NPROC_PER_NODE + LOCAL_RANK";
+  e->world_var = "PET_NNODES x PET_NPROC_PER_NODE";
+  e->local_rank = static_cast<int>(local);
+  e->local_size = static_cast<int>(per_node);
+  const std::string* addr = Find(env, "PET_MASTER_ADDR");
+  if (addr == nullptr) {
+    return Status::InvalidArgument(e->convention,
+                                   " launch detected (PET_NNODES), but PET_MASTER_ADDR is not set "
+                                   "(it is required)");
+  }
+  e->master_host = *addr;
+  e->port_source = "PET_MASTER_PORT";
+  return ReadPort(env, e->convention, "PET_MASTER_PORT", &e->master_port);
+}
+
 // The MPI and Slurm rank / size variables that are set and disagree with torchrun's, as text.
 // Compared as written, so that a malformed RANK still gets the note.
 std::string Disagreeing(const EnvVars& env) {
@@ -260,10 +300,13 @@ Status ParseLaunchEnv(const EnvVars& env, LaunchEnv* out) {
     SR_RETURN_IF_ERROR(MpiMaster(env, nullptr, "MPI_LOCALNRANKS", &e));
   } else if (Find(env, "SLURM_PROCID")) {
     SR_RETURN_IF_ERROR(Slurm(env, &e));
+  } else if (Find(env, "PET_NNODES")) {
+    SR_RETURN_IF_ERROR(Kubeflow(env, &e));
   } else {
     return Status::NotFound(
         "no launcher environment found: set the torchrun variables (MASTER_ADDR, MASTER_PORT, "
-        "RANK, WORLD_SIZE) or run under mpirun (Open MPI, MPICH) or srun");
+        "RANK, WORLD_SIZE), Kubeflow Trainer's (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, "
+        "PET_MASTER_ADDR, PET_MASTER_PORT), or run under mpirun (Open MPI, MPICH) or srun");
   }
   // torchrun's agent restarts the whole job with the count raised: a process of the previous
   // attempt still running is of another session, however alike its other variables.

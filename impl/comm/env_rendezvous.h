@@ -22,7 +22,7 @@ inline constexpr uint16_t kJobPortBase = 20000;
 inline constexpr uint16_t kJobPortSpan = 10000;
 
 struct LaunchEnv {
-  std::string convention;  // "torchrun", "Open MPI", "MPICH", "Slurm"
+  std::string convention;  // "torchrun", "Open MPI", "MPICH", "Slurm", "Kubeflow Trainer"
   std::string rank_var;    // the variables rank and world size were read from, for messages
   std::string world_var;
   int rank = 0;
@@ -46,7 +46,9 @@ struct LaunchEnv {
 
 // Reads the first convention present, in the order torchrun (RANK / WORLD_SIZE; MASTER_PORT + 1
 // when TORCHELASTIC_USE_AGENT_STORE says torchrun's agent serves its own store on MASTER_PORT),
-// Open MPI (OMPI_COMM_WORLD_RANK), MPICH / Intel MPI (PMI_RANK), Slurm (SLURM_PROCID).
+// Open MPI (OMPI_COMM_WORLD_RANK), MPICH / Intel MPI (PMI_RANK), Slurm (SLURM_PROCID),
+// Kubeflow Trainer v2 (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR,
+// PET_MASTER_PORT; LOCAL_RANK when PET_NPROC_PER_NODE > 1).
 // Errors: kNotFound when no convention is present; kInvalidArgument naming the convention and
 // the variable that is missing or malformed. Variables of a later convention are not checked
 // against those read, only listed in `disagreeing`.

@@ -11,7 +11,8 @@
 namespace shardrec::comm {
 
 // Waits until every rank of [0, world) but `self` has set `prefix + rank`, by `deadline`.
-// kTimeout naming each rank whose key had not appeared ("ranks 2, 3 of 4 did not arrive"), with
+// kTimeout naming each rank whose key had not appeared ("ranks 2, 3 of 4 did not arrive"; the
+// first 32, then how many more), with
 // `what` in front; other store errors as they come.
 Status WaitForRanks(Store& store, const std::string& prefix, int world, int self,
                     std::chrono::steady_clock::time_point deadline, const std::string& what);
@@ -23,7 +24,8 @@ bool IsLoopbackHost(const std::string& host);
 // at. Rank 0, when its own connection to its store ran over loopback (its MASTER_ADDR was
 // 127.0.0.1 or localhost) and the world is larger than one, waits for those (WaitForRanks) and
 // takes the first that is not loopback as the address its peers can reach it at; *host stays
-// as it is when every rank reached it over loopback (one host). Otherwise it returns at once.
+// as it is when every rank reached it over loopback (one host). Otherwise, and for a world past
+// the open-file limit (whose mesh fails at once, naming it), it returns at once.
 Status PublishReach(Store& store, int rank, const std::string& reached_host);
 Status RankZeroHost(Store& store, int world, std::chrono::steady_clock::time_point deadline,
                     std::string* host);

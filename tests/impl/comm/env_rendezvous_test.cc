@@ -217,6 +217,49 @@ TEST(CommEnvRendezvous, NonceIgnoresAddressSpellingButNotRestartCount) {
   }
 }
 
+// Kubeflow Trainer v2 sets only PET_*: the rank is node x processes per node + LOCAL_RANK, and
+// several processes per node without torchrun need LOCAL_RANK (refused, naming it, without).
+TEST(CommEnvRendezvous, KubeflowTrainerPetVariables) {
+  const EnvVars one = {{"PET_NNODES", "3"},
+                       {"PET_NPROC_PER_NODE", "1"},
+                       {"PET_NODE_RANK", "2"},
+                       {"PET_MASTER_ADDR", "job-node-0-0.job"},
+                       {"PET_MASTER_PORT", "29400"}};
+  LaunchEnv e;
+  ASSERT_TRUE(ParseLaunchEnv(one, &e).ok());
+  EXPECT_EQ(e.convention, "Kubeflow Trainer");
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_EQ(e.world, 3);
+  EXPECT_EQ(e.local_rank, 0);
+  EXPECT_EQ(e.local_size, 1);
+  EXPECT_EQ(e.master_host, "job-node-0-0.job");
+  EXPECT_EQ(e.master_port, 29400);
+  EnvVars two = one;
+  two["PET_NPROC_PER_NODE"] = "2";
+  ExpectError(two, Code::kInvalidArgument, {"LOCAL_RANK", "PET_NPROC_PER_NODE"});
+  two["LOCAL_RANK"] = "1";
+  ASSERT_TRUE(ParseLaunchEnv(two, &e).ok());
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world, 6);
+  EXPECT_EQ(e.local_size, 2);
+  two["LOCAL_RANK"] = "2";
+  ExpectError(two, Code::kInvalidArgument, {"LOCAL_RANK='2'"});
+  EnvVars bad = one;
+  bad["PET_NPROC_PER_NODE"] = "auto";
+  ExpectError(bad, Code::kInvalidArgument, {"PET_NPROC_PER_NODE='auto'"});
+  bad = one;
+  bad.erase("PET_MASTER_ADDR");
+  ExpectError(bad, Code::kInvalidArgument, {"PET_MASTER_ADDR"});
+  // Under torchrun (which Kubeflow's image runs) RANK is read first.
+  EnvVars torchrun = one;
+  torchrun["RANK"] = "0";
+  torchrun["WORLD_SIZE"] = "3";
+  torchrun["MASTER_ADDR"] = "h";
+  torchrun["MASTER_PORT"] = "9";
+  ASSERT_TRUE(ParseLaunchEnv(torchrun, &e).ok());
+  EXPECT_EQ(e.convention, "torchrun");
+}
+
 using shardrec::testing::FreePort;
 
 // Three ranks on threads, each given its own torchrun variables (rank 0 started last, so the
