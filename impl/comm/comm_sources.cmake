@@ -14,6 +14,7 @@ list(APPEND SHARDREC_COMM_SOURCES
   env_rendezvous.cc
   host_identity.cc
   rank_arrival.cc
+  peer_probe.cc
   gloo_mesh.cc
   gloo_communicator.cc
   gloo_interrupt.cc

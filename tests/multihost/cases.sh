@@ -80,12 +80,17 @@ case "$case" in
   link_down)  # host 1's link goes down mid-run: every rank fails within its timeout
     bed d --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=3000 \
       --fault linkdown:1:1.5 -- "$prog" steps 400
-    # Within the 3 s timeout plus a step; the message does not yet name the peer (issue 60).
-    survivors_fail d 0 3 3500 "ETIMEOUT.*did not complete within 3000 ms" ;;
+    # Within the 3 s timeout plus the 300 ms probe and a step, each side naming the other's
+    # ranks and host (host h is x.x.x.(h+1)).
+    ip='[0-9]+\.[0-9]+\.[0-9]+'
+    survivors_fail d 0 1 3700 "ETIMEOUT.*within 3000 ms.*ranks 2, 3 at $ip\\.2 unreachable"
+    survivors_fail d 2 3 3700 "ETIMEOUT.*within 3000 ms.*ranks 0, 1 at $ip\\.1 unreachable" ;;
   partition)  # 4 hosts split 2 | 2: every rank fails within its timeout
     bed p --hosts 4 --ranks 1 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=3000 \
       --fault partition:1.5 -- "$prog" steps 400
-    survivors_fail p 0 3 3500 "ETIMEOUT.*did not complete within 3000 ms" ;;
+    ip='[0-9]+\.[0-9]+\.[0-9]+'
+    survivors_fail p 0 1 3700 "ETIMEOUT.*within 3000 ms.*rank 2 at $ip\\.3; rank 3 at $ip\\.4 unreachable"
+    survivors_fail p 2 3 3700 "ETIMEOUT.*within 3000 ms.*rank 0 at $ip\\.1; rank 1 at $ip\\.2 unreachable" ;;
   late_host)  # host 1 starts after the timeout: rank 0 names every missing rank
     bed l --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=2000 \
       --fault late:1:4 -- "$prog" info
