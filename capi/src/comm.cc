@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "capi/src/comm_create.h"
 #include "capi/src/guard.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
@@ -39,6 +40,8 @@ constexpr int64_t kMaxTimeoutMs = 1'000'000'000'000;
 std::chrono::milliseconds Bounded(int64_t ms) {
   return std::chrono::milliseconds(std::min(ms, kMaxTimeoutMs));
 }
+
+}  // namespace
 
 Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   *out = comm::CommOptions{};
@@ -85,6 +88,8 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   return Status::Ok();
 }
 
+namespace {
+
 Status CheckWorld(int32_t world, int32_t rank) {
   if (world < 1) return Status::InvalidArgument("world_size ", world, " must be >= 1");
   if (rank < 0 || rank >= world)
@@ -128,10 +133,10 @@ Status AgreeOnRawCall(comm::Communicator& c, const char* what, int64_t kind, siz
   return comm::AgreeOnCall(c, call, local);
 }
 
-// Wraps a new communicator; an unknown local position is derived (collectively, on host
-// communicators) so that every creation path answers shardrec_comm_local_rank.
-Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out,
-            int32_t local_rank = -1, int32_t local_size = -1) {
+}  // namespace
+
+Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out, int32_t local_rank,
+            int32_t local_size) {
   if ((local_rank < 0 || local_size < 0) && impl->device().is_host()) {
     SR_RETURN_IF_ERROR(comm::DeriveLocalPosition(*impl, &local_rank, &local_size));
   }
@@ -142,6 +147,8 @@ Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out,
   *out = handle;
   return Status::Ok();
 }
+
+namespace {
 
 comm::CallOptions StreamOptions(void* stream) {
   comm::CallOptions o;

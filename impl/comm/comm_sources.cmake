@@ -12,6 +12,7 @@ list(APPEND SHARDREC_COMM_SOURCES
   store_tcp_server.cc
   unique_id.cc
   env_rendezvous.cc
+  tcp_launch.cc
   host_identity.cc
   rank_arrival.cc
   peer_probe.cc

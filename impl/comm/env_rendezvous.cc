@@ -67,13 +67,11 @@ Nonce HashNonce(const std::string& text) {
   return n;
 }
 
-constexpr int64_t kMaxWorld = 1 << 20;
-
 // Rank, world, local rank and local size from one convention's four variable names.
 Status ReadRanks(const EnvVars& env, LaunchEnv* e, const char* rank, const char* world,
                  const char* local_rank, const char* local_size) {
   int64_t w = 0, r = 0, lr = -1, ls = -1;
-  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, world, 1, kMaxWorld, true, &w));
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, world, 1, kMaxLaunchWorld, true, &w));
   SR_RETURN_IF_ERROR(ReadInt(env, e->convention, rank, 0, w - 1, true, &r));
   if (local_size != nullptr)
     SR_RETURN_IF_ERROR(ReadInt(env, e->convention, local_size, 1, w, false, &ls));
@@ -172,7 +170,7 @@ Status Slurm(const EnvVars& env, LaunchEnv* e) {
   e->convention = "Slurm";
   SR_RETURN_IF_ERROR(ReadRanks(env, e, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr));
   int64_t node = -1;
-  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "SLURM_NODEID", 0, kMaxWorld, false, &node));
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "SLURM_NODEID", 0, kMaxLaunchWorld, false, &node));
   const std::string* tasks = Find(env, "SLURM_TASKS_PER_NODE");
   if (tasks != nullptr && node >= 0) {
     int n = 0;
@@ -224,13 +222,13 @@ Status Slurm(const EnvVars& env, LaunchEnv* e) {
 Status Kubeflow(const EnvVars& env, LaunchEnv* e) {
   e->convention = "Kubeflow Trainer";
   int64_t nodes = 0, per_node = 0, node = 0, local = 0;
-  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "PET_NNODES", 1, kMaxWorld, true, &nodes));
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "PET_NNODES", 1, kMaxLaunchWorld, true, &nodes));
   SR_RETURN_IF_ERROR(
-      ReadInt(env, e->convention, "PET_NPROC_PER_NODE", 1, kMaxWorld, true, &per_node));
-  if (nodes * per_node > kMaxWorld) {
+      ReadInt(env, e->convention, "PET_NPROC_PER_NODE", 1, kMaxLaunchWorld, true, &per_node));
+  if (nodes * per_node > kMaxLaunchWorld) {
     return Status::InvalidArgument(e->convention,
                                    " launch: PET_NNODES x PET_NPROC_PER_NODE = ", nodes * per_node,
-                                   " ranks, more than ", kMaxWorld);
+                                   " ranks, more than ", kMaxLaunchWorld);
   }
   SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "PET_NODE_RANK", 0, nodes - 1, true, &node));
   if (per_node > 1 && Find(env, "LOCAL_RANK") == nullptr) {

@@ -20,6 +20,8 @@ using EnvVars = std::map<std::string, std::string>;
 inline constexpr uint16_t kDefaultMasterPort = 29500;
 inline constexpr uint16_t kJobPortBase = 20000;
 inline constexpr uint16_t kJobPortSpan = 10000;
+// The largest world size a launch may state.
+inline constexpr int64_t kMaxLaunchWorld = 1 << 20;
 
 struct LaunchEnv {
   std::string convention;  // "torchrun", "Open MPI", "MPICH", "Slurm", "Kubeflow Trainer"

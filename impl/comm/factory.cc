@@ -205,6 +205,14 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
   SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   LaunchEnv e;
   SR_RETURN_IF_ERROR(ParseLaunchEnv(env, &e));
+  return CreateCommunicatorFromLaunch(std::move(e), options, out, launch);
+}
+
+Status CreateCommunicatorFromLaunch(LaunchEnv e, const CommOptions& options,
+                                    std::unique_ptr<Communicator>* out, LaunchEnv* launch) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  std::chrono::milliseconds timeout{0};
+  SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   const std::string where =
       StrCat(e.convention, " launch (rank ", e.rank, " of ", e.world, ", store ", e.master_host,
              ":", e.master_port, " from ", e.port_source, ")");

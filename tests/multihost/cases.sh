@@ -59,6 +59,14 @@ case "$case" in
   loopback_master)  # rank 0 given 127.0.0.1, the others its interface address: they meet
     bed lo --hosts 2 --ranks 2 --limit 30 --rank0-addr loopback --no-local -- "$prog" info
     all_ok lo 4 ;;
+  tcp)  # rank 0's address handed in code (shardrec_comm_create_tcp), no launcher variables left
+    # (rank 0 given 127.0.0.1, the others host 0's address; local rank and size from the hosts)
+    bed tcp --hosts 2 --ranks 2 --limit 30 --no-local --rank0-addr loopback \
+      --env SHARDREC_BED_TCP=1 -- "$prog" info
+    all_ok tcp 4
+    for r in 0 1 2 3; do
+      grep -q "^create_tcp .* rank $r of 4$" "$out/tcp/rank$r.log" || fail "rank $r did not use create_tcp"
+    done ;;
   elastic)  # saved on 3 hosts, loaded on 2 (and 2 -> 4): the same table, training goes on
     ck=$out/ck1
     bed s3 --hosts 3 --ranks 1 --limit 60 -- "$prog" ckpt save "$ck"

@@ -13,7 +13,8 @@
  *                                     failing call took and its message
  *        mh_rank ckpt save|load DIR   trains (after loading DIR with "load"), saves DIR with
  *                                     "save", and exports the table to DIR/<save|load>.st
- * Ranks meet through shardrec_comm_create_from_env; SHARDREC_BED_TIMEOUT_MS sets the timeout
+ * Ranks meet through shardrec_comm_create_from_env (shardrec_comm_create_tcp with
+ * SHARDREC_BED_TCP=1); SHARDREC_BED_TIMEOUT_MS sets the timeout
  * (default 10000). Exit 0 on success, 1 on a failed check, 3 on a library error.
  */
 #define _POSIX_C_SOURCE 200112L
@@ -65,10 +66,23 @@ static int env_int(const char* name, int fallback) {
   return v != NULL && *v != '\0' ? atoi(v) : fallback;
 }
 
+/* With SHARDREC_BED_TCP=1 the rank takes the bed's torchrun variables as a host such as Ray
+ * Train hands them in code, removes every launcher variable from its environment, and meets
+ * through shardrec_comm_create_tcp. */
 static shardrec_status_t create_comm(shardrec_comm_t** comm) {
   shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
   o.timeout_ms = env_int("SHARDREC_BED_TIMEOUT_MS", 10000);
-  return shardrec_comm_create_from_env(comm, &o);
+  if (env_int("SHARDREC_BED_TCP", 0) != 1) return shardrec_comm_create_from_env(comm, &o);
+  static const char* const launcher[] = {"MASTER_ADDR", "MASTER_PORT", "RANK",
+                                         "WORLD_SIZE",  "LOCAL_RANK",  "LOCAL_WORLD_SIZE"};
+  char addr[256];
+  const char* a = getenv("MASTER_ADDR");
+  snprintf(addr, sizeof(addr), "%s", a != NULL ? a : "");
+  const int port = env_int("MASTER_PORT", 0), rank = env_int("RANK", -1);
+  const int world = env_int("WORLD_SIZE", 0);
+  for (size_t i = 0; i < sizeof(launcher) / sizeof(launcher[0]); ++i) unsetenv(launcher[i]);
+  printf("create_tcp %s %d rank %d of %d\n", addr, port, rank, world);
+  return shardrec_comm_create_tcp(comm, addr, port, rank, world, &o);
 }
 
 /* One table of type `type` (dynamic with --dynamic), one feature. */
