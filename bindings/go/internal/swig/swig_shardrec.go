@@ -83,37 +83,37 @@ typedef _goslice_ swig_type_50;
 typedef _gostring_ swig_type_51;
 typedef _goslice_ swig_type_52;
 typedef _gostring_ swig_type_53;
-typedef _goslice_ swig_type_54;
-typedef _gostring_ swig_type_55;
-typedef _goslice_ swig_type_56;
-typedef long long swig_type_57;
-typedef long long swig_type_58;
-typedef long long swig_type_59;
+typedef _gostring_ swig_type_54;
+typedef _goslice_ swig_type_55;
+typedef _gostring_ swig_type_56;
+typedef _goslice_ swig_type_57;
+typedef _gostring_ swig_type_58;
+typedef _goslice_ swig_type_59;
 typedef long long swig_type_60;
-typedef _gostring_ swig_type_61;
-typedef _goslice_ swig_type_62;
-typedef _gostring_ swig_type_63;
+typedef long long swig_type_61;
+typedef long long swig_type_62;
+typedef long long swig_type_63;
 typedef _gostring_ swig_type_64;
-typedef _gostring_ swig_type_65;
+typedef _goslice_ swig_type_65;
 typedef _gostring_ swig_type_66;
-typedef _goslice_ swig_type_67;
+typedef _gostring_ swig_type_67;
 typedef _gostring_ swig_type_68;
-typedef _goslice_ swig_type_69;
-typedef _gostring_ swig_type_70;
-typedef _goslice_ swig_type_71;
-typedef _gostring_ swig_type_72;
-typedef _goslice_ swig_type_73;
-typedef _gostring_ swig_type_74;
-typedef _goslice_ swig_type_75;
-typedef _gostring_ swig_type_76;
-typedef long long swig_type_77;
-typedef _gostring_ swig_type_78;
-typedef long long swig_type_79;
-typedef _gostring_ swig_type_80;
+typedef _gostring_ swig_type_69;
+typedef _goslice_ swig_type_70;
+typedef _gostring_ swig_type_71;
+typedef _goslice_ swig_type_72;
+typedef _gostring_ swig_type_73;
+typedef _goslice_ swig_type_74;
+typedef _gostring_ swig_type_75;
+typedef _goslice_ swig_type_76;
+typedef _gostring_ swig_type_77;
+typedef _goslice_ swig_type_78;
+typedef _gostring_ swig_type_79;
+typedef long long swig_type_80;
 typedef _gostring_ swig_type_81;
-typedef _goslice_ swig_type_82;
+typedef long long swig_type_82;
 typedef _gostring_ swig_type_83;
-typedef long long swig_type_84;
+typedef _gostring_ swig_type_84;
 typedef _goslice_ swig_type_85;
 typedef _gostring_ swig_type_86;
 typedef long long swig_type_87;
@@ -121,94 +121,94 @@ typedef _goslice_ swig_type_88;
 typedef _gostring_ swig_type_89;
 typedef long long swig_type_90;
 typedef _goslice_ swig_type_91;
-typedef _goslice_ swig_type_92;
-typedef _gostring_ swig_type_93;
-typedef long long swig_type_94;
-typedef long long swig_type_95;
+typedef _gostring_ swig_type_92;
+typedef long long swig_type_93;
+typedef _goslice_ swig_type_94;
+typedef _goslice_ swig_type_95;
 typedef _gostring_ swig_type_96;
-typedef _gostring_ swig_type_97;
-typedef _gostring_ swig_type_98;
+typedef long long swig_type_97;
+typedef long long swig_type_98;
 typedef _gostring_ swig_type_99;
-typedef long long swig_type_100;
-typedef long long swig_type_101;
-typedef long long swig_type_102;
+typedef _gostring_ swig_type_100;
+typedef _gostring_ swig_type_101;
+typedef _gostring_ swig_type_102;
 typedef long long swig_type_103;
 typedef long long swig_type_104;
 typedef long long swig_type_105;
-typedef _gostring_ swig_type_106;
-typedef _gostring_ swig_type_107;
-typedef _goslice_ swig_type_108;
+typedef long long swig_type_106;
+typedef long long swig_type_107;
+typedef long long swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef _goslice_ swig_type_110;
-typedef _gostring_ swig_type_111;
-typedef _goslice_ swig_type_112;
-typedef _gostring_ swig_type_113;
+typedef _gostring_ swig_type_110;
+typedef _goslice_ swig_type_111;
+typedef _gostring_ swig_type_112;
+typedef _goslice_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _goslice_ swig_type_115;
 typedef _gostring_ swig_type_116;
-typedef _goslice_ swig_type_117;
-typedef _gostring_ swig_type_118;
+typedef _gostring_ swig_type_117;
+typedef _goslice_ swig_type_118;
 typedef _gostring_ swig_type_119;
-typedef _gostring_ swig_type_120;
+typedef _goslice_ swig_type_120;
 typedef _gostring_ swig_type_121;
 typedef _gostring_ swig_type_122;
 typedef _gostring_ swig_type_123;
-typedef _goslice_ swig_type_124;
+typedef _gostring_ swig_type_124;
 typedef _gostring_ swig_type_125;
-typedef long long swig_type_126;
-typedef _gostring_ swig_type_127;
+typedef _gostring_ swig_type_126;
+typedef _goslice_ swig_type_127;
 typedef _gostring_ swig_type_128;
-typedef _goslice_ swig_type_129;
+typedef long long swig_type_129;
 typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
 typedef _goslice_ swig_type_132;
 typedef _gostring_ swig_type_133;
-typedef _goslice_ swig_type_134;
-typedef _gostring_ swig_type_135;
-typedef long long swig_type_136;
+typedef _gostring_ swig_type_134;
+typedef _goslice_ swig_type_135;
+typedef _gostring_ swig_type_136;
 typedef _goslice_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef _gostring_ swig_type_139;
-typedef _gostring_ swig_type_140;
-typedef _goslice_ swig_type_141;
+typedef long long swig_type_139;
+typedef _goslice_ swig_type_140;
+typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
 typedef _gostring_ swig_type_143;
-typedef _gostring_ swig_type_144;
-typedef _goslice_ swig_type_145;
+typedef _goslice_ swig_type_144;
+typedef _gostring_ swig_type_145;
 typedef _gostring_ swig_type_146;
-typedef _goslice_ swig_type_147;
+typedef _gostring_ swig_type_147;
 typedef _goslice_ swig_type_148;
 typedef _gostring_ swig_type_149;
-typedef _gostring_ swig_type_150;
-typedef _gostring_ swig_type_151;
+typedef _goslice_ swig_type_150;
+typedef _goslice_ swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef _goslice_ swig_type_155;
+typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
 typedef _gostring_ swig_type_157;
-typedef long long swig_type_158;
-typedef _goslice_ swig_type_159;
+typedef _goslice_ swig_type_158;
+typedef _gostring_ swig_type_159;
 typedef _gostring_ swig_type_160;
-typedef _goslice_ swig_type_161;
-typedef _gostring_ swig_type_162;
-typedef long long swig_type_163;
+typedef long long swig_type_161;
+typedef _goslice_ swig_type_162;
+typedef _gostring_ swig_type_163;
 typedef _goslice_ swig_type_164;
-typedef _goslice_ swig_type_165;
+typedef _gostring_ swig_type_165;
 typedef long long swig_type_166;
-typedef long long swig_type_167;
-typedef long long swig_type_168;
+typedef _goslice_ swig_type_167;
+typedef _goslice_ swig_type_168;
 typedef long long swig_type_169;
 typedef long long swig_type_170;
 typedef long long swig_type_171;
-typedef _gostring_ swig_type_172;
-typedef _gostring_ swig_type_173;
-typedef _gostring_ swig_type_174;
+typedef long long swig_type_172;
+typedef long long swig_type_173;
+typedef long long swig_type_174;
 typedef _gostring_ swig_type_175;
-typedef _goslice_ swig_type_176;
-typedef long long swig_type_177;
-typedef long long swig_type_178;
-typedef long long swig_type_179;
+typedef _gostring_ swig_type_176;
+typedef _gostring_ swig_type_177;
+typedef _gostring_ swig_type_178;
+typedef _goslice_ swig_type_179;
 typedef long long swig_type_180;
 typedef long long swig_type_181;
 typedef long long swig_type_182;
@@ -234,66 +234,66 @@ typedef long long swig_type_201;
 typedef long long swig_type_202;
 typedef long long swig_type_203;
 typedef long long swig_type_204;
-typedef _gostring_ swig_type_205;
-typedef _gostring_ swig_type_206;
-typedef _gostring_ swig_type_207;
+typedef long long swig_type_205;
+typedef long long swig_type_206;
+typedef long long swig_type_207;
 typedef _gostring_ swig_type_208;
 typedef _gostring_ swig_type_209;
 typedef _gostring_ swig_type_210;
 typedef _gostring_ swig_type_211;
-typedef _goslice_ swig_type_212;
-typedef _goslice_ swig_type_213;
-typedef long long swig_type_214;
+typedef _gostring_ swig_type_212;
+typedef _gostring_ swig_type_213;
+typedef _gostring_ swig_type_214;
 typedef _goslice_ swig_type_215;
-typedef long long swig_type_216;
-typedef _goslice_ swig_type_217;
+typedef _goslice_ swig_type_216;
+typedef long long swig_type_217;
 typedef _goslice_ swig_type_218;
-typedef _gostring_ swig_type_219;
-typedef _gostring_ swig_type_220;
+typedef long long swig_type_219;
+typedef _goslice_ swig_type_220;
 typedef _goslice_ swig_type_221;
-typedef _goslice_ swig_type_222;
-typedef long long swig_type_223;
+typedef _gostring_ swig_type_222;
+typedef _gostring_ swig_type_223;
 typedef _goslice_ swig_type_224;
-typedef long long swig_type_225;
-typedef _goslice_ swig_type_226;
+typedef _goslice_ swig_type_225;
+typedef long long swig_type_226;
 typedef _goslice_ swig_type_227;
-typedef _goslice_ swig_type_228;
-typedef _gostring_ swig_type_229;
-typedef _gostring_ swig_type_230;
+typedef long long swig_type_228;
+typedef _goslice_ swig_type_229;
+typedef _goslice_ swig_type_230;
 typedef _goslice_ swig_type_231;
-typedef _goslice_ swig_type_232;
-typedef long long swig_type_233;
+typedef _gostring_ swig_type_232;
+typedef _gostring_ swig_type_233;
 typedef _goslice_ swig_type_234;
-typedef _gostring_ swig_type_235;
-typedef _goslice_ swig_type_236;
-typedef _gostring_ swig_type_237;
+typedef _goslice_ swig_type_235;
+typedef long long swig_type_236;
+typedef _goslice_ swig_type_237;
 typedef _gostring_ swig_type_238;
-typedef _gostring_ swig_type_239;
-typedef _goslice_ swig_type_240;
+typedef _goslice_ swig_type_239;
+typedef _gostring_ swig_type_240;
 typedef _gostring_ swig_type_241;
-typedef _goslice_ swig_type_242;
+typedef _gostring_ swig_type_242;
 typedef _goslice_ swig_type_243;
-typedef _goslice_ swig_type_244;
+typedef _gostring_ swig_type_244;
 typedef _goslice_ swig_type_245;
-typedef _gostring_ swig_type_246;
+typedef _goslice_ swig_type_246;
 typedef _goslice_ swig_type_247;
-typedef _gostring_ swig_type_248;
-typedef _goslice_ swig_type_249;
-typedef _gostring_ swig_type_250;
+typedef _goslice_ swig_type_248;
+typedef _gostring_ swig_type_249;
+typedef _goslice_ swig_type_250;
 typedef _gostring_ swig_type_251;
 typedef _goslice_ swig_type_252;
 typedef _gostring_ swig_type_253;
 typedef _gostring_ swig_type_254;
 typedef _goslice_ swig_type_255;
 typedef _gostring_ swig_type_256;
-typedef _goslice_ swig_type_257;
+typedef _gostring_ swig_type_257;
 typedef _goslice_ swig_type_258;
-typedef _goslice_ swig_type_259;
-typedef long long swig_type_260;
-typedef long long swig_type_261;
-typedef _gostring_ swig_type_262;
-typedef _gostring_ swig_type_263;
-typedef _gostring_ swig_type_264;
+typedef _gostring_ swig_type_259;
+typedef _goslice_ swig_type_260;
+typedef _goslice_ swig_type_261;
+typedef _goslice_ swig_type_262;
+typedef long long swig_type_263;
+typedef long long swig_type_264;
 typedef _gostring_ swig_type_265;
 typedef _gostring_ swig_type_266;
 typedef _gostring_ swig_type_267;
@@ -310,126 +310,126 @@ typedef _gostring_ swig_type_277;
 typedef _gostring_ swig_type_278;
 typedef _gostring_ swig_type_279;
 typedef _gostring_ swig_type_280;
-typedef long long swig_type_281;
-typedef _goslice_ swig_type_282;
+typedef _gostring_ swig_type_281;
+typedef _gostring_ swig_type_282;
 typedef _gostring_ swig_type_283;
-typedef _gostring_ swig_type_284;
-typedef _gostring_ swig_type_285;
+typedef long long swig_type_284;
+typedef _goslice_ swig_type_285;
 typedef _gostring_ swig_type_286;
 typedef _gostring_ swig_type_287;
 typedef _gostring_ swig_type_288;
-typedef _goslice_ swig_type_289;
-typedef _goslice_ swig_type_290;
+typedef _gostring_ swig_type_289;
+typedef _gostring_ swig_type_290;
 typedef _gostring_ swig_type_291;
 typedef _goslice_ swig_type_292;
-typedef _gostring_ swig_type_293;
-typedef _goslice_ swig_type_294;
-typedef _gostring_ swig_type_295;
-typedef long long swig_type_296;
-typedef long long swig_type_297;
-typedef _goslice_ swig_type_298;
-typedef _goslice_ swig_type_299;
-typedef _goslice_ swig_type_300;
+typedef _goslice_ swig_type_293;
+typedef _gostring_ swig_type_294;
+typedef _goslice_ swig_type_295;
+typedef _gostring_ swig_type_296;
+typedef _goslice_ swig_type_297;
+typedef _gostring_ swig_type_298;
+typedef long long swig_type_299;
+typedef long long swig_type_300;
 typedef _goslice_ swig_type_301;
-typedef _gostring_ swig_type_302;
-typedef long long swig_type_303;
-typedef long long swig_type_304;
-typedef _goslice_ swig_type_305;
-typedef _goslice_ swig_type_306;
-typedef _goslice_ swig_type_307;
-typedef _gostring_ swig_type_308;
-typedef _gostring_ swig_type_309;
-typedef _gostring_ swig_type_310;
+typedef _goslice_ swig_type_302;
+typedef _goslice_ swig_type_303;
+typedef _goslice_ swig_type_304;
+typedef _gostring_ swig_type_305;
+typedef long long swig_type_306;
+typedef long long swig_type_307;
+typedef _goslice_ swig_type_308;
+typedef _goslice_ swig_type_309;
+typedef _goslice_ swig_type_310;
 typedef _gostring_ swig_type_311;
-typedef _goslice_ swig_type_312;
-typedef _goslice_ swig_type_313;
+typedef _gostring_ swig_type_312;
+typedef _gostring_ swig_type_313;
 typedef _gostring_ swig_type_314;
-typedef long long swig_type_315;
-typedef long long swig_type_316;
-typedef _goslice_ swig_type_317;
-typedef _goslice_ swig_type_318;
-typedef _goslice_ swig_type_319;
+typedef _goslice_ swig_type_315;
+typedef _goslice_ swig_type_316;
+typedef _gostring_ swig_type_317;
+typedef long long swig_type_318;
+typedef long long swig_type_319;
 typedef _goslice_ swig_type_320;
 typedef _goslice_ swig_type_321;
-typedef _gostring_ swig_type_322;
+typedef _goslice_ swig_type_322;
 typedef _goslice_ swig_type_323;
 typedef _goslice_ swig_type_324;
 typedef _gostring_ swig_type_325;
 typedef _goslice_ swig_type_326;
 typedef _goslice_ swig_type_327;
 typedef _gostring_ swig_type_328;
-typedef _gostring_ swig_type_329;
+typedef _goslice_ swig_type_329;
 typedef _goslice_ swig_type_330;
-typedef long long swig_type_331;
-typedef _goslice_ swig_type_332;
-typedef long long swig_type_333;
-typedef _gostring_ swig_type_334;
+typedef _gostring_ swig_type_331;
+typedef _gostring_ swig_type_332;
+typedef _goslice_ swig_type_333;
+typedef long long swig_type_334;
 typedef _goslice_ swig_type_335;
 typedef long long swig_type_336;
-typedef _goslice_ swig_type_337;
-typedef long long swig_type_338;
-typedef _gostring_ swig_type_339;
-typedef _gostring_ swig_type_340;
-typedef _goslice_ swig_type_341;
+typedef _gostring_ swig_type_337;
+typedef _goslice_ swig_type_338;
+typedef long long swig_type_339;
+typedef _goslice_ swig_type_340;
+typedef long long swig_type_341;
 typedef _gostring_ swig_type_342;
-typedef _goslice_ swig_type_343;
-typedef long long swig_type_344;
-typedef long long swig_type_345;
-typedef long long swig_type_346;
-typedef _gostring_ swig_type_347;
-typedef _gostring_ swig_type_348;
-typedef _goslice_ swig_type_349;
-typedef long long swig_type_350;
-typedef _goslice_ swig_type_351;
-typedef long long swig_type_352;
-typedef _gostring_ swig_type_353;
+typedef _gostring_ swig_type_343;
+typedef _goslice_ swig_type_344;
+typedef _gostring_ swig_type_345;
+typedef _goslice_ swig_type_346;
+typedef long long swig_type_347;
+typedef long long swig_type_348;
+typedef long long swig_type_349;
+typedef _gostring_ swig_type_350;
+typedef _gostring_ swig_type_351;
+typedef _goslice_ swig_type_352;
+typedef long long swig_type_353;
 typedef _goslice_ swig_type_354;
 typedef long long swig_type_355;
-typedef _goslice_ swig_type_356;
-typedef long long swig_type_357;
-typedef _gostring_ swig_type_358;
-typedef _gostring_ swig_type_359;
-typedef _goslice_ swig_type_360;
+typedef _gostring_ swig_type_356;
+typedef _goslice_ swig_type_357;
+typedef long long swig_type_358;
+typedef _goslice_ swig_type_359;
+typedef long long swig_type_360;
 typedef _gostring_ swig_type_361;
-typedef long long swig_type_362;
-typedef long long swig_type_363;
-typedef _goslice_ swig_type_364;
-typedef _gostring_ swig_type_365;
-typedef _goslice_ swig_type_366;
+typedef _gostring_ swig_type_362;
+typedef _goslice_ swig_type_363;
+typedef _gostring_ swig_type_364;
+typedef long long swig_type_365;
+typedef long long swig_type_366;
 typedef _goslice_ swig_type_367;
-typedef _goslice_ swig_type_368;
-typedef long long swig_type_369;
-typedef long long swig_type_370;
-typedef long long swig_type_371;
-typedef _goslice_ swig_type_372;
-typedef _goslice_ swig_type_373;
-typedef _gostring_ swig_type_374;
+typedef _gostring_ swig_type_368;
+typedef _goslice_ swig_type_369;
+typedef _goslice_ swig_type_370;
+typedef _goslice_ swig_type_371;
+typedef long long swig_type_372;
+typedef long long swig_type_373;
+typedef long long swig_type_374;
 typedef _goslice_ swig_type_375;
 typedef _goslice_ swig_type_376;
-typedef long long swig_type_377;
+typedef _gostring_ swig_type_377;
 typedef _goslice_ swig_type_378;
 typedef _goslice_ swig_type_379;
-typedef _gostring_ swig_type_380;
+typedef long long swig_type_380;
 typedef _goslice_ swig_type_381;
-typedef _gostring_ swig_type_382;
+typedef _goslice_ swig_type_382;
 typedef _gostring_ swig_type_383;
 typedef _goslice_ swig_type_384;
 typedef _gostring_ swig_type_385;
-typedef long long swig_type_386;
-typedef _gostring_ swig_type_387;
+typedef _gostring_ swig_type_386;
+typedef _goslice_ swig_type_387;
 typedef _gostring_ swig_type_388;
 typedef long long swig_type_389;
 typedef _gostring_ swig_type_390;
 typedef _gostring_ swig_type_391;
-typedef _gostring_ swig_type_392;
-typedef long long swig_type_393;
+typedef long long swig_type_392;
+typedef _gostring_ swig_type_393;
 typedef _gostring_ swig_type_394;
-typedef long long swig_type_395;
-typedef _gostring_ swig_type_396;
+typedef _gostring_ swig_type_395;
+typedef long long swig_type_396;
 typedef _gostring_ swig_type_397;
-typedef _goslice_ swig_type_398;
+typedef long long swig_type_398;
 typedef _gostring_ swig_type_399;
-typedef _goslice_ swig_type_400;
+typedef _gostring_ swig_type_400;
 typedef _goslice_ swig_type_401;
 typedef _gostring_ swig_type_402;
 typedef _goslice_ swig_type_403;
@@ -438,37 +438,37 @@ typedef _gostring_ swig_type_405;
 typedef _goslice_ swig_type_406;
 typedef _goslice_ swig_type_407;
 typedef _gostring_ swig_type_408;
-typedef _gostring_ swig_type_409;
-typedef _gostring_ swig_type_410;
+typedef _goslice_ swig_type_409;
+typedef _goslice_ swig_type_410;
 typedef _gostring_ swig_type_411;
-typedef _goslice_ swig_type_412;
-typedef long long swig_type_413;
-typedef _goslice_ swig_type_414;
+typedef _gostring_ swig_type_412;
+typedef _gostring_ swig_type_413;
+typedef _gostring_ swig_type_414;
 typedef _goslice_ swig_type_415;
 typedef long long swig_type_416;
-typedef _gostring_ swig_type_417;
-typedef _gostring_ swig_type_418;
-typedef _goslice_ swig_type_419;
-typedef long long swig_type_420;
-typedef _goslice_ swig_type_421;
+typedef _goslice_ swig_type_417;
+typedef _goslice_ swig_type_418;
+typedef long long swig_type_419;
+typedef _gostring_ swig_type_420;
+typedef _gostring_ swig_type_421;
 typedef _goslice_ swig_type_422;
 typedef long long swig_type_423;
-typedef _gostring_ swig_type_424;
-typedef _gostring_ swig_type_425;
-typedef _goslice_ swig_type_426;
-typedef _goslice_ swig_type_427;
-typedef long long swig_type_428;
-typedef _gostring_ swig_type_429;
+typedef _goslice_ swig_type_424;
+typedef _goslice_ swig_type_425;
+typedef long long swig_type_426;
+typedef _gostring_ swig_type_427;
+typedef _gostring_ swig_type_428;
+typedef _goslice_ swig_type_429;
 typedef _goslice_ swig_type_430;
-typedef _goslice_ swig_type_431;
-typedef long long swig_type_432;
-typedef _gostring_ swig_type_433;
-typedef long long swig_type_434;
-typedef _gostring_ swig_type_435;
-typedef long long swig_type_436;
-typedef _gostring_ swig_type_437;
-typedef long long swig_type_438;
-typedef _goslice_ swig_type_439;
+typedef long long swig_type_431;
+typedef _gostring_ swig_type_432;
+typedef _goslice_ swig_type_433;
+typedef _goslice_ swig_type_434;
+typedef long long swig_type_435;
+typedef _gostring_ swig_type_436;
+typedef long long swig_type_437;
+typedef _gostring_ swig_type_438;
+typedef long long swig_type_439;
 typedef _gostring_ swig_type_440;
 typedef long long swig_type_441;
 typedef _goslice_ swig_type_442;
@@ -479,50 +479,50 @@ typedef _gostring_ swig_type_446;
 typedef long long swig_type_447;
 typedef _goslice_ swig_type_448;
 typedef _gostring_ swig_type_449;
-typedef _goslice_ swig_type_450;
+typedef long long swig_type_450;
 typedef _goslice_ swig_type_451;
-typedef long long swig_type_452;
-typedef long long swig_type_453;
-typedef _gostring_ swig_type_454;
-typedef _goslice_ swig_type_455;
-typedef _goslice_ swig_type_456;
-typedef _goslice_ swig_type_457;
+typedef _gostring_ swig_type_452;
+typedef _goslice_ swig_type_453;
+typedef _goslice_ swig_type_454;
+typedef long long swig_type_455;
+typedef long long swig_type_456;
+typedef _gostring_ swig_type_457;
 typedef _goslice_ swig_type_458;
 typedef _goslice_ swig_type_459;
-typedef _gostring_ swig_type_460;
-typedef long long swig_type_461;
+typedef _goslice_ swig_type_460;
+typedef _goslice_ swig_type_461;
 typedef _goslice_ swig_type_462;
 typedef _gostring_ swig_type_463;
 typedef long long swig_type_464;
-typedef long long swig_type_465;
-typedef _goslice_ swig_type_466;
-typedef _gostring_ swig_type_467;
-typedef _goslice_ swig_type_468;
+typedef _goslice_ swig_type_465;
+typedef _gostring_ swig_type_466;
+typedef long long swig_type_467;
+typedef long long swig_type_468;
 typedef _goslice_ swig_type_469;
-typedef long long swig_type_470;
-typedef long long swig_type_471;
-typedef long long swig_type_472;
-typedef _goslice_ swig_type_473;
+typedef _gostring_ swig_type_470;
+typedef _goslice_ swig_type_471;
+typedef _goslice_ swig_type_472;
+typedef long long swig_type_473;
 typedef long long swig_type_474;
-typedef _gostring_ swig_type_475;
+typedef long long swig_type_475;
 typedef _goslice_ swig_type_476;
-typedef _goslice_ swig_type_477;
-typedef _goslice_ swig_type_478;
-typedef _gostring_ swig_type_479;
-typedef long long swig_type_480;
-typedef long long swig_type_481;
-typedef _goslice_ swig_type_482;
+typedef long long swig_type_477;
+typedef _gostring_ swig_type_478;
+typedef _goslice_ swig_type_479;
+typedef _goslice_ swig_type_480;
+typedef _goslice_ swig_type_481;
+typedef _gostring_ swig_type_482;
 typedef long long swig_type_483;
-typedef _gostring_ swig_type_484;
-typedef long long swig_type_485;
-typedef _goslice_ swig_type_486;
-typedef long long swig_type_487;
-typedef _gostring_ swig_type_488;
-typedef long long swig_type_489;
-typedef _goslice_ swig_type_490;
-typedef _goslice_ swig_type_491;
-typedef _gostring_ swig_type_492;
-typedef long long swig_type_493;
+typedef long long swig_type_484;
+typedef _goslice_ swig_type_485;
+typedef long long swig_type_486;
+typedef _gostring_ swig_type_487;
+typedef long long swig_type_488;
+typedef _goslice_ swig_type_489;
+typedef long long swig_type_490;
+typedef _gostring_ swig_type_491;
+typedef long long swig_type_492;
+typedef _goslice_ swig_type_493;
 typedef _goslice_ swig_type_494;
 typedef _gostring_ swig_type_495;
 typedef long long swig_type_496;
@@ -530,75 +530,78 @@ typedef _goslice_ swig_type_497;
 typedef _gostring_ swig_type_498;
 typedef long long swig_type_499;
 typedef _goslice_ swig_type_500;
-typedef long long swig_type_501;
-typedef _gostring_ swig_type_502;
-typedef long long swig_type_503;
-typedef _gostring_ swig_type_504;
-typedef long long swig_type_505;
-typedef _gostring_ swig_type_506;
-typedef long long swig_type_507;
-typedef _gostring_ swig_type_508;
+typedef _gostring_ swig_type_501;
+typedef long long swig_type_502;
+typedef _goslice_ swig_type_503;
+typedef long long swig_type_504;
+typedef _gostring_ swig_type_505;
+typedef long long swig_type_506;
+typedef _gostring_ swig_type_507;
+typedef long long swig_type_508;
 typedef _gostring_ swig_type_509;
-typedef _gostring_ swig_type_510;
-typedef _goslice_ swig_type_511;
+typedef long long swig_type_510;
+typedef _gostring_ swig_type_511;
 typedef _gostring_ swig_type_512;
-typedef _goslice_ swig_type_513;
-typedef _gostring_ swig_type_514;
-typedef _goslice_ swig_type_515;
-typedef _gostring_ swig_type_516;
-typedef _goslice_ swig_type_517;
-typedef _gostring_ swig_type_518;
-typedef long long swig_type_519;
+typedef _gostring_ swig_type_513;
+typedef _goslice_ swig_type_514;
+typedef _gostring_ swig_type_515;
+typedef _goslice_ swig_type_516;
+typedef _gostring_ swig_type_517;
+typedef _goslice_ swig_type_518;
+typedef _gostring_ swig_type_519;
 typedef _goslice_ swig_type_520;
-typedef _goslice_ swig_type_521;
-typedef _goslice_ swig_type_522;
-typedef _gostring_ swig_type_523;
+typedef _gostring_ swig_type_521;
+typedef long long swig_type_522;
+typedef _goslice_ swig_type_523;
 typedef _goslice_ swig_type_524;
-typedef _gostring_ swig_type_525;
-typedef _goslice_ swig_type_526;
-typedef _gostring_ swig_type_527;
-typedef _goslice_ swig_type_528;
-typedef _gostring_ swig_type_529;
+typedef _goslice_ swig_type_525;
+typedef _gostring_ swig_type_526;
+typedef _goslice_ swig_type_527;
+typedef _gostring_ swig_type_528;
+typedef _goslice_ swig_type_529;
 typedef _gostring_ swig_type_530;
 typedef _goslice_ swig_type_531;
-typedef _goslice_ swig_type_532;
+typedef _gostring_ swig_type_532;
 typedef _gostring_ swig_type_533;
-typedef _gostring_ swig_type_534;
-typedef _gostring_ swig_type_535;
+typedef _goslice_ swig_type_534;
+typedef _goslice_ swig_type_535;
 typedef _gostring_ swig_type_536;
-typedef _goslice_ swig_type_537;
-typedef _goslice_ swig_type_538;
-typedef long long swig_type_539;
+typedef _gostring_ swig_type_537;
+typedef _gostring_ swig_type_538;
+typedef _gostring_ swig_type_539;
 typedef _goslice_ swig_type_540;
 typedef _goslice_ swig_type_541;
-typedef _gostring_ swig_type_542;
-typedef _gostring_ swig_type_543;
+typedef long long swig_type_542;
+typedef _goslice_ swig_type_543;
 typedef _goslice_ swig_type_544;
-typedef _goslice_ swig_type_545;
-typedef long long swig_type_546;
+typedef _gostring_ swig_type_545;
+typedef _gostring_ swig_type_546;
 typedef _goslice_ swig_type_547;
 typedef _goslice_ swig_type_548;
-typedef _gostring_ swig_type_549;
+typedef long long swig_type_549;
 typedef _goslice_ swig_type_550;
-typedef _gostring_ swig_type_551;
+typedef _goslice_ swig_type_551;
 typedef _gostring_ swig_type_552;
 typedef _goslice_ swig_type_553;
 typedef _gostring_ swig_type_554;
-typedef long long swig_type_555;
-typedef long long swig_type_556;
-typedef _goslice_ swig_type_557;
-typedef _goslice_ swig_type_558;
-typedef _goslice_ swig_type_559;
+typedef _gostring_ swig_type_555;
+typedef _goslice_ swig_type_556;
+typedef _gostring_ swig_type_557;
+typedef long long swig_type_558;
+typedef long long swig_type_559;
 typedef _goslice_ swig_type_560;
 typedef _goslice_ swig_type_561;
-typedef _gostring_ swig_type_562;
-typedef long long swig_type_563;
-typedef long long swig_type_564;
-typedef _goslice_ swig_type_565;
-typedef _goslice_ swig_type_566;
-typedef _goslice_ swig_type_567;
+typedef _goslice_ swig_type_562;
+typedef _goslice_ swig_type_563;
+typedef _goslice_ swig_type_564;
+typedef _gostring_ swig_type_565;
+typedef long long swig_type_566;
+typedef long long swig_type_567;
 typedef _goslice_ swig_type_568;
-typedef long long swig_type_569;
+typedef _goslice_ swig_type_569;
+typedef _goslice_ swig_type_570;
+typedef _goslice_ swig_type_571;
+typedef long long swig_type_572;
 extern void _wrap_Swig_free_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_1f0e8f6d12fb9706(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_1f0e8f6d12fb9706(void);
@@ -755,13 +758,14 @@ extern swig_type_43 _wrap_comm_allgather_swig_1f0e8f6d12fb9706(uintptr_t arg1, u
 extern swig_type_45 _wrap_comm_barrier_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern swig_type_46 _wrap_comm_create_mpi_swig_1f0e8f6d12fb9706(swig_type_47 arg1, swig_type_48 arg2, uintptr_t arg3);
 extern swig_type_49 _wrap_comm_create_from_env_swig_1f0e8f6d12fb9706(swig_type_50 arg1, uintptr_t arg2);
-extern swig_type_51 _wrap_comm_local_rank_swig_1f0e8f6d12fb9706(swig_type_52 arg1, uintptr_t arg2);
-extern swig_type_53 _wrap_comm_local_size_swig_1f0e8f6d12fb9706(swig_type_54 arg1, uintptr_t arg2);
-extern swig_type_55 _wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(swig_type_56 arg1, uintptr_t arg2);
-extern void _wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_57 arg2);
-extern swig_type_58 _wrap_Shard_t_row_offset_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_59 arg2);
-extern swig_type_60 _wrap_Shard_t_rows_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_51 _wrap_comm_create_tcp_swig_1f0e8f6d12fb9706(swig_type_52 arg1, swig_type_53 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, uintptr_t arg6);
+extern swig_type_54 _wrap_comm_local_rank_swig_1f0e8f6d12fb9706(swig_type_55 arg1, uintptr_t arg2);
+extern swig_type_56 _wrap_comm_local_size_swig_1f0e8f6d12fb9706(swig_type_57 arg1, uintptr_t arg2);
+extern swig_type_58 _wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(swig_type_59 arg1, uintptr_t arg2);
+extern void _wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_60 arg2);
+extern swig_type_61 _wrap_Shard_t_row_offset_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_Shard_t_rows_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_Shard_t_col_offset_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_Shard_t_col_offset_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_Shard_t_cols_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
@@ -770,21 +774,21 @@ extern void _wrap_Shard_t_rank_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_in
 extern swig_intgo _wrap_Shard_t_rank_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_Shard_t_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_Shard_t_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_61 _wrap_plan_from_json_swig_1f0e8f6d12fb9706(swig_type_62 arg1, swig_type_63 arg2);
-extern swig_type_64 _wrap_plan_to_json_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_65 _wrap_plan_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_66 _wrap_plan_hash_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_67 arg2);
-extern swig_type_68 _wrap_plan_world_size_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_69 arg2);
-extern swig_type_70 _wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_71 arg2);
-extern swig_type_72 _wrap_plan_num_tables_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_73 arg2);
-extern swig_type_74 _wrap_plan_num_features_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_plan_feature_name_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_77 arg2, swig_voidp arg3);
-extern swig_type_78 _wrap_plan_table_name_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_79 arg2, swig_voidp arg3);
-extern swig_type_80 _wrap_plan_find_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_81 arg2, swig_type_82 arg3);
-extern swig_type_83 _wrap_plan_table_rows_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3);
-extern swig_type_86 _wrap_plan_table_dim_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_87 arg2, swig_type_88 arg3);
-extern swig_type_89 _wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_90 arg2, swig_type_91 arg3, swig_type_92 arg4);
-extern swig_type_93 _wrap_plan_shard_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_94 arg2, swig_type_95 arg3, uintptr_t arg4);
+extern swig_type_64 _wrap_plan_from_json_swig_1f0e8f6d12fb9706(swig_type_65 arg1, swig_type_66 arg2);
+extern swig_type_67 _wrap_plan_to_json_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_68 _wrap_plan_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_69 _wrap_plan_hash_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_70 arg2);
+extern swig_type_71 _wrap_plan_world_size_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_72 arg2);
+extern swig_type_73 _wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_74 arg2);
+extern swig_type_75 _wrap_plan_num_tables_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_76 arg2);
+extern swig_type_77 _wrap_plan_num_features_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_78 arg2);
+extern swig_type_79 _wrap_plan_feature_name_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_80 arg2, swig_voidp arg3);
+extern swig_type_81 _wrap_plan_table_name_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_82 arg2, swig_voidp arg3);
+extern swig_type_83 _wrap_plan_find_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3);
+extern swig_type_86 _wrap_plan_table_rows_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_87 arg2, swig_type_88 arg3);
+extern swig_type_89 _wrap_plan_table_dim_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_90 arg2, swig_type_91 arg3);
+extern swig_type_92 _wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_93 arg2, swig_type_94 arg3, swig_type_95 arg4);
+extern swig_type_96 _wrap_plan_shard_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_97 arg2, swig_type_98 arg3, uintptr_t arg4);
 extern void _wrap_calibrate_options_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibrate_options_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_calibrate_options_ranks_share_memory_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
@@ -797,7 +801,7 @@ extern void _wrap_calibrate_options_ranks_per_machine_set_swig_1f0e8f6d12fb9706(
 extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibrate_options_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_calibrate_options_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_96 _wrap_calibrate_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_99 _wrap_calibrate_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_calibration_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_calibration_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_calibration_gather_bandwidth_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, double arg2);
@@ -816,17 +820,17 @@ extern void _wrap_calibration_oversubscription_set_swig_1f0e8f6d12fb9706(uintptr
 extern double _wrap_calibration_oversubscription_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibration_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_calibration_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_97 _wrap_calibration_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_98 _wrap_topology_calibrate_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_99 _wrap_topology_from_comm_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_100 _wrap_calibration_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_101 _wrap_topology_calibrate_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_102 _wrap_topology_from_comm_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_plan_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern swig_intgo _wrap_BOUNDS_ERROR_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_BOUNDS_CLAMP_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_BOUNDS_SKIP_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_embedding_options_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_100 arg2);
-extern swig_type_101 _wrap_embedding_options_seed_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_103 arg2);
+extern swig_type_104 _wrap_embedding_options_seed_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_embedding_options_bounds_policy_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_embedding_options_num_threads_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
@@ -845,10 +849,10 @@ extern void _wrap_embedding_options_forward_comm_encoding_set_swig_1f0e8f6d12fb9
 extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_embedding_options_backward_comm_encoding_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_102 arg2);
-extern swig_type_103 _wrap_embedding_options_max_batch_size_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_104 arg2);
-extern swig_type_105 _wrap_embedding_options_max_ids_per_batch_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_embedding_options_max_batch_size_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_107 arg2);
+extern swig_type_108 _wrap_embedding_options_max_ids_per_batch_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_embedding_options_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_1f0e8f6d12fb9706(void);
@@ -858,42 +862,42 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_1f0e8f6d12fb9706(void);
-extern swig_type_106 _wrap_embedding_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_107 _wrap_embedding_create_swig_1f0e8f6d12fb9706(swig_type_108 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_109 _wrap_embedding_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_110 _wrap_embedding_create_swig_1f0e8f6d12fb9706(swig_type_111 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_109 _wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_110 arg2);
-extern swig_type_111 _wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_112 arg2);
-extern swig_type_113 _wrap_embedding_input_dist_wait_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_114 _wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_115 arg2);
-extern swig_type_116 _wrap_embedding_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_117 arg2);
-extern swig_type_118 _wrap_embedding_forward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_119 _wrap_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_120 _wrap_embedding_backward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_121 _wrap_embedding_synchronize_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_122 _wrap_embedding_set_learning_rate_swig_1f0e8f6d12fb9706(uintptr_t arg1, float arg2);
-extern swig_type_123 _wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_124 arg2);
-extern swig_type_125 _wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_126 arg2);
-extern swig_type_127 _wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3);
-extern swig_type_130 _wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3);
-extern swig_type_133 _wrap_embedding_num_states_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_134 arg2);
-extern swig_type_135 _wrap_embedding_state_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3, swig_type_137 arg4);
-extern swig_type_138 _wrap_embedding_get_state_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3, swig_type_141 arg4);
-extern swig_type_142 _wrap_embedding_set_state_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_143 arg2, swig_type_144 arg3, swig_type_145 arg4);
-extern swig_type_146 _wrap_embedding_timings_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3);
-extern swig_type_149 _wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_150 arg2, float arg3);
-extern swig_type_151 _wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_152 arg2, uintptr_t arg3);
-extern swig_type_153 _wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_154 arg2, swig_type_155 arg3);
-extern swig_type_156 _wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_voidp arg4, swig_type_159 arg5);
-extern swig_type_160 _wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_161 arg2);
-extern swig_type_162 _wrap_embedding_output_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_163 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_164 arg5, swig_type_165 arg6);
+extern swig_type_112 _wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_113 arg2);
+extern swig_type_114 _wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_115 arg2);
+extern swig_type_116 _wrap_embedding_input_dist_wait_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_117 _wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_118 arg2);
+extern swig_type_119 _wrap_embedding_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_120 arg2);
+extern swig_type_121 _wrap_embedding_forward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_122 _wrap_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_123 _wrap_embedding_backward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_124 _wrap_embedding_synchronize_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_125 _wrap_embedding_set_learning_rate_swig_1f0e8f6d12fb9706(uintptr_t arg1, float arg2);
+extern swig_type_126 _wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_127 arg2);
+extern swig_type_128 _wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_129 arg2);
+extern swig_type_130 _wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3);
+extern swig_type_133 _wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_134 arg2, swig_type_135 arg3);
+extern swig_type_136 _wrap_embedding_num_states_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_137 arg2);
+extern swig_type_138 _wrap_embedding_state_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3, swig_type_140 arg4);
+extern swig_type_141 _wrap_embedding_get_state_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_142 arg2, swig_type_143 arg3, swig_type_144 arg4);
+extern swig_type_145 _wrap_embedding_set_state_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_146 arg2, swig_type_147 arg3, swig_type_148 arg4);
+extern swig_type_149 _wrap_embedding_timings_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3);
+extern swig_type_152 _wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_153 arg2, float arg3);
+extern swig_type_154 _wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_155 arg2, uintptr_t arg3);
+extern swig_type_156 _wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
+extern swig_type_159 _wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3, swig_voidp arg4, swig_type_162 arg5);
+extern swig_type_163 _wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_164 arg2);
+extern swig_type_165 _wrap_embedding_output_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_166 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_167 arg5, swig_type_168 arg6);
 extern void _wrap_step_timings_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_166 arg2);
-extern swig_type_167 _wrap_step_timings_forwards_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_168 arg2);
-extern swig_type_169 _wrap_step_timings_backwards_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_170 arg2);
-extern swig_type_171 _wrap_step_timings_samples_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_169 arg2);
+extern swig_type_170 _wrap_step_timings_forwards_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_171 arg2);
+extern swig_type_172 _wrap_step_timings_backwards_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_173 arg2);
+extern swig_type_174 _wrap_step_timings_samples_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, double arg2);
@@ -910,52 +914,52 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_1f0e8f6d12fb9706(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_step_timings_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_172 _wrap_step_timings_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_173 _wrap_embedding_step_timings_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_174 _wrap_embedding_set_training_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_175 _wrap_embedding_is_training_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_176 arg2);
+extern swig_type_175 _wrap_step_timings_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_176 _wrap_embedding_step_timings_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_177 _wrap_embedding_set_training_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_178 _wrap_embedding_is_training_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_179 arg2);
 extern void _wrap_dynamic_table_stats_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_dynamic_table_stats_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_dynamic_table_stats_size_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_dynamic_table_stats_capacity_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_180 arg2);
+extern swig_type_181 _wrap_dynamic_table_stats_size_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_182 arg2);
+extern swig_type_183 _wrap_dynamic_table_stats_capacity_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_dynamic_table_stats_load_factor_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, double arg2);
 extern double _wrap_dynamic_table_stats_load_factor_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_181 arg2);
-extern swig_type_182 _wrap_dynamic_table_stats_last_inserted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_183 arg2);
-extern swig_type_184 _wrap_dynamic_table_stats_last_evicted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_185 arg2);
-extern swig_type_186 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_dynamic_table_stats_last_rejected_full_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_dynamic_table_stats_total_inserted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_dynamic_table_stats_total_evicted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_193 arg2);
-extern swig_type_194 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_195 arg2);
-extern swig_type_196 _wrap_dynamic_table_stats_total_rejected_full_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_197 arg2);
-extern swig_type_198 _wrap_dynamic_table_stats_metadata_bytes_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_199 arg2);
-extern swig_type_200 _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_201 arg2);
-extern swig_type_202 _wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_184 arg2);
+extern swig_type_185 _wrap_dynamic_table_stats_last_inserted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_186 arg2);
+extern swig_type_187 _wrap_dynamic_table_stats_last_evicted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_188 arg2);
+extern swig_type_189 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_190 arg2);
+extern swig_type_191 _wrap_dynamic_table_stats_last_rejected_full_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_192 arg2);
+extern swig_type_193 _wrap_dynamic_table_stats_total_inserted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_194 arg2);
+extern swig_type_195 _wrap_dynamic_table_stats_total_evicted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_196 arg2);
+extern swig_type_197 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_198 arg2);
+extern swig_type_199 _wrap_dynamic_table_stats_total_rejected_full_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_200 arg2);
+extern swig_type_201 _wrap_dynamic_table_stats_metadata_bytes_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_202 arg2);
+extern swig_type_203 _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_204 arg2);
+extern swig_type_205 _wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_206 arg2);
+extern swig_type_207 _wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_dynamic_table_stats_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_dynamic_table_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_205 _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_206 _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_207 arg2, uintptr_t arg3);
-extern swig_type_208 _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_209 arg2);
-extern swig_type_210 _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_211 arg2, swig_type_212 arg3, swig_type_213 arg4, swig_type_214 arg5, swig_type_215 arg6, swig_type_216 arg7, swig_type_217 arg8, swig_type_218 arg9);
-extern swig_type_219 _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_220 arg2, swig_type_221 arg3, swig_type_222 arg4, swig_type_223 arg5, swig_type_224 arg6, swig_type_225 arg7, swig_type_226 arg8, swig_type_227 arg9, swig_type_228 arg10);
-extern swig_type_229 _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_230 arg2, swig_type_231 arg3, swig_type_232 arg4, swig_type_233 arg5, swig_type_234 arg6);
-extern swig_type_235 _wrap_device_count_swig_1f0e8f6d12fb9706(swig_type_236 arg1);
-extern swig_type_237 _wrap_device_check_swig_1f0e8f6d12fb9706(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_208 _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_209 _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_210 arg2, uintptr_t arg3);
+extern swig_type_211 _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_212 arg2);
+extern swig_type_213 _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3, swig_type_216 arg4, swig_type_217 arg5, swig_type_218 arg6, swig_type_219 arg7, swig_type_220 arg8, swig_type_221 arg9);
+extern swig_type_222 _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_223 arg2, swig_type_224 arg3, swig_type_225 arg4, swig_type_226 arg5, swig_type_227 arg6, swig_type_228 arg7, swig_type_229 arg8, swig_type_230 arg9, swig_type_231 arg10);
+extern swig_type_232 _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_233 arg2, swig_type_234 arg3, swig_type_235 arg4, swig_type_236 arg5, swig_type_237 arg6);
+extern swig_type_238 _wrap_device_count_swig_1f0e8f6d12fb9706(swig_type_239 arg1);
+extern swig_type_240 _wrap_device_check_swig_1f0e8f6d12fb9706(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
@@ -970,21 +974,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_1f0e8f6d12fb9706(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_mesh_options_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_238 _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_239 _wrap_mesh_create_swig_1f0e8f6d12fb9706(swig_type_240 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_241 _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_242 _wrap_mesh_create_swig_1f0e8f6d12fb9706(swig_type_243 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_241 _wrap_mesh_coords_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_242 arg2, swig_type_243 arg3, swig_type_244 arg4, swig_type_245 arg5);
-extern swig_type_246 _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(swig_type_247 arg1, uintptr_t arg2);
-extern swig_type_248 _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(swig_type_249 arg1, uintptr_t arg2);
-extern swig_type_250 _wrap_mesh_describe_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_251 _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(swig_type_252 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_253 _wrap_mesh_sync_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_254 _wrap_mesh_step_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_255 arg3);
-extern swig_type_256 _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_257 arg2, swig_type_258 arg3, swig_type_259 arg4);
+extern swig_type_244 _wrap_mesh_coords_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_245 arg2, swig_type_246 arg3, swig_type_247 arg4, swig_type_248 arg5);
+extern swig_type_249 _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(swig_type_250 arg1, uintptr_t arg2);
+extern swig_type_251 _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(swig_type_252 arg1, uintptr_t arg2);
+extern swig_type_253 _wrap_mesh_describe_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_254 _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(swig_type_255 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_256 _wrap_mesh_sync_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_257 _wrap_mesh_step_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_258 arg3);
+extern swig_type_259 _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_260 arg2, swig_type_261 arg3, swig_type_262 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_260 arg2);
-extern swig_type_261 _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_263 arg2);
+extern swig_type_264 _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
@@ -995,127 +999,127 @@ extern void _wrap_checkpoint_options_allow_partial_load_set_swig_1f0e8f6d12fb970
 extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_delete_checkpoint_options_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_262 _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_263 _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_264 arg2, uintptr_t arg3);
-extern swig_type_265 _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_266 arg2, uintptr_t arg3);
-extern swig_type_267 _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_268 arg3, uintptr_t arg4);
-extern swig_type_269 _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_270 arg3, uintptr_t arg4);
-extern swig_type_271 _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_272 arg2, swig_type_273 arg3, swig_intgo arg4);
-extern swig_type_274 _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_intgo arg4);
+extern swig_type_265 _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_266 _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_267 arg2, uintptr_t arg3);
+extern swig_type_268 _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_269 arg2, uintptr_t arg3);
+extern swig_type_270 _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_271 arg3, uintptr_t arg4);
+extern swig_type_272 _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_273 arg3, uintptr_t arg4);
+extern swig_type_274 _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_275 arg2, swig_type_276 arg3, swig_intgo arg4);
+extern swig_type_277 _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_278 arg2, swig_type_279 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_bind_plan_spec_free_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_277 _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_278 arg2, float arg3);
-extern swig_type_279 _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_280 arg2, swig_type_281 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_282 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_283 _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_284 _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_285 _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_286 arg2);
-extern swig_type_287 _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_288 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_289 arg5, swig_type_290 arg6);
-extern swig_type_291 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_292 arg2);
-extern swig_type_293 _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(swig_type_294 arg1, uintptr_t arg2);
-extern swig_type_295 _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_296 arg2, swig_type_297 arg3, swig_type_298 arg4, swig_type_299 arg5, swig_type_300 arg6, swig_type_301 arg7);
-extern swig_type_302 _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_303 arg2, swig_type_304 arg3, swig_type_305 arg4, swig_type_306 arg5, swig_type_307 arg6);
-extern swig_type_308 _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(swig_voidp arg1);
-extern swig_type_309 _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_310 arg3, uintptr_t arg4, swig_type_311 arg5, swig_type_312 arg6, swig_type_313 arg7, swig_intgo arg8);
-extern swig_type_314 _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_315 arg2, swig_type_316 arg3, swig_type_317 arg4, swig_type_318 arg5, swig_type_319 arg6, swig_type_320 arg7, swig_type_321 arg8);
-extern swig_type_322 _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_323 arg2, swig_type_324 arg3);
-extern swig_type_325 _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_326 arg2, swig_type_327 arg3);
+extern swig_type_280 _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_281 arg2, float arg3);
+extern swig_type_282 _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_283 arg2, swig_type_284 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_285 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_286 _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_287 _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_288 _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_289 arg2);
+extern swig_type_290 _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_291 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_292 arg5, swig_type_293 arg6);
+extern swig_type_294 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_295 arg2);
+extern swig_type_296 _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(swig_type_297 arg1, uintptr_t arg2);
+extern swig_type_298 _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_299 arg2, swig_type_300 arg3, swig_type_301 arg4, swig_type_302 arg5, swig_type_303 arg6, swig_type_304 arg7);
+extern swig_type_305 _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_306 arg2, swig_type_307 arg3, swig_type_308 arg4, swig_type_309 arg5, swig_type_310 arg6);
+extern swig_type_311 _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(swig_voidp arg1);
+extern swig_type_312 _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_313 arg3, uintptr_t arg4, swig_type_314 arg5, swig_type_315 arg6, swig_type_316 arg7, swig_intgo arg8);
+extern swig_type_317 _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_318 arg2, swig_type_319 arg3, swig_type_320 arg4, swig_type_321 arg5, swig_type_322 arg6, swig_type_323 arg7, swig_type_324 arg8);
+extern swig_type_325 _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_326 arg2, swig_type_327 arg3);
+extern swig_type_328 _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_329 arg2, swig_type_330 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_1f0e8f6d12fb9706(void);
-extern swig_type_328 _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(swig_intgo arg1);
+extern swig_type_331 _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_mlp_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_329 _wrap_mlp_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_330 arg2, swig_type_331 arg3, swig_type_332 arg4, swig_type_333 arg5);
-extern swig_type_334 _wrap_mlp_infer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_335 arg2, swig_type_336 arg3, swig_type_337 arg4, swig_type_338 arg5);
-extern swig_type_339 _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_340 _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_341 arg2);
-extern swig_type_342 _wrap_dcn_create_swig_1f0e8f6d12fb9706(swig_type_343 arg1, swig_type_344 arg2, swig_intgo arg3, swig_type_345 arg4, swig_type_346 arg5, swig_type_347 arg6);
+extern swig_type_332 _wrap_mlp_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_333 arg2, swig_type_334 arg3, swig_type_335 arg4, swig_type_336 arg5);
+extern swig_type_337 _wrap_mlp_infer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_338 arg2, swig_type_339 arg3, swig_type_340 arg4, swig_type_341 arg5);
+extern swig_type_342 _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_343 _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_344 arg2);
+extern swig_type_345 _wrap_dcn_create_swig_1f0e8f6d12fb9706(swig_type_346 arg1, swig_type_347 arg2, swig_intgo arg3, swig_type_348 arg4, swig_type_349 arg5, swig_type_350 arg6);
 extern void _wrap_dcn_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_348 _wrap_dcn_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_349 arg2, swig_type_350 arg3, swig_type_351 arg4, swig_type_352 arg5);
-extern swig_type_353 _wrap_dcn_infer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_354 arg2, swig_type_355 arg3, swig_type_356 arg4, swig_type_357 arg5);
-extern swig_type_358 _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_359 _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_360 arg2);
-extern swig_type_361 _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(swig_type_362 arg1, swig_type_363 arg2, swig_type_364 arg3);
-extern swig_type_365 _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(swig_type_366 arg1, swig_type_367 arg2, swig_type_368 arg3, swig_type_369 arg4, swig_type_370 arg5, swig_type_371 arg6, swig_type_372 arg7, swig_type_373 arg8);
-extern swig_type_374 _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(swig_type_375 arg1, swig_type_376 arg2, swig_type_377 arg3, double arg4, swig_type_378 arg5, swig_type_379 arg6);
-extern swig_type_380 _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(swig_type_381 arg1, uintptr_t arg2);
+extern swig_type_351 _wrap_dcn_forward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_352 arg2, swig_type_353 arg3, swig_type_354 arg4, swig_type_355 arg5);
+extern swig_type_356 _wrap_dcn_infer_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_357 arg2, swig_type_358 arg3, swig_type_359 arg4, swig_type_360 arg5);
+extern swig_type_361 _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_362 _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_363 arg2);
+extern swig_type_364 _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(swig_type_365 arg1, swig_type_366 arg2, swig_type_367 arg3);
+extern swig_type_368 _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(swig_type_369 arg1, swig_type_370 arg2, swig_type_371 arg3, swig_type_372 arg4, swig_type_373 arg5, swig_type_374 arg6, swig_type_375 arg7, swig_type_376 arg8);
+extern swig_type_377 _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(swig_type_378 arg1, swig_type_379 arg2, swig_type_380 arg3, double arg4, swig_type_381 arg5, swig_type_382 arg6);
+extern swig_type_383 _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(swig_type_384 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_382 _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(uintptr_t arg1, float arg2);
-extern swig_type_383 _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_384 arg2);
-extern swig_type_385 _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_386 arg2);
+extern swig_type_385 _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(uintptr_t arg1, float arg2);
+extern swig_type_386 _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_387 arg2);
+extern swig_type_388 _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_389 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_ddp_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_387 _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_388 _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_389 arg2);
-extern swig_type_390 _wrap_ddp_finish_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_391 _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_390 _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_391 _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_392 arg2);
+extern swig_type_393 _wrap_ddp_finish_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_394 _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_392 _wrap_fsdp_release_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_393 arg2);
-extern swig_type_394 _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_395 arg2);
-extern swig_type_396 _wrap_fsdp_step_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_397 _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(swig_type_398 arg1);
-extern swig_type_399 _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_400 arg2, swig_type_401 arg3);
-extern swig_type_402 _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_403 arg2, swig_type_404 arg3);
-extern swig_type_405 _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3);
+extern swig_type_395 _wrap_fsdp_release_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_396 arg2);
+extern swig_type_397 _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_398 arg2);
+extern swig_type_399 _wrap_fsdp_step_swig_1f0e8f6d12fb9706(uintptr_t arg1);
+extern swig_type_400 _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(swig_type_401 arg1);
+extern swig_type_402 _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_403 arg2, swig_type_404 arg3);
+extern swig_type_405 _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3);
+extern swig_type_408 _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_409 arg2, swig_type_410 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_1f0e8f6d12fb9706(void);
 extern void _wrap_bind_param_list_free_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_408 _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_409 _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_410 _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_411 _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(swig_type_412 arg1, swig_type_413 arg2, swig_type_414 arg3, swig_type_415 arg4, swig_type_416 arg5, swig_type_417 arg6);
-extern swig_type_418 _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(swig_type_419 arg1, swig_type_420 arg2, swig_type_421 arg3, swig_type_422 arg4, swig_type_423 arg5, swig_type_424 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_425 _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_426 arg2, swig_type_427 arg3, uintptr_t arg4, swig_type_428 arg5);
-extern swig_type_429 _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_430 arg2, swig_type_431 arg3, uintptr_t arg4, swig_type_432 arg5);
-extern swig_type_433 _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_434 arg3);
-extern swig_type_435 _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_436 arg3);
-extern swig_type_437 _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_438 arg2, swig_voidp arg3, swig_type_439 arg4);
-extern swig_type_440 _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_441 arg2, swig_voidp arg3, swig_type_442 arg4);
-extern swig_type_443 _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_444 arg2, swig_intgo arg3, swig_type_445 arg4, swig_intgo arg5);
-extern swig_type_446 _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_447 arg2, swig_intgo arg3, swig_type_448 arg4, swig_intgo arg5);
-extern swig_type_449 _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(swig_type_450 arg1, uintptr_t arg2, swig_type_451 arg3, swig_type_452 arg4, swig_type_453 arg5, swig_intgo arg6);
-extern swig_type_454 _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_455 arg2, swig_type_456 arg3, swig_type_457 arg4, swig_type_458 arg5, swig_type_459 arg6);
-extern swig_type_460 _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_461 arg2, swig_type_462 arg3);
-extern swig_type_463 _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_464 arg2, swig_type_465 arg3, swig_type_466 arg4);
-extern swig_type_467 _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(swig_type_468 arg1, swig_type_469 arg2, swig_type_470 arg3, swig_type_471 arg4, swig_type_472 arg5, swig_type_473 arg6, swig_type_474 arg7);
-extern swig_type_475 _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(swig_type_476 arg1, uintptr_t arg2, swig_type_477 arg3, swig_type_478 arg4, uintptr_t arg5);
-extern swig_type_479 _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_480 arg2, swig_type_481 arg3, swig_type_482 arg4, swig_type_483 arg5);
-extern swig_type_484 _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_485 arg2, swig_type_486 arg3, swig_type_487 arg4);
-extern swig_type_488 _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_489 arg2, swig_type_490 arg3, swig_type_491 arg4);
-extern swig_type_492 _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_493 arg2, swig_type_494 arg3);
-extern swig_type_495 _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_496 arg2, swig_intgo arg3, swig_type_497 arg4);
-extern swig_type_498 _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_499 arg2, swig_intgo arg3, swig_type_500 arg4, swig_type_501 arg5, swig_intgo arg6);
-extern swig_type_502 _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_503 arg2, uintptr_t arg3);
-extern swig_type_504 _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_505 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_506 _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_507 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_411 _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_412 _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_413 _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_414 _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(swig_type_415 arg1, swig_type_416 arg2, swig_type_417 arg3, swig_type_418 arg4, swig_type_419 arg5, swig_type_420 arg6);
+extern swig_type_421 _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(swig_type_422 arg1, swig_type_423 arg2, swig_type_424 arg3, swig_type_425 arg4, swig_type_426 arg5, swig_type_427 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_428 _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_429 arg2, swig_type_430 arg3, uintptr_t arg4, swig_type_431 arg5);
+extern swig_type_432 _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_433 arg2, swig_type_434 arg3, uintptr_t arg4, swig_type_435 arg5);
+extern swig_type_436 _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_437 arg3);
+extern swig_type_438 _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(uintptr_t arg1, uintptr_t arg2, swig_type_439 arg3);
+extern swig_type_440 _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_441 arg2, swig_voidp arg3, swig_type_442 arg4);
+extern swig_type_443 _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_444 arg2, swig_voidp arg3, swig_type_445 arg4);
+extern swig_type_446 _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_447 arg2, swig_intgo arg3, swig_type_448 arg4, swig_intgo arg5);
+extern swig_type_449 _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_450 arg2, swig_intgo arg3, swig_type_451 arg4, swig_intgo arg5);
+extern swig_type_452 _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(swig_type_453 arg1, uintptr_t arg2, swig_type_454 arg3, swig_type_455 arg4, swig_type_456 arg5, swig_intgo arg6);
+extern swig_type_457 _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_458 arg2, swig_type_459 arg3, swig_type_460 arg4, swig_type_461 arg5, swig_type_462 arg6);
+extern swig_type_463 _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_464 arg2, swig_type_465 arg3);
+extern swig_type_466 _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_467 arg2, swig_type_468 arg3, swig_type_469 arg4);
+extern swig_type_470 _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(swig_type_471 arg1, swig_type_472 arg2, swig_type_473 arg3, swig_type_474 arg4, swig_type_475 arg5, swig_type_476 arg6, swig_type_477 arg7);
+extern swig_type_478 _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(swig_type_479 arg1, uintptr_t arg2, swig_type_480 arg3, swig_type_481 arg4, uintptr_t arg5);
+extern swig_type_482 _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_483 arg2, swig_type_484 arg3, swig_type_485 arg4, swig_type_486 arg5);
+extern swig_type_487 _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_488 arg2, swig_type_489 arg3, swig_type_490 arg4);
+extern swig_type_491 _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_492 arg2, swig_type_493 arg3, swig_type_494 arg4);
+extern swig_type_495 _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_496 arg2, swig_type_497 arg3);
+extern swig_type_498 _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_499 arg2, swig_intgo arg3, swig_type_500 arg4);
+extern swig_type_501 _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_502 arg2, swig_intgo arg3, swig_type_503 arg4, swig_type_504 arg5, swig_intgo arg6);
+extern swig_type_505 _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_506 arg2, uintptr_t arg3);
+extern swig_type_507 _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_508 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_509 _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_510 arg2, uintptr_t arg3, uintptr_t arg4);
 extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_FP32_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_FP16_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_BF16_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_INT8_swig_1f0e8f6d12fb9706(void);
 extern swig_intgo _wrap_SERVING_INT4_swig_1f0e8f6d12fb9706(void);
-extern swig_type_508 _wrap_inference_save_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_509 arg2);
+extern swig_type_511 _wrap_inference_save_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_512 arg2);
 extern void _wrap_inference_destroy_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_510 _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_511 arg2);
-extern swig_type_512 _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_513 arg2);
-extern swig_type_514 _wrap_inference_num_features_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_515 arg2);
-extern swig_type_516 _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_517 arg2);
-extern swig_type_518 _wrap_inference_table_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_519 arg2, swig_voidp arg3, swig_type_520 arg4, swig_type_521 arg5, swig_type_522 arg6);
-extern swig_type_523 _wrap_inference_version_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_524 arg2);
-extern swig_type_525 _wrap_inference_pin_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_526 arg2);
+extern swig_type_513 _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_514 arg2);
+extern swig_type_515 _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_516 arg2);
+extern swig_type_517 _wrap_inference_num_features_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_518 arg2);
+extern swig_type_519 _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_520 arg2);
+extern swig_type_521 _wrap_inference_table_info_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_522 arg2, swig_voidp arg3, swig_type_523 arg4, swig_type_524 arg5, swig_type_525 arg6);
+extern swig_type_526 _wrap_inference_version_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_527 arg2);
+extern swig_type_528 _wrap_inference_pin_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_529 arg2);
 extern void _wrap_inference_unpin_swig_1f0e8f6d12fb9706(uintptr_t arg1);
-extern swig_type_527 _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_528 arg2);
-extern swig_type_529 _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_530 arg2, swig_type_531 arg3, swig_type_532 arg4);
-extern swig_type_533 _wrap_inference_reload_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_534 arg2);
-extern swig_type_535 _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_536 arg2, swig_type_537 arg3, swig_type_538 arg4, swig_type_539 arg5, swig_type_540 arg6, swig_type_541 arg7);
-extern swig_type_542 _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_543 arg2, swig_type_544 arg3, swig_type_545 arg4, swig_type_546 arg5, swig_type_547 arg6, swig_intgo arg7, swig_type_548 arg8);
-extern swig_type_549 _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(swig_type_550 arg1, swig_type_551 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_552 arg6, swig_type_553 arg7);
-extern swig_type_554 _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_555 arg2, swig_type_556 arg3, swig_type_557 arg4, swig_type_558 arg5, swig_type_559 arg6, swig_type_560 arg7, swig_type_561 arg8);
-extern swig_type_562 _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_563 arg2, swig_type_564 arg3, swig_type_565 arg4, swig_type_566 arg5, swig_type_567 arg6, swig_type_568 arg7);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(swig_type_569 arg1);
+extern swig_type_530 _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_531 arg2);
+extern swig_type_532 _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_533 arg2, swig_type_534 arg3, swig_type_535 arg4);
+extern swig_type_536 _wrap_inference_reload_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_537 arg2);
+extern swig_type_538 _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_539 arg2, swig_type_540 arg3, swig_type_541 arg4, swig_type_542 arg5, swig_type_543 arg6, swig_type_544 arg7);
+extern swig_type_545 _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_546 arg2, swig_type_547 arg3, swig_type_548 arg4, swig_type_549 arg5, swig_type_550 arg6, swig_intgo arg7, swig_type_551 arg8);
+extern swig_type_552 _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(swig_type_553 arg1, swig_type_554 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_555 arg6, swig_type_556 arg7);
+extern swig_type_557 _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_558 arg2, swig_type_559 arg3, swig_type_560 arg4, swig_type_561 arg5, swig_type_562 arg6, swig_type_563 arg7, swig_type_564 arg8);
+extern swig_type_565 _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(uintptr_t arg1, swig_type_566 arg2, swig_type_567 arg3, swig_type_568 arg4, swig_type_569 arg5, swig_type_570 arg6, swig_type_571 arg7);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(swig_type_572 arg1);
 extern void _wrap_bind_host_free_swig_1f0e8f6d12fb9706(uintptr_t arg1);
 #undef intgo
 */
@@ -2481,11 +2485,32 @@ func Comm_create_from_env(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
 	return swig_r_1
 }
 
+func Comm_create_tcp(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 int, arg6 Comm_options) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := getSwigcptr(arg6)
+	swig_r_p := C._wrap_comm_create_tcp_swig_1f0e8f6d12fb9706(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Comm_local_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_rank_swig_1f0e8f6d12fb9706(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_rank_swig_1f0e8f6d12fb9706(*(*C.swig_type_55)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2499,7 +2524,7 @@ func Comm_local_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_size_swig_1f0e8f6d12fb9706(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_size_swig_1f0e8f6d12fb9706(*(*C.swig_type_57)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2513,7 +2538,7 @@ func Comm_bind_local_numa(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(*(*C.swig_type_56)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(*(*C.swig_type_59)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2535,7 +2560,7 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
@@ -2548,7 +2573,7 @@ func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
@@ -2627,7 +2652,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_swig_1f0e8f6d12fb9706(*(*C.swig_type_62)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_1f0e8f6d12fb9706(*(*C.swig_type_65)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_66)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2668,7 +2693,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2682,7 +2707,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2696,7 +2721,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2710,7 +2735,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2724,7 +2749,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2739,7 +2764,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2752,7 +2777,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2765,7 +2790,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2783,7 +2808,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2798,7 +2823,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2814,7 +2839,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -2833,7 +2858,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1), C.swig_type_95(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1), C.swig_type_98(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3184,7 +3209,7 @@ func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
@@ -3314,7 +3339,7 @@ func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
@@ -3327,7 +3352,7 @@ func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
@@ -3450,7 +3475,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_108)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_111)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3469,7 +3494,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3483,7 +3508,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3507,7 +3532,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3521,7 +3546,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3590,7 +3615,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3604,7 +3629,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3616,7 +3641,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3634,7 +3659,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3651,7 +3676,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3667,7 +3692,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3684,7 +3709,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3706,7 +3731,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3727,7 +3752,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3745,7 +3770,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3760,7 +3785,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3775,7 +3800,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3795,7 +3820,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_type_158(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_type_161(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -3813,7 +3838,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3831,7 +3856,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -3871,7 +3896,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -3884,7 +3909,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -3897,7 +3922,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -4074,7 +4099,7 @@ func Embedding_is_training(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_training_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_training_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4109,7 +4134,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrDynamic_table_stats) SetSize(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
@@ -4122,7 +4147,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity() (_swig_ret int64) {
@@ -4148,7 +4173,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLoad_factor() (_swig_ret float64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
@@ -4161,7 +4186,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
@@ -4174,7 +4199,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret int64) {
@@ -4187,7 +4212,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64) {
@@ -4200,7 +4225,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
@@ -4213,7 +4238,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_194(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
@@ -4226,7 +4251,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret int64) {
@@ -4239,7 +4264,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int64) {
@@ -4252,7 +4277,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int6
 func (arg1 SwigcptrDynamic_table_stats) SetMetadata_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
+	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
@@ -4265,7 +4290,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_202(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity_bytes() (_swig_ret uint64) {
@@ -4278,7 +4303,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetCapacity_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_admitted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_admitted() (_swig_ret int64) {
@@ -4291,7 +4316,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_admitted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_admitted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_admitted() (_swig_ret int64) {
@@ -4366,7 +4391,7 @@ func Embedding_dynamic_stats(arg1 uintptr, arg2 string, arg3 Dynamic_table_stats
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4380,7 +4405,7 @@ func Embedding_dynamic_mark(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4401,7 +4426,7 @@ func Embedding_dynamic_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []flo
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_3)), C.swig_type_214(_swig_i_4), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_5)), C.swig_type_216(_swig_i_6), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_3)), C.swig_type_217(_swig_i_4), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_5)), C.swig_type_219(_swig_i_6), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4438,7 +4463,7 @@ func Embedding_dynamic_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 [
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_3)), C.swig_type_223(_swig_i_4), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_5)), C.swig_type_225(_swig_i_6), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_9)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_3)), C.swig_type_226(_swig_i_4), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_5)), C.swig_type_228(_swig_i_6), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_9)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4474,7 +4499,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_3)), C.swig_type_233(_swig_i_4), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_3)), C.swig_type_236(_swig_i_4), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4496,7 +4521,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_1f0e8f6d12fb9706(*(*C.swig_type_236)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_1f0e8f6d12fb9706(*(*C.swig_type_239)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4654,7 +4679,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_240)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_243)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4676,7 +4701,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4699,7 +4724,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(*(*C.swig_type_247)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(*(*C.swig_type_250)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4713,7 +4738,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(*(*C.swig_type_249)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(*(*C.swig_type_252)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4742,7 +4767,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_252)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_255)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -4769,7 +4794,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4785,7 +4810,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4827,7 +4852,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -4933,7 +4958,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4948,7 +4973,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4964,7 +4989,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4980,7 +5005,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -4996,7 +5021,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5015,7 +5040,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5051,7 +5076,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5073,7 +5098,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_1)), C.swig_type_281(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_1)), C.swig_type_284(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5112,7 +5137,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5130,7 +5155,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5150,7 +5175,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5164,7 +5189,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_294)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_297)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5183,7 +5208,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_296(_swig_i_1), C.swig_type_297(_swig_i_2), *(*C.swig_type_298)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_300)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1), C.swig_type_300(_swig_i_2), *(*C.swig_type_301)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_303)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5210,7 +5235,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_303(_swig_i_1), C.swig_type_304(_swig_i_2), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1), C.swig_type_307(_swig_i_2), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5247,7 +5272,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_316)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5276,7 +5301,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_315(_swig_i_1), C.swig_type_316(_swig_i_2), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_318)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_318(_swig_i_1), C.swig_type_319(_swig_i_2), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5303,7 +5328,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5321,7 +5346,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5401,7 +5426,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_1)), C.swig_type_331(_swig_i_2), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_3)), C.swig_type_333(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_1)), C.swig_type_334(_swig_i_2), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_3)), C.swig_type_336(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5421,7 +5446,7 @@ func Mlp_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_infer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_335)(unsafe.Pointer(&_swig_i_1)), C.swig_type_336(_swig_i_2), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_3)), C.swig_type_338(_swig_i_4))
+	swig_r_p := C._wrap_mlp_infer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_1)), C.swig_type_339(_swig_i_2), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_3)), C.swig_type_341(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5448,7 +5473,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5466,7 +5491,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_343)(unsafe.Pointer(&_swig_i_0)), C.swig_type_344(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_345(_swig_i_3), C.swig_type_346(_swig_i_4), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_346)(unsafe.Pointer(&_swig_i_0)), C.swig_type_347(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_348(_swig_i_3), C.swig_type_349(_swig_i_4), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5491,7 +5516,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_349)(unsafe.Pointer(&_swig_i_1)), C.swig_type_350(_swig_i_2), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_3)), C.swig_type_352(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_1)), C.swig_type_353(_swig_i_2), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_3)), C.swig_type_355(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5511,7 +5536,7 @@ func Dcn_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_infer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_1)), C.swig_type_355(_swig_i_2), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_3)), C.swig_type_357(_swig_i_4))
+	swig_r_p := C._wrap_dcn_infer_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_1)), C.swig_type_358(_swig_i_2), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_3)), C.swig_type_360(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5538,7 +5563,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5553,7 +5578,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(C.swig_type_362(_swig_i_0), C.swig_type_363(_swig_i_1), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(C.swig_type_365(_swig_i_0), C.swig_type_366(_swig_i_1), *(*C.swig_type_367)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5573,7 +5598,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(*(*C.swig_type_366)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_367)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_2)), C.swig_type_369(_swig_i_3), C.swig_type_370(_swig_i_4), C.swig_type_371(_swig_i_5), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(*(*C.swig_type_369)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_370)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_2)), C.swig_type_372(_swig_i_3), C.swig_type_373(_swig_i_4), C.swig_type_374(_swig_i_5), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5603,7 +5628,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_1f0e8f6d12fb9706(*(*C.swig_type_375)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_1)), C.swig_type_377(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_1f0e8f6d12fb9706(*(*C.swig_type_378)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_1)), C.swig_type_380(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_381)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_382)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5626,7 +5651,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_381)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_384)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5656,7 +5681,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5670,7 +5695,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_386(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5712,7 +5737,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_392(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5749,7 +5774,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_393(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_396(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5760,7 +5785,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_398(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5780,7 +5805,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(*(*C.swig_type_398)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(*(*C.swig_type_401)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5795,7 +5820,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_400)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_404)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5813,7 +5838,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_404)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5831,7 +5856,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_409)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5896,7 +5921,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_412)(unsafe.Pointer(&_swig_i_0)), C.swig_type_413(_swig_i_1), *(*C.swig_type_414)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_3)), C.swig_type_416(_swig_i_4), *(*C.swig_type_417)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_415)(unsafe.Pointer(&_swig_i_0)), C.swig_type_416(_swig_i_1), *(*C.swig_type_417)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_418)(unsafe.Pointer(&_swig_i_3)), C.swig_type_419(_swig_i_4), *(*C.swig_type_420)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5926,7 +5951,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(*(*C.swig_type_419)(unsafe.Pointer(&_swig_i_0)), C.swig_type_420(_swig_i_1), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_422)(unsafe.Pointer(&_swig_i_3)), C.swig_type_423(_swig_i_4), *(*C.swig_type_424)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(*(*C.swig_type_422)(unsafe.Pointer(&_swig_i_0)), C.swig_type_423(_swig_i_1), *(*C.swig_type_424)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_425)(unsafe.Pointer(&_swig_i_3)), C.swig_type_426(_swig_i_4), *(*C.swig_type_427)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5952,7 +5977,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_426)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_427)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_428(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_429)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_430)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_431(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5972,7 +5997,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_430)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_431)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_432(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_433)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_434)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_435(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5990,7 +6015,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_434(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_437(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6002,7 +6027,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_436(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_439(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6015,7 +6040,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_438(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_439)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_441(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6032,7 +6057,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_441(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_442)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_444(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_445)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6050,7 +6075,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_444(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_445)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_447(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_448)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6067,7 +6092,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_447(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_448)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_451)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6085,7 +6110,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_450)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_451)(unsafe.Pointer(&_swig_i_2)), C.swig_type_452(_swig_i_3), C.swig_type_453(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_453)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_454)(unsafe.Pointer(&_swig_i_2)), C.swig_type_455(_swig_i_3), C.swig_type_456(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6106,7 +6131,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_456)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_457)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_460)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_461)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6133,7 +6158,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_461(_swig_i_1), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_464(_swig_i_1), *(*C.swig_type_465)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6149,7 +6174,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_464(_swig_i_1), C.swig_type_465(_swig_i_2), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_467(_swig_i_1), C.swig_type_468(_swig_i_2), *(*C.swig_type_469)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6168,7 +6193,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(*(*C.swig_type_468)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_469)(unsafe.Pointer(&_swig_i_1)), C.swig_type_470(_swig_i_2), C.swig_type_471(_swig_i_3), C.swig_type_472(_swig_i_4), *(*C.swig_type_473)(unsafe.Pointer(&_swig_i_5)), C.swig_type_474(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(*(*C.swig_type_471)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_472)(unsafe.Pointer(&_swig_i_1)), C.swig_type_473(_swig_i_2), C.swig_type_474(_swig_i_3), C.swig_type_475(_swig_i_4), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_5)), C.swig_type_477(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6191,7 +6216,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_476)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_477)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(*(*C.swig_type_479)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_480)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_481)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6214,7 +6239,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1), C.swig_type_481(_swig_i_2), *(*C.swig_type_482)(unsafe.Pointer(&_swig_i_3)), C.swig_type_483(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_483(_swig_i_1), C.swig_type_484(_swig_i_2), *(*C.swig_type_485)(unsafe.Pointer(&_swig_i_3)), C.swig_type_486(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6230,7 +6255,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_485(_swig_i_1), *(*C.swig_type_486)(unsafe.Pointer(&_swig_i_2)), C.swig_type_487(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_488(_swig_i_1), *(*C.swig_type_489)(unsafe.Pointer(&_swig_i_2)), C.swig_type_490(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6246,7 +6271,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_489(_swig_i_1), *(*C.swig_type_490)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_491)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_492(_swig_i_1), *(*C.swig_type_493)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_494)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6264,7 +6289,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_493(_swig_i_1), *(*C.swig_type_494)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_496(_swig_i_1), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6280,7 +6305,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_496(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_500)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6298,7 +6323,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_500)(unsafe.Pointer(&_swig_i_3)), C.swig_type_501(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_502(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_503)(unsafe.Pointer(&_swig_i_3)), C.swig_type_504(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6313,7 +6338,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_503(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_506(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6326,7 +6351,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_505(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_508(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6339,7 +6364,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_507(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_510(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6395,7 +6420,7 @@ func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_save_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_509)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_save_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_512)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6414,7 +6439,7 @@ func Inference_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_output_dim_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_511)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_output_dim_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_514)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6428,7 +6453,7 @@ func Inference_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_513)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_516)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6442,7 +6467,7 @@ func Inference_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_features_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_515)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_features_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6456,7 +6481,7 @@ func Inference_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_tables_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_517)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_tables_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6474,7 +6499,7 @@ func Inference_table_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_inference_table_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_519(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_521)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_522)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_inference_table_info_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_522(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_523)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_524)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_525)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6495,7 +6520,7 @@ func Inference_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_version_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_524)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_version_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_527)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6509,7 +6534,7 @@ func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_pin_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_526)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_pin_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_529)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6528,7 +6553,7 @@ func Inference_snapshot_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_528)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_531)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6544,7 +6569,7 @@ func Inference_snapshot_dense_tensor(arg1 uintptr, arg2 string, arg3 []uintptr, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_531)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_532)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_533)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_535)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6564,7 +6589,7 @@ func Inference_reload(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_reload_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_reload_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_537)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6583,7 +6608,7 @@ func Inference_apply_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []float
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_536)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_537)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_3)), C.swig_type_539(_swig_i_4), *(*C.swig_type_540)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_541)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_539)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_540)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_541)(unsafe.Pointer(&_swig_i_3)), C.swig_type_542(_swig_i_4), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_544)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6615,7 +6640,7 @@ func Inference_apply_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 []f
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_544)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_545)(unsafe.Pointer(&_swig_i_3)), C.swig_type_546(_swig_i_4), *(*C.swig_type_547)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), *(*C.swig_type_548)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), *(*C.swig_type_546)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_547)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_548)(unsafe.Pointer(&_swig_i_3)), C.swig_type_549(_swig_i_4), *(*C.swig_type_550)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), *(*C.swig_type_551)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6646,7 +6671,7 @@ func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 i
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_open_swig_1f0e8f6d12fb9706(*(*C.swig_type_550)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_551)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_552)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_553)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_open_swig_1f0e8f6d12fb9706(*(*C.swig_type_553)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_554)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_555)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_556)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6675,7 +6700,7 @@ func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_555(_swig_i_1), C.swig_type_556(_swig_i_2), *(*C.swig_type_557)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_558)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_559)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_560)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_561)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_558(_swig_i_1), C.swig_type_559(_swig_i_2), *(*C.swig_type_560)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_561)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_562)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_563)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_564)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6706,7 +6731,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_563(_swig_i_1), C.swig_type_564(_swig_i_2), *(*C.swig_type_565)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_566)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_567)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_568)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(C.uintptr_t(_swig_i_0), C.swig_type_566(_swig_i_1), C.swig_type_567(_swig_i_2), *(*C.swig_type_568)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_569)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_570)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_571)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6728,7 +6753,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(C.swig_type_569(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(C.swig_type_572(_swig_i_0)))
 	return swig_r
 }
 

@@ -3387,6 +3387,51 @@ _gostring_ _wrap_comm_create_from_env_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0
 }
 
 
+_gostring_ _wrap_comm_create_tcp_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
+  shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  int32_t arg4 ;
+  int32_t arg5 ;
+  shardrec_comm_options_t *arg6 = (shardrec_comm_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_comm_t **)_swig_go_0.array; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t)_swig_go_4; 
+  arg6 = *(shardrec_comm_options_t **)&_swig_go_5; 
+  
+  result = (shardrec_status_t)shardrec_comm_create_tcp(arg1,(char const *)arg2,arg3,arg4,arg5,(struct shardrec_comm_options const *)arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_comm_local_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
