@@ -67,6 +67,13 @@ case "$case" in
     for r in 0 1 2 3; do
       grep -q "^create_tcp .* rank $r of 4$" "$out/tcp/rank$r.log" || fail "rank $r did not use create_tcp"
     done ;;
+  trainjob)  # Kubeflow Trainer v2's PET_* and the manifest's LOCAL_RANK, no torchrun variables
+    bed pet --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_PET=1 -- "$prog" info
+    all_ok pet 4
+    for r in 0 1 2 3; do
+      grep -q "^trainjob PET_NODE_RANK $((r / 2)) LOCAL_RANK $((r % 2))$" "$out/pet/rank$r.log" ||
+        fail "rank $r did not run as a TrainJob process"
+    done ;;
   elastic)  # saved on 3 hosts, loaded on 2 (and 2 -> 4): the same table, training goes on
     ck=$out/ck1
     bed s3 --hosts 3 --ranks 1 --limit 60 -- "$prog" ckpt save "$ck"

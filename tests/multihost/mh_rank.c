@@ -66,12 +66,38 @@ static int env_int(const char* name, int fallback) {
   return v != NULL && *v != '\0' ? atoi(v) : fallback;
 }
 
+/* With SHARDREC_BED_PET=1 the rank's environment is rewritten into what Kubeflow Trainer v2's
+ * TrainJob gives a process started without torchrun: PET_NNODES, PET_NPROC_PER_NODE,
+ * PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, and the LOCAL_RANK the manifest adds; every
+ * torchrun variable is removed. Needs the bed's LOCAL_* (no --no-local). */
+static shardrec_status_t create_as_trainjob(shardrec_comm_t** comm,
+                                            const shardrec_comm_options_t* o) {
+  static const char* const torchrun[] = {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
+                                         "LOCAL_WORLD_SIZE"};
+  char value[256];
+  const int per_node = env_int("LOCAL_WORLD_SIZE", 1);
+  const int world = env_int("WORLD_SIZE", 1), rank = env_int("RANK", 0);
+  snprintf(value, sizeof(value), "%d", world / per_node);
+  setenv("PET_NNODES", value, 1);
+  snprintf(value, sizeof(value), "%d", per_node);
+  setenv("PET_NPROC_PER_NODE", value, 1);
+  snprintf(value, sizeof(value), "%d", rank / per_node);
+  setenv("PET_NODE_RANK", value, 1);
+  setenv("PET_MASTER_ADDR", getenv("MASTER_ADDR") != NULL ? getenv("MASTER_ADDR") : "", 1);
+  setenv("PET_MASTER_PORT", getenv("MASTER_PORT") != NULL ? getenv("MASTER_PORT") : "", 1);
+  for (size_t i = 0; i < sizeof(torchrun) / sizeof(torchrun[0]); ++i) unsetenv(torchrun[i]);
+  printf("trainjob PET_NODE_RANK %s LOCAL_RANK %s\n", getenv("PET_NODE_RANK"),
+         getenv("LOCAL_RANK"));
+  return shardrec_comm_create_from_env(comm, o);
+}
+
 /* With SHARDREC_BED_TCP=1 the rank takes the bed's torchrun variables as a host such as Ray
  * Train hands them in code, removes every launcher variable from its environment, and meets
  * through shardrec_comm_create_tcp. */
 static shardrec_status_t create_comm(shardrec_comm_t** comm) {
   shardrec_comm_options_t o = SHARDREC_COMM_OPTIONS_INIT;
   o.timeout_ms = env_int("SHARDREC_BED_TIMEOUT_MS", 10000);
+  if (env_int("SHARDREC_BED_PET", 0) == 1) return create_as_trainjob(comm, &o);
   if (env_int("SHARDREC_BED_TCP", 0) != 1) return shardrec_comm_create_from_env(comm, &o);
   static const char* const launcher[] = {"MASTER_ADDR", "MASTER_PORT", "RANK",
                                          "WORLD_SIZE",  "LOCAL_RANK",  "LOCAL_WORLD_SIZE"};
