@@ -14,6 +14,7 @@ list(APPEND SHARDREC_COMM_SOURCES
   env_rendezvous.cc
   tcp_launch.cc
   host_identity.cc
+  host_bandwidth.cc
   rank_arrival.cc
   peer_probe.cc
   gloo_mesh.cc

@@ -2,7 +2,9 @@
  * @file mh_rank.c
  * @brief One rank of the multi-host test bed (netns_bed.sh), through the public C API only.
  *
- * Usage: mh_rank info                 local rank / size and ranks_per_node; checked against the
+ * Usage: mh_rank netbw                the inter-host bandwidth shardrec_topology_calibrate_network
+ *                                     measures (every rank prints it)
+ *        mh_rank info                 local rank / size and ranks_per_node; checked against the
  *                                     bed's host layout (SHARDREC_BED_HOSTS x SHARDREC_BED_RANKS)
  *        mh_rank shard [--dynamic] [--local W --rpn P]
  *                                     every sharding type trained 3 steps; prints each type's
@@ -354,6 +356,24 @@ done:
   return status;
 }
 
+/* The network between the hosts as shardrec_topology_calibrate_network measures it. */
+static int run_netbw(void) {
+  shardrec_comm_t* comm = NULL;
+  shardrec_topology_t topology;
+  double measured = -1;
+  int32_t rank = -1;
+  int status = 0;
+  CHECK(create_comm(&comm));
+  CHECK(shardrec_comm_rank(&rank, comm));
+  shardrec_topology_init(&topology, SHARDREC_TOPOLOGY_VERSION);
+  CHECK(shardrec_topology_from_comm(&topology, comm));
+  CHECK(shardrec_topology_calibrate_network(&topology, comm, 1.0, &measured));
+  printf("inter_node_bandwidth %.0f measured %.0f\n", topology.inter_node_bandwidth, measured);
+done:
+  shardrec_comm_destroy(comm);
+  return status;
+}
+
 static int run_steps(int n) {
   shardrec_comm_t* comm = NULL;
   int32_t rank = -1;
@@ -425,6 +445,7 @@ done:
 int main(int argc, char** argv) {
   int i, local = 0;
   if (argc >= 2 && strcmp(argv[1], "info") == 0) return run_info();
+  if (argc >= 2 && strcmp(argv[1], "netbw") == 0) return run_netbw();
   if (argc >= 3 && strcmp(argv[1], "steps") == 0) return run_steps(atoi(argv[2]));
   if (argc >= 4 && strcmp(argv[1], "ckpt") == 0)
     return run_ckpt(strcmp(argv[2], "load") == 0, argv[3]);
