@@ -1069,7 +1069,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_1f0e8f6d12fb9706(void *_swig_go_0) {
+void _wrap_Swig_free_swig_371cbc619073b92e(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1079,7 +1079,7 @@ void _wrap_Swig_free_swig_1f0e8f6d12fb9706(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_371cbc619073b92e(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1092,7 +1092,7 @@ void *_wrap_Swig_malloc_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OK_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1104,7 +1104,7 @@ intgo _wrap_OK_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ERROR_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ERROR_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1116,7 +1116,7 @@ intgo _wrap_ERROR_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EINVAL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EINVAL_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1128,7 +1128,7 @@ intgo _wrap_EINVAL_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EUSAGE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EUSAGE_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1140,7 +1140,7 @@ intgo _wrap_EUSAGE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ENOMEM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ENOMEM_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1152,7 +1152,7 @@ intgo _wrap_ENOMEM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ECUDA_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ECUDA_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1164,7 +1164,7 @@ intgo _wrap_ECUDA_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EREMOTE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EREMOTE_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1176,7 +1176,7 @@ intgo _wrap_EREMOTE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ETIMEOUT_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1188,7 +1188,7 @@ intgo _wrap_ETIMEOUT_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EIO_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EIO_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1200,7 +1200,7 @@ intgo _wrap_EIO_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ECORRUPT_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1212,7 +1212,7 @@ intgo _wrap_ECORRUPT_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EUNSUPPORTED_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1224,7 +1224,7 @@ intgo _wrap_EUNSUPPORTED_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ENOTFOUND_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1236,7 +1236,7 @@ intgo _wrap_ENOTFOUND_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EINTERNAL_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1248,7 +1248,7 @@ intgo _wrap_EINTERNAL_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ENODEVICE_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1260,7 +1260,7 @@ intgo _wrap_ENODEVICE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EABORTED_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EABORTED_swig_371cbc619073b92e() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1272,7 +1272,7 @@ intgo _wrap_EABORTED_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_FLOAT32_swig_371cbc619073b92e() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1284,7 +1284,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_FLOAT16_swig_371cbc619073b92e() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1296,7 +1296,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_BFLOAT16_swig_371cbc619073b92e() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1308,7 +1308,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_FLOAT64_swig_371cbc619073b92e() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1320,7 +1320,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_INT32_swig_371cbc619073b92e() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1332,7 +1332,7 @@ intgo _wrap_DTYPE_INT32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_INT64_swig_371cbc619073b92e() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1344,7 +1344,7 @@ intgo _wrap_DTYPE_INT64_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DTYPE_UINT8_swig_371cbc619073b92e() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1356,7 +1356,7 @@ intgo _wrap_DTYPE_UINT8_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DEVICE_HOST_swig_371cbc619073b92e() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1368,7 +1368,7 @@ intgo _wrap_DEVICE_HOST_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DEVICE_CUDA_swig_371cbc619073b92e() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1380,7 +1380,7 @@ intgo _wrap_DEVICE_CUDA_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DELTA_FULL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DELTA_FULL_swig_371cbc619073b92e() {
   enum shardrec_delta_flag result;
   intgo _swig_go_result;
   
@@ -1392,7 +1392,7 @@ intgo _wrap_DELTA_FULL_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_status_string_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_371cbc619073b92e(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1405,7 +1405,7 @@ _gostring_ _wrap_status_string_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_1f0e8f6d12fb9706() {
+intgo _wrap_version_swig_371cbc619073b92e() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1416,7 +1416,7 @@ intgo _wrap_version_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_version_string_swig_1f0e8f6d12fb9706() {
+_gostring_ _wrap_version_string_swig_371cbc619073b92e() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1427,7 +1427,7 @@ _gostring_ _wrap_version_string_swig_1f0e8f6d12fb9706() {
 }
 
 
-long long _wrap_dtype_size_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_371cbc619073b92e(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1440,7 +1440,7 @@ long long _wrap_dtype_size_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_371cbc619073b92e() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1452,7 +1452,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_371cbc619073b92e() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1464,7 +1464,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_ROW_WISE_swig_371cbc619073b92e() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1476,7 +1476,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_371cbc619073b92e() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1488,7 +1488,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_371cbc619073b92e() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1500,7 +1500,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_371cbc619073b92e() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1512,7 +1512,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SHARDING_GRID_swig_371cbc619073b92e() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1524,7 +1524,7 @@ intgo _wrap_SHARDING_GRID_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_POOLING_SUM_swig_371cbc619073b92e() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1536,7 +1536,7 @@ intgo _wrap_POOLING_SUM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_1f0e8f6d12fb9706() {
+intgo _wrap_POOLING_MEAN_swig_371cbc619073b92e() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1548,7 +1548,7 @@ intgo _wrap_POOLING_MEAN_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_POOLING_NONE_swig_371cbc619073b92e() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1560,7 +1560,7 @@ intgo _wrap_POOLING_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_1f0e8f6d12fb9706() {
+intgo _wrap_INIT_DEFAULT_swig_371cbc619073b92e() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1572,7 +1572,7 @@ intgo _wrap_INIT_DEFAULT_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_INIT_UNIFORM_swig_371cbc619073b92e() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1584,7 +1584,7 @@ intgo _wrap_INIT_UNIFORM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_1f0e8f6d12fb9706() {
+intgo _wrap_INIT_CONSTANT_swig_371cbc619073b92e() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1596,7 +1596,7 @@ intgo _wrap_INIT_CONSTANT_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_SGD_swig_371cbc619073b92e() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1608,7 +1608,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_371cbc619073b92e() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1620,7 +1620,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_371cbc619073b92e() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1632,7 +1632,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_ADAM_swig_371cbc619073b92e() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1644,7 +1644,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_371cbc619073b92e() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1656,7 +1656,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_1f0e8f6d12fb9706() {
+intgo _wrap_OPTIMIZER_LAMB_swig_371cbc619073b92e() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1668,7 +1668,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_371cbc619073b92e() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1680,7 +1680,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_1f0e8f6d12fb9706() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_371cbc619073b92e() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1692,7 +1692,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_1f0e8f6d12fb9706() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_371cbc619073b92e() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1704,7 +1704,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1716,7 +1716,7 @@ void _wrap_optimizer_config_version_set_swig_1f0e8f6d12fb9706(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1729,7 +1729,7 @@ intgo _wrap_optimizer_config_version_get_swig_1f0e8f6d12fb9706(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1741,7 +1741,7 @@ void _wrap_optimizer_config_Xtype_set_swig_1f0e8f6d12fb9706(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1754,7 +1754,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_1f0e8f6d12fb9706(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1766,7 +1766,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1779,7 +1779,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1791,7 +1791,7 @@ void _wrap_optimizer_config_eps_set_swig_1f0e8f6d12fb9706(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1804,7 +1804,7 @@ float _wrap_optimizer_config_eps_get_swig_1f0e8f6d12fb9706(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1816,7 +1816,7 @@ void _wrap_optimizer_config_beta1_set_swig_1f0e8f6d12fb9706(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1829,7 +1829,7 @@ float _wrap_optimizer_config_beta1_get_swig_1f0e8f6d12fb9706(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1841,7 +1841,7 @@ void _wrap_optimizer_config_beta2_set_swig_1f0e8f6d12fb9706(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1854,7 +1854,7 @@ float _wrap_optimizer_config_beta2_get_swig_1f0e8f6d12fb9706(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1866,7 +1866,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1879,7 +1879,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1891,7 +1891,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1904,7 +1904,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1916,7 +1916,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_1f0e8f6d12fb9706(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1929,7 +1929,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_1f0e8f6d12fb9706() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_371cbc619073b92e() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1940,7 +1940,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_1f0e8f6d12fb97
 }
 
 
-void _wrap_delete_optimizer_config_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1950,7 +1950,7 @@ void _wrap_delete_optimizer_config_swig_1f0e8f6d12fb9706(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_1f0e8f6d12fb9706(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_371cbc619073b92e(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1982,7 +1982,7 @@ _gostring_ _wrap_optimizer_config_init_swig_1f0e8f6d12fb9706(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_NONE_swig_371cbc619073b92e() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1994,7 +1994,7 @@ intgo _wrap_EVICTION_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_LRU_swig_371cbc619073b92e() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2006,7 +2006,7 @@ intgo _wrap_EVICTION_LRU_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_LFU_swig_371cbc619073b92e() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2018,7 +2018,7 @@ intgo _wrap_EVICTION_LFU_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_TTL_swig_371cbc619073b92e() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2030,7 +2030,7 @@ intgo _wrap_EVICTION_TTL_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_EVICTION_SCORE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_EVICTION_SCORE_swig_371cbc619073b92e() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2042,7 +2042,7 @@ intgo _wrap_EVICTION_SCORE_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2054,7 +2054,7 @@ void _wrap_dynamic_table_config_version_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2067,7 +2067,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2079,7 +2079,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2092,7 +2092,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2104,7 +2104,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_1f0e8f6d12fb9706(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2117,7 +2117,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_1f0e8f6d12fb9706(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2129,7 +2129,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2142,7 +2142,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-void _wrap_dynamic_table_config_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_capacity_bytes_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2154,7 +2154,7 @@ void _wrap_dynamic_table_config_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-long long _wrap_dynamic_table_config_capacity_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_capacity_bytes_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2167,7 +2167,7 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_1f0e8f6d12fb9706(st
 }
 
 
-void _wrap_dynamic_table_config_admission_decay_steps_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2179,7 +2179,7 @@ void _wrap_dynamic_table_config_admission_decay_steps_set_swig_1f0e8f6d12fb9706(
 }
 
 
-long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2192,7 +2192,7 @@ long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_1f0e8f6d12fb
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_1f0e8f6d12fb9706() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_371cbc619073b92e() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2203,7 +2203,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_1f0e8f
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2213,7 +2213,7 @@ void _wrap_delete_dynamic_table_config_swig_1f0e8f6d12fb9706(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_371cbc619073b92e(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2245,7 +2245,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2257,7 +2257,7 @@ void _wrap_Topology_t_version_set_swig_1f0e8f6d12fb9706(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2270,7 +2270,7 @@ intgo _wrap_Topology_t_version_get_swig_1f0e8f6d12fb9706(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2282,7 +2282,7 @@ void _wrap_Topology_t_world_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2295,7 +2295,7 @@ intgo _wrap_Topology_t_world_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2307,7 +2307,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2320,7 +2320,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2332,7 +2332,7 @@ void _wrap_Topology_t_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2345,7 +2345,7 @@ intgo _wrap_Topology_t_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2357,7 +2357,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2370,7 +2370,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2382,7 +2382,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2395,7 +2395,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2407,7 +2407,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2420,7 +2420,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2432,7 +2432,7 @@ void _wrap_Topology_t_batch_size_set_swig_1f0e8f6d12fb9706(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2445,7 +2445,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_1f0e8f6d12fb9706(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2457,7 +2457,7 @@ void _wrap_Topology_t_optimizer_set_swig_1f0e8f6d12fb9706(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2470,7 +2470,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_1f0e8f6d12fb9706(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2482,7 +2482,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2495,7 +2495,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2507,7 +2507,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2520,7 +2520,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2532,7 +2532,7 @@ void _wrap_Topology_t_collective_latency_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2545,7 +2545,7 @@ double _wrap_Topology_t_collective_latency_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2557,7 +2557,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_1f0e8f6d12fb9706(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2570,7 +2570,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_1f0e8f6d12fb9706(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_1f0e8f6d12fb9706() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_371cbc619073b92e() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2581,7 +2581,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_Topology_t_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2591,7 +2591,7 @@ void _wrap_delete_Topology_t_swig_1f0e8f6d12fb9706(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2623,7 +2623,7 @@ _gostring_ _wrap_topology_init_swig_1f0e8f6d12fb9706(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2635,7 +2635,7 @@ void _wrap_comm_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2648,7 +2648,7 @@ intgo _wrap_comm_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2660,7 +2660,7 @@ void _wrap_comm_options_timeout_ms_set_swig_1f0e8f6d12fb9706(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2673,7 +2673,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2685,7 +2685,7 @@ void _wrap_comm_options_backend_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2698,7 +2698,7 @@ intgo _wrap_comm_options_backend_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2710,7 +2710,7 @@ void _wrap_comm_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2723,7 +2723,7 @@ intgo _wrap_comm_options_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2735,7 +2735,7 @@ void _wrap_comm_options_device_index_set_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2748,7 +2748,7 @@ intgo _wrap_comm_options_device_index_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2772,7 +2772,7 @@ void _wrap_comm_options_bind_address_set_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2785,7 +2785,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2797,7 +2797,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2810,7 +2810,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_371cbc619073b92e() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2821,7 +2821,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_comm_options_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2831,7 +2831,7 @@ void _wrap_delete_comm_options_swig_1f0e8f6d12fb9706(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_1f0e8f6d12fb9706(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_371cbc619073b92e(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2863,7 +2863,7 @@ _gostring_ _wrap_comm_options_init_swig_1f0e8f6d12fb9706(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_371cbc619073b92e(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2893,7 +2893,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2931,7 +2931,7 @@ _gostring_ _wrap_comm_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_371cbc619073b92e(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2967,7 +2967,7 @@ _gostring_ _wrap_comm_create_local_group_swig_1f0e8f6d12fb9706(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -3003,7 +3003,7 @@ _gostring_ _wrap_comm_split_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3035,7 +3035,7 @@ _gostring_ _wrap_comm_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3067,7 +3067,7 @@ _gostring_ _wrap_comm_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_371cbc619073b92e(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3099,7 +3099,7 @@ _gostring_ _wrap_comm_set_timeout_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_371cbc619073b92e(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3129,7 +3129,7 @@ _gostring_ _wrap_comm_abort_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_371cbc619073b92e(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3159,7 +3159,7 @@ _gostring_ _wrap_comm_async_error_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_371cbc619073b92e(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3169,7 +3169,7 @@ void _wrap_comm_destroy_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_371cbc619073b92e(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3211,7 +3211,7 @@ _gostring_ _wrap_comm_allreduce_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_371cbc619073b92e(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3251,7 +3251,7 @@ _gostring_ _wrap_comm_broadcast_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_371cbc619073b92e(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3291,7 +3291,7 @@ _gostring_ _wrap_comm_allgather_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_371cbc619073b92e(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3321,7 +3321,7 @@ _gostring_ _wrap_comm_barrier_swig_1f0e8f6d12fb9706(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_371cbc619073b92e(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3355,7 +3355,7 @@ _gostring_ _wrap_comm_create_mpi_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_371cbc619073b92e(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3387,7 +3387,7 @@ _gostring_ _wrap_comm_create_from_env_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_create_tcp_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
+_gostring_ _wrap_comm_create_tcp_swig_371cbc619073b92e(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -3432,7 +3432,7 @@ _gostring_ _wrap_comm_create_tcp_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3464,7 +3464,7 @@ _gostring_ _wrap_comm_local_rank_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3496,7 +3496,7 @@ _gostring_ _wrap_comm_local_size_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3528,7 +3528,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3540,7 +3540,7 @@ void _wrap_Shard_t_row_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3553,7 +3553,7 @@ long long _wrap_Shard_t_row_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3565,7 +3565,7 @@ void _wrap_Shard_t_rows_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3578,7 +3578,7 @@ long long _wrap_Shard_t_rows_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3590,7 +3590,7 @@ void _wrap_Shard_t_col_offset_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3603,7 +3603,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3615,7 +3615,7 @@ void _wrap_Shard_t_cols_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3628,7 +3628,7 @@ intgo _wrap_Shard_t_cols_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3640,7 +3640,7 @@ void _wrap_Shard_t_rank_set_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3653,7 +3653,7 @@ intgo _wrap_Shard_t_rank_get_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_1f0e8f6d12fb9706() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_371cbc619073b92e() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3664,7 +3664,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_Shard_t_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_371cbc619073b92e(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3674,7 +3674,7 @@ void _wrap_delete_Shard_t_swig_1f0e8f6d12fb9706(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_371cbc619073b92e(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3710,7 +3710,7 @@ _gostring_ _wrap_plan_from_json_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3751,7 +3751,7 @@ _gostring_ _wrap_plan_to_json_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3792,7 +3792,7 @@ _gostring_ _wrap_plan_stats_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3824,7 +3824,7 @@ _gostring_ _wrap_plan_hash_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3856,7 +3856,7 @@ _gostring_ _wrap_plan_world_size_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3888,7 +3888,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3920,7 +3920,7 @@ _gostring_ _wrap_plan_num_tables_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3952,7 +3952,7 @@ _gostring_ _wrap_plan_num_features_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3991,7 +3991,7 @@ _gostring_ _wrap_plan_feature_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4030,7 +4030,7 @@ _gostring_ _wrap_plan_table_name_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4069,7 +4069,7 @@ _gostring_ _wrap_plan_find_table_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4103,7 +4103,7 @@ _gostring_ _wrap_plan_table_rows_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4137,7 +4137,7 @@ _gostring_ _wrap_plan_table_dim_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4173,7 +4173,7 @@ _gostring_ _wrap_plan_table_sharding_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4209,7 +4209,7 @@ _gostring_ _wrap_plan_shard_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4221,7 +4221,7 @@ void _wrap_calibrate_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4234,7 +4234,7 @@ intgo _wrap_calibrate_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4246,7 +4246,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_1f0e8f6d12fb9706(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4259,7 +4259,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4271,7 +4271,7 @@ void _wrap_calibrate_options_time_budget_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4284,7 +4284,7 @@ double _wrap_calibrate_options_time_budget_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4296,7 +4296,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4309,7 +4309,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4321,7 +4321,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4334,7 +4334,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_1f0e8f6d12fb9706(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_371cbc619073b92e() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4345,7 +4345,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_1f0e8f6d12fb
 }
 
 
-void _wrap_delete_calibrate_options_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4355,7 +4355,7 @@ void _wrap_delete_calibrate_options_swig_1f0e8f6d12fb9706(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_1f0e8f6d12fb9706(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_371cbc619073b92e(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4387,7 +4387,7 @@ _gostring_ _wrap_calibrate_options_init_swig_1f0e8f6d12fb9706(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4399,7 +4399,7 @@ void _wrap_calibration_version_set_swig_1f0e8f6d12fb9706(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4412,7 +4412,7 @@ intgo _wrap_calibration_version_get_swig_1f0e8f6d12fb9706(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4424,7 +4424,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4437,7 +4437,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4449,7 +4449,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4462,7 +4462,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4474,7 +4474,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4487,7 +4487,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4499,7 +4499,7 @@ void _wrap_calibration_loopback_latency_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4512,7 +4512,7 @@ double _wrap_calibration_loopback_latency_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4524,7 +4524,7 @@ void _wrap_calibration_handoff_latency_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4537,7 +4537,7 @@ double _wrap_calibration_handoff_latency_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4549,7 +4549,7 @@ void _wrap_calibration_elapsed_set_swig_1f0e8f6d12fb9706(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4562,7 +4562,7 @@ double _wrap_calibration_elapsed_get_swig_1f0e8f6d12fb9706(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4574,7 +4574,7 @@ void _wrap_calibration_oversubscription_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4587,7 +4587,7 @@ double _wrap_calibration_oversubscription_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_1f0e8f6d12fb9706() {
+struct shardrec_calibration *_wrap_new_calibration_swig_371cbc619073b92e() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4598,7 +4598,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_calibration_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4608,7 +4608,7 @@ void _wrap_delete_calibration_swig_1f0e8f6d12fb9706(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_1f0e8f6d12fb9706(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_371cbc619073b92e(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4640,7 +4640,7 @@ _gostring_ _wrap_calibration_init_swig_1f0e8f6d12fb9706(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4674,7 +4674,43 @@ _gostring_ _wrap_topology_calibrate_swig_1f0e8f6d12fb9706(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_1f0e8f6d12fb9706(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_calibrate_network_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  double arg3 ;
+  double *arg4 = (double *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_topology_t **)&_swig_go_0; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  arg3 = (double)_swig_go_2; 
+  arg4 = (double *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_topology_calibrate_network(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_topology_from_comm_swig_371cbc619073b92e(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4706,7 +4742,7 @@ _gostring_ _wrap_topology_from_comm_swig_1f0e8f6d12fb9706(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_371cbc619073b92e(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4716,7 +4752,7 @@ void _wrap_plan_destroy_swig_1f0e8f6d12fb9706(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_1f0e8f6d12fb9706() {
+intgo _wrap_BOUNDS_ERROR_swig_371cbc619073b92e() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4728,7 +4764,7 @@ intgo _wrap_BOUNDS_ERROR_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_1f0e8f6d12fb9706() {
+intgo _wrap_BOUNDS_CLAMP_swig_371cbc619073b92e() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4740,7 +4776,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_1f0e8f6d12fb9706() {
+intgo _wrap_BOUNDS_SKIP_swig_371cbc619073b92e() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4752,7 +4788,7 @@ intgo _wrap_BOUNDS_SKIP_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4764,7 +4800,7 @@ void _wrap_embedding_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4777,7 +4813,7 @@ intgo _wrap_embedding_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4789,7 +4825,7 @@ void _wrap_embedding_options_seed_set_swig_1f0e8f6d12fb9706(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4802,7 +4838,7 @@ long long _wrap_embedding_options_seed_get_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4814,7 +4850,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4827,7 +4863,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4839,7 +4875,7 @@ void _wrap_embedding_options_num_threads_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4852,7 +4888,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4864,7 +4900,7 @@ void _wrap_embedding_options_dp_comm_set_swig_1f0e8f6d12fb9706(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4877,7 +4913,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4889,7 +4925,7 @@ void _wrap_embedding_options_device_type_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4902,7 +4938,7 @@ intgo _wrap_embedding_options_device_type_get_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4914,7 +4950,7 @@ void _wrap_embedding_options_device_index_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4927,7 +4963,7 @@ intgo _wrap_embedding_options_device_index_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4939,7 +4975,7 @@ void _wrap_embedding_options_non_finite_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4952,7 +4988,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4964,7 +5000,7 @@ void _wrap_embedding_options_table_memory_set_swig_1f0e8f6d12fb9706(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4977,7 +5013,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4989,7 +5025,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_1f0e8f6d12fb9706(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5002,7 +5038,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_1f0e8f6d12fb9706(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5014,7 +5050,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_1f0e8f6d12fb9706(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5027,7 +5063,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_1f0e8f6d12fb9706(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5039,7 +5075,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5052,7 +5088,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5064,7 +5100,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5077,7 +5113,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_1f0e8f6d12fb9706(st
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_371cbc619073b92e() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -5088,7 +5124,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_1f0e8f6d12fb
 }
 
 
-void _wrap_delete_embedding_options_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -5098,7 +5134,7 @@ void _wrap_delete_embedding_options_swig_1f0e8f6d12fb9706(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_COMM_ENCODING_FP32_swig_371cbc619073b92e() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5110,7 +5146,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_COMM_ENCODING_FP16_swig_371cbc619073b92e() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5122,7 +5158,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_COMM_ENCODING_BF16_swig_371cbc619073b92e() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5134,7 +5170,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_1f0e8f6d12fb9706() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_371cbc619073b92e() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5146,7 +5182,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_1f0e8f6d12fb9706() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_371cbc619073b92e() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5158,7 +5194,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_1f0e8f6d12fb9706() {
+intgo _wrap_NON_FINITE_CHECK_swig_371cbc619073b92e() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5170,7 +5206,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_1f0e8f6d12fb9706() {
+intgo _wrap_NON_FINITE_ALLOW_swig_371cbc619073b92e() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5182,7 +5218,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_1f0e8f6d12fb9706(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_371cbc619073b92e(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5214,7 +5250,7 @@ _gostring_ _wrap_embedding_options_init_swig_1f0e8f6d12fb9706(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5252,7 +5288,7 @@ _gostring_ _wrap_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5262,7 +5298,7 @@ void _wrap_embedding_destroy_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5294,7 +5330,7 @@ _gostring_ _wrap_embedding_output_dim_swig_1f0e8f6d12fb9706(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5326,7 +5362,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5358,7 +5394,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_1f0e8f6d12fb9706(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5396,7 +5432,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_1f0e8f6d12fb9706(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5434,7 +5470,7 @@ _gostring_ _wrap_embedding_backward_swig_1f0e8f6d12fb9706(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5470,7 +5506,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5504,7 +5540,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5538,7 +5574,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5568,7 +5604,7 @@ _gostring_ _wrap_embedding_synchronize_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5600,7 +5636,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_1f0e8f6d12fb9706(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5632,7 +5668,7 @@ _gostring_ _wrap_embedding_num_steps_swig_1f0e8f6d12fb9706(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5664,7 +5700,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5707,7 +5743,7 @@ _gostring_ _wrap_embedding_get_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5750,7 +5786,7 @@ _gostring_ _wrap_embedding_set_weights_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5782,7 +5818,7 @@ _gostring_ _wrap_embedding_num_states_swig_1f0e8f6d12fb9706(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5823,7 +5859,7 @@ _gostring_ _wrap_embedding_state_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5873,7 +5909,7 @@ _gostring_ _wrap_embedding_get_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5923,7 +5959,7 @@ _gostring_ _wrap_embedding_set_state_swig_1f0e8f6d12fb9706(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5957,7 +5993,7 @@ _gostring_ _wrap_embedding_timings_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5996,7 +6032,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_1f0e8f6d12fb9706(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -6035,7 +6071,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_1f0e8f6d12fb9706(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6074,7 +6110,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_1f0e8f6d12fb9706(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -6122,7 +6158,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_1f0e8f6d12fb9706(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6154,7 +6190,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6204,7 +6240,7 @@ _gostring_ _wrap_embedding_output_info_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6216,7 +6252,7 @@ void _wrap_step_timings_version_set_swig_1f0e8f6d12fb9706(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6229,7 +6265,7 @@ intgo _wrap_step_timings_version_get_swig_1f0e8f6d12fb9706(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6241,7 +6277,7 @@ void _wrap_step_timings_forwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6254,7 +6290,7 @@ long long _wrap_step_timings_forwards_get_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6266,7 +6302,7 @@ void _wrap_step_timings_backwards_set_swig_1f0e8f6d12fb9706(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6279,7 +6315,7 @@ long long _wrap_step_timings_backwards_get_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6291,7 +6327,7 @@ void _wrap_step_timings_samples_set_swig_1f0e8f6d12fb9706(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6304,7 +6340,7 @@ long long _wrap_step_timings_samples_get_swig_1f0e8f6d12fb9706(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6316,7 +6352,7 @@ void _wrap_step_timings_total_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6329,7 +6365,7 @@ double _wrap_step_timings_total_seconds_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6341,7 +6377,7 @@ void _wrap_step_timings_collective_seconds_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6354,7 +6390,7 @@ double _wrap_step_timings_collective_seconds_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6366,7 +6402,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6379,7 +6415,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6391,7 +6427,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6404,7 +6440,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6416,7 +6452,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6429,7 +6465,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6441,7 +6477,7 @@ void _wrap_step_timings_backward_seconds_set_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6454,7 +6490,7 @@ double _wrap_step_timings_backward_seconds_get_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6466,7 +6502,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_1f0e8f6d12fb9706(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6479,7 +6515,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_1f0e8f6d12fb9706() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_371cbc619073b92e() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6490,7 +6526,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_step_timings_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6500,7 +6536,7 @@ void _wrap_delete_step_timings_swig_1f0e8f6d12fb9706(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_1f0e8f6d12fb9706(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_371cbc619073b92e(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6532,7 +6568,7 @@ _gostring_ _wrap_step_timings_init_swig_1f0e8f6d12fb9706(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6564,7 +6600,7 @@ _gostring_ _wrap_embedding_step_timings_swig_1f0e8f6d12fb9706(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_training_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_set_training_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6596,7 +6632,7 @@ _gostring_ _wrap_embedding_set_training_swig_1f0e8f6d12fb9706(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_is_training_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_training_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -6628,7 +6664,7 @@ _gostring_ _wrap_embedding_is_training_swig_1f0e8f6d12fb9706(shardrec_embedding_
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6640,7 +6676,7 @@ void _wrap_dynamic_table_stats_version_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6653,7 +6689,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6665,7 +6701,7 @@ void _wrap_dynamic_table_stats_size_set_swig_1f0e8f6d12fb9706(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6678,7 +6714,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_1f0e8f6d12fb9706(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6690,7 +6726,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6703,7 +6739,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6715,7 +6751,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6728,7 +6764,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6740,7 +6776,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6753,7 +6789,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6765,7 +6801,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6778,7 +6814,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_1f0e8f6d12fb9706(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6790,7 +6826,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_1f0e8f6d12fb9706
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6803,7 +6839,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_1f0e8f6d12f
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6815,7 +6851,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_1f0e8f6d12fb9706(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6828,7 +6864,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_1f0e8f6d12fb9706
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6840,7 +6876,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6853,7 +6889,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_1f0e8f6d12fb9706(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6865,7 +6901,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6878,7 +6914,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6890,7 +6926,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_1f0e8f6d12fb970
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6903,7 +6939,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_1f0e8f6d12
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6915,7 +6951,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_1f0e8f6d12fb9706(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6928,7 +6964,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_1f0e8f6d12fb970
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6940,7 +6976,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6953,7 +6989,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_1f0e8f6d12fb9706(str
 }
 
 
-void _wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_bytes_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6965,7 +7001,7 @@ void _wrap_dynamic_table_stats_capacity_bytes_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6978,7 +7014,7 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_1f0e8f6d12fb9706(str
 }
 
 
-void _wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_admitted_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6990,7 +7026,7 @@ void _wrap_dynamic_table_stats_last_admitted_set_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_admitted_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7003,7 +7039,7 @@ long long _wrap_dynamic_table_stats_last_admitted_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_admitted_set_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7015,7 +7051,7 @@ void _wrap_dynamic_table_stats_total_admitted_set_swig_1f0e8f6d12fb9706(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_admitted_get_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7028,7 +7064,7 @@ long long _wrap_dynamic_table_stats_total_admitted_get_swig_1f0e8f6d12fb9706(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_1f0e8f6d12fb9706() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_371cbc619073b92e() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -7039,7 +7075,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_1f0e8f6d
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -7049,7 +7085,7 @@ void _wrap_delete_dynamic_table_stats_swig_1f0e8f6d12fb9706(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_371cbc619073b92e(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7081,7 +7117,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7120,7 +7156,7 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_embedding_dynamic_mark_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7157,7 +7193,7 @@ _gostring_ _wrap_embedding_dynamic_mark_swig_1f0e8f6d12fb9706(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_embedding_dynamic_delta_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7208,7 +7244,7 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_embedding_dynamic_delta_ext_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7261,7 +7297,7 @@ _gostring_ _wrap_embedding_dynamic_delta_ext_swig_1f0e8f6d12fb9706(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7306,7 +7342,7 @@ _gostring_ _wrap_embedding_dynamic_set_scores_swig_1f0e8f6d12fb9706(shardrec_emb
 }
 
 
-_gostring_ _wrap_device_count_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_371cbc619073b92e(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7336,7 +7372,7 @@ _gostring_ _wrap_device_count_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_1f0e8f6d12fb9706(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_371cbc619073b92e(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -7368,7 +7404,7 @@ _gostring_ _wrap_device_check_swig_1f0e8f6d12fb9706(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7380,7 +7416,7 @@ void _wrap_mesh_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7393,7 +7429,7 @@ intgo _wrap_mesh_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7405,7 +7441,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7418,7 +7454,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7430,7 +7466,7 @@ void _wrap_mesh_options_layout_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7443,7 +7479,7 @@ intgo _wrap_mesh_options_layout_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7455,7 +7491,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7468,7 +7504,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7480,7 +7516,7 @@ void _wrap_mesh_options_sync_interval_set_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7493,7 +7529,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7505,7 +7541,7 @@ void _wrap_mesh_options_sync_mode_set_swig_1f0e8f6d12fb9706(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7518,7 +7554,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_1f0e8f6d12fb9706(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_371cbc619073b92e() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -7529,7 +7565,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_delete_mesh_options_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -7539,7 +7575,7 @@ void _wrap_delete_mesh_options_swig_1f0e8f6d12fb9706(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_371cbc619073b92e(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7571,7 +7607,7 @@ _gostring_ _wrap_mesh_options_init_swig_1f0e8f6d12fb9706(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -7605,7 +7641,7 @@ _gostring_ _wrap_mesh_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -7615,7 +7651,7 @@ void _wrap_mesh_destroy_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7653,7 +7689,7 @@ _gostring_ _wrap_mesh_coords_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7685,7 +7721,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7717,7 +7753,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -7758,7 +7794,7 @@ _gostring_ _wrap_mesh_describe_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -7796,7 +7832,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -7830,7 +7866,7 @@ _gostring_ _wrap_mesh_sync_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7864,7 +7900,7 @@ _gostring_ _wrap_mesh_step_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7900,7 +7936,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7912,7 +7948,7 @@ void _wrap_checkpoint_options_version_set_swig_1f0e8f6d12fb9706(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7925,7 +7961,7 @@ intgo _wrap_checkpoint_options_version_get_swig_1f0e8f6d12fb9706(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -7937,7 +7973,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_1f0e8f6d12fb9706(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -7950,7 +7986,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_1f0e8f6d12fb9706(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7962,7 +7998,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_1f0e8f6d12fb9706(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7975,7 +8011,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_1f0e8f6d12fb9706(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7987,7 +8023,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_1f0e8f6d12fb9706(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8000,7 +8036,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8012,7 +8048,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_1f0e8f6d12fb9706(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8025,7 +8061,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_1f0e8f6d12fb9706(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8037,7 +8073,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_1f0e8f6d12fb9706(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8050,7 +8086,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_1f0e8f6d12fb9706(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_1f0e8f6d12fb9706() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_371cbc619073b92e() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -8061,7 +8097,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_1f0e8f6d12
 }
 
 
-void _wrap_delete_checkpoint_options_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -8071,7 +8107,7 @@ void _wrap_delete_checkpoint_options_swig_1f0e8f6d12fb9706(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_371cbc619073b92e(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8103,7 +8139,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_1f0e8f6d12fb9706(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8142,7 +8178,7 @@ _gostring_ _wrap_checkpoint_save_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8181,7 +8217,7 @@ _gostring_ _wrap_checkpoint_load_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8222,7 +8258,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8263,7 +8299,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8309,7 +8345,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8355,7 +8391,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_1f0e8f6d12fb9706(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_1f0e8f6d12fb9706() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_371cbc619073b92e() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -8366,7 +8402,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -8376,7 +8412,7 @@ void _wrap_bind_plan_spec_free_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -8389,7 +8425,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_1f0e8f6d12fb9706(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -8428,7 +8464,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_1f0e8f6d12fb9706(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -8485,7 +8521,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_1f0e8f6d12fb9706(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -8517,7 +8553,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_1f0e8f6d12fb9706(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -8549,7 +8585,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_1f0e8f6d12fb9706(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -8586,7 +8622,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_1f0e8f6d12fb9706(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -8639,7 +8675,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_1f0e8f6d12fb9706(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_371cbc619073b92e(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8675,7 +8711,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_1f0e8f6d12fb9706(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -8707,7 +8743,7 @@ _gostring_ _wrap_bind_plan_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8765,7 +8801,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_1f0e8f6d12fb9706(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8817,7 +8853,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_1f0e8f6d12fb9706(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_371cbc619073b92e(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -8856,7 +8892,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_1f0e8f6d12fb9706(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_371cbc619073b92e(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8914,7 +8950,7 @@ _gostring_ _wrap_bind_checkpoint_swig_1f0e8f6d12fb9706(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8978,7 +9014,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_1f0e8f6d12fb9706(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9020,7 +9056,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_1f0e8f6d12fb9706
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_371cbc619073b92e(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9062,7 +9098,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_1f0e8f6d12fb9706(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ACTIVATION_NONE_swig_371cbc619073b92e() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9074,7 +9110,7 @@ intgo _wrap_ACTIVATION_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ACTIVATION_RELU_swig_371cbc619073b92e() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9086,7 +9122,7 @@ intgo _wrap_ACTIVATION_RELU_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_1f0e8f6d12fb9706() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_371cbc619073b92e() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9098,7 +9134,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_371cbc619073b92e(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9128,7 +9164,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_1f0e8f6d12fb9706(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DENSE_MATH_FP32_swig_371cbc619073b92e() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9140,7 +9176,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DENSE_MATH_TF32_swig_371cbc619073b92e() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9152,7 +9188,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DENSE_MATH_BF16_swig_371cbc619073b92e() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9164,7 +9200,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_mlp_destroy_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -9174,7 +9210,7 @@ void _wrap_mlp_destroy_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9212,7 +9248,7 @@ _gostring_ _wrap_mlp_forward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9250,7 +9286,7 @@ _gostring_ _wrap_mlp_infer_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9280,7 +9316,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9312,7 +9348,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -9357,7 +9393,7 @@ _gostring_ _wrap_dcn_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -9367,7 +9403,7 @@ void _wrap_dcn_destroy_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9405,7 +9441,7 @@ _gostring_ _wrap_dcn_forward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9443,7 +9479,7 @@ _gostring_ _wrap_dcn_infer_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9473,7 +9509,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9505,7 +9541,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_371cbc619073b92e(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9539,7 +9575,7 @@ _gostring_ _wrap_dot_interaction_width_swig_1f0e8f6d12fb9706(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_371cbc619073b92e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9583,7 +9619,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_1f0e8f6d12fb9706(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_371cbc619073b92e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9623,7 +9659,7 @@ _gostring_ _wrap_bce_with_logits_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9655,7 +9691,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_371cbc619073b92e(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -9665,7 +9701,7 @@ void _wrap_dense_optimizer_destroy_swig_1f0e8f6d12fb9706(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_371cbc619073b92e(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -9697,7 +9733,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_1f0e8f6d12fb9706(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_371cbc619073b92e(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -9729,7 +9765,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_1f0e8f6d12fb9706(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_371cbc619073b92e(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -9761,7 +9797,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_1f0e8f6d12fb9706(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_371cbc619073b92e() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9773,7 +9809,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_371cbc619073b92e() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9785,7 +9821,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_ddp_destroy_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -9795,7 +9831,7 @@ void _wrap_ddp_destroy_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9825,7 +9861,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9857,7 +9893,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9887,7 +9923,7 @@ _gostring_ _wrap_ddp_finish_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -9919,7 +9955,7 @@ _gostring_ _wrap_ddp_set_sync_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -9929,7 +9965,7 @@ void _wrap_fsdp_destroy_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9961,7 +9997,7 @@ _gostring_ _wrap_fsdp_release_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9993,7 +10029,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10023,7 +10059,7 @@ _gostring_ _wrap_fsdp_step_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_371cbc619073b92e(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10053,7 +10089,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_1f0e8f6d12fb9706(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10087,7 +10123,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -10121,7 +10157,7 @@ _gostring_ _wrap_bind_mlp_device_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10155,7 +10191,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_1f0e8f6d12fb9706() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_371cbc619073b92e() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -10166,7 +10202,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_1f0e8f6d12fb9706() {
 }
 
 
-void _wrap_bind_param_list_free_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_371cbc619073b92e(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -10176,7 +10212,7 @@ void _wrap_bind_param_list_free_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_371cbc619073b92e(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -10208,7 +10244,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_1f0e8f6d12fb9706(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_371cbc619073b92e(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -10240,7 +10276,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_1f0e8f6d12fb9706(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_371cbc619073b92e(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -10272,7 +10308,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_1f0e8f6d12fb9706(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10325,7 +10361,7 @@ _gostring_ _wrap_bind_mlp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_371cbc619073b92e(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10384,7 +10420,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10422,7 +10458,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10460,7 +10496,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10494,7 +10530,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10528,7 +10564,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10569,7 +10605,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10610,7 +10646,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10648,7 +10684,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10686,7 +10722,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10730,7 +10766,7 @@ _gostring_ _wrap_bind_ddp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10770,7 +10806,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -10804,7 +10840,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -10840,7 +10876,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_371cbc619073b92e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10882,7 +10918,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_1f0e8f6d12fb9706(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_371cbc619073b92e(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10924,7 +10960,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -10962,7 +10998,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10998,7 +11034,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11034,7 +11070,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_371cbc619073b92e(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -11068,7 +11104,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_1f0e8f6d12fb9706(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_371cbc619073b92e(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11104,7 +11140,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_1f0e8f6d12fb9706(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_371cbc619073b92e(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11144,7 +11180,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_1f0e8f6d12fb9706(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_371cbc619073b92e(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11178,7 +11214,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_1f0e8f6d12fb9706(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_371cbc619073b92e(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11214,7 +11250,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_1f0e8f6d12fb9706(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_371cbc619073b92e(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11250,7 +11286,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_1f0e8f6d12fb9706(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_AS_TRAINED_swig_371cbc619073b92e() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11262,7 +11298,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_FP32_swig_371cbc619073b92e() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11274,7 +11310,7 @@ intgo _wrap_SERVING_FP32_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_FP16_swig_371cbc619073b92e() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11286,7 +11322,7 @@ intgo _wrap_SERVING_FP16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_BF16_swig_371cbc619073b92e() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11298,7 +11334,7 @@ intgo _wrap_SERVING_BF16_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_INT8_swig_371cbc619073b92e() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11310,7 +11346,7 @@ intgo _wrap_SERVING_INT8_swig_1f0e8f6d12fb9706() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_1f0e8f6d12fb9706() {
+intgo _wrap_SERVING_INT4_swig_371cbc619073b92e() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11322,7 +11358,7 @@ intgo _wrap_SERVING_INT4_swig_1f0e8f6d12fb9706() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11359,7 +11395,7 @@ _gostring_ _wrap_inference_save_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -11369,7 +11405,7 @@ void _wrap_inference_destroy_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -11401,7 +11437,7 @@ _gostring_ _wrap_inference_output_dim_swig_1f0e8f6d12fb9706(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -11433,7 +11469,7 @@ _gostring_ _wrap_inference_is_sequence_swig_1f0e8f6d12fb9706(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11465,7 +11501,7 @@ _gostring_ _wrap_inference_num_features_swig_1f0e8f6d12fb9706(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11497,7 +11533,7 @@ _gostring_ _wrap_inference_num_tables_swig_1f0e8f6d12fb9706(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11542,7 +11578,7 @@ _gostring_ _wrap_inference_table_info_swig_1f0e8f6d12fb9706(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_version_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11574,7 +11610,7 @@ _gostring_ _wrap_inference_version_swig_1f0e8f6d12fb9706(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -11606,7 +11642,7 @@ _gostring_ _wrap_inference_pin_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_371cbc619073b92e(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -11616,7 +11652,7 @@ void _wrap_inference_unpin_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_371cbc619073b92e(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11648,7 +11684,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_1f0e8f6d12fb9706(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_371cbc619073b92e(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -11689,7 +11725,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_1f0e8f6d12fb9706(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11726,7 +11762,7 @@ _gostring_ _wrap_inference_reload_swig_1f0e8f6d12fb9706(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11777,7 +11813,7 @@ _gostring_ _wrap_inference_apply_delta_swig_1f0e8f6d12fb9706(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_inference_apply_delta_ext_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11830,7 +11866,7 @@ _gostring_ _wrap_inference_apply_delta_ext_swig_1f0e8f6d12fb9706(shardrec_infere
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_open_swig_371cbc619073b92e(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -11886,7 +11922,7 @@ _gostring_ _wrap_bind_inference_open_swig_1f0e8f6d12fb9706(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_lookup_swig_371cbc619073b92e(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -11946,7 +11982,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_1f0e8f6d12fb9706(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_371cbc619073b92e(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -12004,7 +12040,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_1f0e8f6d12fb9706(shardrec_i
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_371cbc619073b92e(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -12017,7 +12053,7 @@ void *_wrap_bind_host_alloc_floats_swig_1f0e8f6d12fb9706(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_1f0e8f6d12fb9706(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_371cbc619073b92e(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

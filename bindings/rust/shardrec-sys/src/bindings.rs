@@ -2621,6 +2621,14 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_topology_calibrate_network(
+        topology: *mut shardrec_topology_t,
+        comm: *mut shardrec_comm_t,
+        time_budget: f64,
+        bandwidth_out: *mut f64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_topology_from_comm(
         topology: *mut shardrec_topology_t,
         comm: *mut shardrec_comm_t,
