@@ -244,8 +244,10 @@ std::string GlooCommunicator::WhoIsUnreachable(std::chrono::milliseconds timeout
       std::clamp(timeout / 10, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
   const std::vector<int> lost = UnreachablePeers(peers_, budget);
   if (lost.empty()) {
+    // A refusal answers too, and cannot tell a dead peer from a live one: Gloo closes each
+    // pair's listening socket once the pair is connected.
     return StrCat("every peer's host answered a connection probe within ", budget.count(),
-                  " ms: a peer is stalled or not calling, not cut off");
+                  " ms: no link is down; a peer is stalled, not calling, or gone");
   }
   return StrCat(DescribePeers(lost, peers_),
                 " unreachable, no answer to a connection probe within ", budget.count(),
