@@ -61,3 +61,20 @@ func TestFillFromCommTakesWorldAndLocalSize(t *testing.T) {
 		t.Fatalf("nil comm: err %v, topology %+v", err, topo)
 	}
 }
+
+// CalibrateNetwork on one host (a local group): nothing crosses a network, so 0 and the topology
+// unchanged; a negative budget is refused on every rank.
+func TestCalibrateNetworkOnOneHostMeasuresNothing(t *testing.T) {
+	onRanks(t, 2, func(rank int, c *Comm) error {
+		topo := Topology{WorldSize: 2, InterNodeBandwidth: 123}
+		got, err := topo.CalibrateNetwork(c, 0.2)
+		if err != nil || got != 0 || topo.InterNodeBandwidth != 123 {
+			return fmt.Errorf("rank %d: %v %v %+v", rank, got, err, topo)
+		}
+		if _, err := topo.CalibrateNetwork(c, -1); CodeOf(err) != ErrCodeInvalid ||
+			!strings.Contains(err.Error(), "time_budget") {
+			return fmt.Errorf("rank %d: a negative budget gave %v", rank, err)
+		}
+		return nil
+	})
+}

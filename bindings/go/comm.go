@@ -4,6 +4,7 @@ package shardrec
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -154,6 +155,34 @@ func NewCommFromEnv(opts *CommOptions) (*Comm, error) {
 	}
 	defer swig.DeleteComm_options(o)
 	if err := swig.Comm_create_from_env(out, o); err != nil {
+		return nil, err
+	}
+	return newComm(out[0]), nil
+}
+
+// NewCommTCP joins the group whose rank 0 hosts the rendezvous store at addr:port, as rank of
+// worldSize, for hosts that hand rank 0's address in code such as Ray Train (collective; see
+// shardrec_comm_create_tcp). Only SHARDREC_RENDEZVOUS_TOKEN is read from the environment.
+func NewCommTCP(addr string, port, rank, worldSize int, opts *CommOptions) (*Comm, error) {
+	if err := noNUL("addr", addr); err != nil {
+		return nil, err
+	}
+	// C takes int32: a larger Go int would wrap into a valid-looking value there.
+	for _, a := range []struct {
+		name string
+		v    int
+	}{{"port", port}, {"rank", rank}, {"worldSize", worldSize}} {
+		if a.v < math.MinInt32 || a.v > math.MaxInt32 {
+			return nil, &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf("%s %d is outside int32", a.name, a.v)}
+		}
+	}
+	out := make([]uintptr, 1)
+	o, err := opts.native()
+	if err != nil {
+		return nil, err
+	}
+	defer swig.DeleteComm_options(o)
+	if err := swig.Comm_create_tcp(out, addr, port, rank, worldSize, o); err != nil {
 		return nil, err
 	}
 	return newComm(out[0]), nil

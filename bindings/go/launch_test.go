@@ -160,3 +160,57 @@ func TestBindLocalNumaFirstRankGetsNodeZero(t *testing.T) {
 		t.Fatal(node, err)
 	}
 }
+
+// NewCommTCP: rank 0's address handed in code. Two ranks on goroutines meet (rank 0 saying
+// localhost) with stale launcher variables set, and bad arguments are refused naming them.
+func TestNewCommTCPMeetsAtTheAddressGivenInCode(t *testing.T) {
+	for k, v := range map[string]string{"RANK": "7", "WORLD_SIZE": "9", "MASTER_ADDR": "no-such-host.invalid"} {
+		t.Setenv(k, v) // leftovers: the arguments win
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, addr := range []string{"localhost", "127.0.0.1"} {
+		wg.Add(1)
+		go func(r int, addr string) {
+			defer wg.Done()
+			comms[r], errs[r] = NewCommTCP(addr, port, r, 2, &CommOptions{TimeoutMs: 20000, StoreGraceMs: 2000})
+		}(r, addr)
+	}
+	wg.Wait()
+	for r := range comms {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+	}
+	for r := range comms {
+		size, err1 := comms[r].Size()
+		rank, err2 := comms[r].Rank()
+		ls, err3 := comms[r].LocalSize()
+		if err1 != nil || err2 != nil || err3 != nil || size != 2 || rank != r || ls != 2 {
+			t.Fatal(r, size, rank, ls, err1, err2, err3)
+		}
+	}
+	for _, r := range []int{1, 0} { // rank 0 hosts the store: closed last
+		if err := comms[r].Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		addr              string
+		port, rank, world int
+		named             string
+	}{{"", 29500, 0, 1, "addr"}, {"a\x00b", 29500, 0, 1, "addr"}, {"127.0.0.1", 0, 0, 1, "port"},
+		{"127.0.0.1", 29500, 2, 2, "rank"}, {"127.0.0.1", 1 << 40, 0, 1, "port"}} {
+		if _, err := NewCommTCP(c.addr, c.port, c.rank, c.world, nil); CodeOf(err) != ErrCodeInvalid ||
+			!strings.Contains(err.Error(), c.named) {
+			t.Errorf("%+v: want ErrCodeInvalid naming %s, got %v", c, c.named, err)
+		}
+	}
+}

@@ -192,6 +192,29 @@ func (topo *Topology) Calibrate(opts CalibrateOptions) (Calibration, error) {
 	}, nil
 }
 
+// CalibrateNetwork measures the network between the hosts of comm
+// (shardrec_topology_calibrate_network: timed all-to-alls across hosts, about timeBudget
+// seconds, 0 meaning 0.5) and writes it into InterNodeBandwidth (bytes/s per rank). Collective:
+// every rank of comm calls it with the same budget, and gets the same figure. On one host nothing
+// crosses: it returns 0 and leaves the topology as it is; on error too.
+func (topo *Topology) CalibrateNetwork(comm *Comm, timeBudget float64) (float64, error) {
+	t := swig.NewTopology_t()
+	defer swig.DeleteTopology_t(t)
+	if err := swig.Topology_init(t, uint(swig.TOPOLOGY_VERSION)); err != nil {
+		return 0, err
+	}
+	topo.setC(t)
+	measured := make([]float64, 1)
+	h, done := comm.ref().acquire() // a nil comm reaches C as NULL and gets its error
+	err := swig.Topology_calibrate_network(t, h, timeBudget, measured)
+	done()
+	if err != nil {
+		return 0, err
+	}
+	topo.InterNodeBandwidth = t.GetInter_node_bandwidth()
+	return measured[0], nil
+}
+
 // FillFromComm sets WorldSize to comm's size and RanksPerNode to its local size
 // (shardrec_topology_from_comm), the default way to describe a launched job to the planner.
 // Collective: every rank of comm calls it. Every host must run as many ranks; otherwise every

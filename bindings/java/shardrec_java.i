@@ -335,6 +335,7 @@ SR_JAVA_OUT(uint32_t, jintArray, int[], jint, SetIntArrayRegion)
 %apply uint64_t* OUT { uint64_t* out, uint64_t* bytes_out };
 %apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
 %apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
+%apply double* OUT { double* bandwidth_out };
 /* Output keys and offsets (shardrec_embedding_output_info). */
 %apply const char** name_out { const char** feature_out, const char** table_out };
 %apply int64_t* OUT { int64_t* offset_out, int64_t* width_out };

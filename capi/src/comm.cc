@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "capi/src/comm_create.h"
 #include "capi/src/entry.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
 #include "impl/comm/agree.h"
 #include "impl/comm/factory.h"
 #include "impl/comm/mpi/mpi_communicator.h"
+#include "impl/comm/rendezvous/host_identity.h"
 #include "impl/comm/rendezvous/stores.h"
 #include "impl/core/check.h"
 #include "impl/core/numa_binding.h"
@@ -38,6 +40,8 @@ constexpr int64_t kMaxTimeoutMs = 1'000'000'000'000;
 std::chrono::milliseconds Bounded(int64_t ms) {
   return std::chrono::milliseconds(std::min(ms, kMaxTimeoutMs));
 }
+
+}  // namespace
 
 Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   *out = comm::CommOptions{};
@@ -84,6 +88,8 @@ Status ToOptions(const shardrec_comm_options_t* in, comm::CommOptions* out) {
   return Status::Ok();
 }
 
+namespace {
+
 Status CheckWorld(int32_t world, int32_t rank) {
   if (world < 1) return Status::InvalidArgument("world_size ", world, " must be >= 1");
   if (rank < 0 || rank >= world)
@@ -122,33 +128,12 @@ Status AgreeOnRawCall(comm::Communicator& c, const char* what, int64_t kind, siz
   return comm::AgreeOnCall(c, call, local);
 }
 
-// Collective over a host communicator: every rank shares its host name; the ranks with the same
-// name form its host, in rank order.
-Status DeriveLocal(comm::Communicator& c, int32_t* local_rank, int32_t* local_size) {
-  constexpr size_t kName = 256;
-  std::vector<uint8_t> mine(kName, 0);
-  if (::gethostname(reinterpret_cast<char*>(mine.data()), kName - 1) != 0) mine.assign(kName, 0);
-  const auto n = static_cast<size_t>(c.Size());
-  std::vector<uint8_t> all(n * kName);
-  std::vector<size_t> counts(n, kName);
-  SR_RETURN_IF_ERROR(c.AllGatherV(mine.data(), kName, all.data(), counts, DType::kUInt8));
-  int32_t lr = 0, ls = 0;
-  for (size_t r = 0; r < n; ++r) {
-    if (std::memcmp(all.data() + r * kName, mine.data(), kName) != 0) continue;
-    if (static_cast<int>(r) < c.Rank()) ++lr;
-    ++ls;
-  }
-  *local_rank = lr;
-  *local_size = ls;
-  return Status::Ok();
-}
+}  // namespace
 
-// Wraps a new communicator; an unknown local position is derived (collectively, on host
-// communicators) so that every creation path answers shardrec_comm_local_rank.
-Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out,
-            int32_t local_rank = -1, int32_t local_size = -1) {
+Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out, int32_t local_rank,
+            int32_t local_size) {
   if ((local_rank < 0 || local_size < 0) && impl->device().is_host()) {
-    SR_RETURN_IF_ERROR(DeriveLocal(*impl, &local_rank, &local_size));
+    SR_RETURN_IF_ERROR(comm::DeriveLocalPosition(*impl, &local_rank, &local_size));
   }
   auto* handle = new shardrec_comm;
   handle->impl = std::move(impl);
@@ -157,6 +142,8 @@ Status Wrap(std::unique_ptr<comm::Communicator> impl, shardrec_comm_t** out,
   *out = handle;
   return Status::Ok();
 }
+
+namespace {
 
 comm::CallOptions StreamOptions(void* stream) {
   comm::CallOptions o;

@@ -14,6 +14,11 @@ list(APPEND SHARDREC_COMM_SOURCES
   rendezvous/store_tcp_server.cc
   rendezvous/unique_id.cc
   rendezvous/env_rendezvous.cc
+  rendezvous/tcp_launch.cc
+  rendezvous/host_identity.cc
+  rendezvous/rank_arrival.cc
+  host_bandwidth.cc
+  peer_probe.cc
   gloo/gloo_mesh.cc
   gloo/gloo_communicator.cc
   gloo/gloo_interrupt.cc

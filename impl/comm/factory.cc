@@ -10,6 +10,7 @@
 
 #include "impl/comm/gloo/gloo_communicator.h"
 #include "impl/comm/nccl/nccl_backend.h"
+#include "impl/comm/rendezvous/rank_arrival.h"
 #include "impl/comm/rendezvous/stores.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
@@ -204,6 +205,14 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
   SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   LaunchEnv e;
   SR_RETURN_IF_ERROR(ParseLaunchEnv(env, &e));
+  return CreateCommunicatorFromLaunch(std::move(e), options, out, launch);
+}
+
+Status CreateCommunicatorFromLaunch(LaunchEnv e, const CommOptions& options,
+                                    std::unique_ptr<Communicator>* out, LaunchEnv* launch) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be null");
+  std::chrono::milliseconds timeout{0};
+  SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
   const std::string where =
       StrCat(e.convention, " launch (rank ", e.rank, " of ", e.world, ", store ", e.master_host,
              ":", e.master_port, " from ", e.port_source, ")");
@@ -236,7 +245,19 @@ Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
     return fail(s);
   }
   store->set_linger(StoreGrace(options, timeout));
-  const std::string local = store->local_host();
+  // Ranks may spell rank 0's address differently (127.0.0.1 or localhost on rank 0, its
+  // interface address or a service name on the others): the session does not depend on the
+  // spelling, and rank 0 binds where the others reached it, not to loopback.
+  std::string local = store->local_host();
+  if (e.rank != 0) {
+    s = PublishReach(*store, e.rank, server.HostString());
+  } else if (BindHost(options, "") == "127.0.0.1") {  // no address chosen by the caller
+    s = RankZeroHost(*store, e.world, deadline, &local);
+  }
+  if (!s.ok()) {
+    store->set_linger(std::min(timeout, std::chrono::milliseconds(1000)));
+    return fail(s);
+  }
   std::shared_ptr<TcpStore> keep = store;
   s = FinishCreate(*keep,
                    Create(std::move(store), "comm", e.world, e.rank, options, local, out, deadline),

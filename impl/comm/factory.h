@@ -51,6 +51,12 @@ Status CreateCommunicatorFromUniqueId(const UniqueId& id, int world, int rank,
 Status CreateCommunicatorFromEnv(const EnvVars& env, const CommOptions& options,
                                  std::unique_ptr<Communicator>* out, LaunchEnv* launch = nullptr);
 
+// The same from a launch already read: ParseLaunchEnv's, or ExplicitTcpLaunch's (tcp_launch.h)
+// for an address handed in code. Errors as CreateCommunicatorFromEnv's after the parse.
+Status CreateCommunicatorFromLaunch(LaunchEnv e, const CommOptions& options,
+                                    std::unique_ptr<Communicator>* out,
+                                    LaunchEnv* launch = nullptr);
+
 // N communicators for N threads of this process (memory store), created concurrently on
 // internal threads. All or nothing: on failure *out is left empty. With NCCL (explicitly, or
 // automatically for a CUDA device) rank r runs on device.index + r, since NCCL refuses two ranks

@@ -565,11 +565,45 @@ SHARDREC_API shardrec_status_t
 shardrec_comm_create_from_env(shardrec_comm_t** out, const shardrec_comm_options_t* options);
 
 /**
+ * Collective, like shardrec_comm_create_from_env(), for hosts that hand rank 0's address in code
+ * rather than in launcher variables (Ray Train, a custom scheduler): every rank of the world
+ * calls this with the same @p addr, @p port and @p world_size and a distinct @p rank. Rank 0
+ * hosts the rendezvous store on @p port on every interface; the others connect to
+ * @p addr:@p port, retrying until the timeout (they may start first), and then the ranks meet
+ * exactly as shardrec_comm_create_from_env() does under torchrun's variables with MASTER_ADDR =
+ * @p addr, MASTER_PORT = @p port, RANK = @p rank and WORLD_SIZE = @p world_size (same
+ * re-creation rules, same destroy rules, ranks may spell @p addr differently). Of the environment
+ * only SHARDREC_RENDEZVOUS_TOKEN is read (the same trust model: without it, anyone who can reach
+ * the port can join or disrupt the rendezvous); launcher variables (RANK, MASTER_ADDR,
+ * LOCAL_RANK, ...) are ignored, so leftovers cannot override the arguments.
+ * shardrec_comm_local_rank() / _local_size() are computed from the ranks' hosts (kernel boot id
+ * and network namespace), as for shardrec_comm_create().
+ * @param out        [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
+ * @param addr       [in] Rank 0's host as the caller's rank reaches it: a name or a numeric IPv4
+ *                   or IPv6 address; not NULL, not empty. Rank 0 itself may pass "127.0.0.1" or
+ *                   "localhost". Not kept after the call.
+ * @param port       TCP port of the store, in [1, 65535].
+ * @param rank       This rank, in [0, world_size).
+ * @param world_size Number of ranks, >= 1.
+ * @param options    [in] Options, or NULL for defaults.
+ * @return SHARDREC_OK; SHARDREC_EINVAL naming the argument (NULL or empty addr, port, rank,
+ *         world_size, options); then the errors of shardrec_comm_create_from_env() after it has
+ *         read its variables (SHARDREC_EIO when rank 0 cannot listen on the port,
+ * SHARDREC_ETIMEOUT, SHARDREC_EREMOTE, SHARDREC_EUSAGE), their messages naming an "explicit TCP
+ * launch". On failure *out is NULL. Thread-safe (different ranks may be created concurrently).
+ */
+SHARDREC_API shardrec_status_t shardrec_comm_create_tcp(shardrec_comm_t** out, const char* addr,
+                                                        int32_t port, int32_t rank,
+                                                        int32_t world_size,
+                                                        const shardrec_comm_options_t* options);
+
+/**
  * This rank's position among the ranks of @p comm on the same host (0-based), and how many
  * there are (shardrec_comm_local_size), e.g. for topology.ranks_per_node or to pick a GPU.
  * From the launcher for shardrec_comm_create_from_env() when it says; for a local group, the
  * thread's index; otherwise computed once when the communicator is created (host communicators:
- * ranks whose host names are equal share a host).
+ * ranks with the same kernel boot id and the same network namespace share a host, so containers
+ * or namespaces that merely share a host name do not; where /proc is unreadable, the host name).
  * @param out  [out] Receives the value; not NULL.
  * @param comm [in] Communicator; not NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL; SHARDREC_EUNSUPPORTED for a device communicator not

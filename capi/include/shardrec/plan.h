@@ -321,6 +321,34 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
     shardrec_calibration_t* calibration);
 
 /**
+ * Measures the network between the hosts of @p comm and writes it into
+ * @p topology->inter_node_bandwidth, which shardrec_topology_calibrate() leaves alone (a NIC
+ * needs a peer). Collective over @p comm: every rank must call it, with the same @p time_budget.
+ * Every rank sends the same number of bytes to each rank on another host (hosts told apart as
+ * shardrec_comm_local_rank() does: kernel boot id and network namespace) in timed all-to-alls,
+ * all ranks at once, growing the size from 64 KiB per peer until a round takes a quarter of the
+ * budget or the size reaches 16 MiB; a round's time is its slowest rank's. The figure is the
+ * lowest rank's bytes sent across hosts per second: each rank's share of its host's link under
+ * the contention of an embedding all-to-all, in the units the planner takes ("bytes/s between
+ * nodes, per rank"). Every rank gets the same value. When every rank is on one host nothing
+ * crosses: *bandwidth_out is 0 and the topology is left as it is.
+ * @param topology      [in,out] Must not be NULL; a supported version. Only
+ *                      inter_node_bandwidth is written, and only on success across hosts.
+ * @param comm          [in] A host communicator; not NULL.
+ * @param time_budget   Soft limit in seconds; 0 means 0.5. Must be >= 0 and at most 3600.
+ * @param bandwidth_out [out] Receives the figure (bytes/s; 0 on one host); may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL topology or comm, a bad version or budget
+ *         (every rank fails together: the arguments are agreed first); SHARDREC_EUNSUPPORTED
+ *         for a device communicator; the errors of the collectives (SHARDREC_ETIMEOUT,
+ *         SHARDREC_EREMOTE). Nothing is written on failure. Blocks for about the budget; not
+ *         thread-safe on one communicator (as every collective).
+ */
+SHARDREC_API shardrec_status_t shardrec_topology_calibrate_network(shardrec_topology_t* topology,
+                                                                   shardrec_comm_t* comm,
+                                                                   double time_budget,
+                                                                   double* bandwidth_out);
+
+/**
  * Fills @p topology's world_size and ranks_per_node from @p comm: the communicator's size and
  * its local size (shardrec_comm_local_size, the ranks on this rank's host). This is the default
  * way to describe a launched job to the planner, which runs without a communicator: every rank

@@ -46,11 +46,13 @@ bool LooksLikeTimeout(const std::string& msg) {
   return lower.find("timed out") != std::string::npos || lower.find("timeout") != std::string::npos;
 }
 
+// `who`, when given, replaces the generic "a peer is missing or stalled" of a timeout.
 Status MapGlooError(const std::string& what, const std::string& detail, bool timed_out, int rank,
-                    int size, std::chrono::milliseconds timeout) {
+                    int size, std::chrono::milliseconds timeout, const std::string& who = "") {
   if (timed_out || LooksLikeTimeout(detail)) {
     return Status::Timeout(what, " did not complete within ", timeout.count(), " ms on rank ", rank,
-                           " of ", size, " (a peer is missing or stalled): ", detail);
+                           " of ", size, " (", who.empty() ? "a peer is missing or stalled" : who,
+                           "): ", detail);
   }
   return Status::Remote(what, " failed on rank ", rank, " of ", size,
                         " (a peer died or the connection broke): ", detail);
@@ -123,19 +125,23 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
                         std::chrono::steady_clock::now() >= deadline, config.rank, config.world,
                         budget);
   }
-  *out = std::make_unique<GlooCommunicator>(config, std::move(context), std::move(device));
+  std::vector<PeerAddress> peers = context->peers();
+  *out = std::make_unique<GlooCommunicator>(config, std::move(context), std::move(device),
+                                            std::move(peers));
   return Status::Ok();
 }
 
 GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<gloo::Context> context,
-                                   std::shared_ptr<gloo::transport::Device> gloo_device)
+                                   std::shared_ptr<gloo::transport::Device> gloo_device,
+                                   std::vector<PeerAddress> peers)
     : config_(config),
       rank_(config.rank),
       size_(config.world),
       device_(config.device),
       timeout_(config.timeout),
       context_(std::move(context)),
-      gloo_device_(std::move(gloo_device)) {
+      gloo_device_(std::move(gloo_device)),
+      peers_(std::move(peers)) {
   config_.gloo_device = gloo_device_;
   if (!config_.domain) config_.domain = std::make_shared<FailureDomain>();
   id_ = NewCommunicatorId();
@@ -214,7 +220,28 @@ Status GlooCommunicator::Run(const char* what, std::chrono::milliseconds timeout
   } catch (...) {
     detail = "unknown exception";
   }
-  return Poison(MapGlooError(what, detail, Clock::now() - start >= timeout, rank_, size_, timeout));
+  const bool timed_out = Clock::now() - start >= timeout || LooksLikeTimeout(detail);
+  // An abort's interrupt is not a timeout to explain; Poison reports the abort.
+  const std::string who = timed_out && !aborted_.load() ? WhoIsUnreachable(timeout) : "";
+  return Poison(MapGlooError(what, detail, timed_out, rank_, size_, timeout, who));
+}
+
+std::string GlooCommunicator::WhoIsUnreachable(std::chrono::milliseconds timeout) const {
+  if (peers_.empty()) return "";
+  // A tenth of the timeout, within [50 ms, 1 s]: a round trip on any network a job spans, and
+  // little beside the timeout already spent.
+  const auto budget =
+      std::clamp(timeout / 10, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+  const std::vector<int> lost = UnreachablePeers(peers_, budget);
+  if (lost.empty()) {
+    // A refusal answers too, and cannot tell a dead peer from a live one: Gloo closes each
+    // pair's listening socket once the pair is connected.
+    return StrCat("every peer's host answered a connection probe within ", budget.count(),
+                  " ms: no link is down; a peer is stalled, not calling, or gone");
+  }
+  return StrCat(DescribePeers(lost, peers_),
+                " unreachable, no answer to a connection probe within ", budget.count(),
+                " ms: a link down or a partition");
 }
 
 Status GlooCommunicator::Staged(

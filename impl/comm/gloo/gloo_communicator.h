@@ -14,6 +14,7 @@
 #include "impl/comm/checked_communicator.h"
 #include "impl/comm/failure_domain.h"
 #include "impl/comm/one_caller.h"
+#include "impl/comm/peer_probe.h"
 #include "impl/comm/rendezvous/store.h"
 #include "impl/core/pinned_buffer.h"
 
@@ -51,8 +52,11 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
 
 class GlooCommunicator : public CheckedCommunicator, public Abortable {
  public:
+  // `peers`: each other rank's Gloo address from the rendezvous, to name the unreachable ones
+  // when a collective times out.
   GlooCommunicator(const GlooConfig& config, std::shared_ptr<gloo::Context> context,
-                   std::shared_ptr<gloo::transport::Device> gloo_device);
+                   std::shared_ptr<gloo::transport::Device> gloo_device,
+                   std::vector<PeerAddress> peers);
   ~GlooCommunicator() override;
 
   int Rank() const override { return rank_; }
@@ -93,6 +97,9 @@ class GlooCommunicator : public CheckedCommunicator, public Abortable {
   Status Run(const char* what, std::chrono::milliseconds timeout,
              const std::function<void()>& body);
   Status Poison(Status s);
+  // A timeout's "who": the peers whose host did not answer a connection probe, with their host,
+  // or that every host answered (a stalled peer, not a cut link).
+  std::string WhoIsUnreachable(std::chrono::milliseconds timeout) const;
   // CUDA buffers: copy `in` to pinned host memory, run `fn` on the host copies, copy the host
   // results to `out`; each stream wait is bounded by the communicator's timeout.
   Status Staged(const std::vector<HostBuf>& in, const std::vector<HostBuf>& out, Stream stream,
@@ -119,6 +126,7 @@ class GlooCommunicator : public CheckedCommunicator, public Abortable {
   std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<gloo::transport::Device> gloo_device_;
+  std::vector<PeerAddress> peers_;
   uint64_t id_ = 0;  // process-unique, for the domain's lineage
   int split_seq_ = 0;
   std::atomic<bool> aborted_{false};

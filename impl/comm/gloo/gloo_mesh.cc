@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "impl/comm/gloo/gloo_interrupt.h"
+#include "impl/comm/rendezvous/rank_arrival.h"
 #include "impl/core/check.h"
 
 namespace shardrec::comm {
@@ -116,6 +117,9 @@ Status MeshContext::ConnectMesh(Store* store,
   }
   SR_RETURN_IF_ERROR(store->Set(MeshKey(rank), addresses));
 
+  // Every peer's addresses first: a peer that never comes is named with every other absent one.
+  SR_RETURN_IF_ERROR(WaitForRanks(*store, "gloo_mesh/", size, rank, deadline,
+                                  StrCat("rank ", rank, " waiting for its peers' addresses")));
   std::atomic<int> connecting{-1};
   Watchdog watchdog(this, deadline, &connecting);
   for (int r = 0; r < size; ++r) {
@@ -131,12 +135,14 @@ Status MeshContext::ConnectMesh(Store* store,
     }
     const auto begin = theirs.begin() + static_cast<std::ptrdiff_t>(index * address_bytes);
     // Published before the check, so the watchdog either finds this pair or was seen here.
+    std::vector<char> pair_address(begin, begin + static_cast<std::ptrdiff_t>(address_bytes));
+    PeerAddress peer;
+    if (ParseGlooTcpAddress(r, pair_address, &peer)) peers_.push_back(std::move(peer));
     connecting.store(r);
     if (watchdog.expired()) {
       return Status::Timeout("connecting to rank ", r, " did not start before the deadline");
     }
-    pairs->getPair(r)->connect(
-        std::vector<char>(begin, begin + static_cast<std::ptrdiff_t>(address_bytes)));
+    pairs->getPair(r)->connect(pair_address);
   }
   // The deadline may have passed just as the last connect returned: that pair was failed.
   if (watchdog.Stop()) return Status::Timeout("connecting the pairs passed the deadline");

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 
+#include "impl/comm/peer_probe.h"
 #include "impl/comm/rendezvous/store.h"
 #include "impl/core/status.h"
 
@@ -37,6 +38,13 @@ class MeshContext : public gloo::Context {
   // `store` is not kept.
   Status ConnectMesh(Store* store, const std::shared_ptr<gloo::transport::Device>& device,
                      std::chrono::steady_clock::time_point deadline);
+
+  // Each peer's Gloo address as it published it (those of another transport are left out);
+  // complete once ConnectMesh succeeded.
+  const std::vector<PeerAddress>& peers() const { return peers_; }
+
+ private:
+  std::vector<PeerAddress> peers_;
 };
 
 }  // namespace shardrec::comm

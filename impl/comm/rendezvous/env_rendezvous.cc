@@ -67,13 +67,11 @@ Nonce HashNonce(const std::string& text) {
   return n;
 }
 
-constexpr int64_t kMaxWorld = 1 << 20;
-
 // Rank, world, local rank and local size from one convention's four variable names.
 Status ReadRanks(const EnvVars& env, LaunchEnv* e, const char* rank, const char* world,
                  const char* local_rank, const char* local_size) {
   int64_t w = 0, r = 0, lr = -1, ls = -1;
-  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, world, 1, kMaxWorld, true, &w));
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, world, 1, kMaxLaunchWorld, true, &w));
   SR_RETURN_IF_ERROR(ReadInt(env, e->convention, rank, 0, w - 1, true, &r));
   if (local_size != nullptr)
     SR_RETURN_IF_ERROR(ReadInt(env, e->convention, local_size, 1, w, false, &ls));
@@ -172,7 +170,7 @@ Status Slurm(const EnvVars& env, LaunchEnv* e) {
   e->convention = "Slurm";
   SR_RETURN_IF_ERROR(ReadRanks(env, e, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr));
   int64_t node = -1;
-  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "SLURM_NODEID", 0, kMaxWorld, false, &node));
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "SLURM_NODEID", 0, kMaxLaunchWorld, false, &node));
   const std::string* tasks = Find(env, "SLURM_TASKS_PER_NODE");
   if (tasks != nullptr && node >= 0) {
     int n = 0;
@@ -215,6 +213,46 @@ Status Slurm(const EnvVars& env, LaunchEnv* e) {
   e->master_port = static_cast<uint16_t>(kJobPortBase + job % kJobPortSpan);
   e->port_source = StrCat(kJobPortBase, " + SLURM_JOB_ID % ", kJobPortSpan);
   return Status::Ok();
+}
+
+// Kubeflow Trainer v2 (TrainJob) sets only the node-level PET_* variables: one process per node
+// unless torchrun spawns more (and then sets RANK, read first). With PET_NPROC_PER_NODE > 1 and
+// no torchrun, each process's index on its node comes from LOCAL_RANK, which the manifest or
+// the program starting the processes must set.
+Status Kubeflow(const EnvVars& env, LaunchEnv* e) {
+  e->convention = "Kubeflow Trainer";
+  int64_t nodes = 0, per_node = 0, node = 0, local = 0;
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "PET_NNODES", 1, kMaxLaunchWorld, true, &nodes));
+  SR_RETURN_IF_ERROR(
+      ReadInt(env, e->convention, "PET_NPROC_PER_NODE", 1, kMaxLaunchWorld, true, &per_node));
+  if (nodes * per_node > kMaxLaunchWorld) {
+    return Status::InvalidArgument(e->convention,
+                                   " launch: PET_NNODES x PET_NPROC_PER_NODE = ", nodes * per_node,
+                                   " ranks, more than ", kMaxLaunchWorld);
+  }
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "PET_NODE_RANK", 0, nodes - 1, true, &node));
+  if (per_node > 1 && Find(env, "LOCAL_RANK") == nullptr) {
+    return Status::InvalidArgument(
+        e->convention, " launch of ", per_node,
+        " processes per node (PET_NPROC_PER_NODE) without torchrun: LOCAL_RANK must give each "
+        "process's index on its node (0 .. PET_NPROC_PER_NODE - 1)");
+  }
+  SR_RETURN_IF_ERROR(ReadInt(env, e->convention, "LOCAL_RANK", 0, per_node - 1, false, &local));
+  e->world = static_cast<int>(nodes * per_node);
+  e->rank = static_cast<int>(node * per_node + local);
+  e->rank_var = "PET_NODE_RANK x PET_NPROC_PER_NODE + LOCAL_RANK";
+  e->world_var = "PET_NNODES x PET_NPROC_PER_NODE";
+  e->local_rank = static_cast<int>(local);
+  e->local_size = static_cast<int>(per_node);
+  const std::string* addr = Find(env, "PET_MASTER_ADDR");
+  if (addr == nullptr) {
+    return Status::InvalidArgument(e->convention,
+                                   " launch detected (PET_NNODES), but PET_MASTER_ADDR is not set "
+                                   "(it is required)");
+  }
+  e->master_host = *addr;
+  e->port_source = "PET_MASTER_PORT";
+  return ReadPort(env, e->convention, "PET_MASTER_PORT", &e->master_port);
 }
 
 // The MPI and Slurm rank / size variables that are set and disagree with torchrun's, as text.
@@ -260,18 +298,28 @@ Status ParseLaunchEnv(const EnvVars& env, LaunchEnv* out) {
     SR_RETURN_IF_ERROR(MpiMaster(env, nullptr, "MPI_LOCALNRANKS", &e));
   } else if (Find(env, "SLURM_PROCID")) {
     SR_RETURN_IF_ERROR(Slurm(env, &e));
+  } else if (Find(env, "PET_NNODES")) {
+    SR_RETURN_IF_ERROR(Kubeflow(env, &e));
   } else {
     return Status::NotFound(
         "no launcher environment found: set the torchrun variables (MASTER_ADDR, MASTER_PORT, "
-        "RANK, WORLD_SIZE) or run under mpirun (Open MPI, MPICH) or srun");
+        "RANK, WORLD_SIZE), Kubeflow Trainer's (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, "
+        "PET_MASTER_ADDR, PET_MASTER_PORT), or run under mpirun (Open MPI, MPICH) or srun");
   }
+  // torchrun's agent restarts the whole job with the count raised: a process of the previous
+  // attempt still running is of another session, however alike its other variables.
+  if (const std::string* restart = Find(env, "TORCHELASTIC_RESTART_COUNT"))
+    e.restart_count = *restart;
+  const std::string attempt = e.restart_count.empty() ? "" : ":restart " + e.restart_count;
   if (const std::string* token = Find(env, "SHARDREC_RENDEZVOUS_TOKEN")) {
-    e.nonce = HashNonce("shardrec-token:" + *token);
+    e.nonce = HashNonce("shardrec-token:" + *token + attempt);
     e.has_token = true;
   } else {
-    // No secret: every rank derives the same public nonce (torch's TCP store trust model).
-    e.nonce = HashNonce(StrCat("shardrec-env:", e.convention, ":", e.world, ":", e.master_host, ":",
-                               e.master_port));
+    // No secret: every rank derives the same public nonce (torch's TCP store trust model). Not
+    // from the master address: ranks spell it differently (127.0.0.1 on rank 0, a service name
+    // or an interface address elsewhere) and reach the same store all the same.
+    e.nonce =
+        HashNonce(StrCat("shardrec-env:", e.convention, ":", e.world, ":", e.master_port, attempt));
   }
   *out = std::move(e);
   return Status::Ok();

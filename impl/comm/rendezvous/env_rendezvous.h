@@ -20,9 +20,11 @@ using EnvVars = std::map<std::string, std::string>;
 inline constexpr uint16_t kDefaultMasterPort = 29500;
 inline constexpr uint16_t kJobPortBase = 20000;
 inline constexpr uint16_t kJobPortSpan = 10000;
+// The largest world size a launch may state.
+inline constexpr int64_t kMaxLaunchWorld = 1 << 20;
 
 struct LaunchEnv {
-  std::string convention;  // "torchrun", "Open MPI", "MPICH", "Slurm"
+  std::string convention;  // "torchrun", "Open MPI", "MPICH", "Slurm", "Kubeflow Trainer"
   std::string rank_var;    // the variables rank and world size were read from, for messages
   std::string world_var;
   int rank = 0;
@@ -32,7 +34,10 @@ struct LaunchEnv {
   std::string master_host;  // rank 0's store: host name or numeric address
   uint16_t master_port = 0;
   std::string port_source;  // the variable (or rule) the port came from, for messages
-  Nonce nonce{};            // from SHARDREC_RENDEZVOUS_TOKEN, else derived from public facts
+  // From SHARDREC_RENDEZVOUS_TOKEN, else derived from public facts (convention, world size,
+  // port), and from TORCHELASTIC_RESTART_COUNT when set; never from the master address's text.
+  Nonce nonce{};
+  std::string restart_count;  // TORCHELASTIC_RESTART_COUNT; empty when not set
   bool has_token = false;
   // Under torchrun's variables, the rank and size variables of mpirun or srun that are set too
   // and disagree ("OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=2"); empty when none. Only told
@@ -43,7 +48,9 @@ struct LaunchEnv {
 
 // Reads the first convention present, in the order torchrun (RANK / WORLD_SIZE; MASTER_PORT + 1
 // when TORCHELASTIC_USE_AGENT_STORE says torchrun's agent serves its own store on MASTER_PORT),
-// Open MPI (OMPI_COMM_WORLD_RANK), MPICH / Intel MPI (PMI_RANK), Slurm (SLURM_PROCID).
+// Open MPI (OMPI_COMM_WORLD_RANK), MPICH / Intel MPI (PMI_RANK), Slurm (SLURM_PROCID),
+// Kubeflow Trainer v2 (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR,
+// PET_MASTER_PORT; LOCAL_RANK when PET_NPROC_PER_NODE > 1).
 // Errors: kNotFound when no convention is present; kInvalidArgument naming the convention and
 // the variable that is missing or malformed. Variables of a later convention are not checked
 // against those read, only listed in `disagreeing`.

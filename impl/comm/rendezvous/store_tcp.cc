@@ -111,8 +111,9 @@ Status TcpStore::Open(int* fd_out) {
       foreign = Status::Remote(
           "the rendezvous store at ", server_name_,
           " belongs to another session: a stale unique id, or, under a launcher, ranks started "
-          "with different WORLD_SIZE (or launcher size), port or SHARDREC_RENDEZVOUS_TOKEN, or "
-          "another job on that port",
+          "with different WORLD_SIZE (or launcher size), port, SHARDREC_RENDEZVOUS_TOKEN or "
+          "TORCHELASTIC_RESTART_COUNT (a rank of an earlier attempt of a restarted job), or "
+          "another job on that port (how each rank spells the address does not matter)",
           patient ? " (tried until the timeout: a previous session's store would have gone)" : "");
       if (!patient) return foreign;
     } else if (!foreign.ok() && net::Clock::now() >= deadline) {

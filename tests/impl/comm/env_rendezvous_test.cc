@@ -188,6 +188,78 @@ TEST(CommEnvRendezvous, TokenBecomesTheNonce) {
   EXPECT_NE(ea.nonce, en.nonce);
 }
 
+// Ranks that spell rank 0's address differently (127.0.0.1 on rank 0, an interface address or a
+// name elsewhere) belong to one session; a restarted attempt (torchrun's agent raises
+// TORCHELASTIC_RESTART_COUNT) does not meet a rank left from the previous one.
+TEST(CommEnvRendezvous, NonceIgnoresAddressSpellingButNotRestartCount) {
+  const EnvVars base = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "9"}};
+  EnvVars loop = base, ip = base, name = base;
+  loop["MASTER_ADDR"] = "127.0.0.1";
+  ip["MASTER_ADDR"] = "10.1.2.3";
+  name["MASTER_ADDR"] = "trainer-node-0-0.trainer";
+  LaunchEnv el, ei, en;
+  ASSERT_TRUE(ParseLaunchEnv(loop, &el).ok());
+  ASSERT_TRUE(ParseLaunchEnv(ip, &ei).ok());
+  ASSERT_TRUE(ParseLaunchEnv(name, &en).ok());
+  EXPECT_EQ(el.nonce, ei.nonce);
+  EXPECT_EQ(el.nonce, en.nonce);
+  for (const char* token : {"", "secret"}) {
+    EnvVars first = ip, second = ip;
+    if (*token != '\0')
+      first["SHARDREC_RENDEZVOUS_TOKEN"] = second["SHARDREC_RENDEZVOUS_TOKEN"] = token;
+    first["TORCHELASTIC_RESTART_COUNT"] = "0";
+    second["TORCHELASTIC_RESTART_COUNT"] = "1";
+    LaunchEnv e1, e2;
+    ASSERT_TRUE(ParseLaunchEnv(first, &e1).ok());
+    ASSERT_TRUE(ParseLaunchEnv(second, &e2).ok());
+    EXPECT_NE(e1.nonce, e2.nonce) << "token '" << token << "'";
+    EXPECT_EQ(e2.restart_count, "1");
+  }
+}
+
+// Kubeflow Trainer v2 sets only PET_*: the rank is node x processes per node + LOCAL_RANK, and
+// several processes per node without torchrun need LOCAL_RANK (refused, naming it, without).
+TEST(CommEnvRendezvous, KubeflowTrainerPetVariables) {
+  const EnvVars one = {{"PET_NNODES", "3"},
+                       {"PET_NPROC_PER_NODE", "1"},
+                       {"PET_NODE_RANK", "2"},
+                       {"PET_MASTER_ADDR", "job-node-0-0.job"},
+                       {"PET_MASTER_PORT", "29400"}};
+  LaunchEnv e;
+  ASSERT_TRUE(ParseLaunchEnv(one, &e).ok());
+  EXPECT_EQ(e.convention, "Kubeflow Trainer");
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_EQ(e.world, 3);
+  EXPECT_EQ(e.local_rank, 0);
+  EXPECT_EQ(e.local_size, 1);
+  EXPECT_EQ(e.master_host, "job-node-0-0.job");
+  EXPECT_EQ(e.master_port, 29400);
+  EnvVars two = one;
+  two["PET_NPROC_PER_NODE"] = "2";
+  ExpectError(two, Code::kInvalidArgument, {"LOCAL_RANK", "PET_NPROC_PER_NODE"});
+  two["LOCAL_RANK"] = "1";
+  ASSERT_TRUE(ParseLaunchEnv(two, &e).ok());
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world, 6);
+  EXPECT_EQ(e.local_size, 2);
+  two["LOCAL_RANK"] = "2";
+  ExpectError(two, Code::kInvalidArgument, {"LOCAL_RANK='2'"});
+  EnvVars bad = one;
+  bad["PET_NPROC_PER_NODE"] = "auto";
+  ExpectError(bad, Code::kInvalidArgument, {"PET_NPROC_PER_NODE='auto'"});
+  bad = one;
+  bad.erase("PET_MASTER_ADDR");
+  ExpectError(bad, Code::kInvalidArgument, {"PET_MASTER_ADDR"});
+  // Under torchrun (which Kubeflow's image runs) RANK is read first.
+  EnvVars torchrun = one;
+  torchrun["RANK"] = "0";
+  torchrun["WORLD_SIZE"] = "3";
+  torchrun["MASTER_ADDR"] = "h";
+  torchrun["MASTER_PORT"] = "9";
+  ASSERT_TRUE(ParseLaunchEnv(torchrun, &e).ok());
+  EXPECT_EQ(e.convention, "torchrun");
+}
+
 using shardrec::testing::FreePort;
 
 // Three ranks on threads, each given its own torchrun variables (rank 0 started last, so the

@@ -1069,7 +1069,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_d263a130d199986b(void *_swig_go_0) {
+void _wrap_Swig_free_swig_d99296682f8e5f3b(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1079,7 +1079,7 @@ void _wrap_Swig_free_swig_d263a130d199986b(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_d263a130d199986b(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_d99296682f8e5f3b(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1092,7 +1092,7 @@ void *_wrap_Swig_malloc_swig_d263a130d199986b(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_d263a130d199986b() {
+intgo _wrap_OK_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1104,7 +1104,7 @@ intgo _wrap_OK_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ERROR_swig_d263a130d199986b() {
+intgo _wrap_ERROR_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1116,7 +1116,7 @@ intgo _wrap_ERROR_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EINVAL_swig_d263a130d199986b() {
+intgo _wrap_EINVAL_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1128,7 +1128,7 @@ intgo _wrap_EINVAL_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EUSAGE_swig_d263a130d199986b() {
+intgo _wrap_EUSAGE_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1140,7 +1140,7 @@ intgo _wrap_EUSAGE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ENOMEM_swig_d263a130d199986b() {
+intgo _wrap_ENOMEM_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1152,7 +1152,7 @@ intgo _wrap_ENOMEM_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ECUDA_swig_d263a130d199986b() {
+intgo _wrap_ECUDA_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1164,7 +1164,7 @@ intgo _wrap_ECUDA_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EREMOTE_swig_d263a130d199986b() {
+intgo _wrap_EREMOTE_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1176,7 +1176,7 @@ intgo _wrap_EREMOTE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_d263a130d199986b() {
+intgo _wrap_ETIMEOUT_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1188,7 +1188,7 @@ intgo _wrap_ETIMEOUT_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EIO_swig_d263a130d199986b() {
+intgo _wrap_EIO_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1200,7 +1200,7 @@ intgo _wrap_EIO_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_d263a130d199986b() {
+intgo _wrap_ECORRUPT_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1212,7 +1212,7 @@ intgo _wrap_ECORRUPT_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_d263a130d199986b() {
+intgo _wrap_EUNSUPPORTED_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1224,7 +1224,7 @@ intgo _wrap_EUNSUPPORTED_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_d263a130d199986b() {
+intgo _wrap_ENOTFOUND_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1236,7 +1236,7 @@ intgo _wrap_ENOTFOUND_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_d263a130d199986b() {
+intgo _wrap_EINTERNAL_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1248,7 +1248,7 @@ intgo _wrap_EINTERNAL_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_d263a130d199986b() {
+intgo _wrap_ENODEVICE_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1260,7 +1260,7 @@ intgo _wrap_ENODEVICE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EABORTED_swig_d263a130d199986b() {
+intgo _wrap_EABORTED_swig_d99296682f8e5f3b() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1272,7 +1272,7 @@ intgo _wrap_EABORTED_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_d263a130d199986b() {
+intgo _wrap_DTYPE_FLOAT32_swig_d99296682f8e5f3b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1284,7 +1284,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_d263a130d199986b() {
+intgo _wrap_DTYPE_FLOAT16_swig_d99296682f8e5f3b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1296,7 +1296,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_d263a130d199986b() {
+intgo _wrap_DTYPE_BFLOAT16_swig_d99296682f8e5f3b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1308,7 +1308,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_d263a130d199986b() {
+intgo _wrap_DTYPE_FLOAT64_swig_d99296682f8e5f3b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1320,7 +1320,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_d263a130d199986b() {
+intgo _wrap_DTYPE_INT32_swig_d99296682f8e5f3b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1332,7 +1332,7 @@ intgo _wrap_DTYPE_INT32_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_d263a130d199986b() {
+intgo _wrap_DTYPE_INT64_swig_d99296682f8e5f3b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1344,7 +1344,7 @@ intgo _wrap_DTYPE_INT64_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_d263a130d199986b() {
+intgo _wrap_DTYPE_UINT8_swig_d99296682f8e5f3b() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1356,7 +1356,7 @@ intgo _wrap_DTYPE_UINT8_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_d263a130d199986b() {
+intgo _wrap_DEVICE_HOST_swig_d99296682f8e5f3b() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1368,7 +1368,7 @@ intgo _wrap_DEVICE_HOST_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_d263a130d199986b() {
+intgo _wrap_DEVICE_CUDA_swig_d99296682f8e5f3b() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1380,7 +1380,7 @@ intgo _wrap_DEVICE_CUDA_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DELTA_FULL_swig_d263a130d199986b() {
+intgo _wrap_DELTA_FULL_swig_d99296682f8e5f3b() {
   enum shardrec_delta_flag result;
   intgo _swig_go_result;
   
@@ -1392,7 +1392,7 @@ intgo _wrap_DELTA_FULL_swig_d263a130d199986b() {
 }
 
 
-_gostring_ _wrap_status_string_swig_d263a130d199986b(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_d99296682f8e5f3b(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1405,7 +1405,7 @@ _gostring_ _wrap_status_string_swig_d263a130d199986b(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_d263a130d199986b() {
+intgo _wrap_version_swig_d99296682f8e5f3b() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1416,7 +1416,7 @@ intgo _wrap_version_swig_d263a130d199986b() {
 }
 
 
-_gostring_ _wrap_version_string_swig_d263a130d199986b() {
+_gostring_ _wrap_version_string_swig_d99296682f8e5f3b() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1427,7 +1427,7 @@ _gostring_ _wrap_version_string_swig_d263a130d199986b() {
 }
 
 
-long long _wrap_dtype_size_swig_d263a130d199986b(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_d99296682f8e5f3b(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1440,7 +1440,7 @@ long long _wrap_dtype_size_swig_d263a130d199986b(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_d263a130d199986b() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_d99296682f8e5f3b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1452,7 +1452,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_d263a130d199986b() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_d99296682f8e5f3b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1464,7 +1464,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_d263a130d199986b() {
+intgo _wrap_SHARDING_ROW_WISE_swig_d99296682f8e5f3b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1476,7 +1476,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_d263a130d199986b() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_d99296682f8e5f3b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1488,7 +1488,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_d263a130d199986b() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_d99296682f8e5f3b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1500,7 +1500,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_d263a130d199986b() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_d99296682f8e5f3b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1512,7 +1512,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_d263a130d199986b() {
+intgo _wrap_SHARDING_GRID_swig_d99296682f8e5f3b() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1524,7 +1524,7 @@ intgo _wrap_SHARDING_GRID_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_d263a130d199986b() {
+intgo _wrap_POOLING_SUM_swig_d99296682f8e5f3b() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1536,7 +1536,7 @@ intgo _wrap_POOLING_SUM_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_d263a130d199986b() {
+intgo _wrap_POOLING_MEAN_swig_d99296682f8e5f3b() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1548,7 +1548,7 @@ intgo _wrap_POOLING_MEAN_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_d263a130d199986b() {
+intgo _wrap_POOLING_NONE_swig_d99296682f8e5f3b() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1560,7 +1560,7 @@ intgo _wrap_POOLING_NONE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_d263a130d199986b() {
+intgo _wrap_INIT_DEFAULT_swig_d99296682f8e5f3b() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1572,7 +1572,7 @@ intgo _wrap_INIT_DEFAULT_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_d263a130d199986b() {
+intgo _wrap_INIT_UNIFORM_swig_d99296682f8e5f3b() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1584,7 +1584,7 @@ intgo _wrap_INIT_UNIFORM_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_d263a130d199986b() {
+intgo _wrap_INIT_CONSTANT_swig_d99296682f8e5f3b() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1596,7 +1596,7 @@ intgo _wrap_INIT_CONSTANT_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_d263a130d199986b() {
+intgo _wrap_OPTIMIZER_SGD_swig_d99296682f8e5f3b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1608,7 +1608,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_d263a130d199986b() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_d99296682f8e5f3b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1620,7 +1620,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_d263a130d199986b() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_d99296682f8e5f3b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1632,7 +1632,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_d263a130d199986b() {
+intgo _wrap_OPTIMIZER_ADAM_swig_d99296682f8e5f3b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1644,7 +1644,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_d263a130d199986b() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_d99296682f8e5f3b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1656,7 +1656,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_d263a130d199986b() {
+intgo _wrap_OPTIMIZER_LAMB_swig_d99296682f8e5f3b() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1668,7 +1668,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_d263a130d199986b() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_d99296682f8e5f3b() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1680,7 +1680,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_d263a130d199986b() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_d99296682f8e5f3b() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1692,7 +1692,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_d263a130d199986b() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_d99296682f8e5f3b() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1704,7 +1704,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_d263a130d199986b() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1716,7 +1716,7 @@ void _wrap_optimizer_config_version_set_swig_d263a130d199986b(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1729,7 +1729,7 @@ intgo _wrap_optimizer_config_version_get_swig_d263a130d199986b(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1741,7 +1741,7 @@ void _wrap_optimizer_config_Xtype_set_swig_d263a130d199986b(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1754,7 +1754,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_d263a130d199986b(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1766,7 +1766,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_d263a130d199986b(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1779,7 +1779,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_d263a130d199986b(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1791,7 +1791,7 @@ void _wrap_optimizer_config_eps_set_swig_d263a130d199986b(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1804,7 +1804,7 @@ float _wrap_optimizer_config_eps_get_swig_d263a130d199986b(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1816,7 +1816,7 @@ void _wrap_optimizer_config_beta1_set_swig_d263a130d199986b(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1829,7 +1829,7 @@ float _wrap_optimizer_config_beta1_get_swig_d263a130d199986b(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1841,7 +1841,7 @@ void _wrap_optimizer_config_beta2_set_swig_d263a130d199986b(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1854,7 +1854,7 @@ float _wrap_optimizer_config_beta2_get_swig_d263a130d199986b(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1866,7 +1866,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_d263a130d199986b(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1879,7 +1879,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_d263a130d199986b(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1891,7 +1891,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_d263a130d199986b(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1904,7 +1904,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_d263a130d199986b(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1916,7 +1916,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_d263a130d199986b(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1929,7 +1929,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_d263a130d199986b(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_d263a130d199986b() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_d99296682f8e5f3b() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1940,7 +1940,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_d263a130d19998
 }
 
 
-void _wrap_delete_optimizer_config_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1950,7 +1950,7 @@ void _wrap_delete_optimizer_config_swig_d263a130d199986b(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_d263a130d199986b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1982,7 +1982,7 @@ _gostring_ _wrap_optimizer_config_init_swig_d263a130d199986b(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_d263a130d199986b() {
+intgo _wrap_EVICTION_NONE_swig_d99296682f8e5f3b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1994,7 +1994,7 @@ intgo _wrap_EVICTION_NONE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_d263a130d199986b() {
+intgo _wrap_EVICTION_LRU_swig_d99296682f8e5f3b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2006,7 +2006,7 @@ intgo _wrap_EVICTION_LRU_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_d263a130d199986b() {
+intgo _wrap_EVICTION_LFU_swig_d99296682f8e5f3b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2018,7 +2018,7 @@ intgo _wrap_EVICTION_LFU_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_d263a130d199986b() {
+intgo _wrap_EVICTION_TTL_swig_d99296682f8e5f3b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2030,7 +2030,7 @@ intgo _wrap_EVICTION_TTL_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_EVICTION_SCORE_swig_d263a130d199986b() {
+intgo _wrap_EVICTION_SCORE_swig_d99296682f8e5f3b() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2042,7 +2042,7 @@ intgo _wrap_EVICTION_SCORE_swig_d263a130d199986b() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2054,7 +2054,7 @@ void _wrap_dynamic_table_config_version_set_swig_d263a130d199986b(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2067,7 +2067,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_d263a130d199986b(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2079,7 +2079,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_d263a130d199986b(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2092,7 +2092,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_d263a130d199986b(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2104,7 +2104,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_d263a130d199986b(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2117,7 +2117,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_d263a130d199986b(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2129,7 +2129,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_d263a130d199986b(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2142,7 +2142,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_d263a130d199986b(struct 
 }
 
 
-void _wrap_dynamic_table_config_capacity_bytes_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_capacity_bytes_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2154,7 +2154,7 @@ void _wrap_dynamic_table_config_capacity_bytes_set_swig_d263a130d199986b(struct 
 }
 
 
-long long _wrap_dynamic_table_config_capacity_bytes_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_capacity_bytes_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2167,7 +2167,7 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_d263a130d199986b(st
 }
 
 
-void _wrap_dynamic_table_config_admission_decay_steps_set_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2179,7 +2179,7 @@ void _wrap_dynamic_table_config_admission_decay_steps_set_swig_d263a130d199986b(
 }
 
 
-long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2192,7 +2192,7 @@ long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_d263a130d199
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_d263a130d199986b() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_d99296682f8e5f3b() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2203,7 +2203,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_d263a1
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2213,7 +2213,7 @@ void _wrap_delete_dynamic_table_config_swig_d263a130d199986b(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_d263a130d199986b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2245,7 +2245,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_d263a130d199986b(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2257,7 +2257,7 @@ void _wrap_Topology_t_version_set_swig_d263a130d199986b(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2270,7 +2270,7 @@ intgo _wrap_Topology_t_version_get_swig_d263a130d199986b(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2282,7 +2282,7 @@ void _wrap_Topology_t_world_size_set_swig_d263a130d199986b(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2295,7 +2295,7 @@ intgo _wrap_Topology_t_world_size_get_swig_d263a130d199986b(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2307,7 +2307,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_d263a130d199986b(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2320,7 +2320,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_d263a130d199986b(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2332,7 +2332,7 @@ void _wrap_Topology_t_device_type_set_swig_d263a130d199986b(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2345,7 +2345,7 @@ intgo _wrap_Topology_t_device_type_get_swig_d263a130d199986b(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2357,7 +2357,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_d263a130d199986b(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2370,7 +2370,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_d263a130d199986b(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2382,7 +2382,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_d263a130d199986b(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2395,7 +2395,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_d263a130d199986b(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2407,7 +2407,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_d263a130d199986b(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2420,7 +2420,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_d263a130d199986b(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2432,7 +2432,7 @@ void _wrap_Topology_t_batch_size_set_swig_d263a130d199986b(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2445,7 +2445,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_d263a130d199986b(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2457,7 +2457,7 @@ void _wrap_Topology_t_optimizer_set_swig_d263a130d199986b(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2470,7 +2470,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_d263a130d199986b(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2482,7 +2482,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_d263a130d199986b(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2495,7 +2495,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_d263a130d199986b(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2507,7 +2507,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_d263a130d199986b(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2520,7 +2520,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_d263a130d199986b(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2532,7 +2532,7 @@ void _wrap_Topology_t_collective_latency_set_swig_d263a130d199986b(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2545,7 +2545,7 @@ double _wrap_Topology_t_collective_latency_get_swig_d263a130d199986b(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2557,7 +2557,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_d263a130d199986b(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2570,7 +2570,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_d263a130d199986b(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_d263a130d199986b() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_d99296682f8e5f3b() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2581,7 +2581,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_d263a130d199986b() {
 }
 
 
-void _wrap_delete_Topology_t_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2591,7 +2591,7 @@ void _wrap_delete_Topology_t_swig_d263a130d199986b(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2623,7 +2623,7 @@ _gostring_ _wrap_topology_init_swig_d263a130d199986b(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2635,7 +2635,7 @@ void _wrap_comm_options_version_set_swig_d263a130d199986b(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2648,7 +2648,7 @@ intgo _wrap_comm_options_version_get_swig_d263a130d199986b(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2660,7 +2660,7 @@ void _wrap_comm_options_timeout_ms_set_swig_d263a130d199986b(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2673,7 +2673,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_d263a130d199986b(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2685,7 +2685,7 @@ void _wrap_comm_options_backend_set_swig_d263a130d199986b(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2698,7 +2698,7 @@ intgo _wrap_comm_options_backend_get_swig_d263a130d199986b(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2710,7 +2710,7 @@ void _wrap_comm_options_device_type_set_swig_d263a130d199986b(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2723,7 +2723,7 @@ intgo _wrap_comm_options_device_type_get_swig_d263a130d199986b(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2735,7 +2735,7 @@ void _wrap_comm_options_device_index_set_swig_d263a130d199986b(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2748,7 +2748,7 @@ intgo _wrap_comm_options_device_index_get_swig_d263a130d199986b(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2772,7 +2772,7 @@ void _wrap_comm_options_bind_address_set_swig_d263a130d199986b(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2785,7 +2785,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_d263a130d199986b(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2797,7 +2797,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_d263a130d199986b(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2810,7 +2810,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_d263a130d199986b(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_d263a130d199986b() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_d99296682f8e5f3b() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2821,7 +2821,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_d263a130d199986b() {
 }
 
 
-void _wrap_delete_comm_options_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2831,7 +2831,7 @@ void _wrap_delete_comm_options_swig_d263a130d199986b(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_d263a130d199986b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2863,7 +2863,7 @@ _gostring_ _wrap_comm_options_init_swig_d263a130d199986b(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_d263a130d199986b(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2893,7 +2893,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_d263a130d199986b(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2931,7 +2931,7 @@ _gostring_ _wrap_comm_create_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_d263a130d199986b(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2967,7 +2967,7 @@ _gostring_ _wrap_comm_create_local_group_swig_d263a130d199986b(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -3003,7 +3003,7 @@ _gostring_ _wrap_comm_split_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3035,7 +3035,7 @@ _gostring_ _wrap_comm_rank_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3067,7 +3067,7 @@ _gostring_ _wrap_comm_size_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3099,7 +3099,7 @@ _gostring_ _wrap_comm_set_timeout_swig_d263a130d199986b(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3129,7 +3129,7 @@ _gostring_ _wrap_comm_abort_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3159,7 +3159,7 @@ _gostring_ _wrap_comm_async_error_swig_d263a130d199986b(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3169,7 +3169,7 @@ void _wrap_comm_destroy_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3211,7 +3211,7 @@ _gostring_ _wrap_comm_allreduce_swig_d263a130d199986b(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3251,7 +3251,7 @@ _gostring_ _wrap_comm_broadcast_swig_d263a130d199986b(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3291,7 +3291,7 @@ _gostring_ _wrap_comm_allgather_swig_d263a130d199986b(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3321,7 +3321,7 @@ _gostring_ _wrap_comm_barrier_swig_d263a130d199986b(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_d263a130d199986b(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3355,7 +3355,7 @@ _gostring_ _wrap_comm_create_mpi_swig_d263a130d199986b(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_d263a130d199986b(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3387,7 +3387,52 @@ _gostring_ _wrap_comm_create_from_env_swig_d263a130d199986b(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_create_tcp_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
+  shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  int32_t arg4 ;
+  int32_t arg5 ;
+  shardrec_comm_options_t *arg6 = (shardrec_comm_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_comm_t **)_swig_go_0.array; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t)_swig_go_4; 
+  arg6 = *(shardrec_comm_options_t **)&_swig_go_5; 
+  
+  result = (shardrec_status_t)shardrec_comm_create_tcp(arg1,(char const *)arg2,arg3,arg4,arg5,(struct shardrec_comm_options const *)arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_comm_local_rank_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3419,7 +3464,7 @@ _gostring_ _wrap_comm_local_rank_swig_d263a130d199986b(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3451,7 +3496,7 @@ _gostring_ _wrap_comm_local_size_swig_d263a130d199986b(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3483,7 +3528,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_d263a130d199986b(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3495,7 +3540,7 @@ void _wrap_Shard_t_row_offset_set_swig_d263a130d199986b(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3508,7 +3553,7 @@ long long _wrap_Shard_t_row_offset_get_swig_d263a130d199986b(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3520,7 +3565,7 @@ void _wrap_Shard_t_rows_set_swig_d263a130d199986b(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3533,7 +3578,7 @@ long long _wrap_Shard_t_rows_get_swig_d263a130d199986b(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3545,7 +3590,7 @@ void _wrap_Shard_t_col_offset_set_swig_d263a130d199986b(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3558,7 +3603,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_d263a130d199986b(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3570,7 +3615,7 @@ void _wrap_Shard_t_cols_set_swig_d263a130d199986b(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3583,7 +3628,7 @@ intgo _wrap_Shard_t_cols_get_swig_d263a130d199986b(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3595,7 +3640,7 @@ void _wrap_Shard_t_rank_set_swig_d263a130d199986b(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3608,7 +3653,7 @@ intgo _wrap_Shard_t_rank_get_swig_d263a130d199986b(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_d263a130d199986b() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_d99296682f8e5f3b() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3619,7 +3664,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_d263a130d199986b() {
 }
 
 
-void _wrap_delete_Shard_t_swig_d263a130d199986b(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3629,7 +3674,7 @@ void _wrap_delete_Shard_t_swig_d263a130d199986b(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_d263a130d199986b(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3665,7 +3710,7 @@ _gostring_ _wrap_plan_from_json_swig_d263a130d199986b(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3706,7 +3751,7 @@ _gostring_ _wrap_plan_to_json_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3747,7 +3792,7 @@ _gostring_ _wrap_plan_stats_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3779,7 +3824,7 @@ _gostring_ _wrap_plan_hash_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3811,7 +3856,7 @@ _gostring_ _wrap_plan_world_size_swig_d263a130d199986b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3843,7 +3888,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_d263a130d199986b(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3875,7 +3920,7 @@ _gostring_ _wrap_plan_num_tables_swig_d263a130d199986b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3907,7 +3952,7 @@ _gostring_ _wrap_plan_num_features_swig_d263a130d199986b(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3946,7 +3991,7 @@ _gostring_ _wrap_plan_feature_name_swig_d263a130d199986b(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3985,7 +4030,7 @@ _gostring_ _wrap_plan_table_name_swig_d263a130d199986b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4024,7 +4069,7 @@ _gostring_ _wrap_plan_find_table_swig_d263a130d199986b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4058,7 +4103,7 @@ _gostring_ _wrap_plan_table_rows_swig_d263a130d199986b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4092,7 +4137,7 @@ _gostring_ _wrap_plan_table_dim_swig_d263a130d199986b(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4128,7 +4173,7 @@ _gostring_ _wrap_plan_table_sharding_swig_d263a130d199986b(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4164,7 +4209,7 @@ _gostring_ _wrap_plan_shard_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4176,7 +4221,7 @@ void _wrap_calibrate_options_version_set_swig_d263a130d199986b(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4189,7 +4234,7 @@ intgo _wrap_calibrate_options_version_get_swig_d263a130d199986b(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4201,7 +4246,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_d263a130d199986b(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4214,7 +4259,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_d263a130d199986b(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4226,7 +4271,7 @@ void _wrap_calibrate_options_time_budget_set_swig_d263a130d199986b(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4239,7 +4284,7 @@ double _wrap_calibrate_options_time_budget_get_swig_d263a130d199986b(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4251,7 +4296,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_d263a130d199986b(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4264,7 +4309,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_d263a130d199986b(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4276,7 +4321,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_d263a130d199986b(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4289,7 +4334,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_d263a130d199986b(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_d263a130d199986b() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_d99296682f8e5f3b() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4300,7 +4345,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_d263a130d199
 }
 
 
-void _wrap_delete_calibrate_options_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4310,7 +4355,7 @@ void _wrap_delete_calibrate_options_swig_d263a130d199986b(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_d263a130d199986b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4342,7 +4387,7 @@ _gostring_ _wrap_calibrate_options_init_swig_d263a130d199986b(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4354,7 +4399,7 @@ void _wrap_calibration_version_set_swig_d263a130d199986b(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4367,7 +4412,7 @@ intgo _wrap_calibration_version_get_swig_d263a130d199986b(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4379,7 +4424,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_d263a130d199986b(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4392,7 +4437,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_d263a130d199986b(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4404,7 +4449,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_d263a130d199986b(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4417,7 +4462,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_d263a130d199986b(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4429,7 +4474,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_d263a130d199986b(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4442,7 +4487,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_d263a130d199986b(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4454,7 +4499,7 @@ void _wrap_calibration_loopback_latency_set_swig_d263a130d199986b(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4467,7 +4512,7 @@ double _wrap_calibration_loopback_latency_get_swig_d263a130d199986b(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4479,7 +4524,7 @@ void _wrap_calibration_handoff_latency_set_swig_d263a130d199986b(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4492,7 +4537,7 @@ double _wrap_calibration_handoff_latency_get_swig_d263a130d199986b(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4504,7 +4549,7 @@ void _wrap_calibration_elapsed_set_swig_d263a130d199986b(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4517,7 +4562,7 @@ double _wrap_calibration_elapsed_get_swig_d263a130d199986b(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4529,7 +4574,7 @@ void _wrap_calibration_oversubscription_set_swig_d263a130d199986b(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4542,7 +4587,7 @@ double _wrap_calibration_oversubscription_get_swig_d263a130d199986b(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_d263a130d199986b() {
+struct shardrec_calibration *_wrap_new_calibration_swig_d99296682f8e5f3b() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4553,7 +4598,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_d263a130d199986b() {
 }
 
 
-void _wrap_delete_calibration_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4563,7 +4608,7 @@ void _wrap_delete_calibration_swig_d263a130d199986b(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_d263a130d199986b(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4595,7 +4640,7 @@ _gostring_ _wrap_calibration_init_swig_d263a130d199986b(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4629,7 +4674,43 @@ _gostring_ _wrap_topology_calibrate_swig_d263a130d199986b(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_d263a130d199986b(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_calibrate_network_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+  shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
+  shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
+  double arg3 ;
+  double *arg4 = (double *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_topology_t **)&_swig_go_0; 
+  arg2 = (shardrec_comm_t *)_swig_go_1; 
+  arg3 = (double)_swig_go_2; 
+  arg4 = (double *)_swig_go_3.array; 
+  
+  result = (shardrec_status_t)shardrec_topology_calibrate_network(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_topology_from_comm_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4661,7 +4742,7 @@ _gostring_ _wrap_topology_from_comm_swig_d263a130d199986b(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4671,7 +4752,7 @@ void _wrap_plan_destroy_swig_d263a130d199986b(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_d263a130d199986b() {
+intgo _wrap_BOUNDS_ERROR_swig_d99296682f8e5f3b() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4683,7 +4764,7 @@ intgo _wrap_BOUNDS_ERROR_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_d263a130d199986b() {
+intgo _wrap_BOUNDS_CLAMP_swig_d99296682f8e5f3b() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4695,7 +4776,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_d263a130d199986b() {
+intgo _wrap_BOUNDS_SKIP_swig_d99296682f8e5f3b() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4707,7 +4788,7 @@ intgo _wrap_BOUNDS_SKIP_swig_d263a130d199986b() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4719,7 +4800,7 @@ void _wrap_embedding_options_version_set_swig_d263a130d199986b(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4732,7 +4813,7 @@ intgo _wrap_embedding_options_version_get_swig_d263a130d199986b(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4744,7 +4825,7 @@ void _wrap_embedding_options_seed_set_swig_d263a130d199986b(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4757,7 +4838,7 @@ long long _wrap_embedding_options_seed_get_swig_d263a130d199986b(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4769,7 +4850,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_d263a130d199986b(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4782,7 +4863,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_d263a130d199986b(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4794,7 +4875,7 @@ void _wrap_embedding_options_num_threads_set_swig_d263a130d199986b(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4807,7 +4888,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_d263a130d199986b(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4819,7 +4900,7 @@ void _wrap_embedding_options_dp_comm_set_swig_d263a130d199986b(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4832,7 +4913,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_d263a130d199986b(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4844,7 +4925,7 @@ void _wrap_embedding_options_device_type_set_swig_d263a130d199986b(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4857,7 +4938,7 @@ intgo _wrap_embedding_options_device_type_get_swig_d263a130d199986b(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4869,7 +4950,7 @@ void _wrap_embedding_options_device_index_set_swig_d263a130d199986b(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4882,7 +4963,7 @@ intgo _wrap_embedding_options_device_index_get_swig_d263a130d199986b(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4894,7 +4975,7 @@ void _wrap_embedding_options_non_finite_set_swig_d263a130d199986b(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4907,7 +4988,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_d263a130d199986b(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4919,7 +5000,7 @@ void _wrap_embedding_options_table_memory_set_swig_d263a130d199986b(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4932,7 +5013,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_d263a130d199986b(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4944,7 +5025,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_d263a130d199986b(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4957,7 +5038,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_d263a130d199986b(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4969,7 +5050,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_d263a130d199986b(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4982,7 +5063,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_d263a130d199986b(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -4994,7 +5075,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_d263a130d199986b(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5007,7 +5088,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_d263a130d199986b(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5019,7 +5100,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_d263a130d199986b(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5032,7 +5113,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_d263a130d199986b(st
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_d263a130d199986b() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_d99296682f8e5f3b() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -5043,7 +5124,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_d263a130d199
 }
 
 
-void _wrap_delete_embedding_options_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -5053,7 +5134,7 @@ void _wrap_delete_embedding_options_swig_d263a130d199986b(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_d263a130d199986b() {
+intgo _wrap_COMM_ENCODING_FP32_swig_d99296682f8e5f3b() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5065,7 +5146,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_d263a130d199986b() {
+intgo _wrap_COMM_ENCODING_FP16_swig_d99296682f8e5f3b() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5077,7 +5158,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_d263a130d199986b() {
+intgo _wrap_COMM_ENCODING_BF16_swig_d99296682f8e5f3b() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5089,7 +5170,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_d263a130d199986b() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_d99296682f8e5f3b() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5101,7 +5182,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_d263a130d199986b() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_d99296682f8e5f3b() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5113,7 +5194,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_d263a130d199986b() {
+intgo _wrap_NON_FINITE_CHECK_swig_d99296682f8e5f3b() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5125,7 +5206,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_d263a130d199986b() {
+intgo _wrap_NON_FINITE_ALLOW_swig_d99296682f8e5f3b() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5137,7 +5218,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_d263a130d199986b() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_d263a130d199986b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5169,7 +5250,7 @@ _gostring_ _wrap_embedding_options_init_swig_d263a130d199986b(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5207,7 +5288,7 @@ _gostring_ _wrap_embedding_create_swig_d263a130d199986b(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5217,7 +5298,7 @@ void _wrap_embedding_destroy_swig_d263a130d199986b(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5249,7 +5330,7 @@ _gostring_ _wrap_embedding_output_dim_swig_d263a130d199986b(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5281,7 +5362,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_d263a130d199986b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5313,7 +5394,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_d263a130d199986b(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5351,7 +5432,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_d263a130d199986b(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5389,7 +5470,7 @@ _gostring_ _wrap_embedding_backward_swig_d263a130d199986b(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5425,7 +5506,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_d263a130d199986b(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5459,7 +5540,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_d263a130d199986b(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5493,7 +5574,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_d263a130d199986b(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5523,7 +5604,7 @@ _gostring_ _wrap_embedding_synchronize_swig_d263a130d199986b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5555,7 +5636,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_d263a130d199986b(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5587,7 +5668,7 @@ _gostring_ _wrap_embedding_num_steps_swig_d263a130d199986b(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5619,7 +5700,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_d263a130d199986b(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5662,7 +5743,7 @@ _gostring_ _wrap_embedding_get_weights_swig_d263a130d199986b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5705,7 +5786,7 @@ _gostring_ _wrap_embedding_set_weights_swig_d263a130d199986b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5737,7 +5818,7 @@ _gostring_ _wrap_embedding_num_states_swig_d263a130d199986b(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5778,7 +5859,7 @@ _gostring_ _wrap_embedding_state_info_swig_d263a130d199986b(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5828,7 +5909,7 @@ _gostring_ _wrap_embedding_get_state_swig_d263a130d199986b(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5878,7 +5959,7 @@ _gostring_ _wrap_embedding_set_state_swig_d263a130d199986b(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5912,7 +5993,7 @@ _gostring_ _wrap_embedding_timings_swig_d263a130d199986b(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -5951,7 +6032,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_d263a130d199986b(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -5990,7 +6071,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_d263a130d199986b(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6029,7 +6110,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_d263a130d199986b(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -6077,7 +6158,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_d263a130d199986b(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6109,7 +6190,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_d263a130d199986b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6159,7 +6240,7 @@ _gostring_ _wrap_embedding_output_info_swig_d263a130d199986b(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6171,7 +6252,7 @@ void _wrap_step_timings_version_set_swig_d263a130d199986b(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6184,7 +6265,7 @@ intgo _wrap_step_timings_version_get_swig_d263a130d199986b(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6196,7 +6277,7 @@ void _wrap_step_timings_forwards_set_swig_d263a130d199986b(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6209,7 +6290,7 @@ long long _wrap_step_timings_forwards_get_swig_d263a130d199986b(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6221,7 +6302,7 @@ void _wrap_step_timings_backwards_set_swig_d263a130d199986b(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6234,7 +6315,7 @@ long long _wrap_step_timings_backwards_get_swig_d263a130d199986b(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6246,7 +6327,7 @@ void _wrap_step_timings_samples_set_swig_d263a130d199986b(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6259,7 +6340,7 @@ long long _wrap_step_timings_samples_get_swig_d263a130d199986b(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6271,7 +6352,7 @@ void _wrap_step_timings_total_seconds_set_swig_d263a130d199986b(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6284,7 +6365,7 @@ double _wrap_step_timings_total_seconds_get_swig_d263a130d199986b(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6296,7 +6377,7 @@ void _wrap_step_timings_collective_seconds_set_swig_d263a130d199986b(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6309,7 +6390,7 @@ double _wrap_step_timings_collective_seconds_get_swig_d263a130d199986b(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6321,7 +6402,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_d263a130d199986b(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6334,7 +6415,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_d263a130d199986b(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6346,7 +6427,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_d263a130d199986b(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6359,7 +6440,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_d263a130d199986b(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6371,7 +6452,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_d263a130d199986b(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6384,7 +6465,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_d263a130d199986b(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6396,7 +6477,7 @@ void _wrap_step_timings_backward_seconds_set_swig_d263a130d199986b(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6409,7 +6490,7 @@ double _wrap_step_timings_backward_seconds_get_swig_d263a130d199986b(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6421,7 +6502,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_d263a130d199986b(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6434,7 +6515,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_d263a130d199986b(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_d263a130d199986b() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_d99296682f8e5f3b() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6445,7 +6526,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_d263a130d199986b() {
 }
 
 
-void _wrap_delete_step_timings_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6455,7 +6536,7 @@ void _wrap_delete_step_timings_swig_d263a130d199986b(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_d263a130d199986b(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6487,7 +6568,7 @@ _gostring_ _wrap_step_timings_init_swig_d263a130d199986b(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6519,7 +6600,7 @@ _gostring_ _wrap_embedding_step_timings_swig_d263a130d199986b(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_training_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_set_training_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6551,7 +6632,7 @@ _gostring_ _wrap_embedding_set_training_swig_d263a130d199986b(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_is_training_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_training_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -6583,7 +6664,7 @@ _gostring_ _wrap_embedding_is_training_swig_d263a130d199986b(shardrec_embedding_
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6595,7 +6676,7 @@ void _wrap_dynamic_table_stats_version_set_swig_d263a130d199986b(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6608,7 +6689,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_d263a130d199986b(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6620,7 +6701,7 @@ void _wrap_dynamic_table_stats_size_set_swig_d263a130d199986b(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6633,7 +6714,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_d263a130d199986b(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6645,7 +6726,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_d263a130d199986b(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6658,7 +6739,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_d263a130d199986b(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6670,7 +6751,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_d263a130d199986b(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6683,7 +6764,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_d263a130d199986b(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6695,7 +6776,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_d263a130d199986b(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6708,7 +6789,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_d263a130d199986b(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6720,7 +6801,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_d263a130d199986b(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6733,7 +6814,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_d263a130d199986b(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6745,7 +6826,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_d263a130d199986b
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6758,7 +6839,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_d263a130d19
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6770,7 +6851,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_d263a130d199986b(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6783,7 +6864,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_d263a130d199986b
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6795,7 +6876,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_d263a130d199986b(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6808,7 +6889,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_d263a130d199986b(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6820,7 +6901,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_d263a130d199986b(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6833,7 +6914,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_d263a130d199986b(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6845,7 +6926,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_d263a130d199986
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6858,7 +6939,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_d263a130d1
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6870,7 +6951,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_d263a130d199986b(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6883,7 +6964,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_d263a130d199986
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6895,7 +6976,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_d263a130d199986b(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6908,7 +6989,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_d263a130d199986b(str
 }
 
 
-void _wrap_dynamic_table_stats_capacity_bytes_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_bytes_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6920,7 +7001,7 @@ void _wrap_dynamic_table_stats_capacity_bytes_set_swig_d263a130d199986b(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6933,7 +7014,7 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_d263a130d199986b(str
 }
 
 
-void _wrap_dynamic_table_stats_last_admitted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_admitted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6945,7 +7026,7 @@ void _wrap_dynamic_table_stats_last_admitted_set_swig_d263a130d199986b(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_admitted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_admitted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6958,7 +7039,7 @@ long long _wrap_dynamic_table_stats_last_admitted_get_swig_d263a130d199986b(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_admitted_set_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_admitted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6970,7 +7051,7 @@ void _wrap_dynamic_table_stats_total_admitted_set_swig_d263a130d199986b(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_admitted_get_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_admitted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6983,7 +7064,7 @@ long long _wrap_dynamic_table_stats_total_admitted_get_swig_d263a130d199986b(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_d263a130d199986b() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_d99296682f8e5f3b() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -6994,7 +7075,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_d263a130
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -7004,7 +7085,7 @@ void _wrap_delete_dynamic_table_stats_swig_d263a130d199986b(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_d263a130d199986b(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7036,7 +7117,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_d263a130d199986b(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7075,7 +7156,7 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_d263a130d199986b(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_global_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_global_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7114,7 +7195,7 @@ _gostring_ _wrap_embedding_dynamic_stats_global_swig_d263a130d199986b(shardrec_e
 }
 
 
-_gostring_ _wrap_embedding_dynamic_mark_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_embedding_dynamic_mark_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7151,7 +7232,7 @@ _gostring_ _wrap_embedding_dynamic_mark_swig_d263a130d199986b(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_embedding_dynamic_delta_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7202,7 +7283,7 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_d263a130d199986b(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_ext_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_embedding_dynamic_delta_ext_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7255,7 +7336,7 @@ _gostring_ _wrap_embedding_dynamic_delta_ext_swig_d263a130d199986b(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_dynamic_set_scores_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7300,7 +7381,7 @@ _gostring_ _wrap_embedding_dynamic_set_scores_swig_d263a130d199986b(shardrec_emb
 }
 
 
-_gostring_ _wrap_device_count_swig_d263a130d199986b(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_d99296682f8e5f3b(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7330,7 +7411,7 @@ _gostring_ _wrap_device_count_swig_d263a130d199986b(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_d263a130d199986b(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_d99296682f8e5f3b(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -7362,7 +7443,7 @@ _gostring_ _wrap_device_check_swig_d263a130d199986b(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7374,7 +7455,7 @@ void _wrap_mesh_options_version_set_swig_d263a130d199986b(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7387,7 +7468,7 @@ intgo _wrap_mesh_options_version_get_swig_d263a130d199986b(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7399,7 +7480,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_d263a130d199986b(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7412,7 +7493,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_d263a130d199986b(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7424,7 +7505,7 @@ void _wrap_mesh_options_layout_set_swig_d263a130d199986b(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7437,7 +7518,7 @@ intgo _wrap_mesh_options_layout_get_swig_d263a130d199986b(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7449,7 +7530,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_d263a130d199986b(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7462,7 +7543,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_d263a130d199986b(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7474,7 +7555,7 @@ void _wrap_mesh_options_sync_interval_set_swig_d263a130d199986b(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7487,7 +7568,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_d263a130d199986b(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7499,7 +7580,7 @@ void _wrap_mesh_options_sync_mode_set_swig_d263a130d199986b(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7512,7 +7593,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_d263a130d199986b(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_d263a130d199986b() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_d99296682f8e5f3b() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -7523,7 +7604,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_d263a130d199986b() {
 }
 
 
-void _wrap_delete_mesh_options_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -7533,7 +7614,7 @@ void _wrap_delete_mesh_options_swig_d263a130d199986b(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_d263a130d199986b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7565,7 +7646,7 @@ _gostring_ _wrap_mesh_options_init_swig_d263a130d199986b(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -7599,7 +7680,7 @@ _gostring_ _wrap_mesh_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -7609,7 +7690,7 @@ void _wrap_mesh_destroy_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7647,7 +7728,7 @@ _gostring_ _wrap_mesh_coords_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7679,7 +7760,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_d263a130d199986b(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7711,7 +7792,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_d263a130d199986b(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -7752,7 +7833,7 @@ _gostring_ _wrap_mesh_describe_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -7790,7 +7871,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_d263a130d199986b(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -7824,7 +7905,7 @@ _gostring_ _wrap_mesh_sync_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7858,7 +7939,7 @@ _gostring_ _wrap_mesh_step_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7894,7 +7975,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_d263a130d199986b(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7906,7 +7987,7 @@ void _wrap_checkpoint_options_version_set_swig_d263a130d199986b(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7919,7 +8000,7 @@ intgo _wrap_checkpoint_options_version_get_swig_d263a130d199986b(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -7931,7 +8012,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_d263a130d199986b(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -7944,7 +8025,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_d263a130d199986b(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7956,7 +8037,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_d263a130d199986b(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7969,7 +8050,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_d263a130d199986b(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -7981,7 +8062,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_d263a130d199986b(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7994,7 +8075,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_d263a130d199986b(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8006,7 +8087,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_d263a130d199986b(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8019,7 +8100,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_d263a130d199986b(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8031,7 +8112,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_d263a130d199986b(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8044,7 +8125,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_d263a130d199986b(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_d263a130d199986b() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_d99296682f8e5f3b() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -8055,7 +8136,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_d263a130d1
 }
 
 
-void _wrap_delete_checkpoint_options_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -8065,7 +8146,7 @@ void _wrap_delete_checkpoint_options_swig_d263a130d199986b(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_d263a130d199986b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8097,7 +8178,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_d263a130d199986b(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8136,7 +8217,7 @@ _gostring_ _wrap_checkpoint_save_swig_d263a130d199986b(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8175,7 +8256,7 @@ _gostring_ _wrap_checkpoint_load_swig_d263a130d199986b(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8216,7 +8297,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_d263a130d199986b(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8257,7 +8338,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_d263a130d199986b(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8303,7 +8384,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_d263a130d199986b(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8349,7 +8430,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_d263a130d199986b(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_d263a130d199986b() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_d99296682f8e5f3b() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -8360,7 +8441,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_d263a130d199986b() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -8370,7 +8451,7 @@ void _wrap_bind_plan_spec_free_swig_d263a130d199986b(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -8383,7 +8464,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_d263a130d199986b(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -8422,7 +8503,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_d263a130d199986b(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -8479,7 +8560,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_d263a130d199986b(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -8511,7 +8592,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_d263a130d199986b(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -8543,7 +8624,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_d263a130d199986b(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -8580,7 +8661,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_d263a130d199986b(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -8633,7 +8714,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_d263a130d199986b(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_d263a130d199986b(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8669,7 +8750,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_d263a130d199986b(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -8701,7 +8782,7 @@ _gostring_ _wrap_bind_plan_create_swig_d263a130d199986b(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8759,7 +8840,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_d263a130d199986b(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8811,7 +8892,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_d263a130d199986b(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_d263a130d199986b(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_d99296682f8e5f3b(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -8850,7 +8931,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_d263a130d199986b(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_d263a130d199986b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8908,7 +8989,7 @@ _gostring_ _wrap_bind_checkpoint_swig_d263a130d199986b(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8972,7 +9053,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_d263a130d199986b(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9014,7 +9095,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_d263a130d199986b
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_d263a130d199986b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9056,7 +9137,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_d263a130d199986b(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_d263a130d199986b() {
+intgo _wrap_ACTIVATION_NONE_swig_d99296682f8e5f3b() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9068,7 +9149,7 @@ intgo _wrap_ACTIVATION_NONE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_d263a130d199986b() {
+intgo _wrap_ACTIVATION_RELU_swig_d99296682f8e5f3b() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9080,7 +9161,7 @@ intgo _wrap_ACTIVATION_RELU_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_d263a130d199986b() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_d99296682f8e5f3b() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9092,7 +9173,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_d263a130d199986b() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_d263a130d199986b(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_d99296682f8e5f3b(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9122,7 +9203,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_d263a130d199986b(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_d263a130d199986b() {
+intgo _wrap_DENSE_MATH_FP32_swig_d99296682f8e5f3b() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9134,7 +9215,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_d263a130d199986b() {
+intgo _wrap_DENSE_MATH_TF32_swig_d99296682f8e5f3b() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9146,7 +9227,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_d263a130d199986b() {
+intgo _wrap_DENSE_MATH_BF16_swig_d99296682f8e5f3b() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9158,7 +9239,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_d263a130d199986b() {
 }
 
 
-void _wrap_mlp_destroy_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -9168,7 +9249,7 @@ void _wrap_mlp_destroy_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9206,7 +9287,7 @@ _gostring_ _wrap_mlp_forward_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9244,7 +9325,7 @@ _gostring_ _wrap_mlp_infer_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9274,7 +9355,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9306,7 +9387,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_d263a130d199986b(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -9351,7 +9432,7 @@ _gostring_ _wrap_dcn_create_swig_d263a130d199986b(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -9361,7 +9442,7 @@ void _wrap_dcn_destroy_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9399,7 +9480,7 @@ _gostring_ _wrap_dcn_forward_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9437,7 +9518,7 @@ _gostring_ _wrap_dcn_infer_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9467,7 +9548,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9499,7 +9580,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_d263a130d199986b(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_d99296682f8e5f3b(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9533,7 +9614,7 @@ _gostring_ _wrap_dot_interaction_width_swig_d263a130d199986b(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9577,7 +9658,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_d263a130d199986b(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9617,7 +9698,7 @@ _gostring_ _wrap_bce_with_logits_swig_d263a130d199986b(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_d263a130d199986b(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9649,7 +9730,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_d263a130d199986b(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -9659,7 +9740,7 @@ void _wrap_dense_optimizer_destroy_swig_d263a130d199986b(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -9691,7 +9772,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_d263a130d199986b(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -9723,7 +9804,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_d263a130d199986b(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -9755,7 +9836,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_d263a130d199986b(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_d263a130d199986b() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_d99296682f8e5f3b() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9767,7 +9848,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_d263a130d199986b() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_d99296682f8e5f3b() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9779,7 +9860,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_d263a130d199986b() {
 }
 
 
-void _wrap_ddp_destroy_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -9789,7 +9870,7 @@ void _wrap_ddp_destroy_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9819,7 +9900,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9851,7 +9932,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9881,7 +9962,7 @@ _gostring_ _wrap_ddp_finish_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -9913,7 +9994,7 @@ _gostring_ _wrap_ddp_set_sync_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -9923,7 +10004,7 @@ void _wrap_fsdp_destroy_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9955,7 +10036,7 @@ _gostring_ _wrap_fsdp_release_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9987,7 +10068,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_d263a130d199986b(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10017,7 +10098,7 @@ _gostring_ _wrap_fsdp_step_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_d263a130d199986b(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_d99296682f8e5f3b(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10047,7 +10128,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_d263a130d199986b(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10081,7 +10162,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -10115,7 +10196,7 @@ _gostring_ _wrap_bind_mlp_device_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10149,7 +10230,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_d263a130d199986b(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_d263a130d199986b() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_d99296682f8e5f3b() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -10160,7 +10241,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_d263a130d199986b() {
 }
 
 
-void _wrap_bind_param_list_free_swig_d263a130d199986b(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_d99296682f8e5f3b(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -10170,7 +10251,7 @@ void _wrap_bind_param_list_free_swig_d263a130d199986b(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_d263a130d199986b(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_d99296682f8e5f3b(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -10202,7 +10283,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_d263a130d199986b(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_d263a130d199986b(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_d99296682f8e5f3b(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -10234,7 +10315,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_d263a130d199986b(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -10266,7 +10347,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_d263a130d199986b(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10319,7 +10400,7 @@ _gostring_ _wrap_bind_mlp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_d263a130d199986b(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10378,7 +10459,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_d263a130d199986b(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10416,7 +10497,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_d263a130d199986b(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10454,7 +10535,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_d263a130d199986b(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10488,7 +10569,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_d263a130d199986b(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10522,7 +10603,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_d263a130d199986b(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10563,7 +10644,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_d263a130d199986b(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10604,7 +10685,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_d263a130d199986b(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10642,7 +10723,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_d263a130d199986b(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10680,7 +10761,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_d263a130d199986b(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10724,7 +10805,7 @@ _gostring_ _wrap_bind_ddp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10764,7 +10845,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -10798,7 +10879,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_d263a130d199986b(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -10834,7 +10915,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_d263a130d199986b(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_d263a130d199986b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10876,7 +10957,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_d263a130d199986b(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10918,7 +10999,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_d263a130d199986b(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -10956,7 +11037,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_d263a130d199986b(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -10992,7 +11073,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_d263a130d199986b(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11028,7 +11109,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_d263a130d199986b(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_d263a130d199986b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -11062,7 +11143,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_d263a130d199986b(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11098,7 +11179,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_d263a130d199986b(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_d263a130d199986b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11138,7 +11219,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_d263a130d199986b(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_d263a130d199986b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11172,7 +11253,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_d263a130d199986b(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_d263a130d199986b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11208,7 +11289,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_d263a130d199986b(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_d263a130d199986b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11244,7 +11325,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_d263a130d199986b(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_d263a130d199986b() {
+intgo _wrap_SERVING_AS_TRAINED_swig_d99296682f8e5f3b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11256,7 +11337,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_d263a130d199986b() {
+intgo _wrap_SERVING_FP32_swig_d99296682f8e5f3b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11268,7 +11349,7 @@ intgo _wrap_SERVING_FP32_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_d263a130d199986b() {
+intgo _wrap_SERVING_FP16_swig_d99296682f8e5f3b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11280,7 +11361,7 @@ intgo _wrap_SERVING_FP16_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_d263a130d199986b() {
+intgo _wrap_SERVING_BF16_swig_d99296682f8e5f3b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11292,7 +11373,7 @@ intgo _wrap_SERVING_BF16_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_d263a130d199986b() {
+intgo _wrap_SERVING_INT8_swig_d99296682f8e5f3b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11304,7 +11385,7 @@ intgo _wrap_SERVING_INT8_swig_d263a130d199986b() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_d263a130d199986b() {
+intgo _wrap_SERVING_INT4_swig_d99296682f8e5f3b() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11316,7 +11397,7 @@ intgo _wrap_SERVING_INT4_swig_d263a130d199986b() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11353,7 +11434,7 @@ _gostring_ _wrap_inference_save_swig_d263a130d199986b(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -11363,7 +11444,7 @@ void _wrap_inference_destroy_swig_d263a130d199986b(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -11395,7 +11476,7 @@ _gostring_ _wrap_inference_output_dim_swig_d263a130d199986b(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -11427,7 +11508,7 @@ _gostring_ _wrap_inference_is_sequence_swig_d263a130d199986b(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11459,7 +11540,7 @@ _gostring_ _wrap_inference_num_features_swig_d263a130d199986b(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11491,7 +11572,7 @@ _gostring_ _wrap_inference_num_tables_swig_d263a130d199986b(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11536,7 +11617,7 @@ _gostring_ _wrap_inference_table_info_swig_d263a130d199986b(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_row_scales_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_row_scales_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11583,7 +11664,7 @@ _gostring_ _wrap_inference_row_scales_swig_d263a130d199986b(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_version_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11615,7 +11696,7 @@ _gostring_ _wrap_inference_version_swig_d263a130d199986b(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -11647,7 +11728,7 @@ _gostring_ _wrap_inference_pin_swig_d263a130d199986b(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_d263a130d199986b(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_d99296682f8e5f3b(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -11657,7 +11738,7 @@ void _wrap_inference_unpin_swig_d263a130d199986b(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_d263a130d199986b(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_d99296682f8e5f3b(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11689,7 +11770,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_d263a130d199986b(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_d263a130d199986b(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_d99296682f8e5f3b(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -11730,7 +11811,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_d263a130d199986b(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11767,7 +11848,7 @@ _gostring_ _wrap_inference_reload_swig_d263a130d199986b(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_inference_apply_delta_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11818,7 +11899,7 @@ _gostring_ _wrap_inference_apply_delta_swig_d263a130d199986b(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_apply_delta_ext_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_inference_apply_delta_ext_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11871,7 +11952,7 @@ _gostring_ _wrap_inference_apply_delta_ext_swig_d263a130d199986b(shardrec_infere
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_d263a130d199986b(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_open_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -11927,7 +12008,7 @@ _gostring_ _wrap_bind_inference_open_swig_d263a130d199986b(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_d263a130d199986b(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_lookup_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -11987,7 +12068,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_d263a130d199986b(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_d263a130d199986b(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_d99296682f8e5f3b(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -12045,7 +12126,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_d263a130d199986b(shardrec_i
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_d263a130d199986b(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_d99296682f8e5f3b(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -12058,7 +12139,7 @@ void *_wrap_bind_host_alloc_floats_swig_d263a130d199986b(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_d263a130d199986b(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_d99296682f8e5f3b(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

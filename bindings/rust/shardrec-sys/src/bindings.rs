@@ -2085,6 +2085,16 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_comm_create_tcp(
+        out: *mut *mut shardrec_comm_t,
+        addr: *const ::std::os::raw::c_char,
+        port: i32,
+        rank: i32,
+        world_size: i32,
+        options: *const shardrec_comm_options_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_comm_local_rank(
         out: *mut i32,
         comm: *const shardrec_comm_t,
@@ -2608,6 +2618,14 @@ extern "C" {
         topology: *mut shardrec_topology_t,
         options: *const shardrec_calibrate_options_t,
         calibration: *mut shardrec_calibration_t,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_topology_calibrate_network(
+        topology: *mut shardrec_topology_t,
+        comm: *mut shardrec_comm_t,
+        time_budget: f64,
+        bandwidth_out: *mut f64,
     ) -> shardrec_status_t;
 }
 extern "C" {

@@ -225,6 +225,27 @@ impl Comm {
         Ok(Comm::from_raw(out))
     }
 
+    /// Joins the group whose rank 0 hosts the rendezvous store at `addr`:`port`, as `rank` of
+    /// `world_size`, for hosts that hand rank 0's address in code such as Ray Train (collective,
+    /// blocking; see `shardrec_comm_create_tcp`). Only `SHARDREC_RENDEZVOUS_TOKEN` is read from
+    /// the environment. An `addr` holding a NUL byte is refused (`Code::Invalid`).
+    pub fn from_tcp(
+        addr: &str,
+        port: i32,
+        rank: i32,
+        world_size: i32,
+        options: &CommOptions,
+    ) -> Result<Comm> {
+        let c_addr = crate::cstring(addr, "addr")?;
+        let mut out = ptr::null_mut();
+        options.with_raw(|o| {
+            check(unsafe {
+                sys::shardrec_comm_create_tcp(&mut out, c_addr.as_ptr(), port, rank, world_size, o)
+            })
+        })?;
+        Ok(Comm::from_raw(out))
+    }
+
     /// Joins the group named by `id` as `rank` of `world_size` (collective, blocking).
     pub fn new(id: &UniqueId, world_size: i32, rank: i32, options: &CommOptions) -> Result<Comm> {
         // SAFETY: plain bytes.

@@ -175,6 +175,26 @@ impl Topology {
         t
     }
 
+    /// Measures the network between the hosts of `comm` (`shardrec_topology_calibrate_network`:
+    /// timed all-to-alls across hosts, about `time_budget` seconds, 0 meaning 0.5) and writes it
+    /// into `inter_node_bandwidth` (bytes/s per rank). Collective: every rank of `comm` calls it
+    /// with the same budget, and gets the same figure. On one host nothing crosses: returns 0
+    /// and leaves the topology as it is; on error too.
+    pub fn calibrate_network(
+        &mut self,
+        comm: &mut crate::Comm,
+        time_budget: f64,
+    ) -> crate::Result<f64> {
+        let mut t = self.raw();
+        let mut measured = 0.0;
+        // SAFETY: as in fill_from_comm; `measured` outlives the call.
+        crate::check(unsafe {
+            sys::shardrec_topology_calibrate_network(&mut t, comm.raw, time_budget, &mut measured)
+        })?;
+        self.inter_node_bandwidth = t.inter_node_bandwidth;
+        Ok(measured)
+    }
+
     /// Sets `world_size` to `comm`'s size and `ranks_per_node` to its local size
     /// (`shardrec_topology_from_comm`), the default way to describe a launched job to the
     /// planner. Collective: every rank of `comm` calls it. Every host must run as many ranks;

@@ -61,3 +61,25 @@ fn fill_from_comm_takes_world_and_local_size() {
         assert_eq!(h.join().expect("rank thread"), (4, 4, 256));
     }
 }
+
+#[test]
+fn calibrate_network_on_one_host_measures_nothing() {
+    let comms = shardrec::Comm::local_group(2, &shardrec::CommOptions::default()).expect("group");
+    let ranks: Vec<_> = comms
+        .into_iter()
+        .map(|mut comm| {
+            std::thread::spawn(move || {
+                let mut topo = Topology::new(2);
+                topo.inter_node_bandwidth = 123.0;
+                let got = topo.calibrate_network(&mut comm, 0.2).expect("calibrate_network");
+                let bad = topo.calibrate_network(&mut comm, -1.0).err().expect("refused");
+                (got, topo.inter_node_bandwidth, bad.to_string())
+            })
+        })
+        .collect();
+    for h in ranks {
+        let (got, written, bad) = h.join().expect("rank thread");
+        assert_eq!((got, written), (0.0, 123.0));
+        assert!(bad.contains("time_budget"), "{bad}");
+    }
+}

@@ -153,6 +153,29 @@ public final class Comm extends NativeHandle {
     return new Comm(out[0]);
   }
 
+  /**
+   * Joins the group whose rank 0 hosts the rendezvous store at {@code addr}:{@code port}, as
+   * {@code rank} of {@code worldSize}, for hosts that hand rank 0's address in code such as Ray
+   * Train (collective; see shardrec_comm_create_tcp). Only SHARDREC_RENDEZVOUS_TOKEN is read from
+   * the environment. An {@code addr} holding a NUL character is refused with
+   * IllegalArgumentException; a null or empty one, or a bad port, rank or size, by C
+   * (ShardrecException, SHARDREC_EINVAL, naming the argument).
+   */
+  public static Comm fromTcp(String addr, int port, int rank, int worldSize, Options options) {
+    if (addr != null && addr.indexOf('\0') >= 0) {
+      throw new IllegalArgumentException("addr " + addr.replace("\0", "\\0")
+          + ": a NUL character at char " + addr.indexOf('\0') + " would cut the string short in C");
+    }
+    long[] out = new long[1];
+    comm_options o = (options == null ? new Options() : options).toNative();
+    try {
+      Native.comm_create_tcp(out, addr, port, rank, worldSize, o);
+    } finally {
+      o.delete();
+    }
+    return new Comm(out[0]);
+  }
+
   /** Joins the group named by {@code id} as {@code rank} of {@code worldSize} (collective). */
   public static Comm create(byte[] id, int worldSize, int rank, Options options) {
     long[] out = new long[1];

@@ -233,6 +233,28 @@ public final class Config {
     }
 
     /**
+     * Measures the network between the hosts of {@code comm} (shardrec_topology_calibrate_network:
+     * timed all-to-alls across hosts, about {@code timeBudget} seconds, 0 meaning 0.5) and writes
+     * it into interNodeBandwidth (bytes/s per rank). Collective: every rank of {@code comm} calls
+     * it with the same budget, and gets the same figure. On one host nothing crosses: returns 0
+     * and leaves the topology as it is.
+     *
+     * @return the measured bytes/s, 0 on one host
+     */
+    public double calibrateNetwork(Comm comm, double timeBudget) {
+      org.shardrec.swig.topology t = toNative();
+      double[] measured = new double[1];
+      try {
+        NativeHandle.use(comm, "comm", c -> org.shardrec.swig.Native.topology_calibrate_network(
+            t, c, timeBudget, measured));
+        interNodeBandwidth = t.getInter_node_bandwidth();
+        return measured[0];
+      } finally {
+        t.delete();
+      }
+    }
+
+    /**
      * Measures this machine (shardrec_topology_calibrate, about 0.1-0.3 s) and writes the
      * figures into this topology: memoryBandwidth, intraNodeBandwidth, collectiveLatency and
      * (host) perIdCost. Set worldSize / ranksPerNode first.

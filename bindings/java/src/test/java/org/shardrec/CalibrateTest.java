@@ -54,4 +54,24 @@ class CalibrateTest {
       assertEquals(0, t.batchSize);
     }
   }
+
+  @Test
+  void calibrateNetworkOnOneHostMeasuresNothing() throws Exception {
+    Comm[] group = Comm.createLocalGroup(2);
+    double[] got = {-1, -1};
+    Config.Topology[] topo = {new Config.Topology(2), new Config.Topology(2)};
+    Thread[] threads = new Thread[group.length];
+    for (int r = 0; r < group.length; ++r) {
+      final int rank = r;
+      topo[r].interNodeBandwidth = 123;
+      threads[r] = new Thread(() -> got[rank] = topo[rank].calibrateNetwork(group[rank], 0.2));
+      threads[r].start();
+    }
+    for (Thread t : threads) t.join();
+    for (Comm c : group) c.close();
+    for (int r = 0; r < 2; ++r) {
+      assertEquals(0.0, got[r]);
+      assertEquals(123.0, topo[r].interNodeBandwidth);
+    }
+  }
 }

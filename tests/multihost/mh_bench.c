@@ -1,0 +1,158 @@
+/* Throughput of one sharding type across the bed's hosts, beside the planner's estimate.
+ *
+ * Usage: mh_bench TYPE STEPS   (TYPE: a shardrec_sharding_type_t value, e.g. 2 row-wise,
+ *                               4 table-row-wise)
+ * Ranks meet through shardrec_comm_create_from_env. Rank 0 calibrates this machine and
+ * broadcasts the figures, so every rank plans alike; SHARDREC_BED_LINK_BYTES (bytes/s), when
+ * set, is the planner's inter_node_bandwidth (the bed's tbf rate: calibration does not measure
+ * the network). After 3 warm-up steps, STEPS forward + backward steps are timed between two
+ * barriers; rank 0 prints
+ *   bench type T world W ranks_per_node P samples_per_s S step_ms M est_ms E
+ * where E is the planner's "estimated step cost of the busiest rank". Exit 0, or 3 on a library
+ * error (its message on stderr). Not a ctest: a figure maker for docs/multihost.md.
+ */
+#define _POSIX_C_SOURCE 200112L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shardrec/shardrec.h"
+
+#define TABLES 2
+#define ROWS 200000
+#define DIM 64
+#define BATCH 256
+#define BAG 4
+
+#define CHECK(call)                                                                               \
+  do {                                                                                            \
+    shardrec_status_t rc_ = (call);                                                               \
+    if (rc_ != SHARDREC_OK) {                                                                     \
+      fprintf(stderr, "%s: %s: %s\n", #call, shardrec_status_string(rc_), shardrec_last_error()); \
+      status = 3;                                                                                 \
+      goto done;                                                                                  \
+    }                                                                                             \
+  } while (0)
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static double estimated_ms(const shardrec_plan_t* plan) {
+  char* text = NULL;
+  const char* key = "estimated step cost of the busiest rank: ";
+  double ms = -1;
+  if (shardrec_plan_stats(plan, &text, NULL) != SHARDREC_OK) return -1;
+  const char* at = strstr(text, key);
+  if (at != NULL) ms = strtod(at + strlen(key), NULL);
+  shardrec_free(text);
+  return ms;
+}
+
+int main(int argc, char** argv) {
+  static const int32_t feature_of[TABLES] = {0, 1};
+  shardrec_comm_t* comm = NULL;
+  shardrec_plan_t* plan = NULL;
+  shardrec_embedding_t* coll = NULL;
+  shardrec_topology_t topology;
+  shardrec_feature_config_t features[TABLES];
+  shardrec_table_config_t tables[TABLES];
+  shardrec_table_constraints_t constraints[TABLES];
+  shardrec_comm_options_t co = SHARDREC_COMM_OPTIONS_INIT;
+  shardrec_embedding_options_t eo = SHARDREC_EMBEDDING_OPTIONS_INIT;
+  static int32_t lengths[TABLES * BATCH];
+  static int64_t ids[TABLES * BATCH * BAG];
+  static float out[BATCH * TABLES * DIM], grad[BATCH * TABLES * DIM];
+  shardrec_kjt_view_t view;
+  double figures[4], t0, t1;
+  int32_t rank = 0, world = 0;
+  int status = 0, step, t, j;
+  const char* link = getenv("SHARDREC_BED_LINK_BYTES");
+  if (argc != 3) {
+    fprintf(stderr, "usage: mh_bench TYPE STEPS\n");
+    return 2;
+  }
+  const int type = atoi(argv[1]), steps = atoi(argv[2]);
+  co.timeout_ms = 60000;
+  CHECK(shardrec_comm_create_from_env(&comm, &co));
+  CHECK(shardrec_comm_rank(&rank, comm));
+  CHECK(shardrec_comm_size(&world, comm));
+  shardrec_topology_init(&topology, SHARDREC_TOPOLOGY_VERSION);
+  CHECK(shardrec_topology_from_comm(&topology, comm));
+  topology.batch_size = BATCH;
+  if (rank == 0) {
+    CHECK(shardrec_topology_calibrate(&topology, NULL, NULL));
+    figures[0] = topology.memory_bandwidth;
+    figures[1] = topology.intra_node_bandwidth;
+    figures[2] = topology.collective_latency;
+    figures[3] = topology.per_id_cost;
+  }
+  CHECK(shardrec_comm_broadcast(comm, figures, 4, SHARDREC_DTYPE_FLOAT64, 0, NULL));
+  topology.memory_bandwidth = figures[0];
+  topology.intra_node_bandwidth = figures[1];
+  topology.collective_latency = figures[2];
+  topology.per_id_cost = figures[3];
+  if (link != NULL) topology.inter_node_bandwidth = atof(link);
+  for (t = 0; t < TABLES; ++t) {
+    shardrec_feature_config_init(&features[t], SHARDREC_FEATURE_CONFIG_VERSION);
+    features[t].name = t == 0 ? "f0" : "f1";
+    features[t].pooling_factor = BAG;
+    shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
+    tables[t].name = t == 0 ? "t0" : "t1";
+    tables[t].rows = ROWS;
+    tables[t].dim = DIM;
+    tables[t].pooling = SHARDREC_POOLING_SUM;
+    tables[t].features = &feature_of[t];
+    tables[t].num_features = 1;
+    shardrec_table_constraints_init(&constraints[t], SHARDREC_TABLE_CONSTRAINTS_VERSION);
+    constraints[t].table = tables[t].name;
+    constraints[t].sharding_types = 1u << type;
+  }
+  CHECK(shardrec_plan_create(&plan, tables, TABLES, features, TABLES, &topology, constraints,
+                             TABLES));
+  eo.num_threads = 1;
+  CHECK(shardrec_embedding_create(&coll, plan, comm, NULL, &eo));
+  memset(&view, 0, sizeof(view));
+  view.batch_size = BATCH;
+  view.num_features = TABLES;
+  view.lengths = lengths;
+  view.num_lengths = TABLES * BATCH;
+  view.values = ids;
+  view.values_dtype = SHARDREC_DTYPE_INT64;
+  view.num_values = TABLES * BATCH * BAG;
+  for (j = 0; j < TABLES * BATCH; ++j) lengths[j] = BAG;
+  for (j = 0; j < BATCH * TABLES * DIM; ++j) grad[j] = 0.01f * (float)(j % 7);
+  t0 = 0;
+  for (step = -3; step < steps; ++step) {
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(rank * 7919 + step + 11);
+    for (j = 0; j < TABLES * BATCH * BAG; ++j) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      ids[j] = (int64_t)(x % ROWS);
+    }
+    if (step == 0) {
+      CHECK(shardrec_comm_barrier(comm));
+      t0 = now_ms();
+    }
+    CHECK(shardrec_embedding_forward(coll, &view, out, BATCH * TABLES * DIM, NULL));
+    CHECK(shardrec_embedding_backward(coll, grad, BATCH * TABLES * DIM, NULL));
+  }
+  CHECK(shardrec_comm_barrier(comm));
+  t1 = now_ms();
+  if (rank == 0) {
+    const double step_ms = (t1 - t0) / steps;
+    printf("bench type %d world %d ranks_per_node %d samples_per_s %.0f step_ms %.2f est_ms %.2f\n",
+           type, world, topology.ranks_per_node, (double)world * BATCH * 1e3 / step_ms, step_ms,
+           estimated_ms(plan));
+  }
+done:
+  shardrec_embedding_destroy(coll);
+  shardrec_plan_destroy(plan);
+  shardrec_comm_destroy(comm);
+  return status;
+}
