@@ -292,6 +292,28 @@ void FromEnv() {
   shardrec_topology_t topology = SHARDREC_TOPOLOGY_INIT;
   shardrec::topology_from_comm(topology, comm);
   Require(topology.world_size == 1 && topology.ranks_per_node == 1, "topology from comm");
+  // One host: nothing to measure, the topology stays as it was.
+  const double before = topology.inter_node_bandwidth;
+  Require(shardrec::topology_calibrate_network(topology, comm) == 0 &&
+              topology.inter_node_bandwidth == before,
+          "calibrate_network on one host measures nothing");
+  // Rank 0's address handed in code: a world of 2 on threads over loopback.
+  const int32_t tcp_port = 20000 + (getpid() + 7919) % 20000;
+  std::vector<int32_t> sizes(2, 0);
+  std::vector<std::string> failures(2);
+  std::vector<std::thread> ranks;
+  for (int32_t r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        auto c = shardrec::Comm::tcp("127.0.0.1", tcp_port, r, 2);
+        sizes[r] = c.size();
+      } catch (const std::exception& e) {
+        failures[r] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  Require(sizes[0] == 2 && sizes[1] == 2,
+          "Comm::tcp joins rank 0's address: " + failures[0] + failures[1]);
 }
 
 void MovedFrom() {

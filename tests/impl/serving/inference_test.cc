@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -126,7 +127,17 @@ TEST(ServingVersions, ReadersAlwaysSeeOneWholeVersionAcrossSwaps) {
   }
   std::vector<int64_t> ids(kRows);
   for (int64_t i = 0; i < kRows; ++i) ids[i] = i;
+  // On a loaded machine the readers may not run at all while 200 swaps finish: every tenth swap
+  // waits (bounded) until they have read since the last wait, so reads interleave with swaps.
+  int64_t seen = 0;
+  auto await_reads = [&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (reads.load() <= seen && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    seen = reads.load();
+  };
   for (int k = 1; k <= kSwaps; ++k) {
+    if (k % 10 == 1) await_reads();
     const Rows rows(kRows * kDim, static_cast<float>(k));
     Delta d;
     d.ids = ids.data();

@@ -59,6 +59,18 @@ class Comm {
   }
 
   /**
+   * Joins a group whose rank 0 listens at @p addr : @p port, handed in code rather than by
+   * launcher variables (Ray Train and the like; collective; shardrec_comm_create_tcp).
+   */
+  static Comm tcp(const std::string& addr, int32_t port, int32_t rank, int32_t world_size,
+                  const shardrec_comm_options_t* options = nullptr) {
+    shardrec_comm_t* c = nullptr;
+    check(
+        shardrec_comm_create_tcp(&c, detail::c_str(addr, "addr"), port, rank, world_size, options));
+    return Comm(c);
+  }
+
+  /**
    * The MPI backend over MPI_COMM_WORLD (@p mpi_comm_fortran 0) or the host's communicator given
    * by its MPI_Comm_c2f() handle (collective; shardrec_comm_create_mpi).
    */

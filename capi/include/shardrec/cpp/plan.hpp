@@ -38,6 +38,19 @@ inline shardrec_calibration_t topology_calibrate(
   return c;
 }
 
+/**
+ * Measures the bandwidth between @p comm's hosts into @p topology's inter_node_bandwidth and
+ * returns it (bytes/s; 0 on one host, leaving the topology as it was). Collective over @p comm;
+ * @p time_budget seconds at most (0: the default; shardrec_topology_calibrate_network).
+ */
+inline double topology_calibrate_network(shardrec_topology_t& topology, Comm& comm,
+                                         double time_budget = 0) {
+  double measured = 0;
+  check(shardrec_topology_calibrate_network(&topology, detail::live(comm.get(), "shardrec::Comm"),
+                                            time_budget, &measured));
+  return measured;
+}
+
 /** An immutable sharding plan. Move-only; safe to query from any number of threads. */
 class Plan {
  public:
