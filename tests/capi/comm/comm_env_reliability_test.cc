@@ -20,6 +20,14 @@
 #include "shardrec/common.h"
 #include "tests/support/free_port.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SHARDREC_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHARDREC_TEST_UNDER_ASAN 1
+#endif
+#endif
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -187,6 +195,13 @@ TEST(CapiCommEnvReliability, ManyMissingRanksFailCreationAtTheTimeout) {
 // with EIO naming the limit. It used to report ETIMEOUT blaming a missing peer, ~10 ms per peer
 // after the timeout (10 s for 1100 ranks under the usual limit of 1024).
 TEST(CapiCommEnvReliability, AWorldPastTheOpenFileLimitFailsAtOnceNamingIt) {
+#if defined(SHARDREC_TEST_UNDER_ASAN)
+  // The case uses up every descriptor below the limit on purpose, and the sanitizers' runtime
+  // needs some of its own meanwhile: under ASan+UBSan it then reported valid objects (a caught
+  // exception, a new thread's state) as having an invalid vptr, and its symbolizer could not
+  // start (EMFILE). The release build runs it.
+  GTEST_SKIP() << "exhausts the descriptors the sanitizer runtime needs (run in release)";
+#endif
   const int port = FreePort();
   SetRankEnv(port, 0);
   setenv("WORLD_SIZE", "600", 1);
