@@ -13,6 +13,7 @@ cmake_minimum_required(VERSION 3.25)
 
 # Module -> the impl modules it may include (besides itself). Order: the levels of docs/design.md section 3.
 set(allow_core "")
+set(allow_store "core")
 set(allow_optim "core")
 # A plan names each table's optimizer, so sharding reads optim's config type (optim needs only
 # core: no cycle).
@@ -20,16 +21,16 @@ set(allow_sharding "core;optim")
 set(allow_comm "core")
 set(allow_dense "core;optim")
 set(allow_planner "core;sharding;optim")
-set(allow_embedding "core;sharding;optim;comm")
+set(allow_embedding "core;store;sharding;optim;comm")
 set(allow_ddp "core;optim;comm;dense")
-set(allow_replica "core;sharding;optim;comm;embedding")
-set(allow_checkpoint "core;sharding;optim;comm;embedding;dense;ddp;replica")
+set(allow_replica "core;store;sharding;optim;comm;embedding")
+set(allow_checkpoint "core;store;sharding;optim;comm;embedding;dense;ddp;replica")
 # The plugin serves every module's CUDA twins behind the plain-C table.
 # Serving reads checkpoints through their format and verified record reader, never the
 # collection or a communicator.
-set(allow_serving "core;sharding;checkpoint")
+set(allow_serving "core;store;sharding;checkpoint")
 set(allow_cuda_plugin "core;sharding;optim;comm;dense;embedding;ddp")
-set(modules core optim sharding comm dense planner embedding ddp replica checkpoint serving cuda_plugin)
+set(modules core store optim sharding comm dense planner embedding ddp replica checkpoint serving cuda_plugin)
 
 # The modules that see a collection only through the storage seam.
 set(storage_seam_modules checkpoint replica)
