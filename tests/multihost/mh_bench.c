@@ -3,13 +3,19 @@
  * Usage: mh_bench TYPE STEPS   (TYPE: a shardrec_sharding_type_t value, e.g. 2 row-wise,
  *                               4 table-row-wise)
  * Ranks meet through shardrec_comm_create_from_env. Rank 0 calibrates this machine and
- * broadcasts the figures, so every rank plans alike; SHARDREC_BED_LINK_BYTES (bytes/s), when
- * set, is the planner's inter_node_bandwidth (the bed's tbf rate: calibration does not measure
- * the network). After 3 warm-up steps, STEPS forward + backward steps are timed between two
- * barriers; rank 0 prints
- *   bench type T world W ranks_per_node P samples_per_s S step_ms M est_ms E
- * where E is the planner's "estimated step cost of the busiest rank". Exit 0, or 3 on a library
- * error (its message on stderr). Not a ctest: a figure maker for docs/multihost.md.
+ * broadcasts the figures, so every rank plans alike; across hosts every rank then measures the
+ * network (shardrec_topology_calibrate_network, budget 1 s), which sets the planner's
+ * inter_node_bandwidth; SHARDREC_BED_LINK_BYTES (bytes/s), when set, overrides it, and
+ * SHARDREC_BED_NO_CALIBRATION=1 skips both calibrations (the planner's defaults: for runs that
+ * only count bytes). After 3
+ * warm-up steps, STEPS forward + backward steps are timed between two barriers; rank 0 prints
+ *   bench type T world W ranks_per_node P samples_per_s S step_ms M est_ms E net_bps N
+ *         link_tx_per_step X link_rx_per_step Y
+ * where E is the planner's "estimated step cost of the busiest rank", N the measured network
+ * figure (0 on one host) and X, Y the bytes host 0's link (eth0 in the bed's namespace) sent and
+ * received per timed step (-1 where /sys/class/net/eth0 cannot be read). Exit 0, or 3 on a
+ * library error (its message on stderr). Not a ctest: a figure maker for docs/multihost.md, and
+ * the host-link byte counts of multihost_host_reduce.
  */
 #define _POSIX_C_SOURCE 200112L
 #include <stdint.h>
@@ -42,6 +48,19 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* A counter of eth0 (the bed's host link; `ip netns exec` mounts the namespace's sysfs). */
+static double link_counter(const char* name) {
+  char path[96];
+  double v = -1;
+  FILE* f;
+  snprintf(path, sizeof(path), "/sys/class/net/eth0/statistics/%s", name);
+  f = fopen(path, "r");
+  if (f == NULL) return -1;
+  if (fscanf(f, "%lf", &v) != 1) v = -1;
+  fclose(f);
+  return v;
+}
+
 static double estimated_ms(const shardrec_plan_t* plan) {
   char* text = NULL;
   const char* key = "estimated step cost of the busiest rank: ";
@@ -68,10 +87,12 @@ int main(int argc, char** argv) {
   static int64_t ids[TABLES * BATCH * BAG];
   static float out[BATCH * TABLES * DIM], grad[BATCH * TABLES * DIM];
   shardrec_kjt_view_t view;
-  double figures[4], t0, t1;
+  double figures[4], t0, t1, tx0 = 0, rx0 = 0, net_bps = 0;
   int32_t rank = 0, world = 0;
   int status = 0, step, t, j;
   const char* link = getenv("SHARDREC_BED_LINK_BYTES");
+  const char* no_cal = getenv("SHARDREC_BED_NO_CALIBRATION");
+  const int calibrate = no_cal == NULL || strcmp(no_cal, "1") != 0;
   if (argc != 3) {
     fprintf(stderr, "usage: mh_bench TYPE STEPS\n");
     return 2;
@@ -84,18 +105,22 @@ int main(int argc, char** argv) {
   shardrec_topology_init(&topology, SHARDREC_TOPOLOGY_VERSION);
   CHECK(shardrec_topology_from_comm(&topology, comm));
   topology.batch_size = BATCH;
-  if (rank == 0) {
+  if (rank == 0 && calibrate) {
     CHECK(shardrec_topology_calibrate(&topology, NULL, NULL));
     figures[0] = topology.memory_bandwidth;
     figures[1] = topology.intra_node_bandwidth;
     figures[2] = topology.collective_latency;
     figures[3] = topology.per_id_cost;
   }
-  CHECK(shardrec_comm_broadcast(comm, figures, 4, SHARDREC_DTYPE_FLOAT64, 0, NULL));
-  topology.memory_bandwidth = figures[0];
-  topology.intra_node_bandwidth = figures[1];
-  topology.collective_latency = figures[2];
-  topology.per_id_cost = figures[3];
+  if (calibrate) {
+    CHECK(shardrec_comm_broadcast(comm, figures, 4, SHARDREC_DTYPE_FLOAT64, 0, NULL));
+    topology.memory_bandwidth = figures[0];
+    topology.intra_node_bandwidth = figures[1];
+    topology.collective_latency = figures[2];
+    topology.per_id_cost = figures[3];
+  }
+  if (calibrate && world > topology.ranks_per_node)
+    CHECK(shardrec_topology_calibrate_network(&topology, comm, 1.0, &net_bps));
   if (link != NULL) topology.inter_node_bandwidth = atof(link);
   for (t = 0; t < TABLES; ++t) {
     shardrec_feature_config_init(&features[t], SHARDREC_FEATURE_CONFIG_VERSION);
@@ -138,6 +163,8 @@ int main(int argc, char** argv) {
     if (step == 0) {
       CHECK(shardrec_comm_barrier(comm));
       t0 = now_ms();
+      tx0 = link_counter("tx_bytes");
+      rx0 = link_counter("rx_bytes");
     }
     CHECK(shardrec_embedding_forward(coll, &view, out, BATCH * TABLES * DIM, NULL));
     CHECK(shardrec_embedding_backward(coll, grad, BATCH * TABLES * DIM, NULL));
@@ -146,9 +173,12 @@ int main(int argc, char** argv) {
   t1 = now_ms();
   if (rank == 0) {
     const double step_ms = (t1 - t0) / steps;
-    printf("bench type %d world %d ranks_per_node %d samples_per_s %.0f step_ms %.2f est_ms %.2f\n",
+    const double tx1 = link_counter("tx_bytes"), rx1 = link_counter("rx_bytes");
+    printf("bench type %d world %d ranks_per_node %d samples_per_s %.0f step_ms %.2f est_ms %.2f "
+           "net_bps %.0f link_tx_per_step %.0f link_rx_per_step %.0f\n",
            type, world, topology.ranks_per_node, (double)world * BATCH * 1e3 / step_ms, step_ms,
-           estimated_ms(plan));
+           estimated_ms(plan), net_bps, tx1 < 0 || tx0 < 0 ? -1 : (tx1 - tx0) / steps,
+           rx1 < 0 || rx0 < 0 ? -1 : (rx1 - rx0) / steps);
   }
 done:
   shardrec_embedding_destroy(coll);
