@@ -213,8 +213,8 @@ Status HostReduce::Forward(comm::Communicator& comm, const RoutedBatch& rb, cons
       row[cols] = 1.0f;
     }
   });
-  SR_RETURN_IF_ERROR(host_comm_->AllToAllV(send1_.data(), c1s_, recv1_.data(), c1r_,
-                                           DType::kFloat32));
+  SR_RETURN_IF_ERROR(
+      host_comm_->AllToAllV(send1_.data(), c1s_, recv1_.data(), c1r_, DType::kFloat32));
 
   // The aggregator's sums: every unit of the group in combine order, from +0 (a unit without the
   // sample adds +0: the same bits as the flat combine, which skips it).
@@ -306,8 +306,7 @@ Status HostReduce::Forward(comm::Communicator& comm, const RoutedBatch& rb, cons
     total2 += n;
   }
   recv2_.resize(total2);
-  SR_RETURN_IF_ERROR(
-      comm.AllToAllV(send2_.data(), c2s_, recv2_.data(), c2r_, DType::kFloat32));
+  SR_RETURN_IF_ERROR(comm.AllToAllV(send2_.data(), c2s_, recv2_.data(), c2r_, DType::kFloat32));
 
   // The flat receive layout: flat units copied; a reduced group's sum in its first contributing
   // unit's row of each sample, +0 in the others' (the combine adds them in that order).
@@ -457,8 +456,8 @@ Status HostReduce::Backward(comm::Communicator& comm, const RoutedBatch& rb, con
     }
   });
   if (missing) return Status::Internal("host reduce: a sample of this rank's shard was not sent");
-  SR_RETURN_IF_ERROR(host_comm_->AllToAllV(send1_.data(), c1s_, recv1_.data(), c1r_,
-                                           DType::kFloat32));
+  SR_RETURN_IF_ERROR(
+      host_comm_->AllToAllV(send1_.data(), c1s_, recv1_.data(), c1r_, DType::kFloat32));
   each_piece([&](size_t g, int32_t d, int32_t a, int32_t u, int32_t o) {
     if (o != me || a == me) return;
     const int32_t cols = groups_[g].cols;

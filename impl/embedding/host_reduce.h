@@ -85,11 +85,11 @@ class HostReduce {
   int32_t rpn_ = 1;
   std::unique_ptr<comm::Communicator> host_comm_;
   std::vector<Group> groups_;
-  std::vector<int32_t> group_of_;      // per unit: its group or -1
+  std::vector<int32_t> group_of_;       // per unit: its group or -1
   std::vector<int32_t> my_unit_index_;  // per unit: index in units_to_rank[rank] or -1
 
   // Per batch.
-  std::vector<Slot> own_slot_;          // [source * my_units + i]
+  std::vector<Slot> own_slot_;  // [source * my_units + i]
   std::vector<int64_t> own_targets_;
   std::vector<Slot> peer_slot_;         // per unit of another rank (sample side)
   std::vector<int64_t> peer_union_at_;  // per group + 1: peer_union_ offsets (remote groups)

@@ -36,14 +36,13 @@ PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
     ids_per_rank += ComputeLoad(plan.tables[t], pooling_factors[t], topo.batch_size).ids;
     any_dp = any_dp || tp.type == sharding::ShardingType::kDataParallel;
     any_row_stats = any_row_stats || ExchangesRowStats(topo, plan.tables[t], tp.type, tp.shards);
-    any_host_reduce = any_host_reduce || ((tp.type == sharding::ShardingType::kTableRowWise ||
-                                           tp.type == sharding::ShardingType::kGrid) &&
-                                          topo.device == ComputeDevice::kHost &&
-                                          topo.local_world_size > 1 &&
-                                          topo.world_size > topo.local_world_size);
+    any_host_reduce =
+        any_host_reduce || ((tp.type == sharding::ShardingType::kTableRowWise ||
+                             tp.type == sharding::ShardingType::kGrid) &&
+                            topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
+                            topo.world_size > topo.local_world_size);
   }
-  const double overhead =
-      StepOverhead(topo, ids_per_rank, any_dp, any_row_stats, any_host_reduce);
+  const double overhead = StepOverhead(topo, ids_per_rank, any_dp, any_row_stats, any_host_reduce);
   for (auto& p : e.rank_perf) p.overhead = overhead;
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tp = plan.table_plans[t];

@@ -11,7 +11,8 @@ set -u
 build=$1 steps=${2:-20} trials=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d "${TMPDIR:-/tmp}/shardrec-mh-bench.XXXXXX")
-trap 'rm -rf "$out"' EXIT
+# BENCH_KEEP=DIR keeps every run's bench lines there (the table can be redone from them).
+trap '[[ -n ${BENCH_KEEP:-} ]] && cp "$out"/*.lines "$BENCH_KEEP"/ 2>/dev/null; rm -rf "$out"' EXIT
 configs=()
 for kind in rw trw trw-flat; do
   for hosts in 1 2 4; do
@@ -46,19 +47,23 @@ for c in "${configs[@]}"; do
     echo "| $name | ${hosts}x2 | $link | failed | | | | | | |"
     continue
   fi
-  # Fields: sps=10 ms=12 est=14 net=16 tx=18 rx=20 (1-based, awk). The median run by step time.
-  sort -t' ' -k12 -g "$f" | awk -v n="$(wc -l <"$f")" -v name="$name" -v hosts="$hosts" \
+  # Fields: sps=9 ms=11 est=13 net=15 tx=17 rx=19 (1-based, awk). The median run by step time.
+  sort -t" " -k11 -g "$f" | awk -v n="$(wc -l <"$f")" -v name="$name" -v hosts="$hosts" \
     -v link="$link" '
-    { ms[NR] = $12; line[NR] = $0 }
+    { ms[NR] = $11; line[NR] = $0 }
     END {
       split(line[int((n + 1) / 2)], m, " ")
-      sps = m[10]; step = m[12]; est = m[14]; net = m[16]; tx = m[18]; rx = m[20]
+      sps = m[9]; step = m[11]; est = m[13]; net = m[15]; tx = m[17]; rx = m[19]
       busy = tx > rx ? tx : rx
       # The link busy time: host 0 sends its bytes at 2 ranks x the per-rank measured rate.
-      share = net > 0 ? sprintf("%.2f", busy / (2 * net) * 1000 / step) : "-"
-      printf "| %s | %sx2 | %s | %s | %.2f [%.2f-%.2f] | %.2f | %.2f | %s | %s | %s |\n", name,
-        hosts, link, sps, step, ms[1], ms[n], est, est / step,
-        net > 0 ? sprintf("%.1f", net / 1e6) : "-", hosts > 1 ? sprintf("%.0f", tx / 1000) : "-",
-        share
+      share = "-"
+      if (net > 0) share = sprintf("%.2f", busy / (2 * net) * 1000 / step)
+      netmb = "-"
+      if (net > 0) netmb = sprintf("%.1f", net / 1e6)
+      kb = "-"
+      if (hosts > 1) kb = sprintf("%.0f", tx / 1000)
+      ratio = est / step
+      printf("| %s | %sx2 | %s | %s | %.2f [%.2f-%.2f] | %.2f | %.2f | %s | %s | %s |\n", name,
+        hosts, link, sps, step, ms[1], ms[n], est, ratio, netmb, kb, share)
     }'
 done

@@ -241,8 +241,8 @@ TEST(PlannerEstimator, HostTopologiesMoveOnlyTheCrossHostShareAtInterNodeBandwid
   const auto t = BenchTable();
   Topology topo = BedTopology();
   topo.batch_size = 256;
-  const auto e = EstimateShards(topo, t, {4.0f}, ShardingType::kRowWise,
-                                sharding::MakeRowWise(t, 4).shards);
+  const auto e =
+      EstimateShards(topo, t, {4.0f}, ShardingType::kRowWise, sharding::MakeRowWise(t, 4).shards);
   // out = O * W * D * 4 = 256 * 4 * 64 * 4: half for this host's 2 ranks, half across.
   const double out = 256.0 * 4 * 64 * 4;
   EXPECT_NEAR(e[0].perf.fwd_comms, out / 2 / topo.intra_node_bw + out / 2 / topo.inter_node_bw,
@@ -250,8 +250,8 @@ TEST(PlannerEstimator, HostTopologiesMoveOnlyTheCrossHostShareAtInterNodeBandwid
   // CUDA keeps TorchRec's model: everything at the inter-node bandwidth.
   Topology cuda = Topology::Default(4, 2, ComputeDevice::kCuda);
   cuda.batch_size = 256;
-  const auto c = EstimateShards(cuda, t, {4.0f}, ShardingType::kRowWise,
-                                sharding::MakeRowWise(t, 4).shards);
+  const auto c =
+      EstimateShards(cuda, t, {4.0f}, ShardingType::kRowWise, sharding::MakeRowWise(t, 4).shards);
   EXPECT_NEAR(c[0].perf.fwd_comms, out / cuda.CommBandwidth(Collective::kReduceScatter, 4, 2),
               1e-12);
 }
@@ -281,9 +281,8 @@ TEST(PlannerEstimator, HostTopologiesPreferPlansThatKeepTrafficInsideHosts) {
     for (int table = 0; table < 2; ++table) {
       const auto e = EstimateShards(topo, t, {4.0f}, type, shards);
       for (size_t i = 0; i < shards.size(); ++i) {
-        const int32_t r = type == ShardingType::kTableRowWise
-                              ? (shards[i].rank + 2 * table) % 4
-                              : shards[i].rank;
+        const int32_t r =
+            type == ShardingType::kTableRowWise ? (shards[i].rank + 2 * table) % 4 : shards[i].rank;
         per_rank[r] += e[i].perf.fwd_comms + e[i].perf.bwd_comms;
       }
     }
