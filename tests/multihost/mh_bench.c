@@ -3,7 +3,8 @@
  * Usage: mh_bench TYPE STEPS   (TYPE: a shardrec_sharding_type_t value, e.g. 2 row-wise,
  *                               4 table-row-wise)
  *        mh_bench mesh LAYOUT SYNCS
- *                               2D: sharding groups of the hosts' rank count, LAYOUT 0 (the
+ *                               2D: sharding groups of the hosts' rank count (or
+ *                               SHARDREC_BED_MESH_S ranks), LAYOUT 0 (the
  *                               default: replica groups inside hosts) or 1 (flipped: across);
  *                               after one training step, SYNCS shardrec_mesh_sync calls are
  *                               timed; rank 0 prints
@@ -110,13 +111,16 @@ static int run_mesh(int layout, int syncs) {
   CHECK(shardrec_comm_local_size(&local, comm));
   shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
   mo.sharding_group_size = local;
+  if (getenv("SHARDREC_BED_MESH_S") != NULL)
+    mo.sharding_group_size = atoi(getenv("SHARDREC_BED_MESH_S"));
   mo.layout = layout;
   mo.ranks_per_node = local;
   CHECK(shardrec_mesh_create(&mesh, comm, &mo));
   shardrec_topology_init(&topology, SHARDREC_TOPOLOGY_VERSION);
-  topology.world_size = local;
+  topology.world_size = mo.sharding_group_size;
   topology.ranks_per_node = 1;
   topology.batch_size = BATCH;
+  topology.optimizer = SHARDREC_OPTIMIZER_ADAGRAD;
   for (t = 0; t < TABLES; ++t) {
     shardrec_feature_config_init(&features[t], SHARDREC_FEATURE_CONFIG_VERSION);
     features[t].name = t == 0 ? "f0" : "f1";
@@ -167,7 +171,7 @@ static int run_mesh(int layout, int syncs) {
         "bytes_per_rank %.0f\n",
         layout, world, (t1 - t0) / syncs, tx1 < 0 || tx0 < 0 ? -1 : (tx1 - tx0) / syncs,
         rx1 < 0 || rx0 < 0 ? -1 : (rx1 - rx0) / syncs,
-        2.0 * TABLES * MESH_ROWS * DIM * 4.0 / local);
+        2.0 * TABLES * MESH_ROWS * DIM * 4.0 / mo.sharding_group_size);
   }
 done:
   shardrec_embedding_destroy(coll);
