@@ -27,7 +27,8 @@
 
 namespace shardrec::embedding {
 
-// Not thread-safe: one per collection, used by the thread doing its return exchanges.
+// Not thread-safe: one per collection, used by one thread at a time (the forward's exchange runs
+// on the communication worker, the backward's on the caller; they never overlap).
 class HostReduce {
  public:
   // Finds the groups of `layout` (which must outlive this) and, when there are any, splits the
