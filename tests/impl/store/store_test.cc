@@ -342,5 +342,22 @@ TEST_P(StoreReadPaths, BatchedGetsAgreeOnBothReaders) {
 
 INSTANTIATE_TEST_SUITE_P(IoUring, StoreReadPaths, ::testing::Values(true, false));
 
+#ifdef SHARDREC_STORE_TEST_NO_URING
+// Built as where liburing is absent: a store that asks for io_uring reads with pread.
+TEST(Store, WithoutLiburingEveryReadIsPread) {
+  EXPECT_FALSE(BuiltWithIoUring());
+  StoreOptions o = Options("store_no_liburing");
+  LogTuning t;
+  t.try_io_uring = true;
+  std::unique_ptr<LogStore> s;
+  ASSERT_TRUE(OpenLogStore(o, t, &s).ok());
+  PutRound(s.get(), Range(0, 100), 1);
+  ASSERT_TRUE(s->Flush().ok());
+  ExpectRound(s.get(), Range(0, 100), 1);
+  EXPECT_FALSE(s->uses_io_uring());
+  EXPECT_EQ(s->stats().reads, 100);
+}
+#endif
+
 }  // namespace
 }  // namespace shardrec::store
