@@ -56,8 +56,8 @@ class UringReader : public PageReader {
       if (queued > 0 || inflight > 0) {
         const int rc = io_uring_submit_and_wait(&ring_, inflight + queued > 0 ? 1 : 0);
         if (rc < 0 && rc != -EINTR) {
-          // The ring failed as a whole: finish what is left with pread semantics is not
-          // possible here, so report it (Get's caller sees kIo).
+          // The ring itself failed (not one read): the Get fails with kIo rather than guess
+          // which reads were taken.
           return Status::Io("store: io_uring submit failed: ", rc);
         }
         inflight += queued;
