@@ -2,7 +2,10 @@
 // segment-header decoder, and a whole store directory (a fuzzed MANIFEST beside a fuzzed segment
 // file) opened read-only, scanned and read. Bits of the first byte re-seal the manifest's and the
 // header's checksums, so the fuzzer gets past them to the structure behind. Every input must
-// end in a status, never a crash, a hang or a read out of bounds.
+// end in a status, never a crash, a hang or a read out of bounds. Input: a mode byte, the
+// manifest's length (4 bytes), the MANIFEST, then the segment file. The seeds
+// (tests/fuzz/corpus/store_format) are one store made by OpenRowStore (identity "fuzz", 40-byte
+// records, 8 keys put and one erased, flushed), in modes 0, 4 and 7.
 #include <stdlib.h>
 #include <unistd.h>
 #include <xxhash.h>
