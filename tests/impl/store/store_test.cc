@@ -204,6 +204,29 @@ TEST(Store, BadOptionsAreRefusedAndChangeNothing) {
   EXPECT_EQ(OpenRowStore(o, &s).code(), Code::kInvalidUsage);
 }
 
+TEST(Store, BadCallsAreRefusedAndChangeNothing) {
+  StoreOptions o = Options("store_bad_calls", 16);
+  auto s = MustOpen(o);
+  PutRound(s.get(), Range(0, 10), 1);
+  std::vector<uint8_t> out(16);
+  bool found = false;
+  int64_t key = 1;
+  EXPECT_EQ(s->Put(nullptr, out.data(), 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Put(&key, nullptr, 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Erase(nullptr, 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Get(&key, 1, nullptr, &found).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Get(&key, 1, out.data(), nullptr).code(), Code::kInvalidArgument);
+  int64_t cursor = 0;
+  std::vector<int64_t> keys;
+  std::vector<uint8_t> values;
+  EXPECT_EQ(s->Scan(&cursor, 0, &keys, &values).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s->Scan(nullptr, 4, &keys, &values).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(s->Put(&key, out.data(), 0).ok());  // an empty batch is a no-op
+  EXPECT_EQ(s->stats().live_records, 10);
+  EXPECT_EQ(s->stats().writes, 10);
+  ExpectRound(s.get(), Range(0, 10), 1);
+}
+
 TEST(Store, ScanVisitsLiveRecordsInKeyOrderInChunks) {
   StoreOptions o = Options("store_scan", 24);
   auto s = MustOpen(o);
