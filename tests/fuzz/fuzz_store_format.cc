@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -27,13 +28,20 @@ using namespace shardrec::store;
 constexpr char kIdentity[] = "fuzz";
 constexpr size_t kValueBytes = 40;
 
+// Never destroyed (the exit handler removing it runs after static destructors).
 const std::string& Dir() {
-  static const std::string dir = [] {
+  static const std::string* dir = [] {
     char tmpl[] = "/tmp/fuzz_store_XXXXXX";
     const char* d = mkdtemp(tmpl);
-    return std::string(d ? d : "/tmp");
+    auto* made = new std::string(d ? d : "");
+    std::atexit([] {
+      if (Dir().empty()) return;
+      std::error_code ec;
+      std::filesystem::remove_all(Dir(), ec);
+    });
+    return made;
   }();
-  return dir;
+  return *dir;
 }
 
 void WriteFile(const std::string& path, const uint8_t* p, size_t n) {
@@ -77,6 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The store: read-only, so the fuzzed files are never rewritten or removed by the open.
   const std::string& dir = Dir();
+  if (dir.empty()) return 0;
   WriteFile(dir + "/MANIFEST", manifest.data(), manifest.size());
   WriteFile(dir + "/seg-00000001.dat", segment.data(), segment.size());
   StoreOptions o;
