@@ -101,7 +101,8 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
   if (o->version >= 5) {
     std::vector<shardrec_table_tier_t> tiers;
     const shardrec_table_tier_t d = SHARDREC_TABLE_TIER_INIT;
-    const StructVersion versions[] = {{sizeof(shardrec_table_tier_t), sizeof(shardrec_table_tier_t)}};
+    const StructVersion versions[] = {
+        {sizeof(shardrec_table_tier_t), sizeof(shardrec_table_tier_t)}};
     SR_RETURN_IF_ERROR(ReadVersionedArray(o->tiers, o->num_tiers, d, std::span(versions),
                                           "embedding options: tiers", &tiers));
     for (size_t i = 0; i < tiers.size(); ++i) {

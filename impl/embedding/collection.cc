@@ -134,8 +134,8 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &s.layout);
     std::vector<tiered::TieredShard> tiered_shards;
     if (local.ok())
-      local = tiered::ShrinkToCache(options.tiers, options.device.is_cuda(), &s.layout,
-                                    &tiered_shards);
+      local =
+          tiered::ShrinkToCache(options.tiers, options.device.is_cuda(), &s.layout, &tiered_shards);
     if (local.ok() && options.device.is_cuda()) local = RefuseDynamicOnDevice(*plan);
     if (local.ok()) local = s.dynamic.Init(s.layout);
     if (local.ok()) local = c->engine_->Available();

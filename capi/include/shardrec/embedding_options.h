@@ -56,7 +56,8 @@ typedef struct shardrec_table_tier {
 } shardrec_table_tier_t;
 
 #define SHARDREC_TABLE_TIER_VERSION 1u
-#define SHARDREC_TABLE_TIER_INIT { SHARDREC_TABLE_TIER_VERSION, NULL, NULL, 0 }
+#define SHARDREC_TABLE_TIER_INIT \
+  { SHARDREC_TABLE_TIER_VERSION, NULL, NULL, 0 }
 
 /**
  * Fills @p tier with the defaults (no table, no directory, no cache).

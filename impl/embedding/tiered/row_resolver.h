@@ -14,8 +14,7 @@ namespace shardrec::embedding::tiered {
 class TieredRows final : public RowResolver {
  public:
   // `s->tiered` must be open and not empty; `inner` resolves first.
-  TieredRows(StepState* s, std::unique_ptr<RowResolver> inner)
-      : s_(*s), inner_(std::move(inner)) {}
+  TieredRows(StepState* s, std::unique_ptr<RowResolver> inner) : s_(*s), inner_(std::move(inner)) {}
   Status Resolve(RoutedBatch& rb, const std::vector<int64_t>& dp_words) override;
   void Prefetch(const RoutedBatch& rb) override;
 

@@ -59,9 +59,9 @@ TieredTables::~TieredTables() {
   queue_.reset();  // stops the writer before the stores close
 }
 
-Status TieredTables::Open(const Layout* layout, ParamStore* params,
-                          std::vector<TieredShard> shards, const std::vector<TierConfig>& tiers,
-                          uint64_t seed, const StoreOpener& opener) {
+Status TieredTables::Open(const Layout* layout, ParamStore* params, std::vector<TieredShard> shards,
+                          const std::vector<TierConfig>& tiers, uint64_t seed,
+                          const StoreOpener& opener) {
   layout_ = layout;
   params_ = params;
   seed_ = seed;
@@ -70,8 +70,9 @@ Status TieredTables::Open(const Layout* layout, ParamStore* params,
   // Every store of this run gets an identity no earlier run had, so whatever a directory holds
   // from before is rebuilt (emptied), never read: the stores are scratch.
   std::random_device rd;
-  const uint64_t nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-                         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t nonce =
+      (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   size_t total_slots = 0;
   for (const TieredShard& ts : shards) {
     const LocalShard& ls = layout->local[ts.local];
@@ -101,8 +102,7 @@ Status TieredTables::Open(const Layout* layout, ParamStore* params,
     for (int64_t k = 0; k < ts.slots; ++k) sh.keys[k] = ls.row_offset + k;
     params->SetRowKeys(ts.local, sh.keys.data(), ts.slots);
     sh.stats.cache_slots = ts.slots;
-    sh.stats.cache_bytes =
-        ts.slots * static_cast<int64_t>(sh.record_bytes + kSlotOverheadBytes);
+    sh.stats.cache_bytes = ts.slots * static_cast<int64_t>(sh.record_bytes + kSlotOverheadBytes);
     total_slots += static_cast<size_t>(ts.slots);
     shard_of_[ts.local] = static_cast<int32_t>(shards_.size());
     shards_.push_back(std::move(sh));
@@ -395,8 +395,6 @@ Status TieredTables::ReadShard(int32_t local, int32_t state, float* out) {
       if (sh.cache->Find(r) < 0) rows.push_back(r);
     Fetched f;
     SR_RETURN_IF_ERROR(Fetch(sh, rows, &f));
-    sh.stats.queue_reads += f.queue_reads;
-    sh.stats.disk_reads += f.disk_reads;
     for (int64_t r = r0; r < r1; ++r) {
       float* dst = out + r * width;
       const int32_t slot = sh.cache->Find(r);
@@ -440,8 +438,6 @@ Status TieredTables::WriteShard(int32_t local, int32_t state, const float* in) {
       if (sh.cache->Find(r) < 0) rows.push_back(r);
     Fetched f;
     SR_RETURN_IF_ERROR(Fetch(sh, rows, &f));
-    sh.stats.queue_reads += f.queue_reads;
-    sh.stats.disk_reads += f.disk_reads;
     for (int64_t r = r0; r < r1; ++r) {
       const float* src = in + r * width;
       const int32_t slot = sh.cache->Find(r);

@@ -27,9 +27,8 @@ Status WriteBackQueue::Push(store::RowStore* store, int64_t key, const uint8_t* 
   std::unique_lock<std::mutex> lock(mu_);
   if (!error_.ok()) return error_;
   const Key k{store, key};
-  changed_.wait(lock, [&] {
-    return pending_.size() < capacity_ || pending_.count(k) > 0 || !error_.ok();
-  });
+  changed_.wait(
+      lock, [&] { return pending_.size() < capacity_ || pending_.count(k) > 0 || !error_.ok(); });
   if (!error_.ok()) return error_;
   Pending& p = pending_[k];
   p.record.assign(record, record + store->value_bytes());

@@ -42,9 +42,9 @@ class WriteBackQueue {
   // Waits until every queued record is in its store; the writer's error if a write failed.
   Status Drain();
 
-  size_t depth() const;          // records queued now
-  int64_t written() const;       // records the writer has put
-  size_t max_depth() const;      // the most records queued at once
+  size_t depth() const;      // records queued now
+  int64_t written() const;   // records the writer has put
+  size_t max_depth() const;  // the most records queued at once
 
  private:
   using Key = std::pair<store::RowStore*, int64_t>;
@@ -57,8 +57,8 @@ class WriteBackQueue {
   const size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::map<Key, Pending> pending_;               // newest record per row
-  std::deque<std::pair<Key, uint64_t>> order_;   // writes in push order (seq of each)
+  std::map<Key, Pending> pending_;              // newest record per row
+  std::deque<std::pair<Key, uint64_t>> order_;  // writes in push order (seq of each)
   uint64_t next_seq_ = 1;
   size_t in_flight_ = 0;  // records the writer took and has not finished
   Status error_;
