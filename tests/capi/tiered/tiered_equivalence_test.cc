@@ -107,5 +107,32 @@ TEST_P(TieredEquivalence, BitIdenticalToMemory) {
 
 INSTANTIATE_TEST_SUITE_P(All, TieredEquivalence, ::testing::ValuesIn(AllParams()), Name);
 
+// Stochastic rounding keys its bits by the row, not by the cache slot the row sits in.
+TEST(TieredEquivalenceRounding, StochasticRoundingFollowsTheRow) {
+  for (int32_t dtype : {1, 2}) {
+    Scenario s = TieredScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, dtype, SHARDREC_POOLING_SUM,
+                                true);
+    s.optimizer.stochastic_rounding = true;
+    PlanPtr plan = MakePlan(s);
+    ASSERT_NE(plan, nullptr);
+    const std::vector<TieredRun> memory = RunTiered(s, plan.get(), {}, false);
+    const std::string dir = FreshDir("rounding" + std::to_string(dtype));
+    const int64_t slots[] = {40, 80, 40};
+    std::vector<shardrec_table_tier_t> tiers(s.tables.size());
+    for (size_t t = 0; t < tiers.size(); ++t) {
+      shardrec_table_tier_init(&tiers[t], SHARDREC_TABLE_TIER_VERSION);
+      tiers[t].table = s.tables[t].name.c_str();
+      tiers[t].dir = dir.c_str();
+      tiers[t].cache_bytes = CacheBytesFor(s, t, slots[t]);
+    }
+    const std::vector<TieredRun> tiered = RunTiered(s, plan.get(), tiers, true);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    for (int32_t r = 0; r < s.world; ++r)
+      for (size_t k = 0; k < memory[r].snap.size(); ++k)
+        EXPECT_EQ(FirstBitDifference(tiered[r].snap[k], memory[r].snap[k]), "")
+            << "dtype " << dtype << " rank " << r << " snapshot tensor " << k;
+  }
+}
+
 }  // namespace
 }  // namespace shardrec::testing
