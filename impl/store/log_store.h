@@ -73,8 +73,10 @@ class LogStore final : public RowStore {
   Status CreateSegmentLocked(std::shared_ptr<Segment>* out);
   Status AppendLocked(const int64_t* keys, const uint8_t* values, size_t n, uint64_t* locs);
   Status WriteTailLocked(bool pad);
-  Mark MarkLocked() const;
-  void RollbackLocked(const Mark& m);
+  // A write call marks the state first (cheap) and rolls back to it on failure; the tail's
+  // content is copied only when the call first writes pages (what a rollback cannot rebuild).
+  void MarkLocked(Mark* m);
+  void RollbackLocked(Mark* m);
   void MoveLocked(int64_t key, uint64_t from, uint64_t to);
 
   // store_flush.cc
@@ -111,6 +113,7 @@ class LogStore final : public RowStore {
   std::shared_ptr<Segment> active_;                    // null: the next append makes one
   uint32_t next_segment_ = 1;
   std::unique_ptr<Tail> tail_;
+  Mark* mark_ = nullptr;  // the running write call's mark, while it runs
   uint64_t generation_ = 0;
 
   std::mutex flush_mu_;  // one Flush or Snapshot at a time

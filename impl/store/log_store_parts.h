@@ -64,6 +64,8 @@ struct LogStore::Mark {
   uint64_t file_bytes = 0;
   uint64_t tail_first = 0;
   uint32_t next_segment = 0;
+  size_t tail_used = 0;  // bytes of the tail in use at the mark
+  bool saved = false;    // tail_bytes holds them (taken before the call's first page write)
   std::vector<uint8_t> tail_bytes;
 };
 

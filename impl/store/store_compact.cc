@@ -111,12 +111,14 @@ Status LogStore::CompactSegment(const std::shared_ptr<Segment>& seg, bool* done)
       ++kept;
     }
     locs.resize(kept);
-    const Mark mark = MarkLocked();
+    Mark mark;
+    MarkLocked(&mark);
     Status s = AppendLocked(keys.data(), values.data(), kept, locs.data());
     if (!s.ok()) {
-      RollbackLocked(mark);
+      RollbackLocked(&mark);
       return s;
     }
+    mark_ = nullptr;
     for (size_t i = 0; i < kept; ++i) MoveLocked(keys[i], index_.Upsert(keys[i], locs[i]), locs[i]);
   }
   std::unique_lock<std::shared_mutex> lock(mu_);

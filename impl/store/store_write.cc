@@ -79,6 +79,10 @@ Status LogStore::WriteTailLocked(bool pad) {
   const uint64_t full = seg->slots / geo_.per_page * geo_.per_page;
   const uint64_t end = pad ? geo_.RoundUpSlot(seg->slots) : full;
   if (end <= tail_->first) return Status::Ok();
+  if (mark_ != nullptr && !mark_->saved && mark_->active.get() == seg) {
+    mark_->tail_bytes.assign(tail_->data(), tail_->data() + mark_->tail_used);
+    mark_->saved = true;
+  }
   const size_t page_run = geo_.pages * kPageBytes;
   const size_t bytes = (end - tail_->first) / geo_.per_page * page_run;
   const uint64_t at = geo_.PageOffset(tail_->first);
@@ -131,38 +135,46 @@ Status LogStore::AppendLocked(const int64_t* keys, const uint8_t* values, size_t
   return Status::Ok();
 }
 
-LogStore::Mark LogStore::MarkLocked() const {
-  Mark m;
-  m.active = active_;
-  m.next_segment = next_segment_;
-  m.tail_first = tail_->first;
+void LogStore::MarkLocked(Mark* m) {
+  m->active = active_;
+  m->next_segment = next_segment_;
+  m->tail_first = tail_->first;
+  m->saved = false;
+  m->tail_used = 0;
   if (active_ != nullptr) {
-    m.slots = active_->slots;
-    m.file_bytes = active_->file_bytes;
-    const size_t used =
+    m->slots = active_->slots;
+    m->file_bytes = active_->file_bytes;
+    m->tail_used =
         geo_.RoundUpSlot(active_->slots - tail_->first) / geo_.per_page * geo_.pages * kPageBytes;
-    m.tail_bytes.assign(tail_->data(), tail_->data() + used);
   }
-  return m;
+  mark_ = m;
 }
 
-void LogStore::RollbackLocked(const Mark& m) {
-  for (auto it = segs_.lower_bound(m.next_segment); it != segs_.end();) {
+void LogStore::RollbackLocked(Mark* m) {
+  mark_ = nullptr;
+  for (auto it = segs_.lower_bound(m->next_segment); it != segs_.end();) {
     ::unlink(it->second->path.c_str());
     it = segs_.erase(it);
   }
-  next_segment_ = m.next_segment;
-  active_ = m.active;
-  std::memset(tail_->data(), 0, tail_->bytes());
-  tail_->first = m.tail_first;
-  if (active_ != nullptr) {
-    active_->slots = m.slots;
-    if (active_->file_bytes > m.file_bytes) {
-      // Shrinking a file needs no space; what failed to fit goes.
-      (void)!::ftruncate(active_->fd, static_cast<off_t>(m.file_bytes));
-      active_->file_bytes = m.file_bytes;
-    }
-    std::memcpy(tail_->data(), m.tail_bytes.data(), m.tail_bytes.size());
+  next_segment_ = m->next_segment;
+  active_ = m->active;
+  if (active_ == nullptr) return;
+  if (m->saved) {
+    std::memset(tail_->data(), 0, tail_->bytes());
+    std::memcpy(tail_->data(), m->tail_bytes.data(), m->tail_bytes.size());
+  } else {
+    // Nothing was written: the records of the call lie after the mark's last slot; clear them.
+    const size_t page_run = geo_.pages * kPageBytes;
+    const size_t from =
+        (m->slots - m->tail_first) / geo_.per_page * page_run + geo_.InPage(m->slots);
+    std::memset(tail_->data() + from, 0, tail_->bytes() - from);
+  }
+  tail_->first = m->tail_first;
+  active_->slots = m->slots;
+  if (active_->file_bytes > m->file_bytes) {
+    // Shrinking a file needs no space; what failed to fit goes.
+    (void)!::ftruncate(active_->fd, static_cast<off_t>(m->file_bytes));
+    active_->file_bytes = m->file_bytes;
   }
 }
 
@@ -181,12 +193,14 @@ Status LogStore::Put(const int64_t* keys, const uint8_t* values, size_t n) {
   }
   std::vector<uint64_t> locs(n);
   std::unique_lock<std::shared_mutex> lock(mu_);
-  const Mark mark = MarkLocked();
+  Mark mark;
+  MarkLocked(&mark);
   Status s = AppendLocked(keys, values, n, locs.data());
   if (!s.ok()) {
-    RollbackLocked(mark);
+    RollbackLocked(&mark);
     return s;
   }
+  mark_ = nullptr;
   for (size_t i = 0; i < n; ++i) MoveLocked(keys[i], index_.Upsert(keys[i], locs[i]), locs[i]);
   writes_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   return Status::Ok();

@@ -257,6 +257,29 @@ TEST(Store, SnapshotIsAReadOnlyCopyOfTheStateAtTheCall) {
   EXPECT_GE(st.st_nlink, 1u);
 }
 
+TEST(Store, SnapshotOutlivesCompactionOfItsSegments) {
+  StoreOptions o = Options("store_snapshot_compact");
+  const std::string snap = shardrec::testing::FreshDir("store_snapshot_compact_dst") + "/snap";
+  LogTuning t;
+  t.segment_bytes = 32 << 10;
+  t.compact_interval_ms = 1000000;
+  std::unique_ptr<LogStore> s;
+  ASSERT_TRUE(OpenLogStore(o, t, &s).ok());
+  PutRound(s.get(), Range(0, 600), 1);
+  ASSERT_TRUE(s->Snapshot(snap).ok());
+  PutRound(s.get(), Range(0, 600), 2);  // every segment of the snapshot is now dead here
+  int rewritten = 0;
+  ASSERT_TRUE(s->CompactNow(&rewritten).ok());
+  EXPECT_GT(rewritten, 0);
+  EXPECT_FALSE(std::filesystem::exists(o.dir + "/seg-00000001.dat"));
+  StoreOptions ro = o;
+  ro.dir = snap;
+  ro.read_only = true;
+  auto r = MustOpen(ro);
+  ExpectRound(r.get(), Range(0, 600), 1);
+  ExpectRound(s.get(), Range(0, 600), 2);
+}
+
 TEST(Store, CompactionRewritesMostlyDeadSegmentsAndKeepsEveryRecord) {
   StoreOptions o = Options("store_compact");
   o.compact_dead_ratio = 0.5;
