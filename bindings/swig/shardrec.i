@@ -12,6 +12,7 @@
 #include "shardrec/embedding_options.h"
 #include "shardrec/embedding.h"
 #include "shardrec/dynamic.h"
+#include "shardrec/tier.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "shardrec/checkpoint.h"
@@ -76,6 +77,7 @@
 %include "shardrec/embedding_options.h"
 %include "shardrec/embedding.h"
 %include "shardrec/dynamic.h"
+%include "shardrec/tier.h"
 %include "shardrec/device.h"
 %include "shardrec/replica.h"
 /* Checkpoints: host dense tensors (pointers) are not offered to Java/Go yet. */
