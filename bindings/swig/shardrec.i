@@ -65,6 +65,9 @@
 %ignore SHARDREC_CALIBRATE_OPTIONS_INIT;
 %ignore SHARDREC_CALIBRATION_INIT;
 %ignore SHARDREC_VERSION_CODE;
+/* A tier's strings are set in C by the bind helper (shardrec_bind_tiers_add), which owns them. */
+%ignore shardrec_table_tier::table;
+%ignore shardrec_table_tier::dir;
 
 /* SWIG's preprocessor does not parse the export attribute. */
 #define __attribute__(x)

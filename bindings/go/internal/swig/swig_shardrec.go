@@ -134,92 +134,92 @@ typedef _gostring_ swig_type_101;
 typedef _gostring_ swig_type_102;
 typedef _goslice_ swig_type_103;
 typedef _gostring_ swig_type_104;
-typedef _gostring_ swig_type_105;
-typedef _gostring_ swig_type_106;
+typedef long long swig_type_105;
+typedef long long swig_type_106;
 typedef _gostring_ swig_type_107;
-typedef _gostring_ swig_type_108;
+typedef long long swig_type_108;
 typedef long long swig_type_109;
 typedef long long swig_type_110;
-typedef _gostring_ swig_type_111;
+typedef long long swig_type_111;
 typedef long long swig_type_112;
 typedef long long swig_type_113;
 typedef long long swig_type_114;
 typedef long long swig_type_115;
-typedef long long swig_type_116;
-typedef long long swig_type_117;
-typedef long long swig_type_118;
-typedef long long swig_type_119;
-typedef _gostring_ swig_type_120;
+typedef _gostring_ swig_type_116;
+typedef _gostring_ swig_type_117;
+typedef _goslice_ swig_type_118;
+typedef _gostring_ swig_type_119;
+typedef _goslice_ swig_type_120;
 typedef _gostring_ swig_type_121;
 typedef _goslice_ swig_type_122;
 typedef _gostring_ swig_type_123;
-typedef _goslice_ swig_type_124;
-typedef _gostring_ swig_type_125;
-typedef _goslice_ swig_type_126;
-typedef _gostring_ swig_type_127;
+typedef _gostring_ swig_type_124;
+typedef _goslice_ swig_type_125;
+typedef _gostring_ swig_type_126;
+typedef _goslice_ swig_type_127;
 typedef _gostring_ swig_type_128;
-typedef _goslice_ swig_type_129;
+typedef _gostring_ swig_type_129;
 typedef _gostring_ swig_type_130;
-typedef _goslice_ swig_type_131;
+typedef _gostring_ swig_type_131;
 typedef _gostring_ swig_type_132;
 typedef _gostring_ swig_type_133;
-typedef _gostring_ swig_type_134;
+typedef _goslice_ swig_type_134;
 typedef _gostring_ swig_type_135;
-typedef _gostring_ swig_type_136;
+typedef long long swig_type_136;
 typedef _gostring_ swig_type_137;
-typedef _goslice_ swig_type_138;
-typedef _gostring_ swig_type_139;
-typedef long long swig_type_140;
+typedef _gostring_ swig_type_138;
+typedef _goslice_ swig_type_139;
+typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef _gostring_ swig_type_142;
-typedef _goslice_ swig_type_143;
-typedef _gostring_ swig_type_144;
+typedef _goslice_ swig_type_142;
+typedef _gostring_ swig_type_143;
+typedef _goslice_ swig_type_144;
 typedef _gostring_ swig_type_145;
-typedef _goslice_ swig_type_146;
-typedef _gostring_ swig_type_147;
-typedef _goslice_ swig_type_148;
+typedef long long swig_type_146;
+typedef _goslice_ swig_type_147;
+typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
-typedef long long swig_type_150;
+typedef _gostring_ swig_type_150;
 typedef _goslice_ swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
 typedef _goslice_ swig_type_155;
 typedef _gostring_ swig_type_156;
-typedef _gostring_ swig_type_157;
-typedef _gostring_ swig_type_158;
-typedef _goslice_ swig_type_159;
+typedef _goslice_ swig_type_157;
+typedef _goslice_ swig_type_158;
+typedef _gostring_ swig_type_159;
 typedef _gostring_ swig_type_160;
-typedef _goslice_ swig_type_161;
-typedef _goslice_ swig_type_162;
+typedef _gostring_ swig_type_161;
+typedef _gostring_ swig_type_162;
 typedef _gostring_ swig_type_163;
 typedef _gostring_ swig_type_164;
-typedef _gostring_ swig_type_165;
+typedef _goslice_ swig_type_165;
 typedef _gostring_ swig_type_166;
 typedef _gostring_ swig_type_167;
-typedef _gostring_ swig_type_168;
+typedef long long swig_type_168;
 typedef _goslice_ swig_type_169;
 typedef _gostring_ swig_type_170;
-typedef _gostring_ swig_type_171;
-typedef long long swig_type_172;
-typedef _goslice_ swig_type_173;
-typedef _gostring_ swig_type_174;
+typedef _goslice_ swig_type_171;
+typedef _gostring_ swig_type_172;
+typedef long long swig_type_173;
+typedef _goslice_ swig_type_174;
 typedef _goslice_ swig_type_175;
-typedef _gostring_ swig_type_176;
+typedef long long swig_type_176;
 typedef long long swig_type_177;
-typedef _goslice_ swig_type_178;
-typedef _goslice_ swig_type_179;
+typedef long long swig_type_178;
+typedef long long swig_type_179;
 typedef long long swig_type_180;
 typedef long long swig_type_181;
-typedef long long swig_type_182;
-typedef long long swig_type_183;
-typedef long long swig_type_184;
-typedef long long swig_type_185;
-typedef _gostring_ swig_type_186;
-typedef _gostring_ swig_type_187;
-typedef _gostring_ swig_type_188;
-typedef _gostring_ swig_type_189;
-typedef _goslice_ swig_type_190;
+typedef _gostring_ swig_type_182;
+typedef _gostring_ swig_type_183;
+typedef _gostring_ swig_type_184;
+typedef _gostring_ swig_type_185;
+typedef _goslice_ swig_type_186;
+typedef long long swig_type_187;
+typedef long long swig_type_188;
+typedef long long swig_type_189;
+typedef long long swig_type_190;
 typedef long long swig_type_191;
 typedef long long swig_type_192;
 typedef long long swig_type_193;
@@ -244,42 +244,42 @@ typedef long long swig_type_211;
 typedef long long swig_type_212;
 typedef long long swig_type_213;
 typedef long long swig_type_214;
-typedef long long swig_type_215;
-typedef long long swig_type_216;
-typedef long long swig_type_217;
-typedef long long swig_type_218;
+typedef _gostring_ swig_type_215;
+typedef _gostring_ swig_type_216;
+typedef _gostring_ swig_type_217;
+typedef _gostring_ swig_type_218;
 typedef _gostring_ swig_type_219;
 typedef _gostring_ swig_type_220;
 typedef _gostring_ swig_type_221;
 typedef _gostring_ swig_type_222;
 typedef _gostring_ swig_type_223;
-typedef _gostring_ swig_type_224;
-typedef _gostring_ swig_type_225;
-typedef _gostring_ swig_type_226;
-typedef _gostring_ swig_type_227;
-typedef _goslice_ swig_type_228;
+typedef _goslice_ swig_type_224;
+typedef _goslice_ swig_type_225;
+typedef long long swig_type_226;
+typedef _goslice_ swig_type_227;
+typedef long long swig_type_228;
 typedef _goslice_ swig_type_229;
-typedef long long swig_type_230;
-typedef _goslice_ swig_type_231;
-typedef long long swig_type_232;
+typedef _goslice_ swig_type_230;
+typedef _gostring_ swig_type_231;
+typedef _gostring_ swig_type_232;
 typedef _goslice_ swig_type_233;
 typedef _goslice_ swig_type_234;
-typedef _gostring_ swig_type_235;
-typedef _gostring_ swig_type_236;
-typedef _goslice_ swig_type_237;
+typedef long long swig_type_235;
+typedef _goslice_ swig_type_236;
+typedef long long swig_type_237;
 typedef _goslice_ swig_type_238;
-typedef long long swig_type_239;
+typedef _goslice_ swig_type_239;
 typedef _goslice_ swig_type_240;
-typedef long long swig_type_241;
-typedef _goslice_ swig_type_242;
+typedef _gostring_ swig_type_241;
+typedef _gostring_ swig_type_242;
 typedef _goslice_ swig_type_243;
 typedef _goslice_ swig_type_244;
-typedef _gostring_ swig_type_245;
-typedef _gostring_ swig_type_246;
-typedef _goslice_ swig_type_247;
-typedef _goslice_ swig_type_248;
+typedef long long swig_type_245;
+typedef _goslice_ swig_type_246;
+typedef long long swig_type_247;
+typedef long long swig_type_248;
 typedef long long swig_type_249;
-typedef _goslice_ swig_type_250;
+typedef long long swig_type_250;
 typedef long long swig_type_251;
 typedef long long swig_type_252;
 typedef long long swig_type_253;
@@ -308,40 +308,40 @@ typedef long long swig_type_275;
 typedef long long swig_type_276;
 typedef long long swig_type_277;
 typedef long long swig_type_278;
-typedef long long swig_type_279;
-typedef long long swig_type_280;
-typedef long long swig_type_281;
-typedef long long swig_type_282;
-typedef _gostring_ swig_type_283;
+typedef _gostring_ swig_type_279;
+typedef _gostring_ swig_type_280;
+typedef _gostring_ swig_type_281;
+typedef _gostring_ swig_type_282;
+typedef _goslice_ swig_type_283;
 typedef _gostring_ swig_type_284;
 typedef _gostring_ swig_type_285;
 typedef _gostring_ swig_type_286;
 typedef _goslice_ swig_type_287;
 typedef _gostring_ swig_type_288;
-typedef _gostring_ swig_type_289;
-typedef _gostring_ swig_type_290;
+typedef _goslice_ swig_type_289;
+typedef _goslice_ swig_type_290;
 typedef _goslice_ swig_type_291;
-typedef _gostring_ swig_type_292;
-typedef _goslice_ swig_type_293;
+typedef _goslice_ swig_type_292;
+typedef _gostring_ swig_type_293;
 typedef _goslice_ swig_type_294;
-typedef _goslice_ swig_type_295;
+typedef _gostring_ swig_type_295;
 typedef _goslice_ swig_type_296;
 typedef _gostring_ swig_type_297;
-typedef _goslice_ swig_type_298;
-typedef _gostring_ swig_type_299;
-typedef _goslice_ swig_type_300;
+typedef _gostring_ swig_type_298;
+typedef _goslice_ swig_type_299;
+typedef _gostring_ swig_type_300;
 typedef _gostring_ swig_type_301;
-typedef _gostring_ swig_type_302;
-typedef _goslice_ swig_type_303;
-typedef _gostring_ swig_type_304;
-typedef _gostring_ swig_type_305;
+typedef _goslice_ swig_type_302;
+typedef _gostring_ swig_type_303;
+typedef _goslice_ swig_type_304;
+typedef _goslice_ swig_type_305;
 typedef _goslice_ swig_type_306;
-typedef _gostring_ swig_type_307;
-typedef _goslice_ swig_type_308;
-typedef _goslice_ swig_type_309;
-typedef _goslice_ swig_type_310;
-typedef long long swig_type_311;
-typedef long long swig_type_312;
+typedef long long swig_type_307;
+typedef long long swig_type_308;
+typedef _gostring_ swig_type_309;
+typedef _gostring_ swig_type_310;
+typedef _gostring_ swig_type_311;
+typedef _gostring_ swig_type_312;
 typedef _gostring_ swig_type_313;
 typedef _gostring_ swig_type_314;
 typedef _gostring_ swig_type_315;
@@ -356,312 +356,308 @@ typedef _gostring_ swig_type_323;
 typedef _gostring_ swig_type_324;
 typedef _gostring_ swig_type_325;
 typedef _gostring_ swig_type_326;
-typedef _gostring_ swig_type_327;
+typedef long long swig_type_327;
 typedef _gostring_ swig_type_328;
 typedef _gostring_ swig_type_329;
 typedef _gostring_ swig_type_330;
-typedef long long swig_type_331;
+typedef _gostring_ swig_type_331;
 typedef _gostring_ swig_type_332;
-typedef _gostring_ swig_type_333;
-typedef _gostring_ swig_type_334;
+typedef long long swig_type_333;
+typedef _goslice_ swig_type_334;
 typedef _gostring_ swig_type_335;
 typedef _gostring_ swig_type_336;
-typedef long long swig_type_337;
-typedef _goslice_ swig_type_338;
+typedef _gostring_ swig_type_337;
+typedef _gostring_ swig_type_338;
 typedef _gostring_ swig_type_339;
 typedef _gostring_ swig_type_340;
-typedef _gostring_ swig_type_341;
-typedef _gostring_ swig_type_342;
+typedef _goslice_ swig_type_341;
+typedef _goslice_ swig_type_342;
 typedef _gostring_ swig_type_343;
-typedef _gostring_ swig_type_344;
-typedef _goslice_ swig_type_345;
+typedef _goslice_ swig_type_344;
+typedef _gostring_ swig_type_345;
 typedef _goslice_ swig_type_346;
 typedef _gostring_ swig_type_347;
-typedef _goslice_ swig_type_348;
-typedef _gostring_ swig_type_349;
+typedef long long swig_type_348;
+typedef long long swig_type_349;
 typedef _goslice_ swig_type_350;
-typedef _gostring_ swig_type_351;
-typedef long long swig_type_352;
-typedef long long swig_type_353;
-typedef _goslice_ swig_type_354;
-typedef _goslice_ swig_type_355;
-typedef _goslice_ swig_type_356;
+typedef _goslice_ swig_type_351;
+typedef _goslice_ swig_type_352;
+typedef _goslice_ swig_type_353;
+typedef _gostring_ swig_type_354;
+typedef long long swig_type_355;
+typedef long long swig_type_356;
 typedef _goslice_ swig_type_357;
-typedef _gostring_ swig_type_358;
-typedef long long swig_type_359;
-typedef long long swig_type_360;
-typedef _goslice_ swig_type_361;
-typedef _goslice_ swig_type_362;
-typedef _goslice_ swig_type_363;
-typedef _gostring_ swig_type_364;
-typedef _gostring_ swig_type_365;
+typedef _goslice_ swig_type_358;
+typedef _goslice_ swig_type_359;
+typedef _gostring_ swig_type_360;
+typedef _gostring_ swig_type_361;
+typedef _gostring_ swig_type_362;
+typedef _gostring_ swig_type_363;
+typedef _goslice_ swig_type_364;
+typedef _goslice_ swig_type_365;
 typedef _gostring_ swig_type_366;
-typedef _gostring_ swig_type_367;
-typedef _goslice_ swig_type_368;
+typedef long long swig_type_367;
+typedef long long swig_type_368;
 typedef _goslice_ swig_type_369;
-typedef _gostring_ swig_type_370;
-typedef long long swig_type_371;
-typedef long long swig_type_372;
+typedef _goslice_ swig_type_370;
+typedef _goslice_ swig_type_371;
+typedef _goslice_ swig_type_372;
 typedef _goslice_ swig_type_373;
-typedef _goslice_ swig_type_374;
+typedef _gostring_ swig_type_374;
 typedef _goslice_ swig_type_375;
 typedef _goslice_ swig_type_376;
-typedef _goslice_ swig_type_377;
-typedef _gostring_ swig_type_378;
+typedef _gostring_ swig_type_377;
+typedef _goslice_ swig_type_378;
 typedef _goslice_ swig_type_379;
-typedef _goslice_ swig_type_380;
+typedef _gostring_ swig_type_380;
 typedef _gostring_ swig_type_381;
 typedef _goslice_ swig_type_382;
-typedef _goslice_ swig_type_383;
-typedef _gostring_ swig_type_384;
-typedef _gostring_ swig_type_385;
-typedef _goslice_ swig_type_386;
-typedef long long swig_type_387;
-typedef _goslice_ swig_type_388;
-typedef long long swig_type_389;
-typedef _gostring_ swig_type_390;
-typedef _goslice_ swig_type_391;
-typedef long long swig_type_392;
+typedef long long swig_type_383;
+typedef _goslice_ swig_type_384;
+typedef long long swig_type_385;
+typedef _gostring_ swig_type_386;
+typedef _goslice_ swig_type_387;
+typedef long long swig_type_388;
+typedef _goslice_ swig_type_389;
+typedef long long swig_type_390;
+typedef _gostring_ swig_type_391;
+typedef _gostring_ swig_type_392;
 typedef _goslice_ swig_type_393;
-typedef long long swig_type_394;
-typedef _gostring_ swig_type_395;
-typedef _gostring_ swig_type_396;
-typedef _goslice_ swig_type_397;
-typedef _gostring_ swig_type_398;
-typedef _goslice_ swig_type_399;
-typedef long long swig_type_400;
-typedef long long swig_type_401;
+typedef _gostring_ swig_type_394;
+typedef _goslice_ swig_type_395;
+typedef long long swig_type_396;
+typedef long long swig_type_397;
+typedef long long swig_type_398;
+typedef _gostring_ swig_type_399;
+typedef _gostring_ swig_type_400;
+typedef _goslice_ swig_type_401;
 typedef long long swig_type_402;
-typedef _gostring_ swig_type_403;
-typedef _gostring_ swig_type_404;
-typedef _goslice_ swig_type_405;
-typedef long long swig_type_406;
-typedef _goslice_ swig_type_407;
-typedef long long swig_type_408;
-typedef _gostring_ swig_type_409;
-typedef _goslice_ swig_type_410;
-typedef long long swig_type_411;
+typedef _goslice_ swig_type_403;
+typedef long long swig_type_404;
+typedef _gostring_ swig_type_405;
+typedef _goslice_ swig_type_406;
+typedef long long swig_type_407;
+typedef _goslice_ swig_type_408;
+typedef long long swig_type_409;
+typedef _gostring_ swig_type_410;
+typedef _gostring_ swig_type_411;
 typedef _goslice_ swig_type_412;
-typedef long long swig_type_413;
-typedef _gostring_ swig_type_414;
-typedef _gostring_ swig_type_415;
+typedef _gostring_ swig_type_413;
+typedef long long swig_type_414;
+typedef long long swig_type_415;
 typedef _goslice_ swig_type_416;
 typedef _gostring_ swig_type_417;
-typedef long long swig_type_418;
-typedef long long swig_type_419;
+typedef _goslice_ swig_type_418;
+typedef _goslice_ swig_type_419;
 typedef _goslice_ swig_type_420;
-typedef _gostring_ swig_type_421;
-typedef _goslice_ swig_type_422;
-typedef _goslice_ swig_type_423;
+typedef long long swig_type_421;
+typedef long long swig_type_422;
+typedef long long swig_type_423;
 typedef _goslice_ swig_type_424;
-typedef long long swig_type_425;
-typedef long long swig_type_426;
-typedef long long swig_type_427;
+typedef _goslice_ swig_type_425;
+typedef _gostring_ swig_type_426;
+typedef _goslice_ swig_type_427;
 typedef _goslice_ swig_type_428;
-typedef _goslice_ swig_type_429;
-typedef _gostring_ swig_type_430;
+typedef long long swig_type_429;
+typedef _goslice_ swig_type_430;
 typedef _goslice_ swig_type_431;
-typedef _goslice_ swig_type_432;
-typedef long long swig_type_433;
-typedef _goslice_ swig_type_434;
-typedef _goslice_ swig_type_435;
-typedef _gostring_ swig_type_436;
-typedef _goslice_ swig_type_437;
-typedef _gostring_ swig_type_438;
+typedef _gostring_ swig_type_432;
+typedef _goslice_ swig_type_433;
+typedef _gostring_ swig_type_434;
+typedef _gostring_ swig_type_435;
+typedef _goslice_ swig_type_436;
+typedef _gostring_ swig_type_437;
+typedef long long swig_type_438;
 typedef _gostring_ swig_type_439;
-typedef _goslice_ swig_type_440;
-typedef _gostring_ swig_type_441;
-typedef long long swig_type_442;
+typedef _gostring_ swig_type_440;
+typedef long long swig_type_441;
+typedef _gostring_ swig_type_442;
 typedef _gostring_ swig_type_443;
 typedef _gostring_ swig_type_444;
 typedef long long swig_type_445;
 typedef _gostring_ swig_type_446;
-typedef _gostring_ swig_type_447;
+typedef long long swig_type_447;
 typedef _gostring_ swig_type_448;
-typedef long long swig_type_449;
-typedef _gostring_ swig_type_450;
-typedef long long swig_type_451;
-typedef _gostring_ swig_type_452;
-typedef _gostring_ swig_type_453;
-typedef _goslice_ swig_type_454;
-typedef _gostring_ swig_type_455;
+typedef _gostring_ swig_type_449;
+typedef _goslice_ swig_type_450;
+typedef _gostring_ swig_type_451;
+typedef _goslice_ swig_type_452;
+typedef _goslice_ swig_type_453;
+typedef _gostring_ swig_type_454;
+typedef _goslice_ swig_type_455;
 typedef _goslice_ swig_type_456;
-typedef _goslice_ swig_type_457;
-typedef _gostring_ swig_type_458;
+typedef _gostring_ swig_type_457;
+typedef _goslice_ swig_type_458;
 typedef _goslice_ swig_type_459;
-typedef _goslice_ swig_type_460;
+typedef _gostring_ swig_type_460;
 typedef _gostring_ swig_type_461;
-typedef _goslice_ swig_type_462;
-typedef _goslice_ swig_type_463;
-typedef _gostring_ swig_type_464;
-typedef _gostring_ swig_type_465;
-typedef _gostring_ swig_type_466;
-typedef _gostring_ swig_type_467;
-typedef _goslice_ swig_type_468;
-typedef long long swig_type_469;
-typedef _goslice_ swig_type_470;
+typedef _gostring_ swig_type_462;
+typedef _gostring_ swig_type_463;
+typedef _goslice_ swig_type_464;
+typedef long long swig_type_465;
+typedef _goslice_ swig_type_466;
+typedef _goslice_ swig_type_467;
+typedef long long swig_type_468;
+typedef _gostring_ swig_type_469;
+typedef _gostring_ swig_type_470;
 typedef _goslice_ swig_type_471;
 typedef long long swig_type_472;
-typedef _gostring_ swig_type_473;
-typedef _gostring_ swig_type_474;
-typedef _goslice_ swig_type_475;
-typedef long long swig_type_476;
-typedef _goslice_ swig_type_477;
+typedef _goslice_ swig_type_473;
+typedef _goslice_ swig_type_474;
+typedef long long swig_type_475;
+typedef _gostring_ swig_type_476;
+typedef _gostring_ swig_type_477;
 typedef _goslice_ swig_type_478;
-typedef long long swig_type_479;
-typedef _gostring_ swig_type_480;
+typedef _goslice_ swig_type_479;
+typedef long long swig_type_480;
 typedef _gostring_ swig_type_481;
 typedef _goslice_ swig_type_482;
 typedef _goslice_ swig_type_483;
 typedef long long swig_type_484;
 typedef _gostring_ swig_type_485;
-typedef _goslice_ swig_type_486;
-typedef _goslice_ swig_type_487;
+typedef long long swig_type_486;
+typedef _gostring_ swig_type_487;
 typedef long long swig_type_488;
 typedef _gostring_ swig_type_489;
 typedef long long swig_type_490;
-typedef _gostring_ swig_type_491;
-typedef long long swig_type_492;
-typedef _gostring_ swig_type_493;
-typedef long long swig_type_494;
-typedef _goslice_ swig_type_495;
-typedef _gostring_ swig_type_496;
-typedef long long swig_type_497;
-typedef _goslice_ swig_type_498;
-typedef _gostring_ swig_type_499;
-typedef long long swig_type_500;
-typedef _goslice_ swig_type_501;
-typedef _gostring_ swig_type_502;
-typedef long long swig_type_503;
-typedef _goslice_ swig_type_504;
-typedef _gostring_ swig_type_505;
-typedef _goslice_ swig_type_506;
+typedef _goslice_ swig_type_491;
+typedef _gostring_ swig_type_492;
+typedef long long swig_type_493;
+typedef _goslice_ swig_type_494;
+typedef _gostring_ swig_type_495;
+typedef long long swig_type_496;
+typedef _goslice_ swig_type_497;
+typedef _gostring_ swig_type_498;
+typedef long long swig_type_499;
+typedef _goslice_ swig_type_500;
+typedef _gostring_ swig_type_501;
+typedef _goslice_ swig_type_502;
+typedef _goslice_ swig_type_503;
+typedef long long swig_type_504;
+typedef long long swig_type_505;
+typedef _gostring_ swig_type_506;
 typedef _goslice_ swig_type_507;
-typedef long long swig_type_508;
-typedef long long swig_type_509;
-typedef _gostring_ swig_type_510;
+typedef _goslice_ swig_type_508;
+typedef _goslice_ swig_type_509;
+typedef _goslice_ swig_type_510;
 typedef _goslice_ swig_type_511;
-typedef _goslice_ swig_type_512;
-typedef _goslice_ swig_type_513;
+typedef _gostring_ swig_type_512;
+typedef long long swig_type_513;
 typedef _goslice_ swig_type_514;
-typedef _goslice_ swig_type_515;
-typedef _gostring_ swig_type_516;
+typedef _gostring_ swig_type_515;
+typedef long long swig_type_516;
 typedef long long swig_type_517;
 typedef _goslice_ swig_type_518;
 typedef _gostring_ swig_type_519;
-typedef long long swig_type_520;
-typedef long long swig_type_521;
-typedef _goslice_ swig_type_522;
-typedef _gostring_ swig_type_523;
-typedef _goslice_ swig_type_524;
+typedef _goslice_ swig_type_520;
+typedef _goslice_ swig_type_521;
+typedef long long swig_type_522;
+typedef long long swig_type_523;
+typedef long long swig_type_524;
 typedef _goslice_ swig_type_525;
 typedef long long swig_type_526;
-typedef long long swig_type_527;
-typedef long long swig_type_528;
+typedef _gostring_ swig_type_527;
+typedef _goslice_ swig_type_528;
 typedef _goslice_ swig_type_529;
-typedef long long swig_type_530;
+typedef _goslice_ swig_type_530;
 typedef _gostring_ swig_type_531;
-typedef _goslice_ swig_type_532;
-typedef _goslice_ swig_type_533;
+typedef long long swig_type_532;
+typedef long long swig_type_533;
 typedef _goslice_ swig_type_534;
-typedef _gostring_ swig_type_535;
-typedef long long swig_type_536;
+typedef long long swig_type_535;
+typedef _gostring_ swig_type_536;
 typedef long long swig_type_537;
 typedef _goslice_ swig_type_538;
 typedef long long swig_type_539;
 typedef _gostring_ swig_type_540;
 typedef long long swig_type_541;
 typedef _goslice_ swig_type_542;
-typedef long long swig_type_543;
+typedef _goslice_ swig_type_543;
 typedef _gostring_ swig_type_544;
 typedef long long swig_type_545;
 typedef _goslice_ swig_type_546;
-typedef _goslice_ swig_type_547;
-typedef _gostring_ swig_type_548;
-typedef long long swig_type_549;
-typedef _goslice_ swig_type_550;
-typedef _gostring_ swig_type_551;
-typedef long long swig_type_552;
-typedef _goslice_ swig_type_553;
+typedef _gostring_ swig_type_547;
+typedef long long swig_type_548;
+typedef _goslice_ swig_type_549;
+typedef _gostring_ swig_type_550;
+typedef long long swig_type_551;
+typedef _goslice_ swig_type_552;
+typedef long long swig_type_553;
 typedef _gostring_ swig_type_554;
 typedef long long swig_type_555;
-typedef _goslice_ swig_type_556;
+typedef _gostring_ swig_type_556;
 typedef long long swig_type_557;
 typedef _gostring_ swig_type_558;
 typedef long long swig_type_559;
 typedef _gostring_ swig_type_560;
-typedef long long swig_type_561;
+typedef _gostring_ swig_type_561;
 typedef _gostring_ swig_type_562;
-typedef long long swig_type_563;
+typedef _goslice_ swig_type_563;
 typedef _gostring_ swig_type_564;
-typedef _gostring_ swig_type_565;
+typedef _goslice_ swig_type_565;
 typedef _gostring_ swig_type_566;
 typedef _goslice_ swig_type_567;
 typedef _gostring_ swig_type_568;
 typedef _goslice_ swig_type_569;
 typedef _gostring_ swig_type_570;
-typedef _goslice_ swig_type_571;
-typedef _gostring_ swig_type_572;
+typedef long long swig_type_571;
+typedef _goslice_ swig_type_572;
 typedef _goslice_ swig_type_573;
-typedef _gostring_ swig_type_574;
-typedef long long swig_type_575;
-typedef _goslice_ swig_type_576;
+typedef _goslice_ swig_type_574;
+typedef _gostring_ swig_type_575;
+typedef _gostring_ swig_type_576;
 typedef _goslice_ swig_type_577;
-typedef _goslice_ swig_type_578;
-typedef _gostring_ swig_type_579;
-typedef _gostring_ swig_type_580;
+typedef long long swig_type_578;
+typedef _goslice_ swig_type_579;
+typedef _goslice_ swig_type_580;
 typedef _goslice_ swig_type_581;
-typedef long long swig_type_582;
+typedef _gostring_ swig_type_582;
 typedef _goslice_ swig_type_583;
-typedef _goslice_ swig_type_584;
+typedef _gostring_ swig_type_584;
 typedef _goslice_ swig_type_585;
 typedef _gostring_ swig_type_586;
 typedef _goslice_ swig_type_587;
 typedef _gostring_ swig_type_588;
-typedef _goslice_ swig_type_589;
-typedef _gostring_ swig_type_590;
+typedef _gostring_ swig_type_589;
+typedef _goslice_ swig_type_590;
 typedef _goslice_ swig_type_591;
 typedef _gostring_ swig_type_592;
 typedef _gostring_ swig_type_593;
-typedef _goslice_ swig_type_594;
-typedef _goslice_ swig_type_595;
-typedef _gostring_ swig_type_596;
-typedef _gostring_ swig_type_597;
-typedef _gostring_ swig_type_598;
-typedef _gostring_ swig_type_599;
+typedef _gostring_ swig_type_594;
+typedef _gostring_ swig_type_595;
+typedef _goslice_ swig_type_596;
+typedef _goslice_ swig_type_597;
+typedef long long swig_type_598;
+typedef _goslice_ swig_type_599;
 typedef _goslice_ swig_type_600;
-typedef _goslice_ swig_type_601;
-typedef long long swig_type_602;
+typedef _gostring_ swig_type_601;
+typedef _gostring_ swig_type_602;
 typedef _goslice_ swig_type_603;
 typedef _goslice_ swig_type_604;
-typedef _gostring_ swig_type_605;
-typedef _gostring_ swig_type_606;
+typedef long long swig_type_605;
+typedef _goslice_ swig_type_606;
 typedef _goslice_ swig_type_607;
-typedef _goslice_ swig_type_608;
-typedef long long swig_type_609;
-typedef _goslice_ swig_type_610;
-typedef _goslice_ swig_type_611;
-typedef _gostring_ swig_type_612;
-typedef _goslice_ swig_type_613;
-typedef _gostring_ swig_type_614;
-typedef _gostring_ swig_type_615;
+typedef _gostring_ swig_type_608;
+typedef _goslice_ swig_type_609;
+typedef _gostring_ swig_type_610;
+typedef _gostring_ swig_type_611;
+typedef _goslice_ swig_type_612;
+typedef _gostring_ swig_type_613;
+typedef long long swig_type_614;
+typedef long long swig_type_615;
 typedef _goslice_ swig_type_616;
-typedef _gostring_ swig_type_617;
-typedef long long swig_type_618;
-typedef long long swig_type_619;
+typedef _goslice_ swig_type_617;
+typedef _goslice_ swig_type_618;
+typedef _goslice_ swig_type_619;
 typedef _goslice_ swig_type_620;
-typedef _goslice_ swig_type_621;
-typedef _goslice_ swig_type_622;
-typedef _goslice_ swig_type_623;
+typedef _gostring_ swig_type_621;
+typedef long long swig_type_622;
+typedef long long swig_type_623;
 typedef _goslice_ swig_type_624;
-typedef _gostring_ swig_type_625;
-typedef long long swig_type_626;
-typedef long long swig_type_627;
-typedef _goslice_ swig_type_628;
-typedef _goslice_ swig_type_629;
-typedef _goslice_ swig_type_630;
-typedef _goslice_ swig_type_631;
-typedef long long swig_type_632;
+typedef _goslice_ swig_type_625;
+typedef _goslice_ swig_type_626;
+typedef _goslice_ swig_type_627;
+typedef long long swig_type_628;
 extern void _wrap_Swig_free_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_swig_3a7f64bbe3f0cb13(swig_intgo arg1);
 extern swig_intgo _wrap_OK_swig_3a7f64bbe3f0cb13(void);
@@ -890,19 +886,15 @@ extern swig_intgo _wrap_BOUNDS_CLAMP_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_BOUNDS_SKIP_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_table_tier_version_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_table_tier_version_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_table_tier_table_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_table_tier_table_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_table_tier_dir_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_107 arg2);
-extern swig_type_108 _wrap_table_tier_dir_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_109 arg2);
-extern swig_type_110 _wrap_table_tier_cache_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_table_tier_cache_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_new_table_tier_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_delete_table_tier_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_111 _wrap_table_tier_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_107 _wrap_table_tier_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_embedding_options_version_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_version_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_112 arg2);
-extern swig_type_113 _wrap_embedding_options_seed_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_embedding_options_seed_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_embedding_options_bounds_policy_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_embedding_options_num_threads_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
@@ -921,14 +913,14 @@ extern void _wrap_embedding_options_forward_comm_encoding_set_swig_3a7f64bbe3f0c
 extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_embedding_options_backward_comm_encoding_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_114 arg2);
-extern swig_type_115 _wrap_embedding_options_max_batch_size_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_116 arg2);
-extern swig_type_117 _wrap_embedding_options_max_ids_per_batch_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_110 arg2);
+extern swig_type_111 _wrap_embedding_options_max_batch_size_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_112 arg2);
+extern swig_type_113 _wrap_embedding_options_max_ids_per_batch_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_embedding_options_tiers_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_embedding_options_tiers_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_118 arg2);
-extern swig_type_119 _wrap_embedding_options_num_tiers_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_114 arg2);
+extern swig_type_115 _wrap_embedding_options_num_tiers_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_new_embedding_options_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_delete_embedding_options_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_3a7f64bbe3f0cb13(void);
@@ -938,42 +930,42 @@ extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_3a7f64bbe3f0cb13(void);
-extern swig_type_120 _wrap_embedding_options_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_121 _wrap_embedding_create_swig_3a7f64bbe3f0cb13(swig_type_122 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_116 _wrap_embedding_options_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_117 _wrap_embedding_create_swig_3a7f64bbe3f0cb13(swig_type_118 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
 extern void _wrap_embedding_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_123 _wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_124 arg2);
-extern swig_type_125 _wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_126 arg2);
-extern swig_type_127 _wrap_embedding_input_dist_wait_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_128 _wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_129 arg2);
-extern swig_type_130 _wrap_embedding_backward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_131 arg2);
-extern swig_type_132 _wrap_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_133 _wrap_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_134 _wrap_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_135 _wrap_embedding_synchronize_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_136 _wrap_embedding_set_learning_rate_swig_3a7f64bbe3f0cb13(uintptr_t arg1, float arg2);
-extern swig_type_137 _wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_138 arg2);
-extern swig_type_139 _wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_142 arg2, swig_type_143 arg3);
-extern swig_type_144 _wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3);
-extern swig_type_147 _wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_148 arg2);
-extern swig_type_149 _wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_150 arg2, swig_voidp arg3, swig_type_151 arg4);
-extern swig_type_152 _wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_type_155 arg4);
-extern swig_type_156 _wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_type_159 arg4);
-extern swig_type_160 _wrap_embedding_timings_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_161 arg2, swig_type_162 arg3);
-extern swig_type_163 _wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_164 arg2, float arg3);
-extern swig_type_165 _wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_166 arg2, uintptr_t arg3);
-extern swig_type_167 _wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_168 arg2, swig_type_169 arg3);
-extern swig_type_170 _wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_171 arg2, swig_type_172 arg3, swig_voidp arg4, swig_type_173 arg5);
-extern swig_type_174 _wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_175 arg2);
-extern swig_type_176 _wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_178 arg5, swig_type_179 arg6);
+extern swig_type_119 _wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_120 arg2);
+extern swig_type_121 _wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_122 arg2);
+extern swig_type_123 _wrap_embedding_input_dist_wait_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern swig_type_124 _wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_125 arg2);
+extern swig_type_126 _wrap_embedding_backward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_127 arg2);
+extern swig_type_128 _wrap_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_129 _wrap_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_130 _wrap_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_131 _wrap_embedding_synchronize_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern swig_type_132 _wrap_embedding_set_learning_rate_swig_3a7f64bbe3f0cb13(uintptr_t arg1, float arg2);
+extern swig_type_133 _wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_134 arg2);
+extern swig_type_135 _wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_136 arg2);
+extern swig_type_137 _wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_138 arg2, swig_type_139 arg3);
+extern swig_type_140 _wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_141 arg2, swig_type_142 arg3);
+extern swig_type_143 _wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_144 arg2);
+extern swig_type_145 _wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_146 arg2, swig_voidp arg3, swig_type_147 arg4);
+extern swig_type_148 _wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_type_151 arg4);
+extern swig_type_152 _wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_type_155 arg4);
+extern swig_type_156 _wrap_embedding_timings_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
+extern swig_type_159 _wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_160 arg2, float arg3);
+extern swig_type_161 _wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_162 arg2, uintptr_t arg3);
+extern swig_type_163 _wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3);
+extern swig_type_166 _wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_voidp arg4, swig_type_169 arg5);
+extern swig_type_170 _wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_171 arg2);
+extern swig_type_172 _wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_173 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_174 arg5, swig_type_175 arg6);
 extern void _wrap_step_timings_version_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_step_timings_version_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_180 arg2);
-extern swig_type_181 _wrap_step_timings_forwards_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_182 arg2);
-extern swig_type_183 _wrap_step_timings_backwards_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_184 arg2);
-extern swig_type_185 _wrap_step_timings_samples_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_176 arg2);
+extern swig_type_177 _wrap_step_timings_forwards_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_178 arg2);
+extern swig_type_179 _wrap_step_timings_backwards_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_180 arg2);
+extern swig_type_181 _wrap_step_timings_samples_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_step_timings_total_seconds_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, double arg2);
 extern double _wrap_step_timings_total_seconds_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_step_timings_collective_seconds_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, double arg2);
@@ -990,97 +982,97 @@ extern void _wrap_step_timings_embedding_comm_seconds_set_swig_3a7f64bbe3f0cb13(
 extern double _wrap_step_timings_embedding_comm_seconds_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_new_step_timings_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_delete_step_timings_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_186 _wrap_step_timings_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_187 _wrap_embedding_step_timings_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_188 _wrap_embedding_set_training_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_189 _wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_190 arg2);
+extern swig_type_182 _wrap_step_timings_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_183 _wrap_embedding_step_timings_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_184 _wrap_embedding_set_training_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_185 _wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_186 arg2);
 extern void _wrap_dynamic_table_stats_version_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_dynamic_table_stats_version_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_dynamic_table_stats_size_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_193 arg2);
-extern swig_type_194 _wrap_dynamic_table_stats_capacity_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_dynamic_table_stats_size_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_dynamic_table_stats_capacity_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_dynamic_table_stats_load_factor_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, double arg2);
 extern double _wrap_dynamic_table_stats_load_factor_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_195 arg2);
-extern swig_type_196 _wrap_dynamic_table_stats_last_inserted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_197 arg2);
-extern swig_type_198 _wrap_dynamic_table_stats_last_evicted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_199 arg2);
-extern swig_type_200 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_201 arg2);
-extern swig_type_202 _wrap_dynamic_table_stats_last_rejected_full_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_dynamic_table_stats_total_inserted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_205 arg2);
-extern swig_type_206 _wrap_dynamic_table_stats_total_evicted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_207 arg2);
-extern swig_type_208 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_209 arg2);
-extern swig_type_210 _wrap_dynamic_table_stats_total_rejected_full_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_211 arg2);
-extern swig_type_212 _wrap_dynamic_table_stats_metadata_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_213 arg2);
-extern swig_type_214 _wrap_dynamic_table_stats_capacity_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_215 arg2);
-extern swig_type_216 _wrap_dynamic_table_stats_last_admitted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_217 arg2);
-extern swig_type_218 _wrap_dynamic_table_stats_total_admitted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_dynamic_table_stats_last_inserted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_193 arg2);
+extern swig_type_194 _wrap_dynamic_table_stats_last_evicted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_195 arg2);
+extern swig_type_196 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_197 arg2);
+extern swig_type_198 _wrap_dynamic_table_stats_last_rejected_full_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_199 arg2);
+extern swig_type_200 _wrap_dynamic_table_stats_total_inserted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_201 arg2);
+extern swig_type_202 _wrap_dynamic_table_stats_total_evicted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_203 arg2);
+extern swig_type_204 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_205 arg2);
+extern swig_type_206 _wrap_dynamic_table_stats_total_rejected_full_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_207 arg2);
+extern swig_type_208 _wrap_dynamic_table_stats_metadata_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_dynamic_table_stats_capacity_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_dynamic_table_stats_last_admitted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_dynamic_table_stats_total_admitted_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_new_dynamic_table_stats_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_delete_dynamic_table_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_219 _wrap_dynamic_table_stats_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_220 _wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_221 arg2, uintptr_t arg3);
-extern swig_type_222 _wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_223 arg2, uintptr_t arg3);
-extern swig_type_224 _wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_225 arg2);
-extern swig_type_226 _wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_type_232 arg7, swig_type_233 arg8, swig_type_234 arg9);
-extern swig_type_235 _wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_236 arg2, swig_type_237 arg3, swig_type_238 arg4, swig_type_239 arg5, swig_type_240 arg6, swig_type_241 arg7, swig_type_242 arg8, swig_type_243 arg9, swig_type_244 arg10);
-extern swig_type_245 _wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_246 arg2, swig_type_247 arg3, swig_type_248 arg4, swig_type_249 arg5, swig_type_250 arg6);
+extern swig_type_215 _wrap_dynamic_table_stats_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_216 _wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_217 arg2, uintptr_t arg3);
+extern swig_type_218 _wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_219 arg2, uintptr_t arg3);
+extern swig_type_220 _wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_221 arg2);
+extern swig_type_222 _wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_223 arg2, swig_type_224 arg3, swig_type_225 arg4, swig_type_226 arg5, swig_type_227 arg6, swig_type_228 arg7, swig_type_229 arg8, swig_type_230 arg9);
+extern swig_type_231 _wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_232 arg2, swig_type_233 arg3, swig_type_234 arg4, swig_type_235 arg5, swig_type_236 arg6, swig_type_237 arg7, swig_type_238 arg8, swig_type_239 arg9, swig_type_240 arg10);
+extern swig_type_241 _wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_242 arg2, swig_type_243 arg3, swig_type_244 arg4, swig_type_245 arg5, swig_type_246 arg6);
 extern void _wrap_tier_stats_version_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_tier_stats_version_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_251 arg2);
-extern swig_type_252 _wrap_tier_stats_cache_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_253 arg2);
-extern swig_type_254 _wrap_tier_stats_cache_slots_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_255 arg2);
-extern swig_type_256 _wrap_tier_stats_cache_rows_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_257 arg2);
-extern swig_type_258 _wrap_tier_stats_hits_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_259 arg2);
-extern swig_type_260 _wrap_tier_stats_misses_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_247 arg2);
+extern swig_type_248 _wrap_tier_stats_cache_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_249 arg2);
+extern swig_type_250 _wrap_tier_stats_cache_slots_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_251 arg2);
+extern swig_type_252 _wrap_tier_stats_cache_rows_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_253 arg2);
+extern swig_type_254 _wrap_tier_stats_hits_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_255 arg2);
+extern swig_type_256 _wrap_tier_stats_misses_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_tier_stats_hit_rate_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, double arg2);
 extern double _wrap_tier_stats_hit_rate_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_261 arg2);
-extern swig_type_262 _wrap_tier_stats_disk_reads_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_tier_stats_disk_read_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_265 arg2);
-extern swig_type_266 _wrap_tier_stats_disk_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_267 arg2);
-extern swig_type_268 _wrap_tier_stats_queue_reads_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_269 arg2);
-extern swig_type_270 _wrap_tier_stats_initialised_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_271 arg2);
-extern swig_type_272 _wrap_tier_stats_prefetched_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_273 arg2);
-extern swig_type_274 _wrap_tier_stats_write_backs_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_275 arg2);
-extern swig_type_276 _wrap_tier_stats_written_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_277 arg2);
-extern swig_type_278 _wrap_tier_stats_queue_depth_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_279 arg2);
-extern swig_type_280 _wrap_tier_stats_queue_max_depth_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_281 arg2);
-extern swig_type_282 _wrap_tier_stats_steps_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_257 arg2);
+extern swig_type_258 _wrap_tier_stats_disk_reads_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_259 arg2);
+extern swig_type_260 _wrap_tier_stats_disk_read_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_261 arg2);
+extern swig_type_262 _wrap_tier_stats_disk_bytes_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_263 arg2);
+extern swig_type_264 _wrap_tier_stats_queue_reads_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_265 arg2);
+extern swig_type_266 _wrap_tier_stats_initialised_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_267 arg2);
+extern swig_type_268 _wrap_tier_stats_prefetched_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_269 arg2);
+extern swig_type_270 _wrap_tier_stats_write_backs_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_271 arg2);
+extern swig_type_272 _wrap_tier_stats_written_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_273 arg2);
+extern swig_type_274 _wrap_tier_stats_queue_depth_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_275 arg2);
+extern swig_type_276 _wrap_tier_stats_queue_max_depth_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_277 arg2);
+extern swig_type_278 _wrap_tier_stats_steps_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_tier_stats_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, double arg2);
 extern double _wrap_tier_stats_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, double arg2);
 extern double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_new_tier_stats_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_delete_tier_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_283 _wrap_tier_stats_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_284 _wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_285 arg2, uintptr_t arg3);
-extern swig_type_286 _wrap_device_count_swig_3a7f64bbe3f0cb13(swig_type_287 arg1);
-extern swig_type_288 _wrap_device_check_swig_3a7f64bbe3f0cb13(swig_intgo arg1, swig_intgo arg2);
+extern swig_type_279 _wrap_tier_stats_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_280 _wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_281 arg2, uintptr_t arg3);
+extern swig_type_282 _wrap_device_count_swig_3a7f64bbe3f0cb13(swig_type_283 arg1);
+extern swig_type_284 _wrap_device_check_swig_3a7f64bbe3f0cb13(swig_intgo arg1, swig_intgo arg2);
 extern void _wrap_mesh_options_version_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_mesh_options_version_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_mesh_options_sharding_group_size_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
@@ -1095,21 +1087,21 @@ extern void _wrap_mesh_options_sync_mode_set_swig_3a7f64bbe3f0cb13(uintptr_t arg
 extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_new_mesh_options_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_delete_mesh_options_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_289 _wrap_mesh_options_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_290 _wrap_mesh_create_swig_3a7f64bbe3f0cb13(swig_type_291 arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_285 _wrap_mesh_options_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_286 _wrap_mesh_create_swig_3a7f64bbe3f0cb13(swig_type_287 arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_mesh_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_292 _wrap_mesh_coords_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_293 arg2, swig_type_294 arg3, swig_type_295 arg4, swig_type_296 arg5);
-extern swig_type_297 _wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(swig_type_298 arg1, uintptr_t arg2);
-extern swig_type_299 _wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(swig_type_300 arg1, uintptr_t arg2);
-extern swig_type_301 _wrap_mesh_describe_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_302 _wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(swig_type_303 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_304 _wrap_mesh_sync_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_305 _wrap_mesh_step_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_306 arg3);
-extern swig_type_307 _wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_308 arg2, swig_type_309 arg3, swig_type_310 arg4);
+extern swig_type_288 _wrap_mesh_coords_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_289 arg2, swig_type_290 arg3, swig_type_291 arg4, swig_type_292 arg5);
+extern swig_type_293 _wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(swig_type_294 arg1, uintptr_t arg2);
+extern swig_type_295 _wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(swig_type_296 arg1, uintptr_t arg2);
+extern swig_type_297 _wrap_mesh_describe_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_298 _wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(swig_type_299 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_300 _wrap_mesh_sync_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_301 _wrap_mesh_step_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_302 arg3);
+extern swig_type_303 _wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_304 arg2, swig_type_305 arg3, swig_type_306 arg4);
 extern void _wrap_checkpoint_options_version_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_version_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_311 arg2);
-extern swig_type_312 _wrap_checkpoint_options_num_dense_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_307 arg2);
+extern swig_type_308 _wrap_checkpoint_options_num_dense_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
@@ -1120,132 +1112,132 @@ extern void _wrap_checkpoint_options_allow_partial_load_set_swig_3a7f64bbe3f0cb1
 extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_new_checkpoint_options_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_delete_checkpoint_options_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_313 _wrap_checkpoint_options_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_314 _wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_315 arg2, uintptr_t arg3);
-extern swig_type_316 _wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_317 arg2, uintptr_t arg3);
-extern swig_type_318 _wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_319 arg3, uintptr_t arg4);
-extern swig_type_320 _wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_321 arg3, uintptr_t arg4);
-extern swig_type_322 _wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_323 arg2, swig_type_324 arg3, swig_intgo arg4);
-extern swig_type_325 _wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_326 arg2, swig_type_327 arg3, swig_intgo arg4);
+extern swig_type_309 _wrap_checkpoint_options_init_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_310 _wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_311 arg2, uintptr_t arg3);
+extern swig_type_312 _wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_313 arg2, uintptr_t arg3);
+extern swig_type_314 _wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_315 arg3, uintptr_t arg4);
+extern swig_type_316 _wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_317 arg3, uintptr_t arg4);
+extern swig_type_318 _wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_319 arg2, swig_type_320 arg3, swig_intgo arg4);
+extern swig_type_321 _wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_322 arg2, swig_type_323 arg3, swig_intgo arg4);
 extern uintptr_t _wrap_bind_tiers_new_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_bind_tiers_free_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_328 _wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_329 arg2, swig_type_330 arg3, swig_type_331 arg4);
-extern swig_type_332 _wrap_bind_tiers_apply_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_324 _wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_325 arg2, swig_type_326 arg3, swig_type_327 arg4);
+extern swig_type_328 _wrap_bind_tiers_apply_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_bind_plan_spec_new_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_bind_plan_spec_free_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern uintptr_t _wrap_bind_plan_spec_topology_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_333 _wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_334 arg2, float arg3);
-extern swig_type_335 _wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_336 arg2, swig_type_337 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_338 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_339 _wrap_bind_plan_spec_set_table_optimizer_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_340 _wrap_bind_plan_spec_set_table_dynamic_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_341 _wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_342 arg2);
-extern swig_type_343 _wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_344 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_345 arg5, swig_type_346 arg6);
-extern swig_type_347 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_348 arg2);
-extern swig_type_349 _wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(swig_type_350 arg1, uintptr_t arg2);
-extern swig_type_351 _wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_352 arg2, swig_type_353 arg3, swig_type_354 arg4, swig_type_355 arg5, swig_type_356 arg6, swig_type_357 arg7);
-extern swig_type_358 _wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_359 arg2, swig_type_360 arg3, swig_type_361 arg4, swig_type_362 arg5, swig_type_363 arg6);
-extern swig_type_364 _wrap_bind_device_plugin_path_swig_3a7f64bbe3f0cb13(swig_voidp arg1);
-extern swig_type_365 _wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_366 arg3, uintptr_t arg4, swig_type_367 arg5, swig_type_368 arg6, swig_type_369 arg7, swig_intgo arg8);
-extern swig_type_370 _wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_371 arg2, swig_type_372 arg3, swig_type_373 arg4, swig_type_374 arg5, swig_type_375 arg6, swig_type_376 arg7, swig_type_377 arg8);
-extern swig_type_378 _wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_379 arg2, swig_type_380 arg3);
-extern swig_type_381 _wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3);
+extern swig_type_329 _wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_330 arg2, float arg3);
+extern swig_type_331 _wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_332 arg2, swig_type_333 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_334 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_335 _wrap_bind_plan_spec_set_table_optimizer_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_336 _wrap_bind_plan_spec_set_table_dynamic_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_337 _wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_338 arg2);
+extern swig_type_339 _wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_340 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_341 arg5, swig_type_342 arg6);
+extern swig_type_343 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_344 arg2);
+extern swig_type_345 _wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(swig_type_346 arg1, uintptr_t arg2);
+extern swig_type_347 _wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_348 arg2, swig_type_349 arg3, swig_type_350 arg4, swig_type_351 arg5, swig_type_352 arg6, swig_type_353 arg7);
+extern swig_type_354 _wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_355 arg2, swig_type_356 arg3, swig_type_357 arg4, swig_type_358 arg5, swig_type_359 arg6);
+extern swig_type_360 _wrap_bind_device_plugin_path_swig_3a7f64bbe3f0cb13(swig_voidp arg1);
+extern swig_type_361 _wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_362 arg3, uintptr_t arg4, swig_type_363 arg5, swig_type_364 arg6, swig_type_365 arg7, swig_intgo arg8);
+extern swig_type_366 _wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_367 arg2, swig_type_368 arg3, swig_type_369 arg4, swig_type_370 arg5, swig_type_371 arg6, swig_type_372 arg7, swig_type_373 arg8);
+extern swig_type_374 _wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_375 arg2, swig_type_376 arg3);
+extern swig_type_377 _wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_378 arg2, swig_type_379 arg3);
 extern swig_intgo _wrap_ACTIVATION_NONE_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_ACTIVATION_RELU_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_3a7f64bbe3f0cb13(void);
-extern swig_type_384 _wrap_dense_set_blas_threads_swig_3a7f64bbe3f0cb13(swig_intgo arg1);
+extern swig_type_380 _wrap_dense_set_blas_threads_swig_3a7f64bbe3f0cb13(swig_intgo arg1);
 extern swig_intgo _wrap_DENSE_MATH_FP32_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DENSE_MATH_TF32_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DENSE_MATH_BF16_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_mlp_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_385 _wrap_mlp_forward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_386 arg2, swig_type_387 arg3, swig_type_388 arg4, swig_type_389 arg5);
-extern swig_type_390 _wrap_mlp_infer_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_391 arg2, swig_type_392 arg3, swig_type_393 arg4, swig_type_394 arg5);
-extern swig_type_395 _wrap_mlp_zero_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_396 _wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_397 arg2);
-extern swig_type_398 _wrap_dcn_create_swig_3a7f64bbe3f0cb13(swig_type_399 arg1, swig_type_400 arg2, swig_intgo arg3, swig_type_401 arg4, swig_type_402 arg5, swig_type_403 arg6);
+extern swig_type_381 _wrap_mlp_forward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3, swig_type_384 arg4, swig_type_385 arg5);
+extern swig_type_386 _wrap_mlp_infer_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_387 arg2, swig_type_388 arg3, swig_type_389 arg4, swig_type_390 arg5);
+extern swig_type_391 _wrap_mlp_zero_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern swig_type_392 _wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_393 arg2);
+extern swig_type_394 _wrap_dcn_create_swig_3a7f64bbe3f0cb13(swig_type_395 arg1, swig_type_396 arg2, swig_intgo arg3, swig_type_397 arg4, swig_type_398 arg5, swig_type_399 arg6);
 extern void _wrap_dcn_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_404 _wrap_dcn_forward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_405 arg2, swig_type_406 arg3, swig_type_407 arg4, swig_type_408 arg5);
-extern swig_type_409 _wrap_dcn_infer_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, swig_type_412 arg4, swig_type_413 arg5);
-extern swig_type_414 _wrap_dcn_zero_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_415 _wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_416 arg2);
-extern swig_type_417 _wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(swig_type_418 arg1, swig_type_419 arg2, swig_type_420 arg3);
-extern swig_type_421 _wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(swig_type_422 arg1, swig_type_423 arg2, swig_type_424 arg3, swig_type_425 arg4, swig_type_426 arg5, swig_type_427 arg6, swig_type_428 arg7, swig_type_429 arg8);
-extern swig_type_430 _wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(swig_type_431 arg1, swig_type_432 arg2, swig_type_433 arg3, double arg4, swig_type_434 arg5, swig_type_435 arg6);
-extern swig_type_436 _wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(swig_type_437 arg1, uintptr_t arg2);
+extern swig_type_400 _wrap_dcn_forward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_401 arg2, swig_type_402 arg3, swig_type_403 arg4, swig_type_404 arg5);
+extern swig_type_405 _wrap_dcn_infer_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3, swig_type_408 arg4, swig_type_409 arg5);
+extern swig_type_410 _wrap_dcn_zero_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern swig_type_411 _wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_412 arg2);
+extern swig_type_413 _wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(swig_type_414 arg1, swig_type_415 arg2, swig_type_416 arg3);
+extern swig_type_417 _wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(swig_type_418 arg1, swig_type_419 arg2, swig_type_420 arg3, swig_type_421 arg4, swig_type_422 arg5, swig_type_423 arg6, swig_type_424 arg7, swig_type_425 arg8);
+extern swig_type_426 _wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(swig_type_427 arg1, swig_type_428 arg2, swig_type_429 arg3, double arg4, swig_type_430 arg5, swig_type_431 arg6);
+extern swig_type_432 _wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(swig_type_433 arg1, uintptr_t arg2);
 extern void _wrap_dense_optimizer_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_438 _wrap_dense_optimizer_set_learning_rate_swig_3a7f64bbe3f0cb13(uintptr_t arg1, float arg2);
-extern swig_type_439 _wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_440 arg2);
-extern swig_type_441 _wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_442 arg2);
+extern swig_type_434 _wrap_dense_optimizer_set_learning_rate_swig_3a7f64bbe3f0cb13(uintptr_t arg1, float arg2);
+extern swig_type_435 _wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_436 arg2);
+extern swig_type_437 _wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_438 arg2);
 extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_ddp_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_443 _wrap_ddp_zero_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_444 _wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_445 arg2);
-extern swig_type_446 _wrap_ddp_finish_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_447 _wrap_ddp_set_sync_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_439 _wrap_ddp_zero_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern swig_type_440 _wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_441 arg2);
+extern swig_type_442 _wrap_ddp_finish_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern swig_type_443 _wrap_ddp_set_sync_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_intgo arg2);
 extern void _wrap_fsdp_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_448 _wrap_fsdp_release_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_449 arg2);
-extern swig_type_450 _wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_451 arg2);
-extern swig_type_452 _wrap_fsdp_step_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_453 _wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(swig_type_454 arg1);
-extern swig_type_455 _wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_456 arg2, swig_type_457 arg3);
-extern swig_type_458 _wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_459 arg2, swig_type_460 arg3);
-extern swig_type_461 _wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_462 arg2, swig_type_463 arg3);
+extern swig_type_444 _wrap_fsdp_release_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_445 arg2);
+extern swig_type_446 _wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_447 arg2);
+extern swig_type_448 _wrap_fsdp_step_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
+extern swig_type_449 _wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(swig_type_450 arg1);
+extern swig_type_451 _wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_452 arg2, swig_type_453 arg3);
+extern swig_type_454 _wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_455 arg2, swig_type_456 arg3);
+extern swig_type_457 _wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_458 arg2, swig_type_459 arg3);
 extern uintptr_t _wrap_bind_param_list_new_swig_3a7f64bbe3f0cb13(void);
 extern void _wrap_bind_param_list_free_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_464 _wrap_bind_param_list_add_mlp_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_465 _wrap_bind_param_list_add_dcn_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_466 _wrap_bind_dense_optimizer_step_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_467 _wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(swig_type_468 arg1, swig_type_469 arg2, swig_type_470 arg3, swig_type_471 arg4, swig_type_472 arg5, swig_type_473 arg6);
-extern swig_type_474 _wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(swig_type_475 arg1, swig_type_476 arg2, swig_type_477 arg3, swig_type_478 arg4, swig_type_479 arg5, swig_type_480 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_481 _wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_482 arg2, swig_type_483 arg3, uintptr_t arg4, swig_type_484 arg5);
-extern swig_type_485 _wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_486 arg2, swig_type_487 arg3, uintptr_t arg4, swig_type_488 arg5);
-extern swig_type_489 _wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_490 arg3);
-extern swig_type_491 _wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_492 arg3);
-extern swig_type_493 _wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_494 arg2, swig_voidp arg3, swig_type_495 arg4);
-extern swig_type_496 _wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_497 arg2, swig_voidp arg3, swig_type_498 arg4);
-extern swig_type_499 _wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_500 arg2, swig_intgo arg3, swig_type_501 arg4, swig_intgo arg5);
-extern swig_type_502 _wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_503 arg2, swig_intgo arg3, swig_type_504 arg4, swig_intgo arg5);
-extern swig_type_505 _wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(swig_type_506 arg1, uintptr_t arg2, swig_type_507 arg3, swig_type_508 arg4, swig_type_509 arg5, swig_intgo arg6);
-extern swig_type_510 _wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_511 arg2, swig_type_512 arg3, swig_type_513 arg4, swig_type_514 arg5, swig_type_515 arg6);
-extern swig_type_516 _wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_517 arg2, swig_type_518 arg3);
-extern swig_type_519 _wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_520 arg2, swig_type_521 arg3, swig_type_522 arg4);
-extern swig_type_523 _wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(swig_type_524 arg1, swig_type_525 arg2, swig_type_526 arg3, swig_type_527 arg4, swig_type_528 arg5, swig_type_529 arg6, swig_type_530 arg7);
-extern swig_type_531 _wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(swig_type_532 arg1, uintptr_t arg2, swig_type_533 arg3, swig_type_534 arg4, uintptr_t arg5);
-extern swig_type_535 _wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_536 arg2, swig_type_537 arg3, swig_type_538 arg4, swig_type_539 arg5);
-extern swig_type_540 _wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_541 arg2, swig_type_542 arg3, swig_type_543 arg4);
-extern swig_type_544 _wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_545 arg2, swig_type_546 arg3, swig_type_547 arg4);
-extern swig_type_548 _wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_549 arg2, swig_type_550 arg3);
-extern swig_type_551 _wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_552 arg2, swig_intgo arg3, swig_type_553 arg4);
-extern swig_type_554 _wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_555 arg2, swig_intgo arg3, swig_type_556 arg4, swig_type_557 arg5, swig_intgo arg6);
-extern swig_type_558 _wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_559 arg2, uintptr_t arg3);
-extern swig_type_560 _wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_561 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_562 _wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_563 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_460 _wrap_bind_param_list_add_mlp_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_461 _wrap_bind_param_list_add_dcn_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_462 _wrap_bind_dense_optimizer_step_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_463 _wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(swig_type_464 arg1, swig_type_465 arg2, swig_type_466 arg3, swig_type_467 arg4, swig_type_468 arg5, swig_type_469 arg6);
+extern swig_type_470 _wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(swig_type_471 arg1, swig_type_472 arg2, swig_type_473 arg3, swig_type_474 arg4, swig_type_475 arg5, swig_type_476 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_477 _wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_478 arg2, swig_type_479 arg3, uintptr_t arg4, swig_type_480 arg5);
+extern swig_type_481 _wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_482 arg2, swig_type_483 arg3, uintptr_t arg4, swig_type_484 arg5);
+extern swig_type_485 _wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_486 arg3);
+extern swig_type_487 _wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(uintptr_t arg1, uintptr_t arg2, swig_type_488 arg3);
+extern swig_type_489 _wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_490 arg2, swig_voidp arg3, swig_type_491 arg4);
+extern swig_type_492 _wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_493 arg2, swig_voidp arg3, swig_type_494 arg4);
+extern swig_type_495 _wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_496 arg2, swig_intgo arg3, swig_type_497 arg4, swig_intgo arg5);
+extern swig_type_498 _wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_499 arg2, swig_intgo arg3, swig_type_500 arg4, swig_intgo arg5);
+extern swig_type_501 _wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(swig_type_502 arg1, uintptr_t arg2, swig_type_503 arg3, swig_type_504 arg4, swig_type_505 arg5, swig_intgo arg6);
+extern swig_type_506 _wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_507 arg2, swig_type_508 arg3, swig_type_509 arg4, swig_type_510 arg5, swig_type_511 arg6);
+extern swig_type_512 _wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_513 arg2, swig_type_514 arg3);
+extern swig_type_515 _wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_516 arg2, swig_type_517 arg3, swig_type_518 arg4);
+extern swig_type_519 _wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(swig_type_520 arg1, swig_type_521 arg2, swig_type_522 arg3, swig_type_523 arg4, swig_type_524 arg5, swig_type_525 arg6, swig_type_526 arg7);
+extern swig_type_527 _wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(swig_type_528 arg1, uintptr_t arg2, swig_type_529 arg3, swig_type_530 arg4, uintptr_t arg5);
+extern swig_type_531 _wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_532 arg2, swig_type_533 arg3, swig_type_534 arg4, swig_type_535 arg5);
+extern swig_type_536 _wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_537 arg2, swig_type_538 arg3, swig_type_539 arg4);
+extern swig_type_540 _wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_541 arg2, swig_type_542 arg3, swig_type_543 arg4);
+extern swig_type_544 _wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_545 arg2, swig_type_546 arg3);
+extern swig_type_547 _wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_548 arg2, swig_intgo arg3, swig_type_549 arg4);
+extern swig_type_550 _wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_551 arg2, swig_intgo arg3, swig_type_552 arg4, swig_type_553 arg5, swig_intgo arg6);
+extern swig_type_554 _wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_555 arg2, uintptr_t arg3);
+extern swig_type_556 _wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_557 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_558 _wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_559 arg2, uintptr_t arg3, uintptr_t arg4);
 extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_SERVING_FP32_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_SERVING_FP16_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_SERVING_BF16_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_SERVING_INT8_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_SERVING_INT4_swig_3a7f64bbe3f0cb13(void);
-extern swig_type_564 _wrap_inference_save_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_565 arg2);
+extern swig_type_560 _wrap_inference_save_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_561 arg2);
 extern void _wrap_inference_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_566 _wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_567 arg2);
-extern swig_type_568 _wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_569 arg2);
-extern swig_type_570 _wrap_inference_num_features_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_571 arg2);
-extern swig_type_572 _wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_573 arg2);
-extern swig_type_574 _wrap_inference_table_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_575 arg2, swig_voidp arg3, swig_type_576 arg4, swig_type_577 arg5, swig_type_578 arg6);
-extern swig_type_579 _wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_580 arg2, swig_type_581 arg3, swig_type_582 arg4, swig_type_583 arg5, swig_type_584 arg6, swig_type_585 arg7);
-extern swig_type_586 _wrap_inference_version_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_587 arg2);
-extern swig_type_588 _wrap_inference_pin_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_589 arg2);
+extern swig_type_562 _wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_563 arg2);
+extern swig_type_564 _wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_565 arg2);
+extern swig_type_566 _wrap_inference_num_features_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_567 arg2);
+extern swig_type_568 _wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_569 arg2);
+extern swig_type_570 _wrap_inference_table_info_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_571 arg2, swig_voidp arg3, swig_type_572 arg4, swig_type_573 arg5, swig_type_574 arg6);
+extern swig_type_575 _wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_576 arg2, swig_type_577 arg3, swig_type_578 arg4, swig_type_579 arg5, swig_type_580 arg6, swig_type_581 arg7);
+extern swig_type_582 _wrap_inference_version_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_583 arg2);
+extern swig_type_584 _wrap_inference_pin_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_585 arg2);
 extern void _wrap_inference_unpin_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
-extern swig_type_590 _wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_591 arg2);
-extern swig_type_592 _wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_593 arg2, swig_type_594 arg3, swig_type_595 arg4);
-extern swig_type_596 _wrap_inference_reload_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_597 arg2);
-extern swig_type_598 _wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_599 arg2, swig_type_600 arg3, swig_type_601 arg4, swig_type_602 arg5, swig_type_603 arg6, swig_type_604 arg7);
-extern swig_type_605 _wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_606 arg2, swig_type_607 arg3, swig_type_608 arg4, swig_type_609 arg5, swig_type_610 arg6, swig_intgo arg7, swig_type_611 arg8);
-extern swig_type_612 _wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(swig_type_613 arg1, swig_type_614 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_615 arg6, swig_type_616 arg7);
-extern swig_type_617 _wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_618 arg2, swig_type_619 arg3, swig_type_620 arg4, swig_type_621 arg5, swig_type_622 arg6, swig_type_623 arg7, swig_type_624 arg8);
-extern swig_type_625 _wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_626 arg2, swig_type_627 arg3, swig_type_628 arg4, swig_type_629 arg5, swig_type_630 arg6, swig_type_631 arg7);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(swig_type_632 arg1);
+extern swig_type_586 _wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_587 arg2);
+extern swig_type_588 _wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_589 arg2, swig_type_590 arg3, swig_type_591 arg4);
+extern swig_type_592 _wrap_inference_reload_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_593 arg2);
+extern swig_type_594 _wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_595 arg2, swig_type_596 arg3, swig_type_597 arg4, swig_type_598 arg5, swig_type_599 arg6, swig_type_600 arg7);
+extern swig_type_601 _wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_602 arg2, swig_type_603 arg3, swig_type_604 arg4, swig_type_605 arg5, swig_type_606 arg6, swig_intgo arg7, swig_type_607 arg8);
+extern swig_type_608 _wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(swig_type_609 arg1, swig_type_610 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_611 arg6, swig_type_612 arg7);
+extern swig_type_613 _wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_614 arg2, swig_type_615 arg3, swig_type_616 arg4, swig_type_617 arg5, swig_type_618 arg6, swig_type_619 arg7, swig_type_620 arg8);
+extern swig_type_621 _wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_622 arg2, swig_type_623 arg3, swig_type_624 arg4, swig_type_625 arg5, swig_type_626 arg6, swig_type_627 arg7);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(swig_type_628 arg1);
 extern void _wrap_bind_host_free_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 #undef intgo
 */
@@ -3348,48 +3340,10 @@ func (arg1 SwigcptrTable_tier) GetVersion() (_swig_ret uint) {
 	return swig_r
 }
 
-func (arg1 SwigcptrTable_tier) SetTable(arg2 string) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_table_tier_table_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-}
-
-func (arg1 SwigcptrTable_tier) GetTable() (_swig_ret string) {
-	var swig_r string
-	_swig_i_0 := arg1
-	swig_r_p := C._wrap_table_tier_table_get_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 string
- swig_r_1 = swigCopyString(swig_r) 
-	return swig_r_1
-}
-
-func (arg1 SwigcptrTable_tier) SetDir(arg2 string) {
-	_swig_i_0 := arg1
-	_swig_i_1 := arg2
-	C._wrap_table_tier_dir_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)))
-	if Swig_escape_always_false {
-		Swig_escape_val = arg2
-	}
-}
-
-func (arg1 SwigcptrTable_tier) GetDir() (_swig_ret string) {
-	var swig_r string
-	_swig_i_0 := arg1
-	swig_r_p := C._wrap_table_tier_dir_get_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0))
-	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
-	var swig_r_1 string
- swig_r_1 = swigCopyString(swig_r) 
-	return swig_r_1
-}
-
 func (arg1 SwigcptrTable_tier) SetCache_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
+	C._wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
 }
 
 func (arg1 SwigcptrTable_tier) GetCache_bytes() (_swig_ret int64) {
@@ -3415,10 +3369,6 @@ type Table_tier interface {
 	SwigIsTable_tier()
 	SetVersion(arg2 uint)
 	GetVersion() (_swig_ret uint)
-	SetTable(arg2 string)
-	GetTable() (_swig_ret string)
-	SetDir(arg2 string)
-	GetDir() (_swig_ret string)
 	SetCache_bytes(arg2 int64)
 	GetCache_bytes() (_swig_ret int64)
 }
@@ -3460,7 +3410,7 @@ func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
@@ -3590,7 +3540,7 @@ func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
@@ -3603,7 +3553,7 @@ func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
@@ -3629,7 +3579,7 @@ func (arg1 SwigcptrEmbedding_options) GetTiers() (_swig_ret Table_tier) {
 func (arg1 SwigcptrEmbedding_options) SetNum_tiers(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1))
+	C._wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNum_tiers() (_swig_ret int64) {
@@ -3756,7 +3706,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_122)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_118)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3775,7 +3725,7 @@ func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3789,7 +3739,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3813,7 +3763,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3827,7 +3777,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3896,7 +3846,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3910,7 +3860,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3922,7 +3872,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3940,7 +3890,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3957,7 +3907,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3973,7 +3923,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_146(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -3990,7 +3940,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4012,7 +3962,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4033,7 +3983,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4051,7 +4001,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4066,7 +4016,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4081,7 +4031,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4101,7 +4051,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.swig_type_172(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.swig_type_168(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -4119,7 +4069,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4137,7 +4087,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -4177,7 +4127,7 @@ func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
@@ -4190,7 +4140,7 @@ func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
@@ -4203,7 +4153,7 @@ func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
@@ -4380,7 +4330,7 @@ func Embedding_is_training(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4415,7 +4365,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrDynamic_table_stats) SetSize(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
@@ -4428,7 +4378,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity() (_swig_ret int64) {
@@ -4454,7 +4404,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLoad_factor() (_swig_ret float64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
@@ -4467,7 +4417,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
@@ -4480,7 +4430,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret int64) {
@@ -4493,7 +4443,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64) {
@@ -4506,7 +4456,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
@@ -4519,7 +4469,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
@@ -4532,7 +4482,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret int64) {
@@ -4545,7 +4495,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int64) {
@@ -4558,7 +4508,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int6
 func (arg1 SwigcptrDynamic_table_stats) SetMetadata_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
+	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
@@ -4571,7 +4521,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity_bytes() (_swig_ret uint64) {
@@ -4584,7 +4534,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetCapacity_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrDynamic_table_stats) SetLast_admitted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_admitted() (_swig_ret int64) {
@@ -4597,7 +4547,7 @@ func (arg1 SwigcptrDynamic_table_stats) GetLast_admitted() (_swig_ret int64) {
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_admitted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_admitted() (_swig_ret int64) {
@@ -4672,7 +4622,7 @@ func Embedding_dynamic_stats(arg1 uintptr, arg2 string, arg3 Dynamic_table_stats
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4687,7 +4637,7 @@ func Embedding_dynamic_stats_global(arg1 uintptr, arg2 string, arg3 Dynamic_tabl
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4701,7 +4651,7 @@ func Embedding_dynamic_mark(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4722,7 +4672,7 @@ func Embedding_dynamic_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []flo
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_3)), C.swig_type_230(_swig_i_4), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_5)), C.swig_type_232(_swig_i_6), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_3)), C.swig_type_226(_swig_i_4), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_5)), C.swig_type_228(_swig_i_6), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4759,7 +4709,7 @@ func Embedding_dynamic_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 [
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_3)), C.swig_type_239(_swig_i_4), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_5)), C.swig_type_241(_swig_i_6), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_9)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_3)), C.swig_type_235(_swig_i_4), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_5)), C.swig_type_237(_swig_i_6), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_9)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4795,7 +4745,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_3)), C.swig_type_249(_swig_i_4), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_3)), C.swig_type_245(_swig_i_4), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4839,7 +4789,7 @@ func (arg1 SwigcptrTier_stats) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrTier_stats) SetCache_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
+	C._wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetCache_bytes() (_swig_ret int64) {
@@ -4852,7 +4802,7 @@ func (arg1 SwigcptrTier_stats) GetCache_bytes() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetCache_slots(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
+	C._wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetCache_slots() (_swig_ret int64) {
@@ -4865,7 +4815,7 @@ func (arg1 SwigcptrTier_stats) GetCache_slots() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetCache_rows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
+	C._wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetCache_rows() (_swig_ret int64) {
@@ -4878,7 +4828,7 @@ func (arg1 SwigcptrTier_stats) GetCache_rows() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetHits(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
+	C._wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetHits() (_swig_ret int64) {
@@ -4891,7 +4841,7 @@ func (arg1 SwigcptrTier_stats) GetHits() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetMisses(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
+	C._wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetMisses() (_swig_ret int64) {
@@ -4917,7 +4867,7 @@ func (arg1 SwigcptrTier_stats) GetHit_rate() (_swig_ret float64) {
 func (arg1 SwigcptrTier_stats) SetDisk_reads(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
+	C._wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetDisk_reads() (_swig_ret int64) {
@@ -4930,7 +4880,7 @@ func (arg1 SwigcptrTier_stats) GetDisk_reads() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetDisk_read_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
+	C._wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetDisk_read_bytes() (_swig_ret int64) {
@@ -4943,7 +4893,7 @@ func (arg1 SwigcptrTier_stats) GetDisk_read_bytes() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetDisk_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1))
+	C._wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetDisk_bytes() (_swig_ret int64) {
@@ -4956,7 +4906,7 @@ func (arg1 SwigcptrTier_stats) GetDisk_bytes() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetQueue_reads(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1))
+	C._wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetQueue_reads() (_swig_ret int64) {
@@ -4969,7 +4919,7 @@ func (arg1 SwigcptrTier_stats) GetQueue_reads() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetInitialised(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1))
+	C._wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetInitialised() (_swig_ret int64) {
@@ -4982,7 +4932,7 @@ func (arg1 SwigcptrTier_stats) GetInitialised() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetPrefetched(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1))
+	C._wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetPrefetched() (_swig_ret int64) {
@@ -4995,7 +4945,7 @@ func (arg1 SwigcptrTier_stats) GetPrefetched() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetWrite_backs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_273(_swig_i_1))
+	C._wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetWrite_backs() (_swig_ret int64) {
@@ -5008,7 +4958,7 @@ func (arg1 SwigcptrTier_stats) GetWrite_backs() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetWritten(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1))
+	C._wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetWritten() (_swig_ret int64) {
@@ -5021,7 +4971,7 @@ func (arg1 SwigcptrTier_stats) GetWritten() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetQueue_depth(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_277(_swig_i_1))
+	C._wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_273(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetQueue_depth() (_swig_ret int64) {
@@ -5034,7 +4984,7 @@ func (arg1 SwigcptrTier_stats) GetQueue_depth() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetQueue_max_depth(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_279(_swig_i_1))
+	C._wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetQueue_max_depth() (_swig_ret int64) {
@@ -5047,7 +4997,7 @@ func (arg1 SwigcptrTier_stats) GetQueue_max_depth() (_swig_ret int64) {
 func (arg1 SwigcptrTier_stats) SetSteps(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_281(_swig_i_1))
+	C._wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_277(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetSteps() (_swig_ret int64) {
@@ -5156,7 +5106,7 @@ func Embedding_tier_stats(arg1 uintptr, arg2 string, arg3 Tier_stats) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5169,7 +5119,7 @@ func Embedding_tier_stats(arg1 uintptr, arg2 string, arg3 Tier_stats) (_swig_ret
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_3a7f64bbe3f0cb13(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_3a7f64bbe3f0cb13(*(*C.swig_type_283)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5327,7 +5277,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_291)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5349,7 +5299,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5372,7 +5322,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(*(*C.swig_type_298)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(*(*C.swig_type_294)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5386,7 +5336,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(*(*C.swig_type_300)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(*(*C.swig_type_296)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5415,7 +5365,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_303)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_299)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5442,7 +5392,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5458,7 +5408,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5500,7 +5450,7 @@ func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_311(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
@@ -5606,7 +5556,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5621,7 +5571,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5637,7 +5587,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5653,7 +5603,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5669,7 +5619,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5688,7 +5638,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5718,7 +5668,7 @@ func Bind_tiers_add(arg1 uintptr, arg2 string, arg3 string, arg4 int64) (_swig_r
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_2)), C.swig_type_331(_swig_i_3))
+	swig_r_p := C._wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_2)), C.swig_type_327(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5765,7 +5715,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5787,7 +5737,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_336)(unsafe.Pointer(&_swig_i_1)), C.swig_type_337(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_1)), C.swig_type_333(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5826,7 +5776,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5844,7 +5794,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_346)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5864,7 +5814,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5878,7 +5828,7 @@ func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_350)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_346)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5897,7 +5847,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_352(_swig_i_1), C.swig_type_353(_swig_i_2), *(*C.swig_type_354)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_355)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_356)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_348(_swig_i_1), C.swig_type_349(_swig_i_2), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_353)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5924,7 +5874,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1), C.swig_type_360(_swig_i_2), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1), C.swig_type_356(_swig_i_2), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5961,7 +5911,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_367)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5990,7 +5940,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1), C.swig_type_372(_swig_i_2), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_374)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_377)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1), C.swig_type_368(_swig_i_2), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_370)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6017,7 +5967,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6035,7 +5985,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_382)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_383)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6115,7 +6065,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_386)(unsafe.Pointer(&_swig_i_1)), C.swig_type_387(_swig_i_2), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_3)), C.swig_type_389(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_382)(unsafe.Pointer(&_swig_i_1)), C.swig_type_383(_swig_i_2), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_3)), C.swig_type_385(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6135,7 +6085,7 @@ func Mlp_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_infer_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_391)(unsafe.Pointer(&_swig_i_1)), C.swig_type_392(_swig_i_2), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_3)), C.swig_type_394(_swig_i_4))
+	swig_r_p := C._wrap_mlp_infer_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_1)), C.swig_type_388(_swig_i_2), *(*C.swig_type_389)(unsafe.Pointer(&_swig_i_3)), C.swig_type_390(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6162,7 +6112,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_397)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6180,7 +6130,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_399)(unsafe.Pointer(&_swig_i_0)), C.swig_type_400(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_401(_swig_i_3), C.swig_type_402(_swig_i_4), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_395)(unsafe.Pointer(&_swig_i_0)), C.swig_type_396(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_397(_swig_i_3), C.swig_type_398(_swig_i_4), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6205,7 +6155,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_405)(unsafe.Pointer(&_swig_i_1)), C.swig_type_406(_swig_i_2), *(*C.swig_type_407)(unsafe.Pointer(&_swig_i_3)), C.swig_type_408(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_1)), C.swig_type_402(_swig_i_2), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_3)), C.swig_type_404(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6225,7 +6175,7 @@ func Dcn_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_infer_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_1)), C.swig_type_411(_swig_i_2), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_3)), C.swig_type_413(_swig_i_4))
+	swig_r_p := C._wrap_dcn_infer_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_1)), C.swig_type_407(_swig_i_2), *(*C.swig_type_408)(unsafe.Pointer(&_swig_i_3)), C.swig_type_409(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6252,7 +6202,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_416)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6267,7 +6217,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(C.swig_type_418(_swig_i_0), C.swig_type_419(_swig_i_1), *(*C.swig_type_420)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(C.swig_type_414(_swig_i_0), C.swig_type_415(_swig_i_1), *(*C.swig_type_416)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6287,7 +6237,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(*(*C.swig_type_422)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_423)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_424)(unsafe.Pointer(&_swig_i_2)), C.swig_type_425(_swig_i_3), C.swig_type_426(_swig_i_4), C.swig_type_427(_swig_i_5), *(*C.swig_type_428)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_429)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(*(*C.swig_type_418)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_419)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_420)(unsafe.Pointer(&_swig_i_2)), C.swig_type_421(_swig_i_3), C.swig_type_422(_swig_i_4), C.swig_type_423(_swig_i_5), *(*C.swig_type_424)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_425)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6317,7 +6267,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(*(*C.swig_type_431)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_432)(unsafe.Pointer(&_swig_i_1)), C.swig_type_433(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_434)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_435)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(*(*C.swig_type_427)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_428)(unsafe.Pointer(&_swig_i_1)), C.swig_type_429(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_430)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_431)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6340,7 +6290,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_437)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_433)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6370,7 +6320,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_440)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_436)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6384,7 +6334,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_442(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_438(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6426,7 +6376,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_445(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_441(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6463,7 +6413,7 @@ func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_449(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_445(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6474,7 +6424,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_451(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_447(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6494,7 +6444,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(*(*C.swig_type_454)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(*(*C.swig_type_450)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6509,7 +6459,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_456)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_457)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_452)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6527,7 +6477,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_460)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_456)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6545,7 +6495,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_463)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6610,7 +6560,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_468)(unsafe.Pointer(&_swig_i_0)), C.swig_type_469(_swig_i_1), *(*C.swig_type_470)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_471)(unsafe.Pointer(&_swig_i_3)), C.swig_type_472(_swig_i_4), *(*C.swig_type_473)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_464)(unsafe.Pointer(&_swig_i_0)), C.swig_type_465(_swig_i_1), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_467)(unsafe.Pointer(&_swig_i_3)), C.swig_type_468(_swig_i_4), *(*C.swig_type_469)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6640,7 +6590,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(*(*C.swig_type_475)(unsafe.Pointer(&_swig_i_0)), C.swig_type_476(_swig_i_1), *(*C.swig_type_477)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_3)), C.swig_type_479(_swig_i_4), *(*C.swig_type_480)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(*(*C.swig_type_471)(unsafe.Pointer(&_swig_i_0)), C.swig_type_472(_swig_i_1), *(*C.swig_type_473)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_3)), C.swig_type_475(_swig_i_4), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6666,7 +6616,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_482)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_483)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_484(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_479)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_480(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6686,7 +6636,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_486)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_487)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_488(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_482)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_483)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_484(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6704,7 +6654,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_490(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_486(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6716,7 +6666,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_492(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_488(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6729,7 +6679,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_494(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_495)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_490(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_491)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6746,7 +6696,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_497(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_498)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_493(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_494)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6764,7 +6714,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_500(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_501)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_496(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6781,7 +6731,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_503(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_504)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_500)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6799,7 +6749,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_506)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_507)(unsafe.Pointer(&_swig_i_2)), C.swig_type_508(_swig_i_3), C.swig_type_509(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_502)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_503)(unsafe.Pointer(&_swig_i_2)), C.swig_type_504(_swig_i_3), C.swig_type_505(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6820,7 +6770,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_511)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_512)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_513)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_514)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_515)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_507)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_508)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_509)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_510)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_511)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6847,7 +6797,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_517(_swig_i_1), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_513(_swig_i_1), *(*C.swig_type_514)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6863,7 +6813,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_520(_swig_i_1), C.swig_type_521(_swig_i_2), *(*C.swig_type_522)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_516(_swig_i_1), C.swig_type_517(_swig_i_2), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6882,7 +6832,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(*(*C.swig_type_524)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_525)(unsafe.Pointer(&_swig_i_1)), C.swig_type_526(_swig_i_2), C.swig_type_527(_swig_i_3), C.swig_type_528(_swig_i_4), *(*C.swig_type_529)(unsafe.Pointer(&_swig_i_5)), C.swig_type_530(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(*(*C.swig_type_520)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_521)(unsafe.Pointer(&_swig_i_1)), C.swig_type_522(_swig_i_2), C.swig_type_523(_swig_i_3), C.swig_type_524(_swig_i_4), *(*C.swig_type_525)(unsafe.Pointer(&_swig_i_5)), C.swig_type_526(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6905,7 +6855,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_532)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_533)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(*(*C.swig_type_528)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_529)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6928,7 +6878,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_536(_swig_i_1), C.swig_type_537(_swig_i_2), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_3)), C.swig_type_539(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_532(_swig_i_1), C.swig_type_533(_swig_i_2), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_3)), C.swig_type_535(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6944,7 +6894,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_541(_swig_i_1), *(*C.swig_type_542)(unsafe.Pointer(&_swig_i_2)), C.swig_type_543(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_537(_swig_i_1), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_2)), C.swig_type_539(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6960,7 +6910,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_545(_swig_i_1), *(*C.swig_type_546)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_547)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_541(_swig_i_1), *(*C.swig_type_542)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6978,7 +6928,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_549(_swig_i_1), *(*C.swig_type_550)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_545(_swig_i_1), *(*C.swig_type_546)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6994,7 +6944,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_552(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_553)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_548(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_549)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7012,7 +6962,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_555(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_556)(unsafe.Pointer(&_swig_i_3)), C.swig_type_557(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_551(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_552)(unsafe.Pointer(&_swig_i_3)), C.swig_type_553(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7027,7 +6977,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_559(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_555(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -7040,7 +6990,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_561(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_557(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -7053,7 +7003,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_563(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_559(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -7109,7 +7059,7 @@ func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_save_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_565)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_save_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_561)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7128,7 +7078,7 @@ func Inference_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_567)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_563)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7142,7 +7092,7 @@ func Inference_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_569)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_565)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7156,7 +7106,7 @@ func Inference_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_features_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_571)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_features_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_567)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7170,7 +7120,7 @@ func Inference_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_573)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_569)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7188,7 +7138,7 @@ func Inference_table_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_inference_table_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_575(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_576)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_577)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_578)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_inference_table_info_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_571(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_572)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_573)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_574)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -7214,7 +7164,7 @@ func Inference_row_scales(arg1 uintptr, arg2 string, arg3 []int64, arg4 int64, a
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_580)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_581)(unsafe.Pointer(&_swig_i_2)), C.swig_type_582(_swig_i_3), *(*C.swig_type_583)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_584)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_585)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_576)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_577)(unsafe.Pointer(&_swig_i_2)), C.swig_type_578(_swig_i_3), *(*C.swig_type_579)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_580)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_581)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7240,7 +7190,7 @@ func Inference_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_version_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_587)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_version_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_583)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7254,7 +7204,7 @@ func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_pin_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_589)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_pin_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_585)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7273,7 +7223,7 @@ func Inference_snapshot_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_591)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_587)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7289,7 +7239,7 @@ func Inference_snapshot_dense_tensor(arg1 uintptr, arg2 string, arg3 []uintptr, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_593)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_594)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_595)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_589)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_590)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_591)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7309,7 +7259,7 @@ func Inference_reload(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_reload_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_597)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_reload_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_593)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7328,7 +7278,7 @@ func Inference_apply_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []float
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_599)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_600)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_601)(unsafe.Pointer(&_swig_i_3)), C.swig_type_602(_swig_i_4), *(*C.swig_type_603)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_604)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_595)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_596)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_597)(unsafe.Pointer(&_swig_i_3)), C.swig_type_598(_swig_i_4), *(*C.swig_type_599)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_600)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7360,7 +7310,7 @@ func Inference_apply_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 []f
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_606)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_607)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_608)(unsafe.Pointer(&_swig_i_3)), C.swig_type_609(_swig_i_4), *(*C.swig_type_610)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), *(*C.swig_type_611)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), *(*C.swig_type_602)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_603)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_604)(unsafe.Pointer(&_swig_i_3)), C.swig_type_605(_swig_i_4), *(*C.swig_type_606)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), *(*C.swig_type_607)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7391,7 +7341,7 @@ func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 i
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(*(*C.swig_type_613)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_614)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_615)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_616)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(*(*C.swig_type_609)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_610)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_611)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_612)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -7420,7 +7370,7 @@ func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_618(_swig_i_1), C.swig_type_619(_swig_i_2), *(*C.swig_type_620)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_621)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_622)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_623)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_624)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_614(_swig_i_1), C.swig_type_615(_swig_i_2), *(*C.swig_type_616)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_617)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_618)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_619)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_620)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7451,7 +7401,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_626(_swig_i_1), C.swig_type_627(_swig_i_2), *(*C.swig_type_628)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_629)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_630)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_631)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(C.uintptr_t(_swig_i_0), C.swig_type_622(_swig_i_1), C.swig_type_623(_swig_i_2), *(*C.swig_type_624)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_625)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_626)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_627)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7473,7 +7423,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(C.swig_type_632(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(C.swig_type_628(_swig_i_0)))
 	return swig_r
 }
 
