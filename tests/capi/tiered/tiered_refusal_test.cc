@@ -3,6 +3,7 @@
 // and leaves the collection usable, checkpoints refuse, and an earlier run's stores are scratch.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,32 @@ shardrec_status_t Create(const Scenario& s, const shardrec_plan_t* plan,
   const shardrec_status_t rc = shardrec_embedding_create(&c, plan, GroupComm(1, 0), &opt, &o);
   out->reset(c);
   return rc;
+}
+
+// Version 5 of the options adds the tiers: init and the initialiser give none, a version-4 init
+// leaves them alone (the caller's struct ends before them), and a tier's init gives no table.
+TEST(TieredRefusal, OptionsVersion5InitialisesNoTiers) {
+  shardrec_embedding_options_t o;
+  std::memset(&o, 0x5a, sizeof(o));
+  ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
+  EXPECT_EQ(o.version, 5u);
+  EXPECT_EQ(o.tiers, nullptr);
+  EXPECT_EQ(o.num_tiers, 0u);
+  const shardrec_embedding_options_t m = SHARDREC_EMBEDDING_OPTIONS_INIT;
+  EXPECT_EQ(m.tiers, nullptr);
+  EXPECT_EQ(m.num_tiers, 0u);
+  std::memset(&o, 0x5a, sizeof(o));
+  ASSERT_EQ(shardrec_embedding_options_init(&o, 4), SHARDREC_OK);
+  EXPECT_EQ(o.max_ids_per_batch, 0);
+  EXPECT_EQ(o.num_tiers, static_cast<size_t>(0x5a5a5a5a5a5a5a5aull));
+  shardrec_table_tier_t t;
+  std::memset(&t, 0x5a, sizeof(t));
+  ASSERT_EQ(shardrec_table_tier_init(&t, SHARDREC_TABLE_TIER_VERSION), SHARDREC_OK);
+  EXPECT_EQ(t.table, nullptr);
+  EXPECT_EQ(t.dir, nullptr);
+  EXPECT_EQ(t.cache_bytes, 0);
+  EXPECT_EQ(shardrec_table_tier_init(&t, 2), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_table_tier_init(nullptr, 1), SHARDREC_EINVAL);
 }
 
 TEST(TieredRefusal, BadTiersFailCreationNamingThem) {
