@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "shardrec/checkpoint.h"
+#include "shardrec/shardrec.hpp"
 #include "tiered_test_util.h"
 
 namespace shardrec::testing {
@@ -97,6 +98,10 @@ TEST(TieredRefusal, BadTiersFailCreationNamingThem) {
   ASSERT_EQ(shardrec_embedding_tier_stats(c.get(), "t0", &st), SHARDREC_OK);
   EXPECT_EQ(st.cache_slots, 200);  // 1 MiB holds more than the table's 200 rows
   EXPECT_EQ(st.cache_rows, 0);
+  // The C++ wrapper of the same call.
+  const shardrec::EmbeddingCollection cpp(c.release());
+  EXPECT_EQ(cpp.tier_stats("t0").cache_slots, 200);
+  EXPECT_THROW(cpp.tier_stats("t1"), shardrec::Error);
 }
 
 TEST(TieredRefusal, BatchLargerThanCacheFailsAndLeavesTheCollectionUsable) {
