@@ -110,8 +110,8 @@ INSTANTIATE_TEST_SUITE_P(All, TieredEquivalence, ::testing::ValuesIn(AllParams()
 // Stochastic rounding keys its bits by the row, not by the cache slot the row sits in.
 TEST(TieredEquivalenceRounding, StochasticRoundingFollowsTheRow) {
   for (int32_t dtype : {1, 2}) {
-    Scenario s = TieredScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, dtype, SHARDREC_POOLING_SUM,
-                                true);
+    Scenario s =
+        TieredScenario(2, SHARDREC_SHARDING_ROW_WISE, 3, dtype, SHARDREC_POOLING_SUM, true);
     s.optimizer.stochastic_rounding = true;
     PlanPtr plan = MakePlan(s);
     ASSERT_NE(plan, nullptr);
@@ -132,6 +132,69 @@ TEST(TieredEquivalenceRounding, StochasticRoundingFollowsTheRow) {
         EXPECT_EQ(FirstBitDifference(tiered[r].snap[k], memory[r].snap[k]), "")
             << "dtype " << dtype << " rank " << r << " snapshot tensor " << k;
   }
+}
+
+}  // namespace
+}  // namespace shardrec::testing
+
+namespace shardrec::testing {
+namespace {
+
+// A plan holding a dynamic table beside a tiered fixed one: the dynamic rows resolve first, then
+// the tiered ones, and both give what they give in memory.
+TEST(TieredEquivalenceMixed, BesideADynamicTable) {
+  const Scenario s =
+      TieredScenario(1, SHARDREC_SHARDING_ROW_WISE, 1, 0, SHARDREC_POOLING_SUM, true);
+  std::vector<std::string> fnames;
+  for (int32_t f = 0; f < s.num_features; ++f) fnames.push_back("f" + std::to_string(f));
+  std::vector<shardrec_feature_config_t> features(s.num_features);
+  for (int32_t f = 0; f < s.num_features; ++f) {
+    shardrec_feature_config_init(&features[f], SHARDREC_FEATURE_CONFIG_VERSION);
+    features[f].name = fnames[f].c_str();
+  }
+  shardrec_dynamic_table_config_t dyn;
+  shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
+  std::vector<shardrec_table_config_t> tables(s.tables.size());
+  for (size_t t = 0; t < s.tables.size(); ++t) {
+    const RefTable& rt = s.tables[t];
+    shardrec_table_config_init(&tables[t], SHARDREC_TABLE_CONFIG_VERSION);
+    tables[t].name = rt.name.c_str();
+    tables[t].rows = rt.rows;
+    tables[t].dim = rt.dim;
+    tables[t].pooling = rt.pooling;
+    tables[t].features = rt.features.data();
+    tables[t].num_features = rt.features.size();
+    tables[t].init_kind = rt.init_kind;
+    tables[t].init_low = rt.init_low;
+    tables[t].init_high = rt.init_high;
+    tables[t].dynamic = t == 0 ? &dyn : nullptr;  // t0's 200 ids all fit its 200 rows
+  }
+  shardrec_topology_t topo;
+  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+  topo.world_size = 1;
+  topo.optimizer = s.optimizer.type;
+  shardrec_plan_t* p = nullptr;
+  ASSERT_EQ(shardrec_plan_create(&p, tables.data(), tables.size(), features.data(), features.size(),
+                                 &topo, nullptr, 0),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr plan(p);
+  Scenario fixed_only = s;  // the dynamic table has no full-table accessors
+  fixed_only.tables.erase(fixed_only.tables.begin());
+  const std::vector<TieredRun> memory = RunTiered(s, plan.get(), {}, true, &fixed_only);
+  const std::string dir = FreshDir("mixed");
+  std::vector<shardrec_table_tier_t> tiers(1);
+  shardrec_table_tier_init(&tiers[0], SHARDREC_TABLE_TIER_VERSION);
+  tiers[0].table = "t1";
+  tiers[0].dir = dir.c_str();
+  tiers[0].cache_bytes = CacheBytesFor(s, 1, 100);
+  const std::vector<TieredRun> tiered = RunTiered(s, plan.get(), tiers, true, &fixed_only);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  for (size_t f = 0; f < memory[0].out.size(); ++f)
+    EXPECT_EQ(FirstBitDifference(tiered[0].out[f], memory[0].out[f]), "") << "forward " << f;
+  for (size_t k = 0; k < memory[0].snap.size(); ++k)
+    EXPECT_EQ(FirstBitDifference(tiered[0].snap[k], memory[0].snap[k]), "") << "tensor " << k;
+  EXPECT_GT(tiered[0].stats[0].misses, tiered[0].stats[0].cache_slots);
 }
 
 }  // namespace

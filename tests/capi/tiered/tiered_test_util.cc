@@ -68,7 +68,8 @@ std::string FreshDir(const std::string& name) {
 }
 
 std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
-                                 const std::vector<shardrec_table_tier_t>& tiers, bool pipelined) {
+                                 const std::vector<shardrec_table_tier_t>& tiers, bool pipelined,
+                                 const Scenario* snapshot) {
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   const auto batches = MakeBatches(s, ref);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
@@ -125,7 +126,7 @@ std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
           SHARDREC_OK)
           << "rank " << r << " step " << step << ": " << shardrec_last_error();
     }
-    run.snap = Snapshot(c, s);
+    run.snap = Snapshot(c, snapshot != nullptr ? *snapshot : s);
     for (const shardrec_table_tier_t& t : mine) {
       shardrec_tier_stats_t st;
       shardrec_tier_stats_init(&st, SHARDREC_TIER_STATS_VERSION);

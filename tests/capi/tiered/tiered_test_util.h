@@ -35,8 +35,10 @@ struct TieredRun {
 // Trains a collection of `s` (plan `plan`) for s.steps steps and one more forward, per rank;
 // `tiers` (per rank the same array, its dir suffixed with the rank) make tables tiered, empty:
 // in memory. `pipelined`: input_dist_start of batch i+1 before the backward of batch i.
+// `snapshot` (default: s) names the tables whose weights and states the run snapshots.
 std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
-                                 const std::vector<shardrec_table_tier_t>& tiers, bool pipelined);
+                                 const std::vector<shardrec_table_tier_t>& tiers, bool pipelined,
+                                 const Scenario* snapshot = nullptr);
 
 // The first difference between two float vectors, bit for bit ("" when identical).
 std::string FirstBitDifference(const std::vector<float>& a, const std::vector<float>& b);
