@@ -16,6 +16,9 @@ class KeyIndex {
 
   // 0 when absent.
   uint64_t Find(int64_t key) const;
+  // Starts loading key's home slot into the cache: a batch prefetches a few keys ahead of its
+  // Finds, so their cache misses overlap (a large table misses on nearly every lookup).
+  void Prefetch(int64_t key) const { __builtin_prefetch(&table_[Home(key)]); }
   // Sets key's location (loc != 0); returns the previous one, or 0.
   uint64_t Upsert(int64_t key, uint64_t loc);
   // Removes key; returns its location, or 0 when it was absent.

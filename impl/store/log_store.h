@@ -77,7 +77,8 @@ class LogStore final : public RowStore {
   // content is copied only when the call first writes pages (what a rollback cannot rebuild).
   void MarkLocked(Mark* m);
   void RollbackLocked(Mark* m);
-  void MoveLocked(int64_t key, uint64_t from, uint64_t to);
+  // The index entry of a key moved from `from` (0: none) to `to`: the segments' live counts.
+  void MoveLocked(uint64_t from, uint64_t to);
 
   // store_flush.cc
   Status FlushImpl(bool seal);
@@ -92,7 +93,8 @@ class LogStore final : public RowStore {
   Status CompactPass(int* rewritten);
   Status CompactSegment(const std::shared_ptr<Segment>& seg, bool* done);
 
-  // Reads records at `locs` (one per request) into out; store_read.cc.
+  // Reads the records of keys[j] at (segs[j], slots[j]) into out + out_index[j] * value_bytes,
+  // checking each; store_read.cc.
   Status ReadRecords(const std::vector<std::shared_ptr<Segment>>& segs,
                      const std::vector<uint32_t>& slots, const std::vector<int64_t>& keys,
                      const std::vector<size_t>& out_index, uint8_t* out, bool* found);

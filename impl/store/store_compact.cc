@@ -119,7 +119,7 @@ Status LogStore::CompactSegment(const std::shared_ptr<Segment>& seg, bool* done)
       return s;
     }
     mark_ = nullptr;
-    for (size_t i = 0; i < kept; ++i) MoveLocked(keys[i], index_.Upsert(keys[i], locs[i]), locs[i]);
+    for (size_t i = 0; i < kept; ++i) MoveLocked(index_.Upsert(keys[i], locs[i]), locs[i]);
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (seg->live != 0) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "impl/store/log_store_parts.h"
@@ -103,7 +104,10 @@ Status LogStore::Get(const int64_t* keys, size_t n, uint8_t* out, bool* found) {
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     const size_t page_run = geo_.pages * kPageBytes;
+    constexpr size_t kAhead = 8;
+    for (size_t i = 0; i < std::min(n, kAhead); ++i) index_.Prefetch(keys[i]);
     for (size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) index_.Prefetch(keys[i + kAhead]);
       found[i] = false;
       const uint64_t loc = index_.Find(keys[i]);
       if (loc == 0) continue;

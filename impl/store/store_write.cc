@@ -178,8 +178,7 @@ void LogStore::RollbackLocked(Mark* m) {
   }
 }
 
-void LogStore::MoveLocked(int64_t key, uint64_t from, uint64_t to) {
-  (void)key;
+void LogStore::MoveLocked(uint64_t from, uint64_t to) {
   if (from != 0) segs_.at(LocSegment(from))->live--;
   segs_.at(LocSegment(to))->live++;
 }
@@ -201,7 +200,7 @@ Status LogStore::Put(const int64_t* keys, const uint8_t* values, size_t n) {
     return s;
   }
   mark_ = nullptr;
-  for (size_t i = 0; i < n; ++i) MoveLocked(keys[i], index_.Upsert(keys[i], locs[i]), locs[i]);
+  for (size_t i = 0; i < n; ++i) MoveLocked(index_.Upsert(keys[i], locs[i]), locs[i]);
   writes_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   return Status::Ok();
 }

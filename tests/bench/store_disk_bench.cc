@@ -31,19 +31,20 @@ constexpr uint64_t kDataBytes = uint64_t{1} << 30;
 constexpr int kDepth = 32;
 constexpr size_t kBatch = 512;  // keys per Get
 
-std::string Root() {
-  static const std::string root = [] {
+// Never destroyed: the exit handler that removes the files runs after static destructors.
+const std::string& Root() {
+  static const std::string* root = [] {
     const char* env = std::getenv("SHARDREC_BENCH_DIR");
-    std::string base = env != nullptr ? env : "/var/tmp";
-    std::string dir = base + "/shardrec_store_bench_" + std::to_string(getpid());
-    std::filesystem::create_directories(dir);
+    const std::string base = env != nullptr ? env : "/var/tmp";
+    auto* dir = new std::string(base + "/shardrec_store_bench_" + std::to_string(getpid()));
+    std::filesystem::create_directories(*dir);
     std::atexit([] {
       std::error_code ec;
       std::filesystem::remove_all(Root(), ec);
     });
     return dir;
   }();
-  return root;
+  return *root;
 }
 
 struct Filled {

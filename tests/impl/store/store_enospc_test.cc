@@ -3,6 +3,7 @@
 // kIo naming the store's directory and leaves the store as before the call.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -17,8 +18,9 @@ using testing::Values;
 
 class SmallTmpfs {
  public:
-  SmallTmpfs() : dir_(shardrec::testing::FreshDir("store_enospc")) {
-    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=512k") != 0) {
+  explicit SmallTmpfs(const char* size = "size=512k")
+      : dir_(shardrec::testing::FreshDir("store_enospc")) {
+    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, size) != 0) {
       error_ = std::strerror(errno);
     } else {
       mounted_ = true;
@@ -92,6 +94,34 @@ TEST(StoreFullDisk, FailedPutIsIoNamingTheDirectoryAndChangesNothing) {
   ExpectHolds(s.get(), stored, 1);
   EXPECT_EQ(s->stats().live_records, before.live_records);
   EXPECT_LE(s->stats().disk_bytes, before.disk_bytes);
+}
+
+// A snapshot onto another file system cannot hard-link the segments: it copies them.
+TEST(StoreSnapshot, OntoAnotherFileSystemCopiesTheSegments) {
+  SmallTmpfs fs("size=16m");
+  if (!fs.mounted()) GTEST_SKIP() << "cannot mount a small tmpfs here: " << fs.error();
+  StoreOptions o = testing::Options("store_snapshot_copy", 200);
+  auto keys = testing::Range(0, 5000);
+  std::unique_ptr<RowStore> s;
+  ASSERT_TRUE(OpenRowStore(o, &s).ok());
+  const std::vector<uint8_t> v = Values(keys, 1, o.value_bytes);
+  ASSERT_TRUE(s->Put(keys.data(), v.data(), keys.size()).ok());
+  const std::string snap = fs.dir() + "/snap";
+  Status st = s->Snapshot(snap);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  // Written after the snapshot: not in it.
+  const std::vector<uint8_t> v2 = Values(keys, 2, o.value_bytes);
+  ASSERT_TRUE(s->Put(keys.data(), v2.data(), keys.size()).ok());
+  struct stat info {};
+  ASSERT_EQ(0, ::stat((snap + "/seg-00000001.dat").c_str(), &info));
+  EXPECT_EQ(info.st_nlink, 1u);  // a copy, not a link
+  StoreOptions ro = o;
+  ro.dir = snap;
+  ro.read_only = true;
+  std::unique_ptr<RowStore> r;
+  ASSERT_TRUE(OpenRowStore(ro, &r).ok());
+  ExpectHolds(r.get(), keys, 1);
+  ExpectHolds(s.get(), keys, 2);
 }
 
 }  // namespace
