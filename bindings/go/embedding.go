@@ -133,6 +133,9 @@ type EmbeddingOptions struct {
 	// Host collections ignore them; negative values are rejected.
 	MaxBatchSize   int64
 	MaxIdsPerBatch int64
+	// Tiers makes tables tiered on this rank (TableTier, docs/disk-tier.md): their rows on local
+	// disk under a DRAM cache, bit-identical to memory. Empty: every table in memory.
+	Tiers []TableTier
 }
 
 // NonFinitePolicy is shardrec_non_finite_policy_t (shardrec/embedding_options.h).
@@ -238,6 +241,14 @@ func newEmbeddingCollection(plan *Plan, owner *handleRef, opt *OptimizerConfig,
 		eo.SetDevice_index(opts.DeviceIndex)
 		eo.SetMax_batch_size(opts.MaxBatchSize)
 		eo.SetMax_ids_per_batch(opts.MaxIdsPerBatch)
+		if len(opts.Tiers) > 0 {
+			tiers, err := applyTiers(opts.Tiers, eo)
+			if err != nil {
+				return nil, err
+			}
+			// Read by the create call below.
+			defer swig.Bind_tiers_free(tiers)
+		}
 	}
 	shapes, refused := tableShapes(plan)
 	out := make([]uintptr, 1)

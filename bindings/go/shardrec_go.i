@@ -56,6 +56,7 @@ SR_GO_HANDLE(shardrec_plan_t)
 SR_GO_HANDLE(shardrec_embedding_t)
 SR_GO_HANDLE(shardrec_mesh_t)
 SR_GO_HANDLE(shardrec_bind_plan_spec_t)
+SR_GO_HANDLE(shardrec_bind_tiers_t)
 
 %typemap(gotype) (shardrec_comm_t** comms_out, int32_t n) "[]uintptr"
 %typemap(in) (shardrec_comm_t** comms_out, int32_t n) %{

@@ -96,6 +96,7 @@ SR_JAVA_HANDLE(shardrec_plan_t)
 SR_JAVA_HANDLE(shardrec_embedding_t)
 SR_JAVA_HANDLE(shardrec_mesh_t)
 SR_JAVA_HANDLE(shardrec_bind_plan_spec_t)
+SR_JAVA_HANDLE(shardrec_bind_tiers_t)
 
 /* N handles of a local group: a long[n]. */
 %typemap(jni) (shardrec_comm_t** comms_out, int32_t n) "jlongArray"

@@ -347,7 +347,59 @@ shardrec_status_t shardrec_bind_checkpoint(shardrec_mesh_t* mesh, shardrec_embed
   free(names);
   return rc;
 }
+
+/* The tiered tables of a collection's options (shardrec_table_tier_t, embedding_options.h),
+   owned by C memory while the binding fills them; apply points the options at them (they must
+   outlive the create call that reads the options). */
+typedef struct shardrec_bind_tiers {
+  shardrec_table_tier_t* tiers;
+  size_t num;
+} shardrec_bind_tiers_t;
+
+shardrec_bind_tiers_t* shardrec_bind_tiers_new(void) {
+  return (shardrec_bind_tiers_t*)calloc(1, sizeof(shardrec_bind_tiers_t));
+}
+
+void shardrec_bind_tiers_free(shardrec_bind_tiers_t* t) {
+  size_t i;
+  if (t == NULL) return;
+  for (i = 0; i < t->num; ++i) {
+    free((void*)t->tiers[i].table);
+    free((void*)t->tiers[i].dir);
+  }
+  free(t->tiers);
+  free(t);
+}
+
+shardrec_status_t shardrec_bind_tiers_add(shardrec_bind_tiers_t* t, const char* table,
+                                          const char* dir, int64_t cache_bytes) {
+  shardrec_table_tier_t* e;
+  if (t == NULL) return SHARDREC_EINVAL;
+  if (!sr_bind_grow((void**)&t->tiers, t->num, sizeof(*e))) return SHARDREC_ENOMEM;
+  e = &t->tiers[t->num++];
+  shardrec_table_tier_init(e, SHARDREC_TABLE_TIER_VERSION);
+  e->table = sr_bind_strdup(table);
+  e->dir = sr_bind_strdup(dir);
+  e->cache_bytes = cache_bytes;
+  return SHARDREC_OK;
+}
+
+shardrec_status_t shardrec_bind_tiers_apply(const shardrec_bind_tiers_t* t,
+                                            shardrec_embedding_options_t* options) {
+  if (t == NULL || options == NULL) return SHARDREC_EINVAL;
+  options->tiers = t->tiers;
+  options->num_tiers = t->num;
+  return SHARDREC_OK;
+}
 %}
+
+typedef struct shardrec_bind_tiers shardrec_bind_tiers_t;
+shardrec_bind_tiers_t* shardrec_bind_tiers_new(void);
+void shardrec_bind_tiers_free(shardrec_bind_tiers_t* t);
+shardrec_status_t shardrec_bind_tiers_add(shardrec_bind_tiers_t* t, const char* table,
+                                          const char* dir, int64_t cache_bytes);
+shardrec_status_t shardrec_bind_tiers_apply(const shardrec_bind_tiers_t* t,
+                                            shardrec_embedding_options_t* options);
 
 typedef struct shardrec_bind_plan_spec shardrec_bind_plan_spec_t;
 shardrec_bind_plan_spec_t* shardrec_bind_plan_spec_new(void);

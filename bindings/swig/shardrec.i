@@ -12,6 +12,7 @@
 #include "shardrec/embedding_options.h"
 #include "shardrec/embedding.h"
 #include "shardrec/dynamic.h"
+#include "shardrec/tier.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "shardrec/checkpoint.h"
@@ -64,6 +65,9 @@
 %ignore SHARDREC_CALIBRATE_OPTIONS_INIT;
 %ignore SHARDREC_CALIBRATION_INIT;
 %ignore SHARDREC_VERSION_CODE;
+/* A tier's strings are set in C by the bind helper (shardrec_bind_tiers_add), which owns them. */
+%ignore shardrec_table_tier::table;
+%ignore shardrec_table_tier::dir;
 
 /* SWIG's preprocessor does not parse the export attribute. */
 #define __attribute__(x)
@@ -76,6 +80,7 @@
 %include "shardrec/embedding_options.h"
 %include "shardrec/embedding.h"
 %include "shardrec/dynamic.h"
+%include "shardrec/tier.h"
 %include "shardrec/device.h"
 %include "shardrec/replica.h"
 /* Checkpoints: host dense tensors (pointers) are not offered to Java/Go yet. */

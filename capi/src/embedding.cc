@@ -31,12 +31,18 @@ SHARDREC_API shardrec_status_t shardrec_optimizer_config_init(shardrec_optimizer
 SHARDREC_API shardrec_status_t
 shardrec_embedding_options_init(shardrec_embedding_options_t* options, uint32_t version) {
   const shardrec_embedding_options_t d = SHARDREC_EMBEDDING_OPTIONS_INIT;
-  return shardrec::capi::InitStruct(options, version, SHARDREC_EMBEDDING_OPTIONS_VERSION, d,
-                                    "options",
-                                    {offsetof(shardrec_embedding_options_t, non_finite),
-                                     offsetof(shardrec_embedding_options_t, forward_comm_encoding),
-                                     offsetof(shardrec_embedding_options_t, max_batch_size),
-                                     sizeof(shardrec_embedding_options_t)});
+  return shardrec::capi::InitStruct(
+      options, version, SHARDREC_EMBEDDING_OPTIONS_VERSION, d, "options",
+      {offsetof(shardrec_embedding_options_t, non_finite),
+       offsetof(shardrec_embedding_options_t, forward_comm_encoding),
+       offsetof(shardrec_embedding_options_t, max_batch_size),
+       offsetof(shardrec_embedding_options_t, tiers), sizeof(shardrec_embedding_options_t)});
+}
+
+SHARDREC_API shardrec_status_t shardrec_table_tier_init(shardrec_table_tier_t* tier,
+                                                        uint32_t version) {
+  const shardrec_table_tier_t d = SHARDREC_TABLE_TIER_INIT;
+  return shardrec::capi::InitStruct(tier, version, SHARDREC_TABLE_TIER_VERSION, d, "table tier");
 }
 
 SHARDREC_API shardrec_status_t shardrec_embedding_create(

@@ -98,6 +98,27 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
     out->capacity.max_batch_size = o->max_batch_size;
     out->capacity.max_ids_per_batch = o->max_ids_per_batch;
   }
+  if (o->version >= 5) {
+    std::vector<shardrec_table_tier_t> tiers;
+    const shardrec_table_tier_t d = SHARDREC_TABLE_TIER_INIT;
+    const StructVersion versions[] = {
+        {sizeof(shardrec_table_tier_t), sizeof(shardrec_table_tier_t)}};
+    SR_RETURN_IF_ERROR(ReadVersionedArray(o->tiers, o->num_tiers, d, std::span(versions),
+                                          "embedding options: tiers", &tiers));
+    for (size_t i = 0; i < tiers.size(); ++i) {
+      const shardrec_table_tier_t& t = tiers[i];
+      if (t.table == nullptr || t.table[0] == '\0')
+        return Status::InvalidArgument("embedding options: tiers[", i, "].table is ",
+                                       t.table == nullptr ? "NULL" : "empty");
+      if (t.dir == nullptr || t.dir[0] == '\0')
+        return Status::InvalidArgument("embedding options: tiers[", i, "] (table '", t.table,
+                                       "'): dir is ", t.dir == nullptr ? "NULL" : "empty");
+      if (t.cache_bytes <= 0)
+        return Status::InvalidArgument("embedding options: tiers[", i, "] (table '", t.table,
+                                       "'): cache_bytes must be > 0, got ", t.cache_bytes);
+      out->tiers.push_back({t.table, t.dir, t.cache_bytes});
+    }
+  }
   out->seed = o->seed;
   out->bounds = static_cast<embedding::BoundsPolicy>(o->bounds_policy);
   out->num_threads = o->num_threads;

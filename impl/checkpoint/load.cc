@@ -201,6 +201,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
       return Status::InvalidUsage(
           "cannot load a checkpoint while an input distribution is "
           "pending");
+    SR_RETURN_IF_ERROR(embedding::RefuseTiered(storage, "a checkpoint load"));
     // Learns what queued device work found now (the commit's SetNumSteps then cannot fail).
     SR_RETURN_IF_ERROR(storage.Synchronize());
     SR_RETURN_IF_ERROR(ReadManifest(fs, dir, &m));

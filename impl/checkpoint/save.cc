@@ -300,6 +300,7 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
   if (g.replicas > 1) SR_RETURN_IF_ERROR(CheckDynamicReplicas(storage, g));
   if (storage.input_dist_pending())
     local = Status::InvalidUsage("cannot save a checkpoint while an input distribution is pending");
+  if (local.ok()) local = embedding::RefuseTiered(storage, "a checkpoint save");
   if (local.ok()) local = CheckDense(options.dense);
   std::vector<Source> sources;
   std::deque<std::vector<uint8_t>> owned;

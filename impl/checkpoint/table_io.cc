@@ -111,6 +111,7 @@ Status ImportTable(embedding::TableStorage& storage, FileSystem& fs, const std::
   Status local = [&]() -> Status {
     if (storage.input_dist_pending())
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
+    SR_RETURN_IF_ERROR(embedding::RefuseTiered(storage, "a table import"));
     std::vector<embedding::StateInfo> states;
     SR_RETURN_IF_ERROR(storage.TableStates(table, &states));
     // TableStates found the table (index >= 0).

@@ -53,6 +53,9 @@ Status EmbeddingCollection::Gather(int32_t table, int32_t state, float* out) {
   // A local shard's weights or state as fp32, in its own row-major order (weights of 16-bit
   // tables widen exactly; a GPU collection's are copied through the host).
   const auto copy_local = [&](int32_t local, float* dst) {
+    // A tiered shard's rows are in its cache, write-back queue and store (docs/disk-tier.md).
+    if (s_.tiered != nullptr && s_.tiered->ShardOf(local) >= 0)
+      return s_.tiered->ReadShard(local, state, dst);
     return s_.params.ReadShard(s_.layout.local[local], state, dst);
   };
   if (tl.data_parallel) return copy_local(tl.shard_local[s_.layout.rank], out);
@@ -95,19 +98,27 @@ Status EmbeddingCollection::Scatter(int32_t table, int32_t state, const float* i
   const auto& cfg = s_.layout.plan->tables[table];
   const bool row_wise = state >= 0 && s_.layout.tables[table].state_specs[state].row_wise;
   std::vector<float> piece;
-  for (const LocalShard& ls : s_.layout.local) {
+  for (size_t i = 0; i < s_.layout.local.size(); ++i) {
+    const LocalShard& ls = s_.layout.local[i];
     if (ls.table != table) continue;
+    // A tiered shard holds cache slots: its rows are the plan's (docs/disk-tier.md).
+    const int32_t tiered = s_.tiered != nullptr ? s_.tiered->ShardOf(static_cast<int32_t>(i)) : -1;
+    const int64_t rows = tiered >= 0 ? s_.tiered->Rows(static_cast<int32_t>(i)) : ls.rows;
     // The shard's block of the full tensor, dense; 16-bit weights are rounded to nearest even on
     // the way in.
     const int64_t width = row_wise ? 1 : ls.cols;
-    piece.resize(static_cast<size_t>(ls.rows * width));
-    for (int64_t r = 0; r < ls.rows; ++r) {
+    piece.resize(static_cast<size_t>(rows * width));
+    for (int64_t r = 0; r < rows; ++r) {
       if (row_wise) {
         piece[r] = in[ls.row_offset + r];
       } else {
         std::memcpy(piece.data() + r * width, in + (ls.row_offset + r) * cfg.dim + ls.col_offset,
                     sizeof(float) * ls.cols);
       }
+    }
+    if (tiered >= 0) {
+      SR_RETURN_IF_ERROR(s_.tiered->WriteShard(static_cast<int32_t>(i), state, piece.data()));
+      continue;
     }
     SR_RETURN_IF_ERROR(s_.params.WriteShard(ls, state, piece.data()));
   }

@@ -13,6 +13,7 @@
 #include "impl/comm/agree.h"
 #include "impl/core/extent.h"
 #include "impl/core/finite.h"
+#include "impl/embedding/tiered/cache_layout.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
@@ -131,6 +132,10 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     std::vector<optim::OptimizerType> types;
     for (const auto& o : s.table_optim) types.push_back(o.type);
     if (local.ok()) local = BuildLayout(plan, comm->Rank(), types, &s.layout);
+    std::vector<tiered::TieredShard> tiered_shards;
+    if (local.ok())
+      local =
+          tiered::ShrinkToCache(options.tiers, options.device.is_cuda(), &s.layout, &tiered_shards);
     if (local.ok() && options.device.is_cuda()) local = RefuseDynamicOnDevice(*plan);
     if (local.ok()) local = s.dynamic.Init(s.layout);
     if (local.ok()) local = c->engine_->Available();
@@ -143,6 +148,11 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
     s.exec = ExecContext::Host(s.pool.get());
     if (local.ok())
       local = s.params.Initialise(options.seed, s.exec, [&] { return comm::UsableNow(*comm); });
+    if (local.ok() && !tiered_shards.empty()) {
+      s.tiered = std::make_unique<tiered::TieredTables>();
+      local = s.tiered->Open(&s.layout, &s.params, std::move(tiered_shards), options.tiers,
+                             options.seed);
+    }
     if (local.ok()) local = c->engine_->Init(*comm);
   }
   // A host collection cannot even agree over a device communicator (its agreement buffers are
@@ -316,7 +326,10 @@ Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rej
     // Timed here and added by WaitInputDist: the worker never touches the timings.
     ScopedTimer t(&p->worker_seconds);
     SR_RETURN_IF_ERROR(ExchangeInput(s_.layout, *s_.input_comm, Status::Ok(), p));
-    return UnpackInput(s_.layout, p);
+    SR_RETURN_IF_ERROR(UnpackInput(s_.layout, p));
+    // Tiered tables start reading this batch's misses while the caller trains the last one.
+    resolver_->Prefetch(*p);
+    return Status::Ok();
   });
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/element.h"
 #include "impl/core/half.h"
 #include "impl/core/host_memory.h"
 #include "impl/core/prefetch.h"
@@ -310,7 +311,27 @@ optim::ShardParams ParamStore::Params(int32_t local) {
   p.table_key = layout_->tables[ls.table].key;
   p.row_offset = ls.row_offset;
   p.col_offset = ls.col_offset;
+  if (static_cast<size_t>(local) < row_keys_.size() && row_keys_[local].first != nullptr) {
+    p.row_ids = row_keys_[local].first;
+    p.num_row_ids = row_keys_[local].second;
+  }
   return p;
+}
+
+void ParamStore::SetRowKeys(int32_t local, const int64_t* keys, int64_t n) {
+  if (row_keys_.size() < layout_->local.size()) row_keys_.resize(layout_->local.size());
+  row_keys_[local] = {keys, n};
+}
+
+void ParamStore::InitialValues(const LocalShard& ls, uint64_t key_row, uint64_t seed,
+                               float* out) const {
+  InitRow(InitOf(ls), seed, ls, key_row, out);
+  if (ls.dtype == DType::kFloat32) return;
+  for (int32_t c = 0; c < ls.cols; ++c) {
+    uint8_t bits[2];
+    StoreElement(ls.dtype, out[c], bits);
+    out[c] = LoadElement(ls.dtype, bits);
+  }
 }
 
 std::vector<ParamBuffer> ParamStore::Buffers() {

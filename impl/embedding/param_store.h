@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "impl/core/device.h"
@@ -70,6 +71,14 @@ class ParamStore {
                       std::span<const int64_t> ids, uint64_t seed);
   void ClearRow(const LocalShard& ls, int64_t row);
 
+  // Tiered tables (host arenas only): the values row `key_row` (a global row) of a fixed table
+  // starts with, as its weights hold them (16-bit tables rounded to nearest even, then widened),
+  // cols floats; and the rows the stochastic-rounding bits of local shard `local`'s rows are
+  // keyed by (ShardParams::row_ids: keys[r] for row r < n; `keys` is the caller's and must
+  // outlive the store's use of it).
+  void InitialValues(const LocalShard& ls, uint64_t key_row, uint64_t seed, float* out) const;
+  void SetRowKeys(int32_t local, const int64_t* keys, int64_t n);
+
   // The step counter stays in [0, kMaxStep]: a backward at kMaxStep is refused, and so are
   // larger values from a caller or a checkpoint. At INT64_MAX the next step's counter would wrap
   // negative (and a checkpoint of it would not load); 2^53 is also the largest count Adam's
@@ -121,6 +130,8 @@ class ParamStore {
   core::DeviceBuffer dev_fp16_;
   core::DeviceBuffer dev_bf16_;
   int64_t step_ = 0;
+  // Per local shard: SetRowKeys's keys, or null.
+  std::vector<std::pair<const int64_t*, int64_t>> row_keys_;
 };
 
 }  // namespace shardrec::embedding

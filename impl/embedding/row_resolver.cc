@@ -2,6 +2,8 @@
 #include "impl/embedding/row_resolver.h"
 
 #include "impl/embedding/dynamic/row_resolver.h"
+#include "impl/embedding/tiered/row_resolver.h"
+#include "impl/embedding/tiered/tables.h"
 
 namespace shardrec::embedding {
 
@@ -19,8 +21,15 @@ class FixedRows final : public RowResolver {
 }  // namespace
 
 std::unique_ptr<RowResolver> MakeRowResolver(StepState* s) {
-  if (s->layout.has_dynamic) return std::make_unique<dynamic::DynamicRows>(s);
-  return std::make_unique<FixedRows>();
+  std::unique_ptr<RowResolver> rows;
+  if (s->layout.has_dynamic) {
+    rows = std::make_unique<dynamic::DynamicRows>(s);
+  } else {
+    rows = std::make_unique<FixedRows>();
+  }
+  if (s->tiered != nullptr && !s->tiered->empty())
+    return std::make_unique<tiered::TieredRows>(s, std::move(rows));
+  return rows;
 }
 
 }  // namespace shardrec::embedding

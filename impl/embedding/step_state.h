@@ -21,6 +21,8 @@
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"
+#include "impl/embedding/tiered/tables.h"
+#include "impl/embedding/tiered/tier_config.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding {
@@ -62,6 +64,9 @@ struct CollectionOptions {
   // Capacity hints (GPU collections size their per-step buffers from them at creation; host
   // collections ignore them).
   StepCapacity capacity;
+  // Tables whose rows live in a store on this rank's disk under a DRAM cache
+  // (docs/disk-tier.md); host collections only.
+  std::vector<tiered::TierConfig> tiers;
 };
 
 // Where a rank's time goes, accumulated since creation (wall-clock seconds). The phases of a
@@ -110,6 +115,8 @@ struct StepState {
   ParamStore params;
   // The rows of the dynamic tables (docs/dynamic-tables.md); empty without one.
   dynamic::DynamicTables dynamic;
+  // The tiered tables' stores, caches and threads (docs/disk-tier.md); null without one.
+  std::unique_ptr<tiered::TieredTables> tiered;
   SparseUpdater updater;
   std::unique_ptr<comm::CommWorker> worker;
   // The last forwarded batch, which the next backward trains (consumed once it has).

@@ -64,7 +64,8 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::TableStorage* storage,
   bool on_device = false;
   if (created.ok()) {
     const std::vector<embedding::ParamBuffer> buffers = storage->ParamBuffers();
-    local = WeightDigest(buffers, storage->plan().Hash(), &digest);
+    local = embedding::RefuseTiered(*storage, "2D training (a replica mesh)");
+    if (local.ok()) local = WeightDigest(buffers, storage->plan().Hash(), &digest);
     for (const embedding::ParamBuffer& b : buffers) on_device = on_device || !b.device.is_host();
   }
   // Max and min of the digest (min as max of the complement) and of the collection's kind, in

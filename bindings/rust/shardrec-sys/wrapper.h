@@ -9,6 +9,7 @@
 #include "shardrec/plan.h"
 #include "shardrec/embedding.h"
 #include "shardrec/dynamic.h"
+#include "shardrec/tier.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "shardrec/checkpoint.h"

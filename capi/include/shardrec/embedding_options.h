@@ -25,6 +25,49 @@ typedef enum shardrec_bounds_policy {
   SHARDREC_BOUNDS_SKIP = 2   /**< Drop the id from its bag (it counts for nothing, MEAN too). */
 } shardrec_bounds_policy_t;
 
+/**
+ * A tiered table (docs/disk-tier.md): this rank keeps the rows and optimizer state of its shards
+ * of @ref table in record stores on its own disk, under @ref dir, and only the hot rows in a DRAM
+ * cache of @ref cache_bytes. Forward, backward and the fused optimizer touch cached rows only: a
+ * forward makes every row of its batch resident first (a miss is read from disk, through the
+ * pipelined input distribution one batch ahead), and a changed row leaving the cache is written
+ * back asynchronously, never lost. The results are bit-identical to the same table held in
+ * memory, whatever the cache size. Per rank: ranks may pass different directories and sizes,
+ * except that a table whose column shards exchange row statistics (row-wise Adagrad, partial
+ * row-wise Adam or LAMB with split columns) needs the same @ref cache_bytes on every rank.
+ * Host collections only (a GPU collection refuses any tier with SHARDREC_EUNSUPPORTED); not
+ * data-parallel or dynamic tables (SHARDREC_EUNSUPPORTED). Checkpoints, table export/import and
+ * 2D replica sync refuse tiered tables (SHARDREC_EUNSUPPORTED) in this version; get/set of
+ * weights and optimizer state work. Plain data.
+ */
+typedef struct shardrec_table_tier {
+  uint32_t version;    /**< SHARDREC_TABLE_TIER_VERSION. */
+  const char* table;   /**< A table of the plan, named by at most one tier; copied. */
+  const char* dir;     /**< This rank's directory for the table's stores (one subdirectory per
+                            local shard), created if missing; non-empty; copied. What it holds is
+                            scratch for the collection's life: an earlier run's stores are
+                            emptied at creation, never read. */
+  int64_t cache_bytes; /**< > 0: DRAM for this rank's cached rows of the table (rows at their
+                            storage dtype, optimizer state and 32 bytes of metadata each),
+                            divided among the most shards of the table one rank holds, at most
+                            the shard's rows each. A forward needs its batch's distinct rows per
+                            shard resident at once (SHARDREC_EINVAL naming the counts when they
+                            do not fit); a size worth no row is SHARDREC_EINVAL at creation. */
+} shardrec_table_tier_t;
+
+#define SHARDREC_TABLE_TIER_VERSION 1u
+#define SHARDREC_TABLE_TIER_INIT \
+  { SHARDREC_TABLE_TIER_VERSION, NULL, NULL, 0 }
+
+/**
+ * Fills @p tier with the defaults (no table, no directory, no cache).
+ * @param tier    [out] Struct to fill; must not be NULL.
+ * @param version SHARDREC_TABLE_TIER_VERSION.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_table_tier_init(shardrec_table_tier_t* tier,
+                                                        uint32_t version);
+
 /** Options of a collection. */
 typedef struct shardrec_embedding_options {
   uint32_t version;         /**< SHARDREC_EMBEDDING_OPTIONS_VERSION. */
@@ -102,6 +145,11 @@ typedef struct shardrec_embedding_options {
                                   wait in that step) and stay grown. With either hint 0 every
                                   buffer grows on demand from the first steps on. Negative is
                                   SHARDREC_EINVAL. */
+  /* Version 5. */
+  const shardrec_table_tier_t* tiers; /**< The tiered tables of this rank (see
+                                  shardrec_table_tier_t), an array of num_tiers filled for one
+                                  version; read during creation only. NULL when num_tiers is 0. */
+  size_t num_tiers;                   /**< Length of @ref tiers; 0: every table in memory. */
 } shardrec_embedding_options_t;
 
 /**
@@ -161,19 +209,20 @@ typedef enum shardrec_non_finite_policy {
   SHARDREC_NON_FINITE_ALLOW = 1
 } shardrec_non_finite_policy_t;
 
-#define SHARDREC_EMBEDDING_OPTIONS_VERSION 4u
+#define SHARDREC_EMBEDDING_OPTIONS_VERSION 5u
 #define SHARDREC_EMBEDDING_OPTIONS_INIT                                                           \
   {                                                                                               \
     SHARDREC_EMBEDDING_OPTIONS_VERSION, 0u, SHARDREC_BOUNDS_ERROR, 0, NULL, SHARDREC_DEVICE_HOST, \
         0, SHARDREC_NON_FINITE_CHECK, SHARDREC_TABLE_MEMORY_HUGE_PAGES,                           \
-        SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_FP32, 0, 0                            \
+        SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_FP32, 0, 0, NULL, 0                   \
   }
 
 /**
  * Fills @p options with the defaults (seed 0, bounds ERROR, calling thread, host, non-finite
  * values rejected, exact fp32 communication, no capacity hints). Version 1 callers (no
  * non_finite field) get the check; version 1 and 2 callers (no encoding fields) communicate in
- * exact fp32; version 1 to 3 callers (no hint fields) have no hints.
+ * exact fp32; version 1 to 3 callers (no hint fields) have no hints; version 1 to 4 callers (no
+ * tiers) keep every table in memory.
  * @param options [out] Struct to fill; must not be NULL.
  * @param version SHARDREC_EMBEDDING_OPTIONS_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.

@@ -18,6 +18,7 @@
 #include "shardrec/plan.h"
 #include "shardrec/replica.h"
 #include "shardrec/tensor.h"
+#include "shardrec/tier.h"
 #include "shardrec/version.h"
 
 #endif /* SHARDREC_SHARDREC_H_ */

@@ -99,6 +99,16 @@ class CollectionStorage final : public TableStorage {
   void CommitReplicaRows(dynamic::ReplicaMerge* merge) override {
     merge->Commit(coll_.layout(), tables());
   }
+  const std::string* TieredTable() const override {
+    const auto& tiered = coll_.s_.tiered;
+    if (tiered == nullptr) return nullptr;
+    for (size_t t = 0; t < coll_.plan().tables.size(); ++t)
+      if (tiered->IsTieredTable(static_cast<int32_t>(t))) return &coll_.plan().tables[t].name;
+    return nullptr;
+  }
+  bool TierStats(int32_t table, tiered::TierStats* out) const override {
+    return coll_.s_.tiered != nullptr && coll_.s_.tiered->Stats(table, out);
+  }
 
  private:
   const dynamic::DynamicTables& tables() const { return coll_.s_.dynamic; }

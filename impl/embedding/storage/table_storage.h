@@ -15,6 +15,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_views.h"
+#include "impl/embedding/tiered/tier_stats.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/types.h"
 
@@ -114,6 +115,22 @@ class TableStorage {
   virtual Status GatherReplicaRows(dynamic::ReplicaMerge* merge, comm::Communicator& replica,
                                    bool weights_only, const std::vector<bool>& leave_alone) = 0;
   virtual void CommitReplicaRows(dynamic::ReplicaMerge* merge) = 0;
+
+  // Tiered tables (docs/disk-tier.md): the name of the first table this rank holds tiered, or
+  // null. Their rows are in caches and stores, not in the parameter views (ShardTensors,
+  // ParamBuffers hold their cache slots), so what reads or writes those views refuses them
+  // (RefuseTiered); GetWeights and GetState read them whole.
+  virtual const std::string* TieredTable() const = 0;
+  // This rank's counters of tiered table `table`; false when it holds no tiered shard of it.
+  virtual bool TierStats(int32_t table, tiered::TierStats* out) const = 0;
 };
+
+// kUnsupported naming `what` and the table when `storage` holds a tiered table.
+inline Status RefuseTiered(const TableStorage& storage, const char* what) {
+  const std::string* t = storage.TieredTable();
+  if (t == nullptr) return Status::Ok();
+  return Status::Unsupported(what, " does not take tiered tables yet (table '", *t,
+                             "'; docs/disk-tier.md, Limits)");
+}
 
 }  // namespace shardrec::embedding

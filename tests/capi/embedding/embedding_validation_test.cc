@@ -533,7 +533,7 @@ TEST(EmbeddingOptionsInit, CapacityHints) {
   shardrec_embedding_options_t o;
   std::memset(&o, 0x5a, sizeof(o));
   ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
-  EXPECT_EQ(o.version, 4u);
+  EXPECT_EQ(o.version, SHARDREC_EMBEDDING_OPTIONS_VERSION);
   EXPECT_EQ(o.max_batch_size, 0);
   EXPECT_EQ(o.max_ids_per_batch, 0);
   const shardrec_embedding_options_t m = SHARDREC_EMBEDDING_OPTIONS_INIT;

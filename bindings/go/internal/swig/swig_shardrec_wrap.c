@@ -195,6 +195,7 @@ static void* Swig_malloc(int c) {
 #include "shardrec/embedding_options.h"
 #include "shardrec/embedding.h"
 #include "shardrec/dynamic.h"
+#include "shardrec/tier.h"
 #include "shardrec/device.h"
 #include "shardrec/replica.h"
 #include "shardrec/checkpoint.h"
@@ -557,6 +558,50 @@ shardrec_status_t shardrec_bind_checkpoint(shardrec_mesh_t* mesh, shardrec_embed
   free(dense);
   free(names);
   return rc;
+}
+
+/* The tiered tables of a collection's options (shardrec_table_tier_t, embedding_options.h),
+   owned by C memory while the binding fills them; apply points the options at them (they must
+   outlive the create call that reads the options). */
+typedef struct shardrec_bind_tiers {
+  shardrec_table_tier_t* tiers;
+  size_t num;
+} shardrec_bind_tiers_t;
+
+shardrec_bind_tiers_t* shardrec_bind_tiers_new(void) {
+  return (shardrec_bind_tiers_t*)calloc(1, sizeof(shardrec_bind_tiers_t));
+}
+
+void shardrec_bind_tiers_free(shardrec_bind_tiers_t* t) {
+  size_t i;
+  if (t == NULL) return;
+  for (i = 0; i < t->num; ++i) {
+    free((void*)t->tiers[i].table);
+    free((void*)t->tiers[i].dir);
+  }
+  free(t->tiers);
+  free(t);
+}
+
+shardrec_status_t shardrec_bind_tiers_add(shardrec_bind_tiers_t* t, const char* table,
+                                          const char* dir, int64_t cache_bytes) {
+  shardrec_table_tier_t* e;
+  if (t == NULL) return SHARDREC_EINVAL;
+  if (!sr_bind_grow((void**)&t->tiers, t->num, sizeof(*e))) return SHARDREC_ENOMEM;
+  e = &t->tiers[t->num++];
+  shardrec_table_tier_init(e, SHARDREC_TABLE_TIER_VERSION);
+  e->table = sr_bind_strdup(table);
+  e->dir = sr_bind_strdup(dir);
+  e->cache_bytes = cache_bytes;
+  return SHARDREC_OK;
+}
+
+shardrec_status_t shardrec_bind_tiers_apply(const shardrec_bind_tiers_t* t,
+                                            shardrec_embedding_options_t* options) {
+  if (t == NULL || options == NULL) return SHARDREC_EINVAL;
+  options->tiers = t->tiers;
+  options->num_tiers = t->num;
+  return SHARDREC_OK;
 }
 
 
@@ -1069,7 +1114,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_d99296682f8e5f3b(void *_swig_go_0) {
+void _wrap_Swig_free_swig_3a7f64bbe3f0cb13(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1079,7 +1124,7 @@ void _wrap_Swig_free_swig_d99296682f8e5f3b(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_d99296682f8e5f3b(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1092,7 +1137,7 @@ void *_wrap_Swig_malloc_swig_d99296682f8e5f3b(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_d99296682f8e5f3b() {
+intgo _wrap_OK_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1104,7 +1149,7 @@ intgo _wrap_OK_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ERROR_swig_d99296682f8e5f3b() {
+intgo _wrap_ERROR_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1116,7 +1161,7 @@ intgo _wrap_ERROR_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EINVAL_swig_d99296682f8e5f3b() {
+intgo _wrap_EINVAL_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1128,7 +1173,7 @@ intgo _wrap_EINVAL_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EUSAGE_swig_d99296682f8e5f3b() {
+intgo _wrap_EUSAGE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1140,7 +1185,7 @@ intgo _wrap_EUSAGE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ENOMEM_swig_d99296682f8e5f3b() {
+intgo _wrap_ENOMEM_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1152,7 +1197,7 @@ intgo _wrap_ENOMEM_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ECUDA_swig_d99296682f8e5f3b() {
+intgo _wrap_ECUDA_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1164,7 +1209,7 @@ intgo _wrap_ECUDA_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EREMOTE_swig_d99296682f8e5f3b() {
+intgo _wrap_EREMOTE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1176,7 +1221,7 @@ intgo _wrap_EREMOTE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_d99296682f8e5f3b() {
+intgo _wrap_ETIMEOUT_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1188,7 +1233,7 @@ intgo _wrap_ETIMEOUT_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EIO_swig_d99296682f8e5f3b() {
+intgo _wrap_EIO_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1200,7 +1245,7 @@ intgo _wrap_EIO_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_d99296682f8e5f3b() {
+intgo _wrap_ECORRUPT_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1212,7 +1257,7 @@ intgo _wrap_ECORRUPT_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_d99296682f8e5f3b() {
+intgo _wrap_EUNSUPPORTED_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1224,7 +1269,7 @@ intgo _wrap_EUNSUPPORTED_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_d99296682f8e5f3b() {
+intgo _wrap_ENOTFOUND_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1236,7 +1281,7 @@ intgo _wrap_ENOTFOUND_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_d99296682f8e5f3b() {
+intgo _wrap_EINTERNAL_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1248,7 +1293,7 @@ intgo _wrap_EINTERNAL_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_d99296682f8e5f3b() {
+intgo _wrap_ENODEVICE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1260,7 +1305,7 @@ intgo _wrap_ENODEVICE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EABORTED_swig_d99296682f8e5f3b() {
+intgo _wrap_EABORTED_swig_3a7f64bbe3f0cb13() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1272,7 +1317,7 @@ intgo _wrap_EABORTED_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_d99296682f8e5f3b() {
+intgo _wrap_DTYPE_FLOAT32_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1284,7 +1329,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_d99296682f8e5f3b() {
+intgo _wrap_DTYPE_FLOAT16_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1296,7 +1341,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_d99296682f8e5f3b() {
+intgo _wrap_DTYPE_BFLOAT16_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1308,7 +1353,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_d99296682f8e5f3b() {
+intgo _wrap_DTYPE_FLOAT64_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1320,7 +1365,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_d99296682f8e5f3b() {
+intgo _wrap_DTYPE_INT32_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1332,7 +1377,7 @@ intgo _wrap_DTYPE_INT32_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_d99296682f8e5f3b() {
+intgo _wrap_DTYPE_INT64_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1344,7 +1389,7 @@ intgo _wrap_DTYPE_INT64_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_d99296682f8e5f3b() {
+intgo _wrap_DTYPE_UINT8_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1356,7 +1401,7 @@ intgo _wrap_DTYPE_UINT8_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_d99296682f8e5f3b() {
+intgo _wrap_DEVICE_HOST_swig_3a7f64bbe3f0cb13() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1368,7 +1413,7 @@ intgo _wrap_DEVICE_HOST_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_d99296682f8e5f3b() {
+intgo _wrap_DEVICE_CUDA_swig_3a7f64bbe3f0cb13() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1380,7 +1425,7 @@ intgo _wrap_DEVICE_CUDA_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DELTA_FULL_swig_d99296682f8e5f3b() {
+intgo _wrap_DELTA_FULL_swig_3a7f64bbe3f0cb13() {
   enum shardrec_delta_flag result;
   intgo _swig_go_result;
   
@@ -1392,7 +1437,7 @@ intgo _wrap_DELTA_FULL_swig_d99296682f8e5f3b() {
 }
 
 
-_gostring_ _wrap_status_string_swig_d99296682f8e5f3b(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1405,7 +1450,7 @@ _gostring_ _wrap_status_string_swig_d99296682f8e5f3b(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_d99296682f8e5f3b() {
+intgo _wrap_version_swig_3a7f64bbe3f0cb13() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1416,7 +1461,7 @@ intgo _wrap_version_swig_d99296682f8e5f3b() {
 }
 
 
-_gostring_ _wrap_version_string_swig_d99296682f8e5f3b() {
+_gostring_ _wrap_version_string_swig_3a7f64bbe3f0cb13() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1427,7 +1472,7 @@ _gostring_ _wrap_version_string_swig_d99296682f8e5f3b() {
 }
 
 
-long long _wrap_dtype_size_swig_d99296682f8e5f3b(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1440,7 +1485,7 @@ long long _wrap_dtype_size_swig_d99296682f8e5f3b(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_d99296682f8e5f3b() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_3a7f64bbe3f0cb13() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1452,7 +1497,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_d99296682f8e5f3b() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1464,7 +1509,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_d99296682f8e5f3b() {
+intgo _wrap_SHARDING_ROW_WISE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1476,7 +1521,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_d99296682f8e5f3b() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1488,7 +1533,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_d99296682f8e5f3b() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1500,7 +1545,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_d99296682f8e5f3b() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1512,7 +1557,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_d99296682f8e5f3b() {
+intgo _wrap_SHARDING_GRID_swig_3a7f64bbe3f0cb13() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1524,7 +1569,7 @@ intgo _wrap_SHARDING_GRID_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_d99296682f8e5f3b() {
+intgo _wrap_POOLING_SUM_swig_3a7f64bbe3f0cb13() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1536,7 +1581,7 @@ intgo _wrap_POOLING_SUM_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_d99296682f8e5f3b() {
+intgo _wrap_POOLING_MEAN_swig_3a7f64bbe3f0cb13() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1548,7 +1593,7 @@ intgo _wrap_POOLING_MEAN_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_d99296682f8e5f3b() {
+intgo _wrap_POOLING_NONE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1560,7 +1605,7 @@ intgo _wrap_POOLING_NONE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_d99296682f8e5f3b() {
+intgo _wrap_INIT_DEFAULT_swig_3a7f64bbe3f0cb13() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1572,7 +1617,7 @@ intgo _wrap_INIT_DEFAULT_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_d99296682f8e5f3b() {
+intgo _wrap_INIT_UNIFORM_swig_3a7f64bbe3f0cb13() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1584,7 +1629,7 @@ intgo _wrap_INIT_UNIFORM_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_d99296682f8e5f3b() {
+intgo _wrap_INIT_CONSTANT_swig_3a7f64bbe3f0cb13() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1596,7 +1641,7 @@ intgo _wrap_INIT_CONSTANT_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_d99296682f8e5f3b() {
+intgo _wrap_OPTIMIZER_SGD_swig_3a7f64bbe3f0cb13() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1608,7 +1653,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_d99296682f8e5f3b() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_3a7f64bbe3f0cb13() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1620,7 +1665,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_d99296682f8e5f3b() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_3a7f64bbe3f0cb13() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1632,7 +1677,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_d99296682f8e5f3b() {
+intgo _wrap_OPTIMIZER_ADAM_swig_3a7f64bbe3f0cb13() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1644,7 +1689,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_d99296682f8e5f3b() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_3a7f64bbe3f0cb13() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1656,7 +1701,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_d99296682f8e5f3b() {
+intgo _wrap_OPTIMIZER_LAMB_swig_3a7f64bbe3f0cb13() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1668,7 +1713,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_d99296682f8e5f3b() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1680,7 +1725,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_d99296682f8e5f3b() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_3a7f64bbe3f0cb13() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1692,7 +1737,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_d99296682f8e5f3b() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_3a7f64bbe3f0cb13() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1704,7 +1749,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1716,7 +1761,7 @@ void _wrap_optimizer_config_version_set_swig_d99296682f8e5f3b(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1729,7 +1774,7 @@ intgo _wrap_optimizer_config_version_get_swig_d99296682f8e5f3b(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1741,7 +1786,7 @@ void _wrap_optimizer_config_Xtype_set_swig_d99296682f8e5f3b(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1754,7 +1799,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_d99296682f8e5f3b(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1766,7 +1811,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_d99296682f8e5f3b(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1779,7 +1824,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_d99296682f8e5f3b(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1791,7 +1836,7 @@ void _wrap_optimizer_config_eps_set_swig_d99296682f8e5f3b(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1804,7 +1849,7 @@ float _wrap_optimizer_config_eps_get_swig_d99296682f8e5f3b(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1816,7 +1861,7 @@ void _wrap_optimizer_config_beta1_set_swig_d99296682f8e5f3b(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1829,7 +1874,7 @@ float _wrap_optimizer_config_beta1_get_swig_d99296682f8e5f3b(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1841,7 +1886,7 @@ void _wrap_optimizer_config_beta2_set_swig_d99296682f8e5f3b(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1854,7 +1899,7 @@ float _wrap_optimizer_config_beta2_get_swig_d99296682f8e5f3b(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1866,7 +1911,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1879,7 +1924,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1891,7 +1936,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_d99296682f8e5f3b(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1904,7 +1949,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_d99296682f8e5f3b(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1916,7 +1961,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_d99296682f8e5f3b(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1929,7 +1974,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_d99296682f8e5f3b(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_d99296682f8e5f3b() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_3a7f64bbe3f0cb13() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1940,7 +1985,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_d99296682f8e5f
 }
 
 
-void _wrap_delete_optimizer_config_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1950,7 +1995,7 @@ void _wrap_delete_optimizer_config_swig_d99296682f8e5f3b(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_d99296682f8e5f3b(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -1982,7 +2027,7 @@ _gostring_ _wrap_optimizer_config_init_swig_d99296682f8e5f3b(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_d99296682f8e5f3b() {
+intgo _wrap_EVICTION_NONE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -1994,7 +2039,7 @@ intgo _wrap_EVICTION_NONE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_d99296682f8e5f3b() {
+intgo _wrap_EVICTION_LRU_swig_3a7f64bbe3f0cb13() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2006,7 +2051,7 @@ intgo _wrap_EVICTION_LRU_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_d99296682f8e5f3b() {
+intgo _wrap_EVICTION_LFU_swig_3a7f64bbe3f0cb13() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2018,7 +2063,7 @@ intgo _wrap_EVICTION_LFU_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_d99296682f8e5f3b() {
+intgo _wrap_EVICTION_TTL_swig_3a7f64bbe3f0cb13() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2030,7 +2075,7 @@ intgo _wrap_EVICTION_TTL_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_EVICTION_SCORE_swig_d99296682f8e5f3b() {
+intgo _wrap_EVICTION_SCORE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2042,7 +2087,7 @@ intgo _wrap_EVICTION_SCORE_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2054,7 +2099,7 @@ void _wrap_dynamic_table_config_version_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2067,7 +2112,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2079,7 +2124,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2092,7 +2137,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2104,7 +2149,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_d99296682f8e5f3b(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2117,7 +2162,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_d99296682f8e5f3b(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2129,7 +2174,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_d99296682f8e5f3b(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2142,7 +2187,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_d99296682f8e5f3b(struct 
 }
 
 
-void _wrap_dynamic_table_config_capacity_bytes_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2154,7 +2199,7 @@ void _wrap_dynamic_table_config_capacity_bytes_set_swig_d99296682f8e5f3b(struct 
 }
 
 
-long long _wrap_dynamic_table_config_capacity_bytes_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_capacity_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2167,7 +2212,7 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_d99296682f8e5f3b(st
 }
 
 
-void _wrap_dynamic_table_config_admission_decay_steps_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2179,7 +2224,7 @@ void _wrap_dynamic_table_config_admission_decay_steps_set_swig_d99296682f8e5f3b(
 }
 
 
-long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2192,7 +2237,7 @@ long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_d99296682f8e
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_d99296682f8e5f3b() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_3a7f64bbe3f0cb13() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2203,7 +2248,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_d99296
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2213,7 +2258,7 @@ void _wrap_delete_dynamic_table_config_swig_d99296682f8e5f3b(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2245,7 +2290,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2257,7 +2302,7 @@ void _wrap_Topology_t_version_set_swig_d99296682f8e5f3b(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2270,7 +2315,7 @@ intgo _wrap_Topology_t_version_get_swig_d99296682f8e5f3b(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2282,7 +2327,7 @@ void _wrap_Topology_t_world_size_set_swig_d99296682f8e5f3b(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2295,7 +2340,7 @@ intgo _wrap_Topology_t_world_size_get_swig_d99296682f8e5f3b(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2307,7 +2352,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_d99296682f8e5f3b(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2320,7 +2365,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2332,7 +2377,7 @@ void _wrap_Topology_t_device_type_set_swig_d99296682f8e5f3b(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2345,7 +2390,7 @@ intgo _wrap_Topology_t_device_type_get_swig_d99296682f8e5f3b(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2357,7 +2402,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_d99296682f8e5f3b(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2370,7 +2415,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2382,7 +2427,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_d99296682f8e5f3b(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2395,7 +2440,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_d99296682f8e5f3b(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2407,7 +2452,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_d99296682f8e5f3b(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2420,7 +2465,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_d99296682f8e5f3b(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2432,7 +2477,7 @@ void _wrap_Topology_t_batch_size_set_swig_d99296682f8e5f3b(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2445,7 +2490,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_d99296682f8e5f3b(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2457,7 +2502,7 @@ void _wrap_Topology_t_optimizer_set_swig_d99296682f8e5f3b(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2470,7 +2515,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_d99296682f8e5f3b(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2482,7 +2527,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2495,7 +2540,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2507,7 +2552,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2520,7 +2565,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2532,7 +2577,7 @@ void _wrap_Topology_t_collective_latency_set_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2545,7 +2590,7 @@ double _wrap_Topology_t_collective_latency_get_swig_d99296682f8e5f3b(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2557,7 +2602,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_d99296682f8e5f3b(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2570,7 +2615,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_d99296682f8e5f3b(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_d99296682f8e5f3b() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_3a7f64bbe3f0cb13() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2581,7 +2626,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_delete_Topology_t_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2591,7 +2636,7 @@ void _wrap_delete_Topology_t_swig_d99296682f8e5f3b(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2623,7 +2668,7 @@ _gostring_ _wrap_topology_init_swig_d99296682f8e5f3b(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2635,7 +2680,7 @@ void _wrap_comm_options_version_set_swig_d99296682f8e5f3b(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2648,7 +2693,7 @@ intgo _wrap_comm_options_version_get_swig_d99296682f8e5f3b(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2660,7 +2705,7 @@ void _wrap_comm_options_timeout_ms_set_swig_d99296682f8e5f3b(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2673,7 +2718,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2685,7 +2730,7 @@ void _wrap_comm_options_backend_set_swig_d99296682f8e5f3b(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2698,7 +2743,7 @@ intgo _wrap_comm_options_backend_get_swig_d99296682f8e5f3b(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2710,7 +2755,7 @@ void _wrap_comm_options_device_type_set_swig_d99296682f8e5f3b(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2723,7 +2768,7 @@ intgo _wrap_comm_options_device_type_get_swig_d99296682f8e5f3b(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2735,7 +2780,7 @@ void _wrap_comm_options_device_index_set_swig_d99296682f8e5f3b(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2748,7 +2793,7 @@ intgo _wrap_comm_options_device_index_get_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2772,7 +2817,7 @@ void _wrap_comm_options_bind_address_set_swig_d99296682f8e5f3b(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2785,7 +2830,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_d99296682f8e5f3b(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2797,7 +2842,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2810,7 +2855,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_d99296682f8e5f3b(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_d99296682f8e5f3b() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_3a7f64bbe3f0cb13() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2821,7 +2866,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_delete_comm_options_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2831,7 +2876,7 @@ void _wrap_delete_comm_options_swig_d99296682f8e5f3b(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_d99296682f8e5f3b(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2863,7 +2908,7 @@ _gostring_ _wrap_comm_options_init_swig_d99296682f8e5f3b(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2893,7 +2938,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2931,7 +2976,7 @@ _gostring_ _wrap_comm_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -2967,7 +3012,7 @@ _gostring_ _wrap_comm_create_local_group_swig_d99296682f8e5f3b(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -3003,7 +3048,7 @@ _gostring_ _wrap_comm_split_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3035,7 +3080,7 @@ _gostring_ _wrap_comm_rank_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3067,7 +3112,7 @@ _gostring_ _wrap_comm_size_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3099,7 +3144,7 @@ _gostring_ _wrap_comm_set_timeout_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3129,7 +3174,7 @@ _gostring_ _wrap_comm_abort_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3159,7 +3204,7 @@ _gostring_ _wrap_comm_async_error_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3169,7 +3214,7 @@ void _wrap_comm_destroy_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3211,7 +3256,7 @@ _gostring_ _wrap_comm_allreduce_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3251,7 +3296,7 @@ _gostring_ _wrap_comm_broadcast_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3291,7 +3336,7 @@ _gostring_ _wrap_comm_allgather_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3321,7 +3366,7 @@ _gostring_ _wrap_comm_barrier_swig_d99296682f8e5f3b(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3355,7 +3400,7 @@ _gostring_ _wrap_comm_create_mpi_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3387,7 +3432,7 @@ _gostring_ _wrap_comm_create_from_env_swig_d99296682f8e5f3b(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_create_tcp_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
+_gostring_ _wrap_comm_create_tcp_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -3432,7 +3477,7 @@ _gostring_ _wrap_comm_create_tcp_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3464,7 +3509,7 @@ _gostring_ _wrap_comm_local_rank_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3496,7 +3541,7 @@ _gostring_ _wrap_comm_local_size_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3528,7 +3573,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_d99296682f8e5f3b(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3540,7 +3585,7 @@ void _wrap_Shard_t_row_offset_set_swig_d99296682f8e5f3b(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3553,7 +3598,7 @@ long long _wrap_Shard_t_row_offset_get_swig_d99296682f8e5f3b(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3565,7 +3610,7 @@ void _wrap_Shard_t_rows_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3578,7 +3623,7 @@ long long _wrap_Shard_t_rows_get_swig_d99296682f8e5f3b(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3590,7 +3635,7 @@ void _wrap_Shard_t_col_offset_set_swig_d99296682f8e5f3b(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3603,7 +3648,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_d99296682f8e5f3b(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3615,7 +3660,7 @@ void _wrap_Shard_t_cols_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3628,7 +3673,7 @@ intgo _wrap_Shard_t_cols_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3640,7 +3685,7 @@ void _wrap_Shard_t_rank_set_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3653,7 +3698,7 @@ intgo _wrap_Shard_t_rank_get_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_d99296682f8e5f3b() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_3a7f64bbe3f0cb13() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3664,7 +3709,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_delete_Shard_t_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3674,7 +3719,7 @@ void _wrap_delete_Shard_t_swig_d99296682f8e5f3b(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3710,7 +3755,7 @@ _gostring_ _wrap_plan_from_json_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3751,7 +3796,7 @@ _gostring_ _wrap_plan_to_json_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3792,7 +3837,7 @@ _gostring_ _wrap_plan_stats_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3824,7 +3869,7 @@ _gostring_ _wrap_plan_hash_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3856,7 +3901,7 @@ _gostring_ _wrap_plan_world_size_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3888,7 +3933,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_d99296682f8e5f3b(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3920,7 +3965,7 @@ _gostring_ _wrap_plan_num_tables_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3952,7 +3997,7 @@ _gostring_ _wrap_plan_num_features_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -3991,7 +4036,7 @@ _gostring_ _wrap_plan_feature_name_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4030,7 +4075,7 @@ _gostring_ _wrap_plan_table_name_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4069,7 +4114,7 @@ _gostring_ _wrap_plan_find_table_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4103,7 +4148,7 @@ _gostring_ _wrap_plan_table_rows_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4137,7 +4182,7 @@ _gostring_ _wrap_plan_table_dim_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4173,7 +4218,7 @@ _gostring_ _wrap_plan_table_sharding_swig_d99296682f8e5f3b(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4209,7 +4254,7 @@ _gostring_ _wrap_plan_shard_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4221,7 +4266,7 @@ void _wrap_calibrate_options_version_set_swig_d99296682f8e5f3b(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4234,7 +4279,7 @@ intgo _wrap_calibrate_options_version_get_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4246,7 +4291,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_d99296682f8e5f3b(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4259,7 +4304,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_d99296682f8e5f3b(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4271,7 +4316,7 @@ void _wrap_calibrate_options_time_budget_set_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4284,7 +4329,7 @@ double _wrap_calibrate_options_time_budget_get_swig_d99296682f8e5f3b(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4296,7 +4341,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_d99296682f8e5f3b(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4309,7 +4354,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_d99296682f8e5f3b(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4321,7 +4366,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_d99296682f8e5f3b(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4334,7 +4379,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_d99296682f8e5f3b(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_d99296682f8e5f3b() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_3a7f64bbe3f0cb13() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4345,7 +4390,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_d99296682f8e
 }
 
 
-void _wrap_delete_calibrate_options_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4355,7 +4400,7 @@ void _wrap_delete_calibrate_options_swig_d99296682f8e5f3b(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_d99296682f8e5f3b(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4387,7 +4432,7 @@ _gostring_ _wrap_calibrate_options_init_swig_d99296682f8e5f3b(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4399,7 +4444,7 @@ void _wrap_calibration_version_set_swig_d99296682f8e5f3b(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4412,7 +4457,7 @@ intgo _wrap_calibration_version_get_swig_d99296682f8e5f3b(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4424,7 +4469,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4437,7 +4482,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4449,7 +4494,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4462,7 +4507,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4474,7 +4519,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_d99296682f8e5f3b(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4487,7 +4532,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_d99296682f8e5f3b(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4499,7 +4544,7 @@ void _wrap_calibration_loopback_latency_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4512,7 +4557,7 @@ double _wrap_calibration_loopback_latency_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4524,7 +4569,7 @@ void _wrap_calibration_handoff_latency_set_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4537,7 +4582,7 @@ double _wrap_calibration_handoff_latency_get_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4549,7 +4594,7 @@ void _wrap_calibration_elapsed_set_swig_d99296682f8e5f3b(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4562,7 +4607,7 @@ double _wrap_calibration_elapsed_get_swig_d99296682f8e5f3b(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4574,7 +4619,7 @@ void _wrap_calibration_oversubscription_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4587,7 +4632,7 @@ double _wrap_calibration_oversubscription_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_d99296682f8e5f3b() {
+struct shardrec_calibration *_wrap_new_calibration_swig_3a7f64bbe3f0cb13() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4598,7 +4643,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_delete_calibration_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4608,7 +4653,7 @@ void _wrap_delete_calibration_swig_d99296682f8e5f3b(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_d99296682f8e5f3b(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4640,7 +4685,7 @@ _gostring_ _wrap_calibration_init_swig_d99296682f8e5f3b(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4674,7 +4719,7 @@ _gostring_ _wrap_topology_calibrate_swig_d99296682f8e5f3b(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_calibrate_network_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_topology_calibrate_network_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   double arg3 ;
@@ -4710,7 +4755,7 @@ _gostring_ _wrap_topology_calibrate_network_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_d99296682f8e5f3b(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_from_comm_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4742,7 +4787,7 @@ _gostring_ _wrap_topology_from_comm_swig_d99296682f8e5f3b(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4752,7 +4797,7 @@ void _wrap_plan_destroy_swig_d99296682f8e5f3b(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_d99296682f8e5f3b() {
+intgo _wrap_BOUNDS_ERROR_swig_3a7f64bbe3f0cb13() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4764,7 +4809,7 @@ intgo _wrap_BOUNDS_ERROR_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_d99296682f8e5f3b() {
+intgo _wrap_BOUNDS_CLAMP_swig_3a7f64bbe3f0cb13() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4776,7 +4821,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_d99296682f8e5f3b() {
+intgo _wrap_BOUNDS_SKIP_swig_3a7f64bbe3f0cb13() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4788,7 +4833,110 @@ intgo _wrap_BOUNDS_SKIP_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_embedding_options_version_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_table_tier_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_table_tier **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_table_tier_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+  struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_table_tier **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_table_tier **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_bytes = arg2;
+  
+}
+
+
+long long _wrap_table_tier_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+  struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_table_tier **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_table_tier *_wrap_new_table_tier_swig_3a7f64bbe3f0cb13() {
+  struct shardrec_table_tier *result = 0 ;
+  struct shardrec_table_tier *_swig_go_result;
+  
+  
+  result = (struct shardrec_table_tier *)calloc(1, sizeof(struct shardrec_table_tier));
+  *(struct shardrec_table_tier **)&_swig_go_result = (struct shardrec_table_tier *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_table_tier_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+  struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
+  
+  arg1 = *(struct shardrec_table_tier **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_table_tier_init_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
+  shardrec_table_tier_t *arg1 = (shardrec_table_tier_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_table_tier_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_table_tier_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_embedding_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4800,7 +4948,7 @@ void _wrap_embedding_options_version_set_swig_d99296682f8e5f3b(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4813,7 +4961,7 @@ intgo _wrap_embedding_options_version_get_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4825,7 +4973,7 @@ void _wrap_embedding_options_seed_set_swig_d99296682f8e5f3b(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4838,7 +4986,7 @@ long long _wrap_embedding_options_seed_get_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4850,7 +4998,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_d99296682f8e5f3b(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4863,7 +5011,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_d99296682f8e5f3b(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4875,7 +5023,7 @@ void _wrap_embedding_options_num_threads_set_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4888,7 +5036,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -4900,7 +5048,7 @@ void _wrap_embedding_options_dp_comm_set_swig_d99296682f8e5f3b(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -4913,7 +5061,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_d99296682f8e5f3b(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4925,7 +5073,7 @@ void _wrap_embedding_options_device_type_set_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4938,7 +5086,7 @@ intgo _wrap_embedding_options_device_type_get_swig_d99296682f8e5f3b(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4950,7 +5098,7 @@ void _wrap_embedding_options_device_index_set_swig_d99296682f8e5f3b(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4963,7 +5111,7 @@ intgo _wrap_embedding_options_device_index_get_swig_d99296682f8e5f3b(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4975,7 +5123,7 @@ void _wrap_embedding_options_non_finite_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4988,7 +5136,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5000,7 +5148,7 @@ void _wrap_embedding_options_table_memory_set_swig_d99296682f8e5f3b(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5013,7 +5161,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_d99296682f8e5f3b(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5025,7 +5173,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_d99296682f8e5f3b(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5038,7 +5186,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_d99296682f8e5f3b(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5050,7 +5198,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_d99296682f8e5f3b(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5063,7 +5211,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_d99296682f8e5f3b(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5075,7 +5223,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_d99296682f8e5f3b(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5088,7 +5236,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_d99296682f8e5f3b(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5100,7 +5248,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_d99296682f8e5f3b(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5113,7 +5261,57 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_d99296682f8e5f3b(st
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_d99296682f8e5f3b() {
+void _wrap_embedding_options_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, struct shardrec_table_tier *_swig_go_1) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  shardrec_table_tier_t *arg2 = (shardrec_table_tier_t *) 0 ;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  arg2 = *(shardrec_table_tier_t **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->tiers = (shardrec_table_tier_t const *)arg2;
+  
+}
+
+
+struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  shardrec_table_tier_t *result = 0 ;
+  struct shardrec_table_tier *_swig_go_result;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  
+  result = (shardrec_table_tier_t *) ((arg1)->tiers);
+  *(shardrec_table_tier_t **)&_swig_go_result = (shardrec_table_tier_t *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  size_t arg2 ;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_tiers = arg2;
+  
+}
+
+
+long long _wrap_embedding_options_num_tiers_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+  struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
+  
+  result =  ((arg1)->num_tiers);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_3a7f64bbe3f0cb13() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -5124,7 +5322,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_d99296682f8e
 }
 
 
-void _wrap_delete_embedding_options_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -5134,7 +5332,7 @@ void _wrap_delete_embedding_options_swig_d99296682f8e5f3b(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_d99296682f8e5f3b() {
+intgo _wrap_COMM_ENCODING_FP32_swig_3a7f64bbe3f0cb13() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5146,7 +5344,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_d99296682f8e5f3b() {
+intgo _wrap_COMM_ENCODING_FP16_swig_3a7f64bbe3f0cb13() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5158,7 +5356,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_d99296682f8e5f3b() {
+intgo _wrap_COMM_ENCODING_BF16_swig_3a7f64bbe3f0cb13() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5170,7 +5368,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_d99296682f8e5f3b() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_3a7f64bbe3f0cb13() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5182,7 +5380,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_d99296682f8e5f3b() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_3a7f64bbe3f0cb13() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5194,7 +5392,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_d99296682f8e5f3b() {
+intgo _wrap_NON_FINITE_CHECK_swig_3a7f64bbe3f0cb13() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5206,7 +5404,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_d99296682f8e5f3b() {
+intgo _wrap_NON_FINITE_ALLOW_swig_3a7f64bbe3f0cb13() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5218,7 +5416,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_d99296682f8e5f3b() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_d99296682f8e5f3b(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5250,7 +5448,7 @@ _gostring_ _wrap_embedding_options_init_swig_d99296682f8e5f3b(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5288,7 +5486,7 @@ _gostring_ _wrap_embedding_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5298,7 +5496,7 @@ void _wrap_embedding_destroy_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5330,7 +5528,7 @@ _gostring_ _wrap_embedding_output_dim_swig_d99296682f8e5f3b(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5362,7 +5560,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_d99296682f8e5f3b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5394,7 +5592,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_d99296682f8e5f3b(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5432,7 +5630,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_d99296682f8e5f3b(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5470,7 +5668,7 @@ _gostring_ _wrap_embedding_backward_swig_d99296682f8e5f3b(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5506,7 +5704,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_d99296682f8e5f3b(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5540,7 +5738,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_d99296682f8e5f3b(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5574,7 +5772,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_d99296682f8e5f3b(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5604,7 +5802,7 @@ _gostring_ _wrap_embedding_synchronize_swig_d99296682f8e5f3b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5636,7 +5834,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_d99296682f8e5f3b(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5668,7 +5866,7 @@ _gostring_ _wrap_embedding_num_steps_swig_d99296682f8e5f3b(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5700,7 +5898,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_d99296682f8e5f3b(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5743,7 +5941,7 @@ _gostring_ _wrap_embedding_get_weights_swig_d99296682f8e5f3b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5786,7 +5984,7 @@ _gostring_ _wrap_embedding_set_weights_swig_d99296682f8e5f3b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -5818,7 +6016,7 @@ _gostring_ _wrap_embedding_num_states_swig_d99296682f8e5f3b(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -5859,7 +6057,7 @@ _gostring_ _wrap_embedding_state_info_swig_d99296682f8e5f3b(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5909,7 +6107,7 @@ _gostring_ _wrap_embedding_get_state_swig_d99296682f8e5f3b(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5959,7 +6157,7 @@ _gostring_ _wrap_embedding_set_state_swig_d99296682f8e5f3b(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -5993,7 +6191,7 @@ _gostring_ _wrap_embedding_timings_swig_d99296682f8e5f3b(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -6032,7 +6230,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_d99296682f8e5f3b(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -6071,7 +6269,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_d99296682f8e5f3b(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6110,7 +6308,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_d99296682f8e5f3b(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -6158,7 +6356,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_d99296682f8e5f3b(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6190,7 +6388,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_d99296682f8e5f3b(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6240,7 +6438,7 @@ _gostring_ _wrap_embedding_output_info_swig_d99296682f8e5f3b(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6252,7 +6450,7 @@ void _wrap_step_timings_version_set_swig_d99296682f8e5f3b(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6265,7 +6463,7 @@ intgo _wrap_step_timings_version_get_swig_d99296682f8e5f3b(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6277,7 +6475,7 @@ void _wrap_step_timings_forwards_set_swig_d99296682f8e5f3b(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6290,7 +6488,7 @@ long long _wrap_step_timings_forwards_get_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6302,7 +6500,7 @@ void _wrap_step_timings_backwards_set_swig_d99296682f8e5f3b(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6315,7 +6513,7 @@ long long _wrap_step_timings_backwards_get_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6327,7 +6525,7 @@ void _wrap_step_timings_samples_set_swig_d99296682f8e5f3b(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6340,7 +6538,7 @@ long long _wrap_step_timings_samples_get_swig_d99296682f8e5f3b(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6352,7 +6550,7 @@ void _wrap_step_timings_total_seconds_set_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6365,7 +6563,7 @@ double _wrap_step_timings_total_seconds_get_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6377,7 +6575,7 @@ void _wrap_step_timings_collective_seconds_set_swig_d99296682f8e5f3b(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6390,7 +6588,7 @@ double _wrap_step_timings_collective_seconds_get_swig_d99296682f8e5f3b(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6402,7 +6600,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_d99296682f8e5f3b(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6415,7 +6613,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_d99296682f8e5f3b(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6427,7 +6625,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6440,7 +6638,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6452,7 +6650,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_d99296682f8e5f3b(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6465,7 +6663,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_d99296682f8e5f3b(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6477,7 +6675,7 @@ void _wrap_step_timings_backward_seconds_set_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6490,7 +6688,7 @@ double _wrap_step_timings_backward_seconds_get_swig_d99296682f8e5f3b(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6502,7 +6700,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_d99296682f8e5f3b(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6515,7 +6713,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_d99296682f8e5f3b(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_d99296682f8e5f3b() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_3a7f64bbe3f0cb13() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6526,7 +6724,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_delete_step_timings_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6536,7 +6734,7 @@ void _wrap_delete_step_timings_swig_d99296682f8e5f3b(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_d99296682f8e5f3b(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6568,7 +6766,7 @@ _gostring_ _wrap_step_timings_init_swig_d99296682f8e5f3b(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6600,7 +6798,7 @@ _gostring_ _wrap_embedding_step_timings_swig_d99296682f8e5f3b(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_training_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_set_training_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6632,7 +6830,7 @@ _gostring_ _wrap_embedding_set_training_swig_d99296682f8e5f3b(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_is_training_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -6664,7 +6862,7 @@ _gostring_ _wrap_embedding_is_training_swig_d99296682f8e5f3b(shardrec_embedding_
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6676,7 +6874,7 @@ void _wrap_dynamic_table_stats_version_set_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6689,7 +6887,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6701,7 +6899,7 @@ void _wrap_dynamic_table_stats_size_set_swig_d99296682f8e5f3b(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6714,7 +6912,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_d99296682f8e5f3b(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6726,7 +6924,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6739,7 +6937,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_d99296682f8e5f3b(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6751,7 +6949,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_d99296682f8e5f3b(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6764,7 +6962,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_d99296682f8e5f3b(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6776,7 +6974,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_d99296682f8e5f3b(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6789,7 +6987,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_d99296682f8e5f3b(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6801,7 +6999,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_d99296682f8e5f3b(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6814,7 +7012,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_d99296682f8e5f3b(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6826,7 +7024,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_d99296682f8e5f3b
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6839,7 +7037,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_d99296682f8
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6851,7 +7049,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_d99296682f8e5f3b(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6864,7 +7062,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_d99296682f8e5f3b
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6876,7 +7074,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_d99296682f8e5f3b(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6889,7 +7087,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_d99296682f8e5f3b(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6901,7 +7099,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_d99296682f8e5f3b(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6914,7 +7112,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_d99296682f8e5f3b(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6926,7 +7124,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_d99296682f8e5f3
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6939,7 +7137,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_d99296682f
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6951,7 +7149,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_d99296682f8e5f3b(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6964,7 +7162,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_d99296682f8e5f3
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -6976,7 +7174,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_d99296682f8e5f3b(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6989,7 +7187,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_d99296682f8e5f3b(str
 }
 
 
-void _wrap_dynamic_table_stats_capacity_bytes_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7001,7 +7199,7 @@ void _wrap_dynamic_table_stats_capacity_bytes_set_swig_d99296682f8e5f3b(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7014,7 +7212,7 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_d99296682f8e5f3b(str
 }
 
 
-void _wrap_dynamic_table_stats_last_admitted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7026,7 +7224,7 @@ void _wrap_dynamic_table_stats_last_admitted_set_swig_d99296682f8e5f3b(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_admitted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_admitted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7039,7 +7237,7 @@ long long _wrap_dynamic_table_stats_last_admitted_get_swig_d99296682f8e5f3b(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_admitted_set_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7051,7 +7249,7 @@ void _wrap_dynamic_table_stats_total_admitted_set_swig_d99296682f8e5f3b(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_admitted_get_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_admitted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7064,7 +7262,7 @@ long long _wrap_dynamic_table_stats_total_admitted_get_swig_d99296682f8e5f3b(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_d99296682f8e5f3b() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_3a7f64bbe3f0cb13() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -7075,7 +7273,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_d9929668
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -7085,7 +7283,7 @@ void _wrap_delete_dynamic_table_stats_swig_d99296682f8e5f3b(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_d99296682f8e5f3b(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7117,7 +7315,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7156,7 +7354,7 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_d99296682f8e5f3b(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_global_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7195,7 +7393,7 @@ _gostring_ _wrap_embedding_dynamic_stats_global_swig_d99296682f8e5f3b(shardrec_e
 }
 
 
-_gostring_ _wrap_embedding_dynamic_mark_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7232,7 +7430,7 @@ _gostring_ _wrap_embedding_dynamic_mark_swig_d99296682f8e5f3b(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7283,7 +7481,7 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_d99296682f8e5f3b(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_ext_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7336,7 +7534,7 @@ _gostring_ _wrap_embedding_dynamic_delta_ext_swig_d99296682f8e5f3b(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_dynamic_set_scores_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7381,7 +7579,599 @@ _gostring_ _wrap_embedding_dynamic_set_scores_swig_d99296682f8e5f3b(shardrec_emb
 }
 
 
-_gostring_ _wrap_device_count_swig_d99296682f8e5f3b(_goslice_ _swig_go_0) {
+void _wrap_tier_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_tier_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_bytes = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_slots = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_cache_slots_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_slots);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_rows = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_cache_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_rows);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hits = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_hits_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->hits);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->misses = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_misses_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->misses);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_hit_rate_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->hit_rate = arg2;
+  
+}
+
+
+double _wrap_tier_stats_hit_rate_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->hit_rate);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_reads = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_disk_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->disk_reads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_read_bytes = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_disk_read_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->disk_read_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_bytes = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_disk_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->disk_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->queue_reads = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_queue_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->queue_reads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->initialised = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_initialised_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->initialised);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->prefetched = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_prefetched_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->prefetched);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->write_backs = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_write_backs_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->write_backs);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->written = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_written_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->written);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->queue_depth = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_queue_depth_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->queue_depth);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->queue_max_depth = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_queue_max_depth_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->queue_max_depth);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->steps = arg2;
+  
+}
+
+
+long long _wrap_tier_stats_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->steps);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->exposed_fetch_seconds = arg2;
+  
+}
+
+
+double _wrap_tier_stats_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->exposed_fetch_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->last_exposed_fetch_seconds = arg2;
+  
+}
+
+
+double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->last_exposed_fetch_seconds);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_tier_stats *_wrap_new_tier_stats_swig_3a7f64bbe3f0cb13() {
+  struct shardrec_tier_stats *result = 0 ;
+  struct shardrec_tier_stats *_swig_go_result;
+  
+  
+  result = (struct shardrec_tier_stats *)calloc(1, sizeof(struct shardrec_tier_stats));
+  *(struct shardrec_tier_stats **)&_swig_go_result = (struct shardrec_tier_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_tier_stats_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+  struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
+  
+  arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_tier_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  shardrec_tier_stats_t *arg1 = (shardrec_tier_stats_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_tier_stats_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_tier_stats_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_tier_stats *_swig_go_2) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_tier_stats_t *arg3 = (shardrec_tier_stats_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(shardrec_tier_stats_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_embedding_tier_stats((struct shardrec_embedding const *)arg1,(char const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_device_count_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -7411,7 +8201,7 @@ _gostring_ _wrap_device_count_swig_d99296682f8e5f3b(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_d99296682f8e5f3b(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_3a7f64bbe3f0cb13(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -7443,7 +8233,7 @@ _gostring_ _wrap_device_check_swig_d99296682f8e5f3b(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7455,7 +8245,7 @@ void _wrap_mesh_options_version_set_swig_d99296682f8e5f3b(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7468,7 +8258,7 @@ intgo _wrap_mesh_options_version_get_swig_d99296682f8e5f3b(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7480,7 +8270,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_d99296682f8e5f3b(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7493,7 +8283,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_d99296682f8e5f3b(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7505,7 +8295,7 @@ void _wrap_mesh_options_layout_set_swig_d99296682f8e5f3b(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7518,7 +8308,7 @@ intgo _wrap_mesh_options_layout_get_swig_d99296682f8e5f3b(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7530,7 +8320,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7543,7 +8333,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7555,7 +8345,7 @@ void _wrap_mesh_options_sync_interval_set_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7568,7 +8358,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -7580,7 +8370,7 @@ void _wrap_mesh_options_sync_mode_set_swig_d99296682f8e5f3b(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -7593,7 +8383,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_d99296682f8e5f3b(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_d99296682f8e5f3b() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_3a7f64bbe3f0cb13() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -7604,7 +8394,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_delete_mesh_options_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -7614,7 +8404,7 @@ void _wrap_delete_mesh_options_swig_d99296682f8e5f3b(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_d99296682f8e5f3b(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7646,7 +8436,7 @@ _gostring_ _wrap_mesh_options_init_swig_d99296682f8e5f3b(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -7680,7 +8470,7 @@ _gostring_ _wrap_mesh_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -7690,7 +8480,7 @@ void _wrap_mesh_destroy_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7728,7 +8518,7 @@ _gostring_ _wrap_mesh_coords_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7760,7 +8550,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -7792,7 +8582,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -7833,7 +8623,7 @@ _gostring_ _wrap_mesh_describe_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -7871,7 +8661,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -7905,7 +8695,7 @@ _gostring_ _wrap_mesh_sync_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7939,7 +8729,7 @@ _gostring_ _wrap_mesh_step_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -7975,7 +8765,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7987,7 +8777,7 @@ void _wrap_checkpoint_options_version_set_swig_d99296682f8e5f3b(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -8000,7 +8790,7 @@ intgo _wrap_checkpoint_options_version_get_swig_d99296682f8e5f3b(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -8012,7 +8802,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_d99296682f8e5f3b(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -8025,7 +8815,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_d99296682f8e5f3b(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8037,7 +8827,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_d99296682f8e5f3b(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8050,7 +8840,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_d99296682f8e5f3b(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8062,7 +8852,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_d99296682f8e5f3b(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8075,7 +8865,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_d99296682f8e5f3b(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8087,7 +8877,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_d99296682f8e5f3b(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8100,7 +8890,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_d99296682f8e5f3b(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8112,7 +8902,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_d99296682f8e5f3b(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8125,7 +8915,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_d99296682f8e5f3b(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_d99296682f8e5f3b() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_3a7f64bbe3f0cb13() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -8136,7 +8926,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_d99296682f
 }
 
 
-void _wrap_delete_checkpoint_options_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -8146,7 +8936,7 @@ void _wrap_delete_checkpoint_options_swig_d99296682f8e5f3b(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_d99296682f8e5f3b(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8178,7 +8968,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_d99296682f8e5f3b(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8217,7 +9007,7 @@ _gostring_ _wrap_checkpoint_save_swig_d99296682f8e5f3b(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -8256,7 +9046,7 @@ _gostring_ _wrap_checkpoint_load_swig_d99296682f8e5f3b(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8297,7 +9087,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_d99296682f8e5f3b(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8338,7 +9128,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_d99296682f8e5f3b(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8384,7 +9174,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_d99296682f8e5f3b(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8430,7 +9220,106 @@ _gostring_ _wrap_checkpoint_import_table_swig_d99296682f8e5f3b(shardrec_embeddin
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_d99296682f8e5f3b() {
+shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_3a7f64bbe3f0cb13() {
+  shardrec_bind_tiers_t *result = 0 ;
+  shardrec_bind_tiers_t *_swig_go_result;
+  
+  
+  result = (shardrec_bind_tiers_t *)shardrec_bind_tiers_new();
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_bind_tiers_free_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0) {
+  shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
+  
+  arg1 = (shardrec_bind_tiers_t *)_swig_go_0; 
+  
+  shardrec_bind_tiers_free(arg1);
+  
+}
+
+
+_gostring_ _wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, long long _swig_go_3) {
+  shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  int64_t arg4 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_tiers_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  arg4 = (int64_t)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_bind_tiers_add(arg1,(char const *)arg2,(char const *)arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  free(arg3); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_tiers_apply_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0, struct shardrec_embedding_options *_swig_go_1) {
+  shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
+  shardrec_embedding_options_t *arg2 = (shardrec_embedding_options_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_tiers_t *)_swig_go_0; 
+  arg2 = *(shardrec_embedding_options_t **)&_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_bind_tiers_apply((struct shardrec_bind_tiers const *)arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_3a7f64bbe3f0cb13() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -8441,7 +9330,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -8451,7 +9340,7 @@ void _wrap_bind_plan_spec_free_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -8464,7 +9353,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_d99296682f8e5f3b(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -8503,7 +9392,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_d99296682f8e5f3b(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -8560,7 +9449,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_d99296682f8e5f3b(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -8592,7 +9481,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_d99296682f8e5f3b(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -8624,7 +9513,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_d99296682f8e5f3b(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -8661,7 +9550,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_d99296682f8e5f3b(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -8714,7 +9603,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_d99296682f8e5f3b(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_d99296682f8e5f3b(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8750,7 +9639,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_d99296682f8e5f3b(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -8782,7 +9671,7 @@ _gostring_ _wrap_bind_plan_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8840,7 +9729,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_d99296682f8e5f3b(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -8892,7 +9781,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_d99296682f8e5f3b(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_d99296682f8e5f3b(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_3a7f64bbe3f0cb13(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -8931,7 +9820,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_d99296682f8e5f3b(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8989,7 +9878,7 @@ _gostring_ _wrap_bind_checkpoint_swig_d99296682f8e5f3b(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9053,7 +9942,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_d99296682f8e5f3b(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9095,7 +9984,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_d99296682f8e5f3b
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_d99296682f8e5f3b(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9137,7 +10026,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_d99296682f8e5f3b(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_d99296682f8e5f3b() {
+intgo _wrap_ACTIVATION_NONE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9149,7 +10038,7 @@ intgo _wrap_ACTIVATION_NONE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_d99296682f8e5f3b() {
+intgo _wrap_ACTIVATION_RELU_swig_3a7f64bbe3f0cb13() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9161,7 +10050,7 @@ intgo _wrap_ACTIVATION_RELU_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_d99296682f8e5f3b() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_3a7f64bbe3f0cb13() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -9173,7 +10062,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_d99296682f8e5f3b() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_d99296682f8e5f3b(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9203,7 +10092,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_d99296682f8e5f3b(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_d99296682f8e5f3b() {
+intgo _wrap_DENSE_MATH_FP32_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9215,7 +10104,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_d99296682f8e5f3b() {
+intgo _wrap_DENSE_MATH_TF32_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9227,7 +10116,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_d99296682f8e5f3b() {
+intgo _wrap_DENSE_MATH_BF16_swig_3a7f64bbe3f0cb13() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -9239,7 +10128,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_mlp_destroy_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -9249,7 +10138,7 @@ void _wrap_mlp_destroy_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9287,7 +10176,7 @@ _gostring_ _wrap_mlp_forward_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9325,7 +10214,7 @@ _gostring_ _wrap_mlp_infer_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9355,7 +10244,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9387,7 +10276,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -9432,7 +10321,7 @@ _gostring_ _wrap_dcn_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -9442,7 +10331,7 @@ void _wrap_dcn_destroy_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9480,7 +10369,7 @@ _gostring_ _wrap_dcn_forward_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9518,7 +10407,7 @@ _gostring_ _wrap_dcn_infer_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9548,7 +10437,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -9580,7 +10469,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_d99296682f8e5f3b(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -9614,7 +10503,7 @@ _gostring_ _wrap_dot_interaction_width_swig_d99296682f8e5f3b(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -9658,7 +10547,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_d99296682f8e5f3b(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -9698,7 +10587,7 @@ _gostring_ _wrap_bce_with_logits_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9730,7 +10619,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_d99296682f8e5f3b(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -9740,7 +10629,7 @@ void _wrap_dense_optimizer_destroy_swig_d99296682f8e5f3b(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -9772,7 +10661,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_d99296682f8e5f3b(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -9804,7 +10693,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_d99296682f8e5f3b(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -9836,7 +10725,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_d99296682f8e5f3b(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_d99296682f8e5f3b() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_3a7f64bbe3f0cb13() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9848,7 +10737,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_d99296682f8e5f3b() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_3a7f64bbe3f0cb13() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -9860,7 +10749,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_ddp_destroy_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -9870,7 +10759,7 @@ void _wrap_ddp_destroy_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9900,7 +10789,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -9932,7 +10821,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -9962,7 +10851,7 @@ _gostring_ _wrap_ddp_finish_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -9994,7 +10883,7 @@ _gostring_ _wrap_ddp_set_sync_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -10004,7 +10893,7 @@ void _wrap_fsdp_destroy_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10036,7 +10925,7 @@ _gostring_ _wrap_fsdp_release_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10068,7 +10957,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10098,7 +10987,7 @@ _gostring_ _wrap_fsdp_step_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_d99296682f8e5f3b(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10128,7 +11017,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_d99296682f8e5f3b(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10162,7 +11051,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -10196,7 +11085,7 @@ _gostring_ _wrap_bind_mlp_device_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10230,7 +11119,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_d99296682f8e5f3b() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_3a7f64bbe3f0cb13() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -10241,7 +11130,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_d99296682f8e5f3b() {
 }
 
 
-void _wrap_bind_param_list_free_swig_d99296682f8e5f3b(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -10251,7 +11140,7 @@ void _wrap_bind_param_list_free_swig_d99296682f8e5f3b(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_d99296682f8e5f3b(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -10283,7 +11172,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_d99296682f8e5f3b(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_d99296682f8e5f3b(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -10315,7 +11204,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_d99296682f8e5f3b(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -10347,7 +11236,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_d99296682f8e5f3b(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10400,7 +11289,7 @@ _gostring_ _wrap_bind_mlp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10459,7 +11348,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10497,7 +11386,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10535,7 +11424,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10569,7 +11458,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_d99296682f8e5f3b(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -10603,7 +11492,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_d99296682f8e5f3b(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10644,7 +11533,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_d99296682f8e5f3b(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -10685,7 +11574,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_d99296682f8e5f3b(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10723,7 +11612,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_d99296682f8e5f3b(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -10761,7 +11650,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_d99296682f8e5f3b(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10805,7 +11694,7 @@ _gostring_ _wrap_bind_ddp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10845,7 +11734,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -10879,7 +11768,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_d99296682f8e5f3b(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -10915,7 +11804,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_d99296682f8e5f3b(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10957,7 +11846,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_d99296682f8e5f3b(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10999,7 +11888,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -11037,7 +11926,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -11073,7 +11962,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11109,7 +11998,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_d99296682f8e5f3b(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_d99296682f8e5f3b(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -11143,7 +12032,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_d99296682f8e5f3b(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11179,7 +12068,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_d99296682f8e5f3b(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_d99296682f8e5f3b(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11219,7 +12108,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_d99296682f8e5f3b(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_d99296682f8e5f3b(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11253,7 +12142,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_d99296682f8e5f3b(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_d99296682f8e5f3b(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11289,7 +12178,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_d99296682f8e5f3b(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_d99296682f8e5f3b(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -11325,7 +12214,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_d99296682f8e5f3b(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_d99296682f8e5f3b() {
+intgo _wrap_SERVING_AS_TRAINED_swig_3a7f64bbe3f0cb13() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11337,7 +12226,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_d99296682f8e5f3b() {
+intgo _wrap_SERVING_FP32_swig_3a7f64bbe3f0cb13() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11349,7 +12238,7 @@ intgo _wrap_SERVING_FP32_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_d99296682f8e5f3b() {
+intgo _wrap_SERVING_FP16_swig_3a7f64bbe3f0cb13() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11361,7 +12250,7 @@ intgo _wrap_SERVING_FP16_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_d99296682f8e5f3b() {
+intgo _wrap_SERVING_BF16_swig_3a7f64bbe3f0cb13() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11373,7 +12262,7 @@ intgo _wrap_SERVING_BF16_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_d99296682f8e5f3b() {
+intgo _wrap_SERVING_INT8_swig_3a7f64bbe3f0cb13() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11385,7 +12274,7 @@ intgo _wrap_SERVING_INT8_swig_d99296682f8e5f3b() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_d99296682f8e5f3b() {
+intgo _wrap_SERVING_INT4_swig_3a7f64bbe3f0cb13() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -11397,7 +12286,7 @@ intgo _wrap_SERVING_INT4_swig_d99296682f8e5f3b() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11434,7 +12323,7 @@ _gostring_ _wrap_inference_save_swig_d99296682f8e5f3b(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -11444,7 +12333,7 @@ void _wrap_inference_destroy_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -11476,7 +12365,7 @@ _gostring_ _wrap_inference_output_dim_swig_d99296682f8e5f3b(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -11508,7 +12397,7 @@ _gostring_ _wrap_inference_is_sequence_swig_d99296682f8e5f3b(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11540,7 +12429,7 @@ _gostring_ _wrap_inference_num_features_swig_d99296682f8e5f3b(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -11572,7 +12461,7 @@ _gostring_ _wrap_inference_num_tables_swig_d99296682f8e5f3b(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11617,7 +12506,7 @@ _gostring_ _wrap_inference_table_info_swig_d99296682f8e5f3b(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_row_scales_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11664,7 +12553,7 @@ _gostring_ _wrap_inference_row_scales_swig_d99296682f8e5f3b(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_version_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11696,7 +12585,7 @@ _gostring_ _wrap_inference_version_swig_d99296682f8e5f3b(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -11728,7 +12617,7 @@ _gostring_ _wrap_inference_pin_swig_d99296682f8e5f3b(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_d99296682f8e5f3b(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -11738,7 +12627,7 @@ void _wrap_inference_unpin_swig_d99296682f8e5f3b(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_d99296682f8e5f3b(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -11770,7 +12659,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_d99296682f8e5f3b(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_d99296682f8e5f3b(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -11811,7 +12700,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_d99296682f8e5f3b(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -11848,7 +12737,7 @@ _gostring_ _wrap_inference_reload_swig_d99296682f8e5f3b(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_inference_apply_delta_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11899,7 +12788,7 @@ _gostring_ _wrap_inference_apply_delta_swig_d99296682f8e5f3b(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_apply_delta_ext_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11952,7 +12841,7 @@ _gostring_ _wrap_inference_apply_delta_ext_swig_d99296682f8e5f3b(shardrec_infere
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_d99296682f8e5f3b(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -12008,7 +12897,7 @@ _gostring_ _wrap_bind_inference_open_swig_d99296682f8e5f3b(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_d99296682f8e5f3b(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -12068,7 +12957,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_d99296682f8e5f3b(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_d99296682f8e5f3b(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -12126,7 +13015,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_d99296682f8e5f3b(shardrec_i
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_d99296682f8e5f3b(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -12139,7 +13028,7 @@ void *_wrap_bind_host_alloc_floats_swig_d99296682f8e5f3b(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_d99296682f8e5f3b(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_3a7f64bbe3f0cb13(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

@@ -26,9 +26,11 @@ pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
 pub const SHARDREC_BACKEND_MPI: u32 = 3;
 pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_CALIBRATION_VERSION: u32 = 1;
-pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 4;
+pub const SHARDREC_TABLE_TIER_VERSION: u32 = 1;
+pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 5;
 pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 2;
 pub const SHARDREC_DYNAMIC_TABLE_STATS_VERSION: u32 = 3;
+pub const SHARDREC_TIER_STATS_VERSION: u32 = 1;
 pub const SHARDREC_MESH_LAYOUT_DEFAULT: u32 = 0;
 pub const SHARDREC_MESH_LAYOUT_INTER_HOST: u32 = 1;
 pub const SHARDREC_SYNC_DEFAULT: u32 = 0;
@@ -2644,6 +2646,102 @@ pub type shardrec_bounds_policy = ::std::os::raw::c_uint;
 pub use self::shardrec_bounds_policy as shardrec_bounds_policy_t;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct shardrec_table_tier {
+    pub version: u32,
+    pub table: *const ::std::os::raw::c_char,
+    pub dir: *const ::std::os::raw::c_char,
+    pub cache_bytes: i64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_table_tier() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_table_tier>(),
+        32usize,
+        concat!("Size of: ", stringify!(shardrec_table_tier))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_table_tier>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_table_tier))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_tier>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_tier),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_table() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_tier>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_tier),
+                "::",
+                stringify!(table)
+            )
+        );
+    }
+    test_field_table();
+    fn test_field_dir() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_tier>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dir) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_tier),
+                "::",
+                stringify!(dir)
+            )
+        );
+    }
+    test_field_dir();
+    fn test_field_cache_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_tier>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_tier),
+                "::",
+                stringify!(cache_bytes)
+            )
+        );
+    }
+    test_field_cache_bytes();
+}
+pub type shardrec_table_tier_t = shardrec_table_tier;
+extern "C" {
+    pub fn shardrec_table_tier_init(
+        tier: *mut shardrec_table_tier_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct shardrec_embedding_options {
     pub version: u32,
     pub seed: u64,
@@ -2658,12 +2756,14 @@ pub struct shardrec_embedding_options {
     pub backward_comm_encoding: i32,
     pub max_batch_size: i64,
     pub max_ids_per_batch: i64,
+    pub tiers: *const shardrec_table_tier_t,
+    pub num_tiers: usize,
 }
 #[test]
 fn bindgen_test_layout_shardrec_embedding_options() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_embedding_options>(),
-        72usize,
+        88usize,
         concat!("Size of: ", stringify!(shardrec_embedding_options))
     );
     assert_eq!(
@@ -2892,6 +2992,40 @@ fn bindgen_test_layout_shardrec_embedding_options() {
         );
     }
     test_field_max_ids_per_batch();
+    fn test_field_tiers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_embedding_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tiers) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_embedding_options),
+                "::",
+                stringify!(tiers)
+            )
+        );
+    }
+    test_field_tiers();
+    fn test_field_num_tiers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_embedding_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_tiers) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_embedding_options),
+                "::",
+                stringify!(num_tiers)
+            )
+        );
+    }
+    test_field_num_tiers();
 }
 pub type shardrec_embedding_options_t = shardrec_embedding_options;
 pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_FP32: shardrec_comm_encoding = 0;
@@ -3726,6 +3860,397 @@ extern "C" {
         scores: *const f64,
         n: usize,
         num_set: *mut usize,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_tier_stats {
+    pub version: u32,
+    pub cache_bytes: i64,
+    pub cache_slots: i64,
+    pub cache_rows: i64,
+    pub hits: i64,
+    pub misses: i64,
+    pub hit_rate: f64,
+    pub disk_reads: i64,
+    pub disk_read_bytes: i64,
+    pub disk_bytes: i64,
+    pub queue_reads: i64,
+    pub initialised: i64,
+    pub prefetched: i64,
+    pub write_backs: i64,
+    pub written: i64,
+    pub queue_depth: i64,
+    pub queue_max_depth: i64,
+    pub steps: i64,
+    pub exposed_fetch_seconds: f64,
+    pub last_exposed_fetch_seconds: f64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_tier_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_tier_stats>(),
+        160usize,
+        concat!("Size of: ", stringify!(shardrec_tier_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_tier_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_tier_stats))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_cache_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_bytes) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(cache_bytes)
+            )
+        );
+    }
+    test_field_cache_bytes();
+    fn test_field_cache_slots() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_slots) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(cache_slots)
+            )
+        );
+    }
+    test_field_cache_slots();
+    fn test_field_cache_rows() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_rows) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(cache_rows)
+            )
+        );
+    }
+    test_field_cache_rows();
+    fn test_field_hits() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hits) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(hits)
+            )
+        );
+    }
+    test_field_hits();
+    fn test_field_misses() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).misses) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(misses)
+            )
+        );
+    }
+    test_field_misses();
+    fn test_field_hit_rate() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hit_rate) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(hit_rate)
+            )
+        );
+    }
+    test_field_hit_rate();
+    fn test_field_disk_reads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disk_reads) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(disk_reads)
+            )
+        );
+    }
+    test_field_disk_reads();
+    fn test_field_disk_read_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disk_read_bytes) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(disk_read_bytes)
+            )
+        );
+    }
+    test_field_disk_read_bytes();
+    fn test_field_disk_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disk_bytes) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(disk_bytes)
+            )
+        );
+    }
+    test_field_disk_bytes();
+    fn test_field_queue_reads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).queue_reads) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(queue_reads)
+            )
+        );
+    }
+    test_field_queue_reads();
+    fn test_field_initialised() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).initialised) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(initialised)
+            )
+        );
+    }
+    test_field_initialised();
+    fn test_field_prefetched() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).prefetched) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(prefetched)
+            )
+        );
+    }
+    test_field_prefetched();
+    fn test_field_write_backs() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).write_backs) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(write_backs)
+            )
+        );
+    }
+    test_field_write_backs();
+    fn test_field_written() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).written) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(written)
+            )
+        );
+    }
+    test_field_written();
+    fn test_field_queue_depth() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).queue_depth) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(queue_depth)
+            )
+        );
+    }
+    test_field_queue_depth();
+    fn test_field_queue_max_depth() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).queue_max_depth) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(queue_max_depth)
+            )
+        );
+    }
+    test_field_queue_max_depth();
+    fn test_field_steps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).steps) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(steps)
+            )
+        );
+    }
+    test_field_steps();
+    fn test_field_exposed_fetch_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exposed_fetch_seconds) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(exposed_fetch_seconds)
+            )
+        );
+    }
+    test_field_exposed_fetch_seconds();
+    fn test_field_last_exposed_fetch_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_exposed_fetch_seconds) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_tier_stats),
+                "::",
+                stringify!(last_exposed_fetch_seconds)
+            )
+        );
+    }
+    test_field_last_exposed_fetch_seconds();
+}
+pub type shardrec_tier_stats_t = shardrec_tier_stats;
+extern "C" {
+    pub fn shardrec_tier_stats_init(
+        stats: *mut shardrec_tier_stats_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_tier_stats(
+        coll: *const shardrec_embedding_t,
+        table: *const ::std::os::raw::c_char,
+        out: *mut shardrec_tier_stats_t,
     ) -> shardrec_status_t;
 }
 extern "C" {

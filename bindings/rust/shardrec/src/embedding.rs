@@ -85,6 +85,9 @@ pub struct EmbeddingOptions<'a> {
     /// collections ignore them; negative values are rejected.
     pub max_batch_size: i64,
     pub max_ids_per_batch: i64,
+    /// Tables tiered on this rank ([`TableTier`](crate::TableTier), docs/disk-tier.md): their
+    /// rows on local disk under a DRAM cache, bit-identical to memory. Empty: all in memory.
+    pub tiers: &'a [crate::TableTier],
 }
 
 /// One rank's batch in keyed-jagged form, feature-major: `lengths[f * batch_size + b]` ids of
@@ -216,6 +219,11 @@ impl EmbeddingCollection {
         o.device_index = options.device_index;
         o.max_batch_size = options.max_batch_size;
         o.max_ids_per_batch = options.max_ids_per_batch;
+        // Read by the create call below; `names` holds the strings they point to.
+        let mut names = Vec::new();
+        let tiers = crate::tier::raw_tiers(options.tiers, &mut names)?;
+        o.tiers = if tiers.is_empty() { ptr::null() } else { tiers.as_ptr() };
+        o.num_tiers = tiers.len();
         let mut out = ptr::null_mut();
         check(create(&mut out, &opt, &o))?;
         Ok(EmbeddingCollection { raw: out, shapes })

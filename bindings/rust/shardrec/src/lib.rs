@@ -18,6 +18,7 @@ mod inference;
 mod inference_delta;
 mod mesh;
 mod plan;
+mod tier;
 
 pub use checkpoint::{DenseTensor, DenseTensorMut, LoadOptions};
 pub use comm::{AbortHandle, Comm, CommOptions, Element, ReduceOp, Store, UniqueId, LOCAL_GROUP_MAX};
@@ -45,6 +46,7 @@ pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
 };
 pub use plan::{Plan, Shard};
+pub use tier::{TableTier, TierStats};
 
 use shardrec_sys as sys;
 use std::ffi::CStr;

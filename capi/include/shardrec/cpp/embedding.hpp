@@ -167,6 +167,14 @@ class EmbeddingCollection {
     return s;
   }
 
+  /** The counters of tiered table @p table on this rank (shardrec_embedding_tier_stats;
+   *  docs/disk-tier.md). The collection's options name its tiers (shardrec_table_tier_t). */
+  shardrec_tier_stats_t tier_stats(const std::string& table) const {
+    shardrec_tier_stats_t s = SHARDREC_TIER_STATS_INIT;
+    check(shardrec_embedding_tier_stats(h(), detail::c_str(table, "table"), &s));
+    return s;
+  }
+
   /** Starts a delta period of dynamic table @p table (every rank between the same steps). */
   void dynamic_mark(const std::string& table) {
     check(shardrec_embedding_dynamic_mark(h(), detail::c_str(table, "table")));

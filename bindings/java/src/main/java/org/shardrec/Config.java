@@ -485,6 +485,16 @@ public final class Config {
      */
     public long maxBatchSize;
     public long maxIdsPerBatch;
+    /**
+     * Tables tiered on this rank ({@link TableTier}, docs/disk-tier.md): their rows on local disk
+     * under a DRAM cache, bit-identical to memory. Empty (the default): every table in memory.
+     */
+    public java.util.List<TableTier> tiers = new java.util.ArrayList<>();
+
+    public EmbeddingOptions tier(String table, String dir, long cacheBytes) {
+      tiers.add(new TableTier(table, dir, cacheBytes));
+      return this;
+    }
 
     public EmbeddingOptions capacity(long maxBatchSize, long maxIdsPerBatch) {
       this.maxBatchSize = maxBatchSize;

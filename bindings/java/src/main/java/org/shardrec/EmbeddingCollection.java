@@ -86,6 +86,7 @@ public final class EmbeddingCollection extends NativeHandle {
     // No optimizer: a NULL one, so the collection trains with the plan's.
     optimizer_config o = optimizer == null ? null : optimizer.toNative();
     embedding_options e = new embedding_options();
+    long tiers = 0;  // the options' tier array (C memory), read by the create call
     try {
       Native.embedding_options_init(e, NativeConstants.EMBEDDING_OPTIONS_VERSION);
       e.setSeed(eo.seed);
@@ -99,6 +100,11 @@ public final class EmbeddingCollection extends NativeHandle {
       e.setDevice_index(eo.deviceIndex);
       e.setMax_batch_size(eo.maxBatchSize);
       e.setMax_ids_per_batch(eo.maxIdsPerBatch);
+      if (!eo.tiers.isEmpty()) {
+        tiers = Native.bind_tiers_new();
+        for (TableTier t : eo.tiers) Native.bind_tiers_add(tiers, t.table, t.dir, t.cacheBytes);
+        Native.bind_tiers_apply(tiers, e);
+      }
       long[] out = new long[1];
       // The plan is held from its shapes to the create: no close() comes in between.
       Map<String, long[]> shapes = plan.use(p -> {
@@ -114,6 +120,7 @@ public final class EmbeddingCollection extends NativeHandle {
     } finally {
       if (o != null) o.delete();
       e.delete();
+      if (tiers != 0) Native.bind_tiers_free(tiers);
     }
   }
 
@@ -513,6 +520,21 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public DynamicTableStats dynamicStatsGlobal(String table) {
     return stats(true, table);
+  }
+
+  /**
+   * This rank's statistics of tiered table {@code table} (not collective, changes nothing;
+   * docs/disk-tier.md). ShardrecException EINVAL for a table this rank does not hold tiered.
+   */
+  public TierStats tierStats(String table) {
+    org.shardrec.swig.tier_stats s = new org.shardrec.swig.tier_stats();
+    try {
+      Native.tier_stats_init(s, NativeConstants.TIER_STATS_VERSION);
+      use(h -> Native.embedding_tier_stats(h, table, s));
+      return TierStats.fromNative(s);
+    } finally {
+      s.delete();
+    }
   }
 
   private DynamicTableStats stats(boolean global, String table) {

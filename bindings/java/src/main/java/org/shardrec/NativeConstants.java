@@ -19,6 +19,7 @@ final class NativeConstants {
       org.shardrec.swig.NativeConstants.DYNAMIC_TABLE_CONFIG_VERSION;
   static final long DYNAMIC_TABLE_STATS_VERSION =
       org.shardrec.swig.NativeConstants.DYNAMIC_TABLE_STATS_VERSION;
+  static final long TIER_STATS_VERSION = org.shardrec.swig.NativeConstants.TIER_STATS_VERSION;
   static final int UNIQUE_ID_BYTES = org.shardrec.swig.NativeConstants.UNIQUE_ID_BYTES;
   static final int LOCAL_GROUP_MAX = org.shardrec.swig.NativeConstants.LOCAL_GROUP_MAX;
 

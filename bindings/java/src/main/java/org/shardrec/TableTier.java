@@ -1,0 +1,23 @@
+// A tiered table of a collection's options (shardrec_table_tier_t, docs/disk-tier.md).
+package org.shardrec;
+
+import java.util.Objects;
+
+/**
+ * Makes table {@code table} tiered on this rank ({@link Config.EmbeddingOptions#tiers}): its rows
+ * and optimizer state live in stores under {@code dir} (this rank's directory, created if missing;
+ * scratch for the collection's life) and a DRAM cache of {@code cacheBytes} holds the hot rows.
+ * Results are bit-identical to the table in memory. Host collections and fixed, not data-parallel
+ * tables only; checkpoints refuse tiered tables. An immutable value.
+ */
+public final class TableTier {
+  public final String table;
+  public final String dir;
+  public final long cacheBytes;
+
+  public TableTier(String table, String dir, long cacheBytes) {
+    this.table = Objects.requireNonNull(table, "table");
+    this.dir = Objects.requireNonNull(dir, "dir");
+    this.cacheBytes = cacheBytes;
+  }
+}

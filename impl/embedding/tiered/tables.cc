@@ -1,0 +1,500 @@
+// A collection's tiered tables on one rank (tables.h).
+#include "impl/embedding/tiered/tables.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <system_error>
+#include <utility>
+
+#include "impl/embedding/tiered/record.h"
+
+namespace shardrec::embedding::tiered {
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// A table name as one path component.
+std::string PathSafe(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-' || c == '.';
+    out.push_back(ok ? c : '_');
+  }
+  if (out.empty() || out[0] == '.') out.insert(out.begin(), '_');
+  return out;
+}
+
+// The rows of a shard's runs, in place (the ids a resolver rewrites).
+template <typename F>
+void ForEachRow(const ShardRuns& runs, F&& f) {
+  for (const kernels::BagRun& run : runs.runs) {
+    const int64_t begin = run.offsets != nullptr ? run.offsets[0] : 0;
+    auto* rows = const_cast<int64_t*>(run.rows) + begin;
+    const int64_t n = run.num_ids();
+    for (int64_t i = 0; i < n; ++i) f(rows[i]);
+  }
+}
+
+// Records put at once when a shard's rows are read for an accessor.
+constexpr size_t kReadChunk = 4096;
+
+}  // namespace
+
+TieredTables::~TieredTables() {
+  if (pf_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(pf_mu_);
+      pf_stop_ = true;
+    }
+    pf_cv_.notify_all();
+    pf_thread_.join();
+  }
+  queue_.reset();  // stops the writer before the stores close
+}
+
+Status TieredTables::Open(const Layout* layout, ParamStore* params, std::vector<TieredShard> shards,
+                          const std::vector<TierConfig>& tiers, uint64_t seed,
+                          const StoreOpener& opener) {
+  layout_ = layout;
+  params_ = params;
+  seed_ = seed;
+  shard_of_.assign(layout->local.size(), -1);
+  if (shards.empty()) return Status::Ok();
+  // Every store of this run gets an identity no earlier run had, so whatever a directory holds
+  // from before is rebuilt (emptied), never read: the stores are scratch.
+  std::random_device rd;
+  const uint64_t nonce =
+      (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  size_t total_slots = 0;
+  for (const TieredShard& ts : shards) {
+    const LocalShard& ls = layout->local[ts.local];
+    const auto& cfg = layout->plan->tables[ls.table];
+    const TierConfig& tier = tiers[ts.tier];
+    Shard sh;
+    sh.spec = ts;
+    sh.record_bytes = RecordBytes(*layout, ls);
+    std::error_code ec;
+    std::filesystem::create_directories(tier.dir, ec);
+    if (ec)
+      return Status::Io("tiered table '", cfg.name, "': cannot create directory '", tier.dir,
+                        "': ", ec.message());
+    sh.path = (std::filesystem::path(tier.dir) /
+               (PathSafe(cfg.name) + ".shard" + std::to_string(ls.shard)))
+                  .string();
+    store::StoreOptions so;
+    so.dir = sh.path;
+    so.identity = StrCat("shardrec tiered table '", cfg.name, "' shard ", ls.shard, " rows ",
+                         ts.rows, " cols ", ls.cols, " record ", sh.record_bytes, " run ", nonce);
+    so.value_bytes = sh.record_bytes;
+    so.rebuild = true;
+    const Status s = opener ? opener(so, &sh.store) : store::OpenRowStore(so, &sh.store);
+    if (!s.ok()) return Status(s.code(), StrCat("tiered table '", cfg.name, "': ", s.message()));
+    sh.cache = std::make_unique<SlotCache>(ts.slots);
+    sh.keys.resize(static_cast<size_t>(ts.slots));
+    for (int64_t k = 0; k < ts.slots; ++k) sh.keys[k] = ls.row_offset + k;
+    params->SetRowKeys(ts.local, sh.keys.data(), ts.slots);
+    sh.stats.cache_slots = ts.slots;
+    sh.stats.cache_bytes = ts.slots * static_cast<int64_t>(sh.record_bytes + kSlotOverheadBytes);
+    total_slots += static_cast<size_t>(ts.slots);
+    shard_of_[ts.local] = static_cast<int32_t>(shards_.size());
+    shards_.push_back(std::move(sh));
+  }
+  // Room for a cache's worth of evictions in flight: a step evicts at most what its cache holds.
+  queue_ = std::make_unique<WriteBackQueue>(total_slots);
+  pf_rows_.resize(shards_.size());
+  pf_fetched_.resize(shards_.size());
+  pf_thread_ = std::thread([this] { RunPrefetches(); });
+  return Status::Ok();
+}
+
+int32_t TieredTables::ShardOf(int32_t local) const {
+  return local >= 0 && static_cast<size_t>(local) < shard_of_.size() ? shard_of_[local] : -1;
+}
+
+bool TieredTables::IsTieredTable(int32_t table) const {
+  for (const Shard& sh : shards_)
+    if (layout_->local[sh.spec.local].table == table) return true;
+  return false;
+}
+
+Status TieredTables::Fetch(Shard& sh, const std::vector<int64_t>& rows, Fetched* f) {
+  const size_t rb = sh.record_bytes;
+  f->at.clear();
+  f->records.assign(rows.size() * rb, 0);
+  f->found.assign(rows.size(), 0);
+  f->queue_reads = f->disk_reads = 0;
+  std::vector<int64_t> from_store;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    f->at[rows[i]] = i;
+    if (queue_->Find(sh.store.get(), rows[i], f->records.data() + i * rb)) {
+      f->found[i] = 1;
+      ++f->queue_reads;
+    } else {
+      from_store.push_back(rows[i]);
+      index.push_back(i);
+    }
+  }
+  if (from_store.empty()) return Status::Ok();
+  std::vector<uint8_t> got(from_store.size() * rb);
+  std::unique_ptr<bool[]> found(new bool[from_store.size()]());
+  SR_RETURN_IF_ERROR(sh.store->Get(from_store.data(), from_store.size(), got.data(), found.get()));
+  for (size_t j = 0; j < from_store.size(); ++j) {
+    if (!found[j]) continue;
+    std::memcpy(f->records.data() + index[j] * rb, got.data() + j * rb, rb);
+    f->found[index[j]] = 1;
+    ++f->disk_reads;
+  }
+  return Status::Ok();
+}
+
+void TieredTables::Prefetch(const RoutedBatch& rb) {
+  if (shards_.empty()) return;
+  std::unique_lock<std::mutex> lock(pf_mu_);
+  pf_cv_.wait(lock, [&] { return !pf_busy_; });
+  {
+    // The misses as of now: the caches change only in Resolve, which waits for this job.
+    std::lock_guard<std::mutex> cache_lock(cache_mu_);
+    for (size_t j = 0; j < shards_.size(); ++j) {
+      Shard& sh = shards_[j];
+      std::vector<int64_t>& rows = pf_rows_[j];
+      rows.clear();
+      if (static_cast<size_t>(sh.spec.local) >= rb.shards.size()) continue;
+      std::unordered_map<int64_t, char> seen;
+      ForEachRow(rb.shards[sh.spec.local], [&](int64_t row) {
+        if (row < 0 || row >= sh.spec.rows || sh.cache->Find(row) >= 0) return;
+        if (seen.emplace(row, 0).second) rows.push_back(row);
+      });
+    }
+    pf_generation_ = generation_;
+  }
+  pf_valid_ = false;
+  pf_busy_ = true;
+  lock.unlock();
+  pf_cv_.notify_all();
+}
+
+void TieredTables::RunPrefetches() {
+  std::unique_lock<std::mutex> lock(pf_mu_);
+  for (;;) {
+    pf_cv_.wait(lock, [&] { return pf_stop_ || (pf_busy_ && !pf_valid_); });
+    if (pf_stop_) return;
+    lock.unlock();
+    Status s;
+    for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
+      if (!pf_rows_[j].empty()) s = Fetch(shards_[j], pf_rows_[j], &pf_fetched_[j]);
+    lock.lock();
+    pf_status_ = s;
+    pf_valid_ = true;
+    pf_busy_ = false;
+    pf_cv_.notify_all();
+  }
+}
+
+bool TieredTables::TakePrefetch(double* waited, std::vector<Fetched>* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(pf_mu_);
+  pf_cv_.wait(lock, [&] { return !pf_busy_; });
+  *waited += Seconds(t0);
+  if (!pf_valid_) return false;
+  pf_valid_ = false;
+  for (size_t j = 0; j < shards_.size(); ++j) {
+    shards_[j].stats.queue_reads += pf_fetched_[j].queue_reads;
+    shards_[j].stats.disk_reads += pf_fetched_[j].disk_reads;
+  }
+  // generation_ changes only in Resolve, on this thread.
+  if (!pf_status_.ok() || pf_generation_ != generation_) return false;
+  out->swap(pf_fetched_);
+  pf_fetched_.resize(shards_.size());
+  return true;
+}
+
+Status TieredTables::Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool training) {
+  if (shards_.empty()) return Status::Ok();
+  double exposed = 0;
+  std::vector<Fetched> fetched;
+  const bool prefetched = TakePrefetch(&exposed, &fetched);
+  std::lock_guard<std::mutex> cache_lock(cache_mu_);
+  ++epoch_;
+  if (epoch_ == 0) epoch_ = 1;  // 0 marks "never pinned"
+  Status s;
+  for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
+    s = ResolveShard(j, rb, in_flight, training, prefetched ? &fetched : nullptr, &exposed);
+  ++generation_;
+  for (Shard& sh : shards_) {
+    ++sh.stats.steps;
+    sh.stats.exposed_fetch_seconds += exposed;
+    sh.stats.last_exposed_fetch_seconds = exposed;
+  }
+  return s;
+}
+
+Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight,
+                                  bool training, const std::vector<Fetched>* prefetched,
+                                  double* fetch_seconds) {
+  Shard& sh = shards_[j];
+  const int32_t local = sh.spec.local;
+  const LocalShard& ls = layout_->local[local];
+  const auto& name = layout_->plan->tables[ls.table].name;
+  if (static_cast<size_t>(local) >= rb.shards.size()) return Status::Ok();
+  SlotCache& cache = *sh.cache;
+  int64_t pinned = 0;
+  // The batch a backward may still train keeps its slots (its rows are slots already).
+  if (in_flight != nullptr && static_cast<size_t>(local) < in_flight->shards.size()) {
+    ForEachRow(in_flight->shards[local], [&](int64_t slot) {
+      if (slot < 0 || slot >= cache.slots()) return;
+      const auto sl = static_cast<int32_t>(slot);
+      if (!cache.Pinned(sl, epoch_)) {
+        cache.Pin(sl, epoch_);
+        ++pinned;
+      }
+    });
+  }
+  std::vector<int64_t> misses;
+  std::unordered_map<int64_t, int32_t> miss_slot;
+  Status bad;
+  ForEachRow(rb.shards[local], [&](int64_t row) {
+    if (row < 0 || row >= sh.spec.rows) {
+      if (bad.ok())
+        bad = Status::Internal("tiered table '", name, "': row ", row, " outside its shard of ",
+                               sh.spec.rows, " rows");
+      return;
+    }
+    const int32_t slot = cache.Find(row);
+    if (slot >= 0) {
+      if (!cache.Pinned(slot, epoch_)) {
+        cache.Pin(slot, epoch_);
+        cache.Touch(slot);
+        ++pinned;
+        ++sh.stats.hits;
+      }
+    } else if (miss_slot.emplace(row, -1).second) {
+      misses.push_back(row);
+    }
+  });
+  SR_RETURN_IF_ERROR(bad);
+  if (pinned + static_cast<int64_t>(misses.size()) > cache.slots())
+    return Status::InvalidArgument(
+        "tiered table '", name, "' shard ", ls.shard, ": this forward needs ",
+        pinned + static_cast<int64_t>(misses.size()), " distinct rows resident (",
+        in_flight != nullptr ? "with those of the batch a backward may still train" : "",
+        ") but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes");
+  sh.stats.misses += static_cast<int64_t>(misses.size());
+  // Room first: each miss takes a free slot or evicts an unpinned row, whose record goes to the
+  // write-back queue when a backward may have changed it since it was read.
+  std::vector<uint8_t> record(sh.record_bytes);
+  std::vector<int32_t> slots(misses.size());
+  for (size_t i = 0; i < misses.size(); ++i) {
+    const int32_t v = cache.Victim(epoch_);
+    if (v < 0) return Status::Internal("tiered table '", name, "': no cache slot to evict");
+    const int64_t old = cache.row_of(v);
+    if (old >= 0) {
+      if (cache.dirty(v)) {
+        PackSlot(*params_, *layout_, ls, v, record.data());
+        const Status s = queue_->Push(sh.store.get(), old, record.data());
+        if (!s.ok()) {
+          for (size_t k = 0; k < i; ++k) cache.Remove(slots[k]);
+          return Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
+        }
+        ++sh.stats.write_backs;
+      }
+      cache.Remove(v);
+    }
+    cache.Install(v, misses[i]);
+    cache.Pin(v, epoch_);
+    slots[i] = v;
+    miss_slot[misses[i]] = v;
+    sh.keys[v] = ls.row_offset + misses[i];
+  }
+  // Then the misses' records: this batch's prefetch where it read them, else read now.
+  std::vector<int64_t> now_rows;
+  std::vector<size_t> now_index;
+  for (size_t i = 0; i < misses.size(); ++i) {
+    if (prefetched != nullptr) {
+      const Fetched& f = (*prefetched)[j];
+      auto it = f.at.find(misses[i]);
+      if (it != f.at.end()) {
+        ++sh.stats.prefetched;
+        if (f.found[it->second]) {
+          UnpackSlot(*params_, *layout_, ls, slots[i],
+                     f.records.data() + it->second * sh.record_bytes);
+        } else {
+          const int64_t key = ls.row_offset + misses[i];
+          params_->InitRowsForIds(ls, std::span<const int32_t>(&slots[i], 1),
+                                  std::span<const int64_t>(&key, 1), seed_);
+          ++sh.stats.initialised;
+        }
+        continue;
+      }
+    }
+    now_rows.push_back(misses[i]);
+    now_index.push_back(i);
+  }
+  if (!now_rows.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Fetched f;
+    const Status s = Fetch(sh, now_rows, &f);
+    *fetch_seconds += Seconds(t0);
+    sh.stats.queue_reads += f.queue_reads;
+    sh.stats.disk_reads += f.disk_reads;
+    if (!s.ok()) {
+      for (int32_t v : slots) cache.Remove(v);
+      return Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
+    }
+    std::vector<int32_t> init_slots;
+    std::vector<int64_t> init_keys;
+    for (size_t k = 0; k < now_rows.size(); ++k) {
+      const int32_t v = slots[now_index[k]];
+      if (f.found[k]) {
+        UnpackSlot(*params_, *layout_, ls, v, f.records.data() + k * sh.record_bytes);
+      } else {
+        init_slots.push_back(v);
+        init_keys.push_back(ls.row_offset + now_rows[k]);
+      }
+    }
+    // A row never written reads as the in-memory table's initial row: the same counter RNG,
+    // keyed by the global row, and zero optimizer state.
+    params_->InitRowsForIds(ls, init_slots, init_keys, seed_);
+    sh.stats.initialised += static_cast<int64_t>(init_slots.size());
+  }
+  // Every row resident and pinned: the ids become slots, and a training batch's rows dirty.
+  ForEachRow(rb.shards[local], [&](int64_t& row) {
+    int32_t slot = cache.Find(row);
+    if (training) cache.set_dirty(slot, true);
+    row = slot;
+  });
+  return Status::Ok();
+}
+
+Status TieredTables::ReadShard(int32_t local, int32_t state, float* out) {
+  const int32_t j = ShardOf(local);
+  if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
+  Shard& sh = shards_[j];
+  const LocalShard& ls = layout_->local[local];
+  const bool row_wise = state >= 0 && layout_->tables[ls.table].state_specs[state].row_wise;
+  const int64_t width = row_wise ? 1 : ls.cols;
+  const size_t rb = sh.record_bytes;
+  double waited = 0;
+  std::vector<Fetched> unused;
+  TakePrefetch(&waited, &unused);
+  std::lock_guard<std::mutex> cache_lock(cache_mu_);
+  std::vector<uint8_t> record(rb);
+  std::vector<float> init(static_cast<size_t>(ls.cols));
+  for (int64_t r0 = 0; r0 < sh.spec.rows; r0 += static_cast<int64_t>(kReadChunk)) {
+    const int64_t r1 = std::min<int64_t>(sh.spec.rows, r0 + static_cast<int64_t>(kReadChunk));
+    std::vector<int64_t> rows;
+    for (int64_t r = r0; r < r1; ++r)
+      if (sh.cache->Find(r) < 0) rows.push_back(r);
+    Fetched f;
+    SR_RETURN_IF_ERROR(Fetch(sh, rows, &f));
+    for (int64_t r = r0; r < r1; ++r) {
+      float* dst = out + r * width;
+      const int32_t slot = sh.cache->Find(r);
+      if (slot >= 0) {
+        PackSlot(*params_, *layout_, ls, slot, record.data());
+        RecordToFloats(*layout_, ls, record.data(), state, dst);
+        continue;
+      }
+      const size_t i = f.at[r];
+      if (f.found[i]) {
+        RecordToFloats(*layout_, ls, f.records.data() + i * rb, state, dst);
+      } else if (state >= 0) {
+        std::fill(dst, dst + width, 0.0f);
+      } else {
+        params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + r), seed_, dst);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status TieredTables::WriteShard(int32_t local, int32_t state, const float* in) {
+  const int32_t j = ShardOf(local);
+  if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
+  Shard& sh = shards_[j];
+  const LocalShard& ls = layout_->local[local];
+  const auto& name = layout_->plan->tables[ls.table].name;
+  const bool row_wise = state >= 0 && layout_->tables[ls.table].state_specs[state].row_wise;
+  const int64_t width = row_wise ? 1 : ls.cols;
+  const size_t rb = sh.record_bytes;
+  double waited = 0;
+  std::vector<Fetched> unused;
+  TakePrefetch(&waited, &unused);
+  std::lock_guard<std::mutex> cache_lock(cache_mu_);
+  std::vector<uint8_t> record(rb);
+  std::vector<float> init(static_cast<size_t>(ls.cols));
+  for (int64_t r0 = 0; r0 < sh.spec.rows; r0 += static_cast<int64_t>(kReadChunk)) {
+    const int64_t r1 = std::min<int64_t>(sh.spec.rows, r0 + static_cast<int64_t>(kReadChunk));
+    std::vector<int64_t> rows;
+    for (int64_t r = r0; r < r1; ++r)
+      if (sh.cache->Find(r) < 0) rows.push_back(r);
+    Fetched f;
+    SR_RETURN_IF_ERROR(Fetch(sh, rows, &f));
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* src = in + r * width;
+      const int32_t slot = sh.cache->Find(r);
+      if (slot >= 0) {
+        PackSlot(*params_, *layout_, ls, slot, record.data());
+        FloatsToRecord(*layout_, ls, src, state, record.data());
+        UnpackSlot(*params_, *layout_, ls, slot, record.data());
+        sh.cache->set_dirty(slot, true);
+        continue;
+      }
+      const size_t i = f.at[r];
+      if (f.found[i]) {
+        std::memcpy(record.data(), f.records.data() + i * rb, rb);
+      } else {
+        // A row never written: its initial weights and zero state, then the new part.
+        std::fill(record.begin(), record.end(), 0);
+        params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + r), seed_, init.data());
+        FloatsToRecord(*layout_, ls, init.data(), -1, record.data());
+      }
+      FloatsToRecord(*layout_, ls, src, state, record.data());
+      const Status s = queue_->Push(sh.store.get(), r, record.data());
+      if (!s.ok()) return Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
+    }
+  }
+  return Status::Ok();
+}
+
+bool TieredTables::Stats(int32_t table, TierStats* out) const {
+  *out = TierStats{};
+  bool any = false;
+  for (const Shard& sh : shards_) {
+    if (layout_->local[sh.spec.local].table != table) continue;
+    any = true;
+    const TierStats& s = sh.stats;
+    out->cache_bytes += s.cache_bytes;
+    out->cache_slots += s.cache_slots;
+    out->cache_rows += sh.cache->resident();
+    out->hits += s.hits;
+    out->misses += s.misses;
+    out->disk_reads += s.disk_reads;
+    out->queue_reads += s.queue_reads;
+    out->initialised += s.initialised;
+    out->prefetched += s.prefetched;
+    out->write_backs += s.write_backs;
+    const store::StoreStats st = sh.store->stats();
+    out->disk_read_bytes += st.read_bytes;
+    out->disk_bytes += st.disk_bytes;
+    out->steps = s.steps;
+    out->exposed_fetch_seconds = s.exposed_fetch_seconds;
+    out->last_exposed_fetch_seconds = s.last_exposed_fetch_seconds;
+  }
+  if (any && queue_ != nullptr) {
+    out->written = queue_->written();
+    out->queue_depth = static_cast<int64_t>(queue_->depth());
+    out->queue_max_depth = static_cast<int64_t>(queue_->max_depth());
+  }
+  return any;
+}
+
+}  // namespace shardrec::embedding::tiered

@@ -1,0 +1,146 @@
+// A collection's tiered tables on one rank (docs/disk-tier.md): per tiered local shard a record
+// store (impl/store/row_store.h) holding every row written back, a cache of slots in the
+// parameter store's arenas holding the hot rows, and one write-back queue and one prefetch thread
+// for all of them. Resolve is the tiered row resolver's work: it makes every row of a batch
+// resident and pinned, and turns the batch's rows into slots, so lookups, the backward and the
+// fused optimizer touch cached slots only and give the bits of the same table in memory.
+//
+// Thread-safety: Resolve, ReadShard and Stats run on the collection's thread; Prefetch runs on
+// the input distribution's worker while the collection's thread may train the previous batch
+// (which touches slot values, never the caches' maps), and hands its reads to its own thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "impl/core/status.h"
+#include "impl/embedding/input_dist.h"
+#include "impl/embedding/layout.h"
+#include "impl/embedding/param_store.h"
+#include "impl/embedding/tiered/cache_layout.h"
+#include "impl/embedding/tiered/slot_cache.h"
+#include "impl/embedding/tiered/tier_config.h"
+#include "impl/embedding/tiered/tier_stats.h"
+#include "impl/embedding/tiered/write_back.h"
+#include "impl/store/row_store.h"
+
+namespace shardrec::embedding::tiered {
+
+// Opens a store; store::OpenRowStore unless a test gives another.
+using StoreOpener =
+    std::function<Status(const store::StoreOptions&, std::unique_ptr<store::RowStore>*)>;
+
+class TieredTables {
+ public:
+  TieredTables() = default;
+  ~TieredTables();
+  TieredTables(const TieredTables&) = delete;
+  TieredTables& operator=(const TieredTables&) = delete;
+
+  // Opens an empty store per shard of `shards` (ShrinkToCache's) under its tier's directory,
+  // emptying whatever an earlier run left there (the stores are scratch), and gives the
+  // parameter store each shard's slot-to-row keys for stochastic rounding. `layout` and `params`
+  // must outlive this object. kIo / kInvalidArgument naming the table and path.
+  Status Open(const Layout* layout, ParamStore* params, std::vector<TieredShard> shards,
+              const std::vector<TierConfig>& tiers, uint64_t seed, const StoreOpener& opener = {});
+
+  bool empty() const { return shards_.empty(); }
+  // The entry of `local` in shards_, or -1 when that local shard is not tiered.
+  int32_t ShardOf(int32_t local) const;
+
+  // Turns the rows of `rb`'s tiered shards into cache slots: misses are taken from this batch's
+  // prefetch, else the write-back queue, else the store (one batched Get per shard), else
+  // initialised like the in-memory table's row; evicted dirty rows go to the write-back queue.
+  // The slots of `in_flight` (the batch a backward may still train, null if none) and of `rb`
+  // are not evicted. A training batch's rows become dirty. kInvalidArgument (naming the table
+  // and the counts) when a batch needs more rows resident than the cache holds: nothing is
+  // evicted then; the store's errors otherwise. Either way the rows' values are all kept.
+  Status Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool training);
+
+  // Starts reading `rb`'s misses on the prefetch thread (the pipelined input distribution calls
+  // it once the batch's ids arrived); the next Resolve waits for it and uses what it read when no
+  // other Resolve ran between.
+  void Prefetch(const RoutedBatch& rb);
+
+  // Weights (state < 0) or optimizer state `state` of tiered local shard `local`, all its rows as
+  // fp32 in row order (ParamStore::ReadShard's format): cached rows from their slots, the others
+  // from the queue, the store or their initial values.
+  Status ReadShard(int32_t local, int32_t state, float* out);
+
+  // Replaces the weights (state < 0) or optimizer state `state` of every row of tiered local
+  // shard `local` (ReadShard's format; 16-bit weights rounded to nearest even): cached rows in
+  // their slots (then dirty), the others through the write-back queue, so no older queued record
+  // of theirs overwrites them later.
+  Status WriteShard(int32_t local, int32_t state, const float* in);
+  // The plan's rows of tiered local shard `local`.
+  int64_t Rows(int32_t local) const { return shards_[shard_of_[local]].spec.rows; }
+
+  // Waits until the write-back queue is empty.
+  Status Drain() { return queue_ != nullptr ? queue_->Drain() : Status::Ok(); }
+
+  // This rank's counters of table `table`; false when it has no tiered shard here.
+  bool Stats(int32_t table, TierStats* out) const;
+  // Whether `table` is tiered (on any rank: the tiers name tables, so every rank that holds a
+  // shard of it tiers it only if its own tiers say so).
+  bool IsTieredTable(int32_t table) const;
+
+ private:
+  struct Shard {
+    TieredShard spec;
+    std::string path;
+    std::unique_ptr<store::RowStore> store;
+    std::unique_ptr<SlotCache> cache;
+    std::vector<int64_t> keys;  // per slot: the global row its rounding bits are keyed by
+    size_t record_bytes = 0;
+    TierStats stats;
+  };
+  // What one prefetch read for one shard.
+  struct Fetched {
+    std::unordered_map<int64_t, size_t> at;  // row -> index into records
+    std::vector<uint8_t> records;
+    std::vector<uint8_t> found;  // per index: a record was read (else: never written)
+    int64_t queue_reads = 0;     // records found in the write-back queue
+    int64_t disk_reads = 0;      // records the store had
+  };
+  // Reads `rows` of `sh` from the queue or the store into `f` (found flags, records, counts).
+  // Runs on either thread; touches no counter of `sh`.
+  Status Fetch(Shard& sh, const std::vector<int64_t>& rows, Fetched* f);
+  Status ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight, bool training,
+                      const std::vector<Fetched>* prefetched, double* fetch_seconds);
+  // Waits for the prefetch job in flight (adding the wait to `waited`), counts its reads, and
+  // moves them to `out` when they were read for the caches as they are now (returns true).
+  bool TakePrefetch(double* waited, std::vector<Fetched>* out);
+  void RunPrefetches();
+
+  const Layout* layout_ = nullptr;
+  ParamStore* params_ = nullptr;
+  uint64_t seed_ = 0;
+  std::vector<Shard> shards_;
+  std::vector<int32_t> shard_of_;  // per local shard: index into shards_, or -1
+  std::unique_ptr<WriteBackQueue> queue_;
+  uint32_t epoch_ = 0;
+  uint64_t generation_ = 0;  // Resolves so far
+
+  // The prefetch: a job (rows per shard, at a generation) and what it read.
+  std::mutex pf_mu_;
+  std::condition_variable pf_cv_;
+  bool pf_stop_ = false;
+  bool pf_busy_ = false;  // a job is queued or running
+  uint64_t pf_generation_ = 0;
+  std::vector<std::vector<int64_t>> pf_rows_;
+  std::vector<Fetched> pf_fetched_;
+  Status pf_status_;
+  bool pf_valid_ = false;  // pf_fetched_ holds a finished job's reads
+  std::thread pf_thread_;
+  // Guards the caches' maps between Resolve and a Prefetch's scan. Never taken before pf_mu_.
+  std::mutex cache_mu_;
+};
+
+}  // namespace shardrec::embedding::tiered

@@ -1,0 +1,121 @@
+// The write-back queue's writer (write_back.h).
+#include "impl/embedding/tiered/write_back.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace shardrec::embedding::tiered {
+
+namespace {
+// Records the writer puts in one batched Put per store.
+constexpr size_t kBatch = 256;
+}  // namespace
+
+WriteBackQueue::WriteBackQueue(size_t capacity)
+    : capacity_(std::max<size_t>(capacity, 1)), writer_([this] { Run(); }) {}
+
+WriteBackQueue::~WriteBackQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  writer_.join();
+}
+
+Status WriteBackQueue::Push(store::RowStore* store, int64_t key, const uint8_t* record) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!error_.ok()) return error_;
+  const Key k{store, key};
+  changed_.wait(
+      lock, [&] { return pending_.size() < capacity_ || pending_.count(k) > 0 || !error_.ok(); });
+  if (!error_.ok()) return error_;
+  Pending& p = pending_[k];
+  p.record.assign(record, record + store->value_bytes());
+  p.seq = next_seq_++;
+  order_.emplace_back(k, p.seq);
+  max_depth_ = std::max(max_depth_, pending_.size());
+  lock.unlock();
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+bool WriteBackQueue::Find(store::RowStore* store, int64_t key, uint8_t* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(Key{store, key});
+  if (it == pending_.end()) return false;
+  std::memcpy(out, it->second.record.data(), it->second.record.size());
+  return true;
+}
+
+Status WriteBackQueue::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return (order_.empty() && in_flight_ == 0) || !error_.ok(); });
+  return error_;
+}
+
+size_t WriteBackQueue::depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
+
+int64_t WriteBackQueue::written() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return written_;
+}
+
+size_t WriteBackQueue::max_depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return max_depth_;
+}
+
+void WriteBackQueue::Run() {
+  std::vector<int64_t> keys;
+  std::vector<uint8_t> values;
+  std::vector<std::pair<Key, uint64_t>> taken;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || (!order_.empty() && error_.ok()); });
+    if (stop_) return;
+    // One store's next records, oldest first; an entry a newer push of its row replaced is
+    // skipped (the newer one is later in the order and is written then).
+    store::RowStore* store = order_.front().first.first;
+    taken.clear();
+    keys.clear();
+    values.clear();
+    while (!order_.empty() && taken.size() < kBatch && order_.front().first.first == store) {
+      auto entry = order_.front();
+      order_.pop_front();
+      auto it = pending_.find(entry.first);
+      if (it == pending_.end() || it->second.seq != entry.second) continue;
+      taken.push_back(entry);
+      keys.push_back(entry.first.second);
+      values.insert(values.end(), it->second.record.begin(), it->second.record.end());
+    }
+    if (taken.empty()) {
+      changed_.notify_all();
+      continue;
+    }
+    in_flight_ = taken.size();
+    lock.unlock();
+    // The records stay findable in pending_ while the store takes them: a miss between here and
+    // the erase below reads them from the queue, after it from the store.
+    const Status s = store->Put(keys.data(), values.data(), keys.size());
+    lock.lock();
+    in_flight_ = 0;
+    if (!s.ok()) {
+      // Kept queued (and findable); every later call reports the error.
+      error_ = s;
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) order_.push_front(*it);
+    } else {
+      for (const auto& [k, seq] : taken) {
+        auto it = pending_.find(k);
+        if (it != pending_.end() && it->second.seq == seq) pending_.erase(it);
+      }
+      written_ += static_cast<int64_t>(taken.size());
+    }
+    changed_.notify_all();
+  }
+}
+
+}  // namespace shardrec::embedding::tiered

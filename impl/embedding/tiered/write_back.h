@@ -1,0 +1,71 @@
+// The write-back queue of a collection's tiered tables (docs/disk-tier.md): a dirty row evicted
+// from a cache is queued here and written to its store by the queue's own thread, so an eviction
+// does not wait for the disk. Bounded: a push waits while `capacity` records are queued. A record
+// is never lost: until its store has it, Find returns the newest queued record of its row (a
+// later miss of that row reads it from here), and a failed write keeps it queued and is reported
+// by the next Push, Find or Drain.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "impl/core/status.h"
+#include "impl/store/row_store.h"
+
+namespace shardrec::embedding::tiered {
+
+class WriteBackQueue {
+ public:
+  // `capacity` >= 1 records; starts the writer thread.
+  explicit WriteBackQueue(size_t capacity);
+  // Stops the writer; records still queued are dropped (the stores are scratch until a
+  // checkpoint names them, and a checkpoint drains the queue first).
+  ~WriteBackQueue();
+  WriteBackQueue(const WriteBackQueue&) = delete;
+  WriteBackQueue& operator=(const WriteBackQueue&) = delete;
+
+  // Queues `record` (the store's value_bytes()) as row `key` of `store`, replacing an older queued
+  // record of the row. Waits while the queue is full. The writer's last error, if any.
+  Status Push(store::RowStore* store, int64_t key, const uint8_t* record);
+
+  // Copies the newest queued record of (store, key) into `out` and returns true; false when none
+  // is queued.
+  bool Find(store::RowStore* store, int64_t key, uint8_t* out) const;
+
+  // Waits until every queued record is in its store; the writer's error if a write failed.
+  Status Drain();
+
+  size_t depth() const;      // records queued now
+  int64_t written() const;   // records the writer has put
+  size_t max_depth() const;  // the most records queued at once
+
+ private:
+  using Key = std::pair<store::RowStore*, int64_t>;
+  struct Pending {
+    std::vector<uint8_t> record;
+    uint64_t seq = 0;
+  };
+  void Run();
+
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<Key, Pending> pending_;              // newest record per row
+  std::deque<std::pair<Key, uint64_t>> order_;  // writes in push order (seq of each)
+  uint64_t next_seq_ = 1;
+  size_t in_flight_ = 0;  // records the writer took and has not finished
+  Status error_;
+  bool stop_ = false;
+  int64_t written_ = 0;
+  size_t max_depth_ = 0;
+  std::thread writer_;
+};
+
+}  // namespace shardrec::embedding::tiered

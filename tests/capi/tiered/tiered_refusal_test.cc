@@ -1,0 +1,178 @@
+// What tiered tables refuse (docs/disk-tier.md, Limits) and what a tier's directory holds between
+// runs: bad tiers fail creation naming the table, a batch larger than its cache fails the forward
+// and leaves the collection usable, checkpoints refuse, and an earlier run's stores are scratch.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shardrec/checkpoint.h"
+#include "shardrec/shardrec.hpp"
+#include "tiered_test_util.h"
+
+namespace shardrec::testing {
+namespace {
+
+shardrec_table_tier_t Tier(const char* table, const char* dir, int64_t bytes) {
+  shardrec_table_tier_t t;
+  EXPECT_EQ(shardrec_table_tier_init(&t, SHARDREC_TABLE_TIER_VERSION), SHARDREC_OK);
+  t.table = table;
+  t.dir = dir;
+  t.cache_bytes = bytes;
+  return t;
+}
+
+// World 1 creation of `s`'s plan with `tiers`; the status, and the collection when OK.
+shardrec_status_t Create(const Scenario& s, const shardrec_plan_t* plan,
+                         const std::vector<shardrec_table_tier_t>& tiers, CollPtr* out) {
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.seed = s.seed;
+  o.tiers = tiers.data();
+  o.num_tiers = tiers.size();
+  shardrec_embedding_t* c = nullptr;
+  const shardrec_status_t rc = shardrec_embedding_create(&c, plan, GroupComm(1, 0), &opt, &o);
+  out->reset(c);
+  return rc;
+}
+
+// Version 5 of the options adds the tiers: init and the initialiser give none, a version-4 init
+// leaves them alone (the caller's struct ends before them), and a tier's init gives no table.
+TEST(TieredRefusal, OptionsVersion5InitialisesNoTiers) {
+  shardrec_embedding_options_t o;
+  std::memset(&o, 0x5a, sizeof(o));
+  ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
+  EXPECT_EQ(o.version, 5u);
+  EXPECT_EQ(o.tiers, nullptr);
+  EXPECT_EQ(o.num_tiers, 0u);
+  const shardrec_embedding_options_t m = SHARDREC_EMBEDDING_OPTIONS_INIT;
+  EXPECT_EQ(m.tiers, nullptr);
+  EXPECT_EQ(m.num_tiers, 0u);
+  std::memset(&o, 0x5a, sizeof(o));
+  ASSERT_EQ(shardrec_embedding_options_init(&o, 4), SHARDREC_OK);
+  EXPECT_EQ(o.max_ids_per_batch, 0);
+  EXPECT_EQ(o.num_tiers, static_cast<size_t>(0x5a5a5a5a5a5a5a5aull));
+  shardrec_table_tier_t t;
+  std::memset(&t, 0x5a, sizeof(t));
+  ASSERT_EQ(shardrec_table_tier_init(&t, SHARDREC_TABLE_TIER_VERSION), SHARDREC_OK);
+  EXPECT_EQ(t.table, nullptr);
+  EXPECT_EQ(t.dir, nullptr);
+  EXPECT_EQ(t.cache_bytes, 0);
+  EXPECT_EQ(shardrec_table_tier_init(&t, 2), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_table_tier_init(nullptr, 1), SHARDREC_EINVAL);
+}
+
+TEST(TieredRefusal, BadTiersFailCreationNamingThem) {
+  Scenario s = TieredScenario(1, SHARDREC_SHARDING_TABLE_WISE, 1, 0, SHARDREC_POOLING_SUM, false);
+  s.sharding[2] = SHARDREC_SHARDING_DATA_PARALLEL;
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("refusals");
+  CollPtr c;
+  EXPECT_EQ(Create(s, plan.get(), {Tier("nope", dir.c_str(), 1 << 20)}, &c), SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("no table 'nope'"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(Create(s, plan.get(), {Tier("t2", dir.c_str(), 1 << 20)}, &c), SHARDREC_EUNSUPPORTED);
+  EXPECT_NE(std::string(shardrec_last_error()).find("data-parallel"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(Create(s, plan.get(), {Tier("t0", dir.c_str(), 16)}, &c), SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("holds no row"), std::string::npos)
+      << shardrec_last_error();
+  EXPECT_EQ(Create(s, plan.get(), {Tier("t0", dir.c_str(), 0)}, &c), SHARDREC_EINVAL);
+  EXPECT_EQ(Create(s, plan.get(), {Tier("t0", nullptr, 1 << 20)}, &c), SHARDREC_EINVAL);
+  EXPECT_EQ(Create(s, plan.get(), {Tier("t0", "", 1 << 20)}, &c), SHARDREC_EINVAL);
+  EXPECT_EQ(Create(s, plan.get(),
+                   {Tier("t0", dir.c_str(), 1 << 20), Tier("t0", dir.c_str(), 1 << 20)}, &c),
+            SHARDREC_EINVAL);
+  shardrec_table_tier_t unset = Tier("t0", dir.c_str(), 1 << 20);
+  unset.version = 0;
+  EXPECT_EQ(Create(s, plan.get(), {unset}, &c), SHARDREC_EINVAL);
+  // A good tier on the same plan works, and stats refuse a table that is not tiered.
+  ASSERT_EQ(Create(s, plan.get(), {Tier("t0", dir.c_str(), 1 << 20)}, &c), SHARDREC_OK)
+      << shardrec_last_error();
+  shardrec_tier_stats_t st;
+  ASSERT_EQ(shardrec_tier_stats_init(&st, SHARDREC_TIER_STATS_VERSION), SHARDREC_OK);
+  EXPECT_EQ(shardrec_embedding_tier_stats(c.get(), "t1", &st), SHARDREC_EINVAL);
+  ASSERT_EQ(shardrec_embedding_tier_stats(c.get(), "t0", &st), SHARDREC_OK);
+  EXPECT_EQ(st.cache_slots, 200);  // 1 MiB holds more than the table's 200 rows
+  EXPECT_EQ(st.cache_rows, 0);
+  // The C++ wrapper of the same call.
+  const shardrec::EmbeddingCollection cpp(c.release());
+  EXPECT_EQ(cpp.tier_stats("t0").cache_slots, 200);
+  EXPECT_THROW(cpp.tier_stats("t1"), shardrec::Error);
+}
+
+TEST(TieredRefusal, BatchLargerThanCacheFailsAndLeavesTheCollectionUsable) {
+  const Scenario s =
+      TieredScenario(1, SHARDREC_SHARDING_TABLE_WISE, 0, 0, SHARDREC_POOLING_SUM, false);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("too_small");
+  CollPtr c;
+  // 4 slots of t0 (8 fp32 + 32 bytes each); a batch of 6 distinct rows does not fit.
+  ASSERT_EQ(Create(s, plan.get(), {Tier("t0", dir.c_str(), 4 * (32 + 32))}, &c), SHARDREC_OK)
+      << shardrec_last_error();
+  RefBatch big{1, {6, 0, 0, 0}, {0, 1, 2, 3, 4, 5}, {}};
+  KjtHolder kjt(big, 4, false);
+  int64_t dim = 0;
+  shardrec_embedding_output_dim(c.get(), &dim);
+  std::vector<float> out(static_cast<size_t>(dim));
+  EXPECT_EQ(shardrec_embedding_forward(c.get(), kjt.view(), out.data(), out.size(), nullptr),
+            SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("cache holds 4 rows"), std::string::npos)
+      << shardrec_last_error();
+  // Four rows fit; the forward reads the table's initial rows (the weights accessor's).
+  RefBatch fits{1, {4, 0, 0, 0}, {0, 1, 2, 3}, {}};
+  KjtHolder small(fits, 4, false);
+  ASSERT_EQ(shardrec_embedding_forward(c.get(), small.view(), out.data(), out.size(), nullptr),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  std::vector<float> w(200 * 8);
+  ASSERT_EQ(shardrec_embedding_get_weights(c.get(), "t0", w.data(), w.size()), SHARDREC_OK);
+  for (int c0 = 0; c0 < 8; ++c0)
+    EXPECT_EQ(out[c0], w[0 * 8 + c0] + w[1 * 8 + c0] + w[2 * 8 + c0] + w[3 * 8 + c0]);
+}
+
+TEST(TieredRefusal, CheckpointsAndTableImportRefuseTieredTables) {
+  const Scenario s =
+      TieredScenario(1, SHARDREC_SHARDING_TABLE_WISE, 1, 0, SHARDREC_POOLING_SUM, false);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("checkpoint");
+  CollPtr c;
+  ASSERT_EQ(Create(s, plan.get(), {Tier("t1", dir.c_str(), 1 << 16)}, &c), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(shardrec_checkpoint_save(c.get(), (dir + "/ckpt").c_str(), nullptr),
+            SHARDREC_EUNSUPPORTED);
+  EXPECT_NE(std::string(shardrec_last_error()).find("table 't1'"), std::string::npos)
+      << shardrec_last_error();
+}
+
+// The stores are scratch: a second collection over the directory a first one trained in starts
+// from the initial rows, exactly as a table in memory does.
+TEST(TieredRefusal, AnEarlierRunsStoresAreNotRead) {
+  const Scenario s =
+      TieredScenario(1, SHARDREC_SHARDING_ROW_WISE, 3, 0, SHARDREC_POOLING_SUM, true);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("scratch");
+  std::vector<shardrec_table_tier_t> tiers;
+  for (size_t t = 0; t < s.tables.size(); ++t)
+    tiers.push_back(Tier(s.tables[t].name.c_str(), dir.c_str(), CacheBytesFor(s, t, 100)));
+  const std::vector<TieredRun> memory = RunTiered(s, plan.get(), {}, false);
+  for (int run = 0; run < 2; ++run) {
+    const std::vector<TieredRun> tiered = RunTiered(s, plan.get(), tiers, false);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    for (size_t f = 0; f < memory[0].out.size(); ++f)
+      EXPECT_EQ(FirstBitDifference(tiered[0].out[f], memory[0].out[f]), "")
+          << "run " << run << " forward " << f;
+    int64_t disk_reads = 0;
+    for (const auto& st : tiered[0].stats) disk_reads += st.disk_reads + st.queue_reads;
+    EXPECT_GT(disk_reads, 0) << "run " << run << " never read a written-back row";
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::testing

@@ -1,0 +1,71 @@
+// The write-back queue (impl/embedding/tiered/write_back.h): a queued record is found until its
+// store has it, the newest record of a row wins, a failed write keeps the records findable and is
+// reported, and Drain waits for the writer.
+#include "impl/embedding/tiered/write_back.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "tests/impl/embedding/tiered/memory_row_store.h"
+
+namespace shardrec::embedding::tiered {
+namespace {
+
+std::vector<uint8_t> Record(uint8_t v) { return std::vector<uint8_t>(8, v); }
+
+uint8_t StoredByte(MemoryRowStore& s, int64_t key) {
+  uint8_t out[8] = {};
+  bool found = false;
+  EXPECT_TRUE(s.Get(&key, 1, out, &found).ok());
+  return found ? out[0] : 0;
+}
+
+TEST(WriteBackQueue, QueuedRecordsAreFoundUntilStoredAndTheNewestWins) {
+  MemoryRowStore store(8);
+  WriteBackQueue q(16);
+  store.hold(true);  // the writer blocks in its first Put
+  ASSERT_TRUE(q.Push(&store, 5, Record(1).data()).ok());
+  ASSERT_TRUE(q.Push(&store, 5, Record(2).data()).ok());
+  ASSERT_TRUE(q.Push(&store, 6, Record(3).data()).ok());
+  uint8_t out[8] = {};
+  ASSERT_TRUE(q.Find(&store, 5, out));
+  EXPECT_EQ(out[0], 2);
+  ASSERT_TRUE(q.Find(&store, 6, out));
+  EXPECT_EQ(out[0], 3);
+  EXPECT_FALSE(q.Find(&store, 7, out));
+  store.hold(false);
+  ASSERT_TRUE(q.Drain().ok());
+  EXPECT_EQ(q.depth(), 0u);
+  EXPECT_FALSE(q.Find(&store, 5, out));
+  EXPECT_EQ(StoredByte(store, 5), 2);  // a replaced record never overwrites the newer one
+  EXPECT_EQ(StoredByte(store, 6), 3);
+}
+
+TEST(WriteBackQueue, AFailedWriteKeepsTheRecordsAndIsReported) {
+  MemoryRowStore store(8);
+  WriteBackQueue q(16);
+  store.set_fail(true);
+  ASSERT_TRUE(q.Push(&store, 1, Record(9).data()).ok());
+  const Status drained = q.Drain();
+  EXPECT_EQ(drained.code(), Code::kIo) << drained.message();
+  uint8_t out[8] = {};
+  ASSERT_TRUE(q.Find(&store, 1, out));  // never lost
+  EXPECT_EQ(out[0], 9);
+  EXPECT_FALSE(q.Push(&store, 2, Record(1).data()).ok());
+}
+
+TEST(WriteBackQueue, AFullQueueWaitsForTheWriter) {
+  MemoryRowStore store(8);
+  WriteBackQueue q(2);
+  for (int64_t k = 0; k < 50; ++k)
+    ASSERT_TRUE(q.Push(&store, k, Record(static_cast<uint8_t>(k)).data()).ok());
+  ASSERT_TRUE(q.Drain().ok());
+  EXPECT_LE(q.max_depth(), 2u);
+  EXPECT_EQ(q.written(), 50);
+  for (int64_t k = 0; k < 50; ++k) EXPECT_EQ(StoredByte(store, k), k);
+}
+
+}  // namespace
+}  // namespace shardrec::embedding::tiered
