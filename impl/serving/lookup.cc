@@ -98,40 +98,81 @@ struct BagScratch {
   std::vector<float> divisors;
 };
 
+// Whether every id of [begin, end) names a row of a fixed table of `rows` rows: then no bounds
+// policy applies and the ids are the rows (one pass the compiler vectorises).
+template <class Id>
+bool AllInRange(const Id* ids, size_t begin, size_t end, int64_t rows) {
+  bool bad = false;
+  for (size_t i = begin; i < end; ++i)
+    bad |= static_cast<uint64_t>(static_cast<int64_t>(ids[i])) >= static_cast<uint64_t>(rows);
+  return !bad;
+}
+
 // One pooled pair over all samples: bag b of feature f sums into out[b * D + pair.out_offset].
-// The ids are resolved first (a dynamic table's index probes prefetched a few ids ahead), then
-// the shared pooled kernel (impl/core/kernels/pooled.h) gathers, decodes and sums every bag in
-// registers, prefetching rows by the table's row size.
+// The ids are resolved first: a fixed table's ids that are all in range are its rows as they are
+// (int64 ids read in place, int32 ids widened); otherwise each id is resolved (a dynamic table's
+// index probes prefetched a few ids ahead) and skipped ids are left out. Then the shared pooled
+// kernel (impl/core/kernels/pooled.h) gathers, decodes and sums every bag in registers,
+// prefetching rows by the table's row size.
 template <bool kWeighted>
 Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin, size_t end,
                   const Ids& ids, BagScratch* bag, float* out) {
   const Table& t = m.tables[p.table];
   const int64_t B = r.batch_size;
-  bag->rows.resize(end - begin);
-  if (kWeighted) bag->weights.resize(end - begin);
+  const bool mean = t.pooling == Pooling::kMean;
+  const int32_t* lengths = r.lengths + static_cast<size_t>(p.feature) * B;
   bag->offsets.resize(static_cast<size_t>(B) + 1);
   bag->divisors.resize(static_cast<size_t>(B));
   bag->offsets[0] = 0;
-  int64_t n = 0;
-  size_t pos = begin;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto len = static_cast<size_t>(r.lengths[static_cast<size_t>(p.feature) * B + b]);
-    float div = 0.0f;
-    for (size_t i = pos; i < pos + len; ++i) {
-      if (t.dynamic && i + kPrefetchAhead < end)
-        t.dynamic->index->Prefetch(ids[i + kPrefetchAhead]);
-      int64_t row = 0;
-      SR_RETURN_IF_ERROR(Resolve(m, t, p.feature, b, i, ids[i], &row));
-      if (row < 0) continue;
-      const float w = kWeighted ? r.weights[i] : 1.0f;
-      bag->rows[n] = row;
-      if (kWeighted) bag->weights[n] = w;
-      ++n;
-      div += w;
+  const int64_t* rows = nullptr;
+  const float* weights = kWeighted ? r.weights + begin : nullptr;
+  const bool in_range =
+      !t.dynamic && (ids.v64 != nullptr ? AllInRange(ids.v64, begin, end, t.rows)
+                                        : AllInRange(ids.v32, begin, end, t.rows));
+  if (in_range) {
+    for (int64_t b = 0; b < B; ++b) bag->offsets[b + 1] = bag->offsets[b] + lengths[b];
+    if (ids.v64 != nullptr) {
+      rows = ids.v64 + begin;
+    } else {
+      bag->rows.resize(end - begin);
+      for (size_t i = begin; i < end; ++i) bag->rows[i - begin] = ids.v32[i];
+      rows = bag->rows.data();
     }
-    bag->offsets[b + 1] = n;
-    bag->divisors[b] = div;
-    pos += len;
+    if (mean) {
+      // Added one by one in id order, as the resolving path below adds them.
+      for (int64_t b = 0; b < B; ++b) {
+        float div = 0.0f;
+        for (int64_t i = bag->offsets[b]; i < bag->offsets[b + 1]; ++i)
+          div += kWeighted ? weights[i] : 1.0f;
+        bag->divisors[b] = div;
+      }
+    }
+  } else {
+    bag->rows.resize(end - begin);
+    if (kWeighted) bag->weights.resize(end - begin);
+    int64_t n = 0;
+    size_t pos = begin;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto len = static_cast<size_t>(lengths[b]);
+      float div = 0.0f;
+      for (size_t i = pos; i < pos + len; ++i) {
+        if (t.dynamic && i + kPrefetchAhead < end)
+          t.dynamic->index->Prefetch(ids[i + kPrefetchAhead]);
+        int64_t row = 0;
+        SR_RETURN_IF_ERROR(Resolve(m, t, p.feature, b, i, ids[i], &row));
+        if (row < 0) continue;
+        const float w = kWeighted ? r.weights[i] : 1.0f;
+        bag->rows[n] = row;
+        if (kWeighted) bag->weights[n] = w;
+        ++n;
+        div += w;
+      }
+      bag->offsets[b + 1] = n;
+      bag->divisors[b] = div;
+      pos += len;
+    }
+    rows = bag->rows.data();
+    if (kWeighted) weights = bag->weights.data();
   }
   core::kernels::PooledArgs a;
   a.weights = t.data;
@@ -139,8 +180,8 @@ Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin,
   a.row_bytes = static_cast<int64_t>(t.row_bytes);
   a.cols = t.dim;
   a.offsets = bag->offsets.data();
-  a.rows = bag->rows.data();
-  a.id_weights = kWeighted ? bag->weights.data() : nullptr;
+  a.rows = rows;
+  a.id_weights = weights;
   a.out = out;
   a.io_offset = p.out_offset;
   a.out_stride = m.output_dim;
@@ -149,7 +190,7 @@ Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin,
   a.prefetch_distance = core::kernels::PrefetchDistanceFor(t.row_bytes);
   static const core::kernels::PooledFn sum = core::kernels::HostPooled();
   sum(a);
-  if (t.pooling == Pooling::kMean) {
+  if (mean) {
     for (int64_t b = 0; b < B; ++b) {
       float* acc = out + b * m.output_dim + p.out_offset;
       const float div = bag->divisors[b];

@@ -39,7 +39,9 @@ inline int64_t RowStride(const PooledArgs& a) {
   return a.row_bytes > 0 ? a.row_bytes : a.stride * ValueBytes<kType>(1);
 }
 
-// A quantized row's scale and bias as loaded from its header; unused for the float formats.
+// A quantized row's scale and bias as loaded from its header (where V looks int4 codes up in a
+// table: that table, code x scale + bias for the 16 codes, computed as LoadValues computes each
+// value, so the same bits); unused for the float formats.
 template <class V>
 struct Dequant {
   typename V::Reg scale, bias;
@@ -51,6 +53,8 @@ inline Dequant<V> HeaderOf(const char* row) {
     float s, b;
     std::memcpy(&s, row, 4);
     std::memcpy(&b, row + 4, 4);
+    if constexpr (kType == RowFormat::kInt4 && V::kInt4Lut)
+      return {V::Add(V::Mul(V::Iota(), V::Set1(s)), V::Set1(b)), V::Zero()};
     return {V::Set1(s), V::Set1(b)};
   } else {
     (void)row;
@@ -70,6 +74,8 @@ inline typename V::Reg LoadValues(const char* values, const Dequant<V>& q) {
     return V::LoadBf16(reinterpret_cast<const uint16_t*>(values));
   } else if constexpr (kType == RowFormat::kInt8) {
     return V::Add(V::Mul(V::LoadU8(reinterpret_cast<const uint8_t*>(values)), q.scale), q.bias);
+  } else if constexpr (V::kInt4Lut) {
+    return V::LutU4(reinterpret_cast<const uint8_t*>(values), q.scale);
   } else {
     return V::Add(V::Mul(V::LoadU4(reinterpret_cast<const uint8_t*>(values)), q.scale), q.bias);
   }

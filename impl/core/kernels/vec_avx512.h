@@ -39,6 +39,17 @@ struct Avx512 {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
+  // int4 rows decode through a 16-entry table of code x scale + bias (LutU4).
+  static constexpr bool kInt4Lut = true;
+  static Reg Iota() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+  // 16 four-bit codes from 8 bytes (the low nibble first) looked up in `lut`: each byte
+  // zero-extended into a 64-bit lane and or-ed with itself shifted left by 28 puts its low nibble
+  // at the bottom of the even 32-bit lane and its high nibble at the bottom of the odd one;
+  // vpermps reads only those four bits of each index.
+  static Reg LutU4(const uint8_t* p, Reg lut) {
+    const __m512i t = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_permutexvar_ps(_mm512_or_si512(t, _mm512_slli_epi64(t, 28)), lut);
+  }
   // 16 four-bit codes from 8 bytes, the low nibble first.
   static Reg LoadU4(const uint8_t* p) {
     const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
