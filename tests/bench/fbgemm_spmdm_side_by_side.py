@@ -186,13 +186,14 @@ def main():
                     ours = sr.Inference(lib, ckpt, fmt)
                     theirs = Spmdm(torch, weights, fmt)
                     # Agreement on one request's first 16 samples of every table.
-                    req = reqs[(512, 0)][0]
+                    req = next(iter(reqs.values()))[0]
+                    B = req["B"]
                     ours.lookup(req["view"], req["out"])
-                    a = req["out"].reshape(512, tables * dim)[:16].astype(np.float64)
+                    a = req["out"].reshape(B, tables * dim)[:16].astype(np.float64)
                     b = np.concatenate([o.float().numpy()[:16] for o in theirs.lookup(req)],
                                        axis=1).astype(np.float64)
                     ref = np.concatenate(
-                        [weights[t][req["values"][t * 512 * BAG:(t * 512 + 16) * BAG]]
+                        [weights[t][req["values"][t * B * BAG:(t * B + 16) * BAG]]
                          .reshape(16, BAG, dim).astype(np.float64).sum(axis=1)
                          for t in range(tables)], axis=1)
                     table_mib = tables * rows * theirs.row_bytes / 2**20
