@@ -24,6 +24,11 @@ One process, one thread (torch.set_num_threads(1)), the same ids on every side:
   except int4: FBGEMM's fp16 header is 4 bytes shorter), prefetching 12 ids ahead, four
   accumulators, no decode.
 
+Huge pages for every side: libshardrec advises its table buffers MADV_HUGEPAGE; numpy (the fp32
+rows FBGEMM reads in place) does the same for large arrays, and THP_MEM_ALLOC_ENABLE=1 (set here
+unless already set) makes torch's CPU allocator do it for the fp16 and prepacked int8/int4 tables.
+With 4 KiB pages a cold random-row lookup pays a page walk per row on either side.
+
 Tables: dim 64: 8 tables, dim 128: 4 tables; hot: 4096 rows each (cache-resident), cold: 1M rows
 each (fp32 2 GiB in all; the quantized tables are 4x / 7x smaller: say which exceed the LLC).
 Requests: bags of exactly 20 ids per sample and table, uniform ids or Zipf(1.05) over a random
@@ -44,6 +49,7 @@ import time
 
 import numpy as np
 
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # before torch is imported (see above)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardrec_ctypes as sr  # noqa: E402
 
