@@ -1,11 +1,11 @@
-// The one checked prologue of the host communicator backends (Gloo, MPI): every collective enters
+// The one checked prologue of every communicator backend (Gloo, MPI, NCCL): every collective enters
 // through a final, non-virtual-from-below method here that takes the communicator for the call
 // (one thread at a time), refuses it while the communicator is aborted or poisoned, runs the
 // collective's argument checks (call_checks.h: one wording whichever backend refuses) and
 // resolves the timeout, and only then calls the backend's protected DoX with arguments known to
-// be valid. A backend cannot skip or reorder the checks, and a new host backend gets them by
-// implementing the DoX calls. The NCCL communicators keep their own entry: their checks run in
-// the CUDA plugin, over device buffers.
+// be valid. A backend cannot skip or reorder the checks, and a new backend gets them by
+// implementing the DoX calls. The NCCL communicators (nccl/nccl_bridge.cc) take the same
+// prologue; what only the device can check (the buffers) the CUDA plugin checks after it.
 #pragma once
 
 #include <atomic>

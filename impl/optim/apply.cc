@@ -1,5 +1,6 @@
-// The two update phases over a shard's rows: per-row loops around the rules of update_rules.h,
-// fp32 in place, fp16/bf16 through an fp32 row buffer with nearest-even or stochastic rounding.
+// The two update phases over a shard's rows: per-row loops around the optimizer's rule
+// (dispatch.h, chosen once per call), fp32 in place, fp16/bf16 through an fp32 row buffer with
+// nearest-even or stochastic rounding.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -9,6 +10,7 @@
 #include "impl/core/half.h"
 #include "impl/core/rng.h"
 #include "impl/core/simt.h"
+#include "impl/optim/dispatch.h"
 #include "impl/optim/optimizer.h"
 #include "impl/optim/rounding.h"
 #include "impl/optim/store_row.h"
@@ -19,7 +21,7 @@ namespace shardrec::optim {
 namespace {
 
 // Pointers into one row: m1/m2 address the row's element-wise states (cols floats) or its
-// single row-wise value, as StateSpecs says.
+// single row-wise value, as the rule says.
 struct RowRef {
   float* w;
   const float* g;
@@ -27,120 +29,86 @@ struct RowRef {
   float* m2;
 };
 
-// Which of (at most two) states are row-wise, looked up once per call rather than per row.
-struct StateLayout {
-  int count = 0;
-  bool row_wise[2] = {false, false};
-};
-
-StateLayout MakeLayout(OptimizerType type) {
-  StateLayout l;
-  auto specs = StateSpecs(type);
-  l.count = static_cast<int>(specs.size());
-  for (int i = 0; i < l.count && i < 2; ++i) l.row_wise[i] = specs[i].row_wise;
-  return l;
-}
-
-RowRef MakeRowRef(const ShardParams& shard, const StateLayout& l, int64_t row, float* w,
-                  const float* g) {
+template <class R>
+RowRef MakeRowRef(const ShardParams& shard, int64_t row, float* w, const float* g) {
   RowRef r{w, g, nullptr, nullptr};
   float* st[2] = {nullptr, nullptr};
-  for (int i = 0; i < l.count && i < 2; ++i)
-    st[i] = l.row_wise[i] ? shard.states[i] + row * shard.row_state_stride
-                          : shard.states[i] + row * shard.cols;
+  for (int i = 0; i < R::kNumStates; ++i)
+    st[i] = i == R::kRowState ? shard.states[i] + row * shard.row_state_stride
+                              : shard.states[i] + row * shard.cols;
   r.m1 = st[0];
   r.m2 = st[1];
   return r;
+}
+
+// Element c's value of state `i` of a row, or null when that state is not element-wise.
+template <class R, int i>
+float* ElementAt(float* base, int32_t c) {
+  if constexpr (kElementState<R, i>) return base + c;
+  return nullptr;
 }
 
 // Row statistics are summed in the order every backend shares (impl/core/simt.h): column c goes
 // to lane LaneOfColumn(c), each lane sums in column order, the 32 lanes meet in CombineLanes
 // order. The CUDA kernels reduce a row across a team of lanes exactly so (impl/optim/row_body.h).
 //
-// The sum of squares takes the row a block of 128 columns (one quad per lane) at a time: the
-// squares first, then every lane adds its quad's four terms. Each lane still adds its columns in
-// increasing order, so the bits are those of adding column by column into
-// acc[LaneOfColumn(c)]; but consecutive columns no longer wait on the same accumulator (that
-// loop ran through a store and a reload per column and was the backward's hottest loop).
-float RowSumOfSquares(const RuleScalars& s, const float* __restrict w, const float* __restrict g,
-                      int32_t cols) {
-  constexpr int32_t kBlock = 4 * simt::kWarpSize;
-  const RuleScalars rs = s;
-  float acc[simt::kWarpSize] = {};
-  float sq[kBlock];
-  for (int32_t b = 0; b < cols; b += kBlock) {
-    const int32_t n = std::min(kBlock, cols - b);
-    for (int32_t c = 0; c < n; ++c) sq[c] = RowWiseAdagradSquare(w[b + c], g[b + c], rs);
-    const int32_t quads = n / 4;  // lanes with a whole quad in this block
-    if (quads == simt::kWarpSize) {
-      for (int j = 0; j < 4; ++j)
-        for (int32_t l = 0; l < simt::kWarpSize; ++l) acc[l] = acc[l] + sq[4 * l + j];
-    } else {
-      for (int j = 0; j < 4; ++j)
-        for (int32_t l = 0; l < quads; ++l) acc[l] = acc[l] + sq[4 * l + j];
-      for (int32_t c = 4 * quads; c < n; ++c) acc[quads] = acc[quads] + sq[c];
-    }
-  }
-  return simt::CombineLanes(acc, simt::kWarpSize);
-}
-
-void RowStats(OptimizerType type, const RuleScalars& s, const RowRef& r, int32_t cols, float* out) {
-  float* __restrict w = r.w;
-  const float* __restrict g = r.g;
-  if (type == OptimizerType::kRowWiseAdagrad || type == OptimizerType::kPartialRowWiseAdam) {
-    out[0] = RowSumOfSquares(s, w, g, cols);
-  } else if (type == OptimizerType::kLamb) {
-    float* __restrict m = r.m1;
-    float* __restrict v = r.m2;
-    float wa[simt::kWarpSize] = {}, ra[simt::kWarpSize] = {};
-    for (int32_t c = 0; c < cols; ++c) {
-      float rr = LambAdvance(w[c], g[c], &m[c], &v[c], s);
-      const int lane = simt::LaneOfColumn(c);
-      wa[lane] = wa[lane] + w[c] * w[c];
-      ra[lane] = ra[lane] + rr * rr;
-    }
-    out[0] = simt::CombineLanes(wa, simt::kWarpSize);
-    out[1] = simt::CombineLanes(ra, simt::kWarpSize);
+// The terms are taken a block of 128 columns (one quad per lane) at a time: the terms first,
+// then every lane adds its quad's four terms. Each lane still adds its columns in increasing
+// order, so the bits are those of adding column by column into acc[LaneOfColumn(c)]; but
+// consecutive columns no longer wait on the same accumulator (that loop ran through a store and
+// a reload per column and was the backward's hottest loop).
+void AddBlock(const float* terms, int32_t n, float* acc) {
+  const int32_t quads = n / 4;  // lanes with a whole quad in this block
+  if (quads == simt::kWarpSize) {
+    for (int j = 0; j < 4; ++j)
+      for (int32_t l = 0; l < simt::kWarpSize; ++l) acc[l] = acc[l] + terms[4 * l + j];
+  } else {
+    for (int j = 0; j < 4; ++j)
+      for (int32_t l = 0; l < quads; ++l) acc[l] = acc[l] + terms[4 * l + j];
+    for (int32_t c = 4 * quads; c < n; ++c) acc[quads] = acc[quads] + terms[c];
   }
 }
 
-void ApplyRow(OptimizerType type, const RuleScalars& s, int32_t full_dim, const RowRef& r,
-              int32_t cols, const float* stats) {
+template <class R>
+void RowStats(const RuleScalars& s, const RowRef& r, int32_t cols, float* out) {
+  constexpr int kStats = R::kNumStats;
+  if constexpr (kStats > 0) {
+    constexpr int32_t kBlock = 4 * simt::kWarpSize;
+    const RuleScalars rs = s;
+    const float* __restrict w = r.w;
+    const float* __restrict g = r.g;
+    float acc[kStats][simt::kWarpSize] = {};
+    float terms[kStats][kBlock];
+    for (int32_t b = 0; b < cols; b += kBlock) {
+      const int32_t n = std::min(kBlock, cols - b);
+      for (int32_t c = 0; c < n; ++c) {
+        const RowTerms<float> t = R::Terms(w[b + c], g[b + c], ElementAt<R, 0>(r.m1, b + c),
+                                           ElementAt<R, 1>(r.m2, b + c), rs);
+        terms[0][c] = t.t0;
+        if constexpr (kStats > 1) terms[1][c] = t.t1;
+      }
+      for (int k = 0; k < kStats; ++k) AddBlock(terms[k], n, acc[k]);
+    }
+    for (int k = 0; k < kStats; ++k) out[k] = simt::CombineLanes(acc[k], simt::kWarpSize);
+  }
+}
+
+template <class R>
+void ApplyRow(const RuleScalars& s, int32_t full_dim, const RowRef& r, int32_t cols,
+              const float* stats) {
   float* __restrict w = r.w;
   const float* __restrict g = r.g;
-  float* __restrict m = r.m1;
-  float* __restrict v = r.m2;
-  switch (type) {
-    case OptimizerType::kSgd:
-      for (int32_t c = 0; c < cols; ++c) w[c] = SgdUpdate(w[c], g[c], s);
-      break;
-    case OptimizerType::kAdagrad:
-      for (int32_t c = 0; c < cols; ++c) w[c] = AdagradUpdate(w[c], g[c], &m[c], s);
-      break;
-    case OptimizerType::kRowWiseAdagrad: {
-      float state = RowWiseAdagradState(*m, stats[0], full_dim);
-      *m = state;
-      float mult = RowWiseAdagradMult(state, s);
-      float corr = RowWiseAdagradCorr(mult, s);
-      for (int32_t c = 0; c < cols; ++c) w[c] = RowWiseAdagradUpdate(w[c], g[c], mult, corr);
-      break;
-    }
-    case OptimizerType::kAdam:
-      for (int32_t c = 0; c < cols; ++c) w[c] = AdamUpdate(w[c], g[c], &m[c], &v[c], s);
-      break;
-    case OptimizerType::kPartialRowWiseAdam: {
-      float vr = PartialRowWiseAdamState(*v, stats[0], full_dim, s);
-      *v = vr;
-      for (int32_t c = 0; c < cols; ++c) w[c] = PartialRowWiseAdamUpdate(w[c], g[c], &m[c], vr, s);
-      break;
-    }
-    case OptimizerType::kLamb: {
-      float ratio = LambRatio(stats[0], stats[1]);
-      for (int32_t c = 0; c < cols; ++c)
-        w[c] = LambUpdate(w[c], LambDirection(w[c], m[c], v[c], s), ratio, s);
-      break;
-    }
+  float row_state = 0.0f;
+  if constexpr (R::kRowState >= 0) {
+    float* at = R::kRowState == 0 ? r.m1 : r.m2;
+    row_state = R::RowState(*at, stats[0], full_dim, s);
+    *at = row_state;
   }
+  const float st0 = R::kNumStats > 0 ? stats[0] : 0.0f;
+  const float st1 = R::kNumStats > 1 ? stats[1] : 0.0f;
+  const RowCoefs<float> k = R::Coefs(row_state, st0, st1, s);
+  for (int32_t c = 0; c < cols; ++c)
+    w[c] = R::Update(w[c], g[c], ElementAt<R, 0>(r.m1, c), ElementAt<R, 1>(r.m2, c), k, s);
 }
 
 void LoadRow(const ShardParams& shard, int64_t row, float* out) {
@@ -185,22 +153,24 @@ void PartialRowStats(const ExecContext& ctx, const OptimizerConfig& config, int6
   if (ns == 0 || n == 0) return;
   CheckDType(shard);
   RuleScalars s = MakeRuleScalars(config, step);
-  StateLayout layout = MakeLayout(config.type);
   int32_t cols = shard.cols;
-  ctx.ParallelFor(0, n, 64, [&](int64_t b, int64_t e) {
-    std::vector<float> buf(shard.dtype == DType::kFloat32 ? 0 : cols);
-    for (int64_t u = b; u < e; ++u) {
-      int64_t row = update.rows[u];
-      const float* g = update.grads + u * cols;
-      float* w;
-      if (shard.dtype == DType::kFloat32) {
-        w = static_cast<float*>(shard.weights) + row * shard.stride;
-      } else {
-        LoadRow(shard, row, buf.data());
-        w = buf.data();
+  DispatchOptimizer(config.type, [&](auto rule) {
+    using R = decltype(rule);
+    ctx.ParallelFor(0, n, 64, [&](int64_t b, int64_t e) {
+      std::vector<float> buf(shard.dtype == DType::kFloat32 ? 0 : cols);
+      for (int64_t u = b; u < e; ++u) {
+        int64_t row = update.rows[u];
+        const float* g = update.grads + u * cols;
+        float* w;
+        if (shard.dtype == DType::kFloat32) {
+          w = static_cast<float*>(shard.weights) + row * shard.stride;
+        } else {
+          LoadRow(shard, row, buf.data());
+          w = buf.data();
+        }
+        RowStats<R>(s, MakeRowRef<R>(shard, row, w, g), cols, partial_stats + u * ns);
       }
-      RowStats(config.type, s, MakeRowRef(shard, layout, row, w, g), cols, partial_stats + u * ns);
-    }
+    });
   });
 }
 
@@ -214,23 +184,25 @@ void Apply(const ExecContext& ctx, const OptimizerConfig& config, int64_t step, 
   SR_CHECK(ns == 0 || full_stats != nullptr);
   SR_CHECK(full_dim >= shard.cols);
   RuleScalars s = MakeRuleScalars(config, step);
-  StateLayout layout = MakeLayout(config.type);
   int32_t cols = shard.cols;
-  ctx.ParallelFor(0, n, 64, [&](int64_t b, int64_t e) {
-    std::vector<float> buf(shard.dtype == DType::kFloat32 ? 0 : cols);
-    for (int64_t u = b; u < e; ++u) {
-      int64_t row = update.rows[u];
-      const float* g = update.grads + u * cols;
-      const float* st = ns > 0 ? full_stats + u * ns : nullptr;
-      if (shard.dtype == DType::kFloat32) {
-        float* w = static_cast<float*>(shard.weights) + row * shard.stride;
-        ApplyRow(config.type, s, full_dim, MakeRowRef(shard, layout, row, w, g), cols, st);
-      } else {
-        LoadRow(shard, row, buf.data());
-        ApplyRow(config.type, s, full_dim, MakeRowRef(shard, layout, row, buf.data(), g), cols, st);
-        StoreRow(config, step, shard, row, buf.data());
+  DispatchOptimizer(config.type, [&](auto rule) {
+    using R = decltype(rule);
+    ctx.ParallelFor(0, n, 64, [&](int64_t b, int64_t e) {
+      std::vector<float> buf(shard.dtype == DType::kFloat32 ? 0 : cols);
+      for (int64_t u = b; u < e; ++u) {
+        int64_t row = update.rows[u];
+        const float* g = update.grads + u * cols;
+        const float* st = ns > 0 ? full_stats + u * ns : nullptr;
+        if (shard.dtype == DType::kFloat32) {
+          float* w = static_cast<float*>(shard.weights) + row * shard.stride;
+          ApplyRow<R>(s, full_dim, MakeRowRef<R>(shard, row, w, g), cols, st);
+        } else {
+          LoadRow(shard, row, buf.data());
+          ApplyRow<R>(s, full_dim, MakeRowRef<R>(shard, row, buf.data(), g), cols, st);
+          StoreRow(config, step, shard, row, buf.data());
+        }
       }
-    }
+    });
   });
 }
 

@@ -1,8 +1,11 @@
-// Optimizer configuration checks and the state layout of each optimizer type.
+// Optimizer configuration checks; names, state layouts and row statistics come from the rule
+// table (dispatch.h).
 #include "impl/optim/optimizer.h"
 
 #include <cmath>
 #include <cstring>
+
+#include "impl/optim/dispatch.h"
 
 namespace shardrec::optim {
 
@@ -17,26 +20,16 @@ bool KnownDecayMode(WeightDecayMode m) {
          v <= static_cast<int32_t>(WeightDecayMode::kDecoupled);
 }
 
+constexpr const char* kStateNames[] = {"momentum1", "momentum2"};
+
 }  // namespace
 
 bool IsKnownOptimizerType(int32_t value) { return value >= 0 && value < kNumOptimizerTypes; }
 
 const char* OptimizerName(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::kSgd:
-      return "sgd";
-    case OptimizerType::kAdagrad:
-      return "adagrad";
-    case OptimizerType::kRowWiseAdagrad:
-      return "rowwise_adagrad";
-    case OptimizerType::kAdam:
-      return "adam";
-    case OptimizerType::kPartialRowWiseAdam:
-      return "partial_rowwise_adam";
-    case OptimizerType::kLamb:
-      return "lamb";
-  }
-  return "unknown";
+  const char* name = "unknown";
+  DispatchOptimizer(type, [&](auto rule) { name = decltype(rule)::kName; });
+  return name;
 }
 
 int64_t StateBytes(OptimizerType type, int64_t rows, int64_t cols) {
@@ -87,35 +80,19 @@ Status ValidateConfig(const OptimizerConfig& c) {
 }
 
 std::vector<StateSpec> StateSpecs(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::kSgd:
-      return {};
-    case OptimizerType::kAdagrad:
-      return {{"momentum1", false}};
-    case OptimizerType::kRowWiseAdagrad:
-      return {{"momentum1", true}};
-    case OptimizerType::kAdam:
-      return {{"momentum1", false}, {"momentum2", false}};
-    case OptimizerType::kPartialRowWiseAdam:
-      return {{"momentum1", false}, {"momentum2", true}};
-    case OptimizerType::kLamb:
-      return {{"momentum1", false}, {"momentum2", false}};
-  }
-  return {};
+  std::vector<StateSpec> specs;
+  DispatchOptimizer(type, [&](auto rule) {
+    using R = decltype(rule);
+    static_assert(R::kNumStates <= 2 && R::kRowState < R::kNumStates);
+    for (int i = 0; i < R::kNumStates; ++i) specs.push_back({kStateNames[i], i == R::kRowState});
+  });
+  return specs;
 }
 
-// Row-wise Adagrad and partial row-wise Adam: sum of g'^2. LAMB: sum of w^2, sum of r^2.
 int NumRowStats(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::kRowWiseAdagrad:
-      return 1;
-    case OptimizerType::kPartialRowWiseAdam:
-      return 1;
-    case OptimizerType::kLamb:
-      return 2;
-    default:
-      return 0;
-  }
+  int n = 0;
+  DispatchOptimizer(type, [&](auto rule) { n = decltype(rule)::kNumStats; });
+  return n;
 }
 
 Status ValidateShard(const OptimizerConfig& config, const ShardParams& shard) {

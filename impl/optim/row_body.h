@@ -1,8 +1,9 @@
 // The optimizer's per-row work written once for a team of lanes (impl/core/simt.h): phase 1 (the
 // row statistics of one shard row, in the shared lane order) and phase 2 (the update of every
-// element), over fp32, fp16 or bf16 weights. The CUDA kernels run these bodies on device teams;
-// the CPU tests run them on host teams and compare with optim::PartialRowStats / Apply (apply.cc,
-// the CPU twin) bit for bit. Lane l of a team of G handles the column quads l, l + G, ...
+// element), over fp32, fp16 or bf16 weights, as loops around the optimizer's rule (dispatch.h). The
+// CUDA kernels run these bodies on device teams; the CPU tests run them on host teams and compare
+// with optim::PartialRowStats / Apply (apply.cc, the CPU twin) bit for bit. Lane l of a team of G
+// handles the column quads l, l + G, ...
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "impl/core/half.h"
 #include "impl/core/host_device.h"
 #include "impl/core/simt.h"
+#include "impl/optim/dispatch.h"
 #include "impl/optim/optimizer.h"
 #include "impl/optim/rounding.h"
 #include "impl/optim/update_rules.h"
@@ -107,8 +109,81 @@ struct RowStats {
   float v1 = 0.0f;
 };
 
+// Where element c of state `i` of rule R sits in row `row`, or null when that state is not
+// element-wise (the rule then never reads it).
+template <class R, int i>
+SHARDREC_HD float* ElementStateOf(float* base, int64_t row, int32_t cols, int64_t c) {
+  if constexpr (kElementState<R, i>) return ElementState(base, row, cols, c);
+  return nullptr;
+}
+
+// The visitors of DispatchOptimizer are structs rather than lambdas: a device lambda's call
+// operator is not forced inline, and a call that is not inlined puts its captures in local memory
+// (which the CUDA build refuses). Both phases choose the rule per element inside one loop, as the
+// per-optimizer switch they replace did: a loop per optimizer, inlined into the hot-row kernel
+// (cuda/exec_cuda.cuh), made ptxas spill registers there on sm_80 or sm_90.
+
+// Phase 2, once per row: where the row state sits (null when none).
+struct RowStateVisit {
+  const RowParams& p;
+  int64_t row;
+  float** at;
+  template <class R>
+  SHARDREC_HD void operator()(R) const {
+    if constexpr (R::kRowState >= 0) *at = (R::kRowState == 0 ? p.m1 : p.m2) + row;
+  }
+};
+
+// Phase 2, once per row: the row state's new value (from `old`) and the row's coefficients.
+struct CoefsVisit {
+  const RowParams& p;
+  RowStats stats;
+  float old;
+  float* row_state;
+  RowCoefs<float>* k;
+  template <class R>
+  SHARDREC_HD void operator()(R) const {
+    if constexpr (R::kRowState >= 0) *row_state = R::RowState(old, stats.v0, p.full_dim, p.s);
+    *k = R::Coefs(*row_state, stats.v0, stats.v1, p.s);
+  }
+};
+
+// Phase 2, element c: its new weight.
+struct UpdateVisit {
+  const RowParams& p;
+  int64_t row;
+  int64_t c;
+  float w;
+  float g;
+  const RowCoefs<float>& k;
+  float* out;
+  template <class R>
+  SHARDREC_HD void operator()(R) const {
+    *out = R::Update(w, g, ElementStateOf<R, 0>(p.m1, row, p.cols, c),
+                     ElementStateOf<R, 1>(p.m2, row, p.cols, c), k, p.s);
+  }
+};
+
+// Phase 1, element c: adds its terms to the lane's sums s0 (and s1 with two statistics).
+struct TermsVisit {
+  const RowParams& p;
+  int64_t row;
+  int64_t c;
+  float w;
+  float g;
+  float* s0;
+  float* s1;
+  template <class R>
+  SHARDREC_HD void operator()(R) const {
+    const RowTerms<float> t = R::Terms(w, g, ElementStateOf<R, 0>(p.m1, row, p.cols, c),
+                                       ElementStateOf<R, 1>(p.m2, row, p.cols, c), p.s);
+    *s0 = *s0 + t.t0;
+    if constexpr (R::kNumStats > 1) *s1 = *s1 + t.t1;
+  }
+};
+
 // Phase 1 on local row `row` with gradient g[0, cols): the row statistics of
-// optim::NumRowStats, on every lane. LAMB advances m and v.
+// optim::NumRowStats, on every lane (zeros when the optimizer has none). LAMB advances m and v.
 template <class Team>
 SHARDREC_HD RowStats RowPhase1(Team& t, const RowParams& p, int64_t row, const float* g) {
   typename Team::template Reg<float> a0, a1;
@@ -119,47 +194,35 @@ SHARDREC_HD RowStats RowPhase1(Team& t, const RowParams& p, int64_t row, const f
     for (int64_t q = l; q < quads; q += g_size) {
       const int64_t c_end = 4 * q + 4 < p.cols ? 4 * q + 4 : p.cols;
       for (int64_t c = 4 * q; c < c_end; ++c) {
-        const float w = LoadWeight(p, row, c);
-        if (p.type == OptimizerType::kLamb) {
-          const float r = LambAdvance(w, g[c], ElementState(p.m1, row, p.cols, c),
-                                      ElementState(p.m2, row, p.cols, c), p.s);
-          s0 = s0 + w * w;
-          s1 = s1 + r * r;
-        } else {
-          s0 = s0 + RowWiseAdagradSquare(w, g[c], p.s);
-        }
+        DispatchRuleWithStats(p.type, TermsVisit{p, row, c, LoadWeight(p, row, c), g[c], &s0, &s1});
       }
     }
     a0[l] = s0;
     a1[l] = s1;
   });
   RowStats stats;
-  stats.v0 = t.Sum(a0);
-  if (p.type == OptimizerType::kLamb) stats.v1 = t.Sum(a1);
+  stats.v0 = t.Sum(a0);  // zero when the optimizer has no statistics
+  if (NumRowStatsOf(p.type) > 1) stats.v1 = t.Sum(a1);
   return stats;
 }
 
 // Phase 2: the update of every element of local row `row`; `stats` holds the statistics summed
-// over the whole row (zeros, unread, when the optimizer has none). Lane 0 owns the row-wise state:
-// it reads it, the team broadcasts the value, then lane 0 writes it back.
+// over the whole row (zeros, unread, when the optimizer has none). Lane 0 owns the row-wise
+// state: it reads it, the team broadcasts the value, then lane 0 writes the new one back.
 template <class Team>
 SHARDREC_HD void RowPhase2(Team& t, const RowParams& p, int64_t row, const float* g,
                            RowStats stats) {
-  float row_state = 0.0f;
   float* row_state_at = nullptr;
-  if (p.type == OptimizerType::kRowWiseAdagrad) row_state_at = p.m1 + row;
-  if (p.type == OptimizerType::kPartialRowWiseAdam) row_state_at = p.m2 + row;
+  DispatchOptimizer(p.type, RowStateVisit{p, row, &row_state_at});
+  float old = 0.0f;
   if (row_state_at != nullptr) {
     typename Team::template Reg<float> st;
     t.ForEachLane([&](int l) { st[l] = l == 0 ? *row_state_at : 0.0f; });
-    const float old = t.Broadcast(st, 0);
-    row_state = p.type == OptimizerType::kRowWiseAdagrad
-                    ? RowWiseAdagradState(old, stats.v0, p.full_dim)
-                    : PartialRowWiseAdamState(old, stats.v0, p.full_dim, p.s);
+    old = t.Broadcast(st, 0);
   }
-  const float mult = RowWiseAdagradMult(row_state, p.s);
-  const float corr = RowWiseAdagradCorr(mult, p.s);
-  const float ratio = p.type == OptimizerType::kLamb ? LambRatio(stats.v0, stats.v1) : 1.0f;
+  float row_state = old;
+  RowCoefs<float> k{0.0f, 0.0f};
+  DispatchOptimizer(p.type, CoefsVisit{p, stats, old, &row_state, &k});
   const int64_t quads = (static_cast<int64_t>(p.cols) + 3) / 4;
   const int g_size = t.size();
   t.ForEachLane([&](int l) {
@@ -167,33 +230,8 @@ SHARDREC_HD void RowPhase2(Team& t, const RowParams& p, int64_t row, const float
     for (int64_t q = l; q < quads; q += g_size) {
       const int64_t c_end = 4 * q + 4 < p.cols ? 4 * q + 4 : p.cols;
       for (int64_t c = 4 * q; c < c_end; ++c) {
-        const float w = LoadWeight(p, row, c);
-        float nw = w;
-        switch (p.type) {
-          case OptimizerType::kSgd:
-            nw = SgdUpdate(w, g[c], p.s);
-            break;
-          case OptimizerType::kAdagrad:
-            nw = AdagradUpdate(w, g[c], ElementState(p.m1, row, p.cols, c), p.s);
-            break;
-          case OptimizerType::kRowWiseAdagrad:
-            nw = RowWiseAdagradUpdate(w, g[c], mult, corr);
-            break;
-          case OptimizerType::kAdam:
-            nw = AdamUpdate(w, g[c], ElementState(p.m1, row, p.cols, c),
-                            ElementState(p.m2, row, p.cols, c), p.s);
-            break;
-          case OptimizerType::kPartialRowWiseAdam:
-            nw = PartialRowWiseAdamUpdate(w, g[c], ElementState(p.m1, row, p.cols, c), row_state,
-                                          p.s);
-            break;
-          case OptimizerType::kLamb: {
-            const float* m = ElementState(p.m1, row, p.cols, c);
-            const float* v = ElementState(p.m2, row, p.cols, c);
-            nw = LambUpdate(w, LambDirection(w, *m, *v, p.s), ratio, p.s);
-            break;
-          }
-        }
+        float nw = 0.0f;
+        DispatchOptimizer(p.type, UpdateVisit{p, row, c, LoadWeight(p, row, c), g[c], k, &nw});
         StoreWeight(p, row, c, nw);
       }
     }
@@ -203,10 +241,7 @@ SHARDREC_HD void RowPhase2(Team& t, const RowParams& p, int64_t row, const float
 // Both phases on a row whose statistics need no other column shard (the fused backward).
 template <class Team>
 SHARDREC_HD void RowFused(Team& t, const RowParams& p, int64_t row, const float* g) {
-  const bool has_stats = p.type == OptimizerType::kLamb ||
-                         p.type == OptimizerType::kRowWiseAdagrad ||
-                         p.type == OptimizerType::kPartialRowWiseAdam;
-  RowPhase2(t, p, row, g, has_stats ? RowPhase1(t, p, row, g) : RowStats{});
+  RowPhase2(t, p, row, g, NumRowStatsOf(p.type) > 0 ? RowPhase1(t, p, row, g) : RowStats{});
 }
 
 }  // namespace shardrec::optim

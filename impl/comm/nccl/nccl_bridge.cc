@@ -1,11 +1,12 @@
 // The libshardrec side of the NCCL backend: exchanges the NCCL unique id through the rendezvous
 // store, asks the CUDA plugin to build the communicator, and wraps the plugin's opaque handle
-// in a comm::Communicator. No CUDA or NCCL header is used here; every call goes through the
+// in a comm::CheckedCommunicator. No CUDA or NCCL header is used here; every call goes through the
 // plugin's plain-C table.
 #include <atomic>
 #include <chrono>
 #include <vector>
 
+#include "impl/comm/checked_communicator.h"
 #include "impl/comm/nccl/nccl_backend.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
@@ -15,8 +16,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A Communicator whose every operation is one call of the plugin table.
-class PluginNcclCommunicator final : public Communicator {
+// A Communicator whose every operation is one call of the plugin table, each collective behind
+// the checked prologue the host backends share (checked_communicator.h).
+class PluginNcclCommunicator final : public CheckedCommunicator {
  public:
   PluginNcclCommunicator(const shardrec_cuda_plugin_table_t* t, shardrec_plugin_nccl_t* h, int rank,
                          int size, int device, std::chrono::milliseconds timeout)
@@ -36,84 +38,61 @@ class PluginNcclCommunicator final : public Communicator {
     t_->nccl_set_timeout(h_, timeout.count());
   }
 
-  Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                   const CallOptions& opts) override {
-    shardrec_plugin_status_t st{};
-    return core::FromPlugin(
-        t_->nccl_all_reduce(h_, send, recv, count, static_cast<int32_t>(dtype),
-                            static_cast<int32_t>(op), opts.stream, opts.timeout.count(), &st),
-        st);
-  }
-  Status AllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
-                   std::span<const size_t> recv_counts, DType dtype,
-                   const CallOptions& opts) override {
-    SR_RETURN_IF_ERROR(CheckCounts(send_counts, "alltoallv send"));
-    SR_RETURN_IF_ERROR(CheckCounts(recv_counts, "alltoallv recv"));
-    shardrec_plugin_status_t st{};
-    return core::FromPlugin(
-        t_->nccl_all_to_all_v(h_, send, send_counts.data(), recv, recv_counts.data(),
-                              static_cast<int32_t>(dtype), opts.stream, opts.timeout.count(), &st),
-        st);
-  }
-  Status AllGatherV(const void* send, size_t send_count, void* recv,
-                    std::span<const size_t> recv_counts, DType dtype,
-                    const CallOptions& opts) override {
-    SR_RETURN_IF_ERROR(CheckCounts(recv_counts, "allgatherv recv"));
-    shardrec_plugin_status_t st{};
-    return core::FromPlugin(
-        t_->nccl_all_gather_v(h_, send, send_count, recv, recv_counts.data(),
-                              static_cast<int32_t>(dtype), opts.stream, opts.timeout.count(), &st),
-        st);
-  }
-  Status ReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
-                        DType dtype, ReduceOp op, const CallOptions& opts) override {
-    SR_RETURN_IF_ERROR(CheckCounts(recv_counts, "reducescatterv recv"));
-    shardrec_plugin_status_t st{};
-    return core::FromPlugin(
-        t_->nccl_reduce_scatter_v(h_, send, recv, recv_counts.data(), static_cast<int32_t>(dtype),
-                                  static_cast<int32_t>(op), opts.stream, opts.timeout.count(), &st),
-        st);
-  }
-  Status Broadcast(void* buf, size_t count, DType dtype, int root,
-                   const CallOptions& opts) override {
-    shardrec_plugin_status_t st{};
-    return core::FromPlugin(t_->nccl_broadcast(h_, buf, count, static_cast<int32_t>(dtype), root,
-                                               opts.stream, opts.timeout.count(), &st),
-                            st);
-  }
-  Status Barrier(const CallOptions& opts) override {
-    shardrec_plugin_status_t st{};
-    return core::FromPlugin(t_->nccl_barrier(h_, opts.stream, opts.timeout.count(), &st), st);
-  }
-  Status Split(int color, int key, std::unique_ptr<Communicator>* out) override {
-    if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
-    out->reset();
-    shardrec_plugin_status_t st{};
-    shardrec_plugin_nccl_t* child = nullptr;
-    int32_t rank = -1;
-    int32_t size = 0;
-    SR_RETURN_IF_ERROR(
-        core::FromPlugin(t_->nccl_split(h_, color, key, &child, &rank, &size, &st), st));
-    if (child != nullptr) {
-      out->reset(new PluginNcclCommunicator(t_, child, rank, size, device_, this->timeout()));
-    }
-    return Status::Ok();
-  }
+  Status Split(int color, int key, std::unique_ptr<Communicator>* out) override;
   void Abort() override { t_->nccl_abort(h_); }
   Status AsyncError() const override {
     shardrec_plugin_status_t st{};
     return core::FromPlugin(t_->nccl_async_error(h_, &st), st);
   }
 
- private:
-  // The table passes bare arrays with one entry per rank: a shorter span must not reach it.
-  Status CheckCounts(std::span<const size_t> counts, const char* what) const {
-    if (counts.size() != static_cast<size_t>(size_)) {
-      return Status::InvalidArgument(what, " counts need ", size_, " entries, got ", counts.size());
-    }
-    return Status::Ok();
+ protected:
+  // The checked prologue (CheckedCommunicator) has run: one caller, usable, the host-side
+  // argument checks (one entry per rank in every count span, which the table's bare arrays need)
+  // and the timeout resolved; the plugin checks the device buffers.
+  Status DoAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                     const Call& call) override {
+    shardrec_plugin_status_t st{};
+    return core::FromPlugin(
+        t_->nccl_all_reduce(h_, send, recv, count, static_cast<int32_t>(dtype),
+                            static_cast<int32_t>(op), call.stream, call.timeout.count(), &st),
+        st);
+  }
+  Status DoAllToAllV(const void* send, std::span<const size_t> send_counts, void* recv,
+                     std::span<const size_t> recv_counts, DType dtype, const Call& call) override {
+    shardrec_plugin_status_t st{};
+    return core::FromPlugin(
+        t_->nccl_all_to_all_v(h_, send, send_counts.data(), recv, recv_counts.data(),
+                              static_cast<int32_t>(dtype), call.stream, call.timeout.count(), &st),
+        st);
+  }
+  Status DoAllGatherV(const void* send, size_t send_count, void* recv,
+                      std::span<const size_t> recv_counts, DType dtype, const Call& call) override {
+    shardrec_plugin_status_t st{};
+    return core::FromPlugin(
+        t_->nccl_all_gather_v(h_, send, send_count, recv, recv_counts.data(),
+                              static_cast<int32_t>(dtype), call.stream, call.timeout.count(), &st),
+        st);
+  }
+  Status DoReduceScatterV(const void* send, void* recv, std::span<const size_t> recv_counts,
+                          DType dtype, ReduceOp op, const Call& call) override {
+    shardrec_plugin_status_t st{};
+    return core::FromPlugin(
+        t_->nccl_reduce_scatter_v(h_, send, recv, recv_counts.data(), static_cast<int32_t>(dtype),
+                                  static_cast<int32_t>(op), call.stream, call.timeout.count(), &st),
+        st);
+  }
+  Status DoBroadcast(void* buf, size_t count, DType dtype, int root, const Call& call) override {
+    shardrec_plugin_status_t st{};
+    return core::FromPlugin(t_->nccl_broadcast(h_, buf, count, static_cast<int32_t>(dtype), root,
+                                               call.stream, call.timeout.count(), &st),
+                            st);
+  }
+  Status DoBarrier(const Call& call) override {
+    shardrec_plugin_status_t st{};
+    return core::FromPlugin(t_->nccl_barrier(h_, call.stream, call.timeout.count(), &st), st);
   }
 
+ private:
   const shardrec_cuda_plugin_table_t* const t_;
   shardrec_plugin_nccl_t* const h_;
   const int rank_;
@@ -121,6 +100,21 @@ class PluginNcclCommunicator final : public Communicator {
   const int device_;
   std::atomic<int64_t> timeout_ms_;
 };
+
+Status PluginNcclCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return Status::InvalidArgument("out must not be NULL");
+  out->reset();
+  shardrec_plugin_status_t st{};
+  shardrec_plugin_nccl_t* child = nullptr;
+  int32_t rank = -1;
+  int32_t size = 0;
+  SR_RETURN_IF_ERROR(
+      core::FromPlugin(t_->nccl_split(h_, color, key, &child, &rank, &size, &st), st));
+  if (child != nullptr) {
+    out->reset(new PluginNcclCommunicator(t_, child, rank, size, device_, this->timeout()));
+  }
+  return Status::Ok();
+}
 
 Status MakeUniqueId(const shardrec_cuda_plugin_table_t* t, int device, std::vector<uint8_t>* id) {
   SR_RETURN_IF_ERROR(core::CheckDevice(Device::Cuda(device)));

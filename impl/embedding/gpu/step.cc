@@ -130,7 +130,7 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   const auto W = static_cast<size_t>(l.world);
   SR_RETURN_IF_ERROR(reserve(gather_send_, z.summary_bytes + 32, "the route summary"));
   SR_RETURN_IF_ERROR(reserve(gather_recv_, W * z.summary_bytes, "the route summaries"));
-  SR_RETURN_IF_ERROR(reserve(verdict_buf_, 4 * sizeof(int64_t), "the verdict"));
+  SR_RETURN_IF_ERROR(fail(verdict_.Reserve(device_, stream_)));
   SR_RETURN_IF_ERROR(reserve(unpack_bad_, sizeof(unsigned long long), "the unpack's status"));
   SR_RETURN_IF_ERROR(reserve(dgrad_block_, z.io_bytes, "the gradients on the device"));
   SR_RETURN_IF_ERROR(reserve(pack_buf_, z.pack_bytes, "the gradient pack's tables"));

@@ -162,6 +162,7 @@
 #include "impl/embedding/gpu/dp.h"
 #include "impl/embedding/gpu/sizing.h"
 #include "impl/embedding/gpu/staging.h"
+#include "impl/embedding/gpu/verdict.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/device_runs.h"
 #include "impl/embedding/kernels/kernels.h"
@@ -347,7 +348,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // returns the first error the checks found since the last call
   // (an internal error: a row outside its shard, a message whose lengths disagree with its
   // counts; a communicator's asynchronous error) and clears it.
-  bool VerdictArrived() const { return staging_.delivered() >= verdict_ticket_; }
+  bool VerdictArrived() const { return verdict_.Arrived(staging_); }
   Status Synchronize();
   Status TakeDeferredError();
   // A device gradient block of at least `floats` floats whose contents do not matter: what a
@@ -425,8 +426,11 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // device already); extra_dev[k] receives piece k's device address.
   Status UploadExtras(const DeviceStaging::Piece* extra, size_t num_extra, uint8_t** extra_dev);
   // Within a phase: the verdict's words (DeviceVerdictWork) queued, their agreed part coming down
-  // into verdict_host_ with the phase; *gate receives the agreed word's device address.
+  // into the verdict object (verdict_) with the phase; *gate receives the agreed word's device
+  // address.
   Status QueueVerdict(const DeviceVerdictWork& v, const int64_t** gate);
+  // What a phase object queues on (the step's device, stream, context and staging).
+  VerdictPhase Phase() { return VerdictPhase{device_, stream_, &ctx_, &staging_}; }
   // ApplySharded by phase. SizeSharded decides which shards run and how (fused, aggregated,
   // counted) and sizes every device buffer before anything is queued (a buffer that grows waits
   // for the stream); QueueGroupPhase queues the first phase (the verdict, the runs and gradients
@@ -557,9 +561,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // A backward from a device gradient: the verdict's words, the gradient block the kernels
   // read (the message lands in it, this rank's own rows are packed into it), and the pack's
   // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
-  core::DeviceBuffer verdict_buf_;
-  int64_t verdict_host_[3] = {};  // the agreed word and the first non-finite element, downloaded
-  uint64_t verdict_ticket_ = 0;   // its download (DeviceStaging::Download)
+  DeviceVerdict verdict_;  // the verdict's words and their download (verdict.h)
   // Phases that ended without a wait (EndPhaseDeferred): what to check after the next one.
   struct Deferred {
     const char* status_what = nullptr;  // the status block's copy is in deferred_status_

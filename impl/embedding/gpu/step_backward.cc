@@ -277,8 +277,7 @@ Status DeviceStep::SizeSharded(SparseUpdater& updater, const RoutedBatch& rb,
                                            "the received gradients on the device", stream_));
   }
   if (dp != nullptr) SR_RETURN_IF_ERROR(dp_.Reserve(rb, dp->host_grad_floats));
-  if (in.verdict != nullptr)
-    SR_RETURN_IF_ERROR(verdict_buf_.Reserve(device_, 4 * sizeof(int64_t), "the verdict", stream_));
+  if (in.verdict != nullptr) SR_RETURN_IF_ERROR(verdict_.Reserve(device_, stream_));
   plan->any = any;
   plan->any_aggregated = any_aggregated;
   plan->counted_exchange = counted_exchange;

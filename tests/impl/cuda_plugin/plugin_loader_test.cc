@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/comm/communicator.h"
 #include "impl/comm/nccl/nccl_backend.h"
 #include "impl/core/cuda_plugin.h"
 #include "tests/impl/cuda_plugin/memory_store.h"
@@ -166,6 +167,41 @@ const int kGoodChild = testing::RegisterFreshChild("good_fake", &GoodFakeChild);
 
 TEST(PluginLoader, ProcessLoaderUsesOnlyTheTable) {
   EXPECT_EQ(testing::RunFresh("good_fake", SHARDREC_FAKE_PLUGIN_GOOD), 0);
+}
+
+// An NCCL communicator (the fake embedding plugin's double, world 1) runs the checked prologue the
+// host backends share before the plugin sees a call: a negative per-call timeout, an unknown
+// dtype and a count span of the wrong length are refused with the shared wording
+// (checked_communicator.h, call_checks.h), and a valid call still goes through.
+int NcclPrologueChild() {
+  testing::MemoryStore store;
+  std::unique_ptr<comm::Communicator> c;
+  if (!comm::nccl::CreateNcclCommunicator(&store, "job", 1, 0, 0, std::chrono::milliseconds(2000),
+                                          &c)
+           .ok())
+    return 1;
+  const core::CudaRuntime* rt = nullptr;
+  void* dev = nullptr;
+  if (!core::GetCudaRuntime(&rt).ok() || !rt->Malloc(0, 64, &dev).ok()) return 2;
+  comm::CallOptions negative;
+  negative.timeout = std::chrono::milliseconds(-5);
+  const Status t = c->AllReduce(dev, dev, 4, DType::kFloat32, comm::ReduceOp::kSum, negative);
+  if (t.code() != Code::kInvalidArgument || !Contains(t.message(), "must not be negative"))
+    return 3;
+  const Status d = c->Broadcast(dev, 4, static_cast<DType>(99), 0);
+  if (d.code() != Code::kInvalidArgument || !Contains(d.message(), "dtype 99")) return 4;
+  const size_t two[] = {1, 1};
+  const Status n = c->AllToAllV(dev, two, dev, two, DType::kFloat32);
+  if (n.code() != Code::kInvalidArgument || !Contains(n.message(), "has 2")) return 5;
+  if (!c->AllReduce(dev, dev, 4, DType::kFloat32, comm::ReduceOp::kSum).ok()) return 6;
+  if (!rt->Free(0, dev).ok()) return 7;
+  return 0;
+}
+
+const int kNcclPrologueChild = testing::RegisterFreshChild("nccl_prologue", &NcclPrologueChild);
+
+TEST(PluginLoader, NcclCommunicatorRunsTheCheckedPrologue) {
+  EXPECT_EQ(testing::RunFresh("nccl_prologue", SHARDREC_FAKE_EMBEDDING_PLUGIN), 0);
 }
 
 int HoleChild() {

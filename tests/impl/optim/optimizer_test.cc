@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "impl/core/thread_pool.h"
+#include "impl/optim/dispatch.h"
 
 namespace shardrec::optim {
 namespace {
@@ -325,6 +326,37 @@ TEST(OptimOptimizer, ValidateConfigNamesTheBadField) {
   c.weight_decay_mode = static_cast<WeightDecayMode>(9);
   EXPECT_NE(ValidateConfig(c).message().find("weight_decay_mode"), std::string::npos);
   EXPECT_TRUE(ValidateConfig(OptimizerConfig()).ok());
+}
+
+// The one dispatch (dispatch.h) hands every type its own rule, refuses a value outside the enum
+// without calling the visitor, and the shape questions answer from the same table.
+TEST(OptimOptimizer, DispatchVisitsEachTypesOwnRule) {
+  for (OptimizerType t : kAllTypes) {
+    int visits = 0;
+    OptimizerType seen = OptimizerType::kSgd;
+    int row_state = -2, states = -1;
+    EXPECT_TRUE(DispatchOptimizer(t, [&](auto rule) {
+      using R = decltype(rule);
+      ++visits;
+      seen = R::kType;
+      row_state = R::kRowState;
+      states = R::kNumStates;
+    }));
+    EXPECT_EQ(visits, 1);
+    EXPECT_EQ(seen, t);
+    const auto specs = StateSpecs(t);
+    ASSERT_EQ(static_cast<int>(specs.size()), states) << OptimizerName(t);
+    for (int i = 0; i < states; ++i) EXPECT_EQ(specs[i].row_wise, i == row_state);
+  }
+  int visits = 0;
+  EXPECT_FALSE(
+      DispatchOptimizer(static_cast<OptimizerType>(kNumOptimizerTypes), [&](auto) { ++visits; }));
+  EXPECT_FALSE(DispatchOptimizer(static_cast<OptimizerType>(-1), [&](auto) { ++visits; }));
+  EXPECT_EQ(visits, 0);
+  EXPECT_STREQ(OptimizerName(static_cast<OptimizerType>(kNumOptimizerTypes)), "unknown");
+  EXPECT_TRUE(StateSpecs(static_cast<OptimizerType>(kNumOptimizerTypes)).empty());
+  EXPECT_EQ(NumRowStats(static_cast<OptimizerType>(kNumOptimizerTypes)), 0);
+  EXPECT_STREQ(OptimizerName(OptimizerType::kPartialRowWiseAdam), "partial_rowwise_adam");
 }
 
 TEST(OptimOptimizer, StateLayoutAndShardValidation) {

@@ -1,6 +1,6 @@
 //! Row deltas applied to a serving handle (`shardrec_inference_apply_delta`): the replay of a
 //! dynamic table's delta export, or row updates of a fixed table, as the next version.
-use crate::dynamic_delta::DynamicDelta;
+use crate::delta_export::DynamicDelta;
 use crate::inference::Inference;
 use crate::{check, cstring, invalid, sys, Result};
 use std::ptr;

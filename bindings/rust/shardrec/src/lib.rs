@@ -6,13 +6,13 @@ mod checkpoint;
 mod comm;
 mod config;
 mod ddp;
+mod delta_export;
 mod device;
 mod dense;
 mod dense_optimizer;
 mod dynamic;
-mod dynamic_delta;
-mod dynamic_eval;
 mod embedding;
+mod eval_mode;
 mod frozen;
 mod inference;
 mod inference_delta;
@@ -26,7 +26,7 @@ pub use device::{device_check, device_count, device_plugin_path, DType, DeviceTy
 pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
 pub use dense_optimizer::{DenseOptimizer, DenseState};
 pub use dynamic::{DynamicTable, DynamicTableStats, Eviction};
-pub use dynamic_delta::DynamicDelta;
+pub use delta_export::DynamicDelta;
 pub use dense::{
     blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
     dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath, Mlp,

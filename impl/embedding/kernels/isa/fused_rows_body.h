@@ -16,6 +16,7 @@
 #include "impl/core/prefetch.h"
 #include "impl/embedding/kernels/isa/fused_rows.h"
 #include "impl/embedding/kernels/isa/scalar_half.h"
+#include "impl/optim/dispatch.h"
 #include "impl/optim/optimizer.h"
 #include "impl/optim/update_rules.h"
 
@@ -209,103 +210,83 @@ void SumRow(const FusedRowsArgs& a, int64_t k0, int64_t k1, float* g) {
   }
 }
 
-// Phase 1 of the optimizer on one fp32 row w (cols floats) with gradient g; m1 / m2 point at the
-// row's states (a row-wise one: its single value): the row statistics of this row's columns into
-// stats (optim::NumRowStats of them; LAMB advances m and v here), as optim::PartialRowStats.
-template <class I>
+// Register j of an element-wise state of rule R (kElementState<R, i>) at `base`, loaded into
+// *reg, or null when state i is not element-wise (the rule then never reads it).
+template <class I, class R, int i>
+Vec<I>* LoadState(const RowIo<I>& io, const float* base, int64_t j, Vec<I>* reg) {
+  if constexpr (optim::kElementState<R, i>) {
+    *reg = io.Load(base, j);
+    return reg;
+  }
+  return nullptr;
+}
+template <class I, class R, int i>
+void StoreState(const RowIo<I>& io, float* base, int64_t j, const Vec<I>& reg) {
+  if constexpr (optim::kElementState<R, i>) io.Store(base, j, reg);
+}
+
+// Phase 1 of the optimizer's rule R on one fp32 row w (cols floats) with gradient g; m1 / m2
+// point at the row's states (a row-wise one: its single value): the row statistics of this row's
+// columns into stats (R::kNumStats of them; LAMB advances m and v here), as optim::PartialRowStats.
+template <class I, class R>
 void RowPhase1(const FusedRowsArgs& a, const float* w, const float* g, float* m1, float* m2,
                float* stats) {
   using V = Vec<I>;
-  const RowIo<I> io{a.cols};
-  const optim::RuleScalars& s = a.rules;
-  const int64_t regs = io.Regs();
-  switch (static_cast<optim::OptimizerType>(a.optimizer)) {
-    case optim::OptimizerType::kRowWiseAdagrad:
-    case optim::OptimizerType::kPartialRowWiseAdam:
-      stats[0] = RowSum(io, [&](int64_t j) {
-        return io.Clip(optim::RowWiseAdagradSquare<V>(io.Load(w, j), io.Load(g, j), s), j);
-      });
-      break;
-    case optim::OptimizerType::kLamb:
-      // |w|^2 and |r|^2 in one pass (two lane sums), the moments advanced.
-      {
-        Lanes<I> ws, rs;
-        for (int64_t j = 0; j < regs; ++j) {
-          const V wj = io.Load(w, j);
-          V m = io.Load(m1, j), v = io.Load(m2, j);
-          const V r = optim::LambAdvance<V>(wj, io.Load(g, j), &m, &v, s);
-          io.Store(m1, j, m);
-          io.Store(m2, j, v);
-          ws.Add(j, io.Clip(wj * wj, j));
-          rs.Add(j, io.Clip(r * r, j));
-        }
-        stats[0] = ws.Finish();
-        stats[1] = rs.Finish();
+  if constexpr (R::kNumStats > 0) {
+    const RowIo<I> io{a.cols};
+    const optim::RuleScalars& s = a.rules;
+    const int64_t regs = io.Regs();
+    Lanes<I> l0, l1;
+    for (int64_t j = 0; j < regs; ++j) {
+      const V wj = io.Load(w, j);
+      V m = V::Of(I::Zero()), v = m;  // loaded where the rule reads them
+      V* pm = nullptr;
+      V* pv = nullptr;
+      if constexpr (R::kStatsAdvanceStates) {
+        pm = LoadState<I, R, 0>(io, m1, j, &m);
+        pv = LoadState<I, R, 1>(io, m2, j, &v);
       }
-      break;
-    default:
-      break;  // no row statistics
+      const optim::RowTerms<V> t = R::Terms(wj, io.Load(g, j), pm, pv, s);
+      if constexpr (R::kStatsAdvanceStates) {
+        StoreState<I, R, 0>(io, m1, j, m);
+        StoreState<I, R, 1>(io, m2, j, v);
+      }
+      l0.Add(j, io.Clip(t.t0, j));
+      if constexpr (R::kNumStats > 1) l1.Add(j, io.Clip(t.t1, j));
+    }
+    stats[0] = l0.Finish();
+    if constexpr (R::kNumStats > 1) stats[1] = l1.Finish();
   }
 }
 
 // Phase 2: the update of every element of the row, given the row statistics summed over the
-// whole row (unread when the optimizer has none), as optim::Apply.
-template <class I>
+// whole row (unread when the optimizer has none), as optim::Apply. The row's scalars are taken in
+// Scalar, then broadcast.
+template <class I, class R>
 void RowPhase2(const FusedRowsArgs& a, float* w, const float* g, float* m1, float* m2,
                const float* stats) {
   using V = Vec<I>;
   const RowIo<I> io{a.cols};
   const optim::RuleScalars& s = a.rules;
   const int64_t regs = io.Regs();
-  switch (static_cast<optim::OptimizerType>(a.optimizer)) {
-    case optim::OptimizerType::kSgd:
-      for (int64_t j = 0; j < regs; ++j)
-        io.Store(w, j, optim::SgdUpdate<V>(io.Load(w, j), io.Load(g, j), s));
-      break;
-    case optim::OptimizerType::kAdagrad:
-      for (int64_t j = 0; j < regs; ++j) {
-        V m = io.Load(m1, j);
-        io.Store(w, j, optim::AdagradUpdate<V>(io.Load(w, j), io.Load(g, j), &m, s));
-        io.Store(m1, j, m);
-      }
-      break;
-    case optim::OptimizerType::kRowWiseAdagrad: {
-      const Scalar state = optim::RowWiseAdagradState<Scalar>(*m1, stats[0], a.full_dim);
-      *m1 = state.v;
-      const Scalar mult = optim::RowWiseAdagradMult<Scalar>(state, s);
-      const V mv(mult.v), cv(optim::RowWiseAdagradCorr<Scalar>(mult, s).v);
-      for (int64_t j = 0; j < regs; ++j)
-        io.Store(w, j, optim::RowWiseAdagradUpdate<V>(io.Load(w, j), io.Load(g, j), mv, cv));
-      break;
-    }
-    case optim::OptimizerType::kAdam:
-      for (int64_t j = 0; j < regs; ++j) {
-        V m = io.Load(m1, j), v = io.Load(m2, j);
-        io.Store(w, j, optim::AdamUpdate<V>(io.Load(w, j), io.Load(g, j), &m, &v, s));
-        io.Store(m1, j, m);
-        io.Store(m2, j, v);
-      }
-      break;
-    case optim::OptimizerType::kPartialRowWiseAdam: {
-      const Scalar vr = optim::PartialRowWiseAdamState<Scalar>(*m2, stats[0], a.full_dim, s);
-      *m2 = vr.v;
-      const V vv(vr.v);
-      for (int64_t j = 0; j < regs; ++j) {
-        V m = io.Load(m1, j);
-        io.Store(w, j, optim::PartialRowWiseAdamUpdate<V>(io.Load(w, j), io.Load(g, j), &m, vv, s));
-        io.Store(m1, j, m);
-      }
-      break;
-    }
-    case optim::OptimizerType::kLamb: {
-      // r recomputed from the moments phase 1 advanced.
-      const V ratio(optim::LambRatio<Scalar>(stats[0], stats[1]).v);
-      for (int64_t j = 0; j < regs; ++j) {
-        const V wj = io.Load(w, j);
-        const V r = optim::LambDirection<V>(wj, io.Load(m1, j), io.Load(m2, j), s);
-        io.Store(w, j, optim::LambUpdate<V>(wj, r, ratio, s));
-      }
-      break;
+  Scalar row_state(0.0f);
+  if constexpr (R::kRowState >= 0) {
+    float* at = R::kRowState == 0 ? m1 : m2;
+    row_state = R::RowState(Scalar(*at), Scalar(stats[0]), a.full_dim, s);
+    *at = row_state.v;
+  }
+  const Scalar st0(R::kNumStats > 0 ? stats[0] : 0.0f);
+  const Scalar st1(R::kNumStats > 1 ? stats[1] : 0.0f);
+  const optim::RowCoefs<Scalar> ks = R::Coefs(row_state, st0, st1, s);
+  const optim::RowCoefs<V> k{V(ks.c0.v), V(ks.c1.v)};
+  for (int64_t j = 0; j < regs; ++j) {
+    V m = V::Of(I::Zero()), v = m;
+    V* pm = LoadState<I, R, 0>(io, m1, j, &m);
+    V* pv = LoadState<I, R, 1>(io, m2, j, &v);
+    io.Store(w, j, R::Update(io.Load(w, j), io.Load(g, j), pm, pv, k, s));
+    if constexpr (R::kUpdateWritesStates) {
+      StoreState<I, R, 0>(io, m1, j, m);
+      StoreState<I, R, 1>(io, m2, j, v);
     }
   }
 }
@@ -339,7 +320,7 @@ void WidenRow(const uint16_t* src, int32_t cols, float* out) {
     out[c] = kType == WeightType::kFp16 ? ScalarF16(src[c]) : ScalarBf16(src[c]);
 }
 
-template <class I, WeightType kType>
+template <class I, WeightType kType, class R>
 void Rows(const FusedRowsArgs& a) {
   const int64_t elem = kType == WeightType::kFp32 ? 4 : 2;
   const int64_t scratch = (int64_t{a.cols} + 15) / 16 * 16;
@@ -383,32 +364,40 @@ void Rows(const FusedRowsArgs& a) {
     }
     switch (a.mode) {
       case FusedRowsMode::kFused:
-        RowPhase1<I>(a, w, g, m1, m2, stats_buf);
-        RowPhase2<I>(a, w, g, m1, m2, stats_buf);
+        RowPhase1<I, R>(a, w, g, m1, m2, stats_buf);
+        RowPhase2<I, R>(a, w, g, m1, m2, stats_buf);
         break;
       case FusedRowsMode::kAggregate:
-        RowPhase1<I>(a, w, g, m1, m2, a.stats + u * a.num_stats);
+        RowPhase1<I, R>(a, w, g, m1, m2, a.stats + u * a.num_stats);
         continue;  // the weights stay as they are
       case FusedRowsMode::kApply:
-        if (a.stats == nullptr) RowPhase1<I>(a, w, g, m1, m2, stats_buf);  // whole rows
-        RowPhase2<I>(a, w, g, m1, m2, a.stats != nullptr ? a.stats + u * a.num_stats : stats_buf);
+        if (a.stats == nullptr) RowPhase1<I, R>(a, w, g, m1, m2, stats_buf);  // whole rows
+        RowPhase2<I, R>(a, w, g, m1, m2,
+                        a.stats != nullptr ? a.stats + u * a.num_stats : stats_buf);
         break;
     }
     if constexpr (kType != WeightType::kFp32) a.store_row(a.store_ctx, row, w_buf);
   }
 }
 
+// The rows of one weight type, the optimizer's rule chosen once per call (optim::AllRules).
+template <class I, WeightType kType>
+void RowsOf(const FusedRowsArgs& a) {
+  optim::DispatchOptimizer(static_cast<optim::OptimizerType>(a.optimizer),
+                           [&](auto rule) { Rows<I, kType, decltype(rule)>(a); });
+}
+
 template <class I>
 void FusedRows(const FusedRowsArgs& a) {
   switch (a.type) {
     case WeightType::kFp16:
-      Rows<I, WeightType::kFp16>(a);
+      RowsOf<I, WeightType::kFp16>(a);
       break;
     case WeightType::kBf16:
-      Rows<I, WeightType::kBf16>(a);
+      RowsOf<I, WeightType::kBf16>(a);
       break;
     default:
-      Rows<I, WeightType::kFp32>(a);
+      RowsOf<I, WeightType::kFp32>(a);
       break;
   }
 }

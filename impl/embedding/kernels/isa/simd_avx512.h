@@ -50,9 +50,11 @@ struct Avx512 {
   }
   // The register's four quads combined in CombineLanes' order: quads 0, 1 += quads 2, 3, then
   // quad 0 += quad 1.
+  // (The zero-masking form with every lane kept is the same instruction; GCC 12's plain form
+  // merges into _mm512_undefined_ps, which it then reports as uninitialized where it inlines.)
   static float FoldQuads(Reg v) {
-    const Reg t = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x0E));
-    return _mm512_cvtss_f32(_mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0x01)));
+    const Reg t = _mm512_add_ps(v, _mm512_maskz_shuffle_f32x4(0xFFFF, v, v, 0x0E));
+    return _mm512_cvtss_f32(_mm512_add_ps(t, _mm512_maskz_shuffle_f32x4(0xFFFF, t, t, 0x01)));
   }
 };
 
