@@ -1,11 +1,16 @@
-// The backward of sharded and data-parallel tables on the shard owners.
+// The backward stage: the gradient's packing on the sample side, the host engine's gradient
+// exchange, and the updates of sharded and data-parallel tables on the shard owners.
 #include "impl/embedding/backward.h"
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/dynamic/tables.h"
+#include "impl/embedding/host_reduce.h"
 #include "impl/embedding/kernels/kernels.h"
+#include "impl/embedding/step_state.h"
 #include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
@@ -282,6 +287,139 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
   }
   // The device updates were only queued: one wait for all of them.
   return device != nullptr ? device->FinishRows() : Status::Ok();
+}
+
+void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
+                   const float* grad, float* send, float* self, const WireRows& wire) {
+  const int64_t D = l.output_dim;
+  const int64_t B = rb.batch_size;
+  // Every unit's returned rows are one segment: where its rows start in ret_target and where
+  // their gradients go. Segments are written in parallel over rows; each row has its own place.
+  struct Segment {
+    int64_t k_begin;
+    int32_t unit;
+    float* dst;       // fp32 rows, or
+    uint16_t* dst16;  // encoded rows (another rank's, over an encoded exchange)
+  };
+  std::vector<Segment> segs;
+  int64_t others = 0;  // element offset of the next other rank's rows in send / the wire
+  int64_t k = 0;
+  for (int32_t d = 0; d < l.world; ++d) {
+    const bool mine = d == l.rank;
+    int64_t at = mine ? 0 : others;
+    for (int32_t u : l.units_to_rank[d]) {
+      const int64_t count = rb.ret_count[u];
+      if (count == 0) continue;
+      if (mine)
+        segs.push_back(Segment{k, u, self + at, nullptr});
+      else if (wire.data != nullptr)
+        segs.push_back(Segment{k, u, nullptr, wire.data + at});
+      else
+        segs.push_back(Segment{k, u, send + at, nullptr});
+      k += count;
+      at += count * l.units[u].cols;
+    }
+    if (!mine) others = at;
+  }
+  const int64_t total = k;
+  ctx.ParallelFor(0, total, 1024, [&](int64_t k0, int64_t k1) {
+    size_t s = static_cast<size_t>(
+        std::upper_bound(segs.begin(), segs.end(), k0,
+                         [](int64_t v, const Segment& g) { return v < g.k_begin; }) -
+        segs.begin() - 1);
+    for (int64_t j = k0; j < k1; ++s) {
+      const Segment& seg = segs[s];
+      const Unit& unit = l.units[seg.unit];
+      const Pair& pair = l.pairs[unit.pair];
+      const int64_t col = pair.out_offset + unit.col_offset;
+      const int64_t seg_end = std::min(k1, s + 1 < segs.size() ? segs[s + 1].k_begin : total);
+      for (; j < seg_end; ++j) {
+        const int64_t target = rb.ret_target[j];
+        const float* g = grad + target * D + col;
+        const int64_t at = (j - seg.k_begin) * unit.cols;
+        // An encoded row is divided into a row of the thread's, then encoded from there.
+        thread_local std::vector<float> row;
+        float* dst = seg.dst != nullptr ? seg.dst + at : nullptr;
+        if (dst == nullptr && pair.mean) {
+          if (row.size() < static_cast<size_t>(unit.cols)) row.resize(unit.cols);
+          dst = row.data();
+        }
+        if (pair.mean) {
+          const float div = rb.mean_div[unit.pair * B + target];
+          for (int32_t c = 0; c < unit.cols; ++c) dst[c] = div != 0.0f ? g[c] / div : 0.0f;
+        } else if (dst != nullptr) {
+          std::memcpy(dst, g, sizeof(float) * unit.cols);
+        }
+        if (seg.dst16 != nullptr)
+          wire.encode(pair.mean ? dst : g, static_cast<size_t>(unit.cols), seg.dst16 + at);
+      }
+    }
+  });
+}
+
+Status ApplyDataParallelTables(StepState& s, const RoutedBatch& rb, const float* grad, int64_t step,
+                               RowApplier* rows) {
+  // The data-parallel all-reduce is this step's only collective: its comm time is all embedding
+  // communication.
+  const double before = s.timings.comm_seconds;
+  SR_RETURN_IF_ERROR(s.updater.ApplyDataParallel(s.exec, *s.dp_comm, s.options.backward_encoding,
+                                                 rb, grad, s.table_optim, step,
+                                                 &s.timings.comm_seconds, rows));
+  s.timings.embedding_comm_seconds += s.timings.comm_seconds - before;
+  ++s.timings.backwards;
+  return Status::Ok();
+}
+
+Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const float* grad,
+                                 int64_t step, HostReduce* reduce) {
+  // The gradient travels the forward's return route backwards: the sample side packs into the
+  // buffer it received into, the owners receive into the buffer they looked up into; the rows of
+  // this rank's own samples are written straight to where its shards read them (SelfRows).
+  const comm::Encoding benc = s.options.backward_encoding;
+  if (WireInKernels(s.layout, benc)) {
+    // The other ranks' gradient rows are encoded as they are packed, sent 16-bit, and decoded
+    // once into the blocks the kernels read; this rank's own rows stay fp32 (SelfRows).
+    size_t send_total = 0;
+    for (size_t v : ReturnRecvCounts(rb)) send_total += v;
+    if (s.wire.send.size() < send_total) s.wire.send.resize(send_total);
+    if (s.wire.recv.size() < rb.ret_self_offset) s.wire.recv.resize(rb.ret_self_offset);
+    PackGradients(s.exec, s.layout, rb, grad, s.ret_recv.data(), s.SelfRows(rb),
+                  WireRows{s.wire.send.data(), comm::EncoderFor(benc), nullptr});
+    {
+      ScopedTimer t(&s.timings.comm_seconds);
+      ScopedTimer e(&s.timings.embedding_comm_seconds);
+      SR_RETURN_IF_ERROR(s.comm->AllToAllV(s.wire.send.data(), ReturnRecvCounts(rb),
+                                           s.wire.recv.data(), ReturnSendCounts(rb),
+                                           comm::WireType(benc)));
+    }
+    // One decoding pass, not a widening per id in the kernels: each gradient row is read once per
+    // id of its bag (~20 times), and widening it each time cost the compute threads ~1.5 ms per
+    // step at world 2 where this pass costs ~0.1 ms (RESULTS.md, 2026-11-24 evening).
+    const uint16_t* arrived = s.wire.recv.data();
+    float* decoded = s.ret_send.data();
+    s.exec.ParallelFor(
+        0, static_cast<int64_t>(rb.ret_self_offset), int64_t{1} << 16, [&](int64_t b, int64_t e) {
+          comm::DecodeFloats(benc, arrived + b, static_cast<size_t>(e - b), decoded + b);
+        });
+    SR_RETURN_IF_ERROR(s.updater.ApplySharded(s.exec, *s.comm, rb, s.ret_send.data(), s.table_optim,
+                                              step, &s.timings.comm_seconds));
+    return ApplyDataParallelTables(s, rb, grad, step, nullptr);
+  }
+  PackGradients(s.exec, s.layout, rb, grad, s.ret_recv.data(), s.SelfRows(rb));
+  {
+    ScopedTimer t(&s.timings.comm_seconds);
+    ScopedTimer e(&s.timings.embedding_comm_seconds);
+    if (benc == comm::Encoding::kFp32 && reduce != nullptr && reduce->active()) {
+      SR_RETURN_IF_ERROR(reduce->Backward(*s.comm, rb, s.ret_recv.data(), s.ret_send.data()));
+    } else {
+      SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*s.comm, benc, s.ret_recv.data(),
+                                                ReturnRecvCounts(rb), s.ret_send.data(),
+                                                ReturnSendCounts(rb), &s.wire));
+    }
+  }
+  SR_RETURN_IF_ERROR(s.updater.ApplySharded(s.exec, *s.comm, rb, s.ret_send.data(), s.table_optim,
+                                            step, &s.timings.comm_seconds));
+  return ApplyDataParallelTables(s, rb, grad, step, nullptr);
 }
 
 }  // namespace shardrec::embedding

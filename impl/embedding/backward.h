@@ -15,10 +15,14 @@
 #include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/output_dist.h"
 #include "impl/embedding/param_store.h"
 #include "impl/optim/optimizer.h"
 
 namespace shardrec::embedding {
+
+struct StepState;  // step_state.h
+class HostReduce;  // host_reduce.h
 
 namespace dynamic {
 class DynamicTables;
@@ -117,5 +121,26 @@ class SparseUpdater {
   DpBlockLayout dp_at_;           // per table (DP only): grads and touched flags in dp_grad_
   comm::EncodedScratch dp_wire_;  // 16-bit staging of an encoded all-reduce
 };
+
+// Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by
+// the bag's divisor for MEAN): the other ranks' rows into `send` in the layout `recv` had in
+// forward, this rank's own rows straight to `self`, where its shards read their gradients.
+// In parallel over rows on `ctx`. With wire.data the other ranks' rows go there encoded (and
+// `send` is unused).
+void PackGradients(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb,
+                   const float* grad, float* send, float* self, const WireRows& wire = {});
+
+// The end of a backward: the data-parallel tables' all-reduce over s.dp_comm and update (through
+// `rows`, or on the host when null), then the count.
+Status ApplyDataParallelTables(StepState& s, const RoutedBatch& rb, const float* grad, int64_t step,
+                               RowApplier* rows);
+
+// The host engine's backward of `rb` at `step`, once every rank agreed on it, in one call: the
+// gradient's packing (the forward's return route backwards), its exchange over s.comm (encoded
+// where the kernels encode it, WireInKernels), the sharded tables' fused updates and the
+// data-parallel tables'.
+// `reduce`, when given and active, carries an fp32 gradient exchange (host_reduce.h); null: flat.
+Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const float* grad,
+                                 int64_t step, HostReduce* reduce);
 
 }  // namespace shardrec::embedding

@@ -8,10 +8,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <optional>
 
 #include "impl/comm/agree.h"
-#include "impl/core/extent.h"
 #include "impl/core/finite.h"
 #include "impl/embedding/tiered/cache_layout.h"
 #include "impl/embedding/timer.h"
@@ -241,15 +239,14 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
   // failure is an earlier call's, not this batch's: the batch a backward trains stays as it was.
   SR_RETURN_IF_ERROR(engine_->Settle(SettlePoint::kBeforeInput));
   std::unique_ptr<RoutedBatch> rb = TakeSpare();
-  // The output buffer is known now, so this rank's verdict on it rides on the input exchange as
-  // a rejection of the batch (after the batch's own checks): a rank given a wrong out_len fails
-  // its peers' forwards with it, before any state changes, and no rank is left with a batch to
-  // train alone.
-  const OutputCheck check = [&](int64_t batch_size, int64_t num_values) {
-    return CheckOutput(batch_size, num_values, out, out_len, device_out);
-  };
-  // So does its mode, when the ranks must agree on it (StepAgreement::Terms).
-  const InputTerms terms = agreement_.Terms(check);
+  // 1. Agree: the output buffer is known now, so this rank's verdict on it rides on the input
+  // exchange as a rejection of the batch (after the batch's own checks): a rank given a wrong
+  // out_len fails its peers' forwards with it, before any state changes, and no rank is left with
+  // a batch to train alone. So does its mode, when the ranks must agree on it
+  // (StepAgreement::Terms).
+  const InputTerms terms = agreement_.Terms(
+      OutputBuffer{out, out_len, device_out, WritesDeviceOutput(s_.options.device)});
+  // 2. Route and exchange.
   Status s;
   {
     ScopedTimer phase(&s_.timings.input_dist_seconds);
@@ -265,8 +262,12 @@ Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_l
     spare_ = std::move(rb);
     return s;
   }
-  const Status local = CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out);
-  return Forwarded(Distribute(std::move(rb), out, local, device_out, terms.check != nullptr));
+  // The verdict that rode on the exchange was OK on this rank, or the exchange had failed.
+  const Status local = terms.check_output
+                           ? Status::Ok()
+                           : CheckOutput(rb->batch_size, rb->num_values, out, out_len, device_out);
+  return Forwarded(Distribute(std::move(rb), out, local, device_out, terms.agree_before_rows,
+                              terms.check_output));
 }
 
 Status EmbeddingCollection::Forwarded(const Status& s) {
@@ -368,18 +369,21 @@ Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const
                            : rejected;
   // The output buffer comes after the input exchange here, so the ranks agree on it before any
   // row moves (Distribute's StepAgreement::BeforeRows).
-  return Forwarded(Distribute(std::move(rb), out, local, device_out, /*output_checked=*/false));
+  return Forwarded(Distribute(std::move(rb), out, local, device_out, /*agree=*/true,
+                              /*output_checked=*/false));
 }
 
 Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* out,
                                        const Status& local, const DeviceOutput* device_out,
-                                       bool output_checked) {
-  // The stages after the input exchange: agree, resolve rows, look up and combine. The output
-  // exchange is collective: a rank with a bad output buffer still takes part where the agreement
-  // let the forward go on.
+                                       bool agree, bool output_checked) {
+  // The stages after the input exchange: agree (where the input exchange did not settle it all),
+  // resolve rows, look up and combine. The output exchange is collective: a rank with a bad
+  // output buffer still takes part where the agreement let the forward go on.
   std::vector<int64_t> dp_words;
-  Status s = agreement_.BeforeRows(local, *rb, output_checked,
-                                   engine_->traits().agrees_outputs_first, &dp_words);
+  Status s;
+  if (agree)
+    s = agreement_.BeforeRows(local, *rb, output_checked, engine_->traits().agrees_outputs_first,
+                              &dp_words);
   if (s.ok()) s = resolver_->Resolve(*rb, dp_words);
   if (s.ok()) s = engine_->LookupAndCombine(*rb, out, local, device_out);
   return Finish(std::move(rb), s, local);
@@ -387,22 +391,9 @@ Status EmbeddingCollection::Distribute(std::unique_ptr<RoutedBatch> rb, float* o
 
 Status EmbeddingCollection::CheckOutput(int64_t batch_size, int64_t num_values, const float* out,
                                         size_t out_len, const DeviceOutput* device_out) const {
-  const Layout& layout = s_.layout;
-  const size_t rows = static_cast<size_t>(layout.sequence ? num_values : batch_size);
-  const std::optional<size_t> fits =
-      core::BufferItems(rows, static_cast<size_t>(layout.output_dim), sizeof(float));
-  if (!fits)
-    return Status::InvalidArgument("this batch's output (", rows, " rows of ", layout.output_dim,
-                                   " floats) is more than any buffer holds");
-  const size_t need = *fits;
-  if (out_len != need)
-    return Status::InvalidArgument(
-        "out_len is ", out_len, " but this batch needs ", need,
-        layout.sequence ? " (num_values x dim)" : " (batch_size x output_dim)");
-  if (need > 0 && out == nullptr) return Status::InvalidArgument("out must not be NULL");
-  if (device_out != nullptr && !WritesDeviceOutput(s_.options.device))
-    return Status::Internal("a device output for a collection that does not write one");
-  return Status::Ok();
+  return CheckOutputBuffer(
+      s_.layout, OutputBuffer{out, out_len, device_out, WritesDeviceOutput(s_.options.device)},
+      batch_size, num_values);
 }
 
 Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status& s,

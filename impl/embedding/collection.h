@@ -164,12 +164,12 @@ class EmbeddingCollection {
   // `device_out`) fit the output of its own batch of `batch_size` samples and `num_values` ids.
   Status CheckOutput(int64_t batch_size, int64_t num_values, const float* out, size_t out_len,
                      const DeviceOutput* device_out) const;
-  // The stages of a batch whose input distribution is complete: the agreement before its rows,
-  // the row resolution, the lookup and output distribution. `local` is this rank's verdict on
-  // its output buffer (the caller's CheckOutput, or its rejection); `output_checked`: that
-  // verdict rode on the input exchange.
+  // The stages of a batch whose input distribution is complete: the agreement before its rows
+  // (with `agree`: InputTerms::agree_before_rows), the row resolution, the lookup and output
+  // distribution. `local` is this rank's verdict on its output buffer (the caller's CheckOutput,
+  // or its rejection); `output_checked`: that verdict rode on the input exchange.
   Status Distribute(std::unique_ptr<RoutedBatch> rb, float* out, const Status& local,
-                    const DeviceOutput* device_out, bool output_checked);
+                    const DeviceOutput* device_out, bool agree, bool output_checked);
   // A forward's end: when its exchanges went through (`s`), `rb` becomes the batch backward will
   // use (also when this rank refused its output, `local`: its backward then rejects the step on
   // every rank), else the spare.

@@ -10,7 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <new>
 
 #include "impl/comm/communicator.h"
 #include "impl/core/device.h"
@@ -18,6 +20,7 @@
 #include "impl/embedding/batch.h"
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/output_dist.h"
 #include "impl/embedding/step_agreement.h"
 #include "impl/embedding/step_state.h"
 
@@ -79,15 +82,18 @@ class Engine {
   // routing becomes the rejection too, so it still reaches the agreement.
   Status Route(const Batch& batch, const Status& rejected, RoutedBatch* rb);
   // Route + exchange + unpack of a batch, every rank taking part (a rejecting one too). A batch
-  // this rank routed is then put to `terms.check` (when given), whose refusal rejects it like a
-  // bad batch, so the exchange fails every rank's forward alike; the exchange announces
-  // `terms.mode` (ExchangeAndUnpack).
+  // this rank routed is then judged by `terms` (its output buffer, when check_output), whose
+  // refusal rejects it like a bad batch, so the exchange fails every rank's forward alike; the
+  // exchange announces `terms.mode` (ExchangeAndUnpack).
   virtual Status DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
                                  const InputTerms& terms);
   // The id exchange and unpacking of a routed batch over the input communicator (`local`: this
   // rank's verdict; a rejecting rank takes part), announcing `terms.mode` and, for a training
-  // forward this rank accepted, `terms.words` (ExchangeInput).
-  Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb, const InputTerms& terms = {});
+  // forward this rank accepted, `terms.words` (input_dist.h ExchangeAndUnpack).
+  Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb, const InputTerms& terms = {}) {
+    return embedding::ExchangeAndUnpack(s_.layout, *s_.input_comm, local, rb, terms,
+                                        &s_.timings.comm_seconds);
+  }
 
   // --- Forward ---
   // Lookup, return exchange and combine of a distributed batch whose rows are resolved into
@@ -113,18 +119,36 @@ class Engine {
   // The routing of a batch on this engine (a host KJT on the host; the device engine routes a KJT
   // in device memory there). May throw; Route catches.
   virtual Status RouteLocal(const Batch& batch, RoutedBatch* rb) = 0;
-  // Sizes s.ret_send and s.ret_recv for `rb`; returns the floats received.
-  size_t SizeReturn(const RoutedBatch& rb);
+  // Sizes s.ret_send and s.ret_recv for `rb`; returns the floats received (output_dist.h).
+  size_t SizeReturn(const RoutedBatch& rb) { return SizeReturnBuffers(s_, rb); }
   // The end of a backward: the data-parallel tables' all-reduce and update (through `rows`, or on
-  // the host when null), then the count.
+  // the host when null), then the count (backward.h).
   Status ApplyDataParallelTables(const RoutedBatch& rb, const float* grad, int64_t step,
-                                 RowApplier* rows);
+                                 RowApplier* rows) {
+    return embedding::ApplyDataParallelTables(s_, rb, grad, step, rows);
+  }
+  // `fn()`, with anything it throws turned into a rejection (Route's guard).
+  template <typename Fn>
+  static Status Guarded(Fn&& fn);
 
   StepState& s_;
   StepAgreement& agreement_;
   int64_t offer_[StepAgreement::kEngineWords] = {1, 1};  // no shared path until Init says so
   EngineTraits traits_;
 };
+
+template <typename Fn>
+Status Engine::Guarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const StatusError& e) {
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("routing the batch: out of host memory");
+  } catch (const std::exception& e) {
+    return Status::Internal("routing the batch: ", e.what());
+  }
+}
 
 // A NaN or infinite element `i` of an output gradient, named by sample and feature/table.
 Status GradNotFinite(const Layout& layout, size_t i, float value);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "impl/comm/communicator.h"
@@ -144,16 +145,45 @@ struct RouteOptions {
   bool check_non_finite = true;  // reject NaN/infinite per-id weights
 };
 
-// Checks `batch` and routes it into `rb` (sender side): a counting pass validates every id and
-// sizes the messages, a second pass writes each id once, straight into its message. On failure
-// nothing outside `rb` has changed and the message names the feature, sample, position and id
-// (or weight).
-// Pairs are routed in parallel on `ctx` (each pair owns its units); the result and any error
-// message are those of a sequential walk.
-Status RouteBatch(const ExecContext& ctx, const Layout& layout, const RouteOptions& options,
-                  const Batch& batch, RoutedBatch* rb);
+struct DeviceOutput;  // step_state.h
 
-// The checks of RouteBatch that read no buffer (sizes, null pointers, dtypes), first in its
+// A forward's output buffer, judged against the batch it is for (CheckOutputBuffer).
+struct OutputBuffer {
+  const float* out = nullptr;
+  size_t out_len = 0;
+  const DeviceOutput* device_out = nullptr;  // the output is device memory (`out` on the device)
+  bool device_allowed = false;               // the collection writes device outputs there
+};
+
+// What a forward's input exchange carries for the step's agreement (StepAgreement::Terms, read
+// by Engine::DistributeInput): with `check_output`, this rank's verdict on `output` for its own
+// batch rides on the exchange as a rejection of the batch (after the batch's own checks); the
+// training mode announced (kNone: not agreed there) and, for a training forward this rank
+// accepted, the words announced beside it; `agree_before_rows`: the ranks still agree after the
+// exchange (StepAgreement::BeforeRows).
+struct InputTerms {
+  bool check_output = false;
+  OutputBuffer output;
+  ForwardMode mode = ForwardMode::kNone;
+  std::function<int64_t(const RoutedBatch&)> words;
+  bool agree_before_rows = true;
+};
+
+// --- Validation (input_check.cc) ---
+// This rank's verdict on a forward's output buffer for its own batch of `batch_size` samples and
+// `num_values` ids: [rows, output_dim] floats (rows: samples, or ids for a sequence collection),
+// not null unless empty, device memory only where the collection writes it.
+Status CheckOutputBuffer(const Layout& layout, const OutputBuffer& buffer, int64_t batch_size,
+                         int64_t num_values);
+
+// The checks of a batch before any id is routed: its fields (CheckBatchFields), its lengths
+// (none negative, summing to num_values) and, with `check_non_finite`, its weights.
+// With `output`, also this rank's verdict on that buffer for the batch, by its own sizes, into
+// `*output_verdict` (only when the batch passed: the batch's rejection comes first).
+Status CheckBatch(const Layout& layout, const Batch& batch, bool check_non_finite,
+                  const OutputBuffer* output = nullptr, Status* output_verdict = nullptr);
+
+// The checks of CheckBatch that read no buffer (sizes, null pointers, dtypes), first in its
 // order; the device route (route.h) runs them on the host before its kernels.
 Status CheckBatchFields(const sharding::Plan& plan, const Batch& batch);
 
@@ -168,6 +198,24 @@ Status NonFiniteWeightError(const sharding::Plan& plan, int64_t batch_size, size
 Status IdOutOfRangeError(const sharding::Plan& plan, int32_t feature, int32_t table, int64_t sample,
                          size_t i, int64_t id);
 
+// --- Routing (input_route.cc) ---
+// Checks `batch` (CheckBatch) and routes it (RouteCheckedBatch). With `output`, a batch routed
+// without error is then judged by its output buffer (CheckOutputBuffer's verdict, computed with
+// the batch's checks): a forward's whole verdict on its own inputs in one call.
+Status RouteBatch(const ExecContext& ctx, const Layout& layout, const RouteOptions& options,
+                  const Batch& batch, RoutedBatch* rb, const OutputBuffer* output = nullptr);
+
+// Routes a batch CheckBatch accepted into `rb` (sender side), checking its ids: each id is
+// written once, straight into its message. Pairs whose ids all go to the same units (one row
+// block, no id dropped) are read once, in the writing pass; the others are counted first (the
+// messages' sizes depend on their ids), then written. On failure nothing outside `rb` has
+// changed and the message names the feature, sample, position and id. Pairs are routed in
+// parallel on `ctx` (each pair owns its units); the result and any error message are those of
+// a sequential walk.
+Status RouteCheckedBatch(const ExecContext& ctx, const Layout& layout, BoundsPolicy bounds,
+                         const Batch& batch, RoutedBatch* rb);
+
+// --- Exchange and unpack (input_exchange.cc) ---
 // The collective part: exchanges counts (and the rejected flag, so a rejecting rank and its
 // peers all stop here) and then the routed ids over `comm`. `local_error` is this rank's
 // rejection of its input (OK if none): it is returned unchanged, and peers learn which rank
@@ -175,6 +223,12 @@ Status IdOutOfRangeError(const sharding::Plan& plan, int32_t feature, int32_t ta
 // forward_words); ranks that all announce a mode but not the same one fail alike (ModesDiffer).
 Status ExchangeInput(const Layout& layout, comm::Communicator& comm, const Status& local_error,
                      RoutedBatch* rb, ForwardMode mode = ForwardMode::kNone, int64_t words = 0);
+
+// ExchangeInput then, when it went through, UnpackInput: the input distribution's collective
+// part, announcing `terms.mode` and, for a training forward this rank accepted, `terms.words`;
+// the exchange's time is added to `*comm_seconds`.
+Status ExchangeAndUnpack(const Layout& layout, comm::Communicator& comm, const Status& local,
+                         RoutedBatch* rb, const InputTerms& terms, double* comm_seconds);
 
 // Owner side: describes the received ids as runs per local shard and sizes the return message.
 // Runs keep (source rank, unit) order; their rows in the return message are grouped per source

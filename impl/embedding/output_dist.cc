@@ -1,9 +1,14 @@
-// Output distribution: lookups into the return message, the combine on the sample side, and the
-// gradient packing of backward.
+// Output distribution: lookups into the return message, the return exchange behind the lookups
+// of this rank's own samples, and the combine on the sample side.
 #include "impl/embedding/output_dist.h"
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+
+#include "impl/embedding/host_reduce.h"
+#include "impl/embedding/step_state.h"
+#include "impl/embedding/timer.h"
 
 namespace shardrec::embedding {
 
@@ -118,72 +123,97 @@ void DivideMeans(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
   });
 }
 
-void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
-                   const float* grad, float* send, float* self, const WireRows& wire) {
-  const int64_t D = l.output_dim;
-  const int64_t B = rb.batch_size;
-  // Every unit's returned rows are one segment: where its rows start in ret_target and where
-  // their gradients go. Segments are written in parallel over rows; each row has its own place.
-  struct Segment {
-    int64_t k_begin;
-    int32_t unit;
-    float* dst;       // fp32 rows, or
-    uint16_t* dst16;  // encoded rows (another rank's, over an encoded exchange)
-  };
-  std::vector<Segment> segs;
-  int64_t others = 0;  // element offset of the next other rank's rows in send / the wire
-  int64_t k = 0;
-  for (int32_t d = 0; d < l.world; ++d) {
-    const bool mine = d == l.rank;
-    int64_t at = mine ? 0 : others;
-    for (int32_t u : l.units_to_rank[d]) {
-      const int64_t count = rb.ret_count[u];
-      if (count == 0) continue;
-      if (mine)
-        segs.push_back(Segment{k, u, self + at, nullptr});
-      else if (wire.data != nullptr)
-        segs.push_back(Segment{k, u, nullptr, wire.data + at});
-      else
-        segs.push_back(Segment{k, u, send + at, nullptr});
-      k += count;
-      at += count * l.units[u].cols;
-    }
-    if (!mine) others = at;
+size_t SizeReturnBuffers(StepState& s, const RoutedBatch& rb) {
+  // Backward writes the gradient message into these (PackGradients), so they keep their sizes.
+  s.ret_send.resize(rb.ret_floats_total);
+  size_t recv_total = 0;
+  for (size_t v : ReturnRecvCounts(rb)) recv_total += v;
+  s.ret_recv.resize(recv_total);
+  return recv_total;
+}
+
+namespace {
+
+// The lookups and the return exchange: the travelling rows first, sent by the communication
+// worker while this thread looks up the rows of its own samples.
+Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce) {
+  const size_t recv_total = SizeReturnBuffers(s, rb);
+  const comm::Encoding enc = s.options.forward_encoding;
+  const bool in_kernels = WireInKernels(s.layout, enc);
+  if (in_kernels) {
+    // The travelling rows are encoded by the lookups and decoded by the combine (WireRows).
+    if (s.wire.send.size() < rb.ret_self_offset) s.wire.send.resize(rb.ret_self_offset);
+    if (s.wire.recv.size() < recv_total) s.wire.recv.resize(recv_total);
   }
-  const int64_t total = k;
-  ctx.ParallelFor(0, total, 1024, [&](int64_t k0, int64_t k1) {
-    size_t s = static_cast<size_t>(
-        std::upper_bound(segs.begin(), segs.end(), k0,
-                         [](int64_t v, const Segment& g) { return v < g.k_begin; }) -
-        segs.begin() - 1);
-    for (int64_t j = k0; j < k1; ++s) {
-      const Segment& seg = segs[s];
-      const Unit& unit = l.units[seg.unit];
-      const Pair& pair = l.pairs[unit.pair];
-      const int64_t col = pair.out_offset + unit.col_offset;
-      const int64_t seg_end = std::min(k1, s + 1 < segs.size() ? segs[s + 1].k_begin : total);
-      for (; j < seg_end; ++j) {
-        const int64_t target = rb.ret_target[j];
-        const float* g = grad + target * D + col;
-        const int64_t at = (j - seg.k_begin) * unit.cols;
-        // An encoded row is divided into a row of the thread's, then encoded from there.
-        thread_local std::vector<float> row;
-        float* dst = seg.dst != nullptr ? seg.dst + at : nullptr;
-        if (dst == nullptr && pair.mean) {
-          if (row.size() < static_cast<size_t>(unit.cols)) row.resize(unit.cols);
-          dst = row.data();
-        }
-        if (pair.mean) {
-          const float div = rb.mean_div[unit.pair * B + target];
-          for (int32_t c = 0; c < unit.cols; ++c) dst[c] = div != 0.0f ? g[c] / div : 0.0f;
-        } else if (dst != nullptr) {
-          std::memcpy(dst, g, sizeof(float) * unit.cols);
-        }
-        if (seg.dst16 != nullptr)
-          wire.encode(pair.mean ? dst : g, static_cast<size_t>(unit.cols), seg.dst16 + at);
-      }
-    }
+  if (s.layout.world == 1) {
+    // A single rank looks up only its own samples, which never travel (SelfRows).
+    ScopedTimer phase(&s.timings.lookup_seconds);
+    return LookupToSend(s.exec, s.layout, s.params, rb, &s.jobs, s.ret_send.data());
+  }
+  auto exchange = [&s, &rb, in_kernels, enc, reduce] {
+    if (enc == comm::Encoding::kFp32 && reduce != nullptr && reduce->active())
+      return reduce->Forward(*s.comm, rb, s.ret_send.data(), s.ret_recv.data());
+    if (in_kernels)
+      return s.comm->AllToAllV(s.wire.send.data(), ReturnSendCounts(rb), s.wire.recv.data(),
+                               ReturnRecvCounts(rb), comm::WireType(enc));
+    return comm::EncodedAllToAllV(*s.comm, enc, s.ret_send.data(), ReturnSendCounts(rb),
+                                  s.ret_recv.data(), ReturnRecvCounts(rb), &s.wire);
+  };
+  // The rows that travel are looked up first and sent by the background worker while this thread
+  // looks up the rows of its own samples, which stay here: the exchange (and the wait for the
+  // slowest rank) hides behind that lookup.
+  WireRows wire;
+  if (in_kernels) {
+    wire.data = s.wire.send.data();
+    wire.encode = comm::EncoderFor(enc);
+  }
+  {
+    ScopedTimer phase(&s.timings.lookup_seconds);
+    SR_RETURN_IF_ERROR(LookupToSend(s.exec, s.layout, s.params, rb, &s.jobs, s.ret_send.data(),
+                                    wire, RunSet::kTravelling));
+  }
+  double worker_seconds = 0;
+  std::shared_ptr<comm::Work> sent = s.worker->Submit([&exchange, &worker_seconds] {
+    ScopedTimer t(&worker_seconds);
+    return exchange();
   });
+  Status own;
+  try {
+    ScopedTimer phase(&s.timings.lookup_seconds);
+    own = LookupToSend(s.exec, s.layout, s.params, rb, &s.jobs, s.ret_send.data(), wire,
+                       RunSet::kOwn);
+  } catch (...) {
+    (void)sent->Wait();  // the worker reads this frame's buffers: it finishes first
+    throw;
+  }
+  Status exchanged;
+  double waited = 0;
+  {
+    ScopedTimer phase(&s.timings.output_dist_seconds);
+    ScopedTimer t(&waited);
+    exchanged = sent->Wait();
+  }
+  // The exchange's time is the worker's (the wait lies within it): collective time is the union
+  // of the two, and the output distribution phase only what this thread waited.
+  s.timings.comm_seconds += std::max(worker_seconds, waited);
+  s.timings.embedding_comm_seconds += worker_seconds;
+  return own.ok() ? exchanged : own;
+}
+
+}  // namespace
+
+Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const Status& local,
+                              HostReduce* reduce) {
+  Status st = LookupAndReturn(s, rb, reduce);
+  if (!st.ok() || !local.ok()) return st;
+  ScopedTimer phase(&s.timings.output_dist_seconds);
+  WireRows wire;
+  if (WireInKernels(s.layout, s.options.forward_encoding)) {
+    wire.data = s.wire.recv.data();
+    wire.add = comm::DecodeAdderFor(s.options.forward_encoding);
+  }
+  return CombineOutput(s.exec, s.layout, s.params, rb, s.ret_recv.data(), s.SelfRows(rb), &s.jobs,
+                       out, nullptr, wire);
 }
 
 }  // namespace shardrec::embedding

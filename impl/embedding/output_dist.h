@@ -1,8 +1,7 @@
 // Output distribution, the mirror of input distribution: shard owners look rows up straight into
 // the return message, the rows travel back to the ranks that own the samples, and those ranks
 // combine them into the output in feature-configuration order. In backward the same routes run
-// in reverse: each returned row's slice of the output gradient goes back to its shard owner,
-// which reads it from the receive buffer in place.
+// in reverse (the gradient's packing is the backward's, backward.h).
 #pragma once
 
 #include <span>
@@ -17,6 +16,9 @@
 #include "impl/embedding/param_store.h"
 
 namespace shardrec::embedding {
+
+struct StepState;  // step_state.h
+class HostReduce;  // host_reduce.h
 
 // The data-parallel tables' lookups of this rank's own samples done where their parameters live
 // (a GPU collection's device), written into their columns of `out` ([rows, output_dim], host) as
@@ -68,17 +70,30 @@ Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& p
 // combined on the device (gpu/step.h LookupCombine). Nothing for sequence collections.
 void DivideMeans(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb, float* out);
 
-// Backward, sample side: for every row that came back in forward, its slice of `grad` (divided by
-// the bag's divisor for MEAN): the other ranks' rows into `send` in the layout `recv` had in
-// forward, this rank's own rows straight to `self`, where its shards read their gradients.
-// In parallel over rows on `ctx`. With wire.data the other ranks' rows go there encoded (and
-// `send` is unused).
-void PackGradients(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb,
-                   const float* grad, float* send, float* self, const WireRows& wire = {});
-
 // Floats of the forward return exchange this rank sends to / receives from each rank (its own
 // block, which never travels, counts 0).
 inline std::span<const size_t> ReturnSendCounts(const RoutedBatch& rb) { return rb.ret_a2a_to; }
 inline std::span<const size_t> ReturnRecvCounts(const RoutedBatch& rb) { return rb.ret_a2a_from; }
+
+// Whether the return (forward) or gradient (backward) exchange travels encoded with the rows
+// encoded by the kernels that produce them (WireRows, in s.wire): world > 1, that direction's
+// encoding not fp32. The forward's combine decodes as it adds; the backward decodes once before
+// its kernels.
+inline bool WireInKernels(const Layout& layout, comm::Encoding e) {
+  return layout.world > 1 && e != comm::Encoding::kFp32;
+}
+
+// Sizes s.ret_send and s.ret_recv for `rb`; returns the floats received.
+size_t SizeReturnBuffers(StepState& s, const RoutedBatch& rb);
+
+// The host engine's output distribution of a batch whose rows are resolved, in one call: the
+// lookups (the travelling rows first, sent by the communication worker while this thread looks
+// up the rows of its own samples), the return exchange over s.comm (every rank takes part), and,
+// when it went through and this rank accepted its output (`local`), the combine into `out`.
+// Returns the exchange's outcome.
+// `reduce`, when given and active, carries an fp32 return exchange instead of the flat
+// all-to-all (host_reduce.h: row splits that share a host reduce there first); null: flat.
+Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const Status& local,
+                              HostReduce* reduce);
 
 }  // namespace shardrec::embedding

@@ -68,11 +68,17 @@ bool StepAgreement::InInputExchange() const {
   return s_.layout.has_dynamic && !BeyondInput();
 }
 
-InputTerms StepAgreement::Terms(const OutputCheck& check) const {
+InputTerms StepAgreement::Terms(const OutputBuffer& output) const {
   InputTerms t;
   // A rank refusing its output buffer must reach the agreement after the exchange where the
   // forward agrees there (over a mesh's data-parallel group): it refuses there instead.
-  if (!s_.layout.has_dynamic || InInputExchange()) t.check = check;
+  if (!s_.layout.has_dynamic || InInputExchange()) {
+    t.check_output = true;
+    t.output = output;
+  }
+  // Fixed rows: the buffers rode on the exchange, nothing is left to agree on (BeforeRows would
+  // return at once). Dynamic rows always reach BeforeRows (their mode, gather sizes, a mesh).
+  t.agree_before_rows = s_.layout.has_dynamic;
   if (!InInputExchange()) return t;
   t.mode = s_.training ? ForwardMode::kTraining : ForwardMode::kEvaluating;
   // AgreeDynamicForward's carried words (the data-parallel group is this communicator); 0

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -23,18 +22,6 @@
 #include "impl/sharding/types.h"
 
 namespace shardrec::embedding {
-
-// A forward's verdict on its output buffer for its own batch of (batch_size, num_values).
-using OutputCheck = std::function<Status(int64_t batch_size, int64_t num_values)>;
-
-// What a forward's input exchange carries for the agreement (Engine::DistributeInput): the output
-// buffer's check (null: checked after the exchange), the training mode announced (kNone: not
-// agreed there) and, for a training forward this rank accepted, the words announced beside it.
-struct InputTerms {
-  OutputCheck check;
-  ForwardMode mode = ForwardMode::kNone;
-  std::function<int64_t(const RoutedBatch&)> words;
-};
 
 class StepAgreement {
  public:
@@ -56,11 +43,13 @@ class StepAgreement {
   static void Refuse(comm::Communicator& comm);
 
   // --- A forward ---
-  // The terms of a forward's input exchange, given the output buffer's check (Forward knows its
-  // buffer first; the pipelined forward passes null): a forward whose ranks must agree on it
-  // before rows are inserted (dynamic tables) announces its mode there, unless the agreement
-  // must reach a group beyond the input exchange's ranks (a mesh's data-parallel dynamic tables).
-  InputTerms Terms(const OutputCheck& check) const;
+  // The terms of a forward's input exchange, given its output buffer (Forward knows it first):
+  // this rank's verdict on the buffer rides on the exchange, and a forward whose ranks must agree
+  // on it before rows are inserted (dynamic tables) announces its mode there, unless the
+  // agreement must reach a group beyond the input exchange's ranks (a mesh's data-parallel
+  // dynamic tables; the verdict then waits for BeforeRows). A forward of fixed rows needs no
+  // agreement after the exchange (agree_before_rows false): its buffers rode on it.
+  InputTerms Terms(const OutputBuffer& output) const;
   // Between the input exchange and the row resolution: the ranks agree on the forward where they
   // have not yet (`output_checked`: its output buffer rode on the input exchange). A forward of
   // dynamic tables agrees on the output buffers and mode (one all-reduce, or the exchange's),

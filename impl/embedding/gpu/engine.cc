@@ -126,7 +126,6 @@ Status DeviceEngine::AfterCallersStream(const Batch& batch) {
 Status DeviceEngine::DistributeInput(const Batch& batch, const Status& rejected, RoutedBatch* rb,
                                      const InputTerms& terms) {
   if (!device_input_) return Engine::DistributeInput(batch, rejected, rb, terms);
-  const OutputCheck& check = terms.check;
   // A batch slot the last forwarded batch, whose backward still reads its ids, does not use.
   rb->device_slot = s_.current != nullptr && s_.current->device_slot == 0 ? 1 : 0;
   rb->send_on_device = false;
@@ -134,12 +133,14 @@ Status DeviceEngine::DistributeInput(const Batch& batch, const Status& rejected,
   // batch's own sizes.
   const bool on_device = batch.device.is_cuda() && batch.device.index == s_.options.device.index;
   Status verdict = rejected;
-  if (verdict.ok() && on_device && check)
-    verdict = check(batch.batch_size, static_cast<int64_t>(batch.num_values));
+  if (verdict.ok() && on_device && terms.check_output)
+    verdict = CheckOutputBuffer(s_.layout, terms.output, batch.batch_size,
+                                static_cast<int64_t>(batch.num_values));
   if (verdict.ok() && on_device) return RouteAndGatherOnDevice(batch, rb);
   // Routed on the host (or rejected): the summary goes up with the exchange.
   Status local = Route(batch, verdict, rb);
-  if (local.ok() && check && !on_device) local = check(rb->batch_size, rb->num_values);
+  if (local.ok() && terms.check_output && !on_device)
+    local = CheckOutputBuffer(s_.layout, terms.output, rb->batch_size, rb->num_values);
   HostRouteSummary(route_tables_, local, *rb, &summary_);
   const size_t per = RouteSummaryBytes(route_tables_);
   gathered_.resize(per * static_cast<size_t>(s_.layout.world));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "impl/core/simt.h"
+#include "impl/embedding/backward.h"
 #include "impl/embedding/output_dist.h"
 #include "tests/impl/embedding/kernels/route_host_exec.h"
 #include "tests/impl/embedding/route_cases.h"

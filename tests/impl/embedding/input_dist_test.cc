@@ -217,5 +217,76 @@ TEST(EmbeddingInputDist, ParallelRoutingEqualsSequential) {
   EXPECT_EQ(s1.message(), s2.message());
 }
 
+// A pair whose ids all go to the same units (a table-wise table under kError) is read once, in
+// the writing pass, which checks its ids there; a row-wise pair's ids are checked while counted.
+// Whichever pass finds a bad id, the error is the first of a sequential walk over the pairs.
+TEST(EmbeddingInputDist, OnePassPairsReportTheFirstBadIdInPairOrder) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = 2;
+  plan->local_world_size = 2;
+  plan->features = {{"a", 1.0f}, {"b", 1.0f}};
+  sharding::TableConfig tw;
+  tw.name = "tw";
+  tw.rows = 10;
+  tw.dim = 4;
+  tw.features = {0};
+  sharding::TableConfig rw = tw;
+  rw.name = "rw";
+  rw.features = {1};
+  plan->tables = {tw, rw};
+  plan->table_plans = {sharding::MakeTableWise(plan->tables[0], 1),
+                       sharding::MakeRowWise(plan->tables[1], 2)};
+  Layout l;
+  ASSERT_TRUE(BuildLayout(plan, 0, Types(plan, optim::OptimizerType::kSgd), &l).ok());
+  const int32_t lengths[] = {2, 1, 1, 2};  // feature a: samples 0, 1; feature b: samples 0, 1
+  int64_t ids[] = {3, 9, 4, 0, 5, 8};
+  Batch b{2, 2, lengths, 4, ids, DType::kInt64, 6, nullptr, 0, {}};
+  RoutedBatch rb;
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb).ok());
+  EXPECT_EQ(rb.counts_send[1 * kCountFields + 2], 3 + 2);  // a's 3 ids, b's 5 and 8 -> rank 1
+  ids[1] = 10;  // feature a, sample 0: checked while written
+  ids[4] = -1;  // feature b, sample 1: checked while counted
+  Status s = RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
+  EXPECT_NE(s.message().find("feature 'a' sample 0 (value position 1): id 10"), std::string::npos)
+      << s.message();
+  ids[1] = 9;
+  s = RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
+  EXPECT_NE(s.message().find("feature 'b' sample 1 (value position 4): id -1"), std::string::npos)
+      << s.message();
+  ids[4] = 5;
+  ids[2] = 77;
+  s = RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kError, true}, b, &rb);
+  EXPECT_NE(s.message().find("feature 'a' sample 1 (value position 2): id 77"), std::string::npos)
+      << s.message();
+  // Clamped, the bad id travels as row 0 of its table.
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{BoundsPolicy::kClamp, true}, b, &rb).ok());
+  EXPECT_EQ(SentRows(l, rb, l.unit_of[0][0]), (std::vector<int64_t>{3, 9, 0}));
+}
+
+// A forward's whole verdict on its inputs in one call: the batch's errors first, then its ids',
+// then its output buffer's (judged by the batch's own sizes).
+TEST(EmbeddingInputDist, OutputBufferIsJudgedAfterTheBatch) {
+  Layout l = RowWiseLayout();  // one feature, output_dim 4
+  const int32_t lengths[] = {1, 1};
+  int64_t ids[] = {4, 0};
+  Batch b{2, 1, lengths, 2, ids, DType::kInt64, 2, nullptr, 0, {}};
+  std::vector<float> out(8);
+  RoutedBatch rb;
+  OutputBuffer right{out.data(), 8};
+  OutputBuffer wrong{out.data(), 7};
+  const RouteOptions o{BoundsPolicy::kError, true};
+  EXPECT_TRUE(RouteBatch(ExecContext(), l, o, b, &rb, &right).ok());
+  Status s = RouteBatch(ExecContext(), l, o, b, &rb, &wrong);
+  EXPECT_NE(s.message().find("out_len is 7 but this batch needs 8"), std::string::npos)
+      << s.message();
+  ids[1] = 5;
+  s = RouteBatch(ExecContext(), l, o, b, &rb, &wrong);
+  EXPECT_NE(s.message().find("id 5"), std::string::npos) << s.message();
+  OutputBuffer null_out{nullptr, 8};
+  ids[1] = 0;
+  s = RouteBatch(ExecContext(), l, o, b, &rb, &null_out);
+  EXPECT_NE(s.message().find("out must not be NULL"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace shardrec::embedding

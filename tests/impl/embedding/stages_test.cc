@@ -74,11 +74,12 @@ void Distribute(Stages& st, const std::vector<int64_t>& ids, RoutedBatch* rb) {
   b.num_lengths = 1;
   b.values = ids.data();
   b.num_values = ids.size();
-  const InputTerms terms = st.agreement.Terms([](int64_t, int64_t) { return Status::Ok(); });
+  std::vector<float> out(4);  // one sample of the table's 4 columns
+  const InputTerms terms = st.agreement.Terms(OutputBuffer{out.data(), out.size()});
   ASSERT_TRUE(st.engine->DistributeInput(b, Status::Ok(), rb, terms).ok());
   std::vector<int64_t> dp_words;
   ASSERT_TRUE(st.agreement
-                  .BeforeRows(Status::Ok(), *rb, terms.check != nullptr,
+                  .BeforeRows(Status::Ok(), *rb, terms.check_output,
                               st.engine->traits().agrees_outputs_first, &dp_words)
                   .ok());
 }
@@ -86,9 +87,10 @@ void Distribute(Stages& st, const std::vector<int64_t>& ids, RoutedBatch* rb) {
 TEST(Stages, FixedRowsRideOnTheExchangeAndResolveToThemselves) {
   Stages st;
   Build(false, &st);
-  const InputTerms terms = st.agreement.Terms([](int64_t, int64_t) { return Status::Ok(); });
-  EXPECT_TRUE(terms.check != nullptr) << "the output buffer's check rides on the exchange";
+  const InputTerms terms = st.agreement.Terms(OutputBuffer{});
+  EXPECT_TRUE(terms.check_output) << "the output buffer's check rides on the exchange";
   EXPECT_EQ(terms.mode, ForwardMode::kNone) << "fixed rows need no agreed mode";
+  EXPECT_FALSE(terms.agree_before_rows) << "nothing is left to agree on after the exchange";
   EXPECT_FALSE(static_cast<bool>(terms.words));
   EXPECT_FALSE(st.engine->traits().writes_device_output);
   EXPECT_FALSE(st.engine->traits().exchanges_input_inline);
@@ -103,9 +105,10 @@ TEST(Stages, FixedRowsRideOnTheExchangeAndResolveToThemselves) {
 TEST(Stages, DynamicRowsAgreeOnTheModeAndResolveIdsToSlots) {
   Stages st;
   Build(true, &st);
-  InputTerms terms = st.agreement.Terms([](int64_t, int64_t) { return Status::Ok(); });
-  EXPECT_TRUE(terms.check != nullptr);
+  InputTerms terms = st.agreement.Terms(OutputBuffer{});
+  EXPECT_TRUE(terms.check_output);
   EXPECT_EQ(terms.mode, ForwardMode::kTraining) << "dynamic rows insert: the mode is agreed";
+  EXPECT_TRUE(terms.agree_before_rows) << "their gather sizes are read after the exchange";
   EXPECT_TRUE(static_cast<bool>(terms.words));
 
   // Training: raw 64-bit ids become slots of the shard (8 rows), repeated ids one slot.
@@ -129,7 +132,7 @@ TEST(Stages, DynamicRowsAgreeOnTheModeAndResolveIdsToSlots) {
   // Evaluation: a known id reads its slot, an unknown one the zero row past the live ones; the
   // table does not change.
   st.s.training = false;
-  terms = st.agreement.Terms([](int64_t, int64_t) { return Status::Ok(); });
+  terms = st.agreement.Terms(OutputBuffer{});
   EXPECT_EQ(terms.mode, ForwardMode::kEvaluating);
   RoutedBatch eval;
   Distribute(st, {3, 77}, &eval);

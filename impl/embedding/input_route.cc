@@ -1,12 +1,10 @@
-// Input distribution: validation and routing (sender side), the two-step exchange, and the
-// owner-side description of the received ids as runs of bags.
-#include "impl/embedding/input_dist.h"
-
+// Input distribution's routing (input_dist.h): every id of a checked batch written once, straight
+// into its place in its destination's message, with the return bookkeeping of the sample side.
 #include <algorithm>
 #include <cstring>
 
-#include "impl/core/finite.h"
 #include "impl/embedding/dynamic/placement.h"
+#include "impl/embedding/input_dist.h"
 
 namespace shardrec::embedding {
 
@@ -18,34 +16,6 @@ size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 // pointer is undefined even for zero bytes.
 void CopyBytes(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
-}
-
-Status CheckStructure(const sharding::Plan& plan, const Batch& b) {
-  SR_RETURN_IF_ERROR(CheckBatchFields(plan, b));
-  const size_t expect = b.num_lengths;
-  size_t sum = 0;
-  for (size_t i = 0; i < expect; ++i) {
-    const int32_t len = b.lengths[i];
-    if (len < 0) return NegativeLengthError(plan, b.batch_size, i, len);
-    sum += static_cast<size_t>(len);  // at most 2^31 * expect: cannot wrap a 64-bit size_t
-  }
-  if (sum != b.num_values) return LengthSumError(sum, b.num_values);
-  return Status::Ok();
-}
-
-// A NaN or infinite per-id weight names its feature, sample and position.
-Status CheckWeightsFinite(const sharding::Plan& plan, const Batch& b) {
-  if (b.weights == nullptr) return Status::Ok();
-  const size_t i = FirstNonFinite(b.weights, b.num_values);
-  if (i == b.num_values) return Status::Ok();
-  // Only on error: walk the lengths to the bag that holds position i.
-  size_t pos = 0;
-  for (size_t k = 0; k < b.num_lengths; ++k) {
-    pos += static_cast<size_t>(b.lengths[k]);
-    if (i < pos) return NonFiniteWeightError(plan, b.batch_size, k, i, b.weights[i]);
-  }
-  return Status::InvalidArgument("batch: weight ", b.weights[i], " at value position ", i,
-                                 " is not finite");
 }
 
 inline int64_t IdAt(const Batch& b, size_t i) {
@@ -189,20 +159,73 @@ Status ForEachPair(const ExecContext& ctx, const Layout& l, std::vector<Status>*
   return Status::Ok();
 }
 
-// Pass 1: validates every id and counts, per unit, the ids of each sample; data-parallel ids are
-// counted per pair. Fills mean_div.
+// Whether every id of pair `p` goes to the same units, whatever its value: a single row block
+// under a bounds policy that drops no id (an id is accepted, clamped or rejects the batch) or of
+// a dynamic table (which takes every id). Its units' lengths are then the feature's lengths, so
+// the routing reads its ids once, in FillPass, which also checks them.
+bool EveryIdTravels(const Layout& l, BoundsPolicy bounds, size_t p) {
+  const TableLayout& tl = l.tables[l.pairs[p].table];
+  return SingleBlock(tl) && (bounds != BoundsPolicy::kSkip || tl.dynamic);
+}
+
+// Zeroes the lengths of pair `p`'s units before they are counted.
+void ZeroUnitLengths(const Layout& l, size_t p, int64_t B, RoutedBatch* rb) {
+  const TableLayout& tl = l.tables[l.pairs[p].table];
+  if (tl.data_parallel) return;
+  for (const RowBlock& block : tl.blocks)
+    for (int32_t s : block.shards) {
+      int32_t* lens = rb->unit_lengths.data() + static_cast<size_t>(l.unit_of[p][s]) * B;
+      std::fill(lens, lens + B, 0);
+    }
+}
+
+// Pass 1: counts, per unit, the ids of each sample, checking the ids of the pairs EveryIdTravels
+// leaves out (the others' counts are their lengths); data-parallel ids are counted per pair.
+// Fills mean_div. The error is the one a sequential walk over every id finds first.
 Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, const Batch& batch,
                  const std::vector<size_t>& feature_begin, RoutedBatch* rb,
                  std::vector<int64_t>* dp_counts) {
   const int64_t B = batch.batch_size;
   const size_t nu = l.units.size();
-  rb->unit_lengths.assign(nu * static_cast<size_t>(B), 0);
+  // Every unit's lengths are written by its pair (copied, or zeroed and counted), so they are
+  // not zeroed here first.
+  rb->unit_lengths.resize(nu * static_cast<size_t>(B));
   rb->unit_ids.assign(nu, 0);
   rb->mean_div.assign(l.sequence ? 0 : l.pairs.size() * static_cast<size_t>(B), 0.0f);
   dp_counts->assign(l.pairs.size(), 0);
-  return ForEachPair(ctx, l, &rb->pair_status, [&](size_t p) {
+  const Status counted = ForEachPair(ctx, l, &rb->pair_status, [&](size_t p) {
     const Pair& pair = l.pairs[p];
     const TableLayout& tl = l.tables[pair.table];
+    if (EveryIdTravels(l, bounds, p)) {
+      // The feature's lengths are its units' lengths: no id is read here (FillPass checks them
+      // as it writes them). The MEAN divisor is the bag's weight sum in id order, or its length.
+      const int32_t* lengths = batch.lengths + static_cast<size_t>(pair.feature) * B;
+      const int64_t n =
+          static_cast<int64_t>(feature_begin[pair.feature + 1] - feature_begin[pair.feature]);
+      for (int32_t s : tl.blocks[0].shards) {
+        const int32_t u = l.unit_of[p][s];
+        CopyBytes(rb->unit_lengths.data() + static_cast<size_t>(u) * B, lengths, 4 * B);
+        rb->unit_ids[u] += n;
+      }
+      if (!pair.mean) return Status::Ok();
+      float* div = rb->mean_div.data() + p * B;
+      const float* w = batch.weights;
+      size_t pos = feature_begin[pair.feature];
+      for (int64_t b = 0; b < B; ++b) {
+        const auto len = static_cast<size_t>(lengths[b]);
+        if (w == nullptr) {
+          // The generic walk added 1.0f per id: exactly the count (bags are under 2^24 ids).
+          div[b] = static_cast<float>(len);
+        } else {
+          float sum = 0.0f;
+          for (size_t i = pos; i < pos + len; ++i) sum += w[i];
+          div[b] = len != 0 ? sum : 0.0f;
+        }
+        pos += len;
+      }
+      return Status::Ok();
+    }
+    ZeroUnitLengths(l, p, B, rb);
     if (SingleBlock(tl)) {
       // Counts per sample in registers, then adds them to each of the block's units once.
       int32_t* counts = rb->unit_lengths.data();
@@ -269,6 +292,16 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
                              ++(*dp_counts)[p];
                            });
   });
+  if (counted.ok()) return counted;
+  // A pair checked here failed: a pair before it whose ids FillPass would have checked may hold
+  // the first bad id of a sequential walk, so those are checked now (only on this error path).
+  for (size_t p = 0; p < l.pairs.size() && rb->pair_status[p].ok(); ++p) {
+    if (!EveryIdTravels(l, bounds, p)) continue;
+    SR_RETURN_IF_ERROR(ForEachIdOfShardedPair(
+        l, bounds, batch, feature_begin, p, [](int64_t, size_t, int64_t, float) {},
+        [](int64_t) {}));
+  }
+  return counted;
 }
 
 // Sizes every message and the return bookkeeping from the counts, and places each unit's rows
@@ -314,10 +347,11 @@ void SizeMessages(const Layout& l, RoutedBatch* rb) {
   rb->ret_target.resize(targets);
 }
 
-// Pass 2: writes each accepted id once, into its unit's place in its destination's message.
-void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, const Batch& batch,
-              const std::vector<size_t>& feature_begin, const std::vector<int64_t>& dp_counts,
-              RoutedBatch* rb) {
+// Pass 2: writes each accepted id once, into its unit's place in its destination's message,
+// checking the ids of the pairs CountPass did not read (EveryIdTravels).
+Status FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, const Batch& batch,
+                const std::vector<size_t>& feature_begin, const std::vector<int64_t>& dp_counts,
+                RoutedBatch* rb) {
   const int64_t B = batch.batch_size;
   // Per destination: where its rows and weights start in the send buffer.
   std::vector<uint8_t*> rows_at(l.world), weights_at(l.world);
@@ -374,9 +408,10 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
     dp_off[l.dp_pairs[k]] = rb->dp_offsets.data() + rb->dp_offsets_begin[k];
   }
   std::vector<int64_t>& cursor = rb->unit_cursor;  // advanced in place
-  // Each pair writes its own units' rows, cursors and targets, and its own DP slots. The walk
-  // cannot fail: CountPass accepted the same ids.
-  (void)ForEachPair(ctx, l, &rb->pair_status, [&](size_t p) {
+  // Each pair writes its own units' rows, cursors and targets, and its own DP slots. Only the walk
+  // of a pair CountPass did not read can fail (kError), at the first bad id of a sequential walk
+  // (CountPass accepted every pair).
+  const Status filled = ForEachPair(ctx, l, &rb->pair_status, [&](size_t p) {
     const Pair& pair = l.pairs[p];
     const TableLayout& tl = l.tables[pair.table];
     if (SingleBlock(tl)) {
@@ -390,7 +425,7 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
         int64_t* targets = l.sequence ? rb->ret_target.data() + target_at[u] : nullptr;
         int64_t n = 0;
         const bool weighted = rb->weighted;
-        (void)ForEachIdOfShardedPair(
+        SR_RETURN_IF_ERROR(ForEachIdOfShardedPair(
             l, bounds, batch, feature_begin, p,
             [&](int64_t, size_t i, int64_t x, float w) {
               const int64_t row = x - row_offset;
@@ -399,7 +434,7 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
               if (targets != nullptr) targets[n] = static_cast<int64_t>(i);
               ++n;
             },
-            [](int64_t) {});
+            [](int64_t) {}));
         cursor[u] += n;
         if (targets != nullptr) target_at[u] += static_cast<size_t>(n);
       }
@@ -437,8 +472,10 @@ void FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, cons
                              if (l.sequence) rb->dp_pos[at] = static_cast<int64_t>(i);
                            });
   });
+  SR_RETURN_IF_ERROR(filled);
   for (int32_t p : l.dp_pairs)
     while (dp_filled[p] <= B) dp_off[p][dp_filled[p]++] = dp_cursor[p];
+  return Status::Ok();
 }
 
 }  // namespace
@@ -451,69 +488,19 @@ MessageLayout LayoutOf(size_t units, int64_t batch, int64_t ids, bool weighted) 
   return m;
 }
 
-Status CheckBatchFields(const sharding::Plan& plan, const Batch& b) {
-  const int64_t nf = static_cast<int64_t>(plan.features.size());
-  if (b.batch_size < 0)
-    return Status::InvalidArgument("batch: batch_size must be >= 0, got ", b.batch_size);
-  if (b.num_features != nf)
-    // The C API's count is a size_t: one beyond int64 (SIZE_MAX) is named as the caller gave it.
-    return Status::InvalidArgument("batch: num_features is ", static_cast<uint64_t>(b.num_features),
-                                   " but the plan has ", nf, " features");
-  // Every size computed from caller input is checked for overflow before it is trusted.
-  int64_t expect_signed = 0;
-  if (__builtin_mul_overflow(nf, b.batch_size, &expect_signed))
-    return Status::InvalidArgument("batch: num_features * batch_size (", nf, " * ", b.batch_size,
-                                   ") overflows");
-  const size_t expect = static_cast<size_t>(expect_signed);
-  if (b.num_lengths != expect)
-    return Status::InvalidArgument("batch: num_lengths is ", b.num_lengths, ", expected ",
-                                   "num_features * batch_size = ", expect);
-  if (expect > 0 && b.lengths == nullptr)
-    return Status::InvalidArgument("batch: lengths is NULL but ", expect, " lengths are expected");
-  if (b.values_dtype != DType::kInt64 && b.values_dtype != DType::kInt32)
-    return Status::InvalidArgument("batch: values dtype must be int32 or int64, got ",
-                                   DTypeName(b.values_dtype));
-  if (b.num_values > 0 && b.values == nullptr)
-    return Status::InvalidArgument("batch: values is NULL but num_values is ", b.num_values);
-  if (b.weights == nullptr && b.num_weights != 0)
-    return Status::InvalidArgument("batch: weights is NULL but num_weights is ", b.num_weights);
-  if (b.weights != nullptr && b.num_weights != b.num_values)
-    return Status::InvalidArgument("batch: num_weights is ", b.num_weights, " but num_values is ",
-                                   b.num_values, " (weights are per id)");
-  return Status::Ok();
-}
-
-Status NegativeLengthError(const sharding::Plan& plan, int64_t batch_size, size_t k, int32_t len) {
-  const size_t f = k / static_cast<size_t>(batch_size);
-  return Status::InvalidArgument("batch: feature '", plan.features[f].name, "' sample ",
-                                 k % static_cast<size_t>(batch_size), ": negative length ", len);
-}
-
-Status LengthSumError(size_t sum, size_t num_values) {
-  return Status::InvalidArgument("batch: lengths sum to ", sum, " but num_values is ", num_values);
-}
-
-Status NonFiniteWeightError(const sharding::Plan& plan, int64_t batch_size, size_t k, size_t i,
-                            float w) {
-  const size_t B = static_cast<size_t>(batch_size);
-  return Status::InvalidArgument("batch: feature '", plan.features[k / B].name, "' sample ", k % B,
-                                 " (value position ", i, "): weight ", w, " is not finite");
-}
-
-Status IdOutOfRangeError(const sharding::Plan& plan, int32_t feature, int32_t table, int64_t sample,
-                         size_t i, int64_t id) {
-  const auto& cfg = plan.tables[table];
-  return Status::InvalidArgument("batch: feature '", plan.features[feature].name, "' sample ",
-                                 sample, " (value position ", i, "): id ", id,
-                                 " is out of range [0, ", cfg.rows, ") of table '", cfg.name, "'");
-}
-
 Status RouteBatch(const ExecContext& ctx, const Layout& l, const RouteOptions& options,
-                  const Batch& batch, RoutedBatch* rb) {
+                  const Batch& batch, RoutedBatch* rb, const OutputBuffer* output) {
+  // The output buffer is judged by the batch's own sizes (which rb keeps), after its checks, so
+  // the batch's errors come first, then its ids', then the buffer's.
+  Status output_verdict;
+  SR_RETURN_IF_ERROR(CheckBatch(l, batch, options.check_non_finite, output, &output_verdict));
+  SR_RETURN_IF_ERROR(RouteCheckedBatch(ctx, l, options.bounds, batch, rb));
+  return output_verdict;
+}
+
+Status RouteCheckedBatch(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds,
+                         const Batch& batch, RoutedBatch* rb) {
   const auto& plan = *l.plan;
-  const BoundsPolicy bounds = options.bounds;
-  SR_RETURN_IF_ERROR(CheckStructure(plan, batch));
-  if (options.check_non_finite) SR_RETURN_IF_ERROR(CheckWeightsFinite(plan, batch));
   rb->batch_size = batch.batch_size;
   rb->num_values = static_cast<int64_t>(batch.num_values);
   rb->weighted = batch.weights != nullptr;
@@ -527,174 +514,7 @@ Status RouteBatch(const ExecContext& ctx, const Layout& l, const RouteOptions& o
   std::vector<int64_t> dp_counts;
   SR_RETURN_IF_ERROR(CountPass(ctx, l, bounds, batch, feature_begin, rb, &dp_counts));
   SizeMessages(l, rb);
-  FillPass(ctx, l, bounds, batch, feature_begin, dp_counts, rb);
-  return Status::Ok();
-}
-
-Status ModesDiffer() {
-  return Status::InvalidUsage(
-      "the ranks differ in training mode for this forward (shardrec_embedding_set_training "
-      "must be the same on every rank); no rank changed any state");
-}
-
-Status OutputRefused(int64_t rank) {
-  return Status::InvalidArgument("rank ", rank,
-                                 " rejected its forward's output buffer (its error says why); no "
-                                 "rank changed any state");
-}
-
-Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& local_error,
-                     RoutedBatch* rb, ForwardMode mode, int64_t words) {
-  const int32_t world = l.world;
-  rb->forward_agreed = false;
-  if (!local_error.ok()) {
-    rb->counts_send.assign(world * kCountFields, 0);
-    for (int32_t d = 0; d < world; ++d) rb->counts_send[d * kCountFields] = 1;
-  } else {
-    for (int32_t d = 0; d < world; ++d) {
-      rb->counts_send[d * kCountFields + 4] = static_cast<int64_t>(mode);
-      rb->counts_send[d * kCountFields + 5] = words;
-    }
-  }
-  rb->counts_recv.assign(world * kCountFields, 0);
-  std::vector<size_t> counts(world, kCountFields);
-  SR_RETURN_IF_ERROR(comm.AllToAllV(rb->counts_send.data(), counts, rb->counts_recv.data(), counts,
-                                    DType::kInt64));
-  if (!local_error.ok()) return local_error;
-  for (int32_t s = 0; s < world; ++s) {
-    if (rb->counts_recv[s * kCountFields] != 0)
-      return Status::InvalidArgument("rank ", s, " rejected its batch (its error says why); ",
-                                     "no rank changed any state");
-  }
-  // Every rank sees every rank's mode, so all decide alike.
-  const int64_t first_mode = rb->counts_recv[4];
-  bool all_announced = true, same = true;
-  for (int32_t s = 0; s < world; ++s) {
-    const int64_t m = rb->counts_recv[s * kCountFields + 4];
-    all_announced &= m != static_cast<int64_t>(ForwardMode::kNone);
-    same &= m == first_mode;
-  }
-  if (all_announced && !same) return ModesDiffer();
-  rb->forward_agreed = all_announced;
-  rb->forward_words.clear();
-  if (all_announced)
-    for (int32_t s = 0; s < world; ++s)
-      rb->forward_words.push_back(rb->counts_recv[s * kCountFields + 5]);
-  const size_t units = l.units_to_rank[l.rank].size();
-  rb->recv_bytes.assign(world, 0);
-  size_t total = 0;
-  for (int32_t s = 0; s < world; ++s) {
-    const int64_t* c = &rb->counts_recv[s * kCountFields];
-    if (c[1] < 0 || c[2] < 0)
-      return Status::Internal("input dist: rank ", s, " announced a negative batch or id count");
-    rb->recv_bytes[s] = LayoutOf(units, c[1], c[2], c[3] != 0).bytes;
-    if (s != l.rank) total += rb->recv_bytes[s];
-  }
-  // The ids this rank routes to itself stay where they were packed (last in the send buffer):
-  // UnpackInput reads them there, so they are neither sent nor copied.
-  rb->a2a_send.assign(rb->send_bytes.begin(), rb->send_bytes.end());
-  rb->a2a_recv.assign(rb->recv_bytes.begin(), rb->recv_bytes.end());
-  rb->a2a_send[l.rank] = 0;
-  rb->a2a_recv[l.rank] = 0;
-  rb->recv.resize(total);
-  return comm.AllToAllV(rb->send.data(), rb->a2a_send, rb->recv.data(), rb->a2a_recv,
-                        DType::kUInt8);
-}
-
-Status PlaceOwnReturnLast(const Layout& l, size_t float_base, RoutedBatch* rb) {
-  rb->ret_floats_total = float_base;
-  // Every run has at least one row of at least one column, so its io offset lies inside its
-  // source's block and tells which block it belongs to.
-  size_t self_begin = 0;
-  for (int32_t s = 0; s < l.rank; ++s) self_begin += rb->ret_floats_to[s];
-  const size_t self_floats = rb->ret_floats_to[l.rank];
-  const size_t self_end = self_begin + self_floats;
-  rb->ret_self_offset = float_base - self_floats;
-  if (self_floats != 0 && self_end != float_base) {
-    for (ShardRuns& sr : rb->shards) {
-      for (kernels::BagRun& run : sr.runs) {
-        const auto io = static_cast<size_t>(run.io_offset);
-        if (io >= self_end)
-          run.io_offset = static_cast<int64_t>(io - self_floats);
-        else if (io >= self_begin)
-          run.io_offset = static_cast<int64_t>(io - self_begin + rb->ret_self_offset);
-      }
-    }
-  }
-  rb->ret_a2a_to.assign(rb->ret_floats_to.begin(), rb->ret_floats_to.end());
-  rb->ret_a2a_from.assign(rb->ret_floats_from.begin(), rb->ret_floats_from.end());
-  if (rb->ret_a2a_from[l.rank] != self_floats)
-    return Status::Internal("input dist: this rank routed ", rb->ret_a2a_from[l.rank],
-                            " return floats to itself but received ", self_floats);
-  rb->ret_a2a_to[l.rank] = 0;
-  rb->ret_a2a_from[l.rank] = 0;
-  return Status::Ok();
-}
-
-Status UnpackInput(const Layout& l, RoutedBatch* rb) {
-  const auto& my_units = l.units_to_rank[l.rank];
-  rb->shards.resize(l.local.size());
-  for (auto& sr : rb->shards) {
-    sr.runs.clear();
-    sr.num_ids = 0;
-  }
-  // Room for every run's CSR offsets, so the pointers handed to the runs never move.
-  size_t max_offsets = 0;
-  for (int32_t s = 0; s < l.world; ++s)
-    max_offsets +=
-        my_units.size() * (static_cast<size_t>(rb->counts_recv[s * kCountFields + 1]) + 1);
-  rb->bag_offsets.resize(l.sequence ? 0 : max_offsets);
-  size_t next_offset = 0;
-  rb->ret_floats_to.assign(l.world, 0);
-  size_t byte_off = 0;
-  size_t float_base = 0;
-  for (int32_t s = 0; s < l.world; ++s) {
-    const int64_t* c = &rb->counts_recv[s * kCountFields];
-    const int64_t B = c[1];
-    const int64_t n = c[2];
-    const bool weighted = c[3] != 0;
-    const uint8_t* msg =
-        s == l.rank ? rb->send.data() + rb->self_offset : rb->recv.data() + byte_off;
-    const MessageLayout m = LayoutOf(my_units.size(), B, n, weighted);
-    const auto* lens = reinterpret_cast<const int32_t*>(msg);
-    const auto* rows = reinterpret_cast<const int64_t*>(msg + m.rows);
-    const auto* wts = reinterpret_cast<const float*>(msg + m.weights);
-    int64_t cursor = 0;
-    size_t floats = 0;
-    for (size_t ui = 0; ui < my_units.size(); ++ui) {
-      const Unit& unit = l.units[my_units[ui]];
-      kernels::BagRun run;
-      run.rows = rows + cursor;
-      run.weights = weighted ? wts + cursor : nullptr;
-      run.io_offset = static_cast<int64_t>(float_base + floats);
-      int64_t ids = 0;
-      int64_t* offsets = l.sequence ? nullptr : rb->bag_offsets.data() + next_offset;
-      if (offsets != nullptr) offsets[0] = 0;
-      for (int64_t b = 0; b < B; ++b) {
-        const int32_t len = lens[ui * B + b];
-        if (len == 0) continue;
-        if (len < 0 || cursor + ids + len > n)
-          return Status::Internal("input dist: malformed message from rank ", s);
-        ids += len;
-        if (offsets != nullptr) offsets[++run.num_bags] = ids;
-      }
-      if (offsets == nullptr) run.num_bags = ids;
-      run.offsets = offsets;
-      cursor += ids;
-      if (run.num_bags > 0) {
-        if (offsets != nullptr) next_offset += static_cast<size_t>(run.num_bags) + 1;
-        ShardRuns& sr = rb->shards[unit.local];
-        sr.runs.push_back(run);
-        sr.num_ids += ids;
-        floats += static_cast<size_t>(run.num_bags) * unit.cols;
-      }
-    }
-    if (cursor != n) return Status::Internal("input dist: rank ", s, " sent unused ids");
-    rb->ret_floats_to[s] = floats;
-    float_base += floats;
-    if (s != l.rank) byte_off += rb->recv_bytes[s];
-  }
-  return PlaceOwnReturnLast(l, float_base, rb);
+  return FillPass(ctx, l, bounds, batch, feature_begin, dp_counts, rb);
 }
 
 }  // namespace shardrec::embedding

@@ -1,0 +1,191 @@
+// Input distribution's exchange and unpack (input_dist.h): the counts exchange that carries
+// every rank's verdict and forward terms, the id exchange, and the owner side's description of
+// the received ids as runs of bags.
+#include <cstring>
+
+#include "impl/embedding/input_dist.h"
+#include "impl/embedding/timer.h"
+
+namespace shardrec::embedding {
+
+Status ModesDiffer() {
+  return Status::InvalidUsage(
+      "the ranks differ in training mode for this forward (shardrec_embedding_set_training "
+      "must be the same on every rank); no rank changed any state");
+}
+
+Status OutputRefused(int64_t rank) {
+  return Status::InvalidArgument("rank ", rank,
+                                 " rejected its forward's output buffer (its error says why); no "
+                                 "rank changed any state");
+}
+
+Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& local_error,
+                     RoutedBatch* rb, ForwardMode mode, int64_t words) {
+  const int32_t world = l.world;
+  rb->forward_agreed = false;
+  if (!local_error.ok()) {
+    rb->counts_send.assign(world * kCountFields, 0);
+    for (int32_t d = 0; d < world; ++d) rb->counts_send[d * kCountFields] = 1;
+  } else {
+    for (int32_t d = 0; d < world; ++d) {
+      rb->counts_send[d * kCountFields + 4] = static_cast<int64_t>(mode);
+      rb->counts_send[d * kCountFields + 5] = words;
+    }
+  }
+  rb->counts_recv.assign(world * kCountFields, 0);
+  std::vector<size_t> counts(world, kCountFields);
+  SR_RETURN_IF_ERROR(comm.AllToAllV(rb->counts_send.data(), counts, rb->counts_recv.data(), counts,
+                                    DType::kInt64));
+  if (!local_error.ok()) return local_error;
+  for (int32_t s = 0; s < world; ++s) {
+    if (rb->counts_recv[s * kCountFields] != 0)
+      return Status::InvalidArgument("rank ", s, " rejected its batch (its error says why); ",
+                                     "no rank changed any state");
+  }
+  // Every rank sees every rank's mode, so all decide alike.
+  const int64_t first_mode = rb->counts_recv[4];
+  bool all_announced = true, same = true;
+  for (int32_t s = 0; s < world; ++s) {
+    const int64_t m = rb->counts_recv[s * kCountFields + 4];
+    all_announced &= m != static_cast<int64_t>(ForwardMode::kNone);
+    same &= m == first_mode;
+  }
+  if (all_announced && !same) return ModesDiffer();
+  rb->forward_agreed = all_announced;
+  rb->forward_words.clear();
+  if (all_announced)
+    for (int32_t s = 0; s < world; ++s)
+      rb->forward_words.push_back(rb->counts_recv[s * kCountFields + 5]);
+  const size_t units = l.units_to_rank[l.rank].size();
+  rb->recv_bytes.assign(world, 0);
+  size_t total = 0;
+  for (int32_t s = 0; s < world; ++s) {
+    const int64_t* c = &rb->counts_recv[s * kCountFields];
+    if (c[1] < 0 || c[2] < 0)
+      return Status::Internal("input dist: rank ", s, " announced a negative batch or id count");
+    rb->recv_bytes[s] = LayoutOf(units, c[1], c[2], c[3] != 0).bytes;
+    if (s != l.rank) total += rb->recv_bytes[s];
+  }
+  // The ids this rank routes to itself stay where they were packed (last in the send buffer):
+  // UnpackInput reads them there, so they are neither sent nor copied.
+  rb->a2a_send.assign(rb->send_bytes.begin(), rb->send_bytes.end());
+  rb->a2a_recv.assign(rb->recv_bytes.begin(), rb->recv_bytes.end());
+  rb->a2a_send[l.rank] = 0;
+  rb->a2a_recv[l.rank] = 0;
+  rb->recv.resize(total);
+  return comm.AllToAllV(rb->send.data(), rb->a2a_send, rb->recv.data(), rb->a2a_recv,
+                        DType::kUInt8);
+}
+
+Status ExchangeAndUnpack(const Layout& l, comm::Communicator& comm, const Status& local,
+                         RoutedBatch* rb, const InputTerms& terms, double* comm_seconds) {
+  Status s;
+  rb->device_input = false;
+  {
+    ScopedTimer t(comm_seconds);
+    const int64_t words = local.ok() && terms.mode == ForwardMode::kTraining && terms.words
+                              ? terms.words(*rb)
+                              : int64_t{0};
+    s = ExchangeInput(l, comm, local, rb, terms.mode, words);
+  }
+  return s.ok() ? UnpackInput(l, rb) : s;
+}
+
+Status PlaceOwnReturnLast(const Layout& l, size_t float_base, RoutedBatch* rb) {
+  rb->ret_floats_total = float_base;
+  // Every run has at least one row of at least one column, so its io offset lies inside its
+  // source's block and tells which block it belongs to.
+  size_t self_begin = 0;
+  for (int32_t s = 0; s < l.rank; ++s) self_begin += rb->ret_floats_to[s];
+  const size_t self_floats = rb->ret_floats_to[l.rank];
+  const size_t self_end = self_begin + self_floats;
+  rb->ret_self_offset = float_base - self_floats;
+  if (self_floats != 0 && self_end != float_base) {
+    for (ShardRuns& sr : rb->shards) {
+      for (kernels::BagRun& run : sr.runs) {
+        const auto io = static_cast<size_t>(run.io_offset);
+        if (io >= self_end)
+          run.io_offset = static_cast<int64_t>(io - self_floats);
+        else if (io >= self_begin)
+          run.io_offset = static_cast<int64_t>(io - self_begin + rb->ret_self_offset);
+      }
+    }
+  }
+  rb->ret_a2a_to.assign(rb->ret_floats_to.begin(), rb->ret_floats_to.end());
+  rb->ret_a2a_from.assign(rb->ret_floats_from.begin(), rb->ret_floats_from.end());
+  if (rb->ret_a2a_from[l.rank] != self_floats)
+    return Status::Internal("input dist: this rank routed ", rb->ret_a2a_from[l.rank],
+                            " return floats to itself but received ", self_floats);
+  rb->ret_a2a_to[l.rank] = 0;
+  rb->ret_a2a_from[l.rank] = 0;
+  return Status::Ok();
+}
+
+Status UnpackInput(const Layout& l, RoutedBatch* rb) {
+  const auto& my_units = l.units_to_rank[l.rank];
+  rb->shards.resize(l.local.size());
+  for (auto& sr : rb->shards) {
+    sr.runs.clear();
+    sr.num_ids = 0;
+  }
+  // Room for every run's CSR offsets, so the pointers handed to the runs never move.
+  size_t max_offsets = 0;
+  for (int32_t s = 0; s < l.world; ++s)
+    max_offsets +=
+        my_units.size() * (static_cast<size_t>(rb->counts_recv[s * kCountFields + 1]) + 1);
+  rb->bag_offsets.resize(l.sequence ? 0 : max_offsets);
+  size_t next_offset = 0;
+  rb->ret_floats_to.assign(l.world, 0);
+  size_t byte_off = 0;
+  size_t float_base = 0;
+  for (int32_t s = 0; s < l.world; ++s) {
+    const int64_t* c = &rb->counts_recv[s * kCountFields];
+    const int64_t B = c[1];
+    const int64_t n = c[2];
+    const bool weighted = c[3] != 0;
+    const uint8_t* msg =
+        s == l.rank ? rb->send.data() + rb->self_offset : rb->recv.data() + byte_off;
+    const MessageLayout m = LayoutOf(my_units.size(), B, n, weighted);
+    const auto* lens = reinterpret_cast<const int32_t*>(msg);
+    const auto* rows = reinterpret_cast<const int64_t*>(msg + m.rows);
+    const auto* wts = reinterpret_cast<const float*>(msg + m.weights);
+    int64_t cursor = 0;
+    size_t floats = 0;
+    for (size_t ui = 0; ui < my_units.size(); ++ui) {
+      const Unit& unit = l.units[my_units[ui]];
+      kernels::BagRun run;
+      run.rows = rows + cursor;
+      run.weights = weighted ? wts + cursor : nullptr;
+      run.io_offset = static_cast<int64_t>(float_base + floats);
+      int64_t ids = 0;
+      int64_t* offsets = l.sequence ? nullptr : rb->bag_offsets.data() + next_offset;
+      if (offsets != nullptr) offsets[0] = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const int32_t len = lens[ui * B + b];
+        if (len == 0) continue;
+        if (len < 0 || cursor + ids + len > n)
+          return Status::Internal("input dist: malformed message from rank ", s);
+        ids += len;
+        if (offsets != nullptr) offsets[++run.num_bags] = ids;
+      }
+      if (offsets == nullptr) run.num_bags = ids;
+      run.offsets = offsets;
+      cursor += ids;
+      if (run.num_bags > 0) {
+        if (offsets != nullptr) next_offset += static_cast<size_t>(run.num_bags) + 1;
+        ShardRuns& sr = rb->shards[unit.local];
+        sr.runs.push_back(run);
+        sr.num_ids += ids;
+        floats += static_cast<size_t>(run.num_bags) * unit.cols;
+      }
+    }
+    if (cursor != n) return Status::Internal("input dist: rank ", s, " sent unused ids");
+    rb->ret_floats_to[s] = floats;
+    float_base += floats;
+    if (s != l.rank) byte_off += rb->recv_bytes[s];
+  }
+  return PlaceOwnReturnLast(l, float_base, rb);
+}
+
+}  // namespace shardrec::embedding
