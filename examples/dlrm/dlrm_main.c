@@ -24,7 +24,9 @@
  *             [--mpi 1]   (under mpirun: one rank per process on MPI_COMM_WORLD, MPI backend)
  *             [--launcher env] [--save DIR]
  *             [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]
- *              [--admission N [--admission-decay K]]]
+ *              [--admission N [--admission-decay K]]] [--tiered DIR]
+ * --tiered DIR: the largest table's rows and optimizer state on local disk under a DRAM cache of
+ * a fifth of its rows (docs/disk-tier.md); the end prints its hit rate and disk reads.
  * --launcher env: one rank per process, rank and world from the launcher (torchrun, mpirun,
  * srun; see docs/launch.md), no unique id to ship.
  */
@@ -62,6 +64,9 @@ static int g_launcher_env = 0;
 static int64_t g_rows[26];
 /* --dynamic: every table's capacity (0: fixed tables) and its eviction and admission. */
 static int64_t g_dynamic = 0;
+/* --tiered DIR: the largest table on local disk under a cache of a fifth of its rows. */
+static const char* g_tiered = NULL;
+static int g_tier_table = 0;
 static int64_t g_capacity[26];
 static shardrec_dynamic_table_config_t g_dynamic_config = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
 static shardrec_comm_t* g_comms[MAX_WORLD];
@@ -175,6 +180,39 @@ static void print_eval(int step, const dlrm_eval_result_t* e) {
 
 /* Dynamic tables: each table's stats summed over the ranks of sharding group 0 (in 2D the other
    groups hold copies of its tables), printed by rank 0 (collective). */
+/* The tiered table's cache and disk counters, summed over the ranks that hold a part of it
+   (rank 0 prints them). */
+static shardrec_status_t print_tier(dlrm_t* model, shardrec_comm_t* comm, int rank) {
+  double v[7] = {0, 0, 0, 0, 0, 0, 0};
+  shardrec_tier_stats_t s = SHARDREC_TIER_STATS_INIT;
+  /* EINVAL: this rank holds no part of the table (table-wise sharding puts it on one rank). */
+  if (shardrec_embedding_tier_stats(dlrm_embedding(model), dlrm_table_name(model, g_tier_table),
+                                    &s) == SHARDREC_OK) {
+    v[0] = (double)s.cache_slots;
+    v[1] = (double)s.hits;
+    v[2] = (double)s.misses;
+    v[3] = (double)s.disk_reads;
+    v[4] = (double)s.write_backs;
+    v[5] = s.exposed_fetch_seconds;
+    v[6] = (double)s.steps;
+  }
+  {
+    const shardrec_status_t rc =
+        shardrec_comm_allreduce(comm, v, v, 7, SHARDREC_DTYPE_FLOAT64, SHARDREC_REDUCE_SUM, NULL);
+    if (rc != SHARDREC_OK) return rc;
+  }
+  if (rank == 0)
+    dlrm_progress_line(&g_out,
+                       "tiered table %s: %lld rows, cache of %.0f slots (%.0f%% of the rows), hit "
+                       "rate %.4f, disk reads %.0f, write-backs %.0f, exposed fetch %.3f ms per "
+                       "forward",
+                       dlrm_table_name(model, g_tier_table), (long long)g_rows[g_tier_table], v[0],
+                       100.0 * v[0] / (double)g_rows[g_tier_table],
+                       v[1] + v[2] > 0 ? v[1] / (v[1] + v[2]) : 0.0, v[3], v[4],
+                       v[6] > 0 ? 1e3 * v[5] / v[6] : 0.0);
+  return SHARDREC_OK;
+}
+
 enum { kStatSize, kStatCapacity, kStatInserted, kStatEvicted, kStatAdmission, kStatFull, kStats };
 
 static shardrec_status_t print_dynamic(dlrm_t* model, shardrec_comm_t* comm, int rank, int step,
@@ -269,6 +307,14 @@ static void* run_rank(void* arg) {
   cfg.seed = g_seed;
   cfg.sync_interval = g_sync_every;
   if (g_dynamic > 0) cfg.dynamic = &g_dynamic_config;
+  if (g_tiered != NULL) {
+    /* A fifth of the table's rows over the ranks (the planner splits this table by rows over
+       every rank of the sharding group): each row is 16 fp32 values, one row-wise Adagrad
+       value and 32 bytes of cache metadata (shardrec_table_tier_t). */
+    cfg.tier_dir = g_tiered;
+    cfg.tier_table = g_tier_table;
+    cfg.tier_cache_bytes = g_rows[g_tier_table] / 5 / W * (16 * 4 + 4 + 32);
+  }
   /* Small buckets, so this small model's dense gradients travel in several pieces that overlap
      the backward (a production model's MLPs fill the default 1 MiB + 25 MiB buckets). */
   cfg.first_bucket_bytes = 32 << 10;
@@ -392,6 +438,7 @@ static void* run_rank(void* arg) {
   last_loss /= W;
   /* Per table at the end (the summary unless the last report just printed it). */
   if (g_dynamic > 0) CHECK(print_dynamic(model, comm, rank, step, step % g_report != 0, 1));
+  if (g_tiered != NULL) CHECK(print_tier(model, comm, rank));
   if (g_save != NULL) {
     CHECK(dlrm_save(model, g_save, g_dynamic > 0));
     /* The exact held-out AUC of the saved model (evaluated again: a Criteo file may have ended
@@ -429,7 +476,9 @@ static int usage(const char* argv0) {
           "          [--rank R --world W [--unique-id HEX] [--unique-id-file PATH]]\n"
           "          [--launcher env] [--save DIR]\n"
           "          [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]\n"
-          "           [--admission N [--admission-decay K]]]\n"
+          "           [--admission N [--admission-decay K]]] [--tiered DIR]\n"
+          "  --tiered DIR: the largest table's rows on local disk (DIR/rank<R>) under a DRAM\n"
+          "  cache of a fifth of them (no replica groups: --shard = --world; fixed tables);\n"
           "  --launcher env: one rank per process, placed by torchrun, mpirun or srun;\n"
           "  --eval-every 0 turns the held-out evaluation off; --sync-every N averages the\n"
           "  replica groups every N steps (1: exact 2D); --rank runs one rank in this process\n"
@@ -493,7 +542,9 @@ int main(int argc, char** argv) {
       char* end = NULL;
       g_dynamic = strtoll(v, &end, 10);
       if (end == v || *end != '\0' || g_dynamic < 1) return usage(argv[0]);
-    } else if (strcmp(a, "--admission") == 0)
+    } else if (strcmp(a, "--tiered") == 0)
+      g_tiered = v;
+    else if (strcmp(a, "--admission") == 0)
       g_dynamic_config.admission_threshold = atoi(v);
     else if (strcmp(a, "--admission-decay") == 0)
       g_dynamic_config.admission_decay_steps = atoll(v);
@@ -539,9 +590,12 @@ int main(int argc, char** argv) {
   }
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||
-      g_sync_every < 1 || g_rank >= g_world || g_dynamic < 0)
+      g_sync_every < 1 || g_rank >= g_world || g_dynamic < 0 ||
+      (g_tiered != NULL && (g_shard != g_world || g_dynamic > 0)))
     return usage(argv[0]);
   for (i = 0; i < 26; ++i) g_rows[i] = kCriteoRows[i] < g_max_rows ? kCriteoRows[i] : g_max_rows;
+  for (i = 1; i < 26; ++i)
+    if (g_rows[i] > g_rows[g_tier_table]) g_tier_table = i;
   /* Synthetic ids of feature f take at most g_rows[f] distinct values, so its table never needs
      more slots; a Criteo file's raw ids have whatever cardinality the file has. */
   for (i = 0; i < 26; ++i)

@@ -160,10 +160,39 @@ static shardrec_status_t make_dense(dlrm_t* m) {
   return shardrec_dense_optimizer_create(&m->opt, &c->dense_optimizer);
 }
 
+/* The tier of config->tier_table in `eo` when config->tier_dir is set (`tier` and `dir` outlive
+   the collection's creation). */
+static shardrec_status_t set_tier(dlrm_t* m, shardrec_embedding_options_t* eo,
+                                  shardrec_table_tier_t* tier, char* dir, size_t dir_len) {
+  int32_t rank = 0;
+  shardrec_status_t rc;
+  if (m->cfg.tier_dir == NULL) return SHARDREC_OK;
+  if (m->cfg.tier_table < 0 || m->cfg.tier_table >= m->cfg.num_sparse) {
+    fprintf(stderr, "dlrm: tier_table %d is not a table\n", m->cfg.tier_table);
+    return SHARDREC_EINVAL;
+  }
+  rc = shardrec_comm_rank(&rank, m->world);
+  if (rc != SHARDREC_OK) return rc;
+  if (snprintf(dir, dir_len, "%s/rank%d", m->cfg.tier_dir, (int)rank) >= (int)dir_len) {
+    fprintf(stderr, "dlrm: tier directory too long\n");
+    return SHARDREC_EINVAL;
+  }
+  rc = shardrec_table_tier_init(tier, SHARDREC_TABLE_TIER_VERSION);
+  if (rc != SHARDREC_OK) return rc;
+  tier->table = m->table_names[m->cfg.tier_table];
+  tier->dir = dir;
+  tier->cache_bytes = m->cfg.tier_cache_bytes;
+  eo->tiers = tier;
+  eo->num_tiers = 1;
+  return SHARDREC_OK;
+}
+
 shardrec_status_t dlrm_create(dlrm_t** out, const dlrm_config_t* config, shardrec_comm_t* world) {
   dlrm_t* m;
   shardrec_mesh_options_t mo;
   shardrec_embedding_options_t eo;
+  shardrec_table_tier_t tier;
+  char tier_dir[4096];
   shardrec_status_t rc;
   size_t B, F, d, W;
   *out = NULL;
@@ -194,6 +223,9 @@ shardrec_status_t dlrm_create(dlrm_t** out, const dlrm_config_t* config, shardre
   if (rc == SHARDREC_OK) {
     eo.seed = config->seed;
     eo.num_threads = config->embedding_threads;
+    rc = set_tier(m, &eo, &tier, tier_dir, sizeof(tier_dir));
+  }
+  if (rc == SHARDREC_OK) {
     rc = shardrec_mesh_embedding_create(&m->coll, m->mesh, m->plan, &config->sparse_optimizer, &eo);
   }
   if (rc == SHARDREC_OK) rc = make_dense(m);

@@ -51,6 +51,12 @@ typedef struct dlrm_config {
      in 2D each replica sync merges the replica groups' rows by id. NULL (the default): fixed
      tables, ids in [0, rows[f]). */
   const shardrec_dynamic_table_config_t* dynamic;
+  /* Non-NULL: table tier_table's rows and optimizer state live on local disk under a DRAM cache
+     of tier_cache_bytes per rank (docs/disk-tier.md), in tier_dir/rank<R>, one directory per
+     rank. Tiered tables take no replica groups: shard_size must be the world size. */
+  const char* tier_dir;
+  int tier_table;
+  int64_t tier_cache_bytes;
 } dlrm_config_t;
 
 /* Seconds spent per phase, summed over training steps. */

@@ -88,7 +88,9 @@ Status Mesh::Sync(embedding::TableStorage& storage, SyncMode mode) {
     args = Status::InvalidArgument("the collection's plan has ", storage.plan().world_size,
                                    " ranks but the mesh's sharding groups have ",
                                    layout_.shard_size());
-  if (args.ok()) args = embedding::RefuseTiered(storage, "a 2D replica sync");
+  // One replica has nothing to sync; several would sync the caches of tiered tables, not rows.
+  if (args.ok() && replica_->Size() > 1)
+    args = embedding::RefuseTiered(storage, "a 2D replica sync");
   // The sync is collective over the replica group: a replica refusing its own arguments still
   // takes part in one small agreement, so its peers fail at once naming it instead of waiting
   // for it in the first exchange (or pairing that exchange with its next collective). Over an

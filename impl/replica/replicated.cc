@@ -64,7 +64,9 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::TableStorage* storage,
   bool on_device = false;
   if (created.ok()) {
     const std::vector<embedding::ParamBuffer> buffers = storage->ParamBuffers();
-    local = embedding::RefuseTiered(*storage, "2D training (a replica mesh)");
+    // A mesh of one replica group is a 1D collection; several replicas refuse tiered tables.
+    if (mesh.host_replica().Size() > 1)
+      local = embedding::RefuseTiered(*storage, "2D training (a replica mesh)");
     if (local.ok()) local = WeightDigest(buffers, storage->plan().Hash(), &digest);
     for (const embedding::ParamBuffer& b : buffers) on_device = on_device || !b.device.is_host();
   }
