@@ -10,8 +10,9 @@
  *                               timed; rank 0 prints
  *   mesh layout L world W sync_ms M link_tx_per_sync X link_rx_per_sync Y bytes_per_rank B
  *                               (B: the weights and Adagrad state each rank averages)
- * Ranks meet through shardrec_comm_create_from_env. Rank 0 calibrates this machine and
- * broadcasts the figures, so every rank plans alike; across hosts every rank then measures the
+ * Ranks meet through shardrec_comm_create_from_env. Every rank calibrates this machine at
+ * once (as they will run: the hosts share its cores) and rank 0 broadcasts its figures, so
+ * every rank plans alike; across hosts every rank then measures the
  * network (shardrec_topology_calibrate_network, budget 1 s), which sets the planner's
  * inter_node_bandwidth; SHARDREC_BED_LINK_BYTES (bytes/s), when set, overrides it, and
  * SHARDREC_BED_NO_CALIBRATION=1 skips both calibrations (the planner's defaults: for runs that
@@ -215,8 +216,10 @@ int main(int argc, char** argv) {
   shardrec_topology_init(&topology, SHARDREC_TOPOLOGY_VERSION);
   CHECK(shardrec_topology_from_comm(&topology, comm));
   topology.batch_size = BATCH;
+  /* Every rank calibrates at once, as the ranks will run: the bed's hosts share this machine's
+     cores, so a lone calibration would measure a rank with the whole machine to itself. */
+  if (calibrate) CHECK(shardrec_topology_calibrate(&topology, NULL, NULL));
   if (rank == 0 && calibrate) {
-    CHECK(shardrec_topology_calibrate(&topology, NULL, NULL));
     figures[0] = topology.memory_bandwidth;
     figures[1] = topology.intra_node_bandwidth;
     figures[2] = topology.collective_latency;
