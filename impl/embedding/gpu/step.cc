@@ -33,45 +33,20 @@ Status DeviceStep::Init(const Layout* layout, ParamStore* params, int device,
   SR_RETURN_IF_ERROR(rt->StreamCreate(device, &stream_));
   ctx_ = ExecContext::Cuda(device, stream_);
   staging_.Init(device, stream_);
-  count_.SetDevice(device);
+  bwd_.count.SetDevice(device);
   staging_.SetOnDeliver([this] { CheckDeferred(); });
   size_t bytes = 0;
   SR_RETURN_IF_ERROR(dk::StatusBytes(ctx_, &bytes));
   SR_RETURN_IF_ERROR(status_.Reserve(device, bytes, "the lookup status block"));
   deferred_status_.assign(bytes, 0);
   const size_t n = layout->local.size();
-  // One unique-row count per local shard: the backward queues every shard's grouping before its
-  // one wait, and each writes its own word.
-  SR_RETURN_IF_ERROR(count_.Reserve(sizeof(int64_t) * std::max<size_t>(n, 1)));
+  SR_RETURN_IF_ERROR(bwd_.Init(n));
   // Zero bytes are the block's clear state; ReadStatus clears it again after every read.
   if (bytes > 0) SR_RETURN_IF_ERROR(rt->MemsetAsync(device, status_.data(), 0, bytes, stream_));
   SR_RETURN_IF_ERROR(rt->StreamWait(device, stream_, core::kDeviceWaitMs));
-  // The combine's column groups: the units of one pair and column offset (its row blocks) add
-  // into the same output columns.
-  groups_.clear();
-  unit_group_.assign(layout->units.size(), -1);
-  for (size_t u = 0; u < layout->units.size(); ++u) {
-    const Unit& unit = layout->units[u];
-    const int64_t col = layout->pairs[unit.pair].out_offset + unit.col_offset;
-    // Keyed by pair too: a sequence collection's pairs share their columns (rows tell them apart).
-    for (size_t g = 0; g < groups_.size() && unit_group_[u] < 0; ++g)
-      if (groups_[g].col == col && groups_[g].pair == unit.pair)
-        unit_group_[u] = static_cast<int32_t>(g);
-    if (unit_group_[u] >= 0) continue;
-    unit_group_[u] = static_cast<int32_t>(groups_.size());
-    groups_.push_back(CombineGroup{col, unit.cols, unit.pair});
-  }
+  fwd_.Init(*layout);
   runs_.assign(n, {});
   num_ids_.assign(n, {});
-  num_unique_.assign(n, 0);
-  uniq_rows_.clear();
-  uniq_grads_.clear();
-  stats_.clear();
-  for (size_t i = 0; i < n; ++i) {
-    uniq_rows_.push_back(std::make_unique<core::DeviceBuffer>());
-    uniq_grads_.push_back(std::make_unique<core::DeviceBuffer>());
-    stats_.push_back(std::make_unique<core::DeviceBuffer>());
-  }
   return capacity.known() ? Presize(capacity, device_input) : Status::Ok();
 }
 
@@ -118,12 +93,12 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
     return fail(b.Reserve(device_, bytes, what, stream_));
   };
   SR_RETURN_IF_ERROR(reserve(runs_buf_, z.runs_bytes, "the batch's ids and gradients"));
-  SR_RETURN_IF_ERROR(reserve(io_, z.io_bytes, "the return message"));
-  SR_RETURN_IF_ERROR(reserve(workspace_, workspace, "the backward workspace"));
-  SR_RETURN_IF_ERROR(reserve(full_stats_, z.full_stats_bytes, "row statistics"));
-  SR_RETURN_IF_ERROR(reserve(dp_ids_, z.dp_ids_bytes, "the data-parallel ids"));
-  SR_RETURN_IF_ERROR(reserve(dp_out_, z.dp_out_bytes, "data-parallel rows"));
-  SR_RETURN_IF_ERROR(reserve(out_, z.out_bytes, "the output on the device"));
+  SR_RETURN_IF_ERROR(reserve(fwd_.io, z.io_bytes, "the return message"));
+  SR_RETURN_IF_ERROR(reserve(bwd_.workspace, workspace, "the backward workspace"));
+  SR_RETURN_IF_ERROR(reserve(bwd_.full_stats, z.full_stats_bytes, "row statistics"));
+  SR_RETURN_IF_ERROR(reserve(fwd_.dp_ids, z.dp_ids_bytes, "the data-parallel ids"));
+  SR_RETURN_IF_ERROR(reserve(fwd_.dp_out, z.dp_out_bytes, "data-parallel rows"));
+  SR_RETURN_IF_ERROR(reserve(fwd_.out, z.out_bytes, "the output on the device"));
   for (core::DeviceBuffer& slot : slots_)
     SR_RETURN_IF_ERROR(reserve(slot, z.slot_bytes, "a batch's ids on the device"));
   // The exchanges between device blocks (over NCCL; a gradient in device memory at any world).
@@ -132,33 +107,33 @@ Status DeviceStep::Presize(const StepCapacity& capacity, bool device_input) {
   SR_RETURN_IF_ERROR(reserve(gather_recv_, W * z.summary_bytes, "the route summaries"));
   SR_RETURN_IF_ERROR(fail(verdict_.Reserve(device_, stream_)));
   SR_RETURN_IF_ERROR(reserve(unpack_bad_, sizeof(unsigned long long), "the unpack's status"));
-  SR_RETURN_IF_ERROR(reserve(dgrad_block_, z.io_bytes, "the gradients on the device"));
-  SR_RETURN_IF_ERROR(reserve(pack_buf_, z.pack_bytes, "the gradient pack's tables"));
+  SR_RETURN_IF_ERROR(reserve(bwd_.dgrad_block, z.io_bytes, "the gradients on the device"));
+  SR_RETURN_IF_ERROR(reserve(bwd_.pack_buf, z.pack_bytes, "the gradient pack's tables"));
   if (W > 1) {
-    SR_RETURN_IF_ERROR(reserve(a2a_send_, z.io_bytes, "the gradient message on the device"));
+    SR_RETURN_IF_ERROR(reserve(bwd_.a2a_send, z.io_bytes, "the gradient message on the device"));
     SR_RETURN_IF_ERROR(reserve(a2a_recv_, z.io_bytes, "the received rows on the device"));
   }
   // Column shards' statistics exchanged between device blocks (over NCCL; at world 1 a copy
   // between this rank's own shards, when their counts stay on the device).
-  SR_RETURN_IF_ERROR(reserve(stat_send_, z.stat_send_bytes, "row statistics sent"));
-  SR_RETURN_IF_ERROR(reserve(stat_recv_, z.stat_recv_bytes, "row statistics received"));
+  SR_RETURN_IF_ERROR(reserve(bwd_.stat_send, z.stat_send_bytes, "row statistics sent"));
+  SR_RETURN_IF_ERROR(reserve(bwd_.stat_recv, z.stat_recv_bytes, "row statistics received"));
   SR_RETURN_IF_ERROR(reserve(unpack_scan_, z.unpack_scan_bytes, "the unpack's scans"));
   SR_RETURN_IF_ERROR(reserve(unpack_temp_, unpack_temp, "the unpack's scratch"));
   for (size_t i = 0; i < n; ++i) {
-    SR_RETURN_IF_ERROR(reserve(*uniq_rows_[i], z.rows_bytes[i], "unique rows"));
-    SR_RETURN_IF_ERROR(reserve(*uniq_grads_[i], z.grads_bytes[i], "aggregated gradients"));
-    SR_RETURN_IF_ERROR(reserve(*stats_[i], z.stats_bytes[i], "row statistics"));
+    SR_RETURN_IF_ERROR(reserve(*bwd_.uniq_rows[i], z.rows_bytes[i], "unique rows"));
+    SR_RETURN_IF_ERROR(reserve(*bwd_.uniq_grads[i], z.grads_bytes[i], "aggregated gradients"));
+    SR_RETURN_IF_ERROR(reserve(*bwd_.stats[i], z.stats_bytes[i], "row statistics"));
   }
   {
-    SR_RETURN_IF_ERROR(
-        reserve(dev_counts_, sizeof(int64_t) * std::max<size_t>(n, 1), "the unique-row counts"));
+    SR_RETURN_IF_ERROR(reserve(bwd_.dev_counts, sizeof(int64_t) * std::max<size_t>(n, 1),
+                               "the unique-row counts"));
   }
   // Stream-ordered calls leave a lookup phase and an update phase in flight when the next forward's
   // counts exchange packs behind them (DeviceStaging): room for two phases and the exchange.
   SR_RETURN_IF_ERROR(
       fail(staging_.Reserve(2 * z.staging_bytes + (n_ranks + 1) * z.summary_bytes + 256)));
   // The data-parallel lookups land here before they are scattered into the output.
-  dp_host_.reserve(z.dp_out_bytes / sizeof(float));
+  fwd_.dp_host.reserve(z.dp_out_bytes / sizeof(float));
   return Status::Ok();
 }
 
@@ -261,16 +236,16 @@ Status DeviceStep::QueueLookups(const RoutedBatch& rb, const DeviceStaging::Piec
 }
 
 Status DeviceStep::QueueLookupJobs() {
-  auto* io = io_.as<float>();
-  jobs_.clear();
+  auto* io = fwd_.io.as<float>();
+  fwd_.jobs.clear();
   for (size_t i = 0; i < layout_->local.size(); ++i) {
     const LocalShard& ls = layout_->local[i];
     const kernels::WeightsView w = params_->View(ls);
     for (const kernels::BagRun& run : runs_[i])
-      jobs_.push_back(kernels::LookupJob{w, run, io, ls.cols});
+      fwd_.jobs.push_back(kernels::LookupJob{w, run, io, ls.cols});
   }
   launched_ = true;
-  return dk::Lookup(ctx_, jobs_, status_.data());
+  return dk::Lookup(ctx_, fwd_.jobs, status_.data());
 }
 
 }  // namespace shardrec::embedding

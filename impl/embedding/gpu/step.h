@@ -76,10 +76,10 @@
 //             the lookup phase queues it). Then the lookup phase:
 //             the routed messages 1 up into the batch's slot block (the ids leave from there),
 //             their all-to-all into the slot's receive part (device), the unpack of the bag
-//             lengths into CSR offsets (simt/unpack_body.h), lookups into io_, the return
-//             message's all-to-all from io_ into io_'s tail (device); pooled (LookupCombine):
-//             the combine's bags, the data-parallel ids and the unpack's tables 1 up, the
-//             combine and data-parallel lookups into the device output, the output and the
+//             lengths into CSR offsets (simt/unpack_body.h), lookups into fwd_.io, the return
+//             message's all-to-all from fwd_.io into fwd_.io's tail (device); pooled
+//             (LookupCombine): the combine's bags, the data-parallel ids and the unpack's tables 1
+//             up, the combine and data-parallel lookups into the device output, the output and the
 //             unpack's status word 1 down each; 1 wait (a device output: no output download, the
 //             status block's instead, and no wait: stream-ordered, checked at the next wait).
 //             Sequence collections take the same phase (LookupCombine: each output row a bag of the
@@ -159,7 +159,9 @@
 #include "impl/core/pinned_buffer.h"
 #include "impl/core/status.h"
 #include "impl/embedding/backward.h"
+#include "impl/embedding/gpu/backward.h"
 #include "impl/embedding/gpu/dp.h"
+#include "impl/embedding/gpu/forward.h"
 #include "impl/embedding/gpu/sizing.h"
 #include "impl/embedding/gpu/staging.h"
 #include "impl/embedding/gpu/verdict.h"
@@ -257,11 +259,11 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   Status LookupExchange(const RoutedBatch& rb, const DeviceExchange& x, float* recv, float* send);
 
   // Forward of a pooled collection whose returned rows reach the device (world 1, or `x` over a
-  // device communicator, else null): the lookups into io_, the return exchange from there into
-  // io_'s tail, the combine of every returned row and the data-parallel lookups straight into a
+  // device communicator, else null): the lookups into fwd_.io, the return exchange from there into
+  // fwd_.io's tail, the combine of every returned row and the data-parallel lookups straight into a
   // device output block, all queued in ONE phase; the output ([batch_size, output_dim] floats)
   // is downloaded into `out` with the phase's one wait. The combine runs through the lookup
-  // kernel: the rows in io_ are a table of stride 1 whose row ids are float offsets, and output
+  // kernel: the rows in fwd_.io are a table of stride 1 whose row ids are float offsets, and output
   // row b of a (pair, column slice) is a bag of the returned rows aimed at it, in (rank, unit)
   // order, so sums come out as CombineOutput's. A host output's MEAN divide is left to the
   // caller (DivideMeans); a device output (out.on_device) is divided on the device
@@ -359,7 +361,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // no sibling statistics, or siblings whose statistics travel between
   // device blocks or stay on this rank; grouping writes the count to a device word, statistics,
   // their sibling sum and the update read it), so that shard needs no host wait.
-  bool CountsOnDevice(size_t local) const { return local < counted_.size() && counted_[local]; }
+  bool CountsOnDevice(size_t local) const { return bwd_.Counted(local); }
 
   // Data-parallel tables trained on the device (dp.h): its buffers allocated for the plan
   // (and, with a known capacity, the workspace), once at creation by a collection that will pass
@@ -389,13 +391,9 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // The three host ranges every run points into: the ids received from the other ranks, this
   // rank's message to itself (the end of its send buffer) and the CSR bag offsets (into p[0..2]).
   static void RunPieces(const RoutedBatch& rb, DeviceStaging::Piece* p);
-  // The combine's bags for `rb` (comb_offsets_, comb_ids_) with the returned rows of the other
-  // ranks at io_ + rb.ret_floats_total on (in rank order) and this rank's own at
-  // io_ + rb.ret_self_offset.
-  void BuildCombine(const RoutedBatch& rb);
   kernels::DeviceRuns Runs(size_t local) const;
-  // Stages the batch's runs and queues every local shard's lookups into io_ (which must hold the
-  // return message), within a phase the caller began.
+  // Stages the batch's runs and queues every local shard's lookups into fwd_.io (which must hold
+  // the return message), within a phase the caller began.
   Status QueueLookups(const RoutedBatch& rb, const DeviceStaging::Piece* extra, size_t num_extra,
                       uint8_t** extra_dev);
   // Allocates every per-step buffer for the worst case within `capacity`.
@@ -479,7 +477,7 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
                                  const std::vector<size_t>& shards);
   // The most unique rows a counted shard can have in `rb` (its row lists' and statistics' size).
   int64_t CountedRowsMax(const RoutedBatch& rb, size_t local) const;
-  // Queues every local shard's lookups of runs_ into io_, within a phase the caller began.
+  // Queues every local shard's lookups of runs_ into fwd_.io, within a phase the caller began.
   Status QueueLookupJobs();
   // Within a phase: the pack's tables up into pack_buf_ and the pack of `grad_dev` into `send`
   // (the message to the other ranks, in PackGradients' order) and `self` (this rank's own rows).
@@ -507,60 +505,24 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   // default stream with a plugin built before the stream entries.
   Stream stream_ = nullptr;
   ExecContext ctx_;
-  DeviceStaging staging_;      // every host <-> device copy of a phase goes through it
-  bool launched_ = false;      // work queued on the stream since the last phase's wait
-  bool rows_phase_ = false;    // ApplyRows queued work that FinishRows has not waited for
-  core::DeviceBuffer status_;  // the lookup kernels' status block
-  core::PinnedBuffer count_;   // GroupRows' unique-row counts (one per local shard), by the stream
+  DeviceStaging staging_;        // every host <-> device copy of a phase goes through it
+  bool launched_ = false;        // work queued on the stream since the last phase's wait
+  core::DeviceBuffer status_;    // the lookup kernels' status block
   core::DeviceBuffer runs_buf_;  // ids, weights and bag offsets of the batch (+ backward gradients)
-  core::DeviceBuffer io_;        // return message (forward)
-  core::DeviceBuffer a2a_recv_;  // over a device communicator: the received return message
-  core::DeviceBuffer a2a_send_;  // over a device communicator: the gradient message sent
-  core::DeviceBuffer stat_send_;   // over a device communicator: the row statistics sent
-  core::DeviceBuffer stat_recv_;   // and received
-  core::DeviceBuffer workspace_;   // backward workspace, shared by the shards in turn
-  core::DeviceBuffer full_stats_;  // every shard's full row statistics, one after the other
-  DeviceDataParallel dp_;          // data-parallel tables trained on the device (InitDataParallel)
-  core::DeviceBuffer dp_ids_;      // data-parallel offsets, rows and weights of the batch
-  core::DeviceBuffer dp_out_;      // their lookups
-  std::vector<float> dp_host_;
-  // Per local shard: the runs (device pointers), ids per run, and the backward's unique rows,
-  // their aggregated gradients and partial row statistics while the statistics are exchanged
-  // (data-parallel shards: uniq_rows_ holds the touched rows followed by their gradients).
+  // Over a device communicator: the received return message (forward), and the gradients a
+  // rank without ids for its shards receives (backward).
+  core::DeviceBuffer a2a_recv_;
+  DeviceDataParallel dp_;  // data-parallel tables trained on the device (InitDataParallel)
+  // Per local shard: the runs (device pointers) and ids per run, read by both phases.
   std::vector<std::vector<kernels::BagRun>> runs_;
   std::vector<std::vector<int64_t>> num_ids_;
-  std::vector<int64_t> num_unique_;
-  std::vector<uint8_t> counted_;   // per local shard: its count stays on the device (ApplySharded)
-  core::DeviceBuffer dev_counts_;  // those counts, one word per local shard
-  std::vector<size_t> full_at_;    // per local shard: its full statistics in full_stats_ (floats)
-  std::vector<std::unique_ptr<core::DeviceBuffer>> uniq_rows_;
-  std::vector<std::unique_ptr<core::DeviceBuffer>> uniq_grads_;
-  std::vector<std::unique_ptr<core::DeviceBuffer>> stats_;
-  std::vector<kernels::LookupJob> jobs_;
-  // The combine (LookupCombine): output column groups (a sharded pair's column slice: all its
-  // row blocks' units add into it), each unit's group, and the batch's bags per group.
-  struct CombineGroup {
-    int64_t col = 0;
-    int32_t cols = 0;
-    int32_t pair = 0;
-  };
-  std::vector<CombineGroup> groups_;
-  std::vector<int32_t> unit_group_;
-  // Per group the output rows [lo, hi) its returned rows aim at, and where its hi - lo + 1
-  // offsets start in comb_offsets_ (none for a group without rows).
-  std::vector<int64_t> group_lo_, group_hi_, group_begin_;
-  std::vector<int64_t> comb_offsets_;  // per group's bags: offsets into comb_ids_
-  std::vector<int64_t> comb_ids_;      // float offsets of returned rows in io_
-  std::vector<int64_t> comb_cursor_;
-  core::DeviceBuffer out_;  // the combined output on the device
   // The device input distribution: per batch slot (RoutedBatch::device_slot: a batch in input
   // distribution and the last forwarded one, whose backward still reads its ids, never share
   // one) a block with the batch's routed messages, the received ones and the runs' CSR offsets;
   // the unpack's scans, scratch and bad-run word (downloaded into unpack_bad_host_ with the
   // phase), and its tables before upload.
-  // A backward from a device gradient: the verdict's words, the gradient block the kernels
-  // read (the message lands in it, this rank's own rows are packed into it), and the pack's
-  // tables (return targets, MEAN divisors, jobs, their first rows) before and after upload.
+  DeviceForward fwd_;      // the forward phase's buffers and combine (forward.h)
+  DeviceBackward bwd_;     // the backward phase's buffers and per-shard state (backward.h)
   DeviceVerdict verdict_;  // the verdict's words and their download (verdict.h)
   // Phases that ended without a wait (EndPhaseDeferred): what to check after the next one.
   struct Deferred {
@@ -572,11 +534,6 @@ class DeviceStep final : public DataParallelLookup, public RowApplier {
   std::vector<uint8_t> deferred_status_;
   std::vector<int32_t> unpack_sources_;
   Status deferred_error_;
-  core::DeviceBuffer junk_grad_;
-  core::DeviceBuffer dgrad_block_;
-  core::DeviceBuffer pack_buf_;
-  std::vector<kernels::simt_body::PackJob> pack_jobs_;
-  std::vector<int64_t> pack_first_;
   core::DeviceBuffer slots_[2];
   core::DeviceBuffer gather_send_;  // this rank's route summary, and every rank's
   core::DeviceBuffer gather_recv_;

@@ -26,18 +26,18 @@ Status DeviceStep::ApplyRows(int32_t local, const optim::OptimizerConfig& config
   // and are waited for once, by FinishRows).
   DeviceStaging::Piece p[2] = {{rows.data(), sizeof(int64_t) * u},
                                {grads, sizeof(float) * u * ls.cols}};
-  SR_RETURN_IF_ERROR(uniq_rows_[local]->Reserve(device_, DeviceStaging::PackedBytes(p, 2),
-                                                "touched rows and their gradients", stream_));
+  SR_RETURN_IF_ERROR(bwd_.uniq_rows[local]->Reserve(device_, DeviceStaging::PackedBytes(p, 2),
+                                                    "touched rows and their gradients", stream_));
   if (K > 0)
     SR_RETURN_IF_ERROR(
-        stats_[local]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
-  if (!rows_phase_) {
+        bwd_.stats[local]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
+  if (!bwd_.rows_phase) {
     SR_RETURN_IF_ERROR(staging_.Begin());
-    rows_phase_ = true;
+    bwd_.rows_phase = true;
   }
   size_t at[2] = {};
-  SR_RETURN_IF_ERROR(staging_.Upload(uniq_rows_[local]->data(), p, 2, at));
-  auto* dev = uniq_rows_[local]->as<uint8_t>();
+  SR_RETURN_IF_ERROR(staging_.Upload(bwd_.uniq_rows[local]->data(), p, 2, at));
+  auto* dev = bwd_.uniq_rows[local]->as<uint8_t>();
   optim::ShardParams params = params_->Params(local);
   const optim::RowUpdate up{
       std::span<const int64_t>(reinterpret_cast<const int64_t*>(dev + at[0]), u),
@@ -49,17 +49,17 @@ Status DeviceStep::ApplyRows(int32_t local, const optim::OptimizerConfig& config
     const core::CudaRuntime* rt = nullptr;
     SR_RETURN_IF_ERROR(core::GetCudaRuntime(&rt));
     SR_RETURN_IF_ERROR(
-        rt->MemsetAsync(device_, stats_[local]->data(), 0, sizeof(float) * u * K, stream_));
+        rt->MemsetAsync(device_, bwd_.stats[local]->data(), 0, sizeof(float) * u * K, stream_));
     SR_RETURN_IF_ERROR(
-        dk::PartialRowStats(ctx_, config, step, params, up, stats_[local]->as<float>()));
-    stats = stats_[local]->as<float>();
+        dk::PartialRowStats(ctx_, config, step, params, up, bwd_.stats[local]->as<float>()));
+    stats = bwd_.stats[local]->as<float>();
   }
   return dk::Apply(ctx_, config, step, l.plan->tables[ls.table].dim, params, up, stats);
 }
 
 Status DeviceStep::FinishRows() {
-  if (!rows_phase_) return Status::Ok();
-  rows_phase_ = false;
+  if (!bwd_.rows_phase) return Status::Ok();
+  bwd_.rows_phase = false;
   return EndPhase(nullptr);
 }
 
@@ -92,51 +92,26 @@ Status DeviceStep::ReservePack(const RoutedBatch& rb) {
   DeviceStaging::Piece p[4];
   size_t jobs = 0;
   PackPieces(rb, p, &jobs);
-  return pack_buf_.Reserve(device_, DeviceStaging::PackedBytes(p, 4), "the gradient pack's tables",
-                           stream_);
+  return bwd_.pack_buf.Reserve(device_, DeviceStaging::PackedBytes(p, 4),
+                               "the gradient pack's tables", stream_);
 }
 
 Status DeviceStep::QueuePack(const RoutedBatch& rb, const float* grad_dev, float* send,
                              float* self) {
   const Layout& l = *layout_;
-  const int64_t B = rb.batch_size;
-  // The tables' places in pack_buf_ (DeviceStaging's packing: 16-byte aligned, in order), so the
-  // jobs can point at the targets and divisors that ride in the same copy.
+  // The tables' places in bwd_.pack_buf (DeviceStaging's packing: 16-byte aligned, in order), so
+  // the jobs can point at the targets and divisors that ride in the same copy.
   DeviceStaging::Piece p[4];
   size_t jobs = 0;
   PackPieces(rb, p, &jobs);
   size_t at[4] = {};
   for (size_t k = 1; k < 4; ++k) at[k] = at[k - 1] + DeviceStaging::PackedBytes(&p[k - 1], 1);
-  auto* base = pack_buf_.as<uint8_t>();
+  auto* base = bwd_.pack_buf.as<uint8_t>();
   const auto* d_targets = reinterpret_cast<const int64_t*>(base + at[0]);
   const auto* d_div = reinterpret_cast<const float*>(base + at[1]);
-  pack_jobs_.clear();
-  pack_first_.assign(1, 0);
-  int64_t k = 0;
-  float* others = send;
-  float* own = self;
-  for (int32_t d = 0; d < l.world; ++d) {
-    float*& dst = d == l.rank ? own : others;
-    for (int32_t u : l.units_to_rank[d]) {
-      const int64_t count = rb.ret_count[u];
-      if (count == 0) continue;
-      const Unit& unit = l.units[u];
-      const Pair& pair = l.pairs[unit.pair];
-      kernels::simt_body::PackJob j;
-      j.targets = d_targets + k;
-      j.dst = dst;
-      j.div = pair.mean ? d_div + static_cast<int64_t>(unit.pair) * B : nullptr;
-      j.count = count;
-      j.col = pair.out_offset + unit.col_offset;
-      j.cols = unit.cols;
-      pack_jobs_.push_back(j);
-      pack_first_.push_back(pack_first_.back() + count);
-      k += count;
-      dst += count * unit.cols;
-    }
-  }
-  p[2].host = pack_jobs_.data();
-  p[3].host = pack_first_.data();
+  bwd_.BuildPackJobs(l, rb, d_targets, d_div, send, self);
+  p[2].host = bwd_.PackJobs().data();
+  p[3].host = bwd_.PackFirst().data();
   size_t got[4] = {};
   SR_RETURN_IF_ERROR(staging_.Upload(base, p, 4, got));
   kernels::simt_body::PackParams pp;
@@ -146,7 +121,7 @@ Status DeviceStep::QueuePack(const RoutedBatch& rb, const float* grad_dev, float
   pp.jobs = reinterpret_cast<const kernels::simt_body::PackJob*>(base + at[2]);
   pp.first_row = reinterpret_cast<const int64_t*>(base + at[3]);
   launched_ = true;
-  return dk::PackGradients(ctx_, pp, pack_first_.back());
+  return dk::PackGradients(ctx_, pp, bwd_.PackFirst().back());
 }
 
 Status DeviceStep::ApplySharded(comm::Communicator& comm, SparseUpdater& updater,
@@ -183,9 +158,9 @@ Status DeviceStep::SizeSharded(SparseUpdater& updater, const RoutedBatch& rb,
   bool any = false;
   bool any_aggregated = false;
   size_t ws_bytes = 0;
-  counted_.assign(n, 0);
+  bwd_.counted.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    num_unique_[i] = 0;
+    bwd_.num_unique[i] = 0;
     updater.partial_stats(i).clear();
     const LocalShard& ls = l.local[i];
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
@@ -197,27 +172,27 @@ Status DeviceStep::SizeSharded(SparseUpdater& updater, const RoutedBatch& rb,
     ws_bytes = std::max(ws_bytes, need);
     if (updater.FusedEligible(i)) continue;
     const bool alone = tl.blocks[FindRowBlock(tl, ls.row_offset)].shards.size() == 1;
-    counted_[i] = tl.num_row_stats == 0 || alone || counted_exchange ? 1 : 0;
-    if (!counted_[i]) any_aggregated = true;
+    bwd_.counted[i] = tl.num_row_stats == 0 || alone || counted_exchange ? 1 : 0;
+    if (!bwd_.counted[i]) any_aggregated = true;
     // Sized for every id, as the device kernel's contract asks; the first u rows are written.
     const auto ids = static_cast<size_t>(rb.shards[i].num_ids);
     SR_RETURN_IF_ERROR(
-        uniq_rows_[i]->Reserve(device_, sizeof(int64_t) * ids, "unique rows", stream_));
-    SR_RETURN_IF_ERROR(uniq_grads_[i]->Reserve(device_, sizeof(float) * ids * ls.cols,
-                                               "aggregated gradients", stream_));
-    if (counted_[i] && tl.num_row_stats > 0)
+        bwd_.uniq_rows[i]->Reserve(device_, sizeof(int64_t) * ids, "unique rows", stream_));
+    SR_RETURN_IF_ERROR(bwd_.uniq_grads[i]->Reserve(device_, sizeof(float) * ids * ls.cols,
+                                                   "aggregated gradients", stream_));
+    if (bwd_.counted[i] && tl.num_row_stats > 0)
       SR_RETURN_IF_ERROR(
-          stats_[i]->Reserve(device_, sizeof(float) * CountedRowsMax(rb, i) * tl.num_row_stats,
-                             "row statistics", stream_));
+          bwd_.stats[i]->Reserve(device_, sizeof(float) * CountedRowsMax(rb, i) * tl.num_row_stats,
+                                 "row statistics", stream_));
   }
-  SR_RETURN_IF_ERROR(dev_counts_.Reserve(device_, sizeof(int64_t) * std::max<size_t>(n, 1),
-                                         "the unique-row counts", stream_));
+  SR_RETURN_IF_ERROR(bwd_.dev_counts.Reserve(device_, sizeof(int64_t) * std::max<size_t>(n, 1),
+                                             "the unique-row counts", stream_));
   // The statistics' exchange of counted column shards, sized for their most rows (siblings get
   // the same ids, so both ends agree on every message's size; the rows past a shard's count are
   // not read).
   std::vector<size_t> cx_send_counts, cx_recv_counts, cx_send_shards;
   size_t cx_send_total = 0, cx_recv_total = 0, cx_full_total = 0;
-  full_at_.assign(n, 0);
+  bwd_.full_at.assign(n, 0);
   if (counted_exchange) {
     for (size_t i = 0; i < n; ++i) {
       const LocalShard& ls = l.local[i];
@@ -229,27 +204,27 @@ Status DeviceStep::SizeSharded(SparseUpdater& updater, const RoutedBatch& rb,
         continue;
       const size_t rows = rb.shards[i].num_ids > 0 ? CountedRowsMax(rb, i) : 0;
       updater.partial_stats(i).resize(rows * K);
-      full_at_[i] = cx_full_total;
+      bwd_.full_at[i] = cx_full_total;
       cx_full_total += rows * K;
     }
     updater.PlanRowStats(&cx_send_counts, &cx_recv_counts, &cx_send_shards);
     for (size_t c : cx_send_counts) cx_send_total += c;
     for (size_t c : cx_recv_counts) cx_recv_total += c;
+    SR_RETURN_IF_ERROR(bwd_.stat_send.Reserve(device_, sizeof(float) * cx_send_total,
+                                              "row statistics sent", stream_));
+    SR_RETURN_IF_ERROR(bwd_.stat_recv.Reserve(device_, sizeof(float) * cx_recv_total,
+                                              "row statistics received", stream_));
     SR_RETURN_IF_ERROR(
-        stat_send_.Reserve(device_, sizeof(float) * cx_send_total, "row statistics sent", stream_));
-    SR_RETURN_IF_ERROR(stat_recv_.Reserve(device_, sizeof(float) * cx_recv_total,
-                                          "row statistics received", stream_));
-    SR_RETURN_IF_ERROR(
-        full_stats_.Reserve(device_, sizeof(float) * cx_full_total, "row statistics", stream_));
+        bwd_.full_stats.Reserve(device_, sizeof(float) * cx_full_total, "row statistics", stream_));
   }
   const size_t bytes = sizeof(float) * rb.ret_floats_total;
   // With the device input the batch's ids are still in its slot block: only gradients go up.
-  // With a device gradient nothing of the message goes up: it is packed into dgrad_block_ (own
-  // rows) and a2a_send_ (the others').
+  // With a device gradient nothing of the message goes up: it is packed into bwd_.dgrad_block (own
+  // rows) and bwd_.a2a_send (the others').
   const DeviceStaging::Piece grad_piece{grads, bytes};
   if (grad_on_device) {
     SR_RETURN_IF_ERROR(
-        dgrad_block_.Reserve(device_, bytes, "the gradients on the device", stream_));
+        bwd_.dgrad_block.Reserve(device_, bytes, "the gradients on the device", stream_));
     SR_RETURN_IF_ERROR(ReservePack(rb));
     if (any && !rb.device_input)
       SR_RETURN_IF_ERROR(ReserveRuns(rb, 0, "the batch's ids on the device"));
@@ -262,14 +237,15 @@ Status DeviceStep::SizeSharded(SparseUpdater& updater, const RoutedBatch& rb,
     }
   }
   if (any)
-    SR_RETURN_IF_ERROR(workspace_.Reserve(device_, ws_bytes, "the backward workspace", stream_));
+    SR_RETURN_IF_ERROR(
+        bwd_.workspace.Reserve(device_, ws_bytes, "the backward workspace", stream_));
   size_t x_send = 0;
   size_t x_recv = 0;
   if (x != nullptr) {
     for (size_t c : x->send_counts) x_send += c;
     for (size_t c : x->recv_counts) x_recv += c;
-    SR_RETURN_IF_ERROR(a2a_send_.Reserve(device_, sizeof(float) * x_send,
-                                         "the gradient message on the device", stream_));
+    SR_RETURN_IF_ERROR(bwd_.a2a_send.Reserve(device_, sizeof(float) * x_send,
+                                             "the gradient message on the device", stream_));
     // Without ids for its shards a rank receives nothing that a kernel reads; a block is still
     // the exchange's destination.
     if (!any)
@@ -314,15 +290,15 @@ Status DeviceStep::QueueGroupPhase(SparseUpdater& updater, const RoutedBatch& rb
   if (in.verdict != nullptr) SR_RETURN_IF_ERROR(QueueVerdict(*in.verdict, &gate));
   const float* dgrads = nullptr;
   if (grad_on_device) {
-    dgrads = dgrad_block_.as<float>();
+    dgrads = bwd_.dgrad_block.as<float>();
     if (any && rb.device_input) {
       PlaceRuns(rb);
     } else if (any) {
       SR_RETURN_IF_ERROR(UploadRuns(rb, static_cast<const DeviceStaging::Piece*>(nullptr), 0,
                                     static_cast<uint8_t**>(nullptr)));
     }
-    SR_RETURN_IF_ERROR(QueuePack(rb, grad_dev, x != nullptr ? a2a_send_.as<float>() : nullptr,
-                                 dgrad_block_.as<float>() + rb.ret_self_offset));
+    SR_RETURN_IF_ERROR(QueuePack(rb, grad_dev, x != nullptr ? bwd_.a2a_send.as<float>() : nullptr,
+                                 bwd_.dgrad_block.as<float>() + rb.ret_self_offset));
   } else if (any && rb.device_input) {
     uint8_t* g = nullptr;
     SR_RETURN_IF_ERROR(UploadExtras(&grad_piece, 1, &g));
@@ -338,12 +314,12 @@ Status DeviceStep::QueueGroupPhase(SparseUpdater& updater, const RoutedBatch& rb
     // the kernels read (its travelling part; this rank's own rows came up with the runs or were
     // packed there), before any kernel.
     if (!grad_on_device)
-      SR_RETURN_IF_ERROR(staging_.Upload(a2a_send_.data(), packed, sizeof(float) * x_send));
+      SR_RETURN_IF_ERROR(staging_.Upload(bwd_.a2a_send.data(), packed, sizeof(float) * x_send));
     comm::CallOptions o;
     o.stream = stream_;
     launched_ = true;
     void* dst = any ? const_cast<float*>(dgrads) : a2a_recv_.data();
-    SR_RETURN_IF_ERROR(x->comm->AllToAllV(a2a_send_.data(), x->send_counts, dst, x->recv_counts,
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(bwd_.a2a_send.data(), x->send_counts, dst, x->recv_counts,
                                           DType::kFloat32, o));
   }
   // The data-parallel tables' upload too, so every copy of the phase is queued before any update
@@ -352,7 +328,7 @@ Status DeviceStep::QueueGroupPhase(SparseUpdater& updater, const RoutedBatch& rb
     SR_RETURN_IF_ERROR(dp_.Upload(staging_, rb, dp->host_grad, dp->host_grad_floats));
   // TorchRec's gradient division, as on the host.
   const float scale = 1.0f / static_cast<float>(l.world);
-  auto* counts = static_cast<int64_t*>(count_.data());
+  auto* counts = static_cast<int64_t*>(bwd_.count.data());
   for (size_t i = 0; i < n; ++i) {
     const LocalShard& ls = l.local[i];
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
@@ -361,28 +337,28 @@ Status DeviceStep::QueueGroupPhase(SparseUpdater& updater, const RoutedBatch& rb
     // The count reaches the pinned word when the stream gets there: read after the wait.
     counts[i] = 0;
     launched_ = true;
-    int64_t* dev_count = counted_[i] ? dev_counts_.as<int64_t>() + i : nullptr;
+    int64_t* dev_count = bwd_.counted[i] ? bwd_.dev_counts.as<int64_t>() + i : nullptr;
     if (gate != nullptr || dev_count != nullptr) {
       // A rejected step's grouping is emptied on the device: its updates change nothing. A
       // counted shard's count stays on the device.
-      SR_RETURN_IF_ERROR(dk::GroupRowsGated(ctx_, runs, workspace_.data(), workspace_.bytes(),
-                                            dev_count != nullptr ? nullptr : &counts[i], dev_count,
-                                            gate));
+      SR_RETURN_IF_ERROR(
+          dk::GroupRowsGated(ctx_, runs, bwd_.workspace.data(), bwd_.workspace.bytes(),
+                             dev_count != nullptr ? nullptr : &counts[i], dev_count, gate));
     } else {
       SR_RETURN_IF_ERROR(
-          dk::GroupRows(ctx_, runs, workspace_.data(), workspace_.bytes(), &counts[i]));
+          dk::GroupRows(ctx_, runs, bwd_.workspace.data(), bwd_.workspace.bytes(), &counts[i]));
     }
     if (updater.FusedEligible(i)) {
       optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
       SR_RETURN_IF_ERROR(dk::FusedBackward(ctx_, runs, dgrads, ls.cols, scale, config, step,
                                            l.plan->tables[ls.table].dim, params,
-                                           workspace_.data()));
+                                           bwd_.workspace.data()));
       continue;
     }
     SR_RETURN_IF_ERROR(dk::AggregateGrads(ctx_, runs, dgrads, ls.cols, ls.cols, scale,
-                                          workspace_.data(), uniq_rows_[i]->as<int64_t>(),
-                                          uniq_grads_[i]->as<float>()));
-    if (counted_[i]) {
+                                          bwd_.workspace.data(), bwd_.uniq_rows[i]->as<int64_t>(),
+                                          bwd_.uniq_grads[i]->as<float>()));
+    if (bwd_.counted[i]) {
       // A shard with siblings' statistics to add waits for the exchange below for its update.
       const TableLayout& tl = l.tables[ls.table];
       const bool siblings =
@@ -416,19 +392,19 @@ Status DeviceStep::StatsPhase(comm::Communicator& comm, SparseUpdater& updater,
   const DeviceExchange* x = in.x;
   const bool any_aggregated = plan.any_aggregated;
   const bool counted_exchange = plan.counted_exchange;
-  const auto* counts = static_cast<const int64_t*>(count_.data());
+  const auto* counts = static_cast<const int64_t*>(bwd_.count.data());
   // Phase 2: partial row statistics of the aggregated shards, downloaded for the exchange.
   bool stats_queued = false;
   for (size_t i = 0; any_aggregated && i < n; ++i) {
     const LocalShard& ls = l.local[i];
     if (l.tables[ls.table].data_parallel || rb.shards[i].num_ids == 0) continue;
-    if (updater.FusedEligible(i) || counted_[i]) continue;
-    num_unique_[i] = counts[i];
+    if (updater.FusedEligible(i) || bwd_.counted[i]) continue;
+    bwd_.num_unique[i] = counts[i];
     const int K = l.tables[ls.table].num_row_stats;
     const auto u = static_cast<size_t>(counts[i]);
     if (K == 0 || u == 0) continue;
     SR_RETURN_IF_ERROR(
-        stats_[i]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
+        bwd_.stats[i]->Reserve(device_, sizeof(float) * u * K, "row statistics", stream_));
   }
   // Over a device communicator the statistics travel between device blocks within this phase
   // (its one wait): every partial size is known from the counts, so the plan comes first.
@@ -439,33 +415,33 @@ Status DeviceStep::StatsPhase(comm::Communicator& comm, SparseUpdater& updater,
   if (stats_on_device) {
     for (size_t i = 0; any_aggregated && i < n; ++i) {
       const int K = l.tables[l.local[i].table].num_row_stats;
-      updater.partial_stats(i).resize(static_cast<size_t>(num_unique_[i]) * K);
+      updater.partial_stats(i).resize(static_cast<size_t>(bwd_.num_unique[i]) * K);
     }
     updater.PlanRowStats(&stat_send_counts, &stat_recv_counts, &stat_send_shards);
     for (size_t c : stat_send_counts) stat_send_total += c;
     for (size_t c : stat_recv_counts) stat_recv_total += c;
-    SR_RETURN_IF_ERROR(stat_send_.Reserve(device_, sizeof(float) * stat_send_total,
-                                          "row statistics sent", stream_));
-    SR_RETURN_IF_ERROR(stat_recv_.Reserve(device_, sizeof(float) * stat_recv_total,
-                                          "row statistics received", stream_));
+    SR_RETURN_IF_ERROR(bwd_.stat_send.Reserve(device_, sizeof(float) * stat_send_total,
+                                              "row statistics sent", stream_));
+    SR_RETURN_IF_ERROR(bwd_.stat_recv.Reserve(device_, sizeof(float) * stat_recv_total,
+                                              "row statistics received", stream_));
   }
   for (size_t i = 0; any_aggregated && i < n; ++i) {
     const LocalShard& ls = l.local[i];
     const int K = l.tables[ls.table].num_row_stats;
-    const auto u = static_cast<size_t>(num_unique_[i]);
+    const auto u = static_cast<size_t>(bwd_.num_unique[i]);
     if (K == 0 || u == 0) continue;
     if (!stats_queued) SR_RETURN_IF_ERROR(staging_.Begin());
     stats_queued = true;
     optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
-    const optim::RowUpdate up{std::span<const int64_t>(uniq_rows_[i]->as<int64_t>(), u),
-                              uniq_grads_[i]->as<float>()};
+    const optim::RowUpdate up{std::span<const int64_t>(bwd_.uniq_rows[i]->as<int64_t>(), u),
+                              bwd_.uniq_grads[i]->as<float>()};
     launched_ = true;
     SR_RETURN_IF_ERROR(
-        dk::PartialRowStats(ctx_, configs[ls.table], step, params, up, stats_[i]->as<float>()));
+        dk::PartialRowStats(ctx_, configs[ls.table], step, params, up, bwd_.stats[i]->as<float>()));
     std::vector<float>& host_stats = updater.partial_stats(i);
     host_stats.resize(u * K);
     SR_RETURN_IF_ERROR(
-        staging_.Download(host_stats.data(), stats_[i]->data(), sizeof(float) * u * K));
+        staging_.Download(host_stats.data(), bwd_.stats[i]->data(), sizeof(float) * u * K));
   }
   if (stats_on_device) {
     // Packed on the device behind the kernels that wrote them, all-to-all'd, the received ones
@@ -477,10 +453,11 @@ Status DeviceStep::StatsPhase(comm::Communicator& comm, SparseUpdater& updater,
     comm::CallOptions o;
     o.stream = stream_;
     launched_ = true;
-    SR_RETURN_IF_ERROR(x->comm->AllToAllV(stat_send_.data(), stat_send_counts, stat_recv_.data(),
-                                          stat_recv_counts, DType::kFloat32, o));
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(bwd_.stat_send.data(), stat_send_counts,
+                                          bwd_.stat_recv.data(), stat_recv_counts, DType::kFloat32,
+                                          o));
     if (stat_recv_total > 0)
-      SR_RETURN_IF_ERROR(staging_.Download(updater.stat_recv(), stat_recv_.data(),
+      SR_RETURN_IF_ERROR(staging_.Download(updater.stat_recv(), bwd_.stat_recv.data(),
                                            sizeof(float) * stat_recv_total));
   }
   if (stats_queued) SR_RETURN_IF_ERROR(EndPhase(nullptr));
@@ -500,28 +477,28 @@ Status DeviceStep::UpdatePhase(SparseUpdater& updater,
   // One device block per shard's statistics (the updates are queued before any is waited for).
   size_t total_stats = 0;
   for (size_t i = 0; i < n; ++i)
-    if (num_unique_[i] > 0) total_stats += updater.partial_stats(i).size();
+    if (bwd_.num_unique[i] > 0) total_stats += updater.partial_stats(i).size();
   SR_RETURN_IF_ERROR(
-      full_stats_.Reserve(device_, sizeof(float) * total_stats, "row statistics", stream_));
+      bwd_.full_stats.Reserve(device_, sizeof(float) * total_stats, "row statistics", stream_));
   if (plan.any_aggregated) SR_RETURN_IF_ERROR(staging_.Begin());
   size_t stats_at = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (num_unique_[i] == 0) continue;
+    if (bwd_.num_unique[i] == 0) continue;
     const LocalShard& ls = l.local[i];
-    const auto u = static_cast<size_t>(num_unique_[i]);
+    const auto u = static_cast<size_t>(bwd_.num_unique[i]);
     const float* full = nullptr;
     SR_RETURN_IF_ERROR(updater.FullRowStats(i, &full));
     const float* dfull = nullptr;
     if (full != nullptr) {
       const size_t k = updater.partial_stats(i).size();
-      float* dst = full_stats_.as<float>() + stats_at;
+      float* dst = bwd_.full_stats.as<float>() + stats_at;
       SR_RETURN_IF_ERROR(staging_.Upload(dst, full, sizeof(float) * k));
       stats_at += k;
       dfull = dst;
     }
     optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
-    const optim::RowUpdate up{std::span<const int64_t>(uniq_rows_[i]->as<int64_t>(), u),
-                              uniq_grads_[i]->as<float>()};
+    const optim::RowUpdate up{std::span<const int64_t>(bwd_.uniq_rows[i]->as<int64_t>(), u),
+                              bwd_.uniq_grads[i]->as<float>()};
     launched_ = true;
     SR_RETURN_IF_ERROR(
         dk::Apply(ctx_, configs[ls.table], step, l.plan->tables[ls.table].dim, params, up, dfull));

@@ -22,14 +22,14 @@ Status DeviceStep::QueueCountedUpdate(const RoutedBatch& rb, size_t i,
   const LocalShard& ls = layout_->local[i];
   const int K = layout_->tables[ls.table].num_row_stats;
   kernels::CountedRows rows;
-  rows.rows = uniq_rows_[i]->as<int64_t>();
-  rows.grads = uniq_grads_[i]->as<float>();
+  rows.rows = bwd_.uniq_rows[i]->as<int64_t>();
+  rows.grads = bwd_.uniq_grads[i]->as<float>();
   rows.count = count;
   rows.max_rows = CountedRowsMax(rb, i);
   optim::ShardParams params = params_->Params(static_cast<int32_t>(i));
   const int32_t full_dim = layout_->plan->tables[ls.table].dim;
   // The shard holds its rows' whole statistics (no sibling): phase 1's are the full ones.
-  float* stats = K > 0 ? stats_[i]->as<float>() : nullptr;
+  float* stats = K > 0 ? bwd_.stats[i]->as<float>() : nullptr;
   if (K > 0)
     SR_RETURN_IF_ERROR(
         dk::RowPhaseCounted(ctx_, config, step, full_dim, params, rows, stats, nullptr, 1));
@@ -43,9 +43,9 @@ Status DeviceStep::QueueStatsIntoSendBlock(const core::CudaRuntime& rt, SparseUp
   for (size_t i : shards) {
     const size_t k = updater.partial_stats(i).size();
     if (k > 0)
-      SR_RETURN_IF_ERROR(rt.MemcpyAsync(device_, stat_send_.as<float>() + at, stats_[i]->data(),
-                                        sizeof(float) * k, core::CopyKind::kDeviceToDevice,
-                                        stream_));
+      SR_RETURN_IF_ERROR(rt.MemcpyAsync(device_, bwd_.stat_send.as<float>() + at,
+                                        bwd_.stats[i]->data(), sizeof(float) * k,
+                                        core::CopyKind::kDeviceToDevice, stream_));
     at += k;
   }
   return Status::Ok();
@@ -69,10 +69,10 @@ Status DeviceStep::QueueCountedExchange(SparseUpdater& updater, const RoutedBatc
   if (x != nullptr) {
     comm::CallOptions o;
     o.stream = stream_;
-    SR_RETURN_IF_ERROR(x->comm->AllToAllV(stat_send_.data(), send_counts, stat_recv_.data(),
+    SR_RETURN_IF_ERROR(x->comm->AllToAllV(bwd_.stat_send.data(), send_counts, bwd_.stat_recv.data(),
                                           recv_counts, DType::kFloat32, o));
   } else if (send_total > 0) {
-    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, stat_recv_.data(), stat_send_.data(),
+    SR_RETURN_IF_ERROR(rt->MemcpyAsync(device_, bwd_.stat_recv.data(), bwd_.stat_send.data(),
                                        sizeof(float) * send_total, core::CopyKind::kDeviceToDevice,
                                        stream_));
   }
@@ -82,26 +82,26 @@ Status DeviceStep::QueueCountedExchange(SparseUpdater& updater, const RoutedBatc
     const LocalShard& ls = l.local[i];
     const TableLayout& tl = l.tables[ls.table];
     const int K = tl.num_row_stats;
-    if (!counted_[i] || K == 0 || rb.shards[i].num_ids == 0) continue;
+    if (!bwd_.counted[i] || K == 0 || rb.shards[i].num_ids == 0) continue;
     const RowBlock& block = tl.blocks[FindRowBlock(tl, ls.row_offset)];
     if (block.shards.size() <= 1) continue;
     std::vector<const float*> sources;
     for (int32_t sib : block.shards) {
       if (sib == ls.shard) {
-        sources.push_back(stats_[i]->as<float>());
+        sources.push_back(bwd_.stats[i]->as<float>());
         continue;
       }
       const float* src = nullptr;
       for (size_t j = 0; j < l.stat_messages.size() && src == nullptr; ++j) {
         const StatMessage& m = l.stat_messages[j];
         if (m.table == ls.table && m.from_shard == sib && m.to_shard == ls.shard)
-          src = stat_recv_.as<float>() + updater.stat_recv_at(j);
+          src = bwd_.stat_recv.as<float>() + updater.stat_recv_at(j);
       }
       if (src == nullptr) return Status::Internal("missing row statistics of a column shard");
       sources.push_back(src);
     }
-    float* full = full_stats_.as<float>() + full_at_[i];
-    const int64_t* count = dev_counts_.as<int64_t>() + i;
+    float* full = bwd_.full_stats.as<float>() + bwd_.full_at[i];
+    const int64_t* count = bwd_.dev_counts.as<int64_t>() + i;
     const int64_t max_rows = CountedRowsMax(rb, i);
     for (size_t first = 0; first < sources.size();
          first += static_cast<size_t>(kernels::simt_body::kMaxSumSources)) {
@@ -117,8 +117,8 @@ Status DeviceStep::QueueCountedExchange(SparseUpdater& updater, const RoutedBatc
       SR_RETURN_IF_ERROR(dk::SumSources(ctx_, p));
     }
     kernels::CountedRows rows;
-    rows.rows = uniq_rows_[i]->as<int64_t>();
-    rows.grads = uniq_grads_[i]->as<float>();
+    rows.rows = bwd_.uniq_rows[i]->as<int64_t>();
+    rows.grads = bwd_.uniq_grads[i]->as<float>();
     rows.count = count;
     rows.max_rows = max_rows;
     optim::ShardParams params = params_->Params(static_cast<int32_t>(i));

@@ -98,9 +98,9 @@ void DeviceStep::ReadVerdict(int64_t* agreed, int64_t* first_bad, float* bad_val
 }
 
 Status DeviceStep::JunkGradient(size_t floats, const float** out) {
-  SR_RETURN_IF_ERROR(junk_grad_.Reserve(device_, sizeof(float) * std::max<size_t>(floats, 1),
-                                        "a rejected call's gradient", stream_));
-  *out = junk_grad_.as<float>();
+  SR_RETURN_IF_ERROR(bwd_.junk_grad.Reserve(device_, sizeof(float) * std::max<size_t>(floats, 1),
+                                            "a rejected call's gradient", stream_));
+  *out = bwd_.junk_grad.as<float>();
   return Status::Ok();
 }
 
