@@ -172,5 +172,65 @@ TEST(TieredCheckpointLoad, ACorruptCheckpointChangesNothing) {
   }
 }
 
+// reset_optimizer_state (a checkpoint of another optimizer) zeroes a tiered table's states
+// through the same chunked path as an in-memory table's: both collections end with the
+// checkpoint's weights and zero states, the same bits.
+TEST(TieredCheckpointLoad, ResetOptimizerStateZeroesTieredStates) {
+  const Scenario adam =
+      TieredScenario(1, SHARDREC_SHARDING_ROW_WISE, 3, 0, SHARDREC_POOLING_SUM, false);
+  const Scenario s =
+      TieredScenario(1, SHARDREC_SHARDING_ROW_WISE, 1, 0, SHARDREC_POOLING_SUM, false);
+  PlanPtr plan_adam = MakePlan(adam), plan = MakePlan(s);
+  ASSERT_NE(plan_adam, nullptr);
+  ASSERT_NE(plan, nullptr);
+  const std::string root = FreshDir("ckpt_reset");
+  std::filesystem::create_directories(root);
+  const std::string ckpt = root + "/ckpt";
+  RunTiered(adam, plan_adam.get(), {}, false, nullptr, nullptr, ckpt.c_str());
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const std::string stores = root + "/stores";
+  const std::vector<shardrec_table_tier_t> tiers = SmallTiers(s, stores);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  std::vector<std::vector<float>> snaps[2];
+  for (int tiered = 0; tiered < 2; ++tiered) {
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.seed = s.seed;
+    if (tiered != 0) {
+      o.tiers = tiers.data();
+      o.num_tiers = tiers.size();
+    }
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    // Nonzero states, so that the reset has something to zero.
+    for (const RefTable& t : s.tables) {
+      const std::vector<float> ones(static_cast<size_t>(t.rows * t.dim), 1.0f);
+      ASSERT_EQ(
+          shardrec_embedding_set_state(c, t.name.c_str(), "momentum1", ones.data(), ones.size()),
+          SHARDREC_OK)
+          << shardrec_last_error();
+    }
+    shardrec_checkpoint_options_t lo;
+    shardrec_checkpoint_options_init(&lo, SHARDREC_CHECKPOINT_OPTIONS_VERSION);
+    lo.reset_optimizer_state = 1;
+    ASSERT_EQ(shardrec_checkpoint_load(c, ckpt.c_str(), &lo), SHARDREC_OK) << shardrec_last_error();
+    snaps[tiered] = Snapshot(c, s);
+    for (const RefTable& t : s.tables) {
+      std::vector<float> state(static_cast<size_t>(t.rows * t.dim), -1.0f);
+      ASSERT_EQ(
+          shardrec_embedding_get_state(c, t.name.c_str(), "momentum1", state.data(), state.size()),
+          SHARDREC_OK)
+          << shardrec_last_error();
+      EXPECT_EQ(state, std::vector<float>(state.size(), 0.0f))
+          << "tiered " << tiered << " table " << t.name;
+    }
+  }
+  ASSERT_EQ(snaps[1].size(), snaps[0].size());
+  for (size_t k = 0; k < snaps[0].size(); ++k)
+    EXPECT_EQ(FirstBitDifference(snaps[1][k], snaps[0][k]), "") << "snapshot " << k;
+}
+
 }  // namespace
 }  // namespace shardrec::testing
