@@ -83,19 +83,24 @@ TEST_P(TieredCheckpoint, SavesAndLoadsAcrossTiersAndWorlds) {
     for (const auto& st : r.stats) written_back += st.write_backs;
   EXPECT_GT(written_back, 0) << "the saved run never wrote a row back";
 
+  shardrec_checkpoint_options_t partial;
+  shardrec_checkpoint_options_init(&partial, SHARDREC_CHECKPOINT_OPTIONS_VERSION);
+  partial.allow_partial_load = 1;
   struct Case {
     const char* what;
     const std::string* ckpt;
     bool tiered;
+    const shardrec_checkpoint_options_t* options;
   };
-  const Case cases[] = {{"tiered -> memory", &tier_ckpt, false},
-                        {"tiered -> tiered", &tier_ckpt, true},
-                        {"memory -> tiered", &mem_ckpt, true}};
+  const Case cases[] = {{"tiered -> memory", &tier_ckpt, false, nullptr},
+                        {"tiered -> tiered", &tier_ckpt, true, nullptr},
+                        {"memory -> tiered", &mem_ckpt, true, nullptr},
+                        {"tiered -> tiered, partial load", &tier_ckpt, true, &partial}};
   for (const Case& c : cases) {
     std::filesystem::remove_all(dir_b);
     const std::vector<TieredRun> got =
         RunTiered(b, plan_b.get(), c.tiered ? tiers_b : std::vector<shardrec_table_tier_t>{}, false,
-                  nullptr, c.ckpt->c_str());
+                  nullptr, c.ckpt->c_str(), nullptr, c.options);
     ASSERT_FALSE(::testing::Test::HasFailure()) << c.what;
     for (int32_t r = 0; r < b.world; ++r) {
       for (size_t f = 0; f < want[r].out.size(); ++f)

@@ -71,7 +71,8 @@ std::string FreshDir(const std::string& name) {
 std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
                                  const std::vector<shardrec_table_tier_t>& tiers, bool pipelined,
                                  const Scenario* snapshot, const char* load_dir,
-                                 const char* save_dir) {
+                                 const char* save_dir,
+                                 const shardrec_checkpoint_options_t* load_options) {
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   const auto batches = MakeBatches(s, ref);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
@@ -92,7 +93,7 @@ std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
         << "rank " << r << ": " << shardrec_last_error();
     CollPtr coll(c);
     if (load_dir != nullptr) {
-      ASSERT_EQ(shardrec_checkpoint_load(c, load_dir, nullptr), SHARDREC_OK)
+      ASSERT_EQ(shardrec_checkpoint_load(c, load_dir, load_options), SHARDREC_OK)
           << "rank " << r << ": " << shardrec_last_error();
     }
     TieredRun& run = runs[static_cast<size_t>(r)];
