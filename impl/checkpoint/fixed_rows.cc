@@ -1,11 +1,21 @@
 // Fixed rows in checkpoints (fixed_rows.h).
 #include "impl/checkpoint/fixed_rows.h"
 
+#include <algorithm>
+
+#include "impl/core/element.h"
+
 namespace shardrec::checkpoint {
 
 using embedding::ShardTensor;
 
-RowSource FixedSource(const ShardTensor& t) {
+Status ReadTieredChunk(embedding::TableStorage& storage, const ShardTensor& t, int64_t lo,
+                       int64_t hi, std::vector<float>* out) {
+  out->resize(static_cast<size_t>((hi - lo) * t.cols));
+  return storage.ReadTieredRows(t.local, t.state, lo, hi - lo, out->data());
+}
+
+RowSource FixedSource(embedding::TableStorage& storage, const ShardTensor& t) {
   RowSource s;
   Record& r = s.rec;
   r.table = t.table_name;
@@ -23,7 +33,35 @@ RowSource FixedSource(const ShardTensor& t) {
   s.data = static_cast<const uint8_t*>(t.data);
   s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
   s.device = t.device;
+  if (t.tiered) {
+    // The chunk as fp32, stored in the tensor's dtype: 16-bit weights widen exactly, so the
+    // record holds the bits an in-memory table's would.
+    s.read = [&storage, t, floats = std::vector<float>()](int64_t lo, int64_t hi,
+                                                          uint8_t* out) mutable -> Status {
+      SR_RETURN_IF_ERROR(ReadTieredChunk(storage, t, lo, hi, &floats));
+      const size_t es = DTypeSize(t.dtype);
+      for (size_t k = 0; k < floats.size(); ++k) StoreElement(t.dtype, floats[k], out + k * es);
+      return Status::Ok();
+    };
+  }
   return s;
+}
+
+Status WriteTieredRead(embedding::TableStorage& storage, const FixedRead& rd,
+                       const std::vector<OverlapSource>& sources, std::vector<uint8_t>* buffer) {
+  const Target& d = rd.dst;
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / (d.cols * 4));
+  std::vector<float> rows;
+  for (int64_t lo = 0; lo < d.rows; lo += chunk) {
+    const int64_t hi = std::min(d.rows, lo + chunk);
+    rows.assign(static_cast<size_t>((hi - lo) * d.cols), 0.0f);
+    const Target part{DType::kFloat32, d.row_offset + lo, d.col_offset, hi - lo,
+                      d.cols,          rows.data(),       d.cols};
+    for (const OverlapSource& src : sources)
+      SR_RETURN_IF_ERROR(CopyOverlap(*src.file, src.path, *src.rec, part, buffer));
+    SR_RETURN_IF_ERROR(storage.WriteTieredRows(rd.local, rd.state, lo, hi - lo, rows.data()));
+  }
+  return Status::Ok();
 }
 
 Status PlanFixedReads(embedding::TableStorage& storage, const Manifest& m,
@@ -34,6 +72,9 @@ Status PlanFixedReads(embedding::TableStorage& storage, const Manifest& m,
     FixedRead rd;
     rd.dst = {t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride};
     rd.device = t.device;
+    rd.tiered = t.tiered;
+    rd.local = t.local;
+    rd.state = t.state;
     if (t.rows == 0 || t.cols == 0) continue;
     if (t.kind != embedding::ParamKind::kWeights && reset.count(t.table_name)) {
       zero->push_back(rd);

@@ -147,9 +147,14 @@ Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
 }
 
 // Sets every element of the reset optimizer states to zero.
-Status ZeroStates(const std::vector<Read>& zero) {
+Status ZeroStates(embedding::TableStorage& storage, const std::vector<Read>& zero) {
+  std::vector<uint8_t> unused;
   for (const Read& zr : zero) {
     const Target& z = zr.dst;
+    if (zr.tiered) {
+      SR_RETURN_IF_ERROR(WriteTieredRead(storage, zr, {}, &unused));
+      continue;
+    }
     if (!zr.device.is_host()) {
       SR_RETURN_IF_ERROR(ZeroOnDevice(zr.device, z));
       continue;
@@ -201,7 +206,6 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
       return Status::InvalidUsage(
           "cannot load a checkpoint while an input distribution is "
           "pending");
-    SR_RETURN_IF_ERROR(embedding::RefuseTiered(storage, "a checkpoint load"));
     // Learns what queued device work found now (the commit's SetNumSteps then cannot fail).
     SR_RETURN_IF_ERROR(storage.Synchronize());
     SR_RETURN_IF_ERROR(ReadManifest(fs, dir, &m));
@@ -214,8 +218,17 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     SR_RETURN_IF_ERROR(OpenFiles(fs, dir, m, needed, *g.comm, &files));
     SR_RETURN_IF_ERROR(dynamic.Read(storage, m, files, dir, reset));
     if (!options.allow_partial_load) {
-      for (const Read& rd : reads)
-        SR_RETURN_IF_ERROR(staged.Add(rd.device, rd.dst, sources(rd.records)));
+      std::vector<uint8_t> scratch;
+      for (const Read& rd : reads) {
+        if (!rd.tiered) {
+          SR_RETURN_IF_ERROR(staged.Add(rd.device, rd.dst, sources(rd.records)));
+          continue;
+        }
+        // A tiered shard is not staged (it may not fit in memory): verified now, read again
+        // chunk by chunk while committing.
+        for (const OverlapSource& src : sources(rd.records))
+          SR_RETURN_IF_ERROR(VerifyOverlap(*src.file, src.path, *src.rec, rd.dst, &scratch));
+      }
       for (size_t i = 0; i < dense_at.size(); ++i) {
         const DenseTensor& d = options.dense[i];
         const Target dst{DType::kFloat32, 0, 0, static_cast<int64_t>(d.count), 1, d.data, 1};
@@ -248,12 +261,17 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     // others (they do not): nothing can prevent that, and the docs say what holds then
     // (checkpoint-format.md, "A peer lost during a load").
     int32_t can_fail = staged.commit_can_fail() ? 1 : 0;
-    for (const Read& zr : zero) can_fail = can_fail || !zr.device.is_host();
+    for (const Read& zr : zero) can_fail = can_fail || !zr.device.is_host() || zr.tiered;
+    for (const Read& rd : reads) can_fail = can_fail || rd.tiered;
     SR_RETURN_IF_ERROR(
         g.comm->AllReduce(&can_fail, &can_fail, 1, DType::kInt32, comm::ReduceOp::kMax));
     local = [&]() -> Status {
       SR_RETURN_IF_ERROR(staged.Commit());
-      SR_RETURN_IF_ERROR(ZeroStates(zero));
+      std::vector<uint8_t> buffer;
+      for (const Read& rd : reads)
+        if (rd.tiered)
+          SR_RETURN_IF_ERROR(WriteTieredRead(storage, rd, sources(rd.records), &buffer));
+      SR_RETURN_IF_ERROR(ZeroStates(storage, zero));
       dynamic.Commit(storage);
       return storage.SetNumSteps(reset.empty() ? m.step : 0);
     }();
@@ -272,6 +290,10 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
   embedding::HostStaging staging;  // blocks of a GPU collection's shards, reused between them
   local = [&]() -> Status {
     for (const Read& rd : reads) {
+      if (rd.tiered) {
+        SR_RETURN_IF_ERROR(WriteTieredRead(storage, rd, sources(rd.records), &buffer));
+        continue;
+      }
       if (!rd.device.is_host()) {
         SR_RETURN_IF_ERROR(
             CopyOverlapsToDevice(rd.device, rd.dst, sources(rd.records), &staging, &buffer));
@@ -292,7 +314,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
       SR_RETURN_IF_ERROR(CopyOverlap(*files[fi], dir + "/" + m.files[fi].name,
                                      m.files[fi].records[ri], dst, &buffer));
     }
-    SR_RETURN_IF_ERROR(ZeroStates(zero));
+    SR_RETURN_IF_ERROR(ZeroStates(storage, zero));
     dynamic.Commit(storage);
     return storage.SetNumSteps(reset.empty() ? m.step : 0);
   }();

@@ -88,7 +88,7 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
       *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
       if (least - replica_bytes.begin() != g.replica_rank) continue;
     }
-    out.push_back(FixedSource(t));
+    out.push_back(FixedSource(storage, t));
   }
   if (world_rank == 0) {
     for (const DenseTensor& d : dense) {
@@ -128,8 +128,12 @@ Status WriteRecords(WritableFile& f, const std::string& header, std::vector<Sour
       SR_RETURN_IF_ERROR(comm::UsableNow(comm));
       const int64_t hi = std::min(r.rows, lo + r.chunk_rows);
       const size_t n = static_cast<size_t>(hi - lo) * rb;
-      const uint8_t* p = s.data + lo * s.row_stride_bytes;
-      if (!s.device.is_host()) {  // device rows: stage them (packed) on the host
+      const uint8_t* p = s.read ? nullptr : s.data + lo * s.row_stride_bytes;
+      if (s.read) {  // a tiered shard: its rows through the reader, a chunk at a time
+        staging.resize(n);
+        SR_RETURN_IF_ERROR(s.read(lo, hi, staging.data()).WithContext(StrCat("saving ", r.key)));
+        p = staging.data();
+      } else if (!s.device.is_host()) {  // device rows: stage them (packed) on the host
         SR_RETURN_IF_ERROR(device_staging.Reserve(s.device, n));
         if (static_cast<uint64_t>(s.row_stride_bytes) == rb) {
           SR_RETURN_IF_ERROR(embedding::CopyToHost(s.device, device_staging.data(), p, n)
@@ -300,7 +304,9 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
   if (g.replicas > 1) SR_RETURN_IF_ERROR(CheckDynamicReplicas(storage, g));
   if (storage.input_dist_pending())
     local = Status::InvalidUsage("cannot save a checkpoint while an input distribution is pending");
-  if (local.ok()) local = embedding::RefuseTiered(storage, "a checkpoint save");
+  // 2D meshes refuse tiered tables (their replicas are not synced): so does their save.
+  if (local.ok() && g.replicas > 1)
+    local = embedding::RefuseTiered(storage, "a 2D checkpoint save");
   if (local.ok()) local = CheckDense(options.dense);
   std::vector<Source> sources;
   std::deque<std::vector<uint8_t>> owned;

@@ -370,6 +370,8 @@ std::vector<ShardTensor> ParamStore::ShardTensors() {
     t.cols = ls.cols;
     t.data = ShardWeights(ls);
     t.row_stride = ls.cols;
+    t.local = static_cast<int32_t>(&ls - layout_->local.data());
+    t.state = -1;
     out.push_back(t);
     const auto& specs = layout_->tables[ls.table].state_specs;
     for (size_t s = 0; s < specs.size(); ++s) {
@@ -383,6 +385,7 @@ std::vector<ShardTensor> ParamStore::ShardTensors() {
       t.data = State(ls, s);
       t.row_stride = t.cols;
       t.duplicate = spec.row_wise && ls.col_offset != 0;
+      t.state = static_cast<int32_t>(s);
       out.push_back(t);
     }
   }

@@ -68,6 +68,14 @@ struct ShardTensor {
   int64_t cols = 0;
   void* data = nullptr;
   int64_t row_stride = 0;
+  // Which tensor of the collection's layout this is: the local shard (Layout::local) and the
+  // optimizer state (-1 for the weights).
+  int32_t local = 0;
+  int32_t state = -1;
+  // A tiered shard (docs/disk-tier.md) as the storage seam hands it out: rows is the plan's and
+  // data is null, its rows being in a cache, a write-back queue and a store; they are read and
+  // written in chunks through TableStorage::ReadTieredRows / WriteTieredRows.
+  bool tiered = false;
 };
 
 }  // namespace shardrec::embedding

@@ -187,7 +187,9 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  *         (but see below); SHARDREC_EUSAGE while an input distribution is pending. During the
  *         commit (the message says "partly loaded"; load again): SHARDREC_ECUDA /
  *         SHARDREC_ETIMEOUT when a GPU collection's device copy fails, SHARDREC_EIO or
- *         SHARDREC_ECORRUPT when the second read of a part beyond the staging limit fails. With
+ *         SHARDREC_ECORRUPT when the second read of a part beyond the staging limit, or of a
+ *         tiered table's rows (never staged: verified first, read again and written through
+ *         the tier in bounded chunks), fails, or a tiered table's write-back fails. With
  *         allow_partial_load, SHARDREC_ECORRUPT, SHARDREC_EIO and a peer's failure found while
  *         copying leave the collection partly loaded as well.
  *         A peer that dies (or stalls past the timeout, or an abort) during the load's last

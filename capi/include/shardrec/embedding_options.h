@@ -36,9 +36,11 @@ typedef enum shardrec_bounds_policy {
  * except that a table whose column shards exchange row statistics (row-wise Adagrad, partial
  * row-wise Adam or LAMB with split columns) needs the same @ref cache_bytes on every rank.
  * Host collections only (a GPU collection refuses any tier with SHARDREC_EUNSUPPORTED); not
- * data-parallel or dynamic tables (SHARDREC_EUNSUPPORTED). Checkpoints, table export/import and
- * 2D replica sync refuse tiered tables (SHARDREC_EUNSUPPORTED) in this version; get/set of
- * weights and optimizer state work. Plain data.
+ * data-parallel or dynamic tables (SHARDREC_EUNSUPPORTED). Checkpoint save and load take tiered
+ * tables (streamed in bounded chunks, in the format of in-memory tables, so a checkpoint moves
+ * between tiered and in-memory collections); table import and 2D replicas refuse them
+ * (SHARDREC_EUNSUPPORTED) in this version; table export and get/set of weights and optimizer
+ * state work. Plain data.
  */
 typedef struct shardrec_table_tier {
   uint32_t version;    /**< SHARDREC_TABLE_TIER_VERSION. */

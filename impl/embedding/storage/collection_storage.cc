@@ -31,7 +31,18 @@ class CollectionStorage final : public TableStorage {
   int data_parallel_size() const override { return coll_.data_parallel_size(); }
 
   std::vector<ParamBuffer> ParamBuffers() override { return coll_.ParamBuffers(); }
-  std::vector<ShardTensor> ShardTensors() override { return coll_.ShardTensors(); }
+  std::vector<ShardTensor> ShardTensors() override {
+    std::vector<ShardTensor> out = coll_.ShardTensors();
+    const auto& tiered = coll_.s_.tiered;
+    if (tiered == nullptr) return out;
+    for (ShardTensor& t : out) {
+      if (tiered->ShardOf(t.local) < 0) continue;
+      t.tiered = true;
+      t.rows = tiered->Rows(t.local);
+      t.data = nullptr;
+    }
+    return out;
+  }
   Status GetWeights(const std::string& table, float* out, size_t len) override {
     return coll_.GetWeights(table, out, len);
   }
@@ -105,6 +116,16 @@ class CollectionStorage final : public TableStorage {
     for (size_t t = 0; t < coll_.plan().tables.size(); ++t)
       if (tiered->IsTieredTable(static_cast<int32_t>(t))) return &coll_.plan().tables[t].name;
     return nullptr;
+  }
+  Status ReadTieredRows(int32_t local, int32_t state, int64_t first, int64_t count,
+                        float* out) override {
+    SR_CHECK(coll_.s_.tiered != nullptr);
+    return coll_.s_.tiered->ReadRows(local, state, first, count, out);
+  }
+  Status WriteTieredRows(int32_t local, int32_t state, int64_t first, int64_t count,
+                         const float* in) override {
+    SR_CHECK(coll_.s_.tiered != nullptr);
+    return coll_.s_.tiered->WriteRows(local, state, first, count, in);
   }
   bool TierStats(int32_t table, tiered::TierStats* out) const override {
     return coll_.s_.tiered != nullptr && coll_.s_.tiered->Stats(table, out);

@@ -117,10 +117,22 @@ class TableStorage {
   virtual void CommitReplicaRows(dynamic::ReplicaMerge* merge) = 0;
 
   // Tiered tables (docs/disk-tier.md): the name of the first table this rank holds tiered, or
-  // null. Their rows are in caches and stores, not in the parameter views (ShardTensors,
-  // ParamBuffers hold their cache slots), so what reads or writes those views refuses them
-  // (RefuseTiered); GetWeights and GetState read them whole.
+  // null. Their rows are in caches and stores, not in the arenas: ParamBuffers holds their cache
+  // slots, so 2D sync refuses them (RefuseTiered); ShardTensors marks their tensors `tiered`
+  // (the plan's rows, no data), which checkpoints stream through the two calls below.
   virtual const std::string* TieredTable() const = 0;
+  // Rows [first, first + count) (shard-local) of tensor `state` (-1: the weights) of tiered
+  // local shard `local`, as fp32 in ReadShard's format (tiered/tables.h): one value per row for
+  // a row-wise state, else the shard's columns. Cached rows from their slots, the others from
+  // the write-back queue, the store or their initial values; the caches do not change. The
+  // store's errors (kIo, kCorrupt).
+  virtual Status ReadTieredRows(int32_t local, int32_t state, int64_t first, int64_t count,
+                                float* out) = 0;
+  // Replaces those rows (16-bit weights rounded to nearest even, so a value read from a
+  // checkpoint of that dtype keeps its bits): cached rows in place, the others through the
+  // write-back queue. Errors: the queue's (a failed write-back).
+  virtual Status WriteTieredRows(int32_t local, int32_t state, int64_t first, int64_t count,
+                                 const float* in) = 0;
   // This rank's counters of tiered table `table`; false when it holds no tiered shard of it.
   virtual bool TierStats(int32_t table, tiered::TierStats* out) const = 0;
 };

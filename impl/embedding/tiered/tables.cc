@@ -377,6 +377,13 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
 Status TieredTables::ReadShard(int32_t local, int32_t state, float* out) {
   const int32_t j = ShardOf(local);
   if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
+  return ReadRows(local, state, 0, shards_[j].spec.rows, out);
+}
+
+Status TieredTables::ReadRows(int32_t local, int32_t state, int64_t first, int64_t count,
+                              float* out) {
+  const int32_t j = ShardOf(local);
+  if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
   Shard& sh = shards_[j];
   const LocalShard& ls = layout_->local[local];
   const bool row_wise = state >= 0 && layout_->tables[ls.table].state_specs[state].row_wise;
@@ -388,15 +395,17 @@ Status TieredTables::ReadShard(int32_t local, int32_t state, float* out) {
   std::lock_guard<std::mutex> cache_lock(cache_mu_);
   std::vector<uint8_t> record(rb);
   std::vector<float> init(static_cast<size_t>(ls.cols));
-  for (int64_t r0 = 0; r0 < sh.spec.rows; r0 += static_cast<int64_t>(kReadChunk)) {
-    const int64_t r1 = std::min<int64_t>(sh.spec.rows, r0 + static_cast<int64_t>(kReadChunk));
+  if (first < 0 || count < 0 || first + count > sh.spec.rows)
+    return Status::Internal("rows ", first, "+", count, " of a tiered shard of ", sh.spec.rows);
+  for (int64_t r0 = first; r0 < first + count; r0 += static_cast<int64_t>(kReadChunk)) {
+    const int64_t r1 = std::min<int64_t>(first + count, r0 + static_cast<int64_t>(kReadChunk));
     std::vector<int64_t> rows;
     for (int64_t r = r0; r < r1; ++r)
       if (sh.cache->Find(r) < 0) rows.push_back(r);
     Fetched f;
     SR_RETURN_IF_ERROR(Fetch(sh, rows, &f));
     for (int64_t r = r0; r < r1; ++r) {
-      float* dst = out + r * width;
+      float* dst = out + (r - first) * width;
       const int32_t slot = sh.cache->Find(r);
       if (slot >= 0) {
         PackSlot(*params_, *layout_, ls, slot, record.data());
@@ -419,6 +428,13 @@ Status TieredTables::ReadShard(int32_t local, int32_t state, float* out) {
 Status TieredTables::WriteShard(int32_t local, int32_t state, const float* in) {
   const int32_t j = ShardOf(local);
   if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
+  return WriteRows(local, state, 0, shards_[j].spec.rows, in);
+}
+
+Status TieredTables::WriteRows(int32_t local, int32_t state, int64_t first, int64_t count,
+                               const float* in) {
+  const int32_t j = ShardOf(local);
+  if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
   Shard& sh = shards_[j];
   const LocalShard& ls = layout_->local[local];
   const auto& name = layout_->plan->tables[ls.table].name;
@@ -431,15 +447,17 @@ Status TieredTables::WriteShard(int32_t local, int32_t state, const float* in) {
   std::lock_guard<std::mutex> cache_lock(cache_mu_);
   std::vector<uint8_t> record(rb);
   std::vector<float> init(static_cast<size_t>(ls.cols));
-  for (int64_t r0 = 0; r0 < sh.spec.rows; r0 += static_cast<int64_t>(kReadChunk)) {
-    const int64_t r1 = std::min<int64_t>(sh.spec.rows, r0 + static_cast<int64_t>(kReadChunk));
+  if (first < 0 || count < 0 || first + count > sh.spec.rows)
+    return Status::Internal("rows ", first, "+", count, " of a tiered shard of ", sh.spec.rows);
+  for (int64_t r0 = first; r0 < first + count; r0 += static_cast<int64_t>(kReadChunk)) {
+    const int64_t r1 = std::min<int64_t>(first + count, r0 + static_cast<int64_t>(kReadChunk));
     std::vector<int64_t> rows;
     for (int64_t r = r0; r < r1; ++r)
       if (sh.cache->Find(r) < 0) rows.push_back(r);
     Fetched f;
     SR_RETURN_IF_ERROR(Fetch(sh, rows, &f));
     for (int64_t r = r0; r < r1; ++r) {
-      const float* src = in + r * width;
+      const float* src = in + (r - first) * width;
       const int32_t slot = sh.cache->Find(r);
       if (slot >= 0) {
         PackSlot(*params_, *layout_, ls, slot, record.data());

@@ -79,6 +79,10 @@ class TieredTables {
   // their slots (then dirty), the others through the write-back queue, so no older queued record
   // of theirs overwrites them later.
   Status WriteShard(int32_t local, int32_t state, const float* in);
+  // ReadShard and WriteShard of rows [first, first + count) only (shard-local rows, `out` / `in`
+  // holding just them): checkpoints stream a tiered shard in bounded chunks through these.
+  Status ReadRows(int32_t local, int32_t state, int64_t first, int64_t count, float* out);
+  Status WriteRows(int32_t local, int32_t state, int64_t first, int64_t count, const float* in);
   // The plan's rows of tiered local shard `local`.
   int64_t Rows(int32_t local) const { return shards_[shard_of_[local]].spec.rows; }
 

@@ -1,6 +1,7 @@
 // What tiered tables refuse (docs/disk-tier.md, Limits) and what a tier's directory holds between
 // runs: bad tiers fail creation naming the table, a batch larger than its cache fails the forward
-// and leaves the collection usable, checkpoints refuse, and an earlier run's stores are scratch.
+// and leaves the collection usable, a table import refuses, and an earlier run's stores are
+// scratch.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -135,7 +136,8 @@ TEST(TieredRefusal, BatchLargerThanCacheFailsAndLeavesTheCollectionUsable) {
     EXPECT_EQ(out[c0], w[0 * 8 + c0] + w[1 * 8 + c0] + w[2 * 8 + c0] + w[3 * 8 + c0]);
 }
 
-TEST(TieredRefusal, CheckpointsAndTableImportRefuseTieredTables) {
+// Checkpoints take tiered tables (tiered_checkpoint_test.cc); a table import does not yet.
+TEST(TieredRefusal, TableImportRefusesTieredTables) {
   const Scenario s =
       TieredScenario(1, SHARDREC_SHARDING_TABLE_WISE, 1, 0, SHARDREC_POOLING_SUM, false);
   PlanPtr plan = MakePlan(s);
@@ -144,7 +146,10 @@ TEST(TieredRefusal, CheckpointsAndTableImportRefuseTieredTables) {
   CollPtr c;
   ASSERT_EQ(Create(s, plan.get(), {Tier("t1", dir.c_str(), 1 << 16)}, &c), SHARDREC_OK)
       << shardrec_last_error();
-  EXPECT_EQ(shardrec_checkpoint_save(c.get(), (dir + "/ckpt").c_str(), nullptr),
+  const std::string file = dir + "/t1.safetensors";
+  ASSERT_EQ(shardrec_checkpoint_export_table(c.get(), "t1", file.c_str(), 0), SHARDREC_OK)
+      << shardrec_last_error();
+  EXPECT_EQ(shardrec_checkpoint_import_table(c.get(), "t1", file.c_str(), 0),
             SHARDREC_EUNSUPPORTED);
   EXPECT_NE(std::string(shardrec_last_error()).find("table 't1'"), std::string::npos)
       << shardrec_last_error();

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "shardrec/checkpoint.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
@@ -69,7 +70,9 @@ std::string FreshDir(const std::string& name) {
 
 std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
                                  const std::vector<shardrec_table_tier_t>& tiers, bool pipelined,
-                                 const Scenario* snapshot) {
+                                 const Scenario* snapshot, const char* load_dir,
+                                 const char* save_dir,
+                                 const shardrec_checkpoint_options_t* load_options) {
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   const auto batches = MakeBatches(s, ref);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
@@ -89,6 +92,10 @@ std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
     ASSERT_EQ(shardrec_embedding_create(&c, plan, GroupComm(s.world, r), &opt, &o), SHARDREC_OK)
         << "rank " << r << ": " << shardrec_last_error();
     CollPtr coll(c);
+    if (load_dir != nullptr) {
+      ASSERT_EQ(shardrec_checkpoint_load(c, load_dir, load_options), SHARDREC_OK)
+          << "rank " << r << ": " << shardrec_last_error();
+    }
     TieredRun& run = runs[static_cast<size_t>(r)];
     const auto out_len = [&](int32_t step) {
       return static_cast<size_t>(batches[step][r].batch_size * ref.output_dim());
@@ -127,6 +134,10 @@ std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
           << "rank " << r << " step " << step << ": " << shardrec_last_error();
     }
     run.snap = Snapshot(c, snapshot != nullptr ? *snapshot : s);
+    if (save_dir != nullptr) {
+      ASSERT_EQ(shardrec_checkpoint_save(c, save_dir, nullptr), SHARDREC_OK)
+          << "rank " << r << ": " << shardrec_last_error();
+    }
     for (const shardrec_table_tier_t& t : mine) {
       shardrec_tier_stats_t st;
       shardrec_tier_stats_init(&st, SHARDREC_TIER_STATS_VERSION);

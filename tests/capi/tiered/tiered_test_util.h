@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "shardrec/checkpoint.h"
 #include "shardrec/embedding.h"
 #include "shardrec/tier.h"
 #include "tests/capi/embedding/embedding_test_util.h"
@@ -36,9 +37,13 @@ struct TieredRun {
 // `tiers` (per rank the same array, its dir suffixed with the rank) make tables tiered, empty:
 // in memory. `pipelined`: input_dist_start of batch i+1 before the backward of batch i.
 // `snapshot` (default: s) names the tables whose weights and states the run snapshots.
+// `load_dir` (when not null): the collection first loads that checkpoint (with `load_options`,
+// null: defaults); `save_dir` (when not null): it saves one there after the snapshot.
 std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
                                  const std::vector<shardrec_table_tier_t>& tiers, bool pipelined,
-                                 const Scenario* snapshot = nullptr);
+                                 const Scenario* snapshot = nullptr, const char* load_dir = nullptr,
+                                 const char* save_dir = nullptr,
+                                 const shardrec_checkpoint_options_t* load_options = nullptr);
 
 // The first difference between two float vectors, bit for bit ("" when identical).
 std::string FirstBitDifference(const std::vector<float>& a, const std::vector<float>& b);
