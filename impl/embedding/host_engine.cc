@@ -24,7 +24,7 @@ Status HostEngine::Connect(const int64_t* /*agreed*/,
   if (s_.input_comm == nullptr) return Status::Internal("input communicator split failed");
   s_.dp_comm = given ? given : s_.comm;
   traits_ = EngineTraits{};
-  return Status::Ok();
+  return reduce_.Init(s_.layout, *s_.comm);
 }
 
 Status HostEngine::RouteLocal(const Batch& batch, RoutedBatch* rb) {
@@ -67,6 +67,8 @@ Status HostEngine::LookupAndReturn(RoutedBatch& rb) {
     return LookupToSend(s_.exec, s_.layout, s_.params, rb, &s_.jobs, s_.ret_send.data());
   }
   auto exchange = [this, &rb, in_kernels, enc] {
+    if (enc == comm::Encoding::kFp32 && reduce_.active())
+      return reduce_.Forward(*s_.comm, rb, s_.ret_send.data(), s_.ret_recv.data());
     if (in_kernels)
       return s_.comm->AllToAllV(s_.wire.send.data(), ReturnSendCounts(rb), s_.wire.recv.data(),
                                 ReturnRecvCounts(rb), comm::WireType(enc));
@@ -161,9 +163,12 @@ Status HostEngine::Backward(const float* grad, size_t /*grad_len*/, const Status
   {
     ScopedTimer t(&s_.timings.comm_seconds);
     ScopedTimer e(&s_.timings.embedding_comm_seconds);
-    SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*s_.comm, benc, s_.ret_recv.data(),
-                                              ReturnRecvCounts(rb), s_.ret_send.data(),
-                                              ReturnSendCounts(rb), &s_.wire));
+    if (benc == comm::Encoding::kFp32 && reduce_.active())
+      SR_RETURN_IF_ERROR(reduce_.Backward(*s_.comm, rb, s_.ret_recv.data(), s_.ret_send.data()));
+    else
+      SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*s_.comm, benc, s_.ret_recv.data(),
+                                                ReturnRecvCounts(rb), s_.ret_send.data(),
+                                                ReturnSendCounts(rb), &s_.wire));
   }
   SR_RETURN_IF_ERROR(s_.updater.ApplySharded(s_.exec, *s_.comm, rb, s_.ret_send.data(),
                                              s_.table_optim, step, &s_.timings.comm_seconds));

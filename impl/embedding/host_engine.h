@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "impl/embedding/engine.h"
+#include "impl/embedding/host_reduce.h"
 
 namespace shardrec::embedding {
 
@@ -35,6 +36,9 @@ class HostEngine final : public Engine {
   // The lookups and the return exchange: the travelling rows first, sent by the communication
   // worker while this thread looks up the rows of its own samples.
   Status LookupAndReturn(RoutedBatch& rb);
+
+  // fp32 return and gradient exchanges of row splits that share a host, reduced there first.
+  HostReduce reduce_;
 };
 
 }  // namespace shardrec::embedding

@@ -94,12 +94,26 @@ TableLoad ComputeLoad(const sharding::TableConfig& table, const std::vector<floa
   return load;
 }
 
+// Seconds of a sharded table's output exchange of `bytes`: TorchRec's model (all of it at the
+// collective's bandwidth, the inter-node one as soon as the group spans nodes) on devices; on
+// host topologies the share that stays on the host (L of the W ranks' samples, evenly) moves at
+// the intra-node bandwidth and only the rest at the inter-node one, since the bed measured the
+// two apart (docs/multihost.md).
+double ExchangeSeconds(const Topology& topo, Collective c, double bytes) {
+  const int32_t w = topo.world_size, l = topo.local_world_size;
+  if (topo.device != ComputeDevice::kHost || w <= l) return bytes / topo.CommBandwidth(c, w, l);
+  const double inside = static_cast<double>(l) / w;
+  return bytes * inside / topo.CommBandwidth(c, l, l) +
+         bytes * (1 - inside) / topo.CommBandwidth(c, w, l);
+}
+
 double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel,
-                    bool any_row_stat_exchange) {
+                    bool any_row_stat_exchange, bool any_host_reduce) {
   double ms = topo.per_id_ms * ids_per_rank;
   if (topo.world_size > 1) {
-    ms += topo.collective_latency_ms *
-          (kCollectivesPerStep + (any_data_parallel ? 1 : 0) + (any_row_stat_exchange ? 1 : 0));
+    ms +=
+        topo.collective_latency_ms * (kCollectivesPerStep + (any_data_parallel ? 1 : 0) +
+                                      (any_row_stat_exchange ? 1 : 0) + (any_host_reduce ? 2 : 0));
   }
   return ms;
 }
@@ -207,10 +221,10 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         const double in_read = std::ceil(I * W * kIndexBytes);
         const double lookup = I * W * std::max(D, 32.0) * st;
         const double out_bytes = O * W * D * kOutputBytes;
-        const double bw = topo.CommBandwidth(Collective::kAllToAll, w, l);
+        const double comms = ExchangeSeconds(topo, Collective::kAllToAll, out_bytes);
         p.fwd_compute = (in_read + lookup + out_bytes) * BlockPenalty(s.cols) / device_bw;
-        p.fwd_comms = out_bytes / bw;
-        p.bwd_comms = out_bytes / bw;
+        p.fwd_comms = comms;
+        p.bwd_comms = comms;
         m.input = Ceil(I * W * kIndexBytes);
         m.output = Ceil(O * W * D * kOutputBytes);
         break;
@@ -225,9 +239,9 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         const Collective fwd = pooled ? Collective::kReduceScatter : Collective::kAllToAll;
         const Collective bwd = pooled ? Collective::kAllGather : Collective::kAllToAll;
         p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
-        p.fwd_comms = out_bytes / topo.CommBandwidth(fwd, w, l);
+        p.fwd_comms = ExchangeSeconds(topo, fwd, out_bytes);
         p.bwd_comms =
-            out_bytes / topo.CommBandwidth(bwd, w, l) + out_bytes * kBatchedCopyFactor / device_bw;
+            ExchangeSeconds(topo, bwd, out_bytes) + out_bytes * kBatchedCopyFactor / device_bw;
         m.input = Ceil(ip * W * kIndexBytes);
         m.output = s.rows == 0 ? 0 : Ceil(O * W * D * kOutputBytes);
         break;
@@ -242,8 +256,12 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         const double intra = topo.CommBandwidth(Collective::kReduceScatter, l, l);
         double cross = 0;
         if (w > l) {
-          cross =
-              O * (W / L) * D * kOutputBytes / topo.CommBandwidth(Collective::kAllToAll, w / l, 1);
+          // The host's shards reduce their partial sums inside it first (host_reduce.h): one
+          // row per sample of the other hosts' W - L ranks crosses, its aggregation spread over
+          // the L ranks of the host.
+          const double remote = topo.device == ComputeDevice::kHost ? W - L : W;
+          cross = O * remote / L * D * kOutputBytes /
+                  topo.CommBandwidth(Collective::kAllToAll, w / l, 1);
         }
         p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
         p.fwd_comms = out_bytes / intra + cross;

@@ -98,8 +98,14 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
 // table's rows are split into column shards whose optimizer keeps row statistics, which the
 // shards exchange; none at world_size 1) and topo.per_id_ms per id of its own batch
 // (`ids_per_rank`, summed over tables). 0 on CUDA defaults. Proposals are ranked without it.
+// `any_host_reduce`: a table-row-wise or grid table whose group spans hosts reduces inside each
+// host first, two collectives more (forward and backward, host_reduce.h).
 double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel,
-                    bool any_row_stat_exchange);
+                    bool any_row_stat_exchange, bool any_host_reduce = false);
+
+// Seconds of moving `bytes` of a sharded table's output exchange over collective `c` (see the
+// definition for the host topologies' split between intra- and inter-node bandwidth).
+double ExchangeSeconds(const Topology& topo, Collective c, double bytes);
 
 // Whether the table's shards exchange row statistics each step: its rows are split into column
 // shards (not data-parallel) and its optimizer (its own, else the topology's) keeps row

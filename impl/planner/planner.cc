@@ -30,14 +30,19 @@ PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
   e.table_perf.resize(plan.tables.size());
   e.table_storage.resize(plan.tables.size());
   double ids_per_rank = 0;
-  bool any_dp = false, any_row_stats = false;
+  bool any_dp = false, any_row_stats = false, any_host_reduce = false;
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tp = plan.table_plans[t];
     ids_per_rank += ComputeLoad(plan.tables[t], pooling_factors[t], topo.batch_size).ids;
     any_dp = any_dp || tp.type == sharding::ShardingType::kDataParallel;
     any_row_stats = any_row_stats || ExchangesRowStats(topo, plan.tables[t], tp.type, tp.shards);
+    any_host_reduce =
+        any_host_reduce || ((tp.type == sharding::ShardingType::kTableRowWise ||
+                             tp.type == sharding::ShardingType::kGrid) &&
+                            topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
+                            topo.world_size > topo.local_world_size);
   }
-  const double overhead = StepOverhead(topo, ids_per_rank, any_dp, any_row_stats);
+  const double overhead = StepOverhead(topo, ids_per_rank, any_dp, any_row_stats, any_host_reduce);
   for (auto& p : e.rank_perf) p.overhead = overhead;
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tp = plan.table_plans[t];

@@ -7,9 +7,10 @@
 // put, erase, flush, snapshot, scan) so that another engine can be measured behind it.
 //
 // Durability: a record put is readable at once by Get, and survives a crash only after Flush
-// returned OK. The working files of a store are scratch: only a snapshot that a checkpoint names
-// is a state a restart may load (OpenRowStore refuses or rebuilds anything else, never reads it as
-// valid).
+// returned OK (destroying the store does not flush: what was put since the last Flush is gone
+// at the next open; a background compaction's own flush may make some of it durable earlier).
+// The working files of a store are scratch: only a snapshot that a checkpoint names is a state a
+// restart may load (OpenRowStore refuses or rebuilds anything else, never reads it as valid).
 #pragma once
 
 #include <cstddef>
@@ -91,8 +92,9 @@ class RowStore {
 
 // Opens (or creates) the store in `o.dir`. kInvalidArgument for bad options, naming them;
 // kCorrupt for a directory holding another identity or a torn store when `o.rebuild` is false;
-// kIo naming the path for a file-system error. Nothing in `o.dir` is changed on failure unless
-// `o.rebuild` is set.
+// kIo naming the path for a file-system error; kInvalidUsage while another open store holds the
+// directory (shared among read-only opens); kNotFound for a read-only open of a directory
+// without a store. Nothing in `o.dir` is changed on failure unless `o.rebuild` is set.
 Status OpenRowStore(const StoreOptions& o, std::unique_ptr<RowStore>* out);
 
 }  // namespace shardrec::store

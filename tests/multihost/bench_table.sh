@@ -1,37 +1,69 @@
 #!/usr/bin/env bash
 # The throughput table of docs/multihost.md: mh_bench through netns_bed.sh at 1, 2 and 4 hosts of
 # 2 ranks, with the hosts' links unlimited, at 1 Gbit/s and at 100 Mbit/s (tbf), for row-wise
-# and table-row-wise tables. Needs root, like the bed. Usage: bench_table.sh BUILD_DIR [STEPS]
+# tables, table-row-wise ones reduced inside each host (the default) and table-row-wise ones
+# exchanged flat (SHARDREC_HOST_REDUCE=0, the exchange before the reduction). The planner gets
+# the machine's calibration and the network's measured figure (shardrec_topology_calibrate_network).
+# TRIALS runs of every configuration, interleaved (trial 1 of all, then trial 2 ...); the table
+# gives the median step (and its range) and the median's other figures. Needs root, like the bed.
+# Usage: bench_table.sh BUILD_DIR [STEPS] [TRIALS]
 set -u
-build=$1 steps=${2:-20}
+build=$1 steps=${2:-20} trials=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d "${TMPDIR:-/tmp}/shardrec-mh-bench.XXXXXX")
-trap 'rm -rf "$out"' EXIT
-echo "| sharding | hosts x ranks | link | samples/s | measured step (ms) | planner estimate (ms) | estimate / measured |"
-echo "|---|---|---|---|---|---|---|"
-for type in 2 4; do
-  name=$([[ $type == 2 ]] && echo row-wise || echo table-row-wise)
+# BENCH_KEEP=DIR keeps every run's bench lines there (the table can be redone from them).
+trap '[[ -n ${BENCH_KEEP:-} ]] && cp "$out"/*.lines "$BENCH_KEEP"/ 2>/dev/null; rm -rf "$out"' EXIT
+configs=()
+for kind in rw trw trw-flat; do
   for hosts in 1 2 4; do
     for link in unlimited 1gbit 100mbit; do
       [[ $hosts == 1 && $link != unlimited ]] && continue
-      args=(--hosts "$hosts" --ranks 2 --limit 120)
-      case $link in
-        1gbit) args+=(--rate 1gbit --env SHARDREC_BED_LINK_BYTES=125000000) ;;
-        100mbit) args+=(--rate 100mbit --env SHARDREC_BED_LINK_BYTES=12500000) ;;
-      esac
-      dir=$out/$type-$hosts-$link
-      "$here/netns_bed.sh" --out "$dir" "${args[@]}" -- "$build/tests/multihost/mh_bench" "$type" \
-        "$steps" >/dev/null 2>&1
-      rc=$?
-      [[ $rc == 77 ]] && { echo "bench_table: the bed cannot run here" >&2; exit 77; }
-      line=$(grep '^bench ' "$dir/rank0.log" 2>/dev/null)
-      if [[ -z $line ]]; then
-        echo "| $name | ${hosts}x2 | $link | failed (bed rc $rc) | | | |"
-        continue
-      fi
-      read -r _ _ _ _ _ _ _ _ sps _ ms _ est <<<"$line"
-      ratio=$(awk -v e="$est" -v m="$ms" 'BEGIN { printf "%.2f", e / m }')
-      echo "| $name | ${hosts}x2 | $link | $sps | $ms | $est | $ratio |"
+      configs+=("$kind $hosts $link")
     done
   done
+done
+for ((trial = 0; trial < trials; ++trial)); do
+  for c in "${configs[@]}"; do
+    read -r kind hosts link <<<"$c"
+    args=(--hosts "$hosts" --ranks 2 --limit 180)
+    [[ $link != unlimited ]] && args+=(--rate "$link")
+    type=4
+    [[ $kind == rw ]] && type=2
+    [[ $kind == trw-flat ]] && args+=(--env SHARDREC_HOST_REDUCE=0)
+    dir=$out/$kind-$hosts-$link-$trial
+    "$here/netns_bed.sh" --out "$dir" "${args[@]}" -- "$build/tests/multihost/mh_bench" "$type" \
+      "$steps" >/dev/null 2>&1
+    [[ $? == 77 ]] && { echo "bench_table: the bed cannot run here" >&2; exit 77; }
+    grep '^bench ' "$dir/rank0.log" >>"$out/$kind-$hosts-$link.lines" 2>/dev/null
+  done
+done
+echo "| sharding | hosts x ranks | link | samples/s | step (ms), median [range] | planner estimate (ms) | estimate / measured | measured network (MB/s per rank) | host 0's link (KB sent per step) | inter-host share of the step |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for c in "${configs[@]}"; do
+  read -r kind hosts link <<<"$c"
+  name=$(case $kind in rw) echo row-wise ;; trw) echo "table-row-wise" ;; *) echo "table-row-wise, flat" ;; esac)
+  f=$out/$kind-$hosts-$link.lines
+  if [[ ! -s $f ]]; then
+    echo "| $name | ${hosts}x2 | $link | failed | | | | | | |"
+    continue
+  fi
+  # Fields: sps=9 ms=11 est=13 net=15 tx=17 rx=19 (1-based, awk). The median run by step time.
+  sort -t" " -k11 -g "$f" | awk -v n="$(wc -l <"$f")" -v name="$name" -v hosts="$hosts" \
+    -v link="$link" '
+    { ms[NR] = $11; line[NR] = $0 }
+    END {
+      split(line[int((n + 1) / 2)], m, " ")
+      sps = m[9]; step = m[11]; est = m[13]; net = m[15]; tx = m[17]; rx = m[19]
+      busy = tx > rx ? tx : rx
+      # The link busy time: host 0 sends its bytes at 2 ranks x the per-rank measured rate.
+      share = "-"
+      if (net > 0) share = sprintf("%.2f", busy / (2 * net) * 1000 / step)
+      netmb = "-"
+      if (net > 0) netmb = sprintf("%.1f", net / 1e6)
+      kb = "-"
+      if (hosts > 1) kb = sprintf("%.0f", tx / 1000)
+      ratio = est / step
+      printf("| %s | %sx2 | %s | %s | %.2f [%.2f-%.2f] | %.2f | %.2f | %s | %s | %s |\n", name,
+        hosts, link, sps, step, ms[1], ms[n], est, ratio, netmb, kb, share)
+    }'
 done

@@ -52,7 +52,10 @@ case "$case" in
     bed hosts --hosts 2 --ranks 2 --limit 60 --no-local -- "$prog" shard $flag
     all_ok hosts 4
     grep -q "^ranks_per_node 2$" "$out/hosts/rank0.log" || fail "ranks_per_node is not 2"
-    "$prog" shard $flag --local 4 --rpn 2 >"$out/one.txt" || fail "the one-process run failed"
+    # The one process exchanges flat (SHARDREC_HOST_REDUCE=0): the hosts' table-row-wise and
+    # grid sums, reduced inside each host first, must still equal it bit for bit.
+    SHARDREC_HOST_REDUCE=0 "$prog" shard $flag --local 4 --rpn 2 >"$out/one.txt" ||
+      fail "the one-process run failed"
     diff <(grep '^sums' "$out/hosts/rank0.log") <(grep '^sums' "$out/one.txt") ||
       fail "the sums across hosts differ from one process's"
     [[ $(grep -c '^sums' "$out/one.txt") -eq 7 ]] || fail "not every sharding type ran" ;;
@@ -136,6 +139,27 @@ case "$case" in
     survivors_fail l 0 0 3000 "ETIMEOUT.*ranks 2, 3 of 4 did not arrive"
     # Rank 1 waits on rank 0's store, which goes with rank 0: it fails as soon.
     survivors_fail l 1 1 3000 "E(TIMEOUT|REMOTE)" ;;
+  host_reduce)  # table-row-wise crosses hosts once per sample, not once per shard
+    # mh_bench (2 tables of 64 columns, 256 samples a rank, bags of 4, each table on one host of
+    # 2 x 2) counts what host 0's link sends per step, reduced and flat (SHARDREC_HOST_REDUCE=0).
+    bench=$(dirname "$prog")/mh_bench
+    nocal=SHARDREC_BED_NO_CALIBRATION=1
+    bed red --hosts 2 --ranks 2 --limit 60 --env $nocal -- "$bench" 4 4
+    bed flat --hosts 2 --ranks 2 --limit 60 --env $nocal --env SHARDREC_HOST_REDUCE=0 -- "$bench" 4 4
+    all_ok red 4
+    all_ok flat 4
+    tx() { sed -n 's/.* link_tx_per_step \([0-9]*\).*/\1/p' "$out/$1/rank0.log"; }
+    red=$(tx red) flat=$(tx flat)
+    [[ -n $red && -n $flat ]] || fail "no link byte counts (is /sys/class/net/eth0 readable?)"
+    # Reduced, host 0 sends its table's sums once per remote sample (2 x 256 rows of 64 floats)
+    # and its samples' gradients of the other table once each (as many), plus the ids it routes
+    # there (512 bags of 4 int64 ids): 278528 bytes of payload, and TCP/IP's headers. Flat, each
+    # of the table's 2 shards sends a row for every sample it has ids for (~94 % of them).
+    (( red >= 278528 && red <= 278528 * 115 / 100 )) ||
+      fail "reduced: host 0's link sent $red bytes a step, expected 278528 + headers"
+    (( red * 100 <= flat * 65 )) ||
+      fail "reduced: $red bytes a step against $flat flat: not the expected ~0.55x"
+    echo "host 0's link per step: reduced $red bytes, flat $flat" ;;
   *) echo "cases.sh: unknown case $case" >&2; exit 2 ;;
 esac
 echo "PASS ($case)"

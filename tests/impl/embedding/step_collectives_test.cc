@@ -75,8 +75,9 @@ class CountingComm : public comm::Communicator {
 
 // Collectives per training step of rank 0 (both ranks issue the same ones), counted over three
 // steps after two warm-up steps.
-int CollectivesPerStep(std::shared_ptr<const sharding::Plan> plan, optim::OptimizerType type) {
-  constexpr int kWorld = 2, kBatch = 4, kLen = 2;
+int CollectivesPerStep(std::shared_ptr<const sharding::Plan> plan, optim::OptimizerType type,
+                       int kWorld = 2) {
+  constexpr int kBatch = 4, kLen = 2;
   std::vector<std::unique_ptr<comm::Communicator>> group;
   EXPECT_TRUE(comm::CreateLocalGroup(kWorld, comm::CommOptions(), &group).ok());
   std::vector<std::shared_ptr<std::atomic<int>>> counts;
@@ -117,7 +118,7 @@ int CollectivesPerStep(std::shared_ptr<const sharding::Plan> plan, optim::Optimi
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(per_step[0], per_step[1]);
+  for (int r = 1; r < kWorld; ++r) EXPECT_EQ(per_step[0], per_step[r]) << "rank " << r;
   return per_step[0];
 }
 
@@ -162,6 +163,19 @@ TEST(StepCollectives, AHostStepIssuesWhatThePlannerCounts) {
     }
     EXPECT_EQ(CollectivesPerStep(plan, c.optimizer), c.expected);
   }
+}
+
+// A table-row-wise table on one of two hosts reduces inside its host before its rows cross
+// (host_reduce.h): two collectives more, over the host's communicator, forward and backward.
+TEST(StepCollectives, AReducedTableRowWiseTableAddsTheHostRounds) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = 4;
+  plan->local_world_size = 2;
+  plan->features = {{"a", 2.0f}, {"b", 2.0f}};
+  plan->tables = {Table("trw", 40, 8, {0}), Table("tw", 30, 8, {1})};
+  plan->table_plans.push_back(sharding::MakeTableRowWise(plan->tables[0], 1, 2));
+  plan->table_plans.push_back(sharding::MakeTableWise(plan->tables[1], 0));
+  EXPECT_EQ(CollectivesPerStep(plan, optim::OptimizerType::kSgd, 4), 7);
 }
 
 // A dynamic table's forward must agree on every rank's output buffer and mode before it inserts
