@@ -1,6 +1,7 @@
-// Serving lookups: per (feature, table) pair a gather of whole rows, prefetched a few ids ahead,
-// each decoded to fp32 by the table's decoder (decode.h; fp32 rows are read in place) and
-// accumulated straight into the output row by a plain vectorisable loop.
+// Serving lookups: per (feature, table) pair the ids resolved, then the pooled kernel shared with
+// the training forward (impl/core/kernels/pooled.h) decodes each row inside the accumulation and
+// stores each bag once. Sequence lookups decode each row with the table's decoder (decode.h; fp32
+// rows are read in place) and accumulate it into its output row.
 #include "impl/serving/lookup.h"
 
 #include <algorithm>
@@ -10,9 +11,10 @@
 #include "impl/core/check.h"
 #include "impl/core/extent.h"
 #include "impl/core/finite.h"
+#include "impl/core/kernels/pooled.h"
 #include "impl/core/prefetch.h"
+#include "impl/core/row_format.h"
 #include "impl/serving/decode.h"
-#include "impl/serving/sum_rows.h"
 
 namespace shardrec::serving {
 namespace {
@@ -87,57 +89,113 @@ inline Status Resolve(const Model& m, const Table& t, int32_t f, int64_t b, size
                                  t.rows, ") of table '", t.name, "'");
 }
 
-// Rows gathered (and decoded) before they are summed: bounds the scratch of a long bag.
-constexpr size_t kChunkRows = 64;
-
-// Per-call scratch of the pooled path: one chunk's row pointers, weights and decoded rows.
+// Per-call scratch of the pooled path: one pair's resolved rows (skipped ids left out), their
+// weights, its bags' offsets into them and their MEAN divisors.
 struct BagScratch {
-  const float* rows[kChunkRows];
-  float weights[kChunkRows];
-  std::vector<float> decoded;  // kChunkRows x the widest dim
+  std::vector<int64_t> rows;
+  std::vector<float> weights;
+  std::vector<int64_t> offsets;
+  std::vector<float> divisors;
 };
 
+// Whether every id of [begin, end) names a row of a fixed table of `rows` rows: then no bounds
+// policy applies and the ids are the rows (one pass the compiler vectorises).
+template <class Id>
+bool AllInRange(const Id* ids, size_t begin, size_t end, int64_t rows) {
+  bool bad = false;
+  for (size_t i = begin; i < end; ++i)
+    bad |= static_cast<uint64_t>(static_cast<int64_t>(ids[i])) >= static_cast<uint64_t>(rows);
+  return !bad;
+}
+
 // One pooled pair over all samples: bag b of feature f sums into out[b * D + pair.out_offset].
+// The ids are resolved first: a fixed table's ids that are all in range are its rows as they are
+// (int64 ids read in place, int32 ids widened); otherwise each id is resolved (a dynamic table's
+// index probes prefetched a few ids ahead) and skipped ids are left out. Then the shared pooled
+// kernel (impl/core/kernels/pooled.h) gathers, decodes and sums every bag in registers,
+// prefetching rows by the table's row size.
 template <bool kWeighted>
 Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin, size_t end,
-                  const Ids& ids, const RowReader& reader, BagScratch* bag, float* out) {
+                  const Ids& ids, BagScratch* bag, float* out) {
   const Table& t = m.tables[p.table];
-  const bool mean = t.pooling == Pooling::kMean;
   const int64_t B = r.batch_size;
-  const int32_t dim = t.dim;
-  static const SumRowsFn sum = HostSumRows();
-  size_t pos = begin;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto len = static_cast<size_t>(r.lengths[static_cast<size_t>(p.feature) * B + b]);
-    float* acc = out + b * m.output_dim + p.out_offset;
-    float div = 0.0f;
-    bool first = true;
-    size_t n = 0;
-    for (size_t i = pos; i < pos + len; ++i) {
-      if (i + kPrefetchAhead < end) reader.Prefetch(ids[i + kPrefetchAhead]);
-      int64_t row = 0;
-      SR_RETURN_IF_ERROR(Resolve(m, t, p.feature, b, i, ids[i], &row));
-      if (row < 0) continue;
-      const float w = kWeighted ? r.weights[i] : 1.0f;
-      if (reader.decode != nullptr) {
-        float* dst = bag->decoded.data() + n * dim;
-        reader.decode(reader.Address(row), dim, dst, reader.scratch);
-        bag->rows[n] = dst;
-      } else {
-        bag->rows[n] = reinterpret_cast<const float*>(reader.Address(row));
-      }
-      bag->weights[n++] = w;
-      div += w;
-      if (n == kChunkRows) {
-        sum(bag->rows, kWeighted ? bag->weights : nullptr, n, dim, first, acc);
-        first = false;
-        n = 0;
+  const bool mean = t.pooling == Pooling::kMean;
+  const int32_t* lengths = r.lengths + static_cast<size_t>(p.feature) * B;
+  bag->offsets.resize(static_cast<size_t>(B) + 1);
+  bag->divisors.resize(static_cast<size_t>(B));
+  bag->offsets[0] = 0;
+  const int64_t* rows = nullptr;
+  const float* weights = kWeighted ? r.weights + begin : nullptr;
+  const bool in_range =
+      !t.dynamic && (ids.v64 != nullptr ? AllInRange(ids.v64, begin, end, t.rows)
+                                        : AllInRange(ids.v32, begin, end, t.rows));
+  if (in_range) {
+    for (int64_t b = 0; b < B; ++b) bag->offsets[b + 1] = bag->offsets[b] + lengths[b];
+    if (ids.v64 != nullptr) {
+      rows = ids.v64 + begin;
+    } else {
+      bag->rows.resize(end - begin);
+      for (size_t i = begin; i < end; ++i) bag->rows[i - begin] = ids.v32[i];
+      rows = bag->rows.data();
+    }
+    if (mean) {
+      // Added one by one in id order, as the resolving path below adds them.
+      for (int64_t b = 0; b < B; ++b) {
+        float div = 0.0f;
+        for (int64_t i = bag->offsets[b]; i < bag->offsets[b + 1]; ++i)
+          div += kWeighted ? weights[i] : 1.0f;
+        bag->divisors[b] = div;
       }
     }
-    sum(bag->rows, kWeighted ? bag->weights : nullptr, n, dim, first, acc);
-    if (mean)
-      for (int32_t c = 0; c < dim; ++c) acc[c] = div != 0.0f ? acc[c] / div : 0.0f;
-    pos += len;
+  } else {
+    bag->rows.resize(end - begin);
+    if (kWeighted) bag->weights.resize(end - begin);
+    int64_t n = 0;
+    size_t pos = begin;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto len = static_cast<size_t>(lengths[b]);
+      float div = 0.0f;
+      for (size_t i = pos; i < pos + len; ++i) {
+        if (t.dynamic && i + kPrefetchAhead < end)
+          t.dynamic->index->Prefetch(ids[i + kPrefetchAhead]);
+        int64_t row = 0;
+        SR_RETURN_IF_ERROR(Resolve(m, t, p.feature, b, i, ids[i], &row));
+        if (row < 0) continue;
+        const float w = kWeighted ? r.weights[i] : 1.0f;
+        bag->rows[n] = row;
+        if (kWeighted) bag->weights[n] = w;
+        ++n;
+        div += w;
+      }
+      bag->offsets[b + 1] = n;
+      bag->divisors[b] = div;
+      pos += len;
+    }
+    rows = bag->rows.data();
+    if (kWeighted) weights = bag->weights.data();
+  }
+  core::kernels::PooledArgs a;
+  a.weights = t.data;
+  a.type = t.storage == Storage::kAsTrained ? RowFormat::kFp32 : FormatOf(t.storage);
+  a.row_bytes = static_cast<int64_t>(t.row_bytes);
+  a.cols = t.dim;
+  a.offsets = bag->offsets.data();
+  a.rows = rows;
+  a.id_weights = weights;
+  a.out = out;
+  a.io_offset = p.out_offset;
+  a.out_stride = m.output_dim;
+  a.bag_begin = 0;
+  a.bag_end = B;
+  a.prefetch_distance = core::kernels::PrefetchDistanceFor(t.row_bytes);
+  static const core::kernels::PooledFn sum = core::kernels::HostPooled();
+  sum(a);
+  if (mean) {
+    for (int64_t b = 0; b < B; ++b) {
+      float* acc = out + b * m.output_dim + p.out_offset;
+      const float div = bag->divisors[b];
+      for (int32_t c = 0; c < t.dim; ++c) acc[c] = div != 0.0f ? acc[c] / div : 0.0f;
+    }
   }
   return Status::Ok();
 }
@@ -258,12 +316,10 @@ Status Lookup(const Model& m, const Request& r, float* out, size_t out_len) {
     return Status::Ok();
   }
   BagScratch bag;
-  bag.decoded.resize(kChunkRows * static_cast<size_t>(widest));
   for (const Pair& p : m.pairs) {
-    const RowReader rows = reader(m.tables[p.table]);
     const size_t b0 = begin[p.feature], b1 = begin[p.feature + 1];
-    SR_RETURN_IF_ERROR(weighted ? PooledPair<true>(m, r, p, b0, b1, ids, rows, &bag, out)
-                                : PooledPair<false>(m, r, p, b0, b1, ids, rows, &bag, out));
+    SR_RETURN_IF_ERROR(weighted ? PooledPair<true>(m, r, p, b0, b1, ids, &bag, out)
+                                : PooledPair<false>(m, r, p, b0, b1, ids, &bag, out));
   }
   return Status::Ok();
 }

@@ -107,7 +107,8 @@ struct Model {
   Status SameShape(const Model& other) const;
 };
 
-// An owned, zeroed, kAlign-aligned byte buffer that Model::backing can keep.
+// An owned, zeroed, kAlign-aligned byte buffer that Model::backing can keep (from 2 MiB on,
+// 2 MiB-aligned and advised MADV_HUGEPAGE: model.cc).
 std::shared_ptr<uint8_t> AlignedBuffer(size_t bytes);
 
 }  // namespace shardrec::serving

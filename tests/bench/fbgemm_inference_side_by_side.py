@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """FBGEMM's CPU inference lookup and libshardrec's serving lookup side by side (issue 32).
 
+This compares against the table-batched IntNBit TBE, which on this CPU is several times slower
+than FBGEMM's own EmbeddingSpMDM kernels; the comparison against FBGEMM's fastest CPU path (and
+a gather roof) is fbgemm_spmdm_side_by_side.py (issue 63).
+
 Opt-in (not part of ctest). Needs a Python with torch and the fbgemm-gpu-cpu wheel, e.g.
 
   python3.11 -m venv /tmp/venv-fbgemm

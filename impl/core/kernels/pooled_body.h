@@ -1,0 +1,289 @@
+// Internal: the pooled kernel (pooled.h) written once over a vector type V, included by exactly
+// one translation unit per instruction set. Everything here has internal linkage (an anonymous
+// namespace), so no copy built for a wide instruction set can stand in for another level's.
+//
+// V provides: Reg, kWidth, kMaxRegs, kMaxRegsWithTemps, Zero(), Set1(float), Add(a, b), Mul(a, b),
+// LoadF32(const float*), LoadF16(const uint16_t*), LoadBf16(const uint16_t*), LoadU8(codes),
+// LoadU4(packed codes), Store(float*, Reg).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "impl/core/kernels/pooled.h"
+#include "impl/core/kernels/scalar.h"
+#include "impl/core/prefetch.h"
+
+namespace shardrec::core::kernels {
+namespace {
+
+constexpr bool Quantized(RowFormat f) { return f == RowFormat::kInt8 || f == RowFormat::kInt4; }
+
+// Bytes before a row's values (a quantized row's fp32 scale and bias: row_format.h).
+template <RowFormat kType>
+constexpr int64_t HeaderBytes() {
+  return Quantized(kType) ? 8 : 0;
+}
+
+// Bytes of `cols` values from the first value (int4: cols even, or a whole row rounded up).
+template <RowFormat kType>
+constexpr int64_t ValueBytes(int64_t cols) {
+  return kType == RowFormat::kFp32   ? cols * 4
+         : kType == RowFormat::kInt8 ? cols
+         : kType == RowFormat::kInt4 ? (cols + 1) / 2
+                                     : cols * 2;
+}
+
+template <RowFormat kType>
+inline int64_t RowStride(const PooledArgs& a) {
+  return a.row_bytes > 0 ? a.row_bytes : a.stride * ValueBytes<kType>(1);
+}
+
+// A quantized row's scale and bias as loaded from its header (where V looks int4 codes up in a
+// table: that table, code x scale + bias for the 16 codes, computed as LoadValues computes each
+// value, so the same bits); unused for the float formats.
+template <class V>
+struct Dequant {
+  typename V::Reg scale, bias;
+};
+
+template <class V, RowFormat kType>
+inline Dequant<V> HeaderOf(const char* row) {
+  if constexpr (Quantized(kType)) {
+    float s, b;
+    std::memcpy(&s, row, 4);
+    std::memcpy(&b, row + 4, 4);
+    if constexpr (kType == RowFormat::kInt4 && V::kInt4Lut)
+      return {V::Add(V::Mul(V::Iota(), V::Set1(s)), V::Set1(b)), V::Zero()};
+    return {V::Set1(s), V::Set1(b)};
+  } else {
+    (void)row;
+    return {V::Zero(), V::Zero()};
+  }
+}
+
+// kWidth values starting at `values` (the row's first value, advanced to a column that is a
+// multiple of kWidth), decoded: widened, or code x scale + bias (a multiply, then an add).
+template <class V, RowFormat kType>
+inline typename V::Reg LoadValues(const char* values, const Dequant<V>& q) {
+  if constexpr (kType == RowFormat::kFp32) {
+    return V::LoadF32(reinterpret_cast<const float*>(values));
+  } else if constexpr (kType == RowFormat::kFp16) {
+    return V::LoadF16(reinterpret_cast<const uint16_t*>(values));
+  } else if constexpr (kType == RowFormat::kBf16) {
+    return V::LoadBf16(reinterpret_cast<const uint16_t*>(values));
+  } else if constexpr (kType == RowFormat::kInt8) {
+    return V::Add(V::Mul(V::LoadU8(reinterpret_cast<const uint8_t*>(values)), q.scale), q.bias);
+  } else if constexpr (V::kInt4Lut) {
+    return V::LutU4(reinterpret_cast<const uint8_t*>(values), q.scale);
+  } else {
+    return V::Add(V::Mul(V::LoadU4(reinterpret_cast<const uint8_t*>(values)), q.scale), q.bias);
+  }
+}
+
+// Value `col` of a row (`row` at its header), decoded as LoadValues does.
+template <RowFormat kType>
+inline float LoadScalar(const char* row, int64_t col) {
+  const char* v = row + HeaderBytes<kType>();
+  if constexpr (kType == RowFormat::kFp32) {
+    float f;
+    std::memcpy(&f, v + 4 * col, 4);
+    return f;
+  } else if constexpr (kType == RowFormat::kFp16 || kType == RowFormat::kBf16) {
+    uint16_t h;
+    std::memcpy(&h, v + 2 * col, 2);
+    return kType == RowFormat::kFp16 ? ScalarF16(h) : ScalarBf16(h);
+  } else {
+    const auto byte = static_cast<uint8_t>(v[kType == RowFormat::kInt8 ? col : col / 2]);
+    const uint8_t code = kType == RowFormat::kInt8 ? byte : (col % 2 == 0 ? byte & 0xf : byte >> 4);
+    float s, b;
+    std::memcpy(&s, row, 4);
+    std::memcpy(&b, row + 4, 4);
+    return static_cast<float>(code) * s + b;
+  }
+}
+
+// Every cache line of a row's bytes, from the line its first byte is in (a quantized row need not
+// start on a line).
+inline void PrefetchRow(const char* p, int64_t bytes) {
+  const auto misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) & 63);
+  PrefetchLines(p - misalign, bytes + misalign);
+}
+
+// kRegs vectors of columns [c0, c0 + kRegs * kWidth) of one bag, summed in registers and stored
+// once. The first pass over a bag also prefetches the rows `distance` ids ahead. The tile's
+// columns are addressed from a per-id pointer at column c0 with constant displacements, so the
+// loop needs one address register however wide the tile is; the k loops are unrolled so the
+// accumulators live in registers (not in a stack array copied to the output).
+template <class V, RowFormat kType, bool kWeighted, int kRegs>
+inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, float* o,
+                    bool prefetch, int64_t id_end) {
+  typename V::Reg acc[kRegs];
+#pragma GCC unroll 16
+  for (int k = 0; k < kRegs; ++k) acc[k] = V::Zero();
+  const char* base = static_cast<const char*>(a.weights);
+  const int64_t tile = HeaderBytes<kType>() + ValueBytes<kType>(c0);
+  const int64_t row_bytes = RowStride<kType>(a);
+  const int64_t prefetch_bytes = HeaderBytes<kType>() + ValueBytes<kType>(a.cols);
+  const int64_t* rows = a.rows;
+  const int64_t ahead = prefetch ? a.prefetch_distance : 0;
+  const int64_t prefetch_end = ahead > 0 ? id_end - ahead : i0;
+  for (int64_t i = i0; i < i1; ++i) {
+    if (i < prefetch_end) PrefetchRow(base + rows[i + ahead] * row_bytes, prefetch_bytes);
+    const char* row = base + rows[i] * row_bytes;
+    const Dequant<V> q = HeaderOf<V, kType>(row);
+    const char* values = row + tile;
+    if constexpr (kWeighted) {
+      const typename V::Reg w = V::Set1(a.id_weights[i]);
+#pragma GCC unroll 16
+      for (int k = 0; k < kRegs; ++k)
+        acc[k] = V::Add(
+            acc[k], V::Mul(w, LoadValues<V, kType>(values + ValueBytes<kType>(k * V::kWidth), q)));
+    } else {
+#pragma GCC unroll 16
+      for (int k = 0; k < kRegs; ++k)
+        acc[k] = V::Add(acc[k], LoadValues<V, kType>(values + ValueBytes<kType>(k * V::kWidth), q));
+    }
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < kRegs; ++k) V::Store(o + c0 + k * V::kWidth, acc[k]);
+}
+
+// Columns [c0, cols) one float accumulator each: past the last full vector (at most kWidth - 1
+// of them), or every column where vectors do not apply (int4 at one lane per "register").
+template <class V, RowFormat kType, bool kWeighted>
+inline void SumTail(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, float* o) {
+  const char* base = static_cast<const char*>(a.weights);
+  const int64_t row_bytes = RowStride<kType>(a);
+  for (int64_t c = c0; c < a.cols; ++c) {
+    float acc = 0.0f;
+    for (int64_t i = i0; i < i1; ++i) {
+      const float v = LoadScalar<kType>(base + a.rows[i] * row_bytes, c);
+      acc = kWeighted ? acc + a.id_weights[i] * v : acc + v;
+    }
+    o[c] = acc;
+  }
+}
+
+// Whether whole vectors apply: int4 needs an even width (a vector starts on a byte).
+template <class V, RowFormat kType>
+constexpr bool kVectors = kType != RowFormat::kInt4 || V::kWidth % 2 == 0;
+
+template <class V, RowFormat kType, bool kWeighted>
+void PooledBags(const PooledArgs& a) {
+  // Unweighted fp32 rows fold each load into its add; weighted or decoded rows need registers
+  // for the weight, the loaded row (and a scale and a bias), so their tiles are narrower (no
+  // spills).
+  constexpr int kMax = kWeighted || kType != RowFormat::kFp32 ? V::kMaxRegsWithTemps : V::kMaxRegs;
+  const int64_t width = static_cast<int64_t>(kMax) * V::kWidth;
+  const int64_t id_end = a.prefetch_distance > 0 ? a.offsets[a.bag_end] : 0;
+  for (int64_t b = a.bag_begin; b < a.bag_end; ++b) {
+    float* o = a.out16 != nullptr ? a.row : a.out + a.io_offset + b * a.out_stride;
+    const int64_t i0 = a.offsets[b], i1 = a.offsets[b + 1];
+    int64_t c0 = 0;
+    if constexpr (kVectors<V, kType>) {
+      bool first = true;
+      // Full tiles of kMax vectors, then one smaller tile, then the scalar tail.
+      for (; c0 + width <= a.cols; c0 += width, first = false)
+        SumTile<V, kType, kWeighted, kMax>(a, i0, i1, c0, o, first, id_end);
+      const int64_t left = (a.cols - c0) / V::kWidth;
+      switch (left) {
+#define SHARDREC_SUM_CASE(n)                                            \
+  case n:                                                               \
+    if constexpr (n < kMax) {                                           \
+      SumTile<V, kType, kWeighted, n>(a, i0, i1, c0, o, first, id_end); \
+      first = false;                                                    \
+    }                                                                   \
+    break;
+        SHARDREC_SUM_CASE(1)
+        SHARDREC_SUM_CASE(2)
+        SHARDREC_SUM_CASE(3)
+        SHARDREC_SUM_CASE(4)
+        SHARDREC_SUM_CASE(5)
+        SHARDREC_SUM_CASE(6)
+        SHARDREC_SUM_CASE(7)
+        SHARDREC_SUM_CASE(8)
+        SHARDREC_SUM_CASE(9)
+        SHARDREC_SUM_CASE(10)
+        SHARDREC_SUM_CASE(11)
+        SHARDREC_SUM_CASE(12)
+        SHARDREC_SUM_CASE(13)
+        SHARDREC_SUM_CASE(14)
+        SHARDREC_SUM_CASE(15)
+#undef SHARDREC_SUM_CASE
+        default:
+          break;
+      }
+      c0 += left * V::kWidth;
+    }
+    if (c0 < a.cols) SumTail<V, kType, kWeighted>(a, i0, i1, c0, o);
+    if (a.out16 != nullptr)
+      a.encode(a.row, static_cast<size_t>(a.cols), a.out16 + a.io_offset + b * a.out_stride);
+  }
+}
+
+// Sequence runs: each id's row (times its weight) is its own output row.
+template <class V, RowFormat kType>
+void SequenceRows(const PooledArgs& a) {
+  const char* base = static_cast<const char*>(a.weights);
+  const int64_t row_bytes = RowStride<kType>(a);
+  const int64_t prefetch_bytes = HeaderBytes<kType>() + ValueBytes<kType>(a.cols);
+  for (int64_t i = a.bag_begin; i < a.bag_end; ++i) {
+    if (a.prefetch_distance > 0 && i + a.prefetch_distance < a.bag_end)
+      PrefetchRow(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes);
+    const char* row = base + a.rows[i] * row_bytes;
+    const Dequant<V> q = HeaderOf<V, kType>(row);
+    const char* values = row + HeaderBytes<kType>();
+    float* o = a.out16 != nullptr ? a.row : a.out + a.io_offset + i * a.out_stride;
+    int64_t c = 0;
+    if (a.id_weights != nullptr) {
+      const typename V::Reg w = V::Set1(a.id_weights[i]);
+      if constexpr (kVectors<V, kType>)
+        for (; c + V::kWidth <= a.cols; c += V::kWidth)
+          V::Store(o + c, V::Mul(w, LoadValues<V, kType>(values + ValueBytes<kType>(c), q)));
+      for (; c < a.cols; ++c) o[c] = a.id_weights[i] * LoadScalar<kType>(row, c);
+    } else {
+      if constexpr (kVectors<V, kType>)
+        for (; c + V::kWidth <= a.cols; c += V::kWidth)
+          V::Store(o + c, LoadValues<V, kType>(values + ValueBytes<kType>(c), q));
+      for (; c < a.cols; ++c) o[c] = LoadScalar<kType>(row, c);
+    }
+    if (a.out16 != nullptr)
+      a.encode(a.row, static_cast<size_t>(a.cols), a.out16 + a.io_offset + i * a.out_stride);
+  }
+}
+
+template <class V, RowFormat kType>
+void Dispatch(const PooledArgs& a) {
+  if (a.offsets == nullptr) {
+    SequenceRows<V, kType>(a);
+  } else if (a.id_weights != nullptr) {
+    PooledBags<V, kType, true>(a);
+  } else {
+    PooledBags<V, kType, false>(a);
+  }
+}
+
+template <class V>
+void Pooled(const PooledArgs& a) {
+  switch (a.type) {
+    case RowFormat::kFp16:
+      Dispatch<V, RowFormat::kFp16>(a);
+      break;
+    case RowFormat::kBf16:
+      Dispatch<V, RowFormat::kBf16>(a);
+      break;
+    case RowFormat::kInt8:
+      Dispatch<V, RowFormat::kInt8>(a);
+      break;
+    case RowFormat::kInt4:
+      Dispatch<V, RowFormat::kInt4>(a);
+      break;
+    default:
+      Dispatch<V, RowFormat::kFp32>(a);
+      break;
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::core::kernels

@@ -1,0 +1,65 @@
+// Internal: the AVX-512 level's vector type for the pooled kernel (included only by
+// pooled_avx512.cc, built with -mavx512f -mavx512bw -mavx512vl and never -mfma): 16 floats per
+// register, 32 registers (room for the temporaries). Internal linkage.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+// GCC 12's _mm512_cvtph_ps starts from an undefined vector it then overwrites, which
+// -Wmaybe-uninitialized reports wherever it is inlined (a false positive in the header).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace shardrec::core::kernels {
+namespace {
+
+struct Avx512 {
+  using Reg = __m512;
+  static constexpr int kWidth = 16;
+  static constexpr int kMaxRegs = 16;
+  static constexpr int kMaxRegsWithTemps = 16;
+  static Reg Zero() { return _mm512_setzero_ps(); }
+  static Reg Set1(float v) { return _mm512_set1_ps(v); }
+  static Reg Add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  static Reg Mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  static Reg LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+  static Reg LoadF16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static Reg LoadBf16(const uint16_t* p) {
+    const __m512i wide =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  // 16 one-byte codes, exactly as floats.
+  static Reg LoadU8(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  // int4 rows decode through a 16-entry table of code x scale + bias (LutU4).
+  static constexpr bool kInt4Lut = true;
+  static Reg Iota() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+  // 16 four-bit codes from 8 bytes (the low nibble first) looked up in `lut`: each byte
+  // zero-extended into a 64-bit lane and or-ed with itself shifted left by 28 puts its low nibble
+  // at the bottom of the even 32-bit lane and its high nibble at the bottom of the odd one;
+  // vpermps reads only those four bits of each index.
+  static Reg LutU4(const uint8_t* p, Reg lut) {
+    const __m512i t = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_permutexvar_ps(_mm512_or_si512(t, _mm512_slli_epi64(t, 28)), lut);
+  }
+  // 16 four-bit codes from 8 bytes, the low nibble first.
+  static Reg LoadU4(const uint8_t* p) {
+    const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i nibble = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(x, nibble);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), nibble);
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
+  }
+  static void Store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+};
+
+}  // namespace
+}  // namespace shardrec::core::kernels

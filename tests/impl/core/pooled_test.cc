@@ -1,0 +1,183 @@
+// The pooled kernel (impl/core/kernels/pooled.h) at every instruction-set level the host has,
+// for every row format: the same bits as a scalar reference that decodes each row with the row
+// codec's baseline decoder (the serving lookups' former decode-then-sum path) and adds, in id
+// order, weight x value one fp32 multiply and add at a time. Pooled runs with skipped and empty
+// bags, weighted or not, and sequence runs; dims with and without a partial vector, odd int4
+// dims, rows wider than one register tile and rows that start off a cache line.
+#include "impl/core/kernels/pooled.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "impl/core/codec/codec.h"
+#include "impl/core/cpu_features.h"
+#include "impl/core/half.h"
+#include "impl/core/row_format.h"
+
+namespace shardrec::core::kernels {
+namespace {
+
+struct Level {
+  const char* name;
+  PooledFn fn;
+};
+
+std::vector<Level> Levels() {
+  std::vector<Level> v = {{"baseline", &PooledBaseline}};
+#if SHARDREC_HAVE_X86_KERNEL_LEVELS
+  const CpuFeatures& f = HostCpu();
+  if (f.avx2 && f.f16c) v.push_back({"avx2", &PooledAvx2});
+  if (f.avx512f && f.avx512bw && f.avx512vl) v.push_back({"avx512", &PooledAvx512});
+#endif
+  return v;
+}
+
+// `rows` stored rows of `dim` values in format f, `row_bytes` apart (>= the format's bytes).
+std::vector<uint8_t> MakeRows(RowFormat f, int64_t rows, int32_t dim, int64_t row_bytes,
+                              std::mt19937* rng) {
+  std::vector<uint8_t> data(static_cast<size_t>(rows * row_bytes) + 64, 0);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::uniform_int_distribution<int> code(0, 255);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = data.data() + r * row_bytes;
+    if (IsRowWiseQuantized(f)) {
+      const float scale = value(*rng) * 0.01f, bias = value(*rng);
+      std::memcpy(row, &scale, 4);
+      std::memcpy(row + 4, &bias, 4);
+      for (uint64_t k = kQuantHeaderBytes; k < RowBytes(f, dim); ++k)
+        row[k] = static_cast<uint8_t>(code(*rng));
+      continue;
+    }
+    for (int32_t c = 0; c < dim; ++c) {
+      const float v = value(*rng);
+      if (f == RowFormat::kFp32) {
+        std::memcpy(row + 4 * c, &v, 4);
+      } else {
+        const uint16_t h = f == RowFormat::kFp16 ? FloatToHalf(v) : FloatToBFloat16(v);
+        std::memcpy(row + 2 * c, &h, 2);
+      }
+    }
+  }
+  return data;
+}
+
+// Row r decoded to fp32 by the codec's baseline decoders (fp32: read as it is).
+std::vector<float> Decoded(RowFormat f, const uint8_t* row, int32_t dim) {
+  std::vector<float> out(static_cast<size_t>(dim));
+  std::vector<uint8_t> scratch(static_cast<size_t>(dim) + 1);
+  if (f == RowFormat::kFp32) {
+    std::memcpy(out.data(), row, 4 * static_cast<size_t>(dim));
+  } else {
+    codec::Baseline().decode_row[static_cast<int32_t>(f)](row, dim, out.data(), scratch.data());
+  }
+  return out;
+}
+
+TEST(PooledKernel, EveryLevelAndFormatMatchesTheDecodeThenSumReference) {
+  const std::vector<Level> levels = Levels();
+  std::printf("levels on this host: %zu (widest %s)\n", levels.size(), levels.back().name);
+  std::mt19937 rng(7);
+  const int64_t R = 97;
+  const int64_t B = 40;
+  // Bags of 0-30 ids; every seventh bag empty; ids repeat.
+  std::vector<int64_t> offsets = {0}, ids;
+  std::uniform_int_distribution<int64_t> len(0, 30), id(0, R - 1);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = b % 7 == 3 ? 0 : len(rng);
+    for (int64_t k = 0; k < n; ++k) ids.push_back(id(rng));
+    offsets.push_back(static_cast<int64_t>(ids.size()));
+  }
+  std::vector<float> w(ids.size());
+  std::uniform_real_distribution<float> wd(-1.5f, 1.5f);
+  for (float& x : w) x = wd(rng);
+  for (int32_t v = 0; v < kNumRowFormats; ++v) {
+    const auto f = static_cast<RowFormat>(v);
+    for (int32_t dim : {1, 2, 3, 4, 7, 8, 15, 16, 17, 33, 64, 100, 128, 130, 257, 300}) {
+      // Packed rows (a quantized row then starts anywhere in a line) and padded ones.
+      for (int64_t pad : {int64_t{0}, int64_t{24}}) {
+        const int64_t row_bytes = static_cast<int64_t>(RowBytes(f, dim)) + pad;
+        const std::vector<uint8_t> data = MakeRows(f, R, dim, row_bytes, &rng);
+        for (int mode = 0; mode < 3; ++mode) {  // pooled, weighted pooled, weighted sequence
+          const bool weighted = mode > 0, sequence = mode == 2;
+          const int64_t out_rows = sequence ? static_cast<int64_t>(ids.size()) : B;
+          const int64_t stride = dim + 5;  // output rows wider than the bag, offset by 3
+          std::vector<float> want(static_cast<size_t>(out_rows * stride), -7.0f);
+          for (int64_t o = 0; o < out_rows; ++o) {
+            const int64_t i0 = sequence ? o : offsets[o], i1 = sequence ? o + 1 : offsets[o + 1];
+            std::vector<float> acc(static_cast<size_t>(dim), 0.0f);
+            for (int64_t i = i0; i < i1; ++i) {
+              const std::vector<float> x = Decoded(f, data.data() + ids[i] * row_bytes, dim);
+              for (int32_t c = 0; c < dim; ++c)
+                acc[c] = sequence ? w[i] * x[c] : weighted ? acc[c] + w[i] * x[c] : acc[c] + x[c];
+            }
+            std::memcpy(want.data() + o * stride + 3, acc.data(), sizeof(float) * dim);
+          }
+          for (const Level& level : levels) {
+            std::vector<float> got(want.size(), -7.0f);
+            PooledArgs a;
+            a.weights = data.data();
+            a.type = f;
+            a.row_bytes = row_bytes;
+            a.cols = dim;
+            a.offsets = sequence ? nullptr : offsets.data();
+            a.rows = ids.data();
+            a.id_weights = weighted ? w.data() : nullptr;
+            a.out = got.data();
+            a.io_offset = 3;
+            a.out_stride = stride;
+            a.bag_begin = 0;
+            a.bag_end = out_rows;
+            a.prefetch_distance = PrefetchDistanceFor(static_cast<uint64_t>(row_bytes));
+            level.fn(a);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0)
+                << level.name << " " << RowFormatName(f) << " dim " << dim << " pad " << pad
+                << " mode " << mode;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The float formats may also be addressed by an element stride (the training forward's
+// weight views): the same bits as the byte stride, and a bag range [begin, end) writes only its
+// own bags.
+TEST(PooledKernel, ElementStrideAndBagRangesAddressTheSameRows) {
+  std::mt19937 rng(3);
+  const int32_t dim = 24;
+  const int64_t R = 10, stride = 32;
+  const std::vector<uint8_t> data = MakeRows(RowFormat::kFp16, R, dim, stride * 2, &rng);
+  const std::vector<int64_t> offsets = {0, 2, 5, 6}, ids = {1, 9, 0, 4, 4, 7};
+  for (const Level& level : Levels()) {
+    std::vector<float> by_bytes(3 * dim, -1.0f), by_elements(3 * dim, -1.0f);
+    PooledArgs a;
+    a.weights = data.data();
+    a.type = RowFormat::kFp16;
+    a.cols = dim;
+    a.offsets = offsets.data();
+    a.rows = ids.data();
+    a.out_stride = dim;
+    a.bag_end = 3;
+    a.row_bytes = stride * 2;
+    a.out = by_bytes.data();
+    level.fn(a);
+    a.row_bytes = 0;
+    a.stride = stride;
+    a.out = by_elements.data();
+    a.bag_begin = 1;
+    a.bag_end = 2;
+    level.fn(a);
+    for (int32_t c = 0; c < dim; ++c) {
+      EXPECT_EQ(by_elements[c], -1.0f) << level.name;
+      EXPECT_EQ(by_elements[2 * dim + c], -1.0f) << level.name;
+    }
+    EXPECT_EQ(std::memcmp(by_bytes.data() + dim, by_elements.data() + dim, sizeof(float) * dim), 0)
+        << level.name;
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::core::kernels

@@ -1,0 +1,113 @@
+// The pooled serving lookup (lookup.cc) on models built in memory, every storage: the same bits as
+// decoding each row with the table's decoder and adding, in id order, weight x value (the former
+// decode-then-sum path); int32 and int64 ids alike; and the path that resolves ids one by one (an
+// id skipped under the SKIP bounds policy) equal to the one that reads in-range ids as rows in
+// place, SUM and MEAN.
+#include "impl/serving/lookup.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tests/impl/serving/serving_test_util.h"
+
+namespace shardrec::serving {
+namespace {
+
+using testing::MakeModel;
+using testing::ReadRow;
+
+constexpr int64_t kRows = 50;
+constexpr int32_t kDim = 37;  // a partial vector at every level, an odd int4 row
+constexpr int64_t kBatch = 6;
+
+std::vector<float> LookupOf(const Model& m, const std::vector<int32_t>& lengths, const void* ids,
+                            bool int64, size_t n, const float* weights) {
+  Request r;
+  r.batch_size = kBatch;
+  r.num_features = 1;
+  r.lengths = lengths.data();
+  r.num_lengths = lengths.size();
+  r.values = ids;
+  r.values_int64 = int64;
+  r.num_values = n;
+  r.weights = weights;
+  r.num_weights = weights != nullptr ? n : 0;
+  std::vector<float> out(static_cast<size_t>(kBatch * kDim), -3.0f);
+  const Status st = Lookup(m, r, out.data(), out.size());
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+TEST(ServingLookup, PooledBagsEqualTheDecodeThenSumReferenceOnEveryPath) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> rows(static_cast<size_t>(kRows * kDim));
+  for (float& v : rows) v = value(rng);
+  const std::vector<int32_t> lengths = {3, 0, 1, 17, 5, 8};
+  std::vector<int64_t> ids;
+  std::uniform_int_distribution<int64_t> id(0, kRows - 1);
+  for (int32_t len : lengths)
+    for (int32_t k = 0; k < len; ++k) ids.push_back(id(rng));
+  std::vector<float> w(ids.size());
+  for (float& x : w) x = value(rng);
+  const std::vector<int32_t> ids32(ids.begin(), ids.end());
+  // The same bags with an out-of-range id after every third id: skipped, with its weight.
+  std::vector<int32_t> skip_lengths;
+  std::vector<int64_t> skip_ids;
+  std::vector<float> skip_w;
+  size_t pos = 0;
+  for (int32_t len : lengths) {
+    int32_t n = 0;
+    for (int32_t k = 0; k < len; ++k, ++pos) {
+      skip_ids.push_back(ids[pos]);
+      skip_w.push_back(w[pos]);
+      ++n;
+      if (pos % 3 == 2) {
+        skip_ids.push_back(kRows + 7);
+        skip_w.push_back(100.0f);
+        ++n;
+      }
+    }
+    skip_lengths.push_back(n);
+  }
+  for (Storage s :
+       {Storage::kFp32, Storage::kFp16, Storage::kBf16, Storage::kInt8, Storage::kInt4}) {
+    auto m = MakeModel({{"t", kDim, s, rows, {}}});
+    for (bool mean : {false, true}) {
+      m->tables[0].pooling = mean ? Pooling::kMean : Pooling::kSum;
+      for (bool weighted : {false, true}) {
+        std::vector<float> want(static_cast<size_t>(kBatch * kDim));
+        size_t i = 0;
+        for (int64_t b = 0; b < kBatch; ++b) {
+          std::vector<float> acc(kDim, 0.0f);
+          float div = 0.0f;
+          for (int32_t k = 0; k < lengths[b]; ++k, ++i) {
+            const std::vector<float> x = ReadRow(m->tables[0], ids[i]);
+            for (int32_t c = 0; c < kDim; ++c) acc[c] += weighted ? w[i] * x[c] : x[c];
+            div += weighted ? w[i] : 1.0f;
+          }
+          for (int32_t c = 0; c < kDim; ++c)
+            want[b * kDim + c] = !mean ? acc[c] : div != 0.0f ? acc[c] / div : 0.0f;
+        }
+        const float* wp = weighted ? w.data() : nullptr;
+        const std::string what =
+            std::string(StorageName(s)) + (mean ? " mean" : " sum") + (weighted ? " weighted" : "");
+        m->bounds = Bounds::kError;
+        const auto in_place = LookupOf(*m, lengths, ids.data(), true, ids.size(), wp);
+        EXPECT_EQ(std::memcmp(in_place.data(), want.data(), want.size() * 4), 0) << what;
+        const auto widened = LookupOf(*m, lengths, ids32.data(), false, ids32.size(), wp);
+        EXPECT_EQ(std::memcmp(widened.data(), want.data(), want.size() * 4), 0) << what;
+        m->bounds = Bounds::kSkip;
+        const auto resolved = LookupOf(*m, skip_lengths, skip_ids.data(), true, skip_ids.size(),
+                                       weighted ? skip_w.data() : nullptr);
+        EXPECT_EQ(std::memcmp(resolved.data(), want.data(), want.size() * 4), 0) << what;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::serving
