@@ -12,6 +12,7 @@
 
 #include "impl/core/codec/codec.h"
 #include "impl/core/half.h"  // before the body, which is included inside a namespace
+#include "impl/core/fp8_table.h"
 
 namespace shardrec::codec {
 
@@ -87,7 +88,8 @@ constexpr Passes kF16cPasses{
     FromBf16,
     AddHalfF16c,
     AddBf16,
-    {nullptr, DecodeRowFp16F16c, DecodeRowBf16, DecodeRowInt8, DecodeRowInt4}};
+    {nullptr, DecodeRowFp16F16c, DecodeRowBf16, DecodeRowInt8, DecodeRowInt4, DecodeRowFp8<0>,
+     DecodeRowFp8<1>}};
 
 }  // namespace
 

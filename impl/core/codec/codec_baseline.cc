@@ -3,6 +3,7 @@
 
 #include "impl/core/codec/codec.h"
 #include "impl/core/half.h"  // before the body, which is included inside a namespace
+#include "impl/core/fp8_table.h"
 
 namespace shardrec::codec {
 

@@ -34,6 +34,11 @@ struct Avx2 {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  // 8 one-byte codes looked up in a 256-entry table (FP8 rows' decode).
+  static Reg LoadLut8(const uint8_t* p, const float* table) {
+    return _mm256_i32gather_ps(
+        table, _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 4);
+  }
   // 8 four-bit codes from 4 bytes, the low nibble first.
   static Reg LoadU4(const uint8_t* p) {
     uint32_t packed;

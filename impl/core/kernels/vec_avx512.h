@@ -39,6 +39,11 @@ struct Avx512 {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
+  // 16 one-byte codes looked up in a 256-entry table (FP8 rows' decode).
+  static Reg LoadLut8(const uint8_t* p, const float* table) {
+    return _mm512_i32gather_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), table, 4);
+  }
   // int4 rows decode through a 16-entry table of code x scale + bias (LutU4).
   static constexpr bool kInt4Lut = true;
   static Reg Iota() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }

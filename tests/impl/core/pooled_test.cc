@@ -8,12 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "impl/core/codec/codec.h"
 #include "impl/core/cpu_features.h"
+#include "impl/core/fp8_table.h"
 #include "impl/core/half.h"
 #include "impl/core/row_format.h"
 
@@ -49,6 +51,20 @@ std::vector<uint8_t> MakeRows(RowFormat f, int64_t rows, int32_t dim, int64_t ro
       std::memcpy(row + 4, &bias, 4);
       for (uint64_t k = kQuantHeaderBytes; k < RowBytes(f, dim); ++k)
         row[k] = static_cast<uint8_t>(code(*rng));
+      continue;
+    }
+    if (IsFp8Format(f)) {
+      // A power-of-two scale (as EncodeFp8Row writes) and any code but the non-finite ones (a
+      // NaN's bits in a sum need not be one pattern).
+      const float scale = std::ldexp(1.0f, code(*rng) % 40 - 20);
+      std::memcpy(row, &scale, 4);
+      for (uint64_t k = kFp8RowHeaderBytes; k < RowBytes(f, dim); ++k) {
+        uint8_t c;
+        do {
+          c = static_cast<uint8_t>(code(*rng));
+        } while (!std::isfinite(kFp8Decode.v[f == RowFormat::kFp8E4M3 ? 0 : 1][c]));
+        row[k] = c;
+      }
       continue;
     }
     for (int32_t c = 0; c < dim; ++c) {
