@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "impl/core/fp8.h"
 #include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
@@ -36,6 +37,10 @@ double ElementBound(int32_t storage, double x, double scale) {
     case SHARDREC_SERVING_INT8:
     case SHARDREC_SERVING_INT4:
       return scale / 2 + (ax + scale) * std::ldexp(1.0, -22);
+    case SHARDREC_SERVING_FP8_E4M3:  // decoding is exact: the encoding's bound alone
+      return std::max(ax * std::ldexp(1.0, -4), scale * std::ldexp(1.0, -10));
+    case SHARDREC_SERVING_FP8_E5M2:
+      return std::max(ax * std::ldexp(1.0, -3), scale * std::ldexp(1.0, -17));
     default:
       return 0.0;
   }
@@ -122,10 +127,17 @@ void ExactAndBound(const Scenario& s, const std::vector<std::vector<float>>& wei
   const bool seq = s.tables[0].pooling == SHARDREC_POOLING_NONE;
   const int64_t B = b.batch_size;
   const int bits = storage == SHARDREC_SERVING_INT8 ? 8 : 4;
-  // Per table and row, the quantization scale the library stores: (max - min) / (2^bits - 1).
+  // Per table and row, the quantization scale the library stores: (max - min) / (2^bits - 1);
+  // FP8: the power of two that fits the row's largest magnitude (fp8.h).
   auto scale = [&](size_t t, int64_t row) {
     const int32_t dim = s.tables[t].dim;
     const float* x = weights[t].data() + row * dim;
+    if (storage == SHARDREC_SERVING_FP8_E4M3 || storage == SHARDREC_SERVING_FP8_E5M2) {
+      float amax = 0.0f;
+      for (int32_t c = 0; c < dim; ++c) amax = std::max(amax, std::fabs(x[c]));
+      const Fp8Kind kind = storage == SHARDREC_SERVING_FP8_E4M3 ? Fp8Kind::kE4M3 : Fp8Kind::kE5M2;
+      return static_cast<double>(Fp8ScaleOf(Fp8ScaleExp(kind, amax)));
+    }
     const float lo = *std::min_element(x, x + dim), hi = *std::max_element(x, x + dim);
     return static_cast<double>((hi - lo) / static_cast<float>((1 << bits) - 1));
   };
