@@ -1,5 +1,5 @@
 // Internal: the pooled lookup, one kernel family over the row formats (impl/core/row_format.h:
-// fp32, fp16, bf16, int8 and int4 row-wise), compiled once per x86-64 instruction-set level
+// fp32, fp16, bf16, int8 and int4 row-wise, FP8 E4M3 and E5M2 with a per-row scale), compiled once per x86-64 instruction-set level
 // (pooled_baseline.cc: SSE2; pooled_avx2.cc: AVX2 + F16C; pooled_avx512.cc: AVX-512 F/BW/VL) and
 // chosen at run time. The training and evaluation forwards (embedding/kernels/isa/bag_sum.h) and
 // the serving lookups (serving/lookup.cc) both call it; it lives in core so that serving, which
@@ -9,7 +9,9 @@
 // stored row is decoded inside the accumulation (no per-row temporary). Every level computes the
 // same numbers: each output element starts at 0 and adds, in id order, weight x value (or the
 // value unweighted), one IEEE single-precision multiply and add at a time, where a quantized
-// value is code x scale + bias (one multiply, one add; row_format.h has the layout). Vector lanes
+// value is code x scale + bias (one multiply, one add; row_format.h has the layout) and an FP8
+// value is its exact decoded value x scale (one multiply; a NaN code gives some NaN, its payload
+// unspecified). Vector lanes
 // are independent and nothing is contracted into FMA, so the result does not depend on the level
 // (pooled_test runs every level the host has against a scalar reference, bit for bit).
 //

@@ -4,7 +4,8 @@
 //
 // V provides: Reg, kWidth, kMaxRegs, kMaxRegsWithTemps, Zero(), Set1(float), Add(a, b), Mul(a, b),
 // LoadF32(const float*), LoadF16(const uint16_t*), LoadBf16(const uint16_t*), LoadU8(codes),
-// LoadU4(packed codes), LoadLut8(codes, 256-entry table), Store(float*, Reg).
+// LoadU4(packed codes), LoadE4M3/LoadE5M2(codes, the kind's 256-entry table: exact decoded
+// values, E4M3's times 2^-kE4M3Shift, any NaN for a NaN code), Store(float*, Reg).
 #pragma once
 
 #include <cstdint>
@@ -66,8 +67,12 @@ inline Dequant<V> HeaderOf(const char* row) {
       return {V::Add(V::Mul(V::Iota(), V::Set1(s)), V::Set1(b)), V::Zero()};
     return {V::Set1(s), V::Set1(b)};
   } else if constexpr (Fp8(kType)) {
+    // A stored scale is a power of two up to 2^111 (fp8.h), so s x 2^kE4M3Shift is exact and
+    // each decoded value x it is the value x s rounded once, as the scalar path computes it.
     float s;
     std::memcpy(&s, row, 4);
+    if constexpr (kType == RowFormat::kFp8E4M3 && V::kE4M3Shift != 0)
+      s *= static_cast<float>(1 << V::kE4M3Shift);
     return {V::Set1(s), V::Zero()};
   } else {
     (void)row;
@@ -89,7 +94,9 @@ inline typename V::Reg LoadValues(const char* values, const Dequant<V>& q) {
   } else if constexpr (kType == RowFormat::kInt8) {
     return V::Add(V::Mul(V::LoadU8(reinterpret_cast<const uint8_t*>(values)), q.scale), q.bias);
   } else if constexpr (Fp8(kType)) {
-    return V::Mul(V::LoadLut8(reinterpret_cast<const uint8_t*>(values), Fp8Table<kType>()),
+    const auto* codes = reinterpret_cast<const uint8_t*>(values);
+    return V::Mul(kType == RowFormat::kFp8E4M3 ? V::LoadE4M3(codes, Fp8Table<kType>())
+                                               : V::LoadE5M2(codes, Fp8Table<kType>()),
                   q.scale);
   } else if constexpr (V::kInt4Lut) {
     return V::LutU4(reinterpret_cast<const uint8_t*>(values), q.scale);
