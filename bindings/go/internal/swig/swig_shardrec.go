@@ -1114,6 +1114,8 @@ extern swig_intgo _wrap_SERVING_FP16_swig_d99296682f8e5f3b(void);
 extern swig_intgo _wrap_SERVING_BF16_swig_d99296682f8e5f3b(void);
 extern swig_intgo _wrap_SERVING_INT8_swig_d99296682f8e5f3b(void);
 extern swig_intgo _wrap_SERVING_INT4_swig_d99296682f8e5f3b(void);
+extern swig_intgo _wrap_SERVING_FP8_E4M3_swig_d99296682f8e5f3b(void);
+extern swig_intgo _wrap_SERVING_FP8_E5M2_swig_d99296682f8e5f3b(void);
 extern swig_type_515 _wrap_inference_save_swig_d99296682f8e5f3b(uintptr_t arg1, swig_type_516 arg2);
 extern void _wrap_inference_destroy_swig_d99296682f8e5f3b(uintptr_t arg1);
 extern swig_type_517 _wrap_inference_output_dim_swig_d99296682f8e5f3b(uintptr_t arg1, swig_type_518 arg2);
@@ -6459,6 +6461,20 @@ func _swig_getSERVING_INT4() (_swig_ret Enum_SS_shardrec_serving_storage) {
 }
 
 var SERVING_INT4 Enum_SS_shardrec_serving_storage = _swig_getSERVING_INT4()
+func _swig_getSERVING_FP8_E4M3() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP8_E4M3_swig_d99296682f8e5f3b())
+	return swig_r
+}
+
+var SERVING_FP8_E4M3 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP8_E4M3()
+func _swig_getSERVING_FP8_E5M2() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP8_E5M2_swig_d99296682f8e5f3b())
+	return swig_r
+}
+
+var SERVING_FP8_E5M2 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP8_E5M2()
 const TABLE_STORAGE_VERSION uint = 1
 const INFERENCE_OPTIONS_VERSION uint = 1
 func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
