@@ -25,8 +25,7 @@ constexpr float Decode(int mant_bits, int bias, bool fn, int code) {
   const float nan = (code & 0x80) != 0 ? -std::numeric_limits<float>::quiet_NaN()
                                        : std::numeric_limits<float>::quiet_NaN();
   if (fn && e == top && m == (1 << mant_bits) - 1) return nan;
-  if (!fn && e == top)
-    return m == 0 ? sign * std::numeric_limits<float>::infinity() : nan;
+  if (!fn && e == top) return m == 0 ? sign * std::numeric_limits<float>::infinity() : nan;
   if (e == 0) return sign * static_cast<float>(m) * Pow2(1 - bias - mant_bits);
   return sign * static_cast<float>((1 << mant_bits) + m) * Pow2(e - bias - mant_bits);
 }

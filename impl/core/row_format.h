@@ -55,8 +55,8 @@ constexpr uint64_t RowBytes(RowFormat f, int64_t dim) {
   const auto d = static_cast<uint64_t>(dim);
   const uint64_t values = (d * static_cast<uint64_t>(ValueBits(f)) + 7) / 8;
   return IsRowWiseQuantized(f) ? kQuantHeaderBytes + values
-         : IsFp8Format(f)       ? kFp8RowHeaderBytes + values
-                                : values;
+         : IsFp8Format(f)      ? kFp8RowHeaderBytes + values
+                               : values;
 }
 
 // "fp32", "fp16", "bf16", "int8", "int4", "fp8_e4m3", "fp8_e5m2"; "?" for a value outside the enum.

@@ -1,8 +1,8 @@
 // Serving lookups through the public C API (shardrec/inference.h), on tables opened from a
-// training checkpoint as fp32, int8, int4 and FP8 (E4M3, E5M2): throughput at batch 512 and latency at batch 1 and
-// 16; the int8 pooled lookup against the gather roof of the same bytes, measured in the same run
-// (a plain loop that reads every id's row of an int8 table of the same shape and sums its
-// bytes); one thread against two on one handle; and p99 latency while another thread reloads
+// training checkpoint as fp32, int8, int4 and FP8 (E4M3, E5M2): throughput at batch 512 and latency
+// at batch 1 and 16; the int8 pooled lookup against the gather roof of the same bytes, measured in
+// the same run (a plain loop that reads every id's row of an int8 table of the same shape and sums
+// its bytes); one thread against two on one handle; and p99 latency while another thread reloads
 // the handle from a serving file against p99 without. The summary at the end prints each ratio
 // beside its target (issue 32). Tables: 4 x 250k rows x dim 128 (512 MiB fp32, 136 MiB int8),
 // bags of 16-24 ids per sample and table, random ids.
@@ -141,11 +141,11 @@ Fixture& Shared() {
 std::map<std::string, double> g_figures;
 
 const char* StorageName(int32_t s) {
-  return s == SHARDREC_SERVING_FP32        ? "fp32"
-         : s == SHARDREC_SERVING_INT8      ? "int8"
-         : s == SHARDREC_SERVING_INT4      ? "int4"
+  return s == SHARDREC_SERVING_FP32       ? "fp32"
+         : s == SHARDREC_SERVING_INT8     ? "int8"
+         : s == SHARDREC_SERVING_INT4     ? "int4"
          : s == SHARDREC_SERVING_FP8_E4M3 ? "fp8_e4m3"
-                                           : "fp8_e5m2";
+                                          : "fp8_e5m2";
 }
 
 // Args: storage, batch. Each benchmark thread serves its own requests with its own output on

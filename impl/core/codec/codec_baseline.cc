@@ -2,8 +2,8 @@
 #include <cstring>
 
 #include "impl/core/codec/codec.h"
-#include "impl/core/half.h"  // before the body, which is included inside a namespace
 #include "impl/core/fp8_table.h"
+#include "impl/core/half.h"  // before the body, which is included inside a namespace
 
 namespace shardrec::codec {
 

@@ -1,6 +1,7 @@
 // Body of the codec passes (codec.h), included once per instruction-set level inside that level's
 // namespace. Plain loops over the half.h conversions: the compiler vectorises them for the level.
-// Needs impl/core/half.h, impl/core/fp8_table.h and <cstring> included first (outside any namespace).
+// Needs impl/core/half.h, impl/core/fp8_table.h and <cstring> included first (outside any
+// namespace).
 
 namespace {
 

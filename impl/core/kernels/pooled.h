@@ -1,5 +1,5 @@
 // Internal: the pooled lookup, one kernel family over the row formats (impl/core/row_format.h:
-// fp32, fp16, bf16, int8 and int4 row-wise, FP8 E4M3 and E5M2 with a per-row scale), compiled once per x86-64 instruction-set level
+// fp32, fp16, bf16, int8 and int4 row-wise), compiled once per x86-64 instruction-set level
 // (pooled_baseline.cc: SSE2; pooled_avx2.cc: AVX2 + F16C; pooled_avx512.cc: AVX-512 F/BW/VL) and
 // chosen at run time. The training and evaluation forwards (embedding/kernels/isa/bag_sum.h) and
 // the serving lookups (serving/lookup.cc) both call it; it lives in core so that serving, which

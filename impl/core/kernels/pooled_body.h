@@ -38,10 +38,10 @@ inline const float* Fp8Table() {
 // Bytes of `cols` values from the first value (int4: cols even, or a whole row rounded up).
 template <RowFormat kType>
 constexpr int64_t ValueBytes(int64_t cols) {
-  return kType == RowFormat::kFp32   ? cols * 4
+  return kType == RowFormat::kFp32                 ? cols * 4
          : kType == RowFormat::kInt8 || Fp8(kType) ? cols
-         : kType == RowFormat::kInt4 ? (cols + 1) / 2
-                                     : cols * 2;
+         : kType == RowFormat::kInt4               ? (cols + 1) / 2
+                                                   : cols * 2;
 }
 
 template <RowFormat kType>

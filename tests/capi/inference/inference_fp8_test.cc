@@ -207,8 +207,7 @@ TEST(InferenceFp8, AServingFileWithABadScaleIsRefused) {
   ASSERT_TRUE(inf);
   const std::string dir = FreshDir("fp8_bad_scale");
   const std::string good = dir + "/good.serving";
-  ASSERT_EQ(shardrec_inference_save(inf.get(), good.c_str()), SHARDREC_OK)
-      << shardrec_last_error();
+  ASSERT_EQ(shardrec_inference_save(inf.get(), good.c_str()), SHARDREC_OK) << shardrec_last_error();
   // A valid scale re-stamped the same way opens (the edit itself is sound).
   {
     const std::string p = dir + "/restamped.serving";

@@ -189,8 +189,8 @@ TEST(PooledKernel, Fp8RowsReadEveryCode) {
           EXPECT_TRUE(std::isnan(got[c])) << level.name << " " << RowFormatName(f) << " " << c;
         } else {
           EXPECT_EQ(std::memcmp(&got[c], &want, 4), 0)
-              << level.name << " " << RowFormatName(f) << " code " << c << ": " << got[c]
-              << " vs " << want;
+              << level.name << " " << RowFormatName(f) << " code " << c << ": " << got[c] << " vs "
+              << want;
         }
       }
     }
