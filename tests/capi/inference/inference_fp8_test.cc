@@ -1,9 +1,9 @@
 // FP8 serving storage (SHARDREC_SERVING_FP8_E4M3, _E5M2): lookups equal, bit for bit, a reference
-// written here that encodes the trained fp32 rows with fp8.h's row codec (itself tested against
-// a brute-force encoder), decodes them and sums each bag in id order in fp32 as the library
-// documents; they lie within the documented bound of the fp32 rows' exact sums; row scales read
-// back with bias 0; serving files round-trip them, and a file whose stored scale is not one the
-// encoder writes (checksums re-stamped, so only the value is wrong) is refused at open.
+// that rounds the trained fp32 rows to FP8 by brute force from the formats' definitions
+// (inference_test_util's Fp8RoundTrip, not the library's codec) and sums each bag in id order in
+// fp32 as the library documents; they lie within the documented bound of the fp32 rows' exact sums;
+// row scales read back with bias 0; serving files round-trip them, and a file whose stored scale is
+// not one the encoder writes (checksums re-stamped, so only the value is wrong) is refused at open.
 #include <gtest/gtest.h>
 // Header-only XXH3, to stamp the checksums of an edited serving file as a writer would.
 #define XXH_INLINE_ALL
@@ -19,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "impl/core/fp8.h"
 #include "tests/capi/inference/inference_test_util.h"
 #include "tests/support/temp_dirs.h"
 
@@ -27,10 +26,6 @@ namespace shardrec::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-Fp8Kind KindOf(int32_t storage) {
-  return storage == SHARDREC_SERVING_FP8_E4M3 ? Fp8Kind::kE4M3 : Fp8Kind::kE5M2;
-}
 
 // Per table, the trained rows as FP8 rows of `storage` decoded back to fp32 (exact), and each
 // row's scale.
@@ -43,11 +38,10 @@ Decoded DecodeTables(const Trained& t, int32_t storage) {
     const RefTable& rt = t.s.tables[k];
     std::vector<float> out(t.weights[k].size());
     std::vector<float> scales(static_cast<size_t>(rt.rows));
-    std::vector<uint8_t> row(kFp8HeaderBytes + static_cast<size_t>(rt.dim));
     for (int64_t r = 0; r < rt.rows; ++r) {
-      EncodeFp8Row(KindOf(storage), t.weights[k].data() + r * rt.dim, rt.dim, row.data());
-      DecodeFp8Row(KindOf(storage), row.data(), rt.dim, out.data() + r * rt.dim);
-      std::memcpy(&scales[static_cast<size_t>(r)], row.data(), 4);
+      const float* x = t.weights[k].data() + r * rt.dim;
+      Fp8RoundTrip(storage, x, rt.dim, out.data() + r * rt.dim);
+      scales[static_cast<size_t>(r)] = Fp8Scale(storage, x, rt.dim);
     }
     d.rows.push_back(std::move(out));
     d.scales.push_back(std::move(scales));
