@@ -134,7 +134,7 @@ func (t TableMemory) String() string {
 
 var servingStorageNames = []string{
 	"ServingAsTrained", "ServingFP32", "ServingFP16", "ServingBF16", "ServingInt8",
-	"ServingInt4",
+	"ServingInt4", "ServingFP8E4M3", "ServingFP8E5M2",
 }
 
 // String gives the constant's name (ServingStorage(n) for a value without one).

@@ -43,7 +43,7 @@ func TestEnumNames(t *testing.T) {
 		"NonFinitePolicy": {NonFiniteCheck, NonFiniteAllow},
 		"TableMemory":     {TableMemoryHugePages, TableMemorySmallPages},
 		"ServingStorage": {ServingAsTrained, ServingFP32, ServingFP16, ServingBF16, ServingInt8,
-			ServingInt4},
+			ServingInt4, ServingFP8E4M3, ServingFP8E5M2},
 		"MeshLayout": {MeshLayoutDefault, MeshLayoutInterHost},
 		"SyncMode":   {SyncDefault, SyncWeightsAndState, SyncWeightsOnly},
 		"Pooling":    {PoolingSum, PoolingMean, PoolingNone},

@@ -17,7 +17,9 @@ import (
 
 // ServingStorage is how an inference handle stores a table's rows (SHARDREC_SERVING_*).
 // ServingInt8 and ServingInt4 are row-wise: a value reads back within scale/2 of its trained
-// value, scale = (row max - row min) / (2^bits - 1).
+// value, scale = (row max - row min) / (2^bits - 1). ServingFP8E4M3 and ServingFP8E5M2 store an
+// fp32 power-of-two scale per row and one FP8 code per value: a value x reads back within
+// max(2^-4 |x|, 2^-10 scale) (E4M3) or max(2^-3 |x|, 2^-17 scale) (E5M2).
 type ServingStorage int32
 
 const (
@@ -28,6 +30,8 @@ const (
 	ServingBF16      ServingStorage = 3 // bfloat16, rounded to nearest even
 	ServingInt8      ServingStorage = 4 // 1 byte per value + fp32 scale and bias per row
 	ServingInt4      ServingStorage = 5 // 2 values per byte + fp32 scale and bias per row
+	ServingFP8E4M3   ServingStorage = 6 // 1 FP8 E4M3 byte per value + fp32 scale per row
+	ServingFP8E5M2   ServingStorage = 7 // 1 FP8 E5M2 byte per value + fp32 scale per row
 )
 
 // InferenceOptions are the options of OpenInference; the zero value serves every table as

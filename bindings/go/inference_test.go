@@ -157,6 +157,7 @@ func TestInference(t *testing.T) {
 	t.Run("FP32EqualsTheTrainingForward", func(t *testing.T) { testServingFP32(t, fx) })
 	t.Run("Int8Int4WithinTheirBound", func(t *testing.T) { testServingQuantized(t, fx) })
 	t.Run("RowScalesOfQuantizedTables", func(t *testing.T) { testServingRowScales(t, fx) })
+	t.Run("FP8RowsAndScales", func(t *testing.T) { testServingFP8(t, fx) })
 	t.Run("ReloadUnderConcurrentLookups", func(t *testing.T) { testServingReload(t, fx) })
 	t.Run("BadRequestsAreRefused", func(t *testing.T) { testServingErrors(t, fx) })
 	t.Run("CloseWaitsForLookupsInFlight", func(t *testing.T) { testServingClose(t, fx) })

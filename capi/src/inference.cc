@@ -32,7 +32,7 @@ Status CheckStorage(int32_t s, const std::string& what) {
   if (!serving::IsValidStorage(s))
     return Status::InvalidArgument(what, ": storage ", s,
                                    " is not a shardrec_serving_storage_t "
-                                   "(SHARDREC_SERVING_AS_TRAINED .. SHARDREC_SERVING_INT4)");
+                                   "(SHARDREC_SERVING_AS_TRAINED .. SHARDREC_SERVING_FP8_E5M2)");
   return Status::Ok();
 }
 

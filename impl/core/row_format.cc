@@ -15,6 +15,10 @@ const char* RowFormatName(RowFormat f) {
       return "int8";
     case RowFormat::kInt4:
       return "int4";
+    case RowFormat::kFp8E4M3:
+      return "fp8_e4m3";
+    case RowFormat::kFp8E5M2:
+      return "fp8_e5m2";
   }
   return "?";
 }

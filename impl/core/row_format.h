@@ -5,6 +5,8 @@
 //
 // Row-wise quantized rows (int8, int4) start with an fp32 scale and an fp32 bias (value = code x
 // scale + bias), then the codes; int4 packs two codes a byte, the low nibble first.
+// FP8 rows (E4M3, E5M2: fp8.h) start with an fp32 power-of-two scale (kFp8HeaderBytes), then one
+// code a value (value = decoded code x scale); only serving accepts them so far.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,11 @@ constexpr bool IsFloatFormat(RowFormat f) {
 constexpr bool IsRowWiseQuantized(RowFormat f) {
   return f == RowFormat::kInt8 || f == RowFormat::kInt4;
 }
+constexpr bool IsFp8Format(RowFormat f) {
+  return f == RowFormat::kFp8E4M3 || f == RowFormat::kFp8E5M2;
+}
+// The bytes of an FP8 row's header (its scale; fp8.h's kFp8HeaderBytes).
+inline constexpr uint64_t kFp8RowHeaderBytes = 4;
 // Bits of one stored value (the header not counted).
 constexpr int ValueBits(RowFormat f) {
   switch (f) {
@@ -35,6 +42,8 @@ constexpr int ValueBits(RowFormat f) {
     case RowFormat::kBf16:
       return 16;
     case RowFormat::kInt8:
+    case RowFormat::kFp8E4M3:
+    case RowFormat::kFp8E5M2:
       return 8;
     case RowFormat::kInt4:
       return 4;
@@ -45,10 +54,12 @@ constexpr int ValueBits(RowFormat f) {
 constexpr uint64_t RowBytes(RowFormat f, int64_t dim) {
   const auto d = static_cast<uint64_t>(dim);
   const uint64_t values = (d * static_cast<uint64_t>(ValueBits(f)) + 7) / 8;
-  return IsRowWiseQuantized(f) ? kQuantHeaderBytes + values : values;
+  return IsRowWiseQuantized(f) ? kQuantHeaderBytes + values
+         : IsFp8Format(f)      ? kFp8RowHeaderBytes + values
+                               : values;
 }
 
-// "fp32", "fp16", "bf16", "int8", "int4"; "?" for a value outside the enum.
+// "fp32", "fp16", "bf16", "int8", "int4", "fp8_e4m3", "fp8_e5m2"; "?" for a value outside the enum.
 const char* RowFormatName(RowFormat f);
 bool RowFormatFromName(std::string_view name, RowFormat* out);
 

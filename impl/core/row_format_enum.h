@@ -8,7 +8,16 @@
 namespace shardrec {
 
 // Values 0-2 mirror shardrec_comm_encoding_t (the wire encodings are the float formats).
-enum class RowFormat : int32_t { kFp32 = 0, kFp16 = 1, kBf16 = 2, kInt8 = 3, kInt4 = 4 };
-inline constexpr int kNumRowFormats = 5;
+// kFp8E4M3 and kFp8E5M2 (fp8.h) are serving formats only this round.
+enum class RowFormat : int32_t {
+  kFp32 = 0,
+  kFp16 = 1,
+  kBf16 = 2,
+  kInt8 = 3,
+  kInt4 = 4,
+  kFp8E4M3 = 5,
+  kFp8E5M2 = 6
+};
+inline constexpr int kNumRowFormats = 7;
 
 }  // namespace shardrec

@@ -1,10 +1,13 @@
 // fp32 rows to serving storage. Quantization rounds each code to nearest, so a value reads back
-// within scale / 2 of itself (plus the fp32 rounding of q * scale + bias).
+// within scale / 2 of itself (plus the fp32 rounding of q * scale + bias). FP8 rows are fp8.h's
+// (a power-of-two scale, codes rounded to nearest even): within max(2^-4 |x|, 2^-10 scale) for
+// E4M3, max(2^-3 |x|, 2^-17 scale) for E5M2.
 #include "impl/serving/encode.h"
 
 #include <cmath>
 #include <cstring>
 
+#include "impl/core/fp8.h"
 #include "impl/core/half.h"
 
 namespace shardrec::serving {
@@ -36,7 +39,7 @@ void QuantizeRow(const float* x, int32_t dim, int bits, uint8_t* dst) {
 Status EncodeRows(const float* src, int64_t rows, int32_t dim, Storage s, uint8_t* dst,
                   const std::string& what, NonFinite non_finite) {
   const uint64_t rb = RowBytes(s, dim);
-  const bool quantized = s == Storage::kInt8 || s == Storage::kInt4;
+  const bool quantized = IsEncodedStorage(s);
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = src + r * dim;
     uint8_t* d = dst + static_cast<uint64_t>(r) * rb;
@@ -84,6 +87,11 @@ Status EncodeRows(const float* src, int64_t rows, int32_t dim, Storage s, uint8_
         QuantizeRow(x, dim, s == Storage::kInt8 ? 8 : 4, d);
         break;
       }
+      case Storage::kFp8E4M3:
+      case Storage::kFp8E5M2:
+        // Finite values only (checked above), so the scale is that of the largest magnitude.
+        EncodeFp8Row(s == Storage::kFp8E4M3 ? Fp8Kind::kE4M3 : Fp8Kind::kE5M2, x, dim, d);
+        break;
       case Storage::kAsTrained:
         return Status::Internal("EncodeRows with an unresolved storage");
     }

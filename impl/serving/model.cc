@@ -20,7 +20,7 @@ const char* StorageName(Storage s) {
 }
 
 bool StorageFromName(const std::string& name, Storage* out) {
-  for (int32_t v = 1; v <= 5; ++v) {
+  for (int32_t v = 1; IsValidStorage(v); ++v) {
     if (name == StorageName(static_cast<Storage>(v))) {
       *out = static_cast<Storage>(v);
       return true;

@@ -22,10 +22,17 @@ enum class Storage : int32_t {
   kFp16 = 2,
   kBf16 = 3,
   kInt8 = 4,
-  kInt4 = 5
+  kInt4 = 5,
+  kFp8E4M3 = 6,
+  kFp8E5M2 = 7
 };
-constexpr bool IsValidStorage(int32_t v) { return v >= 0 && v <= 5; }
-const char* StorageName(Storage s);  // "fp32", "fp16", "bf16", "int8", "int4"
+constexpr bool IsValidStorage(int32_t v) { return v >= 0 && v <= 7; }
+// Rows that need fp32 staging and an encoder (EncodeRows): int8, int4, fp8.
+constexpr bool IsEncodedStorage(Storage s) {
+  return s == Storage::kInt8 || s == Storage::kInt4 || s == Storage::kFp8E4M3 ||
+         s == Storage::kFp8E5M2;
+}
+const char* StorageName(Storage s);  // "fp32", "fp16", "bf16", "int8", "int4", "fp8_e4m3", ...
 bool StorageFromName(const std::string& name, Storage* out);
 // The row format of a resolved storage (the vocabulary every module shares, row_format.h).
 constexpr RowFormat FormatOf(Storage s) {

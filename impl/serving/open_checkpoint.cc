@@ -137,7 +137,7 @@ Status ReadTable(Files& files, const checkpoint::Manifest& m, const sharding::Ta
   dst.rows = t.rows;
   dst.cols = t.dim;
   dst.row_stride = t.dim;
-  if (t.storage == Storage::kInt8 || t.storage == Storage::kInt4) {
+  if (IsEncodedStorage(t.storage)) {
     std::vector<float> staging;
     try {
       staging.resize(static_cast<size_t>(t.rows) * t.dim);

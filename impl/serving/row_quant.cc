@@ -1,5 +1,6 @@
 // Row quantization parameters (row_quant.h): read from the header every int8/int4 row starts
-// with (impl/core/row_format.h, kQuantHeaderBytes: the scale, then the bias).
+// with (impl/core/row_format.h, kQuantHeaderBytes: the scale, then the bias), or an FP8 row's
+// (its scale alone; the bias is 0).
 #include "impl/serving/row_quant.h"
 
 #include <cstring>
@@ -12,9 +13,10 @@ Status RowQuantization(const Model& m, const std::string& table, const int64_t* 
   for (const Table& x : m.tables)
     if (x.name == table) t = &x;
   if (t == nullptr) return Status::NotFound("no table named '", table, "'");
-  if (t->storage != Storage::kInt8 && t->storage != Storage::kInt4)
+  if (!IsEncodedStorage(t->storage))
     return Status::InvalidArgument("table '", table, "' is served as ", StorageName(t->storage),
-                                   ", which has no row scale (only int8 and int4 do)");
+                                   ", which has no row scale (only int8, int4 and fp8 do)");
+  const bool fp8 = t->storage == Storage::kFp8E4M3 || t->storage == Storage::kFp8E5M2;
   // Checked before anything is written.
   if (!t->dynamic)
     for (size_t i = 0; i < n; ++i)
@@ -30,7 +32,12 @@ Status RowQuantization(const Model& m, const std::string& table, const int64_t* 
     }
     const uint8_t* p = t->data + static_cast<uint64_t>(row) * t->row_bytes;
     std::memcpy(&scales[i], p, sizeof(float));
-    if (biases != nullptr) std::memcpy(&biases[i], p + sizeof(float), sizeof(float));
+    if (biases != nullptr) {
+      if (fp8)
+        biases[i] = 0.0f;
+      else
+        std::memcpy(&biases[i], p + sizeof(float), sizeof(float));
+    }
   }
   return Status::Ok();
 }

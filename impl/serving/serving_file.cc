@@ -18,6 +18,7 @@
 #include "impl/checkpoint/fs.h"
 #include "impl/checkpoint/json_int.h"
 #include "impl/core/check.h"
+#include "impl/core/fp8.h"
 
 namespace shardrec::serving {
 namespace {
@@ -72,6 +73,22 @@ Status CheckBlock(const std::string& path, const std::string& what, const json& 
                            ") does not match its checksum");
   }
   *data = nbytes == 0 ? nullptr : base + offset;
+  return Status::Ok();
+}
+
+// Every FP8 row's scale is one the encoder writes (fp8.h): a checksum-clean file whose writer
+// stored another (0, negative, not a power of two, out of range) would decode wrong or overflow.
+// A dynamic table's trailing zero row (scale 0) reads as zeros and is allowed.
+Status CheckFp8Scales(const std::string& path, const Table& t, uint64_t stored_rows) {
+  for (uint64_t r = 0; r < stored_rows; ++r) {
+    float scale;
+    std::memcpy(&scale, t.data + r * t.row_bytes, sizeof(scale));
+    const bool zero_row = r == static_cast<uint64_t>(t.rows) && scale == 0.0f;
+    if (!zero_row && !IsValidFp8Scale(scale))
+      return Bad(path, "table " + t.name + " row " + std::to_string(r) + " has scale " +
+                           std::to_string(scale) +
+                           ", not a power of two in [2^-126, 2^111] as FP8 rows carry");
+  }
   return Status::Ok();
 }
 
@@ -181,6 +198,8 @@ Status Parse(const std::string& path, const uint8_t* base, uint64_t size, Bounds
       return Bad(path, "table " + t.name + " is larger than the file (truncated?)");
     SR_RETURN_IF_ERROR(
         CheckBlock(path, "table " + t.name, e, base, size, stored_rows * t.row_bytes, &t.data));
+    if (t.storage == Storage::kFp8E4M3 || t.storage == Storage::kFp8E5M2)
+      SR_RETURN_IF_ERROR(CheckFp8Scales(path, t, stored_rows));
     if (dynamic) SR_RETURN_IF_ERROR(ParseIds(path, e, base, size, &t));
     model->tables.push_back(std::move(t));
   }

@@ -1,8 +1,8 @@
 // Serving lookups through the public C API (shardrec/inference.h), on tables opened from a
-// training checkpoint as fp32, int8 and int4: throughput at batch 512 and latency at batch 1 and
-// 16; the int8 pooled lookup against the gather roof of the same bytes, measured in the same run
-// (a plain loop that reads every id's row of an int8 table of the same shape and sums its
-// bytes); one thread against two on one handle; and p99 latency while another thread reloads
+// training checkpoint as fp32, int8, int4 and FP8 (E4M3, E5M2): throughput at batch 512 and latency
+// at batch 1 and 16; the int8 pooled lookup against the gather roof of the same bytes, measured in
+// the same run (a plain loop that reads every id's row of an int8 table of the same shape and sums
+// its bytes); one thread against two on one handle; and p99 latency while another thread reloads
 // the handle from a serving file against p99 without. The summary at the end prints each ratio
 // beside its target (issue 32). Tables: 4 x 250k rows x dim 128 (512 MiB fp32, 136 MiB int8),
 // bags of 16-24 ids per sample and table, random ids.
@@ -115,7 +115,8 @@ struct Fixture {
     shardrec_embedding_destroy(coll);
     shardrec_comm_destroy(comm);
     shardrec_plan_destroy(plan);
-    for (int32_t s : {SHARDREC_SERVING_FP32, SHARDREC_SERVING_INT8, SHARDREC_SERVING_INT4}) {
+    for (int32_t s : {SHARDREC_SERVING_FP32, SHARDREC_SERVING_INT8, SHARDREC_SERVING_INT4,
+                      SHARDREC_SERVING_FP8_E4M3, SHARDREC_SERVING_FP8_E5M2}) {
       shardrec_inference_options_t o;
       shardrec_inference_options_init(&o, SHARDREC_INFERENCE_OPTIONS_VERSION);
       o.default_storage = s;
@@ -140,7 +141,11 @@ Fixture& Shared() {
 std::map<std::string, double> g_figures;
 
 const char* StorageName(int32_t s) {
-  return s == SHARDREC_SERVING_FP32 ? "fp32" : s == SHARDREC_SERVING_INT8 ? "int8" : "int4";
+  return s == SHARDREC_SERVING_FP32       ? "fp32"
+         : s == SHARDREC_SERVING_INT8     ? "int8"
+         : s == SHARDREC_SERVING_INT4     ? "int4"
+         : s == SHARDREC_SERVING_FP8_E4M3 ? "fp8_e4m3"
+                                          : "fp8_e5m2";
 }
 
 // Args: storage, batch. Each benchmark thread serves its own requests with its own output on
@@ -162,7 +167,8 @@ void BM_Lookup(benchmark::State& state) {
 }
 BENCHMARK(BM_Lookup)
     ->ArgNames({"storage", "batch"})
-    ->ArgsProduct({{SHARDREC_SERVING_FP32, SHARDREC_SERVING_INT8, SHARDREC_SERVING_INT4},
+    ->ArgsProduct({{SHARDREC_SERVING_FP32, SHARDREC_SERVING_INT8, SHARDREC_SERVING_INT4,
+                    SHARDREC_SERVING_FP8_E4M3, SHARDREC_SERVING_FP8_E5M2},
                    {1, 16, 512}})
     ->UseRealTime()
     ->Threads(1);
@@ -288,7 +294,16 @@ void PrintSummary() {
     std::printf("  p99 during reloads / p99 without, int8 batch 16:        %.3f (target <= 2.0)\n",
                 busy / quiet);
   }
-  for (int32_t s : {SHARDREC_SERVING_FP32, SHARDREC_SERVING_INT8, SHARDREC_SERVING_INT4}) {
+  const double int8 = Figure("BM_Lookup/storage:4/batch:512/real_time/threads:1");
+  for (int32_t s : {SHARDREC_SERVING_FP8_E4M3, SHARDREC_SERVING_FP8_E5M2}) {
+    const double fp8 =
+        Figure("BM_Lookup/storage:" + std::to_string(s) + "/batch:512/real_time/threads:1");
+    if (int8 > 0 && fp8 > 0)
+      std::printf("  %s / int8 samples/s, batch 512, 1 thread:        %.3f (target >= 1.0)\n",
+                  StorageName(s), fp8 / int8);
+  }
+  for (int32_t s : {SHARDREC_SERVING_FP32, SHARDREC_SERVING_INT8, SHARDREC_SERVING_INT4,
+                    SHARDREC_SERVING_FP8_E4M3, SHARDREC_SERVING_FP8_E5M2}) {
     const std::string p = "BM_Lookup/storage:" + std::to_string(s) + "/batch:";
     if (Figure(p + "1/real_time/threads:1") <= 0 || Figure(p + "16/real_time/threads:1") <= 0) {
       continue;

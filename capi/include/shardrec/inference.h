@@ -32,6 +32,13 @@
  *    scale / 2 of the trained value (plus fp32 rounding of that expression). A row whose values
  *    are all equal has scale 0 and reads back exactly. shardrec_inference_row_scales gives
  *    the scale and bias of any row, so a caller can check the bound without an fp32 copy.
+ *  - FP8_E4M3 and FP8_E5M2 (OCP 8-bit floats, E4M3 without infinities) store an fp32 per-row
+ *    scale, the smallest power of two with which the row's largest magnitude fits the format
+ *    (448 for E4M3, 57344 for E5M2), then one code a value: x / scale rounded to nearest even,
+ *    saturating. A value reads back as decoded code x scale, exactly in fp32, within
+ *    max(2^-4 |x|, 2^-10 scale) of the trained value x for E4M3 and max(2^-3 |x|, 2^-17 scale)
+ *    for E5M2. Non-finite trained values are refused, as for INT8. Row scales read back through
+ *    shardrec_inference_row_scales (bias 0).
  * Lookups accumulate in fp32 and dequantize on the fly.
  *
  * Sources: a checkpoint directory written by shardrec_checkpoint_save or _save_mesh (manifest and
@@ -80,7 +87,9 @@ typedef enum shardrec_serving_storage {
   SHARDREC_SERVING_FP16 = 2,       /**< IEEE half, rounded to nearest even. */
   SHARDREC_SERVING_BF16 = 3,       /**< bfloat16, rounded to nearest even. */
   SHARDREC_SERVING_INT8 = 4,       /**< Row-wise 8-bit: 1 byte per value + 8 bytes per row. */
-  SHARDREC_SERVING_INT4 = 5        /**< Row-wise 4-bit: 2 values per byte + 8 bytes per row. */
+  SHARDREC_SERVING_INT4 = 5,       /**< Row-wise 4-bit: 2 values per byte + 8 bytes per row. */
+  SHARDREC_SERVING_FP8_E4M3 = 6,   /**< FP8 E4M3: 1 byte per value + a 4-byte scale per row. */
+  SHARDREC_SERVING_FP8_E5M2 = 7    /**< FP8 E5M2: 1 byte per value + a 4-byte scale per row. */
 } shardrec_serving_storage_t;
 
 #define SHARDREC_TABLE_STORAGE_VERSION 1u
@@ -224,7 +233,8 @@ SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_infe
  *                    be NULL when @p n is 0. The bounds policy does not apply.
  * @param n           Number of ids.
  * @param scales      [out] @p n scales; may be NULL when @p n is 0.
- * @param biases      [out] @p n biases (each row's minimum); may be NULL (not wanted).
+ * @param biases      [out] @p n biases (each row's minimum; 0 for FP8 rows); may be NULL (not
+ *                    wanted).
  * @param version_out [out] Receives the number of the version read; may be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, a table served in another storage or
  *         a fixed table's index out of range (nothing is written); SHARDREC_ENOTFOUND for an

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "impl/core/codec/codec.h"
+#include "impl/core/fp8_table.h"
 #include "impl/core/half.h"  // before the body, which is included inside a namespace
 
 namespace shardrec::codec {
@@ -80,14 +81,14 @@ void DecodeRowFp16F16c(const uint8_t* row, int32_t dim, float* out, uint8_t* scr
   DecodeRowFp16(row + 2 * c, dim - c, out + c, scratch);
 }
 
-constexpr Passes kF16cPasses{
-    ToHalfF16c,
-    ToBf16,
-    FromHalfF16c,
-    FromBf16,
-    AddHalfF16c,
-    AddBf16,
-    {nullptr, DecodeRowFp16F16c, DecodeRowBf16, DecodeRowInt8, DecodeRowInt4}};
+constexpr Passes kF16cPasses{ToHalfF16c,
+                             ToBf16,
+                             FromHalfF16c,
+                             FromBf16,
+                             AddHalfF16c,
+                             AddBf16,
+                             {nullptr, DecodeRowFp16F16c, DecodeRowBf16, DecodeRowInt8,
+                              DecodeRowInt4, DecodeRowFp8<0>, DecodeRowFp8<1>}};
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "impl/core/codec/codec.h"
+#include "impl/core/fp8_table.h"
 #include "impl/core/half.h"  // before the body, which is included inside a namespace
 
 namespace shardrec::codec {

@@ -1,6 +1,7 @@
 // Body of the codec passes (codec.h), included once per instruction-set level inside that level's
 // namespace. Plain loops over the half.h conversions: the compiler vectorises them for the level.
-// Needs impl/core/half.h and <cstring> included first (outside any namespace).
+// Needs impl/core/half.h, impl/core/fp8_table.h and <cstring> included first (outside any
+// namespace).
 
 namespace {
 
@@ -66,6 +67,15 @@ void DecodeRowInt4(const uint8_t* row, int32_t dim, float* out, uint8_t* scratch
   }
   Dequantize(row, scratch, dim, out);
 }
+// FP8 rows (row_format.h): the scale, then one code a value, decoded by table (exact) and scaled.
+template <int kKind>
+void DecodeRowFp8(const uint8_t* row, int32_t dim, float* out, uint8_t*) {
+  float scale;
+  std::memcpy(&scale, row, 4);
+  const float* table = ::shardrec::kFp8Decode.v[kKind];
+  const uint8_t* codes = row + 4;  // kFp8RowHeaderBytes
+  for (int32_t c = 0; c < dim; ++c) out[c] = table[codes[c]] * scale;
+}
 
 constexpr Passes kPasses{ToHalf,
                          ToBf16,
@@ -73,6 +83,7 @@ constexpr Passes kPasses{ToHalf,
                          FromBf16,
                          AddHalf,
                          AddBf16,
-                         {nullptr, DecodeRowFp16, DecodeRowBf16, DecodeRowInt8, DecodeRowInt4}};
+                         {nullptr, DecodeRowFp16, DecodeRowBf16, DecodeRowInt8, DecodeRowInt4,
+                          DecodeRowFp8<0>, DecodeRowFp8<1>}};
 
 }  // namespace

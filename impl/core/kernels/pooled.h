@@ -9,7 +9,9 @@
 // stored row is decoded inside the accumulation (no per-row temporary). Every level computes the
 // same numbers: each output element starts at 0 and adds, in id order, weight x value (or the
 // value unweighted), one IEEE single-precision multiply and add at a time, where a quantized
-// value is code x scale + bias (one multiply, one add; row_format.h has the layout). Vector lanes
+// value is code x scale + bias (one multiply, one add; row_format.h has the layout) and an FP8
+// value is its exact decoded value x scale (one multiply; a NaN code gives some NaN, its payload
+// unspecified). Vector lanes
 // are independent and nothing is contracted into FMA, so the result does not depend on the level
 // (pooled_test runs every level the host has against a scalar reference, bit for bit).
 //

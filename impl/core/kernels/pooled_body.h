@@ -4,12 +4,14 @@
 //
 // V provides: Reg, kWidth, kMaxRegs, kMaxRegsWithTemps, Zero(), Set1(float), Add(a, b), Mul(a, b),
 // LoadF32(const float*), LoadF16(const uint16_t*), LoadBf16(const uint16_t*), LoadU8(codes),
-// LoadU4(packed codes), Store(float*, Reg).
+// LoadU4(packed codes), LoadE4M3/LoadE5M2(codes, the kind's 256-entry table: exact decoded
+// values, E4M3's times 2^-kE4M3Shift, any NaN for a NaN code), Store(float*, Reg).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "impl/core/fp8_table.h"
 #include "impl/core/kernels/pooled.h"
 #include "impl/core/kernels/scalar.h"
 #include "impl/core/prefetch.h"
@@ -18,20 +20,28 @@ namespace shardrec::core::kernels {
 namespace {
 
 constexpr bool Quantized(RowFormat f) { return f == RowFormat::kInt8 || f == RowFormat::kInt4; }
+constexpr bool Fp8(RowFormat f) { return f == RowFormat::kFp8E4M3 || f == RowFormat::kFp8E5M2; }
 
-// Bytes before a row's values (a quantized row's fp32 scale and bias: row_format.h).
+// Bytes before a row's values (a quantized row's fp32 scale and bias, an FP8 row's fp32 scale:
+// row_format.h).
 template <RowFormat kType>
 constexpr int64_t HeaderBytes() {
-  return Quantized(kType) ? 8 : 0;
+  return Quantized(kType) ? 8 : Fp8(kType) ? 4 : 0;
+}
+
+// An FP8 format's decode table (fp8_table.h): value = table[code] x the row's scale.
+template <RowFormat kType>
+inline const float* Fp8Table() {
+  return ::shardrec::kFp8Decode.v[kType == RowFormat::kFp8E4M3 ? 0 : 1];
 }
 
 // Bytes of `cols` values from the first value (int4: cols even, or a whole row rounded up).
 template <RowFormat kType>
 constexpr int64_t ValueBytes(int64_t cols) {
-  return kType == RowFormat::kFp32   ? cols * 4
-         : kType == RowFormat::kInt8 ? cols
-         : kType == RowFormat::kInt4 ? (cols + 1) / 2
-                                     : cols * 2;
+  return kType == RowFormat::kFp32                 ? cols * 4
+         : kType == RowFormat::kInt8 || Fp8(kType) ? cols
+         : kType == RowFormat::kInt4               ? (cols + 1) / 2
+                                                   : cols * 2;
 }
 
 template <RowFormat kType>
@@ -56,6 +66,14 @@ inline Dequant<V> HeaderOf(const char* row) {
     if constexpr (kType == RowFormat::kInt4 && V::kInt4Lut)
       return {V::Add(V::Mul(V::Iota(), V::Set1(s)), V::Set1(b)), V::Zero()};
     return {V::Set1(s), V::Set1(b)};
+  } else if constexpr (Fp8(kType)) {
+    // A stored scale is a power of two up to 2^111 (fp8.h), so s x 2^kE4M3Shift is exact and
+    // each decoded value x it is the value x s rounded once, as the scalar path computes it.
+    float s;
+    std::memcpy(&s, row, 4);
+    if constexpr (kType == RowFormat::kFp8E4M3 && V::kE4M3Shift != 0)
+      s *= static_cast<float>(1 << V::kE4M3Shift);
+    return {V::Set1(s), V::Zero()};
   } else {
     (void)row;
     return {V::Zero(), V::Zero()};
@@ -63,7 +81,8 @@ inline Dequant<V> HeaderOf(const char* row) {
 }
 
 // kWidth values starting at `values` (the row's first value, advanced to a column that is a
-// multiple of kWidth), decoded: widened, or code x scale + bias (a multiply, then an add).
+// multiple of kWidth), decoded: widened, code x scale + bias (a multiply, then an add), or an FP8
+// code's table entry x scale (one multiply).
 template <class V, RowFormat kType>
 inline typename V::Reg LoadValues(const char* values, const Dequant<V>& q) {
   if constexpr (kType == RowFormat::kFp32) {
@@ -74,6 +93,11 @@ inline typename V::Reg LoadValues(const char* values, const Dequant<V>& q) {
     return V::LoadBf16(reinterpret_cast<const uint16_t*>(values));
   } else if constexpr (kType == RowFormat::kInt8) {
     return V::Add(V::Mul(V::LoadU8(reinterpret_cast<const uint8_t*>(values)), q.scale), q.bias);
+  } else if constexpr (Fp8(kType)) {
+    const auto* codes = reinterpret_cast<const uint8_t*>(values);
+    return V::Mul(kType == RowFormat::kFp8E4M3 ? V::LoadE4M3(codes, Fp8Table<kType>())
+                                               : V::LoadE5M2(codes, Fp8Table<kType>()),
+                  q.scale);
   } else if constexpr (V::kInt4Lut) {
     return V::LutU4(reinterpret_cast<const uint8_t*>(values), q.scale);
   } else {
@@ -93,6 +117,10 @@ inline float LoadScalar(const char* row, int64_t col) {
     uint16_t h;
     std::memcpy(&h, v + 2 * col, 2);
     return kType == RowFormat::kFp16 ? ScalarF16(h) : ScalarBf16(h);
+  } else if constexpr (Fp8(kType)) {
+    float s;
+    std::memcpy(&s, row, 4);
+    return Fp8Table<kType>()[static_cast<uint8_t>(v[col])] * s;
   } else {
     const auto byte = static_cast<uint8_t>(v[kType == RowFormat::kInt8 ? col : col / 2]);
     const uint8_t code = kType == RowFormat::kInt8 ? byte : (col % 2 == 0 ? byte & 0xf : byte >> 4);
@@ -278,6 +306,12 @@ void Pooled(const PooledArgs& a) {
       break;
     case RowFormat::kInt4:
       Dispatch<V, RowFormat::kInt4>(a);
+      break;
+    case RowFormat::kFp8E4M3:
+      Dispatch<V, RowFormat::kFp8E4M3>(a);
+      break;
+    case RowFormat::kFp8E5M2:
+      Dispatch<V, RowFormat::kFp8E5M2>(a);
       break;
     default:
       Dispatch<V, RowFormat::kFp32>(a);

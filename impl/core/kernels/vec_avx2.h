@@ -34,6 +34,26 @@ struct Avx2 {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  // 8 FP8 codes decoded through F16C (fp8_table.h's table holds the same values; unused here,
+  // a gather from it is slower). An E5M2 code is the top byte of the IEEE half of its value; an
+  // E4M3 code, its sign moved to bit 15 and the rest to bits 7-14, is the half of its value x 2^-8
+  // (normal and subnormal alike): LoadE4M3 returns that (kE4M3Shift = 8), and the kernel scales
+  // by the row's scale x 2^8, so each product is the same exact value rounded once. E4M3's NaN
+  // code would read as 1.875: those lanes are set to a NaN (all ones).
+  static constexpr int kE4M3Shift = 8;
+  static Reg LoadE5M2(const uint8_t* p, const float*) {
+    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), codes));
+  }
+  static Reg LoadE4M3(const uint8_t* p, const float*) {
+    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i half = _mm_and_si128(
+        _mm_srai_epi16(_mm_unpacklo_epi8(_mm_setzero_si128(), codes), 1), _mm_set1_epi16(-16385));
+    const __m256 v = _mm256_cvtph_ps(half);
+    const __m256 nan = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v),
+                                     _mm256_set1_ps(1.875f), _CMP_EQ_OQ);
+    return _mm256_or_ps(v, nan);
+  }
   // 8 four-bit codes from 4 bytes, the low nibble first.
   static Reg LoadU4(const uint8_t* p) {
     uint32_t packed;

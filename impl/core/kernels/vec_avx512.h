@@ -39,6 +39,24 @@ struct Avx512 {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
+  // 16 FP8 codes decoded through the half conversion, as Avx2's LoadE5M2/LoadE4M3 do (vec_avx2.h
+  // says why that is exact; E4M3 values x 2^-8); E4M3's NaN code reads as a NaN.
+  static constexpr int kE4M3Shift = 8;
+  static Reg LoadE5M2(const uint8_t* p, const float*) {
+    const __m256i codes =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtph_ps(_mm256_slli_epi16(codes, 8));
+  }
+  static Reg LoadE4M3(const uint8_t* p, const float*) {
+    const __m256i codes =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i half = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(codes, 8), 1),
+                                          _mm256_set1_epi16(-16385));
+    // The NaN code (half 0x3F80 or 0xBF80, 1.875) becomes the half NaN 0x7FFF before widening.
+    const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(half, _mm256_set1_epi16(0x7FFF)),
+                                                  _mm256_set1_epi16(0x3F80));
+    return _mm512_cvtph_ps(_mm256_mask_mov_epi16(half, nan, _mm256_set1_epi16(0x7FFF)));
+  }
   // int4 rows decode through a 16-entry table of code x scale + bias (LutU4).
   static constexpr bool kInt4Lut = true;
   static Reg Iota() { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }

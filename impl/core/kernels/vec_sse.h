@@ -46,6 +46,12 @@ struct Sse {
     std::memcpy(&v, p, 4);
     return Widen(_mm_cvtsi32_si128(static_cast<int>(v)));
   }
+  // 4 FP8 codes looked up in their kind's 256-entry table (fp8_table.h), unscaled.
+  static constexpr int kE4M3Shift = 0;
+  static Reg LoadE4M3(const uint8_t* p, const float* table) {
+    return _mm_setr_ps(table[p[0]], table[p[1]], table[p[2]], table[p[3]]);
+  }
+  static Reg LoadE5M2(const uint8_t* p, const float* table) { return LoadE4M3(p, table); }
   // 4 four-bit codes from 2 bytes, the low nibble first.
   static Reg LoadU4(const uint8_t* p) {
     uint16_t v;
@@ -73,6 +79,9 @@ struct Sse {
   static Reg LoadF16(const uint16_t* p) { return ScalarF16(*p); }
   static Reg LoadBf16(const uint16_t* p) { return ScalarBf16(*p); }
   static Reg LoadU8(const uint8_t* p) { return static_cast<float>(*p); }
+  static constexpr int kE4M3Shift = 0;
+  static Reg LoadE4M3(const uint8_t* p, const float* table) { return table[*p]; }
+  static Reg LoadE5M2(const uint8_t* p, const float* table) { return table[*p]; }
   // Unused at one lane (the body reads int4 columns one by one), declared for the interface.
   static Reg LoadU4(const uint8_t* p) { return static_cast<float>(*p & 0xf); }
   static void Store(float* p, Reg v) { *p = v; }

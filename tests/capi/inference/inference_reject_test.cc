@@ -259,8 +259,8 @@ TEST(InferenceReject, BadOptions) {
   o.device_type = SHARDREC_DEVICE_CUDA;
   ExpectRefused(dir, SHARDREC_EUNSUPPORTED, {"host"}, &o);
   o = SHARDREC_INFERENCE_OPTIONS_INIT;
-  o.default_storage = 6;
-  ExpectRefused(dir, SHARDREC_EINVAL, {"storage 6", "shardrec_serving_storage_t"}, &o);
+  o.default_storage = SHARDREC_SERVING_FP8_E5M2 + 1;
+  ExpectRefused(dir, SHARDREC_EINVAL, {"storage 8", "shardrec_serving_storage_t"}, &o);
   o.default_storage = -1;
   ExpectRefused(dir, SHARDREC_EINVAL, {"storage -1"}, &o);
   o = SHARDREC_INFERENCE_OPTIONS_INIT;

@@ -36,12 +36,60 @@ double ElementBound(int32_t storage, double x, double scale) {
     case SHARDREC_SERVING_INT8:
     case SHARDREC_SERVING_INT4:
       return scale / 2 + (ax + scale) * std::ldexp(1.0, -22);
+    case SHARDREC_SERVING_FP8_E4M3:  // decoding is exact: the encoding's bound alone
+      return std::max(ax * std::ldexp(1.0, -4), scale * std::ldexp(1.0, -10));
+    case SHARDREC_SERVING_FP8_E5M2:
+      return std::max(ax * std::ldexp(1.0, -3), scale * std::ldexp(1.0, -17));
     default:
       return 0.0;
   }
 }
 
+// The value of FP8 code `c` from the definitions: E4M3 (bias 7, 3 mantissa bits, no
+// infinities, S.1111.111 NaN) or E5M2 (bias 15, 2 bits, IEEE-like); NaN for a non-finite code.
+double Fp8Value(bool e4m3, int c) {
+  const int m_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int e = (c & 0x7F) >> m_bits, m = c & ((1 << m_bits) - 1);
+  const int top = (1 << (7 - m_bits)) - 1;
+  if (e4m3 ? (e == top && m == (1 << m_bits) - 1) : e == top) return NAN;
+  const double mag =
+      e == 0 ? std::ldexp(m, 1 - bias - m_bits) : std::ldexp((1 << m_bits) + m, e - bias - m_bits);
+  return (c & 0x80) ? -mag : mag;
+}
+
 }  // namespace
+
+float Fp8Scale(int32_t storage, const float* x, int32_t dim) {
+  const bool e4m3 = storage == SHARDREC_SERVING_FP8_E4M3;
+  double amax = 0;
+  for (int32_t c = 0; c < dim; ++c) amax = std::max(amax, std::fabs(static_cast<double>(x[c])));
+  if (amax == 0) return 1.0f;  // an all-zero row
+  int k = -126;
+  while (k < 111 &&
+         (e4m3 ? amax / std::ldexp(1.0, k) > 464.0 : amax / std::ldexp(1.0, k) >= 61440.0))
+    ++k;
+  return static_cast<float>(std::ldexp(1.0, k));
+}
+
+void Fp8RoundTrip(int32_t storage, const float* x, int32_t dim, float* out) {
+  const bool e4m3 = storage == SHARDREC_SERVING_FP8_E4M3;
+  const double scale = Fp8Scale(storage, x, dim);
+  for (int32_t c = 0; c < dim; ++c) {
+    const double v = x[c] / scale;
+    int best = -1;
+    for (int code = 0; code < 256; ++code) {
+      const double d = Fp8Value(e4m3, code);
+      if (std::isnan(d)) continue;
+      if (best < 0) {
+        best = code;
+        continue;
+      }
+      const double now = std::fabs(d - v), was = std::fabs(Fp8Value(e4m3, best) - v);
+      if (now < was || (now == was && (code & 1) == 0 && (best & 1) == 1)) best = code;
+    }
+    out[c] = static_cast<float>(Fp8Value(e4m3, best) * scale);
+  }
+}
 
 Trained TrainAndSave(const Side& side, int32_t pooling, bool weighted, int32_t max_bag) {
   Trained t;
@@ -122,10 +170,13 @@ void ExactAndBound(const Scenario& s, const std::vector<std::vector<float>>& wei
   const bool seq = s.tables[0].pooling == SHARDREC_POOLING_NONE;
   const int64_t B = b.batch_size;
   const int bits = storage == SHARDREC_SERVING_INT8 ? 8 : 4;
-  // Per table and row, the quantization scale the library stores: (max - min) / (2^bits - 1).
+  // Per table and row, the quantization scale the library stores: (max - min) / (2^bits - 1);
+  // FP8: the power of two that fits the row's largest magnitude (fp8.h).
   auto scale = [&](size_t t, int64_t row) {
     const int32_t dim = s.tables[t].dim;
     const float* x = weights[t].data() + row * dim;
+    if (storage == SHARDREC_SERVING_FP8_E4M3 || storage == SHARDREC_SERVING_FP8_E5M2)
+      return static_cast<double>(Fp8Scale(storage, x, dim));
     const float lo = *std::min_element(x, x + dim), hi = *std::max_element(x, x + dim);
     return static_cast<double>((hi - lo) / static_cast<float>((1 << bits) - 1));
   };

@@ -48,4 +48,12 @@ void ExactAndBound(const Scenario& s, const std::vector<std::vector<float>>& wei
                    const RefBatch& b, int32_t storage, std::vector<double>* exact,
                    std::vector<double>* bound);
 
+// FP8 rows as shardrec/inference.h documents them, written here from the OCP definitions (not
+// the library's codec): the row's scale (the smallest power of two with which its largest
+// magnitude fits: at most 464 for E4M3, below 61440 for E5M2, whose tie there rounds past its
+// largest finite value), and each value of x / scale rounded to the nearest finite code (ties to
+// the even code) and decoded back, x scale. An all-zero row has scale 1. Finite rows only.
+float Fp8Scale(int32_t storage, const float* x, int32_t dim);
+void Fp8RoundTrip(int32_t storage, const float* x, int32_t dim, float* out);
+
 }  // namespace shardrec::testing

@@ -105,9 +105,10 @@ std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
     std::vector<KjtHolder> kjts;
     for (int32_t step = 0; step <= s.steps; ++step)
       kjts.emplace_back(batches[batch_of(step)][r], s.num_features, s.int32_ids);
-    if (pipelined)
+    if (pipelined) {
       ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjts[0].view(), nullptr), SHARDREC_OK)
           << shardrec_last_error();
+    }
     for (int32_t step = 0; step <= s.steps; ++step) {
       std::vector<float> out(out_len(batch_of(step)));
       if (pipelined) {
@@ -117,10 +118,11 @@ std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
                   SHARDREC_OK)
             << "rank " << r << " step " << step << ": " << shardrec_last_error();
         // The next batch's ids travel (and its misses are read) while this one trains.
-        if (step < s.steps)
+        if (step < s.steps) {
           ASSERT_EQ(shardrec_embedding_input_dist_start(c, kjts[step + 1].view(), nullptr),
                     SHARDREC_OK)
               << shardrec_last_error();
+        }
       } else {
         ASSERT_EQ(shardrec_embedding_forward(c, kjts[step].view(), out.data(), out.size(), nullptr),
                   SHARDREC_OK)

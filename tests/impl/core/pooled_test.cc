@@ -8,12 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "impl/core/codec/codec.h"
 #include "impl/core/cpu_features.h"
+#include "impl/core/fp8_table.h"
 #include "impl/core/half.h"
 #include "impl/core/row_format.h"
 
@@ -49,6 +51,20 @@ std::vector<uint8_t> MakeRows(RowFormat f, int64_t rows, int32_t dim, int64_t ro
       std::memcpy(row + 4, &bias, 4);
       for (uint64_t k = kQuantHeaderBytes; k < RowBytes(f, dim); ++k)
         row[k] = static_cast<uint8_t>(code(*rng));
+      continue;
+    }
+    if (IsFp8Format(f)) {
+      // A power-of-two scale (as EncodeFp8Row writes) and any code but the non-finite ones (a
+      // NaN's bits in a sum need not be one pattern).
+      const float scale = std::ldexp(1.0f, code(*rng) % 40 - 20);
+      std::memcpy(row, &scale, 4);
+      for (uint64_t k = kFp8RowHeaderBytes; k < RowBytes(f, dim); ++k) {
+        uint8_t c;
+        do {
+          c = static_cast<uint8_t>(code(*rng));
+        } while (!std::isfinite(kFp8Decode.v[f == RowFormat::kFp8E4M3 ? 0 : 1][c]));
+        row[k] = c;
+      }
       continue;
     }
     for (int32_t c = 0; c < dim; ++c) {
@@ -136,6 +152,45 @@ TEST(PooledKernel, EveryLevelAndFormatMatchesTheDecodeThenSumReference) {
                 << level.name << " " << RowFormatName(f) << " dim " << dim << " pad " << pad
                 << " mode " << mode;
           }
+        }
+      }
+    }
+  }
+}
+
+// Every FP8 code, NaN codes and E5M2's infinities included, as one row of 256 values: each level
+// reads each code as its table value (a NaN code as some NaN) times the row's scale.
+TEST(PooledKernel, Fp8RowsReadEveryCode) {
+  for (RowFormat f : {RowFormat::kFp8E4M3, RowFormat::kFp8E5M2}) {
+    const int32_t dim = 256;
+    std::vector<uint8_t> row(RowBytes(f, dim));
+    const float scale = 0.25f;
+    std::memcpy(row.data(), &scale, 4);
+    for (int c = 0; c < dim; ++c) row[kFp8RowHeaderBytes + c] = static_cast<uint8_t>(c);
+    const float* table = kFp8Decode.v[f == RowFormat::kFp8E4M3 ? 0 : 1];
+    const int64_t ids[1] = {0}, offsets[2] = {0, 1};
+    for (const Level& level : Levels()) {
+      std::vector<float> got(dim, 7.0f);
+      PooledArgs a;
+      a.weights = row.data();
+      a.type = f;
+      a.row_bytes = static_cast<int64_t>(row.size());
+      a.cols = dim;
+      a.offsets = offsets;
+      a.rows = ids;
+      a.out = got.data();
+      a.out_stride = dim;
+      a.bag_begin = 0;
+      a.bag_end = 1;
+      level.fn(a);
+      for (int c = 0; c < dim; ++c) {
+        const float want = 0.0f + table[c] * scale;
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got[c])) << level.name << " " << RowFormatName(f) << " " << c;
+        } else {
+          EXPECT_EQ(std::memcmp(&got[c], &want, 4), 0)
+              << level.name << " " << RowFormatName(f) << " code " << c << ": " << got[c] << " vs "
+              << want;
         }
       }
     }

@@ -1,7 +1,8 @@
 // The row-format vocabulary (row_format.h) and the row codec's decoders (codec/codec.h): sizes and
 // names of every format, and each level's stored-row decoders against a plain reference written
 // here from the documented layout (fp16 every one of the 65536 patterns; bf16, int8 and int4 rows
-// of several dimensions, odd ones included so the int4 tail nibble and the F16C tail are met).
+// of several dimensions, odd ones included so the int4 tail nibble and the F16C tail are met;
+// FP8 rows of random codes, NaNs included, against fp8.h's DecodeFp8Row).
 #include "impl/core/row_format.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 
 #include "impl/core/codec/codec.h"
 #include "impl/core/cpu_features.h"
+#include "impl/core/fp8.h"
 #include "impl/core/half.h"
 
 namespace shardrec {
@@ -25,12 +27,17 @@ TEST(RowFormat, SizesAndNames) {
   EXPECT_EQ(RowBytes(RowFormat::kInt8, 3), kQuantHeaderBytes + 3);
   EXPECT_EQ(RowBytes(RowFormat::kInt4, 3), kQuantHeaderBytes + 2);  // two codes a byte
   EXPECT_EQ(RowBytes(RowFormat::kInt4, 4), kQuantHeaderBytes + 2);
+  EXPECT_EQ(RowBytes(RowFormat::kFp8E4M3, 3), kFp8HeaderBytes + 3);
+  EXPECT_EQ(RowBytes(RowFormat::kFp8E5M2, 3), kFp8HeaderBytes + 3);
+  EXPECT_STREQ(RowFormatName(RowFormat::kFp8E4M3), "fp8_e4m3");
+  EXPECT_STREQ(RowFormatName(RowFormat::kFp8E5M2), "fp8_e5m2");
   for (int32_t v = 0; v < kNumRowFormats; ++v) {
     const auto f = static_cast<RowFormat>(v);
     RowFormat back = RowFormat::kFp32;
     ASSERT_TRUE(RowFormatFromName(RowFormatName(f), &back)) << RowFormatName(f);
     EXPECT_EQ(back, f);
-    EXPECT_NE(IsFloatFormat(f), IsRowWiseQuantized(f)) << RowFormatName(f);
+    EXPECT_EQ(int{IsFloatFormat(f)} + int{IsRowWiseQuantized(f)} + int{IsFp8Format(f)}, 1)
+        << RowFormatName(f);
   }
   RowFormat f;
   EXPECT_FALSE(RowFormatFromName("fp8", &f));
@@ -45,6 +52,11 @@ TEST(RowFormat, SizesAndNames) {
 // A stored row of `format` decoded the plain way: widen, or code x scale + bias.
 std::vector<float> Reference(RowFormat format, const std::vector<uint8_t>& row, int32_t dim) {
   std::vector<float> out(static_cast<size_t>(dim));
+  if (IsFp8Format(format)) {  // fp8.h's row decoder
+    DecodeFp8Row(format == RowFormat::kFp8E4M3 ? Fp8Kind::kE4M3 : Fp8Kind::kE5M2, row.data(), dim,
+                 out.data());
+    return out;
+  }
   float scale = 0, bias = 0;
   if (IsRowWiseQuantized(format)) {
     std::memcpy(&scale, row.data(), 4);
@@ -70,6 +82,8 @@ std::vector<float> Reference(RowFormat format, const std::vector<uint8_t>& row, 
         break;
       }
       case RowFormat::kFp32:
+      case RowFormat::kFp8E4M3:
+      case RowFormat::kFp8E5M2:
         break;
     }
   }
@@ -110,7 +124,8 @@ TEST(RowCodec, DecodersMatchTheLayoutAtEveryLevel) {
                                                         scratch.data());
       ExpectSameBits(Reference(RowFormat::kFp16, row, dim), got, "fp16", dim);
     }
-    for (RowFormat f : {RowFormat::kFp16, RowFormat::kBf16, RowFormat::kInt8, RowFormat::kInt4}) {
+    for (RowFormat f : {RowFormat::kFp16, RowFormat::kBf16, RowFormat::kInt8, RowFormat::kInt4,
+                        RowFormat::kFp8E4M3, RowFormat::kFp8E5M2}) {
       for (int32_t dim : {1, 3, 7, 8, 9, 16, 33, 64, 127}) {
         std::vector<uint8_t> row(RowBytes(f, dim));
         for (uint8_t& b : row) b = static_cast<uint8_t>(rng());
@@ -119,6 +134,10 @@ TEST(RowCodec, DecodersMatchTheLayoutAtEveryLevel) {
           const float bias = -0.5f + 0.001f * static_cast<float>(rng() % 1000);
           std::memcpy(row.data(), &scale, 4);
           std::memcpy(row.data() + 4, &bias, 4);
+        }
+        if (IsFp8Format(f)) {  // a scale EncodeFp8Row writes; every code, NaNs included
+          const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 60) - 30);
+          std::memcpy(row.data(), &scale, 4);
         }
         std::vector<float> got(static_cast<size_t>(dim));
         std::vector<uint8_t> scratch(static_cast<size_t>(dim) + 1);

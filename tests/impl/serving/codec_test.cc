@@ -1,14 +1,16 @@
-// The serving row codecs, white box: fp32 rows encoded to fp16, bf16 and row-wise int8/int4
+// The serving row codecs, white box: fp32 rows encoded to fp16, bf16, row-wise int8/int4 and FP8
 // (encode.cc) and read back by the lookups' decoders (decode.cc) stay within each format's
 // rounding bound, and the values a storage cannot hold are refused naming row and column.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "impl/core/fp8.h"
 #include "impl/core/half.h"
 #include "impl/serving/decode.h"
 #include "impl/serving/encode.h"
@@ -113,6 +115,40 @@ TEST(ServingCodec, Int4PacksTheEvenColumnInTheLowNibble) {
   EXPECT_EQ(RowBytes(Storage::kInt4, 3), kQuantHeaderBytes + 2);
 }
 
+// FP8 rows (fp8.h's codec) through EncodeRows and the lookups' decoders: every value within the
+// documented bound of its row's power-of-two scale, rows of very different ranges alike, and the
+// bytes EncodeFp8Row writes.
+TEST(ServingCodec, Fp8StaysWithinItsBound) {
+  for (Storage s : {Storage::kFp8E4M3, Storage::kFp8E5M2}) {
+    const Fp8Kind kind = s == Storage::kFp8E4M3 ? Fp8Kind::kE4M3 : Fp8Kind::kE5M2;
+    const double rel = s == Storage::kFp8E4M3 ? std::ldexp(1.0, -4) : std::ldexp(1.0, -3);
+    const double abs_units = s == Storage::kFp8E4M3 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -17);
+    const int32_t dim = 37;
+    std::vector<float> src = RandomRows(6, dim, -3.0f, 3.0f, 11);
+    for (int32_t c = 0; c < dim; ++c) {
+      src[dim + c] *= 1e-6f;  // a tiny row and a huge one: the scale follows each row
+      src[2 * dim + c] *= 1e20f;
+    }
+    src[3 * dim + 5] = 0.0f;
+    const std::vector<float> back = RoundTrip(src, dim, s);
+    std::vector<uint8_t> row(RowBytes(s, dim)), enc(src.size() / dim * RowBytes(s, dim));
+    ASSERT_TRUE(EncodeRows(src.data(), 6, dim, s, enc.data(), "t").ok());
+    for (int64_t r = 0; r < 6; ++r) {
+      EncodeFp8Row(kind, src.data() + r * dim, dim, row.data());
+      EXPECT_EQ(std::memcmp(row.data(), enc.data() + r * row.size(), row.size()), 0) << r;
+      float scale;
+      std::memcpy(&scale, row.data(), 4);
+      ASSERT_TRUE(IsValidFp8Scale(scale));
+      for (int32_t c = 0; c < dim; ++c) {
+        const double x = src[r * dim + c];
+        EXPECT_LE(std::fabs(back[r * dim + c] - x), std::max(rel * std::fabs(x), abs_units * scale))
+            << StorageName(s) << " row " << r << " col " << c;
+      }
+    }
+    EXPECT_EQ(back[3 * dim + 5], 0.0f);
+  }
+}
+
 TEST(ServingCodec, ConstantRowsReadBackExactly) {
   const std::vector<float> src(9, -2.75f);
   EXPECT_EQ(RoundTrip(src, 9, Storage::kInt8), src);
@@ -150,7 +186,7 @@ Status Encode(const std::vector<float>& src, int32_t dim, Storage s,
 TEST(ServingCodec, QuantizedStorageRefusesNonFiniteNamingRowAndColumn) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> src = {0, 1, 2, 3, 4, nan};
-  for (Storage s : {Storage::kInt8, Storage::kInt4}) {
+  for (Storage s : {Storage::kInt8, Storage::kInt4, Storage::kFp8E4M3, Storage::kFp8E5M2}) {
     const Status st = Encode(src, 3, s);
     EXPECT_EQ(st.code(), Code::kInvalidArgument);
     EXPECT_NE(st.message().find("table t row 1 column 2"), std::string::npos) << st.message();

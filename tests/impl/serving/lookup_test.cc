@@ -73,8 +73,8 @@ TEST(ServingLookup, PooledBagsEqualTheDecodeThenSumReferenceOnEveryPath) {
     }
     skip_lengths.push_back(n);
   }
-  for (Storage s :
-       {Storage::kFp32, Storage::kFp16, Storage::kBf16, Storage::kInt8, Storage::kInt4}) {
+  for (Storage s : {Storage::kFp32, Storage::kFp16, Storage::kBf16, Storage::kInt8, Storage::kInt4,
+                    Storage::kFp8E4M3, Storage::kFp8E5M2}) {
     auto m = MakeModel({{"t", kDim, s, rows, {}}});
     for (bool mean : {false, true}) {
       m->tables[0].pooling = mean ? Pooling::kMean : Pooling::kSum;

@@ -1218,6 +1218,8 @@ extern swig_intgo _wrap_SERVING_FP16_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_SERVING_BF16_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_SERVING_INT8_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_SERVING_INT4_swig_3a7f64bbe3f0cb13(void);
+extern swig_intgo _wrap_SERVING_FP8_E4M3_swig_3a7f64bbe3f0cb13(void);
+extern swig_intgo _wrap_SERVING_FP8_E5M2_swig_3a7f64bbe3f0cb13(void);
 extern swig_type_560 _wrap_inference_save_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_561 arg2);
 extern void _wrap_inference_destroy_swig_3a7f64bbe3f0cb13(uintptr_t arg1);
 extern swig_type_562 _wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(uintptr_t arg1, swig_type_563 arg2);
@@ -7053,6 +7055,20 @@ func _swig_getSERVING_INT4() (_swig_ret Enum_SS_shardrec_serving_storage) {
 }
 
 var SERVING_INT4 Enum_SS_shardrec_serving_storage = _swig_getSERVING_INT4()
+func _swig_getSERVING_FP8_E4M3() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP8_E4M3_swig_3a7f64bbe3f0cb13())
+	return swig_r
+}
+
+var SERVING_FP8_E4M3 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP8_E4M3()
+func _swig_getSERVING_FP8_E5M2() (_swig_ret Enum_SS_shardrec_serving_storage) {
+	var swig_r Enum_SS_shardrec_serving_storage
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP8_E5M2_swig_3a7f64bbe3f0cb13())
+	return swig_r
+}
+
+var SERVING_FP8_E5M2 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP8_E5M2()
 const TABLE_STORAGE_VERSION uint = 1
 const INFERENCE_OPTIONS_VERSION uint = 1
 func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {

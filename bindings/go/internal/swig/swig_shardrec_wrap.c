@@ -12286,6 +12286,30 @@ intgo _wrap_SERVING_INT4_swig_3a7f64bbe3f0cb13() {
 }
 
 
+intgo _wrap_SERVING_FP8_E4M3_swig_3a7f64bbe3f0cb13() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_FP8_E4M3;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_SERVING_FP8_E5M2_swig_3a7f64bbe3f0cb13() {
+  enum shardrec_serving_storage result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_SERVING_FP8_E5M2;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_inference_save_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;

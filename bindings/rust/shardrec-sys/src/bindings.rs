@@ -5663,6 +5663,8 @@ pub const shardrec_serving_storage_SHARDREC_SERVING_FP16: shardrec_serving_stora
 pub const shardrec_serving_storage_SHARDREC_SERVING_BF16: shardrec_serving_storage = 3;
 pub const shardrec_serving_storage_SHARDREC_SERVING_INT8: shardrec_serving_storage = 4;
 pub const shardrec_serving_storage_SHARDREC_SERVING_INT4: shardrec_serving_storage = 5;
+pub const shardrec_serving_storage_SHARDREC_SERVING_FP8_E4M3: shardrec_serving_storage = 6;
+pub const shardrec_serving_storage_SHARDREC_SERVING_FP8_E5M2: shardrec_serving_storage = 7;
 pub type shardrec_serving_storage = ::std::os::raw::c_uint;
 pub use self::shardrec_serving_storage as shardrec_serving_storage_t;
 #[repr(C)]

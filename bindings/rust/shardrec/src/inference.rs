@@ -8,7 +8,9 @@ use std::ptr;
 
 /// How an inference handle stores a table's rows (`SHARDREC_SERVING_*`). `Int8` and `Int4` are
 /// row-wise: a value reads back within scale / 2 of its trained value, with scale =
-/// (row max - row min) / (2^bits - 1).
+/// (row max - row min) / (2^bits - 1). `Fp8E4M3` and `Fp8E5M2` store an fp32 power-of-two scale
+/// per row and one FP8 code per value: a value x reads back within max(2^-4 |x|, 2^-10 scale)
+/// (E4M3) or max(2^-3 |x|, 2^-17 scale) (E5M2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ServingStorage {
     /// The checkpoint's dtype: lookups equal the training forward bit for bit.
@@ -23,6 +25,10 @@ pub enum ServingStorage {
     Int8 = 4,
     /// 2 values per byte plus an fp32 scale and bias per row.
     Int4 = 5,
+    /// 1 FP8 E4M3 byte per value plus an fp32 power-of-two scale per row.
+    Fp8E4M3 = 6,
+    /// 1 FP8 E5M2 byte per value plus an fp32 power-of-two scale per row.
+    Fp8E5M2 = 7,
 }
 
 impl ServingStorage {
@@ -35,6 +41,8 @@ impl ServingStorage {
             3 => Some(ServingStorage::Bf16),
             4 => Some(ServingStorage::Int8),
             5 => Some(ServingStorage::Int4),
+            6 => Some(ServingStorage::Fp8E4M3),
+            7 => Some(ServingStorage::Fp8E5M2),
             _ => None,
         }
     }

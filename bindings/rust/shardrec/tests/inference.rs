@@ -188,6 +188,31 @@ fn int8_and_int4_stay_within_their_row_wise_bound() {
     }
 }
 
+/// FP8 storage: every table reads back as it, and each row's scale (bias 0) is the power of two
+/// the encoder picks: the row's largest magnitude over it lies in [fit / 2, fit] (fit = 464 for
+/// E4M3, 61440 for E5M2: the largest magnitude that rounds to the largest finite value).
+#[test]
+fn fp8_rows_carry_the_encoders_power_of_two_scale() {
+    let fx = train("fp8");
+    for (storage, fit) in [(ServingStorage::Fp8E4M3, 464.0f64), (ServingStorage::Fp8E5M2, 61440.0)] {
+        let options = InferenceOptions { default_storage: storage, ..Default::default() };
+        let inf = Inference::open(&fx.dir1, &options).unwrap();
+        assert_eq!(ServingStorage::from_code(storage as i32), Some(storage));
+        for t in 0..3 {
+            assert_eq!(inf.table(t).unwrap().storage, storage);
+            let ids: Vec<i64> = (0..ROWS[t]).collect();
+            let (scales, biases, _) = inf.row_scales(TABLES[t], &ids).unwrap();
+            for (i, row) in fx.weights1[t].chunks(DIMS[t] as usize).enumerate() {
+                let amax = row.iter().fold(0.0f64, |m, v| m.max((*v as f64).abs()));
+                let s = scales[i] as f64;
+                assert_eq!(biases[i], 0.0);
+                assert_eq!(scales[i].to_bits() & 0x807f_ffff, 0, "{} row {i}: scale {s}", TABLES[t]);
+                assert!(amax == 0.0 || (amax / s <= fit && amax / s >= fit / 2.0), "{} row {i}", TABLES[t]);
+            }
+        }
+    }
+}
+
 /// `Inference::row_scales`: an int8/int4 table's per-row scale and bias are the row-wise
 /// quantization of the trained rows; an fp32 table, a row out of range and an unknown table are
 /// refused.

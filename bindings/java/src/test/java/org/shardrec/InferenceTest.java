@@ -317,6 +317,38 @@ class InferenceTest {
                  assertThrows(ShardrecException.class, closed::version).code());
   }
 
+  /**
+   * FP8 storage: every table reads back as it, and each row's scale (bias 0) is the power of two
+   * the encoder picks: the row's largest magnitude over it lies in [fit / 2, fit] (fit = 464 for
+   * E4M3, 61440 for E5M2: the largest magnitude that rounds to the largest finite value).
+   */
+  @Test
+  void fp8RowsCarryTheEncodersPowerOfTwoScale() {
+    ServingStorage[] storages = {ServingStorage.FP8_E4M3, ServingStorage.FP8_E5M2};
+    double[] fits = {464, 61440};
+    for (int k = 0; k < 2; ++k) {
+      assertEquals(storages[k], ServingStorage.of(storages[k].code()));
+      Inference.Options options = new Inference.Options().defaultStorage(storages[k]);
+      try (Inference inf = Inference.open(dir1.toString(), options)) {
+        for (int t = 0; t < 3; ++t) {
+          assertEquals(storages[k], inf.table(t).storage);
+          int dim = Training.DIMS[t];
+          long[] ids = new long[(int) Training.ROWS[t]];
+          for (int i = 0; i < ids.length; ++i) ids[i] = i;
+          Inference.RowScales rs = inf.rowScales(Training.TABLES[t], ids);
+          for (int row = 0; row < ids.length; ++row) {
+            double amax = 0;
+            for (int c = 0; c < dim; ++c) amax = Math.max(amax, Math.abs(weights1[t][row * dim + c]));
+            float s = rs.scales()[row];
+            assertEquals(0f, rs.biases()[row]);
+            assertEquals(0, Float.floatToRawIntBits(s) & 0x807fffff, "scale " + s);
+            assertTrue(amax == 0 || (amax / s <= fits[k] && amax / s >= fits[k] / 2), "row " + row);
+          }
+        }
+      }
+    }
+  }
+
   @Test
   void closeWaitsForLookupsInFlight() throws Exception {
     float[][] served1 = {served1(0), served1(1)};

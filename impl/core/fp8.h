@@ -1,0 +1,190 @@
+// 8-bit floating-point values and rows: the OCP 8-bit formats E4M3
+// (the "FN" variant: no infinities, one NaN pattern per sign, largest finite 448) and E5M2 (IEEE-
+// like: infinities and NaNs, largest finite 57344), and rows of them under one per-row scale.
+//
+// Conversions round to nearest, ties to even, and saturate: a finite value beyond the largest
+// finite one, or an infinity, becomes the largest finite value of its sign (OCP's saturating
+// mode), so an update that overshoots never turns a weight into an infinity or a NaN; a NaN stays
+// a NaN. They are integer bit manipulation only: the same bits on every CPU, rounding mode, thread
+// count and device (host/device functions).
+//
+// A row's scale is a power of two (as the OCP Microscaling formats' E8M0 scales are, but one per
+// row): the smallest one with which the row's largest finite magnitude rounds to at most the
+// format's largest finite value. Scaling by a power of two is exact, so a row's only rounding is
+// the conversion of each value, and decoding is exact in fp32. Per value, the decoded row differs
+// from the encoded one by at most half a unit in the last place: |decoded - x| <= max(2^-(m+1) |x|,
+// 2^(emin-m-1) scale) with m mantissa bits and emin the smallest normal exponent (E4M3: 2^-4 |x|
+// or 2^-10 scale; E5M2: 2^-3 |x| or 2^-17 scale). Non-finite values do not take part in the
+// scale: a NaN stays a NaN, an infinity saturates.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "impl/core/host_device.h"
+
+namespace shardrec {
+
+enum class Fp8Kind : int32_t { kE4M3 = 0, kE5M2 = 1 };
+
+// A row of `dim` FP8 values: its fp32 scale, then one code a value.
+inline constexpr uint64_t kFp8HeaderBytes = 4;
+// Scales a row may carry: powers of two within [2^-126, 2^kFp8MaxScaleExp], so that no decoded
+// value overflows fp32 (a stored row with any other scale is corrupt).
+inline constexpr int kFp8MinScaleExp = -126;
+inline constexpr int kFp8MaxScaleExp = 111;
+
+namespace fp8_detail {
+
+struct Params {
+  int mant_bits;      // m
+  int bias;           // exponent bias
+  uint32_t max_bits;  // fp32 bits of the largest finite value
+  uint8_t max_code;   // its code (positive)
+  uint8_t nan_code;   // the NaN written for a NaN (positive)
+  int max_exp;        // the largest finite value is in [2^max_exp, 2^(max_exp+1))
+  // fp32 mantissa field of fit x 2^-max_exp, where `fit` (the largest finite value plus half its
+  // unit in the last place) is the largest magnitude that converts to the largest finite value
+  // by rounding rather than by saturating.
+  uint32_t fit_frac_bits;
+};
+
+SHARDREC_HD constexpr Params ParamsOf(Fp8Kind k) {
+  // E4M3: 448 = 1.75 x 2^8, code 0x7E (0x7F is NaN), fit 464 = 1.8125 x 2^8. E5M2: 57344 =
+  // 1.75 x 2^15, code 0x7B (0x7C is infinity, 0x7D-0x7F NaN), fit 61440 = 1.875 x 2^15.
+  return k == Fp8Kind::kE4M3 ? Params{3, 7, 0x43E00000u, 0x7E, 0x7F, 8, 0x680000u}
+                             : Params{2, 15, 0x47600000u, 0x7B, 0x7F, 15, 0x700000u};
+}
+
+SHARDREC_HD uint32_t Bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  return u;
+}
+SHARDREC_HD float Float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+}  // namespace fp8_detail
+
+// fp32 -> FP8, round to nearest even, saturating.
+SHARDREC_HD uint8_t EncodeFp8(Fp8Kind kind, float x) {
+  const fp8_detail::Params p = fp8_detail::ParamsOf(kind);
+  const uint32_t u = fp8_detail::Bits(x);
+  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<uint8_t>(sign | p.nan_code);
+  if (a >= p.max_bits) return static_cast<uint8_t>(sign | p.max_code);
+  const int emin = 1 - p.bias;
+  const int biased = static_cast<int>(a >> 23);  // fp32's biased exponent, 0 for its subnormals
+  if (biased - 127 >= emin) {
+    // A normal target: round the fp32 exponent-and-mantissa field to m mantissa bits (a carry
+    // moves into the exponent, as it should), then rebias. Below max_bits nothing rounds past
+    // the largest finite value.
+    const int shift = 23 - p.mant_bits;
+    uint32_t r = a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u);
+    r >>= shift;
+    r -= static_cast<uint32_t>(127 - p.bias) << p.mant_bits;
+    return static_cast<uint8_t>(sign | r);
+  }
+  // A subnormal target: the count of units 2^(emin-m), rounded; a count of 2^m is the smallest
+  // normal, whose code is the same number.
+  const uint32_t mant = (a & 0x7FFFFFu) | (biased != 0 ? 0x800000u : 0u);
+  const int e = biased != 0 ? biased : 1;          // value = mant x 2^(e - 150)
+  const int k = (emin - p.mant_bits) - (e - 150);  // > 0: the bits below one unit
+  if (k > 25) return sign;                         // below a quarter unit
+  uint32_t q = mant >> k;
+  const uint32_t rem = mant & ((1u << k) - 1u);
+  const uint32_t half = 1u << (k - 1);
+  q += (rem > half || (rem == half && (q & 1u))) ? 1u : 0u;
+  return static_cast<uint8_t>(sign | q);
+}
+
+// FP8 -> fp32, exact.
+SHARDREC_HD float DecodeFp8(Fp8Kind kind, uint8_t c) {
+  const fp8_detail::Params p = fp8_detail::ParamsOf(kind);
+  const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
+  const uint32_t exp_bits = 7 - p.mant_bits;
+  const uint32_t exp = (c & 0x7Fu) >> p.mant_bits;
+  const uint32_t mant = c & ((1u << p.mant_bits) - 1u);
+  if (kind == Fp8Kind::kE4M3 && (c & 0x7Fu) == 0x7Fu) return fp8_detail::Float(sign | 0x7FC00000u);
+  if (kind == Fp8Kind::kE5M2 && exp == (1u << exp_bits) - 1u) {
+    return fp8_detail::Float(sign | (mant == 0 ? 0x7F800000u : 0x7FC00000u));
+  }
+  if (exp == 0) {
+    // mant x 2^(1 - bias - m): a small integer times a power of two, exact.
+    const float unit =
+        fp8_detail::Float(static_cast<uint32_t>(127 + 1 - p.bias - p.mant_bits) << 23);
+    return fp8_detail::Float(sign | fp8_detail::Bits(static_cast<float>(mant) * unit));
+  }
+  return fp8_detail::Float(sign | ((exp - p.bias + 127) << 23) | (mant << (23 - p.mant_bits)));
+}
+
+// The exponent of the scale of a row whose largest finite magnitude is `amax` (0 for an empty or
+// all-zero row): the smallest k with which amax / 2^k rounds to at most the largest finite value
+// (so nothing saturates), clamped to the scales a row may carry. Deciding on the rounded
+// magnitude makes encoding idempotent: a decoded row encodes to the same bytes.
+SHARDREC_HD int Fp8ScaleExp(Fp8Kind kind, float amax) {
+  const fp8_detail::Params p = fp8_detail::ParamsOf(kind);
+  const uint32_t a = fp8_detail::Bits(amax) & 0x7FFFFFFFu;
+  if (a == 0 || a >= 0x7F800000u) return 0;
+  int e;  // amax = frac x 2^e, frac in [1, 2) (fp32 subnormals: the leading bit found below)
+  uint32_t frac;
+  if ((a >> 23) != 0) {
+    e = static_cast<int>(a >> 23) - 127;
+    frac = a & 0x7FFFFFu;
+  } else {
+    e = -127;
+    frac = a;
+    while ((frac & 0x800000u) == 0) {
+      frac <<= 1;
+      --e;
+    }
+    frac &= 0x7FFFFFu;
+  }
+  int k = e - p.max_exp + (frac > p.fit_frac_bits ? 1 : 0);
+  if (k < kFp8MinScaleExp) k = kFp8MinScaleExp;
+  if (k > kFp8MaxScaleExp) k = kFp8MaxScaleExp;
+  return k;
+}
+
+SHARDREC_HD float Fp8ScaleOf(int exp) {
+  return fp8_detail::Float(static_cast<uint32_t>(exp + 127) << 23);
+}
+
+// Encodes `x[0..dim)` into `row` (kFp8HeaderBytes + dim bytes): the scale, then the codes.
+SHARDREC_HD void EncodeFp8Row(Fp8Kind kind, const float* x, int64_t dim, uint8_t* row) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < dim; ++i) {
+    const uint32_t bits = fp8_detail::Bits(x[i]) & 0x7FFFFFFFu;
+    const float a = fp8_detail::Float(bits);
+    if (bits < 0x7F800000u && a > amax) amax = a;  // finite values only
+  }
+  const int k = Fp8ScaleExp(kind, amax);
+  const float scale = Fp8ScaleOf(k);
+  const float inv = Fp8ScaleOf(-k);  // exact: -k is within [-111, 126]
+  memcpy(row, &scale, sizeof(scale));
+  uint8_t* codes = row + kFp8HeaderBytes;
+  for (int64_t i = 0; i < dim; ++i) codes[i] = EncodeFp8(kind, x[i] * inv);
+}
+
+// Decodes a row written by EncodeFp8Row into `out[0..dim)`; exact.
+SHARDREC_HD void DecodeFp8Row(Fp8Kind kind, const uint8_t* row, int64_t dim, float* out) {
+  float scale;
+  memcpy(&scale, row, sizeof(scale));
+  const uint8_t* codes = row + kFp8HeaderBytes;
+  for (int64_t i = 0; i < dim; ++i) out[i] = DecodeFp8(kind, codes[i]) * scale;
+}
+
+// Whether a stored row's scale is one EncodeFp8Row writes (a power of two in range): readers of
+// files check it before decoding.
+SHARDREC_HD bool IsValidFp8Scale(float scale) {
+  const uint32_t u = fp8_detail::Bits(scale);
+  if ((u & 0x807FFFFFu) != 0) return false;  // positive, no mantissa bits
+  const int e = static_cast<int>(u >> 23) - 127;
+  return e >= kFp8MinScaleExp && e <= kFp8MaxScaleExp;
+}
+
+}  // namespace shardrec
