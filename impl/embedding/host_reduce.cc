@@ -321,6 +321,7 @@ Status HostReduce::Forward(comm::Communicator& comm, const RoutedBatch& rb, cons
         std::fill(recv + sl.at, recv + sl.at + floats, 0.0f);
         continue;
       }
+      if (floats == 0) continue;  // an empty batch's buffers may be null
       std::memcpy(recv + sl.at, recv2_.data() + pos + n, sizeof(float) * floats);
       n += floats;
     }
@@ -393,6 +394,7 @@ Status HostReduce::Backward(comm::Communicator& comm, const RoutedBatch& rb, con
       if (Reduced(u, d)) continue;
       const Slot& sl = OwnSlot(d, u);
       const size_t floats = static_cast<size_t>(sl.count * l.units[u].cols);
+      if (floats == 0) continue;  // an empty batch's buffers may be null
       std::memcpy(recv + sl.at, recv2_.data() + pos + n, sizeof(float) * floats);
       n += floats;
     }

@@ -111,7 +111,10 @@ case "$case" in
     # own wait was on the other survivor (itself waiting on host 1) hears of it only when that
     # wait ends (docs/launch.md, abort): within its timeout then, with ETIMEOUT. At least one
     # survivor sees the broken connection at once (~2 runs in 35 had one survivor time out).
-    survivors_fail k 0 1 4700 "EREMOTE.*\\[[0-9]+\\.[0-9]+\\.[0-9]+\\.2\\]|ETIMEOUT"
+    # Gloo does not always name the peer of a closed connection ("Connection closed", seen once
+    # in CI on the survivor whose broken pair was not host 1's): such a survivor fails at once
+    # with EREMOTE but names no host (docs/multihost.md, "Not done").
+    survivors_fail k 0 1 4700 "EREMOTE.*\\[[0-9]+\\.[0-9]+\\.[0-9]+\\.2\\]|EREMOTE.*Connection closed$|ETIMEOUT"
     at_once=0
     for r in 0 1; do
       ms=$(sed -n 's/.*failed after \([0-9]*\) ms.*/\1/p' "$out/k/rank$r.log" | head -1)
