@@ -516,6 +516,71 @@ SHARDREC_API shardrec_status_t shardrec_embedding_timings(const shardrec_embeddi
                                                           double* comm_seconds_out,
                                                           double* total_seconds_out);
 
+/* ---- Variable batch size per feature (VBE) ---------------------------------------------- */
+
+/**
+ * The number of floats of the output of a VBE batch (see shardrec_kjt_vbe_view_t): with inverse
+ * indices that of a plain batch of kjt.batch_size samples; without, sum_f B_f * width_f pooled
+ * or num_values * dim for a sequence collection. Reads only the view's sizes. Not collective.
+ * @param coll  [in] Must not be NULL.
+ * @param batch [in] Must not be NULL; its version must be SHARDREC_KJT_VBE_VIEW_VERSION.
+ * @param out   [out] Receives the count; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, an unknown version or sizes that do
+ *         not fit the collection (F, a negative B_f). Thread-safe with other const calls.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_vbe_output_len(
+    const shardrec_embedding_t* coll, const shardrec_kjt_vbe_view_t* batch, size_t* out);
+
+/**
+ * shardrec_embedding_forward of a VBE batch: the same semantics, validation, agreement and
+ * errors, with the output layout of shardrec_kjt_vbe_view_t. The backward that follows takes a
+ * gradient of the same layout and length. Collective; ranks may mix VBE and plain batches in one
+ * step (a plain batch is a VBE batch whose B_f all equal B). A view this rank refuses (a wrong
+ * version, F, lengths count, B_f, or an inverse index outside [0, B_f)) is SHARDREC_EINVAL
+ * naming the feature and sample, on every rank, and nothing changes anywhere.
+ * @param coll    [in] Must not be NULL; a host collection (a GPU collection returns
+ *                SHARDREC_EUNSUPPORTED on every rank, nothing changed).
+ * @param batch   [in] Must not be NULL; host memory, borrowed for the call.
+ * @param out     [out] shardrec_embedding_vbe_output_len(batch) floats, overwritten; NULL only
+ *                when that is 0.
+ * @param out_len Must equal shardrec_embedding_vbe_output_len(batch).
+ * @param stream  Ignored (host memory only).
+ * @return As shardrec_embedding_forward; SHARDREC_EUNSUPPORTED for a GPU collection.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_forward_vbe(shardrec_embedding_t* coll,
+                                                              const shardrec_kjt_vbe_view_t* batch,
+                                                              float* out, size_t out_len,
+                                                              void* stream);
+
+/**
+ * shardrec_embedding_input_dist_start of a VBE batch (pipelined input distribution); the
+ * forward_distributed that consumes it writes the VBE output layout (its @p out_len is
+ * shardrec_embedding_vbe_output_len of this batch). The view, its sizes and inverse indices may
+ * be reused when this returns.
+ * @param coll   [in] Must not be NULL; a host collection.
+ * @param batch  [in] Must not be NULL; borrowed for the call only.
+ * @param stream Ignored.
+ * @return As shardrec_embedding_input_dist_start; SHARDREC_EUNSUPPORTED for a GPU collection.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_start_vbe(
+    shardrec_embedding_t* coll, const shardrec_kjt_vbe_view_t* batch, void* stream);
+
+/**
+ * shardrec_embedding_forward_tensor of a VBE batch: a host or CUDA tensor view (the rules of
+ * shardrec_embedding_forward_tensor) with shardrec_embedding_vbe_output_len(batch) elements; when
+ * ndim >= 2 its last dimension must be the output width, which only an output of the plain layout
+ * (inverse indices given, or a sequence collection) has.
+ * @param coll [in] Must not be NULL; a host collection.  @param batch [in] Must not be NULL.
+ * @param out  [in] Must not be NULL.  @param stream As in shardrec_embedding_forward_tensor.
+ * @return As shardrec_embedding_forward_tensor; SHARDREC_EUNSUPPORTED for a GPU collection.
+ * Thread-safety: one thread at a time per collection.
+ */
+SHARDREC_API shardrec_status_t shardrec_embedding_forward_vbe_tensor(
+    shardrec_embedding_t* coll, const shardrec_kjt_vbe_view_t* batch,
+    const shardrec_tensor_view_t* out, void* stream);
+
 /* ---- Per-table optimizers ------------------------------------------------------------- */
 
 /**

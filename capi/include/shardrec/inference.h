@@ -277,6 +277,34 @@ SHARDREC_API shardrec_status_t shardrec_inference_lookup(const shardrec_inferenc
                                                          uint64_t* version_out);
 
 /**
+ * shardrec_inference_lookup of a VBE batch (shardrec_kjt_vbe_view_t: a batch size per feature,
+ * optional inverse indices), with the output layout that view describes: with inverse indices,
+ * bit for bit the output of the expanded plain batch, each distinct bag summed once.
+ * @param inf         [in] Must not be NULL.
+ * @param batch       [in] Host VBE batch; must not be NULL; borrowed for the call.
+ * @param out         [out] Overwritten; NULL only when its size is 0.
+ * @param out_len     Number of floats; must equal the size the view describes.
+ * @param version_out [out] May be NULL.
+ * @return As shardrec_inference_lookup; SHARDREC_EINVAL also for a wrong view version, sizes that
+ *         do not add up, or an inverse index outside [0, B_f) (the message names feature and
+ *         sample).
+ * Thread-safety: any number of threads at once, as shardrec_inference_lookup.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_lookup_vbe(const shardrec_inference_t* inf,
+                                                             const shardrec_kjt_vbe_view_t* batch,
+                                                             float* out, size_t out_len,
+                                                             uint64_t* version_out);
+
+/**
+ * The number of floats shardrec_inference_lookup_vbe writes for @p batch (reads only its sizes).
+ * @param inf [in] Must not be NULL.  @param batch [in] Must not be NULL.
+ * @param out [out] Must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, a wrong version or F. Thread-safe.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_vbe_output_len(
+    const shardrec_inference_t* inf, const shardrec_kjt_vbe_view_t* batch, size_t* out);
+
+/**
  * Zero-copy read of a dense tensor saved with the checkpoint (shardrec_checkpoint_options_t's
  * dense tensors, e.g. an MLP's parameters) in the current version. The pointer stays valid until
  * the handle is destroyed or reloaded (a reload may free it once no reader holds the old
@@ -333,6 +361,16 @@ shardrec_inference_snapshot_version(const shardrec_inference_version_t* ver, uin
 SHARDREC_API shardrec_status_t
 shardrec_inference_snapshot_lookup(const shardrec_inference_version_t* ver,
                                    const shardrec_kjt_view_t* batch, float* out, size_t out_len);
+
+/**
+ * shardrec_inference_lookup_vbe on a pinned snapshot (same batch, output and errors).
+ * @param ver [in] Must not be NULL.  @param batch [in] As for shardrec_inference_lookup_vbe.
+ * @param out [out] As for shardrec_inference_lookup_vbe.  @param out_len As there.
+ * @return As shardrec_inference_lookup_vbe. Thread-safe: any number of threads at once.
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_snapshot_lookup_vbe(
+    const shardrec_inference_version_t* ver, const shardrec_kjt_vbe_view_t* batch, float* out,
+    size_t out_len);
 
 /**
  * shardrec_inference_dense_tensor on a pinned snapshot: the pointer stays valid until the

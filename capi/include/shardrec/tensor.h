@@ -52,6 +52,47 @@ typedef struct shardrec_kjt_view {
 #define SHARDREC_KJT_VIEW_INIT \
   { 0, 0, NULL, 0, NULL, SHARDREC_DTYPE_INT64, 0, NULL, 0, 0, 0 }
 
+/**
+ * A batch whose features may each have their own number of samples ("variable batch size per
+ * feature", TorchRec's VBE: `stride_per_key_per_rank` and `inverse_indices`), so that a request
+ * of one user and many candidate items carries the user's features once instead of once per
+ * candidate. Versioned: start from SHARDREC_KJT_VBE_VIEW_INIT (or set @ref version to
+ * SHARDREC_KJT_VBE_VIEW_VERSION); the plain shardrec_kjt_view_t and the calls that take it are
+ * unchanged.
+ *
+ * With F features and B_f = @ref feature_batch_sizes[f] (the bags feature f has on this rank):
+ *  - `kjt.lengths` holds sum_f B_f bag lengths, feature-major: the B_0 bags of feature 0, then
+ *    the B_1 bags of feature 1, ...; `kjt.num_lengths` equals that sum; `kjt.values` and
+ *    `kjt.weights` follow the bags in the same order, as in a plain view.
+ *  - With @ref inverse_indices, `kjt.batch_size` (B) is the number of output samples and
+ *    `inverse_indices[f * B + b]` (in [0, B_f)) is the bag of feature f that output sample b
+ *    reads. The output then has the plain layout of B samples, and equals bit for bit the output
+ *    of the expanded plain batch (bag `inverse_indices[f * B + b]` of feature f copied to sample
+ *    b); the backward sums the gradients of the samples that read a bag into that bag
+ *    (docs/variable-batch.md says in which order, and the bound against the expanded batch).
+ *  - Without inverse indices, `kjt.batch_size` must be the largest B_f (TorchRec's stride; 0
+ *    when F is 0) and the output is feature-major: pooled, for each feature f in plan order its
+ *    B_f rows of its width (the dims of the tables reading it, in table order), so sum_f B_f *
+ *    width_f floats; sequence, one row per id in value order, as in a plain view.
+ * B_f may differ between features and ranks and may be 0. Host memory only for now: a GPU
+ * collection refuses VBE views with SHARDREC_EUNSUPPORTED.
+ * A view with @ref feature_batch_sizes NULL is the plain view @ref kjt (inverse indices must
+ * then be NULL too).
+ */
+typedef struct shardrec_kjt_vbe_view {
+  uint32_t version;                   /**< SHARDREC_KJT_VBE_VIEW_VERSION. */
+  shardrec_kjt_view_t kjt;            /**< The ids, lengths and weights (see above). */
+  const int64_t* feature_batch_sizes; /**< F entries B_f >= 0, or NULL (a plain batch). */
+  size_t num_feature_batch_sizes;     /**< F when @ref feature_batch_sizes is set, else 0. */
+  const int64_t* inverse_indices;     /**< F * kjt.batch_size entries, or NULL (see above). */
+  size_t num_inverse_indices;         /**< Length of @ref inverse_indices; 0 when NULL. */
+} shardrec_kjt_vbe_view_t;
+
+#define SHARDREC_KJT_VBE_VIEW_VERSION 1u
+/** An empty VBE view of int64 ids on the host, to be filled in. */
+#define SHARDREC_KJT_VBE_VIEW_INIT \
+  { SHARDREC_KJT_VBE_VIEW_VERSION, SHARDREC_KJT_VIEW_INIT, NULL, 0, NULL, 0 }
+
 /** Maximum rank of a shardrec_tensor_view_t. */
 #define SHARDREC_TENSOR_MAX_DIMS 4
 
