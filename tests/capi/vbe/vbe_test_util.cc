@@ -36,7 +36,9 @@ shardrec_kjt_vbe_view_t VbeBatchData::View() const {
   v.kjt.num_weights = weights.size();
   v.feature_batch_sizes = sizes.data();
   v.num_feature_batch_sizes = sizes.size();
-  v.inverse_indices = inverse.empty() ? nullptr : inverse.data();
+  // An inverse array of no entries (batch_size 0) is still given: a pointer, not NULL.
+  static const int64_t kNone = 0;
+  v.inverse_indices = !has_inverse ? nullptr : inverse.empty() ? &kNone : inverse.data();
   v.num_inverse_indices = inverse.size();
   return v;
 }
@@ -51,12 +53,14 @@ VbeBatchData MakeVbeBatch(uint64_t seed, const std::vector<int64_t>& id_range, V
     for (auto& b : v.sizes) b = static_cast<int64_t>(gen() % 7);
     v.batch_size = F == 0 ? 0 : *std::max_element(v.sizes.begin(), v.sizes.end());
   } else if (mode == VbeMode::kInverse) {
+    v.has_inverse = true;
     v.batch_size = 1 + static_cast<int64_t>(gen() % 6);
     for (auto& b : v.sizes) b = 1 + static_cast<int64_t>(gen() % (v.batch_size + 2));
     for (size_t f = 0; f < F; ++f)
       for (int64_t b = 0; b < v.batch_size; ++b)
         v.inverse.push_back(static_cast<int64_t>(gen() % static_cast<uint64_t>(v.sizes[f])));
   } else {
+    v.has_inverse = true;
     v.batch_size = static_cast<int64_t>(gen() % 6);
     for (auto& b : v.sizes) b = v.batch_size + static_cast<int64_t>(gen() % 3);
     for (size_t f = 0; f < F; ++f) {
@@ -95,7 +99,7 @@ RefBatch Expand(const VbeBatchData& v) {
   for (size_t f = 0; f < F; ++f)
     for (size_t b = 0; b < B; ++b) {
       int64_t j = -1;
-      if (!v.inverse.empty())
+      if (v.has_inverse)
         j = v.inverse[f * B + b];
       else if (static_cast<int64_t>(b) < v.sizes[f])
         j = static_cast<int64_t>(b);
@@ -116,7 +120,7 @@ RefBatch Expand(const VbeBatchData& v) {
 std::vector<float> PlainToVbe(const VbeBatchData& v, const std::vector<float>& plain,
                               const std::vector<int64_t>& widths, int64_t output_dim,
                               bool sequence) {
-  if (sequence || !v.inverse.empty()) return plain;
+  if (sequence || v.has_inverse) return plain;
   std::vector<float> out;
   int64_t offset = 0;
   for (size_t f = 0; f < v.sizes.size(); ++f) {
@@ -132,7 +136,7 @@ std::vector<float> PlainToVbe(const VbeBatchData& v, const std::vector<float>& p
 std::vector<float> VbeGradToPlain(const VbeBatchData& v, const std::vector<float>& grad,
                                   const std::vector<int64_t>& widths, int64_t output_dim,
                                   bool sequence) {
-  if (sequence || !v.inverse.empty()) return grad;
+  if (sequence || v.has_inverse) return grad;
   std::vector<float> plain(static_cast<size_t>(v.batch_size * output_dim), 0.0f);
   size_t at = 0;
   int64_t offset = 0;
@@ -202,7 +206,7 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
       size_t n = 0;
       if (seq)
         n = e.ids.size() * static_cast<size_t>(D);
-      else if (plain_rank(step, r) || !vbe[step][r].inverse.empty())
+      else if (plain_rank(step, r) || vbe[step][r].has_inverse)
         n = static_cast<size_t>(e.batch_size * D);
       else
         for (size_t f = 0; f < widths.size(); ++f)

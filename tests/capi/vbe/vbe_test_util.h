@@ -29,7 +29,8 @@ struct VbeBatchData {
   std::vector<int32_t> lengths;
   std::vector<int64_t> ids;
   std::vector<float> weights;
-  std::vector<int64_t> inverse;  // empty without
+  bool has_inverse = false;
+  std::vector<int64_t> inverse;  // F * batch_size entries when has_inverse (may be none)
   shardrec_kjt_vbe_view_t View() const;
 };
 

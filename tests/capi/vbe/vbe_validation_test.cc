@@ -71,8 +71,8 @@ std::vector<BadCase> Cases() {
 // A fixed good batch with inverse indices whose batch size is not its largest B_f.
 VbeBatchData GoodBatch(const Scenario& s) {
   VbeBatchData v;
-  for (;;) {
-    v = MakeVbeBatch(99, IdRanges(s), VbeMode::kInverse, false, 2);
+  for (uint64_t seed = 99;; ++seed) {
+    v = MakeVbeBatch(seed, IdRanges(s), VbeMode::kInverse, false, 2);
     const int64_t max = *std::max_element(v.sizes.begin(), v.sizes.end());
     if (v.batch_size >= 2 && v.sizes[1] >= 3 && max != v.batch_size) break;
   }
