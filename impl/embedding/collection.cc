@@ -450,7 +450,7 @@ Status EmbeddingCollection::RunBackward(const float* grad, size_t grad_len, cons
                                       "has ", need, " elements");
     else if (need > 0 && grad == nullptr)
       local = Status::InvalidArgument("grad must not be NULL");
-    else if (device_grad == nullptr && s_.options.check_non_finite)
+    else if (device_grad == nullptr && s_.options.check_non_finite && !vbe_grad_checked_)
       local = CheckGradFinite(grad, need);
   }
   if (local.ok() && device_grad != nullptr && !TakesDeviceGradient(s_.options.device))

@@ -240,6 +240,8 @@ class EmbeddingCollection {
   VbeStep* vbe_source_ = nullptr;
   std::vector<float> vbe_out_;
   std::vector<float> vbe_grad_;
+  // The caller's VBE gradient was checked finite (BackwardVbe): its reduction needs no check.
+  bool vbe_grad_checked_ = false;
 };
 
 }  // namespace shardrec::embedding

@@ -123,7 +123,11 @@ Status EmbeddingCollection::BackwardVbe(const float* grad, size_t grad_len) {
   if (!local.ok()) return RunBackward(nullptr, 0, local, nullptr);
   vbe_grad_.resize(vbe_current_.padded_len());
   vbe_current_.Gather(s_.layout, grad, vbe_grad_.data());
-  return RunBackward(vbe_grad_.data(), vbe_grad_.size(), Status::Ok(), nullptr);
+  // Without inverse indices the reduction only copies; with them its sums may still overflow.
+  vbe_grad_checked_ = s_.options.check_non_finite && !vbe_current_.has_inverse();
+  const Status s = RunBackward(vbe_grad_.data(), vbe_grad_.size(), Status::Ok(), nullptr);
+  vbe_grad_checked_ = false;
+  return s;
 }
 
 }  // namespace shardrec::embedding

@@ -48,6 +48,7 @@ class VbeStep {
   // Whether the last Prepare was a VBE batch (else the plain output and gradient are the caller's).
   bool vbe() const { return vbe_; }
   void Clear() { vbe_ = false; }
+  bool has_inverse() const { return has_inverse_; }
   // Floats of the caller's output / the padded batch's output.
   size_t output_len() const { return output_len_; }
   size_t padded_len() const { return padded_len_; }

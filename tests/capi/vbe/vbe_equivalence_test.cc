@@ -4,10 +4,13 @@
 // for bit where no bag is read twice, else within the documented bound) and the reference model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "tests/capi/vbe/vbe_test_util.h"
+#include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
 namespace {
@@ -84,6 +87,57 @@ TEST(VbePipelined, MatchesTheExpandedBatch) {
         o.pipelined = true;
         RunVbeEquivalence(s, plan.get(), o);
       }
+}
+
+
+// forward_vbe_tensor on host tensor views: a 1-D view of either layout gives forward_vbe's output
+// bit for bit, a [B, output_dim] view takes the plain layout, and a 2-D view of a feature-major
+// output is refused on every rank.
+TEST(VbeTensor, HostViewsMatchForwardVbe) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, nullptr),
+              SHARDREC_OK);
+    CollPtr coll(c);
+    int64_t dim = 0;
+    shardrec_embedding_output_dim(c, &dim);
+    for (VbeMode mode : {VbeMode::kInverse, VbeMode::kNoInverse}) {
+      const VbeBatchData v = MakeVbeBatch(31 + r, IdRanges(s), mode, false, 3);
+      const shardrec_kjt_vbe_view_t view = v.View();
+      size_t len = 0;
+      ASSERT_EQ(shardrec_embedding_vbe_output_len(c, &view, &len), SHARDREC_OK);
+      std::vector<float> want(len), got(len, -1.0f);
+      ASSERT_EQ(shardrec_embedding_forward_vbe(c, &view, want.data(), len, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      shardrec_tensor_view_t t{};
+      t.data = got.data();
+      t.dtype = SHARDREC_DTYPE_FLOAT32;
+      t.device_type = SHARDREC_DEVICE_HOST;
+      t.ndim = 1;
+      t.shape[0] = static_cast<int64_t>(len);
+      ASSERT_EQ(shardrec_embedding_forward_vbe_tensor(c, &view, &t, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      EXPECT_EQ(got, want);
+      t.ndim = 2;
+      t.shape[1] = dim;
+      t.shape[0] = static_cast<int64_t>(len) / dim;
+      if (mode == VbeMode::kInverse) {
+        std::fill(got.begin(), got.end(), -1.0f);
+        ASSERT_EQ(shardrec_embedding_forward_vbe_tensor(c, &view, &t, nullptr), SHARDREC_OK)
+            << shardrec_last_error();
+        EXPECT_EQ(got, want);
+      } else {
+        EXPECT_EQ(shardrec_embedding_forward_vbe_tensor(c, &view, &t, nullptr), SHARDREC_EINVAL);
+        if (r == 0)
+          EXPECT_NE(std::string(shardrec_last_error()).find("give a 1-D view"), std::string::npos)
+              << shardrec_last_error();
+      }
+    }
+  });
 }
 
 }  // namespace
