@@ -2,14 +2,13 @@
 // feature"; the view in shardrec/tensor.h): the view converted (its version and plain part), then
 // the collection's VBE entries (impl/embedding/vbe.h). As in embedding.cc, a rank whose view does
 // not convert still calls into the collection with its rejection, so its peers learn of it.
-#include "shardrec/embedding.h"
-
 #include <cstddef>
 
 #include "capi/src/embedding_convert.h"
 #include "capi/src/entry.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
+#include "shardrec/embedding.h"
 
 using shardrec::Status;
 using shardrec::capi::Enter;

@@ -24,8 +24,8 @@
 #include "impl/embedding/row_resolver.h"
 #include "impl/embedding/step_agreement.h"
 #include "impl/embedding/step_state.h"
-#include "impl/embedding/vbe.h"
 #include "impl/embedding/storage/table_storage.h"
+#include "impl/embedding/vbe.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/types.h"
 

@@ -80,8 +80,7 @@ Batch MakeBatch(uint64_t seed) {
         if (is_user) user[f].push_back(id);
       }
     }
-    for (int64_t s = 0; s < kSamples; ++s)
-      b.inverse.push_back(is_user ? s / kCandidates : s);
+    for (int64_t s = 0; s < kSamples; ++s) b.inverse.push_back(is_user ? s / kCandidates : s);
   }
   // The repeated form: each request's user bags copied to its kCandidates samples.
   size_t item_at = 0;
@@ -197,8 +196,8 @@ Bytes MessageBytes(Mode mode) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
   std::vector<std::string> names;
-  for (int f = 0; f < kFeatures; ++f) names.push_back((f < kUserFeatures ? "u" : "i") +
-                                                      std::to_string(f));
+  for (int f = 0; f < kFeatures; ++f)
+    names.push_back((f < kUserFeatures ? "u" : "i") + std::to_string(f));
   std::vector<shardrec_feature_config_t> features(kFeatures);
   std::vector<shardrec_table_config_t> tables(kFeatures);
   std::vector<shardrec_table_constraints_t> cons(kFeatures);
@@ -218,12 +217,13 @@ int main(int argc, char** argv) {
     cons[f].table = names[f].c_str();
     cons[f].sharding_types = 1u << SHARDREC_SHARDING_TABLE_WISE;
   }
-  std::printf("%d requests x %d candidates = %d samples per rank; %d user features (bags of %d),"
-              " %d item features (bags of %d); %d tables %d x %d, table-wise, row-wise Adagrad;"
-              " %d rounds of %d steps\n",
-              static_cast<int>(kRequests), static_cast<int>(kCandidates),
-              static_cast<int>(kSamples), kUserFeatures, kUserBag, kItemFeatures, kItemBag,
-              kFeatures, static_cast<int>(kRows), kDim, rounds, kSteps);
+  std::printf(
+      "%d requests x %d candidates = %d samples per rank; %d user features (bags of %d),"
+      " %d item features (bags of %d); %d tables %d x %d, table-wise, row-wise Adagrad;"
+      " %d rounds of %d steps\n",
+      static_cast<int>(kRequests), static_cast<int>(kCandidates), static_cast<int>(kSamples),
+      kUserFeatures, kUserBag, kItemFeatures, kItemBag, kFeatures, static_cast<int>(kRows), kDim,
+      rounds, kSteps);
   std::printf("%-5s %-9s %10s %13s %8s %12s %12s\n", "world", "mode", "step_ms", "min..max",
               "speedup", "id_MB", "rows_MB");
   for (int world : {1, 2}) {
@@ -248,9 +248,8 @@ int main(int argc, char** argv) {
     const double base = Median(t[0]);
     for (int m = 0; m < 3; ++m) {
       const Bytes bytes = MessageBytes(modes[m]);
-      std::printf("%-5d %-9s %10.2f %6.2f..%-6.2f %8.2f %12.2f %12.2f\n", world,
-                  ModeName(modes[m]), Median(t[m]) * 1e3,
-                  *std::min_element(t[m].begin(), t[m].end()) * 1e3,
+      std::printf("%-5d %-9s %10.2f %6.2f..%-6.2f %8.2f %12.2f %12.2f\n", world, ModeName(modes[m]),
+                  Median(t[m]) * 1e3, *std::min_element(t[m].begin(), t[m].end()) * 1e3,
                   *std::max_element(t[m].begin(), t[m].end()) * 1e3, base / Median(t[m]),
                   bytes.ids / 1e6, 2 * bytes.rows / 1e6);
     }

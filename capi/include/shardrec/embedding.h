@@ -521,12 +521,16 @@ SHARDREC_API shardrec_status_t shardrec_embedding_timings(const shardrec_embeddi
 /**
  * The number of floats of the output of a VBE batch (see shardrec_kjt_vbe_view_t): with inverse
  * indices that of a plain batch of kjt.batch_size samples; without, sum_f B_f * width_f pooled
- * or num_values * dim for a sequence collection. Reads only the view's sizes. Not collective.
+ * or num_values * dim for a sequence collection. Reads only the view's sizes, except for a
+ * sequence collection with inverse indices, whose output has a row per id of the expanded batch
+ * (it then reads the lengths and inverse indices too). A plain view (feature_batch_sizes NULL)
+ * gives the plain output's length. Not collective.
  * @param coll  [in] Must not be NULL.
  * @param batch [in] Must not be NULL; its version must be SHARDREC_KJT_VBE_VIEW_VERSION.
  * @param out   [out] Receives the count; must not be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, an unknown version or sizes that do
- *         not fit the collection (F, a negative B_f). Thread-safe with other const calls.
+ *         not fit the collection (F, a negative B_f, the lengths count, an inverse index out of
+ *         range where it is read). Thread-safe with other const calls.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_vbe_output_len(
     const shardrec_embedding_t* coll, const shardrec_kjt_vbe_view_t* batch, size_t* out);
@@ -534,7 +538,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_vbe_output_len(
 /**
  * shardrec_embedding_forward of a VBE batch: the same semantics, validation, agreement and
  * errors, with the output layout of shardrec_kjt_vbe_view_t. The backward that follows takes a
- * gradient of the same layout and length. Collective; ranks may mix VBE and plain batches in one
+ * gradient of the same layout and length (docs/variable-batch.md: the order of its sums, and
+ * where training equals the expanded batch bit for bit). Collective; ranks may mix VBE and plain
+ * batches in one
  * step (a plain batch is a VBE batch whose B_f all equal B). A view this rank refuses (a wrong
  * version, F, lengths count, B_f, or an inverse index outside [0, B_f)) is SHARDREC_EINVAL
  * naming the feature and sample, on every rank, and nothing changes anywhere.

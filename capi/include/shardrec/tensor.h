@@ -66,14 +66,16 @@ typedef struct shardrec_kjt_view {
  *    `kjt.weights` follow the bags in the same order, as in a plain view.
  *  - With @ref inverse_indices, `kjt.batch_size` (B) is the number of output samples and
  *    `inverse_indices[f * B + b]` (in [0, B_f)) is the bag of feature f that output sample b
- *    reads. The output then has the plain layout of B samples, and equals bit for bit the output
+ *    reads (a zero-size batch passes a non-NULL pointer with 0 entries). The output then has the
+ *    plain layout of B samples, and equals bit for bit the output
  *    of the expanded plain batch (bag `inverse_indices[f * B + b]` of feature f copied to sample
  *    b); the backward sums the gradients of the samples that read a bag into that bag
  *    (docs/variable-batch.md says in which order, and the bound against the expanded batch).
  *  - Without inverse indices, `kjt.batch_size` must be the largest B_f (TorchRec's stride; 0
  *    when F is 0) and the output is feature-major: pooled, for each feature f in plan order its
  *    B_f rows of its width (the dims of the tables reading it, in table order), so sum_f B_f *
- *    width_f floats; sequence, one row per id in value order, as in a plain view.
+ *    width_f floats; sequence, one row per id in value order, as in a plain view. (With
+ *    inverse indices a sequence output has one row per id of the expanded batch.)
  * B_f may differ between features and ranks and may be 0. Host memory only for now: a GPU
  * collection refuses VBE views with SHARDREC_EUNSUPPORTED.
  * A view with @ref feature_batch_sizes NULL is the plain view @ref kjt (inverse indices must

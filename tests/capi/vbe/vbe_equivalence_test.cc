@@ -41,15 +41,13 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, VbeEquivalence,
-    ::testing::Combine(::testing::Values(1, 2, 4),
-                       ::testing::Values(SHARDREC_SHARDING_DATA_PARALLEL,
-                                         SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE,
-                                         SHARDREC_SHARDING_COLUMN_WISE,
-                                         SHARDREC_SHARDING_TABLE_ROW_WISE,
-                                         SHARDREC_SHARDING_GRID),
-                       ::testing::Values(SHARDREC_POOLING_SUM, SHARDREC_POOLING_MEAN,
-                                         SHARDREC_POOLING_NONE),
-                       ::testing::Values(VbeMode::kNoInverse, VbeMode::kInverse, VbeMode::kOnce)),
+    ::testing::Combine(
+        ::testing::Values(1, 2, 4),
+        ::testing::Values(SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_TABLE_WISE,
+                          SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_COLUMN_WISE,
+                          SHARDREC_SHARDING_TABLE_ROW_WISE, SHARDREC_SHARDING_GRID),
+        ::testing::Values(SHARDREC_POOLING_SUM, SHARDREC_POOLING_MEAN, SHARDREC_POOLING_NONE),
+        ::testing::Values(VbeMode::kNoInverse, VbeMode::kInverse, VbeMode::kOnce)),
     Name);
 
 // Weighted ids (SUM and MEAN) and SGD, at worlds 2 and 4, row-wise and table-wise.
@@ -88,7 +86,6 @@ TEST(VbePipelined, MatchesTheExpandedBatch) {
         RunVbeEquivalence(s, plan.get(), o);
       }
 }
-
 
 // forward_vbe_tensor on host tensor views: a 1-D view of either layout gives forward_vbe's output
 // bit for bit, a [B, output_dim] view takes the plain layout, and a 2-D view of a feature-major

@@ -80,7 +80,8 @@ VbeBatchData MakeVbeBatch(uint64_t seed, const std::vector<int64_t>& id_range, V
         const bool dup = k > 0 && gen() % 3 == 0;
         v.ids.push_back(dup ? v.ids.back()
                             : static_cast<int64_t>(gen() % static_cast<uint64_t>(id_range[f])));
-        if (weighted) v.weights.push_back(0.25f + 1.5f * static_cast<float>(gen() % 1000) / 1000.0f);
+        if (weighted)
+          v.weights.push_back(0.25f + 1.5f * static_cast<float>(gen() % 1000) / 1000.0f);
       }
     }
   return v;
@@ -212,9 +213,9 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
         for (size_t f = 0; f < widths.size(); ++f)
           n += static_cast<size_t>(vbe[step][r].sizes[f] * widths[f]);
       grads[step][r] = RandomGrad(s.data_seed * 7919 + step * 13 + r, n);
-      plain_grads[step][r] = plain_rank(step, r) ? grads[step][r]
-                                                 : VbeGradToPlain(vbe[step][r], grads[step][r],
-                                                                  widths, D, seq);
+      plain_grads[step][r] = plain_rank(step, r)
+                                 ? grads[step][r]
+                                 : VbeGradToPlain(vbe[step][r], grads[step][r], widths, D, seq);
       ref_out[step][r] = ref.Forward(e);
     }
     if (opts.check_reference) ref.Backward(expanded[step], plain_grads[step]);
@@ -257,9 +258,8 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
             << shardrec_last_error();
         rc = shardrec_embedding_forward_distributed(cv, out.data(), out.size(), nullptr);
       } else {
-        rc = as_plain
-                 ? shardrec_embedding_forward(cv, kjt.view(), out.data(), out.size(), nullptr)
-                 : shardrec_embedding_forward_vbe(cv, &view, out.data(), out.size(), nullptr);
+        rc = as_plain ? shardrec_embedding_forward(cv, kjt.view(), out.data(), out.size(), nullptr)
+                      : shardrec_embedding_forward_vbe(cv, &view, out.data(), out.size(), nullptr);
       }
       ASSERT_EQ(rc, SHARDREC_OK) << "rank " << r << " step " << step << ": "
                                  << shardrec_last_error();
@@ -288,9 +288,9 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
         EXPECT_EQ(CountMismatches(out, ref_want, 1e-5f, 1e-6f, &first), 0u)
             << "rank " << r << " step " << step << " vs reference: " << first;
       }
-      ASSERT_EQ(shardrec_embedding_backward(cv, grads[step][r].data(), grads[step][r].size(),
-                                            nullptr),
-                SHARDREC_OK)
+      ASSERT_EQ(
+          shardrec_embedding_backward(cv, grads[step][r].data(), grads[step][r].size(), nullptr),
+          SHARDREC_OK)
           << "rank " << r << " step " << step << ": " << shardrec_last_error();
       ASSERT_EQ(shardrec_embedding_backward(cp, plain_grads[step][r].data(),
                                             plain_grads[step][r].size(), nullptr),

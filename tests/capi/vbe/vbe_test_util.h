@@ -59,10 +59,10 @@ std::vector<int64_t> IdRanges(const Scenario& s);
 struct VbeRunOptions {
   VbeMode mode = VbeMode::kInverse;
   int32_t steps = 3;
-  bool pipelined = false;     // input_dist_start_vbe + wait + forward_distributed
-  bool mix_plain = true;      // the last rank of a world >= 2 feeds a plain batch at step 1
-  bool check_reference = true;  // also against the reference model (fixed tables only)
-  bool check_weights = true;    // weights and states through the accessors (fixed tables only)
+  bool pipelined = false;         // input_dist_start_vbe + wait + forward_distributed
+  bool mix_plain = true;          // the last rank of a world >= 2 feeds a plain batch at step 1
+  bool check_reference = true;    // also against the reference model (fixed tables only)
+  bool check_weights = true;      // weights and states through the accessors (fixed tables only)
   std::vector<int64_t> id_range;  // per feature; empty: IdRanges(s)
   // Options of both collections (encodings, ...): applied after init and the scenario's seed.
   std::function<void(shardrec_embedding_options_t*)> options;

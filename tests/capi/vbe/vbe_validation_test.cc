@@ -34,8 +34,7 @@ std::vector<BadCase> Cases() {
        "num_feature_batch_sizes is 3"},
       {"lengths", [](VbeBatchData*, shardrec_kjt_vbe_view_t* v) { v->kjt.num_lengths += 1; },
        "expected the sum of the feature batch sizes"},
-      {"negative",
-       [](VbeBatchData* d, shardrec_kjt_vbe_view_t*) { d->sizes[2] = -1; },
+      {"negative", [](VbeBatchData* d, shardrec_kjt_vbe_view_t*) { d->sizes[2] = -1; },
        "feature 'f2' (2): batch size -1 is negative"},
       {"inverse_range",
        [](VbeBatchData* d, shardrec_kjt_vbe_view_t*) { d->inverse[1 * d->batch_size + 1] = 99; },
@@ -188,8 +187,8 @@ TEST(VbeValidation, OutputLenChecksItsArguments) {
   EXPECT_EQ(shardrec_embedding_vbe_output_len(cc, &view, nullptr), SHARDREC_EINVAL);
   ASSERT_EQ(shardrec_embedding_vbe_output_len(cc, &view, &len), SHARDREC_OK);
   // Feature-major: sum_f B_f * width_f (widths 8, 12, 12, 16).
-  const size_t want = static_cast<size_t>(v.sizes[0] * 8 + v.sizes[1] * 12 + v.sizes[2] * 12 +
-                                          v.sizes[3] * 16);
+  const size_t want =
+      static_cast<size_t>(v.sizes[0] * 8 + v.sizes[1] * 12 + v.sizes[2] * 12 + v.sizes[3] * 16);
   EXPECT_EQ(len, want);
   view.version = 7;
   EXPECT_EQ(shardrec_embedding_vbe_output_len(cc, &view, &len), SHARDREC_EINVAL);
