@@ -345,7 +345,7 @@ void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& r
           dst = row.data();
         }
         if (pair.mean) {
-          const float div = rb.mean_div[unit.pair * B + target];
+          const float div = rb.mean_div[BagIndex::Plain(B).bag(unit.pair, target)];
           for (int32_t c = 0; c < unit.cols; ++c) dst[c] = div != 0.0f ? g[c] / div : 0.0f;
         } else if (dst != nullptr) {
           std::memcpy(dst, g, sizeof(float) * unit.cols);

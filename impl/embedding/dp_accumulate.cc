@@ -37,7 +37,8 @@ void AccumulateDataParallel(const Layout& l, const DpBlockLayout& at, const Rout
     const int64_t* offsets = rb.dp_offsets.data() + rb.dp_offsets_begin[i];
     const bool weighted = !rb.dp_weights.empty();
     for (int64_t b = 0; b < B; ++b) {
-      const float div = pair.mean ? rb.mean_div[p * B + b] : 1.0f;
+      const float div =
+          pair.mean ? rb.mean_div[BagIndex::Plain(B).bag(static_cast<int64_t>(p), b)] : 1.0f;
       for (int64_t j = offsets[b]; j < offsets[b + 1]; ++j) {
         const int64_t row = rb.dp_rows[j];
         // A dynamic table's zero row (row == rows: an id without a row) has no place in the

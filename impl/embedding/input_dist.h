@@ -12,6 +12,7 @@
 #include "impl/core/check.h"
 #include "impl/core/exec.h"
 #include "impl/core/status.h"
+#include "impl/embedding/bag_index.h"
 #include "impl/embedding/batch.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"

@@ -162,7 +162,7 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
       int64_t* offsets = l.sequence ? nullptr : rb->bag_offsets.data() + next_offset;
       if (offsets != nullptr) offsets[0] = 0;
       for (int64_t b = 0; b < B; ++b) {
-        const int32_t len = lens[ui * B + b];
+        const int32_t len = lens[BagIndex::Plain(B).bag(static_cast<int64_t>(ui), b)];
         if (len == 0) continue;
         if (len < 0 || cursor + ids + len > n)
           return Status::Internal("input dist: malformed message from rank ", s);

@@ -31,6 +31,7 @@ Status ForEachIdOfPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
                        const std::vector<size_t>& feature_begin, size_t p, Fn&& fn) {
   const auto& plan = *l.plan;
   const int64_t B = batch.batch_size;
+  const BagIndex bags = BagIndex::Plain(B);
   const Pair& pair = l.pairs[p];
   const auto& cfg = plan.tables[pair.table];
   // A dynamic table takes every id (a data-parallel one's copy translates them after the
@@ -38,7 +39,7 @@ Status ForEachIdOfPair(const Layout& l, BoundsPolicy bounds, const Batch& batch,
   const bool dynamic = cfg.dynamic.enabled;
   size_t pos = feature_begin[pair.feature];
   for (int64_t b = 0; b < B; ++b) {
-    const int32_t len = batch.lengths[pair.feature * B + b];
+    const int32_t len = batch.lengths[bags.bag(pair.feature, b)];
     for (int32_t k = 0; k < len; ++k) {
       const size_t i = pos + static_cast<size_t>(k);
       int64_t x = IdAt(batch, i);
@@ -66,13 +67,14 @@ Status ForEachIdOfShardedPairAs(const Layout& l, BoundsPolicy bounds, const Batc
                                 Done&& done) {
   const auto& plan = *l.plan;
   const int64_t B = batch.batch_size;
+  const BagIndex bags = BagIndex::Plain(B);
   const Pair& pair = l.pairs[p];
   const auto& cfg = plan.tables[pair.table];
   const int64_t rows = cfg.rows;
   // A dynamic table takes every id (docs/dynamic-tables.md): no bounds policy applies.
   const bool dynamic = cfg.dynamic.enabled;
   const IdT* ids = static_cast<const IdT*>(batch.values);
-  const int32_t* lengths = batch.lengths + pair.feature * B;
+  const int32_t* lengths = batch.lengths + bags.bag(pair.feature, 0);
   const float* weights = batch.weights;
   size_t pos = feature_begin[pair.feature];
   for (int64_t b = 0; b < B; ++b) {
@@ -174,7 +176,7 @@ void ZeroUnitLengths(const Layout& l, size_t p, int64_t B, RoutedBatch* rb) {
   if (tl.data_parallel) return;
   for (const RowBlock& block : tl.blocks)
     for (int32_t s : block.shards) {
-      int32_t* lens = rb->unit_lengths.data() + static_cast<size_t>(l.unit_of[p][s]) * B;
+      int32_t* lens = rb->unit_lengths.data() + BagIndex::Plain(B).bag(l.unit_of[p][s], 0);
       std::fill(lens, lens + B, 0);
     }
 }
@@ -186,6 +188,7 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
                  const std::vector<size_t>& feature_begin, RoutedBatch* rb,
                  std::vector<int64_t>* dp_counts) {
   const int64_t B = batch.batch_size;
+  const BagIndex bags = BagIndex::Plain(B);
   const size_t nu = l.units.size();
   // Every unit's lengths are written by its pair (copied, or zeroed and counted), so they are
   // not zeroed here first.
@@ -199,16 +202,16 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
     if (EveryIdTravels(l, bounds, p)) {
       // The feature's lengths are its units' lengths: no id is read here (FillPass checks them
       // as it writes them). The MEAN divisor is the bag's weight sum in id order, or its length.
-      const int32_t* lengths = batch.lengths + static_cast<size_t>(pair.feature) * B;
+      const int32_t* lengths = batch.lengths + bags.bag(pair.feature, 0);
       const int64_t n =
           static_cast<int64_t>(feature_begin[pair.feature + 1] - feature_begin[pair.feature]);
       for (int32_t s : tl.blocks[0].shards) {
         const int32_t u = l.unit_of[p][s];
-        CopyBytes(rb->unit_lengths.data() + static_cast<size_t>(u) * B, lengths, 4 * B);
+        CopyBytes(rb->unit_lengths.data() + bags.bag(u, 0), lengths, 4 * B);
         rb->unit_ids[u] += n;
       }
       if (!pair.mean) return Status::Ok();
-      float* div = rb->mean_div.data() + p * B;
+      float* div = rb->mean_div.data() + bags.bag(static_cast<int64_t>(p), 0);
       const float* w = batch.weights;
       size_t pos = feature_begin[pair.feature];
       for (int64_t b = 0; b < B; ++b) {
@@ -229,7 +232,7 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
     if (SingleBlock(tl)) {
       // Counts per sample in registers, then adds them to each of the block's units once.
       int32_t* counts = rb->unit_lengths.data();
-      float* div = pair.mean ? rb->mean_div.data() + p * B : nullptr;
+      float* div = pair.mean ? rb->mean_div.data() + bags.bag(static_cast<int64_t>(p), 0) : nullptr;
       int32_t n = 0;
       float sum = 0.0f;
       SR_RETURN_IF_ERROR(ForEachIdOfShardedPair(
@@ -242,7 +245,7 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
             if (n != 0) {
               for (int32_t s : tl.blocks[0].shards) {
                 const int32_t u = l.unit_of[p][s];
-                counts[static_cast<size_t>(u) * B + b] = n;
+                counts[bags.bag(u, b)] = n;
                 rb->unit_ids[u] += n;
               }
               if (div != nullptr) div[b] = sum;
@@ -257,7 +260,7 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
       // sample; the MEAN divisor is summed in id order as the generic walk does.
       const PairBlocks pb(l, p);
       int32_t* counts = rb->unit_lengths.data();
-      float* div = pair.mean ? rb->mean_div.data() + p * B : nullptr;
+      float* div = pair.mean ? rb->mean_div.data() + bags.bag(static_cast<int64_t>(p), 0) : nullptr;
       std::vector<int32_t> n(pb.first.size(), 0);
       int32_t total = 0;
       float sum = 0.0f;
@@ -274,7 +277,7 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
               if (n[k] == 0) continue;
               for (int32_t j = pb.unit_begin[k]; j < pb.unit_begin[k + 1]; ++j) {
                 const int32_t u = pb.units[j];
-                counts[static_cast<size_t>(u) * B + b] = n[k];
+                counts[bags.bag(u, b)] = n[k];
                 rb->unit_ids[u] += n[k];
               }
               n[k] = 0;
@@ -288,7 +291,7 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
     // Data-parallel: counted per pair, looked up locally.
     return ForEachIdOfPair(l, bounds, batch, feature_begin, p,
                            [&](int64_t b, size_t, int64_t, float w) {
-                             if (pair.mean) rb->mean_div[p * B + b] += w;
+                             if (pair.mean) rb->mean_div[bags.bag(static_cast<int64_t>(p), b)] += w;
                              ++(*dp_counts)[p];
                            });
   });
@@ -309,6 +312,7 @@ Status CountPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, c
 void SizeMessages(const Layout& l, RoutedBatch* rb) {
   const int32_t world = l.world;
   const int64_t B = rb->batch_size;
+  const BagIndex bags = BagIndex::Plain(B);
   rb->send_bytes.assign(world, 0);
   rb->counts_send.assign(world * kCountFields, 0);
   rb->ret_count.assign(l.units.size(), 0);
@@ -321,7 +325,7 @@ void SizeMessages(const Layout& l, RoutedBatch* rb) {
       int64_t ret = rb->unit_ids[u];
       if (!l.sequence) {
         ret = 0;
-        const int32_t* lens = rb->unit_lengths.data() + static_cast<size_t>(u) * B;
+        const int32_t* lens = rb->unit_lengths.data() + bags.bag(u, 0);
         for (int64_t b = 0; b < B; ++b) ret += lens[b] > 0;
       }
       rb->ret_count[u] = ret;
@@ -353,6 +357,7 @@ Status FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, co
                 const std::vector<size_t>& feature_begin, const std::vector<int64_t>& dp_counts,
                 RoutedBatch* rb) {
   const int64_t B = batch.batch_size;
+  const BagIndex bags = BagIndex::Plain(B);
   // Per destination: where its rows and weights start in the send buffer.
   std::vector<uint8_t*> rows_at(l.world), weights_at(l.world);
   std::vector<size_t> target_at(l.units.size(), 0);
@@ -372,7 +377,7 @@ Status FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, co
     if (d != l.rank) at += m.bytes;
     uint8_t* lens = msg;
     for (int32_t u : units) {
-      CopyBytes(lens, rb->unit_lengths.data() + static_cast<size_t>(u) * B, 4 * B);
+      CopyBytes(lens, rb->unit_lengths.data() + bags.bag(u, 0), 4 * B);
       lens += 4 * B;
       target_at[u] = t;
       t += static_cast<size_t>(rb->ret_count[u]);
@@ -383,7 +388,7 @@ Status FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, co
   // Pooled: one return row per (unit, non-empty sample), in sample order.
   if (!l.sequence) {
     for (size_t u = 0; u < l.units.size(); ++u) {
-      const int32_t* lens = rb->unit_lengths.data() + u * B;
+      const int32_t* lens = rb->unit_lengths.data() + bags.bag(static_cast<int64_t>(u), 0);
       size_t at = target_at[u];
       for (int64_t b = 0; b < B; ++b)
         if (lens[b] > 0) rb->ret_target[at++] = b;
@@ -505,10 +510,12 @@ Status RouteCheckedBatch(const ExecContext& ctx, const Layout& l, BoundsPolicy b
   rb->num_values = static_cast<int64_t>(batch.num_values);
   rb->weighted = batch.weights != nullptr;
   const int64_t B = batch.batch_size;
+  const BagIndex bags = BagIndex::Plain(B);
   std::vector<size_t> feature_begin(plan.features.size() + 1, 0);
   for (size_t f = 0; f < plan.features.size(); ++f) {
     size_t n = 0;
-    for (int64_t b = 0; b < B; ++b) n += static_cast<size_t>(batch.lengths[f * B + b]);
+    for (int64_t b = 0; b < B; ++b)
+      n += static_cast<size_t>(batch.lengths[bags.bag(static_cast<int64_t>(f), b)]);
     feature_begin[f + 1] = feature_begin[f] + n;
   }
   std::vector<int64_t> dp_counts;

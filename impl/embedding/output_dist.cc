@@ -109,13 +109,14 @@ void DivideMeans(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
   if (l.sequence) return;
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
+  const BagIndex bags = BagIndex::Plain(B);
   ctx.ParallelFor(0, B, 64, [&](int64_t b0, int64_t b1) {
     for (size_t p = 0; p < l.pairs.size(); ++p) {
       const Pair& pair = l.pairs[p];
       if (!pair.mean) continue;
       const int32_t dim = l.plan->tables[pair.table].dim;
       for (int64_t b = b0; b < b1; ++b) {
-        const float div = rb.mean_div[p * B + b];
+        const float div = rb.mean_div[bags.bag(static_cast<int64_t>(p), b)];
         float* dst = out + b * D + pair.out_offset;
         for (int32_t c = 0; c < dim; ++c) dst[c] = div != 0.0f ? dst[c] / div : 0.0f;
       }
