@@ -87,6 +87,32 @@ TEST(VbePipelined, MatchesTheExpandedBatch) {
       }
 }
 
+// Quantized communication (fp16 forward, bf16 backward): the VBE collection against the expanded
+// batch's collection with the same encodings (outputs bit for bit: each bag's rows are encoded
+// once either way; weights bit for bit where no bag is read twice: the modes tested). With bags
+// read several times the gradient is summed before its encoding, so the weights differ from the
+// expanded batch's by the encoding's rounding, which this test does not bound. Not against the
+// fp32 reference, whose distance the qcomms tests bound.
+TEST(VbeQuantizedComm, MatchesTheExpandedBatch) {
+  for (int32_t world : {2, 4})
+    for (int32_t sharding : {SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_TABLE_WISE})
+      for (VbeMode mode : {VbeMode::kNoInverse, VbeMode::kOnce}) {
+        SCOPED_TRACE("world " + std::to_string(world) + " sharding " + std::to_string(sharding) +
+                     " " + VbeModeName(mode));
+        Scenario s = StandardScenario(world, sharding, SHARDREC_POOLING_MEAN);
+        PlanPtr plan = MakePlan(s);
+        ASSERT_NE(plan, nullptr);
+        VbeRunOptions o;
+        o.mode = mode;
+        o.check_reference = false;
+        o.options = [](shardrec_embedding_options_t* eo) {
+          eo->forward_comm_encoding = SHARDREC_COMM_ENCODING_FP16;
+          eo->backward_comm_encoding = SHARDREC_COMM_ENCODING_BF16;
+        };
+        RunVbeEquivalence(s, plan.get(), o);
+      }
+}
+
 // forward_vbe_tensor on host tensor views: a 1-D view of either layout gives forward_vbe's output
 // bit for bit, a [B, output_dim] view takes the plain layout, and a 2-D view of a feature-major
 // output is refused on every rank.
