@@ -5,6 +5,7 @@
 // and infer; a world-1 group joins from launcher variables; moved-from objects say so.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -169,6 +170,30 @@ void TrainSaveServe(const std::string& dir) {
   std::vector<float> now = inf.lookup(batch), then(out.size());
   snapshot.lookup(batch, then);
   Require(then == out && now[8] == 0.5f, "the snapshot keeps its version, the handle moves on");
+  // VBE: the user's bag once, two item bags; the expanded batch repeats the user's bag.
+  std::vector<int32_t> vbe_lengths = {1, 1, 2};
+  std::vector<int64_t> vbe_ids = {3, deltas[0].ids[0], 7, 9}, user_once = {1, 2},
+                       item_twice = {0, 0, 0, 1};
+  const auto vbe =
+      shardrec::kjt_vbe_view(shardrec::kjt_view(2, 2, vbe_lengths, vbe_ids), user_once, item_twice);
+  std::vector<int32_t> expanded_lengths = {1, 1, 1, 2};
+  std::vector<int64_t> expanded_ids = {3, 3, deltas[0].ids[0], 7, 9};
+  const auto expanded = shardrec::kjt_view(2, 2, expanded_lengths, expanded_ids);
+  std::vector<float> pinned_vbe(inf.output_size(vbe));
+  snapshot.lookup(vbe, pinned_vbe);
+  Require(inf.lookup(vbe) == inf.lookup(expanded), "a VBE lookup equals the expanded batch's");
+  std::vector<float> then_expanded(out.size() * 2);
+  snapshot.lookup(expanded, then_expanded);
+  Require(pinned_vbe == then_expanded, "a pinned VBE lookup equals the pinned expanded one");
+  const auto feature_major =
+      shardrec::kjt_vbe_view(shardrec::kjt_view(2, 2, vbe_lengths, vbe_ids), user_once);
+  const std::vector<float> rows3 = inf.lookup(feature_major), all = inf.lookup(expanded);
+  Require(rows3.size() == 3 * 8 && std::equal(rows3.begin(), rows3.begin() + 16, all.begin()) &&
+              std::equal(rows3.begin() + 16, rows3.end(), all.begin() + 24),
+          "without inverse indices each feature's rows come feature-major");
+  Require(Failure([&] { (void)inf.lookup(shardrec::kjt_vbe_view(expanded, user_once)); }).code() ==
+              SHARDREC_EINVAL,
+          "a VBE view whose sizes do not add up is refused");
   inf.reload(dir);
   Require(inf.version() > patched, "reload publishes a version");
   // int8 rows: their scale and bias, and a lookup within scale / 2 of the fp32 one.
