@@ -226,8 +226,8 @@ bool EmbeddingCollection::TakesDeviceGradient(const Device& device) const {
   return engine_->traits().takes_device_gradient && device == s_.options.device;
 }
 
-Status EmbeddingCollection::Forward(const Batch& batch, float* out, size_t out_len,
-                                    const Status& rejected, const DeviceOutput* device_out) {
+Status EmbeddingCollection::RunForward(const Batch& batch, float* out, size_t out_len,
+                                       const Status& rejected, const DeviceOutput* device_out) {
   agreement_.PayOwed();
   if (pending_ != nullptr)
     return Status::InvalidUsage(
@@ -279,7 +279,7 @@ Status EmbeddingCollection::Forwarded(const Status& s) {
   return s;
 }
 
-Status EmbeddingCollection::StartInputDist(const Batch& batch, const Status& rejected) {
+Status EmbeddingCollection::RunStartInputDist(const Batch& batch, const Status& rejected) {
   agreement_.PayOwed();
   if (pending_ != nullptr)
     return Status::InvalidUsage(
@@ -355,8 +355,9 @@ Status EmbeddingCollection::WaitInputDist() {
   return Status::Ok();
 }
 
-Status EmbeddingCollection::ForwardDistributed(float* out, size_t out_len, const Status& rejected,
-                                               const DeviceOutput* device_out) {
+Status EmbeddingCollection::RunForwardDistributed(float* out, size_t out_len,
+                                                  const Status& rejected,
+                                                  const DeviceOutput* device_out) {
   agreement_.PayOwed();
   if (pending_ == nullptr || pending_work_ != nullptr)
     return Status::InvalidUsage(pending_ == nullptr
@@ -404,6 +405,8 @@ Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status
   }
   spare_ = std::move(s_.current);
   s_.current = std::move(rb);
+  // The batch backward trains now has the shape of the forward that ran (vbe.h).
+  if (vbe_source_ != nullptr) std::swap(vbe_current_, *vbe_source_);
   s_.current_consumed = false;
   // A batch whose exchanges went through but whose output this rank refused stays the one its
   // backward applies to, so that backward takes part in the step with the batch its peers have
@@ -415,8 +418,8 @@ Status EmbeddingCollection::Finish(std::unique_ptr<RoutedBatch> rb, const Status
   return Status::Ok();
 }
 
-Status EmbeddingCollection::Backward(const float* grad, size_t grad_len, const Status& rejected,
-                                     const DeviceGradient* device_grad) {
+Status EmbeddingCollection::RunBackward(const float* grad, size_t grad_len, const Status& rejected,
+                                        const DeviceGradient* device_grad) {
   ScopedTimer total(&s_.timings.total_seconds);
   ScopedTimer phase(&s_.timings.backward_seconds);
   SR_RETURN_IF_ERROR(engine_->Settle(SettlePoint::kBeforeBackward));

@@ -24,6 +24,7 @@
 #include "impl/embedding/row_resolver.h"
 #include "impl/embedding/step_agreement.h"
 #include "impl/embedding/step_state.h"
+#include "impl/embedding/vbe.h"
 #include "impl/embedding/storage/table_storage.h"
 #include "impl/optim/optimizer.h"
 #include "impl/sharding/types.h"
@@ -63,6 +64,18 @@ class EmbeddingCollection {
   // stream-ordered calls found is returned first (every rank alike; the batch is then dropped).
   Status Forward(const Batch& batch, float* out, size_t out_len,
                  const Status& rejected = Status::Ok(), const DeviceOutput* device_out = nullptr);
+  // Forward / StartInputDist of a batch with a batch size per feature (vbe.h,
+  // docs/variable-batch.md): `out` has the VBE layout (VbeOutputLength floats), and so has the
+  // gradient of the backward that follows (and the output of the ForwardDistributed that consumes
+  // a started one). A view this rank refuses rejects the step on every rank like a bad plain
+  // batch; a GPU collection refuses every VBE view (kUnsupported, on every rank).
+  Status ForwardVbe(const VbeBatch& batch, float* out, size_t out_len,
+                    const Status& rejected = Status::Ok());
+  Status StartInputDistVbe(const VbeBatch& batch, const Status& rejected = Status::Ok());
+  // The floats of the VBE output of `batch` (not collective; reads its sizes).
+  Status VbeOutputLength(const VbeBatch& batch, size_t* out) const {
+    return VbeOutputLen(s_.layout, batch, out);
+  }
   // Whether a forward can write its output straight into device memory on `device` (a pooled GPU
   // collection on that device whose forward combines on the device, with a plugin that divides
   // MEAN outputs there when the plan has any); otherwise device outputs are staged by the caller.
@@ -158,6 +171,20 @@ class EmbeddingCollection {
   friend class CollectionStorage;  // storage/collection_storage.cc
   EmbeddingCollection() = default;
   std::unique_ptr<RoutedBatch> TakeSpare();
+  // The plain forms of Forward, StartInputDist, ForwardDistributed and Backward, run for plain
+  // and (padded, vbe.h) VBE batches alike.
+  Status RunForward(const Batch& batch, float* out, size_t out_len, const Status& rejected,
+                    const DeviceOutput* device_out);
+  Status RunStartInputDist(const Batch& batch, const Status& rejected);
+  Status RunForwardDistributed(float* out, size_t out_len, const Status& rejected,
+                               const DeviceOutput* device_out);
+  Status RunBackward(const float* grad, size_t grad_len, const Status& rejected,
+                     const DeviceGradient* device_grad);
+  // A VBE call on a GPU collection: kUnsupported, after taking part in the step's agreement.
+  Status RefuseVbeOnDevice() const;
+  // A VBE backward's checks of the caller's gradient (its VBE layout) and its reduction into the
+  // padded batch's gradient (vbe.h), then RunBackward.
+  Status BackwardVbe(const float* grad, size_t grad_len);
   // A NaN or infinite element of a host output gradient (GradNotFinite names it).
   Status CheckGradFinite(const float* grad, size_t len) const;
   // This rank's verdict on a forward's output buffer: whether `out` / `out_len` (or
@@ -204,6 +231,15 @@ class EmbeddingCollection {
   bool last_forward_failed_ = false;          // the last Forward / ForwardDistributed failed
   bool current_evaluated_ = false;            // s_.current came from an evaluation forward (Finish)
   std::unique_ptr<TableStorage> storage_;     // made by the first storage()
+  // VBE shapes (vbe.h): of the forward in progress (vbe_forward_), of the started input
+  // distribution (vbe_pending_) and of s_.current (vbe_current_, which Finish takes from the one
+  // the forward ran, vbe_source_); the padded batch's output and gradient buffers.
+  VbeStep vbe_forward_;
+  VbeStep vbe_pending_;
+  VbeStep vbe_current_;
+  VbeStep* vbe_source_ = nullptr;
+  std::vector<float> vbe_out_;
+  std::vector<float> vbe_grad_;
 };
 
 }  // namespace shardrec::embedding

@@ -1,0 +1,296 @@
+// VBE batches (vbe.h): their checks, the padded plain batch they run as, and the re-layout of its
+// output and gradient.
+#include "impl/embedding/vbe.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace shardrec::embedding {
+
+namespace {
+
+// Columns of feature f in the plain pooled output: its pairs are contiguous there (layout.h:
+// pairs are feature-major, then in table order, which is the column order).
+struct FeatureColumns {
+  int64_t offset = 0;
+  int64_t width = 0;
+};
+
+FeatureColumns ColumnsOf(const Layout& l, int64_t f) {
+  FeatureColumns c;
+  const auto& pairs = l.feature_pairs[static_cast<size_t>(f)];
+  if (pairs.empty()) return c;
+  c.offset = l.pairs[pairs.front()].out_offset;
+  for (int32_t p : pairs) c.width += l.plan->tables[l.pairs[p].table].dim;
+  return c;
+}
+
+const std::string& FeatureName(const Layout& l, int64_t f) {
+  return l.plan->features[static_cast<size_t>(f)].name;
+}
+
+// The checks of the sizes alone (no lengths, ids or weights read): F, each B_f, the number of
+// lengths, kjt.batch_size and the inverse indices' count. *bags receives sum_f B_f, *padded max.
+Status CheckSizes(const Layout& l, const VbeBatch& v, int64_t* bags, int64_t* padded) {
+  const int64_t nf = static_cast<int64_t>(l.plan->features.size());
+  if (v.feature_batch_sizes == nullptr)
+    return Status::InvalidArgument(
+        "batch: feature_batch_sizes is NULL (a VBE view needs one batch size per feature)");
+  if (v.num_feature_batch_sizes != static_cast<size_t>(nf))
+    return Status::InvalidArgument("batch: num_feature_batch_sizes is ", v.num_feature_batch_sizes,
+                                   " but the plan has ", nf, " features");
+  if (v.kjt.num_features != nf)
+    return Status::InvalidArgument("batch: num_features is ",
+                                   static_cast<uint64_t>(v.kjt.num_features), " but the plan has ",
+                                   nf, " features");
+  int64_t sum = 0;
+  int64_t max = 0;
+  for (int64_t f = 0; f < nf; ++f) {
+    const int64_t bf = v.feature_batch_sizes[f];
+    if (bf < 0)
+      return Status::InvalidArgument("batch: feature '", FeatureName(l, f), "' (", f,
+                                     "): batch size ", bf, " is negative");
+    if (__builtin_add_overflow(sum, bf, &sum))
+      return Status::InvalidArgument("batch: the feature batch sizes' sum overflows");
+    max = std::max(max, bf);
+  }
+  int64_t padded_bags = 0;
+  if (__builtin_mul_overflow(nf, max, &padded_bags))
+    return Status::InvalidArgument("batch: num_features * the largest batch size overflows");
+  if (v.kjt.num_lengths != static_cast<size_t>(sum))
+    return Status::InvalidArgument("batch: num_lengths is ", v.kjt.num_lengths,
+                                   ", expected the sum of the feature batch sizes, ", sum);
+  if (v.inverse == nullptr) {
+    if (v.num_inverse != 0)
+      return Status::InvalidArgument("batch: inverse_indices is NULL but num_inverse_indices is ",
+                                     v.num_inverse);
+    if (v.kjt.batch_size != max)
+      return Status::InvalidArgument(
+          "batch: batch_size is ", v.kjt.batch_size,
+          " but without inverse indices it must be the largest feature batch size, ", max);
+  } else {
+    if (v.kjt.batch_size < 0)
+      return Status::InvalidArgument("batch: batch_size must be >= 0, got ", v.kjt.batch_size);
+    int64_t n = 0;
+    if (__builtin_mul_overflow(nf, v.kjt.batch_size, &n))
+      return Status::InvalidArgument("batch: num_features * batch_size overflows");
+    if (v.num_inverse != static_cast<size_t>(n))
+      return Status::InvalidArgument("batch: num_inverse_indices is ", v.num_inverse,
+                                     ", expected num_features * batch_size = ", n);
+  }
+  *bags = sum;
+  *padded = max;
+  return Status::Ok();
+}
+
+// Every inverse index in [0, B_f): the first one outside names its feature and sample.
+Status CheckInverse(const Layout& l, const VbeBatch& v) {
+  if (v.inverse == nullptr) return Status::Ok();
+  const int64_t nf = static_cast<int64_t>(l.plan->features.size());
+  const int64_t B = v.kjt.batch_size;
+  const BagIndex at = BagIndex::Plain(B);
+  for (int64_t f = 0; f < nf; ++f) {
+    const int64_t bf = v.feature_batch_sizes[f];
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t j = v.inverse[at.bag(f, b)];
+      if (j < 0 || j >= bf)
+        return Status::InvalidArgument("batch: feature '", FeatureName(l, f), "' sample ", b,
+                                       ": inverse index ", j, " is outside [0, ", bf,
+                                       ") (the feature's batch size)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
+  int64_t bags = 0;
+  int64_t padded = 0;
+  SR_RETURN_IF_ERROR(CheckSizes(l, v, &bags, &padded));
+  const auto D = static_cast<size_t>(l.output_dim);
+  if (!l.sequence) {
+    if (v.inverse != nullptr) {
+      *out = static_cast<size_t>(v.kjt.batch_size) * D;
+      return Status::Ok();
+    }
+    size_t n = 0;
+    const int64_t nf = static_cast<int64_t>(l.plan->features.size());
+    for (int64_t f = 0; f < nf; ++f)
+      n += static_cast<size_t>(v.feature_batch_sizes[f]) *
+           static_cast<size_t>(ColumnsOf(l, f).width);
+    *out = n;
+    return Status::Ok();
+  }
+  if (v.inverse == nullptr) {
+    *out = v.kjt.num_values * D;
+    return Status::Ok();
+  }
+  // A sequence output has a row per id of the expanded batch: the lengths of the bags read.
+  SR_RETURN_IF_ERROR(CheckInverse(l, v));
+  if (bags > 0 && v.kjt.lengths == nullptr)
+    return Status::InvalidArgument("batch: lengths is NULL but ", bags, " lengths are expected");
+  std::vector<int64_t> begin(v.num_feature_batch_sizes + 1, 0);
+  for (size_t f = 0; f < v.num_feature_batch_sizes; ++f)
+    begin[f + 1] = begin[f] + v.feature_batch_sizes[f];
+  const BagIndex bag{0, begin.data()};
+  const BagIndex inv = BagIndex::Plain(v.kjt.batch_size);
+  size_t ids = 0;
+  for (size_t f = 0; f < v.num_feature_batch_sizes; ++f)
+    for (int64_t b = 0; b < v.kjt.batch_size; ++b) {
+      const int32_t len = v.kjt.lengths[bag.bag(f, v.inverse[inv.bag(f, b)])];
+      if (len < 0)
+        return Status::InvalidArgument("batch: feature '", FeatureName(l, f), "' sample ",
+                                       v.inverse[inv.bag(f, b)], ": negative length ", len);
+      ids += static_cast<size_t>(len);
+    }
+  *out = ids * D;
+  return Status::Ok();
+}
+
+Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
+  vbe_ = false;
+  if (v.feature_batch_sizes == nullptr && v.num_feature_batch_sizes == 0) {
+    if (v.inverse != nullptr || v.num_inverse != 0)
+      return Status::InvalidArgument(
+          "batch: inverse_indices given without feature_batch_sizes (a plain view has none)");
+    *padded = v.kjt;
+    return Status::Ok();
+  }
+  int64_t bags = 0;
+  int64_t P = 0;
+  SR_RETURN_IF_ERROR(CheckSizes(l, v, &bags, &P));
+  if (bags > 0 && v.kjt.lengths == nullptr)
+    return Status::InvalidArgument("batch: lengths is NULL but ", bags, " lengths are expected");
+  SR_RETURN_IF_ERROR(CheckInverse(l, v));
+  const int64_t nf = static_cast<int64_t>(v.num_feature_batch_sizes);
+  features_ = nf;
+  padded_samples_ = P;
+  has_inverse_ = v.inverse != nullptr;
+  out_samples_ = has_inverse_ ? v.kjt.batch_size : P;
+  bag_begin_.assign(static_cast<size_t>(nf) + 1, 0);
+  for (int64_t f = 0; f < nf; ++f) bag_begin_[f + 1] = bag_begin_[f] + v.feature_batch_sizes[f];
+  // Feature f's B_f bags, then P - B_f empty ones: the values keep their order.
+  padded_lengths_.assign(static_cast<size_t>(nf * P), 0);
+  const BagIndex from{0, bag_begin_.data()};
+  const BagIndex to = BagIndex::Plain(P);
+  for (int64_t f = 0; f < nf; ++f)
+    if (from.samples(f) > 0)
+      std::memcpy(padded_lengths_.data() + to.bag(f, 0), v.kjt.lengths + from.bag(f, 0),
+                  static_cast<size_t>(from.samples(f)) * sizeof(int32_t));
+  if (has_inverse_)
+    inverse_.assign(v.inverse, v.inverse + v.num_inverse);
+  else
+    inverse_.clear();
+  *padded = v.kjt;
+  padded->batch_size = P;
+  padded->lengths = padded_lengths_.data();
+  padded->num_lengths = padded_lengths_.size();
+  const auto D = static_cast<size_t>(l.output_dim);
+  padded_len_ = (l.sequence ? v.kjt.num_values : static_cast<size_t>(P)) * D;
+  value_begin_.clear();
+  if (l.sequence && has_inverse_) {
+    // Id offsets of the padded bags; a negative length is the padded batch's own check to name.
+    value_begin_.assign(padded_lengths_.size() + 1, 0);
+    for (size_t k = 0; k < padded_lengths_.size(); ++k)
+      value_begin_[k + 1] = value_begin_[k] + std::max<int32_t>(padded_lengths_[k], 0);
+  }
+  SR_RETURN_IF_ERROR(VbeOutputLen(l, v, &output_len_));
+  vbe_ = true;
+  return Status::Ok();
+}
+
+void VbeStep::Scatter(const Layout& l, const float* padded, float* out) const {
+  const auto D = static_cast<size_t>(l.output_dim);
+  const BagIndex inv = BagIndex::Plain(out_samples_);
+  const BagIndex pad = BagIndex::Plain(padded_samples_);
+  if (l.sequence) {
+    if (!has_inverse_) {
+      if (output_len_ > 0) std::memcpy(out, padded, output_len_ * sizeof(float));
+      return;
+    }
+    // The expanded batch's ids, feature-major then sample by sample: each the rows of its bag.
+    float* dst = out;
+    for (int64_t f = 0; f < features_; ++f)
+      for (int64_t b = 0; b < out_samples_; ++b) {
+        const int64_t k = pad.bag(f, inverse_[inv.bag(f, b)]);
+        const auto n = static_cast<size_t>(value_begin_[k + 1] - value_begin_[k]) * D;
+        if (n > 0)
+          std::memcpy(dst, padded + static_cast<size_t>(value_begin_[k]) * D, n * sizeof(float));
+        dst += n;
+      }
+    return;
+  }
+  if (has_inverse_) {
+    for (int64_t f = 0; f < features_; ++f) {
+      const FeatureColumns c = ColumnsOf(l, f);
+      if (c.width == 0) continue;
+      const auto w = static_cast<size_t>(c.width) * sizeof(float);
+      for (int64_t b = 0; b < out_samples_; ++b)
+        std::memcpy(out + static_cast<size_t>(b) * D + c.offset,
+                    padded + static_cast<size_t>(inverse_[inv.bag(f, b)]) * D + c.offset, w);
+    }
+    return;
+  }
+  // Feature-major: each feature's B_f rows of its width, after the features before it.
+  float* dst = out;
+  const BagIndex bags{0, bag_begin_.data()};
+  for (int64_t f = 0; f < features_; ++f) {
+    const FeatureColumns c = ColumnsOf(l, f);
+    for (int64_t b = 0; b < bags.samples(f); ++b) {
+      std::memcpy(dst, padded + static_cast<size_t>(b) * D + c.offset,
+                  static_cast<size_t>(c.width) * sizeof(float));
+      dst += c.width;
+    }
+  }
+}
+
+void VbeStep::Gather(const Layout& l, const float* grad, float* padded) const {
+  const auto D = static_cast<size_t>(l.output_dim);
+  const BagIndex inv = BagIndex::Plain(out_samples_);
+  const BagIndex pad = BagIndex::Plain(padded_samples_);
+  if (l.sequence && !has_inverse_) {
+    if (padded_len_ > 0) std::memcpy(padded, grad, padded_len_ * sizeof(float));
+    return;
+  }
+  std::fill(padded, padded + padded_len_, 0.0f);
+  if (l.sequence) {
+    // Each id row of the expanded batch is added to the row of the id it copied, in the
+    // expanded batch's order (feature-major, then ascending sample).
+    const float* src = grad;
+    for (int64_t f = 0; f < features_; ++f)
+      for (int64_t b = 0; b < out_samples_; ++b) {
+        const int64_t k = pad.bag(f, inverse_[inv.bag(f, b)]);
+        float* dst = padded + static_cast<size_t>(value_begin_[k]) * D;
+        const auto n = static_cast<size_t>(value_begin_[k + 1] - value_begin_[k]) * D;
+        for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+        src += n;
+      }
+    return;
+  }
+  if (has_inverse_) {
+    // Ascending sample order, from zero: the documented order of the backward's sums.
+    for (int64_t f = 0; f < features_; ++f) {
+      const FeatureColumns c = ColumnsOf(l, f);
+      const auto w = static_cast<size_t>(c.width);
+      for (int64_t b = 0; b < out_samples_; ++b) {
+        float* dst = padded + static_cast<size_t>(inverse_[inv.bag(f, b)]) * D + c.offset;
+        const float* src = grad + static_cast<size_t>(b) * D + c.offset;
+        for (size_t i = 0; i < w; ++i) dst[i] += src[i];
+      }
+    }
+    return;
+  }
+  const float* src = grad;
+  const BagIndex bags{0, bag_begin_.data()};
+  for (int64_t f = 0; f < features_; ++f) {
+    const FeatureColumns c = ColumnsOf(l, f);
+    for (int64_t b = 0; b < bags.samples(f); ++b) {
+      std::memcpy(padded + static_cast<size_t>(b) * D + c.offset, src,
+                  static_cast<size_t>(c.width) * sizeof(float));
+      src += c.width;
+    }
+  }
+}
+
+}  // namespace shardrec::embedding

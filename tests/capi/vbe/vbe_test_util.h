@@ -1,0 +1,76 @@
+// Helpers of the VBE tests (variable batch size per feature, docs/variable-batch.md): random VBE
+// batches, their expansion to the equivalent plain batch, and the run that trains a collection
+// on VBE batches next to a second collection of the same plan fed the expanded plain batches
+// (and, where the scenario allows, the unsharded reference model), comparing outputs bit for
+// bit and weights within the documented bound (bit for bit where no bag is read twice).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shardrec/embedding.h"
+#include "tests/capi/embedding/embedding_test_util.h"
+
+namespace shardrec::testing {
+
+enum class VbeMode {
+  kNoInverse,  // B_f in [0, 6], batch_size = max B_f, feature-major output
+  kInverse,    // inverse indices drawn at random (bags read several times, some never)
+  kOnce,       // inverse indices increasing and injective: no bag read twice
+};
+const char* VbeModeName(VbeMode m);
+
+// One rank's VBE batch, owning its arrays.
+struct VbeBatchData {
+  int64_t batch_size = 0;
+  std::vector<int64_t> sizes;  // B_f
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  std::vector<float> weights;
+  std::vector<int64_t> inverse;  // empty without
+  shardrec_kjt_vbe_view_t View() const;
+};
+
+// A random VBE batch: ids of feature f in [0, id_range[f]), bags of up to max_bag ids.
+VbeBatchData MakeVbeBatch(uint64_t seed, const std::vector<int64_t>& id_range, VbeMode mode,
+                          bool weighted, int32_t max_bag);
+// The equivalent plain batch (bag inverse[f * B + b] of feature f at sample b; without inverse
+// indices, sample b >= B_f of feature f is an empty bag).
+RefBatch Expand(const VbeBatchData& v);
+// The plain output of the expanded batch (B x dim, or a sequence's rows) turned into the VBE
+// layout; `widths[f]` is feature f's output width (pooled).
+std::vector<float> PlainToVbe(const VbeBatchData& v, const std::vector<float>& plain,
+                              const std::vector<int64_t>& widths, int64_t output_dim,
+                              bool sequence);
+// A VBE-layout gradient turned into the expanded batch's gradient (no inverse: zeros in the
+// empty padding rows; with inverse indices and sequences: the same floats).
+std::vector<float> VbeGradToPlain(const VbeBatchData& v, const std::vector<float>& grad,
+                                  const std::vector<int64_t>& widths, int64_t output_dim,
+                                  bool sequence);
+// Each feature's output width (the dims of the tables reading it).
+std::vector<int64_t> FeatureWidths(const Scenario& s);
+// Per feature: the ids valid in every table reading it.
+std::vector<int64_t> IdRanges(const Scenario& s);
+
+// What a VBE run checks and how it is driven.
+struct VbeRunOptions {
+  VbeMode mode = VbeMode::kInverse;
+  int32_t steps = 3;
+  bool pipelined = false;     // input_dist_start_vbe + wait + forward_distributed
+  bool mix_plain = true;      // the last rank of a world >= 2 feeds a plain batch at step 1
+  bool check_reference = true;  // also against the reference model (fixed tables only)
+  bool check_weights = true;    // weights and states through the accessors (fixed tables only)
+  std::vector<int64_t> id_range;  // per feature; empty: IdRanges(s)
+  // Options of both collections (encodings, ...): applied after init and the scenario's seed.
+  std::function<void(shardrec_embedding_options_t*)> options;
+};
+
+// Trains a VBE collection and a collection fed the expanded batches for opts.steps steps, every
+// rank a thread (s.world); checks forward outputs bit for bit every step, weights and states at
+// the end (bit for bit in modes kNoInverse and kOnce, else |a-b| <= 1e-5|b| + 1e-6), and the
+// reference model's outputs and weights at the exactness suite's tolerance.
+void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOptions& opts);
+
+}  // namespace shardrec::testing
