@@ -218,6 +218,41 @@ void TrainSaveServe(const std::string& dir) {
               static_cast<unsigned long long>(pinned), static_cast<unsigned long long>(patched));
 }
 
+// A VBE training step (one user bag read by 3 samples, 2 item bags) against the same step of the
+// expanded batch on a twin collection: the same forward bits, and tables updated alike (within
+// fp32 rounding of the summed gradients).
+void VbeTraining() {
+  const shardrec::Plan plan = MakePlan(1);
+  auto comms = shardrec::Comm::local_group(1);
+  auto twins = shardrec::Comm::local_group(1);
+  auto vbe_coll = shardrec::EmbeddingCollection::create(plan, comms[0]);
+  auto plain_coll = shardrec::EmbeddingCollection::create(plan, twins[0]);
+  std::vector<int32_t> lengths = {1, 1, 2}, expanded_lengths = {1, 1, 1, 1, 2, 2};
+  std::vector<int64_t> ids = {3, 5, 7, 9}, expanded_ids = {3, 3, 3, 5, 7, 9, 7, 9};
+  std::vector<int64_t> sizes = {1, 2}, inverse = {0, 0, 0, 0, 1, 1};
+  const auto vbe = shardrec::kjt_vbe_view(shardrec::kjt_view(3, 2, lengths, ids), sizes, inverse);
+  const auto expanded = shardrec::kjt_view(3, 2, expanded_lengths, expanded_ids);
+  Require(vbe_coll.output_size(vbe) == plain_coll.output_size(expanded), "VBE output size");
+  const std::vector<float> got = vbe_coll.forward(vbe), want = plain_coll.forward(expanded);
+  Require(got == want, "a VBE forward equals the expanded batch's");
+  vbe_coll.backward(got);
+  plain_coll.backward(want);
+  const std::vector<float> after_vbe = vbe_coll.forward(expanded),
+                           after_plain = plain_coll.forward(expanded);
+  bool moved = false;
+  for (size_t i = 0; i < after_vbe.size(); ++i) {
+    Require(std::fabs(after_vbe[i] - after_plain[i]) <= 1e-6f * (1 + std::fabs(after_plain[i])),
+            "the VBE backward updates the rows as the expanded batch's");
+    moved = moved || after_plain[i] != want[i];
+  }
+  Require(moved, "the backward moved the rows");
+  Require(Failure([&] {
+            (void)vbe_coll.forward(shardrec::kjt_vbe_view(expanded, sizes, inverse));
+          }).code() == SHARDREC_EINVAL,
+          "a VBE batch whose sizes do not add up is refused");
+  std::printf("VBE training step: %zu floats as the expanded batch\n", got.size());
+}
+
 void MeshDdpFsdp() {
   const shardrec::Plan plan = MakePlan(1);  // one shard per sharding group of 1
   auto comms = shardrec::Comm::local_group(2);
@@ -373,6 +408,7 @@ int main() {
   try {
     TrainSaveServe(dir);
     MeshDdpFsdp();
+    VbeTraining();
     Dense();
     FromEnv();
     MovedFrom();
