@@ -1,7 +1,8 @@
 // The VBE serving lookup: the view checked whole (sizes, lengths, weights, inverse indices, ids
 // under the ERROR policy) before anything is written, then every bag of every feature looked up
 // once into its feature-major place, which is the output without inverse indices and, with them,
-// a scratch copied row by row to the samples that read each bag.
+// a scratch copied row by row to the samples that read each bag (a feature whose inverse indices
+// are the identity, a request's candidate feature, is summed into its output rows directly).
 #include "impl/serving/lookup_vbe.h"
 
 #include <algorithm>
@@ -165,29 +166,50 @@ Status CheckIds(const Model& m, const Layout& l, const Ids& ids) {
   return Status::Ok();
 }
 
+// Whether feature f's inverse indices are 0, 1, ..., B - 1 (a candidate feature of a request):
+// its bags are then the output rows themselves and are summed in place, with no copy.
+bool Identity(const VbeRequest& r, size_t f) {
+  const auto B = static_cast<size_t>(r.bags.batch_size);
+  if (r.batch_sizes[f] != r.bags.batch_size) return false;
+  for (size_t b = 0; b < B; ++b)
+    if (r.inverse[f * B + b] != static_cast<int64_t>(b)) return false;
+  return true;
+}
+
 Status Pooled(const Model& m, const VbeRequest& r, Layout* l, const Ids& ids, float* out) {
   const size_t F = m.features.size();
+  const auto D = static_cast<int64_t>(m.output_dim);
+  // Without inverse indices every feature is written in place, feature-major; with them, the
+  // features whose inverse indices are not the identity go through a feature-major scratch.
+  std::vector<bool> direct(F, r.inverse == nullptr);
   l->compact_off.assign(F, 0);
   size_t n = 0;
   for (size_t f = 0; f < F; ++f) {
+    if (r.inverse != nullptr) direct[f] = Identity(r, f);
+    if (r.inverse != nullptr && direct[f]) continue;
     l->compact_off[f] = n;
     n += static_cast<size_t>(r.batch_sizes[f]) * static_cast<size_t>(l->width[f]);
   }
   std::vector<float> compact(r.inverse != nullptr ? n : 0);
-  float* target = r.inverse != nullptr ? compact.data() : out;
   BagScratch scratch;
   for (const Pair& p : m.pairs) {
     const size_t f = static_cast<size_t>(p.feature);
+    if (r.inverse != nullptr && direct[f]) {
+      SR_RETURN_IF_ERROR(
+          PooledBags(m, p.table, l->bags[f], ids, r.bags.weights, &scratch, out, D, p.out_offset));
+      continue;
+    }
+    float* target = r.inverse != nullptr ? compact.data() : out;
     SR_RETURN_IF_ERROR(PooledBags(m, p.table, l->bags[f], ids, r.bags.weights, &scratch,
                                   target + l->compact_off[f], l->width[f],
                                   p.out_offset - l->first_col[f]));
   }
   if (r.inverse == nullptr) return Status::Ok();
   const auto B = static_cast<size_t>(r.bags.batch_size);
-  const auto D = static_cast<size_t>(m.output_dim);
   for (size_t b = 0; b < B; ++b) {
-    float* row = out + b * D;
+    float* row = out + b * static_cast<size_t>(D);
     for (size_t f = 0; f < F; ++f) {
+      if (direct[f]) continue;
       const auto w = static_cast<size_t>(l->width[f]);
       const auto k = static_cast<size_t>(r.inverse[f * B + b]);
       std::memcpy(row + l->first_col[f], compact.data() + l->compact_off[f] + k * w,

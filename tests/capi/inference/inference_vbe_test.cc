@@ -77,6 +77,26 @@ TEST(InferenceVbe, InverseIndicesEqualTheExpandedBatchBitForBit) {
     }
 }
 
+// One user (features u0, u1: one bag each) and candidates (i0, i1: one bag per sample, inverse
+// indices the identity, which the lookup sums into the output rows in place).
+TEST(InferenceVbe, RequestShapedBatchesEqualTheExpandedBatch) {
+  std::mt19937 rng(29);
+  for (bool seq : {false, true})
+    for (int32_t storage : kStorages) {
+      InferencePtr inf = Open(ModelDir(seq), storage);
+      for (int trial = 0; trial < 4; ++trial) {
+        vbe::Options o;
+        o.request = true;
+        o.weighted = trial % 2 == 1;
+        o.samples = 1 + 7 * trial;
+        const Vbe v = RandomVbe(&rng, o);
+        EXPECT_TRUE(
+            SameBits(LookupVbe(inf.get(), v, false), LookupPlain(inf.get(), Expand(v), false)))
+            << (seq ? "sequence" : "pooled") << " storage " << storage << " trial " << trial;
+      }
+    }
+}
+
 TEST(InferenceVbe, WithoutInverseIndicesEachFeatureIsFeatureMajor) {
   std::mt19937 rng(11);
   for (bool seq : {false, true}) {

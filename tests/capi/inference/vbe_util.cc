@@ -111,6 +111,7 @@ Vbe RandomVbe(std::mt19937* rng, const Options& o) {
     const int64_t most = std::max<int64_t>(1, o.samples);
     int64_t bf = f < 2 ? 1 + below(2) : 1 + below(most);
     if (o.samples == 0) bf = o.inverse ? 0 : below(3);
+    if (o.request) bf = f < 2 ? 1 : o.samples;
     v.batch_sizes.push_back(bf);
     if (!o.inverse) v.B = std::max(v.B, bf);
     for (int64_t b = 0; b < bf; ++b) {
@@ -128,7 +129,8 @@ Vbe RandomVbe(std::mt19937* rng, const Options& o) {
   }
   if (o.inverse)
     for (int f = 0; f < kFeatures; ++f)
-      for (int64_t b = 0; b < v.B; ++b) v.inverse.push_back(below(v.batch_sizes[f]));
+      for (int64_t b = 0; b < v.B; ++b)
+        v.inverse.push_back(o.request && f >= 2 ? b : below(v.batch_sizes[f]));
   return v;
 }
 

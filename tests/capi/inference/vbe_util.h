@@ -54,6 +54,7 @@ struct Options {
   bool weighted = false;    // per-id weights (multiples of 1/8, some negative)
   double out_of_range = 0;  // share of ids outside [0, kRows[f]) (negative or too large)
   int32_t max_bag = 4;      // bag lengths in [0, max_bag]
+  bool request = false;     // user features one bag, item features one per sample (identity)
 };
 
 Vbe RandomVbe(std::mt19937* rng, const Options& o);
