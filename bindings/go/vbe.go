@@ -1,5 +1,6 @@
 // Batches with a batch size per feature (VBE): a request of one user and many candidate items
 // carries the user's features once instead of once per candidate.
+
 package shardrec
 
 import "shardrec.dev/shardrec/internal/swig"
