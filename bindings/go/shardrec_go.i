@@ -91,7 +91,11 @@ SR_GO_SLICE(const int64_t, int64)
                                           (const int32_t* ranks, size_t num_ranks) };
 %apply (const int64_t* BUF, size_t LEN) { (const int64_t* values, size_t num_values),
                                           (const int64_t* bytes, size_t num_bytes),
-                                          (const int64_t* shape, size_t ndim) };
+                                          (const int64_t* shape, size_t ndim),
+                                          (const int64_t* feature_batch_sizes,
+                                           size_t num_feature_batch_sizes),
+                                          (const int64_t* inverse_indices,
+                                           size_t num_inverse_indices) };
 
 /* Dense collectives take raw addresses (the Go layer passes slices it keeps alive). */
 %typemap(gotype) const void* send, void* recv, void* buf "uintptr"

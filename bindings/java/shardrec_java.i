@@ -167,7 +167,11 @@ SR_JAVA_NIO(const int64_t, java.nio.LongBuffer)
                                         (const float* values, size_t len),
                                         (const float* weights, size_t num_weights) };
 %apply (const int32_t* BUF, size_t LEN) { (const int32_t* lengths, size_t num_lengths) };
-%apply (const int64_t* BUF, size_t LEN) { (const int64_t* values, size_t num_values) };
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* values, size_t num_values),
+                                          (const int64_t* feature_batch_sizes,
+                                           size_t num_feature_batch_sizes),
+                                          (const int64_t* inverse_indices,
+                                           size_t num_inverse_indices) };
 
 /* Dense collectives: any direct buffer; the element count and dtype are separate arguments. */
 %typemap(jni) const void* send, void* recv, void* buf "jobject"

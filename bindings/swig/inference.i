@@ -81,6 +81,9 @@ shardrec_status_t shardrec_bind_inference_snapshot_lookup(
 %ignore shardrec_inference_open;
 %ignore shardrec_inference_lookup;
 %ignore shardrec_inference_snapshot_lookup;
+%ignore shardrec_inference_lookup_vbe;
+%ignore shardrec_inference_snapshot_lookup_vbe;
+%ignore shardrec_inference_vbe_output_len;
 %ignore shardrec_inference_dense_tensor;
 
 /* Out-parameters of table_info and the snapshot's dense tensors (each language defines the

@@ -41,6 +41,12 @@
 %ignore shardrec_plan_create;
 %ignore shardrec_embedding_forward;
 %ignore shardrec_embedding_input_dist_start;
+/* VBE batches go through the helpers of vbe.i, which build the view. */
+%ignore shardrec_kjt_vbe_view;
+%ignore shardrec_embedding_vbe_output_len;
+%ignore shardrec_embedding_forward_vbe;
+%ignore shardrec_embedding_input_dist_start_vbe;
+%ignore shardrec_embedding_forward_vbe_tensor;
 %ignore shardrec_topology::memory_bytes_per_rank;
 %ignore shardrec_topology::num_memory_bytes_per_rank;
 /* Host callbacks into Java/Go are not offered: use a unique id or a local group instead. */
@@ -96,3 +102,6 @@
 
 /* Serving: the inference handle and its pinned snapshots. */
 %include "inference.i"
+
+/* Batches with a batch size per feature (VBE), training and serving. */
+%include "vbe.i"

@@ -13,6 +13,7 @@
 #include "capi/src/versioned.h"
 #include "impl/serving/inference.h"
 #include "impl/serving/lookup.h"
+#include "impl/serving/lookup_vbe.h"
 #include "impl/serving/row_quant.h"
 #include "impl/serving/serving_file.h"
 #include "shardrec/embedding.h"
@@ -88,6 +89,29 @@ Status Lookup(const Model& m, const shardrec_kjt_view_t* batch, float* out, size
   serving::Request r;
   SR_RETURN_IF_ERROR(ToRequest(batch, &r));
   return serving::Lookup(m, r, out, out_len);
+}
+
+Status ToVbeRequest(const shardrec_kjt_vbe_view_t* b, serving::VbeRequest* r) {
+  SR_RETURN_IF_ERROR(CheckNotNull(b, "batch"));
+  SR_RETURN_IF_ERROR(CheckStructVersion(b->version, SHARDREC_KJT_VBE_VIEW_VERSION, "batch"));
+  SR_RETURN_IF_ERROR(ToRequest(&b->kjt, &r->bags));
+  if (b->feature_batch_sizes == nullptr && b->num_feature_batch_sizes != 0)
+    return Status::InvalidArgument("batch.feature_batch_sizes is NULL but num_feature_batch_sizes ",
+                                   "is ", b->num_feature_batch_sizes);
+  if (b->inverse_indices == nullptr && b->num_inverse_indices != 0)
+    return Status::InvalidArgument("batch.inverse_indices is NULL but num_inverse_indices is ",
+                                   b->num_inverse_indices);
+  r->batch_sizes = b->feature_batch_sizes;
+  r->num_batch_sizes = b->num_feature_batch_sizes;
+  r->inverse = b->inverse_indices;
+  r->num_inverse = b->num_inverse_indices;
+  return Status::Ok();
+}
+
+Status LookupVbe(const Model& m, const shardrec_kjt_vbe_view_t* batch, float* out, size_t out_len) {
+  serving::VbeRequest r;
+  SR_RETURN_IF_ERROR(ToVbeRequest(batch, &r));
+  return serving::LookupVbe(m, r, out, out_len);
 }
 
 Status DenseTensor(const Model& m, const char* name, const float** data, size_t* count) {
@@ -226,6 +250,27 @@ SHARDREC_API shardrec_status_t shardrec_inference_lookup(const shardrec_inferenc
   });
 }
 
+SHARDREC_API shardrec_status_t shardrec_inference_lookup_vbe(const shardrec_inference_t* inf,
+                                                             const shardrec_kjt_vbe_view_t* batch,
+                                                             float* out, size_t out_len,
+                                                             uint64_t* version_out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(shardrec::capi::LookupVbe(m, batch, out, out_len));
+    if (version_out != nullptr) *version_out = m.number;
+    return Status::Ok();
+  });
+}
+
+SHARDREC_API shardrec_status_t shardrec_inference_vbe_output_len(
+    const shardrec_inference_t* inf, const shardrec_kjt_vbe_view_t* batch, size_t* out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    shardrec::serving::VbeRequest r;
+    SR_RETURN_IF_ERROR(shardrec::capi::ToVbeRequest(batch, &r));
+    return shardrec::serving::VbeOutputSize(m, r, out);
+  });
+}
+
 SHARDREC_API shardrec_status_t shardrec_inference_dense_tensor(const shardrec_inference_t* inf,
                                                                const char* name, const float** data,
                                                                size_t* count,
@@ -263,6 +308,13 @@ shardrec_inference_snapshot_lookup(const shardrec_inference_version_t* ver,
                                    const shardrec_kjt_view_t* batch, float* out, size_t out_len) {
   return Enter({Handle(ver, "snapshot", " is NULL")},
                [&] { return shardrec::capi::Lookup(*ver->model, batch, out, out_len); });
+}
+
+SHARDREC_API shardrec_status_t shardrec_inference_snapshot_lookup_vbe(
+    const shardrec_inference_version_t* ver, const shardrec_kjt_vbe_view_t* batch, float* out,
+    size_t out_len) {
+  return Enter({Handle(ver, "snapshot", " is NULL")},
+               [&] { return shardrec::capi::LookupVbe(*ver->model, batch, out, out_len); });
 }
 
 SHARDREC_API shardrec_status_t shardrec_inference_snapshot_dense_tensor(

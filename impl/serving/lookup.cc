@@ -1,226 +1,15 @@
-// Serving lookups: per (feature, table) pair the ids resolved, then the pooled kernel shared with
-// the training forward (impl/core/kernels/pooled.h) decodes each row inside the accumulation and
-// stores each bag once. Sequence lookups decode each row with the table's decoder (decode.h; fp32
-// rows are read in place) and accumulate it into its output row.
+// Serving lookups: the request checked, then per (feature, table) pair the bags summed
+// (bag_lookup.h) into the training forward's output layout.
 #include "impl/serving/lookup.h"
 
-#include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "impl/core/check.h"
 #include "impl/core/extent.h"
-#include "impl/core/finite.h"
-#include "impl/core/kernels/pooled.h"
-#include "impl/core/prefetch.h"
-#include "impl/core/row_format.h"
-#include "impl/serving/decode.h"
+#include "impl/serving/bag_lookup.h"
 
 namespace shardrec::serving {
 namespace {
-
-// Ids ahead whose rows are prefetched: enough to cover DRAM latency at a few ns per row.
-constexpr size_t kPrefetchAhead = 8;
-
-// acc[c] += w * x[c] (kWeighted) or acc[c] += x[c]: one fp32 multiply and add per element, in id
-// order, as the training kernels (x * 1 would give the same bits but cost a multiply).
-template <bool kWeighted>
-inline void Accumulate(const float* __restrict x, int32_t dim, float w, float* __restrict acc) {
-  for (int32_t c = 0; c < dim; ++c) acc[c] += kWeighted ? w * x[c] : x[c];
-}
-
-struct Ids {
-  const int64_t* v64;
-  const int32_t* v32;
-  int64_t operator[](size_t i) const { return v64 != nullptr ? v64[i] : v32[i]; }
-};
-
-// A table's rows as fp32: in place for fp32, else decoded into `buf`.
-struct RowReader {
-  const Table& t;
-  DecodeFn decode;
-  float* buf;
-  uint8_t* scratch;
-
-  const uint8_t* Address(int64_t row) const {
-    return t.data + static_cast<uint64_t>(row) * t.row_bytes;
-  }
-  void Prefetch(int64_t id) const {
-    if (t.dynamic) {
-      t.dynamic->index->Prefetch(id);  // the row's address is known only after the probe
-      return;
-    }
-    if (id >= 0 && id < t.rows) core::PrefetchLines(Address(id), static_cast<int64_t>(t.row_bytes));
-  }
-  const float* Read(int64_t row) const {
-    if (decode == nullptr) return reinterpret_cast<const float*>(Address(row));
-    decode(Address(row), t.dim, buf, scratch);
-    return buf;
-  }
-};
-
-// Resolves an id against the bounds policy (a dynamic table: against its index): the row to read,
-// or -1 to skip it.
-inline Status Resolve(const Model& m, const Table& t, int32_t f, int64_t b, size_t i, int64_t id,
-                      int64_t* row) {
-  if (t.dynamic) {
-    // Every id is valid; one without a row reads the zero row after the live ones.
-    const int64_t found = t.dynamic->index->Find(id);
-    *row = found >= 0 ? found : t.rows;
-    return Status::Ok();
-  }
-  if (id >= 0 && id < t.rows) {
-    *row = id;
-    return Status::Ok();
-  }
-  switch (m.bounds) {
-    case Bounds::kClamp:
-      *row = 0;
-      return Status::Ok();
-    case Bounds::kSkip:
-      *row = -1;
-      return Status::Ok();
-    case Bounds::kError:
-      break;
-  }
-  // Worded as the training forward words it (input_dist.cc), so one parser reads both.
-  return Status::InvalidArgument("batch: feature '", m.features[f], "' sample ", b,
-                                 " (value position ", i, "): id ", id, " is out of range [0, ",
-                                 t.rows, ") of table '", t.name, "'");
-}
-
-// Per-call scratch of the pooled path: one pair's resolved rows (skipped ids left out), their
-// weights, its bags' offsets into them and their MEAN divisors.
-struct BagScratch {
-  std::vector<int64_t> rows;
-  std::vector<float> weights;
-  std::vector<int64_t> offsets;
-  std::vector<float> divisors;
-};
-
-// Whether every id of [begin, end) names a row of a fixed table of `rows` rows: then no bounds
-// policy applies and the ids are the rows (one pass the compiler vectorises).
-template <class Id>
-bool AllInRange(const Id* ids, size_t begin, size_t end, int64_t rows) {
-  bool bad = false;
-  for (size_t i = begin; i < end; ++i)
-    bad |= static_cast<uint64_t>(static_cast<int64_t>(ids[i])) >= static_cast<uint64_t>(rows);
-  return !bad;
-}
-
-// One pooled pair over all samples: bag b of feature f sums into out[b * D + pair.out_offset].
-// The ids are resolved first: a fixed table's ids that are all in range are its rows as they are
-// (int64 ids read in place, int32 ids widened); otherwise each id is resolved (a dynamic table's
-// index probes prefetched a few ids ahead) and skipped ids are left out. Then the shared pooled
-// kernel (impl/core/kernels/pooled.h) gathers, decodes and sums every bag in registers,
-// prefetching rows by the table's row size.
-template <bool kWeighted>
-Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin, size_t end,
-                  const Ids& ids, BagScratch* bag, float* out) {
-  const Table& t = m.tables[p.table];
-  const int64_t B = r.batch_size;
-  const bool mean = t.pooling == Pooling::kMean;
-  const int32_t* lengths = r.lengths + static_cast<size_t>(p.feature) * B;
-  bag->offsets.resize(static_cast<size_t>(B) + 1);
-  bag->divisors.resize(static_cast<size_t>(B));
-  bag->offsets[0] = 0;
-  const int64_t* rows = nullptr;
-  const float* weights = kWeighted ? r.weights + begin : nullptr;
-  const bool in_range =
-      !t.dynamic && (ids.v64 != nullptr ? AllInRange(ids.v64, begin, end, t.rows)
-                                        : AllInRange(ids.v32, begin, end, t.rows));
-  if (in_range) {
-    for (int64_t b = 0; b < B; ++b) bag->offsets[b + 1] = bag->offsets[b] + lengths[b];
-    if (ids.v64 != nullptr) {
-      rows = ids.v64 + begin;
-    } else {
-      bag->rows.resize(end - begin);
-      for (size_t i = begin; i < end; ++i) bag->rows[i - begin] = ids.v32[i];
-      rows = bag->rows.data();
-    }
-    if (mean) {
-      // Added one by one in id order, as the resolving path below adds them.
-      for (int64_t b = 0; b < B; ++b) {
-        float div = 0.0f;
-        for (int64_t i = bag->offsets[b]; i < bag->offsets[b + 1]; ++i)
-          div += kWeighted ? weights[i] : 1.0f;
-        bag->divisors[b] = div;
-      }
-    }
-  } else {
-    bag->rows.resize(end - begin);
-    if (kWeighted) bag->weights.resize(end - begin);
-    int64_t n = 0;
-    size_t pos = begin;
-    for (int64_t b = 0; b < B; ++b) {
-      const auto len = static_cast<size_t>(lengths[b]);
-      float div = 0.0f;
-      for (size_t i = pos; i < pos + len; ++i) {
-        if (t.dynamic && i + kPrefetchAhead < end)
-          t.dynamic->index->Prefetch(ids[i + kPrefetchAhead]);
-        int64_t row = 0;
-        SR_RETURN_IF_ERROR(Resolve(m, t, p.feature, b, i, ids[i], &row));
-        if (row < 0) continue;
-        const float w = kWeighted ? r.weights[i] : 1.0f;
-        bag->rows[n] = row;
-        if (kWeighted) bag->weights[n] = w;
-        ++n;
-        div += w;
-      }
-      bag->offsets[b + 1] = n;
-      bag->divisors[b] = div;
-      pos += len;
-    }
-    rows = bag->rows.data();
-    if (kWeighted) weights = bag->weights.data();
-  }
-  core::kernels::PooledArgs a;
-  a.weights = t.data;
-  a.type = t.storage == Storage::kAsTrained ? RowFormat::kFp32 : FormatOf(t.storage);
-  a.row_bytes = static_cast<int64_t>(t.row_bytes);
-  a.cols = t.dim;
-  a.offsets = bag->offsets.data();
-  a.rows = rows;
-  a.id_weights = weights;
-  a.out = out;
-  a.io_offset = p.out_offset;
-  a.out_stride = m.output_dim;
-  a.bag_begin = 0;
-  a.bag_end = B;
-  a.prefetch_distance = core::kernels::PrefetchDistanceFor(t.row_bytes);
-  static const core::kernels::PooledFn sum = core::kernels::HostPooled();
-  sum(a);
-  if (mean) {
-    for (int64_t b = 0; b < B; ++b) {
-      float* acc = out + b * m.output_dim + p.out_offset;
-      const float div = bag->divisors[b];
-      for (int32_t c = 0; c < t.dim; ++c) acc[c] = div != 0.0f ? acc[c] / div : 0.0f;
-    }
-  }
-  return Status::Ok();
-}
-
-// The values [begin, end) of feature f, one output row each.
-template <bool kWeighted>
-Status SequenceFeature(const Model& m, const Request& r, int32_t f, size_t begin, size_t end,
-                       const Ids& ids, const RowReader* rows, float* out) {
-  const int32_t dim = static_cast<int32_t>(m.output_dim);
-  const int64_t B = r.batch_size;
-  int64_t b = 0;
-  size_t bag_end = begin;
-  for (size_t i = begin; i < end; ++i) {
-    float* acc = out + i * static_cast<size_t>(dim);
-    std::memset(acc, 0, sizeof(float) * dim);
-    if (rows == nullptr) continue;
-    if (i + kPrefetchAhead < end) rows->Prefetch(ids[i + kPrefetchAhead]);
-    while (i >= bag_end && b < B) bag_end += r.lengths[static_cast<size_t>(f) * B + b++];
-    int64_t row = 0;
-    SR_RETURN_IF_ERROR(Resolve(m, rows->t, f, b - 1, i, ids[i], &row));
-    if (row < 0) continue;
-    Accumulate<kWeighted>(rows->Read(row), dim, kWeighted ? r.weights[i] : 1.0f, acc);
-  }
-  return Status::Ok();
-}
 
 Status CheckRequest(const Model& m, const Request& r, size_t out_len, const float* out) {
   if (r.num_features != m.features.size())
@@ -244,21 +33,7 @@ Status CheckRequest(const Model& m, const Request& r, size_t out_len, const floa
   if (total != r.num_values)
     return Status::InvalidArgument("batch lengths sum to ", total, " but num_values is ",
                                    r.num_values);
-  if (r.num_values > 0 && r.values == nullptr)
-    return Status::InvalidArgument("batch values must not be NULL");
-  if ((r.weights == nullptr && r.num_weights != 0) ||
-      (r.weights != nullptr && r.num_weights != r.num_values))
-    return Status::InvalidArgument("batch has ", r.num_weights, " weights",
-                                   r.weights == nullptr ? " and NULL weights" : "", " for ",
-                                   r.num_values, " values");
-  if (r.weights != nullptr) {
-    // A NaN or infinite weight would be served as NaN or infinite outputs; training refuses them
-    // by default (the non-finite policy), and so does a lookup.
-    const size_t i = FirstNonFinite(r.weights, r.num_weights);
-    if (i < r.num_weights)
-      return Status::InvalidArgument("batch weight at position ", i, " is ", r.weights[i],
-                                     ": per-id weights must be finite");
-  }
+  SR_RETURN_IF_ERROR(CheckValuesAndWeights(r));
   const size_t need = OutputSize(m, r);
   if (need == kNoBuffer)
     return Status::InvalidArgument(
@@ -282,45 +57,28 @@ size_t OutputSize(const Model& m, const Request& r) {
 Status Lookup(const Model& m, const Request& r, float* out, size_t out_len) {
   SR_RETURN_IF_ERROR(CheckRequest(m, r, out_len, out));
   const auto B = static_cast<size_t>(r.batch_size);
-  std::vector<size_t> begin(m.features.size() + 1, 0);
+  std::vector<FeatureBags> bags(m.features.size());
+  size_t pos = 0;
   for (size_t f = 0; f < m.features.size(); ++f) {
-    size_t n = 0;
-    for (size_t b = 0; b < B; ++b) n += static_cast<size_t>(r.lengths[f * B + b]);
-    begin[f + 1] = begin[f] + n;
+    FeatureBags& fb = bags[f];
+    fb.feature = static_cast<int32_t>(f);
+    fb.lengths = r.lengths + f * B;
+    fb.count = r.batch_size;
+    fb.begin = pos;
+    for (size_t b = 0; b < B; ++b) pos += static_cast<size_t>(fb.lengths[b]);
+    fb.end = pos;
   }
-  const Ids ids{r.values_int64 ? static_cast<const int64_t*>(r.values) : nullptr,
-                r.values_int64 ? nullptr : static_cast<const int32_t*>(r.values)};
-  const bool weighted = r.weights != nullptr;
-  // One decode buffer per call (the widest row), so concurrent calls share nothing.
-  int32_t widest = 0;
-  for (const Table& t : m.tables) widest = std::max(widest, t.dim);
-  std::vector<float> buf(static_cast<size_t>(widest));
-  std::vector<uint8_t> scratch(static_cast<size_t>(widest) + 1);
-  auto reader = [&](const Table& t) {
-    return RowReader{t, DecoderFor(t.storage), buf.data(), scratch.data()};
-  };
+  const Ids ids = IdsOf(r);
   if (m.sequence) {
-    for (size_t f = 0; f < m.features.size(); ++f) {
-      const int32_t ti = m.feature_table[f];
-      const auto fi = static_cast<int32_t>(f);
-      if (ti < 0) {
-        SR_RETURN_IF_ERROR(
-            SequenceFeature<false>(m, r, fi, begin[f], begin[f + 1], ids, nullptr, out));
-        continue;
-      }
-      const RowReader rows = reader(m.tables[ti]);
-      SR_RETURN_IF_ERROR(
-          weighted ? SequenceFeature<true>(m, r, fi, begin[f], begin[f + 1], ids, &rows, out)
-                   : SequenceFeature<false>(m, r, fi, begin[f], begin[f + 1], ids, &rows, out));
-    }
+    DecodeBuffers buffers(m);
+    for (const FeatureBags& fb : bags)
+      SR_RETURN_IF_ERROR(SequenceBags(m, fb, ids, r.weights, &buffers, out));
     return Status::Ok();
   }
-  BagScratch bag;
-  for (const Pair& p : m.pairs) {
-    const size_t b0 = begin[p.feature], b1 = begin[p.feature + 1];
-    SR_RETURN_IF_ERROR(weighted ? PooledPair<true>(m, r, p, b0, b1, ids, &bag, out)
-                                : PooledPair<false>(m, r, p, b0, b1, ids, &bag, out));
-  }
+  BagScratch scratch;
+  for (const Pair& p : m.pairs)
+    SR_RETURN_IF_ERROR(PooledBags(m, p.table, bags[p.feature], ids, r.weights, &scratch, out,
+                                  m.output_dim, p.out_offset));
   return Status::Ok();
 }
 

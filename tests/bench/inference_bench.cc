@@ -5,7 +5,8 @@
 // its bytes); one thread against two on one handle; and p99 latency while another thread reloads
 // the handle from a serving file against p99 without. The summary at the end prints each ratio
 // beside its target (issue 32). Tables: 4 x 250k rows x dim 128 (512 MiB fp32, 136 MiB int8),
-// bags of 16-24 ids per sample and table, random ids.
+// bags of 16-24 ids per sample and table, random ids. And a request of one user and 200 candidate
+// items (issue 64) as a VBE batch against the same batch with the user's features repeated.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -256,6 +257,142 @@ void BM_LookupP99(benchmark::State& state) {
 }
 BENCHMARK(BM_LookupP99)->ArgName("reloading")->Arg(0)->Arg(1)->UseRealTime()->MinTime(2.0);
 
+// A recommendation request (issue 64): one user with kUserFeatures features and kCandidates
+// candidate items with kItemFeatures features, each feature its own int8 table. Served as a VBE
+// batch (the user's bags once, inverse indices all 0) and as the plain batch that repeats the
+// user's bags for every candidate; both give the same output bits. Items are requests.
+constexpr int kUserFeatures = 10, kItemFeatures = 10, kCandidates = 200;
+constexpr int64_t kRequestRows = 50000;
+constexpr int32_t kRequestDim = 64;
+constexpr int32_t kUserBag = 20, kItemBag = 2;  // user history bags, short item bags
+
+struct RequestFixture {
+  std::string dir;
+  shardrec_inference_t* inf = nullptr;
+  int64_t out_dim = 0;
+
+  RequestFixture() {
+    char tmpl[] = "/tmp/shardrec_vbe_bench_XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) std::abort();
+    dir = tmpl;
+    constexpr int kF = kUserFeatures + kItemFeatures;
+    std::vector<std::string> names;
+    for (int f = 0; f < kF; ++f)
+      names.push_back((f < kUserFeatures ? "u" : "i") + std::to_string(f));
+    std::vector<shardrec_feature_config_t> features(kF);
+    std::vector<shardrec_table_config_t> tables(kF);
+    std::vector<int32_t> feature_of(kF);
+    for (int f = 0; f < kF; ++f) {
+      shardrec_feature_config_init(&features[f], SHARDREC_FEATURE_CONFIG_VERSION);
+      features[f].name = names[f].c_str();
+      feature_of[f] = f;
+      shardrec_table_config_init(&tables[f], SHARDREC_TABLE_CONFIG_VERSION);
+      tables[f].name = names[f].c_str();
+      tables[f].rows = kRequestRows;
+      tables[f].dim = kRequestDim;
+      tables[f].features = &feature_of[f];
+      tables[f].num_features = 1;
+    }
+    shardrec_topology_t topo;
+    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+    topo.world_size = 1;
+    shardrec_plan_t* plan = nullptr;
+    Check(shardrec_plan_create(&plan, tables.data(), kF, features.data(), kF, &topo, nullptr, 0),
+          "plan");
+    shardrec_comm_t* comm = nullptr;
+    Check(shardrec_comm_create_local_group(&comm, 1, nullptr), "comm");
+    shardrec_embedding_t* coll = nullptr;
+    Check(shardrec_embedding_create(&coll, plan, comm, nullptr, nullptr), "collection");
+    Check(shardrec_checkpoint_save(coll, dir.c_str(), nullptr), "checkpoint save");
+    shardrec_embedding_destroy(coll);
+    shardrec_comm_destroy(comm);
+    shardrec_plan_destroy(plan);
+    shardrec_inference_options_t o;
+    shardrec_inference_options_init(&o, SHARDREC_INFERENCE_OPTIONS_VERSION);
+    o.default_storage = SHARDREC_SERVING_INT8;
+    Check(shardrec_inference_open(dir.c_str(), &o, &inf), "inference open");
+    Check(shardrec_inference_output_dim(inf, &out_dim), "output dim");
+  }
+};
+
+RequestFixture& SharedRequests() {
+  static RequestFixture* f = new RequestFixture();
+  return *f;
+}
+
+// One request as a VBE view (user bags once) and as the plain view repeating them.
+struct UserItems {
+  std::vector<int64_t> batch_sizes, inverse;
+  std::vector<int32_t> vbe_lengths, lengths;
+  std::vector<int64_t> vbe_ids, ids;
+  shardrec_kjt_vbe_view_t vbe = SHARDREC_KJT_VBE_VIEW_INIT;
+  shardrec_kjt_view_t plain = SHARDREC_KJT_VIEW_INIT;
+};
+
+std::vector<UserItems> MakeUserItems(uint64_t seed) {
+  std::vector<UserItems> out(kBatchesInRotation);
+  std::mt19937_64 rng(seed);
+  constexpr int kF = kUserFeatures + kItemFeatures;
+  for (UserItems& r : out) {
+    for (int f = 0; f < kF; ++f) {
+      const bool user = f < kUserFeatures;
+      r.batch_sizes.push_back(user ? 1 : kCandidates);
+      std::vector<std::vector<int64_t>> bags(user ? 1 : kCandidates);
+      for (auto& bag : bags) {
+        const int32_t len = user ? kUserBag : kItemBag;
+        for (int32_t i = 0; i < len; ++i) bag.push_back(static_cast<int64_t>(rng() % kRequestRows));
+        r.vbe_lengths.push_back(len);
+        r.vbe_ids.insert(r.vbe_ids.end(), bag.begin(), bag.end());
+      }
+      for (int b = 0; b < kCandidates; ++b) {
+        const auto& bag = bags[user ? 0 : b];
+        r.inverse.push_back(user ? 0 : b);
+        r.lengths.push_back(static_cast<int32_t>(bag.size()));
+        r.ids.insert(r.ids.end(), bag.begin(), bag.end());
+      }
+    }
+    r.vbe.kjt.batch_size = kCandidates;
+    r.vbe.kjt.num_features = kF;
+    r.vbe.kjt.lengths = r.vbe_lengths.data();
+    r.vbe.kjt.num_lengths = r.vbe_lengths.size();
+    r.vbe.kjt.values = r.vbe_ids.data();
+    r.vbe.kjt.num_values = r.vbe_ids.size();
+    r.vbe.feature_batch_sizes = r.batch_sizes.data();
+    r.vbe.num_feature_batch_sizes = r.batch_sizes.size();
+    r.vbe.inverse_indices = r.inverse.data();
+    r.vbe.num_inverse_indices = r.inverse.size();
+    r.plain.batch_size = kCandidates;
+    r.plain.num_features = kF;
+    r.plain.lengths = r.lengths.data();
+    r.plain.num_lengths = r.lengths.size();
+    r.plain.values = r.ids.data();
+    r.plain.num_values = r.ids.size();
+  }
+  return out;
+}
+
+// Arg: 1 for the VBE lookup, 0 for the plain lookup of the user features repeated per candidate.
+void BM_UserItems(benchmark::State& state) {
+  RequestFixture& f = SharedRequests();
+  const bool vbe = state.range(0) == 1;
+  const std::vector<UserItems> reqs = MakeUserItems(300);
+  std::vector<float> out(static_cast<size_t>(kCandidates * f.out_dim));
+  size_t k = 0;
+  for (auto _ : state) {
+    const UserItems& r = reqs[k];
+    if (vbe) {
+      Check(shardrec_inference_lookup_vbe(f.inf, &r.vbe, out.data(), out.size(), nullptr),
+            "VBE lookup");
+    } else {
+      Check(shardrec_inference_lookup(f.inf, &r.plain, out.data(), out.size(), nullptr), "lookup");
+    }
+    benchmark::DoNotOptimize(out.data());
+    k = (k + 1) % reqs.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_UserItems)->ArgName("vbe")->Arg(0)->Arg(1)->UseRealTime();
+
 // Collects samples/s (items_per_second: every thread's items over the wall time) of BM_Lookup
 // and the roof from the reporter, for the summary.
 class SummaryReporter : public benchmark::ConsoleReporter {
@@ -263,7 +400,9 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       auto it = r.counters.find("items_per_second");
-      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) {
+      // With --benchmark_repetitions the median is kept too (name suffix _median).
+      if (it != r.counters.end() &&
+          (r.run_type == Run::RT_Iteration || r.aggregate_name == "median")) {
         g_figures[r.benchmark_name()] = it->second;
       }
     }
@@ -294,6 +433,18 @@ void PrintSummary() {
     std::printf("  p99 during reloads / p99 without, int8 batch 16:        %.3f (target <= 2.0)\n",
                 busy / quiet);
   }
+  // Medians when the run repeated the benchmarks (recommended on a shared machine).
+  auto median_or_last = [](const std::string& name) {
+    const double m = Figure(name + "_median");
+    return m > 0 ? m : Figure(name);
+  };
+  const double vbe = median_or_last("BM_UserItems/vbe:1/real_time"),
+               repeated = median_or_last("BM_UserItems/vbe:0/real_time");
+  if (vbe > 0 && repeated > 0)
+    std::printf(
+        "  1 user x 200 items, int8: VBE / repeated user features, requests/s: %.3f "
+        "(%.0f and %.0f requests/s)\n",
+        vbe / repeated, vbe, repeated);
   const double int8 = Figure("BM_Lookup/storage:4/batch:512/real_time/threads:1");
   for (int32_t s : {SHARDREC_SERVING_FP8_E4M3, SHARDREC_SERVING_FP8_E5M2}) {
     const double fp8 =

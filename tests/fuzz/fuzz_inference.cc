@@ -6,8 +6,14 @@
 //  - every lookup returns OK or SHARDREC_EINVAL (never anything else);
 //  - an accepted request answers the same bits through a pinned snapshot, and finite weights give
 //    finite outputs.
+// A flags byte with its top bit set makes the request a VBE view instead (fuzzed batch sizes per
+// feature, some negative or huge, lengths that may not add up, inverse indices in or out of
+// range, a wrong view version): the VBE lookup also returns OK or SHARDREC_EINVAL only, writes
+// nothing when it refuses, agrees with its output length and its snapshot, and with inverse
+// indices equals the plain lookup of the expanded batch bit for bit.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -97,6 +103,123 @@ struct Reader : shardrec::fuzz::ByteReader {
   }
 };
 
+// The VBE request that the rest of the input describes, run through the VBE lookups.
+int FuzzVbe(shardrec_inference_t* inf, Reader& in, uint8_t flags) {
+  std::vector<int64_t> sizes(kFeatures);
+  int64_t largest = 0;
+  size_t bags = 0;
+  for (auto& bf : sizes) {
+    const uint8_t b = in.Byte();
+    bf = b == 0xff ? -1 : b == 0xfe ? int64_t{1} << 50 : b % 5;
+    if (bf >= 0 && bf < 5) {
+      largest = std::max(largest, bf);
+      bags += static_cast<size_t>(bf);
+    }
+  }
+  const uint8_t vflags = in.Byte();
+  const bool inverse = (vflags & 1) != 0;
+  int64_t B = inverse ? in.Byte() % 6 : largest;
+  if (vflags & 2) B += 1;  // not the largest B_f without inverse indices
+  std::vector<int32_t> lengths(bags + ((vflags & 4) ? 1 : 0));
+  size_t total = 0;
+  for (auto& len : lengths) {
+    len = in.Small() % 5;
+    if (len > 0) total += static_cast<size_t>(len);
+  }
+  std::vector<int64_t> ids(total + ((flags & 1) ? in.Byte() % 2 : 0));
+  for (auto& id : ids) {
+    const int32_t v = in.Small();
+    id = (flags & 2) && v < -90 ? int64_t{1} << 40 : v / 3;
+  }
+  std::vector<float> weights(ids.size());
+  bool finite = true;
+  for (auto& w : weights) {
+    w = in.Float();
+    finite = finite && std::isfinite(w);
+  }
+  std::vector<int64_t> inv(inverse ? kFeatures * static_cast<size_t>(B) : 0);
+  for (size_t k = 0; k < inv.size(); ++k) {
+    const int32_t v = in.Small();
+    inv[k] = (vflags & 8) ? v % 6 : std::abs(v) % std::max<int64_t>(1, sizes[k / B]);
+  }
+  shardrec_kjt_vbe_view_t v = SHARDREC_KJT_VBE_VIEW_INIT;
+  if (vflags & 16) v.version = SHARDREC_KJT_VBE_VIEW_VERSION + 1;
+  v.kjt.batch_size = B;
+  v.kjt.num_features = (flags & 8) ? kFeatures - 1 : kFeatures;
+  v.kjt.lengths = lengths.empty() ? nullptr : lengths.data();
+  v.kjt.num_lengths = lengths.size();
+  v.kjt.values = ids.empty() ? nullptr : ids.data();
+  v.kjt.num_values = ids.size();
+  if (flags & 32) {
+    v.kjt.weights = weights.data();
+    v.kjt.num_weights = weights.size();
+  }
+  v.feature_batch_sizes = sizes.data();
+  v.num_feature_batch_sizes = sizes.size();
+  if (inverse) {
+    v.inverse_indices = inv.empty() ? nullptr : inv.data();
+    v.num_inverse_indices = inv.size();
+  }
+  size_t need = 0;
+  const shardrec_status_t size_rc = shardrec_inference_vbe_output_len(inf, &v, &need);
+  FUZZ_CHECK(size_rc == SHARDREC_OK || size_rc == SHARDREC_EINVAL);
+  if (size_rc != SHARDREC_OK || need > (size_t{1} << 20)) need = in.Byte() % 64;
+  const size_t out_len = need + ((flags & 64) ? 1 : 0);
+  std::vector<float> out(out_len + 1, 7.0f), again(out_len + 1);
+  const shardrec_status_t rc = shardrec_inference_lookup_vbe(inf, &v, out.data(), out_len, nullptr);
+  FUZZ_CHECK(rc == SHARDREC_OK || rc == SHARDREC_EINVAL);
+  if (rc != SHARDREC_OK) {
+    for (float x : out) FUZZ_CHECK(x == 7.0f);  // nothing written on error
+    return 0;
+  }
+  FUZZ_CHECK(size_rc == SHARDREC_OK && out_len == need);
+  shardrec_inference_version_t* ver = nullptr;
+  FUZZ_CHECK(shardrec_inference_pin(inf, &ver) == SHARDREC_OK);
+  FUZZ_CHECK(shardrec_inference_snapshot_lookup_vbe(ver, &v, again.data(), out_len) == SHARDREC_OK);
+  shardrec_inference_unpin(ver);
+  FUZZ_CHECK(std::memcmp(out.data(), again.data(), out_len * sizeof(float)) == 0);
+  if (finite || v.kjt.weights == nullptr)
+    for (size_t i = 0; i < out_len; ++i) FUZZ_CHECK(std::isfinite(out[i]));
+  if (!inverse) return 0;
+  // The expanded plain batch: sample b of feature f reads bag inv[f * B + b].
+  std::vector<int32_t> e_lengths;
+  std::vector<int64_t> e_ids;
+  std::vector<float> e_weights;
+  size_t first_bag = 0, first_value = 0;
+  for (size_t f = 0; f < kFeatures; ++f) {
+    std::vector<size_t> start(static_cast<size_t>(sizes[f]));
+    size_t pos = first_value;
+    for (size_t k = 0; k < start.size(); ++k) {
+      start[k] = pos;
+      pos += static_cast<size_t>(lengths[first_bag + k]);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const auto k = static_cast<size_t>(inv[f * static_cast<size_t>(B) + b]);
+      const int32_t len = lengths[first_bag + k];
+      e_lengths.push_back(len);
+      for (size_t i = start[k]; i < start[k] + static_cast<size_t>(len); ++i) {
+        e_ids.push_back(ids[i]);
+        e_weights.push_back(weights[i]);
+      }
+    }
+    first_bag += start.size();
+    first_value = pos;
+  }
+  shardrec_kjt_view_t p = v.kjt;
+  p.lengths = e_lengths.empty() ? nullptr : e_lengths.data();
+  p.num_lengths = e_lengths.size();
+  p.values = e_ids.empty() ? nullptr : e_ids.data();
+  p.num_values = e_ids.size();
+  if (p.weights != nullptr) {
+    p.weights = e_weights.data();
+    p.num_weights = e_weights.size();
+  }
+  std::vector<float> plain(out_len + 1);
+  FUZZ_CHECK(shardrec_inference_lookup(inf, &p, plain.data(), out_len, nullptr) == SHARDREC_OK);
+  FUZZ_CHECK(std::memcmp(out.data(), plain.data(), out_len * sizeof(float)) == 0);
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -113,6 +236,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (len > 0) total += static_cast<size_t>(len);
   }
   const uint8_t flags = in.Byte();
+  if (flags & 128) return FuzzVbe(inf, in, flags);
   const size_t num_values = total + ((flags & 1) ? in.Byte() % 2 : 0);
   std::vector<int64_t> ids64(num_values);
   std::vector<int32_t> ids32(num_values);

@@ -5,6 +5,7 @@
 // and infer; a world-1 group joins from launcher variables; moved-from objects say so.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -169,6 +170,30 @@ void TrainSaveServe(const std::string& dir) {
   std::vector<float> now = inf.lookup(batch), then(out.size());
   snapshot.lookup(batch, then);
   Require(then == out && now[8] == 0.5f, "the snapshot keeps its version, the handle moves on");
+  // VBE: the user's bag once, two item bags; the expanded batch repeats the user's bag.
+  std::vector<int32_t> vbe_lengths = {1, 1, 2};
+  std::vector<int64_t> vbe_ids = {3, deltas[0].ids[0], 7, 9}, user_once = {1, 2},
+                       item_twice = {0, 0, 0, 1};
+  const auto vbe =
+      shardrec::kjt_vbe_view(shardrec::kjt_view(2, 2, vbe_lengths, vbe_ids), user_once, item_twice);
+  std::vector<int32_t> expanded_lengths = {1, 1, 1, 2};
+  std::vector<int64_t> expanded_ids = {3, 3, deltas[0].ids[0], 7, 9};
+  const auto expanded = shardrec::kjt_view(2, 2, expanded_lengths, expanded_ids);
+  std::vector<float> pinned_vbe(inf.output_size(vbe));
+  snapshot.lookup(vbe, pinned_vbe);
+  Require(inf.lookup(vbe) == inf.lookup(expanded), "a VBE lookup equals the expanded batch's");
+  std::vector<float> then_expanded(out.size() * 2);
+  snapshot.lookup(expanded, then_expanded);
+  Require(pinned_vbe == then_expanded, "a pinned VBE lookup equals the pinned expanded one");
+  const auto feature_major =
+      shardrec::kjt_vbe_view(shardrec::kjt_view(2, 2, vbe_lengths, vbe_ids), user_once);
+  const std::vector<float> rows3 = inf.lookup(feature_major), all = inf.lookup(expanded);
+  Require(rows3.size() == 3 * 8 && std::equal(rows3.begin(), rows3.begin() + 16, all.begin()) &&
+              std::equal(rows3.begin() + 16, rows3.end(), all.begin() + 24),
+          "without inverse indices each feature's rows come feature-major");
+  Require(Failure([&] { (void)inf.lookup(shardrec::kjt_vbe_view(expanded, user_once)); }).code() ==
+              SHARDREC_EINVAL,
+          "a VBE view whose sizes do not add up is refused");
   inf.reload(dir);
   Require(inf.version() > patched, "reload publishes a version");
   // int8 rows: their scale and bias, and a lookup within scale / 2 of the fp32 one.
@@ -191,6 +216,41 @@ void TrainSaveServe(const std::string& dir) {
   Require(missing.code() < 0, "an unknown dense tensor is refused");
   std::printf("train, save, serve: %zu delta rows, versions %llu -> %llu\n", deltas[0].ids.size(),
               static_cast<unsigned long long>(pinned), static_cast<unsigned long long>(patched));
+}
+
+// A VBE training step (one user bag read by 3 samples, 2 item bags) against the same step of the
+// expanded batch on a twin collection: the same forward bits, and tables updated alike (within
+// fp32 rounding of the summed gradients).
+void VbeTraining() {
+  const shardrec::Plan plan = MakePlan(1);
+  auto comms = shardrec::Comm::local_group(1);
+  auto twins = shardrec::Comm::local_group(1);
+  auto vbe_coll = shardrec::EmbeddingCollection::create(plan, comms[0]);
+  auto plain_coll = shardrec::EmbeddingCollection::create(plan, twins[0]);
+  std::vector<int32_t> lengths = {1, 1, 2}, expanded_lengths = {1, 1, 1, 1, 2, 2};
+  std::vector<int64_t> ids = {3, 5, 7, 9}, expanded_ids = {3, 3, 3, 5, 7, 9, 7, 9};
+  std::vector<int64_t> sizes = {1, 2}, inverse = {0, 0, 0, 0, 1, 1};
+  const auto vbe = shardrec::kjt_vbe_view(shardrec::kjt_view(3, 2, lengths, ids), sizes, inverse);
+  const auto expanded = shardrec::kjt_view(3, 2, expanded_lengths, expanded_ids);
+  Require(vbe_coll.output_size(vbe) == plain_coll.output_size(expanded), "VBE output size");
+  const std::vector<float> got = vbe_coll.forward(vbe), want = plain_coll.forward(expanded);
+  Require(got == want, "a VBE forward equals the expanded batch's");
+  vbe_coll.backward(got);
+  plain_coll.backward(want);
+  const std::vector<float> after_vbe = vbe_coll.forward(expanded),
+                           after_plain = plain_coll.forward(expanded);
+  bool moved = false;
+  for (size_t i = 0; i < after_vbe.size(); ++i) {
+    Require(std::fabs(after_vbe[i] - after_plain[i]) <= 1e-6f * (1 + std::fabs(after_plain[i])),
+            "the VBE backward updates the rows as the expanded batch's");
+    moved = moved || after_plain[i] != want[i];
+  }
+  Require(moved, "the backward moved the rows");
+  Require(Failure([&] {
+            (void)vbe_coll.forward(shardrec::kjt_vbe_view(expanded, sizes, inverse));
+          }).code() == SHARDREC_EINVAL,
+          "a VBE batch whose sizes do not add up is refused");
+  std::printf("VBE training step: %zu floats as the expanded batch\n", got.size());
 }
 
 void MeshDdpFsdp() {
@@ -348,6 +408,7 @@ int main() {
   try {
     TrainSaveServe(dir);
     MeshDdpFsdp();
+    VbeTraining();
     Dense();
     FromEnv();
     MovedFrom();

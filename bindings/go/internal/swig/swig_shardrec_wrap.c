@@ -1105,6 +1105,107 @@ shardrec_status_t shardrec_bind_inference_snapshot_lookup(
 }
 
 
+#include "shardrec/embedding.h"
+#include "shardrec/inference.h"
+
+static shardrec_kjt_vbe_view_t sr_bind_vbe(int64_t batch_size, size_t num_features,
+                                           const int32_t* lengths, size_t num_lengths,
+                                           const int64_t* values, size_t num_values,
+                                           const float* weights, size_t num_weights,
+                                           const int64_t* feature_batch_sizes,
+                                           size_t num_feature_batch_sizes,
+                                           const int64_t* inverse_indices,
+                                           size_t num_inverse_indices) {
+  shardrec_kjt_vbe_view_t v;
+  memset(&v, 0, sizeof(v));
+  v.version = SHARDREC_KJT_VBE_VIEW_VERSION;
+  v.kjt = sr_bind_kjt(batch_size, num_features, lengths, num_lengths, values, num_values, weights,
+                      num_weights);
+  v.feature_batch_sizes = num_feature_batch_sizes > 0 ? feature_batch_sizes : NULL;
+  v.num_feature_batch_sizes = num_feature_batch_sizes;
+  v.inverse_indices = num_inverse_indices > 0 ? inverse_indices : NULL;
+  v.num_inverse_indices = num_inverse_indices;
+  return v;
+}
+
+#define SR_BIND_VBE_VIEW                                                                    \
+  shardrec_kjt_vbe_view_t vbe = sr_bind_vbe(                                                \
+      batch_size, num_features, lengths, num_lengths, values, num_values, weights, num_weights, \
+      feature_batch_sizes, num_feature_batch_sizes, inverse_indices, num_inverse_indices)
+
+shardrec_status_t shardrec_bind_inference_lookup_vbe(
+    const shardrec_inference_t* inf, int64_t batch_size, size_t num_features,
+    const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,
+    const float* weights, size_t num_weights, const int64_t* feature_batch_sizes,
+    size_t num_feature_batch_sizes, const int64_t* inverse_indices, size_t num_inverse_indices,
+    float* out, size_t out_len, uint64_t* version_out) {
+  SR_BIND_VBE_VIEW;
+  return shardrec_inference_lookup_vbe(inf, &vbe, out, out_len, version_out);
+}
+
+shardrec_status_t shardrec_bind_inference_snapshot_lookup_vbe(
+    const shardrec_inference_version_t* ver, int64_t batch_size, size_t num_features,
+    const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,
+    const float* weights, size_t num_weights, const int64_t* feature_batch_sizes,
+    size_t num_feature_batch_sizes, const int64_t* inverse_indices, size_t num_inverse_indices,
+    float* out, size_t out_len) {
+  SR_BIND_VBE_VIEW;
+  return shardrec_inference_snapshot_lookup_vbe(ver, &vbe, out, out_len);
+}
+
+shardrec_status_t shardrec_bind_inference_vbe_output_len(
+    const shardrec_inference_t* inf, int64_t batch_size, size_t num_features,
+    const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,
+    const float* weights, size_t num_weights, const int64_t* feature_batch_sizes,
+    size_t num_feature_batch_sizes, const int64_t* inverse_indices, size_t num_inverse_indices,
+    size_t* out) {
+  SR_BIND_VBE_VIEW;
+  return shardrec_inference_vbe_output_len(inf, &vbe, out);
+}
+
+shardrec_status_t shardrec_bind_embedding_vbe_output_len(
+    const shardrec_embedding_t* coll, int64_t batch_size, size_t num_features,
+    const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,
+    const float* weights, size_t num_weights, const int64_t* feature_batch_sizes,
+    size_t num_feature_batch_sizes, const int64_t* inverse_indices, size_t num_inverse_indices,
+    size_t* out) {
+  SR_BIND_VBE_VIEW;
+  return shardrec_embedding_vbe_output_len(coll, &vbe, out);
+}
+
+shardrec_status_t shardrec_bind_embedding_forward_vbe(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, const int64_t* feature_batch_sizes, size_t num_feature_batch_sizes,
+    const int64_t* inverse_indices, size_t num_inverse_indices, float* out, size_t out_len) {
+  SR_BIND_VBE_VIEW;
+  return shardrec_embedding_forward_vbe(coll, &vbe, out, out_len, NULL);
+}
+
+shardrec_status_t shardrec_bind_embedding_input_dist_start_vbe(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, const int64_t* feature_batch_sizes, size_t num_feature_batch_sizes,
+    const int64_t* inverse_indices, size_t num_inverse_indices) {
+  SR_BIND_VBE_VIEW;
+  return shardrec_embedding_input_dist_start_vbe(coll, &vbe, NULL);
+}
+
+/* shardrec_embedding_forward_vbe_tensor with a host view of @p out shaped by @p shape (a shape
+   that does not match @p out_len passes no view, which the library refuses on every rank). */
+shardrec_status_t shardrec_bind_embedding_forward_vbe_tensor(
+    shardrec_embedding_t* coll, int64_t batch_size, size_t num_features, const int32_t* lengths,
+    size_t num_lengths, const int64_t* values, size_t num_values, const float* weights,
+    size_t num_weights, const int64_t* feature_batch_sizes, size_t num_feature_batch_sizes,
+    const int64_t* inverse_indices, size_t num_inverse_indices, float* out, size_t out_len,
+    const int64_t* shape, size_t ndim) {
+  shardrec_tensor_view_t v;
+  shardrec_status_t rc = sr_bind_view(&v, out, out_len, shape, ndim);
+  SR_BIND_VBE_VIEW;
+  return shardrec_embedding_forward_vbe_tensor(coll, &vbe, rc == SHARDREC_OK ? &v : NULL, NULL);
+}
+
+
 void* shardrec_bind_host_alloc_floats(size_t count) {
   return calloc(count > 0 ? count : 1, sizeof(float));
 }
@@ -1114,7 +1215,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_3a7f64bbe3f0cb13(void *_swig_go_0) {
+void _wrap_Swig_free_swig_270a29369de887b3(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1124,7 +1225,7 @@ void _wrap_Swig_free_swig_3a7f64bbe3f0cb13(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_270a29369de887b3(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1137,7 +1238,7 @@ void *_wrap_Swig_malloc_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OK_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1149,7 +1250,7 @@ intgo _wrap_OK_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ERROR_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ERROR_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1161,7 +1262,7 @@ intgo _wrap_ERROR_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EINVAL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EINVAL_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1173,7 +1274,7 @@ intgo _wrap_EINVAL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EUSAGE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EUSAGE_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1185,7 +1286,7 @@ intgo _wrap_EUSAGE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ENOMEM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ENOMEM_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1197,7 +1298,7 @@ intgo _wrap_ENOMEM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ECUDA_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ECUDA_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1209,7 +1310,7 @@ intgo _wrap_ECUDA_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EREMOTE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EREMOTE_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1221,7 +1322,7 @@ intgo _wrap_EREMOTE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ETIMEOUT_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1233,7 +1334,7 @@ intgo _wrap_ETIMEOUT_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EIO_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EIO_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1245,7 +1346,7 @@ intgo _wrap_EIO_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ECORRUPT_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1257,7 +1358,7 @@ intgo _wrap_ECORRUPT_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EUNSUPPORTED_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1269,7 +1370,7 @@ intgo _wrap_EUNSUPPORTED_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ENOTFOUND_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1281,7 +1382,7 @@ intgo _wrap_ENOTFOUND_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EINTERNAL_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1293,7 +1394,7 @@ intgo _wrap_EINTERNAL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ENODEVICE_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1305,7 +1406,7 @@ intgo _wrap_ENODEVICE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EABORTED_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EABORTED_swig_270a29369de887b3() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1317,7 +1418,7 @@ intgo _wrap_EABORTED_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_FLOAT32_swig_270a29369de887b3() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1329,7 +1430,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_FLOAT16_swig_270a29369de887b3() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1341,7 +1442,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_BFLOAT16_swig_270a29369de887b3() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1353,7 +1454,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_FLOAT64_swig_270a29369de887b3() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1365,7 +1466,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_INT32_swig_270a29369de887b3() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1377,7 +1478,7 @@ intgo _wrap_DTYPE_INT32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_INT64_swig_270a29369de887b3() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1389,7 +1490,7 @@ intgo _wrap_DTYPE_INT64_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_UINT8_swig_270a29369de887b3() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1401,7 +1502,7 @@ intgo _wrap_DTYPE_UINT8_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DEVICE_HOST_swig_270a29369de887b3() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1413,7 +1514,7 @@ intgo _wrap_DEVICE_HOST_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DEVICE_CUDA_swig_270a29369de887b3() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1425,7 +1526,7 @@ intgo _wrap_DEVICE_CUDA_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DELTA_FULL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DELTA_FULL_swig_270a29369de887b3() {
   enum shardrec_delta_flag result;
   intgo _swig_go_result;
   
@@ -1437,7 +1538,7 @@ intgo _wrap_DELTA_FULL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_status_string_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_270a29369de887b3(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1450,7 +1551,7 @@ _gostring_ _wrap_status_string_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_version_swig_270a29369de887b3() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1461,7 +1562,7 @@ intgo _wrap_version_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_version_string_swig_3a7f64bbe3f0cb13() {
+_gostring_ _wrap_version_string_swig_270a29369de887b3() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1472,7 +1573,7 @@ _gostring_ _wrap_version_string_swig_3a7f64bbe3f0cb13() {
 }
 
 
-long long _wrap_dtype_size_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_270a29369de887b3(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1485,7 +1586,7 @@ long long _wrap_dtype_size_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_270a29369de887b3() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1497,7 +1598,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_270a29369de887b3() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1509,7 +1610,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_ROW_WISE_swig_270a29369de887b3() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1521,7 +1622,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_270a29369de887b3() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1533,7 +1634,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_270a29369de887b3() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1545,7 +1646,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_270a29369de887b3() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1557,7 +1658,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_GRID_swig_270a29369de887b3() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1569,7 +1670,7 @@ intgo _wrap_SHARDING_GRID_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_POOLING_SUM_swig_270a29369de887b3() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1581,7 +1682,7 @@ intgo _wrap_POOLING_SUM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_POOLING_MEAN_swig_270a29369de887b3() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1593,7 +1694,7 @@ intgo _wrap_POOLING_MEAN_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_POOLING_NONE_swig_270a29369de887b3() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1605,7 +1706,7 @@ intgo _wrap_POOLING_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_INIT_DEFAULT_swig_270a29369de887b3() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1617,7 +1718,7 @@ intgo _wrap_INIT_DEFAULT_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_INIT_UNIFORM_swig_270a29369de887b3() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1629,7 +1730,7 @@ intgo _wrap_INIT_UNIFORM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_INIT_CONSTANT_swig_270a29369de887b3() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1641,7 +1742,7 @@ intgo _wrap_INIT_CONSTANT_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_SGD_swig_270a29369de887b3() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1653,7 +1754,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_270a29369de887b3() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1665,7 +1766,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_270a29369de887b3() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1677,7 +1778,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_ADAM_swig_270a29369de887b3() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1689,7 +1790,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_270a29369de887b3() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1701,7 +1802,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_LAMB_swig_270a29369de887b3() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1713,7 +1814,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_270a29369de887b3() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1725,7 +1826,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_270a29369de887b3() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1737,7 +1838,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_270a29369de887b3() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1749,7 +1850,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1761,7 +1862,7 @@ void _wrap_optimizer_config_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1774,7 +1875,7 @@ intgo _wrap_optimizer_config_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1786,7 +1887,7 @@ void _wrap_optimizer_config_Xtype_set_swig_3a7f64bbe3f0cb13(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1799,7 +1900,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_3a7f64bbe3f0cb13(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1811,7 +1912,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1824,7 +1925,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1836,7 +1937,7 @@ void _wrap_optimizer_config_eps_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1849,7 +1950,7 @@ float _wrap_optimizer_config_eps_get_swig_3a7f64bbe3f0cb13(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1861,7 +1962,7 @@ void _wrap_optimizer_config_beta1_set_swig_3a7f64bbe3f0cb13(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1874,7 +1975,7 @@ float _wrap_optimizer_config_beta1_get_swig_3a7f64bbe3f0cb13(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1886,7 +1987,7 @@ void _wrap_optimizer_config_beta2_set_swig_3a7f64bbe3f0cb13(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1899,7 +2000,7 @@ float _wrap_optimizer_config_beta2_get_swig_3a7f64bbe3f0cb13(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1911,7 +2012,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1924,7 +2025,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1936,7 +2037,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1949,7 +2050,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1961,7 +2062,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_3a7f64bbe3f0cb13(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1974,7 +2075,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_3a7f64bbe3f0cb13() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_270a29369de887b3() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1985,7 +2086,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_3a7f64bbe3f0cb
 }
 
 
-void _wrap_delete_optimizer_config_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1995,7 +2096,7 @@ void _wrap_delete_optimizer_config_swig_3a7f64bbe3f0cb13(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2027,7 +2128,7 @@ _gostring_ _wrap_optimizer_config_init_swig_3a7f64bbe3f0cb13(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_NONE_swig_270a29369de887b3() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2039,7 +2140,7 @@ intgo _wrap_EVICTION_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_LRU_swig_270a29369de887b3() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2051,7 +2152,7 @@ intgo _wrap_EVICTION_LRU_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_LFU_swig_270a29369de887b3() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2063,7 +2164,7 @@ intgo _wrap_EVICTION_LFU_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_TTL_swig_270a29369de887b3() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2075,7 +2176,7 @@ intgo _wrap_EVICTION_TTL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EVICTION_SCORE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_SCORE_swig_270a29369de887b3() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2087,7 +2188,7 @@ intgo _wrap_EVICTION_SCORE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2099,7 +2200,7 @@ void _wrap_dynamic_table_config_version_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2112,7 +2213,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2124,7 +2225,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2137,7 +2238,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2149,7 +2250,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_3a7f64bbe3f0cb13(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2162,7 +2263,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_3a7f64bbe3f0cb13(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2174,7 +2275,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2187,7 +2288,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-void _wrap_dynamic_table_config_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_capacity_bytes_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2199,7 +2300,7 @@ void _wrap_dynamic_table_config_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-long long _wrap_dynamic_table_config_capacity_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_capacity_bytes_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2212,7 +2313,7 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_3a7f64bbe3f0cb13(st
 }
 
 
-void _wrap_dynamic_table_config_admission_decay_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2224,7 +2325,7 @@ void _wrap_dynamic_table_config_admission_decay_steps_set_swig_3a7f64bbe3f0cb13(
 }
 
 
-long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2237,7 +2338,7 @@ long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_3a7f64bbe3f0
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_3a7f64bbe3f0cb13() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_270a29369de887b3() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2248,7 +2349,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_3a7f64
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2258,7 +2359,7 @@ void _wrap_delete_dynamic_table_config_swig_3a7f64bbe3f0cb13(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2290,7 +2391,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2302,7 +2403,7 @@ void _wrap_Topology_t_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2315,7 +2416,7 @@ intgo _wrap_Topology_t_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2327,7 +2428,7 @@ void _wrap_Topology_t_world_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2340,7 +2441,7 @@ intgo _wrap_Topology_t_world_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2352,7 +2453,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2365,7 +2466,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2377,7 +2478,7 @@ void _wrap_Topology_t_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2390,7 +2491,7 @@ intgo _wrap_Topology_t_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2402,7 +2503,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2415,7 +2516,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2427,7 +2528,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2440,7 +2541,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2452,7 +2553,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2465,7 +2566,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2477,7 +2578,7 @@ void _wrap_Topology_t_batch_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2490,7 +2591,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2502,7 +2603,7 @@ void _wrap_Topology_t_optimizer_set_swig_3a7f64bbe3f0cb13(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2515,7 +2616,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_3a7f64bbe3f0cb13(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2527,7 +2628,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2540,7 +2641,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2552,7 +2653,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2565,7 +2666,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2577,7 +2678,7 @@ void _wrap_Topology_t_collective_latency_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2590,7 +2691,7 @@ double _wrap_Topology_t_collective_latency_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2602,7 +2703,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_3a7f64bbe3f0cb13(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2615,7 +2716,7 @@ double _wrap_Topology_t_per_id_cost_get_swig_3a7f64bbe3f0cb13(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_3a7f64bbe3f0cb13() {
+struct shardrec_topology *_wrap_new_Topology_t_swig_270a29369de887b3() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2626,7 +2727,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_Topology_t_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2636,7 +2737,7 @@ void _wrap_delete_Topology_t_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2668,7 +2769,7 @@ _gostring_ _wrap_topology_init_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2680,7 +2781,7 @@ void _wrap_comm_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2693,7 +2794,7 @@ intgo _wrap_comm_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2705,7 +2806,7 @@ void _wrap_comm_options_timeout_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2718,7 +2819,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2730,7 +2831,7 @@ void _wrap_comm_options_backend_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2743,7 +2844,7 @@ intgo _wrap_comm_options_backend_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2755,7 +2856,7 @@ void _wrap_comm_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2768,7 +2869,7 @@ intgo _wrap_comm_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2780,7 +2881,7 @@ void _wrap_comm_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2793,7 +2894,7 @@ intgo _wrap_comm_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2817,7 +2918,7 @@ void _wrap_comm_options_bind_address_set_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2830,7 +2931,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2842,7 +2943,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2855,7 +2956,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_270a29369de887b3() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2866,7 +2967,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_comm_options_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2876,7 +2977,7 @@ void _wrap_delete_comm_options_swig_3a7f64bbe3f0cb13(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2908,7 +3009,7 @@ _gostring_ _wrap_comm_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_270a29369de887b3(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2938,7 +3039,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2976,7 +3077,7 @@ _gostring_ _wrap_comm_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_270a29369de887b3(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3012,7 +3113,7 @@ _gostring_ _wrap_comm_create_local_group_swig_3a7f64bbe3f0cb13(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -3048,7 +3149,7 @@ _gostring_ _wrap_comm_split_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3080,7 +3181,7 @@ _gostring_ _wrap_comm_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3112,7 +3213,7 @@ _gostring_ _wrap_comm_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3144,7 +3245,7 @@ _gostring_ _wrap_comm_set_timeout_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3174,7 +3275,7 @@ _gostring_ _wrap_comm_abort_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3204,7 +3305,7 @@ _gostring_ _wrap_comm_async_error_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3214,7 +3315,7 @@ void _wrap_comm_destroy_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3256,7 +3357,7 @@ _gostring_ _wrap_comm_allreduce_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3296,7 +3397,7 @@ _gostring_ _wrap_comm_broadcast_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3336,7 +3437,7 @@ _gostring_ _wrap_comm_allgather_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3366,7 +3467,7 @@ _gostring_ _wrap_comm_barrier_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_270a29369de887b3(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3400,7 +3501,7 @@ _gostring_ _wrap_comm_create_mpi_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_270a29369de887b3(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3432,7 +3533,7 @@ _gostring_ _wrap_comm_create_from_env_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_create_tcp_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
+_gostring_ _wrap_comm_create_tcp_swig_270a29369de887b3(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -3477,7 +3578,7 @@ _gostring_ _wrap_comm_create_tcp_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3509,7 +3610,7 @@ _gostring_ _wrap_comm_local_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3541,7 +3642,7 @@ _gostring_ _wrap_comm_local_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3573,7 +3674,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3585,7 +3686,7 @@ void _wrap_Shard_t_row_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3598,7 +3699,7 @@ long long _wrap_Shard_t_row_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3610,7 +3711,7 @@ void _wrap_Shard_t_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3623,7 +3724,7 @@ long long _wrap_Shard_t_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3635,7 +3736,7 @@ void _wrap_Shard_t_col_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3648,7 +3749,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3660,7 +3761,7 @@ void _wrap_Shard_t_cols_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3673,7 +3774,7 @@ intgo _wrap_Shard_t_cols_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3685,7 +3786,7 @@ void _wrap_Shard_t_rank_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3698,7 +3799,7 @@ intgo _wrap_Shard_t_rank_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_3a7f64bbe3f0cb13() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_270a29369de887b3() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3709,7 +3810,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_Shard_t_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3719,7 +3820,7 @@ void _wrap_delete_Shard_t_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_270a29369de887b3(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3755,7 +3856,7 @@ _gostring_ _wrap_plan_from_json_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3796,7 +3897,7 @@ _gostring_ _wrap_plan_to_json_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3837,7 +3938,7 @@ _gostring_ _wrap_plan_stats_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3869,7 +3970,7 @@ _gostring_ _wrap_plan_hash_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3901,7 +4002,7 @@ _gostring_ _wrap_plan_world_size_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3933,7 +4034,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3965,7 +4066,7 @@ _gostring_ _wrap_plan_num_tables_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3997,7 +4098,7 @@ _gostring_ _wrap_plan_num_features_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4036,7 +4137,7 @@ _gostring_ _wrap_plan_feature_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4075,7 +4176,7 @@ _gostring_ _wrap_plan_table_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4114,7 +4215,7 @@ _gostring_ _wrap_plan_find_table_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4148,7 +4249,7 @@ _gostring_ _wrap_plan_table_rows_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4182,7 +4283,7 @@ _gostring_ _wrap_plan_table_dim_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4218,7 +4319,7 @@ _gostring_ _wrap_plan_table_sharding_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4254,7 +4355,7 @@ _gostring_ _wrap_plan_shard_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4266,7 +4367,7 @@ void _wrap_calibrate_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4279,7 +4380,7 @@ intgo _wrap_calibrate_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4291,7 +4392,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_3a7f64bbe3f0cb13(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4304,7 +4405,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4316,7 +4417,7 @@ void _wrap_calibrate_options_time_budget_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4329,7 +4430,7 @@ double _wrap_calibrate_options_time_budget_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4341,7 +4442,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4354,7 +4455,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4366,7 +4467,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4379,7 +4480,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_3a7f64bbe3f0cb13(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_270a29369de887b3() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4390,7 +4491,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_3a7f64bbe3f0
 }
 
 
-void _wrap_delete_calibrate_options_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4400,7 +4501,7 @@ void _wrap_delete_calibrate_options_swig_3a7f64bbe3f0cb13(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4432,7 +4533,7 @@ _gostring_ _wrap_calibrate_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4444,7 +4545,7 @@ void _wrap_calibration_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4457,7 +4558,7 @@ intgo _wrap_calibration_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4469,7 +4570,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4482,7 +4583,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4494,7 +4595,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4507,7 +4608,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4519,7 +4620,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4532,7 +4633,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4544,7 +4645,7 @@ void _wrap_calibration_loopback_latency_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4557,7 +4658,7 @@ double _wrap_calibration_loopback_latency_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4569,7 +4670,7 @@ void _wrap_calibration_handoff_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4582,7 +4683,7 @@ double _wrap_calibration_handoff_latency_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4594,7 +4695,7 @@ void _wrap_calibration_elapsed_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4607,7 +4708,7 @@ double _wrap_calibration_elapsed_get_swig_3a7f64bbe3f0cb13(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4619,7 +4720,7 @@ void _wrap_calibration_oversubscription_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4632,7 +4733,7 @@ double _wrap_calibration_oversubscription_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_3a7f64bbe3f0cb13() {
+struct shardrec_calibration *_wrap_new_calibration_swig_270a29369de887b3() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4643,7 +4744,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_calibration_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4653,7 +4754,7 @@ void _wrap_delete_calibration_swig_3a7f64bbe3f0cb13(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4685,7 +4786,7 @@ _gostring_ _wrap_calibration_init_swig_3a7f64bbe3f0cb13(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4719,7 +4820,7 @@ _gostring_ _wrap_topology_calibrate_swig_3a7f64bbe3f0cb13(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_calibrate_network_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_topology_calibrate_network_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   double arg3 ;
@@ -4755,7 +4856,7 @@ _gostring_ _wrap_topology_calibrate_network_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_from_comm_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4787,7 +4888,7 @@ _gostring_ _wrap_topology_from_comm_swig_3a7f64bbe3f0cb13(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4797,7 +4898,7 @@ void _wrap_plan_destroy_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_BOUNDS_ERROR_swig_270a29369de887b3() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4809,7 +4910,7 @@ intgo _wrap_BOUNDS_ERROR_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_BOUNDS_CLAMP_swig_270a29369de887b3() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4821,7 +4922,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_BOUNDS_SKIP_swig_270a29369de887b3() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4833,7 +4934,7 @@ intgo _wrap_BOUNDS_SKIP_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_table_tier_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
+void _wrap_table_tier_version_set_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   uint32_t arg2 ;
   
@@ -4845,7 +4946,7 @@ void _wrap_table_tier_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_table_ti
 }
 
 
-intgo _wrap_table_tier_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+intgo _wrap_table_tier_version_get_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4858,7 +4959,7 @@ intgo _wrap_table_tier_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_table_t
 }
 
 
-void _wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, long long _swig_go_1) {
+void _wrap_table_tier_cache_bytes_set_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0, long long _swig_go_1) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   int64_t arg2 ;
   
@@ -4870,7 +4971,7 @@ void _wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tabl
 }
 
 
-long long _wrap_table_tier_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+long long _wrap_table_tier_cache_bytes_get_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4883,7 +4984,7 @@ long long _wrap_table_tier_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-struct shardrec_table_tier *_wrap_new_table_tier_swig_3a7f64bbe3f0cb13() {
+struct shardrec_table_tier *_wrap_new_table_tier_swig_270a29369de887b3() {
   struct shardrec_table_tier *result = 0 ;
   struct shardrec_table_tier *_swig_go_result;
   
@@ -4894,7 +4995,7 @@ struct shardrec_table_tier *_wrap_new_table_tier_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_table_tier_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+void _wrap_delete_table_tier_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   
   arg1 = *(struct shardrec_table_tier **)&_swig_go_0; 
@@ -4904,7 +5005,7 @@ void _wrap_delete_table_tier_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_
 }
 
 
-_gostring_ _wrap_table_tier_init_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_table_tier_init_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
   shardrec_table_tier_t *arg1 = (shardrec_table_tier_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4936,7 +5037,7 @@ _gostring_ _wrap_table_tier_init_swig_3a7f64bbe3f0cb13(struct shardrec_table_tie
 }
 
 
-void _wrap_embedding_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4948,7 +5049,7 @@ void _wrap_embedding_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4961,7 +5062,7 @@ intgo _wrap_embedding_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4973,7 +5074,7 @@ void _wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4986,7 +5087,7 @@ long long _wrap_embedding_options_seed_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4998,7 +5099,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5011,7 +5112,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5023,7 +5124,7 @@ void _wrap_embedding_options_num_threads_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5036,7 +5137,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -5048,7 +5149,7 @@ void _wrap_embedding_options_dp_comm_set_swig_3a7f64bbe3f0cb13(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -5061,7 +5162,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5073,7 +5174,7 @@ void _wrap_embedding_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5086,7 +5187,7 @@ intgo _wrap_embedding_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5098,7 +5199,7 @@ void _wrap_embedding_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5111,7 +5212,7 @@ intgo _wrap_embedding_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5123,7 +5224,7 @@ void _wrap_embedding_options_non_finite_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5136,7 +5237,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5148,7 +5249,7 @@ void _wrap_embedding_options_table_memory_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5161,7 +5262,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5173,7 +5274,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_3a7f64bbe3f0cb13(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5186,7 +5287,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_3a7f64bbe3f0cb13(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5198,7 +5299,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_3a7f64bbe3f0cb13(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5211,7 +5312,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_3a7f64bbe3f0cb13(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5223,7 +5324,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5236,7 +5337,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5248,7 +5349,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5261,7 +5362,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_3a7f64bbe3f0cb13(st
 }
 
 
-void _wrap_embedding_options_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, struct shardrec_table_tier *_swig_go_1) {
+void _wrap_embedding_options_tiers_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, struct shardrec_table_tier *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_table_tier_t *arg2 = (shardrec_table_tier_t *) 0 ;
   
@@ -5273,7 +5374,7 @@ void _wrap_embedding_options_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec_emb
 }
 
 
-struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_table_tier_t *result = 0 ;
   struct shardrec_table_tier *_swig_go_result;
@@ -5286,7 +5387,7 @@ struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_3a7f64bbe3f0c
 }
 
 
-void _wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_num_tiers_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   size_t arg2 ;
   
@@ -5298,7 +5399,7 @@ void _wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-long long _wrap_embedding_options_num_tiers_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_num_tiers_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5311,7 +5412,7 @@ long long _wrap_embedding_options_num_tiers_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_270a29369de887b3() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -5322,7 +5423,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_3a7f64bbe3f0
 }
 
 
-void _wrap_delete_embedding_options_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -5332,7 +5433,7 @@ void _wrap_delete_embedding_options_swig_3a7f64bbe3f0cb13(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_COMM_ENCODING_FP32_swig_270a29369de887b3() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5344,7 +5445,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_COMM_ENCODING_FP16_swig_270a29369de887b3() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5356,7 +5457,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_COMM_ENCODING_BF16_swig_270a29369de887b3() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5368,7 +5469,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_270a29369de887b3() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5380,7 +5481,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_270a29369de887b3() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5392,7 +5493,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_NON_FINITE_CHECK_swig_270a29369de887b3() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5404,7 +5505,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_NON_FINITE_ALLOW_swig_270a29369de887b3() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5416,7 +5517,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5448,7 +5549,7 @@ _gostring_ _wrap_embedding_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5486,7 +5587,7 @@ _gostring_ _wrap_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5496,7 +5597,7 @@ void _wrap_embedding_destroy_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5528,7 +5629,7 @@ _gostring_ _wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5560,7 +5661,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5592,7 +5693,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_3a7f64bbe3f0cb13(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5630,7 +5731,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5668,7 +5769,7 @@ _gostring_ _wrap_embedding_backward_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5704,7 +5805,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5738,7 +5839,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5772,7 +5873,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5802,7 +5903,7 @@ _gostring_ _wrap_embedding_synchronize_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5834,7 +5935,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5866,7 +5967,7 @@ _gostring_ _wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5898,7 +5999,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5941,7 +6042,7 @@ _gostring_ _wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5984,7 +6085,7 @@ _gostring_ _wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6016,7 +6117,7 @@ _gostring_ _wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6057,7 +6158,7 @@ _gostring_ _wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6107,7 +6208,7 @@ _gostring_ _wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6157,7 +6258,7 @@ _gostring_ _wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -6191,7 +6292,7 @@ _gostring_ _wrap_embedding_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -6230,7 +6331,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -6269,7 +6370,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6308,7 +6409,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -6356,7 +6457,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6388,7 +6489,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6438,7 +6539,7 @@ _gostring_ _wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6450,7 +6551,7 @@ void _wrap_step_timings_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6463,7 +6564,7 @@ intgo _wrap_step_timings_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6475,7 +6576,7 @@ void _wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6488,7 +6589,7 @@ long long _wrap_step_timings_forwards_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6500,7 +6601,7 @@ void _wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6513,7 +6614,7 @@ long long _wrap_step_timings_backwards_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6525,7 +6626,7 @@ void _wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6538,7 +6639,7 @@ long long _wrap_step_timings_samples_get_swig_3a7f64bbe3f0cb13(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6550,7 +6651,7 @@ void _wrap_step_timings_total_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6563,7 +6664,7 @@ double _wrap_step_timings_total_seconds_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6575,7 +6676,7 @@ void _wrap_step_timings_collective_seconds_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6588,7 +6689,7 @@ double _wrap_step_timings_collective_seconds_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6600,7 +6701,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6613,7 +6714,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6625,7 +6726,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6638,7 +6739,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6650,7 +6751,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6663,7 +6764,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6675,7 +6776,7 @@ void _wrap_step_timings_backward_seconds_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6688,7 +6789,7 @@ double _wrap_step_timings_backward_seconds_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6700,7 +6801,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6713,7 +6814,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_3a7f64bbe3f0cb13() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_270a29369de887b3() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6724,7 +6825,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_step_timings_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6734,7 +6835,7 @@ void _wrap_delete_step_timings_swig_3a7f64bbe3f0cb13(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6766,7 +6867,7 @@ _gostring_ _wrap_step_timings_init_swig_3a7f64bbe3f0cb13(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6798,7 +6899,7 @@ _gostring_ _wrap_embedding_step_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_training_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_set_training_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6830,7 +6931,7 @@ _gostring_ _wrap_embedding_set_training_swig_3a7f64bbe3f0cb13(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_training_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -6862,7 +6963,7 @@ _gostring_ _wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6874,7 +6975,7 @@ void _wrap_dynamic_table_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6887,7 +6988,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6899,7 +7000,7 @@ void _wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6912,7 +7013,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6924,7 +7025,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6937,7 +7038,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6949,7 +7050,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6962,7 +7063,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6974,7 +7075,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6987,7 +7088,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6999,7 +7100,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7012,7 +7113,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7024,7 +7125,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7037,7 +7138,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_3a7f64bbe3f
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7049,7 +7150,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7062,7 +7163,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_3a7f64bbe3f0cb13
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7074,7 +7175,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7087,7 +7188,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7099,7 +7200,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7112,7 +7213,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7124,7 +7225,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb1
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7137,7 +7238,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_3a7f64bbe3
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7149,7 +7250,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7162,7 +7263,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_3a7f64bbe3f0cb1
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7174,7 +7275,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7187,7 +7288,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-void _wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_bytes_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7199,7 +7300,7 @@ void _wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7212,7 +7313,7 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-void _wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_admitted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7224,7 +7325,7 @@ void _wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_admitted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_admitted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7237,7 +7338,7 @@ long long _wrap_dynamic_table_stats_last_admitted_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_admitted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7249,7 +7350,7 @@ void _wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_admitted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_admitted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7262,7 +7363,7 @@ long long _wrap_dynamic_table_stats_total_admitted_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_3a7f64bbe3f0cb13() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_270a29369de887b3() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -7273,7 +7374,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_3a7f64bb
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -7283,7 +7384,7 @@ void _wrap_delete_dynamic_table_stats_swig_3a7f64bbe3f0cb13(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7315,7 +7416,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7354,7 +7455,7 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_global_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7393,7 +7494,7 @@ _gostring_ _wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(shardrec_e
 }
 
 
-_gostring_ _wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_embedding_dynamic_mark_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7430,7 +7531,7 @@ _gostring_ _wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_embedding_dynamic_delta_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7481,7 +7582,7 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_embedding_dynamic_delta_ext_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7534,7 +7635,7 @@ _gostring_ _wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7579,7 +7680,7 @@ _gostring_ _wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(shardrec_emb
 }
 
 
-void _wrap_tier_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_tier_stats_version_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7591,7 +7692,7 @@ void _wrap_tier_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_sta
 }
 
 
-intgo _wrap_tier_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+intgo _wrap_tier_stats_version_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7604,7 +7705,7 @@ intgo _wrap_tier_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_st
 }
 
 
-void _wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_bytes_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7616,7 +7717,7 @@ void _wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_bytes_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7629,7 +7730,7 @@ long long _wrap_tier_stats_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_slots_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7641,7 +7742,7 @@ void _wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_cache_slots_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_slots_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7654,7 +7755,7 @@ long long _wrap_tier_stats_cache_slots_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_rows_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7666,7 +7767,7 @@ void _wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_cache_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_rows_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7679,7 +7780,7 @@ long long _wrap_tier_stats_cache_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_hits_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7691,7 +7792,7 @@ void _wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats 
 }
 
 
-long long _wrap_tier_stats_hits_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_hits_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7704,7 +7805,7 @@ long long _wrap_tier_stats_hits_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_s
 }
 
 
-void _wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_misses_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7716,7 +7817,7 @@ void _wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stat
 }
 
 
-long long _wrap_tier_stats_misses_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_misses_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7729,7 +7830,7 @@ long long _wrap_tier_stats_misses_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-void _wrap_tier_stats_hit_rate_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_hit_rate_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -7741,7 +7842,7 @@ void _wrap_tier_stats_hit_rate_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_st
 }
 
 
-double _wrap_tier_stats_hit_rate_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_hit_rate_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -7754,7 +7855,7 @@ double _wrap_tier_stats_hit_rate_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-void _wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_reads_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7766,7 +7867,7 @@ void _wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_disk_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_reads_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7779,7 +7880,7 @@ long long _wrap_tier_stats_disk_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_read_bytes_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7791,7 +7892,7 @@ void _wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-long long _wrap_tier_stats_disk_read_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_read_bytes_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7804,7 +7905,7 @@ long long _wrap_tier_stats_disk_read_bytes_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_bytes_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7816,7 +7917,7 @@ void _wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_disk_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_bytes_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7829,7 +7930,7 @@ long long _wrap_tier_stats_disk_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_reads_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7841,7 +7942,7 @@ void _wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_queue_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_reads_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7854,7 +7955,7 @@ long long _wrap_tier_stats_queue_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_initialised_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7866,7 +7967,7 @@ void _wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_initialised_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_initialised_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7879,7 +7980,7 @@ long long _wrap_tier_stats_initialised_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_prefetched_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7891,7 +7992,7 @@ void _wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_prefetched_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_prefetched_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7904,7 +8005,7 @@ long long _wrap_tier_stats_prefetched_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_write_backs_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7916,7 +8017,7 @@ void _wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_write_backs_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_write_backs_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7929,7 +8030,7 @@ long long _wrap_tier_stats_write_backs_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_written_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7941,7 +8042,7 @@ void _wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_sta
 }
 
 
-long long _wrap_tier_stats_written_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_written_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7954,7 +8055,7 @@ long long _wrap_tier_stats_written_get_swig_3a7f64bbe3f0cb13(struct shardrec_tie
 }
 
 
-void _wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_depth_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7966,7 +8067,7 @@ void _wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_queue_depth_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_depth_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7979,7 +8080,7 @@ long long _wrap_tier_stats_queue_depth_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_max_depth_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7991,7 +8092,7 @@ void _wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-long long _wrap_tier_stats_queue_max_depth_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_max_depth_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8004,7 +8105,7 @@ long long _wrap_tier_stats_queue_max_depth_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_steps_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -8016,7 +8117,7 @@ void _wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats
 }
 
 
-long long _wrap_tier_stats_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_steps_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8029,7 +8130,7 @@ long long _wrap_tier_stats_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-void _wrap_tier_stats_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_exposed_fetch_seconds_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -8041,7 +8142,7 @@ void _wrap_tier_stats_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-double _wrap_tier_stats_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_exposed_fetch_seconds_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -8054,7 +8155,7 @@ double _wrap_tier_stats_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -8066,7 +8167,7 @@ void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -8079,7 +8180,7 @@ double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-struct shardrec_tier_stats *_wrap_new_tier_stats_swig_3a7f64bbe3f0cb13() {
+struct shardrec_tier_stats *_wrap_new_tier_stats_swig_270a29369de887b3() {
   struct shardrec_tier_stats *result = 0 ;
   struct shardrec_tier_stats *_swig_go_result;
   
@@ -8090,7 +8191,7 @@ struct shardrec_tier_stats *_wrap_new_tier_stats_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_tier_stats_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+void _wrap_delete_tier_stats_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   
   arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
@@ -8100,7 +8201,7 @@ void _wrap_delete_tier_stats_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_
 }
 
 
-_gostring_ _wrap_tier_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_tier_stats_init_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_tier_stats_t *arg1 = (shardrec_tier_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8132,7 +8233,7 @@ _gostring_ _wrap_tier_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stat
 }
 
 
-_gostring_ _wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_tier_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_tier_stats_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_tier_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_tier_stats_t *arg3 = (shardrec_tier_stats_t *) 0 ;
@@ -8171,7 +8272,7 @@ _gostring_ _wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_device_count_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_270a29369de887b3(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8201,7 +8302,7 @@ _gostring_ _wrap_device_count_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_3a7f64bbe3f0cb13(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_270a29369de887b3(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -8233,7 +8334,7 @@ _gostring_ _wrap_device_check_swig_3a7f64bbe3f0cb13(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -8245,7 +8346,7 @@ void _wrap_mesh_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -8258,7 +8359,7 @@ intgo _wrap_mesh_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8270,7 +8371,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8283,7 +8384,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8295,7 +8396,7 @@ void _wrap_mesh_options_layout_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8308,7 +8409,7 @@ intgo _wrap_mesh_options_layout_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8320,7 +8421,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8333,7 +8434,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8345,7 +8446,7 @@ void _wrap_mesh_options_sync_interval_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8358,7 +8459,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8370,7 +8471,7 @@ void _wrap_mesh_options_sync_mode_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8383,7 +8484,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_3a7f64bbe3f0cb13(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_270a29369de887b3() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -8394,7 +8495,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_mesh_options_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -8404,7 +8505,7 @@ void _wrap_delete_mesh_options_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8436,7 +8537,7 @@ _gostring_ _wrap_mesh_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -8470,7 +8571,7 @@ _gostring_ _wrap_mesh_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -8480,7 +8581,7 @@ void _wrap_mesh_destroy_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8518,7 +8619,7 @@ _gostring_ _wrap_mesh_coords_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -8550,7 +8651,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -8582,7 +8683,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -8623,7 +8724,7 @@ _gostring_ _wrap_mesh_describe_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -8661,7 +8762,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -8695,7 +8796,7 @@ _gostring_ _wrap_mesh_sync_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8729,7 +8830,7 @@ _gostring_ _wrap_mesh_step_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8765,7 +8866,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -8777,7 +8878,7 @@ void _wrap_checkpoint_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -8790,7 +8891,7 @@ intgo _wrap_checkpoint_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -8802,7 +8903,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -8815,7 +8916,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8827,7 +8928,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_3a7f64bbe3f0cb13(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8840,7 +8941,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_3a7f64bbe3f0cb13(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8852,7 +8953,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8865,7 +8966,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8877,7 +8978,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8890,7 +8991,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8902,7 +9003,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8915,7 +9016,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_270a29369de887b3() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -8926,7 +9027,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_3a7f64bbe3
 }
 
 
-void _wrap_delete_checkpoint_options_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -8936,7 +9037,7 @@ void _wrap_delete_checkpoint_options_swig_3a7f64bbe3f0cb13(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8968,7 +9069,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -9007,7 +9108,7 @@ _gostring_ _wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -9046,7 +9147,7 @@ _gostring_ _wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9087,7 +9188,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9128,7 +9229,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9174,7 +9275,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9220,7 +9321,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_3a7f64bbe3f0cb13() {
+shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_270a29369de887b3() {
   shardrec_bind_tiers_t *result = 0 ;
   shardrec_bind_tiers_t *_swig_go_result;
   
@@ -9231,7 +9332,7 @@ shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_bind_tiers_free_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0) {
+void _wrap_bind_tiers_free_swig_270a29369de887b3(shardrec_bind_tiers_t *_swig_go_0) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   
   arg1 = (shardrec_bind_tiers_t *)_swig_go_0; 
@@ -9241,7 +9342,7 @@ void _wrap_bind_tiers_free_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_tiers_add_swig_270a29369de887b3(shardrec_bind_tiers_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, long long _swig_go_3) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9287,7 +9388,7 @@ _gostring_ _wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_sw
 }
 
 
-_gostring_ _wrap_bind_tiers_apply_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0, struct shardrec_embedding_options *_swig_go_1) {
+_gostring_ _wrap_bind_tiers_apply_swig_270a29369de887b3(shardrec_bind_tiers_t *_swig_go_0, struct shardrec_embedding_options *_swig_go_1) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   shardrec_embedding_options_t *arg2 = (shardrec_embedding_options_t *) 0 ;
   shardrec_status_t result;
@@ -9319,7 +9420,7 @@ _gostring_ _wrap_bind_tiers_apply_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_3a7f64bbe3f0cb13() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_270a29369de887b3() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -9330,7 +9431,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -9340,7 +9441,7 @@ void _wrap_bind_plan_spec_free_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -9353,7 +9454,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_3a7f64bbe3f0cb13(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -9392,7 +9493,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -9449,7 +9550,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9481,7 +9582,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_3a7f64bbe3f0cb13(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -9513,7 +9614,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_3a7f64bbe3f0cb13(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -9550,7 +9651,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -9603,7 +9704,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -9639,7 +9740,7 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -9671,7 +9772,7 @@ _gostring_ _wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9729,7 +9830,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9781,7 +9882,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_3a7f64bbe3f0cb13(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_270a29369de887b3(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -9820,7 +9921,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_3a7f64bbe3f0cb13(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9878,7 +9979,7 @@ _gostring_ _wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9942,7 +10043,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9984,7 +10085,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -10026,7 +10127,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ACTIVATION_NONE_swig_270a29369de887b3() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10038,7 +10139,7 @@ intgo _wrap_ACTIVATION_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ACTIVATION_RELU_swig_270a29369de887b3() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10050,7 +10151,7 @@ intgo _wrap_ACTIVATION_RELU_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_270a29369de887b3() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10062,7 +10163,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_270a29369de887b3(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10092,7 +10193,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DENSE_MATH_FP32_swig_270a29369de887b3() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10104,7 +10205,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DENSE_MATH_TF32_swig_270a29369de887b3() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10116,7 +10217,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DENSE_MATH_BF16_swig_270a29369de887b3() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10128,7 +10229,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_mlp_destroy_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -10138,7 +10239,7 @@ void _wrap_mlp_destroy_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10176,7 +10277,7 @@ _gostring_ _wrap_mlp_forward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10214,7 +10315,7 @@ _gostring_ _wrap_mlp_infer_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10244,7 +10345,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -10276,7 +10377,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_270a29369de887b3(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -10321,7 +10422,7 @@ _gostring_ _wrap_dcn_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -10331,7 +10432,7 @@ void _wrap_dcn_destroy_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10369,7 +10470,7 @@ _gostring_ _wrap_dcn_forward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10407,7 +10508,7 @@ _gostring_ _wrap_dcn_infer_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10437,7 +10538,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -10469,7 +10570,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_270a29369de887b3(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10503,7 +10604,7 @@ _gostring_ _wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10547,7 +10648,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10587,7 +10688,7 @@ _gostring_ _wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_270a29369de887b3(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -10619,7 +10720,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -10629,7 +10730,7 @@ void _wrap_dense_optimizer_destroy_swig_3a7f64bbe3f0cb13(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -10661,7 +10762,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_3a7f64bbe3f0cb13(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -10693,7 +10794,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -10725,7 +10826,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_270a29369de887b3() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -10737,7 +10838,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_270a29369de887b3() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -10749,7 +10850,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_ddp_destroy_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -10759,7 +10860,7 @@ void _wrap_ddp_destroy_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10789,7 +10890,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10821,7 +10922,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10851,7 +10952,7 @@ _gostring_ _wrap_ddp_finish_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -10883,7 +10984,7 @@ _gostring_ _wrap_ddp_set_sync_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -10893,7 +10994,7 @@ void _wrap_fsdp_destroy_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10925,7 +11026,7 @@ _gostring_ _wrap_fsdp_release_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10957,7 +11058,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10987,7 +11088,7 @@ _gostring_ _wrap_fsdp_step_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_270a29369de887b3(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -11017,7 +11118,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11051,7 +11152,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11085,7 +11186,7 @@ _gostring_ _wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11119,7 +11220,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_3a7f64bbe3f0cb13() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_270a29369de887b3() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -11130,7 +11231,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_bind_param_list_free_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_270a29369de887b3(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -11140,7 +11241,7 @@ void _wrap_bind_param_list_free_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_270a29369de887b3(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -11172,7 +11273,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_3a7f64bbe3f0cb13(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_270a29369de887b3(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -11204,7 +11305,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_3a7f64bbe3f0cb13(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -11236,7 +11337,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_3a7f64bbe3f0cb13(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11289,7 +11390,7 @@ _gostring_ _wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_270a29369de887b3(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11348,7 +11449,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -11386,7 +11487,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -11424,7 +11525,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -11458,7 +11559,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -11492,7 +11593,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11533,7 +11634,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11574,7 +11675,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11612,7 +11713,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11650,7 +11751,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11694,7 +11795,7 @@ _gostring_ _wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11734,7 +11835,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -11768,7 +11869,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -11804,7 +11905,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -11846,7 +11947,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11888,7 +11989,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -11926,7 +12027,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -11962,7 +12063,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11998,7 +12099,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -12032,7 +12133,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -12068,7 +12169,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -12108,7 +12209,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12142,7 +12243,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12178,7 +12279,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12214,7 +12315,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_AS_TRAINED_swig_270a29369de887b3() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12226,7 +12327,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_FP32_swig_270a29369de887b3() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12238,7 +12339,7 @@ intgo _wrap_SERVING_FP32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_FP16_swig_270a29369de887b3() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12250,7 +12351,7 @@ intgo _wrap_SERVING_FP16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_BF16_swig_270a29369de887b3() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12262,7 +12363,7 @@ intgo _wrap_SERVING_BF16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_INT8_swig_270a29369de887b3() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12274,7 +12375,7 @@ intgo _wrap_SERVING_INT8_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_INT4_swig_270a29369de887b3() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12286,7 +12387,7 @@ intgo _wrap_SERVING_INT4_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_FP8_E4M3_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_FP8_E4M3_swig_270a29369de887b3() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12298,7 +12399,7 @@ intgo _wrap_SERVING_FP8_E4M3_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_FP8_E5M2_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_FP8_E5M2_swig_270a29369de887b3() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12310,7 +12411,7 @@ intgo _wrap_SERVING_FP8_E5M2_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -12347,7 +12448,7 @@ _gostring_ _wrap_inference_save_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -12357,7 +12458,7 @@ void _wrap_inference_destroy_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -12389,7 +12490,7 @@ _gostring_ _wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -12421,7 +12522,7 @@ _gostring_ _wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -12453,7 +12554,7 @@ _gostring_ _wrap_inference_num_features_swig_3a7f64bbe3f0cb13(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -12485,7 +12586,7 @@ _gostring_ _wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -12530,7 +12631,7 @@ _gostring_ _wrap_inference_table_info_swig_3a7f64bbe3f0cb13(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_row_scales_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12577,7 +12678,7 @@ _gostring_ _wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_version_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -12609,7 +12710,7 @@ _gostring_ _wrap_inference_version_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -12641,7 +12742,7 @@ _gostring_ _wrap_inference_pin_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -12651,7 +12752,7 @@ void _wrap_inference_unpin_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -12683,7 +12784,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -12724,7 +12825,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -12761,7 +12862,7 @@ _gostring_ _wrap_inference_reload_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12812,7 +12913,7 @@ _gostring_ _wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_inference_apply_delta_ext_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12865,7 +12966,7 @@ _gostring_ _wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_infere
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_open_swig_270a29369de887b3(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -12921,7 +13022,7 @@ _gostring_ _wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_lookup_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -12981,7 +13082,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13039,7 +13140,491 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(shardrec_i
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(long long _swig_go_0) {
+_gostring_ _wrap_bind_inference_lookup_vbe_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  float *arg14 = (float *) 0 ;
+  size_t arg15 ;
+  uint64_t *arg16 = (uint64_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (int64_t *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  
+  arg14 = (float *)_swig_go_8.array;
+  arg15 = (size_t)_swig_go_8.len;
+  
+  arg16 = (uint64_t *)_swig_go_9.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_inference_lookup_vbe((struct shardrec_inference const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,(long const *)arg10,arg11,(long const *)arg12,arg13,arg14,arg15,arg16);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_snapshot_lookup_vbe_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+  shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  float *arg14 = (float *) 0 ;
+  size_t arg15 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_version_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (int64_t *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  
+  arg14 = (float *)_swig_go_8.array;
+  arg15 = (size_t)_swig_go_8.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_inference_snapshot_lookup_vbe((struct shardrec_inference_snapshot const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,(long const *)arg10,arg11,(long const *)arg12,arg13,arg14,arg15);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_vbe_output_len_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  size_t *arg14 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (int64_t *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  arg14 = (size_t *)_swig_go_8.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_inference_vbe_output_len((struct shardrec_inference const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,(long const *)arg10,arg11,(long const *)arg12,arg13,arg14);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_vbe_output_len_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  size_t *arg14 = (size_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (int64_t *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  arg14 = (size_t *)_swig_go_8.array; 
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_vbe_output_len((struct shardrec_embedding const *)arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,(long const *)arg10,arg11,(long const *)arg12,arg13,arg14);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_forward_vbe_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  float *arg14 = (float *) 0 ;
+  size_t arg15 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (int64_t *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  
+  arg14 = (float *)_swig_go_8.array;
+  arg15 = (size_t)_swig_go_8.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_forward_vbe(arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,(long const *)arg10,arg11,(long const *)arg12,arg13,arg14,arg15);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_input_dist_start_vbe_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (int64_t *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_input_dist_start_vbe(arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,(long const *)arg10,arg11,(long const *)arg12,arg13);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_embedding_forward_vbe_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+  shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
+  int64_t arg2 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  int64_t *arg6 = (int64_t *) 0 ;
+  size_t arg7 ;
+  float *arg8 = (float *) 0 ;
+  size_t arg9 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  int64_t *arg12 = (int64_t *) 0 ;
+  size_t arg13 ;
+  float *arg14 = (float *) 0 ;
+  size_t arg15 ;
+  int64_t *arg16 = (int64_t *) 0 ;
+  size_t arg17 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_embedding_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  arg4 = (int32_t *)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  
+  arg6 = (int64_t *)_swig_go_4.array;
+  arg7 = (size_t)_swig_go_4.len;
+  
+  
+  arg8 = (float *)_swig_go_5.array;
+  arg9 = (size_t)_swig_go_5.len;
+  
+  
+  arg10 = (int64_t *)_swig_go_6.array;
+  arg11 = (size_t)_swig_go_6.len;
+  
+  
+  arg12 = (int64_t *)_swig_go_7.array;
+  arg13 = (size_t)_swig_go_7.len;
+  
+  
+  arg14 = (float *)_swig_go_8.array;
+  arg15 = (size_t)_swig_go_8.len;
+  
+  
+  arg16 = (int64_t *)_swig_go_9.array;
+  arg17 = (size_t)_swig_go_9.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_embedding_forward_vbe_tensor(arg1,arg2,arg3,(int const *)arg4,arg5,(long const *)arg6,arg7,(float const *)arg8,arg9,(long const *)arg10,arg11,(long const *)arg12,arg13,arg14,arg15,(long const *)arg16,arg17);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+void *_wrap_bind_host_alloc_floats_swig_270a29369de887b3(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -13052,7 +13637,7 @@ void *_wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_3a7f64bbe3f0cb13(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_270a29369de887b3(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

@@ -11,6 +11,7 @@ pub const SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION: u32 = 3;
 pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 3;
 pub const SHARDREC_TOPOLOGY_VERSION: u32 = 2;
 pub const SHARDREC_TABLE_CONSTRAINTS_VERSION: u32 = 1;
+pub const SHARDREC_KJT_VBE_VIEW_VERSION: u32 = 1;
 pub const SHARDREC_TENSOR_MAX_DIMS: u32 = 4;
 pub const SHARDREC_UNIQUE_ID_BYTES: u32 = 128;
 pub const SHARDREC_LOCAL_GROUP_MAX: u32 = 1024;
@@ -1533,6 +1534,132 @@ fn bindgen_test_layout_shardrec_kjt_view() {
     test_field_device_index();
 }
 pub type shardrec_kjt_view_t = shardrec_kjt_view;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_kjt_vbe_view {
+    pub version: u32,
+    pub kjt: shardrec_kjt_view_t,
+    pub feature_batch_sizes: *const i64,
+    pub num_feature_batch_sizes: usize,
+    pub inverse_indices: *const i64,
+    pub num_inverse_indices: usize,
+}
+#[test]
+fn bindgen_test_layout_shardrec_kjt_vbe_view() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_kjt_vbe_view>(),
+        120usize,
+        concat!("Size of: ", stringify!(shardrec_kjt_vbe_view))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_kjt_vbe_view>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_kjt_vbe_view))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_kjt_vbe_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_kjt_vbe_view),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_kjt() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_kjt_vbe_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kjt) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_kjt_vbe_view),
+                "::",
+                stringify!(kjt)
+            )
+        );
+    }
+    test_field_kjt();
+    fn test_field_feature_batch_sizes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_kjt_vbe_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).feature_batch_sizes) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_kjt_vbe_view),
+                "::",
+                stringify!(feature_batch_sizes)
+            )
+        );
+    }
+    test_field_feature_batch_sizes();
+    fn test_field_num_feature_batch_sizes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_kjt_vbe_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_feature_batch_sizes) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_kjt_vbe_view),
+                "::",
+                stringify!(num_feature_batch_sizes)
+            )
+        );
+    }
+    test_field_num_feature_batch_sizes();
+    fn test_field_inverse_indices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_kjt_vbe_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).inverse_indices) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_kjt_vbe_view),
+                "::",
+                stringify!(inverse_indices)
+            )
+        );
+    }
+    test_field_inverse_indices();
+    fn test_field_num_inverse_indices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_kjt_vbe_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_inverse_indices) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_kjt_vbe_view),
+                "::",
+                stringify!(num_inverse_indices)
+            )
+        );
+    }
+    test_field_num_inverse_indices();
+}
+pub type shardrec_kjt_vbe_view_t = shardrec_kjt_vbe_view;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct shardrec_tensor_view {
@@ -3205,6 +3332,37 @@ extern "C" {
         coll: *const shardrec_embedding_t,
         comm_seconds_out: *mut f64,
         total_seconds_out: *mut f64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_vbe_output_len(
+        coll: *const shardrec_embedding_t,
+        batch: *const shardrec_kjt_vbe_view_t,
+        out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_forward_vbe(
+        coll: *mut shardrec_embedding_t,
+        batch: *const shardrec_kjt_vbe_view_t,
+        out: *mut f32,
+        out_len: usize,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_input_dist_start_vbe(
+        coll: *mut shardrec_embedding_t,
+        batch: *const shardrec_kjt_vbe_view_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_embedding_forward_vbe_tensor(
+        coll: *mut shardrec_embedding_t,
+        batch: *const shardrec_kjt_vbe_view_t,
+        out: *const shardrec_tensor_view_t,
+        stream: *mut ::std::os::raw::c_void,
     ) -> shardrec_status_t;
 }
 extern "C" {
@@ -5948,6 +6106,22 @@ extern "C" {
     ) -> shardrec_status_t;
 }
 extern "C" {
+    pub fn shardrec_inference_lookup_vbe(
+        inf: *const shardrec_inference_t,
+        batch: *const shardrec_kjt_vbe_view_t,
+        out: *mut f32,
+        out_len: usize,
+        version_out: *mut u64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_vbe_output_len(
+        inf: *const shardrec_inference_t,
+        batch: *const shardrec_kjt_vbe_view_t,
+        out: *mut usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
     pub fn shardrec_inference_dense_tensor(
         inf: *const shardrec_inference_t,
         name: *const ::std::os::raw::c_char,
@@ -5975,6 +6149,14 @@ extern "C" {
     pub fn shardrec_inference_snapshot_lookup(
         ver: *const shardrec_inference_version_t,
         batch: *const shardrec_kjt_view_t,
+        out: *mut f32,
+        out_len: usize,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_snapshot_lookup_vbe(
+        ver: *const shardrec_inference_version_t,
+        batch: *const shardrec_kjt_vbe_view_t,
         out: *mut f32,
         out_len: usize,
     ) -> shardrec_status_t;

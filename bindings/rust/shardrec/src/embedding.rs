@@ -478,7 +478,7 @@ impl EmbeddingCollection {
 /// with no view: the library refuses that on this rank and reports it to the others in the same
 /// call (docs/semantics.md), so the ranks stay in step instead of the others' call pairing with
 /// this rank's next one. Returns this rank's own error first.
-fn agreed(
+pub(crate) fn agreed(
     view: Result<sys::shardrec_tensor_view_t>,
     call: impl FnOnce(*const sys::shardrec_tensor_view_t) -> sys::shardrec_status_t,
 ) -> Result<()> {
@@ -486,7 +486,7 @@ fn agreed(
     view.and_then(|_| check(status))
 }
 
-fn host_view(data: *mut f32, len: usize, shape: &[i64]) -> Result<sys::shardrec_tensor_view_t> {
+pub(crate) fn host_view(data: *mut f32, len: usize, shape: &[i64]) -> Result<sys::shardrec_tensor_view_t> {
     let max = sys::SHARDREC_TENSOR_MAX_DIMS as usize;
     if shape.len() > max {
         return Err(crate::invalid(format!("a tensor view has at most {max} dimensions, got {}", shape.len())));

@@ -285,7 +285,7 @@ impl Inference {
 /// layers uses both through one snapshot, so it sees one version. It does not borrow the handle
 /// (the C snapshot outlives it) and holds its version's memory until dropped.
 pub struct InferenceSnapshot {
-    raw: *mut sys::shardrec_inference_version_t,
+    pub(crate) raw: *mut sys::shardrec_inference_version_t,
     output_dim: i64,
     sequence: bool,
 }

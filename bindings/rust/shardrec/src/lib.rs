@@ -19,6 +19,7 @@ mod inference_delta;
 mod mesh;
 mod plan;
 mod tier;
+mod vbe;
 
 pub use checkpoint::{DenseTensor, DenseTensorMut, LoadOptions};
 pub use comm::{AbortHandle, Comm, CommOptions, Element, ReduceOp, Store, UniqueId, LOCAL_GROUP_MAX};
@@ -47,6 +48,7 @@ pub use mesh::{
 };
 pub use plan::{Plan, Shard};
 pub use tier::{TableTier, TierStats};
+pub use vbe::VbeKjt;
 
 use shardrec_sys as sys;
 use std::ffi::CStr;

@@ -37,6 +37,24 @@ inline shardrec_kjt_view_t kjt_view(int64_t batch_size, size_t num_features,
   return v;
 }
 
+/**
+ * A batch with a batch size per feature (VBE, see shardrec_kjt_vbe_view_t) over caller memory:
+ * @p kjt's lengths hold sum_f B_f bags feature-major; with @p inverse_indices (F x
+ * kjt.batch_size) the output is that of the expanded batch, without them kjt.batch_size must be
+ * the largest B_f and the output is feature-major. The spans must outlive the view's use.
+ */
+inline shardrec_kjt_vbe_view_t kjt_vbe_view(const shardrec_kjt_view_t& kjt,
+                                            std::span<const int64_t> feature_batch_sizes,
+                                            std::span<const int64_t> inverse_indices = {}) {
+  shardrec_kjt_vbe_view_t v = SHARDREC_KJT_VBE_VIEW_INIT;
+  v.kjt = kjt;
+  v.feature_batch_sizes = feature_batch_sizes.data();
+  v.num_feature_batch_sizes = feature_batch_sizes.size();
+  v.inverse_indices = inverse_indices.empty() ? nullptr : inverse_indices.data();
+  v.num_inverse_indices = inverse_indices.size();
+  return v;
+}
+
 /** Where one feature's block sits in a forward output row (TorchRec's KeyedTensor keys). */
 struct OutputBlock {
   std::string feature;
@@ -111,6 +129,29 @@ class EmbeddingCollection {
 
   /** forward() into a new vector of output_size(batch) floats. */
   std::vector<float> forward(const shardrec_kjt_view_t& batch) {
+    std::vector<float> out(output_size(batch));
+    forward(batch, out);
+    return out;
+  }
+
+  /** Floats of the forward output of a VBE batch (shardrec_embedding_vbe_output_len). */
+  size_t output_size(const shardrec_kjt_vbe_view_t& batch) const {
+    size_t n = 0;
+    check(shardrec_embedding_vbe_output_len(h(), &batch, &n));
+    return n;
+  }
+
+  /**
+   * Forward of a VBE batch into @p out (output_size(batch) floats; the layout of
+   * shardrec_kjt_vbe_view_t). Collective; the backward that follows takes a gradient of the same
+   * layout. Host collections only.
+   */
+  void forward(const shardrec_kjt_vbe_view_t& batch, std::span<float> out) {
+    check(shardrec_embedding_forward_vbe(h(), &batch, out.data(), out.size(), nullptr));
+  }
+
+  /** forward() of a VBE batch into a new vector of output_size(batch) floats. */
+  std::vector<float> forward(const shardrec_kjt_vbe_view_t& batch) {
     std::vector<float> out(output_size(batch));
     forward(batch, out);
     return out;
@@ -265,6 +306,12 @@ class EmbeddingCollection {
     check(shardrec_embedding_input_dist_start(h(), &batch, stream));
   }
 
+  /** input_dist_start() of a VBE batch (shardrec_embedding_input_dist_start_vbe); the
+   *  forward_distributed() that follows writes output_size(batch) floats. */
+  void input_dist_start(const shardrec_kjt_vbe_view_t& batch, void* stream = nullptr) {
+    check(shardrec_embedding_input_dist_start_vbe(h(), &batch, stream));
+  }
+
   /** Waits for the distribution input_dist_start began. */
   void input_dist_wait(void* stream = nullptr) {
     check(shardrec_embedding_input_dist_wait(h(), stream));
@@ -279,6 +326,12 @@ class EmbeddingCollection {
   void forward(const shardrec_kjt_view_t& batch, const shardrec_tensor_view_t& out,
                void* stream = nullptr) {
     check(shardrec_embedding_forward_tensor(h(), &batch, &out, stream));
+  }
+
+  /** forward() of a VBE batch into a tensor view (shardrec_embedding_forward_vbe_tensor). */
+  void forward(const shardrec_kjt_vbe_view_t& batch, const shardrec_tensor_view_t& out,
+               void* stream = nullptr) {
+    check(shardrec_embedding_forward_vbe_tensor(h(), &batch, &out, stream));
   }
 
   void forward_distributed(const shardrec_tensor_view_t& out, void* stream = nullptr) {

@@ -47,6 +47,11 @@ class InferenceSnapshot {
     check(shardrec_inference_snapshot_lookup(h(), &batch, out.data(), out.size()));
   }
 
+  /** Lookup of a VBE batch into @p out, as Inference::lookup, in this version. */
+  void lookup(const shardrec_kjt_vbe_view_t& batch, std::span<float> out) const {
+    check(shardrec_inference_snapshot_lookup_vbe(h(), &batch, out.data(), out.size()));
+  }
+
   /** A dense tensor of this version, zero-copy: valid while the snapshot lives. */
   std::span<const float> dense_tensor(const std::string& name) const {
     const float* data = nullptr;
@@ -136,6 +141,31 @@ class Inference {
     uint64_t v = 0;
     check(shardrec_inference_lookup(h(), &batch, out.data(), out.size(), &v));
     return v;
+  }
+
+  /** Floats the lookup of a VBE batch writes (shardrec_inference_vbe_output_len). */
+  size_t output_size(const shardrec_kjt_vbe_view_t& batch) const {
+    size_t n = 0;
+    check(shardrec_inference_vbe_output_len(h(), &batch, &n));
+    return n;
+  }
+
+  /**
+   * Lookup of a VBE batch (shardrec_kjt_vbe_view_t) into @p out (output_size(batch) floats):
+   * with inverse indices bit for bit the lookup of the expanded batch, each distinct bag looked
+   * up once; without, each feature's B_f rows feature-major. Returns the version it read.
+   */
+  uint64_t lookup(const shardrec_kjt_vbe_view_t& batch, std::span<float> out) const {
+    uint64_t v = 0;
+    check(shardrec_inference_lookup_vbe(h(), &batch, out.data(), out.size(), &v));
+    return v;
+  }
+
+  /** lookup() of a VBE batch into a new vector. */
+  std::vector<float> lookup(const shardrec_kjt_vbe_view_t& batch) const {
+    std::vector<float> out(output_size(batch));
+    lookup(batch, out);
+    return out;
   }
 
   /** The scale and bias of rows of an int8 or int4 table (value = code x scale + bias; a lookup

@@ -191,6 +191,73 @@ public final class EmbeddingCollection extends NativeHandle {
     use(h -> Native.bind_embedding_backward_tensor(h, g, shape));
   }
 
+  /** Floats of the forward output of a VBE batch (shardrec_embedding_vbe_output_len). */
+  public long outputSizeVbe(VbeKjt batch) {
+    if (batch == null) throw nullBatch();
+    long[] n = new long[1];
+    use(h -> Native.bind_embedding_vbe_output_len(h, batch.batchSize, batch.numFeatures,
+                                                  batch.lengths, batch.values, batch.weights,
+                                                  batch.featureBatchSizes, batch.inverseIndices,
+                                                  n));
+    return n[0];
+  }
+
+  /**
+   * Forward of this rank's VBE batch into {@code out} (collective, zero-copy; ranks may mix VBE
+   * and plain batches). The backward that follows takes a gradient of the same layout; the
+   * gradients of the samples that read a bag are summed into it. A batch or buffer refused here
+   * is refused on every rank in the same call.
+   */
+  public void forwardVbe(VbeKjt batch, FloatBuffer out) {
+    FloatBuffer o = agreed(() -> {
+                             if (batch == null) throw nullBatch();
+                             return Buffers.out(out, outputSizeVbe(batch), "out");
+                           },
+                           e -> use(h -> RefuseTogether.forward(h, null, e)));
+    use(h -> Native.bind_embedding_forward_vbe(h, batch.batchSize, batch.numFeatures,
+                                               batch.lengths, batch.values, batch.weights,
+                                               batch.featureBatchSizes, batch.inverseIndices, o));
+    lastOutput = o.capacity();
+  }
+
+  /** {@link #forwardVbe(VbeKjt, FloatBuffer)} returning a new array (convenience; copies). */
+  public float[] forwardVbe(VbeKjt batch) {
+    long n;
+    try {
+      if (batch == null) throw nullBatch();
+      n = outputSizeVbe(batch);
+    } catch (ShardrecException e) {
+      lastOutput = -1;
+      throw use(h -> RefuseTogether.forward(h, null, e));
+    }
+    FloatBuffer out = Buffers.floats(n);
+    forwardVbe(batch, out);
+    return Buffers.toArray(out);
+  }
+
+  /** {@link #forwardVbe(VbeKjt, FloatBuffer)} into a tensor of extents {@code shape}. */
+  public void forwardVbe(VbeKjt batch, FloatBuffer out, long[] shape) {
+    FloatBuffer o = agreed(() -> {
+                             if (batch == null) throw nullBatch();
+                             return Buffers.out(out, Buffers.elements(shape), "out");
+                           },
+                           e -> use(h -> RefuseTogether.forward(h, null, e)));
+    use(h -> Native.bind_embedding_forward_vbe_tensor(h, batch.batchSize, batch.numFeatures,
+                                                      batch.lengths, batch.values, batch.weights,
+                                                      batch.featureBatchSizes,
+                                                      batch.inverseIndices, o, shape));
+    lastOutput = o.capacity();
+  }
+
+  /** {@link #inputDistStart(Kjt)} of a VBE batch; forwardDistributed then writes its output. */
+  public void inputDistStartVbe(VbeKjt batch) {
+    if (batch == null) throw use(h -> RefuseTogether.inputDistStart(h, nullBatch()));
+    use(h -> Native.bind_embedding_input_dist_start_vbe(h, batch.batchSize, batch.numFeatures,
+                                                        batch.lengths, batch.values,
+                                                        batch.weights, batch.featureBatchSizes,
+                                                        batch.inverseIndices));
+  }
+
   // What a call given a null batch throws (after a call every rank fails, for the collective
   // ones).
   private static ShardrecException nullBatch() {

@@ -301,6 +301,41 @@ public final class Inference extends NativeHandle {
     return out;
   }
 
+  /** Floats the lookup of a VBE batch writes (shardrec_inference_vbe_output_len). */
+  public long outputSizeVbe(VbeKjt batch) {
+    if (batch == null) throw ShardrecException.invalid("batch must not be null");
+    long[] n = new long[1];
+    use(h -> Native.bind_inference_vbe_output_len(h, batch.batchSize, batch.numFeatures,
+                                                  batch.lengths, batch.values, batch.weights,
+                                                  batch.featureBatchSizes, batch.inverseIndices,
+                                                  n));
+    return n[0];
+  }
+
+  /**
+   * Looks up a VBE batch into {@code out} (a direct native-order buffer holding exactly
+   * {@link #outputSizeVbe(VbeKjt)} floats; no copy), each distinct bag once, and returns the number
+   * of the version that answered. A bad batch (sizes that do not add up, an inverse index outside
+   * [0, B_f), any error of the plain lookup) throws ShardrecException EINVAL naming the feature
+   * and sample; {@code out} is then not written.
+   */
+  public long lookupVbe(VbeKjt batch, FloatBuffer out) {
+    FloatBuffer o = Buffers.out(out, outputSizeVbe(batch), "out");
+    long[] version = new long[1];
+    use(h -> Native.bind_inference_lookup_vbe(h, batch.batchSize, batch.numFeatures,
+                                              batch.lengths, batch.values, batch.weights,
+                                              batch.featureBatchSizes, batch.inverseIndices, o,
+                                              version));
+    return version[0];
+  }
+
+  /** The lookup output of a VBE batch in a new array. */
+  public float[] lookupVbe(VbeKjt batch) {
+    FloatBuffer out = Buffers.floats(outputSizeVbe(batch));
+    lookupVbe(batch, out);
+    return Buffers.toArray(out);
+  }
+
   /**
    * A copy of dense tensor {@code name} (saved with the checkpoint) of the version served now.
    * For zero-copy reads, or to read it with the embeddings of one version, use {@link #pin()}.

@@ -61,6 +61,19 @@ public final class InferenceSnapshot extends NativeHandle {
                                                 out, unused));
   }
 
+  /**
+   * {@link Inference#lookupVbe(VbeKjt, FloatBuffer)} on this version; {@code out} holds exactly the
+   * output (size it with the handle's {@link Inference#outputSizeVbe(VbeKjt)}; zero-copy).
+   */
+  public void lookupVbe(VbeKjt batch, FloatBuffer out) {
+    if (batch == null) throw ShardrecException.invalid("batch must not be null");
+    FloatBuffer o = Buffers.out(out, out == null ? 0 : out.remaining(), "out");
+    use(h -> Native.bind_inference_snapshot_lookup_vbe(h, batch.batchSize, batch.numFeatures,
+                                                       batch.lengths, batch.values,
+                                                       batch.weights, batch.featureBatchSizes,
+                                                       batch.inverseIndices, o));
+  }
+
   /** The lookup output of {@code batch} on this version, in a new array. */
   public float[] lookup(Kjt batch) {
     float[] out = new float[Inference.checkedSize(outputSize(batch))];
