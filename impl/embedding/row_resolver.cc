@@ -27,8 +27,7 @@ std::unique_ptr<RowResolver> MakeRowResolver(StepState* s) {
   } else {
     rows = std::make_unique<FixedRows>();
   }
-  if (s->tiered != nullptr && !s->tiered->empty()) return tiered::WrapTiered(s, std::move(rows));
-  return rows;
+  return tiered::WrapTiered(s, std::move(rows));
 }
 
 }  // namespace shardrec::embedding

@@ -49,34 +49,45 @@ class TieredDynamicKeys final : public RowResolver {
 
 class TieredVerdict final : public RowResolver {
  public:
-  TieredVerdict(StepState* s, std::unique_ptr<DynamicTier> tier,
+  // `tier`: this rank's tiered dynamic shards (null: none); `agree_fit`: some rank has some.
+  TieredVerdict(StepState* s, std::unique_ptr<DynamicTier> tier, bool agree_fit,
                 std::unique_ptr<RowResolver> inner)
-      : s_(*s), tier_(std::move(tier)), inner_(std::move(inner)) {}
+      : s_(*s), tier_(std::move(tier)), agree_fit_(agree_fit), inner_(std::move(inner)) {}
   Status Resolve(RoutedBatch& rb, const std::vector<int64_t>& dp_words) override {
-    if (tier_ != nullptr && s_.training)
-      SR_RETURN_IF_ERROR(AgreeResolution(*s_.comm, tier_->CheckFits(rb, InFlight(s_))));
+    if (agree_fit_ && s_.training) {
+      const Status fits = tier_ != nullptr ? tier_->CheckFits(rb, InFlight(s_)) : Status::Ok();
+      SR_RETURN_IF_ERROR(AgreeResolution(*s_.comm, fits));
+    }
     return AgreeResolution(*s_.comm, inner_->Resolve(rb, dp_words));
   }
   void Prefetch(const RoutedBatch& rb) override { inner_->Prefetch(rb); }
 
  private:
   StepState& s_;
-  std::unique_ptr<DynamicTier> tier_;  // null without tiered dynamic tables
+  std::unique_ptr<DynamicTier> tier_;
+  bool agree_fit_;
   std::unique_ptr<RowResolver> inner_;
 };
 
 }  // namespace
 
 std::unique_ptr<RowResolver> WrapTiered(StepState* s, std::unique_ptr<RowResolver> rows) {
-  std::unique_ptr<DynamicTier> tier = std::make_unique<DynamicTier>(s->tiered.get(), &s->dynamic);
-  if (tier->empty()) {
-    tier.reset();
-  } else {
-    rows = std::make_unique<TieredDynamicRows>(tier.get(), std::move(rows));
+  const bool tiered = s->tiered != nullptr && !s->tiered->empty();
+  std::unique_ptr<DynamicTier> tier;
+  if (tiered) {
+    tier = std::make_unique<DynamicTier>(s->tiered.get(), &s->dynamic);
+    if (tier->empty()) tier.reset();
   }
-  rows = std::make_unique<TieredRows>(s, std::move(rows));
+  // Whether any rank holds a tiered table, and a tiered dynamic one. A failed all-reduce leaves
+  // this rank's own answer: the communicator is broken then, and the next forward says so.
+  int64_t any[2] = {tiered ? 1 : 0, tier != nullptr ? 1 : 0};
+  if (s->comm->Size() > 1)
+    (void)s->comm->AllReduce(any, any, 2, DType::kInt64, comm::ReduceOp::kMax);
+  if (any[0] == 0) return rows;
+  if (tier != nullptr) rows = std::make_unique<TieredDynamicRows>(tier.get(), std::move(rows));
+  if (tiered) rows = std::make_unique<TieredRows>(s, std::move(rows));
   if (tier != nullptr) rows = std::make_unique<TieredDynamicKeys>(tier.get(), std::move(rows));
-  return std::make_unique<TieredVerdict>(s, std::move(tier), std::move(rows));
+  return std::make_unique<TieredVerdict>(s, std::move(tier), any[1] != 0, std::move(rows));
 }
 
 }  // namespace shardrec::embedding::tiered

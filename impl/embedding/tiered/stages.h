@@ -16,7 +16,10 @@
 
 namespace shardrec::embedding::tiered {
 
-// `rows` behind the stages above; `s->tiered` must be open and not empty.
+// `rows` behind the stages above where any rank of `s->comm` holds a tiered table, else `rows`
+// itself. Collective at creation (every rank calls it once, after the creation's agreement): the
+// ranks' tiers may differ, and the verdicts must be taken by every rank or none, so one all-reduce
+// says whether any rank holds a tiered table and whether any holds a tiered dynamic one.
 std::unique_ptr<RowResolver> WrapTiered(StepState* s, std::unique_ptr<RowResolver> rows);
 
 }  // namespace shardrec::embedding::tiered
