@@ -433,8 +433,7 @@ Status KeyedLoad::Commit(embedding::TableStorage& storage) {
         floats.resize(static_cast<size_t>((hi - lo) * d.cols));
         const uint8_t* src = d.rows.data() + static_cast<size_t>(lo) * d.row_bytes;
         for (size_t k = 0; k < floats.size(); ++k) floats[k] = LoadElement(d.dtype, src + k * es);
-        SR_RETURN_IF_ERROR(
-            storage.WriteTieredRows(sh.local, d.state, lo, hi - lo, floats.data()));
+        SR_RETURN_IF_ERROR(storage.WriteTieredRows(sh.local, d.state, lo, hi - lo, floats.data()));
       }
     }
   }

@@ -49,10 +49,11 @@ Status DynamicTier::CheckFits(const RoutedBatch& rb, const RoutedBatch* in_fligh
     if (need <= sh.cache->slots()) continue;
     const LocalShard& ls = tiers_.layout_->local[local];
     return Status::InvalidArgument(
-        "tiered dynamic table '", tiers_.layout_->plan->tables[ls.table].name, "' shard ",
-        ls.shard, ": this forward has ", ids.size(), " distinct ids for the shard",
-        pinned.empty() ? "" : StrCat(" and the batch a backward may still train ", pinned.size(),
-                                     " rows"),
+        "tiered dynamic table '", tiers_.layout_->plan->tables[ls.table].name, "' shard ", ls.shard,
+        ": this forward has ", ids.size(), " distinct ids for the shard",
+        pinned.empty()
+            ? ""
+            : StrCat(" and the batch a backward may still train ", pinned.size(), " rows"),
         ", but its cache holds ", sh.cache->slots(),
         " rows (a tiered dynamic table's cache must hold a forward's distinct ids); give the tier "
         "more cache_bytes");
@@ -119,7 +120,8 @@ void DynamicTier::KeyRounding(const RoutedBatch& rb) {
     ForEachRow(rb.shards[local], [&](int64_t slot) {
       if (slot < 0 || slot >= sh.cache->slots()) return;
       const int64_t row = sh.cache->row_of(static_cast<int32_t>(slot));
-      sh.keys[static_cast<size_t>(slot)] = row >= 0 && row < d.size() ? d.id(row) : row_offset + row;
+      sh.keys[static_cast<size_t>(slot)] =
+          row >= 0 && row < d.size() ? d.id(row) : row_offset + row;
     });
   }
 }

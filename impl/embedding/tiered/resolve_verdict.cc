@@ -25,8 +25,7 @@ Status AgreeResolution(comm::Communicator& comm, const Status& local) {
     SR_RETURN_IF_ERROR(comm.Broadcast(message.data(), message.size(), DType::kUInt8, root));
   if (!local.ok()) return Status(local.code(), StrCat("rank ", comm.Rank(), ": ", local.message()));
   return Status(static_cast<Code>(head[0]),
-                StrCat("rank ", root, ": ", message,
-                       " (every rank's forward fails with it)"));
+                StrCat("rank ", root, ": ", message, " (every rank's forward fails with it)"));
 }
 
 }  // namespace shardrec::embedding::tiered

@@ -32,17 +32,17 @@ std::string ReadBytes(const std::string& path) {
 }
 
 struct Result {
-  std::vector<std::string> exports;                // per table, the export's bytes
-  std::vector<std::vector<int64_t>> delta_ids;     // per table (saving runs), rank 0's delta
-  std::vector<std::vector<float>> delta_rows;      //   and its rows
-  std::vector<std::vector<float>> out;             // per trained step, the global output
+  std::vector<std::string> exports;             // per table, the export's bytes
+  std::vector<std::vector<int64_t>> delta_ids;  // per table (saving runs), rank 0's delta
+  std::vector<std::vector<float>> delta_rows;   //   and its rows
+  std::vector<std::vector<float>> out;          // per trained step, the global output
 };
 
 // One run at `world`: tiered (caches of `slots` per shard) or in memory; loads `load` first
 // (when not empty) and trains [kSaveAt, kSteps), else trains [0, kSaveAt) with marks, takes
 // the deltas and saves to `save`. Either way it exports each table with its state.
 Result RunSide(DynScenario s, int32_t world, int32_t sharding, bool tiered, const std::string& load,
-           const std::string& save, const std::string& tag) {
+               const std::string& save, const std::string& tag) {
   s.base.world = world;
   s.base.ranks_per_node = world;
   s.base.sharding = {sharding, sharding};
@@ -117,19 +117,18 @@ TEST(TieredDynamicCheckpoint, SavesAndLoadsLikeTheTableInMemoryAcrossWorlds) {
   struct Case {
     int32_t save_world, load_world, sharding, optimizer;
   };
-  for (const Case& k : {Case{1, 1, SHARDREC_SHARDING_TABLE_WISE, 3},
-                        Case{1, 2, SHARDREC_SHARDING_ROW_WISE, 2},
-                        Case{2, 1, SHARDREC_SHARDING_COLUMN_WISE, 1}}) {
-    SCOPED_TRACE("worlds " + std::to_string(k.save_world) + " -> " +
-                 std::to_string(k.load_world) + ", sharding " + std::to_string(k.sharding) +
-                 ", optimizer " + std::to_string(k.optimizer));
+  for (const Case& k :
+       {Case{1, 1, SHARDREC_SHARDING_TABLE_WISE, 3}, Case{1, 2, SHARDREC_SHARDING_ROW_WISE, 2},
+        Case{2, 1, SHARDREC_SHARDING_COLUMN_WISE, 1}}) {
+    SCOPED_TRACE("worlds " + std::to_string(k.save_world) + " -> " + std::to_string(k.load_world) +
+                 ", sharding " + std::to_string(k.sharding) + ", optimizer " +
+                 std::to_string(k.optimizer));
     DynScenario s = MakeDynScenario(1, k.sharding, k.optimizer, 64, 200);
     for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LFU;
     if (k.optimizer == 2)
       for (RefTable& t : s.base.tables) t.dtype = SHARDREC_DTYPE_FLOAT16;
     const std::string mem_ckpt = FreshDir("ck_mem"), tier_ckpt = FreshDir("ck_tier");
-    const Result saved_mem =
-        RunSide(s, k.save_world, k.sharding, false, "", mem_ckpt, "save_mem");
+    const Result saved_mem = RunSide(s, k.save_world, k.sharding, false, "", mem_ckpt, "save_mem");
     const Result saved_tier =
         RunSide(s, k.save_world, k.sharding, true, "", tier_ckpt, "save_tier");
     ASSERT_FALSE(::testing::Test::HasFailure());

@@ -35,8 +35,8 @@ constexpr int32_t kTail = 3;    // steps trained after a load and compared
 
 // t0 dynamic (capacity 2000 over 6000 ids), t1 fixed (40000 rows), Adagrad, world 1.
 DynScenario KillScenario() {
-  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAGRAD,
-                                  2000, 6000);
+  DynScenario s =
+      MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_ADAGRAD, 2000, 6000);
   s.fixed_table = 1;
   s.base.tables[1].rows = 40000;
   for (size_t i = 0; i < s.pools[1].size(); ++i) s.pools[1][i] = static_cast<int64_t>(i * 6);
@@ -84,10 +84,10 @@ struct Report {
     send(kSaving, step + 1, 0);
     const auto t0 = std::chrono::steady_clock::now();
     if (shardrec_checkpoint_save(coll.get(), ckpt.c_str(), nullptr) != SHARDREC_OK) _exit(6);
-    send(kSaved, step + 1,
-         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                               t0)
-             .count());
+    send(
+        kSaved, step + 1,
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
   }
   _exit(0);
 }

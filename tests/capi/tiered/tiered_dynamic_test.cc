@@ -131,15 +131,16 @@ TEST(TieredDynamic, EveryOptimizerAndPolicyWorld1) {
 }
 
 TEST(TieredDynamic, World2PlainPipelinedAndEvaluation) {
-  for (int32_t sharding : {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE,
-                           SHARDREC_SHARDING_COLUMN_WISE})
+  for (int32_t sharding :
+       {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_COLUMN_WISE})
     for (int32_t opt : {1, 2, 3}) {
       for (int mode = 0; mode < 2; ++mode) {
         DynScenario s = Evicting(2, sharding, opt);
         s.pipelined = mode == 1;
         s.eval = mode == 1;
         s.base.weighted = mode == 0;
-        for (auto& d : s.dynamic) d.eviction = opt == 2 ? SHARDREC_EVICTION_LFU : SHARDREC_EVICTION_LRU;
+        for (auto& d : s.dynamic)
+          d.eviction = opt == 2 ? SHARDREC_EVICTION_LFU : SHARDREC_EVICTION_LRU;
         Compare(s, 34,
                 "sharding " + std::to_string(sharding) + " optimizer " + std::to_string(opt) +
                     (mode == 1 ? " pipelined with evaluation" : " plain weighted"));
@@ -185,8 +186,9 @@ TEST(TieredDynamic, CachesAndTablesEvict) {
 }
 
 // A training forward whose ids the cache of the rank holding the table cannot hold fails on every
-// rank at once, naming the table and that rank, and changes no table: the same forward then succeeds on a collection whose
-// caches hold it, with the results of a run that never met the failure.
+// rank at once, naming the table and that rank, and changes no table: the same forward then
+// succeeds on a collection whose caches hold it, with the results of a run that never met the
+// failure.
 TEST(TieredDynamic, BatchBeyondTheCacheIsRefusedOnEveryRankChangingNothing) {
   DynScenario s = Evicting(2, SHARDREC_SHARDING_TABLE_WISE, 1);
   for (auto& d : s.dynamic) d.eviction = SHARDREC_EVICTION_LRU;
@@ -210,7 +212,8 @@ TEST(TieredDynamic, BatchBeyondTheCacheIsRefusedOnEveryRankChangingNothing) {
     if (c == nullptr) return;
     shardrec_tier_stats_t ts;
     shardrec_tier_stats_init(&ts, SHARDREC_TIER_STATS_VERSION);
-    holds[r] = shardrec_embedding_tier_stats(c.get(), "t0", &ts) == SHARDREC_OK && ts.cache_slots > 0;
+    holds[r] =
+        shardrec_embedding_tier_stats(c.get(), "t0", &ts) == SHARDREC_OK && ts.cache_slots > 0;
     auto stats = [&](std::vector<shardrec_dynamic_table_stats_t>* v) {
       for (const RefTable& t : s.base.tables) {
         shardrec_dynamic_table_stats_t st;
@@ -261,7 +264,6 @@ TEST(TieredDynamic, BatchBeyondTheCacheIsRefusedOnEveryRankChangingNothing) {
       EXPECT_EQ(FirstBitDifference(outs[r][step], memory.out[step][r]), "")
           << "forward " << step << " rank " << r;
 }
-
 
 // A store that fails a read on one rank fails the forward on every rank at once, each naming the
 // failing rank with its code (here kCorrupt: the test overwrites the store's written segment
