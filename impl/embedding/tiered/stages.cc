@@ -72,6 +72,8 @@ class TieredVerdict final : public RowResolver {
 }  // namespace
 
 std::unique_ptr<RowResolver> WrapTiered(StepState* s, std::unique_ptr<RowResolver> rows) {
+  // GPU collections take no tier (cache_layout.h refuses one on every rank).
+  if (s->options.device.is_cuda()) return rows;
   const bool tiered = s->tiered != nullptr && !s->tiered->empty();
   std::unique_ptr<DynamicTier> tier;
   if (tiered) {
