@@ -11,8 +11,8 @@ import (
 // shardrec_table_tier_t): its rows and optimizer state live in stores under Dir (this rank's
 // directory, created if missing; scratch for the collection's life) and a DRAM cache of
 // CacheBytes holds the hot rows. Results are bit-identical to the table in memory. Host
-// collections and fixed, not data-parallel tables only; checkpoints save and load tiered tables
-// (in the in-memory format), 2D meshes and table import refuse them.
+// collections and fixed or dynamic, not data-parallel tables only; checkpoints save and load
+// tiered tables (in the in-memory format), 2D meshes and table import refuse them.
 type TableTier struct {
 	Table      string
 	Dir        string

@@ -8,7 +8,9 @@
 #include <map>
 
 #include "impl/checkpoint/copy.h"
+#include "impl/checkpoint/fixed_rows.h"
 #include "impl/core/check.h"
+#include "impl/core/element.h"
 #include "impl/embedding/dynamic/placement.h"
 
 namespace shardrec::checkpoint {
@@ -115,7 +117,7 @@ Status CheckDistinctIds(const std::string& table, const std::vector<int64_t>& id
 
 }  // namespace
 
-void AppendKeyedSources(const embedding::TableStorage& storage, const ShardTensor& t,
+void AppendKeyedSources(embedding::TableStorage& storage, const ShardTensor& t,
                         std::deque<std::vector<uint8_t>>* owned, std::vector<RowSource>* out) {
   const int32_t local = LocalOf(storage.layout(), t.table, t.shard);
   embedding::KeyedRows rows;
@@ -172,6 +174,9 @@ void AppendKeyedSources(const embedding::TableStorage& storage, const ShardTenso
   r.key = StrCat(t.table_name, "/", t.name, "/r", t.row_offset, "_c", t.col_offset);
   s.data = static_cast<const uint8_t*>(t.data);
   s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
+  // A tiered shard's live slots are read through the storage, a chunk at a time, as a fixed
+  // tiered shard's rows are.
+  if (t.tiered) s.read = FixedSource(storage, t).read;
   out->push_back(std::move(s));
 }
 
@@ -186,6 +191,11 @@ struct KeyedLoad::Shard {
     uint8_t* dst = nullptr;
     size_t dst_stride = 0;  // bytes
     bool zero = false;      // a reset optimizer state: zeroed, not read
+    // A tiered shard's tensor (docs/disk-tier.md): written through the storage, not to dst.
+    bool tiered = false;
+    int32_t state = -1;
+    DType dtype = DType::kFloat32;
+    int64_t cols = 0;
   };
   std::vector<Tensor> tensors;  // weights first, then the states in StateSpec order
 };
@@ -319,6 +329,11 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
         d.dst = static_cast<uint8_t*>(t.data);
         d.dst_stride = static_cast<size_t>(t.row_stride) * DTypeSize(t.dtype);
         d.zero = slot > 0 && reset.count(name) > 0;
+        d.tiered = t.tiered;
+        d.state = t.state;
+        d.dtype = t.dtype;
+        d.cols = t.cols;
+        tiered_ = tiered_ || t.tiered;
       }
       std::vector<uint8_t> buf, chunk;
       std::vector<int64_t> pick;
@@ -371,7 +386,8 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
         }
       }
       SR_RETURN_IF_ERROR(CheckDistinctIds(name, sh.rows.ids, blocks, m, dir));
-      const int64_t slots = ls.rows - 1;  // the zero row is not a slot
+      // The plan's rows of the shard (a tiered shard's layout rows are its cache's).
+      const int64_t slots = plan.table_plans[ti].shards[static_cast<size_t>(ls.shard)].rows;
       if (static_cast<int64_t>(sh.rows.ids.size()) > slots)
         return Status::InvalidArgument(
             "checkpoint: dynamic table ", name, " has ", sh.rows.ids.size(),
@@ -397,15 +413,32 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
   return Status::Ok();
 }
 
-void KeyedLoad::Commit(embedding::TableStorage& storage) {
+Status KeyedLoad::Commit(embedding::TableStorage& storage) {
+  std::vector<float> floats;
   for (const Shard& sh : shards_) {
     storage.ImportKeyedRows(sh.local, sh.rows, embedding::KeyedImport::kReplace);
+    const auto n = static_cast<int64_t>(sh.rows.ids.size());
     for (const Shard::Tensor& d : sh.tensors) {
-      for (size_t i = 0; i < sh.rows.ids.size(); ++i)
-        std::memcpy(d.dst + i * d.dst_stride, d.rows.data() + i * d.row_bytes, d.row_bytes);
+      if (!d.tiered) {
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(d.dst + i * d.dst_stride, d.rows.data() + i * d.row_bytes, d.row_bytes);
+        continue;
+      }
+      // Slots [0, n) through the tier in chunks, as fp32 (16-bit weights widen and round back
+      // exactly).
+      const size_t es = DTypeSize(d.dtype);
+      constexpr int64_t kChunk = 4096;
+      for (int64_t lo = 0; lo < n; lo += kChunk) {
+        const int64_t hi = std::min(n, lo + kChunk);
+        floats.resize(static_cast<size_t>((hi - lo) * d.cols));
+        const uint8_t* src = d.rows.data() + static_cast<size_t>(lo) * d.row_bytes;
+        for (size_t k = 0; k < floats.size(); ++k) floats[k] = LoadElement(d.dtype, src + k * es);
+        SR_RETURN_IF_ERROR(storage.WriteTieredRows(sh.local, d.state, lo, hi - lo, floats.data()));
+      }
     }
   }
   shards_.clear();
+  return Status::Ok();
 }
 
 }  // namespace shardrec::checkpoint

@@ -23,8 +23,9 @@ namespace shardrec::checkpoint {
 // The records of one shard tensor `t` of a dynamic table (not a duplicate): its live rows (none
 // when the shard is empty), and for a shard's weights at column 0 also the block's ids, last-seen
 // forwards, counts, admission counters and its "dynamic_meta" record. Values that are not rows of
-// the shard (metadata widened to 64 bits) live in `owned`, which must outlive the write.
-void AppendKeyedSources(const embedding::TableStorage& storage, const embedding::ShardTensor& t,
+// the shard (metadata widened to 64 bits) live in `owned`, which must outlive the write. A tiered
+// shard's rows are read through `storage` while they are written (RowSource::read).
+void AppendKeyedSources(embedding::TableStorage& storage, const embedding::ShardTensor& t,
                         std::deque<std::vector<uint8_t>>* owned, std::vector<RowSource>* out);
 
 // The rows of the checkpoint's dynamic tables that this rank's dynamic shards will hold, read and
@@ -46,12 +47,17 @@ class KeyedLoad {
               const std::vector<std::unique_ptr<ReadableFile>>& files, const std::string& dir,
               const std::set<std::string>& reset);
 
-  // Replaces every local dynamic shard's rows with the staged ones (memory copies: cannot fail).
-  void Commit(embedding::TableStorage& storage);
+  // Replaces every local dynamic shard's rows with the staged ones: memory copies, which cannot
+  // fail, except for tiered shards (tiered()), whose rows go through the tier's write path (its
+  // write-back queue's errors; the collection is then partly loaded).
+  Status Commit(embedding::TableStorage& storage);
+  // Some staged shard is tiered (docs/disk-tier.md): Commit can fail.
+  bool tiered() const { return tiered_; }
 
  private:
   struct Shard;
   std::vector<Shard> shards_;
+  bool tiered_ = false;
 };
 
 }  // namespace shardrec::checkpoint

@@ -88,19 +88,34 @@ Status GatherTable(embedding::TableStorage& storage, int32_t t, const TableTenso
       const size_t es = DTypeSize(st.dtype);
       const auto c0 = static_cast<int32_t>(tt.row_wise[k] ? 0 : st.col_offset);
       const auto nc = static_cast<int32_t>(st.cols);
-      for (int64_t s = 0; s < shard.size; ++s) {
+      // A tiered shard's live slots (docs/disk-tier.md) are read through the storage in chunks.
+      constexpr int64_t kChunk = 4096;
+      std::vector<float> chunk;
+      for (int64_t s = 0; s < shard.size && local.ok(); ++s) {
+        if (st.tiered && s % kChunk == 0) {
+          const int64_t n = std::min(kChunk, shard.size - s);
+          chunk.resize(static_cast<size_t>(n * nc));
+          local = storage.ReadTieredRows(li, st.state, s, n, chunk.data());
+          if (!local.ok()) break;
+        }
         PutValue<int64_t>(&blob, shard.ids[static_cast<size_t>(s)]);
         PutValue<int32_t>(&blob, static_cast<int32_t>(k));
         PutValue<int32_t>(&blob, c0);
         PutValue<int32_t>(&blob, nc);
-        const auto* row = static_cast<const uint8_t*>(st.data) +
-                          static_cast<size_t>(s) * static_cast<size_t>(st.row_stride) * es;
-        for (int32_t c = 0; c < nc; ++c)
-          PutValue<float>(&blob, LoadElement(st.dtype, row + c * es));
+        if (st.tiered) {
+          for (int32_t c = 0; c < nc; ++c) PutValue<float>(&blob, chunk[(s % kChunk) * nc + c]);
+        } else {
+          const auto* row = static_cast<const uint8_t*>(st.data) +
+                            static_cast<size_t>(s) * static_cast<size_t>(st.row_stride) * es;
+          for (int32_t c = 0; c < nc; ++c)
+            PutValue<float>(&blob, LoadElement(st.dtype, row + c * es));
+        }
         ++entries;
       }
     }
   }
+  // A tiered shard's read can fail on this rank alone (its store).
+  SR_RETURN_IF_ERROR(Agree(comm, local, "to read its rows"));
   std::memcpy(blob.data(), &entries, sizeof(entries));
   std::vector<uint8_t> all;
   std::vector<size_t> sizes;

@@ -263,6 +263,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     int32_t can_fail = staged.commit_can_fail() ? 1 : 0;
     for (const Read& zr : zero) can_fail = can_fail || !zr.device.is_host() || zr.tiered;
     for (const Read& rd : reads) can_fail = can_fail || rd.tiered;
+    can_fail = can_fail || dynamic.tiered();
     SR_RETURN_IF_ERROR(
         g.comm->AllReduce(&can_fail, &can_fail, 1, DType::kInt32, comm::ReduceOp::kMax));
     local = [&]() -> Status {
@@ -272,7 +273,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
         if (rd.tiered)
           SR_RETURN_IF_ERROR(WriteTieredRead(storage, rd, sources(rd.records), &buffer));
       SR_RETURN_IF_ERROR(ZeroStates(storage, zero));
-      dynamic.Commit(storage);
+      SR_RETURN_IF_ERROR(dynamic.Commit(storage));
       return storage.SetNumSteps(reset.empty() ? m.step : 0);
     }();
     if (can_fail == 0) return local;
@@ -315,7 +316,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
                                      m.files[fi].records[ri], dst, &buffer));
     }
     SR_RETURN_IF_ERROR(ZeroStates(storage, zero));
-    dynamic.Commit(storage);
+    SR_RETURN_IF_ERROR(dynamic.Commit(storage));
     return storage.SetNumSteps(reset.empty() ? m.step : 0);
   }();
   SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to load its part of the checkpoint"));

@@ -31,7 +31,8 @@ optim::ShardParams SparseUpdater::ParamsOf(size_t local) const {
   optim::ShardParams p = params_->Params(static_cast<int32_t>(local));
   if (dynamic_ == nullptr || !layout_->tables[layout_->local[local].table].dynamic) return p;
   const dynamic::DynamicShard* d = dynamic_->Shard(static_cast<int32_t>(local));
-  if (d != nullptr) {
+  // A tiered shard's rows are cache slots, keyed by the tier (tiered/dynamic_tier.h).
+  if (d != nullptr && p.row_ids == nullptr) {
     p.row_ids = d->id_base();
     p.row_ids_stride = dynamic::DynamicShard::id_stride();
     p.num_row_ids = d->size();

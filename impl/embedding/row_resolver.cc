@@ -2,7 +2,7 @@
 #include "impl/embedding/row_resolver.h"
 
 #include "impl/embedding/dynamic/row_resolver.h"
-#include "impl/embedding/tiered/row_resolver.h"
+#include "impl/embedding/tiered/stages.h"
 #include "impl/embedding/tiered/tables.h"
 
 namespace shardrec::embedding {
@@ -27,9 +27,7 @@ std::unique_ptr<RowResolver> MakeRowResolver(StepState* s) {
   } else {
     rows = std::make_unique<FixedRows>();
   }
-  if (s->tiered != nullptr && !s->tiered->empty())
-    return std::make_unique<tiered::TieredRows>(s, std::move(rows));
-  return rows;
+  return tiered::WrapTiered(s, std::move(rows));
 }
 
 }  // namespace shardrec::embedding

@@ -36,11 +36,17 @@ typedef enum shardrec_bounds_policy {
  * except that a table whose column shards exchange row statistics (row-wise Adagrad, partial
  * row-wise Adam or LAMB with split columns) needs the same @ref cache_bytes on every rank.
  * Host collections only (a GPU collection refuses any tier with SHARDREC_EUNSUPPORTED); not
- * data-parallel or dynamic tables (SHARDREC_EUNSUPPORTED). Checkpoint save and load take tiered
- * tables (streamed in bounded chunks, in the format of in-memory tables, so a checkpoint moves
- * between tiered and in-memory collections); table import and 2D replicas refuse them
- * (SHARDREC_EUNSUPPORTED) in this version; table export and get/set of weights and optimizer
- * state work. Plain data.
+ * data-parallel tables (SHARDREC_EUNSUPPORTED). A dynamic table may be tiered: its id index and
+ * eviction metadata stay in memory for every slot of its capacity, its rows and optimizer state
+ * go to the store, and admission, eviction and every result are those of the dynamic table in
+ * memory; its cache must hold the distinct ids of each training forward's batch per shard
+ * (SHARDREC_EINVAL on every rank before any id is inserted otherwise). A forward that fails on
+ * one rank's tier (its batch does not fit, its store fails a read) fails on every rank at once
+ * with the error naming that rank. Checkpoint save and load take tiered tables (streamed in
+ * bounded chunks, in the format of in-memory tables, so a checkpoint moves between tiered and
+ * in-memory collections); table import and 2D replicas refuse them (SHARDREC_EUNSUPPORTED) in
+ * this version; table export, delta export of dynamic tables and get/set of weights and
+ * optimizer state (fixed tables) work. Plain data.
  */
 typedef struct shardrec_table_tier {
   uint32_t version;    /**< SHARDREC_TABLE_TIER_VERSION. */

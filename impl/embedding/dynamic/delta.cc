@@ -3,9 +3,11 @@
 // the columns of each id's row.
 #include "impl/embedding/dynamic/delta.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "impl/comm/gather_bytes.h"
 #include "impl/core/element.h"
@@ -60,18 +62,35 @@ Status Gather(TableStorage& storage, const DynamicTables& tables, int32_t table,
     if (shard->replaced()) replaced = 1;
     if (copy) continue;
     const uint8_t* weights = nullptr;
+    bool tiered = false;
     for (const ShardTensor& t : tensors)
-      if (t.table == table && t.shard == ls.shard && t.kind == ParamKind::kWeights)
+      if (t.table == table && t.shard == ls.shard && t.kind == ParamKind::kWeights) {
         weights = static_cast<const uint8_t*>(t.data);
+        tiered = t.tiered;
+      }
     const size_t es = DTypeSize(ls.dtype);
-    for (int64_t s = 0; s < shard->size(); ++s) {
+    // A tiered shard's rows (docs/disk-tier.md) are read through the storage a chunk at a time.
+    constexpr int64_t kChunk = 4096;
+    std::vector<float> chunk;
+    for (int64_t s = 0; s < shard->size() && local.ok(); ++s) {
+      if (tiered && s % kChunk == 0) {
+        const int64_t n = std::min(kChunk, shard->size() - s);
+        chunk.resize(static_cast<size_t>(n * ls.cols));
+        local = storage.ReadTieredRows(static_cast<int32_t>(i), -1, s, n, chunk.data());
+        if (!local.ok()) break;
+      }
       if (!every_row && !shard->dirty(s)) continue;
       PutValue<int64_t>(&mine, shard->id(s));
       PutValue<int32_t>(&mine, ls.col_offset);
       PutValue<int32_t>(&mine, ls.cols);
-      const uint8_t* row = weights + static_cast<size_t>(s) * ls.cols * es;
-      for (int32_t c = 0; c < ls.cols; ++c)
-        PutValue<float>(&mine, LoadElement(ls.dtype, row + c * es));
+      if (tiered) {
+        const float* row = chunk.data() + (s % kChunk) * ls.cols;
+        for (int32_t c = 0; c < ls.cols; ++c) PutValue<float>(&mine, row[c]);
+      } else {
+        const uint8_t* row = weights + static_cast<size_t>(s) * ls.cols * es;
+        for (int32_t c = 0; c < ls.cols; ++c)
+          PutValue<float>(&mine, LoadElement(ls.dtype, row + c * es));
+      }
       ++entries;
     }
     if (!every_row && ls.col_offset == 0)

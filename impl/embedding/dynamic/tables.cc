@@ -5,16 +5,25 @@
 
 namespace shardrec::embedding::dynamic {
 
+namespace {
+
+int64_t SlotsOf(const Layout& layout, const LocalShard& ls) {
+  return layout.plan->table_plans[ls.table].shards[ls.shard].rows;
+}
+
+}  // namespace
+
 Status DynamicTables::Init(const Layout& layout) {
   layout_ = &layout;
   shards_.clear();
   dp_ = DataParallel{};
-  // The layout gave each dynamic shard one row beyond its slots: the zero row.
+  // The plan's rows of a dynamic shard are its slots (the layout adds the zero row; a tiered
+  // shard's layout rows are its cache's).
   uint64_t bytes = 0;
   for (const LocalShard& ls : layout.local) {
     if (layout.tables[ls.table].dynamic)
-      bytes +=
-          DynamicShard::MetadataBytesAtReset(layout.plan->tables[ls.table].dynamic, ls.rows - 1);
+      bytes += DynamicShard::MetadataBytesAtReset(layout.plan->tables[ls.table].dynamic,
+                                                  SlotsOf(layout, ls));
   }
   // Held until Build has written the shards (their pages then show in MemAvailable).
   if (Status s = claim_.Claim(bytes,
@@ -34,7 +43,7 @@ void DynamicTables::Build() {
     if (!layout.tables[ls.table].dynamic) continue;
     Entry e;
     e.local = static_cast<int32_t>(i);
-    e.shard.Reset(layout.plan->tables[ls.table].dynamic, ls.rows - 1);
+    e.shard.Reset(layout.plan->tables[ls.table].dynamic, SlotsOf(layout, ls));
     shards_.push_back(std::move(e));
   }
   claim_.Release();
@@ -47,7 +56,10 @@ void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStor
       Entry& e = shards_[static_cast<size_t>(k)];
       const LocalShard& ls = layout_->local[e.local];
       if (layout_->tables[ls.table].data_parallel) continue;  // dp_agree.h translates it
-      params.ClearRow(ls, e.shard.slots());  // the zero row, which the last backward trained
+      // The zero row, which the last backward trained (a tiered shard's: by the tier).
+      if (!e.tiered) params.ClearRow(ls, e.shard.slots());
+      e.created.slots.clear();
+      e.created.ids.clear();
       e.spans.clear();
       for (const kernels::BagRun& run : rb.shards[e.local].runs) {
         // The runs point into this batch's own receive (or send) buffer, which nothing else reads
@@ -57,7 +69,12 @@ void DynamicTables::Translate(const ExecContext& ctx, RoutedBatch& rb, ParamStor
         e.spans.emplace_back(rows, static_cast<size_t>(run.num_ids()));
       }
       e.shard.Translate(e.spans, [&](std::span<const int32_t> slots, std::span<const int64_t> ids) {
-        params.InitRowsForIds(ls, slots, ids, seed);
+        if (!e.tiered) {
+          params.InitRowsForIds(ls, slots, ids, seed);
+          return;
+        }
+        e.created.slots.assign(slots.begin(), slots.end());
+        e.created.ids.assign(ids.begin(), ids.end());
       });
     }
   });
@@ -69,8 +86,11 @@ void DynamicTables::Lookup(const ExecContext& ctx, RoutedBatch& rb, ParamStore& 
       Entry& e = shards_[static_cast<size_t>(k)];
       const LocalShard& ls = layout_->local[e.local];
       if (layout_->tables[ls.table].data_parallel) continue;  // dp_agree.h looks it up
-      // The zero row must read zeros whatever the last backward did to it; it holds no id.
-      params.ClearRow(ls, e.shard.slots());
+      // The zero row must read zeros whatever the last backward did to it; it holds no id (a
+      // tiered shard's is cleared by the tier).
+      if (!e.tiered) params.ClearRow(ls, e.shard.slots());
+      e.created.slots.clear();
+      e.created.ids.clear();
       e.spans.clear();
       for (const kernels::BagRun& run : rb.shards[e.local].runs) {
         // As in Translate: the ids are rewritten where they arrived.
@@ -109,6 +129,17 @@ int64_t DynamicTables::SetScores(int32_t table, std::span<const int64_t> ids,
     if (ls.col_offset == 0) set += n;  // sibling column shards hold the same ids
   }
   return set;
+}
+
+void DynamicTables::SetTiered(int32_t local) {
+  for (Entry& e : shards_)
+    if (e.local == local) e.tiered = true;
+}
+
+const DynamicTables::Created* DynamicTables::CreatedRows(int32_t local) const {
+  for (const Entry& e : shards_)
+    if (e.local == local && e.tiered) return &e.created;
+  return nullptr;
 }
 
 const DynamicShard* DynamicTables::Shard(int32_t local) const {

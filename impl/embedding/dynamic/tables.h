@@ -80,11 +80,28 @@ class DynamicTables {
   };
   DataParallel& data_parallel() { return dp_; }
 
+  // Tiered dynamic tables (docs/disk-tier.md, "Tiered dynamic tables"): local shard `local`'s
+  // slots are the rows of a tiered shard, of which the arena holds only a cache. Translate and
+  // Lookup then leave its arena alone: they neither clear its zero row nor initialise the rows
+  // they create, but list the created rows (CreatedRows) for the tier, which writes them where
+  // their slots live. Call after Build.
+  void SetTiered(int32_t local);
+  // The rows the last Translate created in tiered local shard `local`, in creation order
+  // (slots[i] given to ids[i]); empty after a Lookup. Null when `local` is not a tiered dynamic
+  // shard.
+  struct Created {
+    std::vector<int32_t> slots;
+    std::vector<int64_t> ids;
+  };
+  const Created* CreatedRows(int32_t local) const;
+
  private:
   struct Entry {
     int32_t local = 0;  // index into Layout::local
     DynamicShard shard;
     std::vector<IdSpan> spans;  // scratch
+    bool tiered = false;        // SetTiered
+    Created created;            // tiered only
   };
   const Layout* layout_ = nullptr;
   HostMemoryClaim claim_;  // Init to Build

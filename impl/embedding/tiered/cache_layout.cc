@@ -75,10 +75,6 @@ Status ShrinkToCache(const std::vector<TierConfig>& tiers, bool on_device, Layou
       return Status::Unsupported("table '", tc.table,
                                  "' is data-parallel: every rank holds all of it, so it cannot be "
                                  "tiered (give it another sharding type or keep it in memory)");
-    if (tl.dynamic)
-      return Status::Unsupported("table '", tc.table,
-                                 "' is dynamic: tiered dynamic tables are not implemented yet "
-                                 "(docs/disk-tier.md, Limits)");
     if (tc.dir.empty())
       return Status::InvalidArgument("tier of table '", tc.table, "': dir must not be empty");
     if (tc.cache_bytes <= 0)

@@ -32,7 +32,7 @@ size_t RecordBytes(const Layout& layout, const LocalShard& ls);
 
 // Checks `tiers` against the layout's plan (a GPU collection, `on_device`, takes none:
 // kUnsupported naming the table; every table named once and held as rows: not
-// data-parallel, not dynamic; a directory; cache_bytes > 0 and worth one slot) and shrinks each
+// data-parallel; a directory; cache_bytes > 0 and worth one slot) and shrinks each
 // tiered local shard to its slots. A table's slots per local shard are cache_bytes divided among
 // the most shards of the table any rank holds, at a full-width row's cost, at most the shard's
 // rows: so the column shards of one row block get the same slot count on every rank given the

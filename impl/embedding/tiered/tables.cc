@@ -167,7 +167,7 @@ void TieredTables::Prefetch(const RoutedBatch& rb) {
       Shard& sh = shards_[j];
       std::vector<int64_t>& rows = pf_rows_[j];
       rows.clear();
-      if (static_cast<size_t>(sh.spec.local) >= rb.shards.size()) continue;
+      if (sh.keyed || static_cast<size_t>(sh.spec.local) >= rb.shards.size()) continue;
       std::unordered_map<int64_t, char> seen;
       ForEachRow(rb.shards[sh.spec.local], [&](int64_t row) {
         if (row < 0 || row >= sh.spec.rows || sh.cache->Find(row) >= 0) return;

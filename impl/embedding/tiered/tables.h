@@ -91,6 +91,9 @@ class TieredTables {
 
   // This rank's counters of table `table`; false when it has no tiered shard here.
   bool Stats(int32_t table, TierStats* out) const;
+
+  // dynamic_tier.h writes a dynamic shard's created rows and rounding keys into the shards.
+  friend class DynamicTier;
   // Whether `table` is tiered (on any rank: the tiers name tables, so every rank that holds a
   // shard of it tiers it only if its own tiers say so).
   bool IsTieredTable(int32_t table) const;
@@ -104,6 +107,7 @@ class TieredTables {
     std::vector<int64_t> keys;  // per slot: the global row its rounding bits are keyed by
     size_t record_bytes = 0;
     TierStats stats;
+    bool keyed = false;  // a dynamic table's: not prefetched (its ids are not rows yet)
   };
   // What one prefetch read for one shard.
   struct Fetched {

@@ -77,6 +77,19 @@ std::vector<std::vector<RefBatch>> MakeDynBatches(const DynScenario& s) {
   return out;
 }
 
+TierOptions::TierOptions(const DynScenario& s, int32_t rank, shardrec_embedding_options_t* o) {
+  for (const DynScenario::Tier& t : s.tiers) dirs.push_back(t.dir + "/r" + std::to_string(rank));
+  tiers.resize(s.tiers.size());
+  for (size_t k = 0; k < s.tiers.size(); ++k) {
+    shardrec_table_tier_init(&tiers[k], SHARDREC_TABLE_TIER_VERSION);
+    tiers[k].table = s.tiers[k].table.c_str();
+    tiers[k].dir = dirs[k].c_str();
+    tiers[k].cache_bytes = s.tiers[k].cache_bytes;
+  }
+  o->tiers = tiers.empty() ? nullptr : tiers.data();
+  o->num_tiers = tiers.size();
+}
+
 CollPtr CreateDynCollection(const DynScenario& s, const shardrec_plan_t* plan, int32_t world,
                             int32_t rank) {
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
@@ -86,6 +99,7 @@ CollPtr CreateDynCollection(const DynScenario& s, const shardrec_plan_t* plan, i
   o.forward_comm_encoding = s.comm_encoding;
   o.backward_comm_encoding = s.comm_encoding;
   o.non_finite = s.non_finite;
+  TierOptions tiers(s, rank, &o);
   shardrec_embedding_t* c = nullptr;
   EXPECT_EQ(shardrec_embedding_create(&c, plan, GroupComm(world, rank), &opt, &o), SHARDREC_OK)
       << shardrec_last_error();
@@ -170,6 +184,7 @@ DynRun RunDynamic(const DynScenario& s, const std::vector<std::vector<RefBatch>>
     o.forward_comm_encoding = s.comm_encoding;
     o.backward_comm_encoding = s.comm_encoding;
     o.non_finite = s.non_finite;
+    TierOptions tiers(s, r, &o);
     shardrec_embedding_t* c = nullptr;
     ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(b.world, r), &opt, &o),
               SHARDREC_OK)

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "shardrec/config.h"
@@ -43,6 +44,13 @@ struct DynScenario {
   // shardrec_embedding_options_t's forward and backward encodings (both) and non-finite policy.
   int32_t comm_encoding = SHARDREC_COMM_ENCODING_FP32;
   int32_t non_finite = SHARDREC_NON_FINITE_CHECK;
+  // Tiered tables (docs/disk-tier.md): each table named here keeps its rows on disk under
+  // `dir` + "/r" + rank with a cache of `cache_bytes` on every rank; empty: all in memory.
+  struct Tier {
+    std::string table, dir;
+    int64_t cache_bytes = 0;
+  };
+  std::vector<Tier> tiers;
   bool fixed = false;  // the same tables as fixed ones (no dynamic config; pools in [0, rows))
   int32_t fixed_table = -1;  // this table alone fixed (its pool in [0, rows)); -1: none
 };
@@ -91,6 +99,13 @@ RefRun RunReference(const DynScenario& s, const std::vector<std::vector<RefBatch
 
 // The output dim of s.
 int64_t DynOutputDim(const DynScenario& s);
+
+// s.tiers as rank `rank`'s tiers in `o` (which points into this object while it lives).
+struct TierOptions {
+  TierOptions(const DynScenario& s, int32_t rank, shardrec_embedding_options_t* o);
+  std::vector<std::string> dirs;
+  std::vector<shardrec_table_tier_t> tiers;
+};
 
 // Rank `rank`'s collection of `plan` over GroupComm(world, rank), with s's optimizer, seed,
 // encodings and non-finite policy;

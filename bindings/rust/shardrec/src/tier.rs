@@ -7,8 +7,8 @@ use std::ffi::CString;
 /// Makes table `table` tiered on this rank ([`EmbeddingOptions::tiers`], `shardrec_table_tier_t`):
 /// its rows and optimizer state live in stores under `dir` (this rank's directory, created if
 /// missing; scratch for the collection's life) and a DRAM cache of `cache_bytes` holds the hot
-/// rows. Results are bit-identical to the table in memory. Host collections and fixed, not
-/// data-parallel tables only; checkpoints save and load tiered tables (in the in-memory
+/// rows. Results are bit-identical to the table in memory. Host collections and fixed or dynamic,
+/// not data-parallel tables only; checkpoints save and load tiered tables (in the in-memory
 /// format), 2D meshes and table import refuse them.
 ///
 /// [`EmbeddingOptions::tiers`]: crate::EmbeddingOptions::tiers

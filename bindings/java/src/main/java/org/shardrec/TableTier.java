@@ -7,9 +7,9 @@ import java.util.Objects;
  * Makes table {@code table} tiered on this rank ({@link Config.EmbeddingOptions#tiers}): its rows
  * and optimizer state live in stores under {@code dir} (this rank's directory, created if missing;
  * scratch for the collection's life) and a DRAM cache of {@code cacheBytes} holds the hot rows.
- * Results are bit-identical to the table in memory. Host collections and fixed, not data-parallel
- * tables only; checkpoints save and load tiered tables (in the in-memory format), 2D meshes and
- * table import refuse them. An immutable value.
+ * Results are bit-identical to the table in memory. Host collections and fixed or dynamic, not
+ * data-parallel tables only; checkpoints save and load tiered tables (in the in-memory format), 2D
+ * meshes and table import refuse them. An immutable value.
  */
 public final class TableTier {
   public final String table;
