@@ -13,7 +13,7 @@
 // exponent: the median step of rank 0 in each mode over the rounds (with the smallest and
 // largest round ratios), tiered over memory, the hit rate, disk reads, bytes read per disk read
 // and the exposed fetch wait per step (the time a forward waited for rows from disk or the
-// write-back queue), summed over the ranks.
+// write-back queue) and the share of misses read one batch ahead (pf), summed over the ranks.
 //
 // Usage: tiered_step_bench [rounds=3] [dense_ms=0] [world=1] [sleep|spin] [alphas=0.8,1.05,1.2]
 #include <algorithm>
@@ -178,6 +178,7 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
       res.stats.disk_reads += stats[r].disk_reads;
       res.stats.disk_read_bytes += stats[r].disk_read_bytes;
       res.stats.exposed_fetch_seconds += stats[r].exposed_fetch_seconds;
+      res.stats.prefetched += stats[r].prefetched;
     }
     const double seen = static_cast<double>(res.stats.hits + res.stats.misses);
     res.stats.hit_rate = seen > 0 ? static_cast<double>(res.stats.hits) / seen : 0;
@@ -241,8 +242,9 @@ int main(int argc, char** argv) {
       "shard's rows, dense work %.1f ms (%s), %d rounds of %d steps\n",
       static_cast<long long>(kRows), kDim, opt.world, static_cast<long long>(kBatch), kBag,
       opt.dense_ms, opt.spin ? "spin" : "sleep", rounds, kSteps);
-  std::printf("%-5s %-9s %10s %10s %12s %7s %6s %10s %9s %11s\n", "alpha", "forward", "memory_ms",
-              "tiered_ms", "ratio_range", "ratio", "hit", "disk/step", "B/read", "exposed_ms");
+  std::printf("%-5s %-9s %10s %10s %12s %7s %6s %10s %9s %11s %6s\n", "alpha", "forward",
+              "memory_ms", "tiered_ms", "ratio_range", "ratio", "hit", "disk/step", "B/read",
+              "exposed_ms", "pf");
   for (double alpha : alphas) {
     std::vector<std::vector<Batch>> batches;
     for (int r = 0; r < opt.world; ++r) batches.push_back(MakeBatches(alpha, 7 + r));
@@ -259,7 +261,7 @@ int main(int argc, char** argv) {
         last = x.stats;
       }
       const double steps = static_cast<double>(last.steps);
-      std::printf("%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f\n",
+      std::printf("%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f %6.2f\n",
                   alpha, pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
                   *std::min_element(ratio.begin(), ratio.end()),
                   *std::max_element(ratio.begin(), ratio.end()), Median(ratio), last.hit_rate,
@@ -267,7 +269,10 @@ int main(int argc, char** argv) {
                   last.disk_reads > 0 ? static_cast<double>(last.disk_read_bytes) /
                                             static_cast<double>(last.disk_reads)
                                       : 0.0,
-                  last.exposed_fetch_seconds / steps * 1e3);
+                  last.exposed_fetch_seconds / steps * 1e3,
+                  last.misses > 0 ? static_cast<double>(last.prefetched) /
+                                        static_cast<double>(last.misses)
+                                  : 0.0);
       std::fflush(stdout);
     }
   }

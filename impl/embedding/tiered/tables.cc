@@ -95,6 +95,9 @@ Status TieredTables::Open(const Layout* layout, ParamStore* params, std::vector<
                          ts.rows, " cols ", ls.cols, " record ", sh.record_bytes, " run ", nonce);
     so.value_bytes = sh.record_bytes;
     so.rebuild = true;
+    // A forward's misses go out in one Get; 64 reads in flight measured ~15 % more random 4 KiB
+    // reads per second than 32 on the virtio disk this was tuned on (docs/disk-tier.md).
+    so.queue_depth = 64;
     const Status s = opener ? opener(so, &sh.store) : store::OpenRowStore(so, &sh.store);
     if (!s.ok()) return Status(s.code(), StrCat("tiered table '", cfg.name, "': ", s.message()));
     sh.cache = std::make_unique<SlotCache>(ts.slots);
