@@ -180,6 +180,21 @@ Status TieredTables::Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f)
   return Status::Ok();
 }
 
+void TieredTables::InitialRecords(const Shard& sh, Fetched* f) const {
+  const LocalShard& ls = layout_->local[sh.spec.local];
+  const size_t rb = sh.record_bytes;
+  f->initial.resize(static_cast<size_t>(ls.cols));
+  for (size_t i = 0; i < f->rows.size(); ++i) {
+    if (f->found[i] != 0) continue;
+    uint8_t* rec = f->records.data() + i * rb;
+    std::memset(rec, 0, rb);
+    params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + f->rows[i]), seed_,
+                           f->initial.data());
+    FloatsToRecord(*layout_, ls, f->initial.data(), -1, rec);
+    f->found[i] = 2;
+  }
+}
+
 void TieredTables::Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen,
                           std::vector<int64_t>* out) const {
   out->clear();
@@ -223,8 +238,10 @@ void TieredTables::RunPrefetches() {
     if (pf_stop_) return;
     lock.unlock();
     Status s;
-    for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
+    for (size_t j = 0; j < shards_.size() && s.ok(); ++j) {
       s = Fetch(shards_[j], pf_rows_[j].data(), pf_rows_[j].size(), &pf_fetched_[j]);
+      if (s.ok()) InitialRecords(shards_[j], &pf_fetched_[j]);
+    }
     lock.lock();
     pf_status_ = s;
     pf_valid_ = true;
@@ -385,6 +402,7 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   for (size_t i = 0; i < misses.size(); ++i) {
     if (f->found[i]) {
       UnpackSlot(*params_, *layout_, ls, slots[i], f->records.data() + i * sh.record_bytes);
+      if (f->found[i] == 2) ++sh.stats.initialised;
     } else {
       sh.init_slots.push_back(slots[i]);
       sh.init_keys.push_back(ls.row_offset + misses[i]);

@@ -102,7 +102,7 @@ class TieredTables {
   struct Fetched {
     std::vector<int64_t> rows;   // the rows read, in the order asked
     std::vector<uint8_t> records;
-    std::vector<uint8_t> found;  // per row: a record was read (else: never written)
+    std::vector<uint8_t> found;  // per row: 1 a record was read, 2 initialised here, 0 neither
     int64_t queue_reads = 0;     // records found in the write-back queue
     int64_t disk_reads = 0;      // records the store had
     // Scratch of Fetch: the rows not in the queue and where they go.
@@ -111,6 +111,7 @@ class TieredTables {
     std::vector<uint8_t> got;
     std::unique_ptr<bool[]> got_found;
     size_t got_found_size = 0;
+    std::vector<float> initial;  // InitialRecords' scratch
   };
   struct Shard {
     TieredShard spec;
@@ -133,6 +134,10 @@ class TieredTables {
   // counts): all of them in one batched Get, whose reads the store keeps in flight together.
   // Runs on either thread; touches no counter of `sh`.
   Status Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f);
+  // Makes the record of every row of `f` that was neither queued nor stored (found 0) its
+  // initial record (the in-memory table's initial weights, zero state) and marks it found 2, so
+  // the forward only copies it: the prefetch thread does this work off the forward's path.
+  void InitialRecords(const Shard& sh, Fetched* f) const;
   // The rows of local shard `local` in `rb` that are not cached, each once, in order of first
   // occurrence, into `out` (using `seen`).
   void Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen, std::vector<int64_t>* out) const;
