@@ -44,9 +44,7 @@ long StatusKb(const char* key) {
   return -1;
 }
 
-double Arg(int argc, char** argv, int i, double def) {
-  return argc > i ? std::atof(argv[i]) : def;
-}
+double Arg(int argc, char** argv, int i, double def) { return argc > i ? std::atof(argv[i]) : def; }
 
 }  // namespace
 
@@ -103,12 +101,13 @@ int main(int argc, char** argv) {
   shardrec_embedding_t* c = nullptr;
   Check(shardrec_embedding_create(&c, plan, comm, nullptr, &o), "create");
   const double table_gb = static_cast<double>(rows) * (4.0 * dim + 4) / 1e9;
-  std::printf("table %lld rows x %d fp32 + row-wise Adagrad: %.1f GB of rows and state; cache %lld "
-              "MiB; batch %lld x %d ids (%.0f %% over the first %lld rows); RSS after create %ld "
-              "MiB\n",
-              static_cast<long long>(rows), dim, table_gb, static_cast<long long>(cache_mb),
-              static_cast<long long>(batch), kBag, hot_share * 100,
-              static_cast<long long>(hot_rows), StatusKb("VmRSS") / 1024);
+  std::printf(
+      "table %lld rows x %d fp32 + row-wise Adagrad: %.1f GB of rows and state; cache %lld "
+      "MiB; batch %lld x %d ids (%.0f %% over the first %lld rows); RSS after create %ld "
+      "MiB\n",
+      static_cast<long long>(rows), dim, table_gb, static_cast<long long>(cache_mb),
+      static_cast<long long>(batch), kBag, hot_share * 100, static_cast<long long>(hot_rows),
+      StatusKb("VmRSS") / 1024);
   std::printf("%6s %9s %9s %9s %7s %11s %10s %10s %10s %9s\n", "step", "step_ms", "rss_MiB",
               "hwm_MiB", "hit", "disk_rd/st", "written", "queue_max", "disk_GB", "exposed");
   std::mt19937_64 rng(11);
@@ -142,30 +141,28 @@ int main(int argc, char** argv) {
       Check(shardrec_embedding_tier_stats(c, "t", &st), "stats");
       const int64_t n = s % every == 0 ? every : s % every;
       const int64_t seen = (st.hits - prev.hits) + (st.misses - prev.misses);
-      std::printf("%6d %9.1f %9ld %9ld %7.3f %11.0f %10lld %10lld %10.2f %9.1f\n", s,
-                  window / static_cast<double>(n) * 1e3, StatusKb("VmRSS") / 1024,
-                  StatusKb("VmHWM") / 1024,
-                  seen > 0 ? static_cast<double>(st.hits - prev.hits) / static_cast<double>(seen)
-                           : 0.0,
-                  static_cast<double>(st.disk_reads - prev.disk_reads) / static_cast<double>(n),
-                  static_cast<long long>(st.written), static_cast<long long>(st.queue_max_depth),
-                  static_cast<double>(st.disk_bytes) / 1e9,
-                  (st.exposed_fetch_seconds - prev.exposed_fetch_seconds) /
-                      static_cast<double>(n) * 1e3);
+      std::printf(
+          "%6d %9.1f %9ld %9ld %7.3f %11.0f %10lld %10lld %10.2f %9.1f\n", s,
+          window / static_cast<double>(n) * 1e3, StatusKb("VmRSS") / 1024, StatusKb("VmHWM") / 1024,
+          seen > 0 ? static_cast<double>(st.hits - prev.hits) / static_cast<double>(seen) : 0.0,
+          static_cast<double>(st.disk_reads - prev.disk_reads) / static_cast<double>(n),
+          static_cast<long long>(st.written), static_cast<long long>(st.queue_max_depth),
+          static_cast<double>(st.disk_bytes) / 1e9,
+          (st.exposed_fetch_seconds - prev.exposed_fetch_seconds) / static_cast<double>(n) * 1e3);
       std::fflush(stdout);
       prev = st;
       window = 0;
     }
   }
-  std::printf("%d steps in %.0f s; max RSS %ld MiB, peak virtual %ld MiB; cache %lld slots, %.2f "
-              "GB; records on disk %.2f GB; bytes read per disk read %.0f\n",
-              steps, std::chrono::duration<double>(Clock::now() - start).count(),
-              StatusKb("VmHWM") / 1024, StatusKb("VmPeak") / 1024,
-              static_cast<long long>(st.cache_slots), static_cast<double>(st.cache_bytes) / 1e9,
-              static_cast<double>(st.disk_bytes) / 1e9,
-              st.disk_reads > 0 ? static_cast<double>(st.disk_read_bytes) /
-                                      static_cast<double>(st.disk_reads)
-                                : 0.0);
+  std::printf(
+      "%d steps in %.0f s; max RSS %ld MiB, peak virtual %ld MiB; cache %lld slots, %.2f "
+      "GB; records on disk %.2f GB; bytes read per disk read %.0f\n",
+      steps, std::chrono::duration<double>(Clock::now() - start).count(), StatusKb("VmHWM") / 1024,
+      StatusKb("VmPeak") / 1024, static_cast<long long>(st.cache_slots),
+      static_cast<double>(st.cache_bytes) / 1e9, static_cast<double>(st.disk_bytes) / 1e9,
+      st.disk_reads > 0
+          ? static_cast<double>(st.disk_read_bytes) / static_cast<double>(st.disk_reads)
+          : 0.0);
   shardrec_embedding_destroy(c);
   shardrec_comm_destroy(comm);
   shardrec_plan_destroy(plan);

@@ -107,7 +107,7 @@ void DenseWork(const Options& opt) {
 }
 
 struct Result {
-  double median_step = 0;  // rank 0's
+  double median_step = 0;         // rank 0's
   shardrec_tier_stats_t stats{};  // summed over the ranks (hit_rate recomputed)
 };
 
@@ -265,18 +265,18 @@ int main(int argc, char** argv) {
         last = x.stats;
       }
       const double steps = static_cast<double>(last.steps);
-      std::printf("%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f %6.2f\n",
-                  alpha, pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
-                  *std::min_element(ratio.begin(), ratio.end()),
-                  *std::max_element(ratio.begin(), ratio.end()), Median(ratio), last.hit_rate,
-                  static_cast<double>(last.disk_reads) / steps,
-                  last.disk_reads > 0 ? static_cast<double>(last.disk_read_bytes) /
-                                            static_cast<double>(last.disk_reads)
-                                      : 0.0,
-                  last.exposed_fetch_seconds / steps * 1e3,
-                  last.misses > 0 ? static_cast<double>(last.prefetched) /
-                                        static_cast<double>(last.misses)
-                                  : 0.0);
+      std::printf(
+          "%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f %6.2f\n", alpha,
+          pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
+          *std::min_element(ratio.begin(), ratio.end()),
+          *std::max_element(ratio.begin(), ratio.end()), Median(ratio), last.hit_rate,
+          static_cast<double>(last.disk_reads) / steps,
+          last.disk_reads > 0
+              ? static_cast<double>(last.disk_read_bytes) / static_cast<double>(last.disk_reads)
+              : 0.0,
+          last.exposed_fetch_seconds / steps * 1e3,
+          last.misses > 0 ? static_cast<double>(last.prefetched) / static_cast<double>(last.misses)
+                          : 0.0);
       std::fflush(stdout);
     }
   }

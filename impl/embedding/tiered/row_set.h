@@ -34,8 +34,8 @@ class RowSet {
   // Adds `row`; true when it was not in the set. At most Reset's `n` rows between two Resets.
   bool Insert(int64_t row) {
     const size_t mask = keys_.size() - 1;
-    for (size_t i = static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >>
-                                        shift_);
+    for (size_t i =
+             static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> shift_);
          ; i = (i + 1) & mask) {
       if (stamp_[i] != stamp_now_) {
         stamp_[i] = stamp_now_;

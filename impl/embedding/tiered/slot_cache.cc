@@ -20,8 +20,8 @@ SlotCache::SlotCache(int64_t slots)
 }
 
 size_t SlotCache::memory_bytes() const {
-  return map_.capacity() * sizeof(int32_t) + row_.capacity() * sizeof(int64_t) +
-         ref_.capacity() + dirty_.capacity() + pin_.capacity() * sizeof(uint32_t) +
+  return map_.capacity() * sizeof(int32_t) + row_.capacity() * sizeof(int64_t) + ref_.capacity() +
+         dirty_.capacity() + pin_.capacity() * sizeof(uint32_t) +
          freed_.capacity() * sizeof(int32_t);
 }
 

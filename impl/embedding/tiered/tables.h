@@ -100,7 +100,7 @@ class TieredTables {
   // What one read of a shard's rows got (a prefetch's or a forward's own). Its buffers are kept
   // from batch to batch, so a forward allocates nothing in the steady state.
   struct Fetched {
-    std::vector<int64_t> rows;   // the rows read, in the order asked
+    std::vector<int64_t> rows;  // the rows read, in the order asked
     std::vector<uint8_t> records;
     std::vector<uint8_t> found;  // per row: 1 a record was read, 2 initialised here, 0 neither
     int64_t queue_reads = 0;     // records found in the write-back queue
@@ -140,7 +140,8 @@ class TieredTables {
   void InitialRecords(const Shard& sh, Fetched* f) const;
   // The rows of local shard `local` in `rb` that are not cached, each once, in order of first
   // occurrence, into `out` (using `seen`).
-  void Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen, std::vector<int64_t>* out) const;
+  void Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen,
+              std::vector<int64_t>* out) const;
   Status ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight, bool training,
                       const std::vector<Fetched>* prefetched, double* fetch_seconds);
   // Waits for the prefetch job in flight (adding the wait to `waited`), counts its reads, and

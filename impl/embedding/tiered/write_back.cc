@@ -48,8 +48,8 @@ bool WriteBackQueue::Find(store::RowStore* store, int64_t key, uint8_t* out) con
   return true;
 }
 
-size_t WriteBackQueue::FindMany(store::RowStore* store, const int64_t* keys, size_t n,
-                                uint8_t* out, uint8_t* found) const {
+size_t WriteBackQueue::FindMany(store::RowStore* store, const int64_t* keys, size_t n, uint8_t* out,
+                                uint8_t* found) const {
   const size_t vb = store->value_bytes();
   std::lock_guard<std::mutex> lock(mu_);
   if (pending_.empty()) {

@@ -69,7 +69,7 @@ class WriteBackQueue {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::unordered_map<Key, Pending, KeyHash> pending_;  // newest record per row
-  std::deque<std::pair<Key, uint64_t>> order_;  // writes in push order (seq of each)
+  std::deque<std::pair<Key, uint64_t>> order_;         // writes in push order (seq of each)
   uint64_t next_seq_ = 1;
   size_t in_flight_ = 0;  // records the writer took and has not finished
   Status error_;
