@@ -101,9 +101,9 @@ Status TieredTables::Open(const Layout* layout, ParamStore* params, std::vector<
     so.queue_depth = 64;
     // Buffered reads (the page cache), no readahead: the write-back's writes go through the page
     // cache anyway, so a row missed soon after it was written back is a page the kernel still
-    // holds, where an O_DIRECT read would first wait for that page's writeback (measured 3-10x
-    // the exposed fetch of buffered reads, docs/disk-tier.md). The page cache is the kernel's
-    // reclaimable memory, not this process's resident memory.
+    // holds, where an O_DIRECT read would first wait for that page's writeback (measured in
+    // docs/disk-tier.md, Performance). The page cache is the kernel's reclaimable memory, not
+    // this process's resident memory. The variable is the benchmarks' switch to compare the two.
     so.direct_io = std::getenv("SHARDREC_TIER_DIRECT_IO_BENCH") != nullptr;
     const Status s = opener ? opener(so, &sh.store) : store::OpenRowStore(so, &sh.store);
     if (!s.ok()) return Status(s.code(), StrCat("tiered table '", cfg.name, "': ", s.message()));
