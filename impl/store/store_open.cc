@@ -129,7 +129,12 @@ Status LogStore::OpenSegment(uint32_t id, uint64_t slots, std::shared_ptr<Segmen
                            " bytes, its manifest needs ", need, " (torn)");
   }
   seg->file_bytes = static_cast<uint64_t>(st.st_size);
-  if (o_.direct_io) seg->direct_fd = ::open(seg->path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (o_.direct_io) {
+    seg->direct_fd = ::open(seg->path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  } else {
+    // Buffered point reads: no readahead around a record's page.
+    ::posix_fadvise(seg->fd, 0, 0, POSIX_FADV_RANDOM);
+  }
   *out = std::move(seg);
   return Status::Ok();
 }

@@ -60,6 +60,9 @@ Status LogStore::CreateSegmentLocked(std::shared_ptr<Segment>* out) {
   }
   if (o_.direct_io) {
     seg->direct_fd = ::open(seg->path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  } else {
+    // Buffered point reads: no readahead around a record's page.
+    ::posix_fadvise(seg->fd, 0, 0, POSIX_FADV_RANDOM);
   }
   direct_ok_.store(seg->direct_fd >= 0);
   seg->file_bytes = kPageBytes;

@@ -1,12 +1,23 @@
 // Tiered tables against the same table in memory, through the public C API (docs/disk-tier.md,
-// issue 62): the training step of one row-wise Adagrad table (400k rows, dim 32, fp32) read by
-// one feature (1024 samples, bags of 16 Zipf ids), in memory and tiered with a cache of 10 % of
-// its rows, each with plain forwards and with the pipelined input distribution (the tiered run
-// then reads the next batch's misses while the previous batch trains). World 1. The modes run
-// interleaved, in rounds, each on a fresh collection with 10 warm-up steps before the timed ones;
-// printed per Zipf exponent: the median step of each mode over the rounds (with the smallest and
-// largest round medians), tiered over memory, the hit rate, disk reads and the exposed fetch wait
-// per step (the time a forward waited for rows from disk or the write-back queue).
+// issue 62): the training step of one row-wise Adagrad table (400k rows, dim 32, fp32, row-wise
+// sharded over the world) read by one feature (1024 samples per rank, bags of 16 Zipf ids), in
+// memory and tiered with a cache of 10 % of each shard's rows, each with plain forwards and with
+// the pipelined input distribution (the tiered run then reads the next batch's misses while the
+// previous batch trains). Between the forward and the backward of each step a model's dense
+// forward and backward are stood in for by `dense_ms` milliseconds: a wait (`sleep`: the dense
+// model on an accelerator, the host CPU free) or a busy loop (`spin`: the dense model on this
+// rank's CPU thread). That is where a prefetch overlaps; with 0 ms nothing runs between the next
+// batch's input distribution and its forward but the backward.
+// The modes run interleaved, in rounds, each on a fresh collection per rank (ranks are threads
+// over an in-process group) with 10 warm-up steps before the timed ones; printed per Zipf
+// exponent: the median step of rank 0 in each mode over the rounds (with the smallest and
+// largest round ratios), tiered over memory, the hit rate, disk reads, bytes read per disk read
+// and the exposed fetch wait per step (the time a forward waited for rows from disk or the
+// write-back queue) and the share of misses read one batch ahead (pf), summed over the ranks.
+//
+// Each step reads a batch of its own (none replayed).
+//
+// Usage: tiered_step_bench [rounds=3] [dense_ms=0] [world=1] [sleep|spin] [alphas=0.8,1.05,1.2]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,7 +26,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shardrec/shardrec.h"
@@ -32,7 +45,9 @@ constexpr int64_t kBatch = 1024;
 constexpr int32_t kBag = 16;
 constexpr int kWarmup = 10;
 constexpr int kSteps = 40;
-constexpr int kBatches = 16;  // distinct batches, replayed in turn
+// Distinct batches, more than the steps: none is replayed, since a replayed batch would find its
+// rows written back together (one page read for many misses) and flatter the disk tier.
+constexpr int kBatches = kWarmup + kSteps + 2;
 
 struct Batch {
   std::vector<int32_t> lengths;
@@ -71,63 +86,108 @@ shardrec_kjt_view_t View(const Batch& b) {
   return v;
 }
 
-struct Result {
-  double median_step = 0;
-  shardrec_tier_stats_t stats{};
-  bool tiered = false;
+struct Options {
+  int world = 1;
+  double dense_ms = 0;
+  bool spin = false;
 };
 
-// kSteps timed training steps (after kWarmup) of a fresh collection; per-step median seconds.
-Result Run(const shardrec_plan_t* plan, shardrec_comm_t* comm, const std::vector<Batch>& batches,
-           bool tiered, bool pipelined, const std::string& dir) {
-  shardrec_table_tier_t tier = SHARDREC_TABLE_TIER_INIT;
-  tier.table = "t";
-  tier.dir = dir.c_str();
-  // A cached row: 32 fp32 weights, 1 row-wise Adagrad float, 32 bytes of metadata.
-  tier.cache_bytes = kRows / 10 * (kDim * 4 + 4 + 32);
-  shardrec_embedding_options_t o;
-  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+// A model's dense forward and backward, stood in for by `ms` milliseconds of waiting or of
+// spinning on this thread.
+void DenseWork(const Options& opt) {
+  if (opt.dense_ms <= 0) return;
+  const auto until = Clock::now() + std::chrono::duration<double, std::milli>(opt.dense_ms);
+  if (!opt.spin) {
+    std::this_thread::sleep_until(until);
+    return;
+  }
+  volatile uint64_t x = 0;
+  while (Clock::now() < until)
+    for (int i = 0; i < 256; ++i) x = x + 1;
+}
+
+struct Result {
+  double median_step = 0;         // rank 0's
+  shardrec_tier_stats_t stats{};  // summed over the ranks (hit_rate recomputed)
+};
+
+// kSteps timed training steps (after kWarmup) of a fresh collection per rank.
+Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& comms,
+           const std::vector<std::vector<Batch>>& batches, bool tiered, bool pipelined,
+           const std::string& dir, const Options& opt) {
+  const int world = opt.world;
+  std::vector<double> median(world);
+  std::vector<shardrec_tier_stats_t> stats(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&, r] {
+      const std::string rank_dir = dir + "/rank" + std::to_string(r);
+      shardrec_table_tier_t tier = SHARDREC_TABLE_TIER_INIT;
+      tier.table = "t";
+      tier.dir = rank_dir.c_str();
+      // 10 % of this rank's shard: 32 fp32 weights, 1 row-wise Adagrad float, 32 B of metadata.
+      tier.cache_bytes = kRows / world / 10 * (kDim * 4 + 4 + 32);
+      shardrec_embedding_options_t o;
+      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+      if (tiered) {
+        o.tiers = &tier;
+        o.num_tiers = 1;
+      }
+      shardrec_embedding_t* c = nullptr;
+      Check(shardrec_embedding_create(&c, plan, comms[r], nullptr, &o), "create");
+      std::vector<float> out(kBatch * kDim), grad(kBatch * kDim, 0.01f);
+      std::vector<double> steps;
+      const std::vector<Batch>& mine = batches[r];
+      auto view = [&](int s) { return View(mine[static_cast<size_t>(s) % mine.size()]); };
+      if (pipelined) {
+        const shardrec_kjt_view_t v = view(0);
+        Check(shardrec_embedding_input_dist_start(c, &v, nullptr), "start");
+      }
+      for (int s = 0; s < kWarmup + kSteps; ++s) {
+        const auto t0 = Clock::now();
+        if (pipelined) {
+          Check(shardrec_embedding_input_dist_wait(c, nullptr), "wait");
+          Check(shardrec_embedding_forward_distributed(c, out.data(), out.size(), nullptr), "fwd");
+          const shardrec_kjt_view_t v = view(s + 1);
+          Check(shardrec_embedding_input_dist_start(c, &v, nullptr), "start");
+        } else {
+          const shardrec_kjt_view_t v = view(s);
+          Check(shardrec_embedding_forward(c, &v, out.data(), out.size(), nullptr), "fwd");
+        }
+        DenseWork(opt);
+        Check(shardrec_embedding_backward(c, grad.data(), grad.size(), nullptr), "bwd");
+        if (s >= kWarmup) steps.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      if (pipelined) {
+        Check(shardrec_embedding_input_dist_wait(c, nullptr), "wait");
+        Check(shardrec_embedding_forward_distributed(c, out.data(), out.size(), nullptr), "fwd");
+      }
+      std::sort(steps.begin(), steps.end());
+      median[r] = steps[steps.size() / 2];
+      if (tiered) {
+        shardrec_tier_stats_init(&stats[r], SHARDREC_TIER_STATS_VERSION);
+        Check(shardrec_embedding_tier_stats(c, "t", &stats[r]), "stats");
+      }
+      shardrec_embedding_destroy(c);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  Result res;
+  res.median_step = median[0];
   if (tiered) {
-    o.tiers = &tier;
-    o.num_tiers = 1;
-  }
-  shardrec_embedding_t* c = nullptr;
-  Check(shardrec_embedding_create(&c, plan, comm, nullptr, &o), "create");
-  std::vector<float> out(kBatch * kDim), grad(kBatch * kDim, 0.01f);
-  std::vector<double> steps;
-  auto view = [&](int s) { return View(batches[static_cast<size_t>(s) % batches.size()]); };
-  if (pipelined) {
-    const shardrec_kjt_view_t v = view(0);
-    Check(shardrec_embedding_input_dist_start(c, &v, nullptr), "start");
-  }
-  for (int s = 0; s < kWarmup + kSteps; ++s) {
-    const auto t0 = Clock::now();
-    if (pipelined) {
-      Check(shardrec_embedding_input_dist_wait(c, nullptr), "wait");
-      Check(shardrec_embedding_forward_distributed(c, out.data(), out.size(), nullptr), "fwd");
-      const shardrec_kjt_view_t v = view(s + 1);
-      Check(shardrec_embedding_input_dist_start(c, &v, nullptr), "start");
-    } else {
-      const shardrec_kjt_view_t v = view(s);
-      Check(shardrec_embedding_forward(c, &v, out.data(), out.size(), nullptr), "fwd");
+    res.stats = stats[0];
+    for (int r = 1; r < world; ++r) {
+      res.stats.hits += stats[r].hits;
+      res.stats.misses += stats[r].misses;
+      res.stats.disk_reads += stats[r].disk_reads;
+      res.stats.disk_read_bytes += stats[r].disk_read_bytes;
+      res.stats.exposed_fetch_seconds += stats[r].exposed_fetch_seconds;
+      res.stats.prefetched += stats[r].prefetched;
     }
-    Check(shardrec_embedding_backward(c, grad.data(), grad.size(), nullptr), "bwd");
-    if (s >= kWarmup) steps.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    const double seen = static_cast<double>(res.stats.hits + res.stats.misses);
+    res.stats.hit_rate = seen > 0 ? static_cast<double>(res.stats.hits) / seen : 0;
   }
-  if (pipelined) {
-    Check(shardrec_embedding_input_dist_wait(c, nullptr), "wait");
-    Check(shardrec_embedding_forward_distributed(c, out.data(), out.size(), nullptr), "fwd");
-  }
-  Result r;
-  std::sort(steps.begin(), steps.end());
-  r.median_step = steps[steps.size() / 2];
-  r.tiered = tiered;
-  if (tiered) {
-    shardrec_tier_stats_init(&r.stats, SHARDREC_TIER_STATS_VERSION);
-    Check(shardrec_embedding_tier_stats(c, "t", &r.stats), "stats");
-  }
-  shardrec_embedding_destroy(c);
-  return r;
+  return res;
 }
 
 double Median(std::vector<double> v) {
@@ -139,6 +199,22 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+  Options opt;
+  opt.dense_ms = argc > 2 ? std::atof(argv[2]) : 0.0;
+  opt.world = argc > 3 ? std::atoi(argv[3]) : 1;
+  opt.spin = argc > 4 && std::string(argv[4]) == "spin";
+  std::vector<double> alphas{0.8, 1.05, 1.2};
+  if (argc > 5) {
+    alphas.clear();
+    std::stringstream list(argv[5]);
+    for (std::string a; std::getline(list, a, ',');) alphas.push_back(std::atof(a.c_str()));
+  }
+  if (rounds < 1 || opt.world < 1 || opt.world > 8 || opt.dense_ms < 0 || alphas.empty()) {
+    std::fprintf(stderr,
+                 "usage: tiered_step_bench [rounds>=1] [dense_ms>=0] [world 1..8] [sleep|spin] "
+                 "[alphas, comma-separated]\n");
+    return 2;
+  }
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/shardrec_tiered_bench";
   shardrec_feature_config_t f;
@@ -155,43 +231,57 @@ int main(int argc, char** argv) {
   t.num_features = 1;
   shardrec_topology_t topo;
   shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-  topo.world_size = 1;
+  topo.world_size = opt.world;
   topo.batch_size = static_cast<int32_t>(kBatch);
   topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+  shardrec_table_constraints_t rw = SHARDREC_TABLE_CONSTRAINTS_INIT;
+  rw.table = "t";
+  rw.sharding_types = 1u << SHARDREC_SHARDING_ROW_WISE;
   shardrec_plan_t* plan = nullptr;
-  Check(shardrec_plan_create(&plan, &t, 1, &f, 1, &topo, nullptr, 0), "plan");
-  shardrec_comm_t* comm = nullptr;
-  Check(shardrec_comm_create_local_group(&comm, 1, nullptr), "comm");
-  std::printf("rows %lld dim %d, batch %lld x bag %d, cache 10%% of rows, %d rounds of %d steps\n",
-              static_cast<long long>(kRows), kDim, static_cast<long long>(kBatch), kBag, rounds,
-              kSteps);
-  std::printf("%-5s %-9s %10s %10s %10s %7s %8s %12s %12s\n", "alpha", "forward", "memory_ms",
-              "tiered_ms", "min..max", "ratio", "hit", "disk/step", "exposed_ms");
-  for (double alpha : {0.8, 1.05, 1.2}) {
-    const std::vector<Batch> batches = MakeBatches(alpha, 7);
+  Check(shardrec_plan_create(&plan, &t, 1, &f, 1, &topo, &rw, 1), "plan");
+  std::vector<shardrec_comm_t*> comms(opt.world, nullptr);
+  Check(shardrec_comm_create_local_group(comms.data(), opt.world, nullptr), "comm");
+  std::printf(
+      "rows %lld dim %d, world %d (row-wise), batch %lld x bag %d per rank, cache 10%% of each "
+      "shard's rows, dense work %.1f ms (%s), %d rounds of %d steps\n",
+      static_cast<long long>(kRows), kDim, opt.world, static_cast<long long>(kBatch), kBag,
+      opt.dense_ms, opt.spin ? "spin" : "sleep", rounds, kSteps);
+  std::printf("%-5s %-9s %10s %10s %12s %7s %6s %10s %9s %11s %6s\n", "alpha", "forward",
+              "memory_ms", "tiered_ms", "ratio_range", "ratio", "hit", "disk/step", "B/read",
+              "exposed_ms", "pf");
+  for (double alpha : alphas) {
+    std::vector<std::vector<Batch>> batches;
+    for (int r = 0; r < opt.world; ++r) batches.push_back(MakeBatches(alpha, 7 + r));
     for (bool pipelined : {false, true}) {
       std::vector<double> mem, tier, ratio;
       shardrec_tier_stats_t last{};
       for (int r = 0; r < rounds; ++r) {
         std::filesystem::remove_all(dir);
-        const Result m = Run(plan, comm, batches, false, pipelined, dir);
-        const Result x = Run(plan, comm, batches, true, pipelined, dir);
+        const Result m = Run(plan, comms, batches, false, pipelined, dir, opt);
+        const Result x = Run(plan, comms, batches, true, pipelined, dir, opt);
         mem.push_back(m.median_step);
         tier.push_back(x.median_step);
         ratio.push_back(x.median_step / m.median_step);
         last = x.stats;
       }
       const double steps = static_cast<double>(last.steps);
-      std::printf("%-5.2f %-9s %10.2f %10.2f %4.2f..%-4.2f %7.3f %8.3f %12.0f %12.3f\n", alpha,
-                  pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
-                  *std::min_element(ratio.begin(), ratio.end()),
-                  *std::max_element(ratio.begin(), ratio.end()), Median(ratio), last.hit_rate,
-                  static_cast<double>(last.disk_reads) / steps,
-                  last.exposed_fetch_seconds / steps * 1e3);
+      std::printf(
+          "%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f %6.2f\n", alpha,
+          pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
+          *std::min_element(ratio.begin(), ratio.end()),
+          *std::max_element(ratio.begin(), ratio.end()), Median(ratio), last.hit_rate,
+          static_cast<double>(last.disk_reads) / steps,
+          last.disk_reads > 0
+              ? static_cast<double>(last.disk_read_bytes) / static_cast<double>(last.disk_reads)
+              : 0.0,
+          last.exposed_fetch_seconds / steps * 1e3,
+          last.misses > 0 ? static_cast<double>(last.prefetched) / static_cast<double>(last.misses)
+                          : 0.0);
+      std::fflush(stdout);
     }
   }
   std::filesystem::remove_all(dir);
-  shardrec_comm_destroy(comm);
+  for (shardrec_comm_t* c : comms) shardrec_comm_destroy(c);
   shardrec_plan_destroy(plan);
   return 0;
 }

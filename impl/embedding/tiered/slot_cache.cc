@@ -8,19 +8,27 @@ SlotCache::SlotCache(int64_t slots)
       ref_(static_cast<size_t>(slots), 0),
       dirty_(static_cast<size_t>(slots), 0),
       pin_(static_cast<size_t>(slots), 0) {
-  free_.reserve(static_cast<size_t>(slots));
-  for (int64_t s = slots - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
-  index_.reserve(static_cast<size_t>(slots));
+  // At most half full, so a probe ends within a few entries.
+  size_t cap = 16;
+  shift_ = 60;
+  while (cap < 2 * static_cast<size_t>(slots)) {
+    cap *= 2;
+    --shift_;
+  }
+  map_.assign(cap, -1);
+  mask_ = cap - 1;
 }
 
-int32_t SlotCache::Find(int64_t row) const {
-  auto it = index_.find(row);
-  return it == index_.end() ? -1 : it->second;
+size_t SlotCache::memory_bytes() const {
+  return map_.capacity() * sizeof(int32_t) + row_.capacity() * sizeof(int64_t) + ref_.capacity() +
+         dirty_.capacity() + pin_.capacity() * sizeof(uint32_t) +
+         freed_.capacity() * sizeof(int32_t);
 }
 
 int32_t SlotCache::Victim(uint32_t epoch) {
-  if (!free_.empty()) return free_.back();
+  if (!freed_.empty()) return freed_.back();
   const int64_t n = slots();
+  if (fresh_ < n) return static_cast<int32_t>(fresh_);
   // Two sweeps clear every second chance; a third finds nothing only if all are pinned.
   for (int64_t step = 0; step < 2 * n + 1; ++step) {
     const auto s = static_cast<int32_t>(hand_);
@@ -36,19 +44,43 @@ int32_t SlotCache::Victim(uint32_t epoch) {
 }
 
 void SlotCache::Install(int32_t slot, int64_t row) {
-  if (!free_.empty() && free_.back() == slot) free_.pop_back();
+  if (!freed_.empty() && freed_.back() == slot) {
+    freed_.pop_back();
+  } else if (slot == fresh_) {
+    ++fresh_;
+  }
   row_[slot] = row;
   ref_[slot] = 1;
   dirty_[slot] = 0;
-  index_[row] = slot;
+  size_t i = Home(row);
+  while (map_[i] >= 0) i = (i + 1) & mask_;
+  map_[i] = slot;
+  ++resident_;
+}
+
+void SlotCache::Unmap(int64_t row) {
+  size_t i = Home(row);
+  while (row_[static_cast<size_t>(map_[i])] != row) i = (i + 1) & mask_;
+  // Backward-shift deletion: later entries of the probe run move into the hole when their home
+  // does not lie (cyclically) between the hole and them, so no tombstones build up.
+  size_t hole = i;
+  for (size_t j = (hole + 1) & mask_; map_[j] >= 0; j = (j + 1) & mask_) {
+    const size_t home = Home(row_[static_cast<size_t>(map_[j])]);
+    const bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (stays) continue;
+    map_[hole] = map_[j];
+    hole = j;
+  }
+  map_[hole] = -1;
 }
 
 void SlotCache::Remove(int32_t slot) {
-  index_.erase(row_[slot]);
+  Unmap(row_[slot]);
+  --resident_;
   row_[slot] = -1;
   ref_[slot] = 0;
   dirty_[slot] = 0;
-  free_.push_back(slot);
+  freed_.push_back(slot);
 }
 
 }  // namespace shardrec::embedding::tiered

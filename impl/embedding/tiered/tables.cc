@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -95,6 +96,15 @@ Status TieredTables::Open(const Layout* layout, ParamStore* params, std::vector<
                          ts.rows, " cols ", ls.cols, " record ", sh.record_bytes, " run ", nonce);
     so.value_bytes = sh.record_bytes;
     so.rebuild = true;
+    // A forward's misses go out in one Get; 64 reads in flight measured ~15 % more random 4 KiB
+    // reads per second than 32 on the virtio disk this was tuned on (docs/disk-tier.md).
+    so.queue_depth = 64;
+    // Buffered reads (the page cache), no readahead: the write-back's writes go through the page
+    // cache anyway, so a row missed soon after it was written back is a page the kernel still
+    // holds, where an O_DIRECT read would first wait for that page's writeback (measured in
+    // docs/disk-tier.md, Performance). The page cache is the kernel's reclaimable memory, not
+    // this process's resident memory. The variable is the benchmarks' switch to compare the two.
+    so.direct_io = std::getenv("SHARDREC_TIER_DIRECT_IO_BENCH") != nullptr;
     const Status s = opener ? opener(so, &sh.store) : store::OpenRowStore(so, &sh.store);
     if (!s.ok()) return Status(s.code(), StrCat("tiered table '", cfg.name, "': ", s.message()));
     sh.cache = std::make_unique<SlotCache>(ts.slots);
@@ -111,6 +121,8 @@ Status TieredTables::Open(const Layout* layout, ParamStore* params, std::vector<
   queue_ = std::make_unique<WriteBackQueue>(total_slots);
   pf_rows_.resize(shards_.size());
   pf_fetched_.resize(shards_.size());
+  pf_spare_.resize(shards_.size());
+  pf_seen_.resize(shards_.size());
   pf_thread_ = std::thread([this] { RunPrefetches(); });
   return Status::Ok();
 }
@@ -125,35 +137,76 @@ bool TieredTables::IsTieredTable(int32_t table) const {
   return false;
 }
 
-Status TieredTables::Fetch(Shard& sh, const std::vector<int64_t>& rows, Fetched* f) {
+Status TieredTables::Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f) {
   const size_t rb = sh.record_bytes;
-  f->at.clear();
-  f->records.assign(rows.size() * rb, 0);
-  f->found.assign(rows.size(), 0);
+  f->rows.assign(rows, rows + n);
+  f->records.resize(n * rb);
+  f->found.resize(n);
   f->queue_reads = f->disk_reads = 0;
-  std::vector<int64_t> from_store;
-  std::vector<size_t> index;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    f->at[rows[i]] = i;
-    if (queue_->Find(sh.store.get(), rows[i], f->records.data() + i * rb)) {
-      f->found[i] = 1;
-      ++f->queue_reads;
-    } else {
-      from_store.push_back(rows[i]);
-      index.push_back(i);
-    }
+  if (n == 0) return Status::Ok();
+  f->queue_reads = static_cast<int64_t>(
+      queue_->FindMany(sh.store.get(), rows, n, f->records.data(), f->found.data()));
+  if (f->got_found_size < n) {
+    f->got_found.reset(new bool[n]);
+    f->got_found_size = n;
   }
-  if (from_store.empty()) return Status::Ok();
-  std::vector<uint8_t> got(from_store.size() * rb);
-  std::unique_ptr<bool[]> found(new bool[from_store.size()]());
-  SR_RETURN_IF_ERROR(sh.store->Get(from_store.data(), from_store.size(), got.data(), found.get()));
-  for (size_t j = 0; j < from_store.size(); ++j) {
-    if (!found[j]) continue;
-    std::memcpy(f->records.data() + index[j] * rb, got.data() + j * rb, rb);
-    f->found[index[j]] = 1;
+  bool* got_found = f->got_found.get();
+  if (f->queue_reads == 0) {
+    // The common case: every row from the store, straight into the records.
+    SR_RETURN_IF_ERROR(sh.store->Get(rows, n, f->records.data(), got_found));
+    for (size_t i = 0; i < n; ++i) {
+      f->found[i] = got_found[i] ? 1 : 0;
+      f->disk_reads += got_found[i] ? 1 : 0;
+    }
+    return Status::Ok();
+  }
+  f->from_store.clear();
+  f->index.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (f->found[i]) continue;
+    f->from_store.push_back(rows[i]);
+    f->index.push_back(i);
+  }
+  if (f->from_store.empty()) return Status::Ok();
+  const size_t m = f->from_store.size();
+  f->got.resize(m * rb);
+  SR_RETURN_IF_ERROR(sh.store->Get(f->from_store.data(), m, f->got.data(), got_found));
+  for (size_t j = 0; j < m; ++j) {
+    if (!got_found[j]) continue;
+    std::memcpy(f->records.data() + f->index[j] * rb, f->got.data() + j * rb, rb);
+    f->found[f->index[j]] = 1;
     ++f->disk_reads;
   }
   return Status::Ok();
+}
+
+void TieredTables::InitialRecords(const Shard& sh, Fetched* f) const {
+  const LocalShard& ls = layout_->local[sh.spec.local];
+  const size_t rb = sh.record_bytes;
+  f->initial.resize(static_cast<size_t>(ls.cols));
+  for (size_t i = 0; i < f->rows.size(); ++i) {
+    if (f->found[i] != 0) continue;
+    uint8_t* rec = f->records.data() + i * rb;
+    std::memset(rec, 0, rb);
+    params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + f->rows[i]), seed_,
+                           f->initial.data());
+    FloatsToRecord(*layout_, ls, f->initial.data(), -1, rec);
+    f->found[i] = 2;
+  }
+}
+
+void TieredTables::Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen,
+                          std::vector<int64_t>* out) const {
+  out->clear();
+  const ShardRuns& runs = rb.shards[sh.spec.local];
+  size_t ids = 0;
+  for (const kernels::BagRun& run : runs.runs) ids += static_cast<size_t>(run.num_ids());
+  seen->Reset(ids);
+  const SlotCache& cache = *sh.cache;
+  ForEachRow(runs, [&](int64_t row) {
+    if (row < 0 || row >= sh.spec.rows || cache.Find(row) >= 0) return;
+    if (seen->Insert(row)) out->push_back(row);
+  });
 }
 
 void TieredTables::Prefetch(const RoutedBatch& rb) {
@@ -168,11 +221,7 @@ void TieredTables::Prefetch(const RoutedBatch& rb) {
       std::vector<int64_t>& rows = pf_rows_[j];
       rows.clear();
       if (sh.keyed || static_cast<size_t>(sh.spec.local) >= rb.shards.size()) continue;
-      std::unordered_map<int64_t, char> seen;
-      ForEachRow(rb.shards[sh.spec.local], [&](int64_t row) {
-        if (row < 0 || row >= sh.spec.rows || sh.cache->Find(row) >= 0) return;
-        if (seen.emplace(row, 0).second) rows.push_back(row);
-      });
+      Misses(sh, rb, &pf_seen_[j], &rows);
     }
     pf_generation_ = generation_;
   }
@@ -189,8 +238,10 @@ void TieredTables::RunPrefetches() {
     if (pf_stop_) return;
     lock.unlock();
     Status s;
-    for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
-      if (!pf_rows_[j].empty()) s = Fetch(shards_[j], pf_rows_[j], &pf_fetched_[j]);
+    for (size_t j = 0; j < shards_.size() && s.ok(); ++j) {
+      s = Fetch(shards_[j], pf_rows_[j].data(), pf_rows_[j].size(), &pf_fetched_[j]);
+      if (s.ok()) InitialRecords(shards_[j], &pf_fetched_[j]);
+    }
     lock.lock();
     pf_status_ = s;
     pf_valid_ = true;
@@ -213,6 +264,8 @@ bool TieredTables::TakePrefetch(double* waited, std::vector<Fetched>* out) {
   // generation_ changes only in Resolve, on this thread.
   if (!pf_status_.ok() || pf_generation_ != generation_) return false;
   out->swap(pf_fetched_);
+  pf_fetched_.swap(pf_spare_);
+  // An accessor's take drops its buffers instead of giving them back.
   pf_fetched_.resize(shards_.size());
   return true;
 }
@@ -229,6 +282,11 @@ Status TieredTables::Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool
   for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
     s = ResolveShard(j, rb, in_flight, training, prefetched ? &fetched : nullptr, &exposed);
   ++generation_;
+  if (prefetched) {
+    // The buffers go back for the next job (the prefetch thread never touches pf_spare_).
+    std::lock_guard<std::mutex> lock(pf_mu_);
+    pf_spare_.swap(fetched);
+  }
   for (Shard& sh : shards_) {
     ++sh.stats.steps;
     sh.stats.exposed_fetch_seconds += exposed;
@@ -258,8 +316,14 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
       }
     });
   }
-  std::vector<int64_t> misses;
-  std::unordered_map<int64_t, int32_t> miss_slot;
+  std::vector<int64_t>& misses = sh.misses;
+  misses.clear();
+  {
+    size_t ids = 0;
+    for (const kernels::BagRun& run : rb.shards[local].runs)
+      ids += static_cast<size_t>(run.num_ids());
+    sh.seen.Reset(ids);
+  }
   Status bad;
   ForEachRow(rb.shards[local], [&](int64_t row) {
     if (row < 0 || row >= sh.spec.rows) {
@@ -276,7 +340,7 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
         ++pinned;
         ++sh.stats.hits;
       }
-    } else if (miss_slot.emplace(row, -1).second) {
+    } else if (sh.seen.Insert(row)) {
       misses.push_back(row);
     }
   });
@@ -290,8 +354,10 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   sh.stats.misses += static_cast<int64_t>(misses.size());
   // Room first: each miss takes a free slot or evicts an unpinned row, whose record goes to the
   // write-back queue when a backward may have changed it since it was read.
-  std::vector<uint8_t> record(sh.record_bytes);
-  std::vector<int32_t> slots(misses.size());
+  std::vector<uint8_t>& record = sh.record;
+  record.resize(sh.record_bytes);
+  std::vector<int32_t>& slots = sh.slots;
+  slots.assign(misses.size(), -1);
   for (size_t i = 0; i < misses.size(); ++i) {
     const int32_t v = cache.Victim(epoch_);
     if (v < 0) return Status::Internal("tiered table '", name, "': no cache slot to evict");
@@ -311,60 +377,41 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     cache.Install(v, misses[i]);
     cache.Pin(v, epoch_);
     slots[i] = v;
-    miss_slot[misses[i]] = v;
     sh.keys[v] = ls.row_offset + misses[i];
   }
-  // Then the misses' records: this batch's prefetch where it read them, else read now.
-  std::vector<int64_t> now_rows;
-  std::vector<size_t> now_index;
-  for (size_t i = 0; i < misses.size(); ++i) {
-    if (prefetched != nullptr) {
-      const Fetched& f = (*prefetched)[j];
-      auto it = f.at.find(misses[i]);
-      if (it != f.at.end()) {
-        ++sh.stats.prefetched;
-        if (f.found[it->second]) {
-          UnpackSlot(*params_, *layout_, ls, slots[i],
-                     f.records.data() + it->second * sh.record_bytes);
-        } else {
-          const int64_t key = ls.row_offset + misses[i];
-          params_->InitRowsForIds(ls, std::span<const int32_t>(&slots[i], 1),
-                                  std::span<const int64_t>(&key, 1), seed_);
-          ++sh.stats.initialised;
-        }
-        continue;
-      }
-    }
-    now_rows.push_back(misses[i]);
-    now_index.push_back(i);
-  }
-  if (!now_rows.empty()) {
+  // Then the misses' records: this batch's prefetch when it read exactly them (it did when no
+  // other Resolve ran since: the same batch against the same caches), else read now.
+  const Fetched* f = nullptr;
+  if (prefetched != nullptr && (*prefetched)[j].rows == misses) {
+    f = &(*prefetched)[j];
+    sh.stats.prefetched += static_cast<int64_t>(misses.size());
+  } else if (!misses.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    Fetched f;
-    const Status s = Fetch(sh, now_rows, &f);
+    const Status s = Fetch(sh, misses.data(), misses.size(), &sh.now);
     *fetch_seconds += Seconds(t0);
-    sh.stats.queue_reads += f.queue_reads;
-    sh.stats.disk_reads += f.disk_reads;
+    sh.stats.queue_reads += sh.now.queue_reads;
+    sh.stats.disk_reads += sh.now.disk_reads;
     if (!s.ok()) {
       for (int32_t v : slots) cache.Remove(v);
       return Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
     }
-    std::vector<int32_t> init_slots;
-    std::vector<int64_t> init_keys;
-    for (size_t k = 0; k < now_rows.size(); ++k) {
-      const int32_t v = slots[now_index[k]];
-      if (f.found[k]) {
-        UnpackSlot(*params_, *layout_, ls, v, f.records.data() + k * sh.record_bytes);
-      } else {
-        init_slots.push_back(v);
-        init_keys.push_back(ls.row_offset + now_rows[k]);
-      }
-    }
-    // A row never written reads as the in-memory table's initial row: the same counter RNG,
-    // keyed by the global row, and zero optimizer state.
-    params_->InitRowsForIds(ls, init_slots, init_keys, seed_);
-    sh.stats.initialised += static_cast<int64_t>(init_slots.size());
+    f = &sh.now;
   }
+  sh.init_slots.clear();
+  sh.init_keys.clear();
+  for (size_t i = 0; i < misses.size(); ++i) {
+    if (f->found[i]) {
+      UnpackSlot(*params_, *layout_, ls, slots[i], f->records.data() + i * sh.record_bytes);
+      if (f->found[i] == 2) ++sh.stats.initialised;
+    } else {
+      sh.init_slots.push_back(slots[i]);
+      sh.init_keys.push_back(ls.row_offset + misses[i]);
+    }
+  }
+  // A row never written reads as the in-memory table's initial row: the same counter RNG,
+  // keyed by the global row, and zero optimizer state.
+  if (!sh.init_slots.empty()) params_->InitRowsForIds(ls, sh.init_slots, sh.init_keys, seed_);
+  sh.stats.initialised += static_cast<int64_t>(sh.init_slots.size());
   // Every row resident and pinned: the ids become slots, and a training batch's rows dirty.
   ForEachRow(rb.shards[local], [&](int64_t& row) {
     int32_t slot = cache.Find(row);
@@ -403,7 +450,8 @@ Status TieredTables::ReadRows(int32_t local, int32_t state, int64_t first, int64
     for (int64_t r = r0; r < r1; ++r)
       if (sh.cache->Find(r) < 0) rows.push_back(r);
     Fetched f;
-    SR_RETURN_IF_ERROR(Fetch(sh, rows, &f));
+    SR_RETURN_IF_ERROR(Fetch(sh, rows.data(), rows.size(), &f));
+    size_t i = 0;  // the next of `rows`, which are the uncached rows in order
     for (int64_t r = r0; r < r1; ++r) {
       float* dst = out + (r - first) * width;
       const int32_t slot = sh.cache->Find(r);
@@ -412,9 +460,9 @@ Status TieredTables::ReadRows(int32_t local, int32_t state, int64_t first, int64
         RecordToFloats(*layout_, ls, record.data(), state, dst);
         continue;
       }
-      const size_t i = f.at[r];
-      if (f.found[i]) {
-        RecordToFloats(*layout_, ls, f.records.data() + i * rb, state, dst);
+      const size_t k = i++;
+      if (f.found[k]) {
+        RecordToFloats(*layout_, ls, f.records.data() + k * rb, state, dst);
       } else if (state >= 0) {
         std::fill(dst, dst + width, 0.0f);
       } else {
@@ -455,7 +503,8 @@ Status TieredTables::WriteRows(int32_t local, int32_t state, int64_t first, int6
     for (int64_t r = r0; r < r1; ++r)
       if (sh.cache->Find(r) < 0) rows.push_back(r);
     Fetched f;
-    SR_RETURN_IF_ERROR(Fetch(sh, rows, &f));
+    SR_RETURN_IF_ERROR(Fetch(sh, rows.data(), rows.size(), &f));
+    size_t i = 0;  // the next of `rows`, which are the uncached rows in order
     for (int64_t r = r0; r < r1; ++r) {
       const float* src = in + (r - first) * width;
       const int32_t slot = sh.cache->Find(r);
@@ -466,9 +515,9 @@ Status TieredTables::WriteRows(int32_t local, int32_t state, int64_t first, int6
         sh.cache->set_dirty(slot, true);
         continue;
       }
-      const size_t i = f.at[r];
-      if (f.found[i]) {
-        std::memcpy(record.data(), f.records.data() + i * rb, rb);
+      const size_t k = i++;
+      if (f.found[k]) {
+        std::memcpy(record.data(), f.records.data() + k * rb, rb);
       } else {
         // A row never written: its initial weights and zero state, then the new part.
         std::fill(record.begin(), record.end(), 0);

@@ -25,6 +25,7 @@
 #include "impl/embedding/layout.h"
 #include "impl/embedding/param_store.h"
 #include "impl/embedding/tiered/cache_layout.h"
+#include "impl/embedding/tiered/row_set.h"
 #include "impl/embedding/tiered/slot_cache.h"
 #include "impl/embedding/tiered/tier_config.h"
 #include "impl/embedding/tiered/tier_stats.h"
@@ -99,6 +100,22 @@ class TieredTables {
   bool IsTieredTable(int32_t table) const;
 
  private:
+  // What one read of a shard's rows got (a prefetch's or a forward's own). Its buffers are kept
+  // from batch to batch, so a forward allocates nothing in the steady state.
+  struct Fetched {
+    std::vector<int64_t> rows;  // the rows read, in the order asked
+    std::vector<uint8_t> records;
+    std::vector<uint8_t> found;  // per row: 1 a record was read, 2 initialised here, 0 neither
+    int64_t queue_reads = 0;     // records found in the write-back queue
+    int64_t disk_reads = 0;      // records the store had
+    // Scratch of Fetch: the rows not in the queue and where they go.
+    std::vector<int64_t> from_store;
+    std::vector<size_t> index;
+    std::vector<uint8_t> got;
+    std::unique_ptr<bool[]> got_found;
+    size_t got_found_size = 0;
+    std::vector<float> initial;  // InitialRecords' scratch
+  };
   struct Shard {
     TieredShard spec;
     std::string path;
@@ -108,18 +125,27 @@ class TieredTables {
     size_t record_bytes = 0;
     TierStats stats;
     bool keyed = false;  // a dynamic table's: not prefetched (its ids are not rows yet)
+    // Scratch of ResolveShard, kept between batches.
+    RowSet seen;
+    std::vector<int64_t> misses;
+    std::vector<int32_t> slots;
+    std::vector<int32_t> init_slots;
+    std::vector<int64_t> init_keys;
+    std::vector<uint8_t> record;
+    Fetched now;
   };
-  // What one prefetch read for one shard.
-  struct Fetched {
-    std::unordered_map<int64_t, size_t> at;  // row -> index into records
-    std::vector<uint8_t> records;
-    std::vector<uint8_t> found;  // per index: a record was read (else: never written)
-    int64_t queue_reads = 0;     // records found in the write-back queue
-    int64_t disk_reads = 0;      // records the store had
-  };
-  // Reads `rows` of `sh` from the queue or the store into `f` (found flags, records, counts).
+  // Reads `n` rows of `sh` from the queue or the store into `f` (rows, found flags, records,
+  // counts): all of them in one batched Get, whose reads the store keeps in flight together.
   // Runs on either thread; touches no counter of `sh`.
-  Status Fetch(Shard& sh, const std::vector<int64_t>& rows, Fetched* f);
+  Status Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f);
+  // Makes the record of every row of `f` that was neither queued nor stored (found 0) its
+  // initial record (the in-memory table's initial weights, zero state) and marks it found 2, so
+  // the forward only copies it: the prefetch thread does this work off the forward's path.
+  void InitialRecords(const Shard& sh, Fetched* f) const;
+  // The rows of local shard `local` in `rb` that are not cached, each once, in order of first
+  // occurrence, into `out` (using `seen`).
+  void Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen,
+              std::vector<int64_t>* out) const;
   Status ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight, bool training,
                       const std::vector<Fetched>* prefetched, double* fetch_seconds);
   // Waits for the prefetch job in flight (adding the wait to `waited`), counts its reads, and
@@ -144,6 +170,8 @@ class TieredTables {
   uint64_t pf_generation_ = 0;
   std::vector<std::vector<int64_t>> pf_rows_;
   std::vector<Fetched> pf_fetched_;
+  std::vector<Fetched> pf_spare_;  // the buffers of the job a Resolve took, given back after it
+  std::vector<RowSet> pf_seen_;
   Status pf_status_;
   bool pf_valid_ = false;  // pf_fetched_ holds a finished job's reads
   std::thread pf_thread_;

@@ -48,6 +48,25 @@ bool WriteBackQueue::Find(store::RowStore* store, int64_t key, uint8_t* out) con
   return true;
 }
 
+size_t WriteBackQueue::FindMany(store::RowStore* store, const int64_t* keys, size_t n, uint8_t* out,
+                                uint8_t* found) const {
+  const size_t vb = store->value_bytes();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_.empty()) {
+    std::fill(found, found + n, uint8_t{0});
+    return 0;
+  }
+  size_t hits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    auto it = pending_.find(Key{store, keys[i]});
+    found[i] = it != pending_.end() ? 1 : 0;
+    if (it == pending_.end()) continue;
+    std::memcpy(out + i * vb, it->second.record.data(), vb);
+    ++hits;
+  }
+  return hits;
+}
+
 Status WriteBackQueue::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait(lock, [&] { return (order_.empty() && in_flight_ == 0) || !error_.ok(); });

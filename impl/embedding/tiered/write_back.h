@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,6 +38,10 @@ class WriteBackQueue {
   // Copies the newest queued record of (store, key) into `out` and returns true; false when none
   // is queued.
   bool Find(store::RowStore* store, int64_t key, uint8_t* out) const;
+  // Find of `n` rows of `store` under one lock: found[i] says whether row keys[i]'s record was
+  // copied to out + i * value_bytes. Returns how many were.
+  size_t FindMany(store::RowStore* store, const int64_t* keys, size_t n, uint8_t* out,
+                  uint8_t* found) const;
 
   // Waits until every queued record is in its store; the writer's error if a write failed.
   Status Drain();
@@ -48,6 +52,13 @@ class WriteBackQueue {
 
  private:
   using Key = std::pair<store::RowStore*, int64_t>;
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return static_cast<size_t>(
+          (static_cast<uint64_t>(k.second) ^ reinterpret_cast<uintptr_t>(k.first)) *
+          0x9E3779B97F4A7C15ull);
+    }
+  };
   struct Pending {
     std::vector<uint8_t> record;
     uint64_t seq = 0;
@@ -57,8 +68,8 @@ class WriteBackQueue {
   const size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::map<Key, Pending> pending_;              // newest record per row
-  std::deque<std::pair<Key, uint64_t>> order_;  // writes in push order (seq of each)
+  std::unordered_map<Key, Pending, KeyHash> pending_;  // newest record per row
+  std::deque<std::pair<Key, uint64_t>> order_;         // writes in push order (seq of each)
   uint64_t next_seq_ = 1;
   size_t in_flight_ = 0;  // records the writer took and has not finished
   Status error_;

@@ -80,6 +80,23 @@ TEST_P(StoreSizes, PutGetOverwriteEraseAcrossSegments) {
 
 INSTANTIATE_TEST_SUITE_P(ValueBytes, StoreSizes, ::testing::Values(1, 128, 512, 4080, 5000));
 
+// Records of one Get that share a page are read with one I/O (the bytes read count pages), in any
+// order of the keys, and each comes back to its own place.
+TEST(Store, RecordsSharingAPageAreReadOnce) {
+  StoreOptions o = Options("store_page_once", 128);  // 28 records of 144 B per 4 KiB page
+  auto s = MustOpen(o);
+  const std::vector<int64_t> keys = Range(0, 280);  // pages 1-10 of the segment
+  PutRound(s.get(), keys, 1);
+  ASSERT_TRUE(s->Flush().ok());  // the records leave the tail buffer: Gets read the file
+  const StoreStats before = s->stats();
+  // Three keys of the first page and two of the last, interleaved, and one key twice.
+  const std::vector<int64_t> want = {0, 279, 5, 270, 27, 5};
+  ExpectRound(s.get(), want, 1);
+  const StoreStats after = s->stats();
+  EXPECT_EQ(after.reads - before.reads, 6);
+  EXPECT_EQ(after.read_bytes - before.read_bytes, 2 * 4096);
+}
+
 TEST(Store, FlushedStateSurvivesReopenAndUnflushedDoesNot) {
   StoreOptions o = Options("store_reopen");
   const std::vector<int64_t> keys = Range(0, 2000);

@@ -5,6 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "impl/embedding/tiered/cache_layout.h"
+#include "impl/embedding/tiered/row_set.h"
+
 namespace shardrec::embedding::tiered {
 namespace {
 
@@ -51,6 +58,62 @@ TEST(SlotCache, TheSameCallsGiveTheSameSlots) {
     return slots;
   };
   EXPECT_EQ(run(), run());
+}
+
+// The row-to-slot map (open addressing with backward-shift deletion) against a reference map
+// through many installs and evictions of rows that collide in the map's low bits.
+TEST(SlotCache, FindsWhatAReferenceMapFinds) {
+  for (int64_t slots : {1, 7, 64, 1000}) {
+    SlotCache c(slots);
+    std::unordered_map<int64_t, int32_t> ref;
+    std::mt19937_64 rng(static_cast<uint64_t>(slots));
+    uint32_t epoch = 0;
+    for (int step = 0; step < 20000; ++step) {
+      ++epoch;
+      // Rows in a range a few times the cache, some spread far apart, some negative keys' bits.
+      const int64_t row = static_cast<int64_t>(rng() % static_cast<uint64_t>(3 * slots + 5)) *
+                          ((step % 3 == 0) ? (int64_t{1} << 40) + 1 : 1);
+      int32_t v = c.Find(row);
+      const auto it = ref.find(row);
+      ASSERT_EQ(v, it == ref.end() ? -1 : it->second) << "slots " << slots << " step " << step;
+      if (v < 0) {
+        v = c.Victim(epoch);
+        ASSERT_GE(v, 0);
+        if (c.row_of(v) >= 0) {
+          ref.erase(c.row_of(v));
+          c.Remove(v);
+        }
+        c.Install(v, row);
+        ref[row] = v;
+      } else {
+        c.Touch(v);
+      }
+      c.Pin(v, epoch);
+      ASSERT_EQ(c.resident(), static_cast<int64_t>(ref.size()));
+    }
+    for (const auto& [row, slot] : ref) EXPECT_EQ(c.Find(row), slot);
+  }
+}
+
+// The metadata fits the 32 B per slot charged against cache_bytes.
+TEST(SlotCache, MetadataWithinItsChargePerSlot) {
+  for (int64_t slots : {1, 1000, 1025, 40000, 65537}) {
+    SlotCache c(slots);
+    EXPECT_LE(c.memory_bytes(), static_cast<size_t>(slots) * kSlotOverheadBytes + 64)
+        << slots << " slots";
+  }
+}
+
+TEST(RowSet, InsertsEachRowOnceAndClearsOnReset) {
+  RowSet s;
+  for (int round = 0; round < 3; ++round) {
+    s.Reset(100);
+    for (int64_t r = 0; r < 100; ++r) EXPECT_TRUE(s.Insert(r * 7919 - 50));
+    for (int64_t r = 0; r < 100; ++r) EXPECT_FALSE(s.Insert(r * 7919 - 50));
+  }
+  s.Reset(5000);  // grows
+  for (int64_t r = 0; r < 5000; ++r) EXPECT_TRUE(s.Insert(r << 33));
+  EXPECT_FALSE(s.Insert(int64_t{4999} << 33));
 }
 
 }  // namespace

@@ -43,6 +43,32 @@ TEST(WriteBackQueue, QueuedRecordsAreFoundUntilStoredAndTheNewestWins) {
   EXPECT_EQ(StoredByte(store, 6), 3);
 }
 
+TEST(WriteBackQueue, FindManyFindsTheNewestRecordOfEachQueuedRowOfItsStore) {
+  MemoryRowStore store(8), other(8);
+  WriteBackQueue q(16);
+  store.hold(true);
+  other.hold(true);
+  ASSERT_TRUE(q.Push(&store, 5, Record(1).data()).ok());
+  ASSERT_TRUE(q.Push(&store, 5, Record(2).data()).ok());
+  ASSERT_TRUE(q.Push(&other, 6, Record(4).data()).ok());
+  ASSERT_TRUE(q.Push(&store, 7, Record(3).data()).ok());
+  const int64_t keys[] = {7, 6, 5, 8};
+  uint8_t out[4 * 8] = {};
+  uint8_t found[4] = {9, 9, 9, 9};
+  EXPECT_EQ(q.FindMany(&store, keys, 4, out, found), 2u);
+  EXPECT_EQ(found[0], 1);
+  EXPECT_EQ(out[0], 3);
+  EXPECT_EQ(found[1], 0);  // row 6 is queued for the other store only
+  EXPECT_EQ(found[2], 1);
+  EXPECT_EQ(out[16], 2);
+  EXPECT_EQ(found[3], 0);
+  store.hold(false);
+  other.hold(false);
+  ASSERT_TRUE(q.Drain().ok());
+  EXPECT_EQ(q.FindMany(&store, keys, 4, out, found), 0u);
+  EXPECT_EQ(found[0] + found[1] + found[2] + found[3], 0);
+}
+
 TEST(WriteBackQueue, AFailedWriteKeepsTheRecordsAndIsReported) {
   MemoryRowStore store(8);
   WriteBackQueue q(16);
