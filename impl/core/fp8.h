@@ -21,11 +21,17 @@
 #include <cstdint>
 #include <cstring>
 
+#include "impl/core/dtype.h"
 #include "impl/core/host_device.h"
 
 namespace shardrec {
 
 enum class Fp8Kind : int32_t { kE4M3 = 0, kE5M2 = 1 };
+
+// The kind of an FP8 weight dtype (DType::kFp8E4M3 or kFp8E5M2, which its caller has checked).
+constexpr Fp8Kind Fp8KindOf(DType t) {
+  return t == DType::kFp8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
+}
 
 // A row of `dim` FP8 values: its fp32 scale, then one code a value.
 inline constexpr uint64_t kFp8HeaderBytes = 4;
