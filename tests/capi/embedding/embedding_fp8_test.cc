@@ -229,7 +229,7 @@ TEST(EmbeddingFp8Mixed, ColumnSplitsAreRefused) {
   ASSERT_NE(dt, std::string::npos);
   json.replace(dt, 9, "\"fp8_e4m3\"");
   shardrec_plan_t* fp8_plan = nullptr;
-  ASSERT_EQ(shardrec_plan_from_json(&fp8_plan, json.c_str(), nullptr), SHARDREC_OK)
+  ASSERT_EQ(shardrec_plan_from_json(&fp8_plan, json.c_str(), json.size()), SHARDREC_OK)
       << shardrec_last_error();
   PlanPtr fp8(fp8_plan);
   SpawnRanks(s.world, [&](int r) {
@@ -308,7 +308,8 @@ std::vector<std::vector<float>> TrainAndSave(const Scenario& s, const std::strin
     }
     ASSERT_EQ(shardrec_checkpoint_save(c.get(), dir.c_str(), nullptr), SHARDREC_OK)
         << shardrec_last_error();
-    if (r == 0) snap = Snapshot(c.get(), s);
+    const auto mine = Snapshot(c.get(), s);  // collective: every rank
+    if (r == 0) snap = mine;
   });
   return snap;
 }
@@ -327,7 +328,9 @@ shardrec_status_t Load(const Scenario& s, const std::string& dir, bool convert,
     shardrec_checkpoint_options_init(&o, SHARDREC_CHECKPOINT_OPTIONS_VERSION);
     o.allow_dtype_change = convert ? 1 : 0;
     rc[r] = shardrec_checkpoint_load(c.get(), dir.c_str(), &o);
-    if (r == 0 && rc[r] == SHARDREC_OK) *snap = Snapshot(c.get(), s);
+    if (rc[r] != SHARDREC_OK) return;
+    const auto mine = Snapshot(c.get(), s);  // collective: every rank
+    if (r == 0) *snap = mine;
   });
   return rc[0];
 }
