@@ -682,6 +682,8 @@ extern swig_intgo _wrap_DTYPE_FLOAT64_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DTYPE_INT32_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DTYPE_INT64_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DTYPE_UINT8_swig_3a7f64bbe3f0cb13(void);
+extern swig_intgo _wrap_DTYPE_FP8_E4M3_swig_3a7f64bbe3f0cb13(void);
+extern swig_intgo _wrap_DTYPE_FP8_E5M2_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DEVICE_HOST_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DEVICE_CUDA_swig_3a7f64bbe3f0cb13(void);
 extern swig_intgo _wrap_DELTA_FULL_swig_3a7f64bbe3f0cb13(void);
@@ -1449,6 +1451,20 @@ func _swig_getDTYPE_UINT8() (_swig_ret Enum_SS_shardrec_dtype) {
 }
 
 var DTYPE_UINT8 Enum_SS_shardrec_dtype = _swig_getDTYPE_UINT8()
+func _swig_getDTYPE_FP8_E4M3() (_swig_ret Enum_SS_shardrec_dtype) {
+	var swig_r Enum_SS_shardrec_dtype
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FP8_E4M3_swig_3a7f64bbe3f0cb13())
+	return swig_r
+}
+
+var DTYPE_FP8_E4M3 Enum_SS_shardrec_dtype = _swig_getDTYPE_FP8_E4M3()
+func _swig_getDTYPE_FP8_E5M2() (_swig_ret Enum_SS_shardrec_dtype) {
+	var swig_r Enum_SS_shardrec_dtype
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FP8_E5M2_swig_3a7f64bbe3f0cb13())
+	return swig_r
+}
+
+var DTYPE_FP8_E5M2 Enum_SS_shardrec_dtype = _swig_getDTYPE_FP8_E5M2()
 type Enum_SS_shardrec_device_type int
 func _swig_getDEVICE_HOST() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type

@@ -1401,6 +1401,30 @@ intgo _wrap_DTYPE_UINT8_swig_3a7f64bbe3f0cb13() {
 }
 
 
+intgo _wrap_DTYPE_FP8_E4M3_swig_3a7f64bbe3f0cb13() {
+  enum shardrec_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DTYPE_FP8_E4M3;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DTYPE_FP8_E5M2_swig_3a7f64bbe3f0cb13() {
+  enum shardrec_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DTYPE_FP8_E5M2;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_DEVICE_HOST_swig_3a7f64bbe3f0cb13() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
