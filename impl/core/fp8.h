@@ -197,7 +197,8 @@ SHARDREC_HD void EncodeFp8Row(Fp8Kind kind, const float* x, int64_t dim, uint8_t
   const uint32_t min_normal = fp8_detail::MinNormalBits(p);
   for (int64_t i = 0; i < dim; ++i) {
     const uint32_t u = fp8_detail::Bits(x[i] * inv);
-    codes[i] = static_cast<uint8_t>(((u >> 24) & 0x80u) | fp8_detail::NormalCode(p, u & 0x7FFFFFFFu));
+    codes[i] =
+        static_cast<uint8_t>(((u >> 24) & 0x80u) | fp8_detail::NormalCode(p, u & 0x7FFFFFFFu));
   }
   for (int64_t i = 0; i < dim; ++i) {
     const float y = x[i] * inv;

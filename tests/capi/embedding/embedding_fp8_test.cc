@@ -341,8 +341,8 @@ shardrec_status_t Load(const Scenario& s, const std::string& dir, bool convert,
 TEST(EmbeddingFp8Mixed, CheckpointsKeepFp8RowsAndConvert) {
   const std::string dir = ::testing::TempDir() + "fp8_ckpt";
   const std::string dir32 = ::testing::TempDir() + "fp8_ckpt_fp32";
-  Scenario s = Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE,
-                           SHARDREC_POOLING_SUM);
+  Scenario s =
+      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.tables[2].dtype = SHARDREC_DTYPE_FP8_E5M2;
   s.optimizer.type = SHARDREC_OPTIMIZER_ADAM;
   s.optimizer.lr = 0.05f;
@@ -368,8 +368,7 @@ TEST(EmbeddingFp8Mixed, CheckpointsKeepFp8RowsAndConvert) {
     for (size_t t = 0; t < s.tables.size(); ++t) {
       std::vector<float> want = saved[t * per_table];
       for (float& x : want) x = RoundToStorage(x, dtype);
-      EXPECT_EQ(std::memcmp(got[t * per_table].data(), want.data(), sizeof(float) * want.size()),
-                0)
+      EXPECT_EQ(std::memcmp(got[t * per_table].data(), want.data(), sizeof(float) * want.size()), 0)
           << "table " << t << " into dtype " << dtype;
     }
   }

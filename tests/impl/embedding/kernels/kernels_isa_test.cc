@@ -116,8 +116,8 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
     for (auto type : {optim::OptimizerType::kSgd, optim::OptimizerType::kAdagrad,
                       optim::OptimizerType::kRowWiseAdagrad, optim::OptimizerType::kAdam,
                       optim::OptimizerType::kPartialRowWiseAdam, optim::OptimizerType::kLamb}) {
-      for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFp8E4M3,
-                       DType::kFp8E5M2}) {
+      for (DType dt :
+           {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFp8E4M3, DType::kFp8E5M2}) {
         for (bool weighted : {false, true}) {
           ++combo;
           optim::OptimizerConfig cfg;
