@@ -52,7 +52,7 @@ func TestVersionAndElementSizes(t *testing.T) {
 		t.Fatalf("Version() = %d for %q", got, VersionString())
 	}
 	want := map[DType]int{DTypeFloat32: 4, DTypeFloat16: 2, DTypeBFloat16: 2, DTypeFloat64: 8,
-		DTypeInt32: 4, DTypeInt64: 8, DTypeUint8: 1, DType(99): 0}
+		DTypeInt32: 4, DTypeInt64: 8, DTypeUint8: 1, DTypeFP8E4M3: 0, DTypeFP8E5M2: 0, DType(99): 0}
 	for d, n := range want {
 		if d.Size() != n {
 			t.Errorf("DType(%d).Size() = %d, want %d", d, d.Size(), n)

@@ -180,7 +180,7 @@ func (i InitKind) String() string {
 
 var dTypeNames = []string{
 	"DTypeFloat32", "DTypeFloat16", "DTypeBFloat16", "DTypeFloat64", "DTypeInt32",
-	"DTypeInt64", "DTypeUint8",
+	"DTypeInt64", "DTypeUint8", "DTypeFP8E4M3", "DTypeFP8E5M2",
 }
 
 // String gives the constant's name (DType(n) for a value without one).

@@ -49,7 +49,7 @@ func TestEnumNames(t *testing.T) {
 		"Pooling":    {PoolingSum, PoolingMean, PoolingNone},
 		"InitKind":   {InitDefault, InitUniform, InitConstant},
 		"DType": {DTypeFloat32, DTypeFloat16, DTypeBFloat16, DTypeFloat64, DTypeInt32, DTypeInt64,
-			DTypeUint8},
+			DTypeUint8, DTypeFP8E4M3, DTypeFP8E5M2},
 		"DeviceType": {DeviceHost, DeviceCUDA},
 	}
 	for typ, values := range all {

@@ -56,7 +56,8 @@ type DType int
 // Size is the size in bytes of one element (shardrec_dtype_size); 0 for an unknown value.
 func (d DType) Size() int { return int(swig.Dtype_size(int(d))) }
 
-// Element types (shardrec/common.h); tables store FLOAT32, FLOAT16 or BFLOAT16.
+// Element types (shardrec/common.h); tables store FLOAT32, FLOAT16, BFLOAT16 or, on the host,
+// FP8 E4M3 / E5M2 rows (a per-row scale; weight storage types only, Size 0).
 const (
 	DTypeFloat32  DType = 0
 	DTypeFloat16  DType = 1
@@ -65,6 +66,8 @@ const (
 	DTypeInt32    DType = 4
 	DTypeInt64    DType = 5
 	DTypeUint8    DType = 6
+	DTypeFP8E4M3  DType = 7
+	DTypeFP8E5M2  DType = 8
 )
 
 // DeviceType is where buffers live (shardrec_device_type_t).

@@ -98,9 +98,11 @@ Status ConvertTables(const shardrec_table_config_t* tables, size_t n,
     if (c.pooling < SHARDREC_POOLING_SUM || c.pooling > SHARDREC_POOLING_NONE)
       return Status::InvalidArgument(what, ": unknown pooling ", c.pooling);
     if (c.dtype != SHARDREC_DTYPE_FLOAT32 && c.dtype != SHARDREC_DTYPE_FLOAT16 &&
-        c.dtype != SHARDREC_DTYPE_BFLOAT16)
-      return Status::InvalidArgument(what, ": dtype ", c.dtype,
-                                     " is not a weight type (FLOAT32, FLOAT16, BFLOAT16)");
+        c.dtype != SHARDREC_DTYPE_BFLOAT16 && c.dtype != SHARDREC_DTYPE_FP8_E4M3 &&
+        c.dtype != SHARDREC_DTYPE_FP8_E5M2)
+      return Status::InvalidArgument(
+          what, ": dtype ", c.dtype,
+          " is not a weight type (FLOAT32, FLOAT16, BFLOAT16, FP8_E4M3, FP8_E5M2)");
     if (c.init_kind < SHARDREC_INIT_DEFAULT || c.init_kind > SHARDREC_INIT_CONSTANT)
       return Status::InvalidArgument(what, ": unknown init_kind ", c.init_kind);
     SR_RETURN_IF_ERROR(CheckArray(c.features, c.num_features, what + ": features"));

@@ -25,6 +25,8 @@
  *             [--launcher env] [--save DIR]
  *             [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]
  *              [--admission N [--admission-decay K]]] [--tiered DIR]
+ *             [--tables fp32|fp16|bf16|fp8_e4m3|fp8_e5m2]
+ * --tables: every table's weight storage (FP8: no replica groups, --shard = --world).
  * --tiered DIR: the largest table's rows and optimizer state on local disk under a DRAM cache of
  * a fifth of its rows (docs/disk-tier.md); the end prints its hit rate and disk reads.
  * --launcher env: one rank per process, rank and world from the launcher (torchrun, mpirun,
@@ -66,6 +68,8 @@ static int64_t g_rows[26];
 static int64_t g_dynamic = 0;
 /* --tiered DIR: the largest table on local disk under a cache of a fifth of its rows. */
 static const char* g_tiered = NULL;
+/* --tables: every table's weight storage type (a SHARDREC_DTYPE_* value). */
+static int32_t g_table_dtype = SHARDREC_DTYPE_FLOAT32;
 static int g_tier_table = 0;
 static int64_t g_capacity[26];
 static shardrec_dynamic_table_config_t g_dynamic_config = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
@@ -307,6 +311,7 @@ static void* run_rank(void* arg) {
   cfg.seed = g_seed;
   cfg.sync_interval = g_sync_every;
   if (g_dynamic > 0) cfg.dynamic = &g_dynamic_config;
+  cfg.table_dtype = g_table_dtype;
   if (g_tiered != NULL) {
     /* A fifth of the table's rows over the ranks (the planner splits this table by rows over
        every rank of the sharding group): each row is 16 fp32 values, one row-wise Adagrad
@@ -477,6 +482,8 @@ static int usage(const char* argv0) {
           "          [--launcher env] [--save DIR]\n"
           "          [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]\n"
           "           [--admission N [--admission-decay K]]] [--tiered DIR]\n"
+          "          [--tables fp32|fp16|bf16|fp8_e4m3|fp8_e5m2]\n"
+          "  --tables: every table's weight storage (fp8_*: --shard = --world, fixed tables);\n"
           "  --tiered DIR: the largest table's rows on local disk (DIR/rank<R>) under a DRAM\n"
           "  cache of a fifth of them (no replica groups: --shard = --world; fixed tables);\n"
           "  --launcher env: one rank per process, placed by torchrun, mpirun or srun;\n"
@@ -544,6 +551,16 @@ int main(int argc, char** argv) {
       if (end == v || *end != '\0' || g_dynamic < 1) return usage(argv[0]);
     } else if (strcmp(a, "--tiered") == 0)
       g_tiered = v;
+    else if (strcmp(a, "--tables") == 0 && strcmp(v, "fp32") == 0)
+      g_table_dtype = SHARDREC_DTYPE_FLOAT32;
+    else if (strcmp(a, "--tables") == 0 && strcmp(v, "fp16") == 0)
+      g_table_dtype = SHARDREC_DTYPE_FLOAT16;
+    else if (strcmp(a, "--tables") == 0 && strcmp(v, "bf16") == 0)
+      g_table_dtype = SHARDREC_DTYPE_BFLOAT16;
+    else if (strcmp(a, "--tables") == 0 && strcmp(v, "fp8_e4m3") == 0)
+      g_table_dtype = SHARDREC_DTYPE_FP8_E4M3;
+    else if (strcmp(a, "--tables") == 0 && strcmp(v, "fp8_e5m2") == 0)
+      g_table_dtype = SHARDREC_DTYPE_FP8_E5M2;
     else if (strcmp(a, "--admission") == 0)
       g_dynamic_config.admission_threshold = atoi(v);
     else if (strcmp(a, "--admission-decay") == 0)
@@ -591,7 +608,9 @@ int main(int argc, char** argv) {
   if (g_world < 1 || g_world > MAX_WORLD || g_shard < 1 || g_world % g_shard != 0 || g_steps < 1 ||
       g_batch < 1 || g_report < 1 || g_max_rows < 1 || g_eval_every < 0 || g_eval_batches < 1 ||
       g_sync_every < 1 || g_rank >= g_world || g_dynamic < 0 ||
-      (g_tiered != NULL && (g_shard != g_world || g_dynamic > 0)))
+      (g_tiered != NULL && (g_shard != g_world || g_dynamic > 0)) ||
+      ((g_table_dtype == SHARDREC_DTYPE_FP8_E4M3 || g_table_dtype == SHARDREC_DTYPE_FP8_E5M2) &&
+       (g_shard != g_world || g_dynamic > 0)))
     return usage(argv[0]);
   for (i = 0; i < 26; ++i) g_rows[i] = kCriteoRows[i] < g_max_rows ? kCriteoRows[i] : g_max_rows;
   for (i = 1; i < 26; ++i)

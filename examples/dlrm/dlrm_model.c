@@ -97,6 +97,7 @@ static shardrec_status_t make_plan(dlrm_t* m) {
     tables[f].features = &feature_index[f];
     tables[f].num_features = 1;
     tables[f].dynamic = c->dynamic;
+    tables[f].dtype = c->table_dtype;
   }
   shardrec_topology_init(&topology, SHARDREC_TOPOLOGY_VERSION);
   topology.world_size = c->shard_size;

@@ -57,6 +57,9 @@ typedef struct dlrm_config {
   const char* tier_dir;
   int tier_table;
   int64_t tier_cache_bytes;
+  /* Every table's weight storage (a SHARDREC_DTYPE_* weight type; 0: FLOAT32). FP8 tables take
+     no replica groups (shard_size must be the world size) and no dynamic tables. */
+  int32_t table_dtype;
 } dlrm_config_t;
 
 /* Seconds spent per phase, summed over training steps. */

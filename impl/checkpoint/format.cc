@@ -37,6 +37,9 @@ const char* SafetensorsDType(DType t) {
       return "I64";
     case DType::kUInt8:
       return "U8";
+    case DType::kFp8E4M3:  // FP8 tables are saved as fp32 records (save.cc)
+    case DType::kFp8E5M2:
+      return "?";
   }
   return "?";
 }
@@ -51,8 +54,9 @@ bool DTypeFromSafetensors(const std::string& s, DType* out) {
   return false;
 }
 
+// Tables may name the FP8 storage types too (their weight records are fp32: save.cc).
 bool DTypeFromName(const std::string& s, DType* out) {
-  for (int v = 0; v <= 6; ++v) {
+  for (int v = 0; v <= kMaxDTypeValue; ++v) {
     if (s == DTypeName(static_cast<DType>(v))) {
       *out = static_cast<DType>(v);
       return true;

@@ -112,6 +112,11 @@ Status ImportTable(embedding::TableStorage& storage, FileSystem& fs, const std::
     if (storage.input_dist_pending())
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
     SR_RETURN_IF_ERROR(embedding::RefuseTiered(storage, "a table import"));
+    const int32_t ti = storage.plan().TableIndex(table);
+    if (ti >= 0 && IsFp8DType(storage.plan().tables[ti].dtype))
+      return Status::Unsupported("a table import does not take FP8 tables yet (table '", table,
+                                 "' stores ", DTypeName(storage.plan().tables[ti].dtype),
+                                 " rows); load a checkpoint or use set_weights");
     std::vector<embedding::StateInfo> states;
     SR_RETURN_IF_ERROR(storage.TableStates(table, &states));
     // TableStates found the table (index >= 0).

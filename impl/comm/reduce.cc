@@ -69,6 +69,9 @@ ReduceFn Pick(DType dtype) {
       return &Reduce16<HalfToFloat, FloatToHalf, Op>;
     case DType::kBFloat16:
       return &Reduce16<BFloat16ToFloat, FloatToBFloat16, Op>;
+    case DType::kFp8E4M3:  // weight storage only (IsValidDType refuses them before this)
+    case DType::kFp8E5M2:
+      return nullptr;
   }
   return nullptr;
 }
@@ -130,6 +133,9 @@ void DivideBy(void* buf, size_t n, DType dtype, int divisor) {
       break;
     case DType::kBFloat16:
       Divide16<BFloat16ToFloat, FloatToBFloat16>(buf, n, divisor);
+      break;
+    case DType::kFp8E4M3:  // weight storage only (IsValidDType refuses them before this)
+    case DType::kFp8E5M2:
       break;
   }
 }

@@ -21,11 +21,17 @@
 #include <cstdint>
 #include <cstring>
 
+#include "impl/core/dtype.h"
 #include "impl/core/host_device.h"
 
 namespace shardrec {
 
 enum class Fp8Kind : int32_t { kE4M3 = 0, kE5M2 = 1 };
+
+// The kind of an FP8 weight dtype (DType::kFp8E4M3 or kFp8E5M2, which its caller has checked).
+constexpr Fp8Kind Fp8KindOf(DType t) {
+  return t == DType::kFp8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
+}
 
 // A row of `dim` FP8 values: its fp32 scale, then one code a value.
 inline constexpr uint64_t kFp8HeaderBytes = 4;
@@ -65,6 +71,22 @@ SHARDREC_HD float Float(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof(f));
   return f;
+}
+
+// fp32 bits of the format's smallest normal value: magnitudes from it up take NormalCode.
+SHARDREC_HD constexpr uint32_t MinNormalBits(const Params& p) {
+  return static_cast<uint32_t>(127 + 1 - p.bias) << 23;
+}
+
+// EncodeFp8's code (without the sign) of a magnitude `a` (fp32 bits, sign cleared) at least
+// MinNormalBits: NaN, saturated or rounded to a normal code. Branch-free (selects only), so a
+// row's loop over it vectorizes; the same steps as EncodeFp8's normal branch.
+SHARDREC_HD uint32_t NormalCode(const Params& p, uint32_t a) {
+  const int shift = 23 - p.mant_bits;
+  uint32_t r = a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u);
+  r = (r >> shift) - (static_cast<uint32_t>(127 - p.bias) << p.mant_bits);
+  r = a >= p.max_bits ? p.max_code : r;
+  return a > 0x7F800000u ? p.nan_code : r;
 }
 
 }  // namespace fp8_detail
@@ -154,20 +176,34 @@ SHARDREC_HD float Fp8ScaleOf(int exp) {
   return fp8_detail::Float(static_cast<uint32_t>(exp + 127) << 23);
 }
 
-// Encodes `x[0..dim)` into `row` (kFp8HeaderBytes + dim bytes): the scale, then the codes.
+// Encodes `x[0..dim)` into `row` (kFp8HeaderBytes + dim bytes): the scale, then the codes,
+// each EncodeFp8's. Written as loops without branches (the finite magnitudes' largest as the
+// largest of their bits, which order as the values do; every code by NormalCode) and a fix-up
+// of the values below the smallest normal, so that training's per-update encoding of whole rows
+// vectorizes.
 SHARDREC_HD void EncodeFp8Row(Fp8Kind kind, const float* x, int64_t dim, uint8_t* row) {
-  float amax = 0.f;
+  uint32_t amax_bits = 0;
   for (int64_t i = 0; i < dim; ++i) {
     const uint32_t bits = fp8_detail::Bits(x[i]) & 0x7FFFFFFFu;
-    const float a = fp8_detail::Float(bits);
-    if (bits < 0x7F800000u && a > amax) amax = a;  // finite values only
+    const uint32_t finite = bits < 0x7F800000u ? bits : 0u;  // finite values only
+    amax_bits = finite > amax_bits ? finite : amax_bits;
   }
-  const int k = Fp8ScaleExp(kind, amax);
+  const int k = Fp8ScaleExp(kind, fp8_detail::Float(amax_bits));
   const float scale = Fp8ScaleOf(k);
   const float inv = Fp8ScaleOf(-k);  // exact: -k is within [-111, 126]
   memcpy(row, &scale, sizeof(scale));
   uint8_t* codes = row + kFp8HeaderBytes;
-  for (int64_t i = 0; i < dim; ++i) codes[i] = EncodeFp8(kind, x[i] * inv);
+  const fp8_detail::Params p = fp8_detail::ParamsOf(kind);
+  const uint32_t min_normal = fp8_detail::MinNormalBits(p);
+  for (int64_t i = 0; i < dim; ++i) {
+    const uint32_t u = fp8_detail::Bits(x[i] * inv);
+    codes[i] =
+        static_cast<uint8_t>(((u >> 24) & 0x80u) | fp8_detail::NormalCode(p, u & 0x7FFFFFFFu));
+  }
+  for (int64_t i = 0; i < dim; ++i) {
+    const float y = x[i] * inv;
+    if ((fp8_detail::Bits(y) & 0x7FFFFFFFu) < min_normal) codes[i] = EncodeFp8(kind, y);
+  }
 }
 
 // Decodes a row written by EncodeFp8Row into `out[0..dim)`; exact.

@@ -6,7 +6,8 @@
 // Row-wise quantized rows (int8, int4) start with an fp32 scale and an fp32 bias (value = code x
 // scale + bias), then the codes; int4 packs two codes a byte, the low nibble first.
 // FP8 rows (E4M3, E5M2: fp8.h) start with an fp32 power-of-two scale (kFp8HeaderBytes), then one
-// code a value (value = decoded code x scale); only serving accepts them so far.
+// code a value (value = decoded code x scale); serving and training storage (SHARDREC_DTYPE_FP8_*
+// tables) accept them.
 #pragma once
 
 #include <cstdint>
@@ -79,10 +80,13 @@ constexpr bool RowFormatOf(DType t, RowFormat* out) {
       return false;
   }
 }
-// The float format of a weight dtype its caller has checked (kFloat16, kBFloat16, else fp32).
+// The row format of a weight dtype its caller has checked (kFloat16, kBFloat16, the FP8 ones,
+// else fp32).
 constexpr RowFormat FloatFormatOf(DType t) {
   return t == DType::kFloat16    ? RowFormat::kFp16
          : t == DType::kBFloat16 ? RowFormat::kBf16
+         : t == DType::kFp8E4M3  ? RowFormat::kFp8E4M3
+         : t == DType::kFp8E5M2  ? RowFormat::kFp8E5M2
                                  : RowFormat::kFp32;
 }
 // The element type of a float format (kFloat32 for a quantized one, whose values decode to it).

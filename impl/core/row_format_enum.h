@@ -8,7 +8,7 @@
 namespace shardrec {
 
 // Values 0-2 mirror shardrec_comm_encoding_t (the wire encodings are the float formats).
-// kFp8E4M3 and kFp8E5M2 (fp8.h) are serving formats only this round.
+// kFp8E4M3 and kFp8E5M2 (fp8.h): serving rows and training weight storage.
 enum class RowFormat : int32_t {
   kFp32 = 0,
   kFp16 = 1,

@@ -36,6 +36,9 @@ inline bool ToNccl(DType dtype, ncclDataType_t* out) {
     case DType::kUInt8:
       *out = ncclUint8;
       return true;
+    case DType::kFp8E4M3:  // weight storage only, never a collective's element type
+    case DType::kFp8E5M2:
+      return false;
   }
   return false;
 }

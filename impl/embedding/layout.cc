@@ -20,9 +20,15 @@ Status CheckTables(const sharding::Plan& plan, Layout* l) {
                                    plan.table_plans.size(), " table plans");
   size_t num_none = 0;
   for (const auto& t : plan.tables) {
-    if (t.dtype != DType::kFloat32 && t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16)
+    if (!IsWeightDType(t.dtype))
       return Status::Unsupported("table '", t.name, "': weight dtype ", DTypeName(t.dtype),
-                                 " is not supported (float32, float16 or bfloat16)");
+                                 " is not supported (float32, float16, bfloat16, fp8_e4m3 or "
+                                 "fp8_e5m2)");
+    // An FP8 row's one scale covers the whole row: a row split over shards would take a scale
+    // per part, and its rounding would depend on the plan.
+    if (IsFp8DType(t.dtype) && t.dynamic.enabled)
+      return Status::Unsupported("table '", t.name, "': dynamic tables do not take ",
+                                 DTypeName(t.dtype), " weights yet (fp32, fp16 or bf16)");
     if (t.pooling == PoolingType::kNone) ++num_none;
   }
   if (num_none != 0 && num_none != plan.tables.size())
@@ -131,6 +137,11 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
                                        " and up are not covered by a shard");
       covered += b.rows;
       if (b.shards.size() > 1) tl.split_columns = true;
+      if (b.shards.size() > 1 && IsFp8DType(cfg.dtype))
+        return Status::Unsupported(
+            "table '", cfg.name, "': ", DTypeName(cfg.dtype),
+            " rows are not split into column shards (one scale covers the whole row, so a "
+            "column split would change the rounding): use TW, RW, TWRW or DP sharding");
     }
     if (!tl.data_parallel && covered != cfg.rows)
       return Status::InvalidArgument("table '", cfg.name, "': shards cover ", covered, " of ",
@@ -150,9 +161,10 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
       ls.dtype = cfg.dtype;
       size_t* arena = cfg.dtype == DType::kFloat16    ? &l->weights_fp16_size
                       : cfg.dtype == DType::kBFloat16 ? &l->weights_bf16_size
+                      : IsFp8DType(cfg.dtype)         ? &l->weights_fp8_size
                                                       : &l->weights_size;
       ls.weight_offset = *arena;
-      *arena += static_cast<size_t>(ls.rows) * static_cast<size_t>(sh.cols);
+      *arena += static_cast<size_t>(ls.rows) * static_cast<size_t>(WeightRowStride(ls));
       tl.shard_local[s] = static_cast<int32_t>(l->local.size());
       l->local.push_back(std::move(ls));
     }

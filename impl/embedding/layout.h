@@ -66,10 +66,18 @@ struct LocalShard {
   int64_t rows = 0;
   int32_t col_offset = 0;
   int32_t cols = 0;
-  DType dtype = DType::kFloat32;      // weight storage: float32, float16 or bfloat16
-  size_t weight_offset = 0;           // in the weights arena of `dtype` (elements)
+  DType dtype = DType::kFloat32;  // weight storage: float32, float16, bfloat16 or FP8
+  // In the weights arena of `dtype`: elements, or bytes for FP8 (whose rows of both kinds share
+  // one byte arena).
+  size_t weight_offset = 0;
   std::vector<size_t> state_offsets;  // in the state arena (floats), one per StateSpec
 };
+
+// The distance between a local shard's weight rows in its arena's units: cols elements, or an
+// FP8 row's bytes (its scale, then cols codes: core/fp8.h).
+constexpr int64_t WeightRowStride(const LocalShard& ls) {
+  return IsFp8DType(ls.dtype) ? Fp8RowBytes(ls.cols) : ls.cols;
+}
 
 // One column shard's partial row statistics sent to a sibling column shard of the same rows.
 struct StatMessage {
@@ -102,6 +110,7 @@ struct Layout {
   size_t weights_size = 0;       // fp32 weights (floats)
   size_t weights_fp16_size = 0;  // fp16 weights (elements)
   size_t weights_bf16_size = 0;  // bf16 weights (elements)
+  size_t weights_fp8_size = 0;   // FP8 weights, E4M3 and E5M2 rows (bytes)
   size_t states_size = 0;        // floats
   size_t dp_grad_size = 0;       // floats: sum over DP tables of rows * (dim + 1)
 
@@ -110,8 +119,8 @@ struct Layout {
 
 // Derives the layout of `rank`, with each table's optimizer (optimizers[t], one per table).
 // Fails (naming the table) for configurations the host path does not support: weights other
-// than fp32/fp16/bf16, mixed pooled and NONE tables, NONE tables of different dims or a feature
-// read by several NONE tables.
+// than fp32/fp16/bf16/FP8 (FP8: no column split, no dynamic table), mixed pooled and NONE tables,
+// NONE tables of different dims or a feature read by several NONE tables.
 Status BuildLayout(std::shared_ptr<const sharding::Plan> plan, int32_t rank,
                    const std::vector<optim::OptimizerType>& optimizers, Layout* out);
 

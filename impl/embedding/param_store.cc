@@ -10,6 +10,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/element.h"
+#include "impl/core/fp8.h"
 #include "impl/core/half.h"
 #include "impl/core/host_memory.h"
 #include "impl/core/prefetch.h"
@@ -23,9 +24,19 @@ Status ParamStore::Allocate(const Layout* layout, bool huge_pages, const Device&
   layout_ = layout;
   device_ = device;
   step_ = 0;
-  if (on_device()) return AllocateDevice();
+  if (on_device()) {
+    // The device kernels read and update fp32, fp16 and bf16 rows only. Every rank checks the
+    // whole plan, so all refuse alike.
+    for (const auto& t : layout_->plan->tables)
+      if (IsFp8DType(t.dtype))
+        return Status::Unsupported("table '", t.name, "' stores ", DTypeName(t.dtype),
+                                   " rows: GPU collections do not take FP8 tables (docs/",
+                                   "semantics.md, FP8 weights); create the collection on the host");
+    return AllocateDevice();
+  }
   const uint64_t fp32_bytes = sizeof(float) * (layout_->weights_size + layout_->states_size);
-  const uint64_t half_bytes = 2 * (layout_->weights_fp16_size + layout_->weights_bf16_size);
+  const uint64_t half_bytes =
+      2 * (layout_->weights_fp16_size + layout_->weights_bf16_size) + layout_->weights_fp8_size;
   // Every weight is written right away and every state row as training reaches it, so arenas
   // the host cannot hold would end in the OOM killer, not in an error: refuse them here. The
   // claim is held until Initialise has written the weights.
@@ -37,6 +48,7 @@ Status ParamStore::Allocate(const Layout* layout, bool huge_pages, const Device&
   SR_RETURN_IF_ERROR(params_.Allocate(fp32_bytes, huge_pages));
   SR_RETURN_IF_ERROR(weights_fp16_.Allocate(2 * layout_->weights_fp16_size, huge_pages));
   SR_RETURN_IF_ERROR(weights_bf16_.Allocate(2 * layout_->weights_bf16_size, huge_pages));
+  SR_RETURN_IF_ERROR(weights_fp8_.Allocate(layout_->weights_fp8_size, huge_pages));
   step_ = 0;
   return Status::Ok();
 }
@@ -162,7 +174,7 @@ void ParamStore::InitRowsForIds(const LocalShard& ls, std::span<const int32_t> s
   }
   const auto& specs = layout_->tables[ls.table].state_specs;
   char* const weight_base = static_cast<char*>(ShardWeights(ls));
-  const size_t row_bytes = cols * DTypeSize(ls.dtype);
+  const size_t row_bytes = static_cast<size_t>(WeightRowStride(ls)) * DTypeSize(ls.dtype);
   auto prefetch = [&](int64_t row) {
     core::PrefetchLinesForWrite(weight_base + static_cast<size_t>(row) * row_bytes,
                                 static_cast<int64_t>(row_bytes));
@@ -214,21 +226,26 @@ void* ParamStore::ShardWeights(const LocalShard& ls) {
       return fp16() + ls.weight_offset;
     case DType::kBFloat16:
       return bf16() + ls.weight_offset;
+    case DType::kFp8E4M3:
+    case DType::kFp8E5M2:
+      return weights_fp8_.as<uint8_t>() + ls.weight_offset;
     default:
       return weights() + ls.weight_offset;
   }
 }
 
 kernels::WeightsView ParamStore::View(const LocalShard& ls) {
-  return kernels::WeightsView{ShardWeights(ls), ls.dtype, ls.rows, ls.cols, ls.cols};
+  return kernels::WeightsView{ShardWeights(ls), ls.dtype, ls.rows, ls.cols, WeightRowStride(ls)};
 }
 
 void ParamStore::ReadRow(const LocalShard& ls, int64_t row, float* out) {
   // Device arenas are reached through ReadShard / WriteShard only; on a GPU this would fault.
   SR_CHECK(!on_device());
-  const size_t at = static_cast<size_t>(row) * static_cast<size_t>(ls.cols);
+  const size_t at = static_cast<size_t>(row) * static_cast<size_t>(WeightRowStride(ls));
   const int32_t n = ls.cols;
-  if (ls.dtype == DType::kFloat16) {
+  if (IsFp8DType(ls.dtype)) {
+    DecodeFp8Row(Fp8KindOf(ls.dtype), static_cast<const uint8_t*>(ShardWeights(ls)) + at, n, out);
+  } else if (ls.dtype == DType::kFloat16) {
     const uint16_t* src = static_cast<const uint16_t*>(ShardWeights(ls)) + at;
     for (int32_t c = 0; c < n; ++c) out[c] = HalfToFloat(src[c]);
   } else if (ls.dtype == DType::kBFloat16) {
@@ -243,9 +260,11 @@ void ParamStore::ReadRow(const LocalShard& ls, int64_t row, float* out) {
 void ParamStore::WriteRow(const LocalShard& ls, int64_t row, const float* in) {
   // Device arenas are reached through ReadShard / WriteShard only; on a GPU this would fault.
   SR_CHECK(!on_device());
-  const size_t at = static_cast<size_t>(row) * static_cast<size_t>(ls.cols);
+  const size_t at = static_cast<size_t>(row) * static_cast<size_t>(WeightRowStride(ls));
   const int32_t n = ls.cols;
-  if (ls.dtype == DType::kFloat16) {
+  if (IsFp8DType(ls.dtype)) {
+    EncodeFp8Row(Fp8KindOf(ls.dtype), in, n, static_cast<uint8_t*>(ShardWeights(ls)) + at);
+  } else if (ls.dtype == DType::kFloat16) {
     uint16_t* dst = static_cast<uint16_t*>(ShardWeights(ls)) + at;
     for (int32_t c = 0; c < n; ++c) dst[c] = FloatToHalf(in[c]);
   } else if (ls.dtype == DType::kBFloat16) {
@@ -306,7 +325,7 @@ optim::ShardParams ParamStore::Params(int32_t local) {
   p.dtype = ls.dtype;
   p.rows = ls.rows;
   p.cols = ls.cols;
-  p.stride = ls.cols;
+  p.stride = WeightRowStride(ls);
   for (size_t s = 0; s < ls.state_offsets.size(); ++s) p.states.push_back(State(ls, s));
   p.table_key = layout_->tables[ls.table].key;
   p.row_offset = ls.row_offset;
@@ -327,6 +346,12 @@ void ParamStore::InitialValues(const LocalShard& ls, uint64_t key_row, uint64_t 
                                float* out) const {
   InitRow(InitOf(ls), seed, ls, key_row, out);
   if (ls.dtype == DType::kFloat32) return;
+  if (IsFp8DType(ls.dtype)) {
+    std::vector<uint8_t> row(static_cast<size_t>(Fp8RowBytes(ls.cols)));
+    EncodeFp8Row(Fp8KindOf(ls.dtype), out, ls.cols, row.data());
+    DecodeFp8Row(Fp8KindOf(ls.dtype), row.data(), ls.cols, out);
+    return;
+  }
   for (int32_t c = 0; c < ls.cols; ++c) {
     uint8_t bits[2];
     StoreElement(ls.dtype, out[c], bits);
@@ -344,6 +369,11 @@ std::vector<ParamBuffer> ParamStore::Buffers() {
   if (layout_->weights_bf16_size > 0)
     out.push_back(
         {ParamKind::kWeights, DType::kBFloat16, device_, bf16(), layout_->weights_bf16_size});
+  // FP8 rows (E4M3 and E5M2 in one byte arena): a 2D mesh refuses them (replica/mesh.cc), as
+  // averaging codes under different scales means nothing.
+  if (layout_->weights_fp8_size > 0)
+    out.push_back({ParamKind::kWeights, DType::kUInt8, device_, weights_fp8_.as<uint8_t>(),
+                   layout_->weights_fp8_size});
   out.push_back({ParamKind::kCounter, DType::kInt64, Device::Host(), &step_, 1});
   return out;
 }
@@ -369,7 +399,7 @@ std::vector<ShardTensor> ParamStore::ShardTensors() {
     t.col_offset = ls.col_offset;
     t.cols = ls.cols;
     t.data = ShardWeights(ls);
-    t.row_stride = ls.cols;
+    t.row_stride = WeightRowStride(ls);
     t.local = static_cast<int32_t>(&ls - layout_->local.data());
     t.state = -1;
     out.push_back(t);

@@ -1,7 +1,9 @@
 // The parameter memory of one rank's part of a collection: fp32 weights and every optimizer
 // state in one arena (so a full replica sync is a single collective), one arena per 16-bit
-// weight dtype, and the optimizer step counter. Math is always fp32: 16-bit rows are widened on
-// read and rounded to nearest even on write.
+// weight dtype, one byte arena for FP8 rows, and the optimizer step counter. Math is always
+// fp32: 16-bit rows are widened on read and rounded to nearest even on write; FP8 rows are
+// decoded exactly on read and encoded whole on write (core/fp8.h: the row's power-of-two scale
+// from its largest magnitude, each value to nearest even, saturating).
 //
 // The arenas live on the host or, for a GPU collection, on one CUDA device (device_params.cc):
 // then every pointer the store hands out (ShardWeights, State, Params, View) is device memory for
@@ -125,6 +127,7 @@ class ParamStore {
   HostArena params_;  // fp32 weights, then optimizer states
   HostArena weights_fp16_;
   HostArena weights_bf16_;
+  HostArena weights_fp8_;  // FP8 rows (bytes), host only: GPU collections refuse FP8 tables
   Device device_;
   core::DeviceBuffer dev_params_;  // the same three arenas on a CUDA device
   core::DeviceBuffer dev_fp16_;

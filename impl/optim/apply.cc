@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "impl/core/check.h"
+#include "impl/core/fp8.h"
 #include "impl/core/half.h"
 #include "impl/core/rng.h"
 #include "impl/core/simt.h"
@@ -112,6 +113,11 @@ void ApplyRow(const RuleScalars& s, int32_t full_dim, const RowRef& r, int32_t c
 }
 
 void LoadRow(const ShardParams& shard, int64_t row, float* out) {
+  if (IsFp8DType(shard.dtype)) {  // stride in bytes: the row's scale, then its codes
+    DecodeFp8Row(Fp8KindOf(shard.dtype),
+                 static_cast<const uint8_t*>(shard.weights) + row * shard.stride, shard.cols, out);
+    return;
+  }
   const auto* src = static_cast<const uint16_t*>(shard.weights) + row * shard.stride;
   if (shard.dtype == DType::kFloat16) {
     for (int32_t c = 0; c < shard.cols; ++c) out[c] = HalfToFloat(src[c]);
@@ -122,6 +128,14 @@ void LoadRow(const ShardParams& shard, int64_t row, float* out) {
 
 void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard, int64_t row,
               const float* in) {
+  if (IsFp8DType(shard.dtype)) {
+    // The whole row re-encoded: its scale from its largest magnitude, each value to nearest
+    // even (fp8.h), a function of the row's values alone. Stochastic rounding is for 16-bit
+    // weights only.
+    EncodeFp8Row(Fp8KindOf(shard.dtype), in, shard.cols,
+                 static_cast<uint8_t*>(shard.weights) + row * shard.stride);
+    return;
+  }
   auto* dst = static_cast<uint16_t*>(shard.weights) + row * shard.stride;
   bool half = shard.dtype == DType::kFloat16;
   if (!cfg.stochastic_rounding) {
@@ -138,10 +152,7 @@ void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard
   }
 }
 
-void CheckDType(const ShardParams& shard) {
-  SR_CHECK(shard.dtype == DType::kFloat32 || shard.dtype == DType::kFloat16 ||
-           shard.dtype == DType::kBFloat16);
-}
+void CheckDType(const ShardParams& shard) { SR_CHECK(IsWeightDType(shard.dtype)); }
 
 }  // namespace
 
@@ -208,7 +219,7 @@ void Apply(const ExecContext& ctx, const OptimizerConfig& config, int64_t step, 
 
 void StoreRoundedRow(const OptimizerConfig& config, int64_t step, const ShardParams& shard,
                      int64_t row, const float* values) {
-  SR_CHECK(shard.dtype == DType::kFloat16 || shard.dtype == DType::kBFloat16);
+  SR_CHECK(shard.dtype != DType::kFloat32 && IsWeightDType(shard.dtype));
   StoreRow(config, step, shard, row, values);
 }
 

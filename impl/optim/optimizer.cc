@@ -96,17 +96,18 @@ int NumRowStats(OptimizerType type) {
 }
 
 Status ValidateShard(const OptimizerConfig& config, const ShardParams& shard) {
-  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
-      shard.dtype != DType::kBFloat16)
+  if (!IsWeightDType(shard.dtype))
     return Status::Unsupported("optimizer weights dtype ", DTypeName(shard.dtype),
-                               ": only float32, float16 and bfloat16 are supported");
+                               ": only float32, float16, bfloat16 and FP8 are supported");
   if (shard.rows < 0)
     return Status::InvalidArgument("optimizer shard rows must be >= 0, got ", shard.rows);
   if (shard.cols <= 0)
     return Status::InvalidArgument("optimizer shard cols must be > 0, got ", shard.cols);
-  if (shard.stride < shard.cols)
-    return Status::InvalidArgument("optimizer shard stride ", shard.stride,
-                                   " is smaller than cols ", shard.cols);
+  // An FP8 row's stride is in bytes and holds its 4-byte scale too.
+  const int64_t least = IsFp8DType(shard.dtype) ? Fp8RowBytes(shard.cols) : shard.cols;
+  if (shard.stride < least)
+    return Status::InvalidArgument("optimizer shard stride ", shard.stride, " is smaller than ",
+                                   least, " (cols ", shard.cols, ")");
   if (shard.rows > 0 && shard.weights == nullptr)
     return Status::InvalidArgument("optimizer shard weights is null");
   if (shard.row_state_stride < 1)

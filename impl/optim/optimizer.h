@@ -48,7 +48,8 @@ struct OptimizerConfig {
   float beta2 = 0.999f;
   float weight_decay = 0.0f;
   WeightDecayMode weight_decay_mode = WeightDecayMode::kNone;
-  // fp16/bf16 weights only: round the fp32 result stochastically instead of to nearest even.
+  // fp16/bf16 weights only (FP8 rows always take fp8.h's nearest-even row encoding): round
+  // the fp32 result stochastically instead of to nearest even.
   // The random bits are a pure function of (seed, step, table_key, global row, global column),
   // a dynamic table's id in place of the row (ShardParams::row_ids), so results do not depend on
   // the plan or the thread count.
@@ -77,7 +78,8 @@ std::vector<StateSpec> StateSpecs(OptimizerType type);
 int NumRowStats(OptimizerType type);
 
 // A local shard's parameters. weights: rows x cols, row stride `stride` elements, of `dtype`
-// (fp32 required; fp16/bf16 storage with fp32 math where supported). states: one pointer per
+// (fp32 required; fp16/bf16 storage with fp32 math where supported; FP8: rows of `stride` bytes,
+// each the row's scale then its codes, core/fp8.h, host kernels only). states: one pointer per
 // StateSpec, in StateSpecs order: row-wise states hold `rows` floats `row_state_stride` floats
 // apart, element-wise states rows x cols floats with row stride `cols`.
 struct ShardParams {

@@ -117,6 +117,15 @@ Status BuildOption(const sharding::TableConfig& t, const TableRequest& req, cons
                                    sharding::DynamicConfig::kMaxShardSlots, " per shard");
     }
   }
+  // An FP8 row carries one scale for the whole row: collections refuse a column split of it.
+  if (IsFp8DType(t.dtype)) {
+    for (const sharding::Shard& s : tp.shards) {
+      if (s.cols != t.dim)
+        return Status::InvalidArgument(sharding::ShardingTypeName(type), " splits the ",
+                                       DTypeName(t.dtype),
+                                       " rows into column shards (one scale covers a whole row)");
+    }
+  }
   opt->shards = std::move(tp.shards);
   opt->estimates = EstimateShards(topo, t, req.pooling_factors, type, opt->shards);
   return Status::Ok();

@@ -206,8 +206,11 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
     // A dynamic shard holds its slots, one zero row, and the per-slot metadata (counted here
     // with the weights: it is as large as the capacity, whatever the ids).
     const int64_t stored_rows = s.rows + (table.dynamic.enabled && s.rows > 0 ? 1 : 0);
-    m.weights = Ceil(static_cast<double>(stored_rows) * s.cols * st) +
-                DynamicMetadataBytes(table.dynamic, s.rows);
+    // An FP8 row also holds its 4-byte scale.
+    m.weights =
+        Ceil(static_cast<double>(stored_rows) *
+             (IsFp8DType(table.dtype) ? static_cast<double>(Fp8RowBytes(s.cols)) : s.cols * st)) +
+        DynamicMetadataBytes(table.dynamic, s.rows);
     // Each table counts its own optimizer's state; the topology's is the default.
     m.optimizer =
         std::min(kMaxEstimateBytes,

@@ -139,16 +139,17 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
             ? StrCat(tc.rows, " (dynamic, ", tc.dynamic.capacity_bytes, " bytes)")
             : StrCat(tc.rows, " (dynamic)");
     rows.push_back({tc.name, sharding::ShardingTypeShortName(tp.type), rows_text, dim_text,
-                    StrCat(tp.shards.size()), rank_text, Fmt("%.6g", est.table_perf[t].total()),
-                    Mib(est.table_storage[t].total()), Fmt("%.3g", pf),
-                    StrCat(tc.features.size())});
+                    DTypeName(tc.dtype), StrCat(tp.shards.size()), rank_text,
+                    Fmt("%.6g", est.table_perf[t].total()), Mib(est.table_storage[t].total()),
+                    Fmt("%.3g", pf), StrCat(tc.features.size())});
   }
-  out += Table({"Table", "Sharding", "Rows", "Dim (CW dim)", "Shards", "Ranks", "Cost (ms)",
-                "Storage (MiB)", "Sum pooling (ids/sample)", "Features"},
+  out += Table({"Table", "Sharding", "Rows", "Dim (CW dim)", "Weights", "Shards", "Ranks",
+                "Cost (ms)", "Storage (MiB)", "Sum pooling (ids/sample)", "Features"},
                rows);
   out +=
       "Cost: TorchRec's perf model per training step (ms), plus on each rank the overhead no "
-      "shard owns (collective latency, per-id host work); storage: weights + optimizer state + "
+      "shard owns (collective latency, per-id host work); storage: weights (in the table's "
+      "Weights type; an FP8 row also holds its 4-byte scale) + optimizer state + "
       "dynamic tables' metadata + I/O buffers (MiB = 2^20 bytes, GiB = 2^30 bytes).\n";
   // A column-wise table that stayed whole looks like table-wise: say so, and why.
   for (size_t t = 0; t < plan.tables.size(); ++t) {

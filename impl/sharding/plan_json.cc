@@ -95,7 +95,7 @@ Status ParseTable(const json::Value& tv, const std::string& where, TableConfig* 
   std::string dtype;
   SR_RETURN_IF_ERROR(StringMember(tv, where, "dtype", &dtype));
   bool found = false;
-  for (int32_t d = 0; d <= 6 && !found; ++d) {
+  for (int32_t d = 0; d <= kMaxDTypeValue && !found; ++d) {
     if (dtype == DTypeName(static_cast<DType>(d))) {
       t->dtype = static_cast<DType>(d);
       found = true;

@@ -51,9 +51,10 @@ Status ValidateConfigs(const Plan& plan) {
     SR_RETURN_IF_ERROR(CheckTableElements(t.rows, t.dim, StrCat("plan: table '", t.name, "'")));
     const auto pooling = static_cast<int32_t>(t.pooling);
     if (pooling < 0 || pooling > 2) return TableError(t, StrCat("unknown pooling ", pooling));
-    if (t.dtype != DType::kFloat32 && t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16)
+    if (!IsWeightDType(t.dtype))
       return TableError(t, StrCat("dtype ", DTypeName(t.dtype),
-                                  " is not a weight type (float32, float16, bfloat16)"));
+                                  " is not a weight type (float32, float16, bfloat16, fp8_e4m3, "
+                                  "fp8_e5m2)"));
     const auto kind = static_cast<int32_t>(t.init.kind);
     if (kind < 0 || kind > 2) return TableError(t, StrCat("unknown init kind ", kind));
     if (!std::isfinite(t.init.low) || !std::isfinite(t.init.high))

@@ -11,7 +11,7 @@
 namespace shardrec::testing {
 
 float RoundToStorage(float x, int32_t dtype) {
-  if (dtype == 0 || x == 0.0f || !std::isfinite(x)) return x;
+  if (dtype == 0 || IsFp8Storage(dtype) || x == 0.0f || !std::isfinite(x)) return x;
   // Significand bits after the leading one, smallest normal exponent, largest finite value.
   const int mant = dtype == 1 ? 10 : 7;
   const int min_exp = dtype == 1 ? -14 : -126;
@@ -24,6 +24,54 @@ float RoundToStorage(float x, int32_t dtype) {
   const double r = std::nearbyint(static_cast<double>(x) / quantum) * quantum;
   if (std::fabs(r) > max_finite) return x > 0 ? INFINITY : -INFINITY;
   return static_cast<float>(r);
+}
+
+namespace {
+
+// x rounded to nearest even with `mant` bits after the leading one and smallest normal exponent
+// `min_exp`, the exponent unbounded above (double arithmetic, exact for these widths).
+double RoundBits(double x, int mant, int min_exp) {
+  if (x == 0.0) return x;
+  int e2 = 0;
+  std::frexp(x, &e2);
+  const int e = std::max(e2 - 1, min_exp);
+  const double quantum = std::ldexp(1.0, e - mant);
+  return std::nearbyint(x / quantum) * quantum;
+}
+
+}  // namespace
+
+void RoundRowToFp8(float* row, int32_t dim, int32_t dtype) {
+  const bool e4m3 = dtype == 7;
+  const int mant = e4m3 ? 3 : 2;
+  const int min_exp = e4m3 ? -6 : -14;
+  const double max_finite = e4m3 ? 448.0 : 57344.0;
+  const double fit = e4m3 ? 464.0 : 61440.0;
+  double amax = 0;
+  for (int32_t c = 0; c < dim; ++c)
+    if (std::isfinite(row[c])) amax = std::max(amax, std::fabs(static_cast<double>(row[c])));
+  int k = 0;
+  if (amax > 0) {
+    k = -126;
+    while (k < 111 && amax / std::ldexp(1.0, k) > fit) ++k;
+  }
+  const double scale = std::ldexp(1.0, k);
+  for (int32_t c = 0; c < dim; ++c) {
+    const float x = row[c];
+    if (std::isnan(x)) continue;
+    double r = std::isinf(x) ? (x > 0 ? max_finite : -max_finite)
+                             : RoundBits(static_cast<double>(x) / scale, mant, min_exp);
+    r = std::min(max_finite, std::max(-max_finite, r));
+    row[c] = static_cast<float>(r * scale);
+  }
+}
+
+void RoundRowToStorage(float* row, int32_t dim, int32_t dtype) {
+  if (IsFp8Storage(dtype)) {
+    RoundRowToFp8(row, dim, dtype);
+    return;
+  }
+  for (int32_t c = 0; c < dim; ++c) row[c] = RoundToStorage(row[c], dtype);
 }
 
 float RefInitValue(const RefTable& t, uint64_t seed, uint64_t row, int32_t col) {
@@ -51,7 +99,7 @@ ReferenceModel::ReferenceModel(int32_t num_features, std::vector<RefTable> table
       for (int32_t c = 0; c < t.dim; ++c)
         w[r * t.dim + c] =
             t.init_kind == 2 ? low : low + (high - low) * UniformAt(seed, HashName(t.name), r, c);
-    for (float& x : w) x = RoundToStorage(x, t.dtype);
+    for (int64_t r = 0; r < t.rows; ++r) RoundRowToStorage(w.data() + r * t.dim, t.dim, t.dtype);
     weights_.push_back(std::move(w));
     const size_t full = static_cast<size_t>(t.rows) * t.dim;
     const bool m1 = opt_.type != 0;
@@ -231,7 +279,7 @@ void ReferenceModel::Update(size_t t, int64_t row, const float* g_in) {
     default:
       throw std::invalid_argument("reference model: unknown optimizer type");
   }
-  for (int32_t c = 0; c < D; ++c) w[c] = RoundToStorage(w[c], tables_[t].dtype);
+  RoundRowToStorage(w, D, tables_[t].dtype);
 }
 
 }  // namespace shardrec::testing

@@ -3,7 +3,8 @@
 // update rules (FBGEMM's exact fused optimizers), independent of impl/optim. It trains on the
 // concatenation of every rank's batch with the sharded gradient rule (sum / world size).
 // fp16/bf16 tables keep fp32 math but round their weights to the storage type after
-// initialisation and after every update (nearest even).
+// initialisation and after every update (nearest even); FP8 tables re-encode each such row whole
+// (RoundRowToFp8).
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,30 @@ struct RefTable {
   int32_t init_kind = 0;  // 0 default, 1 uniform, 2 constant
   float init_low = 0.0f;
   float init_high = 0.0f;
-  int32_t dtype = 0;  // weight storage: 0 float32, 1 float16, 2 bfloat16 (SHARDREC_DTYPE_*)
+  // Weight storage: 0 float32, 1 float16, 2 bfloat16, 7 FP8 E4M3, 8 FP8 E5M2 (SHARDREC_DTYPE_*).
+  int32_t dtype = 0;
 };
 
 // `x` rounded to nearest even in the storage type `dtype` (values as RefTable::dtype; float32
 // returns x). Written from the IEEE definitions with frexp/nearbyint, independently of the
 // bit tricks of impl/core/half.h.
+// FP8 dtypes (7, 8) return x: their rounding is a row's (RoundRowToFp8).
 float RoundToStorage(float x, int32_t dtype);
+
+// Whether `dtype` (RefTable::dtype) is an FP8 one (7 E4M3, 8 E5M2).
+inline bool IsFp8Storage(int32_t dtype) { return dtype == 7 || dtype == 8; }
+
+// `row[0..dim)` replaced by its FP8 encoding decoded again, as the C API documents it
+// (embedding.h, "Weight storage"): the row's scale is the smallest power of two 2^k (k clamped
+// to [-126, 111]; 0 for a row without a finite nonzero value) with which the largest finite
+// magnitude over 2^k is at most the format's largest finite value plus half its last unit (E4M3:
+// 448 + 16, E5M2: 57344 + 4096); each value over 2^k rounds to nearest even with the format's
+// mantissa and smallest normal exponent, saturating at the largest finite value (a NaN stays a
+// NaN), then times 2^k. Written from that description with frexp/nearbyint in double,
+// independently of impl/core/fp8.h.
+void RoundRowToFp8(float* row, int32_t dim, int32_t dtype);
+// Either rounding, by dtype: RoundRowToFp8 for FP8, else RoundToStorage per value.
+void RoundRowToStorage(float* row, int32_t dim, int32_t dtype);
 
 // The initial fp32 value of element (row, col) of table `t` (before rounding to its storage
 // type): the counter generator keyed by (seed, table name, row, column) the constructor uses.

@@ -102,9 +102,9 @@ typedef struct shardrec_checkpoint_options {
   /** Load only: tables whose optimizer type differs from the checkpoint's load their weights
    *  and start their optimizer state (and the step counter) from zero. 0: that is an error. */
   int32_t reset_optimizer_state;
-  /** Load only: accept a table whose weight dtype (fp32, fp16 or bf16) differs between the
-   *  checkpoint and the collection (converted, narrowing rounds to nearest even). 0: an
-   *  error. */
+  /** Load only: accept a table whose weight dtype (fp32, fp16, bf16 or FP8) differs between
+   *  the checkpoint and the collection (converted, narrowing rounds to nearest even, FP8
+   *  encodes each row). 0: an error. */
   int32_t allow_dtype_change;
   /** Load only, with allow_partial_load: read and verify every chunk this rank needs before
    *  changing anything (the bytes are read twice, no staging memory), so a corrupt record still

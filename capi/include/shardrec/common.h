@@ -64,7 +64,10 @@ enum shardrec_status_code {
   SHARDREC_EABORTED = -14
 };
 
-/** Element types of tensors and buffers (stored as int32_t in option structs). */
+/** Element types of tensors and buffers (stored as int32_t in option structs). The FP8 values are
+ *  table weight storage types only (shardrec_table_config_t.dtype; embedding.h, "Weight
+ *  storage"), never a tensor's or a buffer's element type: a row of dim values takes 4 + dim
+ *  bytes (an fp32 power-of-two scale, then one 8-bit code a value). */
 typedef enum shardrec_dtype {
   SHARDREC_DTYPE_FLOAT32 = 0,
   SHARDREC_DTYPE_FLOAT16 = 1,
@@ -72,7 +75,9 @@ typedef enum shardrec_dtype {
   SHARDREC_DTYPE_FLOAT64 = 3,
   SHARDREC_DTYPE_INT32 = 4,
   SHARDREC_DTYPE_INT64 = 5,
-  SHARDREC_DTYPE_UINT8 = 6
+  SHARDREC_DTYPE_UINT8 = 6,
+  SHARDREC_DTYPE_FP8_E4M3 = 7, /**< OCP E4M3 ("FN": largest finite 448), per-row scale. */
+  SHARDREC_DTYPE_FP8_E5M2 = 8  /**< OCP E5M2 (largest finite 57344), per-row scale. */
 } shardrec_dtype_t;
 
 /** Where a buffer lives (stored as int32_t in option structs). */
@@ -133,7 +138,8 @@ SHARDREC_API int32_t shardrec_version(void);
 /** Runtime version as "major.minor.patch"; a static string, never NULL. Thread-safe. */
 SHARDREC_API const char* shardrec_version_string(void);
 
-/** Size in bytes of one element of @p dtype, or 0 for an unknown value. Thread-safe. */
+/** Size in bytes of one element of @p dtype, or 0 for an unknown value and for the FP8 storage
+ *  types (which are no element types: their rows carry a scale). Thread-safe. */
 SHARDREC_API size_t shardrec_dtype_size(int32_t dtype);
 
 /**

@@ -42,6 +42,13 @@
  *    are the fp32 values above rounded to nearest even. Optimizer states are always fp32. The
  *    accessors speak fp32: get_weights returns the stored values widened (exactly), set_weights
  *    rounds to the storage type (nearest even).
+ *    SHARDREC_DTYPE_FP8_E4M3 / FP8_E5M2 tables (host collections only) store each row as an fp32
+ *    power-of-two scale and one 8-bit code a value (4 + dim bytes): lookups decode exactly, the
+ *    optimizer computes in fp32 and encodes the whole updated row again, deterministically (the
+ *    scale from the row's largest finite magnitude, each value to nearest even, saturating; no
+ *    stochastic rounding); get_weights decodes, set_weights encodes each row. Error bound, the
+ *    rounding in full and the limits (no column split, no dynamic or tiered table, no 2D mesh):
+ *    docs/semantics.md, "FP8 weights".
  *
  * Thread-safety: one thread at a time per collection handle (the background input
  * distribution thread is internal). Different collections may be used concurrently, except that
@@ -92,7 +99,8 @@ SHARDREC_BEGIN_DECL
  *         options on different ranks, or an argument rejected on another rank (the message names
  * it; a rank given a NULL @p out or @p plan still meets its peers' agreement over a host
  *         communicator, so they fail at once rather than at their timeout);
- *         SHARDREC_EUNSUPPORTED for a table dtype other than FLOAT32, FLOAT16 or BFLOAT16,
+ *         SHARDREC_EUNSUPPORTED for a table dtype other than FLOAT32, FLOAT16, BFLOAT16 or FP8
+ *         (and for FP8 tables on a GPU, split into column shards, or dynamic),
  *         pooled and NONE tables in one plan, or what a GPU collection refuses (see
  *         shardrec_embedding_options_t.device_type) or a CUDA device in a build without CUDA
  *         (SHARDREC_CUDA_PLUGIN unset);

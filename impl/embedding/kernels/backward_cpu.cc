@@ -220,10 +220,9 @@ Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* wor
 namespace {
 
 Status CheckWeights(const optim::ShardParams& shard, const char* what) {
-  if (shard.dtype != DType::kFloat32 && shard.dtype != DType::kFloat16 &&
-      shard.dtype != DType::kBFloat16)
+  if (!IsWeightDType(shard.dtype))
     return Status::InvalidArgument(what, ": weights of dtype ", DTypeName(shard.dtype),
-                                   " (fp32, fp16 or bf16 expected)");
+                                   " (fp32, fp16, bf16 or FP8 expected)");
   return Status::Ok();
 }
 

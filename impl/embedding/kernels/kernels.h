@@ -17,7 +17,8 @@
 
 namespace shardrec::embedding::kernels {
 
-// A local shard's weights: rows x cols of `dtype` (fp32, fp16 or bf16), row stride `stride`.
+// A local shard's weights: rows x cols of `dtype` (fp32, fp16, bf16 or FP8), row stride `stride`
+// (elements; an FP8 row's bytes, its scale included).
 struct WeightsView {
   const void* data = nullptr;
   DType dtype = DType::kFloat32;

@@ -77,7 +77,7 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
   int64_t total_bags = 0, total_ids = 0;
   for (const LookupJob& job : jobs) {
     const DType dt = job.weights.dtype;
-    if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
+    if (!IsWeightDType(dt))
       return Status::InvalidArgument("Lookup: weights of dtype ", DTypeName(dt));
     if (job.out16 != nullptr && job.encode == nullptr)
       return Status::InvalidArgument("Lookup: an encoded output without an encoder");
@@ -110,6 +110,8 @@ Status Lookup(const ExecContext& ctx, std::span<const LookupJob> jobs,
         a.weights = job.weights.data;
         a.type = FloatFormatOf(job.weights.dtype);
         a.stride = job.weights.stride;
+        // FP8 rows: the stride is in bytes (the scale, then the codes).
+        if (IsFp8DType(job.weights.dtype)) a.row_bytes = job.weights.stride;
         a.cols = job.weights.cols;
         a.offsets = job.run.offsets;
         a.rows = job.run.rows;

@@ -33,6 +33,16 @@ class CollectionStorage final : public TableStorage {
   std::vector<ParamBuffer> ParamBuffers() override { return coll_.ParamBuffers(); }
   std::vector<ShardTensor> ShardTensors() override {
     std::vector<ShardTensor> out = coll_.ShardTensors();
+    // FP8 weights go out as fp32 rows streamed through ReadTieredRows / WriteTieredRows, as a
+    // tiered shard's do: a checkpoint holds their decoded values (exact) in fp32 records, and a
+    // load encodes each row again, which gives back the same bytes (encoding is idempotent).
+    for (ShardTensor& t : out) {
+      if (t.state >= 0 || !IsFp8DType(t.dtype)) continue;
+      t.tiered = true;
+      t.dtype = DType::kFloat32;
+      t.data = nullptr;
+      t.row_stride = t.cols;
+    }
     const auto& tiered = coll_.s_.tiered;
     if (tiered == nullptr) return out;
     for (ShardTensor& t : out) {
@@ -119,11 +129,21 @@ class CollectionStorage final : public TableStorage {
   }
   Status ReadTieredRows(int32_t local, int32_t state, int64_t first, int64_t count,
                         float* out) override {
+    if (const LocalShard* ls = Fp8Weights(local, state)) {
+      for (int64_t r = 0; r < count; ++r)
+        coll_.s_.params.ReadRow(*ls, first + r, out + r * ls->cols);
+      return Status::Ok();
+    }
     SR_CHECK(coll_.s_.tiered != nullptr);
     return coll_.s_.tiered->ReadRows(local, state, first, count, out);
   }
   Status WriteTieredRows(int32_t local, int32_t state, int64_t first, int64_t count,
                          const float* in) override {
+    if (const LocalShard* ls = Fp8Weights(local, state)) {
+      for (int64_t r = 0; r < count; ++r)
+        coll_.s_.params.WriteRow(*ls, first + r, in + r * ls->cols);
+      return Status::Ok();
+    }
     SR_CHECK(coll_.s_.tiered != nullptr);
     return coll_.s_.tiered->WriteRows(local, state, first, count, in);
   }
@@ -132,6 +152,12 @@ class CollectionStorage final : public TableStorage {
   }
 
  private:
+  // The local shard of `local` when `state` names its weights and they are FP8 rows in the
+  // parameter arenas (not a tiered shard's cache: tiered tables refuse FP8), else null.
+  const LocalShard* Fp8Weights(int32_t local, int32_t state) const {
+    const LocalShard& ls = coll_.layout().local[static_cast<size_t>(local)];
+    return state < 0 && IsFp8DType(ls.dtype) ? &ls : nullptr;
+  }
   const dynamic::DynamicTables& tables() const { return coll_.s_.dynamic; }
   dynamic::DynamicTables& tables() { return coll_.s_.dynamic; }
 

@@ -66,6 +66,10 @@ Status ShrinkToCache(const std::vector<TierConfig>& tiers, bool on_device, Layou
       if (plan.tables[t].name == tc.table) table_of[k] = static_cast<int32_t>(t);
     if (table_of[k] < 0)
       return Status::InvalidArgument("tier ", k, ": no table '", tc.table, "' in the plan");
+    if (IsFp8DType(plan.tables[table_of[k]].dtype))
+      return Status::Unsupported("table '", tc.table, "' stores ",
+                                 DTypeName(plan.tables[table_of[k]].dtype),
+                                 " rows: tiered tables do not take FP8 weights yet");
     for (size_t j = 0; j < k; ++j)
       if (table_of[j] == table_of[k])
         return Status::InvalidArgument("tiers ", j, " and ", k, " both name table '", tc.table,

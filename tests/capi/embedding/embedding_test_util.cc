@@ -16,7 +16,8 @@
 
 namespace shardrec::testing {
 namespace {
-const char* const kDTypeNames[] = {"float32", "float16", "bfloat16"};
+const char* const kDTypeNames[] = {"float32", "float16", "bfloat16", "float64", "int32",
+                                   "int64",   "uint8",   "fp8_e4m3", "fp8_e5m2"};
 }  // namespace
 
 Scenario StandardScenario(int32_t world, int32_t sharding_type, int32_t pooling) {
@@ -252,6 +253,19 @@ size_t CountNotRepresentable(const std::vector<float>& values, int32_t dtype, st
   return n;
 }
 
+size_t CountRowsNotFp8(const std::vector<float>& values, int32_t dim, int32_t dtype,
+                       std::string* first) {
+  size_t n = 0;
+  std::vector<float> row(static_cast<size_t>(dim));
+  for (size_t r = 0; r + static_cast<size_t>(dim) <= values.size(); r += dim) {
+    std::copy(values.begin() + r, values.begin() + r + dim, row.begin());
+    RoundRowToFp8(row.data(), dim, dtype);
+    if (std::memcmp(row.data(), values.data() + r, sizeof(float) * dim) == 0) continue;
+    if (n++ == 0 && first) *first = "row " + std::to_string(r / dim) + " is not an FP8 row";
+  }
+  return n;
+}
+
 std::vector<std::vector<float>> Snapshot(shardrec_embedding_t* coll, const Scenario& s) {
   std::vector<std::vector<float>> snap;
   size_t ns = 0;
@@ -292,8 +306,16 @@ void RunEquivalence(const Scenario& s, std::vector<std::vector<std::vector<float
   // in their last bits (another summation order), so those runs compare at 1e-2.
   int32_t widest_ulp_dtype = 0;
   for (const RefTable& t : s.tables) widest_ulp_dtype = std::max(widest_ulp_dtype, t.dtype);
-  const float kRtol = widest_ulp_dtype == 0 ? 1e-5f : 1e-2f;
-  const float kAtol = widest_ulp_dtype == 0 ? 1e-6f : widest_ulp_dtype == 1 ? 1e-3f : 1e-2f;
+  // FP8 rows (dtypes 7, 8: ulps of 2^-3 and 2^-2 of a value) compare at two of their ulps;
+  // the 1% check below holds them to the reference's bits nearly everywhere.
+  const float kRtol = widest_ulp_dtype == 0   ? 1e-5f
+                      : widest_ulp_dtype == 7 ? 0.25f
+                      : widest_ulp_dtype == 8 ? 0.5f
+                                              : 1e-2f;
+  const float kAtol = widest_ulp_dtype == 0            ? 1e-6f
+                      : widest_ulp_dtype == 1          ? 1e-3f
+                      : IsFp8Storage(widest_ulp_dtype) ? 2e-2f
+                                                       : 1e-2f;
   SpawnRanks(s.world, [&](int r) {
     shardrec_embedding_options_t o;
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
@@ -337,6 +359,10 @@ void RunEquivalence(const Scenario& s, std::vector<std::vector<std::vector<float
           << "rank " << r << " table " << rt.name << " weights: " << first;
       EXPECT_EQ(CountNotRepresentable(w, rt.dtype, &first), 0u)
           << "rank " << r << " table " << rt.name << " weights: " << first;
+      if (IsFp8Storage(rt.dtype)) {
+        EXPECT_EQ(CountRowsNotFp8(w, rt.dim, rt.dtype, &first), 0u)
+            << "rank " << r << " table " << rt.name << " weights: " << first;
+      }
       // A one-ulp flip is rare; a wrong rounding mode (truncation, no rounding after an
       // update) would move most touched weights by up to an ulp, inside the 1e-2 above.
       if (rt.dtype != 0) {

@@ -90,6 +90,10 @@ size_t CountMismatches(const std::vector<float>& a, const std::vector<float>& b,
 // Number of values that are not exactly representable in `dtype` (RefTable::dtype), i.e.
 // whose round trip through the storage type is not the identity; describes the first.
 size_t CountNotRepresentable(const std::vector<float>& values, int32_t dtype, std::string* first);
+// Number of rows (of `dim` values) that RoundRowToFp8 changes, i.e. that are no decoded FP8 row
+// of `dtype` (7, 8); describes the first.
+size_t CountRowsNotFp8(const std::vector<float>& values, int32_t dim, int32_t dtype,
+                       std::string* first);
 
 // Trains the sharded collection and the reference for s.steps steps and checks forward
 // outputs every step, then all weights and optimizer states. Uses gtest assertions. Runs with

@@ -71,6 +71,8 @@ pub const shardrec_dtype_SHARDREC_DTYPE_FLOAT64: shardrec_dtype = 3;
 pub const shardrec_dtype_SHARDREC_DTYPE_INT32: shardrec_dtype = 4;
 pub const shardrec_dtype_SHARDREC_DTYPE_INT64: shardrec_dtype = 5;
 pub const shardrec_dtype_SHARDREC_DTYPE_UINT8: shardrec_dtype = 6;
+pub const shardrec_dtype_SHARDREC_DTYPE_FP8_E4M3: shardrec_dtype = 7;
+pub const shardrec_dtype_SHARDREC_DTYPE_FP8_E5M2: shardrec_dtype = 8;
 pub type shardrec_dtype = ::std::os::raw::c_uint;
 pub use self::shardrec_dtype as shardrec_dtype_t;
 pub const shardrec_device_type_SHARDREC_DEVICE_HOST: shardrec_device_type = 0;

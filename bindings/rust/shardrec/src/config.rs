@@ -53,7 +53,7 @@ pub struct Table {
     pub rows: i64,
     pub dim: i32,
     pub pooling: Pooling,
-    /// Weight storage type: `Float32` (default), `Float16` or `BFloat16`.
+    /// Weight storage type: `Float32` (default), `Float16`, `BFloat16`, `Fp8E4M3` or `Fp8E5M2`.
     pub dtype: crate::DType,
     pub features: Vec<i32>,
     /// `SHARDREC_INIT_*` kind with its bounds (0 = default uniform in ±sqrt(1/rows)).

@@ -14,6 +14,10 @@ pub enum DType {
     Int32 = 4,
     Int64 = 5,
     Uint8 = 6,
+    /// Table weight storage only: OCP E4M3 rows with a per-row scale (`size()` is 0).
+    Fp8E4M3 = 7,
+    /// Table weight storage only: OCP E5M2 rows with a per-row scale (`size()` is 0).
+    Fp8E5M2 = 8,
 }
 
 impl DType {
@@ -33,6 +37,8 @@ impl DType {
             DType::Int32,
             DType::Int64,
             DType::Uint8,
+            DType::Fp8E4M3,
+            DType::Fp8E5M2,
         ]
         .into_iter()
         .find(|d| *d as i32 == code)

@@ -38,13 +38,14 @@ fn version_and_element_sizes() {
     let parts: Vec<i32> = version().split('.').map(|p| p.parse().expect("number")).collect();
     assert_eq!(parts.len(), 3);
     assert_eq!(version_code(), parts[0] * 10000 + parts[1] * 100 + parts[2]);
-    let sizes = [4, 2, 2, 8, 4, 8, 1];
-    for code in 0..7 {
+    // The FP8 storage types (7, 8) are no element types: size 0.
+    let sizes = [4, 2, 2, 8, 4, 8, 1, 0, 0];
+    for code in 0..9 {
         let d = DType::from_code(code).expect("known dtype");
         assert_eq!(d as i32, code);
         assert_eq!(d.size(), sizes[code as usize], "{d:?}");
     }
-    assert_eq!(DType::from_code(7), None);
+    assert_eq!(DType::from_code(9), None);
 }
 
 #[test]

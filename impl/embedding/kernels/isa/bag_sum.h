@@ -14,7 +14,7 @@
 
 namespace shardrec::embedding::kernels::isa {
 
-// A table's weight storage: one of the float row formats (fp32, fp16, bf16).
+// A table's weight storage: fp32, fp16, bf16 or an FP8 format.
 using WeightType = RowFormat;
 
 // Bags [bag_begin, bag_end) of one run (core::kernels::PooledArgs; `stride` in elements).

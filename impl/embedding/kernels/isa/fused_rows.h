@@ -51,7 +51,8 @@ struct FusedRowsArgs {
   // order) in hot_grads: their gradient rows one after the other, in u order.
   int64_t hot_ids = 0;
   const float* hot_grads = nullptr;
-  // The shard: rows of cols elements of `type`, `stride` elements apart.
+  // The shard: rows of cols elements of `type`, `stride` elements apart (FP8: rows of `stride`
+  // bytes, the scale then the codes).
   void* weights = nullptr;
   WeightType type = WeightType::kFp32;
   int64_t stride = 0;
@@ -67,8 +68,9 @@ struct FusedRowsArgs {
   bool m1_row_wise = false;
   bool m2_row_wise = false;
   int64_t row_state_stride = 1;
-  // 16-bit weights: each updated row, in fp32, goes to store_row(store_ctx, row, values), which
-  // rounds it into the table (optim's nearest-even or stochastic rounding).
+  // 16-bit and FP8 weights: each updated row, in fp32, goes to store_row(store_ctx, row, values),
+  // which rounds it into the table (optim's nearest-even or stochastic rounding; FP8: the row
+  // encoded whole).
   void (*store_row)(void* store_ctx, int64_t row, const float* values) = nullptr;
   void* store_ctx = nullptr;
   // 2 x FusedRowsScratchFloats(cols) floats the caller owns (the summed gradient, a widened row).

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "impl/core/fp8_table.h"
 #include "impl/core/prefetch.h"
 #include "impl/embedding/kernels/isa/fused_rows.h"
 #include "impl/embedding/kernels/isa/scalar_half.h"
@@ -320,9 +321,24 @@ void WidenRow(const uint16_t* src, int32_t cols, float* out) {
     out[c] = kType == WeightType::kFp16 ? ScalarF16(src[c]) : ScalarBf16(src[c]);
 }
 
+// An FP8 row decoded into out: each code's table value (core/fp8_table.h) times the row's
+// power-of-two scale, exact (core/fp8.h's DecodeFp8Row).
+template <WeightType kType>
+void DecodeRow(const uint8_t* row, int32_t cols, float* out) {
+  const float* table = ::shardrec::kFp8Decode.v[kType == WeightType::kFp8E4M3 ? 0 : 1];
+  float scale;
+  __builtin_memcpy(&scale, row, sizeof(scale));
+  const uint8_t* codes = row + 4;
+  for (int32_t c = 0; c < cols; ++c) out[c] = table[codes[c]] * scale;
+}
+
+template <WeightType kType>
+constexpr bool kFp8 = kType == WeightType::kFp8E4M3 || kType == WeightType::kFp8E5M2;
+
 template <class I, WeightType kType, class R>
 void Rows(const FusedRowsArgs& a) {
-  const int64_t elem = kType == WeightType::kFp32 ? 4 : 2;
+  // Bytes of one unit of a.stride: an FP8 row's stride is in bytes (its scale, then the codes).
+  const int64_t elem = kType == WeightType::kFp32 ? 4 : kFp8<kType> ? 1 : 2;
   const int64_t scratch = (int64_t{a.cols} + 15) / 16 * 16;
   float* g_buf = a.scratch;
   float* w_buf = a.scratch + scratch;
@@ -357,7 +373,10 @@ void Rows(const FusedRowsArgs& a) {
     float* m1 = StateOf(a, a.m1, a.m1_row_wise, row);
     float* m2 = StateOf(a, a.m2, a.m2_row_wise, row);
     float* w = reinterpret_cast<float*>(weights + row * a.stride * elem);
-    if constexpr (kType != WeightType::kFp32) {
+    if constexpr (kFp8<kType>) {
+      DecodeRow<kType>(reinterpret_cast<const uint8_t*>(weights) + row * a.stride, a.cols, w_buf);
+      w = w_buf;
+    } else if constexpr (kType != WeightType::kFp32) {
       WidenRow<I, kType>(reinterpret_cast<const uint16_t*>(weights) + row * a.stride, a.cols,
                          w_buf);
       w = w_buf;
@@ -395,6 +414,12 @@ void FusedRows(const FusedRowsArgs& a) {
       break;
     case WeightType::kBf16:
       RowsOf<I, WeightType::kBf16>(a);
+      break;
+    case WeightType::kFp8E4M3:
+      RowsOf<I, WeightType::kFp8E4M3>(a);
+      break;
+    case WeightType::kFp8E5M2:
+      RowsOf<I, WeightType::kFp8E5M2>(a);
       break;
     default:
       RowsOf<I, WeightType::kFp32>(a);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "impl/core/fp8.h"
 #include "impl/core/half.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "tests/impl/embedding/kernels/kernels_test_util.h"
@@ -115,7 +116,8 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
     for (auto type : {optim::OptimizerType::kSgd, optim::OptimizerType::kAdagrad,
                       optim::OptimizerType::kRowWiseAdagrad, optim::OptimizerType::kAdam,
                       optim::OptimizerType::kPartialRowWiseAdam, optim::OptimizerType::kLamb}) {
-      for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      for (DType dt :
+           {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFp8E4M3, DType::kFp8E5M2}) {
         for (bool weighted : {false, true}) {
           ++combo;
           optim::OptimizerConfig cfg;
@@ -126,11 +128,17 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
           // eps 0 makes the moments' direction 0 / 0 past a row's last column: those lanes
           // must add nothing to LAMB's norms.
           if (combo % 5 == 0) cfg.eps = 0.0f;
-          cfg.stochastic_rounding = dt != DType::kFloat32 && combo % 2 == 0;
-          const size_t elem = dt == DType::kFloat32 ? 4 : 2;
+          cfg.stochastic_rounding = dt != DType::kFloat32 && !IsFp8DType(dt) && combo % 2 == 0;
+          // FP8: rows of D + 4 bytes (the scale, then the codes), `elem` 1 and the stride in
+          // bytes; each row encoded by core/fp8.h.
+          const bool fp8 = IsFp8DType(dt);
+          const size_t elem = dt == DType::kFloat32 ? 4 : fp8 ? 1 : 2;
+          const int64_t stride = fp8 ? Fp8RowBytes(D) : D;
           const std::vector<float> t = MakeTable(R, D);
-          std::vector<uint8_t> init(t.size() * elem);
-          for (size_t i = 0; i < t.size(); ++i) {
+          std::vector<uint8_t> init(static_cast<size_t>(R * stride) * elem);
+          for (int64_t r = 0; fp8 && r < R; ++r)
+            EncodeFp8Row(Fp8KindOf(dt), t.data() + r * D, D, init.data() + r * stride);
+          for (size_t i = 0; !fp8 && i < t.size(); ++i) {
             if (dt == DType::kFloat32) {
               std::memcpy(init.data() + 4 * i, &t[i], 4);
             } else {
@@ -152,7 +160,7 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
             p.dtype = dt;
             p.rows = R;
             p.cols = D;
-            p.stride = D;
+            p.stride = stride;
             p.table_key = 99;
             for (auto& v : *st) p.states.push_back(v.data());
             const ExecContext ctx = Ctx(tp);
@@ -207,8 +215,8 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
             }
           }
           // Rows that no id touched keep their bytes.
-          EXPECT_EQ(0, std::memcmp(w.data() + (R - 4) * D * elem, init.data() + (R - 4) * D * elem,
-                                   4 * D * elem));
+          EXPECT_EQ(0, std::memcmp(w.data() + (R - 4) * stride * elem,
+                                   init.data() + (R - 4) * stride * elem, 4 * stride * elem));
         }
       }
     }

@@ -154,7 +154,7 @@ public final class Config {
       return this;
     }
 
-    /** Storage type of the weights (FLOAT32, FLOAT16 or BFLOAT16). */
+    /** Storage type of the weights (FLOAT32, FLOAT16, BFLOAT16, or FP8_E4M3 / FP8_E5M2). */
     public Table dtype(DType v) {
       dtype = v;
       return this;

@@ -11,7 +11,11 @@ public enum DType {
   FLOAT64(3),
   INT32(4),
   INT64(5),
-  UINT8(6);
+  UINT8(6),
+  /** Table weight storage only: OCP E4M3 rows with a per-row scale (size() is 0). */
+  FP8_E4M3(7),
+  /** Table weight storage only: OCP E5M2 rows with a per-row scale (size() is 0). */
+  FP8_E5M2(8);
 
   private final int code;
 
