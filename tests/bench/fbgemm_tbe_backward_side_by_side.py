@@ -21,8 +21,8 @@ row-wise Adagrad (lr 0.01, eps 1e-8):
   lookup_seconds over the forward-only trials, backward_seconds over the step trials; means per
   call), "forward" and "step" the calls' wall time.
 
-Tables: 8 tables of --rows rows (default 1M: 2 GiB of fp32 rows at dim 64 on each side, far
-larger than the LLC); bags of 20 uniform ids. Trials interleave the two sides, the order
+Tables: 8 tables of --rows rows at dim 64 (default 1M: 2 GiB of fp32 rows on each side, far
+larger than the LLC), half as many at dim 128 (the same bytes); bags of 20 uniform ids. Trials interleave the two sides, the order
 alternating; each trial's figure is the median of --iters calls, the reported one the median over
 trials (range in brackets). Before timing, one step's outputs and updated rows are compared.
 Targets (issue 63): libshardrec lookup <= FBGEMM forward (ratio >= 1.0); libshardrec backward
@@ -145,20 +145,22 @@ def main():
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
         ComputeDevice, EmbeddingLocation, SplitTableBatchedEmbeddingBagsCodegen)
-    print("libshardrec %s, torch %s, fbgemm_gpu %s; %d tables x %d rows, bags of %d; uptime: %s" % (
+    print("libshardrec %s, torch %s, fbgemm_gpu %s; %d tables x %d rows (dim 64), bags of %d; "
+          "uptime: %s" % (
         sr.Lib().version(), torch.__version__, __import__("fbgemm_gpu").__version__, TABLES,
         args.rows, BAG, os.popen("uptime").read().strip()), flush=True)
     med = statistics.median
     for dim in [int(x) for x in args.dims.split(",")]:
+        rows = args.rows * 64 // dim
         rng = np.random.default_rng(dim)
-        weights = [rng.uniform(-0.05, 0.05, size=(args.rows, dim)).astype(np.float32)
+        weights = [rng.uniform(-0.05, 0.05, size=(rows, dim)).astype(np.float32)
                    for _ in range(TABLES)]
         for B in [int(x) for x in args.batches.split(",")]:
             for threads in [int(x) for x in args.threads.split(",")]:
                 f, fd, ud = run_config(torch, SplitTableBatchedEmbeddingBagsCodegen,
                                        EmbeddingLocation.HOST, ComputeDevice.CPU,
                                        EmbOptimType.EXACT_ROWWISE_ADAGRAD, dim, B, threads,
-                                       args.rows, args.trials, args.iters, weights)
+                                       rows, args.trials, args.iters, weights)
                 rng_ = lambda k: "%.2f-%.2f" % (min(f[k]), max(f[k]))  # noqa: E731
                 tbe_bwd = med(f["tbe_step"]) - med(f["tbe_fwd"])
                 print("D%-3d B%-4d T%d  ms: TBE fwd %.2f (%s) step %.2f (%s) bwd %.2f | ours fwd "
