@@ -18,8 +18,8 @@ row-wise Adagrad (lr 0.01, eps 1e-8):
   is step minus forward (medians).
 - libshardrec: shardrec_embedding_forward / _backward through ctypes (num_threads = threads);
   "lookup" and "backward" are the library's own phase timers (shardrec_embedding_step_timings:
-  lookup_seconds over the forward-only trials, backward_seconds over the step trials; means per
-  call), "forward" and "step" the calls' wall time.
+  lookup_seconds of the forward-only trials, backward_seconds of the step trials, read around
+  every call), "forward" and "step" the calls' wall time.
 
 Tables: 8 tables of --rows rows at dim 64 (default 1M: 2 GiB of fp32 rows on each side, far
 larger than the LLC), half as many at dim 128 (the same bytes); bags of 20 uniform ids. Trials interleave the two sides, the order
@@ -111,20 +111,20 @@ def run_config(torch, tbe_cls, loc, dev, opt, dim, B, threads, rows, trials, ite
         names = list(sides)
         names = names[trial % 4:] + names[:trial % 4]
         for name in names:
-            ts = []
-            t0 = coll.timings()
+            ts, lookup, backward = [], [], []
             for it in range(iters):
+                t0 = coll.timings()
                 t = time.perf_counter()
                 sides[name](it % 4)
                 ts.append(time.perf_counter() - t)
-            t1 = coll.timings()
+                t1 = coll.timings()
+                lookup.append(t1["lookup_seconds"] - t0["lookup_seconds"])
+                backward.append(t1["backward_seconds"] - t0["backward_seconds"])
             figs[name].append(1e3 * statistics.median(ts))
-            n = max(1, t1["forwards"] - t0["forwards"])
             if name == "sr_fwd":  # the lookup phase of forwards alone, as TBE's forward alone
-                figs["sr_lookup"].append(1e3 * (t1["lookup_seconds"] - t0["lookup_seconds"]) / n)
+                figs["sr_lookup"].append(1e3 * statistics.median(lookup))
             elif name == "sr_step":
-                figs["sr_backward"].append(
-                    1e3 * (t1["backward_seconds"] - t0["backward_seconds"]) / n)
+                figs["sr_backward"].append(1e3 * statistics.median(backward))
     coll.destroy()
     plan.destroy()
     lib.so.shardrec_comm_destroy(comm)
