@@ -134,15 +134,15 @@ inline float LoadScalar(const char* row, int64_t col) {
 // Every cache line of a row's bytes, from the line its first byte is in (a quantized row need not
 // start on a line).
 inline void PrefetchRow(const char* p, int64_t bytes) {
-  // Every 64th byte before the last, then the last: one address in each line the row touches
-  // (with no alignment arithmetic; a line may be asked for twice, which costs a load slot only).
-  const char* last = p + bytes - 1;
-  for (; p < last; p += 64) {
-    __builtin_prefetch(p, 0, 3);
+  // The first byte's line, then the start of each later line up to the last byte's: exactly
+  // the lines the row touches (an or and an add, no alignment arithmetic per line).
+  const uintptr_t last = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes) - 1;
+  __builtin_prefetch(p, 0, 3);
+  asm volatile("");
+  for (uintptr_t q = (reinterpret_cast<uintptr_t>(p) | 63) + 1; q <= last; q += 64) {
+    __builtin_prefetch(reinterpret_cast<const char*>(q), 0, 3);
     asm volatile("");
   }
-  __builtin_prefetch(last, 0, 3);
-  asm volatile("");
 }
 
 // kRegs vectors of columns [c0, c0 + kRegs * kWidth) of one bag, summed in registers and stored
