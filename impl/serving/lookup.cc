@@ -99,10 +99,9 @@ struct BagScratch {
 };
 
 // Whether every id of [begin, end) names a row of a fixed table of `rows` rows: then no bounds
-// policy applies and the ids are the rows (one pass the compiler vectorises).
-// (An id x is in range when neither x nor rows - 1 - x is negative: or-ing their sign bits takes
-// integer subtractions and ors only, which the compiler vectorises at every x86-64 level; an
-// unsigned comparison of 64-bit integers it does not before SSE4.2.)
+// policy applies and the ids are the rows. An id x is in range when neither x nor rows - 1 - x is
+// negative: or-ing their sign bits takes integer subtractions and ors only, which the compiler
+// vectorises at every x86-64 level (an unsigned 64-bit comparison it does not before SSE4.2).
 template <class Id>
 bool AllInRange(const Id* ids, size_t begin, size_t end, int64_t rows) {
   const auto last = static_cast<uint64_t>(rows - 1);
