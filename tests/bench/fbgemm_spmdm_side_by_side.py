@@ -7,8 +7,12 @@ fbgemm-gpu-cpu 1.9.0, numpy), a C compiler for gather_roof.c, and a Release buil
 
   fbgemm_spmdm_side_by_side.py [--trials N] [--seconds S] [--formats fp32,fp16,int8,int4]
                                [--dims 64,128] [--temps hot,cold] [--batches 512,2048]
+                               [--threads 1,2]
 
-One process, one thread (torch.set_num_threads(1)), the same ids on every side:
+One process, the same ids on every side. Each side runs on 1 or 2 Python threads (--threads),
+each calling it in a loop (torch.set_num_threads(1): one torch op runs on its calling thread;
+torch and ctypes release the GIL inside the calls); with 2, the figures are the two threads'
+samples together per CPU-second of both and per wall-second:
 
 - FBGEMM's EmbeddingSpMDM JIT kernels as torch exposes them on CPU, one call per table:
   torch.nn.functional.embedding_bag (fp32, and fp16 weights: fp16 output), and
@@ -45,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -88,7 +93,6 @@ def make_requests(tables, rows, batch, zipf, count, seed, torch):
         req["t_offsets"] = torch.from_numpy(offsets)
         per = batch * BAG
         req["t_ids"] = [torch.from_numpy(ids[t * per:(t + 1) * per]) for t in range(tables)]
-        req["out"] = np.empty(batch * tables * 0 + 1, dtype=np.float32)  # sized per dim below
         req["roof_out"] = np.empty(batch * 32, dtype=np.uint8)
         reqs.append(req)
     return reqs
@@ -126,18 +130,33 @@ class Spmdm:
         return [self.fn(w, ids, req["t_offsets"]) for w, ids in zip(self.w, req["t_ids"])]
 
 
-def measure(fn, reqs, seconds):
-    """(samples per thread-CPU-second, samples per wall-second) of fn over the requests."""
-    fn(reqs[0])  # warm
-    n, k = 0, 0
-    c0, w0 = time.thread_time(), time.perf_counter()
-    while True:
-        fn(reqs[k])
-        n += reqs[k]["B"]
-        k = (k + 1) % len(reqs)
-        if time.perf_counter() - w0 >= seconds and k == 0:
-            break
-    return n / (time.thread_time() - c0), n / (time.perf_counter() - w0)
+def measure(fn, reqs, seconds, threads=1):
+    """(samples per thread-CPU-second, samples per wall-second) of fn(req, thread) over the
+    requests, on `threads` threads at once (samples and CPU seconds of all threads summed)."""
+    def loop(t, res, start):
+        fn(reqs[0], t)  # warm
+        start.wait()
+        n, k = 0, t % len(reqs)
+        c0, w0 = time.thread_time(), time.perf_counter()
+        while True:
+            fn(reqs[k], t)
+            n += reqs[k]["B"]
+            k = (k + 1) % len(reqs)
+            if time.perf_counter() - w0 >= seconds and k == t % len(reqs):
+                break
+        res[t] = (n, time.thread_time() - c0, time.perf_counter() - w0)
+    res = [None] * threads
+    start = threading.Barrier(threads)
+    if threads == 1:
+        loop(0, res, start)
+    else:
+        ths = [threading.Thread(target=loop, args=(t, res, start)) for t in range(threads)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+    n = sum(r[0] for r in res)
+    return n / sum(r[1] for r in res), n / max(r[2] for r in res)
 
 
 def checkpoint(lib, weights, dim, workdir):
@@ -164,14 +183,16 @@ def main():
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--temps", default="hot,cold")
     ap.add_argument("--batches", default="512,2048")
+    ap.add_argument("--threads", default="1", help="thread counts to run, e.g. 1,2")
     args = ap.parse_args()
+    threads = [int(x) for x in args.threads.split(",")]
     import torch
     torch.set_num_threads(1)
     lib = sr.Lib()
     workdir = tempfile.mkdtemp(prefix="shardrec_spmdm_")
-    print("libshardrec %s, torch %s, fbgemm_gpu %s; one thread; bags of %d; prefetch %d (roof); "
+    print("libshardrec %s, torch %s, fbgemm_gpu %s; threads %s; bags of %d; prefetch %d (roof); "
           "uptime: %s" % (lib.version(), torch.__version__, __import__("fbgemm_gpu").__version__,
-                          BAG, PREFETCH, os.popen("uptime").read().strip()), flush=True)
+                          args.threads, BAG, PREFETCH, os.popen("uptime").read().strip()), flush=True)
     rows_out = []
     try:
         roof = build_roof(workdir)
@@ -185,17 +206,24 @@ def main():
                 ckpt = checkpoint(lib, weights, dim, workdir)
                 reqs = {(b, z): make_requests(tables, rows, b, z, 4, 31 * b + z, torch)
                         for b in [int(x) for x in args.batches.split(",")] for z in (0, 1)}
-                for lst in reqs.values():
-                    for r in lst:
-                        r["out"] = np.empty(r["B"] * tables * dim, dtype=np.float32)
+                # One output per thread and batch size, reused by every request, as FBGEMM's
+                # outputs reuse the allocator's freed buffers of the call before (one output per
+                # request made libshardrec write 4x the output bytes FBGEMM keeps in cache).
+                for b in {r["B"] for lst in reqs.values() for r in lst}:
+                    outs = [np.empty(b * tables * dim, dtype=np.float32) for _ in range(2)]
+                    roofs = [np.empty(b * 32, dtype=np.uint8) for _ in range(2)]
+                    for lst in reqs.values():
+                        for r in lst:
+                            if r["B"] == b:
+                                r["out"], r["roof_out"] = outs, roofs
                 for fmt in args.formats.split(","):
                     ours = sr.Inference(lib, ckpt, fmt)
                     theirs = Spmdm(torch, weights, fmt)
                     # Agreement on one request's first 16 samples of every table.
                     req = next(iter(reqs.values()))[0]
                     B = req["B"]
-                    ours.lookup(req["view"], req["out"])
-                    a = req["out"].reshape(B, tables * dim)[:16].astype(np.float64)
+                    ours.lookup(req["view"], req["out"][0])
+                    a = req["out"][0].reshape(B, tables * dim)[:16].astype(np.float64)
                     b = np.concatenate([o.float().numpy()[:16] for o in theirs.lookup(req)],
                                        axis=1).astype(np.float64)
                     ref = np.concatenate(
@@ -208,22 +236,24 @@ def main():
                               fmt, dim, temp, tables, rows, table_mib, abs(a - ref).max(),
                               abs(b - ref).max(), abs(a - b).max()), flush=True)
                     fns = {
-                        "ours": lambda r, h=ours: h.lookup(r["view"], r["out"]),
-                        "spmdm": theirs.lookup,
-                        "roof": lambda r, th=theirs, t=tables: [
+                        "ours": lambda r, k, h=ours: h.lookup(r["view"], r["out"][k]),
+                        "spmdm": lambda r, k: theirs.lookup(r),
+                        "roof": lambda r, k, th=theirs, t=tables: [
                             roof(th.bytes[i].data_ptr(), th.row_bytes, r["t_ids"][i].data_ptr(),
                                  r["offsets"].ctypes.data, r["B"], PREFETCH,
-                                 r["roof_out"].ctypes.data) for i in range(t)],
+                                 r["roof_out"][k].ctypes.data) for i in range(t)],
                     }
-                    for (batch, zipf), lst in reqs.items():
+                    for ((batch, zipf), lst), nt in [(c, n) for c in reqs.items()
+                                                     for n in threads]:
                         figs = {k: [] for k in fns}
                         for trial in range(args.trials):
                             names = list(fns)
                             names = names[trial % 3:] + names[:trial % 3]
                             for name in names:
-                                figs[name].append(measure(fns[name], lst, args.seconds))
+                                figs[name].append(measure(fns[name], lst, args.seconds, nt))
                         row = {"fmt": fmt, "dim": dim, "temp": temp, "batch": batch,
-                               "ids": "zipf" if zipf else "uniform", "figs": figs}
+                               "ids": "zipf" if zipf else "uniform", "figs": figs,
+                               "threads": nt, "load": os.getloadavg()[0]}
                         rows_out.append(row)
                         print_row(row, flush=True)
                     ours.destroy()
@@ -232,16 +262,17 @@ def main():
                 shutil.rmtree(ckpt, ignore_errors=True)
         print("\nsummary (ratios of CPU-time medians; targets: ours/SpMDM >= 1.0; int8, int4 "
               "ours/roof >= 0.85 cold); uptime: %s" % os.popen("uptime").read().strip())
-        for fmt in args.formats.split(","):
-            for temp in args.temps.split(","):
-                sel = [r for r in rows_out if r["fmt"] == fmt and r["temp"] == temp]
-                if not sel:
-                    continue
-                vs = [ratio(r, "spmdm") for r in sel]
-                vr = [ratio(r, "roof") for r in sel]
-                print("%-5s %-4s ours/SpMDM %.2f-%.2f (median %.2f)   ours/roof %.2f-%.2f "
-                      "(median %.2f)" % (fmt, temp, min(vs), max(vs), statistics.median(vs),
-                                         min(vr), max(vr), statistics.median(vr)))
+        for fmt, temp, nt in [(f, t, n) for f in args.formats.split(",")
+                              for t in args.temps.split(",") for n in threads]:
+            sel = [r for r in rows_out
+                   if r["fmt"] == fmt and r["temp"] == temp and r["threads"] == nt]
+            if not sel:
+                continue
+            vs = [ratio(r, "spmdm") for r in sel]
+            vr = [ratio(r, "roof") for r in sel]
+            print("%-5s %-4s T%d ours/SpMDM %.2f-%.2f (median %.2f)   ours/roof %.2f-%.2f "
+                  "(median %.2f)" % (fmt, temp, nt, min(vs), max(vs), statistics.median(vs),
+                                     min(vr), max(vr), statistics.median(vr)))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -257,12 +288,13 @@ def ratio(row, other):
 def print_row(r, flush=False):
     f = r["figs"]
     spread = lambda n: (min(x[0] for x in f[n]), max(x[0] for x in f[n]))  # noqa: E731
-    print("  %-5s D%-3d %-4s B%-4d %-7s samples/CPU-s: ours %9.0f (%.0f-%.0f)  SpMDM %9.0f "
-          "(%.0f-%.0f)  roof %9.0f  | ours/SpMDM %.2f  ours/roof %.2f  | wall: ours/SpMDM %.2f" % (
-              r["fmt"], r["dim"], r["temp"], r["batch"], r["ids"], med(f, "ours"),
+    print("  %-5s D%-3d %-4s B%-4d %-7s T%d samples/CPU-s: ours %9.0f (%.0f-%.0f)  SpMDM %9.0f "
+          "(%.0f-%.0f)  roof %9.0f  | ours/SpMDM %.2f  ours/roof %.2f  | wall: ours/SpMDM %.2f"
+          "  load %.1f" % (
+              r["fmt"], r["dim"], r["temp"], r["batch"], r["ids"], r["threads"], med(f, "ours"),
               *spread("ours"), med(f, "spmdm"), *spread("spmdm"), med(f, "roof"),
               ratio(r, "spmdm"), ratio(r, "roof"),
-              med(f, "ours", 1) / med(f, "spmdm", 1)), flush=flush)
+              med(f, "ours", 1) / med(f, "spmdm", 1), r["load"]), flush=flush)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,10 @@ struct PooledArgs {
   int64_t bag_begin = 0;
   int64_t bag_end = 0;
   int64_t prefetch_distance = 0;  // ids ahead whose rows are prefetched; 0 = off
+  // Ids that exist past the last bag (rows[i] readable for i < prefetch_id_end), so the last bags
+  // of a run that is a slice of a longer one still prefetch the rows after it (a prefetch does
+  // not fault, so those rows need not be checked yet); 0: offsets[bag_end].
+  int64_t prefetch_id_end = 0;
   // Optional: each row is summed into `row` (cols floats) and passed through encode into out16
   // (at out's element offsets) instead of being stored in out.
   uint16_t* out16 = nullptr;

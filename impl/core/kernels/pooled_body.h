@@ -134,8 +134,15 @@ inline float LoadScalar(const char* row, int64_t col) {
 // Every cache line of a row's bytes, from the line its first byte is in (a quantized row need not
 // start on a line).
 inline void PrefetchRow(const char* p, int64_t bytes) {
-  const auto misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) & 63);
-  PrefetchLines(p - misalign, bytes + misalign);
+  // The first byte's line, then the start of each later line up to the last byte's: exactly
+  // the lines the row touches (an or and an add, no alignment arithmetic per line).
+  const uintptr_t last = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes) - 1;
+  __builtin_prefetch(p, 0, 3);
+  asm volatile("");
+  for (uintptr_t q = (reinterpret_cast<uintptr_t>(p) | 63) + 1; q <= last; q += 64) {
+    __builtin_prefetch(reinterpret_cast<const char*>(q), 0, 3);
+    asm volatile("");
+  }
 }
 
 // kRegs vectors of columns [c0, c0 + kRegs * kWidth) of one bag, summed in registers and stored
@@ -158,9 +165,13 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
   const int64_t prefetch_end = ahead > 0 ? id_end - ahead : i0;
   for (int64_t i = i0; i < i1; ++i) {
     if (i < prefetch_end) PrefetchRow(base + rows[i + ahead] * row_bytes, prefetch_bytes);
-    const char* row = base + rows[i] * row_bytes;
-    const Dequant<V> q = HeaderOf<V, kType>(row);
-    const char* values = row + tile;
+    const char* values = base + rows[i] * row_bytes + tile;
+    // The pointer made opaque, so that each vector load addresses it with a constant
+    // displacement: otherwise GCC reassociates row + (tile + k x width) into one loop-invariant
+    // index register per vector, more than the loop has, and moves them from vector registers
+    // into general ones on every id (a vmovq each on the ports the arithmetic needs).
+    asm("" : "+r"(values));
+    const Dequant<V> q = HeaderOf<V, kType>(values - tile);
     if constexpr (kWeighted) {
       const typename V::Reg w = V::Set1(a.id_weights[i]);
 #pragma GCC unroll 16
@@ -204,7 +215,9 @@ void PooledBags(const PooledArgs& a) {
   // spills).
   constexpr int kMax = kWeighted || kType != RowFormat::kFp32 ? V::kMaxRegsWithTemps : V::kMaxRegs;
   const int64_t width = static_cast<int64_t>(kMax) * V::kWidth;
-  const int64_t id_end = a.prefetch_distance > 0 ? a.offsets[a.bag_end] : 0;
+  const int64_t id_end = a.prefetch_distance <= 0 ? 0
+                         : a.prefetch_id_end > 0  ? a.prefetch_id_end
+                                                  : a.offsets[a.bag_end];
   for (int64_t b = a.bag_begin; b < a.bag_end; ++b) {
     float* o = a.out16 != nullptr ? a.row : a.out + a.io_offset + b * a.out_stride;
     const int64_t i0 = a.offsets[b], i1 = a.offsets[b + 1];

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tests/impl/serving/serving_test_util.h"
@@ -105,6 +106,60 @@ TEST(ServingLookup, PooledBagsEqualTheDecodeThenSumReferenceOnEveryPath) {
                                        weighted ? skip_w.data() : nullptr);
         EXPECT_EQ(std::memcmp(resolved.data(), want.data(), want.size() * 4), 0) << what;
       }
+    }
+  }
+}
+
+// A fixed table's bags are summed a slice of about a thousand ids at a time, each slice checked
+// just before; an id out of range in a late slice (after earlier slices' bags were written) sends
+// the whole pair to the resolving path: SKIP leaves the id out, CLAMP reads row 0 for it, ERROR
+// names it. Every bag then equals the decode-then-sum reference of the ids that policy keeps.
+TEST(ServingLookup, AnIdOutOfRangeInALateSliceRedoesThePairUnderItsPolicy) {
+  constexpr int64_t kBags = 300, kLen = 10;  // 3000 ids: three slices or more
+  constexpr int64_t kBad = 2345;             // in the third slice
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> rows(static_cast<size_t>(kRows * kDim));
+  for (float& v : rows) v = value(rng);
+  std::uniform_int_distribution<int64_t> id(0, kRows - 1);
+  std::vector<int64_t> ids(static_cast<size_t>(kBags * kLen));
+  for (int64_t& x : ids) x = id(rng);
+  ids[kBad] = kRows + 3;
+  const std::vector<int32_t> lengths(kBags, kLen);
+  for (Storage s : {Storage::kFp32, Storage::kInt8}) {
+    auto m = MakeModel({{"t", kDim, s, rows, {}}});
+    for (Bounds bounds : {Bounds::kSkip, Bounds::kClamp, Bounds::kError}) {
+      m->bounds = bounds;
+      Request r;
+      r.batch_size = kBags;
+      r.num_features = 1;
+      r.lengths = lengths.data();
+      r.num_lengths = lengths.size();
+      r.values = ids.data();
+      r.values_int64 = true;
+      r.num_values = ids.size();
+      std::vector<float> out(static_cast<size_t>(kBags * kDim), -3.0f);
+      const Status st = Lookup(*m, r, out.data(), out.size());
+      if (bounds == Bounds::kError) {
+        EXPECT_FALSE(st.ok());
+        EXPECT_NE(st.ToString().find("id " + std::to_string(kRows + 3)), std::string::npos)
+            << st.ToString();
+        continue;
+      }
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      std::vector<float> want(out.size());
+      for (int64_t b = 0; b < kBags; ++b) {
+        std::vector<float> acc(kDim, 0.0f);
+        for (int64_t k = 0; k < kLen; ++k) {
+          const int64_t i = b * kLen + k;
+          if (i == kBad && bounds == Bounds::kSkip) continue;
+          const std::vector<float> x = ReadRow(m->tables[0], i == kBad ? 0 : ids[i]);
+          for (int32_t c = 0; c < kDim; ++c) acc[c] += x[c];
+        }
+        std::memcpy(&want[b * kDim], acc.data(), sizeof(float) * kDim);
+      }
+      EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size() * 4), 0)
+          << StorageName(s) << (bounds == Bounds::kSkip ? " skip" : " clamp");
     }
   }
 }
