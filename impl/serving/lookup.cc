@@ -15,6 +15,7 @@
 #include "impl/core/prefetch.h"
 #include "impl/core/row_format.h"
 #include "impl/serving/decode.h"
+#include "impl/serving/tiered_rows.h"
 
 namespace shardrec::serving {
 namespace {
@@ -96,6 +97,7 @@ struct BagScratch {
   std::vector<float> weights;
   std::vector<int64_t> offsets;
   std::vector<float> divisors;
+  TieredRows::Scratch tiered;  // a table served from disk: the bag rows gathered here
 };
 
 // Whether every id of [begin, end) names a row of a fixed table of `rows` rows: then no bounds
@@ -174,8 +176,14 @@ Status PooledPair(const Model& m, const Request& r, const Pair& p, size_t begin,
     rows = bag->rows.data();
     if (kWeighted) weights = bag->weights.data();
   }
+  const uint8_t* table_data = t.data;
+  if (t.tiered) {  // the request's rows from the row cache or the files, renumbered
+    SR_RETURN_IF_ERROR(t.tiered->Gather(rows, static_cast<size_t>(bag->offsets[B]), &bag->tiered));
+    table_data = bag->tiered.rows.data();
+    rows = bag->tiered.local.data();
+  }
   core::kernels::PooledArgs a;
-  a.weights = t.data;
+  a.weights = table_data;
   a.type = t.storage == Storage::kAsTrained ? RowFormat::kFp32 : FormatOf(t.storage);
   a.row_bytes = static_cast<int64_t>(t.row_bytes);
   a.cols = t.dim;
