@@ -44,7 +44,8 @@ Status ToTiers(const shardrec_inference_options_t& o, serving::OpenOptions* out)
   if (o.num_tiers > 0 && o.tiers == nullptr)
     return Status::InvalidArgument("options.tiers is NULL but num_tiers is ", o.num_tiers);
   const shardrec_serving_tier_t d = SHARDREC_SERVING_TIER_INIT;
-  const StructVersion versions[] = {{sizeof(shardrec_serving_tier_t), sizeof(shardrec_serving_tier_t)}};
+  const StructVersion versions[] = {
+      {sizeof(shardrec_serving_tier_t), sizeof(shardrec_serving_tier_t)}};
   std::vector<shardrec_serving_tier_t> tiers;
   SR_RETURN_IF_ERROR(
       ReadVersionedArray(o.tiers, o.num_tiers, d, std::span(versions), "options.tiers", &tiers));
@@ -151,17 +152,15 @@ extern "C" {
 SHARDREC_API shardrec_status_t
 shardrec_inference_options_init(shardrec_inference_options_t* options, uint32_t version) {
   const shardrec_inference_options_t defaults = SHARDREC_INFERENCE_OPTIONS_INIT;
-  return shardrec::capi::InitStruct(options, version, SHARDREC_INFERENCE_OPTIONS_VERSION, defaults,
-                                    "options",
-                                    {offsetof(shardrec_inference_options_t, tiers),
-                                     sizeof(shardrec_inference_options_t)});
+  return shardrec::capi::InitStruct(
+      options, version, SHARDREC_INFERENCE_OPTIONS_VERSION, defaults, "options",
+      {offsetof(shardrec_inference_options_t, tiers), sizeof(shardrec_inference_options_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_serving_tier_init(shardrec_serving_tier_t* tier,
                                                           uint32_t version) {
   const shardrec_serving_tier_t defaults = SHARDREC_SERVING_TIER_INIT;
-  return shardrec::capi::InitStruct(tier, version, SHARDREC_SERVING_TIER_VERSION, defaults,
-                                    "tier");
+  return shardrec::capi::InitStruct(tier, version, SHARDREC_SERVING_TIER_VERSION, defaults, "tier");
 }
 
 SHARDREC_API shardrec_status_t

@@ -19,13 +19,18 @@ class State {
  public:
   explicit State(const Topology& topo) : topo_(&topo) {
     for (int32_t r = 0; r < topo.world_size; ++r) free_.push_back(topo.UsableMemory(r));
+    disk_free_.assign(static_cast<size_t>(topo.world_size), topo.disk_bytes);
     perf_.resize(topo.world_size);
     storage_.resize(topo.world_size);
   }
 
-  bool Fits(int32_t rank, const ShardEstimate& e) const { return e.storage.total() <= free_[rank]; }
+  // Memory, and for a tiered table's shard the rank's disk.
+  bool Fits(int32_t rank, const ShardEstimate& e) const {
+    return e.storage.total() <= free_[rank] && e.storage.disk <= disk_free_[rank];
+  }
   void Place(int32_t rank, const ShardEstimate& e) {
     free_[rank] -= e.storage.total();
+    disk_free_[rank] -= e.storage.disk;
     perf_[rank] += e.perf;
     storage_[rank] += e.storage;
   }
@@ -88,6 +93,7 @@ class State {
   const Topology* topo_;
   std::vector<int64_t> free_;
   std::vector<Perf> perf_;
+  std::vector<int64_t> disk_free_;
   std::vector<Storage> storage_;
 };
 

@@ -29,8 +29,8 @@ Status OpenChecked(checkpoint::FileSystem& fs, const std::string& path,
     return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
   SR_RETURN_IF_ERROR(s);
   if (f->size() != e.size)
-    return Status::Corrupt("checkpoint file ", path, " is ", f->size(), " bytes, the manifest says ",
-                           e.size, " (truncated or replaced)");
+    return Status::Corrupt("checkpoint file ", path, " is ", f->size(),
+                           " bytes, the manifest says ", e.size, " (truncated or replaced)");
   std::vector<Record> header;
   SR_RETURN_IF_ERROR(checkpoint::ReadSafetensors(*f, path, &header, nullptr));
   std::map<std::string, const Record*> by_key;
@@ -111,9 +111,9 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
       const checkpoint::Target dst{DType::kFloat32, r0, 0, n, tc.dim, staging.data(), tc.dim};
       for (const DiskPiece& p : pieces)
         SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*p.file, p.path, p.rec, dst, &buffer));
-      SR_RETURN_IF_ERROR(EncodeRows(staging.data(), n, tc.dim, storage, encoded.data(),
-                                    "table " + tc.name + " (the block from row " +
-                                        std::to_string(r0) + ")"));
+      SR_RETURN_IF_ERROR(
+          EncodeRows(staging.data(), n, tc.dim, storage, encoded.data(),
+                     "table " + tc.name + " (the block from row " + std::to_string(r0) + ")"));
     }
   }
   Table t;

@@ -18,7 +18,7 @@ namespace {
 // The dtype a non-quantized storage keeps its values in (the in-memory open converts the
 // record's elements straight into it, checkpoint's CopyOverlap).
 DType StoredDType(Storage s) {
-  return s == Storage::kFp16 ? DType::kFloat16
+  return s == Storage::kFp16   ? DType::kFloat16
          : s == Storage::kBf16 ? DType::kBFloat16
                                : DType::kFloat32;
 }

@@ -229,9 +229,9 @@ TEST(InferenceTier, RefusesWhatItDoesNotServe) {
   EXPECT_EQ(shardrec_inference_save(disk.get(), (file + "2").c_str()), SHARDREC_EUNSUPPORTED);
   const int64_t id = 1;
   std::vector<float> row(12, 0.5f);
-  EXPECT_EQ(shardrec_inference_apply_delta(disk.get(), "t1", &id, row.data(), 1, nullptr, 0,
-                                           nullptr),
-            SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(
+      shardrec_inference_apply_delta(disk.get(), "t1", &id, row.data(), 1, nullptr, 0, nullptr),
+      SHARDREC_EUNSUPPORTED);
   std::vector<float> row8(8, 0.5f);
   uint64_t v = 0;
   EXPECT_EQ(shardrec_inference_apply_delta(disk.get(), "t0", &id, row8.data(), 1, nullptr, 0, &v),
@@ -280,8 +280,7 @@ TEST(InferenceTier, ACorruptRecordIsFoundAtOpen) {
       if (st == SHARDREC_ECORRUPT && why.find("t1") != std::string::npos &&
           why.find("weights") != std::string::npos) {
         found = true;
-        EXPECT_EQ(OpenTiered(t.trained_dir, SHARDREC_SERVING_FP32, 4096, &disk),
-                  SHARDREC_ECORRUPT);
+        EXPECT_EQ(OpenTiered(t.trained_dir, SHARDREC_SERVING_FP32, 4096, &disk), SHARDREC_ECORRUPT);
         EXPECT_NE(std::string(shardrec_last_error()).find("t1"), std::string::npos);
       }
       f = std::fopen(entry.path().c_str(), "r+b");  // restore
