@@ -435,15 +435,12 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
                                     "calibration");
 }
 
-SHARDREC_API shardrec_status_t shardrec_topology_calibrate_disk(shardrec_topology_t* topology,
-                                                                const char* dir,
-                                                                uint64_t file_bytes,
-                                                                double time_budget,
-                                                                double* iops_out,
-                                                                int32_t* direct_out) {
+SHARDREC_API shardrec_status_t shardrec_topology_calibrate_disk(
+    shardrec_topology_t* topology, const char* dir, uint64_t file_bytes, double time_budget,
+    double* iops_out, int32_t* direct_out) {
   return Enter({NotNull(topology, "topology"), NotNull(dir, "dir")}, [&] {
-    SR_RETURN_IF_ERROR(
-        shardrec::capi::CheckStructVersion(topology->version, SHARDREC_TOPOLOGY_VERSION, "topology"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(topology->version,
+                                                          SHARDREC_TOPOLOGY_VERSION, "topology"));
     if (topology->version < 3)
       return Status::InvalidArgument(
           "topology: disk calibration needs struct version >= 3 (older versions have no disk "
@@ -457,9 +454,9 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate_disk(shardrec_topolog
     const double ranks =
         topology->ranks_per_node == 0 ? topology->world_size : topology->ranks_per_node;
     shardrec::planner::DiskCalibration c;
-    SR_RETURN_IF_ERROR(shardrec::planner::CalibrateDisk(
-        dir, file_bytes == 0 ? uint64_t{256} << 20 : file_bytes, 8,
-        (time_budget > 0 ? time_budget : 1.0) * 1000.0, &c));
+    SR_RETURN_IF_ERROR(
+        shardrec::planner::CalibrateDisk(dir, file_bytes == 0 ? uint64_t{256} << 20 : file_bytes, 8,
+                                         (time_budget > 0 ? time_budget : 1.0) * 1000.0, &c));
     // Per ms inside, per second here; the machine's figures shared by its ranks.
     topology->disk_read_iops = c.read_iops * 1000.0 / ranks;
     topology->disk_read_bandwidth = c.read_bw * 1000.0 / ranks;

@@ -122,8 +122,8 @@ Status CalibrateDisk(const std::string& dir, uint64_t file_bytes, int threads, d
       reads += n;
     });
   }
-  while (MsSince(r0) < budget_ms / 2 && !failed.load()) std::this_thread::sleep_for(
-      std::chrono::milliseconds(2));
+  while (MsSince(r0) < budget_ms / 2 && !failed.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   stop = true;
   for (auto& th : pool) th.join();
   const double random_ms = MsSince(r0);
@@ -132,7 +132,8 @@ Status CalibrateDisk(const std::string& dir, uint64_t file_bytes, int threads, d
   // Sequential chunks, from the start again (wrapping), for about a quarter of the budget.
   uint64_t bytes = 0;
   const Clock::time_point s0 = Clock::now();
-  for (uint64_t off = 0; MsSince(s0) < budget_ms / 4 || bytes == 0; off = (off + kChunk) % file_bytes) {
+  for (uint64_t off = 0; MsSince(s0) < budget_ms / 4 || bytes == 0;
+       off = (off + kChunk) % file_bytes) {
     if (::pread(rfd, chunk.p, kChunk, static_cast<off_t>(off)) != static_cast<ssize_t>(kChunk))
       return Errno("pread", f.path);
     bytes += kChunk;

@@ -11,11 +11,11 @@
 namespace shardrec::planner {
 
 struct DiskCalibration {
-  double read_iops = 0;      // random 4 KiB reads per ms, all threads together
-  double read_bw = 0;        // bytes per ms of 1 MiB sequential reads
-  uint64_t free_bytes = 0;   // space the file system gives this user (statvfs f_bavail)
-  bool direct_io = false;    // reads bypassed the page cache (O_DIRECT)
-  double elapsed_ms = 0;     // wall time of the whole calibration
+  double read_iops = 0;     // random 4 KiB reads per ms, all threads together
+  double read_bw = 0;       // bytes per ms of 1 MiB sequential reads
+  uint64_t free_bytes = 0;  // space the file system gives this user (statvfs f_bavail)
+  bool direct_io = false;   // reads bypassed the page cache (O_DIRECT)
+  double elapsed_ms = 0;    // wall time of the whole calibration
 };
 
 // Writes a scratch file of `file_bytes` (a multiple of 1 MiB, at least 1 MiB) in `dir`, reads

@@ -59,7 +59,9 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                         const std::vector<std::vector<float>>& pooling_factors,
                         const StatsInfo& info) {
   const PlanEstimate est = EstimatePlan(plan, topo, pooling_factors, &info.tiers);
-  const auto tiered = [&](size_t t) { return t < info.tiers.size() && info.tiers[t].cache_bytes > 0; };
+  const auto tiered = [&](size_t t) {
+    return t < info.tiers.size() && info.tiers[t].cache_bytes > 0;
+  };
   bool any_tiered = false;
   for (size_t t = 0; t < plan.tables.size(); ++t) any_tiered = any_tiered || tiered(t);
   std::string out = "--- shardrec planner statistics ---\n";
@@ -176,9 +178,9 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
       rows.back().push_back(tier);
     }
   }
-  std::vector<std::string> header = {"Table",     "Sharding", "Rows",
-                                     "Dim (CW dim)", "Shards", "Ranks",
-                                     "Cost (ms)", "Storage (MiB)", "Sum pooling (ids/sample)",
+  std::vector<std::string> header = {"Table",        "Sharding",      "Rows",
+                                     "Dim (CW dim)", "Shards",        "Ranks",
+                                     "Cost (ms)",    "Storage (MiB)", "Sum pooling (ids/sample)",
                                      "Features"};
   if (any_tiered) header.push_back("Tier (docs/disk-tier.md)");
   out += Table(header, rows);

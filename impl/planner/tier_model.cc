@@ -46,8 +46,8 @@ void ApplyTier(const Topology& topo, const sharding::TableConfig& table, const T
   cols.dim = s.cols;
   const double record = static_cast<double>(TierRecordBytes(cols, optimizer));
   const double rows = static_cast<double>(s.rows);
-  const double slots =
-      std::min(rows, std::floor(static_cast<double>(hint.cache_bytes) / (record + kTierSlotOverhead)));
+  const double slots = std::min(
+      rows, std::floor(static_cast<double>(hint.cache_bytes) / (record + kTierSlotOverhead)));
   // Records never straddle a page: whole records per page, or whole pages per record.
   const double per_page = std::floor(static_cast<double>(kTierPageBytes) / (record + 16.0));
   const double pages = per_page >= 1 ? std::ceil(rows / per_page)
@@ -61,8 +61,8 @@ void ApplyTier(const Topology& topo, const sharding::TableConfig& table, const T
   // Each distinct row of a step that the cache misses costs one page read.
   const double unique = ExpectedUniqueRows(served_ids, rows);
   const double misses = unique * (1.0 - TierHitRate(hint, slots, rows));
-  e->perf.prefetch =
-      misses / topo.disk_read_iops + misses * static_cast<double>(kTierPageBytes) / topo.disk_read_bw;
+  e->perf.prefetch = misses / topo.disk_read_iops +
+                     misses * static_cast<double>(kTierPageBytes) / topo.disk_read_bw;
 }
 
 }  // namespace shardrec::planner

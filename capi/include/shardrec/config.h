@@ -345,16 +345,16 @@ typedef struct shardrec_table_constraints {
                                   (in the table's feature order), overriding the feature config. */
   size_t num_pooling_factors;   /**< 0, or the table's number of features. */
   /* Version 2: a tiered table (docs/disk-tier.md, "Planning"). */
-  uint64_t tier_cache_bytes;    /**< The table is tiered with this cache per rank
-                                     (shardrec_table_tier_t.cache_bytes): the plan counts the cache,
-                                     its write-back queue and the store's index in memory, the
-                                     records on the topology's disk, and prices the misses at the
-                                     disk's rate. 0: held in memory. A tiered table is never
-                                     data-parallel; a dynamic one is refused (SHARDREC_EINVAL). */
-  double tier_hit_rate;         /**< The expected share of a step's distinct rows the cache
-                                     holds, in (0, 1]; 0: estimated from @ref id_zipf_alpha. */
-  double id_zipf_alpha;         /**< The Zipf exponent of the table's ids (0: uniform, the
-                                     cache's share of the rows); >= 0. Used for the hit rate. */
+  uint64_t tier_cache_bytes; /**< The table is tiered with this cache per rank
+                                  (shardrec_table_tier_t.cache_bytes): the plan counts the cache,
+                                  its write-back queue and the store's index in memory, the
+                                  records on the topology's disk, and prices the misses at the
+                                  disk's rate. 0: held in memory. A tiered table is never
+                                  data-parallel; a dynamic one is refused (SHARDREC_EINVAL). */
+  double tier_hit_rate;      /**< The expected share of a step's distinct rows the cache
+                                  holds, in (0, 1]; 0: estimated from @ref id_zipf_alpha. */
+  double id_zipf_alpha;      /**< The Zipf exponent of the table's ids (0: uniform, the
+                                  cache's share of the rows); >= 0. Used for the hit rate. */
 } shardrec_table_constraints_t;
 
 #define SHARDREC_TABLE_CONSTRAINTS_VERSION 2u

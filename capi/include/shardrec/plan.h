@@ -371,12 +371,9 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate_network(shardrec_topo
  * Thread-safety: any thread; concurrent calls on one disk disturb each other's figures. Blocks
  * for the write plus about the budget.
  */
-SHARDREC_API shardrec_status_t shardrec_topology_calibrate_disk(shardrec_topology_t* topology,
-                                                                const char* dir,
-                                                                uint64_t file_bytes,
-                                                                double time_budget,
-                                                                double* iops_out,
-                                                                int32_t* direct_out);
+SHARDREC_API shardrec_status_t shardrec_topology_calibrate_disk(
+    shardrec_topology_t* topology, const char* dir, uint64_t file_bytes, double time_budget,
+    double* iops_out, int32_t* direct_out);
 
 /**
  * Fills @p topology's world_size and ranks_per_node from @p comm: the communicator's size and

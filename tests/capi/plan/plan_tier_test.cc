@@ -137,9 +137,9 @@ TEST(CapiPlanTier, CalibrateDiskMeasuresADirectory) {
             SHARDREC_EINVAL);
   shardrec_topology_t topo = SHARDREC_TOPOLOGY_INIT;
   topo.world_size = 2;
-  EXPECT_EQ(shardrec_topology_calibrate_disk(&topo, (dir + "/none").c_str(), 0, 0.1, nullptr,
-                                             nullptr),
-            SHARDREC_ENOTFOUND);
+  EXPECT_EQ(
+      shardrec_topology_calibrate_disk(&topo, (dir + "/none").c_str(), 0, 0.1, nullptr, nullptr),
+      SHARDREC_ENOTFOUND);
   EXPECT_EQ(shardrec_topology_calibrate_disk(&topo, dir.c_str(), 0, -1, nullptr, nullptr),
             SHARDREC_EINVAL);
   EXPECT_EQ(topo.disk_read_iops, 0.0);
