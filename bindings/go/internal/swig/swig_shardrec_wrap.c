@@ -384,6 +384,20 @@ shardrec_status_t shardrec_bind_plan_spec_add_constraints(
   return SHARDREC_OK;
 }
 
+/* The tier fields of the constraints added last (struct version 2): a tiered table. */
+shardrec_status_t shardrec_bind_plan_spec_set_constraints_tier(shardrec_bind_plan_spec_t* spec,
+                                                               int64_t tier_cache_bytes,
+                                                               double tier_hit_rate,
+                                                               double id_zipf_alpha) {
+  shardrec_table_constraints_t* c;
+  if (spec == NULL || spec->num_constraints == 0) return SHARDREC_EINVAL;
+  c = &spec->constraints[spec->num_constraints - 1];
+  c->tier_cache_bytes = (uint64_t)tier_cache_bytes;
+  c->tier_hit_rate = tier_hit_rate;
+  c->id_zipf_alpha = id_zipf_alpha;
+  return SHARDREC_OK;
+}
+
 shardrec_status_t shardrec_bind_plan_spec_set_memory_bytes_per_rank(
     shardrec_bind_plan_spec_t* spec, const int64_t* bytes, size_t num_bytes) {
   if (spec == NULL) return SHARDREC_EINVAL;
@@ -1045,10 +1059,10 @@ shardrec_status_t shardrec_bind_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t
 /* shardrec_inference_open with the per-table overrides given flat: @p table_names holds one
    name per override, joined with '\n' (the language layer refuses names holding '\n'), and
    @p storages the storage of each. */
-shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const char* path,
-                                               int32_t default_storage, int32_t bounds_policy,
-                                               int32_t device_type, const char* table_names,
-                                               const int32_t* storages, size_t num_storages) {
+static shardrec_status_t sr_bind_inference_open(
+    shardrec_inference_t** out, const char* path, int32_t default_storage, int32_t bounds_policy,
+    int32_t device_type, const char* table_names, const int32_t* storages, size_t num_storages,
+    const shardrec_serving_tier_t* tiers, size_t num_tiers) {
   shardrec_inference_options_t o;
   shardrec_table_storage_t* per_table = NULL;
   char* names = NULL;
@@ -1080,8 +1094,57 @@ shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const
   }
   o.table_storage = per_table;
   o.num_table_storage = num_storages;
+  o.tiers = tiers;
+  o.num_tiers = num_tiers;
   rc = shardrec_inference_open(path, &o, out);
   free(per_table);
+  free(names);
+  return rc;
+}
+
+shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const char* path,
+                                               int32_t default_storage, int32_t bounds_policy,
+                                               int32_t device_type, const char* table_names,
+                                               const int32_t* storages, size_t num_storages) {
+  return sr_bind_inference_open(out, path, default_storage, bounds_policy, device_type,
+                                table_names, storages, num_storages, NULL, 0);
+}
+
+/* shardrec_bind_inference_open plus tables served from the checkpoint's files
+   (shardrec_serving_tier_t): @p tier_tables holds one name per tier, joined with '\n', and
+   @p cache_bytes the cache of each. */
+shardrec_status_t shardrec_bind_inference_open_tiered(
+    shardrec_inference_t** out, const char* path, int32_t default_storage, int32_t bounds_policy,
+    int32_t device_type, const char* table_names, const int32_t* storages, size_t num_storages,
+    const char* tier_tables, const int64_t* cache_bytes, size_t num_tiers) {
+  shardrec_serving_tier_t* tiers = NULL;
+  char* names = NULL;
+  char* cursor;
+  size_t i;
+  shardrec_status_t rc;
+  if (num_tiers > 0) {
+    if (tier_tables == NULL || cache_bytes == NULL) return SHARDREC_EINVAL;
+    tiers = (shardrec_serving_tier_t*)calloc(num_tiers, sizeof(*tiers));
+    names = sr_bind_strdup(tier_tables);
+    if (tiers == NULL || names == NULL) {
+      free(tiers);
+      free(names);
+      return SHARDREC_ENOMEM;
+    }
+    cursor = names;
+    for (i = 0; i < num_tiers; ++i) {
+      char* end = strchr(cursor, '\n');
+      if (end != NULL) *end = '\0';
+      shardrec_serving_tier_init(&tiers[i], SHARDREC_SERVING_TIER_VERSION);
+      tiers[i].table = cursor;
+      /* A negative size reaches C as a huge one, which C refuses as no memory to hold. */
+      tiers[i].cache_bytes = (uint64_t)cache_bytes[i];
+      cursor = end != NULL ? end + 1 : cursor + strlen(cursor);
+    }
+  }
+  rc = sr_bind_inference_open(out, path, default_storage, bounds_policy, device_type, table_names,
+                              storages, num_storages, tiers, num_tiers);
+  free(tiers);
   free(names);
   return rc;
 }
@@ -1114,7 +1177,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_3a7f64bbe3f0cb13(void *_swig_go_0) {
+void _wrap_Swig_free_swig_a412d1cf30d496d0(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1124,7 +1187,7 @@ void _wrap_Swig_free_swig_3a7f64bbe3f0cb13(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_a412d1cf30d496d0(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1137,7 +1200,7 @@ void *_wrap_Swig_malloc_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OK_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1149,7 +1212,7 @@ intgo _wrap_OK_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ERROR_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ERROR_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1161,7 +1224,7 @@ intgo _wrap_ERROR_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EINVAL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EINVAL_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1173,7 +1236,7 @@ intgo _wrap_EINVAL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EUSAGE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EUSAGE_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1185,7 +1248,7 @@ intgo _wrap_EUSAGE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ENOMEM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ENOMEM_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1197,7 +1260,7 @@ intgo _wrap_ENOMEM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ECUDA_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ECUDA_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1209,7 +1272,7 @@ intgo _wrap_ECUDA_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EREMOTE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EREMOTE_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1221,7 +1284,7 @@ intgo _wrap_EREMOTE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ETIMEOUT_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1233,7 +1296,7 @@ intgo _wrap_ETIMEOUT_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EIO_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EIO_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1245,7 +1308,7 @@ intgo _wrap_EIO_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ECORRUPT_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1257,7 +1320,7 @@ intgo _wrap_ECORRUPT_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EUNSUPPORTED_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1269,7 +1332,7 @@ intgo _wrap_EUNSUPPORTED_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ENOTFOUND_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1281,7 +1344,7 @@ intgo _wrap_ENOTFOUND_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EINTERNAL_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1293,7 +1356,7 @@ intgo _wrap_EINTERNAL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ENODEVICE_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1305,7 +1368,7 @@ intgo _wrap_ENODEVICE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EABORTED_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EABORTED_swig_a412d1cf30d496d0() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1317,7 +1380,7 @@ intgo _wrap_EABORTED_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_FLOAT32_swig_a412d1cf30d496d0() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1329,7 +1392,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_FLOAT16_swig_a412d1cf30d496d0() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1341,7 +1404,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_BFLOAT16_swig_a412d1cf30d496d0() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1353,7 +1416,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_FLOAT64_swig_a412d1cf30d496d0() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1365,7 +1428,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_INT32_swig_a412d1cf30d496d0() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1377,7 +1440,7 @@ intgo _wrap_DTYPE_INT32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_INT64_swig_a412d1cf30d496d0() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1389,7 +1452,7 @@ intgo _wrap_DTYPE_INT64_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DTYPE_UINT8_swig_a412d1cf30d496d0() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1401,7 +1464,7 @@ intgo _wrap_DTYPE_UINT8_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DEVICE_HOST_swig_a412d1cf30d496d0() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1413,7 +1476,7 @@ intgo _wrap_DEVICE_HOST_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DEVICE_CUDA_swig_a412d1cf30d496d0() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1425,7 +1488,7 @@ intgo _wrap_DEVICE_CUDA_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DELTA_FULL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DELTA_FULL_swig_a412d1cf30d496d0() {
   enum shardrec_delta_flag result;
   intgo _swig_go_result;
   
@@ -1437,7 +1500,7 @@ intgo _wrap_DELTA_FULL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_status_string_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_a412d1cf30d496d0(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1450,7 +1513,7 @@ _gostring_ _wrap_status_string_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_version_swig_a412d1cf30d496d0() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1461,7 +1524,7 @@ intgo _wrap_version_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_version_string_swig_3a7f64bbe3f0cb13() {
+_gostring_ _wrap_version_string_swig_a412d1cf30d496d0() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1472,7 +1535,7 @@ _gostring_ _wrap_version_string_swig_3a7f64bbe3f0cb13() {
 }
 
 
-long long _wrap_dtype_size_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_a412d1cf30d496d0(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1485,7 +1548,7 @@ long long _wrap_dtype_size_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_a412d1cf30d496d0() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1497,7 +1560,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_a412d1cf30d496d0() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1509,7 +1572,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_ROW_WISE_swig_a412d1cf30d496d0() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1521,7 +1584,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_a412d1cf30d496d0() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1533,7 +1596,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_a412d1cf30d496d0() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1545,7 +1608,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_a412d1cf30d496d0() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1557,7 +1620,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SHARDING_GRID_swig_a412d1cf30d496d0() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1569,7 +1632,7 @@ intgo _wrap_SHARDING_GRID_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_POOLING_SUM_swig_a412d1cf30d496d0() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1581,7 +1644,7 @@ intgo _wrap_POOLING_SUM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_POOLING_MEAN_swig_a412d1cf30d496d0() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1593,7 +1656,7 @@ intgo _wrap_POOLING_MEAN_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_POOLING_NONE_swig_a412d1cf30d496d0() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1605,7 +1668,7 @@ intgo _wrap_POOLING_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_INIT_DEFAULT_swig_a412d1cf30d496d0() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1617,7 +1680,7 @@ intgo _wrap_INIT_DEFAULT_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_INIT_UNIFORM_swig_a412d1cf30d496d0() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1629,7 +1692,7 @@ intgo _wrap_INIT_UNIFORM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_INIT_CONSTANT_swig_a412d1cf30d496d0() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1641,7 +1704,7 @@ intgo _wrap_INIT_CONSTANT_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_SGD_swig_a412d1cf30d496d0() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1653,7 +1716,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_a412d1cf30d496d0() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1665,7 +1728,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_a412d1cf30d496d0() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1677,7 +1740,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_ADAM_swig_a412d1cf30d496d0() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1689,7 +1752,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_a412d1cf30d496d0() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1701,7 +1764,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_OPTIMIZER_LAMB_swig_a412d1cf30d496d0() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1713,7 +1776,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_a412d1cf30d496d0() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1725,7 +1788,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_a412d1cf30d496d0() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1737,7 +1800,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_a412d1cf30d496d0() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1749,7 +1812,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1761,7 +1824,7 @@ void _wrap_optimizer_config_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1774,7 +1837,7 @@ intgo _wrap_optimizer_config_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1786,7 +1849,7 @@ void _wrap_optimizer_config_Xtype_set_swig_3a7f64bbe3f0cb13(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1799,7 +1862,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_3a7f64bbe3f0cb13(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1811,7 +1874,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1824,7 +1887,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1836,7 +1899,7 @@ void _wrap_optimizer_config_eps_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1849,7 +1912,7 @@ float _wrap_optimizer_config_eps_get_swig_3a7f64bbe3f0cb13(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1861,7 +1924,7 @@ void _wrap_optimizer_config_beta1_set_swig_3a7f64bbe3f0cb13(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1874,7 +1937,7 @@ float _wrap_optimizer_config_beta1_get_swig_3a7f64bbe3f0cb13(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1886,7 +1949,7 @@ void _wrap_optimizer_config_beta2_set_swig_3a7f64bbe3f0cb13(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1899,7 +1962,7 @@ float _wrap_optimizer_config_beta2_get_swig_3a7f64bbe3f0cb13(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1911,7 +1974,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1924,7 +1987,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1936,7 +1999,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1949,7 +2012,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1961,7 +2024,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_3a7f64bbe3f0cb13(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1974,7 +2037,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_3a7f64bbe3f0cb13() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_a412d1cf30d496d0() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -1985,7 +2048,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_3a7f64bbe3f0cb
 }
 
 
-void _wrap_delete_optimizer_config_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -1995,7 +2058,7 @@ void _wrap_delete_optimizer_config_swig_3a7f64bbe3f0cb13(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_3a7f64bbe3f0cb13(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_a412d1cf30d496d0(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2027,7 +2090,7 @@ _gostring_ _wrap_optimizer_config_init_swig_3a7f64bbe3f0cb13(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_NONE_swig_a412d1cf30d496d0() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2039,7 +2102,7 @@ intgo _wrap_EVICTION_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_LRU_swig_a412d1cf30d496d0() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2051,7 +2114,7 @@ intgo _wrap_EVICTION_LRU_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_LFU_swig_a412d1cf30d496d0() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2063,7 +2126,7 @@ intgo _wrap_EVICTION_LFU_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_TTL_swig_a412d1cf30d496d0() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2075,7 +2138,7 @@ intgo _wrap_EVICTION_TTL_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_EVICTION_SCORE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_EVICTION_SCORE_swig_a412d1cf30d496d0() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2087,7 +2150,7 @@ intgo _wrap_EVICTION_SCORE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2099,7 +2162,7 @@ void _wrap_dynamic_table_config_version_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2112,7 +2175,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2124,7 +2187,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2137,7 +2200,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2149,7 +2212,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_3a7f64bbe3f0cb13(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2162,7 +2225,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_3a7f64bbe3f0cb13(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2174,7 +2237,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2187,7 +2250,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-void _wrap_dynamic_table_config_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_capacity_bytes_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2199,7 +2262,7 @@ void _wrap_dynamic_table_config_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-long long _wrap_dynamic_table_config_capacity_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_capacity_bytes_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2212,7 +2275,7 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_3a7f64bbe3f0cb13(st
 }
 
 
-void _wrap_dynamic_table_config_admission_decay_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2224,7 +2287,7 @@ void _wrap_dynamic_table_config_admission_decay_steps_set_swig_3a7f64bbe3f0cb13(
 }
 
 
-long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2237,7 +2300,7 @@ long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_3a7f64bbe3f0
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_3a7f64bbe3f0cb13() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_a412d1cf30d496d0() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2248,7 +2311,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_3a7f64
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2258,7 +2321,7 @@ void _wrap_delete_dynamic_table_config_swig_3a7f64bbe3f0cb13(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2290,7 +2353,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2302,7 +2365,7 @@ void _wrap_Topology_t_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2315,7 +2378,7 @@ intgo _wrap_Topology_t_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2327,7 +2390,7 @@ void _wrap_Topology_t_world_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2340,7 +2403,7 @@ intgo _wrap_Topology_t_world_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2352,7 +2415,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2365,7 +2428,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2377,7 +2440,7 @@ void _wrap_Topology_t_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2390,7 +2453,7 @@ intgo _wrap_Topology_t_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2402,7 +2465,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2415,7 +2478,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2427,7 +2490,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2440,7 +2503,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2452,7 +2515,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2465,7 +2528,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2477,7 +2540,7 @@ void _wrap_Topology_t_batch_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2490,7 +2553,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2502,7 +2565,7 @@ void _wrap_Topology_t_optimizer_set_swig_3a7f64bbe3f0cb13(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2515,7 +2578,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_3a7f64bbe3f0cb13(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2527,7 +2590,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2540,7 +2603,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2552,7 +2615,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2565,7 +2628,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2577,7 +2640,7 @@ void _wrap_Topology_t_collective_latency_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2590,7 +2653,7 @@ double _wrap_Topology_t_collective_latency_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2602,7 +2665,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_3a7f64bbe3f0cb13(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2615,7 +2678,82 @@ double _wrap_Topology_t_per_id_cost_get_swig_3a7f64bbe3f0cb13(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_3a7f64bbe3f0cb13() {
+void _wrap_Topology_t_disk_capacity_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_capacity = arg2;
+  
+}
+
+
+long long _wrap_Topology_t_disk_capacity_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->disk_capacity);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_Topology_t_disk_read_bandwidth_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_read_bandwidth = arg2;
+  
+}
+
+
+double _wrap_Topology_t_disk_read_bandwidth_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->disk_read_bandwidth);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_Topology_t_disk_read_iops_set_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_read_iops = arg2;
+  
+}
+
+
+double _wrap_Topology_t_disk_read_iops_get_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->disk_read_iops);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_topology *_wrap_new_Topology_t_swig_a412d1cf30d496d0() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2626,7 +2764,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_Topology_t_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2636,7 +2774,7 @@ void _wrap_delete_Topology_t_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2668,7 +2806,7 @@ _gostring_ _wrap_topology_init_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2680,7 +2818,7 @@ void _wrap_comm_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2693,7 +2831,7 @@ intgo _wrap_comm_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2705,7 +2843,7 @@ void _wrap_comm_options_timeout_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2718,7 +2856,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2730,7 +2868,7 @@ void _wrap_comm_options_backend_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2743,7 +2881,7 @@ intgo _wrap_comm_options_backend_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2755,7 +2893,7 @@ void _wrap_comm_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2768,7 +2906,7 @@ intgo _wrap_comm_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2780,7 +2918,7 @@ void _wrap_comm_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2793,7 +2931,7 @@ intgo _wrap_comm_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2817,7 +2955,7 @@ void _wrap_comm_options_bind_address_set_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2830,7 +2968,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2842,7 +2980,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2855,7 +2993,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_a412d1cf30d496d0() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2866,7 +3004,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_comm_options_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2876,7 +3014,7 @@ void _wrap_delete_comm_options_swig_3a7f64bbe3f0cb13(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_a412d1cf30d496d0(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2908,7 +3046,7 @@ _gostring_ _wrap_comm_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -2938,7 +3076,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -2976,7 +3114,7 @@ _gostring_ _wrap_comm_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3012,7 +3150,7 @@ _gostring_ _wrap_comm_create_local_group_swig_3a7f64bbe3f0cb13(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -3048,7 +3186,7 @@ _gostring_ _wrap_comm_split_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3080,7 +3218,7 @@ _gostring_ _wrap_comm_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3112,7 +3250,7 @@ _gostring_ _wrap_comm_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_a412d1cf30d496d0(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3144,7 +3282,7 @@ _gostring_ _wrap_comm_set_timeout_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_a412d1cf30d496d0(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3174,7 +3312,7 @@ _gostring_ _wrap_comm_abort_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_a412d1cf30d496d0(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3204,7 +3342,7 @@ _gostring_ _wrap_comm_async_error_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_a412d1cf30d496d0(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3214,7 +3352,7 @@ void _wrap_comm_destroy_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_a412d1cf30d496d0(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3256,7 +3394,7 @@ _gostring_ _wrap_comm_allreduce_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_a412d1cf30d496d0(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3296,7 +3434,7 @@ _gostring_ _wrap_comm_broadcast_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_a412d1cf30d496d0(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3336,7 +3474,7 @@ _gostring_ _wrap_comm_allgather_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_a412d1cf30d496d0(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3366,7 +3504,7 @@ _gostring_ _wrap_comm_barrier_swig_3a7f64bbe3f0cb13(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3400,7 +3538,7 @@ _gostring_ _wrap_comm_create_mpi_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3432,7 +3570,7 @@ _gostring_ _wrap_comm_create_from_env_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_create_tcp_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
+_gostring_ _wrap_comm_create_tcp_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -3477,7 +3615,7 @@ _gostring_ _wrap_comm_create_tcp_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3509,7 +3647,7 @@ _gostring_ _wrap_comm_local_rank_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3541,7 +3679,7 @@ _gostring_ _wrap_comm_local_size_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3573,7 +3711,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3585,7 +3723,7 @@ void _wrap_Shard_t_row_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3598,7 +3736,7 @@ long long _wrap_Shard_t_row_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3610,7 +3748,7 @@ void _wrap_Shard_t_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3623,7 +3761,7 @@ long long _wrap_Shard_t_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3635,7 +3773,7 @@ void _wrap_Shard_t_col_offset_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3648,7 +3786,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3660,7 +3798,7 @@ void _wrap_Shard_t_cols_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3673,7 +3811,7 @@ intgo _wrap_Shard_t_cols_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3685,7 +3823,7 @@ void _wrap_Shard_t_rank_set_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3698,7 +3836,7 @@ intgo _wrap_Shard_t_rank_get_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_3a7f64bbe3f0cb13() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_a412d1cf30d496d0() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3709,7 +3847,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_Shard_t_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_a412d1cf30d496d0(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3719,7 +3857,7 @@ void _wrap_delete_Shard_t_swig_3a7f64bbe3f0cb13(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3755,7 +3893,7 @@ _gostring_ _wrap_plan_from_json_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3796,7 +3934,7 @@ _gostring_ _wrap_plan_to_json_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3837,7 +3975,7 @@ _gostring_ _wrap_plan_stats_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3869,7 +4007,7 @@ _gostring_ _wrap_plan_hash_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3901,7 +4039,7 @@ _gostring_ _wrap_plan_world_size_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -3933,7 +4071,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3965,7 +4103,7 @@ _gostring_ _wrap_plan_num_tables_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -3997,7 +4135,7 @@ _gostring_ _wrap_plan_num_features_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4036,7 +4174,7 @@ _gostring_ _wrap_plan_feature_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4075,7 +4213,7 @@ _gostring_ _wrap_plan_table_name_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4114,7 +4252,7 @@ _gostring_ _wrap_plan_find_table_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4148,7 +4286,7 @@ _gostring_ _wrap_plan_table_rows_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4182,7 +4320,7 @@ _gostring_ _wrap_plan_table_dim_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4218,7 +4356,7 @@ _gostring_ _wrap_plan_table_sharding_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4254,7 +4392,7 @@ _gostring_ _wrap_plan_shard_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4266,7 +4404,7 @@ void _wrap_calibrate_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4279,7 +4417,7 @@ intgo _wrap_calibrate_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4291,7 +4429,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_3a7f64bbe3f0cb13(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4304,7 +4442,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4316,7 +4454,7 @@ void _wrap_calibrate_options_time_budget_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4329,7 +4467,7 @@ double _wrap_calibrate_options_time_budget_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4341,7 +4479,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4354,7 +4492,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4366,7 +4504,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4379,7 +4517,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_3a7f64bbe3f0cb13(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_a412d1cf30d496d0() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4390,7 +4528,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_3a7f64bbe3f0
 }
 
 
-void _wrap_delete_calibrate_options_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4400,7 +4538,7 @@ void _wrap_delete_calibrate_options_swig_3a7f64bbe3f0cb13(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_a412d1cf30d496d0(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4432,7 +4570,7 @@ _gostring_ _wrap_calibrate_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4444,7 +4582,7 @@ void _wrap_calibration_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4457,7 +4595,7 @@ intgo _wrap_calibration_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4469,7 +4607,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4482,7 +4620,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4494,7 +4632,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4507,7 +4645,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4519,7 +4657,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4532,7 +4670,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4544,7 +4682,7 @@ void _wrap_calibration_loopback_latency_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4557,7 +4695,7 @@ double _wrap_calibration_loopback_latency_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4569,7 +4707,7 @@ void _wrap_calibration_handoff_latency_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4582,7 +4720,7 @@ double _wrap_calibration_handoff_latency_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4594,7 +4732,7 @@ void _wrap_calibration_elapsed_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4607,7 +4745,7 @@ double _wrap_calibration_elapsed_get_swig_3a7f64bbe3f0cb13(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4619,7 +4757,7 @@ void _wrap_calibration_oversubscription_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4632,7 +4770,7 @@ double _wrap_calibration_oversubscription_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_3a7f64bbe3f0cb13() {
+struct shardrec_calibration *_wrap_new_calibration_swig_a412d1cf30d496d0() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4643,7 +4781,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_calibration_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4653,7 +4791,7 @@ void _wrap_delete_calibration_swig_3a7f64bbe3f0cb13(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_3a7f64bbe3f0cb13(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_a412d1cf30d496d0(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4685,7 +4823,7 @@ _gostring_ _wrap_calibration_init_swig_3a7f64bbe3f0cb13(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4719,7 +4857,7 @@ _gostring_ _wrap_topology_calibrate_swig_3a7f64bbe3f0cb13(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_calibrate_network_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_topology_calibrate_network_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   double arg3 ;
@@ -4755,7 +4893,52 @@ _gostring_ _wrap_topology_calibrate_network_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_3a7f64bbe3f0cb13(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_calibrate_disk_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+  shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  uint64_t arg3 ;
+  double arg4 ;
+  double *arg5 = (double *) 0 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_topology_t **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = (double)_swig_go_3; 
+  arg5 = (double *)_swig_go_4.array; 
+  arg6 = (int32_t *)_swig_go_5.array; 
+  
+  result = (shardrec_status_t)shardrec_topology_calibrate_disk(arg1,(char const *)arg2,arg3,arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_topology_from_comm_swig_a412d1cf30d496d0(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4787,7 +4970,7 @@ _gostring_ _wrap_topology_from_comm_swig_3a7f64bbe3f0cb13(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_a412d1cf30d496d0(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4797,7 +4980,7 @@ void _wrap_plan_destroy_swig_3a7f64bbe3f0cb13(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_BOUNDS_ERROR_swig_a412d1cf30d496d0() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4809,7 +4992,7 @@ intgo _wrap_BOUNDS_ERROR_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_BOUNDS_CLAMP_swig_a412d1cf30d496d0() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4821,7 +5004,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_BOUNDS_SKIP_swig_a412d1cf30d496d0() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4833,7 +5016,7 @@ intgo _wrap_BOUNDS_SKIP_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_table_tier_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
+void _wrap_table_tier_version_set_swig_a412d1cf30d496d0(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   uint32_t arg2 ;
   
@@ -4845,7 +5028,7 @@ void _wrap_table_tier_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_table_ti
 }
 
 
-intgo _wrap_table_tier_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+intgo _wrap_table_tier_version_get_swig_a412d1cf30d496d0(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4858,7 +5041,7 @@ intgo _wrap_table_tier_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_table_t
 }
 
 
-void _wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, long long _swig_go_1) {
+void _wrap_table_tier_cache_bytes_set_swig_a412d1cf30d496d0(struct shardrec_table_tier *_swig_go_0, long long _swig_go_1) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   int64_t arg2 ;
   
@@ -4870,7 +5053,7 @@ void _wrap_table_tier_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tabl
 }
 
 
-long long _wrap_table_tier_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+long long _wrap_table_tier_cache_bytes_get_swig_a412d1cf30d496d0(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4883,7 +5066,7 @@ long long _wrap_table_tier_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-struct shardrec_table_tier *_wrap_new_table_tier_swig_3a7f64bbe3f0cb13() {
+struct shardrec_table_tier *_wrap_new_table_tier_swig_a412d1cf30d496d0() {
   struct shardrec_table_tier *result = 0 ;
   struct shardrec_table_tier *_swig_go_result;
   
@@ -4894,7 +5077,7 @@ struct shardrec_table_tier *_wrap_new_table_tier_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_table_tier_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0) {
+void _wrap_delete_table_tier_swig_a412d1cf30d496d0(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   
   arg1 = *(struct shardrec_table_tier **)&_swig_go_0; 
@@ -4904,7 +5087,7 @@ void _wrap_delete_table_tier_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_
 }
 
 
-_gostring_ _wrap_table_tier_init_swig_3a7f64bbe3f0cb13(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_table_tier_init_swig_a412d1cf30d496d0(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
   shardrec_table_tier_t *arg1 = (shardrec_table_tier_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4936,7 +5119,7 @@ _gostring_ _wrap_table_tier_init_swig_3a7f64bbe3f0cb13(struct shardrec_table_tie
 }
 
 
-void _wrap_embedding_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4948,7 +5131,7 @@ void _wrap_embedding_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4961,7 +5144,7 @@ intgo _wrap_embedding_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4973,7 +5156,7 @@ void _wrap_embedding_options_seed_set_swig_3a7f64bbe3f0cb13(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4986,7 +5169,7 @@ long long _wrap_embedding_options_seed_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -4998,7 +5181,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5011,7 +5194,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5023,7 +5206,7 @@ void _wrap_embedding_options_num_threads_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5036,7 +5219,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -5048,7 +5231,7 @@ void _wrap_embedding_options_dp_comm_set_swig_3a7f64bbe3f0cb13(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -5061,7 +5244,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5073,7 +5256,7 @@ void _wrap_embedding_options_device_type_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5086,7 +5269,7 @@ intgo _wrap_embedding_options_device_type_get_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5098,7 +5281,7 @@ void _wrap_embedding_options_device_index_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5111,7 +5294,7 @@ intgo _wrap_embedding_options_device_index_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5123,7 +5306,7 @@ void _wrap_embedding_options_non_finite_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5136,7 +5319,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5148,7 +5331,7 @@ void _wrap_embedding_options_table_memory_set_swig_3a7f64bbe3f0cb13(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5161,7 +5344,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5173,7 +5356,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_3a7f64bbe3f0cb13(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5186,7 +5369,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_3a7f64bbe3f0cb13(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5198,7 +5381,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_3a7f64bbe3f0cb13(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5211,7 +5394,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_3a7f64bbe3f0cb13(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5223,7 +5406,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5236,7 +5419,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5248,7 +5431,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5261,7 +5444,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_3a7f64bbe3f0cb13(st
 }
 
 
-void _wrap_embedding_options_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, struct shardrec_table_tier *_swig_go_1) {
+void _wrap_embedding_options_tiers_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, struct shardrec_table_tier *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_table_tier_t *arg2 = (shardrec_table_tier_t *) 0 ;
   
@@ -5273,7 +5456,7 @@ void _wrap_embedding_options_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec_emb
 }
 
 
-struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_table_tier_t *result = 0 ;
   struct shardrec_table_tier *_swig_go_result;
@@ -5286,7 +5469,7 @@ struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_3a7f64bbe3f0c
 }
 
 
-void _wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_num_tiers_set_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   size_t arg2 ;
   
@@ -5298,7 +5481,7 @@ void _wrap_embedding_options_num_tiers_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-long long _wrap_embedding_options_num_tiers_get_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_num_tiers_get_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5311,7 +5494,7 @@ long long _wrap_embedding_options_num_tiers_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_a412d1cf30d496d0() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -5322,7 +5505,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_3a7f64bbe3f0
 }
 
 
-void _wrap_delete_embedding_options_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -5332,7 +5515,7 @@ void _wrap_delete_embedding_options_swig_3a7f64bbe3f0cb13(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_COMM_ENCODING_FP32_swig_a412d1cf30d496d0() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5344,7 +5527,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_COMM_ENCODING_FP16_swig_a412d1cf30d496d0() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5356,7 +5539,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_COMM_ENCODING_BF16_swig_a412d1cf30d496d0() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5368,7 +5551,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_a412d1cf30d496d0() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5380,7 +5563,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_a412d1cf30d496d0() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5392,7 +5575,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_NON_FINITE_CHECK_swig_a412d1cf30d496d0() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5404,7 +5587,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_NON_FINITE_ALLOW_swig_a412d1cf30d496d0() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5416,7 +5599,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_a412d1cf30d496d0(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5448,7 +5631,7 @@ _gostring_ _wrap_embedding_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5486,7 +5669,7 @@ _gostring_ _wrap_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5496,7 +5679,7 @@ void _wrap_embedding_destroy_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5528,7 +5711,7 @@ _gostring_ _wrap_embedding_output_dim_swig_3a7f64bbe3f0cb13(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5560,7 +5743,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5592,7 +5775,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_3a7f64bbe3f0cb13(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5630,7 +5813,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_3a7f64bbe3f0cb13(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5668,7 +5851,7 @@ _gostring_ _wrap_embedding_backward_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5704,7 +5887,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5738,7 +5921,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5772,7 +5955,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5802,7 +5985,7 @@ _gostring_ _wrap_embedding_synchronize_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5834,7 +6017,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5866,7 +6049,7 @@ _gostring_ _wrap_embedding_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5898,7 +6081,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5941,7 +6124,7 @@ _gostring_ _wrap_embedding_get_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -5984,7 +6167,7 @@ _gostring_ _wrap_embedding_set_weights_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6016,7 +6199,7 @@ _gostring_ _wrap_embedding_num_states_swig_3a7f64bbe3f0cb13(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6057,7 +6240,7 @@ _gostring_ _wrap_embedding_state_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6107,7 +6290,7 @@ _gostring_ _wrap_embedding_get_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6157,7 +6340,7 @@ _gostring_ _wrap_embedding_set_state_swig_3a7f64bbe3f0cb13(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -6191,7 +6374,7 @@ _gostring_ _wrap_embedding_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -6230,7 +6413,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_3a7f64bbe3f0cb13(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -6269,7 +6452,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_3a7f64bbe3f0cb13(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6308,7 +6491,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_3a7f64bbe3f0cb13(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -6356,7 +6539,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_3a7f64bbe3f0cb13(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6388,7 +6571,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6438,7 +6621,7 @@ _gostring_ _wrap_embedding_output_info_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6450,7 +6633,7 @@ void _wrap_step_timings_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6463,7 +6646,7 @@ intgo _wrap_step_timings_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6475,7 +6658,7 @@ void _wrap_step_timings_forwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6488,7 +6671,7 @@ long long _wrap_step_timings_forwards_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6500,7 +6683,7 @@ void _wrap_step_timings_backwards_set_swig_3a7f64bbe3f0cb13(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6513,7 +6696,7 @@ long long _wrap_step_timings_backwards_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6525,7 +6708,7 @@ void _wrap_step_timings_samples_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6538,7 +6721,7 @@ long long _wrap_step_timings_samples_get_swig_3a7f64bbe3f0cb13(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6550,7 +6733,7 @@ void _wrap_step_timings_total_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6563,7 +6746,7 @@ double _wrap_step_timings_total_seconds_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6575,7 +6758,7 @@ void _wrap_step_timings_collective_seconds_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6588,7 +6771,7 @@ double _wrap_step_timings_collective_seconds_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6600,7 +6783,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6613,7 +6796,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6625,7 +6808,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6638,7 +6821,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6650,7 +6833,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6663,7 +6846,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6675,7 +6858,7 @@ void _wrap_step_timings_backward_seconds_set_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6688,7 +6871,7 @@ double _wrap_step_timings_backward_seconds_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6700,7 +6883,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_3a7f64bbe3f0cb13(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6713,7 +6896,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_3a7f64bbe3f0cb13() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_a412d1cf30d496d0() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6724,7 +6907,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_step_timings_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6734,7 +6917,7 @@ void _wrap_delete_step_timings_swig_3a7f64bbe3f0cb13(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_3a7f64bbe3f0cb13(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_a412d1cf30d496d0(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6766,7 +6949,7 @@ _gostring_ _wrap_step_timings_init_swig_3a7f64bbe3f0cb13(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6798,7 +6981,7 @@ _gostring_ _wrap_embedding_step_timings_swig_3a7f64bbe3f0cb13(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_training_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_set_training_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6830,7 +7013,7 @@ _gostring_ _wrap_embedding_set_training_swig_3a7f64bbe3f0cb13(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_training_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -6862,7 +7045,7 @@ _gostring_ _wrap_embedding_is_training_swig_3a7f64bbe3f0cb13(shardrec_embedding_
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6874,7 +7057,7 @@ void _wrap_dynamic_table_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6887,7 +7070,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6899,7 +7082,7 @@ void _wrap_dynamic_table_stats_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6912,7 +7095,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_3a7f64bbe3f0cb13(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6924,7 +7107,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6937,7 +7120,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -6949,7 +7132,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -6962,7 +7145,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6974,7 +7157,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6987,7 +7170,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -6999,7 +7182,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7012,7 +7195,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7024,7 +7207,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_3a7f64bbe3f0cb13
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7037,7 +7220,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_3a7f64bbe3f
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7049,7 +7232,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7062,7 +7245,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_3a7f64bbe3f0cb13
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7074,7 +7257,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7087,7 +7270,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7099,7 +7282,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7112,7 +7295,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7124,7 +7307,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_3a7f64bbe3f0cb1
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7137,7 +7320,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_3a7f64bbe3
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7149,7 +7332,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_3a7f64bbe3f0cb13(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7162,7 +7345,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_3a7f64bbe3f0cb1
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7174,7 +7357,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7187,7 +7370,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-void _wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_bytes_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7199,7 +7382,7 @@ void _wrap_dynamic_table_stats_capacity_bytes_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7212,7 +7395,7 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-void _wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_admitted_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7224,7 +7407,7 @@ void _wrap_dynamic_table_stats_last_admitted_set_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_admitted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_admitted_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7237,7 +7420,7 @@ long long _wrap_dynamic_table_stats_last_admitted_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_admitted_set_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7249,7 +7432,7 @@ void _wrap_dynamic_table_stats_total_admitted_set_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_admitted_get_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_admitted_get_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7262,7 +7445,7 @@ long long _wrap_dynamic_table_stats_total_admitted_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_3a7f64bbe3f0cb13() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_a412d1cf30d496d0() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -7273,7 +7456,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_3a7f64bb
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -7283,7 +7466,7 @@ void _wrap_delete_dynamic_table_stats_swig_3a7f64bbe3f0cb13(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_a412d1cf30d496d0(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7315,7 +7498,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7354,7 +7537,7 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_global_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7393,7 +7576,7 @@ _gostring_ _wrap_embedding_dynamic_stats_global_swig_3a7f64bbe3f0cb13(shardrec_e
 }
 
 
-_gostring_ _wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_embedding_dynamic_mark_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7430,7 +7613,7 @@ _gostring_ _wrap_embedding_dynamic_mark_swig_3a7f64bbe3f0cb13(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_embedding_dynamic_delta_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7481,7 +7664,7 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_embedding_dynamic_delta_ext_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7534,7 +7717,7 @@ _gostring_ _wrap_embedding_dynamic_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7579,7 +7762,7 @@ _gostring_ _wrap_embedding_dynamic_set_scores_swig_3a7f64bbe3f0cb13(shardrec_emb
 }
 
 
-void _wrap_tier_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_tier_stats_version_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7591,7 +7774,7 @@ void _wrap_tier_stats_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_sta
 }
 
 
-intgo _wrap_tier_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+intgo _wrap_tier_stats_version_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7604,7 +7787,7 @@ intgo _wrap_tier_stats_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_st
 }
 
 
-void _wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_bytes_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7616,7 +7799,7 @@ void _wrap_tier_stats_cache_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_bytes_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7629,7 +7812,7 @@ long long _wrap_tier_stats_cache_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_slots_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7641,7 +7824,7 @@ void _wrap_tier_stats_cache_slots_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_cache_slots_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_slots_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7654,7 +7837,7 @@ long long _wrap_tier_stats_cache_slots_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_rows_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7666,7 +7849,7 @@ void _wrap_tier_stats_cache_rows_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_cache_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_rows_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7679,7 +7862,7 @@ long long _wrap_tier_stats_cache_rows_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_hits_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7691,7 +7874,7 @@ void _wrap_tier_stats_hits_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats 
 }
 
 
-long long _wrap_tier_stats_hits_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_hits_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7704,7 +7887,7 @@ long long _wrap_tier_stats_hits_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_s
 }
 
 
-void _wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_misses_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7716,7 +7899,7 @@ void _wrap_tier_stats_misses_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stat
 }
 
 
-long long _wrap_tier_stats_misses_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_misses_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7729,7 +7912,7 @@ long long _wrap_tier_stats_misses_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-void _wrap_tier_stats_hit_rate_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_hit_rate_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -7741,7 +7924,7 @@ void _wrap_tier_stats_hit_rate_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_st
 }
 
 
-double _wrap_tier_stats_hit_rate_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_hit_rate_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -7754,7 +7937,7 @@ double _wrap_tier_stats_hit_rate_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-void _wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_reads_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7766,7 +7949,7 @@ void _wrap_tier_stats_disk_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_disk_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_reads_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7779,7 +7962,7 @@ long long _wrap_tier_stats_disk_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_read_bytes_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7791,7 +7974,7 @@ void _wrap_tier_stats_disk_read_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-long long _wrap_tier_stats_disk_read_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_read_bytes_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7804,7 +7987,7 @@ long long _wrap_tier_stats_disk_read_bytes_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_bytes_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7816,7 +7999,7 @@ void _wrap_tier_stats_disk_bytes_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_disk_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_bytes_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7829,7 +8012,7 @@ long long _wrap_tier_stats_disk_bytes_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_reads_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7841,7 +8024,7 @@ void _wrap_tier_stats_queue_reads_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_queue_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_reads_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7854,7 +8037,7 @@ long long _wrap_tier_stats_queue_reads_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_initialised_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7866,7 +8049,7 @@ void _wrap_tier_stats_initialised_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_initialised_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_initialised_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7879,7 +8062,7 @@ long long _wrap_tier_stats_initialised_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_prefetched_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7891,7 +8074,7 @@ void _wrap_tier_stats_prefetched_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_prefetched_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_prefetched_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7904,7 +8087,7 @@ long long _wrap_tier_stats_prefetched_get_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-void _wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_write_backs_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7916,7 +8099,7 @@ void _wrap_tier_stats_write_backs_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_write_backs_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_write_backs_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7929,7 +8112,7 @@ long long _wrap_tier_stats_write_backs_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_written_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7941,7 +8124,7 @@ void _wrap_tier_stats_written_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_sta
 }
 
 
-long long _wrap_tier_stats_written_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_written_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7954,7 +8137,7 @@ long long _wrap_tier_stats_written_get_swig_3a7f64bbe3f0cb13(struct shardrec_tie
 }
 
 
-void _wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_depth_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7966,7 +8149,7 @@ void _wrap_tier_stats_queue_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_queue_depth_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_depth_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7979,7 +8162,7 @@ long long _wrap_tier_stats_queue_depth_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_max_depth_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7991,7 +8174,7 @@ void _wrap_tier_stats_queue_max_depth_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-long long _wrap_tier_stats_queue_max_depth_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_max_depth_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8004,7 +8187,7 @@ long long _wrap_tier_stats_queue_max_depth_get_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-void _wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_steps_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -8016,7 +8199,7 @@ void _wrap_tier_stats_steps_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats
 }
 
 
-long long _wrap_tier_stats_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_steps_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8029,7 +8212,7 @@ long long _wrap_tier_stats_steps_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_
 }
 
 
-void _wrap_tier_stats_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_exposed_fetch_seconds_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -8041,7 +8224,7 @@ void _wrap_tier_stats_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-double _wrap_tier_stats_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_exposed_fetch_seconds_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -8054,7 +8237,7 @@ double _wrap_tier_stats_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(struct s
 }
 
 
-void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -8066,7 +8249,7 @@ void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -8079,7 +8262,7 @@ double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_3a7f64bbe3f0cb13(str
 }
 
 
-struct shardrec_tier_stats *_wrap_new_tier_stats_swig_3a7f64bbe3f0cb13() {
+struct shardrec_tier_stats *_wrap_new_tier_stats_swig_a412d1cf30d496d0() {
   struct shardrec_tier_stats *result = 0 ;
   struct shardrec_tier_stats *_swig_go_result;
   
@@ -8090,7 +8273,7 @@ struct shardrec_tier_stats *_wrap_new_tier_stats_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_tier_stats_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0) {
+void _wrap_delete_tier_stats_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   
   arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
@@ -8100,7 +8283,7 @@ void _wrap_delete_tier_stats_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_
 }
 
 
-_gostring_ _wrap_tier_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_tier_stats_init_swig_a412d1cf30d496d0(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_tier_stats_t *arg1 = (shardrec_tier_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8132,7 +8315,7 @@ _gostring_ _wrap_tier_stats_init_swig_3a7f64bbe3f0cb13(struct shardrec_tier_stat
 }
 
 
-_gostring_ _wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_tier_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_tier_stats_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_tier_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_tier_stats_t *arg3 = (shardrec_tier_stats_t *) 0 ;
@@ -8171,7 +8354,7 @@ _gostring_ _wrap_embedding_tier_stats_swig_3a7f64bbe3f0cb13(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_device_count_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_a412d1cf30d496d0(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8201,7 +8384,7 @@ _gostring_ _wrap_device_count_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_3a7f64bbe3f0cb13(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_a412d1cf30d496d0(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -8233,7 +8416,7 @@ _gostring_ _wrap_device_check_swig_3a7f64bbe3f0cb13(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -8245,7 +8428,7 @@ void _wrap_mesh_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -8258,7 +8441,7 @@ intgo _wrap_mesh_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8270,7 +8453,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8283,7 +8466,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8295,7 +8478,7 @@ void _wrap_mesh_options_layout_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8308,7 +8491,7 @@ intgo _wrap_mesh_options_layout_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8320,7 +8503,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8333,7 +8516,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8345,7 +8528,7 @@ void _wrap_mesh_options_sync_interval_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8358,7 +8541,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8370,7 +8553,7 @@ void _wrap_mesh_options_sync_mode_set_swig_3a7f64bbe3f0cb13(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8383,7 +8566,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_3a7f64bbe3f0cb13(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_a412d1cf30d496d0() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -8394,7 +8577,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_delete_mesh_options_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -8404,7 +8587,7 @@ void _wrap_delete_mesh_options_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_a412d1cf30d496d0(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8436,7 +8619,7 @@ _gostring_ _wrap_mesh_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -8470,7 +8653,7 @@ _gostring_ _wrap_mesh_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -8480,7 +8663,7 @@ void _wrap_mesh_destroy_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8518,7 +8701,7 @@ _gostring_ _wrap_mesh_coords_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -8550,7 +8733,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -8582,7 +8765,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -8623,7 +8806,7 @@ _gostring_ _wrap_mesh_describe_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -8661,7 +8844,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -8695,7 +8878,7 @@ _gostring_ _wrap_mesh_sync_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8729,7 +8912,7 @@ _gostring_ _wrap_mesh_step_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8765,7 +8948,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -8777,7 +8960,7 @@ void _wrap_checkpoint_options_version_set_swig_3a7f64bbe3f0cb13(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -8790,7 +8973,7 @@ intgo _wrap_checkpoint_options_version_get_swig_3a7f64bbe3f0cb13(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -8802,7 +8985,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_3a7f64bbe3f0cb13(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -8815,7 +8998,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_3a7f64bbe3f0cb13(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8827,7 +9010,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_3a7f64bbe3f0cb13(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8840,7 +9023,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_3a7f64bbe3f0cb13(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8852,7 +9035,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8865,7 +9048,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8877,7 +9060,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_3a7f64bbe3f0cb13(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8890,7 +9073,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_3a7f64bbe3f0cb13(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8902,7 +9085,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_3a7f64bbe3f0cb13(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8915,7 +9098,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_3a7f64bbe3f0cb13(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_3a7f64bbe3f0cb13() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_a412d1cf30d496d0() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -8926,7 +9109,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_3a7f64bbe3
 }
 
 
-void _wrap_delete_checkpoint_options_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -8936,7 +9119,7 @@ void _wrap_delete_checkpoint_options_swig_3a7f64bbe3f0cb13(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_a412d1cf30d496d0(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8968,7 +9151,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_3a7f64bbe3f0cb13(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -9007,7 +9190,7 @@ _gostring_ _wrap_checkpoint_save_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -9046,7 +9229,7 @@ _gostring_ _wrap_checkpoint_load_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9087,7 +9270,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9128,7 +9311,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9174,7 +9357,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9220,7 +9403,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_3a7f64bbe3f0cb13(shardrec_embeddin
 }
 
 
-shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_3a7f64bbe3f0cb13() {
+shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_a412d1cf30d496d0() {
   shardrec_bind_tiers_t *result = 0 ;
   shardrec_bind_tiers_t *_swig_go_result;
   
@@ -9231,7 +9414,7 @@ shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_bind_tiers_free_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0) {
+void _wrap_bind_tiers_free_swig_a412d1cf30d496d0(shardrec_bind_tiers_t *_swig_go_0) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   
   arg1 = (shardrec_bind_tiers_t *)_swig_go_0; 
@@ -9241,7 +9424,7 @@ void _wrap_bind_tiers_free_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_tiers_add_swig_a412d1cf30d496d0(shardrec_bind_tiers_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, long long _swig_go_3) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9287,7 +9470,7 @@ _gostring_ _wrap_bind_tiers_add_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_sw
 }
 
 
-_gostring_ _wrap_bind_tiers_apply_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_swig_go_0, struct shardrec_embedding_options *_swig_go_1) {
+_gostring_ _wrap_bind_tiers_apply_swig_a412d1cf30d496d0(shardrec_bind_tiers_t *_swig_go_0, struct shardrec_embedding_options *_swig_go_1) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   shardrec_embedding_options_t *arg2 = (shardrec_embedding_options_t *) 0 ;
   shardrec_status_t result;
@@ -9319,7 +9502,7 @@ _gostring_ _wrap_bind_tiers_apply_swig_3a7f64bbe3f0cb13(shardrec_bind_tiers_t *_
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_3a7f64bbe3f0cb13() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_a412d1cf30d496d0() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -9330,7 +9513,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -9340,7 +9523,7 @@ void _wrap_bind_plan_spec_free_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -9353,7 +9536,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_3a7f64bbe3f0cb13(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -9392,7 +9575,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_3a7f64bbe3f0cb13(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -9449,7 +9632,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_3a7f64bbe3f0cb13(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9481,7 +9664,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_3a7f64bbe3f0cb13(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -9513,7 +9696,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_3a7f64bbe3f0cb13(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -9550,7 +9733,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_3a7f64bbe3f0cb13(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -9603,7 +9786,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_3a7f64bbe3f0cb13(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -9639,7 +9822,43 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_3a7f64bbe3f0cb13(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_constraints_tier_swig_a412d1cf30d496d0(shardrec_bind_plan_spec_t *_swig_go_0, long long _swig_go_1, double _swig_go_2, double _swig_go_3) {
+  shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
+  int64_t arg2 ;
+  double arg3 ;
+  double arg4 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (double)_swig_go_2; 
+  arg4 = (double)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_bind_plan_spec_set_constraints_tier(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_plan_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -9671,7 +9890,7 @@ _gostring_ _wrap_bind_plan_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9729,7 +9948,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_3a7f64bbe3f0cb13(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9781,7 +10000,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_3a7f64bbe3f0cb13(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_3a7f64bbe3f0cb13(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_a412d1cf30d496d0(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -9820,7 +10039,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_3a7f64bbe3f0cb13(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_a412d1cf30d496d0(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9878,7 +10097,7 @@ _gostring_ _wrap_bind_checkpoint_swig_3a7f64bbe3f0cb13(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9942,7 +10161,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_3a7f64bbe3f0cb13(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -9984,7 +10203,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_3a7f64bbe3f0cb13
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_a412d1cf30d496d0(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -10026,7 +10245,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_3a7f64bbe3f0cb13(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ACTIVATION_NONE_swig_a412d1cf30d496d0() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10038,7 +10257,7 @@ intgo _wrap_ACTIVATION_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ACTIVATION_RELU_swig_a412d1cf30d496d0() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10050,7 +10269,7 @@ intgo _wrap_ACTIVATION_RELU_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_a412d1cf30d496d0() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10062,7 +10281,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_a412d1cf30d496d0(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10092,7 +10311,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_3a7f64bbe3f0cb13(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DENSE_MATH_FP32_swig_a412d1cf30d496d0() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10104,7 +10323,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DENSE_MATH_TF32_swig_a412d1cf30d496d0() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10116,7 +10335,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DENSE_MATH_BF16_swig_a412d1cf30d496d0() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10128,7 +10347,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_mlp_destroy_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -10138,7 +10357,7 @@ void _wrap_mlp_destroy_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10176,7 +10395,7 @@ _gostring_ _wrap_mlp_forward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10214,7 +10433,7 @@ _gostring_ _wrap_mlp_infer_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10244,7 +10463,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -10276,7 +10495,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -10321,7 +10540,7 @@ _gostring_ _wrap_dcn_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -10331,7 +10550,7 @@ void _wrap_dcn_destroy_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10369,7 +10588,7 @@ _gostring_ _wrap_dcn_forward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10407,7 +10626,7 @@ _gostring_ _wrap_dcn_infer_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10437,7 +10656,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -10469,7 +10688,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_a412d1cf30d496d0(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10503,7 +10722,7 @@ _gostring_ _wrap_dot_interaction_width_swig_3a7f64bbe3f0cb13(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10547,7 +10766,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_3a7f64bbe3f0cb13(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10587,7 +10806,7 @@ _gostring_ _wrap_bce_with_logits_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -10619,7 +10838,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_a412d1cf30d496d0(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -10629,7 +10848,7 @@ void _wrap_dense_optimizer_destroy_swig_3a7f64bbe3f0cb13(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_a412d1cf30d496d0(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -10661,7 +10880,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_3a7f64bbe3f0cb13(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_a412d1cf30d496d0(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -10693,7 +10912,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_a412d1cf30d496d0(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -10725,7 +10944,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_3a7f64bbe3f0cb13(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_a412d1cf30d496d0() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -10737,7 +10956,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_a412d1cf30d496d0() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -10749,7 +10968,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_ddp_destroy_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -10759,7 +10978,7 @@ void _wrap_ddp_destroy_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10789,7 +11008,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10821,7 +11040,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10851,7 +11070,7 @@ _gostring_ _wrap_ddp_finish_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -10883,7 +11102,7 @@ _gostring_ _wrap_ddp_set_sync_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -10893,7 +11112,7 @@ void _wrap_fsdp_destroy_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10925,7 +11144,7 @@ _gostring_ _wrap_fsdp_release_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10957,7 +11176,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10987,7 +11206,7 @@ _gostring_ _wrap_fsdp_step_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_a412d1cf30d496d0(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -11017,7 +11236,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_3a7f64bbe3f0cb13(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11051,7 +11270,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11085,7 +11304,7 @@ _gostring_ _wrap_bind_mlp_device_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11119,7 +11338,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_3a7f64bbe3f0cb13() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_a412d1cf30d496d0() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -11130,7 +11349,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_3a7f64bbe3f0cb13() {
 }
 
 
-void _wrap_bind_param_list_free_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_a412d1cf30d496d0(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -11140,7 +11359,7 @@ void _wrap_bind_param_list_free_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_a412d1cf30d496d0(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -11172,7 +11391,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_3a7f64bbe3f0cb13(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_3a7f64bbe3f0cb13(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_a412d1cf30d496d0(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -11204,7 +11423,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_3a7f64bbe3f0cb13(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_a412d1cf30d496d0(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -11236,7 +11455,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_3a7f64bbe3f0cb13(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11289,7 +11508,7 @@ _gostring_ _wrap_bind_mlp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11348,7 +11567,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -11386,7 +11605,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -11424,7 +11643,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -11458,7 +11677,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -11492,7 +11711,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11533,7 +11752,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11574,7 +11793,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11612,7 +11831,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11650,7 +11869,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11694,7 +11913,7 @@ _gostring_ _wrap_bind_ddp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11734,7 +11953,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -11768,7 +11987,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -11804,7 +12023,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -11846,7 +12065,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_3a7f64bbe3f0cb13(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11888,7 +12107,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -11926,7 +12145,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -11962,7 +12181,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11998,7 +12217,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_a412d1cf30d496d0(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -12032,7 +12251,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_3a7f64bbe3f0cb13(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_a412d1cf30d496d0(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -12068,7 +12287,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_3a7f64bbe3f0cb13(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_a412d1cf30d496d0(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -12108,7 +12327,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_3a7f64bbe3f0cb13(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_a412d1cf30d496d0(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12142,7 +12361,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_3a7f64bbe3f0cb13(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_a412d1cf30d496d0(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12178,7 +12397,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_a412d1cf30d496d0(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12214,7 +12433,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_3a7f64bbe3f0cb13(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_AS_TRAINED_swig_a412d1cf30d496d0() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12226,7 +12445,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_FP32_swig_a412d1cf30d496d0() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12238,7 +12457,7 @@ intgo _wrap_SERVING_FP32_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_FP16_swig_a412d1cf30d496d0() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12250,7 +12469,7 @@ intgo _wrap_SERVING_FP16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_BF16_swig_a412d1cf30d496d0() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12262,7 +12481,7 @@ intgo _wrap_SERVING_BF16_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_INT8_swig_a412d1cf30d496d0() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12274,7 +12493,7 @@ intgo _wrap_SERVING_INT8_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_INT4_swig_a412d1cf30d496d0() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12286,7 +12505,7 @@ intgo _wrap_SERVING_INT4_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_FP8_E4M3_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_FP8_E4M3_swig_a412d1cf30d496d0() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12298,7 +12517,7 @@ intgo _wrap_SERVING_FP8_E4M3_swig_3a7f64bbe3f0cb13() {
 }
 
 
-intgo _wrap_SERVING_FP8_E5M2_swig_3a7f64bbe3f0cb13() {
+intgo _wrap_SERVING_FP8_E5M2_swig_a412d1cf30d496d0() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12310,7 +12529,7 @@ intgo _wrap_SERVING_FP8_E5M2_swig_3a7f64bbe3f0cb13() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -12347,7 +12566,7 @@ _gostring_ _wrap_inference_save_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -12357,7 +12576,7 @@ void _wrap_inference_destroy_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -12389,7 +12608,7 @@ _gostring_ _wrap_inference_output_dim_swig_3a7f64bbe3f0cb13(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -12421,7 +12640,7 @@ _gostring_ _wrap_inference_is_sequence_swig_3a7f64bbe3f0cb13(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -12453,7 +12672,7 @@ _gostring_ _wrap_inference_num_features_swig_3a7f64bbe3f0cb13(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -12485,7 +12704,7 @@ _gostring_ _wrap_inference_num_tables_swig_3a7f64bbe3f0cb13(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -12530,7 +12749,7 @@ _gostring_ _wrap_inference_table_info_swig_3a7f64bbe3f0cb13(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_row_scales_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12577,7 +12796,7 @@ _gostring_ _wrap_inference_row_scales_swig_3a7f64bbe3f0cb13(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_version_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -12609,7 +12828,7 @@ _gostring_ _wrap_inference_version_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -12641,7 +12860,7 @@ _gostring_ _wrap_inference_pin_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_a412d1cf30d496d0(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -12651,7 +12870,7 @@ void _wrap_inference_unpin_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_a412d1cf30d496d0(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -12683,7 +12902,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_3a7f64bbe3f0cb13(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_a412d1cf30d496d0(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -12724,7 +12943,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_3a7f64bbe3f0cb13(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -12761,7 +12980,7 @@ _gostring_ _wrap_inference_reload_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12812,7 +13031,7 @@ _gostring_ _wrap_inference_apply_delta_swig_3a7f64bbe3f0cb13(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_inference_apply_delta_ext_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12865,7 +13084,349 @@ _gostring_ _wrap_inference_apply_delta_ext_swig_3a7f64bbe3f0cb13(shardrec_infere
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+void _wrap_serving_tier_stats_version_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_serving_tier_stats_version_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_model_version_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->model_version = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_model_version_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->model_version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_cache_bytes_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_bytes = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_cache_bytes_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_cache_slots_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_slots = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_cache_slots_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_slots);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_cache_rows_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_rows = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_cache_rows_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_rows);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_hits_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hits = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_hits_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->hits);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_misses_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->misses = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_misses_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->misses);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_hit_rate_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, double _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->hit_rate = arg2;
+  
+}
+
+
+double _wrap_serving_tier_stats_hit_rate_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->hit_rate);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_disk_reads_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_reads = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_disk_reads_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->disk_reads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_disk_read_bytes_set_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_read_bytes = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_disk_read_bytes_get_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->disk_read_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_serving_tier_stats *_wrap_new_serving_tier_stats_swig_a412d1cf30d496d0() {
+  struct shardrec_serving_tier_stats *result = 0 ;
+  struct shardrec_serving_tier_stats *_swig_go_result;
+  
+  
+  result = (struct shardrec_serving_tier_stats *)calloc(1, sizeof(struct shardrec_serving_tier_stats));
+  *(struct shardrec_serving_tier_stats **)&_swig_go_result = (struct shardrec_serving_tier_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_serving_tier_stats_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_serving_tier_stats_init_swig_a412d1cf30d496d0(struct shardrec_serving_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  shardrec_serving_tier_stats_t *arg1 = (shardrec_serving_tier_stats_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_serving_tier_stats_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_serving_tier_stats_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_tier_stats_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_serving_tier_stats *_swig_go_2) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_serving_tier_stats_t *arg3 = (shardrec_serving_tier_stats_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(shardrec_serving_tier_stats_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_inference_tier_stats((struct shardrec_inference const *)arg1,(char const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_open_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -12921,7 +13482,76 @@ _gostring_ _wrap_bind_inference_open_swig_3a7f64bbe3f0cb13(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_open_tiered_swig_a412d1cf30d496d0(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6, _gostring_ _swig_go_7, _goslice_ _swig_go_8) {
+  shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  int32_t arg4 ;
+  int32_t arg5 ;
+  char *arg6 = (char *) 0 ;
+  int32_t *arg7 = (int32_t *) 0 ;
+  size_t arg8 ;
+  char *arg9 = (char *) 0 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t **)_swig_go_0.array; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t)_swig_go_4; 
+  
+  arg6 = (char *)malloc(_swig_go_5.n + 1);
+  memcpy(arg6, _swig_go_5.p, _swig_go_5.n);
+  arg6[_swig_go_5.n] = '\0';
+  
+  
+  arg7 = (int32_t *)_swig_go_6.array;
+  arg8 = (size_t)_swig_go_6.len;
+  
+  
+  arg9 = (char *)malloc(_swig_go_7.n + 1);
+  memcpy(arg9, _swig_go_7.p, _swig_go_7.n);
+  arg9[_swig_go_7.n] = '\0';
+  
+  
+  arg10 = (int64_t *)_swig_go_8.array;
+  arg11 = (size_t)_swig_go_8.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_inference_open_tiered(arg1,(char const *)arg2,arg3,arg4,arg5,(char const *)arg6,(int const *)arg7,arg8,(char const *)arg9,(long const *)arg10,arg11);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  free(arg6); 
+  free(arg9); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_lookup_swig_a412d1cf30d496d0(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -12981,7 +13611,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_3a7f64bbe3f0cb13(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_a412d1cf30d496d0(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13039,7 +13669,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_3a7f64bbe3f0cb13(shardrec_i
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_a412d1cf30d496d0(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -13052,7 +13682,7 @@ void *_wrap_bind_host_alloc_floats_swig_3a7f64bbe3f0cb13(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_3a7f64bbe3f0cb13(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_a412d1cf30d496d0(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
