@@ -81,7 +81,9 @@ TEST(CapiPlanTier, ATieredTablePlansWhereTheTableInMemoryDoesNot) {
   // A disk too small for the records: no placement.
   shardrec_topology_t small = SHARDREC_TOPOLOGY_INIT;
   small.disk_capacity = 10 * kGiB;
-  EXPECT_EQ(PlanIt(&c, &small).status, SHARDREC_ENOMEM);
+  const Planned no_disk = PlanIt(&c, &small);
+  EXPECT_EQ(no_disk.status, SHARDREC_ENOMEM);
+  EXPECT_NE(no_disk.stats.find("does not fit on disk"), std::string::npos) << no_disk.stats;
   // A cache larger than the memory: no placement either (the cache is memory).
   const shardrec_table_constraints_t huge = Tier(8 * kGiB);
   EXPECT_EQ(PlanIt(&huge).status, SHARDREC_ENOMEM);
