@@ -5,7 +5,9 @@
  *
  * An inference handle holds one *version* at a time: every table reassembled whole (whatever
  * plan, world size and mesh wrote the checkpoint), in the storage type asked for, plus the
- * checkpoint's dense tensors. There is no communicator and no optimizer state.
+ * checkpoint's dense tensors. There is no communicator and no optimizer state. A table named in
+ * the options' tiers instead stays in the checkpoint's files and is read through a row cache of
+ * its own (shardrec_serving_tier_t), so a model larger than memory serves.
  *
  * Versions and swaps: a version is immutable. Every lookup enters the handle's current version
  * when it starts (one atomic increment of a reader count, no mutex, no wait) and leaves it when it
