@@ -50,7 +50,7 @@ Status RowCache::Create(uint64_t row_bytes, uint64_t cache_bytes, const std::str
       st.capacity = static_cast<uint32_t>(per);
       st.row.assign(per, -1);
       st.referenced.assign(per, 0);
-      st.map.reserve(per);
+      st.map.assign(2 * per, Entry{});
       st.data = c->memory_.get() + s * per * row_bytes;
     }
   } catch (const std::bad_alloc&) {
@@ -62,20 +62,39 @@ Status RowCache::Create(uint64_t row_bytes, uint64_t cache_bytes, const std::str
   return Status::Ok();
 }
 
+void RowCache::Stripe::Erase(int64_t r) {
+  const uint64_t n = map.size();
+  uint64_t h = Home(r);
+  while (map[h].row != r) {
+    if (map[h].row < 0) return;
+    h = Next(h);
+  }
+  // Backward shift: move up each later entry of the run whose probe passes the hole, i.e. whose
+  // home lies cyclically at or before it (distance from home >= distance from the hole).
+  for (uint64_t next = Next(h); map[next].row >= 0; next = Next(next)) {
+    const uint64_t home = Home(map[next].row);
+    if ((next + n - home) % n >= (next + n - h) % n) {
+      map[h] = map[next];
+      h = next;
+    }
+  }
+  map[h] = Entry{};
+}
+
 bool RowCache::Get(int64_t row, uint8_t* dst) {
   Stripe& s = StripeOf(row);
   std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.map.find(row);
-  if (it == s.map.end()) return false;
-  std::memcpy(dst, s.data + static_cast<uint64_t>(it->second) * row_bytes_, row_bytes_);
-  s.referenced[it->second] = 1;
+  const Entry* e = s.Find(row);
+  if (e == nullptr) return false;
+  std::memcpy(dst, s.data + static_cast<uint64_t>(e->slot) * row_bytes_, row_bytes_);
+  s.referenced[e->slot] = 1;
   return true;
 }
 
 void RowCache::Put(int64_t row, const uint8_t* src) {
   Stripe& s = StripeOf(row);
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.map.count(row) != 0) return;  // another reader read it meanwhile
+  if (s.Find(row) != nullptr) return;  // another reader read it meanwhile
   uint32_t slot = 0;
   if (s.used < s.capacity) {
     slot = s.used++;
@@ -86,12 +105,12 @@ void RowCache::Put(int64_t row, const uint8_t* src) {
     }
     slot = s.hand;
     s.hand = (s.hand + 1) % s.capacity;
-    s.map.erase(s.row[slot]);
+    s.Erase(s.row[slot]);
   }
   std::memcpy(s.data + static_cast<uint64_t>(slot) * row_bytes_, src, row_bytes_);
   s.row[slot] = row;
   s.referenced[slot] = 0;
-  s.map.emplace(row, slot);
+  s.Insert(row, slot);
 }
 
 int64_t RowCache::rows() const {

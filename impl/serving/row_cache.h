@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "impl/core/status.h"
@@ -19,8 +18,8 @@ namespace shardrec::serving {
 
 class RowCache {
  public:
-  // DRAM a slot costs beyond its row: its row number, reference bit and map entry (a node and a
-  // bucket of the stripe's hash map), rounded up.
+  // DRAM a slot costs beyond its row: its row number (8 bytes), reference bit (1) and two map
+  // entries (32), rounded up.
   static constexpr uint64_t kSlotOverhead = 64;
 
   // A cache of as many rows of `row_bytes` as `cache_bytes` pays for (row + kSlotOverhead each).
@@ -41,13 +40,38 @@ class RowCache {
  private:
   RowCache() = default;
 
+  // Row -> slot: open addressing with linear probing over 2 entries per slot (at most half
+  // full), entries deleted by backward shift (no tombstones), so a probe stays short and touches
+  // one or two cache lines.
+  struct Entry {
+    int64_t row = -1;  // -1: empty (rows are >= 0)
+    uint32_t slot = 0;
+  };
   struct alignas(64) Stripe {
     std::mutex mu;
-    std::unordered_map<int64_t, uint32_t> map;  // row -> slot
-    std::vector<int64_t> row;                   // slot -> row
+    std::vector<Entry> map;
+    std::vector<int64_t> row;  // slot -> row
     std::vector<uint8_t> referenced;
     uint8_t* data = nullptr;  // this stripe's slots
     uint32_t capacity = 0, used = 0, hand = 0;
+
+    // The entry a row's probe starts at: the hash's top 32 bits scaled to the map's size.
+    uint64_t Home(int64_t r) const {
+      return ((static_cast<uint64_t>(r) * 0xD6E8FEB86659FD93ull) >> 32) * map.size() >> 32;
+    }
+    uint64_t Next(uint64_t h) const { return h + 1 == map.size() ? 0 : h + 1; }
+    const Entry* Find(int64_t r) const {
+      for (uint64_t h = Home(r);; h = Next(h)) {
+        if (map[h].row == r) return &map[h];
+        if (map[h].row < 0) return nullptr;
+      }
+    }
+    void Insert(int64_t r, uint32_t s) {
+      uint64_t h = Home(r);
+      while (map[h].row >= 0) h = Next(h);
+      map[h] = Entry{r, s};
+    }
+    void Erase(int64_t r);
   };
   Stripe& StripeOf(int64_t row) {
     if (num_stripes_ == 1) return stripes_[0];

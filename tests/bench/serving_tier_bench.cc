@@ -147,8 +147,9 @@ int main(int argc, char** argv) {
   std::printf("table %lld x %d fp32, batch %lld x bag %d, cache %.1f MiB (10 %% of the rows)\n",
               static_cast<long long>(kRows), kDim, static_cast<long long>(kBatch), kBag,
               static_cast<double>(cache) / (1 << 20));
-  std::printf("alpha threads | memory samples/s | tiered samples/s (range) | tiered/memory | "
-              "hit rate | reads/request\n");
+  std::printf(
+      "alpha threads | memory samples/s | tiered samples/s (range) | tiered/memory | "
+      "hit rate | reads/request\n");
   shardrec_inference_t* mem = Open(dir, 0);
   for (double alpha : {0.8, 1.05, 1.2}) {
     const std::vector<Request> reqs = MakeRequests(alpha, 7);
