@@ -275,16 +275,15 @@ std::string FitFailureMessage(const FitFailure& f, const std::vector<sharding::T
                               const Topology& topo) {
   const auto& t = tables[static_cast<size_t>(f.table)];
   if (f.needed_disk > 0 && f.largest_free >= f.needed && f.needed_disk > f.largest_free_disk)
-    return StrCat("planner: tiered table '", t.name, "' (", t.rows, " x ", t.dim, ", ",
-                  DTypeName(t.dtype), ") does not fit on disk: its ",
-                  sharding::ShardingTypeName(f.type), " shard ", f.shard, " needs ",
-                  FormatBytes(f.needed_disk),
-                  " of disk for its records (4 KiB pages, x2 for compaction) but the most any "
-                  "allowed rank has left is ",
-                  FormatBytes(f.largest_free_disk), " (topology disk_capacity ",
-                  FormatBytes(topo.disk_bytes),
-                  " per rank). Remedies: more ranks, a larger disk_capacity, or the table in "
-                  "memory");
+    return StrCat(
+        "planner: tiered table '", t.name, "' (", t.rows, " x ", t.dim, ", ", DTypeName(t.dtype),
+        ") does not fit on disk: its ", sharding::ShardingTypeName(f.type), " shard ", f.shard,
+        " needs ", FormatBytes(f.needed_disk),
+        " of disk for its records (4 KiB pages, x2 for compaction) but the most any "
+        "allowed rank has left is ",
+        FormatBytes(f.largest_free_disk), " (topology disk_capacity ", FormatBytes(topo.disk_bytes),
+        " per rank). Remedies: more ranks, a larger disk_capacity, or the table in "
+        "memory");
   std::string free_text = f.largest_free < 0
                               ? std::string("no allowed rank has free memory")
                               : StrCat("the largest free capacity is ", FormatBytes(f.largest_free),
