@@ -28,7 +28,8 @@ TEST(RowCache, RefusesASizeOfNoRowAndCountsSlots) {
   std::unique_ptr<RowCache> c;
   const Status s = RowCache::Create(kRowBytes, kRowBytes + RowCache::kSlotOverhead - 1, "t", &c);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  ASSERT_TRUE(RowCache::Create(kRowBytes, 1000 * (kRowBytes + RowCache::kSlotOverhead), "t", &c).ok());
+  ASSERT_TRUE(
+      RowCache::Create(kRowBytes, 1000 * (kRowBytes + RowCache::kSlotOverhead), "t", &c).ok());
   EXPECT_LE(c->slots(), 1000);
   EXPECT_GE(c->slots(), 1000 - 64);  // at most one stripe's remainder each is left out
   EXPECT_LE(c->bytes(), 1000 * (kRowBytes + RowCache::kSlotOverhead));
@@ -37,7 +38,8 @@ TEST(RowCache, RefusesASizeOfNoRowAndCountsSlots) {
 TEST(RowCache, EveryHitIsTheRowsBytesThroughHeavyEviction) {
   for (uint64_t slots : {1u, 7u, 100u, 1000u}) {
     std::unique_ptr<RowCache> c;
-    ASSERT_TRUE(RowCache::Create(kRowBytes, slots * (kRowBytes + RowCache::kSlotOverhead), "t", &c).ok());
+    ASSERT_TRUE(
+        RowCache::Create(kRowBytes, slots * (kRowBytes + RowCache::kSlotOverhead), "t", &c).ok());
     std::mt19937_64 rng(slots);
     std::vector<uint8_t> got(kRowBytes);
     int64_t hits = 0;
@@ -61,7 +63,8 @@ TEST(RowCache, EveryHitIsTheRowsBytesThroughHeavyEviction) {
 
 TEST(RowCache, ManyThreadsSeeOnlyWholeRows) {
   std::unique_ptr<RowCache> c;
-  ASSERT_TRUE(RowCache::Create(kRowBytes, 500 * (kRowBytes + RowCache::kSlotOverhead), "t", &c).ok());
+  ASSERT_TRUE(
+      RowCache::Create(kRowBytes, 500 * (kRowBytes + RowCache::kSlotOverhead), "t", &c).ok());
   std::vector<std::thread> pool;
   std::vector<int> bad(8, 0);
   for (int t = 0; t < 8; ++t)
