@@ -45,6 +45,9 @@ type InferenceOptions struct {
 	BoundsPolicy BoundsPolicy
 	// Device must be DeviceHost: the library refuses a device with ErrCodeUnsupported.
 	Device DeviceType
+	// Tiers serves these tables (by name) from the checkpoint's files through a row cache of
+	// the given bytes each (shardrec_serving_tier_t; Inference.TierStats reports it).
+	Tiers map[string]int64
 }
 
 // InferenceTable describes a table as served; Storage is what it resolved to (never
@@ -94,15 +97,20 @@ func OpenInference(path string, opts *InferenceOptions) (*Inference, error) {
 	for i, name := range names {
 		storages[i] = int32(o.TableStorage[name])
 	}
+	tierNames, cacheBytes, err := tierLists(o.Tiers)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]uintptr, 1)
-	if err := swig.Bind_inference_open(out, path, int(o.DefaultStorage), int(o.BoundsPolicy),
-		int(o.Device), strings.Join(names, "\n"), storages); err != nil {
+	if err := swig.Bind_inference_open_tiered(out, path, int(o.DefaultStorage),
+		int(o.BoundsPolicy), int(o.Device), strings.Join(names, "\n"), storages,
+		strings.Join(tierNames, "\n"), cacheBytes); err != nil {
 		return nil, err
 	}
 	inf := &Inference{h: out[0]}
 	dim := make([]int64, 1)
 	seq := make([]int32, 1)
-	err := swig.Inference_output_dim(inf.h, dim)
+	err = swig.Inference_output_dim(inf.h, dim)
 	if err == nil {
 		err = swig.Inference_is_sequence(inf.h, seq)
 	}

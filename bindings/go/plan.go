@@ -121,6 +121,11 @@ type Topology struct {
 	ReservedFraction   float64
 	CollectiveLatency  float64 // seconds per collective; 0 means the device default
 	PerIDCost          float64 // seconds of host work per id per step; 0 means the device default
+	// The local disk of tiered tables (CalibrateDisk measures it): bytes per rank, 0 means 1 TiB;
+	// random 4 KiB reads in bytes/s (0: 1 GiB/s) and reads/s (0: 100000) per rank.
+	DiskCapacity      uint64
+	DiskReadBandwidth float64
+	DiskReadIOPS      float64
 }
 
 // setC copies the fields into the C struct (MemoryBytesPerRank is set separately).
@@ -137,6 +142,9 @@ func (topo *Topology) setC(t swig.Topology_t) {
 	t.SetReserved_fraction(topo.ReservedFraction)
 	t.SetCollective_latency(topo.CollectiveLatency)
 	t.SetPer_id_cost(topo.PerIDCost)
+	t.SetDisk_capacity(topo.DiskCapacity)
+	t.SetDisk_read_bandwidth(topo.DiskReadBandwidth)
+	t.SetDisk_read_iops(topo.DiskReadIOPS)
 }
 
 // CalibrateOptions are the options of Topology.Calibrate; zero fields mean the defaults.
@@ -247,6 +255,12 @@ type TableConstraints struct {
 	MinPartition   int
 	Ranks          []int32
 	PoolingFactors []float32
+	// A tiered table (docs/disk-tier.md, "Planning"): each rank's cache of it in bytes (0: held
+	// in memory), the expected hit rate in (0, 1] (0: estimated from IDZipfAlpha) and the ids'
+	// Zipf exponent (0: uniform).
+	TierCacheBytes int64
+	TierHitRate    float64
+	IDZipfAlpha    float64
 }
 
 // Shard is one rectangle of a table on one rank.
@@ -362,6 +376,10 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 		}
 		err := swig.Bind_plan_spec_add_constraints(spec, c.Table, mask, c.MinPartition, c.Ranks,
 			c.PoolingFactors)
+		if err == nil {
+			err = swig.Bind_plan_spec_set_constraints_tier(spec, c.TierCacheBytes, c.TierHitRate,
+				c.IDZipfAlpha)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -123,6 +123,9 @@ SR_GO_OUT(uint32_t, uint32)
 %apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
 %apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
 %apply double* OUT { double* bandwidth_out };
+/* shardrec_topology_calibrate_disk's figures. */
+%apply double* OUT { double* iops_out };
+%apply int32_t* OUT { int32_t* direct_out };
 /* Output keys and offsets (shardrec_embedding_output_info). */
 %apply int64_t* OUT { int64_t* offset_out, int64_t* width_out };
 
@@ -173,6 +176,7 @@ SR_GO_HANDLE(shardrec_bind_param_list_t)
 SR_GO_HANDLE(shardrec_inference_t)
 SR_GO_HANDLE(shardrec_inference_version_t)
 %apply (const int32_t* BUF, size_t LEN) { (const int32_t* storages, size_t num_storages) };
+%apply (const int64_t* BUF, size_t LEN) { (const int64_t* cache_bytes, size_t num_tiers) };
 /* A borrowed read-only address out (a snapshot's dense tensor): a 1-element []uintptr that the
    Go layer turns into a slice over the snapshot's memory. */
 %typemap(gotype) const float** ADDR "[]uintptr"

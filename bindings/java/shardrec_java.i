@@ -341,6 +341,9 @@ SR_JAVA_OUT(uint32_t, jintArray, int[], jint, SetIntArrayRegion)
 %apply size_t* OUT { size_t* out, size_t* index_out, size_t* num_shards_out };
 %apply double* OUT { double* comm_seconds_out, double* total_seconds_out };
 %apply double* OUT { double* bandwidth_out };
+/* shardrec_topology_calibrate_disk's figures. */
+%apply double* OUT { double* iops_out };
+%apply int32_t* OUT { int32_t* direct_out };
 /* Output keys and offsets (shardrec_embedding_output_info). */
 %apply const char** name_out { const char** feature_out, const char** table_out };
 %apply int64_t* OUT { int64_t* offset_out, int64_t* width_out };
@@ -379,6 +382,7 @@ SR_JAVA_HANDLE(shardrec_bind_param_list_t)
 SR_JAVA_HANDLE(shardrec_inference_t)
 SR_JAVA_HANDLE(shardrec_inference_version_t)
 %apply (const int32_t* ARR, size_t ARRLEN) { (const int32_t* storages, size_t num_storages) };
+%apply (const int64_t* ARR, size_t ARRLEN) { (const int64_t* cache_bytes, size_t num_tiers) };
 /* A borrowed read-only address out (a snapshot's dense tensor): a long[1]; the Java layer wraps
    it in a direct buffer (shardrec_bind_java_direct_floats). */
 %typemap(jni) const float** ADDR "jlongArray"

@@ -172,6 +172,20 @@ shardrec_status_t shardrec_bind_plan_spec_add_constraints(
   return SHARDREC_OK;
 }
 
+/* The tier fields of the constraints added last (struct version 2): a tiered table. */
+shardrec_status_t shardrec_bind_plan_spec_set_constraints_tier(shardrec_bind_plan_spec_t* spec,
+                                                               int64_t tier_cache_bytes,
+                                                               double tier_hit_rate,
+                                                               double id_zipf_alpha) {
+  shardrec_table_constraints_t* c;
+  if (spec == NULL || spec->num_constraints == 0) return SHARDREC_EINVAL;
+  c = &spec->constraints[spec->num_constraints - 1];
+  c->tier_cache_bytes = (uint64_t)tier_cache_bytes;
+  c->tier_hit_rate = tier_hit_rate;
+  c->id_zipf_alpha = id_zipf_alpha;
+  return SHARDREC_OK;
+}
+
 shardrec_status_t shardrec_bind_plan_spec_set_memory_bytes_per_rank(
     shardrec_bind_plan_spec_t* spec, const int64_t* bytes, size_t num_bytes) {
   if (spec == NULL) return SHARDREC_EINVAL;
@@ -423,6 +437,10 @@ shardrec_status_t shardrec_bind_plan_spec_add_constraints(
     size_t num_pooling_factors);
 shardrec_status_t shardrec_bind_plan_spec_set_memory_bytes_per_rank(
     shardrec_bind_plan_spec_t* spec, const int64_t* bytes, size_t num_bytes);
+shardrec_status_t shardrec_bind_plan_spec_set_constraints_tier(shardrec_bind_plan_spec_t* spec,
+                                                               int64_t tier_cache_bytes,
+                                                               double tier_hit_rate,
+                                                               double id_zipf_alpha);
 shardrec_status_t shardrec_bind_plan_create(shardrec_plan_t** out,
                                             const shardrec_bind_plan_spec_t* spec);
 shardrec_status_t shardrec_bind_embedding_forward(

@@ -13,10 +13,10 @@
 /* shardrec_inference_open with the per-table overrides given flat: @p table_names holds one
    name per override, joined with '\n' (the language layer refuses names holding '\n'), and
    @p storages the storage of each. */
-shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const char* path,
-                                               int32_t default_storage, int32_t bounds_policy,
-                                               int32_t device_type, const char* table_names,
-                                               const int32_t* storages, size_t num_storages) {
+static shardrec_status_t sr_bind_inference_open(
+    shardrec_inference_t** out, const char* path, int32_t default_storage, int32_t bounds_policy,
+    int32_t device_type, const char* table_names, const int32_t* storages, size_t num_storages,
+    const shardrec_serving_tier_t* tiers, size_t num_tiers) {
   shardrec_inference_options_t o;
   shardrec_table_storage_t* per_table = NULL;
   char* names = NULL;
@@ -48,8 +48,57 @@ shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const
   }
   o.table_storage = per_table;
   o.num_table_storage = num_storages;
+  o.tiers = tiers;
+  o.num_tiers = num_tiers;
   rc = shardrec_inference_open(path, &o, out);
   free(per_table);
+  free(names);
+  return rc;
+}
+
+shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const char* path,
+                                               int32_t default_storage, int32_t bounds_policy,
+                                               int32_t device_type, const char* table_names,
+                                               const int32_t* storages, size_t num_storages) {
+  return sr_bind_inference_open(out, path, default_storage, bounds_policy, device_type,
+                                table_names, storages, num_storages, NULL, 0);
+}
+
+/* shardrec_bind_inference_open plus tables served from the checkpoint's files
+   (shardrec_serving_tier_t): @p tier_tables holds one name per tier, joined with '\n', and
+   @p cache_bytes the cache of each. */
+shardrec_status_t shardrec_bind_inference_open_tiered(
+    shardrec_inference_t** out, const char* path, int32_t default_storage, int32_t bounds_policy,
+    int32_t device_type, const char* table_names, const int32_t* storages, size_t num_storages,
+    const char* tier_tables, const int64_t* cache_bytes, size_t num_tiers) {
+  shardrec_serving_tier_t* tiers = NULL;
+  char* names = NULL;
+  char* cursor;
+  size_t i;
+  shardrec_status_t rc;
+  if (num_tiers > 0) {
+    if (tier_tables == NULL || cache_bytes == NULL) return SHARDREC_EINVAL;
+    tiers = (shardrec_serving_tier_t*)calloc(num_tiers, sizeof(*tiers));
+    names = sr_bind_strdup(tier_tables);
+    if (tiers == NULL || names == NULL) {
+      free(tiers);
+      free(names);
+      return SHARDREC_ENOMEM;
+    }
+    cursor = names;
+    for (i = 0; i < num_tiers; ++i) {
+      char* end = strchr(cursor, '\n');
+      if (end != NULL) *end = '\0';
+      shardrec_serving_tier_init(&tiers[i], SHARDREC_SERVING_TIER_VERSION);
+      tiers[i].table = cursor;
+      /* A negative size reaches C as a huge one, which C refuses as no memory to hold. */
+      tiers[i].cache_bytes = (uint64_t)cache_bytes[i];
+      cursor = end != NULL ? end + 1 : cursor + strlen(cursor);
+    }
+  }
+  rc = sr_bind_inference_open(out, path, default_storage, bounds_policy, device_type, table_names,
+                              storages, num_storages, tiers, num_tiers);
+  free(tiers);
   free(names);
   return rc;
 }
@@ -78,6 +127,11 @@ shardrec_status_t shardrec_bind_inference_snapshot_lookup(
 %ignore shardrec_inference_options_init;
 %ignore SHARDREC_TABLE_STORAGE_INIT;
 %ignore SHARDREC_INFERENCE_OPTIONS_INIT;
+/* Tiers are built in C by shardrec_bind_inference_open_tiered. */
+%ignore shardrec_serving_tier;
+%ignore shardrec_serving_tier_init;
+%ignore SHARDREC_SERVING_TIER_INIT;
+%ignore SHARDREC_SERVING_TIER_STATS_INIT;
 %ignore shardrec_inference_open;
 %ignore shardrec_inference_lookup;
 %ignore shardrec_inference_snapshot_lookup;
@@ -107,6 +161,10 @@ shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const
                                                int32_t default_storage, int32_t bounds_policy,
                                                int32_t device_type, const char* table_names,
                                                const int32_t* storages, size_t num_storages);
+shardrec_status_t shardrec_bind_inference_open_tiered(
+    shardrec_inference_t** out, const char* path, int32_t default_storage, int32_t bounds_policy,
+    int32_t device_type, const char* table_names, const int32_t* storages, size_t num_storages,
+    const char* tier_tables, const int64_t* cache_bytes, size_t num_tiers);
 shardrec_status_t shardrec_bind_inference_lookup(
     const shardrec_inference_t* inf, int64_t batch_size, size_t num_features,
     const int32_t* lengths, size_t num_lengths, const int64_t* values, size_t num_values,

@@ -3,7 +3,9 @@
 #include "shardrec/inference.h"
 
 #include <array>
+#include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "impl/serving/lookup_vbe.h"
 #include "impl/serving/row_quant.h"
 #include "impl/serving/serving_file.h"
+#include "impl/serving/tiered_rows.h"
 #include "shardrec/embedding.h"
 
 namespace shardrec::capi {
@@ -34,6 +37,31 @@ Status CheckStorage(int32_t s, const std::string& what) {
     return Status::InvalidArgument(what, ": storage ", s,
                                    " is not a shardrec_serving_storage_t "
                                    "(SHARDREC_SERVING_AS_TRAINED .. SHARDREC_SERVING_FP8_E5M2)");
+  return Status::Ok();
+}
+
+// options.tiers (version 2): tables served from the checkpoint's files through a row cache.
+Status ToTiers(const shardrec_inference_options_t& o, serving::OpenOptions* out) {
+  if (o.num_tiers > 0 && o.tiers == nullptr)
+    return Status::InvalidArgument("options.tiers is NULL but num_tiers is ", o.num_tiers);
+  const shardrec_serving_tier_t d = SHARDREC_SERVING_TIER_INIT;
+  const StructVersion versions[] = {
+      {sizeof(shardrec_serving_tier_t), sizeof(shardrec_serving_tier_t)}};
+  std::vector<shardrec_serving_tier_t> tiers;
+  SR_RETURN_IF_ERROR(
+      ReadVersionedArray(o.tiers, o.num_tiers, d, std::span(versions), "options.tiers", &tiers));
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const shardrec_serving_tier_t& t = tiers[i];
+    if (t.table == nullptr || t.table[0] == '\0')
+      return Status::InvalidArgument("options.tiers[", i, "].table is ",
+                                     t.table == nullptr ? "NULL" : "empty");
+    if (t.cache_bytes == 0)
+      return Status::InvalidArgument("options.tiers[", i, "] (table '", t.table,
+                                     "'): cache_bytes must be > 0");
+    if (!out->tiers.emplace(t.table, t.cache_bytes).second)
+      return Status::InvalidArgument("options.tiers[", i, "] names table ", t.table,
+                                     " a second time");
+  }
   return Status::Ok();
 }
 
@@ -62,6 +90,7 @@ Status ToOptions(const shardrec_inference_options_t* o, serving::OpenOptions* ou
     if (!out->table_storage.emplace(ts.table, static_cast<serving::Storage>(ts.storage)).second)
       return Status::InvalidArgument(what, " names table ", ts.table, " a second time");
   }
+  if (o->version >= 2) SR_RETURN_IF_ERROR(ToTiers(*o, out));
   return Status::Ok();
 }
 
@@ -147,8 +176,46 @@ extern "C" {
 SHARDREC_API shardrec_status_t
 shardrec_inference_options_init(shardrec_inference_options_t* options, uint32_t version) {
   const shardrec_inference_options_t defaults = SHARDREC_INFERENCE_OPTIONS_INIT;
-  return shardrec::capi::InitStruct(options, version, SHARDREC_INFERENCE_OPTIONS_VERSION, defaults,
-                                    "options");
+  return shardrec::capi::InitStruct(
+      options, version, SHARDREC_INFERENCE_OPTIONS_VERSION, defaults, "options",
+      {offsetof(shardrec_inference_options_t, tiers), sizeof(shardrec_inference_options_t)});
+}
+
+SHARDREC_API shardrec_status_t shardrec_serving_tier_init(shardrec_serving_tier_t* tier,
+                                                          uint32_t version) {
+  const shardrec_serving_tier_t defaults = SHARDREC_SERVING_TIER_INIT;
+  return shardrec::capi::InitStruct(tier, version, SHARDREC_SERVING_TIER_VERSION, defaults, "tier");
+}
+
+SHARDREC_API shardrec_status_t
+shardrec_serving_tier_stats_init(shardrec_serving_tier_stats_t* stats, uint32_t version) {
+  const shardrec_serving_tier_stats_t defaults = SHARDREC_SERVING_TIER_STATS_INIT;
+  return shardrec::capi::InitStruct(stats, version, SHARDREC_SERVING_TIER_STATS_VERSION, defaults,
+                                    "stats");
+}
+
+SHARDREC_API shardrec_status_t shardrec_inference_tier_stats(const shardrec_inference_t* inf,
+                                                             const char* table,
+                                                             shardrec_serving_tier_stats_t* out) {
+  return shardrec::capi::OnCurrent(inf, [&](const Model& m) {
+    SR_RETURN_IF_ERROR(CheckNotNull(table, "table"));
+    SR_RETURN_IF_ERROR(CheckNotNull(out, "out"));
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(
+        out->version, SHARDREC_SERVING_TIER_STATS_VERSION, "stats"));
+    shardrec::serving::TieredStats s;
+    SR_RETURN_IF_ERROR(shardrec::serving::TableTierStats(m, table, &s));
+    out->model_version = m.number;
+    out->cache_bytes = static_cast<int64_t>(s.cache_bytes);
+    out->cache_slots = s.cache_slots;
+    out->cache_rows = s.cache_rows;
+    out->hits = static_cast<int64_t>(s.hits);
+    out->misses = static_cast<int64_t>(s.misses);
+    const uint64_t seen = s.hits + s.misses;
+    out->hit_rate = seen == 0 ? 0.0 : static_cast<double>(s.hits) / static_cast<double>(seen);
+    out->disk_reads = static_cast<int64_t>(s.disk_reads);
+    out->disk_read_bytes = static_cast<int64_t>(s.disk_read_bytes);
+    return Status::Ok();
+  });
 }
 
 SHARDREC_API shardrec_status_t shardrec_inference_open(const char* path,

@@ -19,6 +19,7 @@
 #include "impl/core/check.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/planner/calibrate.h"
+#include "impl/planner/calibrate_disk.h"
 #include "impl/planner/planner.h"
 #include "impl/planner/stats.h"
 #include "impl/sharding/plan_json.h"
@@ -225,6 +226,17 @@ Status ConvertTopology(const shardrec_topology_t* c, planner::Topology* out) {
     if (c->collective_latency != 0.0) t.collective_latency_ms = c->collective_latency * 1000.0;
     if (c->per_id_cost != 0.0) t.per_id_ms = c->per_id_cost * 1000.0;
   }
+  if (c->version >= 3) {
+    // Bytes/s and reads/s in the C API, per ms inside; 0 keeps the default.
+    if (c->disk_capacity > kMax)
+      return Status::InvalidArgument("topology: disk_capacity ", c->disk_capacity, " is too large");
+    if (!(c->disk_read_bandwidth >= 0.0) || !(c->disk_read_iops >= 0.0))
+      return Status::InvalidArgument(
+          "topology: disk_read_bandwidth and disk_read_iops must be >= 0 (0 means the default)");
+    if (c->disk_capacity != 0) t.disk_bytes = static_cast<int64_t>(c->disk_capacity);
+    if (c->disk_read_bandwidth != 0.0) t.disk_read_bw = c->disk_read_bandwidth / 1000.0;
+    if (c->disk_read_iops != 0.0) t.disk_read_iops = c->disk_read_iops / 1000.0;
+  }
   SR_RETURN_IF_ERROR(t.Validate());
   *out = std::move(t);
   return Status::Ok();
@@ -249,6 +261,17 @@ Status ConvertConstraints(const shardrec_table_constraints_t* cs, size_t n,
     if (c.num_ranks > 0) t.ranks.assign(c.ranks, c.ranks + c.num_ranks);
     if (c.num_pooling_factors > 0)
       t.pooling_factors.assign(c.pooling_factors, c.pooling_factors + c.num_pooling_factors);
+    if (c.version >= 2) {
+      if (c.tier_cache_bytes > static_cast<uint64_t>(INT64_MAX))
+        return Status::InvalidArgument(what, ".tier_cache_bytes ", c.tier_cache_bytes,
+                                       " is too large");
+      if (!(c.tier_hit_rate >= 0.0 && c.tier_hit_rate <= 1.0))
+        return Status::InvalidArgument(what, ".tier_hit_rate ", c.tier_hit_rate,
+                                       " must be in [0, 1] (0: estimated)");
+      t.tier_cache_bytes = static_cast<int64_t>(c.tier_cache_bytes);
+      t.tier_hit_rate = c.tier_hit_rate > 0.0 ? c.tier_hit_rate : -1.0;
+      t.id_zipf_alpha = c.id_zipf_alpha;
+    }
     out->push_back(std::move(t));
   }
   return Status::Ok();
@@ -343,7 +366,8 @@ SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topol
   const shardrec_topology_t d = SHARDREC_TOPOLOGY_INIT;
   return shardrec::capi::InitStruct(
       topology, version, SHARDREC_TOPOLOGY_VERSION, d, "topology",
-      {offsetof(shardrec_topology_t, collective_latency), sizeof(shardrec_topology_t)});
+      {offsetof(shardrec_topology_t, collective_latency),
+       offsetof(shardrec_topology_t, disk_capacity), sizeof(shardrec_topology_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_from_comm(shardrec_topology_t* topology,
@@ -394,8 +418,9 @@ SHARDREC_API shardrec_status_t shardrec_topology_from_comm(shardrec_topology_t* 
 SHARDREC_API shardrec_status_t
 shardrec_table_constraints_init(shardrec_table_constraints_t* constraints, uint32_t version) {
   const shardrec_table_constraints_t d = SHARDREC_TABLE_CONSTRAINTS_INIT;
+  const auto& v = shardrec::capi::kTableConstraintsVersions;
   return shardrec::capi::InitStruct(constraints, version, SHARDREC_TABLE_CONSTRAINTS_VERSION, d,
-                                    "table constraints");
+                                    "table constraints", {v[0].fields, v[1].fields});
 }
 
 SHARDREC_API shardrec_status_t
@@ -410,6 +435,39 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
   const shardrec_calibration_t d = SHARDREC_CALIBRATION_INIT;
   return shardrec::capi::InitStruct(calibration, version, SHARDREC_CALIBRATION_VERSION, d,
                                     "calibration");
+}
+
+SHARDREC_API shardrec_status_t shardrec_topology_calibrate_disk(
+    shardrec_topology_t* topology, const char* dir, uint64_t file_bytes, double time_budget,
+    double* iops_out, int32_t* direct_out) {
+  return Enter({NotNull(topology, "topology"), NotNull(dir, "dir")}, [&] {
+    SR_RETURN_IF_ERROR(shardrec::capi::CheckStructVersion(topology->version,
+                                                          SHARDREC_TOPOLOGY_VERSION, "topology"));
+    if (topology->version < 3)
+      return Status::InvalidArgument(
+          "topology: disk calibration needs struct version >= 3 (older versions have no disk "
+          "figures); fill it with shardrec_topology_init(t, SHARDREC_TOPOLOGY_VERSION)");
+    if (!(time_budget >= 0.0 && time_budget <= 3600.0))
+      return Status::InvalidArgument("time_budget ", time_budget, " must be in [0, 3600] seconds");
+    SR_RETURN_IF_ERROR(shardrec::sharding::CheckWorldSize(topology->world_size, "topology"));
+    if (topology->ranks_per_node < 0 || topology->ranks_per_node > topology->world_size)
+      return Status::InvalidArgument("topology: ranks_per_node ", topology->ranks_per_node,
+                                     " must be in [0, world_size=", topology->world_size, "]");
+    const double ranks =
+        topology->ranks_per_node == 0 ? topology->world_size : topology->ranks_per_node;
+    shardrec::planner::DiskCalibration c;
+    SR_RETURN_IF_ERROR(
+        shardrec::planner::CalibrateDisk(dir, file_bytes == 0 ? uint64_t{256} << 20 : file_bytes, 8,
+                                         (time_budget > 0 ? time_budget : 1.0) * 1000.0, &c));
+    // Per ms inside, per second here; the machine's figures shared by its ranks.
+    topology->disk_read_iops = c.read_iops * 1000.0 / ranks;
+    topology->disk_read_bandwidth = c.read_bw * 1000.0 / ranks;
+    if (topology->disk_capacity == 0)
+      topology->disk_capacity = static_cast<uint64_t>(static_cast<double>(c.free_bytes) / ranks);
+    if (iops_out != nullptr) *iops_out = c.read_iops * 1000.0;
+    if (direct_out != nullptr) *direct_out = c.direct_io ? 1 : 0;
+    return Status::Ok();
+  });
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_calibrate(

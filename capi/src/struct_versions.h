@@ -49,6 +49,18 @@ struct TableConfigV2 {
   size_t num_feature_names;
 };
 
+// shardrec_table_constraints_t version 1 (config.h before the tier fields were appended).
+struct TableConstraintsV1 {
+  uint32_t version;
+  const char* table;
+  uint32_t sharding_types;
+  int32_t min_partition;
+  const int32_t* ranks;
+  size_t num_ranks;
+  const float* pooling_factors;
+  size_t num_pooling_factors;
+};
+
 // The frozen copy must be the prefix of today's struct: the same fields at the same offsets.
 #define SHARDREC_SAME_OFFSET(old, now, field) \
   static_assert(offsetof(old, field) == offsetof(now, field), #old "." #field " moved")
@@ -65,6 +77,9 @@ SHARDREC_SAME_OFFSET(TableConfigV1, shardrec_table_config_t, init_high);
 SHARDREC_SAME_OFFSET(TableConfigV2, shardrec_table_config_t, optimizer);
 SHARDREC_SAME_OFFSET(TableConfigV2, shardrec_table_config_t, feature_names);
 SHARDREC_SAME_OFFSET(TableConfigV2, shardrec_table_config_t, num_feature_names);
+SHARDREC_SAME_OFFSET(TableConstraintsV1, shardrec_table_constraints_t, ranks);
+SHARDREC_SAME_OFFSET(TableConstraintsV1, shardrec_table_constraints_t, pooling_factors);
+SHARDREC_SAME_OFFSET(TableConstraintsV1, shardrec_table_constraints_t, num_pooling_factors);
 #undef SHARDREC_SAME_OFFSET
 
 }  // namespace frozen
@@ -81,6 +96,7 @@ inline constexpr StructVersion kFeatureConfigVersions[] = {
     kCurrentLayout<shardrec_feature_config_t>,
 };
 inline constexpr StructVersion kTableConstraintsVersions[] = {
+    {sizeof(frozen::TableConstraintsV1), offsetof(shardrec_table_constraints_t, tier_cache_bytes)},
     kCurrentLayout<shardrec_table_constraints_t>,
 };
 

@@ -127,7 +127,7 @@ Status BuildOption(const sharding::TableConfig& t, const TableRequest& req, cons
     }
   }
   opt->shards = std::move(tp.shards);
-  opt->estimates = EstimateShards(topo, t, req.pooling_factors, type, opt->shards);
+  opt->estimates = EstimateShards(topo, t, req.pooling_factors, type, opt->shards, &req.tier);
   return Status::Ok();
 }
 
@@ -206,6 +206,21 @@ Status ResolveRequests(const std::vector<sharding::TableConfig>& tables,
       }
       r.pooling_factors = c.pooling_factors;
     }
+    if (c.tier_cache_bytes < 0 || !(c.tier_hit_rate <= 1.0) || !std::isfinite(c.tier_hit_rate) ||
+        !(c.id_zipf_alpha >= 0.0) || !std::isfinite(c.id_zipf_alpha))
+      return TableError(t, StrCat("tier_cache_bytes ", c.tier_cache_bytes,
+                                  " must be >= 0, "
+                                  "tier_hit_rate ",
+                                  c.tier_hit_rate,
+                                  " at most 1 (< 0: estimated) "
+                                  "and id_zipf_alpha ",
+                                  c.id_zipf_alpha, " finite and >= 0"));
+    if (c.tier_cache_bytes > 0 && t.dynamic.enabled)
+      return TableError(t, "is dynamic; tiered tables are fixed tables (docs/disk-tier.md)");
+    r.tier = TierHint{c.tier_cache_bytes, c.tier_hit_rate, c.id_zipf_alpha};
+    // A tiered table is never data-parallel (every rank would hold all of it).
+    if (c.tier_cache_bytes > 0)
+      r.type_mask &= ~TypeBit(static_cast<int32_t>(ShardingType::kDataParallel));
   }
   *out = std::move(reqs);
   return Status::Ok();

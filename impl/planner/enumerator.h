@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "impl/planner/estimator.h"
+#include "impl/planner/tier_model.h"
 #include "impl/planner/topology.h"
 #include "impl/sharding/types.h"
 
@@ -34,6 +35,7 @@ struct TableRequest {
   int32_t min_partition = 0;
   std::vector<int32_t> pinned_ranks;   // sorted, unique; empty = any
   std::vector<float> pooling_factors;  // per feature of the table
+  TierHint tier;                       // cache_bytes 0: held in memory
 };
 
 // Resolves constraints (by table name) into one request per table; EINVAL naming the table

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "impl/core/check.h"
+#include "impl/planner/tier_model.h"
 
 namespace shardrec::planner {
 namespace {
@@ -79,6 +80,7 @@ Storage& Storage::operator+=(const Storage& o) {
   optimizer = SaturatingAdd(optimizer, o.optimizer);
   input = SaturatingAdd(input, o.input);
   output = SaturatingAdd(output, o.output);
+  disk = SaturatingAdd(disk, o.disk);
   return *this;
 }
 
@@ -183,7 +185,8 @@ int64_t DynamicSlotsForBytes(const sharding::TableConfig& table, optim::Optimize
 std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::TableConfig& table,
                                           const std::vector<float>& pooling_factors,
                                           ShardingType type,
-                                          const std::vector<sharding::Shard>& shards) {
+                                          const std::vector<sharding::Shard>& shards,
+                                          const TierHint* tier) {
   const double W = topo.world_size;
   const double L = topo.local_world_size;
   const TableLoad load = ComputeLoad(table, pooling_factors, topo.batch_size);
@@ -308,6 +311,7 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
       const double unique = ExpectedUniqueRows(served, static_cast<double>(s.rows)) / served;
       p.bwd_compute = p.fwd_compute * (kHostBwdAggregate + kHostBwdUpdate * unique);
     }
+    if (tier != nullptr) ApplyTier(topo, table, *tier, s, served, &e);
     out.push_back(e);
   }
   return out;

@@ -11,6 +11,8 @@
 
 namespace shardrec::planner {
 
+struct TierHint;  // tier_model.h
+
 // Byte estimates are capped here, so sums of many of them never overflow int64; a capped
 // estimate fits no real memory.
 inline constexpr int64_t kMaxEstimateBytes = int64_t{1} << 60;
@@ -31,7 +33,7 @@ struct Perf {
   double fwd_comms = 0;
   double bwd_compute = 0;
   double bwd_comms = 0;
-  double prefetch = 0;  // always 0: no UVM caching kernels
+  double prefetch = 0;  // a tiered table's reads of the rows its cache misses (tier_model.h)
   // Per-rank costs no shard owns (collective latency, per-id host work); see StepOverhead.
   double overhead = 0;
   double total() const {
@@ -45,7 +47,9 @@ struct Storage {
   int64_t optimizer = 0;
   int64_t input = 0;   // id buffers of the input all-to-all
   int64_t output = 0;  // pooled/sequence output buffers
-  // Saturating (every field is >= 0 and at most kMaxEstimateBytes).
+  // A tiered table's records on the rank's disk (tier_model.h); not memory, not in total().
+  int64_t disk = 0;
+  // Memory, saturating (every field is >= 0 and at most kMaxEstimateBytes).
   int64_t total() const;
   Storage& operator+=(const Storage& o);
 };
@@ -87,11 +91,13 @@ int64_t DynamicSlotsForBytes(const sharding::TableConfig& table, optim::Optimize
 double ExpectedUniqueRows(double ids, double rows);
 
 // Estimates of every shard of `shards` (only sizes are used; ranks are ignored) for a table
-// sharded as `type`. Data-parallel uses the dense kernel's bandwidth, others the fused one.
+// sharded as `type`. Data-parallel uses the dense kernel's bandwidth, others the fused one. A
+// tiered table (`tier` not null, cache_bytes > 0) is estimated by ApplyTier (tier_model.h).
 std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::TableConfig& table,
                                           const std::vector<float>& pooling_factors,
                                           sharding::ShardingType type,
-                                          const std::vector<sharding::Shard>& shards);
+                                          const std::vector<sharding::Shard>& shards,
+                                          const TierHint* tier = nullptr);
 
 // What a rank pays per step whatever the placement: topo.collective_latency_ms per collective
 // (kCollectivesPerStep, +1 when a table is data-parallel, +1 when `any_row_stat_exchange`: a

@@ -19,13 +19,18 @@ class State {
  public:
   explicit State(const Topology& topo) : topo_(&topo) {
     for (int32_t r = 0; r < topo.world_size; ++r) free_.push_back(topo.UsableMemory(r));
+    disk_free_.assign(static_cast<size_t>(topo.world_size), topo.disk_bytes);
     perf_.resize(topo.world_size);
     storage_.resize(topo.world_size);
   }
 
-  bool Fits(int32_t rank, const ShardEstimate& e) const { return e.storage.total() <= free_[rank]; }
+  // Memory, and for a tiered table's shard the rank's disk.
+  bool Fits(int32_t rank, const ShardEstimate& e) const {
+    return e.storage.total() <= free_[rank] && e.storage.disk <= disk_free_[rank];
+  }
   void Place(int32_t rank, const ShardEstimate& e) {
     free_[rank] -= e.storage.total();
+    disk_free_[rank] -= e.storage.disk;
     perf_[rank] += e.perf;
     storage_[rank] += e.storage;
   }
@@ -79,6 +84,11 @@ class State {
         f->largest_free_rank = r;
       }
     }
+    f->needed_disk = shard >= 0 && static_cast<size_t>(shard) < opt.estimates.size()
+                         ? opt.estimates[static_cast<size_t>(shard)].storage.disk
+                         : 0;
+    f->largest_free_disk = 0;
+    for (int32_t r : allowed) f->largest_free_disk = std::max(f->largest_free_disk, disk_free_[r]);
   }
 
   const std::vector<Perf>& perf() const { return perf_; }
@@ -88,6 +98,7 @@ class State {
   const Topology* topo_;
   std::vector<int64_t> free_;
   std::vector<Perf> perf_;
+  std::vector<int64_t> disk_free_;
   std::vector<Storage> storage_;
 };
 
@@ -263,6 +274,16 @@ std::string FormatBytes(int64_t bytes) {
 std::string FitFailureMessage(const FitFailure& f, const std::vector<sharding::TableConfig>& tables,
                               const Topology& topo) {
   const auto& t = tables[static_cast<size_t>(f.table)];
+  if (f.needed_disk > 0 && f.largest_free >= f.needed && f.needed_disk > f.largest_free_disk)
+    return StrCat(
+        "planner: tiered table '", t.name, "' (", t.rows, " x ", t.dim, ", ", DTypeName(t.dtype),
+        ") does not fit on disk: its ", sharding::ShardingTypeName(f.type), " shard ", f.shard,
+        " needs ", FormatBytes(f.needed_disk),
+        " of disk for its records (4 KiB pages, x2 for compaction) but the most any "
+        "allowed rank has left is ",
+        FormatBytes(f.largest_free_disk), " (topology disk_capacity ", FormatBytes(topo.disk_bytes),
+        " per rank). Remedies: more ranks, a larger disk_capacity, or the table in "
+        "memory");
   std::string free_text = f.largest_free < 0
                               ? std::string("no allowed rank has free memory")
                               : StrCat("the largest free capacity is ", FormatBytes(f.largest_free),

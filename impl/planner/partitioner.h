@@ -19,6 +19,9 @@ struct FitFailure {
   int64_t needed = 0;        // bytes the shard (or node group) needs
   int64_t largest_free = 0;  // largest free capacity of any allowed rank at that moment
   int32_t largest_free_rank = 0;
+  // A tiered table's shard (tier_model.h): the disk it needs and the most any allowed rank has.
+  int64_t needed_disk = 0;
+  int64_t largest_free_disk = 0;
 };
 
 struct Placement {

@@ -23,7 +23,8 @@ std::vector<std::vector<float>> FeaturePoolingFactors(const sharding::Plan& plan
 }
 
 PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
-                          const std::vector<std::vector<float>>& pooling_factors) {
+                          const std::vector<std::vector<float>>& pooling_factors,
+                          const std::vector<TierHint>* tiers) {
   PlanEstimate e;
   e.rank_perf.resize(plan.world_size);
   e.rank_storage.resize(plan.world_size);
@@ -46,7 +47,9 @@ PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
   for (auto& p : e.rank_perf) p.overhead = overhead;
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tp = plan.table_plans[t];
-    const auto est = EstimateShards(topo, plan.tables[t], pooling_factors[t], tp.type, tp.shards);
+    const TierHint* tier = tiers != nullptr && t < tiers->size() ? &(*tiers)[t] : nullptr;
+    const auto est =
+        EstimateShards(topo, plan.tables[t], pooling_factors[t], tp.type, tp.shards, tier);
     for (size_t i = 0; i < tp.shards.size(); ++i) {
       e.rank_perf[tp.shards[i].rank] += est[i].perf;
       e.rank_storage[tp.shards[i].rank] += est[i].storage;
@@ -180,6 +183,7 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
   info.feasible = result.feasible;
   info.planned = true;
   for (const auto& r : requests) info.min_partition.push_back(r.min_partition);
+  for (const auto& r : requests) info.tiers.push_back(r.tier);
   result.stats = FormatStats(plan, topo, pooling, info);
   result.plan = std::move(plan);
   *out = std::move(result);

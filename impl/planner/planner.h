@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "impl/planner/estimator.h"
+#include "impl/planner/tier_model.h"
 #include "impl/planner/topology.h"
 #include "impl/sharding/types.h"
 
@@ -41,8 +42,10 @@ struct PlanEstimate {
   std::vector<Perf> table_perf;        // summed over the table's shards
   std::vector<Storage> table_storage;  // summed over the table's shards
 };
+// `tiers`: per table, its tier (tier_model.h); null or empty: every table in memory.
 PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
-                          const std::vector<std::vector<float>>& pooling_factors);
+                          const std::vector<std::vector<float>>& pooling_factors,
+                          const std::vector<TierHint>* tiers = nullptr);
 
 // Checks that every rank's estimated storage fits its usable memory; kOutOfMemory naming the
 // rank, its use and capacity, and the table with the largest share there.

@@ -3,6 +3,7 @@
 #include "impl/planner/stats.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -57,7 +58,12 @@ std::string Table(const std::vector<std::string>& header,
 std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                         const std::vector<std::vector<float>>& pooling_factors,
                         const StatsInfo& info) {
-  const PlanEstimate est = EstimatePlan(plan, topo, pooling_factors);
+  const PlanEstimate est = EstimatePlan(plan, topo, pooling_factors, &info.tiers);
+  const auto tiered = [&](size_t t) {
+    return t < info.tiers.size() && info.tiers[t].cache_bytes > 0;
+  };
+  bool any_tiered = false;
+  for (size_t t = 0; t < plan.tables.size(); ++t) any_tiered = any_tiered || tiered(t);
   std::string out = "--- shardrec planner statistics ---\n";
   out +=
       StrCat("world_size ", plan.world_size, ", ranks_per_node ", plan.local_world_size,
@@ -75,6 +81,10 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                 gibs(topo.intra_node_bw), ", inter-node ", gibs(topo.inter_node_bw),
                 ", collective latency ", Fmt("%.3g ms", topo.collective_latency_ms), ", host work ",
                 Fmt("%.3g ns/id", topo.per_id_ms * 1e6), "\n");
+  if (any_tiered)
+    out += StrCat("disk (tiered tables): ", gibs(topo.disk_read_bw), " and ",
+                  Fmt("%.4g", topo.disk_read_iops * 1000.0), " random reads/s per rank, capacity ",
+                  Mib(topo.disk_bytes), " MiB per rank\n");
   double max_perf = 0;
   for (const auto& p : est.rank_perf) max_perf = std::max(max_perf, p.total());
   out += "estimated step cost of the busiest rank: " + Fmt("%.6g", max_perf) + " ms\n\n";
@@ -104,13 +114,15 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                     Fmt("%.6g", p.total()),
                     Fmt("%.3g", p.fwd_compute) + "," + Fmt("%.3g", p.fwd_comms) + "," +
                         Fmt("%.3g", p.bwd_compute) + "," + Fmt("%.3g", p.bwd_comms) + "," +
-                        Fmt("%.3g", p.overhead),
+                        Fmt("%.3g", p.overhead) +
+                        (any_tiered ? "," + Fmt("%.3g", p.prefetch) : std::string()),
                     Mib(est.rank_storage[r].input), Mib(est.rank_storage[r].output),
                     StrCat(tables_on[r].size()), shards.empty() ? "-" : shards});
   }
   out += Table({"Rank", "Used (MiB)", "Capacity (MiB)", "Used %", "Cost (ms)",
-                "fwd_cmp,fwd_comm,bwd_cmp,bwd_comm,overhead (ms)", "Input (MiB)", "Output (MiB)",
-                "Tables", "Shards"},
+                any_tiered ? "fwd_cmp,fwd_comm,bwd_cmp,bwd_comm,overhead,miss_reads (ms)"
+                           : "fwd_cmp,fwd_comm,bwd_cmp,bwd_comm,overhead (ms)",
+                "Input (MiB)", "Output (MiB)", "Tables", "Shards"},
                rows);
   out += "\n";
 
@@ -142,15 +154,46 @@ std::string FormatStats(const sharding::Plan& plan, const Topology& topo,
                     DTypeName(tc.dtype), StrCat(tp.shards.size()), rank_text,
                     Fmt("%.6g", est.table_perf[t].total()), Mib(est.table_storage[t].total()),
                     Fmt("%.3g", pf), StrCat(tc.features.size())});
+    if (any_tiered) {
+      // Tiered: the cache per rank, the records on disk, the expected hit rate of the largest
+      // shard and the step's miss reads (ms, summed over shards).
+      std::string tier = "-";
+      if (tiered(t)) {
+        int64_t rows_max = 0;
+        int32_t cols = tc.dim;
+        for (const auto& s : tp.shards)
+          if (s.rows > rows_max) rows_max = s.rows, cols = s.cols;
+        sharding::TableConfig c = tc;
+        c.dim = cols;
+        const auto optimizer = tc.has_optimizer ? tc.optimizer.type : topo.optimizer;
+        const double slots = std::min<double>(
+            static_cast<double>(rows_max),
+            std::floor(static_cast<double>(info.tiers[t].cache_bytes) /
+                       static_cast<double>(TierRecordBytes(c, optimizer) + kTierSlotOverhead)));
+        tier = StrCat("cache ", Mib(info.tiers[t].cache_bytes), " MiB, disk ",
+                      Mib(est.table_storage[t].disk), " MiB, hit ",
+                      Fmt("%.2f", TierHitRate(info.tiers[t], slots, static_cast<double>(rows_max))),
+                      ", miss reads ", Fmt("%.3g", est.table_perf[t].prefetch), " ms");
+      }
+      rows.back().push_back(tier);
+    }
   }
-  out += Table({"Table", "Sharding", "Rows", "Dim (CW dim)", "Weights", "Shards", "Ranks",
-                "Cost (ms)", "Storage (MiB)", "Sum pooling (ids/sample)", "Features"},
-               rows);
+  std::vector<std::string> header = {
+      "Table",   "Sharding", "Rows",      "Dim (CW dim)",  "Weights",
+      "Shards",  "Ranks",    "Cost (ms)", "Storage (MiB)", "Sum pooling (ids/sample)",
+      "Features"};
+  if (any_tiered) header.push_back("Tier (docs/disk-tier.md)");
+  out += Table(header, rows);
   out +=
       "Cost: TorchRec's perf model per training step (ms), plus on each rank the overhead no "
       "shard owns (collective latency, per-id host work); storage: weights (in the table's "
       "Weights type; an FP8 row also holds its 4-byte scale) + optimizer state + "
       "dynamic tables' metadata + I/O buffers (MiB = 2^20 bytes, GiB = 2^30 bytes).\n";
+  if (any_tiered)
+    out +=
+        "Tiered tables: storage is their memory (cache + write-back queue + the store's index); "
+        "their rows and optimizer state are on disk (records in 4 KiB pages, x2 for compaction), "
+        "and their cost includes the reads of the rows the cache misses per step.\n";
   // A column-wise table that stayed whole looks like table-wise: say so, and why.
   for (size_t t = 0; t < plan.tables.size(); ++t) {
     const auto& tc = plan.tables[t];

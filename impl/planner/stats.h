@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/planner/tier_model.h"
 #include "impl/planner/topology.h"
 #include "impl/sharding/types.h"
 
@@ -17,6 +18,8 @@ struct StatsInfo {
   // Per table, the column block lower bound the planner used (0: the default); empty when
   // unknown. Explains a column-wise table that stayed one shard.
   std::vector<int32_t> min_partition;
+  // Per table, its tier (cache_bytes 0: in memory); empty when unknown (a plan read from text).
+  std::vector<TierHint> tiers;
 };
 
 std::string FormatStats(const sharding::Plan& plan, const Topology& topo,

@@ -52,6 +52,9 @@ Status Topology::Validate() const {
   if (!(reserved_fraction >= 0.0 && reserved_fraction < 1.0))
     return Status::InvalidArgument("topology: reserved_fraction ", reserved_fraction,
                                    " must be in [0, 1)");
+  if (disk_bytes <= 0 || !positive(disk_read_bw) || !positive(disk_read_iops))
+    return Status::InvalidArgument(
+        "topology: disk_capacity, disk_read_bandwidth and disk_read_iops must be finite and > 0");
   return Status::Ok();
 }
 

@@ -20,6 +20,11 @@ constexpr double kDdrBandwidth = 51.0 * kGiB / 1000.0;
 constexpr double kIntraNodeBandwidth = 600.0 * kGiB / 1000.0;
 constexpr double kInterNodeBandwidth = 12.5 * kGiB / 1000.0;
 constexpr int32_t kDefaultBatchSize = 512;
+// Local disk of a rank for tiered tables (docs/disk-tier.md): capacity, and random 4 KiB reads
+// of a current NVMe drive shared by the node's ranks (calibrate_disk.h measures this machine's).
+constexpr double kDefaultDiskCapacity = 1024.0 * kGiB;
+constexpr double kDefaultDiskReadBandwidth = 1.0 * kGiB / 1000.0;  // bytes/ms
+constexpr double kDefaultDiskReadIops = 100000.0 / 1000.0;         // reads/ms
 
 // Host (CPU) defaults. TorchRec prices a CPU rank with GPU-class links (600 GB/s between ranks)
 // and its 51 GB/s DDR figure, which is streaming bandwidth of a whole socket; a CPU step is
@@ -73,6 +78,10 @@ struct Topology {
   int32_t batch_size = kDefaultBatchSize;                       // samples per rank per step
   optim::OptimizerType optimizer = optim::OptimizerType::kSgd;  // state counted in storage
   double reserved_fraction = 0.0;  // share of each rank's memory the planner leaves free
+  // Tiered tables (tier_model.h): each rank's disk capacity (bytes) and random-read figures.
+  int64_t disk_bytes = static_cast<int64_t>(kDefaultDiskCapacity);
+  double disk_read_bw = kDefaultDiskReadBandwidth;  // bytes/ms
+  double disk_read_iops = kDefaultDiskReadIops;     // reads/ms
 
   // A topology with the defaults of `device` (world_size ranks, local_world_size per node).
   static Topology Default(int32_t world_size, int32_t local_world_size, ComputeDevice device);
@@ -102,6 +111,11 @@ struct TableConstraints {
   // evenly over them (TorchRec's manual column_wise(ranks=...)) when it divides.
   std::vector<int32_t> ranks;
   std::vector<float> pooling_factors;  // per feature of the table; empty = feature configs
+  // A tiered table (tier_model.h): each rank's cache of it in bytes (0: held in memory), the
+  // expected hit rate (< 0: estimated) and its ids' Zipf exponent (0: uniform).
+  int64_t tier_cache_bytes = 0;
+  double tier_hit_rate = -1;
+  double id_zipf_alpha = 0;
 };
 
 // Bit of a sharding type in TableConstraints::sharding_types.

@@ -163,8 +163,14 @@ Status PooledPair(const Model& m, const Table& t, const FeatureBags& fb, const I
     rows = bag->rows.data();
     if (kWeighted) weights = bag->weights.data();
   }
+  const uint8_t* table_data = t.data;
+  if (t.tiered) {  // the request's rows from the row cache or the files, renumbered
+    SR_RETURN_IF_ERROR(t.tiered->Gather(rows, static_cast<size_t>(bag->offsets[B]), &bag->tiered));
+    table_data = bag->tiered.rows.data();
+    rows = bag->tiered.local.data();
+  }
   core::kernels::PooledArgs a;
-  a.weights = t.data;
+  a.weights = table_data;
   a.type = t.storage == Storage::kAsTrained ? RowFormat::kFp32 : FormatOf(t.storage);
   a.row_bytes = static_cast<int64_t>(t.row_bytes);
   a.cols = t.dim;

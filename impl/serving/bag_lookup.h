@@ -10,6 +10,7 @@
 #include "impl/core/status.h"
 #include "impl/serving/lookup.h"
 #include "impl/serving/model.h"
+#include "impl/serving/tiered_rows.h"
 
 namespace shardrec::serving {
 
@@ -41,6 +42,7 @@ struct BagScratch {
   std::vector<float> weights;
   std::vector<int64_t> offsets;
   std::vector<float> divisors;
+  TieredRows::Scratch tiered;  // a table served from disk: the bag rows gathered here
 };
 
 // Per-call decode buffers of the sequence path (one row of the widest table), so concurrent calls

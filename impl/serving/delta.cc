@@ -122,6 +122,10 @@ Status Merge(const Table& t, const Delta& d, const uint8_t* encoded, Table* next
 
 Status ApplyDelta(const Model& served, size_t table, const Delta& d, std::shared_ptr<Model>* out) {
   const Table& t = served.tables.at(table);
+  if (t.tiered)
+    return Status::Unsupported("delta of table ", t.name,
+                               ": the table is served from the checkpoint's files (tiers), which "
+                               "a delta does not change; reload a newer checkpoint instead");
   if ((d.num_rows > 0 && (d.ids == nullptr || d.rows == nullptr)) ||
       (d.num_tombstones > 0 && d.tombstones == nullptr))
     return Status::InvalidArgument("delta of table ", t.name,

@@ -15,6 +15,8 @@
 
 namespace shardrec::serving {
 
+class TieredRows;  // tiered_rows.h
+
 // Values mirror SHARDREC_SERVING_*; a resolved storage is never kAsTrained.
 enum class Storage : int32_t {
   kAsTrained = 0,
@@ -74,6 +76,8 @@ struct Table {
   const uint8_t* data = nullptr;
   uint64_t row_bytes = 0;
   std::shared_ptr<const DynamicIds> dynamic;  // null for a fixed table
+  // Served from the checkpoint's files through a row cache (tiered_rows.h; data is null then).
+  std::shared_ptr<const TieredRows> tiered;
   // Memory of this table alone (its rows, when not in Model::backing): a delta replaces it in the
   // next version while the other tables' memory is shared.
   std::shared_ptr<const void> own;

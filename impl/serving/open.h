@@ -15,6 +15,9 @@ struct OpenOptions {
   Storage default_storage = Storage::kAsTrained;
   std::map<std::string, Storage> table_storage;  // overrides by table name
   Bounds bounds = Bounds::kError;
+  // Tables served from the checkpoint's files through a row cache of this many bytes each
+  // (tiered_open.h), by table name; a checkpoint only.
+  std::map<std::string, uint64_t> tiers;
 };
 
 // Reads the checkpoint in `dir` (manifest, rank files, every weights record's checksums; the

@@ -19,6 +19,7 @@
 #include "impl/serving/encode.h"
 #include "impl/serving/open.h"
 #include "impl/serving/serving_file.h"
+#include "impl/serving/tiered_open.h"
 #include "impl/sharding/plan_json.h"
 
 namespace shardrec::serving {
@@ -309,13 +310,25 @@ Status OpenCheckpoint(const std::string& dir, const OpenOptions& o, std::shared_
       return Status::InvalidArgument("table_storage names table ", name, ", which the checkpoint ",
                                      dir, " does not have");
   }
+  for (const auto& [name, bytes] : o.tiers) {
+    if (plan.TableIndex(name) < 0)
+      return Status::InvalidArgument("tiers names table ", name, ", which the checkpoint ", dir,
+                                     " does not have");
+  }
   auto model = std::make_shared<Model>();
   model->bounds = o.bounds;
   for (const sharding::FeatureConfig& f : plan.features) model->features.push_back(f.name);
   Files files(*fs, dir, m);
-  for (const sharding::TableConfig& tc : plan.tables)
+  for (const sharding::TableConfig& tc : plan.tables) {
+    auto tier = o.tiers.find(tc.name);
+    if (tier != o.tiers.end()) {
+      SR_RETURN_IF_ERROR(
+          OpenTieredTable(dir, m, tc, Resolve(o, tc.name, tc.dtype), tier->second, model.get()));
+      continue;
+    }
     SR_RETURN_IF_ERROR(tc.dynamic.enabled ? ReadDynamicTable(files, m, tc, o, model.get())
                                           : ReadTable(files, m, tc, o, model.get()));
+  }
   SR_RETURN_IF_ERROR(ReadDense(files, m, model.get()));
   SR_RETURN_IF_ERROR(model->Finish());
   *out = std::move(model);
@@ -327,6 +340,10 @@ Status OpenSource(const std::string& path, const OpenOptions& o, std::shared_ptr
   if (::stat(path.c_str(), &st) != 0)
     return Status::NotFound("cannot open ", path, " for serving: it does not exist");
   if (S_ISDIR(st.st_mode)) return OpenCheckpoint(path, o, out);
+  if (!o.tiers.empty())
+    return Status::Unsupported("tiers: ", path,
+                               " is a serving file, which is mapped (the page cache keeps its hot "
+                               "rows); tiers serve the tables of a checkpoint directory");
   return OpenServingFile(path, o.bounds, out);
 }
 

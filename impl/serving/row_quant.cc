@@ -5,6 +5,9 @@
 
 #include <cstring>
 
+#include "impl/core/check.h"
+#include "impl/serving/tiered_rows.h"
+
 namespace shardrec::serving {
 
 Status RowQuantization(const Model& m, const std::string& table, const int64_t* ids, size_t n,
@@ -23,6 +26,8 @@ Status RowQuantization(const Model& m, const std::string& table, const int64_t* 
       if (ids[i] < 0 || ids[i] >= t->rows)
         return Status::InvalidArgument("ids[", i, "] = ", ids[i], " is not a row of table '", table,
                                        "' (", t->rows, " rows)");
+  TieredRows::Scratch tiered;  // a table served from disk: its rows through the row cache
+  if (t->tiered) SR_RETURN_IF_ERROR(t->tiered->Gather(ids, n, &tiered));
   for (size_t i = 0; i < n; ++i) {
     int64_t row = ids[i];
     if (t->dynamic) {
@@ -30,7 +35,9 @@ Status RowQuantization(const Model& m, const std::string& table, const int64_t* 
       const int64_t found = t->dynamic->index->Find(ids[i]);
       row = found >= 0 ? found : t->rows;
     }
-    const uint8_t* p = t->data + static_cast<uint64_t>(row) * t->row_bytes;
+    const uint8_t* p =
+        t->tiered ? tiered.rows.data() + static_cast<uint64_t>(tiered.local[i]) * t->row_bytes
+                  : t->data + static_cast<uint64_t>(row) * t->row_bytes;
     std::memcpy(&scales[i], p, sizeof(float));
     if (biases != nullptr) {
       if (fp8)

@@ -222,7 +222,14 @@ Status SaveServingFile(const Model& m, const std::string& path) {
   std::vector<Block> blocks;
   json h;
   bool any_dynamic = false;
-  for (const Table& t : m.tables) any_dynamic = any_dynamic || t.dynamic != nullptr;
+  for (const Table& t : m.tables) {
+    any_dynamic = any_dynamic || t.dynamic != nullptr;
+    if (t.tiered)
+      return Status::Unsupported("cannot save ", path, ": table ", t.name,
+                                 " is served from the checkpoint's files (tiers) and is not in "
+                                 "memory to write; open the checkpoint without tiers to convert "
+                                 "it");
+  }
   h["format"] = "shardrec-serving";
   // Files without a dynamic table stay version 1, which older readers open.
   h["format_version"] = any_dynamic ? kServingFormatVersion : 1;

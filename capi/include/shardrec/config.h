@@ -291,18 +291,25 @@ typedef struct shardrec_topology {
   double per_id_cost;        /**< Seconds of host work per id of a rank's batch per training
                                   step (routing, packing, the backward's aggregation); 0 means
                                   the default: none for CUDA, 15 ns for host. */
+  /* Version 3: the local disk of tiered tables (docs/disk-tier.md, "Planning"). */
+  uint64_t disk_capacity;     /**< Bytes of disk per rank for tiered tables' records; 0 means
+                                   1 TiB. shardrec_topology_calibrate_disk fills it. */
+  double disk_read_bandwidth; /**< Bytes/s per rank of random 4 KiB reads; 0 means 1 GiB/s.
+                                   Measured by shardrec_topology_calibrate_disk. */
+  double disk_read_iops;      /**< Random 4 KiB reads per second per rank; 0 means 100000.
+                                   Measured by shardrec_topology_calibrate_disk. */
 } shardrec_topology_t;
 
-#define SHARDREC_TOPOLOGY_VERSION 2u
+#define SHARDREC_TOPOLOGY_VERSION 3u
 #define SHARDREC_TOPOLOGY_INIT                                                                   \
   {                                                                                              \
     SHARDREC_TOPOLOGY_VERSION, 1, 0, SHARDREC_DEVICE_HOST, 0, NULL, 0, 0.0, 0.0, 0, 0, 0.0, 0.0, \
-        0.0, 0.0                                                                                 \
+        0.0, 0.0, 0, 0.0, 0.0                                                                    \
   }
 
 /**
- * Fills @p topology with defaults (one host rank) for struct version @p version (1 or 2;
- * version 1 has no collective_latency or per_id_cost).
+ * Fills @p topology with defaults (one host rank) for struct version @p version (1 to 3;
+ * version 1 has no collective_latency or per_id_cost, version 2 no disk figures).
  * @param topology [out] Struct to fill; must not be NULL.
  * @param version  SHARDREC_TOPOLOGY_VERSION.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
@@ -337,11 +344,22 @@ typedef struct shardrec_table_constraints {
   const float* pooling_factors; /**< Optional expected ids per bag for each feature of the table
                                   (in the table's feature order), overriding the feature config. */
   size_t num_pooling_factors;   /**< 0, or the table's number of features. */
+  /* Version 2: a tiered table (docs/disk-tier.md, "Planning"). */
+  uint64_t tier_cache_bytes; /**< The table is tiered with this cache per rank
+                                  (shardrec_table_tier_t.cache_bytes): the plan counts the cache,
+                                  its write-back queue and the store's index in memory, the
+                                  records on the topology's disk, and prices the misses at the
+                                  disk's rate. 0: held in memory. A tiered table is never
+                                  data-parallel; a dynamic one is refused (SHARDREC_EINVAL). */
+  double tier_hit_rate;      /**< The expected share of a step's distinct rows the cache
+                                  holds, in (0, 1]; 0: estimated from @ref id_zipf_alpha. */
+  double id_zipf_alpha;      /**< The Zipf exponent of the table's ids (0: uniform, the
+                                  cache's share of the rows); >= 0. Used for the hit rate. */
 } shardrec_table_constraints_t;
 
-#define SHARDREC_TABLE_CONSTRAINTS_VERSION 1u
+#define SHARDREC_TABLE_CONSTRAINTS_VERSION 2u
 #define SHARDREC_TABLE_CONSTRAINTS_INIT \
-  { SHARDREC_TABLE_CONSTRAINTS_VERSION, NULL, 0u, 0, NULL, 0, NULL, 0 }
+  { SHARDREC_TABLE_CONSTRAINTS_VERSION, NULL, 0u, 0, NULL, 0, NULL, 0, 0, 0.0, 0.0 }
 
 /**
  * Fills @p constraints with defaults (no constraint) for struct version @p version.

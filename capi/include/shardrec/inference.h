@@ -5,7 +5,9 @@
  *
  * An inference handle holds one *version* at a time: every table reassembled whole (whatever
  * plan, world size and mesh wrote the checkpoint), in the storage type asked for, plus the
- * checkpoint's dense tensors. There is no communicator and no optimizer state.
+ * checkpoint's dense tensors. There is no communicator and no optimizer state. A table named in
+ * the options' tiers instead stays in the checkpoint's files and is read through a row cache of
+ * its own (shardrec_serving_tier_t), so a model larger than memory serves.
  *
  * Versions and swaps: a version is immutable. Every lookup enters the handle's current version
  * when it starts (one atomic increment of a reader count, no mutex, no wait) and leaves it when it
@@ -104,7 +106,36 @@ typedef struct shardrec_table_storage {
 #define SHARDREC_TABLE_STORAGE_INIT \
   { SHARDREC_TABLE_STORAGE_VERSION, NULL, 0 }
 
-#define SHARDREC_INFERENCE_OPTIONS_VERSION 1u
+#define SHARDREC_SERVING_TIER_VERSION 1u
+
+/**
+ * A table served from the checkpoint's files through a row cache of its own instead of being
+ * read into memory (docs/disk-tier.md, "Serving"), so a model whose rows exceed the machine's
+ * memory serves. Open verifies every chunk of the table's weights once (streamed: bounded
+ * memory) and keeps the checkpoint's rank files open; a lookup copies the distinct rows of its
+ * request out of the cache, reads each miss from the files (one read per saved record that holds
+ * a part of the row, through the page cache) and converts it to the table's storage type as the
+ * in-memory open does, so lookups give the same bits as the same checkpoint opened without a
+ * tier. The checkpoint's files must stay in place, unchanged, while a version opened from them is
+ * served (a reload swaps to the new checkpoint's files and a new, empty cache).
+ * Fixed, pooled tables only: a dynamic table or a sequence (NONE pooling) table with a tier, and
+ * a tier on a serving file (mapped already), are refused with SHARDREC_EUNSUPPORTED; a version
+ * with a tiered table refuses shardrec_inference_save and a delta of that table
+ * (SHARDREC_EUNSUPPORTED). Every storage type is accepted (int8, int4 and fp8 quantize each row
+ * on its own, so a miss quantizes just its row; open checks every row once, as in memory).
+ */
+typedef struct shardrec_serving_tier {
+  uint32_t version;     /**< SHARDREC_SERVING_TIER_VERSION. */
+  const char* table;    /**< Table name; must not be NULL; must name a table of the checkpoint;
+                             each table at most once. */
+  uint64_t cache_bytes; /**< DRAM of the table's row cache: rows x (stored row + 64 bytes of
+                             bookkeeping); must pay for at least one row (SHARDREC_EINVAL). */
+} shardrec_serving_tier_t;
+
+#define SHARDREC_SERVING_TIER_INIT \
+  { SHARDREC_SERVING_TIER_VERSION, NULL, 0 }
+
+#define SHARDREC_INFERENCE_OPTIONS_VERSION 2u
 
 /** Options of shardrec_inference_open. Zero fields take the documented default. The handle
  *  keeps a copy (names included) and uses it again for each reload. */
@@ -119,10 +150,23 @@ typedef struct shardrec_inference_options {
   int32_t bounds_policy; /**< A shardrec_bounds_policy_t (embedding.h); 0 is ERROR. */
   int32_t device_type;   /**< Must be SHARDREC_DEVICE_HOST (0); anything else is
                               SHARDREC_EUNSUPPORTED. */
+  /* Version 2. */
+  const shardrec_serving_tier_t* tiers; /**< Tables served from the checkpoint's files through
+                                             a row cache (shardrec_serving_tier_t), filled for
+                                             one version; copied. NULL when num_tiers is 0. */
+  size_t num_tiers;                     /**< Entries in @ref tiers; 0: every table in memory. */
 } shardrec_inference_options_t;
 
 #define SHARDREC_INFERENCE_OPTIONS_INIT \
-  { SHARDREC_INFERENCE_OPTIONS_VERSION, 0, NULL, 0, 0, 0 }
+  { SHARDREC_INFERENCE_OPTIONS_VERSION, 0, NULL, 0, 0, 0, NULL, 0 }
+
+/**
+ * Fills @p tier with the defaults of struct version @p version (bindings; C may use
+ * SHARDREC_SERVING_TIER_INIT). Thread-safe.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unknown version.
+ */
+SHARDREC_API shardrec_status_t shardrec_serving_tier_init(shardrec_serving_tier_t* tier,
+                                                          uint32_t version);
 
 /**
  * Fills @p options with the defaults of struct version @p version (bindings; C may use
@@ -462,6 +506,53 @@ SHARDREC_API shardrec_status_t
 shardrec_inference_apply_delta_ext(shardrec_inference_t* inf, const char* table, const int64_t* ids,
                                    const float* rows, size_t num_rows, const int64_t* tombstones,
                                    size_t num_tombstones, uint32_t flags, uint64_t* version_out);
+
+/**
+ * The row cache of a table served from the checkpoint's files (shardrec_serving_tier_t), in the
+ * version that answered: counts since that version was opened (a reload starts a new cache and
+ * new counts). A "row of a request" is a distinct row of one lookup (or row_scales call): a row
+ * named by many ids of one request counts once.
+ */
+typedef struct shardrec_serving_tier_stats {
+  uint32_t version;        /**< SHARDREC_SERVING_TIER_STATS_VERSION. */
+  uint64_t model_version;  /**< The handle's version these figures belong to. */
+  int64_t cache_bytes;     /**< DRAM of the cache: cache_slots x (stored row + 64). */
+  int64_t cache_slots;     /**< Rows the cache can hold. */
+  int64_t cache_rows;      /**< Rows it holds now. */
+  int64_t hits;            /**< Rows of a request found in the cache. */
+  int64_t misses;          /**< Rows of a request read from the checkpoint's files. */
+  double hit_rate;         /**< hits / (hits + misses); 0 before the first lookup. */
+  int64_t disk_reads;      /**< Reads issued to the files: one per saved record holding a part
+                                of a missed row (1 per miss for a table saved unsplit by
+                                columns). The page cache may answer some without the disk. */
+  int64_t disk_read_bytes; /**< Bytes those reads asked for. */
+} shardrec_serving_tier_stats_t;
+
+#define SHARDREC_SERVING_TIER_STATS_VERSION 1u
+#define SHARDREC_SERVING_TIER_STATS_INIT \
+  { SHARDREC_SERVING_TIER_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0.0, 0, 0 }
+
+/**
+ * Fills @p stats with zeros for struct version @p version. Thread-safe.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version.
+ */
+SHARDREC_API shardrec_status_t
+shardrec_serving_tier_stats_init(shardrec_serving_tier_stats_t* stats, uint32_t version);
+
+/**
+ * The row cache statistics of tiered table @p table in the handle's current version.
+ * @param inf   [in] Must not be NULL.
+ * @param table [in] A table name; must not be NULL.
+ * @param out   [in,out] Initialised with shardrec_serving_tier_stats_init or
+ *              SHARDREC_SERVING_TIER_STATS_INIT; must not be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, an unsupported version or a table held
+ *         in memory; SHARDREC_ENOTFOUND for an unknown table.
+ * Thread-safety: any thread, at the same time as lookups and a reload (lock-free like a lookup;
+ * cache_rows takes each lock stripe of the cache in turn).
+ */
+SHARDREC_API shardrec_status_t shardrec_inference_tier_stats(const shardrec_inference_t* inf,
+                                                             const char* table,
+                                                             shardrec_serving_tier_stats_t* out);
 
 SHARDREC_END_DECL
 

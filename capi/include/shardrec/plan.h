@@ -349,6 +349,33 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate_network(shardrec_topo
                                                                    double* bandwidth_out);
 
 /**
+ * Measures the local disk that tiered tables' stores will use (docs/disk-tier.md, "Planning")
+ * and writes it into @p topology: disk_read_iops (random 4 KiB reads per second, from 8 threads
+ * of synchronous reads, so about queue depth 8, divided among the machine's ranks:
+ * ranks_per_node, 0 meaning world_size), disk_read_bandwidth (bytes/s of 1 MiB sequential
+ * reads, divided the same way) and, when it is 0, disk_capacity (the space the file system gives
+ * this user, divided the same way). It writes a scratch file of @p file_bytes (0 means 256 MiB;
+ * rounded to whole MiB, at least 1 MiB) in @p dir, fsyncs it, reads it with O_DIRECT where the
+ * file system allows it (else through the page cache, which then answers faster than the disk:
+ * use a file larger than the machine's free memory there), and removes it.
+ * @param topology    [in,out] Must not be NULL; struct version >= 3. Written only on success.
+ * @param dir         [in] A directory on the disk to measure (where the tiers will live); must
+ *                    not be NULL.
+ * @param file_bytes  Size of the scratch file; 0 means 256 MiB.
+ * @param time_budget Seconds for the reads; 0 means 1. Must be finite, >= 0 and at most 3600.
+ * @param iops_out    [out] Receives the machine's random reads per second (all ranks); may be NULL.
+ * @param direct_out  [out] Receives 1 when the reads bypassed the page cache, else 0; may be NULL.
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL topology or dir, a version below 3, a bad budget
+ *         or ranks_per_node; SHARDREC_ENOTFOUND when @p dir is not a directory; SHARDREC_EIO when
+ *         the file cannot be written or read (a full disk: the message names the file).
+ * Thread-safety: any thread; concurrent calls on one disk disturb each other's figures. Blocks
+ * for the write plus about the budget.
+ */
+SHARDREC_API shardrec_status_t shardrec_topology_calibrate_disk(
+    shardrec_topology_t* topology, const char* dir, uint64_t file_bytes, double time_budget,
+    double* iops_out, int32_t* direct_out);
+
+/**
  * Fills @p topology's world_size and ranks_per_node from @p comm: the communicator's size and
  * its local size (shardrec_comm_local_size, the ranks on this rank's host). This is the default
  * way to describe a launched job to the planner, which runs without a communicator: every rank

@@ -280,7 +280,8 @@ TEST(InferenceReject, BadOptions) {
   ExpectRefused(dir, SHARDREC_EINVAL, {"NULL"}, &o);
   EXPECT_EQ(shardrec_inference_open(dir.c_str(), nullptr, nullptr), SHARDREC_EINVAL);
   EXPECT_EQ(shardrec_inference_open(nullptr, nullptr, nullptr), SHARDREC_EINVAL);
-  EXPECT_EQ(shardrec_inference_options_init(&o, 2), SHARDREC_EINVAL);
+  EXPECT_EQ(shardrec_inference_options_init(&o, SHARDREC_INFERENCE_OPTIONS_VERSION + 1),
+            SHARDREC_EINVAL);
 }
 
 TEST(InferenceReject, ReloadOfAnotherShapeChangesNothing) {

@@ -402,7 +402,7 @@ TEST(CapiPlan, InvalidArgumentsAreRejectedWithAMessage) {
   EXPECT_EQ(plan, nullptr);
   EXPECT_EQ(shardrec_table_config_init(nullptr, SHARDREC_TABLE_CONFIG_VERSION), SHARDREC_EINVAL);
   shardrec_topology_t t;
-  ExpectError(shardrec_topology_init(&t, 3), SHARDREC_EINVAL, "unsupported struct version 3");
+  ExpectError(shardrec_topology_init(&t, 4), SHARDREC_EINVAL, "unsupported struct version 4");
   uint64_t h;
   ExpectError(shardrec_plan_hash(nullptr, &h), SHARDREC_EINVAL, "plan must not be NULL");
 }

@@ -119,6 +119,11 @@ pub struct Topology {
     pub collective_latency: f64,
     /// Seconds of host work per id per step; 0 means the device default.
     pub per_id_cost: f64,
+    /// Disk per rank for tiered tables' records (bytes); 0 means 1 TiB.
+    pub disk_capacity: u64,
+    /// Random 4 KiB reads of that disk per rank: bytes/s (0: 1 GiB/s) and reads/s (0: 100000).
+    pub disk_read_bandwidth: f64,
+    pub disk_read_iops: f64,
 }
 
 /// Options of [`Topology::calibrate`]; zero fields mean the defaults.
@@ -172,7 +177,42 @@ impl Topology {
         t.reserved_fraction = self.reserved_fraction;
         t.collective_latency = self.collective_latency;
         t.per_id_cost = self.per_id_cost;
+        t.disk_capacity = self.disk_capacity;
+        t.disk_read_bandwidth = self.disk_read_bandwidth;
+        t.disk_read_iops = self.disk_read_iops;
         t
+    }
+
+    /// Measures the disk under `dir` for tiered tables (`shardrec_topology_calibrate_disk`: a
+    /// scratch file of `file_bytes`, 0 meaning 256 MiB, read at random and in sequence for about
+    /// `time_budget` seconds, 0 meaning 1) and writes `disk_read_iops`, `disk_read_bandwidth`
+    /// and, when 0, `disk_capacity` (each the machine's figure over its ranks). Returns the
+    /// machine's random reads per second and whether the reads bypassed the page cache. Set
+    /// `world_size` and `ranks_per_node` first. On error nothing is written.
+    pub fn calibrate_disk(
+        &mut self,
+        dir: &str,
+        file_bytes: u64,
+        time_budget: f64,
+    ) -> crate::Result<(f64, bool)> {
+        let cdir = crate::cstring(dir, "dir")?;
+        let mut t = self.raw();
+        let (mut iops, mut direct) = (0.0, 0i32);
+        // SAFETY: `t` borrows `self.memory_bytes_per_rank` (not read); the outputs outlive the call.
+        crate::check(unsafe {
+            sys::shardrec_topology_calibrate_disk(
+                &mut t,
+                cdir.as_ptr(),
+                file_bytes,
+                time_budget,
+                &mut iops,
+                &mut direct,
+            )
+        })?;
+        self.disk_capacity = t.disk_capacity;
+        self.disk_read_bandwidth = t.disk_read_bandwidth;
+        self.disk_read_iops = t.disk_read_iops;
+        Ok((iops, direct != 0))
     }
 
     /// Measures the network between the hosts of `comm` (`shardrec_topology_calibrate_network`:
@@ -253,6 +293,12 @@ pub struct Constraints {
     pub min_partition: i32,
     pub ranks: Vec<i32>,
     pub pooling_factors: Vec<f32>,
+    /// A tiered table (docs/disk-tier.md, "Planning"): each rank's cache of it in bytes (0: held
+    /// in memory), the expected hit rate in (0, 1] (0: estimated from `id_zipf_alpha`) and the
+    /// ids' Zipf exponent (0: uniform).
+    pub tier_cache_bytes: u64,
+    pub tier_hit_rate: f64,
+    pub id_zipf_alpha: f64,
 }
 
 impl Constraints {

@@ -60,6 +60,9 @@ pub struct InferenceOptions<'a> {
     pub bounds_policy: BoundsPolicy,
     /// Must be `DeviceType::Host`: the library refuses a device with `Code::Unsupported`.
     pub device_type: DeviceType,
+    /// Tables served from the checkpoint's files through a row cache of the given bytes each
+    /// (`shardrec_serving_tier_t`; [`Inference::tier_stats`] reports it).
+    pub tiers: &'a [(&'a str, u64)],
 }
 
 /// A table as served; `storage` is what it resolved to (never `AsTrained`).
@@ -117,6 +120,23 @@ impl Inference {
                 storage: *storage as i32,
             })
             .collect();
+        let tier_names = options
+            .tiers
+            .iter()
+            .map(|(name, _)| cstring(name, "tier table name"))
+            .collect::<Result<Vec<_>>>()?;
+        let tiers: Vec<sys::shardrec_serving_tier_t> = tier_names
+            .iter()
+            .zip(options.tiers)
+            .map(|(name, (_, bytes))| {
+                // SAFETY: plain data filled by init.
+                let mut t: sys::shardrec_serving_tier_t = unsafe { std::mem::zeroed() };
+                unsafe { sys::shardrec_serving_tier_init(&mut t, sys::SHARDREC_SERVING_TIER_VERSION) };
+                t.table = name.as_ptr();
+                t.cache_bytes = *bytes;
+                t
+            })
+            .collect();
         // SAFETY: plain data filled by init.
         let mut o: sys::shardrec_inference_options_t = unsafe { std::mem::zeroed() };
         check(unsafe {
@@ -127,6 +147,8 @@ impl Inference {
         o.num_table_storage = per_table.len();
         o.bounds_policy = options.bounds_policy as i32;
         o.device_type = options.device_type as i32;
+        o.tiers = if tiers.is_empty() { ptr::null() } else { tiers.as_ptr() };
+        o.num_tiers = tiers.len();
         let mut raw = ptr::null_mut();
         // SAFETY: the options and names outlive the call, which copies them.
         check(unsafe { sys::shardrec_inference_open(cpath.as_ptr(), &o, &mut raw) })?;

@@ -16,6 +16,7 @@ mod eval_mode;
 mod frozen;
 mod inference;
 mod inference_delta;
+mod inference_tier;
 mod mesh;
 mod plan;
 mod tier;
@@ -43,6 +44,7 @@ pub use embedding::{
 };
 pub use frozen::{FrozenDcn, FrozenMlp};
 pub use inference::{Inference, InferenceOptions, InferenceSnapshot, InferenceTable, ServingStorage};
+pub use inference_tier::ServingTierStats;
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
 };

@@ -127,6 +127,9 @@ impl Plan {
                     r.pooling_factors = c.pooling_factors.as_ptr();
                     r.num_pooling_factors = c.pooling_factors.len();
                 }
+                r.tier_cache_bytes = c.tier_cache_bytes;
+                r.tier_hit_rate = c.tier_hit_rate;
+                r.id_zipf_alpha = c.id_zipf_alpha;
                 r
             })
             .collect();

@@ -185,6 +185,11 @@ public final class Config {
     public double collectiveLatency;
     /** Seconds of host work per id per step; 0 means the device default. */
     public double perIdCost;
+    /** Disk per rank for tiered tables' records (bytes); 0 means 1 TiB. */
+    public long diskCapacity;
+    /** Random 4 KiB reads of that disk per rank, bytes/s (0: 1 GiB/s) and reads/s (0: 100000). */
+    public double diskReadBandwidth;
+    public double diskReadIops;
 
     public Topology(int worldSize) {
       this.worldSize = worldSize;
@@ -211,6 +216,34 @@ public final class Config {
       t.setReserved_fraction(reservedFraction);
       t.setCollective_latency(collectiveLatency);
       t.setPer_id_cost(perIdCost);
+      t.setDisk_capacity(diskCapacity);
+      t.setDisk_read_bandwidth(diskReadBandwidth);
+      t.setDisk_read_iops(diskReadIops);
+    }
+
+    /**
+     * Measures the disk under {@code dir} for tiered tables (shardrec_topology_calibrate_disk: a
+     * scratch file of {@code fileBytes}, 0 meaning 256 MiB, read at random and in sequence for
+     * about {@code timeBudget} seconds, 0 meaning 1) and writes diskReadIops, diskReadBandwidth
+     * and, when 0, diskCapacity (each the machine's figure over its ranks). Set worldSize /
+     * ranksPerNode first.
+     *
+     * @return the machine's random 4 KiB reads per second
+     */
+    public double calibrateDisk(String dir, long fileBytes, double timeBudget) {
+      org.shardrec.swig.topology t = toNative();
+      double[] iops = new double[1];
+      int[] direct = new int[1];
+      try {
+        org.shardrec.swig.Native.topology_calibrate_disk(
+            t, dir, fileBytes, timeBudget, iops, direct);
+        diskReadIops = t.getDisk_read_iops();
+        diskReadBandwidth = t.getDisk_read_bandwidth();
+        diskCapacity = t.getDisk_capacity();
+        return iops[0];
+      } finally {
+        t.delete();
+      }
     }
 
     /**
@@ -338,9 +371,23 @@ public final class Config {
     public int minPartition;
     public int[] ranks;
     public float[] poolingFactors;
+    /** A tiered table: each rank's cache of it in bytes (0: held in memory). */
+    public long tierCacheBytes;
+    /** The expected hit rate in (0, 1]; 0: estimated from idZipfAlpha. */
+    public double tierHitRate;
+    /** The Zipf exponent of the table's ids (0: uniform). */
+    public double idZipfAlpha;
 
     public Constraints(String table) {
       this.table = table;
+    }
+
+    /** Plans the table tiered with a cache of {@code cacheBytes} per rank (docs/disk-tier.md). */
+    public Constraints tier(long cacheBytes, double hitRate, double zipfAlpha) {
+      tierCacheBytes = cacheBytes;
+      tierHitRate = hitRate;
+      idZipfAlpha = zipfAlpha;
+      return this;
     }
 
     /** Allows only the given sharding types. */

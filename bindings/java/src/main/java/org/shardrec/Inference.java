@@ -32,6 +32,19 @@ public final class Inference extends NativeHandle {
     final Map<String, ServingStorage> tableStorage = new LinkedHashMap<>();
     BoundsPolicy boundsPolicy = BoundsPolicy.ERROR;
     DeviceType device = DeviceType.HOST;
+    final Map<String, Long> tiers = new LinkedHashMap<>();
+
+    /**
+     * Serves table {@code table} from the checkpoint's files through a row cache of
+     * {@code cacheBytes} (shardrec_serving_tier_t; {@link Inference#tierStats} reports it).
+     */
+    public Options tier(String table, long cacheBytes) {
+      if (table == null || table.indexOf('\n') >= 0) {
+        throw ShardrecException.invalid("a table name must not be null or hold a newline");
+      }
+      tiers.put(table, cacheBytes);
+      return this;
+    }
 
     /** Storage of the tables not named in {@link #tableStorage} (ignored for a serving file). */
     public Options defaultStorage(ServingStorage v) {
@@ -119,9 +132,18 @@ public final class Inference extends NativeHandle {
       names.append(e.getKey());
       storages[i++] = e.getValue().code();
     }
+    StringBuilder tierNames = new StringBuilder();
+    long[] cacheBytes = new long[o.tiers.size()];
+    i = 0;
+    for (Map.Entry<String, Long> e : o.tiers.entrySet()) {
+      if (tierNames.length() > 0) tierNames.append('\n');
+      tierNames.append(e.getKey());
+      cacheBytes[i++] = e.getValue();
+    }
     long[] out = new long[1];
-    Native.bind_inference_open(out, path, o.defaultStorage.code(), o.boundsPolicy.code(),
-                               o.device.code(), names.toString(), storages);
+    Native.bind_inference_open_tiered(out, path, o.defaultStorage.code(), o.boundsPolicy.code(),
+                                      o.device.code(), names.toString(), storages,
+                                      tierNames.toString(), cacheBytes);
     long h = out[0];
     long[] dim = new long[1];
     int[] seq = new int[1];
@@ -457,5 +479,21 @@ public final class Inference extends NativeHandle {
       throw ShardrecException.invalid("an output of " + n + " floats does not fit an array");
     }
     return (int) n;
+  }
+
+  /**
+   * The row cache statistics of tiered table {@code table} (served from the checkpoint's files,
+   * {@link Options#tier}) in the current version (shardrec_inference_tier_stats). Throws
+   * ShardrecException: EINVAL for a table held in memory, ENOTFOUND for an unknown table.
+   */
+  public ServingTierStats tierStats(String table) {
+    org.shardrec.swig.serving_tier_stats s = new org.shardrec.swig.serving_tier_stats();
+    try {
+      Native.serving_tier_stats_init(s, NativeConstants.SERVING_TIER_STATS_VERSION);
+      use(h -> Native.inference_tier_stats(h, table, s));
+      return ServingTierStats.fromNative(s);
+    } finally {
+      s.delete();
+    }
   }
 }

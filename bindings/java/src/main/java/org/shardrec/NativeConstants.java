@@ -20,6 +20,8 @@ final class NativeConstants {
   static final long DYNAMIC_TABLE_STATS_VERSION =
       org.shardrec.swig.NativeConstants.DYNAMIC_TABLE_STATS_VERSION;
   static final long TIER_STATS_VERSION = org.shardrec.swig.NativeConstants.TIER_STATS_VERSION;
+  static final long SERVING_TIER_STATS_VERSION =
+      org.shardrec.swig.NativeConstants.SERVING_TIER_STATS_VERSION;
   static final int UNIQUE_ID_BYTES = org.shardrec.swig.NativeConstants.UNIQUE_ID_BYTES;
   static final int LOCAL_GROUP_MAX = org.shardrec.swig.NativeConstants.LOCAL_GROUP_MAX;
 

@@ -112,6 +112,8 @@ public final class Plan extends NativeHandle {
         for (Config.Constraints c : constraints) {
           Native.bind_plan_spec_add_constraints(spec, c.table, c.shardingTypes, c.minPartition,
                                                 c.ranks, c.poolingFactors);
+          Native.bind_plan_spec_set_constraints_tier(spec, c.tierCacheBytes, c.tierHitRate,
+                                                     c.idZipfAlpha);
         }
       }
       if (topology != null) {

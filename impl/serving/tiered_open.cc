@@ -1,0 +1,133 @@
+// A checkpoint's table served from its files (tiered_open.h).
+#include "impl/serving/tiered_open.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "impl/checkpoint/fs.h"
+#include "impl/checkpoint/record_copy.h"
+#include "impl/core/check.h"
+#include "impl/serving/encode.h"
+#include "impl/serving/tiered_rows.h"
+
+namespace shardrec::serving {
+namespace {
+
+using checkpoint::ReadableFile;
+using checkpoint::Record;
+
+// Opens the file, checks its size and that its safetensors header places every record of the
+// manifest where the manifest says (what the in-memory open checks of every file it reads).
+Status OpenChecked(checkpoint::FileSystem& fs, const std::string& path,
+                   const checkpoint::FileEntry& e, std::shared_ptr<const ReadableFile>* out) {
+  std::unique_ptr<ReadableFile> f;
+  Status s = fs.OpenReadable(path, &f);
+  if (s.code() == Code::kNotFound)
+    return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
+  SR_RETURN_IF_ERROR(s);
+  if (f->size() != e.size)
+    return Status::Corrupt("checkpoint file ", path, " is ", f->size(),
+                           " bytes, the manifest says ", e.size, " (truncated or replaced)");
+  std::vector<Record> header;
+  SR_RETURN_IF_ERROR(checkpoint::ReadSafetensors(*f, path, &header, nullptr));
+  std::map<std::string, const Record*> by_key;
+  for (const Record& h : header) by_key[h.key] = &h;
+  for (const Record& r : e.records) {
+    auto it = by_key.find(r.key);
+    if (it == by_key.end() || it->second->offset != r.offset || it->second->nbytes != r.nbytes ||
+        it->second->dtype != r.dtype)
+      return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
+                             " does not match the manifest");
+  }
+  *out = std::shared_ptr<const ReadableFile>(std::move(f));
+  return Status::Ok();
+}
+
+bool FloatDType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+}  // namespace
+
+Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
+                       const sharding::TableConfig& tc, Storage storage, uint64_t cache_bytes,
+                       Model* model) {
+  if (tc.dynamic.enabled)
+    return Status::Unsupported("tiers: table ", tc.name,
+                               " is dynamic; serving from the checkpoint's files takes fixed "
+                               "tables only (a dynamic table's ids are gathered and indexed "
+                               "whole): open it without a tier");
+  if (tc.pooling == sharding::PoolingType::kNone)
+    return Status::Unsupported("tiers: table ", tc.name,
+                               " is a sequence table (pooling NONE); serving from the "
+                               "checkpoint's files takes pooled tables only");
+  static const std::shared_ptr<checkpoint::FileSystem> fs = checkpoint::PosixFileSystem();
+  std::vector<DiskPiece> pieces;
+  int64_t area = 0;
+  for (const checkpoint::FileEntry& e : m.files) {
+    std::shared_ptr<const ReadableFile> file;
+    const std::string path = dir + "/" + e.name;
+    for (const Record& rec : e.records) {
+      if (rec.table != tc.name || rec.tensor != "weights") continue;
+      if (rec.full_rows != tc.rows || rec.full_cols != tc.dim || rec.vector ||
+          !FloatDType(rec.dtype))
+        return Status::Corrupt("checkpoint file ", path, ": record ", rec.key, " belongs to a ",
+                               rec.full_rows, " x ", rec.full_cols, " ", DTypeName(rec.dtype),
+                               " tensor, the plan says table ", tc.name, " is ", tc.rows, " x ",
+                               tc.dim);
+      if (rec.row_offset < 0 || rec.col_offset < 0 || rec.rows < 0 || rec.cols < 0 ||
+          rec.row_offset + rec.rows > tc.rows || rec.col_offset + rec.cols > tc.dim ||
+          rec.nbytes != static_cast<uint64_t>(rec.rows) * rec.row_bytes())
+        return Status::Corrupt("checkpoint file ", path, ": record ", rec.key,
+                               " lies outside table ", tc.name);
+      if (!file) SR_RETURN_IF_ERROR(OpenChecked(*fs, path, e, &file));
+      area += rec.rows * rec.cols;
+      pieces.push_back(DiskPiece{file, path, rec});
+    }
+  }
+  if (area != tc.rows * tc.dim)
+    return Status::Corrupt("checkpoint ", dir, ": the records of table ", tc.name,
+                           " weights cover ", area, " of its ", tc.rows * tc.dim, " elements");
+  // Verified once, a bounded block at a time, as the in-memory open verifies while it reads;
+  // quantized storages also encode every row, so a row they cannot hold is refused here and not
+  // at a lookup.
+  checkpoint::Target whole;
+  whole.rows = tc.rows;
+  whole.cols = tc.dim;
+  std::vector<uint8_t> buffer;
+  if (!IsEncodedStorage(storage)) {
+    for (const DiskPiece& p : pieces)
+      SR_RETURN_IF_ERROR(checkpoint::VerifyOverlap(*p.file, p.path, p.rec, whole, &buffer));
+  } else {
+    const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / (int64_t{4} * tc.dim));
+    std::vector<float> staging;
+    std::vector<uint8_t> encoded(static_cast<size_t>(block) * RowBytes(storage, tc.dim));
+    for (int64_t r0 = 0; r0 < tc.rows; r0 += block) {
+      const int64_t n = std::min(block, tc.rows - r0);
+      staging.assign(static_cast<size_t>(n * tc.dim), 0.0f);
+      const checkpoint::Target dst{DType::kFloat32, r0, 0, n, tc.dim, staging.data(), tc.dim};
+      for (const DiskPiece& p : pieces)
+        SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*p.file, p.path, p.rec, dst, &buffer));
+      SR_RETURN_IF_ERROR(
+          EncodeRows(staging.data(), n, tc.dim, storage, encoded.data(),
+                     "table " + tc.name + " (the block from row " + std::to_string(r0) + ")"));
+    }
+  }
+  Table t;
+  t.name = tc.name;
+  t.rows = tc.rows;
+  t.dim = tc.dim;
+  t.pooling = static_cast<Pooling>(tc.pooling);
+  t.features = tc.features;
+  t.storage = storage;
+  t.row_bytes = RowBytes(storage, tc.dim);
+  SR_RETURN_IF_ERROR(TieredRows::Create(tc.name, tc.rows, tc.dim, storage, std::move(pieces),
+                                        cache_bytes, &t.tiered));
+  model->tables.push_back(std::move(t));
+  return Status::Ok();
+}
+
+}  // namespace shardrec::serving

@@ -1,0 +1,146 @@
+// The rows of a served table read from the checkpoint's files through a row cache
+// (tiered_rows.h).
+#include "impl/serving/tiered_rows.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "impl/core/check.h"
+#include "impl/core/element.h"
+#include "impl/serving/encode.h"
+
+namespace shardrec::serving {
+namespace {
+
+// The dtype a non-quantized storage keeps its values in (the in-memory open converts the
+// record's elements straight into it, checkpoint's CopyOverlap).
+DType StoredDType(Storage s) {
+  return s == Storage::kFp16   ? DType::kFloat16
+         : s == Storage::kBf16 ? DType::kBFloat16
+                               : DType::kFloat32;
+}
+
+uint64_t Mix(int64_t row) { return static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull; }
+
+}  // namespace
+
+Status TieredRows::Create(std::string table, int64_t rows, int32_t dim, Storage storage,
+                          std::vector<DiskPiece> pieces, uint64_t cache_bytes,
+                          std::shared_ptr<const TieredRows>* out) {
+  auto t = std::shared_ptr<TieredRows>(new TieredRows());
+  t->table_ = std::move(table);
+  t->rows_ = rows;
+  t->dim_ = dim;
+  t->storage_ = storage;
+  t->row_bytes_ = RowBytes(storage, dim);
+  t->pieces_ = std::move(pieces);
+  SR_RETURN_IF_ERROR(
+      RowCache::Create(t->row_bytes_, cache_bytes, "tier of table " + t->table_, &t->cache_));
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+Status TieredRows::ReadRow(int64_t row, uint8_t* dst, Scratch* s) const {
+  const bool encoded = IsEncodedStorage(storage_);
+  const DType to = encoded ? DType::kFloat32 : StoredDType(storage_);
+  const size_t to_es = DTypeSize(to);
+  uint8_t* out = dst;
+  if (encoded) {
+    s->staging.resize(static_cast<size_t>(dim_));
+    out = reinterpret_cast<uint8_t*>(s->staging.data());
+  }
+  uint64_t reads = 0, bytes = 0;
+  for (const DiskPiece& p : pieces_) {
+    const checkpoint::Record& r = p.rec;
+    if (row < r.row_offset || row >= r.row_offset + r.rows) continue;
+    const uint64_t n = r.row_bytes();
+    const uint64_t at = r.offset + static_cast<uint64_t>(row - r.row_offset) * n;
+    uint8_t* col0 = out + static_cast<size_t>(r.col_offset) * to_es;
+    ++reads;
+    bytes += n;
+    if (r.dtype == to) {  // the element bytes are the stored bytes (CopyOverlap's memcpy)
+      SR_RETURN_IF_ERROR(p.file->ReadAt(at, col0, n));
+      continue;
+    }
+    s->read.resize(n);
+    SR_RETURN_IF_ERROR(p.file->ReadAt(at, s->read.data(), n));
+    const size_t es = DTypeSize(r.dtype);
+    for (int64_t c = 0; c < r.cols; ++c)
+      StoreElement(to, LoadElement(r.dtype, s->read.data() + c * es), col0 + c * to_es);
+  }
+  disk_reads_.fetch_add(reads, std::memory_order_relaxed);
+  disk_read_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  if (encoded)
+    SR_RETURN_IF_ERROR(EncodeRows(s->staging.data(), 1, dim_, storage_, dst,
+                                  "table " + table_ + " (row " + std::to_string(row) + ")"));
+  return Status::Ok();
+}
+
+Status TieredRows::Gather(const int64_t* rows, size_t n, Scratch* s) const {
+  // Distinct rows first (an open-addressing table at most half full), so a request reads and
+  // copies each row once however often its bags name it.
+  size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  s->slots.assign(cap, -1);
+  s->uniq.clear();
+  s->local.resize(n);
+  const uint64_t mask = cap - 1;
+  const int shift = 64 - std::countr_zero(cap);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t row = rows[i];
+    for (uint64_t h = Mix(row) >> shift;; h = (h + 1) & mask) {
+      int64_t& e = s->slots[h];
+      if (e < 0) {
+        e = static_cast<int64_t>(s->uniq.size());
+        s->uniq.push_back(row);
+      } else if (s->uniq[static_cast<size_t>(e)] != row) {
+        continue;
+      }
+      s->local[i] = e;
+      break;
+    }
+  }
+  const size_t u = s->uniq.size();
+  s->rows.resize(u * row_bytes_);
+  s->missed.clear();
+  for (size_t k = 0; k < u; ++k)
+    if (!cache_->Get(s->uniq[k], s->rows.data() + k * row_bytes_)) s->missed.push_back(k);
+  hits_.fetch_add(u - s->missed.size(), std::memory_order_relaxed);
+  misses_.fetch_add(s->missed.size(), std::memory_order_relaxed);
+  for (size_t k : s->missed) {
+    uint8_t* dst = s->rows.data() + k * row_bytes_;
+    SR_RETURN_IF_ERROR(ReadRow(s->uniq[k], dst, s));
+    cache_->Put(s->uniq[k], dst);
+  }
+  return Status::Ok();
+}
+
+TieredStats TieredRows::Stats() const {
+  TieredStats st;
+  st.cache_bytes = cache_->bytes();
+  st.cache_slots = cache_->slots();
+  st.cache_rows = cache_->rows();
+  st.hits = hits_.load(std::memory_order_relaxed);
+  st.misses = misses_.load(std::memory_order_relaxed);
+  st.disk_reads = disk_reads_.load(std::memory_order_relaxed);
+  st.disk_read_bytes = disk_read_bytes_.load(std::memory_order_relaxed);
+  return st;
+}
+
+Status TableTierStats(const Model& m, const std::string& table, TieredStats* out) {
+  for (const Table& t : m.tables) {
+    if (t.name != table) continue;
+    if (!t.tiered)
+      return Status::InvalidArgument("table '", table,
+                                     "' is held in memory, not served from the checkpoint's "
+                                     "files (options.tiers)");
+    *out = t.tiered->Stats();
+    return Status::Ok();
+  }
+  return Status::NotFound("no table named '", table, "'");
+}
+
+}  // namespace shardrec::serving
