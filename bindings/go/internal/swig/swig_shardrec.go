@@ -43,20 +43,20 @@ typedef long long swig_type_10;
 typedef _gostring_ swig_type_11;
 typedef long long swig_type_12;
 typedef long long swig_type_13;
-typedef _gostring_ swig_type_14;
+typedef long long swig_type_14;
 typedef long long swig_type_15;
-typedef long long swig_type_16;
-typedef _gostring_ swig_type_17;
-typedef _gostring_ swig_type_18;
-typedef long long swig_type_19;
-typedef long long swig_type_20;
-typedef _gostring_ swig_type_21;
-typedef _gostring_ swig_type_22;
-typedef _goslice_ swig_type_23;
+typedef _gostring_ swig_type_16;
+typedef long long swig_type_17;
+typedef long long swig_type_18;
+typedef _gostring_ swig_type_19;
+typedef _gostring_ swig_type_20;
+typedef long long swig_type_21;
+typedef long long swig_type_22;
+typedef _gostring_ swig_type_23;
 typedef _gostring_ swig_type_24;
 typedef _goslice_ swig_type_25;
-typedef _goslice_ swig_type_26;
-typedef _gostring_ swig_type_27;
+typedef _gostring_ swig_type_26;
+typedef _goslice_ swig_type_27;
 typedef _goslice_ swig_type_28;
 typedef _gostring_ swig_type_29;
 typedef _goslice_ swig_type_30;
@@ -65,41 +65,41 @@ typedef _goslice_ swig_type_32;
 typedef _gostring_ swig_type_33;
 typedef _goslice_ swig_type_34;
 typedef _gostring_ swig_type_35;
-typedef long long swig_type_36;
+typedef _goslice_ swig_type_36;
 typedef _gostring_ swig_type_37;
-typedef _gostring_ swig_type_38;
+typedef long long swig_type_38;
 typedef _gostring_ swig_type_39;
-typedef long long swig_type_40;
+typedef _gostring_ swig_type_40;
 typedef _gostring_ swig_type_41;
 typedef long long swig_type_42;
 typedef _gostring_ swig_type_43;
 typedef long long swig_type_44;
 typedef _gostring_ swig_type_45;
-typedef _gostring_ swig_type_46;
-typedef _goslice_ swig_type_47;
-typedef long long swig_type_48;
-typedef _gostring_ swig_type_49;
-typedef _goslice_ swig_type_50;
+typedef long long swig_type_46;
+typedef _gostring_ swig_type_47;
+typedef _gostring_ swig_type_48;
+typedef _goslice_ swig_type_49;
+typedef long long swig_type_50;
 typedef _gostring_ swig_type_51;
 typedef _goslice_ swig_type_52;
 typedef _gostring_ swig_type_53;
-typedef _gostring_ swig_type_54;
-typedef _goslice_ swig_type_55;
+typedef _goslice_ swig_type_54;
+typedef _gostring_ swig_type_55;
 typedef _gostring_ swig_type_56;
 typedef _goslice_ swig_type_57;
 typedef _gostring_ swig_type_58;
 typedef _goslice_ swig_type_59;
-typedef long long swig_type_60;
-typedef long long swig_type_61;
+typedef _gostring_ swig_type_60;
+typedef _goslice_ swig_type_61;
 typedef long long swig_type_62;
 typedef long long swig_type_63;
-typedef _gostring_ swig_type_64;
-typedef _goslice_ swig_type_65;
+typedef long long swig_type_64;
+typedef long long swig_type_65;
 typedef _gostring_ swig_type_66;
-typedef _gostring_ swig_type_67;
+typedef _goslice_ swig_type_67;
 typedef _gostring_ swig_type_68;
 typedef _gostring_ swig_type_69;
-typedef _goslice_ swig_type_70;
+typedef _gostring_ swig_type_70;
 typedef _gostring_ swig_type_71;
 typedef _goslice_ swig_type_72;
 typedef _gostring_ swig_type_73;
@@ -109,120 +109,120 @@ typedef _goslice_ swig_type_76;
 typedef _gostring_ swig_type_77;
 typedef _goslice_ swig_type_78;
 typedef _gostring_ swig_type_79;
-typedef long long swig_type_80;
+typedef _goslice_ swig_type_80;
 typedef _gostring_ swig_type_81;
 typedef long long swig_type_82;
 typedef _gostring_ swig_type_83;
-typedef _gostring_ swig_type_84;
-typedef _goslice_ swig_type_85;
+typedef long long swig_type_84;
+typedef _gostring_ swig_type_85;
 typedef _gostring_ swig_type_86;
-typedef long long swig_type_87;
-typedef _goslice_ swig_type_88;
-typedef _gostring_ swig_type_89;
-typedef long long swig_type_90;
-typedef _goslice_ swig_type_91;
-typedef _gostring_ swig_type_92;
-typedef long long swig_type_93;
-typedef _goslice_ swig_type_94;
-typedef _goslice_ swig_type_95;
-typedef _gostring_ swig_type_96;
-typedef long long swig_type_97;
-typedef long long swig_type_98;
-typedef _gostring_ swig_type_99;
-typedef _gostring_ swig_type_100;
+typedef _goslice_ swig_type_87;
+typedef _gostring_ swig_type_88;
+typedef long long swig_type_89;
+typedef _goslice_ swig_type_90;
+typedef _gostring_ swig_type_91;
+typedef long long swig_type_92;
+typedef _goslice_ swig_type_93;
+typedef _gostring_ swig_type_94;
+typedef long long swig_type_95;
+typedef _goslice_ swig_type_96;
+typedef _goslice_ swig_type_97;
+typedef _gostring_ swig_type_98;
+typedef long long swig_type_99;
+typedef long long swig_type_100;
 typedef _gostring_ swig_type_101;
 typedef _gostring_ swig_type_102;
-typedef _goslice_ swig_type_103;
+typedef _gostring_ swig_type_103;
 typedef _gostring_ swig_type_104;
-typedef long long swig_type_105;
-typedef long long swig_type_106;
+typedef _goslice_ swig_type_105;
+typedef _gostring_ swig_type_106;
 typedef _gostring_ swig_type_107;
 typedef long long swig_type_108;
-typedef long long swig_type_109;
-typedef long long swig_type_110;
-typedef long long swig_type_111;
+typedef _goslice_ swig_type_109;
+typedef _goslice_ swig_type_110;
+typedef _gostring_ swig_type_111;
 typedef long long swig_type_112;
 typedef long long swig_type_113;
-typedef long long swig_type_114;
+typedef _gostring_ swig_type_114;
 typedef long long swig_type_115;
-typedef _gostring_ swig_type_116;
-typedef _gostring_ swig_type_117;
-typedef _goslice_ swig_type_118;
-typedef _gostring_ swig_type_119;
-typedef _goslice_ swig_type_120;
-typedef _gostring_ swig_type_121;
-typedef _goslice_ swig_type_122;
+typedef long long swig_type_116;
+typedef long long swig_type_117;
+typedef long long swig_type_118;
+typedef long long swig_type_119;
+typedef long long swig_type_120;
+typedef long long swig_type_121;
+typedef long long swig_type_122;
 typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
 typedef _goslice_ swig_type_125;
 typedef _gostring_ swig_type_126;
 typedef _goslice_ swig_type_127;
 typedef _gostring_ swig_type_128;
-typedef _gostring_ swig_type_129;
+typedef _goslice_ swig_type_129;
 typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
-typedef _gostring_ swig_type_132;
+typedef _goslice_ swig_type_132;
 typedef _gostring_ swig_type_133;
 typedef _goslice_ swig_type_134;
 typedef _gostring_ swig_type_135;
-typedef long long swig_type_136;
+typedef _gostring_ swig_type_136;
 typedef _gostring_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef _goslice_ swig_type_139;
+typedef _gostring_ swig_type_139;
 typedef _gostring_ swig_type_140;
-typedef _gostring_ swig_type_141;
-typedef _goslice_ swig_type_142;
-typedef _gostring_ swig_type_143;
-typedef _goslice_ swig_type_144;
+typedef _goslice_ swig_type_141;
+typedef _gostring_ swig_type_142;
+typedef long long swig_type_143;
+typedef _gostring_ swig_type_144;
 typedef _gostring_ swig_type_145;
-typedef long long swig_type_146;
-typedef _goslice_ swig_type_147;
+typedef _goslice_ swig_type_146;
+typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
-typedef _gostring_ swig_type_149;
+typedef _goslice_ swig_type_149;
 typedef _gostring_ swig_type_150;
 typedef _goslice_ swig_type_151;
 typedef _gostring_ swig_type_152;
-typedef _gostring_ swig_type_153;
-typedef _gostring_ swig_type_154;
-typedef _goslice_ swig_type_155;
+typedef long long swig_type_153;
+typedef _goslice_ swig_type_154;
+typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
-typedef _goslice_ swig_type_157;
+typedef _gostring_ swig_type_157;
 typedef _goslice_ swig_type_158;
 typedef _gostring_ swig_type_159;
 typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
-typedef _gostring_ swig_type_162;
+typedef _goslice_ swig_type_162;
 typedef _gostring_ swig_type_163;
-typedef _gostring_ swig_type_164;
+typedef _goslice_ swig_type_164;
 typedef _goslice_ swig_type_165;
 typedef _gostring_ swig_type_166;
 typedef _gostring_ swig_type_167;
-typedef long long swig_type_168;
-typedef _goslice_ swig_type_169;
+typedef _gostring_ swig_type_168;
+typedef _gostring_ swig_type_169;
 typedef _gostring_ swig_type_170;
-typedef _goslice_ swig_type_171;
-typedef _gostring_ swig_type_172;
-typedef long long swig_type_173;
-typedef _goslice_ swig_type_174;
-typedef _goslice_ swig_type_175;
-typedef long long swig_type_176;
-typedef long long swig_type_177;
-typedef long long swig_type_178;
-typedef long long swig_type_179;
+typedef _gostring_ swig_type_171;
+typedef _goslice_ swig_type_172;
+typedef _gostring_ swig_type_173;
+typedef _gostring_ swig_type_174;
+typedef long long swig_type_175;
+typedef _goslice_ swig_type_176;
+typedef _gostring_ swig_type_177;
+typedef _goslice_ swig_type_178;
+typedef _gostring_ swig_type_179;
 typedef long long swig_type_180;
-typedef long long swig_type_181;
-typedef _gostring_ swig_type_182;
-typedef _gostring_ swig_type_183;
-typedef _gostring_ swig_type_184;
-typedef _gostring_ swig_type_185;
-typedef _goslice_ swig_type_186;
+typedef _goslice_ swig_type_181;
+typedef _goslice_ swig_type_182;
+typedef long long swig_type_183;
+typedef long long swig_type_184;
+typedef long long swig_type_185;
+typedef long long swig_type_186;
 typedef long long swig_type_187;
 typedef long long swig_type_188;
-typedef long long swig_type_189;
-typedef long long swig_type_190;
-typedef long long swig_type_191;
-typedef long long swig_type_192;
-typedef long long swig_type_193;
+typedef _gostring_ swig_type_189;
+typedef _gostring_ swig_type_190;
+typedef _gostring_ swig_type_191;
+typedef _gostring_ swig_type_192;
+typedef _goslice_ swig_type_193;
 typedef long long swig_type_194;
 typedef long long swig_type_195;
 typedef long long swig_type_196;
@@ -244,45 +244,45 @@ typedef long long swig_type_211;
 typedef long long swig_type_212;
 typedef long long swig_type_213;
 typedef long long swig_type_214;
-typedef _gostring_ swig_type_215;
-typedef _gostring_ swig_type_216;
-typedef _gostring_ swig_type_217;
-typedef _gostring_ swig_type_218;
-typedef _gostring_ swig_type_219;
-typedef _gostring_ swig_type_220;
-typedef _gostring_ swig_type_221;
+typedef long long swig_type_215;
+typedef long long swig_type_216;
+typedef long long swig_type_217;
+typedef long long swig_type_218;
+typedef long long swig_type_219;
+typedef long long swig_type_220;
+typedef long long swig_type_221;
 typedef _gostring_ swig_type_222;
 typedef _gostring_ swig_type_223;
-typedef _goslice_ swig_type_224;
-typedef _goslice_ swig_type_225;
-typedef long long swig_type_226;
-typedef _goslice_ swig_type_227;
-typedef long long swig_type_228;
-typedef _goslice_ swig_type_229;
-typedef _goslice_ swig_type_230;
-typedef _gostring_ swig_type_231;
-typedef _gostring_ swig_type_232;
-typedef _goslice_ swig_type_233;
+typedef _gostring_ swig_type_224;
+typedef _gostring_ swig_type_225;
+typedef _gostring_ swig_type_226;
+typedef _gostring_ swig_type_227;
+typedef _gostring_ swig_type_228;
+typedef _gostring_ swig_type_229;
+typedef _gostring_ swig_type_230;
+typedef _goslice_ swig_type_231;
+typedef _goslice_ swig_type_232;
+typedef long long swig_type_233;
 typedef _goslice_ swig_type_234;
 typedef long long swig_type_235;
 typedef _goslice_ swig_type_236;
-typedef long long swig_type_237;
-typedef _goslice_ swig_type_238;
-typedef _goslice_ swig_type_239;
+typedef _goslice_ swig_type_237;
+typedef _gostring_ swig_type_238;
+typedef _gostring_ swig_type_239;
 typedef _goslice_ swig_type_240;
-typedef _gostring_ swig_type_241;
-typedef _gostring_ swig_type_242;
+typedef _goslice_ swig_type_241;
+typedef long long swig_type_242;
 typedef _goslice_ swig_type_243;
-typedef _goslice_ swig_type_244;
-typedef long long swig_type_245;
+typedef long long swig_type_244;
+typedef _goslice_ swig_type_245;
 typedef _goslice_ swig_type_246;
-typedef long long swig_type_247;
-typedef long long swig_type_248;
-typedef long long swig_type_249;
-typedef long long swig_type_250;
-typedef long long swig_type_251;
+typedef _goslice_ swig_type_247;
+typedef _gostring_ swig_type_248;
+typedef _gostring_ swig_type_249;
+typedef _goslice_ swig_type_250;
+typedef _goslice_ swig_type_251;
 typedef long long swig_type_252;
-typedef long long swig_type_253;
+typedef _goslice_ swig_type_253;
 typedef long long swig_type_254;
 typedef long long swig_type_255;
 typedef long long swig_type_256;
@@ -308,43 +308,43 @@ typedef long long swig_type_275;
 typedef long long swig_type_276;
 typedef long long swig_type_277;
 typedef long long swig_type_278;
-typedef _gostring_ swig_type_279;
-typedef _gostring_ swig_type_280;
-typedef _gostring_ swig_type_281;
-typedef _gostring_ swig_type_282;
-typedef _goslice_ swig_type_283;
-typedef _gostring_ swig_type_284;
-typedef _gostring_ swig_type_285;
+typedef long long swig_type_279;
+typedef long long swig_type_280;
+typedef long long swig_type_281;
+typedef long long swig_type_282;
+typedef long long swig_type_283;
+typedef long long swig_type_284;
+typedef long long swig_type_285;
 typedef _gostring_ swig_type_286;
-typedef _goslice_ swig_type_287;
+typedef _gostring_ swig_type_287;
 typedef _gostring_ swig_type_288;
-typedef _goslice_ swig_type_289;
+typedef _gostring_ swig_type_289;
 typedef _goslice_ swig_type_290;
-typedef _goslice_ swig_type_291;
-typedef _goslice_ swig_type_292;
+typedef _gostring_ swig_type_291;
+typedef _gostring_ swig_type_292;
 typedef _gostring_ swig_type_293;
 typedef _goslice_ swig_type_294;
 typedef _gostring_ swig_type_295;
 typedef _goslice_ swig_type_296;
-typedef _gostring_ swig_type_297;
-typedef _gostring_ swig_type_298;
+typedef _goslice_ swig_type_297;
+typedef _goslice_ swig_type_298;
 typedef _goslice_ swig_type_299;
 typedef _gostring_ swig_type_300;
-typedef _gostring_ swig_type_301;
-typedef _goslice_ swig_type_302;
-typedef _gostring_ swig_type_303;
-typedef _goslice_ swig_type_304;
-typedef _goslice_ swig_type_305;
+typedef _goslice_ swig_type_301;
+typedef _gostring_ swig_type_302;
+typedef _goslice_ swig_type_303;
+typedef _gostring_ swig_type_304;
+typedef _gostring_ swig_type_305;
 typedef _goslice_ swig_type_306;
-typedef long long swig_type_307;
-typedef long long swig_type_308;
-typedef _gostring_ swig_type_309;
+typedef _gostring_ swig_type_307;
+typedef _gostring_ swig_type_308;
+typedef _goslice_ swig_type_309;
 typedef _gostring_ swig_type_310;
-typedef _gostring_ swig_type_311;
-typedef _gostring_ swig_type_312;
-typedef _gostring_ swig_type_313;
-typedef _gostring_ swig_type_314;
-typedef _gostring_ swig_type_315;
+typedef _goslice_ swig_type_311;
+typedef _goslice_ swig_type_312;
+typedef _goslice_ swig_type_313;
+typedef long long swig_type_314;
+typedef long long swig_type_315;
 typedef _gostring_ swig_type_316;
 typedef _gostring_ swig_type_317;
 typedef _gostring_ swig_type_318;
@@ -356,330 +356,330 @@ typedef _gostring_ swig_type_323;
 typedef _gostring_ swig_type_324;
 typedef _gostring_ swig_type_325;
 typedef _gostring_ swig_type_326;
-typedef long long swig_type_327;
+typedef _gostring_ swig_type_327;
 typedef _gostring_ swig_type_328;
 typedef _gostring_ swig_type_329;
 typedef _gostring_ swig_type_330;
 typedef _gostring_ swig_type_331;
 typedef _gostring_ swig_type_332;
-typedef long long swig_type_333;
-typedef _goslice_ swig_type_334;
+typedef _gostring_ swig_type_333;
+typedef long long swig_type_334;
 typedef _gostring_ swig_type_335;
 typedef _gostring_ swig_type_336;
 typedef _gostring_ swig_type_337;
 typedef _gostring_ swig_type_338;
 typedef _gostring_ swig_type_339;
-typedef _gostring_ swig_type_340;
+typedef long long swig_type_340;
 typedef _goslice_ swig_type_341;
-typedef _goslice_ swig_type_342;
+typedef _gostring_ swig_type_342;
 typedef _gostring_ swig_type_343;
-typedef _goslice_ swig_type_344;
+typedef _gostring_ swig_type_344;
 typedef _gostring_ swig_type_345;
-typedef _goslice_ swig_type_346;
+typedef _gostring_ swig_type_346;
 typedef _gostring_ swig_type_347;
-typedef long long swig_type_348;
-typedef long long swig_type_349;
-typedef _goslice_ swig_type_350;
+typedef _goslice_ swig_type_348;
+typedef _goslice_ swig_type_349;
+typedef _gostring_ swig_type_350;
 typedef _goslice_ swig_type_351;
-typedef _goslice_ swig_type_352;
-typedef _goslice_ swig_type_353;
+typedef _gostring_ swig_type_352;
+typedef long long swig_type_353;
 typedef _gostring_ swig_type_354;
-typedef long long swig_type_355;
-typedef long long swig_type_356;
-typedef _goslice_ swig_type_357;
-typedef _goslice_ swig_type_358;
+typedef _goslice_ swig_type_355;
+typedef _gostring_ swig_type_356;
+typedef long long swig_type_357;
+typedef long long swig_type_358;
 typedef _goslice_ swig_type_359;
-typedef _gostring_ swig_type_360;
-typedef _gostring_ swig_type_361;
-typedef _gostring_ swig_type_362;
+typedef _goslice_ swig_type_360;
+typedef _goslice_ swig_type_361;
+typedef _goslice_ swig_type_362;
 typedef _gostring_ swig_type_363;
-typedef _goslice_ swig_type_364;
-typedef _goslice_ swig_type_365;
-typedef _gostring_ swig_type_366;
-typedef long long swig_type_367;
-typedef long long swig_type_368;
-typedef _goslice_ swig_type_369;
-typedef _goslice_ swig_type_370;
-typedef _goslice_ swig_type_371;
-typedef _goslice_ swig_type_372;
+typedef long long swig_type_364;
+typedef long long swig_type_365;
+typedef _goslice_ swig_type_366;
+typedef _goslice_ swig_type_367;
+typedef _goslice_ swig_type_368;
+typedef _gostring_ swig_type_369;
+typedef _gostring_ swig_type_370;
+typedef _gostring_ swig_type_371;
+typedef _gostring_ swig_type_372;
 typedef _goslice_ swig_type_373;
-typedef _gostring_ swig_type_374;
-typedef _goslice_ swig_type_375;
-typedef _goslice_ swig_type_376;
-typedef _gostring_ swig_type_377;
+typedef _goslice_ swig_type_374;
+typedef _gostring_ swig_type_375;
+typedef long long swig_type_376;
+typedef long long swig_type_377;
 typedef _goslice_ swig_type_378;
 typedef _goslice_ swig_type_379;
-typedef _gostring_ swig_type_380;
-typedef _gostring_ swig_type_381;
+typedef _goslice_ swig_type_380;
+typedef _goslice_ swig_type_381;
 typedef _goslice_ swig_type_382;
-typedef long long swig_type_383;
+typedef _gostring_ swig_type_383;
 typedef _goslice_ swig_type_384;
-typedef long long swig_type_385;
+typedef _goslice_ swig_type_385;
 typedef _gostring_ swig_type_386;
 typedef _goslice_ swig_type_387;
-typedef long long swig_type_388;
-typedef _goslice_ swig_type_389;
-typedef long long swig_type_390;
-typedef _gostring_ swig_type_391;
-typedef _gostring_ swig_type_392;
+typedef _goslice_ swig_type_388;
+typedef _gostring_ swig_type_389;
+typedef _gostring_ swig_type_390;
+typedef _goslice_ swig_type_391;
+typedef long long swig_type_392;
 typedef _goslice_ swig_type_393;
-typedef _gostring_ swig_type_394;
-typedef _goslice_ swig_type_395;
-typedef long long swig_type_396;
+typedef long long swig_type_394;
+typedef _gostring_ swig_type_395;
+typedef _goslice_ swig_type_396;
 typedef long long swig_type_397;
-typedef long long swig_type_398;
-typedef _gostring_ swig_type_399;
+typedef _goslice_ swig_type_398;
+typedef long long swig_type_399;
 typedef _gostring_ swig_type_400;
-typedef _goslice_ swig_type_401;
-typedef long long swig_type_402;
-typedef _goslice_ swig_type_403;
-typedef long long swig_type_404;
-typedef _gostring_ swig_type_405;
-typedef _goslice_ swig_type_406;
+typedef _gostring_ swig_type_401;
+typedef _goslice_ swig_type_402;
+typedef _gostring_ swig_type_403;
+typedef _goslice_ swig_type_404;
+typedef long long swig_type_405;
+typedef long long swig_type_406;
 typedef long long swig_type_407;
-typedef _goslice_ swig_type_408;
-typedef long long swig_type_409;
-typedef _gostring_ swig_type_410;
-typedef _gostring_ swig_type_411;
+typedef _gostring_ swig_type_408;
+typedef _gostring_ swig_type_409;
+typedef _goslice_ swig_type_410;
+typedef long long swig_type_411;
 typedef _goslice_ swig_type_412;
-typedef _gostring_ swig_type_413;
-typedef long long swig_type_414;
-typedef long long swig_type_415;
-typedef _goslice_ swig_type_416;
-typedef _gostring_ swig_type_417;
-typedef _goslice_ swig_type_418;
-typedef _goslice_ swig_type_419;
-typedef _goslice_ swig_type_420;
-typedef long long swig_type_421;
-typedef long long swig_type_422;
+typedef long long swig_type_413;
+typedef _gostring_ swig_type_414;
+typedef _goslice_ swig_type_415;
+typedef long long swig_type_416;
+typedef _goslice_ swig_type_417;
+typedef long long swig_type_418;
+typedef _gostring_ swig_type_419;
+typedef _gostring_ swig_type_420;
+typedef _goslice_ swig_type_421;
+typedef _gostring_ swig_type_422;
 typedef long long swig_type_423;
-typedef _goslice_ swig_type_424;
+typedef long long swig_type_424;
 typedef _goslice_ swig_type_425;
 typedef _gostring_ swig_type_426;
 typedef _goslice_ swig_type_427;
 typedef _goslice_ swig_type_428;
-typedef long long swig_type_429;
-typedef _goslice_ swig_type_430;
-typedef _goslice_ swig_type_431;
-typedef _gostring_ swig_type_432;
+typedef _goslice_ swig_type_429;
+typedef long long swig_type_430;
+typedef long long swig_type_431;
+typedef long long swig_type_432;
 typedef _goslice_ swig_type_433;
-typedef _gostring_ swig_type_434;
+typedef _goslice_ swig_type_434;
 typedef _gostring_ swig_type_435;
 typedef _goslice_ swig_type_436;
-typedef _gostring_ swig_type_437;
+typedef _goslice_ swig_type_437;
 typedef long long swig_type_438;
-typedef _gostring_ swig_type_439;
-typedef _gostring_ swig_type_440;
-typedef long long swig_type_441;
-typedef _gostring_ swig_type_442;
+typedef _goslice_ swig_type_439;
+typedef _goslice_ swig_type_440;
+typedef _gostring_ swig_type_441;
+typedef _goslice_ swig_type_442;
 typedef _gostring_ swig_type_443;
 typedef _gostring_ swig_type_444;
-typedef long long swig_type_445;
+typedef _goslice_ swig_type_445;
 typedef _gostring_ swig_type_446;
 typedef long long swig_type_447;
 typedef _gostring_ swig_type_448;
 typedef _gostring_ swig_type_449;
-typedef _goslice_ swig_type_450;
+typedef long long swig_type_450;
 typedef _gostring_ swig_type_451;
-typedef _goslice_ swig_type_452;
-typedef _goslice_ swig_type_453;
-typedef _gostring_ swig_type_454;
-typedef _goslice_ swig_type_455;
-typedef _goslice_ swig_type_456;
+typedef _gostring_ swig_type_452;
+typedef _gostring_ swig_type_453;
+typedef long long swig_type_454;
+typedef _gostring_ swig_type_455;
+typedef long long swig_type_456;
 typedef _gostring_ swig_type_457;
-typedef _goslice_ swig_type_458;
+typedef _gostring_ swig_type_458;
 typedef _goslice_ swig_type_459;
 typedef _gostring_ swig_type_460;
-typedef _gostring_ swig_type_461;
-typedef _gostring_ swig_type_462;
+typedef _goslice_ swig_type_461;
+typedef _goslice_ swig_type_462;
 typedef _gostring_ swig_type_463;
 typedef _goslice_ swig_type_464;
-typedef long long swig_type_465;
-typedef _goslice_ swig_type_466;
+typedef _goslice_ swig_type_465;
+typedef _gostring_ swig_type_466;
 typedef _goslice_ swig_type_467;
-typedef long long swig_type_468;
+typedef _goslice_ swig_type_468;
 typedef _gostring_ swig_type_469;
 typedef _gostring_ swig_type_470;
-typedef _goslice_ swig_type_471;
-typedef long long swig_type_472;
+typedef _gostring_ swig_type_471;
+typedef _gostring_ swig_type_472;
 typedef _goslice_ swig_type_473;
-typedef _goslice_ swig_type_474;
-typedef long long swig_type_475;
-typedef _gostring_ swig_type_476;
-typedef _gostring_ swig_type_477;
-typedef _goslice_ swig_type_478;
-typedef _goslice_ swig_type_479;
-typedef long long swig_type_480;
-typedef _gostring_ swig_type_481;
+typedef long long swig_type_474;
+typedef _goslice_ swig_type_475;
+typedef _goslice_ swig_type_476;
+typedef long long swig_type_477;
+typedef _gostring_ swig_type_478;
+typedef _gostring_ swig_type_479;
+typedef _goslice_ swig_type_480;
+typedef long long swig_type_481;
 typedef _goslice_ swig_type_482;
 typedef _goslice_ swig_type_483;
 typedef long long swig_type_484;
 typedef _gostring_ swig_type_485;
-typedef long long swig_type_486;
-typedef _gostring_ swig_type_487;
-typedef long long swig_type_488;
-typedef _gostring_ swig_type_489;
-typedef long long swig_type_490;
+typedef _gostring_ swig_type_486;
+typedef _goslice_ swig_type_487;
+typedef _goslice_ swig_type_488;
+typedef long long swig_type_489;
+typedef _gostring_ swig_type_490;
 typedef _goslice_ swig_type_491;
-typedef _gostring_ swig_type_492;
+typedef _goslice_ swig_type_492;
 typedef long long swig_type_493;
-typedef _goslice_ swig_type_494;
-typedef _gostring_ swig_type_495;
-typedef long long swig_type_496;
-typedef _goslice_ swig_type_497;
+typedef _gostring_ swig_type_494;
+typedef long long swig_type_495;
+typedef _gostring_ swig_type_496;
+typedef long long swig_type_497;
 typedef _gostring_ swig_type_498;
 typedef long long swig_type_499;
 typedef _goslice_ swig_type_500;
 typedef _gostring_ swig_type_501;
-typedef _goslice_ swig_type_502;
+typedef long long swig_type_502;
 typedef _goslice_ swig_type_503;
-typedef long long swig_type_504;
+typedef _gostring_ swig_type_504;
 typedef long long swig_type_505;
-typedef _gostring_ swig_type_506;
-typedef _goslice_ swig_type_507;
-typedef _goslice_ swig_type_508;
+typedef _goslice_ swig_type_506;
+typedef _gostring_ swig_type_507;
+typedef long long swig_type_508;
 typedef _goslice_ swig_type_509;
-typedef _goslice_ swig_type_510;
+typedef _gostring_ swig_type_510;
 typedef _goslice_ swig_type_511;
-typedef _gostring_ swig_type_512;
+typedef _goslice_ swig_type_512;
 typedef long long swig_type_513;
-typedef _goslice_ swig_type_514;
+typedef long long swig_type_514;
 typedef _gostring_ swig_type_515;
-typedef long long swig_type_516;
-typedef long long swig_type_517;
+typedef _goslice_ swig_type_516;
+typedef _goslice_ swig_type_517;
 typedef _goslice_ swig_type_518;
-typedef _gostring_ swig_type_519;
+typedef _goslice_ swig_type_519;
 typedef _goslice_ swig_type_520;
-typedef _goslice_ swig_type_521;
+typedef _gostring_ swig_type_521;
 typedef long long swig_type_522;
-typedef long long swig_type_523;
-typedef long long swig_type_524;
-typedef _goslice_ swig_type_525;
+typedef _goslice_ swig_type_523;
+typedef _gostring_ swig_type_524;
+typedef long long swig_type_525;
 typedef long long swig_type_526;
-typedef _gostring_ swig_type_527;
-typedef _goslice_ swig_type_528;
+typedef _goslice_ swig_type_527;
+typedef _gostring_ swig_type_528;
 typedef _goslice_ swig_type_529;
 typedef _goslice_ swig_type_530;
-typedef _gostring_ swig_type_531;
+typedef long long swig_type_531;
 typedef long long swig_type_532;
 typedef long long swig_type_533;
 typedef _goslice_ swig_type_534;
 typedef long long swig_type_535;
 typedef _gostring_ swig_type_536;
-typedef long long swig_type_537;
+typedef _goslice_ swig_type_537;
 typedef _goslice_ swig_type_538;
-typedef long long swig_type_539;
+typedef _goslice_ swig_type_539;
 typedef _gostring_ swig_type_540;
 typedef long long swig_type_541;
-typedef _goslice_ swig_type_542;
+typedef long long swig_type_542;
 typedef _goslice_ swig_type_543;
-typedef _gostring_ swig_type_544;
-typedef long long swig_type_545;
-typedef _goslice_ swig_type_546;
-typedef _gostring_ swig_type_547;
+typedef long long swig_type_544;
+typedef _gostring_ swig_type_545;
+typedef long long swig_type_546;
+typedef _goslice_ swig_type_547;
 typedef long long swig_type_548;
-typedef _goslice_ swig_type_549;
-typedef _gostring_ swig_type_550;
-typedef long long swig_type_551;
+typedef _gostring_ swig_type_549;
+typedef long long swig_type_550;
+typedef _goslice_ swig_type_551;
 typedef _goslice_ swig_type_552;
-typedef long long swig_type_553;
-typedef _gostring_ swig_type_554;
-typedef long long swig_type_555;
+typedef _gostring_ swig_type_553;
+typedef long long swig_type_554;
+typedef _goslice_ swig_type_555;
 typedef _gostring_ swig_type_556;
 typedef long long swig_type_557;
-typedef _gostring_ swig_type_558;
-typedef long long swig_type_559;
-typedef _gostring_ swig_type_560;
-typedef _gostring_ swig_type_561;
-typedef _gostring_ swig_type_562;
-typedef _goslice_ swig_type_563;
-typedef _gostring_ swig_type_564;
-typedef _goslice_ swig_type_565;
-typedef _gostring_ swig_type_566;
-typedef _goslice_ swig_type_567;
-typedef _gostring_ swig_type_568;
-typedef _goslice_ swig_type_569;
+typedef _goslice_ swig_type_558;
+typedef _gostring_ swig_type_559;
+typedef long long swig_type_560;
+typedef _goslice_ swig_type_561;
+typedef long long swig_type_562;
+typedef _gostring_ swig_type_563;
+typedef long long swig_type_564;
+typedef _gostring_ swig_type_565;
+typedef long long swig_type_566;
+typedef _gostring_ swig_type_567;
+typedef long long swig_type_568;
+typedef _gostring_ swig_type_569;
 typedef _gostring_ swig_type_570;
-typedef long long swig_type_571;
+typedef _gostring_ swig_type_571;
 typedef _goslice_ swig_type_572;
-typedef _goslice_ swig_type_573;
+typedef _gostring_ swig_type_573;
 typedef _goslice_ swig_type_574;
 typedef _gostring_ swig_type_575;
-typedef _gostring_ swig_type_576;
-typedef _goslice_ swig_type_577;
-typedef long long swig_type_578;
-typedef _goslice_ swig_type_579;
-typedef _goslice_ swig_type_580;
+typedef _goslice_ swig_type_576;
+typedef _gostring_ swig_type_577;
+typedef _goslice_ swig_type_578;
+typedef _gostring_ swig_type_579;
+typedef long long swig_type_580;
 typedef _goslice_ swig_type_581;
-typedef _gostring_ swig_type_582;
+typedef _goslice_ swig_type_582;
 typedef _goslice_ swig_type_583;
 typedef _gostring_ swig_type_584;
-typedef _goslice_ swig_type_585;
-typedef _gostring_ swig_type_586;
-typedef _goslice_ swig_type_587;
-typedef _gostring_ swig_type_588;
-typedef _gostring_ swig_type_589;
+typedef _gostring_ swig_type_585;
+typedef _goslice_ swig_type_586;
+typedef long long swig_type_587;
+typedef _goslice_ swig_type_588;
+typedef _goslice_ swig_type_589;
 typedef _goslice_ swig_type_590;
-typedef _goslice_ swig_type_591;
-typedef _gostring_ swig_type_592;
+typedef _gostring_ swig_type_591;
+typedef _goslice_ swig_type_592;
 typedef _gostring_ swig_type_593;
-typedef _gostring_ swig_type_594;
+typedef _goslice_ swig_type_594;
 typedef _gostring_ swig_type_595;
 typedef _goslice_ swig_type_596;
-typedef _goslice_ swig_type_597;
-typedef long long swig_type_598;
+typedef _gostring_ swig_type_597;
+typedef _gostring_ swig_type_598;
 typedef _goslice_ swig_type_599;
 typedef _goslice_ swig_type_600;
 typedef _gostring_ swig_type_601;
 typedef _gostring_ swig_type_602;
-typedef _goslice_ swig_type_603;
-typedef _goslice_ swig_type_604;
-typedef long long swig_type_605;
+typedef _gostring_ swig_type_603;
+typedef _gostring_ swig_type_604;
+typedef _goslice_ swig_type_605;
 typedef _goslice_ swig_type_606;
-typedef _goslice_ swig_type_607;
-typedef _gostring_ swig_type_608;
+typedef long long swig_type_607;
+typedef _goslice_ swig_type_608;
 typedef _goslice_ swig_type_609;
 typedef _gostring_ swig_type_610;
 typedef _gostring_ swig_type_611;
 typedef _goslice_ swig_type_612;
-typedef _gostring_ swig_type_613;
+typedef _goslice_ swig_type_613;
 typedef long long swig_type_614;
-typedef long long swig_type_615;
+typedef _goslice_ swig_type_615;
 typedef _goslice_ swig_type_616;
-typedef _goslice_ swig_type_617;
-typedef _goslice_ swig_type_618;
-typedef _goslice_ swig_type_619;
-typedef _goslice_ swig_type_620;
-typedef _gostring_ swig_type_621;
+typedef long long swig_type_617;
+typedef long long swig_type_618;
+typedef long long swig_type_619;
+typedef long long swig_type_620;
+typedef long long swig_type_621;
 typedef long long swig_type_622;
 typedef long long swig_type_623;
-typedef _goslice_ swig_type_624;
-typedef _goslice_ swig_type_625;
-typedef _goslice_ swig_type_626;
-typedef _goslice_ swig_type_627;
-typedef _gostring_ swig_type_628;
+typedef long long swig_type_624;
+typedef long long swig_type_625;
+typedef long long swig_type_626;
+typedef long long swig_type_627;
+typedef long long swig_type_628;
 typedef long long swig_type_629;
 typedef long long swig_type_630;
-typedef _goslice_ swig_type_631;
-typedef _goslice_ swig_type_632;
-typedef _goslice_ swig_type_633;
-typedef _goslice_ swig_type_634;
-typedef _goslice_ swig_type_635;
-typedef _goslice_ swig_type_636;
+typedef long long swig_type_631;
+typedef long long swig_type_632;
+typedef _gostring_ swig_type_633;
+typedef _gostring_ swig_type_634;
+typedef _gostring_ swig_type_635;
+typedef _gostring_ swig_type_636;
 typedef _goslice_ swig_type_637;
 typedef _gostring_ swig_type_638;
-typedef long long swig_type_639;
-typedef long long swig_type_640;
-typedef _goslice_ swig_type_641;
+typedef _gostring_ swig_type_639;
+typedef _goslice_ swig_type_640;
+typedef _gostring_ swig_type_641;
 typedef _goslice_ swig_type_642;
-typedef _goslice_ swig_type_643;
-typedef _goslice_ swig_type_644;
+typedef _gostring_ swig_type_643;
+typedef _gostring_ swig_type_644;
 typedef _goslice_ swig_type_645;
-typedef _goslice_ swig_type_646;
-typedef _gostring_ swig_type_647;
-typedef long long swig_type_648;
+typedef _gostring_ swig_type_646;
+typedef _goslice_ swig_type_647;
+typedef _gostring_ swig_type_648;
 typedef long long swig_type_649;
-typedef _goslice_ swig_type_650;
+typedef long long swig_type_650;
 typedef _goslice_ swig_type_651;
 typedef _goslice_ swig_type_652;
 typedef _goslice_ swig_type_653;
@@ -692,20 +692,20 @@ typedef _goslice_ swig_type_659;
 typedef _goslice_ swig_type_660;
 typedef _goslice_ swig_type_661;
 typedef _goslice_ swig_type_662;
-typedef _goslice_ swig_type_663;
-typedef _goslice_ swig_type_664;
-typedef _gostring_ swig_type_665;
-typedef long long swig_type_666;
-typedef long long swig_type_667;
+typedef _gostring_ swig_type_663;
+typedef long long swig_type_664;
+typedef long long swig_type_665;
+typedef _goslice_ swig_type_666;
+typedef _goslice_ swig_type_667;
 typedef _goslice_ swig_type_668;
 typedef _goslice_ swig_type_669;
 typedef _goslice_ swig_type_670;
 typedef _goslice_ swig_type_671;
 typedef _goslice_ swig_type_672;
-typedef _goslice_ swig_type_673;
-typedef _gostring_ swig_type_674;
+typedef _gostring_ swig_type_673;
+typedef long long swig_type_674;
 typedef long long swig_type_675;
-typedef long long swig_type_676;
+typedef _goslice_ swig_type_676;
 typedef _goslice_ swig_type_677;
 typedef _goslice_ swig_type_678;
 typedef _goslice_ swig_type_679;
@@ -720,598 +720,668 @@ typedef _goslice_ swig_type_687;
 typedef _goslice_ swig_type_688;
 typedef _goslice_ swig_type_689;
 typedef _goslice_ swig_type_690;
-typedef _goslice_ swig_type_691;
+typedef _gostring_ swig_type_691;
 typedef long long swig_type_692;
-extern void _wrap_Swig_free_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_swig_270a29369de887b3(swig_intgo arg1);
-extern swig_intgo _wrap_OK_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ERROR_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EINVAL_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EUSAGE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ENOMEM_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ECUDA_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EREMOTE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ETIMEOUT_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EIO_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ECORRUPT_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EUNSUPPORTED_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ENOTFOUND_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EINTERNAL_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ENODEVICE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EABORTED_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DTYPE_FLOAT32_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DTYPE_FLOAT16_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DTYPE_BFLOAT16_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DTYPE_FLOAT64_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DTYPE_INT32_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DTYPE_INT64_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DTYPE_UINT8_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DEVICE_HOST_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DEVICE_CUDA_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DELTA_FULL_swig_270a29369de887b3(void);
-extern swig_type_1 _wrap_status_string_swig_270a29369de887b3(swig_intgo arg1);
-extern swig_intgo _wrap_version_swig_270a29369de887b3(void);
-extern swig_type_2 _wrap_version_string_swig_270a29369de887b3(void);
-extern swig_type_3 _wrap_dtype_size_swig_270a29369de887b3(swig_intgo arg1);
-extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SHARDING_TABLE_WISE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SHARDING_ROW_WISE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SHARDING_COLUMN_WISE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SHARDING_GRID_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_POOLING_SUM_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_POOLING_MEAN_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_POOLING_NONE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_INIT_DEFAULT_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_INIT_UNIFORM_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_INIT_CONSTANT_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_OPTIMIZER_SGD_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_OPTIMIZER_ADAM_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_OPTIMIZER_LAMB_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_NONE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_L2_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_270a29369de887b3(void);
-extern void _wrap_optimizer_config_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_optimizer_config_Xtype_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_Xtype_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_optimizer_config_learning_rate_set_swig_270a29369de887b3(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_learning_rate_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_optimizer_config_eps_set_swig_270a29369de887b3(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_eps_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta1_set_swig_270a29369de887b3(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta1_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_optimizer_config_beta2_set_swig_270a29369de887b3(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_beta2_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_set_swig_270a29369de887b3(uintptr_t arg1, float arg2);
-extern float _wrap_optimizer_config_weight_decay_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_optimizer_config_weight_decay_mode_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_optimizer_config_stochastic_rounding_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_optimizer_config_swig_270a29369de887b3(void);
-extern void _wrap_delete_optimizer_config_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_4 _wrap_optimizer_config_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_EVICTION_NONE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EVICTION_LRU_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EVICTION_LFU_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EVICTION_TTL_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_EVICTION_SCORE_swig_270a29369de887b3(void);
-extern void _wrap_dynamic_table_config_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_dynamic_table_config_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_config_eviction_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_dynamic_table_config_eviction_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_config_admission_threshold_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_dynamic_table_config_admission_threshold_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_config_ttl_steps_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_5 arg2);
-extern swig_type_6 _wrap_dynamic_table_config_ttl_steps_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_config_capacity_bytes_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_7 arg2);
-extern swig_type_8 _wrap_dynamic_table_config_capacity_bytes_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_config_admission_decay_steps_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_9 arg2);
-extern swig_type_10 _wrap_dynamic_table_config_admission_decay_steps_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_dynamic_table_config_swig_270a29369de887b3(void);
-extern void _wrap_delete_dynamic_table_config_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_11 _wrap_dynamic_table_config_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_Topology_t_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_world_size_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_world_size_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_ranks_per_node_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_device_type_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_device_type_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bytes_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_12 arg2);
-extern swig_type_13 _wrap_Topology_t_memory_bytes_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_inter_node_bandwidth_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_batch_size_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_batch_size_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_optimizer_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Topology_t_optimizer_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_memory_bandwidth_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_memory_bandwidth_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_reserved_fraction_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_reserved_fraction_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_collective_latency_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_collective_latency_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Topology_t_per_id_cost_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_Topology_t_per_id_cost_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_Topology_t_swig_270a29369de887b3(void);
-extern void _wrap_delete_Topology_t_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_14 _wrap_topology_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_comm_options_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_comm_options_timeout_ms_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_15 arg2);
-extern swig_type_16 _wrap_comm_options_timeout_ms_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_comm_options_backend_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_backend_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_comm_options_device_type_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_type_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_comm_options_device_index_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_comm_options_device_index_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_comm_options_bind_address_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_17 arg2);
-extern swig_type_18 _wrap_comm_options_bind_address_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_comm_options_store_grace_ms_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_19 arg2);
-extern swig_type_20 _wrap_comm_options_store_grace_ms_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_comm_options_swig_270a29369de887b3(void);
-extern void _wrap_delete_comm_options_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_21 _wrap_comm_options_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_22 _wrap_comm_unique_id_create_swig_270a29369de887b3(swig_type_23 arg1);
-extern swig_type_24 _wrap_comm_create_swig_270a29369de887b3(swig_type_25 arg1, swig_type_26 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
-extern swig_type_27 _wrap_comm_create_local_group_swig_270a29369de887b3(swig_type_28 arg1, uintptr_t arg2);
-extern swig_type_29 _wrap_comm_split_swig_270a29369de887b3(swig_type_30 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
-extern swig_type_31 _wrap_comm_rank_swig_270a29369de887b3(swig_type_32 arg1, uintptr_t arg2);
-extern swig_type_33 _wrap_comm_size_swig_270a29369de887b3(swig_type_34 arg1, uintptr_t arg2);
-extern swig_type_35 _wrap_comm_set_timeout_swig_270a29369de887b3(uintptr_t arg1, swig_type_36 arg2);
-extern swig_type_37 _wrap_comm_abort_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_38 _wrap_comm_async_error_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_comm_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_39 _wrap_comm_allreduce_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_40 arg4, swig_intgo arg5, swig_intgo arg6);
-extern swig_type_41 _wrap_comm_broadcast_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, swig_type_42 arg3, swig_intgo arg4, swig_intgo arg5);
-extern swig_type_43 _wrap_comm_allgather_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_44 arg4, swig_intgo arg5);
-extern swig_type_45 _wrap_comm_barrier_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_46 _wrap_comm_create_mpi_swig_270a29369de887b3(swig_type_47 arg1, swig_type_48 arg2, uintptr_t arg3);
-extern swig_type_49 _wrap_comm_create_from_env_swig_270a29369de887b3(swig_type_50 arg1, uintptr_t arg2);
-extern swig_type_51 _wrap_comm_create_tcp_swig_270a29369de887b3(swig_type_52 arg1, swig_type_53 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, uintptr_t arg6);
-extern swig_type_54 _wrap_comm_local_rank_swig_270a29369de887b3(swig_type_55 arg1, uintptr_t arg2);
-extern swig_type_56 _wrap_comm_local_size_swig_270a29369de887b3(swig_type_57 arg1, uintptr_t arg2);
-extern swig_type_58 _wrap_comm_bind_local_numa_swig_270a29369de887b3(swig_type_59 arg1, uintptr_t arg2);
-extern void _wrap_Shard_t_row_offset_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_60 arg2);
-extern swig_type_61 _wrap_Shard_t_row_offset_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Shard_t_rows_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_62 arg2);
-extern swig_type_63 _wrap_Shard_t_rows_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Shard_t_col_offset_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_col_offset_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Shard_t_cols_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_cols_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_Shard_t_rank_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_Shard_t_rank_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_Shard_t_swig_270a29369de887b3(void);
-extern void _wrap_delete_Shard_t_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_64 _wrap_plan_from_json_swig_270a29369de887b3(swig_type_65 arg1, swig_type_66 arg2);
-extern swig_type_67 _wrap_plan_to_json_swig_270a29369de887b3(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_68 _wrap_plan_stats_swig_270a29369de887b3(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_69 _wrap_plan_hash_swig_270a29369de887b3(uintptr_t arg1, swig_type_70 arg2);
-extern swig_type_71 _wrap_plan_world_size_swig_270a29369de887b3(uintptr_t arg1, swig_type_72 arg2);
-extern swig_type_73 _wrap_plan_ranks_per_node_swig_270a29369de887b3(uintptr_t arg1, swig_type_74 arg2);
-extern swig_type_75 _wrap_plan_num_tables_swig_270a29369de887b3(uintptr_t arg1, swig_type_76 arg2);
-extern swig_type_77 _wrap_plan_num_features_swig_270a29369de887b3(uintptr_t arg1, swig_type_78 arg2);
-extern swig_type_79 _wrap_plan_feature_name_swig_270a29369de887b3(uintptr_t arg1, swig_type_80 arg2, swig_voidp arg3);
-extern swig_type_81 _wrap_plan_table_name_swig_270a29369de887b3(uintptr_t arg1, swig_type_82 arg2, swig_voidp arg3);
-extern swig_type_83 _wrap_plan_find_table_swig_270a29369de887b3(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3);
-extern swig_type_86 _wrap_plan_table_rows_swig_270a29369de887b3(uintptr_t arg1, swig_type_87 arg2, swig_type_88 arg3);
-extern swig_type_89 _wrap_plan_table_dim_swig_270a29369de887b3(uintptr_t arg1, swig_type_90 arg2, swig_type_91 arg3);
-extern swig_type_92 _wrap_plan_table_sharding_swig_270a29369de887b3(uintptr_t arg1, swig_type_93 arg2, swig_type_94 arg3, swig_type_95 arg4);
-extern swig_type_96 _wrap_plan_shard_swig_270a29369de887b3(uintptr_t arg1, swig_type_97 arg2, swig_type_98 arg3, uintptr_t arg4);
-extern void _wrap_calibrate_options_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibrate_options_ranks_share_memory_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_ranks_share_memory_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibrate_options_time_budget_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_calibrate_options_time_budget_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibrate_options_threads_per_rank_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_threads_per_rank_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibrate_options_ranks_per_machine_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_calibrate_options_swig_270a29369de887b3(void);
-extern void _wrap_delete_calibrate_options_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_99 _wrap_calibrate_options_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_calibration_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_calibration_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibration_gather_bandwidth_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_gather_bandwidth_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibration_stream_bandwidth_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_stream_bandwidth_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibration_loopback_bandwidth_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_loopback_bandwidth_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibration_loopback_latency_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_loopback_latency_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibration_handoff_latency_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_handoff_latency_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibration_elapsed_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_elapsed_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_calibration_oversubscription_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_calibration_oversubscription_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_calibration_swig_270a29369de887b3(void);
-extern void _wrap_delete_calibration_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_100 _wrap_calibration_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_101 _wrap_topology_calibrate_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_102 _wrap_topology_calibrate_network_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, double arg3, swig_type_103 arg4);
-extern swig_type_104 _wrap_topology_from_comm_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_plan_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_intgo _wrap_BOUNDS_ERROR_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_BOUNDS_CLAMP_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_BOUNDS_SKIP_swig_270a29369de887b3(void);
-extern void _wrap_table_tier_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_table_tier_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_table_tier_cache_bytes_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_table_tier_cache_bytes_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_table_tier_swig_270a29369de887b3(void);
-extern void _wrap_delete_table_tier_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_107 _wrap_table_tier_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_embedding_options_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_seed_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_embedding_options_seed_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_bounds_policy_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_num_threads_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_num_threads_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_dp_comm_set_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_embedding_options_dp_comm_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_device_type_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_type_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_device_index_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_device_index_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_non_finite_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_non_finite_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_table_memory_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_table_memory_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_forward_comm_encoding_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_backward_comm_encoding_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_max_batch_size_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_110 arg2);
-extern swig_type_111 _wrap_embedding_options_max_batch_size_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_max_ids_per_batch_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_112 arg2);
-extern swig_type_113 _wrap_embedding_options_max_ids_per_batch_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_tiers_set_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_embedding_options_tiers_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_embedding_options_num_tiers_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_114 arg2);
-extern swig_type_115 _wrap_embedding_options_num_tiers_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_embedding_options_swig_270a29369de887b3(void);
-extern void _wrap_delete_embedding_options_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_COMM_ENCODING_FP16_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_COMM_ENCODING_BF16_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_NON_FINITE_CHECK_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_270a29369de887b3(void);
-extern swig_type_116 _wrap_embedding_options_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_117 _wrap_embedding_create_swig_270a29369de887b3(swig_type_118 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern void _wrap_embedding_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_119 _wrap_embedding_output_dim_swig_270a29369de887b3(uintptr_t arg1, swig_type_120 arg2);
-extern swig_type_121 _wrap_embedding_is_sequence_swig_270a29369de887b3(uintptr_t arg1, swig_type_122 arg2);
-extern swig_type_123 _wrap_embedding_input_dist_wait_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_124 _wrap_embedding_forward_distributed_swig_270a29369de887b3(uintptr_t arg1, swig_type_125 arg2);
-extern swig_type_126 _wrap_embedding_backward_swig_270a29369de887b3(uintptr_t arg1, swig_type_127 arg2);
-extern swig_type_128 _wrap_embedding_forward_tensor_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_129 _wrap_embedding_forward_distributed_tensor_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_130 _wrap_embedding_backward_tensor_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_131 _wrap_embedding_synchronize_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_132 _wrap_embedding_set_learning_rate_swig_270a29369de887b3(uintptr_t arg1, float arg2);
-extern swig_type_133 _wrap_embedding_num_steps_swig_270a29369de887b3(uintptr_t arg1, swig_type_134 arg2);
-extern swig_type_135 _wrap_embedding_set_num_steps_swig_270a29369de887b3(uintptr_t arg1, swig_type_136 arg2);
-extern swig_type_137 _wrap_embedding_get_weights_swig_270a29369de887b3(uintptr_t arg1, swig_type_138 arg2, swig_type_139 arg3);
-extern swig_type_140 _wrap_embedding_set_weights_swig_270a29369de887b3(uintptr_t arg1, swig_type_141 arg2, swig_type_142 arg3);
-extern swig_type_143 _wrap_embedding_num_states_swig_270a29369de887b3(uintptr_t arg1, swig_type_144 arg2);
-extern swig_type_145 _wrap_embedding_state_info_swig_270a29369de887b3(uintptr_t arg1, swig_type_146 arg2, swig_voidp arg3, swig_type_147 arg4);
-extern swig_type_148 _wrap_embedding_get_state_swig_270a29369de887b3(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_type_151 arg4);
-extern swig_type_152 _wrap_embedding_set_state_swig_270a29369de887b3(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_type_155 arg4);
-extern swig_type_156 _wrap_embedding_timings_swig_270a29369de887b3(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
-extern swig_type_159 _wrap_embedding_set_table_learning_rate_swig_270a29369de887b3(uintptr_t arg1, swig_type_160 arg2, float arg3);
-extern swig_type_161 _wrap_embedding_table_optimizer_swig_270a29369de887b3(uintptr_t arg1, swig_type_162 arg2, uintptr_t arg3);
-extern swig_type_163 _wrap_embedding_table_num_states_swig_270a29369de887b3(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3);
-extern swig_type_166 _wrap_embedding_table_state_info_swig_270a29369de887b3(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_voidp arg4, swig_type_169 arg5);
-extern swig_type_170 _wrap_embedding_num_outputs_swig_270a29369de887b3(uintptr_t arg1, swig_type_171 arg2);
-extern swig_type_172 _wrap_embedding_output_info_swig_270a29369de887b3(uintptr_t arg1, swig_type_173 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_174 arg5, swig_type_175 arg6);
-extern void _wrap_step_timings_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_step_timings_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_forwards_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_176 arg2);
-extern swig_type_177 _wrap_step_timings_forwards_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_backwards_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_178 arg2);
-extern swig_type_179 _wrap_step_timings_backwards_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_samples_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_180 arg2);
-extern swig_type_181 _wrap_step_timings_samples_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_total_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_total_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_collective_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_collective_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_input_dist_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_input_dist_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_lookup_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_lookup_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_output_dist_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_output_dist_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_backward_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_backward_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_step_timings_embedding_comm_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_step_timings_embedding_comm_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_step_timings_swig_270a29369de887b3(void);
-extern void _wrap_delete_step_timings_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_182 _wrap_step_timings_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_183 _wrap_embedding_step_timings_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_184 _wrap_embedding_set_training_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_185 _wrap_embedding_is_training_swig_270a29369de887b3(uintptr_t arg1, swig_type_186 arg2);
-extern void _wrap_dynamic_table_stats_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_dynamic_table_stats_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_size_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_dynamic_table_stats_size_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_dynamic_table_stats_capacity_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_load_factor_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_dynamic_table_stats_load_factor_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_inserted_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_dynamic_table_stats_last_inserted_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_evicted_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_193 arg2);
-extern swig_type_194 _wrap_dynamic_table_stats_last_evicted_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_195 arg2);
-extern swig_type_196 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_197 arg2);
-extern swig_type_198 _wrap_dynamic_table_stats_last_rejected_full_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_inserted_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_199 arg2);
-extern swig_type_200 _wrap_dynamic_table_stats_total_inserted_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_evicted_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_201 arg2);
-extern swig_type_202 _wrap_dynamic_table_stats_total_evicted_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_205 arg2);
-extern swig_type_206 _wrap_dynamic_table_stats_total_rejected_full_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_207 arg2);
-extern swig_type_208 _wrap_dynamic_table_stats_metadata_bytes_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_209 arg2);
-extern swig_type_210 _wrap_dynamic_table_stats_capacity_bytes_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_last_admitted_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_211 arg2);
-extern swig_type_212 _wrap_dynamic_table_stats_last_admitted_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_dynamic_table_stats_total_admitted_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_213 arg2);
-extern swig_type_214 _wrap_dynamic_table_stats_total_admitted_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_dynamic_table_stats_swig_270a29369de887b3(void);
-extern void _wrap_delete_dynamic_table_stats_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_215 _wrap_dynamic_table_stats_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_216 _wrap_embedding_dynamic_stats_swig_270a29369de887b3(uintptr_t arg1, swig_type_217 arg2, uintptr_t arg3);
-extern swig_type_218 _wrap_embedding_dynamic_stats_global_swig_270a29369de887b3(uintptr_t arg1, swig_type_219 arg2, uintptr_t arg3);
-extern swig_type_220 _wrap_embedding_dynamic_mark_swig_270a29369de887b3(uintptr_t arg1, swig_type_221 arg2);
-extern swig_type_222 _wrap_embedding_dynamic_delta_swig_270a29369de887b3(uintptr_t arg1, swig_type_223 arg2, swig_type_224 arg3, swig_type_225 arg4, swig_type_226 arg5, swig_type_227 arg6, swig_type_228 arg7, swig_type_229 arg8, swig_type_230 arg9);
-extern swig_type_231 _wrap_embedding_dynamic_delta_ext_swig_270a29369de887b3(uintptr_t arg1, swig_type_232 arg2, swig_type_233 arg3, swig_type_234 arg4, swig_type_235 arg5, swig_type_236 arg6, swig_type_237 arg7, swig_type_238 arg8, swig_type_239 arg9, swig_type_240 arg10);
-extern swig_type_241 _wrap_embedding_dynamic_set_scores_swig_270a29369de887b3(uintptr_t arg1, swig_type_242 arg2, swig_type_243 arg3, swig_type_244 arg4, swig_type_245 arg5, swig_type_246 arg6);
-extern void _wrap_tier_stats_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_tier_stats_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_cache_bytes_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_247 arg2);
-extern swig_type_248 _wrap_tier_stats_cache_bytes_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_cache_slots_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_249 arg2);
-extern swig_type_250 _wrap_tier_stats_cache_slots_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_cache_rows_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_251 arg2);
-extern swig_type_252 _wrap_tier_stats_cache_rows_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_hits_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_253 arg2);
-extern swig_type_254 _wrap_tier_stats_hits_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_misses_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_255 arg2);
-extern swig_type_256 _wrap_tier_stats_misses_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_hit_rate_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_tier_stats_hit_rate_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_disk_reads_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_257 arg2);
-extern swig_type_258 _wrap_tier_stats_disk_reads_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_disk_read_bytes_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_259 arg2);
-extern swig_type_260 _wrap_tier_stats_disk_read_bytes_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_disk_bytes_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_261 arg2);
-extern swig_type_262 _wrap_tier_stats_disk_bytes_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_queue_reads_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_tier_stats_queue_reads_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_initialised_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_265 arg2);
-extern swig_type_266 _wrap_tier_stats_initialised_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_prefetched_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_267 arg2);
-extern swig_type_268 _wrap_tier_stats_prefetched_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_write_backs_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_269 arg2);
-extern swig_type_270 _wrap_tier_stats_write_backs_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_written_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_271 arg2);
-extern swig_type_272 _wrap_tier_stats_written_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_queue_depth_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_273 arg2);
-extern swig_type_274 _wrap_tier_stats_queue_depth_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_queue_max_depth_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_275 arg2);
-extern swig_type_276 _wrap_tier_stats_queue_max_depth_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_steps_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_277 arg2);
-extern swig_type_278 _wrap_tier_stats_steps_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_exposed_fetch_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_tier_stats_exposed_fetch_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_270a29369de887b3(uintptr_t arg1, double arg2);
-extern double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_tier_stats_swig_270a29369de887b3(void);
-extern void _wrap_delete_tier_stats_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_279 _wrap_tier_stats_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_280 _wrap_embedding_tier_stats_swig_270a29369de887b3(uintptr_t arg1, swig_type_281 arg2, uintptr_t arg3);
-extern swig_type_282 _wrap_device_count_swig_270a29369de887b3(swig_type_283 arg1);
-extern swig_type_284 _wrap_device_check_swig_270a29369de887b3(swig_intgo arg1, swig_intgo arg2);
-extern void _wrap_mesh_options_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_mesh_options_sharding_group_size_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sharding_group_size_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_mesh_options_layout_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_layout_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_mesh_options_ranks_per_node_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_ranks_per_node_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_mesh_options_sync_interval_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sync_interval_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_mesh_options_sync_mode_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_mesh_options_swig_270a29369de887b3(void);
-extern void _wrap_delete_mesh_options_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_285 _wrap_mesh_options_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_286 _wrap_mesh_create_swig_270a29369de887b3(swig_type_287 arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_mesh_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_288 _wrap_mesh_coords_swig_270a29369de887b3(uintptr_t arg1, swig_type_289 arg2, swig_type_290 arg3, swig_type_291 arg4, swig_type_292 arg5);
-extern swig_type_293 _wrap_mesh_sharding_comm_swig_270a29369de887b3(swig_type_294 arg1, uintptr_t arg2);
-extern swig_type_295 _wrap_mesh_replica_comm_swig_270a29369de887b3(swig_type_296 arg1, uintptr_t arg2);
-extern swig_type_297 _wrap_mesh_describe_swig_270a29369de887b3(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_298 _wrap_mesh_embedding_create_swig_270a29369de887b3(swig_type_299 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
-extern swig_type_300 _wrap_mesh_sync_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
-extern swig_type_301 _wrap_mesh_step_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, swig_type_302 arg3);
-extern swig_type_303 _wrap_mesh_sync_stats_swig_270a29369de887b3(uintptr_t arg1, swig_type_304 arg2, swig_type_305 arg3, swig_type_306 arg4);
-extern void _wrap_checkpoint_options_version_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_version_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_checkpoint_options_num_dense_set_swig_270a29369de887b3(uintptr_t arg1, swig_type_307 arg2);
-extern swig_type_308 _wrap_checkpoint_options_num_dense_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_checkpoint_options_verify_first_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_270a29369de887b3(uintptr_t arg1);
-extern void _wrap_checkpoint_options_allow_partial_load_set_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_new_checkpoint_options_swig_270a29369de887b3(void);
-extern void _wrap_delete_checkpoint_options_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_309 _wrap_checkpoint_options_init_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_310 _wrap_checkpoint_save_swig_270a29369de887b3(uintptr_t arg1, swig_type_311 arg2, uintptr_t arg3);
-extern swig_type_312 _wrap_checkpoint_load_swig_270a29369de887b3(uintptr_t arg1, swig_type_313 arg2, uintptr_t arg3);
-extern swig_type_314 _wrap_checkpoint_save_mesh_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, swig_type_315 arg3, uintptr_t arg4);
-extern swig_type_316 _wrap_checkpoint_load_mesh_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, swig_type_317 arg3, uintptr_t arg4);
-extern swig_type_318 _wrap_checkpoint_export_table_swig_270a29369de887b3(uintptr_t arg1, swig_type_319 arg2, swig_type_320 arg3, swig_intgo arg4);
-extern swig_type_321 _wrap_checkpoint_import_table_swig_270a29369de887b3(uintptr_t arg1, swig_type_322 arg2, swig_type_323 arg3, swig_intgo arg4);
-extern uintptr_t _wrap_bind_tiers_new_swig_270a29369de887b3(void);
-extern void _wrap_bind_tiers_free_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_324 _wrap_bind_tiers_add_swig_270a29369de887b3(uintptr_t arg1, swig_type_325 arg2, swig_type_326 arg3, swig_type_327 arg4);
-extern swig_type_328 _wrap_bind_tiers_apply_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_bind_plan_spec_new_swig_270a29369de887b3(void);
-extern void _wrap_bind_plan_spec_free_swig_270a29369de887b3(uintptr_t arg1);
-extern uintptr_t _wrap_bind_plan_spec_topology_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_329 _wrap_bind_plan_spec_add_feature_swig_270a29369de887b3(uintptr_t arg1, swig_type_330 arg2, float arg3);
-extern swig_type_331 _wrap_bind_plan_spec_add_table_swig_270a29369de887b3(uintptr_t arg1, swig_type_332 arg2, swig_type_333 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_334 arg7, swig_intgo arg8, float arg9, float arg10);
-extern swig_type_335 _wrap_bind_plan_spec_set_table_optimizer_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_336 _wrap_bind_plan_spec_set_table_dynamic_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_337 _wrap_bind_plan_spec_add_table_feature_name_swig_270a29369de887b3(uintptr_t arg1, swig_type_338 arg2);
-extern swig_type_339 _wrap_bind_plan_spec_add_constraints_swig_270a29369de887b3(uintptr_t arg1, swig_type_340 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_341 arg5, swig_type_342 arg6);
-extern swig_type_343 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_270a29369de887b3(uintptr_t arg1, swig_type_344 arg2);
-extern swig_type_345 _wrap_bind_plan_create_swig_270a29369de887b3(swig_type_346 arg1, uintptr_t arg2);
-extern swig_type_347 _wrap_bind_embedding_forward_swig_270a29369de887b3(uintptr_t arg1, swig_type_348 arg2, swig_type_349 arg3, swig_type_350 arg4, swig_type_351 arg5, swig_type_352 arg6, swig_type_353 arg7);
-extern swig_type_354 _wrap_bind_embedding_input_dist_start_swig_270a29369de887b3(uintptr_t arg1, swig_type_355 arg2, swig_type_356 arg3, swig_type_357 arg4, swig_type_358 arg5, swig_type_359 arg6);
-extern swig_type_360 _wrap_bind_device_plugin_path_swig_270a29369de887b3(swig_voidp arg1);
-extern swig_type_361 _wrap_bind_checkpoint_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, swig_type_362 arg3, uintptr_t arg4, swig_type_363 arg5, swig_type_364 arg6, swig_type_365 arg7, swig_intgo arg8);
-extern swig_type_366 _wrap_bind_embedding_forward_tensor_swig_270a29369de887b3(uintptr_t arg1, swig_type_367 arg2, swig_type_368 arg3, swig_type_369 arg4, swig_type_370 arg5, swig_type_371 arg6, swig_type_372 arg7, swig_type_373 arg8);
-extern swig_type_374 _wrap_bind_embedding_forward_distributed_tensor_swig_270a29369de887b3(uintptr_t arg1, swig_type_375 arg2, swig_type_376 arg3);
-extern swig_type_377 _wrap_bind_embedding_backward_tensor_swig_270a29369de887b3(uintptr_t arg1, swig_type_378 arg2, swig_type_379 arg3);
-extern swig_intgo _wrap_ACTIVATION_NONE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ACTIVATION_RELU_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_270a29369de887b3(void);
-extern swig_type_380 _wrap_dense_set_blas_threads_swig_270a29369de887b3(swig_intgo arg1);
-extern swig_intgo _wrap_DENSE_MATH_FP32_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DENSE_MATH_TF32_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DENSE_MATH_BF16_swig_270a29369de887b3(void);
-extern void _wrap_mlp_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_381 _wrap_mlp_forward_swig_270a29369de887b3(uintptr_t arg1, swig_type_382 arg2, swig_type_383 arg3, swig_type_384 arg4, swig_type_385 arg5);
-extern swig_type_386 _wrap_mlp_infer_swig_270a29369de887b3(uintptr_t arg1, swig_type_387 arg2, swig_type_388 arg3, swig_type_389 arg4, swig_type_390 arg5);
-extern swig_type_391 _wrap_mlp_zero_grad_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_392 _wrap_mlp_num_tensors_swig_270a29369de887b3(uintptr_t arg1, swig_type_393 arg2);
-extern swig_type_394 _wrap_dcn_create_swig_270a29369de887b3(swig_type_395 arg1, swig_type_396 arg2, swig_intgo arg3, swig_type_397 arg4, swig_type_398 arg5, swig_type_399 arg6);
-extern void _wrap_dcn_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_400 _wrap_dcn_forward_swig_270a29369de887b3(uintptr_t arg1, swig_type_401 arg2, swig_type_402 arg3, swig_type_403 arg4, swig_type_404 arg5);
-extern swig_type_405 _wrap_dcn_infer_swig_270a29369de887b3(uintptr_t arg1, swig_type_406 arg2, swig_type_407 arg3, swig_type_408 arg4, swig_type_409 arg5);
-extern swig_type_410 _wrap_dcn_zero_grad_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_411 _wrap_dcn_num_tensors_swig_270a29369de887b3(uintptr_t arg1, swig_type_412 arg2);
-extern swig_type_413 _wrap_dot_interaction_width_swig_270a29369de887b3(swig_type_414 arg1, swig_type_415 arg2, swig_type_416 arg3);
-extern swig_type_417 _wrap_dot_interaction_backward_swig_270a29369de887b3(swig_type_418 arg1, swig_type_419 arg2, swig_type_420 arg3, swig_type_421 arg4, swig_type_422 arg5, swig_type_423 arg6, swig_type_424 arg7, swig_type_425 arg8);
-extern swig_type_426 _wrap_bce_with_logits_swig_270a29369de887b3(swig_type_427 arg1, swig_type_428 arg2, swig_type_429 arg3, double arg4, swig_type_430 arg5, swig_type_431 arg6);
-extern swig_type_432 _wrap_dense_optimizer_create_swig_270a29369de887b3(swig_type_433 arg1, uintptr_t arg2);
-extern void _wrap_dense_optimizer_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_434 _wrap_dense_optimizer_set_learning_rate_swig_270a29369de887b3(uintptr_t arg1, float arg2);
-extern swig_type_435 _wrap_dense_optimizer_steps_swig_270a29369de887b3(uintptr_t arg1, swig_type_436 arg2);
-extern swig_type_437 _wrap_dense_optimizer_set_steps_swig_270a29369de887b3(uintptr_t arg1, swig_type_438 arg2);
-extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_270a29369de887b3(void);
-extern void _wrap_ddp_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_439 _wrap_ddp_zero_grad_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_440 _wrap_ddp_mark_ready_swig_270a29369de887b3(uintptr_t arg1, swig_type_441 arg2);
-extern swig_type_442 _wrap_ddp_finish_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_443 _wrap_ddp_set_sync_swig_270a29369de887b3(uintptr_t arg1, swig_intgo arg2);
-extern void _wrap_fsdp_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_444 _wrap_fsdp_release_swig_270a29369de887b3(uintptr_t arg1, swig_type_445 arg2);
-extern swig_type_446 _wrap_fsdp_reduce_grad_swig_270a29369de887b3(uintptr_t arg1, swig_type_447 arg2);
-extern swig_type_448 _wrap_fsdp_step_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_449 _wrap_bind_dense_blas_threads_swig_270a29369de887b3(swig_type_450 arg1);
-extern swig_type_451 _wrap_bind_mlp_dims_swig_270a29369de887b3(uintptr_t arg1, swig_type_452 arg2, swig_type_453 arg3);
-extern swig_type_454 _wrap_bind_mlp_device_swig_270a29369de887b3(uintptr_t arg1, swig_type_455 arg2, swig_type_456 arg3);
-extern swig_type_457 _wrap_bind_fsdp_memory_swig_270a29369de887b3(uintptr_t arg1, swig_type_458 arg2, swig_type_459 arg3);
-extern uintptr_t _wrap_bind_param_list_new_swig_270a29369de887b3(void);
-extern void _wrap_bind_param_list_free_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_460 _wrap_bind_param_list_add_mlp_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_461 _wrap_bind_param_list_add_dcn_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_462 _wrap_bind_dense_optimizer_step_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_463 _wrap_bind_mlp_create_swig_270a29369de887b3(swig_type_464 arg1, swig_type_465 arg2, swig_type_466 arg3, swig_type_467 arg4, swig_type_468 arg5, swig_type_469 arg6);
-extern swig_type_470 _wrap_bind_mlp_create_on_swig_270a29369de887b3(swig_type_471 arg1, swig_type_472 arg2, swig_type_473 arg3, swig_type_474 arg4, swig_type_475 arg5, swig_type_476 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
-extern swig_type_477 _wrap_bind_mlp_backward_swig_270a29369de887b3(uintptr_t arg1, swig_type_478 arg2, swig_type_479 arg3, uintptr_t arg4, swig_type_480 arg5);
-extern swig_type_481 _wrap_bind_dcn_backward_swig_270a29369de887b3(uintptr_t arg1, swig_type_482 arg2, swig_type_483 arg3, uintptr_t arg4, swig_type_484 arg5);
-extern swig_type_485 _wrap_bind_mlp_use_ddp_grads_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, swig_type_486 arg3);
-extern swig_type_487 _wrap_bind_dcn_use_ddp_grads_swig_270a29369de887b3(uintptr_t arg1, uintptr_t arg2, swig_type_488 arg3);
-extern swig_type_489 _wrap_bind_mlp_tensor_info_swig_270a29369de887b3(uintptr_t arg1, swig_type_490 arg2, swig_voidp arg3, swig_type_491 arg4);
-extern swig_type_492 _wrap_bind_dcn_tensor_info_swig_270a29369de887b3(uintptr_t arg1, swig_type_493 arg2, swig_voidp arg3, swig_type_494 arg4);
-extern swig_type_495 _wrap_bind_mlp_copy_tensor_swig_270a29369de887b3(uintptr_t arg1, swig_type_496 arg2, swig_intgo arg3, swig_type_497 arg4, swig_intgo arg5);
-extern swig_type_498 _wrap_bind_dcn_copy_tensor_swig_270a29369de887b3(uintptr_t arg1, swig_type_499 arg2, swig_intgo arg3, swig_type_500 arg4, swig_intgo arg5);
-extern swig_type_501 _wrap_bind_ddp_create_swig_270a29369de887b3(swig_type_502 arg1, uintptr_t arg2, swig_type_503 arg3, swig_type_504 arg4, swig_type_505 arg5, swig_intgo arg6);
-extern swig_type_506 _wrap_bind_ddp_stats_swig_270a29369de887b3(uintptr_t arg1, swig_type_507 arg2, swig_type_508 arg3, swig_type_509 arg4, swig_type_510 arg5, swig_type_511 arg6);
-extern swig_type_512 _wrap_bind_ddp_bucket_size_swig_270a29369de887b3(uintptr_t arg1, swig_type_513 arg2, swig_type_514 arg3);
-extern swig_type_515 _wrap_bind_ddp_bucket_tensor_swig_270a29369de887b3(uintptr_t arg1, swig_type_516 arg2, swig_type_517 arg3, swig_type_518 arg4);
-extern swig_type_519 _wrap_bind_dot_interaction_forward_swig_270a29369de887b3(swig_type_520 arg1, swig_type_521 arg2, swig_type_522 arg3, swig_type_523 arg4, swig_type_524 arg5, swig_type_525 arg6, swig_type_526 arg7);
-extern swig_type_527 _wrap_bind_fsdp_create_swig_270a29369de887b3(swig_type_528 arg1, uintptr_t arg2, swig_type_529 arg3, swig_type_530 arg4, uintptr_t arg5);
-extern swig_type_531 _wrap_bind_fsdp_gather_swig_270a29369de887b3(uintptr_t arg1, swig_type_532 arg2, swig_type_533 arg3, swig_type_534 arg4, swig_type_535 arg5);
-extern swig_type_536 _wrap_bind_fsdp_add_grad_swig_270a29369de887b3(uintptr_t arg1, swig_type_537 arg2, swig_type_538 arg3, swig_type_539 arg4);
-extern swig_type_540 _wrap_bind_fsdp_shard_range_swig_270a29369de887b3(uintptr_t arg1, swig_type_541 arg2, swig_type_542 arg3, swig_type_543 arg4);
-extern swig_type_544 _wrap_bind_fsdp_read_shard_swig_270a29369de887b3(uintptr_t arg1, swig_type_545 arg2, swig_type_546 arg3);
-extern swig_type_547 _wrap_bind_dense_optimizer_state_count_swig_270a29369de887b3(uintptr_t arg1, swig_type_548 arg2, swig_intgo arg3, swig_type_549 arg4);
-extern swig_type_550 _wrap_bind_dense_optimizer_state_copy_swig_270a29369de887b3(uintptr_t arg1, swig_type_551 arg2, swig_intgo arg3, swig_type_552 arg4, swig_type_553 arg5, swig_intgo arg6);
-extern swig_type_554 _wrap_bind_ddp_set_external_swig_270a29369de887b3(uintptr_t arg1, swig_type_555 arg2, uintptr_t arg3);
-extern swig_type_556 _wrap_bind_mlp_bind_storage_swig_270a29369de887b3(uintptr_t arg1, swig_type_557 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_558 _wrap_bind_dcn_bind_storage_swig_270a29369de887b3(uintptr_t arg1, swig_type_559 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SERVING_FP32_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SERVING_FP16_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SERVING_BF16_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SERVING_INT8_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SERVING_INT4_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SERVING_FP8_E4M3_swig_270a29369de887b3(void);
-extern swig_intgo _wrap_SERVING_FP8_E5M2_swig_270a29369de887b3(void);
-extern swig_type_560 _wrap_inference_save_swig_270a29369de887b3(uintptr_t arg1, swig_type_561 arg2);
-extern void _wrap_inference_destroy_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_562 _wrap_inference_output_dim_swig_270a29369de887b3(uintptr_t arg1, swig_type_563 arg2);
-extern swig_type_564 _wrap_inference_is_sequence_swig_270a29369de887b3(uintptr_t arg1, swig_type_565 arg2);
-extern swig_type_566 _wrap_inference_num_features_swig_270a29369de887b3(uintptr_t arg1, swig_type_567 arg2);
-extern swig_type_568 _wrap_inference_num_tables_swig_270a29369de887b3(uintptr_t arg1, swig_type_569 arg2);
-extern swig_type_570 _wrap_inference_table_info_swig_270a29369de887b3(uintptr_t arg1, swig_type_571 arg2, swig_voidp arg3, swig_type_572 arg4, swig_type_573 arg5, swig_type_574 arg6);
-extern swig_type_575 _wrap_inference_row_scales_swig_270a29369de887b3(uintptr_t arg1, swig_type_576 arg2, swig_type_577 arg3, swig_type_578 arg4, swig_type_579 arg5, swig_type_580 arg6, swig_type_581 arg7);
-extern swig_type_582 _wrap_inference_version_swig_270a29369de887b3(uintptr_t arg1, swig_type_583 arg2);
-extern swig_type_584 _wrap_inference_pin_swig_270a29369de887b3(uintptr_t arg1, swig_type_585 arg2);
-extern void _wrap_inference_unpin_swig_270a29369de887b3(uintptr_t arg1);
-extern swig_type_586 _wrap_inference_snapshot_version_swig_270a29369de887b3(uintptr_t arg1, swig_type_587 arg2);
-extern swig_type_588 _wrap_inference_snapshot_dense_tensor_swig_270a29369de887b3(uintptr_t arg1, swig_type_589 arg2, swig_type_590 arg3, swig_type_591 arg4);
-extern swig_type_592 _wrap_inference_reload_swig_270a29369de887b3(uintptr_t arg1, swig_type_593 arg2);
-extern swig_type_594 _wrap_inference_apply_delta_swig_270a29369de887b3(uintptr_t arg1, swig_type_595 arg2, swig_type_596 arg3, swig_type_597 arg4, swig_type_598 arg5, swig_type_599 arg6, swig_type_600 arg7);
-extern swig_type_601 _wrap_inference_apply_delta_ext_swig_270a29369de887b3(uintptr_t arg1, swig_type_602 arg2, swig_type_603 arg3, swig_type_604 arg4, swig_type_605 arg5, swig_type_606 arg6, swig_intgo arg7, swig_type_607 arg8);
-extern swig_type_608 _wrap_bind_inference_open_swig_270a29369de887b3(swig_type_609 arg1, swig_type_610 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_611 arg6, swig_type_612 arg7);
-extern swig_type_613 _wrap_bind_inference_lookup_swig_270a29369de887b3(uintptr_t arg1, swig_type_614 arg2, swig_type_615 arg3, swig_type_616 arg4, swig_type_617 arg5, swig_type_618 arg6, swig_type_619 arg7, swig_type_620 arg8);
-extern swig_type_621 _wrap_bind_inference_snapshot_lookup_swig_270a29369de887b3(uintptr_t arg1, swig_type_622 arg2, swig_type_623 arg3, swig_type_624 arg4, swig_type_625 arg5, swig_type_626 arg6, swig_type_627 arg7);
-extern swig_type_628 _wrap_bind_inference_lookup_vbe_swig_270a29369de887b3(uintptr_t arg1, swig_type_629 arg2, swig_type_630 arg3, swig_type_631 arg4, swig_type_632 arg5, swig_type_633 arg6, swig_type_634 arg7, swig_type_635 arg8, swig_type_636 arg9, swig_type_637 arg10);
-extern swig_type_638 _wrap_bind_inference_snapshot_lookup_vbe_swig_270a29369de887b3(uintptr_t arg1, swig_type_639 arg2, swig_type_640 arg3, swig_type_641 arg4, swig_type_642 arg5, swig_type_643 arg6, swig_type_644 arg7, swig_type_645 arg8, swig_type_646 arg9);
-extern swig_type_647 _wrap_bind_inference_vbe_output_len_swig_270a29369de887b3(uintptr_t arg1, swig_type_648 arg2, swig_type_649 arg3, swig_type_650 arg4, swig_type_651 arg5, swig_type_652 arg6, swig_type_653 arg7, swig_type_654 arg8, swig_type_655 arg9);
-extern swig_type_656 _wrap_bind_embedding_vbe_output_len_swig_270a29369de887b3(uintptr_t arg1, swig_type_657 arg2, swig_type_658 arg3, swig_type_659 arg4, swig_type_660 arg5, swig_type_661 arg6, swig_type_662 arg7, swig_type_663 arg8, swig_type_664 arg9);
-extern swig_type_665 _wrap_bind_embedding_forward_vbe_swig_270a29369de887b3(uintptr_t arg1, swig_type_666 arg2, swig_type_667 arg3, swig_type_668 arg4, swig_type_669 arg5, swig_type_670 arg6, swig_type_671 arg7, swig_type_672 arg8, swig_type_673 arg9);
-extern swig_type_674 _wrap_bind_embedding_input_dist_start_vbe_swig_270a29369de887b3(uintptr_t arg1, swig_type_675 arg2, swig_type_676 arg3, swig_type_677 arg4, swig_type_678 arg5, swig_type_679 arg6, swig_type_680 arg7, swig_type_681 arg8);
-extern swig_type_682 _wrap_bind_embedding_forward_vbe_tensor_swig_270a29369de887b3(uintptr_t arg1, swig_type_683 arg2, swig_type_684 arg3, swig_type_685 arg4, swig_type_686 arg5, swig_type_687 arg6, swig_type_688 arg7, swig_type_689 arg8, swig_type_690 arg9, swig_type_691 arg10);
-extern uintptr_t _wrap_bind_host_alloc_floats_swig_270a29369de887b3(swig_type_692 arg1);
-extern void _wrap_bind_host_free_swig_270a29369de887b3(uintptr_t arg1);
+typedef long long swig_type_693;
+typedef _goslice_ swig_type_694;
+typedef _goslice_ swig_type_695;
+typedef _goslice_ swig_type_696;
+typedef _goslice_ swig_type_697;
+typedef _goslice_ swig_type_698;
+typedef _goslice_ swig_type_699;
+typedef _gostring_ swig_type_700;
+typedef long long swig_type_701;
+typedef long long swig_type_702;
+typedef _goslice_ swig_type_703;
+typedef _goslice_ swig_type_704;
+typedef _goslice_ swig_type_705;
+typedef _goslice_ swig_type_706;
+typedef _goslice_ swig_type_707;
+typedef _goslice_ swig_type_708;
+typedef _gostring_ swig_type_709;
+typedef long long swig_type_710;
+typedef long long swig_type_711;
+typedef _goslice_ swig_type_712;
+typedef _goslice_ swig_type_713;
+typedef _goslice_ swig_type_714;
+typedef _goslice_ swig_type_715;
+typedef _goslice_ swig_type_716;
+typedef _gostring_ swig_type_717;
+typedef long long swig_type_718;
+typedef long long swig_type_719;
+typedef _goslice_ swig_type_720;
+typedef _goslice_ swig_type_721;
+typedef _goslice_ swig_type_722;
+typedef _goslice_ swig_type_723;
+typedef _goslice_ swig_type_724;
+typedef _goslice_ swig_type_725;
+typedef _goslice_ swig_type_726;
+typedef long long swig_type_727;
+extern void _wrap_Swig_free_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_swig_4bdacf67fc3f4975(swig_intgo arg1);
+extern swig_intgo _wrap_OK_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ERROR_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EINVAL_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EUSAGE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ENOMEM_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ECUDA_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EREMOTE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ETIMEOUT_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EIO_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ECORRUPT_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EUNSUPPORTED_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ENOTFOUND_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EINTERNAL_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ENODEVICE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EABORTED_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_FLOAT32_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_FLOAT16_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_BFLOAT16_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_FLOAT64_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_INT32_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_INT64_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_UINT8_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_FP8_E4M3_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DTYPE_FP8_E5M2_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DEVICE_HOST_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DEVICE_CUDA_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DELTA_FULL_swig_4bdacf67fc3f4975(void);
+extern swig_type_1 _wrap_status_string_swig_4bdacf67fc3f4975(swig_intgo arg1);
+extern swig_intgo _wrap_version_swig_4bdacf67fc3f4975(void);
+extern swig_type_2 _wrap_version_string_swig_4bdacf67fc3f4975(void);
+extern swig_type_3 _wrap_dtype_size_swig_4bdacf67fc3f4975(swig_intgo arg1);
+extern swig_intgo _wrap_SHARDING_DATA_PARALLEL_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SHARDING_TABLE_WISE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SHARDING_ROW_WISE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SHARDING_COLUMN_WISE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SHARDING_GRID_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_POOLING_SUM_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_POOLING_MEAN_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_POOLING_NONE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_INIT_DEFAULT_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_INIT_UNIFORM_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_INIT_CONSTANT_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_OPTIMIZER_SGD_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAGRAD_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_OPTIMIZER_ADAM_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_OPTIMIZER_LAMB_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_NONE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_L2_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_4bdacf67fc3f4975(void);
+extern void _wrap_optimizer_config_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_optimizer_config_Xtype_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_Xtype_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_optimizer_config_learning_rate_set_swig_4bdacf67fc3f4975(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_learning_rate_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_optimizer_config_eps_set_swig_4bdacf67fc3f4975(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_eps_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta1_set_swig_4bdacf67fc3f4975(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta1_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_optimizer_config_beta2_set_swig_4bdacf67fc3f4975(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_beta2_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_set_swig_4bdacf67fc3f4975(uintptr_t arg1, float arg2);
+extern float _wrap_optimizer_config_weight_decay_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_optimizer_config_weight_decay_mode_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_weight_decay_mode_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_optimizer_config_stochastic_rounding_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_optimizer_config_stochastic_rounding_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_optimizer_config_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_optimizer_config_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_4 _wrap_optimizer_config_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_EVICTION_NONE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EVICTION_LRU_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EVICTION_LFU_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EVICTION_TTL_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_EVICTION_SCORE_swig_4bdacf67fc3f4975(void);
+extern void _wrap_dynamic_table_config_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_dynamic_table_config_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_eviction_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_dynamic_table_config_eviction_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_admission_threshold_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_dynamic_table_config_admission_threshold_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_ttl_steps_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_5 arg2);
+extern swig_type_6 _wrap_dynamic_table_config_ttl_steps_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_capacity_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_7 arg2);
+extern swig_type_8 _wrap_dynamic_table_config_capacity_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_config_admission_decay_steps_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_9 arg2);
+extern swig_type_10 _wrap_dynamic_table_config_admission_decay_steps_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_dynamic_table_config_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_dynamic_table_config_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_11 _wrap_dynamic_table_config_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_Topology_t_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_world_size_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_world_size_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_ranks_per_node_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_ranks_per_node_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_device_type_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_device_type_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_12 arg2);
+extern swig_type_13 _wrap_Topology_t_memory_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_intra_node_bandwidth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_intra_node_bandwidth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_inter_node_bandwidth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_inter_node_bandwidth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_batch_size_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_batch_size_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_optimizer_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Topology_t_optimizer_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_memory_bandwidth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_memory_bandwidth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_reserved_fraction_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_reserved_fraction_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_collective_latency_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_collective_latency_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_per_id_cost_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_per_id_cost_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_disk_capacity_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_14 arg2);
+extern swig_type_15 _wrap_Topology_t_disk_capacity_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_disk_read_bandwidth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_disk_read_bandwidth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Topology_t_disk_read_iops_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_Topology_t_disk_read_iops_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_Topology_t_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_Topology_t_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_16 _wrap_topology_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_comm_options_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_comm_options_timeout_ms_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_17 arg2);
+extern swig_type_18 _wrap_comm_options_timeout_ms_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_comm_options_backend_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_backend_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_comm_options_device_type_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_type_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_comm_options_device_index_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_comm_options_device_index_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_comm_options_bind_address_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_19 arg2);
+extern swig_type_20 _wrap_comm_options_bind_address_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_comm_options_store_grace_ms_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_21 arg2);
+extern swig_type_22 _wrap_comm_options_store_grace_ms_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_comm_options_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_comm_options_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_23 _wrap_comm_options_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_24 _wrap_comm_unique_id_create_swig_4bdacf67fc3f4975(swig_type_25 arg1);
+extern swig_type_26 _wrap_comm_create_swig_4bdacf67fc3f4975(swig_type_27 arg1, swig_type_28 arg2, swig_intgo arg3, swig_intgo arg4, uintptr_t arg5);
+extern swig_type_29 _wrap_comm_create_local_group_swig_4bdacf67fc3f4975(swig_type_30 arg1, uintptr_t arg2);
+extern swig_type_31 _wrap_comm_split_swig_4bdacf67fc3f4975(swig_type_32 arg1, uintptr_t arg2, swig_intgo arg3, swig_intgo arg4);
+extern swig_type_33 _wrap_comm_rank_swig_4bdacf67fc3f4975(swig_type_34 arg1, uintptr_t arg2);
+extern swig_type_35 _wrap_comm_size_swig_4bdacf67fc3f4975(swig_type_36 arg1, uintptr_t arg2);
+extern swig_type_37 _wrap_comm_set_timeout_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_38 arg2);
+extern swig_type_39 _wrap_comm_abort_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_40 _wrap_comm_async_error_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_comm_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_41 _wrap_comm_allreduce_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_42 arg4, swig_intgo arg5, swig_intgo arg6);
+extern swig_type_43 _wrap_comm_broadcast_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, swig_type_44 arg3, swig_intgo arg4, swig_intgo arg5);
+extern swig_type_45 _wrap_comm_allgather_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_46 arg4, swig_intgo arg5);
+extern swig_type_47 _wrap_comm_barrier_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_48 _wrap_comm_create_mpi_swig_4bdacf67fc3f4975(swig_type_49 arg1, swig_type_50 arg2, uintptr_t arg3);
+extern swig_type_51 _wrap_comm_create_from_env_swig_4bdacf67fc3f4975(swig_type_52 arg1, uintptr_t arg2);
+extern swig_type_53 _wrap_comm_create_tcp_swig_4bdacf67fc3f4975(swig_type_54 arg1, swig_type_55 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, uintptr_t arg6);
+extern swig_type_56 _wrap_comm_local_rank_swig_4bdacf67fc3f4975(swig_type_57 arg1, uintptr_t arg2);
+extern swig_type_58 _wrap_comm_local_size_swig_4bdacf67fc3f4975(swig_type_59 arg1, uintptr_t arg2);
+extern swig_type_60 _wrap_comm_bind_local_numa_swig_4bdacf67fc3f4975(swig_type_61 arg1, uintptr_t arg2);
+extern void _wrap_Shard_t_row_offset_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_Shard_t_row_offset_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Shard_t_rows_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_64 arg2);
+extern swig_type_65 _wrap_Shard_t_rows_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Shard_t_col_offset_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_col_offset_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Shard_t_cols_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_cols_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_Shard_t_rank_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_Shard_t_rank_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_Shard_t_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_Shard_t_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_66 _wrap_plan_from_json_swig_4bdacf67fc3f4975(swig_type_67 arg1, swig_type_68 arg2);
+extern swig_type_69 _wrap_plan_to_json_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_70 _wrap_plan_stats_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_71 _wrap_plan_hash_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_72 arg2);
+extern swig_type_73 _wrap_plan_world_size_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_74 arg2);
+extern swig_type_75 _wrap_plan_ranks_per_node_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_76 arg2);
+extern swig_type_77 _wrap_plan_num_tables_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_78 arg2);
+extern swig_type_79 _wrap_plan_num_features_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_80 arg2);
+extern swig_type_81 _wrap_plan_feature_name_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_82 arg2, swig_voidp arg3);
+extern swig_type_83 _wrap_plan_table_name_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_84 arg2, swig_voidp arg3);
+extern swig_type_85 _wrap_plan_find_table_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_86 arg2, swig_type_87 arg3);
+extern swig_type_88 _wrap_plan_table_rows_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_89 arg2, swig_type_90 arg3);
+extern swig_type_91 _wrap_plan_table_dim_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_92 arg2, swig_type_93 arg3);
+extern swig_type_94 _wrap_plan_table_sharding_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_95 arg2, swig_type_96 arg3, swig_type_97 arg4);
+extern swig_type_98 _wrap_plan_shard_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_99 arg2, swig_type_100 arg3, uintptr_t arg4);
+extern void _wrap_calibrate_options_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_share_memory_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_share_memory_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibrate_options_time_budget_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibrate_options_time_budget_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibrate_options_threads_per_rank_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_threads_per_rank_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibrate_options_ranks_per_machine_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibrate_options_ranks_per_machine_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_calibrate_options_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_calibrate_options_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_101 _wrap_calibrate_options_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_calibration_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibration_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_gather_bandwidth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_gather_bandwidth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_stream_bandwidth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_stream_bandwidth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_loopback_bandwidth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_loopback_bandwidth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_loopback_latency_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_loopback_latency_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_handoff_latency_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_handoff_latency_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_elapsed_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_elapsed_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_oversubscription_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_oversubscription_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_calibration_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_calibration_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_102 _wrap_calibration_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_103 _wrap_topology_calibrate_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_104 _wrap_topology_calibrate_network_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, double arg3, swig_type_105 arg4);
+extern swig_type_106 _wrap_topology_calibrate_disk_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, double arg4, swig_type_109 arg5, swig_type_110 arg6);
+extern swig_type_111 _wrap_topology_from_comm_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_plan_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_intgo _wrap_BOUNDS_ERROR_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_BOUNDS_CLAMP_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_BOUNDS_SKIP_swig_4bdacf67fc3f4975(void);
+extern void _wrap_table_tier_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_table_tier_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_table_tier_cache_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_112 arg2);
+extern swig_type_113 _wrap_table_tier_cache_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_table_tier_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_table_tier_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_114 _wrap_table_tier_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_embedding_options_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_seed_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_115 arg2);
+extern swig_type_116 _wrap_embedding_options_seed_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_bounds_policy_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_bounds_policy_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_num_threads_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_num_threads_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_dp_comm_set_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_embedding_options_dp_comm_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_device_type_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_type_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_device_index_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_device_index_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_non_finite_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_non_finite_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_table_memory_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_table_memory_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_forward_comm_encoding_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_forward_comm_encoding_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_backward_comm_encoding_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_embedding_options_backward_comm_encoding_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_max_batch_size_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_117 arg2);
+extern swig_type_118 _wrap_embedding_options_max_batch_size_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_max_ids_per_batch_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_119 arg2);
+extern swig_type_120 _wrap_embedding_options_max_ids_per_batch_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_tiers_set_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_embedding_options_tiers_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_embedding_options_num_tiers_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_121 arg2);
+extern swig_type_122 _wrap_embedding_options_num_tiers_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_embedding_options_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_embedding_options_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_COMM_ENCODING_FP16_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_COMM_ENCODING_BF16_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_NON_FINITE_CHECK_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_NON_FINITE_ALLOW_swig_4bdacf67fc3f4975(void);
+extern swig_type_123 _wrap_embedding_options_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_124 _wrap_embedding_create_swig_4bdacf67fc3f4975(swig_type_125 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern void _wrap_embedding_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_126 _wrap_embedding_output_dim_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_127 arg2);
+extern swig_type_128 _wrap_embedding_is_sequence_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_129 arg2);
+extern swig_type_130 _wrap_embedding_input_dist_wait_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_131 _wrap_embedding_forward_distributed_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_132 arg2);
+extern swig_type_133 _wrap_embedding_backward_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_134 arg2);
+extern swig_type_135 _wrap_embedding_forward_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_136 _wrap_embedding_forward_distributed_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_137 _wrap_embedding_backward_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_138 _wrap_embedding_synchronize_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_139 _wrap_embedding_set_learning_rate_swig_4bdacf67fc3f4975(uintptr_t arg1, float arg2);
+extern swig_type_140 _wrap_embedding_num_steps_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_141 arg2);
+extern swig_type_142 _wrap_embedding_set_num_steps_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_143 arg2);
+extern swig_type_144 _wrap_embedding_get_weights_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3);
+extern swig_type_147 _wrap_embedding_set_weights_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_148 arg2, swig_type_149 arg3);
+extern swig_type_150 _wrap_embedding_num_states_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_151 arg2);
+extern swig_type_152 _wrap_embedding_state_info_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_153 arg2, swig_voidp arg3, swig_type_154 arg4);
+extern swig_type_155 _wrap_embedding_get_state_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_156 arg2, swig_type_157 arg3, swig_type_158 arg4);
+extern swig_type_159 _wrap_embedding_set_state_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3, swig_type_162 arg4);
+extern swig_type_163 _wrap_embedding_timings_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3);
+extern swig_type_166 _wrap_embedding_set_table_learning_rate_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_167 arg2, float arg3);
+extern swig_type_168 _wrap_embedding_table_optimizer_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_169 arg2, uintptr_t arg3);
+extern swig_type_170 _wrap_embedding_table_num_states_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_171 arg2, swig_type_172 arg3);
+extern swig_type_173 _wrap_embedding_table_state_info_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_174 arg2, swig_type_175 arg3, swig_voidp arg4, swig_type_176 arg5);
+extern swig_type_177 _wrap_embedding_num_outputs_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_178 arg2);
+extern swig_type_179 _wrap_embedding_output_info_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3, swig_voidp arg4, swig_type_181 arg5, swig_type_182 arg6);
+extern void _wrap_step_timings_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_step_timings_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_forwards_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_step_timings_forwards_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_backwards_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_step_timings_backwards_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_samples_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_step_timings_samples_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_total_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_total_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_collective_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_collective_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_input_dist_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_input_dist_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_lookup_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_lookup_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_output_dist_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_output_dist_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_backward_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_backward_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_step_timings_embedding_comm_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_step_timings_embedding_comm_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_step_timings_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_step_timings_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_189 _wrap_step_timings_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_190 _wrap_embedding_step_timings_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_191 _wrap_embedding_set_training_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_192 _wrap_embedding_is_training_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_193 arg2);
+extern void _wrap_dynamic_table_stats_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_dynamic_table_stats_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_size_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_194 arg2);
+extern swig_type_195 _wrap_dynamic_table_stats_size_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_196 arg2);
+extern swig_type_197 _wrap_dynamic_table_stats_capacity_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_load_factor_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_dynamic_table_stats_load_factor_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_inserted_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_198 arg2);
+extern swig_type_199 _wrap_dynamic_table_stats_last_inserted_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_evicted_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_200 arg2);
+extern swig_type_201 _wrap_dynamic_table_stats_last_evicted_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_202 arg2);
+extern swig_type_203 _wrap_dynamic_table_stats_last_rejected_admission_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_rejected_full_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_204 arg2);
+extern swig_type_205 _wrap_dynamic_table_stats_last_rejected_full_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_inserted_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_206 arg2);
+extern swig_type_207 _wrap_dynamic_table_stats_total_inserted_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_evicted_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_208 arg2);
+extern swig_type_209 _wrap_dynamic_table_stats_total_evicted_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_210 arg2);
+extern swig_type_211 _wrap_dynamic_table_stats_total_rejected_admission_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_rejected_full_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_212 arg2);
+extern swig_type_213 _wrap_dynamic_table_stats_total_rejected_full_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_metadata_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_214 arg2);
+extern swig_type_215 _wrap_dynamic_table_stats_metadata_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_capacity_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_216 arg2);
+extern swig_type_217 _wrap_dynamic_table_stats_capacity_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_last_admitted_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_218 arg2);
+extern swig_type_219 _wrap_dynamic_table_stats_last_admitted_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_dynamic_table_stats_total_admitted_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_220 arg2);
+extern swig_type_221 _wrap_dynamic_table_stats_total_admitted_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_dynamic_table_stats_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_dynamic_table_stats_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_222 _wrap_dynamic_table_stats_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_223 _wrap_embedding_dynamic_stats_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_224 arg2, uintptr_t arg3);
+extern swig_type_225 _wrap_embedding_dynamic_stats_global_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_226 arg2, uintptr_t arg3);
+extern swig_type_227 _wrap_embedding_dynamic_mark_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_228 arg2);
+extern swig_type_229 _wrap_embedding_dynamic_delta_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_230 arg2, swig_type_231 arg3, swig_type_232 arg4, swig_type_233 arg5, swig_type_234 arg6, swig_type_235 arg7, swig_type_236 arg8, swig_type_237 arg9);
+extern swig_type_238 _wrap_embedding_dynamic_delta_ext_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_239 arg2, swig_type_240 arg3, swig_type_241 arg4, swig_type_242 arg5, swig_type_243 arg6, swig_type_244 arg7, swig_type_245 arg8, swig_type_246 arg9, swig_type_247 arg10);
+extern swig_type_248 _wrap_embedding_dynamic_set_scores_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_249 arg2, swig_type_250 arg3, swig_type_251 arg4, swig_type_252 arg5, swig_type_253 arg6);
+extern void _wrap_tier_stats_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_tier_stats_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_cache_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_254 arg2);
+extern swig_type_255 _wrap_tier_stats_cache_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_cache_slots_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_256 arg2);
+extern swig_type_257 _wrap_tier_stats_cache_slots_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_cache_rows_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_258 arg2);
+extern swig_type_259 _wrap_tier_stats_cache_rows_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_hits_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_260 arg2);
+extern swig_type_261 _wrap_tier_stats_hits_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_misses_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_262 arg2);
+extern swig_type_263 _wrap_tier_stats_misses_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_hit_rate_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_tier_stats_hit_rate_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_disk_reads_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_264 arg2);
+extern swig_type_265 _wrap_tier_stats_disk_reads_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_disk_read_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_266 arg2);
+extern swig_type_267 _wrap_tier_stats_disk_read_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_disk_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_268 arg2);
+extern swig_type_269 _wrap_tier_stats_disk_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_queue_reads_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_270 arg2);
+extern swig_type_271 _wrap_tier_stats_queue_reads_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_initialised_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_272 arg2);
+extern swig_type_273 _wrap_tier_stats_initialised_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_prefetched_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_274 arg2);
+extern swig_type_275 _wrap_tier_stats_prefetched_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_write_backs_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_276 arg2);
+extern swig_type_277 _wrap_tier_stats_write_backs_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_written_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_278 arg2);
+extern swig_type_279 _wrap_tier_stats_written_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_queue_depth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_280 arg2);
+extern swig_type_281 _wrap_tier_stats_queue_depth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_queue_max_depth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_282 arg2);
+extern swig_type_283 _wrap_tier_stats_queue_max_depth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_steps_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_284 arg2);
+extern swig_type_285 _wrap_tier_stats_steps_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_exposed_fetch_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_tier_stats_exposed_fetch_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_tier_stats_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_tier_stats_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_286 _wrap_tier_stats_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_287 _wrap_embedding_tier_stats_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_288 arg2, uintptr_t arg3);
+extern swig_type_289 _wrap_device_count_swig_4bdacf67fc3f4975(swig_type_290 arg1);
+extern swig_type_291 _wrap_device_check_swig_4bdacf67fc3f4975(swig_intgo arg1, swig_intgo arg2);
+extern void _wrap_mesh_options_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_mesh_options_sharding_group_size_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sharding_group_size_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_mesh_options_layout_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_layout_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_mesh_options_ranks_per_node_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_ranks_per_node_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_interval_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_interval_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_mesh_options_sync_mode_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_mesh_options_sync_mode_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_mesh_options_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_mesh_options_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_292 _wrap_mesh_options_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_293 _wrap_mesh_create_swig_4bdacf67fc3f4975(swig_type_294 arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_mesh_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_295 _wrap_mesh_coords_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_296 arg2, swig_type_297 arg3, swig_type_298 arg4, swig_type_299 arg5);
+extern swig_type_300 _wrap_mesh_sharding_comm_swig_4bdacf67fc3f4975(swig_type_301 arg1, uintptr_t arg2);
+extern swig_type_302 _wrap_mesh_replica_comm_swig_4bdacf67fc3f4975(swig_type_303 arg1, uintptr_t arg2);
+extern swig_type_304 _wrap_mesh_describe_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_305 _wrap_mesh_embedding_create_swig_4bdacf67fc3f4975(swig_type_306 arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, uintptr_t arg5);
+extern swig_type_307 _wrap_mesh_sync_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3);
+extern swig_type_308 _wrap_mesh_step_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, swig_type_309 arg3);
+extern swig_type_310 _wrap_mesh_sync_stats_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_311 arg2, swig_type_312 arg3, swig_type_313 arg4);
+extern void _wrap_checkpoint_options_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_checkpoint_options_num_dense_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_checkpoint_options_num_dense_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_checkpoint_options_reset_optimizer_state_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_checkpoint_options_allow_dtype_change_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_checkpoint_options_verify_first_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_verify_first_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_checkpoint_options_allow_partial_load_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_checkpoint_options_allow_partial_load_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_checkpoint_options_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_checkpoint_options_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_316 _wrap_checkpoint_options_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_317 _wrap_checkpoint_save_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_318 arg2, uintptr_t arg3);
+extern swig_type_319 _wrap_checkpoint_load_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_320 arg2, uintptr_t arg3);
+extern swig_type_321 _wrap_checkpoint_save_mesh_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, swig_type_322 arg3, uintptr_t arg4);
+extern swig_type_323 _wrap_checkpoint_load_mesh_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, swig_type_324 arg3, uintptr_t arg4);
+extern swig_type_325 _wrap_checkpoint_export_table_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_326 arg2, swig_type_327 arg3, swig_intgo arg4);
+extern swig_type_328 _wrap_checkpoint_import_table_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_329 arg2, swig_type_330 arg3, swig_intgo arg4);
+extern uintptr_t _wrap_bind_tiers_new_swig_4bdacf67fc3f4975(void);
+extern void _wrap_bind_tiers_free_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_331 _wrap_bind_tiers_add_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_332 arg2, swig_type_333 arg3, swig_type_334 arg4);
+extern swig_type_335 _wrap_bind_tiers_apply_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_bind_plan_spec_new_swig_4bdacf67fc3f4975(void);
+extern void _wrap_bind_plan_spec_free_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_bind_plan_spec_topology_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_336 _wrap_bind_plan_spec_add_feature_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_337 arg2, float arg3);
+extern swig_type_338 _wrap_bind_plan_spec_add_table_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_339 arg2, swig_type_340 arg3, swig_intgo arg4, swig_intgo arg5, swig_intgo arg6, swig_type_341 arg7, swig_intgo arg8, float arg9, float arg10);
+extern swig_type_342 _wrap_bind_plan_spec_set_table_optimizer_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_343 _wrap_bind_plan_spec_set_table_dynamic_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_344 _wrap_bind_plan_spec_add_table_feature_name_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_345 arg2);
+extern swig_type_346 _wrap_bind_plan_spec_add_constraints_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_347 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_348 arg5, swig_type_349 arg6);
+extern swig_type_350 _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_351 arg2);
+extern swig_type_352 _wrap_bind_plan_spec_set_constraints_tier_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_353 arg2, double arg3, double arg4);
+extern swig_type_354 _wrap_bind_plan_create_swig_4bdacf67fc3f4975(swig_type_355 arg1, uintptr_t arg2);
+extern swig_type_356 _wrap_bind_embedding_forward_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_357 arg2, swig_type_358 arg3, swig_type_359 arg4, swig_type_360 arg5, swig_type_361 arg6, swig_type_362 arg7);
+extern swig_type_363 _wrap_bind_embedding_input_dist_start_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_364 arg2, swig_type_365 arg3, swig_type_366 arg4, swig_type_367 arg5, swig_type_368 arg6);
+extern swig_type_369 _wrap_bind_device_plugin_path_swig_4bdacf67fc3f4975(swig_voidp arg1);
+extern swig_type_370 _wrap_bind_checkpoint_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, swig_type_371 arg3, uintptr_t arg4, swig_type_372 arg5, swig_type_373 arg6, swig_type_374 arg7, swig_intgo arg8);
+extern swig_type_375 _wrap_bind_embedding_forward_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_376 arg2, swig_type_377 arg3, swig_type_378 arg4, swig_type_379 arg5, swig_type_380 arg6, swig_type_381 arg7, swig_type_382 arg8);
+extern swig_type_383 _wrap_bind_embedding_forward_distributed_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_384 arg2, swig_type_385 arg3);
+extern swig_type_386 _wrap_bind_embedding_backward_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_387 arg2, swig_type_388 arg3);
+extern swig_intgo _wrap_ACTIVATION_NONE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ACTIVATION_RELU_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_ACTIVATION_SIGMOID_swig_4bdacf67fc3f4975(void);
+extern swig_type_389 _wrap_dense_set_blas_threads_swig_4bdacf67fc3f4975(swig_intgo arg1);
+extern swig_intgo _wrap_DENSE_MATH_FP32_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DENSE_MATH_TF32_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DENSE_MATH_BF16_swig_4bdacf67fc3f4975(void);
+extern void _wrap_mlp_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_390 _wrap_mlp_forward_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_391 arg2, swig_type_392 arg3, swig_type_393 arg4, swig_type_394 arg5);
+extern swig_type_395 _wrap_mlp_infer_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_396 arg2, swig_type_397 arg3, swig_type_398 arg4, swig_type_399 arg5);
+extern swig_type_400 _wrap_mlp_zero_grad_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_401 _wrap_mlp_num_tensors_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_402 arg2);
+extern swig_type_403 _wrap_dcn_create_swig_4bdacf67fc3f4975(swig_type_404 arg1, swig_type_405 arg2, swig_intgo arg3, swig_type_406 arg4, swig_type_407 arg5, swig_type_408 arg6);
+extern void _wrap_dcn_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_409 _wrap_dcn_forward_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_410 arg2, swig_type_411 arg3, swig_type_412 arg4, swig_type_413 arg5);
+extern swig_type_414 _wrap_dcn_infer_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_415 arg2, swig_type_416 arg3, swig_type_417 arg4, swig_type_418 arg5);
+extern swig_type_419 _wrap_dcn_zero_grad_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_420 _wrap_dcn_num_tensors_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_421 arg2);
+extern swig_type_422 _wrap_dot_interaction_width_swig_4bdacf67fc3f4975(swig_type_423 arg1, swig_type_424 arg2, swig_type_425 arg3);
+extern swig_type_426 _wrap_dot_interaction_backward_swig_4bdacf67fc3f4975(swig_type_427 arg1, swig_type_428 arg2, swig_type_429 arg3, swig_type_430 arg4, swig_type_431 arg5, swig_type_432 arg6, swig_type_433 arg7, swig_type_434 arg8);
+extern swig_type_435 _wrap_bce_with_logits_swig_4bdacf67fc3f4975(swig_type_436 arg1, swig_type_437 arg2, swig_type_438 arg3, double arg4, swig_type_439 arg5, swig_type_440 arg6);
+extern swig_type_441 _wrap_dense_optimizer_create_swig_4bdacf67fc3f4975(swig_type_442 arg1, uintptr_t arg2);
+extern void _wrap_dense_optimizer_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_443 _wrap_dense_optimizer_set_learning_rate_swig_4bdacf67fc3f4975(uintptr_t arg1, float arg2);
+extern swig_type_444 _wrap_dense_optimizer_steps_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_445 arg2);
+extern swig_type_446 _wrap_dense_optimizer_set_steps_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_447 arg2);
+extern swig_intgo _wrap_DDP_COMPRESSION_NONE_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_DDP_COMPRESSION_BF16_swig_4bdacf67fc3f4975(void);
+extern void _wrap_ddp_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_448 _wrap_ddp_zero_grad_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_449 _wrap_ddp_mark_ready_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_450 arg2);
+extern swig_type_451 _wrap_ddp_finish_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_452 _wrap_ddp_set_sync_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern void _wrap_fsdp_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_453 _wrap_fsdp_release_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_454 arg2);
+extern swig_type_455 _wrap_fsdp_reduce_grad_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_456 arg2);
+extern swig_type_457 _wrap_fsdp_step_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_458 _wrap_bind_dense_blas_threads_swig_4bdacf67fc3f4975(swig_type_459 arg1);
+extern swig_type_460 _wrap_bind_mlp_dims_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_461 arg2, swig_type_462 arg3);
+extern swig_type_463 _wrap_bind_mlp_device_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_464 arg2, swig_type_465 arg3);
+extern swig_type_466 _wrap_bind_fsdp_memory_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_467 arg2, swig_type_468 arg3);
+extern uintptr_t _wrap_bind_param_list_new_swig_4bdacf67fc3f4975(void);
+extern void _wrap_bind_param_list_free_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_469 _wrap_bind_param_list_add_mlp_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_470 _wrap_bind_param_list_add_dcn_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_471 _wrap_bind_dense_optimizer_step_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_472 _wrap_bind_mlp_create_swig_4bdacf67fc3f4975(swig_type_473 arg1, swig_type_474 arg2, swig_type_475 arg3, swig_type_476 arg4, swig_type_477 arg5, swig_type_478 arg6);
+extern swig_type_479 _wrap_bind_mlp_create_on_swig_4bdacf67fc3f4975(swig_type_480 arg1, swig_type_481 arg2, swig_type_482 arg3, swig_type_483 arg4, swig_type_484 arg5, swig_type_485 arg6, swig_intgo arg7, swig_intgo arg8, swig_intgo arg9);
+extern swig_type_486 _wrap_bind_mlp_backward_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_487 arg2, swig_type_488 arg3, uintptr_t arg4, swig_type_489 arg5);
+extern swig_type_490 _wrap_bind_dcn_backward_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_491 arg2, swig_type_492 arg3, uintptr_t arg4, swig_type_493 arg5);
+extern swig_type_494 _wrap_bind_mlp_use_ddp_grads_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, swig_type_495 arg3);
+extern swig_type_496 _wrap_bind_dcn_use_ddp_grads_swig_4bdacf67fc3f4975(uintptr_t arg1, uintptr_t arg2, swig_type_497 arg3);
+extern swig_type_498 _wrap_bind_mlp_tensor_info_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_499 arg2, swig_voidp arg3, swig_type_500 arg4);
+extern swig_type_501 _wrap_bind_dcn_tensor_info_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_502 arg2, swig_voidp arg3, swig_type_503 arg4);
+extern swig_type_504 _wrap_bind_mlp_copy_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_505 arg2, swig_intgo arg3, swig_type_506 arg4, swig_intgo arg5);
+extern swig_type_507 _wrap_bind_dcn_copy_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_508 arg2, swig_intgo arg3, swig_type_509 arg4, swig_intgo arg5);
+extern swig_type_510 _wrap_bind_ddp_create_swig_4bdacf67fc3f4975(swig_type_511 arg1, uintptr_t arg2, swig_type_512 arg3, swig_type_513 arg4, swig_type_514 arg5, swig_intgo arg6);
+extern swig_type_515 _wrap_bind_ddp_stats_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_516 arg2, swig_type_517 arg3, swig_type_518 arg4, swig_type_519 arg5, swig_type_520 arg6);
+extern swig_type_521 _wrap_bind_ddp_bucket_size_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_522 arg2, swig_type_523 arg3);
+extern swig_type_524 _wrap_bind_ddp_bucket_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_525 arg2, swig_type_526 arg3, swig_type_527 arg4);
+extern swig_type_528 _wrap_bind_dot_interaction_forward_swig_4bdacf67fc3f4975(swig_type_529 arg1, swig_type_530 arg2, swig_type_531 arg3, swig_type_532 arg4, swig_type_533 arg5, swig_type_534 arg6, swig_type_535 arg7);
+extern swig_type_536 _wrap_bind_fsdp_create_swig_4bdacf67fc3f4975(swig_type_537 arg1, uintptr_t arg2, swig_type_538 arg3, swig_type_539 arg4, uintptr_t arg5);
+extern swig_type_540 _wrap_bind_fsdp_gather_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_541 arg2, swig_type_542 arg3, swig_type_543 arg4, swig_type_544 arg5);
+extern swig_type_545 _wrap_bind_fsdp_add_grad_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_546 arg2, swig_type_547 arg3, swig_type_548 arg4);
+extern swig_type_549 _wrap_bind_fsdp_shard_range_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_550 arg2, swig_type_551 arg3, swig_type_552 arg4);
+extern swig_type_553 _wrap_bind_fsdp_read_shard_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_554 arg2, swig_type_555 arg3);
+extern swig_type_556 _wrap_bind_dense_optimizer_state_count_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_557 arg2, swig_intgo arg3, swig_type_558 arg4);
+extern swig_type_559 _wrap_bind_dense_optimizer_state_copy_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_560 arg2, swig_intgo arg3, swig_type_561 arg4, swig_type_562 arg5, swig_intgo arg6);
+extern swig_type_563 _wrap_bind_ddp_set_external_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_564 arg2, uintptr_t arg3);
+extern swig_type_565 _wrap_bind_mlp_bind_storage_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_566 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_567 _wrap_bind_dcn_bind_storage_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_568 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_intgo _wrap_SERVING_AS_TRAINED_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SERVING_FP32_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SERVING_FP16_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SERVING_BF16_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SERVING_INT8_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SERVING_INT4_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SERVING_FP8_E4M3_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_SERVING_FP8_E5M2_swig_4bdacf67fc3f4975(void);
+extern swig_type_569 _wrap_inference_save_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_570 arg2);
+extern void _wrap_inference_destroy_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_571 _wrap_inference_output_dim_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_572 arg2);
+extern swig_type_573 _wrap_inference_is_sequence_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_574 arg2);
+extern swig_type_575 _wrap_inference_num_features_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_576 arg2);
+extern swig_type_577 _wrap_inference_num_tables_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_578 arg2);
+extern swig_type_579 _wrap_inference_table_info_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_580 arg2, swig_voidp arg3, swig_type_581 arg4, swig_type_582 arg5, swig_type_583 arg6);
+extern swig_type_584 _wrap_inference_row_scales_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_585 arg2, swig_type_586 arg3, swig_type_587 arg4, swig_type_588 arg5, swig_type_589 arg6, swig_type_590 arg7);
+extern swig_type_591 _wrap_inference_version_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_592 arg2);
+extern swig_type_593 _wrap_inference_pin_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_594 arg2);
+extern void _wrap_inference_unpin_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_595 _wrap_inference_snapshot_version_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_596 arg2);
+extern swig_type_597 _wrap_inference_snapshot_dense_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_598 arg2, swig_type_599 arg3, swig_type_600 arg4);
+extern swig_type_601 _wrap_inference_reload_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_602 arg2);
+extern swig_type_603 _wrap_inference_apply_delta_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_604 arg2, swig_type_605 arg3, swig_type_606 arg4, swig_type_607 arg5, swig_type_608 arg6, swig_type_609 arg7);
+extern swig_type_610 _wrap_inference_apply_delta_ext_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_611 arg2, swig_type_612 arg3, swig_type_613 arg4, swig_type_614 arg5, swig_type_615 arg6, swig_intgo arg7, swig_type_616 arg8);
+extern void _wrap_serving_tier_stats_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_serving_tier_stats_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_model_version_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_617 arg2);
+extern swig_type_618 _wrap_serving_tier_stats_model_version_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_cache_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_619 arg2);
+extern swig_type_620 _wrap_serving_tier_stats_cache_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_cache_slots_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_621 arg2);
+extern swig_type_622 _wrap_serving_tier_stats_cache_slots_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_cache_rows_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_623 arg2);
+extern swig_type_624 _wrap_serving_tier_stats_cache_rows_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_hits_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_625 arg2);
+extern swig_type_626 _wrap_serving_tier_stats_hits_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_misses_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_627 arg2);
+extern swig_type_628 _wrap_serving_tier_stats_misses_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_hit_rate_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_serving_tier_stats_hit_rate_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_disk_reads_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_629 arg2);
+extern swig_type_630 _wrap_serving_tier_stats_disk_reads_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_serving_tier_stats_disk_read_bytes_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_631 arg2);
+extern swig_type_632 _wrap_serving_tier_stats_disk_read_bytes_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern uintptr_t _wrap_new_serving_tier_stats_swig_4bdacf67fc3f4975(void);
+extern void _wrap_delete_serving_tier_stats_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern swig_type_633 _wrap_serving_tier_stats_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_634 _wrap_inference_tier_stats_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_635 arg2, uintptr_t arg3);
+extern swig_type_636 _wrap_bind_inference_open_swig_4bdacf67fc3f4975(swig_type_637 arg1, swig_type_638 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_639 arg6, swig_type_640 arg7);
+extern swig_type_641 _wrap_bind_inference_open_tiered_swig_4bdacf67fc3f4975(swig_type_642 arg1, swig_type_643 arg2, swig_intgo arg3, swig_intgo arg4, swig_intgo arg5, swig_type_644 arg6, swig_type_645 arg7, swig_type_646 arg8, swig_type_647 arg9);
+extern swig_type_648 _wrap_bind_inference_lookup_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_649 arg2, swig_type_650 arg3, swig_type_651 arg4, swig_type_652 arg5, swig_type_653 arg6, swig_type_654 arg7, swig_type_655 arg8);
+extern swig_type_656 _wrap_bind_inference_snapshot_lookup_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_657 arg2, swig_type_658 arg3, swig_type_659 arg4, swig_type_660 arg5, swig_type_661 arg6, swig_type_662 arg7);
+extern swig_type_663 _wrap_bind_inference_lookup_vbe_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_664 arg2, swig_type_665 arg3, swig_type_666 arg4, swig_type_667 arg5, swig_type_668 arg6, swig_type_669 arg7, swig_type_670 arg8, swig_type_671 arg9, swig_type_672 arg10);
+extern swig_type_673 _wrap_bind_inference_snapshot_lookup_vbe_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_674 arg2, swig_type_675 arg3, swig_type_676 arg4, swig_type_677 arg5, swig_type_678 arg6, swig_type_679 arg7, swig_type_680 arg8, swig_type_681 arg9);
+extern swig_type_682 _wrap_bind_inference_vbe_output_len_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_683 arg2, swig_type_684 arg3, swig_type_685 arg4, swig_type_686 arg5, swig_type_687 arg6, swig_type_688 arg7, swig_type_689 arg8, swig_type_690 arg9);
+extern swig_type_691 _wrap_bind_embedding_vbe_output_len_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_692 arg2, swig_type_693 arg3, swig_type_694 arg4, swig_type_695 arg5, swig_type_696 arg6, swig_type_697 arg7, swig_type_698 arg8, swig_type_699 arg9);
+extern swig_type_700 _wrap_bind_embedding_forward_vbe_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_701 arg2, swig_type_702 arg3, swig_type_703 arg4, swig_type_704 arg5, swig_type_705 arg6, swig_type_706 arg7, swig_type_707 arg8, swig_type_708 arg9);
+extern swig_type_709 _wrap_bind_embedding_input_dist_start_vbe_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_710 arg2, swig_type_711 arg3, swig_type_712 arg4, swig_type_713 arg5, swig_type_714 arg6, swig_type_715 arg7, swig_type_716 arg8);
+extern swig_type_717 _wrap_bind_embedding_forward_vbe_tensor_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_type_718 arg2, swig_type_719 arg3, swig_type_720 arg4, swig_type_721 arg5, swig_type_722 arg6, swig_type_723 arg7, swig_type_724 arg8, swig_type_725 arg9, swig_type_726 arg10);
+extern uintptr_t _wrap_bind_host_alloc_floats_swig_4bdacf67fc3f4975(swig_type_727 arg1);
+extern void _wrap_bind_host_free_swig_4bdacf67fc3f4975(uintptr_t arg1);
 #undef intgo
 */
 import "C"
@@ -1354,118 +1424,118 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_swig_270a29369de887b3(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_swig_4bdacf67fc3f4975(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 type Enum_SS_shardrec_status_code int
 func _swig_getOK() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_OK_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var OK Enum_SS_shardrec_status_code = _swig_getOK()
 func _swig_getERROR() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ERROR_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ERROR Enum_SS_shardrec_status_code = _swig_getERROR()
 func _swig_getEINVAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINVAL_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EINVAL Enum_SS_shardrec_status_code = _swig_getEINVAL()
 func _swig_getEUSAGE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUSAGE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EUSAGE Enum_SS_shardrec_status_code = _swig_getEUSAGE()
 func _swig_getENOMEM() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOMEM_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ENOMEM Enum_SS_shardrec_status_code = _swig_getENOMEM()
 func _swig_getECUDA() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECUDA_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ECUDA Enum_SS_shardrec_status_code = _swig_getECUDA()
 func _swig_getEREMOTE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EREMOTE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EREMOTE Enum_SS_shardrec_status_code = _swig_getEREMOTE()
 func _swig_getETIMEOUT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ETIMEOUT_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ETIMEOUT Enum_SS_shardrec_status_code = _swig_getETIMEOUT()
 func _swig_getEIO() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EIO_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EIO Enum_SS_shardrec_status_code = _swig_getEIO()
 func _swig_getECORRUPT() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ECORRUPT_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ECORRUPT Enum_SS_shardrec_status_code = _swig_getECORRUPT()
 func _swig_getEUNSUPPORTED() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EUNSUPPORTED_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EUNSUPPORTED Enum_SS_shardrec_status_code = _swig_getEUNSUPPORTED()
 func _swig_getENOTFOUND() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENOTFOUND_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ENOTFOUND Enum_SS_shardrec_status_code = _swig_getENOTFOUND()
 func _swig_getEINTERNAL() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EINTERNAL_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EINTERNAL Enum_SS_shardrec_status_code = _swig_getEINTERNAL()
 func _swig_getENODEVICE() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_ENODEVICE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ENODEVICE Enum_SS_shardrec_status_code = _swig_getENODEVICE()
 func _swig_getEABORTED() (_swig_ret Enum_SS_shardrec_status_code) {
 	var swig_r Enum_SS_shardrec_status_code
-	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EABORTED_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_status_code)(C._wrap_EABORTED_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1473,64 +1543,78 @@ var EABORTED Enum_SS_shardrec_status_code = _swig_getEABORTED()
 type Enum_SS_shardrec_dtype int
 func _swig_getDTYPE_FLOAT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT32_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DTYPE_FLOAT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT32()
 func _swig_getDTYPE_FLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT16_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DTYPE_FLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT16()
 func _swig_getDTYPE_BFLOAT16() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_BFLOAT16_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DTYPE_BFLOAT16 Enum_SS_shardrec_dtype = _swig_getDTYPE_BFLOAT16()
 func _swig_getDTYPE_FLOAT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FLOAT64_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DTYPE_FLOAT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_FLOAT64()
 func _swig_getDTYPE_INT32() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT32_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DTYPE_INT32 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT32()
 func _swig_getDTYPE_INT64() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_INT64_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DTYPE_INT64 Enum_SS_shardrec_dtype = _swig_getDTYPE_INT64()
 func _swig_getDTYPE_UINT8() (_swig_ret Enum_SS_shardrec_dtype) {
 	var swig_r Enum_SS_shardrec_dtype
-	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_UINT8_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DTYPE_UINT8 Enum_SS_shardrec_dtype = _swig_getDTYPE_UINT8()
+func _swig_getDTYPE_FP8_E4M3() (_swig_ret Enum_SS_shardrec_dtype) {
+	var swig_r Enum_SS_shardrec_dtype
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FP8_E4M3_swig_4bdacf67fc3f4975())
+	return swig_r
+}
+
+var DTYPE_FP8_E4M3 Enum_SS_shardrec_dtype = _swig_getDTYPE_FP8_E4M3()
+func _swig_getDTYPE_FP8_E5M2() (_swig_ret Enum_SS_shardrec_dtype) {
+	var swig_r Enum_SS_shardrec_dtype
+	swig_r = (Enum_SS_shardrec_dtype)(C._wrap_DTYPE_FP8_E5M2_swig_4bdacf67fc3f4975())
+	return swig_r
+}
+
+var DTYPE_FP8_E5M2 Enum_SS_shardrec_dtype = _swig_getDTYPE_FP8_E5M2()
 type Enum_SS_shardrec_device_type int
 func _swig_getDEVICE_HOST() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_HOST_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DEVICE_HOST Enum_SS_shardrec_device_type = _swig_getDEVICE_HOST()
 func _swig_getDEVICE_CUDA() (_swig_ret Enum_SS_shardrec_device_type) {
 	var swig_r Enum_SS_shardrec_device_type
-	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_device_type)(C._wrap_DEVICE_CUDA_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1538,7 +1622,7 @@ var DEVICE_CUDA Enum_SS_shardrec_device_type = _swig_getDEVICE_CUDA()
 type Enum_SS_shardrec_delta_flag int
 func _swig_getDELTA_FULL() (_swig_ret Enum_SS_shardrec_delta_flag) {
 	var swig_r Enum_SS_shardrec_delta_flag
-	swig_r = (Enum_SS_shardrec_delta_flag)(C._wrap_DELTA_FULL_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_delta_flag)(C._wrap_DELTA_FULL_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1546,7 +1630,7 @@ var DELTA_FULL Enum_SS_shardrec_delta_flag = _swig_getDELTA_FULL()
 func Status_string(arg1 int) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_status_string_swig_270a29369de887b3(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_status_string_swig_4bdacf67fc3f4975(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1555,13 +1639,13 @@ func Status_string(arg1 int) (_swig_ret string) {
 
 func Version() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_version_swig_270a29369de887b3())
+	swig_r = (int)(C._wrap_version_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 func Version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_version_string_swig_270a29369de887b3()
+	swig_r_p := C._wrap_version_string_swig_4bdacf67fc3f4975()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -1571,7 +1655,7 @@ func Version_string() (_swig_ret string) {
 func Dtype_size(arg1 int) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dtype_size_swig_270a29369de887b3(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dtype_size_swig_4bdacf67fc3f4975(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -1581,49 +1665,49 @@ const VERSION_PATCH int = 0
 type Enum_SS_shardrec_sharding_type int
 func _swig_getSHARDING_DATA_PARALLEL() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_DATA_PARALLEL_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SHARDING_DATA_PARALLEL Enum_SS_shardrec_sharding_type = _swig_getSHARDING_DATA_PARALLEL()
 func _swig_getSHARDING_TABLE_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_WISE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SHARDING_TABLE_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_WISE()
 func _swig_getSHARDING_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_ROW_WISE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SHARDING_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_ROW_WISE()
 func _swig_getSHARDING_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_COLUMN_WISE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SHARDING_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_COLUMN_WISE()
 func _swig_getSHARDING_TABLE_ROW_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_ROW_WISE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SHARDING_TABLE_ROW_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_ROW_WISE()
 func _swig_getSHARDING_TABLE_COLUMN_WISE() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_TABLE_COLUMN_WISE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SHARDING_TABLE_COLUMN_WISE Enum_SS_shardrec_sharding_type = _swig_getSHARDING_TABLE_COLUMN_WISE()
 func _swig_getSHARDING_GRID() (_swig_ret Enum_SS_shardrec_sharding_type) {
 	var swig_r Enum_SS_shardrec_sharding_type
-	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_sharding_type)(C._wrap_SHARDING_GRID_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1632,21 +1716,21 @@ const SHARDING_COUNT int = 7
 type Enum_SS_shardrec_pooling int
 func _swig_getPOOLING_SUM() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_SUM_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var POOLING_SUM Enum_SS_shardrec_pooling = _swig_getPOOLING_SUM()
 func _swig_getPOOLING_MEAN() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_MEAN_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var POOLING_MEAN Enum_SS_shardrec_pooling = _swig_getPOOLING_MEAN()
 func _swig_getPOOLING_NONE() (_swig_ret Enum_SS_shardrec_pooling) {
 	var swig_r Enum_SS_shardrec_pooling
-	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_pooling)(C._wrap_POOLING_NONE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1654,21 +1738,21 @@ var POOLING_NONE Enum_SS_shardrec_pooling = _swig_getPOOLING_NONE()
 type Enum_SS_shardrec_init_kind int
 func _swig_getINIT_DEFAULT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_DEFAULT_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var INIT_DEFAULT Enum_SS_shardrec_init_kind = _swig_getINIT_DEFAULT()
 func _swig_getINIT_UNIFORM() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_UNIFORM_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var INIT_UNIFORM Enum_SS_shardrec_init_kind = _swig_getINIT_UNIFORM()
 func _swig_getINIT_CONSTANT() (_swig_ret Enum_SS_shardrec_init_kind) {
 	var swig_r Enum_SS_shardrec_init_kind
-	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_init_kind)(C._wrap_INIT_CONSTANT_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1677,42 +1761,42 @@ const FEATURE_CONFIG_VERSION uint = 1
 type Enum_SS_shardrec_optimizer_type int
 func _swig_getOPTIMIZER_SGD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_SGD_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var OPTIMIZER_SGD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_SGD()
 func _swig_getOPTIMIZER_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAGRAD_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var OPTIMIZER_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAGRAD()
 func _swig_getOPTIMIZER_ROWWISE_ADAGRAD() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var OPTIMIZER_ROWWISE_ADAGRAD Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ROWWISE_ADAGRAD()
 func _swig_getOPTIMIZER_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_ADAM_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var OPTIMIZER_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_ADAM()
 func _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var OPTIMIZER_PARTIAL_ROWWISE_ADAM Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_PARTIAL_ROWWISE_ADAM()
 func _swig_getOPTIMIZER_LAMB() (_swig_ret Enum_SS_shardrec_optimizer_type) {
 	var swig_r Enum_SS_shardrec_optimizer_type
-	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_optimizer_type)(C._wrap_OPTIMIZER_LAMB_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1720,21 +1804,21 @@ var OPTIMIZER_LAMB Enum_SS_shardrec_optimizer_type = _swig_getOPTIMIZER_LAMB()
 type Enum_SS_shardrec_weight_decay_mode int
 func _swig_getWEIGHT_DECAY_NONE() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_NONE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var WEIGHT_DECAY_NONE Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_NONE()
 func _swig_getWEIGHT_DECAY_L2() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_L2_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var WEIGHT_DECAY_L2 Enum_SS_shardrec_weight_decay_mode = _swig_getWEIGHT_DECAY_L2()
 func _swig_getWEIGHT_DECAY_DECOUPLED() (_swig_ret Enum_SS_shardrec_weight_decay_mode) {
 	var swig_r Enum_SS_shardrec_weight_decay_mode
-	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_weight_decay_mode)(C._wrap_WEIGHT_DECAY_DECOUPLED_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1751,129 +1835,129 @@ func (p SwigcptrOptimizer_config) SwigIsOptimizer_config() {
 func (arg1 SwigcptrOptimizer_config) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_optimizer_config_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_optimizer_config_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetXtype(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_Xtype_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_Xtype_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetXtype() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_Xtype_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetLearning_rate(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_learning_rate_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_learning_rate_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetLearning_rate() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_learning_rate_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetEps(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_eps_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_eps_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetEps() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_eps_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_eps_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta1(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta1_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta1_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta1() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta1_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetBeta2(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_beta2_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_beta2_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetBeta2() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_beta2_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_optimizer_config_weight_decay_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetWeight_decay_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_weight_decay_mode_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_weight_decay_mode_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetWeight_decay_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_weight_decay_mode_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrOptimizer_config) SetStochastic_rounding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_optimizer_config_stochastic_rounding_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_optimizer_config_stochastic_rounding_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrOptimizer_config) GetStochastic_rounding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_optimizer_config_stochastic_rounding_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewOptimizer_config() (_swig_ret Optimizer_config) {
 	var swig_r Optimizer_config
-	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_swig_270a29369de887b3()))
+	swig_r = (Optimizer_config)(SwigcptrOptimizer_config(C._wrap_new_optimizer_config_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteOptimizer_config(arg1 Optimizer_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_optimizer_config_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_optimizer_config_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Optimizer_config interface {
@@ -1904,7 +1988,7 @@ func Optimizer_config_init(arg1 Optimizer_config, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_optimizer_config_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_optimizer_config_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -1914,35 +1998,35 @@ func Optimizer_config_init(arg1 Optimizer_config, arg2 uint) (_swig_ret error) {
 type Enum_SS_shardrec_eviction_policy int
 func _swig_getEVICTION_NONE() (_swig_ret Enum_SS_shardrec_eviction_policy) {
 	var swig_r Enum_SS_shardrec_eviction_policy
-	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_NONE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_NONE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EVICTION_NONE Enum_SS_shardrec_eviction_policy = _swig_getEVICTION_NONE()
 func _swig_getEVICTION_LRU() (_swig_ret Enum_SS_shardrec_eviction_policy) {
 	var swig_r Enum_SS_shardrec_eviction_policy
-	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_LRU_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_LRU_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EVICTION_LRU Enum_SS_shardrec_eviction_policy = _swig_getEVICTION_LRU()
 func _swig_getEVICTION_LFU() (_swig_ret Enum_SS_shardrec_eviction_policy) {
 	var swig_r Enum_SS_shardrec_eviction_policy
-	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_LFU_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_LFU_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EVICTION_LFU Enum_SS_shardrec_eviction_policy = _swig_getEVICTION_LFU()
 func _swig_getEVICTION_TTL() (_swig_ret Enum_SS_shardrec_eviction_policy) {
 	var swig_r Enum_SS_shardrec_eviction_policy
-	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_TTL_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_TTL_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var EVICTION_TTL Enum_SS_shardrec_eviction_policy = _swig_getEVICTION_TTL()
 func _swig_getEVICTION_SCORE() (_swig_ret Enum_SS_shardrec_eviction_policy) {
 	var swig_r Enum_SS_shardrec_eviction_policy
-	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_SCORE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_eviction_policy)(C._wrap_EVICTION_SCORE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -1959,90 +2043,90 @@ func (p SwigcptrDynamic_table_config) SwigIsDynamic_table_config() {
 func (arg1 SwigcptrDynamic_table_config) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_config_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_dynamic_table_config_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_config) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_dynamic_table_config_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_dynamic_table_config_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_config) SetEviction(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_config_eviction_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_dynamic_table_config_eviction_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_config) GetEviction() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_dynamic_table_config_eviction_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_dynamic_table_config_eviction_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_config) SetAdmission_threshold(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_config_admission_threshold_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_dynamic_table_config_admission_threshold_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_config) GetAdmission_threshold() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_dynamic_table_config_admission_threshold_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_dynamic_table_config_admission_threshold_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_config) SetTtl_steps(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_config_ttl_steps_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
+	C._wrap_dynamic_table_config_ttl_steps_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_config) GetTtl_steps() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_config_ttl_steps_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_config_ttl_steps_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_config) SetCapacity_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_config_capacity_bytes_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
+	C._wrap_dynamic_table_config_capacity_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_config) GetCapacity_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_config_capacity_bytes_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_config_capacity_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_config) SetAdmission_decay_steps(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_config_admission_decay_steps_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1))
+	C._wrap_dynamic_table_config_admission_decay_steps_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_config) GetAdmission_decay_steps() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_config_admission_decay_steps_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_config_admission_decay_steps_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewDynamic_table_config() (_swig_ret Dynamic_table_config) {
 	var swig_r Dynamic_table_config
-	swig_r = (Dynamic_table_config)(SwigcptrDynamic_table_config(C._wrap_new_dynamic_table_config_swig_270a29369de887b3()))
+	swig_r = (Dynamic_table_config)(SwigcptrDynamic_table_config(C._wrap_new_dynamic_table_config_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteDynamic_table_config(arg1 Dynamic_table_config) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_dynamic_table_config_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_dynamic_table_config_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Dynamic_table_config interface {
@@ -2067,7 +2151,7 @@ func Dynamic_table_config_init(arg1 Dynamic_table_config, arg2 uint) (_swig_ret 
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dynamic_table_config_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_dynamic_table_config_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2087,181 +2171,220 @@ func (p SwigcptrTopology_t) SwigIsTopology_t() {
 func (arg1 SwigcptrTopology_t) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_Topology_t_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_Topology_t_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetWorld_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_world_size_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_world_size_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetWorld_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_world_size_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_world_size_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_ranks_per_node_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_ranks_per_node_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_ranks_per_node_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_device_type_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_device_type_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_device_type_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_device_type_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bytes_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1))
+	C._wrap_Topology_t_memory_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_Topology_t_memory_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetIntra_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_intra_node_bandwidth_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_intra_node_bandwidth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetIntra_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_intra_node_bandwidth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetInter_node_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_inter_node_bandwidth_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_inter_node_bandwidth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetInter_node_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_inter_node_bandwidth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetBatch_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_batch_size_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_batch_size_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetBatch_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_batch_size_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_batch_size_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetOptimizer(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_optimizer_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Topology_t_optimizer_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetOptimizer() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Topology_t_optimizer_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Topology_t_optimizer_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetMemory_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_memory_bandwidth_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_memory_bandwidth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetMemory_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_memory_bandwidth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetReserved_fraction(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_reserved_fraction_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_reserved_fraction_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetReserved_fraction() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_reserved_fraction_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetCollective_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_collective_latency_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_collective_latency_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetCollective_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_collective_latency_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_collective_latency_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTopology_t) SetPer_id_cost(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Topology_t_per_id_cost_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_Topology_t_per_id_cost_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTopology_t) GetPer_id_cost() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_Topology_t_per_id_cost_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_Topology_t_per_id_cost_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetDisk_capacity(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_disk_capacity_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetDisk_capacity() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_Topology_t_disk_capacity_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetDisk_read_bandwidth(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_disk_read_bandwidth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetDisk_read_bandwidth() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_Topology_t_disk_read_bandwidth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTopology_t) SetDisk_read_iops(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Topology_t_disk_read_iops_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrTopology_t) GetDisk_read_iops() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_Topology_t_disk_read_iops_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewTopology_t() (_swig_ret Topology_t) {
 	var swig_r Topology_t
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_swig_270a29369de887b3()))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_new_Topology_t_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteTopology_t(arg1 Topology_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Topology_t_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Topology_t_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Topology_t interface {
@@ -2293,21 +2416,27 @@ type Topology_t interface {
 	GetCollective_latency() (_swig_ret float64)
 	SetPer_id_cost(arg2 float64)
 	GetPer_id_cost() (_swig_ret float64)
+	SetDisk_capacity(arg2 uint64)
+	GetDisk_capacity() (_swig_ret uint64)
+	SetDisk_read_bandwidth(arg2 float64)
+	GetDisk_read_bandwidth() (_swig_ret float64)
+	SetDisk_read_iops(arg2 float64)
+	GetDisk_read_iops() (_swig_ret float64)
 }
 
-const TOPOLOGY_VERSION uint = 2
+const TOPOLOGY_VERSION uint = 3
 func Topology_init(arg1 Topology_t, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_topology_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_topology_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
 	return swig_r_1
 }
 
-const TABLE_CONSTRAINTS_VERSION uint = 1
+const TABLE_CONSTRAINTS_VERSION uint = 2
 const UNIQUE_ID_BYTES int = 128
 const LOCAL_GROUP_MAX int = 1024
 const BACKEND_AUTO int = 0
@@ -2330,72 +2459,72 @@ func (p SwigcptrComm_options) SwigIsComm_options() {
 func (arg1 SwigcptrComm_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_comm_options_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_comm_options_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetTimeout_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_timeout_ms_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_15(_swig_i_1))
+	C._wrap_comm_options_timeout_ms_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_17(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetTimeout_ms() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_comm_options_timeout_ms_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBackend(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_backend_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_backend_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetBackend() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_backend_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_backend_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_type_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_type_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_type_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_type_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_device_index_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_comm_options_device_index_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_comm_options_device_index_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_comm_options_device_index_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_bind_address_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_comm_options_bind_address_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_19)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2404,7 +2533,7 @@ func (arg1 SwigcptrComm_options) SetBind_address(arg2 string) {
 func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_options_bind_address_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_options_bind_address_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2414,25 +2543,25 @@ func (arg1 SwigcptrComm_options) GetBind_address() (_swig_ret string) {
 func (arg1 SwigcptrComm_options) SetStore_grace_ms(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_comm_options_store_grace_ms_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_19(_swig_i_1))
+	C._wrap_comm_options_store_grace_ms_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_21(_swig_i_1))
 }
 
 func (arg1 SwigcptrComm_options) GetStore_grace_ms() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_comm_options_store_grace_ms_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_comm_options_store_grace_ms_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewComm_options() (_swig_ret Comm_options) {
 	var swig_r Comm_options
-	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_swig_270a29369de887b3()))
+	swig_r = (Comm_options)(SwigcptrComm_options(C._wrap_new_comm_options_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteComm_options(arg1 Comm_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_comm_options_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_comm_options_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Comm_options interface {
@@ -2458,7 +2587,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_options_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_comm_options_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2468,7 +2597,7 @@ func Comm_options_init(arg1 Comm_options, arg2 uint) (_swig_ret error) {
 func Comm_unique_id_create(arg1 []byte) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_unique_id_create_swig_270a29369de887b3(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_comm_unique_id_create_swig_4bdacf67fc3f4975(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2485,7 +2614,7 @@ func Comm_create(arg1 []uintptr, arg2 []byte, arg3 int, arg4 int, arg5 Comm_opti
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_comm_create_swig_270a29369de887b3(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_26)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_comm_create_swig_4bdacf67fc3f4975(*(*C.swig_type_27)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_28)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2503,7 +2632,7 @@ func Comm_create_local_group(arg1 []uintptr, arg2 Comm_options) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_local_group_swig_270a29369de887b3(*(*C.swig_type_28)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_local_group_swig_4bdacf67fc3f4975(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2519,7 +2648,7 @@ func Comm_split(arg1 []uintptr, arg2 uintptr, arg3 int, arg4 int) (_swig_ret err
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_comm_split_swig_270a29369de887b3(*(*C.swig_type_30)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_comm_split_swig_4bdacf67fc3f4975(*(*C.swig_type_32)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2533,7 +2662,7 @@ func Comm_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_rank_swig_270a29369de887b3(*(*C.swig_type_32)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_rank_swig_4bdacf67fc3f4975(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2547,7 +2676,7 @@ func Comm_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_size_swig_270a29369de887b3(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_size_swig_4bdacf67fc3f4975(*(*C.swig_type_36)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2561,7 +2690,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_set_timeout_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1))
+	swig_r_p := C._wrap_comm_set_timeout_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2571,7 +2700,7 @@ func Comm_set_timeout(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Comm_abort(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_abort_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_abort_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2581,7 +2710,7 @@ func Comm_abort(arg1 uintptr) (_swig_ret error) {
 func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_async_error_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_async_error_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2590,7 +2719,7 @@ func Comm_async_error(arg1 uintptr) (_swig_ret error) {
 
 func Comm_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_comm_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_comm_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 int, arg6 int) (_swig_ret error) {
@@ -2601,7 +2730,7 @@ func Comm_allreduce(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_comm_allreduce_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_40(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_comm_allreduce_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_42(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2615,7 +2744,7 @@ func Comm_broadcast(arg1 uintptr, arg2 uintptr, arg3 int64, arg4 int, arg5 int) 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_broadcast_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_42(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_broadcast_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_44(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2629,7 +2758,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_comm_allgather_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_44(_swig_i_3), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_comm_allgather_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_46(_swig_i_3), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2639,7 +2768,7 @@ func Comm_allgather(arg1 uintptr, arg2 uintptr, arg3 uintptr, arg4 int64, arg5 i
 func Comm_barrier(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_comm_barrier_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_comm_barrier_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -2652,7 +2781,7 @@ func Comm_create_mpi(arg1 []uintptr, arg2 int64, arg3 Comm_options) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_comm_create_mpi_swig_270a29369de887b3(*(*C.swig_type_47)(unsafe.Pointer(&_swig_i_0)), C.swig_type_48(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_comm_create_mpi_swig_4bdacf67fc3f4975(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_type_50(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2666,7 +2795,7 @@ func Comm_create_from_env(arg1 []uintptr, arg2 Comm_options) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_comm_create_from_env_swig_270a29369de887b3(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_create_from_env_swig_4bdacf67fc3f4975(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2684,7 +2813,7 @@ func Comm_create_tcp(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 int, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
-	swig_r_p := C._wrap_comm_create_tcp_swig_270a29369de887b3(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_comm_create_tcp_swig_4bdacf67fc3f4975(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2701,7 +2830,7 @@ func Comm_local_rank(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_rank_swig_270a29369de887b3(*(*C.swig_type_55)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_rank_swig_4bdacf67fc3f4975(*(*C.swig_type_57)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2715,7 +2844,7 @@ func Comm_local_size(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_local_size_swig_270a29369de887b3(*(*C.swig_type_57)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_local_size_swig_4bdacf67fc3f4975(*(*C.swig_type_59)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2729,7 +2858,7 @@ func Comm_bind_local_numa(arg1 []int32, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_comm_bind_local_numa_swig_270a29369de887b3(*(*C.swig_type_59)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_comm_bind_local_numa_swig_4bdacf67fc3f4975(*(*C.swig_type_61)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2751,77 +2880,77 @@ func (p SwigcptrShard_t) SwigIsShard_t() {
 func (arg1 SwigcptrShard_t) SetRow_offset(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_row_offset_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
+	C._wrap_Shard_t_row_offset_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRow_offset() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_row_offset_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rows_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
+	C._wrap_Shard_t_rows_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRows() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Shard_t_rows_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Shard_t_rows_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCol_offset(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_col_offset_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_col_offset_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCol_offset() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_col_offset_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_col_offset_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetCols(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_cols_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_cols_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetCols() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_cols_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_cols_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrShard_t) SetRank(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Shard_t_rank_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_Shard_t_rank_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrShard_t) GetRank() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Shard_t_rank_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Shard_t_rank_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewShard_t() (_swig_ret Shard_t) {
 	var swig_r Shard_t
-	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_swig_270a29369de887b3()))
+	swig_r = (Shard_t)(SwigcptrShard_t(C._wrap_new_Shard_t_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteShard_t(arg1 Shard_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Shard_t_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Shard_t_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Shard_t interface {
@@ -2843,7 +2972,7 @@ func Plan_from_json(arg1 []uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_from_json_swig_270a29369de887b3(*(*C.swig_type_65)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_66)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_from_json_swig_4bdacf67fc3f4975(*(*C.swig_type_67)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2860,7 +2989,7 @@ func Plan_to_json(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_to_json_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_to_json_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -2872,7 +3001,7 @@ func Plan_stats(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_stats_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_plan_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -2884,7 +3013,7 @@ func Plan_hash(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_hash_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_hash_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2898,7 +3027,7 @@ func Plan_world_size(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_world_size_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_world_size_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2912,7 +3041,7 @@ func Plan_ranks_per_node(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_ranks_per_node_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_ranks_per_node_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2926,7 +3055,7 @@ func Plan_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_tables_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_tables_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2940,7 +3069,7 @@ func Plan_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_plan_num_features_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_plan_num_features_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2955,7 +3084,7 @@ func Plan_feature_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_feature_name_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_feature_name_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2968,7 +3097,7 @@ func Plan_table_name(arg1 uintptr, arg2 int64, arg3 *string) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_name_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_plan_table_name_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	var swig_r_1 error
@@ -2981,7 +3110,7 @@ func Plan_find_table(arg1 uintptr, arg2 string, arg3 []uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_find_table_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_find_table_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2999,7 +3128,7 @@ func Plan_table_rows(arg1 uintptr, arg2 int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_rows_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_rows_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3014,7 +3143,7 @@ func Plan_table_dim(arg1 uintptr, arg2 int64, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_plan_table_dim_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_plan_table_dim_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_92(_swig_i_1), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3030,7 +3159,7 @@ func Plan_table_sharding(arg1 uintptr, arg2 int64, arg3 []int32, arg4 []uint64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_plan_table_sharding_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_plan_table_sharding_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -3049,7 +3178,7 @@ func Plan_shard(arg1 uintptr, arg2 int64, arg3 int64, arg4 Shard_t) (_swig_ret e
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_plan_shard_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1), C.swig_type_98(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_plan_shard_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1), C.swig_type_100(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3068,77 +3197,77 @@ func (p SwigcptrCalibrate_options) SwigIsCalibrate_options() {
 func (arg1 SwigcptrCalibrate_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_calibrate_options_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_calibrate_options_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetRanks_share_memory(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_ranks_share_memory_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_ranks_share_memory_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetRanks_share_memory() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_ranks_share_memory_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_ranks_share_memory_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetTime_budget(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_time_budget_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibrate_options_time_budget_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetTime_budget() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibrate_options_time_budget_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibrate_options_time_budget_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetThreads_per_rank(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_threads_per_rank_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_threads_per_rank_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetThreads_per_rank() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_threads_per_rank_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_threads_per_rank_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibrate_options) SetRanks_per_machine(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibrate_options_ranks_per_machine_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibrate_options_ranks_per_machine_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibrate_options) GetRanks_per_machine() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_calibrate_options_ranks_per_machine_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_calibrate_options_ranks_per_machine_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCalibrate_options() (_swig_ret Calibrate_options) {
 	var swig_r Calibrate_options
-	swig_r = (Calibrate_options)(SwigcptrCalibrate_options(C._wrap_new_calibrate_options_swig_270a29369de887b3()))
+	swig_r = (Calibrate_options)(SwigcptrCalibrate_options(C._wrap_new_calibrate_options_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteCalibrate_options(arg1 Calibrate_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_calibrate_options_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_calibrate_options_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Calibrate_options interface {
@@ -3161,7 +3290,7 @@ func Calibrate_options_init(arg1 Calibrate_options, arg2 uint) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_calibrate_options_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_calibrate_options_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3180,116 +3309,116 @@ func (p SwigcptrCalibration) SwigIsCalibration() {
 func (arg1 SwigcptrCalibration) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_calibration_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_calibration_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_calibration_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetGather_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_gather_bandwidth_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_gather_bandwidth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetGather_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_gather_bandwidth_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_gather_bandwidth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetStream_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_stream_bandwidth_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_stream_bandwidth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetStream_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_stream_bandwidth_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_stream_bandwidth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetLoopback_bandwidth(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_loopback_bandwidth_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_loopback_bandwidth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetLoopback_bandwidth() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_loopback_bandwidth_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_loopback_bandwidth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetLoopback_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_loopback_latency_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_loopback_latency_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetLoopback_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_loopback_latency_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_loopback_latency_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetHandoff_latency(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_handoff_latency_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_handoff_latency_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetHandoff_latency() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_handoff_latency_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_handoff_latency_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetElapsed(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_elapsed_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_elapsed_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetElapsed() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_elapsed_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_elapsed_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCalibration) SetOversubscription(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_calibration_oversubscription_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_calibration_oversubscription_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrCalibration) GetOversubscription() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_calibration_oversubscription_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_calibration_oversubscription_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCalibration() (_swig_ret Calibration) {
 	var swig_r Calibration
-	swig_r = (Calibration)(SwigcptrCalibration(C._wrap_new_calibration_swig_270a29369de887b3()))
+	swig_r = (Calibration)(SwigcptrCalibration(C._wrap_new_calibration_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteCalibration(arg1 Calibration) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_calibration_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_calibration_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Calibration interface {
@@ -3318,7 +3447,7 @@ func Calibration_init(arg1 Calibration, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_calibration_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_calibration_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3330,7 +3459,7 @@ func Topology_calibrate(arg1 Topology_t, arg2 Calibrate_options, arg3 Calibratio
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_topology_calibrate_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_topology_calibrate_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3343,10 +3472,34 @@ func Topology_calibrate_network(arg1 Topology_t, arg2 uintptr, arg3 float64, arg
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_topology_calibrate_network_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_topology_calibrate_network_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Topology_calibrate_disk(arg1 Topology_t, arg2 string, arg3 uint64, arg4 float64, arg5 []float64, arg6 []int32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r_p := C._wrap_topology_calibrate_disk_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.swig_type_108(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_5)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
 	}
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3357,7 +3510,7 @@ func Topology_from_comm(arg1 Topology_t, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_topology_from_comm_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_topology_from_comm_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3366,27 +3519,27 @@ func Topology_from_comm(arg1 Topology_t, arg2 uintptr) (_swig_ret error) {
 
 func Plan_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_plan_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_plan_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Enum_SS_shardrec_bounds_policy int
 func _swig_getBOUNDS_ERROR() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_ERROR_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var BOUNDS_ERROR Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_ERROR()
 func _swig_getBOUNDS_CLAMP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_CLAMP_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var BOUNDS_CLAMP Enum_SS_shardrec_bounds_policy = _swig_getBOUNDS_CLAMP()
 func _swig_getBOUNDS_SKIP() (_swig_ret Enum_SS_shardrec_bounds_policy) {
 	var swig_r Enum_SS_shardrec_bounds_policy
-	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_bounds_policy)(C._wrap_BOUNDS_SKIP_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -3403,38 +3556,38 @@ func (p SwigcptrTable_tier) SwigIsTable_tier() {
 func (arg1 SwigcptrTable_tier) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_table_tier_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_table_tier_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTable_tier) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_table_tier_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_table_tier_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTable_tier) SetCache_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_table_tier_cache_bytes_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
+	C._wrap_table_tier_cache_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1))
 }
 
 func (arg1 SwigcptrTable_tier) GetCache_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_table_tier_cache_bytes_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_table_tier_cache_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewTable_tier() (_swig_ret Table_tier) {
 	var swig_r Table_tier
-	swig_r = (Table_tier)(SwigcptrTable_tier(C._wrap_new_table_tier_swig_270a29369de887b3()))
+	swig_r = (Table_tier)(SwigcptrTable_tier(C._wrap_new_table_tier_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteTable_tier(arg1 Table_tier) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_table_tier_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_table_tier_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Table_tier interface {
@@ -3451,7 +3604,7 @@ func Table_tier_init(arg1 Table_tier, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_table_tier_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_table_tier_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3470,207 +3623,207 @@ func (p SwigcptrEmbedding_options) SwigIsEmbedding_options() {
 func (arg1 SwigcptrEmbedding_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_embedding_options_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_embedding_options_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetSeed(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_seed_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1))
+	C._wrap_embedding_options_seed_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetSeed() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_embedding_options_seed_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_embedding_options_seed_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetBounds_policy(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_bounds_policy_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_bounds_policy_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetBounds_policy() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_bounds_policy_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNum_threads(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_num_threads_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_num_threads_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNum_threads() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_num_threads_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_num_threads_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDp_comm(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_dp_comm_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_embedding_options_dp_comm_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDp_comm() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_embedding_options_dp_comm_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_type(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_type_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_type_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_type() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_type_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_type_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetDevice_index(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_device_index_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_device_index_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetDevice_index() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_device_index_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_device_index_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNon_finite(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_non_finite_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_non_finite_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNon_finite() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_non_finite_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_non_finite_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetTable_memory(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_table_memory_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_table_memory_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetTable_memory() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_table_memory_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_table_memory_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetForward_comm_encoding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_forward_comm_encoding_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_forward_comm_encoding_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetForward_comm_encoding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_forward_comm_encoding_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_forward_comm_encoding_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetBackward_comm_encoding(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_backward_comm_encoding_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_embedding_options_backward_comm_encoding_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetBackward_comm_encoding() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_embedding_options_backward_comm_encoding_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_embedding_options_backward_comm_encoding_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetMax_batch_size(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_batch_size_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1))
+	C._wrap_embedding_options_max_batch_size_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_batch_size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_embedding_options_max_batch_size_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_embedding_options_max_batch_size_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetMax_ids_per_batch(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_max_ids_per_batch_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1))
+	C._wrap_embedding_options_max_ids_per_batch_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetMax_ids_per_batch() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_embedding_options_max_ids_per_batch_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_embedding_options_max_ids_per_batch_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetTiers(arg2 Table_tier) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_embedding_options_tiers_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_embedding_options_tiers_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetTiers() (_swig_ret Table_tier) {
 	var swig_r Table_tier
 	_swig_i_0 := arg1
-	swig_r = (Table_tier)(SwigcptrTable_tier(C._wrap_embedding_options_tiers_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))))
+	swig_r = (Table_tier)(SwigcptrTable_tier(C._wrap_embedding_options_tiers_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func (arg1 SwigcptrEmbedding_options) SetNum_tiers(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_embedding_options_num_tiers_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1))
+	C._wrap_embedding_options_num_tiers_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1))
 }
 
 func (arg1 SwigcptrEmbedding_options) GetNum_tiers() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_embedding_options_num_tiers_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_embedding_options_num_tiers_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewEmbedding_options() (_swig_ret Embedding_options) {
 	var swig_r Embedding_options
-	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_270a29369de887b3()))
+	swig_r = (Embedding_options)(SwigcptrEmbedding_options(C._wrap_new_embedding_options_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteEmbedding_options(arg1 Embedding_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_embedding_options_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_embedding_options_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Embedding_options interface {
@@ -3711,21 +3864,21 @@ type Embedding_options interface {
 type Enum_SS_shardrec_comm_encoding int
 func _swig_getCOMM_ENCODING_FP32() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP32_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP32_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var COMM_ENCODING_FP32 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP32()
 func _swig_getCOMM_ENCODING_FP16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP16_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP16_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var COMM_ENCODING_FP16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP16()
 func _swig_getCOMM_ENCODING_BF16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 	var swig_r Enum_SS_shardrec_comm_encoding
-	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_BF16_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_BF16_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -3733,14 +3886,14 @@ var COMM_ENCODING_BF16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_B
 type Enum_SS_shardrec_table_memory int
 func _swig_getTABLE_MEMORY_HUGE_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
-	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_HUGE_PAGES_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var TABLE_MEMORY_HUGE_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMORY_HUGE_PAGES()
 func _swig_getTABLE_MEMORY_SMALL_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory
-	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_table_memory)(C._wrap_TABLE_MEMORY_SMALL_PAGES_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -3748,14 +3901,14 @@ var TABLE_MEMORY_SMALL_PAGES Enum_SS_shardrec_table_memory = _swig_getTABLE_MEMO
 type Enum_SS_shardrec_non_finite_policy int
 func _swig_getNON_FINITE_CHECK() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy
-	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_CHECK_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var NON_FINITE_CHECK Enum_SS_shardrec_non_finite_policy = _swig_getNON_FINITE_CHECK()
 func _swig_getNON_FINITE_ALLOW() (_swig_ret Enum_SS_shardrec_non_finite_policy) {
 	var swig_r Enum_SS_shardrec_non_finite_policy
-	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_non_finite_policy)(C._wrap_NON_FINITE_ALLOW_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -3765,7 +3918,7 @@ func Embedding_options_init(arg1 Embedding_options, arg2 uint) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_options_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_embedding_options_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3779,7 +3932,7 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_embedding_create_swig_270a29369de887b3(*(*C.swig_type_118)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_embedding_create_swig_4bdacf67fc3f4975(*(*C.swig_type_125)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -3791,14 +3944,14 @@ func Embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Optimizer
 
 func Embedding_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_embedding_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_embedding_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Embedding_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_output_dim_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_output_dim_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3812,7 +3965,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_sequence_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_sequence_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3825,7 +3978,7 @@ func Embedding_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 func Embedding_input_dist_wait(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_embedding_input_dist_wait_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_embedding_input_dist_wait_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3836,7 +3989,7 @@ func Embedding_forward_distributed(arg1 uintptr, arg2 []float32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_forward_distributed_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_forward_distributed_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3850,7 +4003,7 @@ func Embedding_backward(arg1 uintptr, arg2 []float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_backward_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_backward_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3865,7 +4018,7 @@ func Embedding_forward_tensor(arg1 uintptr, arg2 Shardrec_kjt_view_t, arg3 Shard
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_forward_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_forward_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3876,7 +4029,7 @@ func Embedding_forward_distributed_tensor(arg1 uintptr, arg2 Shardrec_tensor_vie
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_forward_distributed_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_forward_distributed_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3887,7 +4040,7 @@ func Embedding_backward_tensor(arg1 uintptr, arg2 Shardrec_tensor_view_t) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_backward_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_backward_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3897,7 +4050,7 @@ func Embedding_backward_tensor(arg1 uintptr, arg2 Shardrec_tensor_view_t) (_swig
 func Embedding_synchronize(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_embedding_synchronize_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_embedding_synchronize_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3908,7 +4061,7 @@ func Embedding_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_learning_rate_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_learning_rate_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3919,7 +4072,7 @@ func Embedding_num_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_steps_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_steps_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3933,7 +4086,7 @@ func Embedding_set_num_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_num_steps_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_num_steps_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -3945,7 +4098,7 @@ func Embedding_get_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_get_weights_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_get_weights_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3963,7 +4116,7 @@ func Embedding_set_weights(arg1 uintptr, arg2 string, arg3 []float32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_weights_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_set_weights_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3980,7 +4133,7 @@ func Embedding_num_states(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_states_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_states_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -3996,7 +4149,7 @@ func Embedding_state_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int32) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_state_info_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_146(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_state_info_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -4013,7 +4166,7 @@ func Embedding_get_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_get_state_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_get_state_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4035,7 +4188,7 @@ func Embedding_set_state(arg1 uintptr, arg2 string, arg3 string, arg4 []float32)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_embedding_set_state_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_embedding_set_state_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4056,7 +4209,7 @@ func Embedding_timings(arg1 uintptr, arg2 []float64, arg3 []float64) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_timings_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_timings_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4074,7 +4227,7 @@ func Embedding_set_table_learning_rate(arg1 uintptr, arg2 string, arg3 float32) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_embedding_set_table_learning_rate_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4089,7 +4242,7 @@ func Embedding_table_optimizer(arg1 uintptr, arg2 string, arg3 Optimizer_config)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_table_optimizer_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_table_optimizer_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4104,7 +4257,7 @@ func Embedding_table_num_states(arg1 uintptr, arg2 string, arg3 []uint64) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_embedding_table_num_states_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_embedding_table_num_states_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4124,7 +4277,7 @@ func Embedding_table_state_info(arg1 uintptr, arg2 string, arg3 int64, arg4 *str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_embedding_table_state_info_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.swig_type_168(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_embedding_table_state_info_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.swig_type_175(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg4 = swigCopyString(*arg4) 
 	if Swig_escape_always_false {
@@ -4142,7 +4295,7 @@ func Embedding_num_outputs(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_num_outputs_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_num_outputs_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4160,7 +4313,7 @@ func Embedding_output_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 *string,
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_output_info_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_output_info_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
  *arg4 = swigCopyString(*arg4) 
@@ -4187,155 +4340,155 @@ func (p SwigcptrStep_timings) SwigIsStep_timings() {
 func (arg1 SwigcptrStep_timings) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_step_timings_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_step_timings_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_step_timings_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetForwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_forwards_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
+	C._wrap_step_timings_forwards_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetForwards() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_forwards_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_forwards_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetBackwards(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backwards_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1))
+	C._wrap_step_timings_backwards_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackwards() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_backwards_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_backwards_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetSamples(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_samples_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
+	C._wrap_step_timings_samples_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetSamples() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_step_timings_samples_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_step_timings_samples_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetTotal_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_total_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_total_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetTotal_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_total_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetCollective_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_collective_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_collective_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetCollective_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_collective_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetInput_dist_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_input_dist_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_input_dist_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetInput_dist_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_input_dist_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetLookup_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_lookup_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_lookup_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetLookup_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_lookup_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetOutput_dist_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_output_dist_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_output_dist_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetOutput_dist_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_output_dist_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetBackward_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_backward_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_backward_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetBackward_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_backward_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrStep_timings) SetEmbedding_comm_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_step_timings_embedding_comm_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_step_timings_embedding_comm_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrStep_timings) GetEmbedding_comm_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_step_timings_embedding_comm_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_step_timings_embedding_comm_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewStep_timings() (_swig_ret Step_timings) {
 	var swig_r Step_timings
-	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_swig_270a29369de887b3()))
+	swig_r = (Step_timings)(SwigcptrStep_timings(C._wrap_new_step_timings_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteStep_timings(arg1 Step_timings) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_step_timings_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_step_timings_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Step_timings interface {
@@ -4370,7 +4523,7 @@ func Step_timings_init(arg1 Step_timings, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_step_timings_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_step_timings_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4381,7 +4534,7 @@ func Embedding_step_timings(arg1 uintptr, arg2 Step_timings) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_embedding_step_timings_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_embedding_step_timings_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4392,7 +4545,7 @@ func Embedding_set_training(arg1 uintptr, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_set_training_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_embedding_set_training_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4403,7 +4556,7 @@ func Embedding_is_training(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_is_training_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_is_training_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4425,220 +4578,220 @@ func (p SwigcptrDynamic_table_stats) SwigIsDynamic_table_stats() {
 func (arg1 SwigcptrDynamic_table_stats) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_dynamic_table_stats_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_dynamic_table_stats_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_dynamic_table_stats_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetSize(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_size_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_dynamic_table_stats_size_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_194(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetSize() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_size_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_size_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_capacity_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_capacity_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetLoad_factor(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_load_factor_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_dynamic_table_stats_load_factor_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLoad_factor() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_dynamic_table_stats_load_factor_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_dynamic_table_stats_load_factor_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_inserted_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_inserted_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_inserted() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_last_inserted_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_inserted_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_evicted_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_evicted_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_evicted() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_last_evicted_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_evicted_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_admission_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_202(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_admission() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_last_rejected_admission_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_rejected_admission_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_rejected_full_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_rejected_full() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_last_rejected_full_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_rejected_full_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_inserted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_inserted_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_inserted_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_inserted() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_total_inserted_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_inserted_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_evicted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_evicted_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_evicted_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_evicted() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_total_evicted_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_evicted_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_admission(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_admission_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_admission() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_total_rejected_admission_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_rejected_admission_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_rejected_full(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_rejected_full_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_rejected_full() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_total_rejected_full_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_rejected_full_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetMetadata_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
+	C._wrap_dynamic_table_stats_metadata_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetMetadata_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_dynamic_table_stats_metadata_bytes_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_dynamic_table_stats_metadata_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetCapacity_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
+	C._wrap_dynamic_table_stats_capacity_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetCapacity_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_dynamic_table_stats_capacity_bytes_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_dynamic_table_stats_capacity_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetLast_admitted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_last_admitted_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
+	C._wrap_dynamic_table_stats_last_admitted_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetLast_admitted() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_last_admitted_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_last_admitted_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrDynamic_table_stats) SetTotal_admitted(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_dynamic_table_stats_total_admitted_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
+	C._wrap_dynamic_table_stats_total_admitted_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1))
 }
 
 func (arg1 SwigcptrDynamic_table_stats) GetTotal_admitted() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_dynamic_table_stats_total_admitted_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_dynamic_table_stats_total_admitted_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewDynamic_table_stats() (_swig_ret Dynamic_table_stats) {
 	var swig_r Dynamic_table_stats
-	swig_r = (Dynamic_table_stats)(SwigcptrDynamic_table_stats(C._wrap_new_dynamic_table_stats_swig_270a29369de887b3()))
+	swig_r = (Dynamic_table_stats)(SwigcptrDynamic_table_stats(C._wrap_new_dynamic_table_stats_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteDynamic_table_stats(arg1 Dynamic_table_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_dynamic_table_stats_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_dynamic_table_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Dynamic_table_stats interface {
@@ -4683,7 +4836,7 @@ func Dynamic_table_stats_init(arg1 Dynamic_table_stats, arg2 uint) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dynamic_table_stats_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_dynamic_table_stats_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -4695,7 +4848,7 @@ func Embedding_dynamic_stats(arg1 uintptr, arg2 string, arg3 Dynamic_table_stats
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4710,7 +4863,7 @@ func Embedding_dynamic_stats_global(arg1 uintptr, arg2 string, arg3 Dynamic_tabl
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_dynamic_stats_global_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_dynamic_stats_global_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4724,7 +4877,7 @@ func Embedding_dynamic_mark(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_embedding_dynamic_mark_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_embedding_dynamic_mark_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4745,7 +4898,7 @@ func Embedding_dynamic_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []flo
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_embedding_dynamic_delta_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_3)), C.swig_type_226(_swig_i_4), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_5)), C.swig_type_228(_swig_i_6), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_3)), C.swig_type_233(_swig_i_4), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_5)), C.swig_type_235(_swig_i_6), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4782,7 +4935,7 @@ func Embedding_dynamic_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 [
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_embedding_dynamic_delta_ext_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_3)), C.swig_type_235(_swig_i_4), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_5)), C.swig_type_237(_swig_i_6), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_9)))
+	swig_r_p := C._wrap_embedding_dynamic_delta_ext_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_3)), C.swig_type_242(_swig_i_4), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_5)), C.swig_type_244(_swig_i_6), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_9)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4818,7 +4971,7 @@ func Embedding_dynamic_set_scores(arg1 uintptr, arg2 string, arg3 []int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_3)), C.swig_type_245(_swig_i_4), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_embedding_dynamic_set_scores_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_3)), C.swig_type_252(_swig_i_4), *(*C.swig_type_253)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -4849,272 +5002,272 @@ func (p SwigcptrTier_stats) SwigIsTier_stats() {
 func (arg1 SwigcptrTier_stats) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_tier_stats_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_tier_stats_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_tier_stats_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetCache_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_cache_bytes_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
+	C._wrap_tier_stats_cache_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_254(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetCache_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_cache_bytes_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_cache_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetCache_slots(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_cache_slots_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1))
+	C._wrap_tier_stats_cache_slots_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetCache_slots() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_cache_slots_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_cache_slots_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetCache_rows(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_cache_rows_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
+	C._wrap_tier_stats_cache_rows_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetCache_rows() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_cache_rows_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_cache_rows_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetHits(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_hits_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
+	C._wrap_tier_stats_hits_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetHits() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_hits_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_hits_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetMisses(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_misses_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
+	C._wrap_tier_stats_misses_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_262(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetMisses() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_misses_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_misses_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetHit_rate(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_hit_rate_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_tier_stats_hit_rate_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetHit_rate() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_tier_stats_hit_rate_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_tier_stats_hit_rate_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetDisk_reads(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_disk_reads_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
+	C._wrap_tier_stats_disk_reads_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetDisk_reads() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_disk_reads_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_disk_reads_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetDisk_read_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_disk_read_bytes_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
+	C._wrap_tier_stats_disk_read_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_266(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetDisk_read_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_disk_read_bytes_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_disk_read_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetDisk_bytes(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_disk_bytes_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
+	C._wrap_tier_stats_disk_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetDisk_bytes() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_disk_bytes_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_disk_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetQueue_reads(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_queue_reads_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
+	C._wrap_tier_stats_queue_reads_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetQueue_reads() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_queue_reads_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_queue_reads_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetInitialised(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_initialised_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1))
+	C._wrap_tier_stats_initialised_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetInitialised() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_initialised_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_initialised_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetPrefetched(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_prefetched_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1))
+	C._wrap_tier_stats_prefetched_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetPrefetched() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_prefetched_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_prefetched_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetWrite_backs(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_write_backs_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1))
+	C._wrap_tier_stats_write_backs_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_276(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetWrite_backs() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_write_backs_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_write_backs_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetWritten(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_written_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1))
+	C._wrap_tier_stats_written_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_278(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetWritten() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_written_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_written_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetQueue_depth(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_queue_depth_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_273(_swig_i_1))
+	C._wrap_tier_stats_queue_depth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetQueue_depth() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_queue_depth_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_queue_depth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetQueue_max_depth(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_queue_max_depth_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1))
+	C._wrap_tier_stats_queue_max_depth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetQueue_max_depth() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_queue_max_depth_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_queue_max_depth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetSteps(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_steps_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_277(_swig_i_1))
+	C._wrap_tier_stats_steps_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_284(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetSteps() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_tier_stats_steps_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_tier_stats_steps_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetExposed_fetch_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_exposed_fetch_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_tier_stats_exposed_fetch_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetExposed_fetch_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_tier_stats_exposed_fetch_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_tier_stats_exposed_fetch_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTier_stats) SetLast_exposed_fetch_seconds(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_tier_stats_last_exposed_fetch_seconds_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_tier_stats_last_exposed_fetch_seconds_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrTier_stats) GetLast_exposed_fetch_seconds() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_tier_stats_last_exposed_fetch_seconds_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_tier_stats_last_exposed_fetch_seconds_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewTier_stats() (_swig_ret Tier_stats) {
 	var swig_r Tier_stats
-	swig_r = (Tier_stats)(SwigcptrTier_stats(C._wrap_new_tier_stats_swig_270a29369de887b3()))
+	swig_r = (Tier_stats)(SwigcptrTier_stats(C._wrap_new_tier_stats_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteTier_stats(arg1 Tier_stats) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_tier_stats_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_tier_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Tier_stats interface {
@@ -5167,7 +5320,7 @@ func Tier_stats_init(arg1 Tier_stats, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_tier_stats_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_tier_stats_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5179,7 +5332,7 @@ func Embedding_tier_stats(arg1 uintptr, arg2 string, arg3 Tier_stats) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_embedding_tier_stats_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_embedding_tier_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5192,7 +5345,7 @@ func Embedding_tier_stats(arg1 uintptr, arg2 string, arg3 Tier_stats) (_swig_ret
 func Device_count(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_device_count_swig_270a29369de887b3(*(*C.swig_type_283)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_device_count_swig_4bdacf67fc3f4975(*(*C.swig_type_290)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5206,7 +5359,7 @@ func Device_check(arg1 int, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_device_check_swig_270a29369de887b3(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_device_check_swig_4bdacf67fc3f4975(C.swig_intgo(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5231,90 +5384,90 @@ func (p SwigcptrMesh_options) SwigIsMesh_options() {
 func (arg1 SwigcptrMesh_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_mesh_options_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_mesh_options_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSharding_group_size(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sharding_group_size_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sharding_group_size_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSharding_group_size() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sharding_group_size_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetLayout(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_layout_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_layout_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetLayout() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_layout_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_layout_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetRanks_per_node(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_ranks_per_node_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_ranks_per_node_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetRanks_per_node() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_ranks_per_node_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSync_interval(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sync_interval_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sync_interval_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSync_interval() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sync_interval_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrMesh_options) SetSync_mode(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_mesh_options_sync_mode_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_mesh_options_sync_mode_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrMesh_options) GetSync_mode() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_mesh_options_sync_mode_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewMesh_options() (_swig_ret Mesh_options) {
 	var swig_r Mesh_options
-	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_swig_270a29369de887b3()))
+	swig_r = (Mesh_options)(SwigcptrMesh_options(C._wrap_new_mesh_options_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteMesh_options(arg1 Mesh_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_mesh_options_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_mesh_options_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Mesh_options interface {
@@ -5338,7 +5491,7 @@ func Mesh_options_init(arg1 Mesh_options, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_options_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_mesh_options_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5350,7 +5503,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_mesh_create_swig_270a29369de887b3(*(*C.swig_type_287)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_mesh_create_swig_4bdacf67fc3f4975(*(*C.swig_type_294)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5362,7 +5515,7 @@ func Mesh_create(arg1 []uintptr, arg2 uintptr, arg3 Mesh_options) (_swig_ret err
 
 func Mesh_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_mesh_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_mesh_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []int32) (_swig_ret error) {
@@ -5372,7 +5525,7 @@ func Mesh_coords(arg1 uintptr, arg2 []int32, arg3 []int32, arg4 []int32, arg5 []
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mesh_coords_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_289)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_290)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_291)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_4)))
+	swig_r_p := C._wrap_mesh_coords_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_296)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_297)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_298)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_299)(unsafe.Pointer(&_swig_i_4)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5395,7 +5548,7 @@ func Mesh_sharding_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_sharding_comm_swig_270a29369de887b3(*(*C.swig_type_294)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_sharding_comm_swig_4bdacf67fc3f4975(*(*C.swig_type_301)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5409,7 +5562,7 @@ func Mesh_replica_comm(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_replica_comm_swig_270a29369de887b3(*(*C.swig_type_296)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_mesh_replica_comm_swig_4bdacf67fc3f4975(*(*C.swig_type_303)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5423,7 +5576,7 @@ func Mesh_describe(arg1 uintptr, arg2 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mesh_describe_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_mesh_describe_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg2 = swigCopyString(*arg2) 
 	var swig_r_1 error
@@ -5438,7 +5591,7 @@ func Mesh_embedding_create(arg1 []uintptr, arg2 uintptr, arg3 uintptr, arg4 Opti
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_mesh_embedding_create_swig_270a29369de887b3(*(*C.swig_type_299)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_mesh_embedding_create_swig_4bdacf67fc3f4975(*(*C.swig_type_306)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5453,7 +5606,7 @@ func Mesh_sync(arg1 uintptr, arg2 uintptr, arg3 int) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_sync_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
+	swig_r_p := C._wrap_mesh_sync_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5465,7 +5618,7 @@ func Mesh_step(arg1 uintptr, arg2 uintptr, arg3 []int32) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_mesh_step_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_mesh_step_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_309)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5481,7 +5634,7 @@ func Mesh_sync_stats(arg1 uintptr, arg2 []uint64, arg3 []int32, arg4 []int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_mesh_sync_stats_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_mesh_sync_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_312)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5510,90 +5663,90 @@ func (p SwigcptrCheckpoint_options) SwigIsCheckpoint_options() {
 func (arg1 SwigcptrCheckpoint_options) SetVersion(arg2 uint) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_version_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetVersion() (_swig_ret uint) {
 	var swig_r uint
 	_swig_i_0 := arg1
-	swig_r = (uint)(C._wrap_checkpoint_options_version_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint)(C._wrap_checkpoint_options_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetNum_dense(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_num_dense_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
+	C._wrap_checkpoint_options_num_dense_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetNum_dense() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_checkpoint_options_num_dense_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_checkpoint_options_num_dense_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetReset_optimizer_state(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_reset_optimizer_state_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_reset_optimizer_state_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetReset_optimizer_state() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_reset_optimizer_state_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_reset_optimizer_state_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetAllow_dtype_change(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_allow_dtype_change_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_allow_dtype_change_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetAllow_dtype_change() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_allow_dtype_change_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_allow_dtype_change_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetVerify_first(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_verify_first_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_verify_first_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetVerify_first() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_verify_first_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_verify_first_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrCheckpoint_options) SetAllow_partial_load(arg2 int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_checkpoint_options_allow_partial_load_set_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	C._wrap_checkpoint_options_allow_partial_load_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 }
 
 func (arg1 SwigcptrCheckpoint_options) GetAllow_partial_load() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_checkpoint_options_allow_partial_load_get_swig_270a29369de887b3(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_checkpoint_options_allow_partial_load_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewCheckpoint_options() (_swig_ret Checkpoint_options) {
 	var swig_r Checkpoint_options
-	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_swig_270a29369de887b3()))
+	swig_r = (Checkpoint_options)(SwigcptrCheckpoint_options(C._wrap_new_checkpoint_options_swig_4bdacf67fc3f4975()))
 	return swig_r
 }
 
 func DeleteCheckpoint_options(arg1 Checkpoint_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_checkpoint_options_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_checkpoint_options_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 type Checkpoint_options interface {
@@ -5617,7 +5770,7 @@ func Checkpoint_options_init(arg1 Checkpoint_options, arg2 uint) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_checkpoint_options_init_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_checkpoint_options_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5629,7 +5782,7 @@ func Checkpoint_save(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_save_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_save_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_318)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5644,7 +5797,7 @@ func Checkpoint_load(arg1 uintptr, arg2 string, arg3 Checkpoint_options) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_checkpoint_load_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_checkpoint_load_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5660,7 +5813,7 @@ func Checkpoint_save_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_save_mesh_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_save_mesh_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5676,7 +5829,7 @@ func Checkpoint_load_mesh(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_checkpoint_load_mesh_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_load_mesh_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -5692,7 +5845,7 @@ func Checkpoint_export_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_export_table_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_319)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_320)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_export_table_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_327)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5711,7 +5864,7 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_checkpoint_import_table_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
+	swig_r_p := C._wrap_checkpoint_import_table_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_329)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5726,13 +5879,13 @@ func Checkpoint_import_table(arg1 uintptr, arg2 string, arg3 string, arg4 int) (
 
 func Bind_tiers_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_tiers_new_swig_270a29369de887b3())
+	swig_r = (uintptr)(C._wrap_bind_tiers_new_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 func Bind_tiers_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_tiers_free_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_tiers_free_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_tiers_add(arg1 uintptr, arg2 string, arg3 string, arg4 int64) (_swig_ret error) {
@@ -5741,7 +5894,7 @@ func Bind_tiers_add(arg1 uintptr, arg2 string, arg3 string, arg4 int64) (_swig_r
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_tiers_add_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_325)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_326)(unsafe.Pointer(&_swig_i_2)), C.swig_type_327(_swig_i_3))
+	swig_r_p := C._wrap_bind_tiers_add_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_333)(unsafe.Pointer(&_swig_i_2)), C.swig_type_334(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5758,7 +5911,7 @@ func Bind_tiers_apply(arg1 uintptr, arg2 Embedding_options) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_bind_tiers_apply_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_tiers_apply_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5767,19 +5920,19 @@ func Bind_tiers_apply(arg1 uintptr, arg2 Embedding_options) (_swig_ret error) {
 
 func Bind_plan_spec_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_swig_270a29369de887b3())
+	swig_r = (uintptr)(C._wrap_bind_plan_spec_new_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 func Bind_plan_spec_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_plan_spec_free_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_plan_spec_free_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_plan_spec_topology(arg1 uintptr) (_swig_ret Topology_t) {
 	var swig_r Topology_t
 	_swig_i_0 := arg1
-	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))))
+	swig_r = (Topology_t)(SwigcptrTopology_t(C._wrap_bind_plan_spec_topology_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
@@ -5788,7 +5941,7 @@ func Bind_plan_spec_add_feature(arg1 uintptr, arg2 string, arg3 float32) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_330)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
+	swig_r_p := C._wrap_bind_plan_spec_add_feature_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_337)(unsafe.Pointer(&_swig_i_1)), C.float(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5810,7 +5963,7 @@ func Bind_plan_spec_add_table(arg1 uintptr, arg2 string, arg3 int64, arg4 int, a
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_332)(unsafe.Pointer(&_swig_i_1)), C.swig_type_333(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_334)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_339)(unsafe.Pointer(&_swig_i_1)), C.swig_type_340(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), C.swig_intgo(_swig_i_5), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7), C.float(_swig_i_8), C.float(_swig_i_9))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5827,7 +5980,7 @@ func Bind_plan_spec_set_table_optimizer(arg1 uintptr, arg2 Optimizer_config) (_s
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_bind_plan_spec_set_table_optimizer_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_spec_set_table_optimizer_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5838,7 +5991,7 @@ func Bind_plan_spec_set_table_dynamic(arg1 uintptr, arg2 Dynamic_table_config) (
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_bind_plan_spec_set_table_dynamic_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_spec_set_table_dynamic_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -5849,7 +6002,7 @@ func Bind_plan_spec_add_table_feature_name(arg1 uintptr, arg2 string) (_swig_ret
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_338)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_add_table_feature_name_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_345)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5867,7 +6020,7 @@ func Bind_plan_spec_add_constraints(arg1 uintptr, arg2 string, arg3 uint, arg4 i
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_340)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_341)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_342)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_plan_spec_add_constraints_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_347)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_348)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_349)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5887,7 +6040,7 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_344)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -5897,11 +6050,24 @@ func Bind_plan_spec_set_memory_bytes_per_rank(arg1 uintptr, arg2 []int64) (_swig
 	return swig_r_1
 }
 
+func Bind_plan_spec_set_constraints_tier(arg1 uintptr, arg2 int64, arg3 float64, arg4 float64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_bind_plan_spec_set_constraints_tier_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Bind_plan_create(arg1 []uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_plan_create_swig_270a29369de887b3(*(*C.swig_type_346)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_plan_create_swig_4bdacf67fc3f4975(*(*C.swig_type_355)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -5920,7 +6086,7 @@ func Bind_embedding_forward(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_embedding_forward_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_348(_swig_i_1), C.swig_type_349(_swig_i_2), *(*C.swig_type_350)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_351)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_352)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_353)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_embedding_forward_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_357(_swig_i_1), C.swig_type_358(_swig_i_2), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_360)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_361)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5947,7 +6113,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1), C.swig_type_356(_swig_i_2), *(*C.swig_type_357)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_358)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_359)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_364(_swig_i_1), C.swig_type_365(_swig_i_2), *(*C.swig_type_366)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_367)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_368)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -5966,7 +6132,7 @@ func Bind_embedding_input_dist_start(arg1 uintptr, arg2 int64, arg3 int64, arg4 
 func Bind_device_plugin_path(arg1 *string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_device_plugin_path_swig_270a29369de887b3(C.swig_voidp(_swig_i_0))
+	swig_r_p := C._wrap_bind_device_plugin_path_swig_4bdacf67fc3f4975(C.swig_voidp(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg1 = swigCopyString(*arg1) 
 	var swig_r_1 error
@@ -5984,7 +6150,7 @@ func Bind_checkpoint(arg1 uintptr, arg2 uintptr, arg3 string, arg4 Checkpoint_op
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_checkpoint_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_362)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_363)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_364)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_365)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
+	swig_r_p := C._wrap_bind_checkpoint_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_374)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6013,7 +6179,7 @@ func Bind_embedding_forward_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1), C.swig_type_368(_swig_i_2), *(*C.swig_type_369)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_370)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_371)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_372)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_373)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_forward_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_376(_swig_i_1), C.swig_type_377(_swig_i_2), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_380)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_381)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_382)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6040,7 +6206,7 @@ func Bind_embedding_forward_distributed_tensor(arg1 uintptr, arg2 []float32, arg
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_375)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_376)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_forward_distributed_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_385)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6058,7 +6224,7 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_378)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_379)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_embedding_backward_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_388)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6074,21 +6240,21 @@ func Bind_embedding_backward_tensor(arg1 uintptr, arg2 []float32, arg3 []int64) 
 type Enum_SS_shardrec_activation int
 func _swig_getACTIVATION_NONE() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_NONE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_NONE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ACTIVATION_NONE Enum_SS_shardrec_activation = _swig_getACTIVATION_NONE()
 func _swig_getACTIVATION_RELU() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_RELU_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_RELU_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var ACTIVATION_RELU Enum_SS_shardrec_activation = _swig_getACTIVATION_RELU()
 func _swig_getACTIVATION_SIGMOID() (_swig_ret Enum_SS_shardrec_activation) {
 	var swig_r Enum_SS_shardrec_activation
-	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_SIGMOID_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_activation)(C._wrap_ACTIVATION_SIGMOID_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -6096,7 +6262,7 @@ var ACTIVATION_SIGMOID Enum_SS_shardrec_activation = _swig_getACTIVATION_SIGMOID
 func Dense_set_blas_threads(arg1 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dense_set_blas_threads_swig_270a29369de887b3(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_dense_set_blas_threads_swig_4bdacf67fc3f4975(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6106,21 +6272,21 @@ func Dense_set_blas_threads(arg1 int) (_swig_ret error) {
 type Enum_SS_shardrec_dense_math int
 func _swig_getDENSE_MATH_FP32() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_FP32_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_FP32_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DENSE_MATH_FP32 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_FP32()
 func _swig_getDENSE_MATH_TF32() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_TF32_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_TF32_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DENSE_MATH_TF32 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_TF32()
 func _swig_getDENSE_MATH_BF16() (_swig_ret Enum_SS_shardrec_dense_math) {
 	var swig_r Enum_SS_shardrec_dense_math
-	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_BF16_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_dense_math)(C._wrap_DENSE_MATH_BF16_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -6128,7 +6294,7 @@ var DENSE_MATH_BF16 Enum_SS_shardrec_dense_math = _swig_getDENSE_MATH_BF16()
 const MLP_OPTIONS_VERSION uint = 2
 func Mlp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_mlp_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_mlp_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 int64) (_swig_ret error) {
@@ -6138,7 +6304,7 @@ func Mlp_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_forward_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_382)(unsafe.Pointer(&_swig_i_1)), C.swig_type_383(_swig_i_2), *(*C.swig_type_384)(unsafe.Pointer(&_swig_i_3)), C.swig_type_385(_swig_i_4))
+	swig_r_p := C._wrap_mlp_forward_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_391)(unsafe.Pointer(&_swig_i_1)), C.swig_type_392(_swig_i_2), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_3)), C.swig_type_394(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6158,7 +6324,7 @@ func Mlp_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_mlp_infer_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_387)(unsafe.Pointer(&_swig_i_1)), C.swig_type_388(_swig_i_2), *(*C.swig_type_389)(unsafe.Pointer(&_swig_i_3)), C.swig_type_390(_swig_i_4))
+	swig_r_p := C._wrap_mlp_infer_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_396)(unsafe.Pointer(&_swig_i_1)), C.swig_type_397(_swig_i_2), *(*C.swig_type_398)(unsafe.Pointer(&_swig_i_3)), C.swig_type_399(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6174,7 +6340,7 @@ func Mlp_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 func Mlp_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_mlp_zero_grad_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_mlp_zero_grad_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6185,7 +6351,7 @@ func Mlp_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_mlp_num_tensors_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_393)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_mlp_num_tensors_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_402)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6203,7 +6369,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dcn_create_swig_270a29369de887b3(*(*C.swig_type_395)(unsafe.Pointer(&_swig_i_0)), C.swig_type_396(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_397(_swig_i_3), C.swig_type_398(_swig_i_4), *(*C.swig_type_399)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_dcn_create_swig_4bdacf67fc3f4975(*(*C.swig_type_404)(unsafe.Pointer(&_swig_i_0)), C.swig_type_405(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_type_406(_swig_i_3), C.swig_type_407(_swig_i_4), *(*C.swig_type_408)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6218,7 +6384,7 @@ func Dcn_create(arg1 []uintptr, arg2 int64, arg3 int, arg4 int64, arg5 uint64, a
 
 func Dcn_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_dcn_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_dcn_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 int64) (_swig_ret error) {
@@ -6228,7 +6394,7 @@ func Dcn_forward(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_forward_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_401)(unsafe.Pointer(&_swig_i_1)), C.swig_type_402(_swig_i_2), *(*C.swig_type_403)(unsafe.Pointer(&_swig_i_3)), C.swig_type_404(_swig_i_4))
+	swig_r_p := C._wrap_dcn_forward_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_410)(unsafe.Pointer(&_swig_i_1)), C.swig_type_411(_swig_i_2), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_3)), C.swig_type_413(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6248,7 +6414,7 @@ func Dcn_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dcn_infer_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_406)(unsafe.Pointer(&_swig_i_1)), C.swig_type_407(_swig_i_2), *(*C.swig_type_408)(unsafe.Pointer(&_swig_i_3)), C.swig_type_409(_swig_i_4))
+	swig_r_p := C._wrap_dcn_infer_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_415)(unsafe.Pointer(&_swig_i_1)), C.swig_type_416(_swig_i_2), *(*C.swig_type_417)(unsafe.Pointer(&_swig_i_3)), C.swig_type_418(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6264,7 +6430,7 @@ func Dcn_infer(arg1 uintptr, arg2 []float32, arg3 int64, arg4 []float32, arg5 in
 func Dcn_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dcn_zero_grad_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_dcn_zero_grad_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6275,7 +6441,7 @@ func Dcn_num_tensors(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dcn_num_tensors_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_412)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dcn_num_tensors_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_421)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6290,7 +6456,7 @@ func Dot_interaction_width(arg1 int64, arg2 int64, arg3 []int64) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dot_interaction_width_swig_270a29369de887b3(C.swig_type_414(_swig_i_0), C.swig_type_415(_swig_i_1), *(*C.swig_type_416)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_dot_interaction_width_swig_4bdacf67fc3f4975(C.swig_type_423(_swig_i_0), C.swig_type_424(_swig_i_1), *(*C.swig_type_425)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6310,7 +6476,7 @@ func Dot_interaction_backward(arg1 []float32, arg2 []float32, arg3 []float32, ar
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dot_interaction_backward_swig_270a29369de887b3(*(*C.swig_type_418)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_419)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_420)(unsafe.Pointer(&_swig_i_2)), C.swig_type_421(_swig_i_3), C.swig_type_422(_swig_i_4), C.swig_type_423(_swig_i_5), *(*C.swig_type_424)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_425)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_dot_interaction_backward_swig_4bdacf67fc3f4975(*(*C.swig_type_427)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_428)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_429)(unsafe.Pointer(&_swig_i_2)), C.swig_type_430(_swig_i_3), C.swig_type_431(_swig_i_4), C.swig_type_432(_swig_i_5), *(*C.swig_type_433)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_434)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6340,7 +6506,7 @@ func Bce_with_logits(arg1 []float32, arg2 []float32, arg3 int64, arg4 float64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bce_with_logits_swig_270a29369de887b3(*(*C.swig_type_427)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_428)(unsafe.Pointer(&_swig_i_1)), C.swig_type_429(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_430)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_431)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bce_with_logits_swig_4bdacf67fc3f4975(*(*C.swig_type_436)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_437)(unsafe.Pointer(&_swig_i_1)), C.swig_type_438(_swig_i_2), C.double(_swig_i_3), *(*C.swig_type_439)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_440)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6363,7 +6529,7 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_dense_optimizer_create_swig_270a29369de887b3(*(*C.swig_type_433)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_create_swig_4bdacf67fc3f4975(*(*C.swig_type_442)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6375,14 +6541,14 @@ func Dense_optimizer_create(arg1 []uintptr, arg2 Optimizer_config) (_swig_ret er
 
 func Dense_optimizer_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_dense_optimizer_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_dense_optimizer_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Dense_optimizer_set_learning_rate(arg1 uintptr, arg2 float32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_learning_rate_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_learning_rate_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6393,7 +6559,7 @@ func Dense_optimizer_steps(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_steps_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_436)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dense_optimizer_steps_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_445)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6407,7 +6573,7 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_438(_swig_i_1))
+	swig_r_p := C._wrap_dense_optimizer_set_steps_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_447(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6417,14 +6583,14 @@ func Dense_optimizer_set_steps(arg1 uintptr, arg2 int64) (_swig_ret error) {
 type Enum_SS_shardrec_ddp_compression int
 func _swig_getDDP_COMPRESSION_NONE() (_swig_ret Enum_SS_shardrec_ddp_compression) {
 	var swig_r Enum_SS_shardrec_ddp_compression
-	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_NONE_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_NONE_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var DDP_COMPRESSION_NONE Enum_SS_shardrec_ddp_compression = _swig_getDDP_COMPRESSION_NONE()
 func _swig_getDDP_COMPRESSION_BF16() (_swig_ret Enum_SS_shardrec_ddp_compression) {
 	var swig_r Enum_SS_shardrec_ddp_compression
-	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_BF16_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_ddp_compression)(C._wrap_DDP_COMPRESSION_BF16_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
@@ -6432,13 +6598,13 @@ var DDP_COMPRESSION_BF16 Enum_SS_shardrec_ddp_compression = _swig_getDDP_COMPRES
 const DDP_OPTIONS_VERSION uint = 1
 func Ddp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_ddp_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_ddp_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Ddp_zero_grad(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_ddp_zero_grad_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_ddp_zero_grad_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6449,7 +6615,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_mark_ready_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_441(_swig_i_1))
+	swig_r_p := C._wrap_ddp_mark_ready_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6459,7 +6625,7 @@ func Ddp_mark_ready(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Ddp_finish(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_ddp_finish_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_ddp_finish_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6470,7 +6636,7 @@ func Ddp_set_sync(arg1 uintptr, arg2 int) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_ddp_set_sync_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r_p := C._wrap_ddp_set_sync_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6479,14 +6645,14 @@ func Ddp_set_sync(arg1 uintptr, arg2 int) (_swig_ret error) {
 
 func Fsdp_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_fsdp_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_fsdp_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Fsdp_release(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_release_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_445(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_release_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_454(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6497,7 +6663,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_fsdp_reduce_grad_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_447(_swig_i_1))
+	swig_r_p := C._wrap_fsdp_reduce_grad_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_456(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6507,7 +6673,7 @@ func Fsdp_reduce_grad(arg1 uintptr, arg2 int64) (_swig_ret error) {
 func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_fsdp_step_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_fsdp_step_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6517,7 +6683,7 @@ func Fsdp_step(arg1 uintptr) (_swig_ret error) {
 func Bind_dense_blas_threads(arg1 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_bind_dense_blas_threads_swig_270a29369de887b3(*(*C.swig_type_450)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_bind_dense_blas_threads_swig_4bdacf67fc3f4975(*(*C.swig_type_459)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6532,7 +6698,7 @@ func Bind_mlp_dims(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_dims_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_452)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_453)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_dims_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_461)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_462)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6550,7 +6716,7 @@ func Bind_mlp_device(arg1 uintptr, arg2 []int32, arg3 []int32) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_device_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_455)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_456)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_mlp_device_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_464)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_465)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6568,7 +6734,7 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_memory_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_458)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_memory_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_467)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_468)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6583,20 +6749,20 @@ func Bind_fsdp_memory(arg1 uintptr, arg2 []int64, arg3 []int64) (_swig_ret error
 
 func Bind_param_list_new() (_swig_ret uintptr) {
 	var swig_r uintptr
-	swig_r = (uintptr)(C._wrap_bind_param_list_new_swig_270a29369de887b3())
+	swig_r = (uintptr)(C._wrap_bind_param_list_new_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 func Bind_param_list_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_param_list_free_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_param_list_free_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Bind_param_list_add_mlp(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_param_list_add_mlp_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_param_list_add_mlp_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6607,7 +6773,7 @@ func Bind_param_list_add_dcn(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_param_list_add_dcn_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_param_list_add_dcn_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6618,7 +6784,7 @@ func Bind_dense_optimizer_step(arg1 uintptr, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_bind_dense_optimizer_step_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_bind_dense_optimizer_step_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6633,7 +6799,7 @@ func Bind_mlp_create(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_mlp_create_swig_270a29369de887b3(*(*C.swig_type_464)(unsafe.Pointer(&_swig_i_0)), C.swig_type_465(_swig_i_1), *(*C.swig_type_466)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_467)(unsafe.Pointer(&_swig_i_3)), C.swig_type_468(_swig_i_4), *(*C.swig_type_469)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_mlp_create_swig_4bdacf67fc3f4975(*(*C.swig_type_473)(unsafe.Pointer(&_swig_i_0)), C.swig_type_474(_swig_i_1), *(*C.swig_type_475)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_3)), C.swig_type_477(_swig_i_4), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6663,7 +6829,7 @@ func Bind_mlp_create_on(arg1 []uintptr, arg2 int64, arg3 []int64, arg4 []int32, 
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_mlp_create_on_swig_270a29369de887b3(*(*C.swig_type_471)(unsafe.Pointer(&_swig_i_0)), C.swig_type_472(_swig_i_1), *(*C.swig_type_473)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_474)(unsafe.Pointer(&_swig_i_3)), C.swig_type_475(_swig_i_4), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
+	swig_r_p := C._wrap_bind_mlp_create_on_swig_4bdacf67fc3f4975(*(*C.swig_type_480)(unsafe.Pointer(&_swig_i_0)), C.swig_type_481(_swig_i_1), *(*C.swig_type_482)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_483)(unsafe.Pointer(&_swig_i_3)), C.swig_type_484(_swig_i_4), *(*C.swig_type_485)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), C.swig_intgo(_swig_i_7), C.swig_intgo(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6689,7 +6855,7 @@ func Bind_mlp_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_backward_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_479)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_480(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_backward_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_487)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_488)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_489(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6709,7 +6875,7 @@ func Bind_dcn_backward(arg1 uintptr, arg2 []float32, arg3 []float32, arg4 uintpt
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_backward_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_482)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_483)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_484(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_backward_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_491)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_492)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_type_493(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6727,7 +6893,7 @@ func Bind_mlp_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_486(_swig_i_2))
+	swig_r_p := C._wrap_bind_mlp_use_ddp_grads_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_495(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6739,7 +6905,7 @@ func Bind_dcn_use_ddp_grads(arg1 uintptr, arg2 uintptr, arg3 int64) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_488(_swig_i_2))
+	swig_r_p := C._wrap_bind_dcn_use_ddp_grads_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_497(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -6752,7 +6918,7 @@ func Bind_mlp_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_490(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_491)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_mlp_tensor_info_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_500)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6769,7 +6935,7 @@ func Bind_dcn_tensor_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_493(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_494)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dcn_tensor_info_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_502(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_503)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -6787,7 +6953,7 @@ func Bind_mlp_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_496(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_497)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_mlp_copy_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_505(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_506)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6804,7 +6970,7 @@ func Bind_dcn_copy_tensor(arg1 uintptr, arg2 int64, arg3 int, arg4 []float32, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_500)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
+	swig_r_p := C._wrap_bind_dcn_copy_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_508(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_509)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6822,7 +6988,7 @@ func Bind_ddp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 int64, arg
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_create_swig_270a29369de887b3(*(*C.swig_type_502)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_503)(unsafe.Pointer(&_swig_i_2)), C.swig_type_504(_swig_i_3), C.swig_type_505(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_ddp_create_swig_4bdacf67fc3f4975(*(*C.swig_type_511)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_512)(unsafe.Pointer(&_swig_i_2)), C.swig_type_513(_swig_i_3), C.swig_type_514(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6843,7 +7009,7 @@ func Bind_ddp_stats(arg1 uintptr, arg2 []int64, arg3 []int64, arg4 []float64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_ddp_stats_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_507)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_508)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_509)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_510)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_511)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_bind_ddp_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_516)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_517)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_519)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_520)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -6870,7 +7036,7 @@ func Bind_ddp_bucket_size(arg1 uintptr, arg2 int64, arg3 []uint64) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_513(_swig_i_1), *(*C.swig_type_514)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_ddp_bucket_size_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_522(_swig_i_1), *(*C.swig_type_523)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6886,7 +7052,7 @@ func Bind_ddp_bucket_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg4 []uint64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_516(_swig_i_1), C.swig_type_517(_swig_i_2), *(*C.swig_type_518)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_ddp_bucket_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_525(_swig_i_1), C.swig_type_526(_swig_i_2), *(*C.swig_type_527)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6905,7 +7071,7 @@ func Bind_dot_interaction_forward(arg1 []float32, arg2 []float32, arg3 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_270a29369de887b3(*(*C.swig_type_520)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_521)(unsafe.Pointer(&_swig_i_1)), C.swig_type_522(_swig_i_2), C.swig_type_523(_swig_i_3), C.swig_type_524(_swig_i_4), *(*C.swig_type_525)(unsafe.Pointer(&_swig_i_5)), C.swig_type_526(_swig_i_6))
+	swig_r_p := C._wrap_bind_dot_interaction_forward_swig_4bdacf67fc3f4975(*(*C.swig_type_529)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_1)), C.swig_type_531(_swig_i_2), C.swig_type_532(_swig_i_3), C.swig_type_533(_swig_i_4), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_5)), C.swig_type_535(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6928,7 +7094,7 @@ func Bind_fsdp_create(arg1 []uintptr, arg2 uintptr, arg3 []int64, arg4 []float32
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_bind_fsdp_create_swig_270a29369de887b3(*(*C.swig_type_528)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_529)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_create_swig_4bdacf67fc3f4975(*(*C.swig_type_537)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_539)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -6951,7 +7117,7 @@ func Bind_fsdp_gather(arg1 uintptr, arg2 int64, arg3 int64, arg4 []float32, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_bind_fsdp_gather_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_532(_swig_i_1), C.swig_type_533(_swig_i_2), *(*C.swig_type_534)(unsafe.Pointer(&_swig_i_3)), C.swig_type_535(_swig_i_4))
+	swig_r_p := C._wrap_bind_fsdp_gather_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_541(_swig_i_1), C.swig_type_542(_swig_i_2), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_3)), C.swig_type_544(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -6967,7 +7133,7 @@ func Bind_fsdp_add_grad(arg1 uintptr, arg2 int64, arg3 []float32, arg4 int64) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_537(_swig_i_1), *(*C.swig_type_538)(unsafe.Pointer(&_swig_i_2)), C.swig_type_539(_swig_i_3))
+	swig_r_p := C._wrap_bind_fsdp_add_grad_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_546(_swig_i_1), *(*C.swig_type_547)(unsafe.Pointer(&_swig_i_2)), C.swig_type_548(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -6983,7 +7149,7 @@ func Bind_fsdp_shard_range(arg1 uintptr, arg2 int64, arg3 []int64, arg4 []int64)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_541(_swig_i_1), *(*C.swig_type_542)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_543)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_fsdp_shard_range_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_550(_swig_i_1), *(*C.swig_type_551)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_552)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -7001,7 +7167,7 @@ func Bind_fsdp_read_shard(arg1 uintptr, arg2 int64, arg3 []float32) (_swig_ret e
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_545(_swig_i_1), *(*C.swig_type_546)(unsafe.Pointer(&_swig_i_2)))
+	swig_r_p := C._wrap_bind_fsdp_read_shard_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_554(_swig_i_1), *(*C.swig_type_555)(unsafe.Pointer(&_swig_i_2)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -7017,7 +7183,7 @@ func Bind_dense_optimizer_state_count(arg1 uintptr, arg2 int64, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_548(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_549)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_count_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_557(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_558)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7035,7 +7201,7 @@ func Bind_dense_optimizer_state_copy(arg1 uintptr, arg2 int64, arg3 int, arg4 []
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_551(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_552)(unsafe.Pointer(&_swig_i_3)), C.swig_type_553(_swig_i_4), C.swig_intgo(_swig_i_5))
+	swig_r_p := C._wrap_bind_dense_optimizer_state_copy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_560(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_561)(unsafe.Pointer(&_swig_i_3)), C.swig_type_562(_swig_i_4), C.swig_intgo(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7050,7 +7216,7 @@ func Bind_ddp_set_external(arg1 uintptr, arg2 int64, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_bind_ddp_set_external_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_555(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_bind_ddp_set_external_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_564(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -7063,7 +7229,7 @@ func Bind_mlp_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_557(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_mlp_bind_storage_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_566(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -7076,7 +7242,7 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_559(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_bind_dcn_bind_storage_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_568(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
  swig_r_1 = statusError(swigCopyString(swig_r)) 
@@ -7086,67 +7252,68 @@ func Bind_dcn_bind_storage(arg1 uintptr, arg2 int64, arg3 uintptr, arg4 uintptr)
 type Enum_SS_shardrec_serving_storage int
 func _swig_getSERVING_AS_TRAINED() (_swig_ret Enum_SS_shardrec_serving_storage) {
 	var swig_r Enum_SS_shardrec_serving_storage
-	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_AS_TRAINED_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_AS_TRAINED_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SERVING_AS_TRAINED Enum_SS_shardrec_serving_storage = _swig_getSERVING_AS_TRAINED()
 func _swig_getSERVING_FP32() (_swig_ret Enum_SS_shardrec_serving_storage) {
 	var swig_r Enum_SS_shardrec_serving_storage
-	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP32_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP32_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SERVING_FP32 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP32()
 func _swig_getSERVING_FP16() (_swig_ret Enum_SS_shardrec_serving_storage) {
 	var swig_r Enum_SS_shardrec_serving_storage
-	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP16_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP16_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SERVING_FP16 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP16()
 func _swig_getSERVING_BF16() (_swig_ret Enum_SS_shardrec_serving_storage) {
 	var swig_r Enum_SS_shardrec_serving_storage
-	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_BF16_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_BF16_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SERVING_BF16 Enum_SS_shardrec_serving_storage = _swig_getSERVING_BF16()
 func _swig_getSERVING_INT8() (_swig_ret Enum_SS_shardrec_serving_storage) {
 	var swig_r Enum_SS_shardrec_serving_storage
-	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_INT8_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_INT8_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SERVING_INT8 Enum_SS_shardrec_serving_storage = _swig_getSERVING_INT8()
 func _swig_getSERVING_INT4() (_swig_ret Enum_SS_shardrec_serving_storage) {
 	var swig_r Enum_SS_shardrec_serving_storage
-	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_INT4_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_INT4_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SERVING_INT4 Enum_SS_shardrec_serving_storage = _swig_getSERVING_INT4()
 func _swig_getSERVING_FP8_E4M3() (_swig_ret Enum_SS_shardrec_serving_storage) {
 	var swig_r Enum_SS_shardrec_serving_storage
-	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP8_E4M3_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP8_E4M3_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SERVING_FP8_E4M3 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP8_E4M3()
 func _swig_getSERVING_FP8_E5M2() (_swig_ret Enum_SS_shardrec_serving_storage) {
 	var swig_r Enum_SS_shardrec_serving_storage
-	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP8_E5M2_swig_270a29369de887b3())
+	swig_r = (Enum_SS_shardrec_serving_storage)(C._wrap_SERVING_FP8_E5M2_swig_4bdacf67fc3f4975())
 	return swig_r
 }
 
 var SERVING_FP8_E5M2 Enum_SS_shardrec_serving_storage = _swig_getSERVING_FP8_E5M2()
 const TABLE_STORAGE_VERSION uint = 1
-const INFERENCE_OPTIONS_VERSION uint = 1
+const SERVING_TIER_VERSION uint = 1
+const INFERENCE_OPTIONS_VERSION uint = 2
 func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_save_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_561)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_save_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_570)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7158,14 +7325,14 @@ func Inference_save(arg1 uintptr, arg2 string) (_swig_ret error) {
 
 func Inference_destroy(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_inference_destroy_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_inference_destroy_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Inference_output_dim(arg1 uintptr, arg2 []int64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_output_dim_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_563)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_output_dim_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_572)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7179,7 +7346,7 @@ func Inference_is_sequence(arg1 uintptr, arg2 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_is_sequence_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_565)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_is_sequence_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_574)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7193,7 +7360,7 @@ func Inference_num_features(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_features_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_567)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_features_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_576)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7207,7 +7374,7 @@ func Inference_num_tables(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_num_tables_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_569)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_num_tables_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_578)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7225,7 +7392,7 @@ func Inference_table_info(arg1 uintptr, arg2 int64, arg3 *string, arg4 []int64, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_inference_table_info_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_571(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_572)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_573)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_574)(unsafe.Pointer(&_swig_i_5)))
+	swig_r_p := C._wrap_inference_table_info_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_580(_swig_i_1), C.swig_voidp(_swig_i_2), *(*C.swig_type_581)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_582)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_583)(unsafe.Pointer(&_swig_i_5)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
  *arg3 = swigCopyString(*arg3) 
 	if Swig_escape_always_false {
@@ -7251,7 +7418,7 @@ func Inference_row_scales(arg1 uintptr, arg2 string, arg3 []int64, arg4 int64, a
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_inference_row_scales_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_576)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_577)(unsafe.Pointer(&_swig_i_2)), C.swig_type_578(_swig_i_3), *(*C.swig_type_579)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_580)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_581)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_inference_row_scales_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_585)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_586)(unsafe.Pointer(&_swig_i_2)), C.swig_type_587(_swig_i_3), *(*C.swig_type_588)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_589)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_590)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7277,7 +7444,7 @@ func Inference_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_version_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_583)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_version_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_592)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7291,7 +7458,7 @@ func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_pin_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_585)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_pin_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_594)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7303,14 +7470,14 @@ func Inference_pin(arg1 uintptr, arg2 []uintptr) (_swig_ret error) {
 
 func Inference_unpin(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_inference_unpin_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_inference_unpin_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 func Inference_snapshot_version(arg1 uintptr, arg2 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_snapshot_version_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_587)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_snapshot_version_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_596)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7326,7 +7493,7 @@ func Inference_snapshot_dense_tensor(arg1 uintptr, arg2 string, arg3 []uintptr, 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_589)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_590)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_591)(unsafe.Pointer(&_swig_i_3)))
+	swig_r_p := C._wrap_inference_snapshot_dense_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_598)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_599)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_600)(unsafe.Pointer(&_swig_i_3)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7346,7 +7513,7 @@ func Inference_reload(arg1 uintptr, arg2 string) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_inference_reload_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_593)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_inference_reload_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_602)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7365,7 +7532,7 @@ func Inference_apply_delta(arg1 uintptr, arg2 string, arg3 []int64, arg4 []float
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_inference_apply_delta_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_595)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_596)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_597)(unsafe.Pointer(&_swig_i_3)), C.swig_type_598(_swig_i_4), *(*C.swig_type_599)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_600)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_inference_apply_delta_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_604)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_605)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_606)(unsafe.Pointer(&_swig_i_3)), C.swig_type_607(_swig_i_4), *(*C.swig_type_608)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_609)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7397,7 +7564,7 @@ func Inference_apply_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 []f
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_inference_apply_delta_ext_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), *(*C.swig_type_602)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_603)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_604)(unsafe.Pointer(&_swig_i_3)), C.swig_type_605(_swig_i_4), *(*C.swig_type_606)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), *(*C.swig_type_607)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_inference_apply_delta_ext_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_611)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_612)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_613)(unsafe.Pointer(&_swig_i_3)), C.swig_type_614(_swig_i_4), *(*C.swig_type_615)(unsafe.Pointer(&_swig_i_5)), C.swig_intgo(_swig_i_6), *(*C.swig_type_616)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -7419,6 +7586,208 @@ func Inference_apply_delta_ext(arg1 uintptr, arg2 string, arg3 []int64, arg4 []f
 	return swig_r_1
 }
 
+type SwigcptrServing_tier_stats uintptr
+
+func (p SwigcptrServing_tier_stats) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrServing_tier_stats) SwigIsServing_tier_stats() {
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetVersion(arg2 uint) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetVersion() (_swig_ret uint) {
+	var swig_r uint
+	_swig_i_0 := arg1
+	swig_r = (uint)(C._wrap_serving_tier_stats_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetModel_version(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_model_version_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_617(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetModel_version() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_serving_tier_stats_model_version_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetCache_bytes(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_cache_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_619(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetCache_bytes() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_serving_tier_stats_cache_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetCache_slots(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_cache_slots_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_621(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetCache_slots() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_serving_tier_stats_cache_slots_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetCache_rows(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_cache_rows_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_623(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetCache_rows() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_serving_tier_stats_cache_rows_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetHits(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_hits_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_625(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetHits() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_serving_tier_stats_hits_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetMisses(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_misses_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_627(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetMisses() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_serving_tier_stats_misses_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetHit_rate(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_hit_rate_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetHit_rate() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_serving_tier_stats_hit_rate_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetDisk_reads(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_disk_reads_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_629(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetDisk_reads() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_serving_tier_stats_disk_reads_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrServing_tier_stats) SetDisk_read_bytes(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_serving_tier_stats_disk_read_bytes_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_631(_swig_i_1))
+}
+
+func (arg1 SwigcptrServing_tier_stats) GetDisk_read_bytes() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_serving_tier_stats_disk_read_bytes_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewServing_tier_stats() (_swig_ret Serving_tier_stats) {
+	var swig_r Serving_tier_stats
+	swig_r = (Serving_tier_stats)(SwigcptrServing_tier_stats(C._wrap_new_serving_tier_stats_swig_4bdacf67fc3f4975()))
+	return swig_r
+}
+
+func DeleteServing_tier_stats(arg1 Serving_tier_stats) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_serving_tier_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
+}
+
+type Serving_tier_stats interface {
+	Swigcptr() uintptr
+	SwigIsServing_tier_stats()
+	SetVersion(arg2 uint)
+	GetVersion() (_swig_ret uint)
+	SetModel_version(arg2 uint64)
+	GetModel_version() (_swig_ret uint64)
+	SetCache_bytes(arg2 int64)
+	GetCache_bytes() (_swig_ret int64)
+	SetCache_slots(arg2 int64)
+	GetCache_slots() (_swig_ret int64)
+	SetCache_rows(arg2 int64)
+	GetCache_rows() (_swig_ret int64)
+	SetHits(arg2 int64)
+	GetHits() (_swig_ret int64)
+	SetMisses(arg2 int64)
+	GetMisses() (_swig_ret int64)
+	SetHit_rate(arg2 float64)
+	GetHit_rate() (_swig_ret float64)
+	SetDisk_reads(arg2 int64)
+	GetDisk_reads() (_swig_ret int64)
+	SetDisk_read_bytes(arg2 int64)
+	GetDisk_read_bytes() (_swig_ret int64)
+}
+
+const SERVING_TIER_STATS_VERSION uint = 1
+func Serving_tier_stats_init(arg1 Serving_tier_stats, arg2 uint) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_serving_tier_stats_init_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
+func Inference_tier_stats(arg1 uintptr, arg2 string, arg3 Serving_tier_stats) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_inference_tier_stats_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), *(*C.swig_type_635)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 int, arg6 string, arg7 []int32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
@@ -7428,7 +7797,7 @@ func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 i
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_open_swig_270a29369de887b3(*(*C.swig_type_609)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_610)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_611)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_612)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_open_swig_4bdacf67fc3f4975(*(*C.swig_type_637)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_638)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_639)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_640)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -7447,6 +7816,42 @@ func Bind_inference_open(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 i
 	return swig_r_1
 }
 
+func Bind_inference_open_tiered(arg1 []uintptr, arg2 string, arg3 int, arg4 int, arg5 int, arg6 string, arg7 []int32, arg8 string, arg9 []int64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	_swig_i_8 := arg9
+	swig_r_p := C._wrap_bind_inference_open_tiered_swig_4bdacf67fc3f4975(*(*C.swig_type_642)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_643)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), C.swig_intgo(_swig_i_4), *(*C.swig_type_644)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_645)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_646)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_647)(unsafe.Pointer(&_swig_i_8)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg8
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg9
+	}
+	var swig_r_1 error
+ swig_r_1 = statusError(swigCopyString(swig_r)) 
+	return swig_r_1
+}
+
 func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, arg5 []int64, arg6 []float32, arg7 []float32, arg8 []uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
@@ -7457,7 +7862,7 @@ func Bind_inference_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int32, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_inference_lookup_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_614(_swig_i_1), C.swig_type_615(_swig_i_2), *(*C.swig_type_616)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_617)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_618)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_619)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_620)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_inference_lookup_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_649(_swig_i_1), C.swig_type_650(_swig_i_2), *(*C.swig_type_651)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_652)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_653)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_654)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_655)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7488,7 +7893,7 @@ func Bind_inference_snapshot_lookup(arg1 uintptr, arg2 int64, arg3 int64, arg4 [
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_622(_swig_i_1), C.swig_type_623(_swig_i_2), *(*C.swig_type_624)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_625)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_626)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_627)(unsafe.Pointer(&_swig_i_6)))
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_657(_swig_i_1), C.swig_type_658(_swig_i_2), *(*C.swig_type_659)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_660)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_661)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_662)(unsafe.Pointer(&_swig_i_6)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7519,7 +7924,7 @@ func Bind_inference_lookup_vbe(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int3
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_inference_lookup_vbe_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_629(_swig_i_1), C.swig_type_630(_swig_i_2), *(*C.swig_type_631)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_632)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_633)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_634)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_635)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_636)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_637)(unsafe.Pointer(&_swig_i_9)))
+	swig_r_p := C._wrap_bind_inference_lookup_vbe_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_664(_swig_i_1), C.swig_type_665(_swig_i_2), *(*C.swig_type_666)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_667)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_668)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_669)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_670)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_671)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_672)(unsafe.Pointer(&_swig_i_9)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7558,7 +7963,7 @@ func Bind_inference_snapshot_lookup_vbe(arg1 uintptr, arg2 int64, arg3 int64, ar
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_inference_snapshot_lookup_vbe_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_639(_swig_i_1), C.swig_type_640(_swig_i_2), *(*C.swig_type_641)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_642)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_643)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_644)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_645)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_646)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_bind_inference_snapshot_lookup_vbe_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_674(_swig_i_1), C.swig_type_675(_swig_i_2), *(*C.swig_type_676)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_677)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_678)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_679)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_680)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_681)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7594,7 +7999,7 @@ func Bind_inference_vbe_output_len(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_inference_vbe_output_len_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_648(_swig_i_1), C.swig_type_649(_swig_i_2), *(*C.swig_type_650)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_651)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_652)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_653)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_654)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_655)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_bind_inference_vbe_output_len_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_683(_swig_i_1), C.swig_type_684(_swig_i_2), *(*C.swig_type_685)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_686)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_687)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_688)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_689)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_690)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7630,7 +8035,7 @@ func Bind_embedding_vbe_output_len(arg1 uintptr, arg2 int64, arg3 int64, arg4 []
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_embedding_vbe_output_len_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_657(_swig_i_1), C.swig_type_658(_swig_i_2), *(*C.swig_type_659)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_660)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_661)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_662)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_663)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_664)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_bind_embedding_vbe_output_len_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_692(_swig_i_1), C.swig_type_693(_swig_i_2), *(*C.swig_type_694)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_695)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_696)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_697)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_698)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_699)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7666,7 +8071,7 @@ func Bind_embedding_forward_vbe(arg1 uintptr, arg2 int64, arg3 int64, arg4 []int
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_bind_embedding_forward_vbe_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_666(_swig_i_1), C.swig_type_667(_swig_i_2), *(*C.swig_type_668)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_669)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_670)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_671)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_672)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_673)(unsafe.Pointer(&_swig_i_8)))
+	swig_r_p := C._wrap_bind_embedding_forward_vbe_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_701(_swig_i_1), C.swig_type_702(_swig_i_2), *(*C.swig_type_703)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_704)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_705)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_706)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_707)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_708)(unsafe.Pointer(&_swig_i_8)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7701,7 +8106,7 @@ func Bind_embedding_input_dist_start_vbe(arg1 uintptr, arg2 int64, arg3 int64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_bind_embedding_input_dist_start_vbe_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_675(_swig_i_1), C.swig_type_676(_swig_i_2), *(*C.swig_type_677)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_678)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_679)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_680)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_681)(unsafe.Pointer(&_swig_i_7)))
+	swig_r_p := C._wrap_bind_embedding_input_dist_start_vbe_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_710(_swig_i_1), C.swig_type_711(_swig_i_2), *(*C.swig_type_712)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_713)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_714)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_715)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_716)(unsafe.Pointer(&_swig_i_7)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7735,7 +8140,7 @@ func Bind_embedding_forward_vbe_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
 	_swig_i_9 := arg10
-	swig_r_p := C._wrap_bind_embedding_forward_vbe_tensor_swig_270a29369de887b3(C.uintptr_t(_swig_i_0), C.swig_type_683(_swig_i_1), C.swig_type_684(_swig_i_2), *(*C.swig_type_685)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_686)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_687)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_688)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_689)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_690)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_691)(unsafe.Pointer(&_swig_i_9)))
+	swig_r_p := C._wrap_bind_embedding_forward_vbe_tensor_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_type_718(_swig_i_1), C.swig_type_719(_swig_i_2), *(*C.swig_type_720)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_721)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_722)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_723)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_724)(unsafe.Pointer(&_swig_i_7)), *(*C.swig_type_725)(unsafe.Pointer(&_swig_i_8)), *(*C.swig_type_726)(unsafe.Pointer(&_swig_i_9)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -7766,13 +8171,13 @@ func Bind_embedding_forward_vbe_tensor(arg1 uintptr, arg2 int64, arg3 int64, arg
 func Bind_host_alloc_floats(arg1 int64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_270a29369de887b3(C.swig_type_692(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_bind_host_alloc_floats_swig_4bdacf67fc3f4975(C.swig_type_727(_swig_i_0)))
 	return swig_r
 }
 
 func Bind_host_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_bind_host_free_swig_270a29369de887b3(C.uintptr_t(_swig_i_0))
+	C._wrap_bind_host_free_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0))
 }
 
 

@@ -384,6 +384,20 @@ shardrec_status_t shardrec_bind_plan_spec_add_constraints(
   return SHARDREC_OK;
 }
 
+/* The tier fields of the constraints added last (struct version 2): a tiered table. */
+shardrec_status_t shardrec_bind_plan_spec_set_constraints_tier(shardrec_bind_plan_spec_t* spec,
+                                                               int64_t tier_cache_bytes,
+                                                               double tier_hit_rate,
+                                                               double id_zipf_alpha) {
+  shardrec_table_constraints_t* c;
+  if (spec == NULL || spec->num_constraints == 0) return SHARDREC_EINVAL;
+  c = &spec->constraints[spec->num_constraints - 1];
+  c->tier_cache_bytes = (uint64_t)tier_cache_bytes;
+  c->tier_hit_rate = tier_hit_rate;
+  c->id_zipf_alpha = id_zipf_alpha;
+  return SHARDREC_OK;
+}
+
 shardrec_status_t shardrec_bind_plan_spec_set_memory_bytes_per_rank(
     shardrec_bind_plan_spec_t* spec, const int64_t* bytes, size_t num_bytes) {
   if (spec == NULL) return SHARDREC_EINVAL;
@@ -1045,10 +1059,10 @@ shardrec_status_t shardrec_bind_fsdp_memory(const shardrec_fsdp_t* fsdp, int64_t
 /* shardrec_inference_open with the per-table overrides given flat: @p table_names holds one
    name per override, joined with '\n' (the language layer refuses names holding '\n'), and
    @p storages the storage of each. */
-shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const char* path,
-                                               int32_t default_storage, int32_t bounds_policy,
-                                               int32_t device_type, const char* table_names,
-                                               const int32_t* storages, size_t num_storages) {
+static shardrec_status_t sr_bind_inference_open(
+    shardrec_inference_t** out, const char* path, int32_t default_storage, int32_t bounds_policy,
+    int32_t device_type, const char* table_names, const int32_t* storages, size_t num_storages,
+    const shardrec_serving_tier_t* tiers, size_t num_tiers) {
   shardrec_inference_options_t o;
   shardrec_table_storage_t* per_table = NULL;
   char* names = NULL;
@@ -1080,8 +1094,57 @@ shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const
   }
   o.table_storage = per_table;
   o.num_table_storage = num_storages;
+  o.tiers = tiers;
+  o.num_tiers = num_tiers;
   rc = shardrec_inference_open(path, &o, out);
   free(per_table);
+  free(names);
+  return rc;
+}
+
+shardrec_status_t shardrec_bind_inference_open(shardrec_inference_t** out, const char* path,
+                                               int32_t default_storage, int32_t bounds_policy,
+                                               int32_t device_type, const char* table_names,
+                                               const int32_t* storages, size_t num_storages) {
+  return sr_bind_inference_open(out, path, default_storage, bounds_policy, device_type,
+                                table_names, storages, num_storages, NULL, 0);
+}
+
+/* shardrec_bind_inference_open plus tables served from the checkpoint's files
+   (shardrec_serving_tier_t): @p tier_tables holds one name per tier, joined with '\n', and
+   @p cache_bytes the cache of each. */
+shardrec_status_t shardrec_bind_inference_open_tiered(
+    shardrec_inference_t** out, const char* path, int32_t default_storage, int32_t bounds_policy,
+    int32_t device_type, const char* table_names, const int32_t* storages, size_t num_storages,
+    const char* tier_tables, const int64_t* cache_bytes, size_t num_tiers) {
+  shardrec_serving_tier_t* tiers = NULL;
+  char* names = NULL;
+  char* cursor;
+  size_t i;
+  shardrec_status_t rc;
+  if (num_tiers > 0) {
+    if (tier_tables == NULL || cache_bytes == NULL) return SHARDREC_EINVAL;
+    tiers = (shardrec_serving_tier_t*)calloc(num_tiers, sizeof(*tiers));
+    names = sr_bind_strdup(tier_tables);
+    if (tiers == NULL || names == NULL) {
+      free(tiers);
+      free(names);
+      return SHARDREC_ENOMEM;
+    }
+    cursor = names;
+    for (i = 0; i < num_tiers; ++i) {
+      char* end = strchr(cursor, '\n');
+      if (end != NULL) *end = '\0';
+      shardrec_serving_tier_init(&tiers[i], SHARDREC_SERVING_TIER_VERSION);
+      tiers[i].table = cursor;
+      /* A negative size reaches C as a huge one, which C refuses as no memory to hold. */
+      tiers[i].cache_bytes = (uint64_t)cache_bytes[i];
+      cursor = end != NULL ? end + 1 : cursor + strlen(cursor);
+    }
+  }
+  rc = sr_bind_inference_open(out, path, default_storage, bounds_policy, device_type, table_names,
+                              storages, num_storages, tiers, num_tiers);
+  free(tiers);
   free(names);
   return rc;
 }
@@ -1215,7 +1278,7 @@ void shardrec_bind_host_free(void* p) { free(p); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_swig_270a29369de887b3(void *_swig_go_0) {
+void _wrap_Swig_free_swig_4bdacf67fc3f4975(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1225,7 +1288,7 @@ void _wrap_Swig_free_swig_270a29369de887b3(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_swig_270a29369de887b3(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_swig_4bdacf67fc3f4975(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1238,7 +1301,7 @@ void *_wrap_Swig_malloc_swig_270a29369de887b3(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_OK_swig_270a29369de887b3() {
+intgo _wrap_OK_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1250,7 +1313,7 @@ intgo _wrap_OK_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ERROR_swig_270a29369de887b3() {
+intgo _wrap_ERROR_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1262,7 +1325,7 @@ intgo _wrap_ERROR_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EINVAL_swig_270a29369de887b3() {
+intgo _wrap_EINVAL_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1274,7 +1337,7 @@ intgo _wrap_EINVAL_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EUSAGE_swig_270a29369de887b3() {
+intgo _wrap_EUSAGE_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1286,7 +1349,7 @@ intgo _wrap_EUSAGE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ENOMEM_swig_270a29369de887b3() {
+intgo _wrap_ENOMEM_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1298,7 +1361,7 @@ intgo _wrap_ENOMEM_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ECUDA_swig_270a29369de887b3() {
+intgo _wrap_ECUDA_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1310,7 +1373,7 @@ intgo _wrap_ECUDA_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EREMOTE_swig_270a29369de887b3() {
+intgo _wrap_EREMOTE_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1322,7 +1385,7 @@ intgo _wrap_EREMOTE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ETIMEOUT_swig_270a29369de887b3() {
+intgo _wrap_ETIMEOUT_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1334,7 +1397,7 @@ intgo _wrap_ETIMEOUT_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EIO_swig_270a29369de887b3() {
+intgo _wrap_EIO_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1346,7 +1409,7 @@ intgo _wrap_EIO_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ECORRUPT_swig_270a29369de887b3() {
+intgo _wrap_ECORRUPT_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1358,7 +1421,7 @@ intgo _wrap_ECORRUPT_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EUNSUPPORTED_swig_270a29369de887b3() {
+intgo _wrap_EUNSUPPORTED_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1370,7 +1433,7 @@ intgo _wrap_EUNSUPPORTED_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ENOTFOUND_swig_270a29369de887b3() {
+intgo _wrap_ENOTFOUND_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1382,7 +1445,7 @@ intgo _wrap_ENOTFOUND_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EINTERNAL_swig_270a29369de887b3() {
+intgo _wrap_EINTERNAL_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1394,7 +1457,7 @@ intgo _wrap_EINTERNAL_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ENODEVICE_swig_270a29369de887b3() {
+intgo _wrap_ENODEVICE_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1406,7 +1469,7 @@ intgo _wrap_ENODEVICE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EABORTED_swig_270a29369de887b3() {
+intgo _wrap_EABORTED_swig_4bdacf67fc3f4975() {
   enum shardrec_status_code result;
   intgo _swig_go_result;
   
@@ -1418,7 +1481,7 @@ intgo _wrap_EABORTED_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT32_swig_270a29369de887b3() {
+intgo _wrap_DTYPE_FLOAT32_swig_4bdacf67fc3f4975() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1430,7 +1493,7 @@ intgo _wrap_DTYPE_FLOAT32_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT16_swig_270a29369de887b3() {
+intgo _wrap_DTYPE_FLOAT16_swig_4bdacf67fc3f4975() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1442,7 +1505,7 @@ intgo _wrap_DTYPE_FLOAT16_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DTYPE_BFLOAT16_swig_270a29369de887b3() {
+intgo _wrap_DTYPE_BFLOAT16_swig_4bdacf67fc3f4975() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1454,7 +1517,7 @@ intgo _wrap_DTYPE_BFLOAT16_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DTYPE_FLOAT64_swig_270a29369de887b3() {
+intgo _wrap_DTYPE_FLOAT64_swig_4bdacf67fc3f4975() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1466,7 +1529,7 @@ intgo _wrap_DTYPE_FLOAT64_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DTYPE_INT32_swig_270a29369de887b3() {
+intgo _wrap_DTYPE_INT32_swig_4bdacf67fc3f4975() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1478,7 +1541,7 @@ intgo _wrap_DTYPE_INT32_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DTYPE_INT64_swig_270a29369de887b3() {
+intgo _wrap_DTYPE_INT64_swig_4bdacf67fc3f4975() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1490,7 +1553,7 @@ intgo _wrap_DTYPE_INT64_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DTYPE_UINT8_swig_270a29369de887b3() {
+intgo _wrap_DTYPE_UINT8_swig_4bdacf67fc3f4975() {
   enum shardrec_dtype result;
   intgo _swig_go_result;
   
@@ -1502,7 +1565,31 @@ intgo _wrap_DTYPE_UINT8_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DEVICE_HOST_swig_270a29369de887b3() {
+intgo _wrap_DTYPE_FP8_E4M3_swig_4bdacf67fc3f4975() {
+  enum shardrec_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DTYPE_FP8_E4M3;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DTYPE_FP8_E5M2_swig_4bdacf67fc3f4975() {
+  enum shardrec_dtype result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_DTYPE_FP8_E5M2;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DEVICE_HOST_swig_4bdacf67fc3f4975() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1514,7 +1601,7 @@ intgo _wrap_DEVICE_HOST_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DEVICE_CUDA_swig_270a29369de887b3() {
+intgo _wrap_DEVICE_CUDA_swig_4bdacf67fc3f4975() {
   enum shardrec_device_type result;
   intgo _swig_go_result;
   
@@ -1526,7 +1613,7 @@ intgo _wrap_DEVICE_CUDA_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DELTA_FULL_swig_270a29369de887b3() {
+intgo _wrap_DELTA_FULL_swig_4bdacf67fc3f4975() {
   enum shardrec_delta_flag result;
   intgo _swig_go_result;
   
@@ -1538,7 +1625,7 @@ intgo _wrap_DELTA_FULL_swig_270a29369de887b3() {
 }
 
 
-_gostring_ _wrap_status_string_swig_270a29369de887b3(intgo _swig_go_0) {
+_gostring_ _wrap_status_string_swig_4bdacf67fc3f4975(intgo _swig_go_0) {
   shardrec_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1551,7 +1638,7 @@ _gostring_ _wrap_status_string_swig_270a29369de887b3(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_version_swig_270a29369de887b3() {
+intgo _wrap_version_swig_4bdacf67fc3f4975() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -1562,7 +1649,7 @@ intgo _wrap_version_swig_270a29369de887b3() {
 }
 
 
-_gostring_ _wrap_version_string_swig_270a29369de887b3() {
+_gostring_ _wrap_version_string_swig_4bdacf67fc3f4975() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -1573,7 +1660,7 @@ _gostring_ _wrap_version_string_swig_270a29369de887b3() {
 }
 
 
-long long _wrap_dtype_size_swig_270a29369de887b3(intgo _swig_go_0) {
+long long _wrap_dtype_size_swig_4bdacf67fc3f4975(intgo _swig_go_0) {
   int32_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -1586,7 +1673,7 @@ long long _wrap_dtype_size_swig_270a29369de887b3(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_SHARDING_DATA_PARALLEL_swig_270a29369de887b3() {
+intgo _wrap_SHARDING_DATA_PARALLEL_swig_4bdacf67fc3f4975() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1598,7 +1685,7 @@ intgo _wrap_SHARDING_DATA_PARALLEL_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_WISE_swig_270a29369de887b3() {
+intgo _wrap_SHARDING_TABLE_WISE_swig_4bdacf67fc3f4975() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1610,7 +1697,7 @@ intgo _wrap_SHARDING_TABLE_WISE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SHARDING_ROW_WISE_swig_270a29369de887b3() {
+intgo _wrap_SHARDING_ROW_WISE_swig_4bdacf67fc3f4975() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1622,7 +1709,7 @@ intgo _wrap_SHARDING_ROW_WISE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SHARDING_COLUMN_WISE_swig_270a29369de887b3() {
+intgo _wrap_SHARDING_COLUMN_WISE_swig_4bdacf67fc3f4975() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1634,7 +1721,7 @@ intgo _wrap_SHARDING_COLUMN_WISE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_270a29369de887b3() {
+intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_4bdacf67fc3f4975() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1646,7 +1733,7 @@ intgo _wrap_SHARDING_TABLE_ROW_WISE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_270a29369de887b3() {
+intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_4bdacf67fc3f4975() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1658,7 +1745,7 @@ intgo _wrap_SHARDING_TABLE_COLUMN_WISE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SHARDING_GRID_swig_270a29369de887b3() {
+intgo _wrap_SHARDING_GRID_swig_4bdacf67fc3f4975() {
   enum shardrec_sharding_type result;
   intgo _swig_go_result;
   
@@ -1670,7 +1757,7 @@ intgo _wrap_SHARDING_GRID_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_POOLING_SUM_swig_270a29369de887b3() {
+intgo _wrap_POOLING_SUM_swig_4bdacf67fc3f4975() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1682,7 +1769,7 @@ intgo _wrap_POOLING_SUM_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_POOLING_MEAN_swig_270a29369de887b3() {
+intgo _wrap_POOLING_MEAN_swig_4bdacf67fc3f4975() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1694,7 +1781,7 @@ intgo _wrap_POOLING_MEAN_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_POOLING_NONE_swig_270a29369de887b3() {
+intgo _wrap_POOLING_NONE_swig_4bdacf67fc3f4975() {
   enum shardrec_pooling result;
   intgo _swig_go_result;
   
@@ -1706,7 +1793,7 @@ intgo _wrap_POOLING_NONE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_INIT_DEFAULT_swig_270a29369de887b3() {
+intgo _wrap_INIT_DEFAULT_swig_4bdacf67fc3f4975() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1718,7 +1805,7 @@ intgo _wrap_INIT_DEFAULT_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_INIT_UNIFORM_swig_270a29369de887b3() {
+intgo _wrap_INIT_UNIFORM_swig_4bdacf67fc3f4975() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1730,7 +1817,7 @@ intgo _wrap_INIT_UNIFORM_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_INIT_CONSTANT_swig_270a29369de887b3() {
+intgo _wrap_INIT_CONSTANT_swig_4bdacf67fc3f4975() {
   enum shardrec_init_kind result;
   intgo _swig_go_result;
   
@@ -1742,7 +1829,7 @@ intgo _wrap_INIT_CONSTANT_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_OPTIMIZER_SGD_swig_270a29369de887b3() {
+intgo _wrap_OPTIMIZER_SGD_swig_4bdacf67fc3f4975() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1754,7 +1841,7 @@ intgo _wrap_OPTIMIZER_SGD_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAGRAD_swig_270a29369de887b3() {
+intgo _wrap_OPTIMIZER_ADAGRAD_swig_4bdacf67fc3f4975() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1766,7 +1853,7 @@ intgo _wrap_OPTIMIZER_ADAGRAD_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_270a29369de887b3() {
+intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_4bdacf67fc3f4975() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1778,7 +1865,7 @@ intgo _wrap_OPTIMIZER_ROWWISE_ADAGRAD_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_OPTIMIZER_ADAM_swig_270a29369de887b3() {
+intgo _wrap_OPTIMIZER_ADAM_swig_4bdacf67fc3f4975() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1790,7 +1877,7 @@ intgo _wrap_OPTIMIZER_ADAM_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_270a29369de887b3() {
+intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_4bdacf67fc3f4975() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1802,7 +1889,7 @@ intgo _wrap_OPTIMIZER_PARTIAL_ROWWISE_ADAM_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_OPTIMIZER_LAMB_swig_270a29369de887b3() {
+intgo _wrap_OPTIMIZER_LAMB_swig_4bdacf67fc3f4975() {
   enum shardrec_optimizer_type result;
   intgo _swig_go_result;
   
@@ -1814,7 +1901,7 @@ intgo _wrap_OPTIMIZER_LAMB_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_NONE_swig_270a29369de887b3() {
+intgo _wrap_WEIGHT_DECAY_NONE_swig_4bdacf67fc3f4975() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1826,7 +1913,7 @@ intgo _wrap_WEIGHT_DECAY_NONE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_L2_swig_270a29369de887b3() {
+intgo _wrap_WEIGHT_DECAY_L2_swig_4bdacf67fc3f4975() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1838,7 +1925,7 @@ intgo _wrap_WEIGHT_DECAY_L2_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_270a29369de887b3() {
+intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_4bdacf67fc3f4975() {
   enum shardrec_weight_decay_mode result;
   intgo _swig_go_result;
   
@@ -1850,7 +1937,7 @@ intgo _wrap_WEIGHT_DECAY_DECOUPLED_swig_270a29369de887b3() {
 }
 
 
-void _wrap_optimizer_config_version_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_version_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t arg2 ;
   
@@ -1862,7 +1949,7 @@ void _wrap_optimizer_config_version_set_swig_270a29369de887b3(struct shardrec_op
 }
 
 
-intgo _wrap_optimizer_config_version_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_version_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -1875,7 +1962,7 @@ intgo _wrap_optimizer_config_version_get_swig_270a29369de887b3(struct shardrec_o
 }
 
 
-void _wrap_optimizer_config_Xtype_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_Xtype_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -1887,7 +1974,7 @@ void _wrap_optimizer_config_Xtype_set_swig_270a29369de887b3(struct shardrec_opti
 }
 
 
-intgo _wrap_optimizer_config_Xtype_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_Xtype_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1900,7 +1987,7 @@ intgo _wrap_optimizer_config_Xtype_get_swig_270a29369de887b3(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_learning_rate_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_learning_rate_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1912,7 +1999,7 @@ void _wrap_optimizer_config_learning_rate_set_swig_270a29369de887b3(struct shard
 }
 
 
-float _wrap_optimizer_config_learning_rate_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_learning_rate_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1925,7 +2012,7 @@ float _wrap_optimizer_config_learning_rate_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_optimizer_config_eps_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_eps_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1937,7 +2024,7 @@ void _wrap_optimizer_config_eps_set_swig_270a29369de887b3(struct shardrec_optimi
 }
 
 
-float _wrap_optimizer_config_eps_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_eps_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1950,7 +2037,7 @@ float _wrap_optimizer_config_eps_get_swig_270a29369de887b3(struct shardrec_optim
 }
 
 
-void _wrap_optimizer_config_beta1_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta1_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1962,7 +2049,7 @@ void _wrap_optimizer_config_beta1_set_swig_270a29369de887b3(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta1_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta1_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -1975,7 +2062,7 @@ float _wrap_optimizer_config_beta1_get_swig_270a29369de887b3(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_beta2_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_beta2_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -1987,7 +2074,7 @@ void _wrap_optimizer_config_beta2_set_swig_270a29369de887b3(struct shardrec_opti
 }
 
 
-float _wrap_optimizer_config_beta2_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_beta2_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -2000,7 +2087,7 @@ float _wrap_optimizer_config_beta2_get_swig_270a29369de887b3(struct shardrec_opt
 }
 
 
-void _wrap_optimizer_config_weight_decay_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, float _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float arg2 ;
   
@@ -2012,7 +2099,7 @@ void _wrap_optimizer_config_weight_decay_set_swig_270a29369de887b3(struct shardr
 }
 
 
-float _wrap_optimizer_config_weight_decay_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+float _wrap_optimizer_config_weight_decay_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   float result;
   float _swig_go_result;
@@ -2025,7 +2112,7 @@ float _wrap_optimizer_config_weight_decay_get_swig_270a29369de887b3(struct shard
 }
 
 
-void _wrap_optimizer_config_weight_decay_mode_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_weight_decay_mode_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -2037,7 +2124,7 @@ void _wrap_optimizer_config_weight_decay_mode_set_swig_270a29369de887b3(struct s
 }
 
 
-intgo _wrap_optimizer_config_weight_decay_mode_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_weight_decay_mode_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2050,7 +2137,7 @@ intgo _wrap_optimizer_config_weight_decay_mode_get_swig_270a29369de887b3(struct 
 }
 
 
-void _wrap_optimizer_config_stochastic_rounding_set_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_optimizer_config_stochastic_rounding_set_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t arg2 ;
   
@@ -2062,7 +2149,7 @@ void _wrap_optimizer_config_stochastic_rounding_set_swig_270a29369de887b3(struct
 }
 
 
-intgo _wrap_optimizer_config_stochastic_rounding_get_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+intgo _wrap_optimizer_config_stochastic_rounding_get_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2075,7 +2162,7 @@ intgo _wrap_optimizer_config_stochastic_rounding_get_swig_270a29369de887b3(struc
 }
 
 
-struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_270a29369de887b3() {
+struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_4bdacf67fc3f4975() {
   struct shardrec_optimizer_config *result = 0 ;
   struct shardrec_optimizer_config *_swig_go_result;
   
@@ -2086,7 +2173,7 @@ struct shardrec_optimizer_config *_wrap_new_optimizer_config_swig_270a29369de887
 }
 
 
-void _wrap_delete_optimizer_config_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0) {
+void _wrap_delete_optimizer_config_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0) {
   struct shardrec_optimizer_config *arg1 = (struct shardrec_optimizer_config *) 0 ;
   
   arg1 = *(struct shardrec_optimizer_config **)&_swig_go_0; 
@@ -2096,7 +2183,7 @@ void _wrap_delete_optimizer_config_swig_270a29369de887b3(struct shardrec_optimiz
 }
 
 
-_gostring_ _wrap_optimizer_config_init_swig_270a29369de887b3(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_optimizer_config_init_swig_4bdacf67fc3f4975(struct shardrec_optimizer_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_optimizer_config_t *arg1 = (shardrec_optimizer_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2128,7 +2215,7 @@ _gostring_ _wrap_optimizer_config_init_swig_270a29369de887b3(struct shardrec_opt
 }
 
 
-intgo _wrap_EVICTION_NONE_swig_270a29369de887b3() {
+intgo _wrap_EVICTION_NONE_swig_4bdacf67fc3f4975() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2140,7 +2227,7 @@ intgo _wrap_EVICTION_NONE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EVICTION_LRU_swig_270a29369de887b3() {
+intgo _wrap_EVICTION_LRU_swig_4bdacf67fc3f4975() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2152,7 +2239,7 @@ intgo _wrap_EVICTION_LRU_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EVICTION_LFU_swig_270a29369de887b3() {
+intgo _wrap_EVICTION_LFU_swig_4bdacf67fc3f4975() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2164,7 +2251,7 @@ intgo _wrap_EVICTION_LFU_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EVICTION_TTL_swig_270a29369de887b3() {
+intgo _wrap_EVICTION_TTL_swig_4bdacf67fc3f4975() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2176,7 +2263,7 @@ intgo _wrap_EVICTION_TTL_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_EVICTION_SCORE_swig_270a29369de887b3() {
+intgo _wrap_EVICTION_SCORE_swig_4bdacf67fc3f4975() {
   enum shardrec_eviction_policy result;
   intgo _swig_go_result;
   
@@ -2188,7 +2275,7 @@ intgo _wrap_EVICTION_SCORE_swig_270a29369de887b3() {
 }
 
 
-void _wrap_dynamic_table_config_version_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_version_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t arg2 ;
   
@@ -2200,7 +2287,7 @@ void _wrap_dynamic_table_config_version_set_swig_270a29369de887b3(struct shardre
 }
 
 
-intgo _wrap_dynamic_table_config_version_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_version_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2213,7 +2300,7 @@ intgo _wrap_dynamic_table_config_version_get_swig_270a29369de887b3(struct shardr
 }
 
 
-void _wrap_dynamic_table_config_eviction_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_eviction_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2225,7 +2312,7 @@ void _wrap_dynamic_table_config_eviction_set_swig_270a29369de887b3(struct shardr
 }
 
 
-intgo _wrap_dynamic_table_config_eviction_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_eviction_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2238,7 +2325,7 @@ intgo _wrap_dynamic_table_config_eviction_get_swig_270a29369de887b3(struct shard
 }
 
 
-void _wrap_dynamic_table_config_admission_threshold_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_config_admission_threshold_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t arg2 ;
   
@@ -2250,7 +2337,7 @@ void _wrap_dynamic_table_config_admission_threshold_set_swig_270a29369de887b3(st
 }
 
 
-intgo _wrap_dynamic_table_config_admission_threshold_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
+intgo _wrap_dynamic_table_config_admission_threshold_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2263,7 +2350,7 @@ intgo _wrap_dynamic_table_config_admission_threshold_get_swig_270a29369de887b3(s
 }
 
 
-void _wrap_dynamic_table_config_ttl_steps_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_ttl_steps_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2275,7 +2362,7 @@ void _wrap_dynamic_table_config_ttl_steps_set_swig_270a29369de887b3(struct shard
 }
 
 
-long long _wrap_dynamic_table_config_ttl_steps_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_ttl_steps_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2288,7 +2375,7 @@ long long _wrap_dynamic_table_config_ttl_steps_get_swig_270a29369de887b3(struct 
 }
 
 
-void _wrap_dynamic_table_config_capacity_bytes_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_capacity_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2300,7 +2387,7 @@ void _wrap_dynamic_table_config_capacity_bytes_set_swig_270a29369de887b3(struct 
 }
 
 
-long long _wrap_dynamic_table_config_capacity_bytes_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_capacity_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2313,7 +2400,7 @@ long long _wrap_dynamic_table_config_capacity_bytes_get_swig_270a29369de887b3(st
 }
 
 
-void _wrap_dynamic_table_config_admission_decay_steps_set_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_config_admission_decay_steps_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t arg2 ;
   
@@ -2325,7 +2412,7 @@ void _wrap_dynamic_table_config_admission_decay_steps_set_swig_270a29369de887b3(
 }
 
 
-long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
+long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2338,7 +2425,7 @@ long long _wrap_dynamic_table_config_admission_decay_steps_get_swig_270a29369de8
 }
 
 
-struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_270a29369de887b3() {
+struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_4bdacf67fc3f4975() {
   struct shardrec_dynamic_table_config *result = 0 ;
   struct shardrec_dynamic_table_config *_swig_go_result;
   
@@ -2349,7 +2436,7 @@ struct shardrec_dynamic_table_config *_wrap_new_dynamic_table_config_swig_270a29
 }
 
 
-void _wrap_delete_dynamic_table_config_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0) {
+void _wrap_delete_dynamic_table_config_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0) {
   struct shardrec_dynamic_table_config *arg1 = (struct shardrec_dynamic_table_config *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_config **)&_swig_go_0; 
@@ -2359,7 +2446,7 @@ void _wrap_delete_dynamic_table_config_swig_270a29369de887b3(struct shardrec_dyn
 }
 
 
-_gostring_ _wrap_dynamic_table_config_init_swig_270a29369de887b3(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_config_init_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_config *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_config_t *arg1 = (shardrec_dynamic_table_config_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2391,7 +2478,7 @@ _gostring_ _wrap_dynamic_table_config_init_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_Topology_t_version_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_version_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t arg2 ;
   
@@ -2403,7 +2490,7 @@ void _wrap_Topology_t_version_set_swig_270a29369de887b3(struct shardrec_topology
 }
 
 
-intgo _wrap_Topology_t_version_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_version_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2416,7 +2503,7 @@ intgo _wrap_Topology_t_version_get_swig_270a29369de887b3(struct shardrec_topolog
 }
 
 
-void _wrap_Topology_t_world_size_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_world_size_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2428,7 +2515,7 @@ void _wrap_Topology_t_world_size_set_swig_270a29369de887b3(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_world_size_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_world_size_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2441,7 +2528,7 @@ intgo _wrap_Topology_t_world_size_get_swig_270a29369de887b3(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_ranks_per_node_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_ranks_per_node_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2453,7 +2540,7 @@ void _wrap_Topology_t_ranks_per_node_set_swig_270a29369de887b3(struct shardrec_t
 }
 
 
-intgo _wrap_Topology_t_ranks_per_node_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_ranks_per_node_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2466,7 +2553,7 @@ intgo _wrap_Topology_t_ranks_per_node_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_Topology_t_device_type_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_device_type_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2478,7 +2565,7 @@ void _wrap_Topology_t_device_type_set_swig_270a29369de887b3(struct shardrec_topo
 }
 
 
-intgo _wrap_Topology_t_device_type_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_device_type_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2491,7 +2578,7 @@ intgo _wrap_Topology_t_device_type_get_swig_270a29369de887b3(struct shardrec_top
 }
 
 
-void _wrap_Topology_t_memory_bytes_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+void _wrap_Topology_t_memory_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t arg2 ;
   
@@ -2503,7 +2590,7 @@ void _wrap_Topology_t_memory_bytes_set_swig_270a29369de887b3(struct shardrec_top
 }
 
 
-long long _wrap_Topology_t_memory_bytes_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+long long _wrap_Topology_t_memory_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2516,7 +2603,7 @@ long long _wrap_Topology_t_memory_bytes_get_swig_270a29369de887b3(struct shardre
 }
 
 
-void _wrap_Topology_t_intra_node_bandwidth_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_intra_node_bandwidth_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2528,7 +2615,7 @@ void _wrap_Topology_t_intra_node_bandwidth_set_swig_270a29369de887b3(struct shar
 }
 
 
-double _wrap_Topology_t_intra_node_bandwidth_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_intra_node_bandwidth_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2541,7 +2628,7 @@ double _wrap_Topology_t_intra_node_bandwidth_get_swig_270a29369de887b3(struct sh
 }
 
 
-void _wrap_Topology_t_inter_node_bandwidth_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_inter_node_bandwidth_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2553,7 +2640,7 @@ void _wrap_Topology_t_inter_node_bandwidth_set_swig_270a29369de887b3(struct shar
 }
 
 
-double _wrap_Topology_t_inter_node_bandwidth_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_inter_node_bandwidth_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2566,7 +2653,7 @@ double _wrap_Topology_t_inter_node_bandwidth_get_swig_270a29369de887b3(struct sh
 }
 
 
-void _wrap_Topology_t_batch_size_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_batch_size_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2578,7 +2665,7 @@ void _wrap_Topology_t_batch_size_set_swig_270a29369de887b3(struct shardrec_topol
 }
 
 
-intgo _wrap_Topology_t_batch_size_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_batch_size_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2591,7 +2678,7 @@ intgo _wrap_Topology_t_batch_size_get_swig_270a29369de887b3(struct shardrec_topo
 }
 
 
-void _wrap_Topology_t_optimizer_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Topology_t_optimizer_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t arg2 ;
   
@@ -2603,7 +2690,7 @@ void _wrap_Topology_t_optimizer_set_swig_270a29369de887b3(struct shardrec_topolo
 }
 
 
-intgo _wrap_Topology_t_optimizer_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+intgo _wrap_Topology_t_optimizer_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2616,7 +2703,7 @@ intgo _wrap_Topology_t_optimizer_get_swig_270a29369de887b3(struct shardrec_topol
 }
 
 
-void _wrap_Topology_t_memory_bandwidth_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_memory_bandwidth_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2628,7 +2715,7 @@ void _wrap_Topology_t_memory_bandwidth_set_swig_270a29369de887b3(struct shardrec
 }
 
 
-double _wrap_Topology_t_memory_bandwidth_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_memory_bandwidth_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2641,7 +2728,7 @@ double _wrap_Topology_t_memory_bandwidth_get_swig_270a29369de887b3(struct shardr
 }
 
 
-void _wrap_Topology_t_reserved_fraction_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_reserved_fraction_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2653,7 +2740,7 @@ void _wrap_Topology_t_reserved_fraction_set_swig_270a29369de887b3(struct shardre
 }
 
 
-double _wrap_Topology_t_reserved_fraction_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_reserved_fraction_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2666,7 +2753,7 @@ double _wrap_Topology_t_reserved_fraction_get_swig_270a29369de887b3(struct shard
 }
 
 
-void _wrap_Topology_t_collective_latency_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_collective_latency_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2678,7 +2765,7 @@ void _wrap_Topology_t_collective_latency_set_swig_270a29369de887b3(struct shardr
 }
 
 
-double _wrap_Topology_t_collective_latency_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_collective_latency_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2691,7 +2778,7 @@ double _wrap_Topology_t_collective_latency_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_Topology_t_per_id_cost_set_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+void _wrap_Topology_t_per_id_cost_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double arg2 ;
   
@@ -2703,7 +2790,7 @@ void _wrap_Topology_t_per_id_cost_set_swig_270a29369de887b3(struct shardrec_topo
 }
 
 
-double _wrap_Topology_t_per_id_cost_get_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+double _wrap_Topology_t_per_id_cost_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   double result;
   double _swig_go_result;
@@ -2716,7 +2803,82 @@ double _wrap_Topology_t_per_id_cost_get_swig_270a29369de887b3(struct shardrec_to
 }
 
 
-struct shardrec_topology *_wrap_new_Topology_t_swig_270a29369de887b3() {
+void _wrap_Topology_t_disk_capacity_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_capacity = arg2;
+  
+}
+
+
+long long _wrap_Topology_t_disk_capacity_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->disk_capacity);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_Topology_t_disk_read_bandwidth_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_read_bandwidth = arg2;
+  
+}
+
+
+double _wrap_Topology_t_disk_read_bandwidth_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->disk_read_bandwidth);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_Topology_t_disk_read_iops_set_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, double _swig_go_1) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_read_iops = arg2;
+  
+}
+
+
+double _wrap_Topology_t_disk_read_iops_get_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
+  struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_topology **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->disk_read_iops);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_topology *_wrap_new_Topology_t_swig_4bdacf67fc3f4975() {
   struct shardrec_topology *result = 0 ;
   struct shardrec_topology *_swig_go_result;
   
@@ -2727,7 +2889,7 @@ struct shardrec_topology *_wrap_new_Topology_t_swig_270a29369de887b3() {
 }
 
 
-void _wrap_delete_Topology_t_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0) {
+void _wrap_delete_Topology_t_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0) {
   struct shardrec_topology *arg1 = (struct shardrec_topology *) 0 ;
   
   arg1 = *(struct shardrec_topology **)&_swig_go_0; 
@@ -2737,7 +2899,7 @@ void _wrap_delete_Topology_t_swig_270a29369de887b3(struct shardrec_topology *_sw
 }
 
 
-_gostring_ _wrap_topology_init_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_topology_init_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, intgo _swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -2769,7 +2931,7 @@ _gostring_ _wrap_topology_init_swig_270a29369de887b3(struct shardrec_topology *_
 }
 
 
-void _wrap_comm_options_version_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_version_set_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2781,7 +2943,7 @@ void _wrap_comm_options_version_set_swig_270a29369de887b3(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_version_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_version_get_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -2794,7 +2956,7 @@ intgo _wrap_comm_options_version_get_swig_270a29369de887b3(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_timeout_ms_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_timeout_ms_set_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2806,7 +2968,7 @@ void _wrap_comm_options_timeout_ms_set_swig_270a29369de887b3(struct shardrec_com
 }
 
 
-long long _wrap_comm_options_timeout_ms_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_timeout_ms_get_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2819,7 +2981,7 @@ long long _wrap_comm_options_timeout_ms_get_swig_270a29369de887b3(struct shardre
 }
 
 
-void _wrap_comm_options_backend_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_backend_set_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2831,7 +2993,7 @@ void _wrap_comm_options_backend_set_swig_270a29369de887b3(struct shardrec_comm_o
 }
 
 
-intgo _wrap_comm_options_backend_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_backend_get_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2844,7 +3006,7 @@ intgo _wrap_comm_options_backend_get_swig_270a29369de887b3(struct shardrec_comm_
 }
 
 
-void _wrap_comm_options_device_type_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_type_set_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2856,7 +3018,7 @@ void _wrap_comm_options_device_type_set_swig_270a29369de887b3(struct shardrec_co
 }
 
 
-intgo _wrap_comm_options_device_type_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_type_get_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2869,7 +3031,7 @@ intgo _wrap_comm_options_device_type_get_swig_270a29369de887b3(struct shardrec_c
 }
 
 
-void _wrap_comm_options_device_index_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_comm_options_device_index_set_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t arg2 ;
   
@@ -2881,7 +3043,7 @@ void _wrap_comm_options_device_index_set_swig_270a29369de887b3(struct shardrec_c
 }
 
 
-intgo _wrap_comm_options_device_index_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
+intgo _wrap_comm_options_device_index_get_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -2894,7 +3056,7 @@ intgo _wrap_comm_options_device_index_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_comm_options_bind_address_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_comm_options_bind_address_set_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0, _gostring_ _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -2918,7 +3080,7 @@ void _wrap_comm_options_bind_address_set_swig_270a29369de887b3(struct shardrec_c
 }
 
 
-_gostring_ _wrap_comm_options_bind_address_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
+_gostring_ _wrap_comm_options_bind_address_get_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -2931,7 +3093,7 @@ _gostring_ _wrap_comm_options_bind_address_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_comm_options_store_grace_ms_set_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_comm_options_store_grace_ms_set_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t arg2 ;
   
@@ -2943,7 +3105,7 @@ void _wrap_comm_options_store_grace_ms_set_swig_270a29369de887b3(struct shardrec
 }
 
 
-long long _wrap_comm_options_store_grace_ms_get_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
+long long _wrap_comm_options_store_grace_ms_get_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -2956,7 +3118,7 @@ long long _wrap_comm_options_store_grace_ms_get_swig_270a29369de887b3(struct sha
 }
 
 
-struct shardrec_comm_options *_wrap_new_comm_options_swig_270a29369de887b3() {
+struct shardrec_comm_options *_wrap_new_comm_options_swig_4bdacf67fc3f4975() {
   struct shardrec_comm_options *result = 0 ;
   struct shardrec_comm_options *_swig_go_result;
   
@@ -2967,7 +3129,7 @@ struct shardrec_comm_options *_wrap_new_comm_options_swig_270a29369de887b3() {
 }
 
 
-void _wrap_delete_comm_options_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0) {
+void _wrap_delete_comm_options_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0) {
   struct shardrec_comm_options *arg1 = (struct shardrec_comm_options *) 0 ;
   
   arg1 = *(struct shardrec_comm_options **)&_swig_go_0; 
@@ -2977,7 +3139,7 @@ void _wrap_delete_comm_options_swig_270a29369de887b3(struct shardrec_comm_option
 }
 
 
-_gostring_ _wrap_comm_options_init_swig_270a29369de887b3(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_comm_options_init_swig_4bdacf67fc3f4975(struct shardrec_comm_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_comm_options_t *arg1 = (shardrec_comm_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -3009,7 +3171,7 @@ _gostring_ _wrap_comm_options_init_swig_270a29369de887b3(struct shardrec_comm_op
 }
 
 
-_gostring_ _wrap_comm_unique_id_create_swig_270a29369de887b3(_goslice_ _swig_go_0) {
+_gostring_ _wrap_comm_unique_id_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0) {
   shardrec_unique_id_t *arg1 = (shardrec_unique_id_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3039,7 +3201,7 @@ _gostring_ _wrap_comm_unique_id_create_swig_270a29369de887b3(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_comm_create_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
+_gostring_ _wrap_comm_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, struct shardrec_comm_options *_swig_go_4) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_unique_id_t *arg2 = (shardrec_unique_id_t *) 0 ;
   int32_t arg3 ;
@@ -3077,7 +3239,7 @@ _gostring_ _wrap_comm_create_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslic
 }
 
 
-_gostring_ _wrap_comm_create_local_group_swig_270a29369de887b3(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_local_group_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int32_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3113,7 +3275,7 @@ _gostring_ _wrap_comm_create_local_group_swig_270a29369de887b3(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_comm_split_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_comm_split_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, intgo _swig_go_2, intgo _swig_go_3) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int32_t arg3 ;
@@ -3149,7 +3311,7 @@ _gostring_ _wrap_comm_split_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec
 }
 
 
-_gostring_ _wrap_comm_rank_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_rank_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3181,7 +3343,7 @@ _gostring_ _wrap_comm_rank_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_size_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_size_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3213,7 +3375,7 @@ _gostring_ _wrap_comm_size_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_
 }
 
 
-_gostring_ _wrap_comm_set_timeout_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_comm_set_timeout_swig_4bdacf67fc3f4975(shardrec_comm_t *_swig_go_0, long long _swig_go_1) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -3245,7 +3407,7 @@ _gostring_ _wrap_comm_set_timeout_swig_270a29369de887b3(shardrec_comm_t *_swig_g
 }
 
 
-_gostring_ _wrap_comm_abort_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_abort_swig_4bdacf67fc3f4975(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3275,7 +3437,7 @@ _gostring_ _wrap_comm_abort_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_async_error_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_async_error_swig_4bdacf67fc3f4975(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3305,7 +3467,7 @@ _gostring_ _wrap_comm_async_error_swig_270a29369de887b3(shardrec_comm_t *_swig_g
 }
 
 
-void _wrap_comm_destroy_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
+void _wrap_comm_destroy_swig_4bdacf67fc3f4975(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   
   arg1 = (shardrec_comm_t *)_swig_go_0; 
@@ -3315,7 +3477,7 @@ void _wrap_comm_destroy_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_comm_allreduce_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_comm_allreduce_swig_4bdacf67fc3f4975(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4, intgo _swig_go_5) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3357,7 +3519,7 @@ _gostring_ _wrap_comm_allreduce_swig_270a29369de887b3(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_broadcast_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_broadcast_swig_4bdacf67fc3f4975(shardrec_comm_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -3397,7 +3559,7 @@ _gostring_ _wrap_comm_broadcast_swig_270a29369de887b3(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_allgather_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_comm_allgather_swig_4bdacf67fc3f4975(shardrec_comm_t *_swig_go_0, void *_swig_go_1, void *_swig_go_2, long long _swig_go_3, intgo _swig_go_4) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   void *arg2 = (void *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3437,7 +3599,7 @@ _gostring_ _wrap_comm_allgather_swig_270a29369de887b3(shardrec_comm_t *_swig_go_
 }
 
 
-_gostring_ _wrap_comm_barrier_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0) {
+_gostring_ _wrap_comm_barrier_swig_4bdacf67fc3f4975(shardrec_comm_t *_swig_go_0) {
   shardrec_comm_t *arg1 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -3467,7 +3629,7 @@ _gostring_ _wrap_comm_barrier_swig_270a29369de887b3(shardrec_comm_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_comm_create_mpi_swig_270a29369de887b3(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
+_gostring_ _wrap_comm_create_mpi_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, long long _swig_go_1, struct shardrec_comm_options *_swig_go_2) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   int64_t arg2 ;
   shardrec_comm_options_t *arg3 = (shardrec_comm_options_t *) 0 ;
@@ -3501,7 +3663,7 @@ _gostring_ _wrap_comm_create_mpi_swig_270a29369de887b3(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_comm_create_from_env_swig_270a29369de887b3(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
+_gostring_ _wrap_comm_create_from_env_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, struct shardrec_comm_options *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_comm_options_t *arg2 = (shardrec_comm_options_t *) 0 ;
   shardrec_status_t result;
@@ -3533,7 +3695,7 @@ _gostring_ _wrap_comm_create_from_env_swig_270a29369de887b3(_goslice_ _swig_go_0
 }
 
 
-_gostring_ _wrap_comm_create_tcp_swig_270a29369de887b3(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
+_gostring_ _wrap_comm_create_tcp_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, struct shardrec_comm_options *_swig_go_5) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -3578,7 +3740,7 @@ _gostring_ _wrap_comm_create_tcp_swig_270a29369de887b3(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_comm_local_rank_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_rank_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3610,7 +3772,7 @@ _gostring_ _wrap_comm_local_rank_swig_270a29369de887b3(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_local_size_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_local_size_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3642,7 +3804,7 @@ _gostring_ _wrap_comm_local_size_swig_270a29369de887b3(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_comm_bind_local_numa_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_comm_bind_local_numa_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -3674,7 +3836,7 @@ _gostring_ _wrap_comm_bind_local_numa_swig_270a29369de887b3(_goslice_ _swig_go_0
 }
 
 
-void _wrap_Shard_t_row_offset_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_row_offset_set_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3686,7 +3848,7 @@ void _wrap_Shard_t_row_offset_set_swig_270a29369de887b3(struct shardrec_shard *_
 }
 
 
-long long _wrap_Shard_t_row_offset_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_row_offset_get_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3699,7 +3861,7 @@ long long _wrap_Shard_t_row_offset_get_swig_270a29369de887b3(struct shardrec_sha
 }
 
 
-void _wrap_Shard_t_rows_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
+void _wrap_Shard_t_rows_set_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0, long long _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t arg2 ;
   
@@ -3711,7 +3873,7 @@ void _wrap_Shard_t_rows_set_swig_270a29369de887b3(struct shardrec_shard *_swig_g
 }
 
 
-long long _wrap_Shard_t_rows_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
+long long _wrap_Shard_t_rows_get_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -3724,7 +3886,7 @@ long long _wrap_Shard_t_rows_get_swig_270a29369de887b3(struct shardrec_shard *_s
 }
 
 
-void _wrap_Shard_t_col_offset_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_col_offset_set_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3736,7 +3898,7 @@ void _wrap_Shard_t_col_offset_set_swig_270a29369de887b3(struct shardrec_shard *_
 }
 
 
-intgo _wrap_Shard_t_col_offset_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_col_offset_get_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3749,7 +3911,7 @@ intgo _wrap_Shard_t_col_offset_get_swig_270a29369de887b3(struct shardrec_shard *
 }
 
 
-void _wrap_Shard_t_cols_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_cols_set_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3761,7 +3923,7 @@ void _wrap_Shard_t_cols_set_swig_270a29369de887b3(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_cols_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_cols_get_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3774,7 +3936,7 @@ intgo _wrap_Shard_t_cols_get_swig_270a29369de887b3(struct shardrec_shard *_swig_
 }
 
 
-void _wrap_Shard_t_rank_set_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
+void _wrap_Shard_t_rank_set_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t arg2 ;
   
@@ -3786,7 +3948,7 @@ void _wrap_Shard_t_rank_set_swig_270a29369de887b3(struct shardrec_shard *_swig_g
 }
 
 
-intgo _wrap_Shard_t_rank_get_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
+intgo _wrap_Shard_t_rank_get_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -3799,7 +3961,7 @@ intgo _wrap_Shard_t_rank_get_swig_270a29369de887b3(struct shardrec_shard *_swig_
 }
 
 
-struct shardrec_shard *_wrap_new_Shard_t_swig_270a29369de887b3() {
+struct shardrec_shard *_wrap_new_Shard_t_swig_4bdacf67fc3f4975() {
   struct shardrec_shard *result = 0 ;
   struct shardrec_shard *_swig_go_result;
   
@@ -3810,7 +3972,7 @@ struct shardrec_shard *_wrap_new_Shard_t_swig_270a29369de887b3() {
 }
 
 
-void _wrap_delete_Shard_t_swig_270a29369de887b3(struct shardrec_shard *_swig_go_0) {
+void _wrap_delete_Shard_t_swig_4bdacf67fc3f4975(struct shardrec_shard *_swig_go_0) {
   struct shardrec_shard *arg1 = (struct shardrec_shard *) 0 ;
   
   arg1 = *(struct shardrec_shard **)&_swig_go_0; 
@@ -3820,7 +3982,7 @@ void _wrap_delete_Shard_t_swig_270a29369de887b3(struct shardrec_shard *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_from_json_swig_270a29369de887b3(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_plan_from_json_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, _gostring_ _swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -3856,7 +4018,7 @@ _gostring_ _wrap_plan_from_json_swig_270a29369de887b3(_goslice_ _swig_go_0, _gos
 }
 
 
-_gostring_ _wrap_plan_to_json_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_to_json_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3897,7 +4059,7 @@ _gostring_ _wrap_plan_to_json_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_plan_stats_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_plan_stats_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -3938,7 +4100,7 @@ _gostring_ _wrap_plan_stats_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_plan_hash_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_hash_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -3970,7 +4132,7 @@ _gostring_ _wrap_plan_hash_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _g
 }
 
 
-_gostring_ _wrap_plan_world_size_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_world_size_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -4002,7 +4164,7 @@ _gostring_ _wrap_plan_world_size_swig_270a29369de887b3(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_ranks_per_node_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_ranks_per_node_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -4034,7 +4196,7 @@ _gostring_ _wrap_plan_ranks_per_node_swig_270a29369de887b3(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_num_tables_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_tables_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -4066,7 +4228,7 @@ _gostring_ _wrap_plan_num_tables_swig_270a29369de887b3(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_num_features_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_plan_num_features_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -4098,7 +4260,7 @@ _gostring_ _wrap_plan_num_features_swig_270a29369de887b3(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_feature_name_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_feature_name_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4137,7 +4299,7 @@ _gostring_ _wrap_plan_feature_name_swig_270a29369de887b3(shardrec_plan_t *_swig_
 }
 
 
-_gostring_ _wrap_plan_table_name_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_plan_table_name_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -4176,7 +4338,7 @@ _gostring_ _wrap_plan_table_name_swig_270a29369de887b3(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_find_table_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_find_table_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -4215,7 +4377,7 @@ _gostring_ _wrap_plan_find_table_swig_270a29369de887b3(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_rows_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_rows_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4249,7 +4411,7 @@ _gostring_ _wrap_plan_table_rows_swig_270a29369de887b3(shardrec_plan_t *_swig_go
 }
 
 
-_gostring_ _wrap_plan_table_dim_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_plan_table_dim_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4283,7 +4445,7 @@ _gostring_ _wrap_plan_table_dim_swig_270a29369de887b3(shardrec_plan_t *_swig_go_
 }
 
 
-_gostring_ _wrap_plan_table_sharding_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_plan_table_sharding_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4319,7 +4481,7 @@ _gostring_ _wrap_plan_table_sharding_swig_270a29369de887b3(shardrec_plan_t *_swi
 }
 
 
-_gostring_ _wrap_plan_shard_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
+_gostring_ _wrap_plan_shard_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, struct shardrec_shard *_swig_go_3) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -4355,7 +4517,7 @@ _gostring_ _wrap_plan_shard_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0, l
 }
 
 
-void _wrap_calibrate_options_version_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_version_set_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t arg2 ;
   
@@ -4367,7 +4529,7 @@ void _wrap_calibrate_options_version_set_swig_270a29369de887b3(struct shardrec_c
 }
 
 
-intgo _wrap_calibrate_options_version_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_version_get_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4380,7 +4542,7 @@ intgo _wrap_calibrate_options_version_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_calibrate_options_ranks_share_memory_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_share_memory_set_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4392,7 +4554,7 @@ void _wrap_calibrate_options_ranks_share_memory_set_swig_270a29369de887b3(struct
 }
 
 
-intgo _wrap_calibrate_options_ranks_share_memory_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_share_memory_get_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4405,7 +4567,7 @@ intgo _wrap_calibrate_options_ranks_share_memory_get_swig_270a29369de887b3(struc
 }
 
 
-void _wrap_calibrate_options_time_budget_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
+void _wrap_calibrate_options_time_budget_set_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double arg2 ;
   
@@ -4417,7 +4579,7 @@ void _wrap_calibrate_options_time_budget_set_swig_270a29369de887b3(struct shardr
 }
 
 
-double _wrap_calibrate_options_time_budget_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
+double _wrap_calibrate_options_time_budget_get_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   double result;
   double _swig_go_result;
@@ -4430,7 +4592,7 @@ double _wrap_calibrate_options_time_budget_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_calibrate_options_threads_per_rank_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_threads_per_rank_set_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4442,7 +4604,7 @@ void _wrap_calibrate_options_threads_per_rank_set_swig_270a29369de887b3(struct s
 }
 
 
-intgo _wrap_calibrate_options_threads_per_rank_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_threads_per_rank_get_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4455,7 +4617,7 @@ intgo _wrap_calibrate_options_threads_per_rank_get_swig_270a29369de887b3(struct 
 }
 
 
-void _wrap_calibrate_options_ranks_per_machine_set_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibrate_options_ranks_per_machine_set_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t arg2 ;
   
@@ -4467,7 +4629,7 @@ void _wrap_calibrate_options_ranks_per_machine_set_swig_270a29369de887b3(struct 
 }
 
 
-intgo _wrap_calibrate_options_ranks_per_machine_get_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
+intgo _wrap_calibrate_options_ranks_per_machine_get_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -4480,7 +4642,7 @@ intgo _wrap_calibrate_options_ranks_per_machine_get_swig_270a29369de887b3(struct
 }
 
 
-struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_270a29369de887b3() {
+struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_4bdacf67fc3f4975() {
   struct shardrec_calibrate_options *result = 0 ;
   struct shardrec_calibrate_options *_swig_go_result;
   
@@ -4491,7 +4653,7 @@ struct shardrec_calibrate_options *_wrap_new_calibrate_options_swig_270a29369de8
 }
 
 
-void _wrap_delete_calibrate_options_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0) {
+void _wrap_delete_calibrate_options_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0) {
   struct shardrec_calibrate_options *arg1 = (struct shardrec_calibrate_options *) 0 ;
   
   arg1 = *(struct shardrec_calibrate_options **)&_swig_go_0; 
@@ -4501,7 +4663,7 @@ void _wrap_delete_calibrate_options_swig_270a29369de887b3(struct shardrec_calibr
 }
 
 
-_gostring_ _wrap_calibrate_options_init_swig_270a29369de887b3(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibrate_options_init_swig_4bdacf67fc3f4975(struct shardrec_calibrate_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibrate_options_t *arg1 = (shardrec_calibrate_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4533,7 +4695,7 @@ _gostring_ _wrap_calibrate_options_init_swig_270a29369de887b3(struct shardrec_ca
 }
 
 
-void _wrap_calibration_version_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+void _wrap_calibration_version_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t arg2 ;
   
@@ -4545,7 +4707,7 @@ void _wrap_calibration_version_set_swig_270a29369de887b3(struct shardrec_calibra
 }
 
 
-intgo _wrap_calibration_version_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+intgo _wrap_calibration_version_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4558,7 +4720,7 @@ intgo _wrap_calibration_version_get_swig_270a29369de887b3(struct shardrec_calibr
 }
 
 
-void _wrap_calibration_gather_bandwidth_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_gather_bandwidth_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4570,7 +4732,7 @@ void _wrap_calibration_gather_bandwidth_set_swig_270a29369de887b3(struct shardre
 }
 
 
-double _wrap_calibration_gather_bandwidth_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_gather_bandwidth_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4583,7 +4745,7 @@ double _wrap_calibration_gather_bandwidth_get_swig_270a29369de887b3(struct shard
 }
 
 
-void _wrap_calibration_stream_bandwidth_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_stream_bandwidth_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4595,7 +4757,7 @@ void _wrap_calibration_stream_bandwidth_set_swig_270a29369de887b3(struct shardre
 }
 
 
-double _wrap_calibration_stream_bandwidth_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_stream_bandwidth_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4608,7 +4770,7 @@ double _wrap_calibration_stream_bandwidth_get_swig_270a29369de887b3(struct shard
 }
 
 
-void _wrap_calibration_loopback_bandwidth_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_bandwidth_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4620,7 +4782,7 @@ void _wrap_calibration_loopback_bandwidth_set_swig_270a29369de887b3(struct shard
 }
 
 
-double _wrap_calibration_loopback_bandwidth_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_bandwidth_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4633,7 +4795,7 @@ double _wrap_calibration_loopback_bandwidth_get_swig_270a29369de887b3(struct sha
 }
 
 
-void _wrap_calibration_loopback_latency_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_loopback_latency_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4645,7 +4807,7 @@ void _wrap_calibration_loopback_latency_set_swig_270a29369de887b3(struct shardre
 }
 
 
-double _wrap_calibration_loopback_latency_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_loopback_latency_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4658,7 +4820,7 @@ double _wrap_calibration_loopback_latency_get_swig_270a29369de887b3(struct shard
 }
 
 
-void _wrap_calibration_handoff_latency_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_handoff_latency_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4670,7 +4832,7 @@ void _wrap_calibration_handoff_latency_set_swig_270a29369de887b3(struct shardrec
 }
 
 
-double _wrap_calibration_handoff_latency_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_handoff_latency_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4683,7 +4845,7 @@ double _wrap_calibration_handoff_latency_get_swig_270a29369de887b3(struct shardr
 }
 
 
-void _wrap_calibration_elapsed_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_elapsed_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4695,7 +4857,7 @@ void _wrap_calibration_elapsed_set_swig_270a29369de887b3(struct shardrec_calibra
 }
 
 
-double _wrap_calibration_elapsed_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_elapsed_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4708,7 +4870,7 @@ double _wrap_calibration_elapsed_get_swig_270a29369de887b3(struct shardrec_calib
 }
 
 
-void _wrap_calibration_oversubscription_set_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+void _wrap_calibration_oversubscription_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double arg2 ;
   
@@ -4720,7 +4882,7 @@ void _wrap_calibration_oversubscription_set_swig_270a29369de887b3(struct shardre
 }
 
 
-double _wrap_calibration_oversubscription_get_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+double _wrap_calibration_oversubscription_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   double result;
   double _swig_go_result;
@@ -4733,7 +4895,7 @@ double _wrap_calibration_oversubscription_get_swig_270a29369de887b3(struct shard
 }
 
 
-struct shardrec_calibration *_wrap_new_calibration_swig_270a29369de887b3() {
+struct shardrec_calibration *_wrap_new_calibration_swig_4bdacf67fc3f4975() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;
   
@@ -4744,7 +4906,7 @@ struct shardrec_calibration *_wrap_new_calibration_swig_270a29369de887b3() {
 }
 
 
-void _wrap_delete_calibration_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0) {
+void _wrap_delete_calibration_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
   struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
   
   arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
@@ -4754,7 +4916,7 @@ void _wrap_delete_calibration_swig_270a29369de887b3(struct shardrec_calibration 
 }
 
 
-_gostring_ _wrap_calibration_init_swig_270a29369de887b3(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_calibration_init_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
   shardrec_calibration_t *arg1 = (shardrec_calibration_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -4786,7 +4948,7 @@ _gostring_ _wrap_calibration_init_swig_270a29369de887b3(struct shardrec_calibrat
 }
 
 
-_gostring_ _wrap_topology_calibrate_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
+_gostring_ _wrap_topology_calibrate_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, struct shardrec_calibrate_options *_swig_go_1, struct shardrec_calibration *_swig_go_2) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_calibrate_options_t *arg2 = (shardrec_calibrate_options_t *) 0 ;
   shardrec_calibration_t *arg3 = (shardrec_calibration_t *) 0 ;
@@ -4820,7 +4982,7 @@ _gostring_ _wrap_topology_calibrate_swig_270a29369de887b3(struct shardrec_topolo
 }
 
 
-_gostring_ _wrap_topology_calibrate_network_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_topology_calibrate_network_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1, double _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   double arg3 ;
@@ -4856,7 +5018,52 @@ _gostring_ _wrap_topology_calibrate_network_swig_270a29369de887b3(struct shardre
 }
 
 
-_gostring_ _wrap_topology_from_comm_swig_270a29369de887b3(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+_gostring_ _wrap_topology_calibrate_disk_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+  shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  uint64_t arg3 ;
+  double arg4 ;
+  double *arg5 = (double *) 0 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_topology_t **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = (double)_swig_go_3; 
+  arg5 = (double *)_swig_go_4.array; 
+  arg6 = (int32_t *)_swig_go_5.array; 
+  
+  result = (shardrec_status_t)shardrec_topology_calibrate_disk(arg1,(char const *)arg2,arg3,arg4,arg5,arg6);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_topology_from_comm_swig_4bdacf67fc3f4975(struct shardrec_topology *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   shardrec_topology_t *arg1 = (shardrec_topology_t *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_status_t result;
@@ -4888,7 +5095,7 @@ _gostring_ _wrap_topology_from_comm_swig_270a29369de887b3(struct shardrec_topolo
 }
 
 
-void _wrap_plan_destroy_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0) {
+void _wrap_plan_destroy_swig_4bdacf67fc3f4975(shardrec_plan_t *_swig_go_0) {
   shardrec_plan_t *arg1 = (shardrec_plan_t *) 0 ;
   
   arg1 = (shardrec_plan_t *)_swig_go_0; 
@@ -4898,7 +5105,7 @@ void _wrap_plan_destroy_swig_270a29369de887b3(shardrec_plan_t *_swig_go_0) {
 }
 
 
-intgo _wrap_BOUNDS_ERROR_swig_270a29369de887b3() {
+intgo _wrap_BOUNDS_ERROR_swig_4bdacf67fc3f4975() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4910,7 +5117,7 @@ intgo _wrap_BOUNDS_ERROR_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_BOUNDS_CLAMP_swig_270a29369de887b3() {
+intgo _wrap_BOUNDS_CLAMP_swig_4bdacf67fc3f4975() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4922,7 +5129,7 @@ intgo _wrap_BOUNDS_CLAMP_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_BOUNDS_SKIP_swig_270a29369de887b3() {
+intgo _wrap_BOUNDS_SKIP_swig_4bdacf67fc3f4975() {
   enum shardrec_bounds_policy result;
   intgo _swig_go_result;
   
@@ -4934,7 +5141,7 @@ intgo _wrap_BOUNDS_SKIP_swig_270a29369de887b3() {
 }
 
 
-void _wrap_table_tier_version_set_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
+void _wrap_table_tier_version_set_swig_4bdacf67fc3f4975(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   uint32_t arg2 ;
   
@@ -4946,7 +5153,7 @@ void _wrap_table_tier_version_set_swig_270a29369de887b3(struct shardrec_table_ti
 }
 
 
-intgo _wrap_table_tier_version_get_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0) {
+intgo _wrap_table_tier_version_get_swig_4bdacf67fc3f4975(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -4959,7 +5166,7 @@ intgo _wrap_table_tier_version_get_swig_270a29369de887b3(struct shardrec_table_t
 }
 
 
-void _wrap_table_tier_cache_bytes_set_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0, long long _swig_go_1) {
+void _wrap_table_tier_cache_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_table_tier *_swig_go_0, long long _swig_go_1) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   int64_t arg2 ;
   
@@ -4971,7 +5178,7 @@ void _wrap_table_tier_cache_bytes_set_swig_270a29369de887b3(struct shardrec_tabl
 }
 
 
-long long _wrap_table_tier_cache_bytes_get_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0) {
+long long _wrap_table_tier_cache_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -4984,7 +5191,7 @@ long long _wrap_table_tier_cache_bytes_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-struct shardrec_table_tier *_wrap_new_table_tier_swig_270a29369de887b3() {
+struct shardrec_table_tier *_wrap_new_table_tier_swig_4bdacf67fc3f4975() {
   struct shardrec_table_tier *result = 0 ;
   struct shardrec_table_tier *_swig_go_result;
   
@@ -4995,7 +5202,7 @@ struct shardrec_table_tier *_wrap_new_table_tier_swig_270a29369de887b3() {
 }
 
 
-void _wrap_delete_table_tier_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0) {
+void _wrap_delete_table_tier_swig_4bdacf67fc3f4975(struct shardrec_table_tier *_swig_go_0) {
   struct shardrec_table_tier *arg1 = (struct shardrec_table_tier *) 0 ;
   
   arg1 = *(struct shardrec_table_tier **)&_swig_go_0; 
@@ -5005,7 +5212,7 @@ void _wrap_delete_table_tier_swig_270a29369de887b3(struct shardrec_table_tier *_
 }
 
 
-_gostring_ _wrap_table_tier_init_swig_270a29369de887b3(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_table_tier_init_swig_4bdacf67fc3f4975(struct shardrec_table_tier *_swig_go_0, intgo _swig_go_1) {
   shardrec_table_tier_t *arg1 = (shardrec_table_tier_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5037,7 +5244,7 @@ _gostring_ _wrap_table_tier_init_swig_270a29369de887b3(struct shardrec_table_tie
 }
 
 
-void _wrap_embedding_options_version_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_version_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t arg2 ;
   
@@ -5049,7 +5256,7 @@ void _wrap_embedding_options_version_set_swig_270a29369de887b3(struct shardrec_e
 }
 
 
-intgo _wrap_embedding_options_version_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_version_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -5062,7 +5269,7 @@ intgo _wrap_embedding_options_version_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_embedding_options_seed_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_seed_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t arg2 ;
   
@@ -5074,7 +5281,7 @@ void _wrap_embedding_options_seed_set_swig_270a29369de887b3(struct shardrec_embe
 }
 
 
-long long _wrap_embedding_options_seed_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_seed_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5087,7 +5294,7 @@ long long _wrap_embedding_options_seed_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_embedding_options_bounds_policy_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_bounds_policy_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5099,7 +5306,7 @@ void _wrap_embedding_options_bounds_policy_set_swig_270a29369de887b3(struct shar
 }
 
 
-intgo _wrap_embedding_options_bounds_policy_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_bounds_policy_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5112,7 +5319,7 @@ intgo _wrap_embedding_options_bounds_policy_get_swig_270a29369de887b3(struct sha
 }
 
 
-void _wrap_embedding_options_num_threads_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_num_threads_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5124,7 +5331,7 @@ void _wrap_embedding_options_num_threads_set_swig_270a29369de887b3(struct shardr
 }
 
 
-intgo _wrap_embedding_options_num_threads_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_num_threads_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5137,7 +5344,7 @@ intgo _wrap_embedding_options_num_threads_get_swig_270a29369de887b3(struct shard
 }
 
 
-void _wrap_embedding_options_dp_comm_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
+void _wrap_embedding_options_dp_comm_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, shardrec_comm_t *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   
@@ -5149,7 +5356,7 @@ void _wrap_embedding_options_dp_comm_set_swig_270a29369de887b3(struct shardrec_e
 }
 
 
-shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_comm_t *result = 0 ;
   shardrec_comm_t *_swig_go_result;
@@ -5162,7 +5369,7 @@ shardrec_comm_t *_wrap_embedding_options_dp_comm_get_swig_270a29369de887b3(struc
 }
 
 
-void _wrap_embedding_options_device_type_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_type_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5174,7 +5381,7 @@ void _wrap_embedding_options_device_type_set_swig_270a29369de887b3(struct shardr
 }
 
 
-intgo _wrap_embedding_options_device_type_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_type_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5187,7 +5394,7 @@ intgo _wrap_embedding_options_device_type_get_swig_270a29369de887b3(struct shard
 }
 
 
-void _wrap_embedding_options_device_index_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_device_index_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5199,7 +5406,7 @@ void _wrap_embedding_options_device_index_set_swig_270a29369de887b3(struct shard
 }
 
 
-intgo _wrap_embedding_options_device_index_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_device_index_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5212,7 +5419,7 @@ intgo _wrap_embedding_options_device_index_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_embedding_options_non_finite_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_non_finite_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5224,7 +5431,7 @@ void _wrap_embedding_options_non_finite_set_swig_270a29369de887b3(struct shardre
 }
 
 
-intgo _wrap_embedding_options_non_finite_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_non_finite_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5237,7 +5444,7 @@ intgo _wrap_embedding_options_non_finite_get_swig_270a29369de887b3(struct shardr
 }
 
 
-void _wrap_embedding_options_table_memory_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_table_memory_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5249,7 +5456,7 @@ void _wrap_embedding_options_table_memory_set_swig_270a29369de887b3(struct shard
 }
 
 
-intgo _wrap_embedding_options_table_memory_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_table_memory_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5262,7 +5469,7 @@ intgo _wrap_embedding_options_table_memory_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_embedding_options_forward_comm_encoding_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_forward_comm_encoding_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5274,7 +5481,7 @@ void _wrap_embedding_options_forward_comm_encoding_set_swig_270a29369de887b3(str
 }
 
 
-intgo _wrap_embedding_options_forward_comm_encoding_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_forward_comm_encoding_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5287,7 +5494,7 @@ intgo _wrap_embedding_options_forward_comm_encoding_get_swig_270a29369de887b3(st
 }
 
 
-void _wrap_embedding_options_backward_comm_encoding_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_embedding_options_backward_comm_encoding_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t arg2 ;
   
@@ -5299,7 +5506,7 @@ void _wrap_embedding_options_backward_comm_encoding_set_swig_270a29369de887b3(st
 }
 
 
-intgo _wrap_embedding_options_backward_comm_encoding_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+intgo _wrap_embedding_options_backward_comm_encoding_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -5312,7 +5519,7 @@ intgo _wrap_embedding_options_backward_comm_encoding_get_swig_270a29369de887b3(s
 }
 
 
-void _wrap_embedding_options_max_batch_size_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_batch_size_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5324,7 +5531,7 @@ void _wrap_embedding_options_max_batch_size_set_swig_270a29369de887b3(struct sha
 }
 
 
-long long _wrap_embedding_options_max_batch_size_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_batch_size_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5337,7 +5544,7 @@ long long _wrap_embedding_options_max_batch_size_get_swig_270a29369de887b3(struc
 }
 
 
-void _wrap_embedding_options_max_ids_per_batch_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_max_ids_per_batch_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t arg2 ;
   
@@ -5349,7 +5556,7 @@ void _wrap_embedding_options_max_ids_per_batch_set_swig_270a29369de887b3(struct 
 }
 
 
-long long _wrap_embedding_options_max_ids_per_batch_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_max_ids_per_batch_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5362,7 +5569,7 @@ long long _wrap_embedding_options_max_ids_per_batch_get_swig_270a29369de887b3(st
 }
 
 
-void _wrap_embedding_options_tiers_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, struct shardrec_table_tier *_swig_go_1) {
+void _wrap_embedding_options_tiers_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, struct shardrec_table_tier *_swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_table_tier_t *arg2 = (shardrec_table_tier_t *) 0 ;
   
@@ -5374,7 +5581,7 @@ void _wrap_embedding_options_tiers_set_swig_270a29369de887b3(struct shardrec_emb
 }
 
 
-struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   shardrec_table_tier_t *result = 0 ;
   struct shardrec_table_tier *_swig_go_result;
@@ -5387,7 +5594,7 @@ struct shardrec_table_tier *_wrap_embedding_options_tiers_get_swig_270a29369de88
 }
 
 
-void _wrap_embedding_options_num_tiers_set_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_embedding_options_num_tiers_set_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   size_t arg2 ;
   
@@ -5399,7 +5606,7 @@ void _wrap_embedding_options_num_tiers_set_swig_270a29369de887b3(struct shardrec
 }
 
 
-long long _wrap_embedding_options_num_tiers_get_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+long long _wrap_embedding_options_num_tiers_get_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5412,7 +5619,7 @@ long long _wrap_embedding_options_num_tiers_get_swig_270a29369de887b3(struct sha
 }
 
 
-struct shardrec_embedding_options *_wrap_new_embedding_options_swig_270a29369de887b3() {
+struct shardrec_embedding_options *_wrap_new_embedding_options_swig_4bdacf67fc3f4975() {
   struct shardrec_embedding_options *result = 0 ;
   struct shardrec_embedding_options *_swig_go_result;
   
@@ -5423,7 +5630,7 @@ struct shardrec_embedding_options *_wrap_new_embedding_options_swig_270a29369de8
 }
 
 
-void _wrap_delete_embedding_options_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0) {
+void _wrap_delete_embedding_options_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0) {
   struct shardrec_embedding_options *arg1 = (struct shardrec_embedding_options *) 0 ;
   
   arg1 = *(struct shardrec_embedding_options **)&_swig_go_0; 
@@ -5433,7 +5640,7 @@ void _wrap_delete_embedding_options_swig_270a29369de887b3(struct shardrec_embedd
 }
 
 
-intgo _wrap_COMM_ENCODING_FP32_swig_270a29369de887b3() {
+intgo _wrap_COMM_ENCODING_FP32_swig_4bdacf67fc3f4975() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5445,7 +5652,7 @@ intgo _wrap_COMM_ENCODING_FP32_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_COMM_ENCODING_FP16_swig_270a29369de887b3() {
+intgo _wrap_COMM_ENCODING_FP16_swig_4bdacf67fc3f4975() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5457,7 +5664,7 @@ intgo _wrap_COMM_ENCODING_FP16_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_COMM_ENCODING_BF16_swig_270a29369de887b3() {
+intgo _wrap_COMM_ENCODING_BF16_swig_4bdacf67fc3f4975() {
   enum shardrec_comm_encoding result;
   intgo _swig_go_result;
   
@@ -5469,7 +5676,7 @@ intgo _wrap_COMM_ENCODING_BF16_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_270a29369de887b3() {
+intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_4bdacf67fc3f4975() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5481,7 +5688,7 @@ intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_270a29369de887b3() {
+intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_4bdacf67fc3f4975() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;
   
@@ -5493,7 +5700,7 @@ intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_NON_FINITE_CHECK_swig_270a29369de887b3() {
+intgo _wrap_NON_FINITE_CHECK_swig_4bdacf67fc3f4975() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5505,7 +5712,7 @@ intgo _wrap_NON_FINITE_CHECK_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_NON_FINITE_ALLOW_swig_270a29369de887b3() {
+intgo _wrap_NON_FINITE_ALLOW_swig_4bdacf67fc3f4975() {
   enum shardrec_non_finite_policy result;
   intgo _swig_go_result;
   
@@ -5517,7 +5724,7 @@ intgo _wrap_NON_FINITE_ALLOW_swig_270a29369de887b3() {
 }
 
 
-_gostring_ _wrap_embedding_options_init_swig_270a29369de887b3(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_options_init_swig_4bdacf67fc3f4975(struct shardrec_embedding_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_options_t *arg1 = (shardrec_embedding_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -5549,7 +5756,7 @@ _gostring_ _wrap_embedding_options_init_swig_270a29369de887b3(struct shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_embedding_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_plan_t *_swig_go_1, shardrec_comm_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_plan_t *arg2 = (shardrec_plan_t *) 0 ;
   shardrec_comm_t *arg3 = (shardrec_comm_t *) 0 ;
@@ -5587,7 +5794,7 @@ _gostring_ _wrap_embedding_create_swig_270a29369de887b3(_goslice_ _swig_go_0, sh
 }
 
 
-void _wrap_embedding_destroy_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0) {
+void _wrap_embedding_destroy_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   
   arg1 = (shardrec_embedding_t *)_swig_go_0; 
@@ -5597,7 +5804,7 @@ void _wrap_embedding_destroy_swig_270a29369de887b3(shardrec_embedding_t *_swig_g
 }
 
 
-_gostring_ _wrap_embedding_output_dim_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_output_dim_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5629,7 +5836,7 @@ _gostring_ _wrap_embedding_output_dim_swig_270a29369de887b3(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_is_sequence_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_sequence_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -5661,7 +5868,7 @@ _gostring_ _wrap_embedding_is_sequence_swig_270a29369de887b3(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_input_dist_wait_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_input_dist_wait_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   void *arg2 = (void *) 0 ;
   shardrec_status_t result;
@@ -5693,7 +5900,7 @@ _gostring_ _wrap_embedding_input_dist_wait_swig_270a29369de887b3(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5731,7 +5938,7 @@ _gostring_ _wrap_embedding_forward_distributed_swig_270a29369de887b3(shardrec_em
 }
 
 
-_gostring_ _wrap_embedding_backward_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_backward_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5769,7 +5976,7 @@ _gostring_ _wrap_embedding_backward_swig_270a29369de887b3(shardrec_embedding_t *
 }
 
 
-_gostring_ _wrap_embedding_forward_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
+_gostring_ _wrap_embedding_forward_tensor_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, shardrec_kjt_view_t *_swig_go_1, shardrec_tensor_view_t *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_kjt_view_t *arg2 = (shardrec_kjt_view_t *) 0 ;
   shardrec_tensor_view_t *arg3 = (shardrec_tensor_view_t *) 0 ;
@@ -5805,7 +6012,7 @@ _gostring_ _wrap_embedding_forward_tensor_swig_270a29369de887b3(shardrec_embeddi
 }
 
 
-_gostring_ _wrap_embedding_forward_distributed_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_forward_distributed_tensor_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5839,7 +6046,7 @@ _gostring_ _wrap_embedding_forward_distributed_tensor_swig_270a29369de887b3(shar
 }
 
 
-_gostring_ _wrap_embedding_backward_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
+_gostring_ _wrap_embedding_backward_tensor_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, shardrec_tensor_view_t *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_tensor_view_t *arg2 = (shardrec_tensor_view_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5873,7 +6080,7 @@ _gostring_ _wrap_embedding_backward_tensor_swig_270a29369de887b3(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_synchronize_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0) {
+_gostring_ _wrap_embedding_synchronize_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -5903,7 +6110,7 @@ _gostring_ _wrap_embedding_synchronize_swig_270a29369de887b3(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_learning_rate_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_embedding_set_learning_rate_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, float _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -5935,7 +6142,7 @@ _gostring_ _wrap_embedding_set_learning_rate_swig_270a29369de887b3(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_num_steps_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_steps_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -5967,7 +6174,7 @@ _gostring_ _wrap_embedding_num_steps_swig_270a29369de887b3(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_num_steps_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_embedding_set_num_steps_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -5999,7 +6206,7 @@ _gostring_ _wrap_embedding_set_num_steps_swig_270a29369de887b3(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_get_weights_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_get_weights_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -6042,7 +6249,7 @@ _gostring_ _wrap_embedding_get_weights_swig_270a29369de887b3(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_set_weights_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_set_weights_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -6085,7 +6292,7 @@ _gostring_ _wrap_embedding_set_weights_swig_270a29369de887b3(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_num_states_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_states_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6117,7 +6324,7 @@ _gostring_ _wrap_embedding_num_states_swig_270a29369de887b3(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_state_info_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_state_info_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6158,7 +6365,7 @@ _gostring_ _wrap_embedding_state_info_swig_270a29369de887b3(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_embedding_get_state_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_get_state_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6208,7 +6415,7 @@ _gostring_ _wrap_embedding_get_state_swig_270a29369de887b3(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_set_state_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_embedding_set_state_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6258,7 +6465,7 @@ _gostring_ _wrap_embedding_set_state_swig_270a29369de887b3(shardrec_embedding_t 
 }
 
 
-_gostring_ _wrap_embedding_timings_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_timings_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   double *arg2 = (double *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -6292,7 +6499,7 @@ _gostring_ _wrap_embedding_timings_swig_270a29369de887b3(shardrec_embedding_t *_
 }
 
 
-_gostring_ _wrap_embedding_set_table_learning_rate_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_embedding_set_table_learning_rate_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -6331,7 +6538,7 @@ _gostring_ _wrap_embedding_set_table_learning_rate_swig_270a29369de887b3(shardre
 }
 
 
-_gostring_ _wrap_embedding_table_optimizer_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
+_gostring_ _wrap_embedding_table_optimizer_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_optimizer_config *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_optimizer_config_t *arg3 = (shardrec_optimizer_config_t *) 0 ;
@@ -6370,7 +6577,7 @@ _gostring_ _wrap_embedding_table_optimizer_swig_270a29369de887b3(shardrec_embedd
 }
 
 
-_gostring_ _wrap_embedding_table_num_states_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_embedding_table_num_states_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -6409,7 +6616,7 @@ _gostring_ _wrap_embedding_table_num_states_swig_270a29369de887b3(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_table_state_info_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_embedding_table_state_info_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   size_t arg3 ;
@@ -6457,7 +6664,7 @@ _gostring_ _wrap_embedding_table_state_info_swig_270a29369de887b3(shardrec_embed
 }
 
 
-_gostring_ _wrap_embedding_num_outputs_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_num_outputs_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -6489,7 +6696,7 @@ _gostring_ _wrap_embedding_num_outputs_swig_270a29369de887b3(shardrec_embedding_
 }
 
 
-_gostring_ _wrap_embedding_output_info_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_output_info_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _gostring_* _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -6539,7 +6746,7 @@ _gostring_ _wrap_embedding_output_info_swig_270a29369de887b3(shardrec_embedding_
 }
 
 
-void _wrap_step_timings_version_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+void _wrap_step_timings_version_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t arg2 ;
   
@@ -6551,7 +6758,7 @@ void _wrap_step_timings_version_set_swig_270a29369de887b3(struct shardrec_step_t
 }
 
 
-intgo _wrap_step_timings_version_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+intgo _wrap_step_timings_version_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6564,7 +6771,7 @@ intgo _wrap_step_timings_version_get_swig_270a29369de887b3(struct shardrec_step_
 }
 
 
-void _wrap_step_timings_forwards_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_forwards_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6576,7 +6783,7 @@ void _wrap_step_timings_forwards_set_swig_270a29369de887b3(struct shardrec_step_
 }
 
 
-long long _wrap_step_timings_forwards_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_forwards_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6589,7 +6796,7 @@ long long _wrap_step_timings_forwards_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_step_timings_backwards_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_backwards_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6601,7 +6808,7 @@ void _wrap_step_timings_backwards_set_swig_270a29369de887b3(struct shardrec_step
 }
 
 
-long long _wrap_step_timings_backwards_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_backwards_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6614,7 +6821,7 @@ long long _wrap_step_timings_backwards_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_step_timings_samples_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
+void _wrap_step_timings_samples_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, long long _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t arg2 ;
   
@@ -6626,7 +6833,7 @@ void _wrap_step_timings_samples_set_swig_270a29369de887b3(struct shardrec_step_t
 }
 
 
-long long _wrap_step_timings_samples_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+long long _wrap_step_timings_samples_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6639,7 +6846,7 @@ long long _wrap_step_timings_samples_get_swig_270a29369de887b3(struct shardrec_s
 }
 
 
-void _wrap_step_timings_total_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_total_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6651,7 +6858,7 @@ void _wrap_step_timings_total_seconds_set_swig_270a29369de887b3(struct shardrec_
 }
 
 
-double _wrap_step_timings_total_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_total_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6664,7 +6871,7 @@ double _wrap_step_timings_total_seconds_get_swig_270a29369de887b3(struct shardre
 }
 
 
-void _wrap_step_timings_collective_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_collective_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6676,7 +6883,7 @@ void _wrap_step_timings_collective_seconds_set_swig_270a29369de887b3(struct shar
 }
 
 
-double _wrap_step_timings_collective_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_collective_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6689,7 +6896,7 @@ double _wrap_step_timings_collective_seconds_get_swig_270a29369de887b3(struct sh
 }
 
 
-void _wrap_step_timings_input_dist_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_input_dist_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6701,7 +6908,7 @@ void _wrap_step_timings_input_dist_seconds_set_swig_270a29369de887b3(struct shar
 }
 
 
-double _wrap_step_timings_input_dist_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_input_dist_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6714,7 +6921,7 @@ double _wrap_step_timings_input_dist_seconds_get_swig_270a29369de887b3(struct sh
 }
 
 
-void _wrap_step_timings_lookup_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_lookup_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6726,7 +6933,7 @@ void _wrap_step_timings_lookup_seconds_set_swig_270a29369de887b3(struct shardrec
 }
 
 
-double _wrap_step_timings_lookup_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_lookup_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6739,7 +6946,7 @@ double _wrap_step_timings_lookup_seconds_get_swig_270a29369de887b3(struct shardr
 }
 
 
-void _wrap_step_timings_output_dist_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_output_dist_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6751,7 +6958,7 @@ void _wrap_step_timings_output_dist_seconds_set_swig_270a29369de887b3(struct sha
 }
 
 
-double _wrap_step_timings_output_dist_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_output_dist_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6764,7 +6971,7 @@ double _wrap_step_timings_output_dist_seconds_get_swig_270a29369de887b3(struct s
 }
 
 
-void _wrap_step_timings_backward_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_backward_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6776,7 +6983,7 @@ void _wrap_step_timings_backward_seconds_set_swig_270a29369de887b3(struct shardr
 }
 
 
-double _wrap_step_timings_backward_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_backward_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6789,7 +6996,7 @@ double _wrap_step_timings_backward_seconds_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_step_timings_embedding_comm_seconds_set_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
+void _wrap_step_timings_embedding_comm_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, double _swig_go_1) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double arg2 ;
   
@@ -6801,7 +7008,7 @@ void _wrap_step_timings_embedding_comm_seconds_set_swig_270a29369de887b3(struct 
 }
 
 
-double _wrap_step_timings_embedding_comm_seconds_get_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+double _wrap_step_timings_embedding_comm_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   double result;
   double _swig_go_result;
@@ -6814,7 +7021,7 @@ double _wrap_step_timings_embedding_comm_seconds_get_swig_270a29369de887b3(struc
 }
 
 
-struct shardrec_step_timings *_wrap_new_step_timings_swig_270a29369de887b3() {
+struct shardrec_step_timings *_wrap_new_step_timings_swig_4bdacf67fc3f4975() {
   struct shardrec_step_timings *result = 0 ;
   struct shardrec_step_timings *_swig_go_result;
   
@@ -6825,7 +7032,7 @@ struct shardrec_step_timings *_wrap_new_step_timings_swig_270a29369de887b3() {
 }
 
 
-void _wrap_delete_step_timings_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0) {
+void _wrap_delete_step_timings_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0) {
   struct shardrec_step_timings *arg1 = (struct shardrec_step_timings *) 0 ;
   
   arg1 = *(struct shardrec_step_timings **)&_swig_go_0; 
@@ -6835,7 +7042,7 @@ void _wrap_delete_step_timings_swig_270a29369de887b3(struct shardrec_step_timing
 }
 
 
-_gostring_ _wrap_step_timings_init_swig_270a29369de887b3(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_step_timings_init_swig_4bdacf67fc3f4975(struct shardrec_step_timings *_swig_go_0, intgo _swig_go_1) {
   shardrec_step_timings_t *arg1 = (shardrec_step_timings_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -6867,7 +7074,7 @@ _gostring_ _wrap_step_timings_init_swig_270a29369de887b3(struct shardrec_step_ti
 }
 
 
-_gostring_ _wrap_embedding_step_timings_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
+_gostring_ _wrap_embedding_step_timings_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, struct shardrec_step_timings *_swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   shardrec_step_timings_t *arg2 = (shardrec_step_timings_t *) 0 ;
   shardrec_status_t result;
@@ -6899,7 +7106,7 @@ _gostring_ _wrap_embedding_step_timings_swig_270a29369de887b3(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_set_training_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_embedding_set_training_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -6931,7 +7138,7 @@ _gostring_ _wrap_embedding_set_training_swig_270a29369de887b3(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_is_training_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_embedding_is_training_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -6963,7 +7170,7 @@ _gostring_ _wrap_embedding_is_training_swig_270a29369de887b3(shardrec_embedding_
 }
 
 
-void _wrap_dynamic_table_stats_version_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_dynamic_table_stats_version_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -6975,7 +7182,7 @@ void _wrap_dynamic_table_stats_version_set_swig_270a29369de887b3(struct shardrec
 }
 
 
-intgo _wrap_dynamic_table_stats_version_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+intgo _wrap_dynamic_table_stats_version_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -6988,7 +7195,7 @@ intgo _wrap_dynamic_table_stats_version_get_swig_270a29369de887b3(struct shardre
 }
 
 
-void _wrap_dynamic_table_stats_size_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_size_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7000,7 +7207,7 @@ void _wrap_dynamic_table_stats_size_set_swig_270a29369de887b3(struct shardrec_dy
 }
 
 
-long long _wrap_dynamic_table_stats_size_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_size_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7013,7 +7220,7 @@ long long _wrap_dynamic_table_stats_size_get_swig_270a29369de887b3(struct shardr
 }
 
 
-void _wrap_dynamic_table_stats_capacity_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7025,7 +7232,7 @@ void _wrap_dynamic_table_stats_capacity_set_swig_270a29369de887b3(struct shardre
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7038,7 +7245,7 @@ long long _wrap_dynamic_table_stats_capacity_get_swig_270a29369de887b3(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_load_factor_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_dynamic_table_stats_load_factor_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double arg2 ;
   
@@ -7050,7 +7257,7 @@ void _wrap_dynamic_table_stats_load_factor_set_swig_270a29369de887b3(struct shar
 }
 
 
-double _wrap_dynamic_table_stats_load_factor_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+double _wrap_dynamic_table_stats_load_factor_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -7063,7 +7270,7 @@ double _wrap_dynamic_table_stats_load_factor_get_swig_270a29369de887b3(struct sh
 }
 
 
-void _wrap_dynamic_table_stats_last_inserted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_inserted_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7075,7 +7282,7 @@ void _wrap_dynamic_table_stats_last_inserted_set_swig_270a29369de887b3(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_inserted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_inserted_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7088,7 +7295,7 @@ long long _wrap_dynamic_table_stats_last_inserted_get_swig_270a29369de887b3(stru
 }
 
 
-void _wrap_dynamic_table_stats_last_evicted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_evicted_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7100,7 +7307,7 @@ void _wrap_dynamic_table_stats_last_evicted_set_swig_270a29369de887b3(struct sha
 }
 
 
-long long _wrap_dynamic_table_stats_last_evicted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_evicted_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7113,7 +7320,7 @@ long long _wrap_dynamic_table_stats_last_evicted_get_swig_270a29369de887b3(struc
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7125,7 +7332,7 @@ void _wrap_dynamic_table_stats_last_rejected_admission_set_swig_270a29369de887b3
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7138,7 +7345,7 @@ long long _wrap_dynamic_table_stats_last_rejected_admission_get_swig_270a29369de
 }
 
 
-void _wrap_dynamic_table_stats_last_rejected_full_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_rejected_full_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7150,7 +7357,7 @@ void _wrap_dynamic_table_stats_last_rejected_full_set_swig_270a29369de887b3(stru
 }
 
 
-long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7163,7 +7370,7 @@ long long _wrap_dynamic_table_stats_last_rejected_full_get_swig_270a29369de887b3
 }
 
 
-void _wrap_dynamic_table_stats_total_inserted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_inserted_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7175,7 +7382,7 @@ void _wrap_dynamic_table_stats_total_inserted_set_swig_270a29369de887b3(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_inserted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_inserted_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7188,7 +7395,7 @@ long long _wrap_dynamic_table_stats_total_inserted_get_swig_270a29369de887b3(str
 }
 
 
-void _wrap_dynamic_table_stats_total_evicted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_evicted_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7200,7 +7407,7 @@ void _wrap_dynamic_table_stats_total_evicted_set_swig_270a29369de887b3(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_total_evicted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_evicted_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7213,7 +7420,7 @@ long long _wrap_dynamic_table_stats_total_evicted_get_swig_270a29369de887b3(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7225,7 +7432,7 @@ void _wrap_dynamic_table_stats_total_rejected_admission_set_swig_270a29369de887b
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7238,7 +7445,7 @@ long long _wrap_dynamic_table_stats_total_rejected_admission_get_swig_270a29369d
 }
 
 
-void _wrap_dynamic_table_stats_total_rejected_full_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_rejected_full_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7250,7 +7457,7 @@ void _wrap_dynamic_table_stats_total_rejected_full_set_swig_270a29369de887b3(str
 }
 
 
-long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7263,7 +7470,7 @@ long long _wrap_dynamic_table_stats_total_rejected_full_get_swig_270a29369de887b
 }
 
 
-void _wrap_dynamic_table_stats_metadata_bytes_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_metadata_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7275,7 +7482,7 @@ void _wrap_dynamic_table_stats_metadata_bytes_set_swig_270a29369de887b3(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7288,7 +7495,7 @@ long long _wrap_dynamic_table_stats_metadata_bytes_get_swig_270a29369de887b3(str
 }
 
 
-void _wrap_dynamic_table_stats_capacity_bytes_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_capacity_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7300,7 +7507,7 @@ void _wrap_dynamic_table_stats_capacity_bytes_set_swig_270a29369de887b3(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7313,7 +7520,7 @@ long long _wrap_dynamic_table_stats_capacity_bytes_get_swig_270a29369de887b3(str
 }
 
 
-void _wrap_dynamic_table_stats_last_admitted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_last_admitted_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7325,7 +7532,7 @@ void _wrap_dynamic_table_stats_last_admitted_set_swig_270a29369de887b3(struct sh
 }
 
 
-long long _wrap_dynamic_table_stats_last_admitted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_last_admitted_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7338,7 +7545,7 @@ long long _wrap_dynamic_table_stats_last_admitted_get_swig_270a29369de887b3(stru
 }
 
 
-void _wrap_dynamic_table_stats_total_admitted_set_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_dynamic_table_stats_total_admitted_set_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7350,7 +7557,7 @@ void _wrap_dynamic_table_stats_total_admitted_set_swig_270a29369de887b3(struct s
 }
 
 
-long long _wrap_dynamic_table_stats_total_admitted_get_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+long long _wrap_dynamic_table_stats_total_admitted_get_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7363,7 +7570,7 @@ long long _wrap_dynamic_table_stats_total_admitted_get_swig_270a29369de887b3(str
 }
 
 
-struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_270a29369de887b3() {
+struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_4bdacf67fc3f4975() {
   struct shardrec_dynamic_table_stats *result = 0 ;
   struct shardrec_dynamic_table_stats *_swig_go_result;
   
@@ -7374,7 +7581,7 @@ struct shardrec_dynamic_table_stats *_wrap_new_dynamic_table_stats_swig_270a2936
 }
 
 
-void _wrap_delete_dynamic_table_stats_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0) {
+void _wrap_delete_dynamic_table_stats_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0) {
   struct shardrec_dynamic_table_stats *arg1 = (struct shardrec_dynamic_table_stats *) 0 ;
   
   arg1 = *(struct shardrec_dynamic_table_stats **)&_swig_go_0; 
@@ -7384,7 +7591,7 @@ void _wrap_delete_dynamic_table_stats_swig_270a29369de887b3(struct shardrec_dyna
 }
 
 
-_gostring_ _wrap_dynamic_table_stats_init_swig_270a29369de887b3(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_dynamic_table_stats_init_swig_4bdacf67fc3f4975(struct shardrec_dynamic_table_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_dynamic_table_stats_t *arg1 = (shardrec_dynamic_table_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -7416,7 +7623,7 @@ _gostring_ _wrap_dynamic_table_stats_init_swig_270a29369de887b3(struct shardrec_
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7455,7 +7662,7 @@ _gostring_ _wrap_embedding_dynamic_stats_swig_270a29369de887b3(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_stats_global_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_dynamic_stats_global_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_dynamic_table_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_dynamic_table_stats_t *arg3 = (shardrec_dynamic_table_stats_t *) 0 ;
@@ -7494,7 +7701,7 @@ _gostring_ _wrap_embedding_dynamic_stats_global_swig_270a29369de887b3(shardrec_e
 }
 
 
-_gostring_ _wrap_embedding_dynamic_mark_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_embedding_dynamic_mark_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -7531,7 +7738,7 @@ _gostring_ _wrap_embedding_dynamic_mark_swig_270a29369de887b3(shardrec_embedding
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_embedding_dynamic_delta_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7582,7 +7789,7 @@ _gostring_ _wrap_embedding_dynamic_delta_swig_270a29369de887b3(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_embedding_dynamic_delta_ext_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_embedding_dynamic_delta_ext_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7635,7 +7842,7 @@ _gostring_ _wrap_embedding_dynamic_delta_ext_swig_270a29369de887b3(shardrec_embe
 }
 
 
-_gostring_ _wrap_embedding_dynamic_set_scores_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_embedding_dynamic_set_scores_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -7680,7 +7887,7 @@ _gostring_ _wrap_embedding_dynamic_set_scores_swig_270a29369de887b3(shardrec_emb
 }
 
 
-void _wrap_tier_stats_version_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
+void _wrap_tier_stats_version_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7692,7 +7899,7 @@ void _wrap_tier_stats_version_set_swig_270a29369de887b3(struct shardrec_tier_sta
 }
 
 
-intgo _wrap_tier_stats_version_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+intgo _wrap_tier_stats_version_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -7705,7 +7912,7 @@ intgo _wrap_tier_stats_version_get_swig_270a29369de887b3(struct shardrec_tier_st
 }
 
 
-void _wrap_tier_stats_cache_bytes_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7717,7 +7924,7 @@ void _wrap_tier_stats_cache_bytes_set_swig_270a29369de887b3(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_cache_bytes_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7730,7 +7937,7 @@ long long _wrap_tier_stats_cache_bytes_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_tier_stats_cache_slots_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_slots_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7742,7 +7949,7 @@ void _wrap_tier_stats_cache_slots_set_swig_270a29369de887b3(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_cache_slots_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_slots_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7755,7 +7962,7 @@ long long _wrap_tier_stats_cache_slots_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_tier_stats_cache_rows_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_cache_rows_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7767,7 +7974,7 @@ void _wrap_tier_stats_cache_rows_set_swig_270a29369de887b3(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_cache_rows_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_cache_rows_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7780,7 +7987,7 @@ long long _wrap_tier_stats_cache_rows_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_tier_stats_hits_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_hits_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7792,7 +7999,7 @@ void _wrap_tier_stats_hits_set_swig_270a29369de887b3(struct shardrec_tier_stats 
 }
 
 
-long long _wrap_tier_stats_hits_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_hits_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7805,7 +8012,7 @@ long long _wrap_tier_stats_hits_get_swig_270a29369de887b3(struct shardrec_tier_s
 }
 
 
-void _wrap_tier_stats_misses_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_misses_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7817,7 +8024,7 @@ void _wrap_tier_stats_misses_set_swig_270a29369de887b3(struct shardrec_tier_stat
 }
 
 
-long long _wrap_tier_stats_misses_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_misses_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7830,7 +8037,7 @@ long long _wrap_tier_stats_misses_get_swig_270a29369de887b3(struct shardrec_tier
 }
 
 
-void _wrap_tier_stats_hit_rate_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_hit_rate_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -7842,7 +8049,7 @@ void _wrap_tier_stats_hit_rate_set_swig_270a29369de887b3(struct shardrec_tier_st
 }
 
 
-double _wrap_tier_stats_hit_rate_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_hit_rate_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -7855,7 +8062,7 @@ double _wrap_tier_stats_hit_rate_get_swig_270a29369de887b3(struct shardrec_tier_
 }
 
 
-void _wrap_tier_stats_disk_reads_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_reads_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7867,7 +8074,7 @@ void _wrap_tier_stats_disk_reads_set_swig_270a29369de887b3(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_disk_reads_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_reads_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7880,7 +8087,7 @@ long long _wrap_tier_stats_disk_reads_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_tier_stats_disk_read_bytes_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_read_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7892,7 +8099,7 @@ void _wrap_tier_stats_disk_read_bytes_set_swig_270a29369de887b3(struct shardrec_
 }
 
 
-long long _wrap_tier_stats_disk_read_bytes_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_read_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7905,7 +8112,7 @@ long long _wrap_tier_stats_disk_read_bytes_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_tier_stats_disk_bytes_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_disk_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7917,7 +8124,7 @@ void _wrap_tier_stats_disk_bytes_set_swig_270a29369de887b3(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_disk_bytes_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_disk_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7930,7 +8137,7 @@ long long _wrap_tier_stats_disk_bytes_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_tier_stats_queue_reads_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_reads_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7942,7 +8149,7 @@ void _wrap_tier_stats_queue_reads_set_swig_270a29369de887b3(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_queue_reads_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_reads_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7955,7 +8162,7 @@ long long _wrap_tier_stats_queue_reads_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_tier_stats_initialised_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_initialised_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7967,7 +8174,7 @@ void _wrap_tier_stats_initialised_set_swig_270a29369de887b3(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_initialised_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_initialised_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -7980,7 +8187,7 @@ long long _wrap_tier_stats_initialised_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_tier_stats_prefetched_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_prefetched_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -7992,7 +8199,7 @@ void _wrap_tier_stats_prefetched_set_swig_270a29369de887b3(struct shardrec_tier_
 }
 
 
-long long _wrap_tier_stats_prefetched_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_prefetched_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8005,7 +8212,7 @@ long long _wrap_tier_stats_prefetched_get_swig_270a29369de887b3(struct shardrec_
 }
 
 
-void _wrap_tier_stats_write_backs_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_write_backs_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -8017,7 +8224,7 @@ void _wrap_tier_stats_write_backs_set_swig_270a29369de887b3(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_write_backs_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_write_backs_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8030,7 +8237,7 @@ long long _wrap_tier_stats_write_backs_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_tier_stats_written_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_written_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -8042,7 +8249,7 @@ void _wrap_tier_stats_written_set_swig_270a29369de887b3(struct shardrec_tier_sta
 }
 
 
-long long _wrap_tier_stats_written_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_written_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8055,7 +8262,7 @@ long long _wrap_tier_stats_written_get_swig_270a29369de887b3(struct shardrec_tie
 }
 
 
-void _wrap_tier_stats_queue_depth_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_depth_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -8067,7 +8274,7 @@ void _wrap_tier_stats_queue_depth_set_swig_270a29369de887b3(struct shardrec_tier
 }
 
 
-long long _wrap_tier_stats_queue_depth_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_depth_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8080,7 +8287,7 @@ long long _wrap_tier_stats_queue_depth_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_tier_stats_queue_max_depth_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_queue_max_depth_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -8092,7 +8299,7 @@ void _wrap_tier_stats_queue_max_depth_set_swig_270a29369de887b3(struct shardrec_
 }
 
 
-long long _wrap_tier_stats_queue_max_depth_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_queue_max_depth_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8105,7 +8312,7 @@ long long _wrap_tier_stats_queue_max_depth_get_swig_270a29369de887b3(struct shar
 }
 
 
-void _wrap_tier_stats_steps_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_tier_stats_steps_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t arg2 ;
   
@@ -8117,7 +8324,7 @@ void _wrap_tier_stats_steps_set_swig_270a29369de887b3(struct shardrec_tier_stats
 }
 
 
-long long _wrap_tier_stats_steps_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+long long _wrap_tier_stats_steps_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -8130,7 +8337,7 @@ long long _wrap_tier_stats_steps_get_swig_270a29369de887b3(struct shardrec_tier_
 }
 
 
-void _wrap_tier_stats_exposed_fetch_seconds_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_exposed_fetch_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -8142,7 +8349,7 @@ void _wrap_tier_stats_exposed_fetch_seconds_set_swig_270a29369de887b3(struct sha
 }
 
 
-double _wrap_tier_stats_exposed_fetch_seconds_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_exposed_fetch_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -8155,7 +8362,7 @@ double _wrap_tier_stats_exposed_fetch_seconds_get_swig_270a29369de887b3(struct s
 }
 
 
-void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, double _swig_go_1) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double arg2 ;
   
@@ -8167,7 +8374,7 @@ void _wrap_tier_stats_last_exposed_fetch_seconds_set_swig_270a29369de887b3(struc
 }
 
 
-double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -8180,7 +8387,7 @@ double _wrap_tier_stats_last_exposed_fetch_seconds_get_swig_270a29369de887b3(str
 }
 
 
-struct shardrec_tier_stats *_wrap_new_tier_stats_swig_270a29369de887b3() {
+struct shardrec_tier_stats *_wrap_new_tier_stats_swig_4bdacf67fc3f4975() {
   struct shardrec_tier_stats *result = 0 ;
   struct shardrec_tier_stats *_swig_go_result;
   
@@ -8191,7 +8398,7 @@ struct shardrec_tier_stats *_wrap_new_tier_stats_swig_270a29369de887b3() {
 }
 
 
-void _wrap_delete_tier_stats_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0) {
+void _wrap_delete_tier_stats_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0) {
   struct shardrec_tier_stats *arg1 = (struct shardrec_tier_stats *) 0 ;
   
   arg1 = *(struct shardrec_tier_stats **)&_swig_go_0; 
@@ -8201,7 +8408,7 @@ void _wrap_delete_tier_stats_swig_270a29369de887b3(struct shardrec_tier_stats *_
 }
 
 
-_gostring_ _wrap_tier_stats_init_swig_270a29369de887b3(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_tier_stats_init_swig_4bdacf67fc3f4975(struct shardrec_tier_stats *_swig_go_0, intgo _swig_go_1) {
   shardrec_tier_stats_t *arg1 = (shardrec_tier_stats_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8233,7 +8440,7 @@ _gostring_ _wrap_tier_stats_init_swig_270a29369de887b3(struct shardrec_tier_stat
 }
 
 
-_gostring_ _wrap_embedding_tier_stats_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_tier_stats *_swig_go_2) {
+_gostring_ _wrap_embedding_tier_stats_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_tier_stats *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_tier_stats_t *arg3 = (shardrec_tier_stats_t *) 0 ;
@@ -8272,7 +8479,7 @@ _gostring_ _wrap_embedding_tier_stats_swig_270a29369de887b3(shardrec_embedding_t
 }
 
 
-_gostring_ _wrap_device_count_swig_270a29369de887b3(_goslice_ _swig_go_0) {
+_gostring_ _wrap_device_count_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -8302,7 +8509,7 @@ _gostring_ _wrap_device_count_swig_270a29369de887b3(_goslice_ _swig_go_0) {
 }
 
 
-_gostring_ _wrap_device_check_swig_270a29369de887b3(intgo _swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_device_check_swig_4bdacf67fc3f4975(intgo _swig_go_0, intgo _swig_go_1) {
   int32_t arg1 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -8334,7 +8541,7 @@ _gostring_ _wrap_device_check_swig_270a29369de887b3(intgo _swig_go_0, intgo _swi
 }
 
 
-void _wrap_mesh_options_version_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_version_set_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t arg2 ;
   
@@ -8346,7 +8553,7 @@ void _wrap_mesh_options_version_set_swig_270a29369de887b3(struct shardrec_mesh_o
 }
 
 
-intgo _wrap_mesh_options_version_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_version_get_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -8359,7 +8566,7 @@ intgo _wrap_mesh_options_version_get_swig_270a29369de887b3(struct shardrec_mesh_
 }
 
 
-void _wrap_mesh_options_sharding_group_size_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sharding_group_size_set_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8371,7 +8578,7 @@ void _wrap_mesh_options_sharding_group_size_set_swig_270a29369de887b3(struct sha
 }
 
 
-intgo _wrap_mesh_options_sharding_group_size_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sharding_group_size_get_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8384,7 +8591,7 @@ intgo _wrap_mesh_options_sharding_group_size_get_swig_270a29369de887b3(struct sh
 }
 
 
-void _wrap_mesh_options_layout_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_layout_set_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8396,7 +8603,7 @@ void _wrap_mesh_options_layout_set_swig_270a29369de887b3(struct shardrec_mesh_op
 }
 
 
-intgo _wrap_mesh_options_layout_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_layout_get_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8409,7 +8616,7 @@ intgo _wrap_mesh_options_layout_get_swig_270a29369de887b3(struct shardrec_mesh_o
 }
 
 
-void _wrap_mesh_options_ranks_per_node_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_ranks_per_node_set_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8421,7 +8628,7 @@ void _wrap_mesh_options_ranks_per_node_set_swig_270a29369de887b3(struct shardrec
 }
 
 
-intgo _wrap_mesh_options_ranks_per_node_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_ranks_per_node_get_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8434,7 +8641,7 @@ intgo _wrap_mesh_options_ranks_per_node_get_swig_270a29369de887b3(struct shardre
 }
 
 
-void _wrap_mesh_options_sync_interval_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_interval_set_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8446,7 +8653,7 @@ void _wrap_mesh_options_sync_interval_set_swig_270a29369de887b3(struct shardrec_
 }
 
 
-intgo _wrap_mesh_options_sync_interval_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_interval_get_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8459,7 +8666,7 @@ intgo _wrap_mesh_options_sync_interval_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_mesh_options_sync_mode_set_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_mesh_options_sync_mode_set_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t arg2 ;
   
@@ -8471,7 +8678,7 @@ void _wrap_mesh_options_sync_mode_set_swig_270a29369de887b3(struct shardrec_mesh
 }
 
 
-intgo _wrap_mesh_options_sync_mode_get_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
+intgo _wrap_mesh_options_sync_mode_get_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8484,7 +8691,7 @@ intgo _wrap_mesh_options_sync_mode_get_swig_270a29369de887b3(struct shardrec_mes
 }
 
 
-struct shardrec_mesh_options *_wrap_new_mesh_options_swig_270a29369de887b3() {
+struct shardrec_mesh_options *_wrap_new_mesh_options_swig_4bdacf67fc3f4975() {
   struct shardrec_mesh_options *result = 0 ;
   struct shardrec_mesh_options *_swig_go_result;
   
@@ -8495,7 +8702,7 @@ struct shardrec_mesh_options *_wrap_new_mesh_options_swig_270a29369de887b3() {
 }
 
 
-void _wrap_delete_mesh_options_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0) {
+void _wrap_delete_mesh_options_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0) {
   struct shardrec_mesh_options *arg1 = (struct shardrec_mesh_options *) 0 ;
   
   arg1 = *(struct shardrec_mesh_options **)&_swig_go_0; 
@@ -8505,7 +8712,7 @@ void _wrap_delete_mesh_options_swig_270a29369de887b3(struct shardrec_mesh_option
 }
 
 
-_gostring_ _wrap_mesh_options_init_swig_270a29369de887b3(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_mesh_options_init_swig_4bdacf67fc3f4975(struct shardrec_mesh_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_mesh_options_t *arg1 = (shardrec_mesh_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -8537,7 +8744,7 @@ _gostring_ _wrap_mesh_options_init_swig_270a29369de887b3(struct shardrec_mesh_op
 }
 
 
-_gostring_ _wrap_mesh_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
+_gostring_ _wrap_mesh_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, struct shardrec_mesh_options *_swig_go_2) {
   shardrec_mesh_t **arg1 = (shardrec_mesh_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   shardrec_mesh_options_t *arg3 = (shardrec_mesh_options_t *) 0 ;
@@ -8571,7 +8778,7 @@ _gostring_ _wrap_mesh_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardre
 }
 
 
-void _wrap_mesh_destroy_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0) {
+void _wrap_mesh_destroy_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   
   arg1 = (shardrec_mesh_t *)_swig_go_0; 
@@ -8581,7 +8788,7 @@ void _wrap_mesh_destroy_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mesh_coords_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+_gostring_ _wrap_mesh_coords_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8619,7 +8826,7 @@ _gostring_ _wrap_mesh_coords_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_sharding_comm_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_sharding_comm_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -8651,7 +8858,7 @@ _gostring_ _wrap_mesh_sharding_comm_swig_270a29369de887b3(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_mesh_replica_comm_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
+_gostring_ _wrap_mesh_replica_comm_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1) {
   shardrec_comm_t **arg1 = (shardrec_comm_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_status_t result;
@@ -8683,7 +8890,7 @@ _gostring_ _wrap_mesh_replica_comm_swig_270a29369de887b3(_goslice_ _swig_go_0, s
 }
 
 
-_gostring_ _wrap_mesh_describe_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_mesh_describe_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0, _gostring_* _swig_go_1) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   char **arg2 = (char **) 0 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -8724,7 +8931,7 @@ _gostring_ _wrap_mesh_describe_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_mesh_embedding_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
+_gostring_ _wrap_mesh_embedding_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_mesh_t *_swig_go_1, shardrec_plan_t *_swig_go_2, struct shardrec_optimizer_config *_swig_go_3, struct shardrec_embedding_options *_swig_go_4) {
   shardrec_embedding_t **arg1 = (shardrec_embedding_t **) 0 ;
   shardrec_mesh_t *arg2 = (shardrec_mesh_t *) 0 ;
   shardrec_plan_t *arg3 = (shardrec_plan_t *) 0 ;
@@ -8762,7 +8969,7 @@ _gostring_ _wrap_mesh_embedding_create_swig_270a29369de887b3(_goslice_ _swig_go_
 }
 
 
-_gostring_ _wrap_mesh_sync_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
+_gostring_ _wrap_mesh_sync_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, intgo _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t arg3 ;
@@ -8796,7 +9003,7 @@ _gostring_ _wrap_mesh_sync_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_step_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_mesh_step_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8830,7 +9037,7 @@ _gostring_ _wrap_mesh_step_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, sh
 }
 
 
-_gostring_ _wrap_mesh_sync_stats_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_mesh_sync_stats_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -8866,7 +9073,7 @@ _gostring_ _wrap_mesh_sync_stats_swig_270a29369de887b3(shardrec_mesh_t *_swig_go
 }
 
 
-void _wrap_checkpoint_options_version_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_version_set_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t arg2 ;
   
@@ -8878,7 +9085,7 @@ void _wrap_checkpoint_options_version_set_swig_270a29369de887b3(struct shardrec_
 }
 
 
-intgo _wrap_checkpoint_options_version_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_version_get_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   uint32_t result;
   intgo _swig_go_result;
@@ -8891,7 +9098,7 @@ intgo _wrap_checkpoint_options_version_get_swig_270a29369de887b3(struct shardrec
 }
 
 
-void _wrap_checkpoint_options_num_dense_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_checkpoint_options_num_dense_set_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0, long long _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t arg2 ;
   
@@ -8903,7 +9110,7 @@ void _wrap_checkpoint_options_num_dense_set_swig_270a29369de887b3(struct shardre
 }
 
 
-long long _wrap_checkpoint_options_num_dense_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
+long long _wrap_checkpoint_options_num_dense_get_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -8916,7 +9123,7 @@ long long _wrap_checkpoint_options_num_dense_get_swig_270a29369de887b3(struct sh
 }
 
 
-void _wrap_checkpoint_options_reset_optimizer_state_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_reset_optimizer_state_set_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8928,7 +9135,7 @@ void _wrap_checkpoint_options_reset_optimizer_state_set_swig_270a29369de887b3(st
 }
 
 
-intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8941,7 +9148,7 @@ intgo _wrap_checkpoint_options_reset_optimizer_state_get_swig_270a29369de887b3(s
 }
 
 
-void _wrap_checkpoint_options_allow_dtype_change_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_dtype_change_set_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8953,7 +9160,7 @@ void _wrap_checkpoint_options_allow_dtype_change_set_swig_270a29369de887b3(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8966,7 +9173,7 @@ intgo _wrap_checkpoint_options_allow_dtype_change_get_swig_270a29369de887b3(stru
 }
 
 
-void _wrap_checkpoint_options_verify_first_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_verify_first_set_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -8978,7 +9185,7 @@ void _wrap_checkpoint_options_verify_first_set_swig_270a29369de887b3(struct shar
 }
 
 
-intgo _wrap_checkpoint_options_verify_first_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_verify_first_get_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -8991,7 +9198,7 @@ intgo _wrap_checkpoint_options_verify_first_get_swig_270a29369de887b3(struct sha
 }
 
 
-void _wrap_checkpoint_options_allow_partial_load_set_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+void _wrap_checkpoint_options_allow_partial_load_set_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t arg2 ;
   
@@ -9003,7 +9210,7 @@ void _wrap_checkpoint_options_allow_partial_load_set_swig_270a29369de887b3(struc
 }
 
 
-intgo _wrap_checkpoint_options_allow_partial_load_get_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
+intgo _wrap_checkpoint_options_allow_partial_load_get_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -9016,7 +9223,7 @@ intgo _wrap_checkpoint_options_allow_partial_load_get_swig_270a29369de887b3(stru
 }
 
 
-struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_270a29369de887b3() {
+struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_4bdacf67fc3f4975() {
   struct shardrec_checkpoint_options *result = 0 ;
   struct shardrec_checkpoint_options *_swig_go_result;
   
@@ -9027,7 +9234,7 @@ struct shardrec_checkpoint_options *_wrap_new_checkpoint_options_swig_270a29369d
 }
 
 
-void _wrap_delete_checkpoint_options_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0) {
+void _wrap_delete_checkpoint_options_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0) {
   struct shardrec_checkpoint_options *arg1 = (struct shardrec_checkpoint_options *) 0 ;
   
   arg1 = *(struct shardrec_checkpoint_options **)&_swig_go_0; 
@@ -9037,7 +9244,7 @@ void _wrap_delete_checkpoint_options_swig_270a29369de887b3(struct shardrec_check
 }
 
 
-_gostring_ _wrap_checkpoint_options_init_swig_270a29369de887b3(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_checkpoint_options_init_swig_4bdacf67fc3f4975(struct shardrec_checkpoint_options *_swig_go_0, intgo _swig_go_1) {
   shardrec_checkpoint_options_t *arg1 = (shardrec_checkpoint_options_t *) 0 ;
   uint32_t arg2 ;
   shardrec_status_t result;
@@ -9069,7 +9276,7 @@ _gostring_ _wrap_checkpoint_options_init_swig_270a29369de887b3(struct shardrec_c
 }
 
 
-_gostring_ _wrap_checkpoint_save_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_save_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -9108,7 +9315,7 @@ _gostring_ _wrap_checkpoint_save_swig_270a29369de887b3(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
+_gostring_ _wrap_checkpoint_load_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_checkpoint_options *_swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_checkpoint_options_t *arg3 = (shardrec_checkpoint_options_t *) 0 ;
@@ -9147,7 +9354,7 @@ _gostring_ _wrap_checkpoint_load_swig_270a29369de887b3(shardrec_embedding_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_save_mesh_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_save_mesh_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9188,7 +9395,7 @@ _gostring_ _wrap_checkpoint_save_mesh_swig_270a29369de887b3(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_load_mesh_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
+_gostring_ _wrap_checkpoint_load_mesh_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9229,7 +9436,7 @@ _gostring_ _wrap_checkpoint_load_mesh_swig_270a29369de887b3(shardrec_mesh_t *_sw
 }
 
 
-_gostring_ _wrap_checkpoint_export_table_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_export_table_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9275,7 +9482,7 @@ _gostring_ _wrap_checkpoint_export_table_swig_270a29369de887b3(shardrec_embeddin
 }
 
 
-_gostring_ _wrap_checkpoint_import_table_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
+_gostring_ _wrap_checkpoint_import_table_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, intgo _swig_go_3) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9321,7 +9528,7 @@ _gostring_ _wrap_checkpoint_import_table_swig_270a29369de887b3(shardrec_embeddin
 }
 
 
-shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_270a29369de887b3() {
+shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_4bdacf67fc3f4975() {
   shardrec_bind_tiers_t *result = 0 ;
   shardrec_bind_tiers_t *_swig_go_result;
   
@@ -9332,7 +9539,7 @@ shardrec_bind_tiers_t *_wrap_bind_tiers_new_swig_270a29369de887b3() {
 }
 
 
-void _wrap_bind_tiers_free_swig_270a29369de887b3(shardrec_bind_tiers_t *_swig_go_0) {
+void _wrap_bind_tiers_free_swig_4bdacf67fc3f4975(shardrec_bind_tiers_t *_swig_go_0) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   
   arg1 = (shardrec_bind_tiers_t *)_swig_go_0; 
@@ -9342,7 +9549,7 @@ void _wrap_bind_tiers_free_swig_270a29369de887b3(shardrec_bind_tiers_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_tiers_add_swig_270a29369de887b3(shardrec_bind_tiers_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_tiers_add_swig_4bdacf67fc3f4975(shardrec_bind_tiers_t *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, long long _swig_go_3) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9388,7 +9595,7 @@ _gostring_ _wrap_bind_tiers_add_swig_270a29369de887b3(shardrec_bind_tiers_t *_sw
 }
 
 
-_gostring_ _wrap_bind_tiers_apply_swig_270a29369de887b3(shardrec_bind_tiers_t *_swig_go_0, struct shardrec_embedding_options *_swig_go_1) {
+_gostring_ _wrap_bind_tiers_apply_swig_4bdacf67fc3f4975(shardrec_bind_tiers_t *_swig_go_0, struct shardrec_embedding_options *_swig_go_1) {
   shardrec_bind_tiers_t *arg1 = (shardrec_bind_tiers_t *) 0 ;
   shardrec_embedding_options_t *arg2 = (shardrec_embedding_options_t *) 0 ;
   shardrec_status_t result;
@@ -9420,7 +9627,7 @@ _gostring_ _wrap_bind_tiers_apply_swig_270a29369de887b3(shardrec_bind_tiers_t *_
 }
 
 
-shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_270a29369de887b3() {
+shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_4bdacf67fc3f4975() {
   shardrec_bind_plan_spec_t *result = 0 ;
   shardrec_bind_plan_spec_t *_swig_go_result;
   
@@ -9431,7 +9638,7 @@ shardrec_bind_plan_spec_t *_wrap_bind_plan_spec_new_swig_270a29369de887b3() {
 }
 
 
-void _wrap_bind_plan_spec_free_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0) {
+void _wrap_bind_plan_spec_free_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   
   arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
@@ -9441,7 +9648,7 @@ void _wrap_bind_plan_spec_free_swig_270a29369de887b3(shardrec_bind_plan_spec_t *
 }
 
 
-struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0) {
+struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_topology_t *result = 0 ;
   struct shardrec_topology *_swig_go_result;
@@ -9454,7 +9661,7 @@ struct shardrec_topology *_wrap_bind_plan_spec_topology_swig_270a29369de887b3(sh
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_feature_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
+_gostring_ _wrap_bind_plan_spec_add_feature_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, float _swig_go_2) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float arg3 ;
@@ -9493,7 +9700,7 @@ _gostring_ _wrap_bind_plan_spec_add_feature_swig_270a29369de887b3(shardrec_bind_
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
+_gostring_ _wrap_bind_plan_spec_add_table_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7, float _swig_go_8, float _swig_go_9) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -9550,7 +9757,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_swig_270a29369de887b3(shardrec_bind_pl
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -9582,7 +9789,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_optimizer_swig_270a29369de887b3(shardr
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0, struct shardrec_dynamic_table_config *_swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_dynamic_table_config_t *arg2 = (shardrec_dynamic_table_config_t *) 0 ;
   shardrec_status_t result;
@@ -9614,7 +9821,7 @@ _gostring_ _wrap_bind_plan_spec_set_table_dynamic_swig_270a29369de887b3(shardrec
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -9651,7 +9858,7 @@ _gostring_ _wrap_bind_plan_spec_add_table_feature_name_swig_270a29369de887b3(sha
 }
 
 
-_gostring_ _wrap_bind_plan_spec_add_constraints_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_plan_spec_add_constraints_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint32_t arg3 ;
@@ -9704,7 +9911,7 @@ _gostring_ _wrap_bind_plan_spec_add_constraints_swig_270a29369de887b3(shardrec_b
 }
 
 
-_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_270a29369de887b3(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -9740,7 +9947,43 @@ _gostring_ _wrap_bind_plan_spec_set_memory_bytes_per_rank_swig_270a29369de887b3(
 }
 
 
-_gostring_ _wrap_bind_plan_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
+_gostring_ _wrap_bind_plan_spec_set_constraints_tier_swig_4bdacf67fc3f4975(shardrec_bind_plan_spec_t *_swig_go_0, long long _swig_go_1, double _swig_go_2, double _swig_go_3) {
+  shardrec_bind_plan_spec_t *arg1 = (shardrec_bind_plan_spec_t *) 0 ;
+  int64_t arg2 ;
+  double arg3 ;
+  double arg4 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_bind_plan_spec_t *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (double)_swig_go_2; 
+  arg4 = (double)_swig_go_3; 
+  
+  result = (shardrec_status_t)shardrec_bind_plan_spec_set_constraints_tier(arg1,arg2,arg3,arg4);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_plan_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_bind_plan_spec_t *_swig_go_1) {
   shardrec_plan_t **arg1 = (shardrec_plan_t **) 0 ;
   shardrec_bind_plan_spec_t *arg2 = (shardrec_bind_plan_spec_t *) 0 ;
   shardrec_status_t result;
@@ -9772,7 +10015,7 @@ _gostring_ _wrap_bind_plan_create_swig_270a29369de887b3(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_embedding_forward_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9830,7 +10073,7 @@ _gostring_ _wrap_bind_embedding_forward_swig_270a29369de887b3(shardrec_embedding
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_embedding_input_dist_start_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -9882,7 +10125,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_swig_270a29369de887b3(shardrec_
 }
 
 
-_gostring_ _wrap_bind_device_plugin_path_swig_270a29369de887b3(_gostring_* _swig_go_0) {
+_gostring_ _wrap_bind_device_plugin_path_swig_4bdacf67fc3f4975(_gostring_* _swig_go_0) {
   char **arg1 = (char **) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   char *text1 = NULL ;
@@ -9921,7 +10164,7 @@ _gostring_ _wrap_bind_device_plugin_path_swig_270a29369de887b3(_gostring_* _swig
 }
 
 
-_gostring_ _wrap_bind_checkpoint_swig_270a29369de887b3(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+_gostring_ _wrap_bind_checkpoint_swig_4bdacf67fc3f4975(shardrec_mesh_t *_swig_go_0, shardrec_embedding_t *_swig_go_1, _gostring_ _swig_go_2, struct shardrec_checkpoint_options *_swig_go_3, _gostring_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   shardrec_mesh_t *arg1 = (shardrec_mesh_t *) 0 ;
   shardrec_embedding_t *arg2 = (shardrec_embedding_t *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9979,7 +10222,7 @@ _gostring_ _wrap_bind_checkpoint_swig_270a29369de887b3(shardrec_mesh_t *_swig_go
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_forward_tensor_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -10043,7 +10286,7 @@ _gostring_ _wrap_bind_embedding_forward_tensor_swig_270a29369de887b3(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -10085,7 +10328,7 @@ _gostring_ _wrap_bind_embedding_forward_distributed_tensor_swig_270a29369de887b3
 }
 
 
-_gostring_ _wrap_bind_embedding_backward_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_embedding_backward_tensor_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -10127,7 +10370,7 @@ _gostring_ _wrap_bind_embedding_backward_tensor_swig_270a29369de887b3(shardrec_e
 }
 
 
-intgo _wrap_ACTIVATION_NONE_swig_270a29369de887b3() {
+intgo _wrap_ACTIVATION_NONE_swig_4bdacf67fc3f4975() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10139,7 +10382,7 @@ intgo _wrap_ACTIVATION_NONE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ACTIVATION_RELU_swig_270a29369de887b3() {
+intgo _wrap_ACTIVATION_RELU_swig_4bdacf67fc3f4975() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10151,7 +10394,7 @@ intgo _wrap_ACTIVATION_RELU_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_ACTIVATION_SIGMOID_swig_270a29369de887b3() {
+intgo _wrap_ACTIVATION_SIGMOID_swig_4bdacf67fc3f4975() {
   enum shardrec_activation result;
   intgo _swig_go_result;
   
@@ -10163,7 +10406,7 @@ intgo _wrap_ACTIVATION_SIGMOID_swig_270a29369de887b3() {
 }
 
 
-_gostring_ _wrap_dense_set_blas_threads_swig_270a29369de887b3(intgo _swig_go_0) {
+_gostring_ _wrap_dense_set_blas_threads_swig_4bdacf67fc3f4975(intgo _swig_go_0) {
   int32_t arg1 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10193,7 +10436,7 @@ _gostring_ _wrap_dense_set_blas_threads_swig_270a29369de887b3(intgo _swig_go_0) 
 }
 
 
-intgo _wrap_DENSE_MATH_FP32_swig_270a29369de887b3() {
+intgo _wrap_DENSE_MATH_FP32_swig_4bdacf67fc3f4975() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10205,7 +10448,7 @@ intgo _wrap_DENSE_MATH_FP32_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DENSE_MATH_TF32_swig_270a29369de887b3() {
+intgo _wrap_DENSE_MATH_TF32_swig_4bdacf67fc3f4975() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10217,7 +10460,7 @@ intgo _wrap_DENSE_MATH_TF32_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DENSE_MATH_BF16_swig_270a29369de887b3() {
+intgo _wrap_DENSE_MATH_BF16_swig_4bdacf67fc3f4975() {
   enum shardrec_dense_math result;
   intgo _swig_go_result;
   
@@ -10229,7 +10472,7 @@ intgo _wrap_DENSE_MATH_BF16_swig_270a29369de887b3() {
 }
 
 
-void _wrap_mlp_destroy_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0) {
+void _wrap_mlp_destroy_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   
   arg1 = (shardrec_mlp_t *)_swig_go_0; 
@@ -10239,7 +10482,7 @@ void _wrap_mlp_destroy_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_mlp_forward_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_forward_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10277,7 +10520,7 @@ _gostring_ _wrap_mlp_forward_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_mlp_infer_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_mlp_infer_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10315,7 +10558,7 @@ _gostring_ _wrap_mlp_infer_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_mlp_zero_grad_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0) {
+_gostring_ _wrap_mlp_zero_grad_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10345,7 +10588,7 @@ _gostring_ _wrap_mlp_zero_grad_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_mlp_num_tensors_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_mlp_num_tensors_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -10377,7 +10620,7 @@ _gostring_ _wrap_mlp_num_tensors_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dcn_create_swig_270a29369de887b3(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_dcn_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, long long _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_dcn_t **arg1 = (shardrec_dcn_t **) 0 ;
   int64_t arg2 ;
   int32_t arg3 ;
@@ -10422,7 +10665,7 @@ _gostring_ _wrap_dcn_create_swig_270a29369de887b3(_goslice_ _swig_go_0, long lon
 }
 
 
-void _wrap_dcn_destroy_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0) {
+void _wrap_dcn_destroy_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   
   arg1 = (shardrec_dcn_t *)_swig_go_0; 
@@ -10432,7 +10675,7 @@ void _wrap_dcn_destroy_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_dcn_forward_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_forward_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10470,7 +10713,7 @@ _gostring_ _wrap_dcn_forward_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _
 }
 
 
-_gostring_ _wrap_dcn_infer_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_dcn_infer_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10508,7 +10751,7 @@ _gostring_ _wrap_dcn_infer_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dcn_zero_grad_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0) {
+_gostring_ _wrap_dcn_zero_grad_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10538,7 +10781,7 @@ _gostring_ _wrap_dcn_zero_grad_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_dcn_num_tensors_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dcn_num_tensors_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -10570,7 +10813,7 @@ _gostring_ _wrap_dcn_num_tensors_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_width_swig_270a29369de887b3(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_dot_interaction_width_swig_4bdacf67fc3f4975(long long _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   int64_t arg1 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -10604,7 +10847,7 @@ _gostring_ _wrap_dot_interaction_width_swig_270a29369de887b3(long long _swig_go_
 }
 
 
-_gostring_ _wrap_dot_interaction_backward_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_dot_interaction_backward_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, long long _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -10648,7 +10891,7 @@ _gostring_ _wrap_dot_interaction_backward_swig_270a29369de887b3(_goslice_ _swig_
 }
 
 
-_gostring_ _wrap_bce_with_logits_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bce_with_logits_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, double _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -10688,7 +10931,7 @@ _gostring_ _wrap_bce_with_logits_swig_270a29369de887b3(_goslice_ _swig_go_0, _go
 }
 
 
-_gostring_ _wrap_dense_optimizer_create_swig_270a29369de887b3(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
+_gostring_ _wrap_dense_optimizer_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, struct shardrec_optimizer_config *_swig_go_1) {
   shardrec_dense_optimizer_t **arg1 = (shardrec_dense_optimizer_t **) 0 ;
   shardrec_optimizer_config_t *arg2 = (shardrec_optimizer_config_t *) 0 ;
   shardrec_status_t result;
@@ -10720,7 +10963,7 @@ _gostring_ _wrap_dense_optimizer_create_swig_270a29369de887b3(_goslice_ _swig_go
 }
 
 
-void _wrap_dense_optimizer_destroy_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0) {
+void _wrap_dense_optimizer_destroy_swig_4bdacf67fc3f4975(shardrec_dense_optimizer_t *_swig_go_0) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   
   arg1 = (shardrec_dense_optimizer_t *)_swig_go_0; 
@@ -10730,7 +10973,7 @@ void _wrap_dense_optimizer_destroy_swig_270a29369de887b3(shardrec_dense_optimize
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_learning_rate_swig_4bdacf67fc3f4975(shardrec_dense_optimizer_t *_swig_go_0, float _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   float arg2 ;
   shardrec_status_t result;
@@ -10762,7 +11005,7 @@ _gostring_ _wrap_dense_optimizer_set_learning_rate_swig_270a29369de887b3(shardre
 }
 
 
-_gostring_ _wrap_dense_optimizer_steps_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_steps_swig_4bdacf67fc3f4975(shardrec_dense_optimizer_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -10794,7 +11037,7 @@ _gostring_ _wrap_dense_optimizer_steps_swig_270a29369de887b3(shardrec_dense_opti
 }
 
 
-_gostring_ _wrap_dense_optimizer_set_steps_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_dense_optimizer_set_steps_swig_4bdacf67fc3f4975(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   int64_t arg2 ;
   shardrec_status_t result;
@@ -10826,7 +11069,7 @@ _gostring_ _wrap_dense_optimizer_set_steps_swig_270a29369de887b3(shardrec_dense_
 }
 
 
-intgo _wrap_DDP_COMPRESSION_NONE_swig_270a29369de887b3() {
+intgo _wrap_DDP_COMPRESSION_NONE_swig_4bdacf67fc3f4975() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -10838,7 +11081,7 @@ intgo _wrap_DDP_COMPRESSION_NONE_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_DDP_COMPRESSION_BF16_swig_270a29369de887b3() {
+intgo _wrap_DDP_COMPRESSION_BF16_swig_4bdacf67fc3f4975() {
   enum shardrec_ddp_compression result;
   intgo _swig_go_result;
   
@@ -10850,7 +11093,7 @@ intgo _wrap_DDP_COMPRESSION_BF16_swig_270a29369de887b3() {
 }
 
 
-void _wrap_ddp_destroy_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0) {
+void _wrap_ddp_destroy_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   
   arg1 = (shardrec_ddp_t *)_swig_go_0; 
@@ -10860,7 +11103,7 @@ void _wrap_ddp_destroy_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_zero_grad_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_zero_grad_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10890,7 +11133,7 @@ _gostring_ _wrap_ddp_zero_grad_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0)
 }
 
 
-_gostring_ _wrap_ddp_mark_ready_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_ddp_mark_ready_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -10922,7 +11165,7 @@ _gostring_ _wrap_ddp_mark_ready_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_ddp_finish_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0) {
+_gostring_ _wrap_ddp_finish_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -10952,7 +11195,7 @@ _gostring_ _wrap_ddp_finish_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_ddp_set_sync_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
+_gostring_ _wrap_ddp_set_sync_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0, intgo _swig_go_1) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int32_t arg2 ;
   shardrec_status_t result;
@@ -10984,7 +11227,7 @@ _gostring_ _wrap_ddp_set_sync_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, 
 }
 
 
-void _wrap_fsdp_destroy_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0) {
+void _wrap_fsdp_destroy_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   
   arg1 = (shardrec_fsdp_t *)_swig_go_0; 
@@ -10994,7 +11237,7 @@ void _wrap_fsdp_destroy_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_fsdp_release_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_release_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -11026,7 +11269,7 @@ _gostring_ _wrap_fsdp_release_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_fsdp_reduce_grad_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_fsdp_reduce_grad_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   shardrec_status_t result;
@@ -11058,7 +11301,7 @@ _gostring_ _wrap_fsdp_reduce_grad_swig_270a29369de887b3(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_fsdp_step_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0) {
+_gostring_ _wrap_fsdp_step_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -11088,7 +11331,7 @@ _gostring_ _wrap_fsdp_step_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_bind_dense_blas_threads_swig_270a29369de887b3(_goslice_ _swig_go_0) {
+_gostring_ _wrap_bind_dense_blas_threads_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0) {
   int32_t *arg1 = (int32_t *) 0 ;
   shardrec_status_t result;
   _gostring_ _swig_go_result;
@@ -11118,7 +11361,7 @@ _gostring_ _wrap_bind_dense_blas_threads_swig_270a29369de887b3(_goslice_ _swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_dims_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_dims_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11152,7 +11395,7 @@ _gostring_ _wrap_bind_mlp_dims_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_mlp_device_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_mlp_device_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11186,7 +11429,7 @@ _gostring_ _wrap_bind_mlp_device_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_
 }
 
 
-_gostring_ _wrap_bind_fsdp_memory_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_memory_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11220,7 +11463,7 @@ _gostring_ _wrap_bind_fsdp_memory_swig_270a29369de887b3(shardrec_fsdp_t *_swig_g
 }
 
 
-shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_270a29369de887b3() {
+shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_4bdacf67fc3f4975() {
   shardrec_bind_param_list_t *result = 0 ;
   shardrec_bind_param_list_t *_swig_go_result;
   
@@ -11231,7 +11474,7 @@ shardrec_bind_param_list_t *_wrap_bind_param_list_new_swig_270a29369de887b3() {
 }
 
 
-void _wrap_bind_param_list_free_swig_270a29369de887b3(shardrec_bind_param_list_t *_swig_go_0) {
+void _wrap_bind_param_list_free_swig_4bdacf67fc3f4975(shardrec_bind_param_list_t *_swig_go_0) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   
   arg1 = (shardrec_bind_param_list_t *)_swig_go_0; 
@@ -11241,7 +11484,7 @@ void _wrap_bind_param_list_free_swig_270a29369de887b3(shardrec_bind_param_list_t
 }
 
 
-_gostring_ _wrap_bind_param_list_add_mlp_swig_270a29369de887b3(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_mlp_swig_4bdacf67fc3f4975(shardrec_bind_param_list_t *_swig_go_0, shardrec_mlp_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_mlp_t *arg2 = (shardrec_mlp_t *) 0 ;
   shardrec_status_t result;
@@ -11273,7 +11516,7 @@ _gostring_ _wrap_bind_param_list_add_mlp_swig_270a29369de887b3(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_param_list_add_dcn_swig_270a29369de887b3(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
+_gostring_ _wrap_bind_param_list_add_dcn_swig_4bdacf67fc3f4975(shardrec_bind_param_list_t *_swig_go_0, shardrec_dcn_t *_swig_go_1) {
   shardrec_bind_param_list_t *arg1 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_dcn_t *arg2 = (shardrec_dcn_t *) 0 ;
   shardrec_status_t result;
@@ -11305,7 +11548,7 @@ _gostring_ _wrap_bind_param_list_add_dcn_swig_270a29369de887b3(shardrec_bind_par
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_step_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
+_gostring_ _wrap_bind_dense_optimizer_step_swig_4bdacf67fc3f4975(shardrec_dense_optimizer_t *_swig_go_0, shardrec_bind_param_list_t *_swig_go_1) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   shardrec_bind_param_list_t *arg2 = (shardrec_bind_param_list_t *) 0 ;
   shardrec_status_t result;
@@ -11337,7 +11580,7 @@ _gostring_ _wrap_bind_dense_optimizer_step_swig_270a29369de887b3(shardrec_dense_
 }
 
 
-_gostring_ _wrap_bind_mlp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
+_gostring_ _wrap_bind_mlp_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11390,7 +11633,7 @@ _gostring_ _wrap_bind_mlp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, lon
 }
 
 
-_gostring_ _wrap_bind_mlp_create_on_swig_270a29369de887b3(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
+_gostring_ _wrap_bind_mlp_create_on_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, intgo _swig_go_6, intgo _swig_go_7, intgo _swig_go_8) {
   shardrec_mlp_t **arg1 = (shardrec_mlp_t **) 0 ;
   int64_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11449,7 +11692,7 @@ _gostring_ _wrap_bind_mlp_create_on_swig_270a29369de887b3(_goslice_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_bind_mlp_backward_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_mlp_backward_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -11487,7 +11730,7 @@ _gostring_ _wrap_bind_mlp_backward_swig_270a29369de887b3(shardrec_mlp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_dcn_backward_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_dcn_backward_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, shardrec_ddp_t *_swig_go_3, long long _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   float *arg2 = (float *) 0 ;
   float *arg3 = (float *) 0 ;
@@ -11525,7 +11768,7 @@ _gostring_ _wrap_bind_dcn_backward_swig_270a29369de887b3(shardrec_dcn_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_mlp_use_ddp_grads_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -11559,7 +11802,7 @@ _gostring_ _wrap_bind_mlp_use_ddp_grads_swig_270a29369de887b3(shardrec_mlp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_bind_dcn_use_ddp_grads_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0, shardrec_ddp_t *_swig_go_1, long long _swig_go_2) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   shardrec_ddp_t *arg2 = (shardrec_ddp_t *) 0 ;
   size_t arg3 ;
@@ -11593,7 +11836,7 @@ _gostring_ _wrap_bind_dcn_use_ddp_grads_swig_270a29369de887b3(shardrec_dcn_t *_s
 }
 
 
-_gostring_ _wrap_bind_mlp_tensor_info_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_mlp_tensor_info_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11634,7 +11877,7 @@ _gostring_ _wrap_bind_mlp_tensor_info_swig_270a29369de887b3(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_tensor_info_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dcn_tensor_info_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -11675,7 +11918,7 @@ _gostring_ _wrap_bind_dcn_tensor_info_swig_270a29369de887b3(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_mlp_copy_tensor_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_mlp_copy_tensor_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11713,7 +11956,7 @@ _gostring_ _wrap_bind_mlp_copy_tensor_swig_270a29369de887b3(shardrec_mlp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_dcn_copy_tensor_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+_gostring_ _wrap_bind_dcn_copy_tensor_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -11751,7 +11994,7 @@ _gostring_ _wrap_bind_dcn_copy_tensor_swig_270a29369de887b3(shardrec_dcn_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_ddp_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_ddp_t **arg1 = (shardrec_ddp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11795,7 +12038,7 @@ _gostring_ _wrap_bind_ddp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, sha
 }
 
 
-_gostring_ _wrap_bind_ddp_stats_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_bind_ddp_stats_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11835,7 +12078,7 @@ _gostring_ _wrap_bind_ddp_stats_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_size_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_ddp_bucket_size_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t *arg3 = (size_t *) 0 ;
@@ -11869,7 +12112,7 @@ _gostring_ _wrap_bind_ddp_bucket_size_swig_270a29369de887b3(shardrec_ddp_t *_swi
 }
 
 
-_gostring_ _wrap_bind_ddp_bucket_tensor_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_ddp_bucket_tensor_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   size_t arg3 ;
@@ -11905,7 +12148,7 @@ _gostring_ _wrap_bind_ddp_bucket_tensor_swig_270a29369de887b3(shardrec_ddp_t *_s
 }
 
 
-_gostring_ _wrap_bind_dot_interaction_forward_swig_270a29369de887b3(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
+_gostring_ _wrap_bind_dot_interaction_forward_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, long long _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, long long _swig_go_6) {
   float *arg1 = (float *) 0 ;
   float *arg2 = (float *) 0 ;
   int64_t arg3 ;
@@ -11947,7 +12190,7 @@ _gostring_ _wrap_bind_dot_interaction_forward_swig_270a29369de887b3(_goslice_ _s
 }
 
 
-_gostring_ _wrap_bind_fsdp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
+_gostring_ _wrap_bind_fsdp_create_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, shardrec_comm_t *_swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, struct shardrec_optimizer_config *_swig_go_4) {
   shardrec_fsdp_t **arg1 = (shardrec_fsdp_t **) 0 ;
   shardrec_comm_t *arg2 = (shardrec_comm_t *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -11989,7 +12232,7 @@ _gostring_ _wrap_bind_fsdp_create_swig_270a29369de887b3(_goslice_ _swig_go_0, sh
 }
 
 
-_gostring_ _wrap_bind_fsdp_gather_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_bind_fsdp_gather_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -12027,7 +12270,7 @@ _gostring_ _wrap_bind_fsdp_gather_swig_270a29369de887b3(shardrec_fsdp_t *_swig_g
 }
 
 
-_gostring_ _wrap_bind_fsdp_add_grad_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_add_grad_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -12063,7 +12306,7 @@ _gostring_ _wrap_bind_fsdp_add_grad_swig_270a29369de887b3(shardrec_fsdp_t *_swig
 }
 
 
-_gostring_ _wrap_bind_fsdp_shard_range_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_fsdp_shard_range_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12099,7 +12342,7 @@ _gostring_ _wrap_bind_fsdp_shard_range_swig_270a29369de887b3(shardrec_fsdp_t *_s
 }
 
 
-_gostring_ _wrap_bind_fsdp_read_shard_swig_270a29369de887b3(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
+_gostring_ _wrap_bind_fsdp_read_shard_swig_4bdacf67fc3f4975(shardrec_fsdp_t *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2) {
   shardrec_fsdp_t *arg1 = (shardrec_fsdp_t *) 0 ;
   size_t arg2 ;
   float *arg3 = (float *) 0 ;
@@ -12133,7 +12376,7 @@ _gostring_ _wrap_bind_fsdp_read_shard_swig_270a29369de887b3(shardrec_fsdp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_count_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_bind_dense_optimizer_state_count_swig_4bdacf67fc3f4975(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -12169,7 +12412,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_count_swig_270a29369de887b3(shardrec
 }
 
 
-_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_270a29369de887b3(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
+_gostring_ _wrap_bind_dense_optimizer_state_copy_swig_4bdacf67fc3f4975(shardrec_dense_optimizer_t *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, intgo _swig_go_5) {
   shardrec_dense_optimizer_t *arg1 = (shardrec_dense_optimizer_t *) 0 ;
   size_t arg2 ;
   int32_t arg3 ;
@@ -12209,7 +12452,7 @@ _gostring_ _wrap_bind_dense_optimizer_state_copy_swig_270a29369de887b3(shardrec_
 }
 
 
-_gostring_ _wrap_bind_ddp_set_external_swig_270a29369de887b3(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_bind_ddp_set_external_swig_4bdacf67fc3f4975(shardrec_ddp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2) {
   shardrec_ddp_t *arg1 = (shardrec_ddp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12243,7 +12486,7 @@ _gostring_ _wrap_bind_ddp_set_external_swig_270a29369de887b3(shardrec_ddp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_mlp_bind_storage_swig_270a29369de887b3(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_mlp_bind_storage_swig_4bdacf67fc3f4975(shardrec_mlp_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_mlp_t *arg1 = (shardrec_mlp_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12279,7 +12522,7 @@ _gostring_ _wrap_bind_mlp_bind_storage_swig_270a29369de887b3(shardrec_mlp_t *_sw
 }
 
 
-_gostring_ _wrap_bind_dcn_bind_storage_swig_270a29369de887b3(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_bind_dcn_bind_storage_swig_4bdacf67fc3f4975(shardrec_dcn_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, void *_swig_go_3) {
   shardrec_dcn_t *arg1 = (shardrec_dcn_t *) 0 ;
   size_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -12315,7 +12558,7 @@ _gostring_ _wrap_bind_dcn_bind_storage_swig_270a29369de887b3(shardrec_dcn_t *_sw
 }
 
 
-intgo _wrap_SERVING_AS_TRAINED_swig_270a29369de887b3() {
+intgo _wrap_SERVING_AS_TRAINED_swig_4bdacf67fc3f4975() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12327,7 +12570,7 @@ intgo _wrap_SERVING_AS_TRAINED_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SERVING_FP32_swig_270a29369de887b3() {
+intgo _wrap_SERVING_FP32_swig_4bdacf67fc3f4975() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12339,7 +12582,7 @@ intgo _wrap_SERVING_FP32_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SERVING_FP16_swig_270a29369de887b3() {
+intgo _wrap_SERVING_FP16_swig_4bdacf67fc3f4975() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12351,7 +12594,7 @@ intgo _wrap_SERVING_FP16_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SERVING_BF16_swig_270a29369de887b3() {
+intgo _wrap_SERVING_BF16_swig_4bdacf67fc3f4975() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12363,7 +12606,7 @@ intgo _wrap_SERVING_BF16_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SERVING_INT8_swig_270a29369de887b3() {
+intgo _wrap_SERVING_INT8_swig_4bdacf67fc3f4975() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12375,7 +12618,7 @@ intgo _wrap_SERVING_INT8_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SERVING_INT4_swig_270a29369de887b3() {
+intgo _wrap_SERVING_INT4_swig_4bdacf67fc3f4975() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12387,7 +12630,7 @@ intgo _wrap_SERVING_INT4_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SERVING_FP8_E4M3_swig_270a29369de887b3() {
+intgo _wrap_SERVING_FP8_E4M3_swig_4bdacf67fc3f4975() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12399,7 +12642,7 @@ intgo _wrap_SERVING_FP8_E4M3_swig_270a29369de887b3() {
 }
 
 
-intgo _wrap_SERVING_FP8_E5M2_swig_270a29369de887b3() {
+intgo _wrap_SERVING_FP8_E5M2_swig_4bdacf67fc3f4975() {
   enum shardrec_serving_storage result;
   intgo _swig_go_result;
   
@@ -12411,7 +12654,7 @@ intgo _wrap_SERVING_FP8_E5M2_swig_270a29369de887b3() {
 }
 
 
-_gostring_ _wrap_inference_save_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_save_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -12448,7 +12691,7 @@ _gostring_ _wrap_inference_save_swig_270a29369de887b3(shardrec_inference_t *_swi
 }
 
 
-void _wrap_inference_destroy_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0) {
+void _wrap_inference_destroy_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   
   arg1 = (shardrec_inference_t *)_swig_go_0; 
@@ -12458,7 +12701,7 @@ void _wrap_inference_destroy_swig_270a29369de887b3(shardrec_inference_t *_swig_g
 }
 
 
-_gostring_ _wrap_inference_output_dim_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_output_dim_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   shardrec_status_t result;
@@ -12490,7 +12733,7 @@ _gostring_ _wrap_inference_output_dim_swig_270a29369de887b3(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_is_sequence_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_is_sequence_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   shardrec_status_t result;
@@ -12522,7 +12765,7 @@ _gostring_ _wrap_inference_is_sequence_swig_270a29369de887b3(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_num_features_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_features_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -12554,7 +12797,7 @@ _gostring_ _wrap_inference_num_features_swig_270a29369de887b3(shardrec_inference
 }
 
 
-_gostring_ _wrap_inference_num_tables_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_num_tables_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t *arg2 = (size_t *) 0 ;
   shardrec_status_t result;
@@ -12586,7 +12829,7 @@ _gostring_ _wrap_inference_num_tables_swig_270a29369de887b3(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_table_info_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+_gostring_ _wrap_inference_table_info_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   size_t arg2 ;
   char **arg3 = (char **) 0 ;
@@ -12631,7 +12874,7 @@ _gostring_ _wrap_inference_table_info_swig_270a29369de887b3(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_row_scales_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_row_scales_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12678,7 +12921,7 @@ _gostring_ _wrap_inference_row_scales_swig_270a29369de887b3(shardrec_inference_t
 }
 
 
-_gostring_ _wrap_inference_version_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_version_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -12710,7 +12953,7 @@ _gostring_ _wrap_inference_version_swig_270a29369de887b3(shardrec_inference_t *_
 }
 
 
-_gostring_ _wrap_inference_pin_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_pin_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   shardrec_inference_version_t **arg2 = (shardrec_inference_version_t **) 0 ;
   shardrec_status_t result;
@@ -12742,7 +12985,7 @@ _gostring_ _wrap_inference_pin_swig_270a29369de887b3(shardrec_inference_t *_swig
 }
 
 
-void _wrap_inference_unpin_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0) {
+void _wrap_inference_unpin_swig_4bdacf67fc3f4975(shardrec_inference_version_t *_swig_go_0) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   
   arg1 = (shardrec_inference_version_t *)_swig_go_0; 
@@ -12752,7 +12995,7 @@ void _wrap_inference_unpin_swig_270a29369de887b3(shardrec_inference_version_t *_
 }
 
 
-_gostring_ _wrap_inference_snapshot_version_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
+_gostring_ _wrap_inference_snapshot_version_swig_4bdacf67fc3f4975(shardrec_inference_version_t *_swig_go_0, _goslice_ _swig_go_1) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   shardrec_status_t result;
@@ -12784,7 +13027,7 @@ _gostring_ _wrap_inference_snapshot_version_swig_270a29369de887b3(shardrec_infer
 }
 
 
-_gostring_ _wrap_inference_snapshot_dense_tensor_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+_gostring_ _wrap_inference_snapshot_dense_tensor_swig_4bdacf67fc3f4975(shardrec_inference_version_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   char *arg2 = (char *) 0 ;
   float **arg3 = (float **) 0 ;
@@ -12825,7 +13068,7 @@ _gostring_ _wrap_inference_snapshot_dense_tensor_swig_270a29369de887b3(shardrec_
 }
 
 
-_gostring_ _wrap_inference_reload_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
+_gostring_ _wrap_inference_reload_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   shardrec_status_t result;
@@ -12862,7 +13105,7 @@ _gostring_ _wrap_inference_reload_swig_270a29369de887b3(shardrec_inference_t *_s
 }
 
 
-_gostring_ _wrap_inference_apply_delta_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_inference_apply_delta_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12913,7 +13156,7 @@ _gostring_ _wrap_inference_apply_delta_swig_270a29369de887b3(shardrec_inference_
 }
 
 
-_gostring_ _wrap_inference_apply_delta_ext_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_inference_apply_delta_ext_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _goslice_ _swig_go_5, intgo _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -12966,7 +13209,349 @@ _gostring_ _wrap_inference_apply_delta_ext_swig_270a29369de887b3(shardrec_infere
 }
 
 
-_gostring_ _wrap_bind_inference_open_swig_270a29369de887b3(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
+void _wrap_serving_tier_stats_version_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->version = arg2;
+  
+}
+
+
+intgo _wrap_serving_tier_stats_version_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  uint32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_model_version_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->model_version = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_model_version_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->model_version);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_cache_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_bytes = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_cache_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_cache_slots_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_slots = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_cache_slots_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_slots);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_cache_rows_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cache_rows = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_cache_rows_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->cache_rows);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_hits_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hits = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_hits_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->hits);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_misses_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->misses = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_misses_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->misses);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_hit_rate_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, double _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->hit_rate = arg2;
+  
+}
+
+
+double _wrap_serving_tier_stats_hit_rate_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->hit_rate);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_disk_reads_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_reads = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_disk_reads_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->disk_reads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_serving_tier_stats_disk_read_bytes_set_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->disk_read_bytes = arg2;
+  
+}
+
+
+long long _wrap_serving_tier_stats_disk_read_bytes_get_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->disk_read_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct shardrec_serving_tier_stats *_wrap_new_serving_tier_stats_swig_4bdacf67fc3f4975() {
+  struct shardrec_serving_tier_stats *result = 0 ;
+  struct shardrec_serving_tier_stats *_swig_go_result;
+  
+  
+  result = (struct shardrec_serving_tier_stats *)calloc(1, sizeof(struct shardrec_serving_tier_stats));
+  *(struct shardrec_serving_tier_stats **)&_swig_go_result = (struct shardrec_serving_tier_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_serving_tier_stats_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0) {
+  struct shardrec_serving_tier_stats *arg1 = (struct shardrec_serving_tier_stats *) 0 ;
+  
+  arg1 = *(struct shardrec_serving_tier_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_serving_tier_stats_init_swig_4bdacf67fc3f4975(struct shardrec_serving_tier_stats *_swig_go_0, intgo _swig_go_1) {
+  shardrec_serving_tier_stats_t *arg1 = (shardrec_serving_tier_stats_t *) 0 ;
+  uint32_t arg2 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(shardrec_serving_tier_stats_t **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (shardrec_status_t)shardrec_serving_tier_stats_init(arg1,arg2);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_inference_tier_stats_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, _gostring_ _swig_go_1, struct shardrec_serving_tier_stats *_swig_go_2) {
+  shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  shardrec_serving_tier_stats_t *arg3 = (shardrec_serving_tier_stats_t *) 0 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(shardrec_serving_tier_stats_t **)&_swig_go_2; 
+  
+  result = (shardrec_status_t)shardrec_inference_tier_stats((struct shardrec_inference const *)arg1,(char const *)arg2,arg3);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_open_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -13022,7 +13607,76 @@ _gostring_ _wrap_bind_inference_open_swig_270a29369de887b3(_goslice_ _swig_go_0,
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_inference_open_tiered_swig_4bdacf67fc3f4975(_goslice_ _swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, intgo _swig_go_4, _gostring_ _swig_go_5, _goslice_ _swig_go_6, _gostring_ _swig_go_7, _goslice_ _swig_go_8) {
+  shardrec_inference_t **arg1 = (shardrec_inference_t **) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  int32_t arg4 ;
+  int32_t arg5 ;
+  char *arg6 = (char *) 0 ;
+  int32_t *arg7 = (int32_t *) 0 ;
+  size_t arg8 ;
+  char *arg9 = (char *) 0 ;
+  int64_t *arg10 = (int64_t *) 0 ;
+  size_t arg11 ;
+  shardrec_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (shardrec_inference_t **)_swig_go_0.array; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t)_swig_go_4; 
+  
+  arg6 = (char *)malloc(_swig_go_5.n + 1);
+  memcpy(arg6, _swig_go_5.p, _swig_go_5.n);
+  arg6[_swig_go_5.n] = '\0';
+  
+  
+  arg7 = (int32_t *)_swig_go_6.array;
+  arg8 = (size_t)_swig_go_6.len;
+  
+  
+  arg9 = (char *)malloc(_swig_go_7.n + 1);
+  memcpy(arg9, _swig_go_7.p, _swig_go_7.n);
+  arg9[_swig_go_7.n] = '\0';
+  
+  
+  arg10 = (int64_t *)_swig_go_8.array;
+  arg11 = (size_t)_swig_go_8.len;
+  
+  
+  result = (shardrec_status_t)shardrec_bind_inference_open_tiered(arg1,(char const *)arg2,arg3,arg4,arg5,(char const *)arg6,(int const *)arg7,arg8,(char const *)arg9,(long const *)arg10,arg11);
+  
+  if (result < 0) {
+    size_t len = shardrec_last_error_copy(NULL, 0);
+    char* text = (char*)malloc(len + 32);
+    size_t n = 0;
+    if (text != NULL) {
+      n = (size_t)snprintf(text, 32, "%d\x1f", (int)result);
+      shardrec_last_error_copy(text + n, len + 1);
+      n += len;
+      _swig_go_result = Swig_AllocateString(text, n);
+      free(text);
+    } else {
+      _swig_go_result = Swig_AllocateString("-4\x1fout of memory", 15);
+    }
+  } else {
+    _swig_go_result = Swig_AllocateString("", 0);
+  }
+  
+  free(arg2); 
+  free(arg6); 
+  free(arg9); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_bind_inference_lookup_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13082,7 +13736,7 @@ _gostring_ _wrap_bind_inference_lookup_swig_270a29369de887b3(shardrec_inference_
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_swig_4bdacf67fc3f4975(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13140,7 +13794,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_swig_270a29369de887b3(shardrec_i
 }
 
 
-_gostring_ _wrap_bind_inference_lookup_vbe_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_bind_inference_lookup_vbe_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13212,7 +13866,7 @@ _gostring_ _wrap_bind_inference_lookup_vbe_swig_270a29369de887b3(shardrec_infere
 }
 
 
-_gostring_ _wrap_bind_inference_snapshot_lookup_vbe_swig_270a29369de887b3(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_bind_inference_snapshot_lookup_vbe_swig_4bdacf67fc3f4975(shardrec_inference_version_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_inference_version_t *arg1 = (shardrec_inference_version_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13282,7 +13936,7 @@ _gostring_ _wrap_bind_inference_snapshot_lookup_vbe_swig_270a29369de887b3(shardr
 }
 
 
-_gostring_ _wrap_bind_inference_vbe_output_len_swig_270a29369de887b3(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_bind_inference_vbe_output_len_swig_4bdacf67fc3f4975(shardrec_inference_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_inference_t *arg1 = (shardrec_inference_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13348,7 +14002,7 @@ _gostring_ _wrap_bind_inference_vbe_output_len_swig_270a29369de887b3(shardrec_in
 }
 
 
-_gostring_ _wrap_bind_embedding_vbe_output_len_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_bind_embedding_vbe_output_len_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13414,7 +14068,7 @@ _gostring_ _wrap_bind_embedding_vbe_output_len_swig_270a29369de887b3(shardrec_em
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_vbe_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
+_gostring_ _wrap_bind_embedding_forward_vbe_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13484,7 +14138,7 @@ _gostring_ _wrap_bind_embedding_forward_vbe_swig_270a29369de887b3(shardrec_embed
 }
 
 
-_gostring_ _wrap_bind_embedding_input_dist_start_vbe_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
+_gostring_ _wrap_bind_embedding_input_dist_start_vbe_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13548,7 +14202,7 @@ _gostring_ _wrap_bind_embedding_input_dist_start_vbe_swig_270a29369de887b3(shard
 }
 
 
-_gostring_ _wrap_bind_embedding_forward_vbe_tensor_swig_270a29369de887b3(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
+_gostring_ _wrap_bind_embedding_forward_vbe_tensor_swig_4bdacf67fc3f4975(shardrec_embedding_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, _goslice_ _swig_go_8, _goslice_ _swig_go_9) {
   shardrec_embedding_t *arg1 = (shardrec_embedding_t *) 0 ;
   int64_t arg2 ;
   size_t arg3 ;
@@ -13624,7 +14278,7 @@ _gostring_ _wrap_bind_embedding_forward_vbe_tensor_swig_270a29369de887b3(shardre
 }
 
 
-void *_wrap_bind_host_alloc_floats_swig_270a29369de887b3(long long _swig_go_0) {
+void *_wrap_bind_host_alloc_floats_swig_4bdacf67fc3f4975(long long _swig_go_0) {
   size_t arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -13637,7 +14291,7 @@ void *_wrap_bind_host_alloc_floats_swig_270a29369de887b3(long long _swig_go_0) {
 }
 
 
-void _wrap_bind_host_free_swig_270a29369de887b3(void *_swig_go_0) {
+void _wrap_bind_host_free_swig_4bdacf67fc3f4975(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 

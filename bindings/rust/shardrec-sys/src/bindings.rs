@@ -9,8 +9,8 @@ pub const SHARDREC_FEATURE_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_OPTIMIZER_CONFIG_VERSION: u32 = 1;
 pub const SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION: u32 = 3;
 pub const SHARDREC_TABLE_CONFIG_VERSION: u32 = 3;
-pub const SHARDREC_TOPOLOGY_VERSION: u32 = 2;
-pub const SHARDREC_TABLE_CONSTRAINTS_VERSION: u32 = 1;
+pub const SHARDREC_TOPOLOGY_VERSION: u32 = 3;
+pub const SHARDREC_TABLE_CONSTRAINTS_VERSION: u32 = 2;
 pub const SHARDREC_KJT_VBE_VIEW_VERSION: u32 = 1;
 pub const SHARDREC_TENSOR_MAX_DIMS: u32 = 4;
 pub const SHARDREC_UNIQUE_ID_BYTES: u32 = 128;
@@ -42,7 +42,9 @@ pub const SHARDREC_CHECKPOINT_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_MLP_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_DDP_OPTIONS_VERSION: u32 = 1;
 pub const SHARDREC_TABLE_STORAGE_VERSION: u32 = 1;
-pub const SHARDREC_INFERENCE_OPTIONS_VERSION: u32 = 1;
+pub const SHARDREC_SERVING_TIER_VERSION: u32 = 1;
+pub const SHARDREC_INFERENCE_OPTIONS_VERSION: u32 = 2;
+pub const SHARDREC_SERVING_TIER_STATS_VERSION: u32 = 1;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -876,12 +878,15 @@ pub struct shardrec_topology {
     pub reserved_fraction: f64,
     pub collective_latency: f64,
     pub per_id_cost: f64,
+    pub disk_capacity: u64,
+    pub disk_read_bandwidth: f64,
+    pub disk_read_iops: f64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_topology() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_topology>(),
-        96usize,
+        120usize,
         concat!("Size of: ", stringify!(shardrec_topology))
     );
     assert_eq!(
@@ -1144,6 +1149,57 @@ fn bindgen_test_layout_shardrec_topology() {
         );
     }
     test_field_per_id_cost();
+    fn test_field_disk_capacity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_topology>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disk_capacity) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_topology),
+                "::",
+                stringify!(disk_capacity)
+            )
+        );
+    }
+    test_field_disk_capacity();
+    fn test_field_disk_read_bandwidth() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_topology>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disk_read_bandwidth) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_topology),
+                "::",
+                stringify!(disk_read_bandwidth)
+            )
+        );
+    }
+    test_field_disk_read_bandwidth();
+    fn test_field_disk_read_iops() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_topology>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disk_read_iops) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_topology),
+                "::",
+                stringify!(disk_read_iops)
+            )
+        );
+    }
+    test_field_disk_read_iops();
 }
 pub type shardrec_topology_t = shardrec_topology;
 extern "C" {
@@ -1163,12 +1219,15 @@ pub struct shardrec_table_constraints {
     pub num_ranks: usize,
     pub pooling_factors: *const f32,
     pub num_pooling_factors: usize,
+    pub tier_cache_bytes: u64,
+    pub tier_hit_rate: f64,
+    pub id_zipf_alpha: f64,
 }
 #[test]
 fn bindgen_test_layout_shardrec_table_constraints() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_table_constraints>(),
-        56usize,
+        80usize,
         concat!("Size of: ", stringify!(shardrec_table_constraints))
     );
     assert_eq!(
@@ -1312,6 +1371,57 @@ fn bindgen_test_layout_shardrec_table_constraints() {
         );
     }
     test_field_num_pooling_factors();
+    fn test_field_tier_cache_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_constraints>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tier_cache_bytes) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_constraints),
+                "::",
+                stringify!(tier_cache_bytes)
+            )
+        );
+    }
+    test_field_tier_cache_bytes();
+    fn test_field_tier_hit_rate() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_constraints>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tier_hit_rate) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_constraints),
+                "::",
+                stringify!(tier_hit_rate)
+            )
+        );
+    }
+    test_field_tier_hit_rate();
+    fn test_field_id_zipf_alpha() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_table_constraints>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).id_zipf_alpha) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_table_constraints),
+                "::",
+                stringify!(id_zipf_alpha)
+            )
+        );
+    }
+    test_field_id_zipf_alpha();
 }
 pub type shardrec_table_constraints_t = shardrec_table_constraints;
 extern "C" {
@@ -2757,6 +2867,16 @@ extern "C" {
         comm: *mut shardrec_comm_t,
         time_budget: f64,
         bandwidth_out: *mut f64,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_topology_calibrate_disk(
+        topology: *mut shardrec_topology_t,
+        dir: *const ::std::os::raw::c_char,
+        file_bytes: u64,
+        time_budget: f64,
+        iops_out: *mut f64,
+        direct_out: *mut i32,
     ) -> shardrec_status_t;
 }
 extern "C" {
@@ -5901,6 +6021,78 @@ fn bindgen_test_layout_shardrec_table_storage() {
 pub type shardrec_table_storage_t = shardrec_table_storage;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct shardrec_serving_tier {
+    pub version: u32,
+    pub table: *const ::std::os::raw::c_char,
+    pub cache_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_serving_tier() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_serving_tier>(),
+        24usize,
+        concat!("Size of: ", stringify!(shardrec_serving_tier))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_serving_tier>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_serving_tier))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_table() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier),
+                "::",
+                stringify!(table)
+            )
+        );
+    }
+    test_field_table();
+    fn test_field_cache_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier),
+                "::",
+                stringify!(cache_bytes)
+            )
+        );
+    }
+    test_field_cache_bytes();
+}
+pub type shardrec_serving_tier_t = shardrec_serving_tier;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct shardrec_inference_options {
     pub version: u32,
     pub default_storage: i32,
@@ -5908,12 +6100,14 @@ pub struct shardrec_inference_options {
     pub num_table_storage: usize,
     pub bounds_policy: i32,
     pub device_type: i32,
+    pub tiers: *const shardrec_serving_tier_t,
+    pub num_tiers: usize,
 }
 #[test]
 fn bindgen_test_layout_shardrec_inference_options() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_inference_options>(),
-        32usize,
+        48usize,
         concat!("Size of: ", stringify!(shardrec_inference_options))
     );
     assert_eq!(
@@ -6023,8 +6217,48 @@ fn bindgen_test_layout_shardrec_inference_options() {
         );
     }
     test_field_device_type();
+    fn test_field_tiers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_inference_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tiers) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_inference_options),
+                "::",
+                stringify!(tiers)
+            )
+        );
+    }
+    test_field_tiers();
+    fn test_field_num_tiers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_inference_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_tiers) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_inference_options),
+                "::",
+                stringify!(num_tiers)
+            )
+        );
+    }
+    test_field_num_tiers();
 }
 pub type shardrec_inference_options_t = shardrec_inference_options;
+extern "C" {
+    pub fn shardrec_serving_tier_init(
+        tier: *mut shardrec_serving_tier_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
 extern "C" {
     pub fn shardrec_inference_options_init(
         options: *mut shardrec_inference_options_t,
@@ -6200,5 +6434,216 @@ extern "C" {
         num_tombstones: usize,
         flags: u32,
         version_out: *mut u64,
+    ) -> shardrec_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct shardrec_serving_tier_stats {
+    pub version: u32,
+    pub model_version: u64,
+    pub cache_bytes: i64,
+    pub cache_slots: i64,
+    pub cache_rows: i64,
+    pub hits: i64,
+    pub misses: i64,
+    pub hit_rate: f64,
+    pub disk_reads: i64,
+    pub disk_read_bytes: i64,
+}
+#[test]
+fn bindgen_test_layout_shardrec_serving_tier_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<shardrec_serving_tier_stats>(),
+        80usize,
+        concat!("Size of: ", stringify!(shardrec_serving_tier_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<shardrec_serving_tier_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(shardrec_serving_tier_stats))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_model_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).model_version) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(model_version)
+            )
+        );
+    }
+    test_field_model_version();
+    fn test_field_cache_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(cache_bytes)
+            )
+        );
+    }
+    test_field_cache_bytes();
+    fn test_field_cache_slots() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_slots) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(cache_slots)
+            )
+        );
+    }
+    test_field_cache_slots();
+    fn test_field_cache_rows() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cache_rows) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(cache_rows)
+            )
+        );
+    }
+    test_field_cache_rows();
+    fn test_field_hits() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hits) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(hits)
+            )
+        );
+    }
+    test_field_hits();
+    fn test_field_misses() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).misses) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(misses)
+            )
+        );
+    }
+    test_field_misses();
+    fn test_field_hit_rate() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hit_rate) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(hit_rate)
+            )
+        );
+    }
+    test_field_hit_rate();
+    fn test_field_disk_reads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disk_reads) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(disk_reads)
+            )
+        );
+    }
+    test_field_disk_reads();
+    fn test_field_disk_read_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_serving_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).disk_read_bytes) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_serving_tier_stats),
+                "::",
+                stringify!(disk_read_bytes)
+            )
+        );
+    }
+    test_field_disk_read_bytes();
+}
+pub type shardrec_serving_tier_stats_t = shardrec_serving_tier_stats;
+extern "C" {
+    pub fn shardrec_serving_tier_stats_init(
+        stats: *mut shardrec_serving_tier_stats_t,
+        version: u32,
+    ) -> shardrec_status_t;
+}
+extern "C" {
+    pub fn shardrec_inference_tier_stats(
+        inf: *const shardrec_inference_t,
+        table: *const ::std::os::raw::c_char,
+        out: *mut shardrec_serving_tier_stats_t,
     ) -> shardrec_status_t;
 }
