@@ -72,8 +72,10 @@ class TieredVerdict final : public RowResolver {
 }  // namespace
 
 std::unique_ptr<RowResolver> WrapTiered(StepState* s, std::unique_ptr<RowResolver> rows) {
-  // GPU collections take no tier (cache_layout.h refuses one on every rank).
-  if (s->options.device.is_cuda()) return rows;
+  // GPU collections take no tier (cache_layout.h refuses one on every rank). One over a device
+  // communicator has only GPU peers and skips the agreement below; one over a host communicator
+  // may have host peers (a mixed 2D mesh, refused after creation), so it answers it with zeros.
+  if (s->options.device.is_cuda() && !s->comm->device().is_host()) return rows;
   const bool tiered = s->tiered != nullptr && !s->tiered->empty();
   std::unique_ptr<DynamicTier> tier;
   if (tiered) {
@@ -85,7 +87,7 @@ std::unique_ptr<RowResolver> WrapTiered(StepState* s, std::unique_ptr<RowResolve
   int64_t any[2] = {tiered ? 1 : 0, tier != nullptr ? 1 : 0};
   if (s->comm->Size() > 1)
     (void)s->comm->AllReduce(any, any, 2, DType::kInt64, comm::ReduceOp::kMax);
-  if (any[0] == 0) return rows;
+  if (any[0] == 0 || s->options.device.is_cuda()) return rows;
   if (tier != nullptr) rows = std::make_unique<TieredDynamicRows>(tier.get(), std::move(rows));
   if (tiered) rows = std::make_unique<TieredRows>(s, std::move(rows));
   if (tier != nullptr) rows = std::make_unique<TieredDynamicKeys>(tier.get(), std::move(rows));
