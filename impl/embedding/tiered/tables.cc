@@ -275,15 +275,18 @@ Status TieredTables::Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool
   double exposed = 0;
   std::vector<Fetched> fetched;
   const bool prefetched = TakePrefetch(&exposed, &fetched);
-  std::lock_guard<std::mutex> cache_lock(cache_mu_);
-  ++epoch_;
-  if (epoch_ == 0) epoch_ = 1;  // 0 marks "never pinned"
   Status s;
-  for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
-    s = ResolveShard(j, rb, in_flight, training, prefetched ? &fetched : nullptr, &exposed);
-  ++generation_;
+  {
+    std::lock_guard<std::mutex> cache_lock(cache_mu_);
+    ++epoch_;
+    if (epoch_ == 0) epoch_ = 1;  // 0 marks "never pinned"
+    for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
+      s = ResolveShard(j, rb, in_flight, training, prefetched ? &fetched : nullptr, &exposed);
+    ++generation_;
+  }
   if (prefetched) {
     // The buffers go back for the next job (the prefetch thread never touches pf_spare_).
+    // cache_mu_ is released first: Prefetch takes pf_mu_ then cache_mu_, never the reverse.
     std::lock_guard<std::mutex> lock(pf_mu_);
     pf_spare_.swap(fetched);
   }
