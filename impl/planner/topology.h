@@ -73,6 +73,10 @@ struct Topology {
   int32_t batch_size = kDefaultBatchSize;                       // samples per rank per step
   optim::OptimizerType optimizer = optim::OptimizerType::kSgd;  // state counted in storage
   double reserved_fraction = 0.0;  // share of each rank's memory the planner leaves free
+  // Whether table-row-wise and grid tables whose hosts are not the whole world are priced with
+  // their return exchange reduced inside the host (host_reduce.h) or flat; the planner prices a
+  // plan both ways and keeps the cheaper (sharding::Plan::host_reduce).
+  bool host_reduce = true;
 
   // A topology with the defaults of `device` (world_size ranks, local_world_size per node).
   static Topology Default(int32_t world_size, int32_t local_world_size, ComputeDevice device);
