@@ -27,9 +27,12 @@ class Abortable {
 // timeout on a sibling communicator.
 class FailureDomain {
  public:
-  void Fail(const Status& s) {
+  // True when `s` is the domain's first failure.
+  bool Fail(const Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (first_.ok()) first_ = s;
+    if (!first_.ok()) return false;
+    first_ = s;
+    return true;
   }
   Status first() const {
     std::lock_guard<std::mutex> lock(mu_);

@@ -60,10 +60,14 @@ Status HostReduce::Init(const Layout& l, comm::Communicator& comm) {
       groups_.push_back(std::move(g));
     }
   }
-  // The switch is agreed (any rank's 0 turns it off everywhere), so that ranks started with
-  // different environments still run the same exchanges.
+  // The plan's choice (the planner's, from the topology's measured bandwidths and latency:
+  // planner.cc ChooseHostReduce), unless SHARDREC_HOST_REDUCE=0 or 1 overrides it; agreed (any
+  // rank's "off" turns it off everywhere), so that ranks started with different environments or
+  // plans that differ only there still run the same exchanges.
   const char* env = std::getenv("SHARDREC_HOST_REDUCE");
-  int32_t off = (env != nullptr && std::strcmp(env, "0") == 0) ? 1 : 0;
+  int32_t off = l.plan->host_reduce == 0 ? 1 : 0;
+  if (env != nullptr && std::strcmp(env, "0") == 0) off = 1;
+  if (env != nullptr && std::strcmp(env, "1") == 0) off = 0;
   if (groups_.empty()) return Status::Ok();
   SR_RETURN_IF_ERROR(comm.AllReduce(&off, &off, 1, DType::kInt32, comm::ReduceOp::kMax));
   if (off != 0) {

@@ -34,9 +34,10 @@ class HostReduce {
   // Finds the groups of `layout` (which must outlive this) and, when there are any, splits the
   // host communicator off `comm` (collective: every rank of `comm` calls Init, and every rank
   // finds the same groups, since they come from the plan). Hosts are the plan's
-  // local_world_size consecutive ranks. Sequence collections, one host, and
-  // SHARDREC_HOST_REDUCE=0 in the environment (a switch for measuring against the flat exchange)
-  // leave it inactive.
+  // local_world_size consecutive ranks. Sequence collections, one host, a plan whose
+  // host_reduce is 0 (the planner found the flat exchange cheaper) and SHARDREC_HOST_REDUCE=0 in
+  // the environment leave it inactive; SHARDREC_HOST_REDUCE=1 overrides the plan's 0 (both are
+  // switches for measuring one exchange against the other). Any rank's "inactive" wins.
   Status Init(const Layout& layout, comm::Communicator& comm);
   bool active() const { return host_comm_ != nullptr; }
 

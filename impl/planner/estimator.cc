@@ -260,6 +260,15 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         const double lookup = ip * W * D * st;
         const double out_bytes = O * W * D * kOutputBytes;
         const double intra = topo.CommBandwidth(Collective::kReduceScatter, l, l);
+        if (w > l && topo.device == ComputeDevice::kHost && !topo.host_reduce) {
+          // Flat: every shard returns its partial sums to each sample's rank, as row-wise does.
+          p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
+          p.fwd_comms = ExchangeSeconds(topo, Collective::kAllToAll, out_bytes);
+          p.bwd_comms = p.fwd_comms + out_bytes * kBatchedCopyFactor / device_bw;
+          m.input = Ceil(ip * W * kIndexBytes);
+          m.output = s.rows == 0 ? 0 : Ceil(O * W * D * kOutputBytes);
+          break;
+        }
         double cross = 0;
         if (w > l) {
           // The host's shards reduce their partial sums inside it first (host_reduce.h): one

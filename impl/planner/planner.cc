@@ -22,9 +22,12 @@ std::vector<std::vector<float>> FeaturePoolingFactors(const sharding::Plan& plan
   return out;
 }
 
-PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
+PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& given,
                           const std::vector<std::vector<float>>& pooling_factors,
                           const std::vector<TierHint>* tiers) {
+  // The exchange the plan chose (an unknown choice is the collection's default: reduced).
+  Topology topo = given;
+  topo.host_reduce = given.host_reduce && plan.host_reduce != 0;
   PlanEstimate e;
   e.rank_perf.resize(plan.world_size);
   e.rank_storage.resize(plan.world_size);
@@ -41,7 +44,7 @@ PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& topo,
         any_host_reduce || ((tp.type == sharding::ShardingType::kTableRowWise ||
                              tp.type == sharding::ShardingType::kGrid) &&
                             topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
-                            topo.world_size > topo.local_world_size);
+                            topo.world_size > topo.local_world_size && topo.host_reduce);
   }
   const double overhead = StepOverhead(topo, ids_per_rank, any_dp, any_row_stats, any_host_reduce);
   for (auto& p : e.rank_perf) p.overhead = overhead;
@@ -97,6 +100,42 @@ Status CheckPlanFits(const sharding::Plan& plan, const Topology& topo,
   }
   return Status::Ok();
 }
+
+namespace {
+
+double BusiestRankMs(const sharding::Plan& plan, const Topology& topo,
+                     const std::vector<std::vector<float>>& pooling_factors) {
+  double worst = 0;
+  for (const Perf& p : EstimatePlan(plan, topo, pooling_factors).rank_perf)
+    worst = std::max(worst, p.total());
+  return worst;
+}
+
+// Table-row-wise and grid tables on hosts that are not the whole world: the exchange (reduced
+// inside the host, or flat) under which the busiest rank's estimated step is shorter. The
+// reduction saves cross-host bytes and costs two collective rounds (StepOverhead) and the host's
+// extra pass; which wins depends on the measured bandwidths and latency (docs/multihost.md).
+void ChooseHostReduce(const Topology& topo, const std::vector<TableRequest>& requests,
+                      sharding::Plan* plan) {
+  plan->host_reduce = -1;
+  const bool spans_hosts = topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
+                           topo.world_size > topo.local_world_size;
+  const bool any = std::any_of(plan->table_plans.begin(), plan->table_plans.end(), [](auto& tp) {
+    return tp.type == sharding::ShardingType::kTableRowWise ||
+           tp.type == sharding::ShardingType::kGrid;
+  });
+  if (!spans_hosts || !any) return;
+  std::vector<std::vector<float>> pooling(requests.size());
+  for (size_t t = 0; t < requests.size(); ++t) pooling[t] = requests[t].pooling_factors;
+  Topology reduced = topo, flat = topo;
+  reduced.host_reduce = true;
+  flat.host_reduce = false;
+  // Ties keep the reduction: it moves fewer bytes across hosts.
+  plan->host_reduce =
+      BusiestRankMs(*plan, reduced, pooling) <= BusiestRankMs(*plan, flat, pooling) ? 1 : 0;
+}
+
+}  // namespace
 
 Status MakePlan(const PlannerInput& input, PlannerResult* out) {
   const Topology& topo = input.topology;
@@ -171,6 +210,7 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out) {
                                      " slots, fewer than its ", shards.size(),
                                      " shards under this plan (one slot per shard at least)");
   }
+  ChooseHostReduce(topo, requests, &plan);
   Status valid = sharding::ValidatePlan(plan);
   // A limit of the implementation (a dynamic shard of more slots than it numbers) is the
   // caller's table, not a planner bug (the enumerator already proposes no such shard).

@@ -35,7 +35,8 @@ Status MakePlan(const PlannerInput& input, PlannerResult* out);
 // Pooling factors per table (per feature of the table), from the feature configs.
 std::vector<std::vector<float>> FeaturePoolingFactors(const sharding::Plan& plan);
 
-// Per-rank totals of a placed plan under `topo`.
+// Per-rank totals of a placed plan under `topo`, with the plan's choice of exchange for
+// table-row-wise and grid tables (sharding::Plan::host_reduce; -1 prices the reduced one).
 struct PlanEstimate {
   std::vector<Perf> rank_perf;
   std::vector<Storage> rank_storage;

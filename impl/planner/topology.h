@@ -82,6 +82,10 @@ struct Topology {
   int64_t disk_bytes = static_cast<int64_t>(kDefaultDiskCapacity);
   double disk_read_bw = kDefaultDiskReadBandwidth;  // bytes/ms
   double disk_read_iops = kDefaultDiskReadIops;     // reads/ms
+  // Whether table-row-wise and grid tables whose hosts are not the whole world are priced with
+  // their return exchange reduced inside the host (host_reduce.h) or flat; the planner prices a
+  // plan both ways and keeps the cheaper (sharding::Plan::host_reduce).
+  bool host_reduce = true;
 
   // A topology with the defaults of `device` (world_size ranks, local_world_size per node).
   static Topology Default(int32_t world_size, int32_t local_world_size, ComputeDevice device);

@@ -188,6 +188,10 @@ std::string PlanToJson(const Plan& plan) {
         &o, optim::OptimizerName(static_cast<optim::OptimizerType>(plan.planned_optimizer)));
     o.append(",\n  ");
   }
+  if (plan.host_reduce >= 0) {
+    Key(&o, "host_reduce");
+    o.append(plan.host_reduce != 0 ? "true,\n  " : "false,\n  ");
+  }
   Key(&o, "features");
   o.append("[");
   for (size_t i = 0; i < plan.features.size(); ++i) {
@@ -283,6 +287,12 @@ Status PlanFromJson(std::string_view text, Plan* out) {
         plan.planned_optimizer = i;
     if (plan.planned_optimizer < 0)
       return Status::InvalidArgument("plan: unknown planned_optimizer \"", name, "\"");
+  }
+  if (const json::Value* hv = root.Find("host_reduce")) {
+    if (hv->kind != json::Value::Kind::kBool)
+      return Status::Corrupt("plan json: host_reduce must be true or false (byte ", hv->offset,
+                             ")");
+    plan.host_reduce = hv->boolean ? 1 : 0;
   }
   const json::Value* fv = nullptr;
   SR_RETURN_IF_ERROR(json::GetMember(root, "plan", "features", &fv));

@@ -139,8 +139,14 @@ struct Plan {
   // The optimizer type the planner counted for tables without their own (topology.optimizer);
   // -1 when unknown (a manual plan).
   int32_t planned_optimizer = -1;
+  // Whether table-row-wise and grid tables reduce their return exchange inside the owners' host
+  // before it crosses (impl/embedding/host_reduce.h): 1 yes, 0 no (the flat exchange), -1
+  // unknown (a manual plan: the collection reduces). The planner sets it from its estimate of
+  // the step both ways (planner.cc). Not in the hash: it changes no result, and the ranks agree
+  // on it when a collection is created.
+  int32_t host_reduce = -1;
 
-  // Stable 64-bit hash of everything above (used to check that ranks agree).
+  // Stable 64-bit hash of everything above but host_reduce (used to check that ranks agree).
   uint64_t Hash() const;
   // The index in `tables` of the table named `name`, or -1 (names are unique in a valid plan).
   int32_t TableIndex(std::string_view name) const;

@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
   const char* link = getenv("SHARDREC_BED_LINK_BYTES");
   const char* no_cal = getenv("SHARDREC_BED_NO_CALIBRATION");
   const int calibrate = no_cal == NULL || strcmp(no_cal, "1") != 0;
+  const char* verbose = getenv("SHARDREC_BED_VERBOSE");
   if (argc == 4 && strcmp(argv[1], "mesh") == 0) return run_mesh(atoi(argv[2]), atoi(argv[3]));
   if (argc != 3) {
     fprintf(stderr, "usage: mh_bench TYPE STEPS | mesh LAYOUT SYNCS\n");
@@ -293,6 +294,20 @@ int main(int argc, char** argv) {
         type, world, topology.ranks_per_node, (double)world * BATCH * 1e3 / step_ms, step_ms,
         estimated_ms(plan), net_bps, tx1 < 0 || tx0 < 0 ? -1 : (tx1 - tx0) / steps,
         rx1 < 0 || rx0 < 0 ? -1 : (rx1 - rx0) / steps);
+    /* SHARDREC_BED_VERBOSE=1: where rank 0's time went (warm-up steps included), and the
+       calibrated figures the estimate used, for reading the estimate against the step. */
+    if (verbose != NULL && strcmp(verbose, "1") == 0) {
+      shardrec_step_timings_t st = SHARDREC_STEP_TIMINGS_INIT;
+      if (shardrec_embedding_step_timings(coll, &st) == SHARDREC_OK && st.forwards > 0) {
+        const double per = 1e3 / (double)st.forwards;
+        printf(
+            "phases_ms total %.3f collective %.3f input %.3f lookup %.3f output %.3f "
+            "backward %.3f latency_ms %.4f intra_bps %.0f\n",
+            st.total_seconds * per, st.collective_seconds * per, st.input_dist_seconds * per,
+            st.lookup_seconds * per, st.output_dist_seconds * per, st.backward_seconds * per,
+            topology.collective_latency * 1e3, topology.intra_node_bandwidth);
+      }
+    }
   }
 done:
   shardrec_embedding_destroy(coll);

@@ -144,6 +144,11 @@ GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<glo
       peers_(std::move(peers)) {
   config_.gloo_device = gloo_device_;
   if (!config_.domain) config_.domain = std::make_shared<FailureDomain>();
+  if (config_.root_rank < 0) {
+    config_.root_prefix = config_.prefix;
+    config_.root_rank = rank_;
+    config_.root_world = size_;
+  }
   id_ = NewCommunicatorId();
   config_.lineage.push_back(id_);
   config_.domain->Join(this, config_.lineage);
@@ -175,7 +180,8 @@ Status GlooCommunicator::Poison(Status s) {
     if (aborted_.load()) return poison_;
     if (poison_.ok()) poison_ = s;
   }
-  if (s.code() == Code::kTimeout || s.code() == Code::kRemote) config_.domain->Fail(s);
+  if ((s.code() == Code::kTimeout || s.code() == Code::kRemote) && config_.domain->Fail(s))
+    LeaveNote(s);
   if (aborted_.load()) {
     std::lock_guard<std::mutex> lock(mu_);
     return poison_;
@@ -221,12 +227,62 @@ Status GlooCommunicator::Run(const char* what, std::chrono::milliseconds timeout
     detail = "unknown exception";
   }
   const bool timed_out = Clock::now() - start >= timeout || LooksLikeTimeout(detail);
-  // An abort's interrupt is not a timeout to explain; Poison reports the abort.
-  const std::string who = timed_out && !aborted_.load() ? WhoIsUnreachable(timeout) : "";
+  // An abort's interrupt is not a failure to explain; Poison reports the abort. A broken
+  // connection is probed too: in a partition, a peer of this side that timed out first and
+  // exited breaks its pairs before this rank's own wait ends, and the probe still names the
+  // hosts across the cut.
+  if (aborted_.load()) return Poison(MapGlooError(what, detail, timed_out, rank_, size_, timeout));
+  std::string who = WhoIsUnreachable(timeout, /*quiet_when_all_answer=*/!timed_out);
+  const std::string notes = PeersNotes(timeout);
+  if (!timed_out) {
+    std::string tail = who;
+    if (!notes.empty()) tail = tail.empty() ? notes : StrCat(tail, "; ", notes);
+    return Poison(Status::Remote(what, " failed on rank ", rank_, " of ", size_,
+                                 " (a peer died or the connection broke): ", detail,
+                                 tail.empty() ? "" : StrCat(" (", tail, ")")));
+  }
+  if (!notes.empty()) who = StrCat(who, "; ", notes);
   return Poison(MapGlooError(what, detail, timed_out, rank_, size_, timeout, who));
 }
 
-std::string GlooCommunicator::WhoIsUnreachable(std::chrono::milliseconds timeout) const {
+namespace {
+constexpr const char* kNoteKey = "failed/";
+
+// A short budget for the notes (a 40th of the timeout, within [20 ms, 250 ms]): on top of the
+// probe, it must leave a failing rank inside its timeout plus the probe and a step.
+std::chrono::milliseconds NoteBudget(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 40, std::chrono::milliseconds(20), std::chrono::milliseconds(250));
+}
+}  // namespace
+
+void GlooCommunicator::LeaveNote(const Status& s) const {
+  if (config_.root_world <= 1) return;
+  const std::string msg(s.message());
+  PrefixStore store(config_.store, config_.root_prefix);
+  // Best effort: a store that is gone or cut off leaves the peers without the note.
+  (void)store.SetWithin(StrCat(kNoteKey, config_.root_rank),
+                        std::vector<uint8_t>(msg.begin(), msg.end()), NoteBudget(timeout_.load()));
+}
+
+std::string GlooCommunicator::PeersNotes(std::chrono::milliseconds timeout) const {
+  if (config_.root_world <= 1) return "";
+  PrefixStore store(config_.store, config_.root_prefix);
+  const auto end = Clock::now() + NoteBudget(timeout);
+  std::string out;
+  for (int r = 0; r < config_.root_world; ++r) {
+    if (r == config_.root_rank) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+    if (left.count() <= 0) break;
+    std::vector<uint8_t> note;
+    if (!store.GetWithin(StrCat(kNoteKey, r), left, &note).ok()) continue;
+    out += StrCat(out.empty() ? "" : "; ", "rank ", r,
+                  " had failed first: ", std::string(note.begin(), note.end()));
+  }
+  return out;
+}
+
+std::string GlooCommunicator::WhoIsUnreachable(std::chrono::milliseconds timeout,
+                                               bool quiet_when_all_answer) const {
   if (peers_.empty()) return "";
   // A tenth of the timeout, within [50 ms, 1 s]: a round trip on any network a job spans, and
   // little beside the timeout already spent.
@@ -234,6 +290,7 @@ std::string GlooCommunicator::WhoIsUnreachable(std::chrono::milliseconds timeout
       std::clamp(timeout / 10, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
   const std::vector<int> lost = UnreachablePeers(peers_, budget);
   if (lost.empty()) {
+    if (quiet_when_all_answer) return "";
     // A refusal answers too, and cannot tell a dead peer from a live one: Gloo closes each
     // pair's listening socket once the pair is connected.
     return StrCat("every peer's host answered a connection probe within ", budget.count(),

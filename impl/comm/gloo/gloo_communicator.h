@@ -43,6 +43,12 @@ struct GlooConfig {
   std::shared_ptr<gloo::transport::Device> gloo_device;  // reused by splits; else created
   std::shared_ptr<FailureDomain> domain;                 // shared by splits; else created
   std::vector<uint64_t> lineage;                         // ids of the ancestors (splits)
+  // The root communicator's prefix, rank and size (splits inherit them; empty / -1 at the root
+  // mean this one's): the keys of the failure notes (Poison) are by root rank under it, so every
+  // communicator of a tree reads and writes the same ones.
+  std::string root_prefix;
+  int root_rank = -1;
+  int root_world = -1;
 };
 
 // Validates the config, checks the device (kNoDevice for an unusable GPU), ignores SIGPIPE once
@@ -99,7 +105,17 @@ class GlooCommunicator : public CheckedCommunicator, public Abortable {
   Status Poison(Status s);
   // A timeout's "who": the peers whose host did not answer a connection probe, with their host,
   // or that every host answered (a stalled peer, not a cut link).
-  std::string WhoIsUnreachable(std::chrono::milliseconds timeout) const;
+  // `quiet_when_all_answer`: "" rather than "every peer's host answered" (a broken connection,
+  // which that says nothing about).
+  std::string WhoIsUnreachable(std::chrono::milliseconds timeout,
+                               bool quiet_when_all_answer = false) const;
+  // The failure notes other ranks of the tree left in the store before failing (their own first
+  // error, which names whom they lost), read within a short budget: a rank whose pair broke
+  // because a peer failed and exited learns from the note whom that peer had lost.
+  // "" when there are none.
+  std::string PeersNotes(std::chrono::milliseconds timeout) const;
+  // Leaves this rank's first failure in the store for the others (see PeersNotes).
+  void LeaveNote(const Status& s) const;
   // CUDA buffers: copy `in` to pinned host memory, run `fn` on the host copies, copy the host
   // results to `out`; each stream wait is bounded by the communicator's timeout.
   Status Staged(const std::vector<HostBuf>& in, const std::vector<HostBuf>& out, Stream stream,

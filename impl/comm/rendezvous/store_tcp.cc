@@ -67,9 +67,10 @@ Status TcpStore::Connect(const net::Endpoint& server, const Nonce& nonce,
   return Status::Ok();
 }
 
-Status TcpStore::Open(int* fd_out) {
+Status TcpStore::Open(int* fd_out, std::optional<net::Clock::time_point> cap) {
   int fd = -1;
-  const auto deadline = net::Clock::now() + io_timeout_;
+  const auto deadline =
+      std::min(net::Clock::now() + io_timeout_, cap.value_or(net::Clock::time_point::max()));
   // A reused port's first connection tries again while the store there is not this session's;
   // `foreign` says why the last one was not, for the error at the deadline.
   const bool patient = address_ == Address::kReused && instance_ == 0;
@@ -141,7 +142,7 @@ Status TcpStore::Open(int* fd_out) {
   return Status::Ok();
 }
 
-Status TcpStore::Acquire(int* fd) {
+Status TcpStore::Acquire(int* fd, std::optional<net::Clock::time_point> cap) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) return broken_;
@@ -151,8 +152,9 @@ Status TcpStore::Acquire(int* fd) {
       return Status::Ok();
     }
   }
-  Status s = Open(fd);
-  if (!s.ok()) {
+  Status s = Open(fd, cap);
+  // A bounded call that ran out of its own short time says nothing of the store.
+  if (!s.ok() && !cap) {
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_.ok()) broken_ = s;
   }
@@ -176,16 +178,18 @@ TcpStore::~TcpStore() {
 }
 
 Status TcpStore::Call(const std::vector<uint8_t>& request, std::chrono::milliseconds wait,
-                      std::vector<uint8_t>* reply) {
+                      std::vector<uint8_t>* reply, std::optional<net::Clock::time_point> cap) {
   int fd = -1;
-  SR_RETURN_IF_ERROR(Acquire(&fd));
-  const auto deadline = net::Clock::now() + io_timeout_ + wait + kReplySlack;
+  SR_RETURN_IF_ERROR(Acquire(&fd, cap));
+  const auto deadline = std::min(net::Clock::now() + io_timeout_ + wait + kReplySlack,
+                                 cap.value_or(net::Clock::time_point::max()));
   Status s = net::SendFrame(fd, request, deadline);
   if (s.ok()) s = net::RecvFrame(fd, reply, deadline);
   if (!s.ok()) {
     // A failed connection is out of step, and the server is gone or unresponsive: later
     // requests fail the same way at once.
     net::CloseFd(&fd);
+    if (cap) return s;  // its own short time ran out: the store may still be fine
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_.ok()) {
       broken_ = Status(s.code() == Code::kTimeout ? Code::kTimeout : Code::kRemote,
@@ -243,6 +247,19 @@ Status TcpStore::Set(const std::string& key, const std::vector<uint8_t>& value) 
   return ParseStatusReply(&in, &ok);
 }
 
+Status TcpStore::SetWithin(const std::string& key, const std::vector<uint8_t>& value,
+                           std::chrono::milliseconds within) {
+  std::vector<uint8_t> request, reply;
+  net::PutU8(&request, tcp_store::kSet);
+  net::PutBytes(&request, key.data(), key.size());
+  net::PutBytes(&request, value.data(), value.size());
+  SR_RETURN_IF_ERROR(
+      Call(request, std::chrono::milliseconds(0), &reply, net::Clock::now() + within));
+  net::Reader in(reply);
+  bool ok = false;
+  return ParseStatusReply(&in, &ok);
+}
+
 Status TcpStore::Claim(const std::string& name) {
   std::vector<uint8_t> request, reply;
   net::PutU8(&request, tcp_store::kClaim);
@@ -285,6 +302,14 @@ Status TcpStore::Get(const std::string& key, std::chrono::milliseconds timeout,
   std::vector<uint8_t> reply;
   SR_RETURN_IF_ERROR(Call(GetRequest(key, timeout), timeout, &reply));
   return ParseWaitReply(reply, timeout, value);
+}
+
+Status TcpStore::GetWithin(const std::string& key, std::chrono::milliseconds within,
+                           std::vector<uint8_t>* value) {
+  std::vector<uint8_t> reply;
+  const std::chrono::milliseconds now_only(0);
+  SR_RETURN_IF_ERROR(Call(GetRequest(key, now_only), now_only, &reply, net::Clock::now() + within));
+  return ParseWaitReply(reply, now_only, value);
 }
 
 Status TcpStore::RefusalReason(std::chrono::milliseconds within) {

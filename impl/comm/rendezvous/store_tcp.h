@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -111,6 +112,10 @@ class TcpStore : public Store {
   Status Get(const std::string& key, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* value) override;
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  Status SetWithin(const std::string& key, const std::vector<uint8_t>& value,
+                   std::chrono::milliseconds within) override;
+  Status GetWithin(const std::string& key, std::chrono::milliseconds within,
+                   std::vector<uint8_t>* value) override;
   // Claims `name` for this client for as long as it is connected. A name already held by
   // another client gives kInvalidUsage here and refuses the whole session: every pending and
   // later request of every client then fails with kInvalidUsage naming it.
@@ -129,10 +134,11 @@ class TcpStore : public Store {
 
  private:
   TcpStore() = default;
+  // `cap`, when set, bounds the whole call (a new connection included).
   Status Call(const std::vector<uint8_t>& request, std::chrono::milliseconds wait,
-              std::vector<uint8_t>* reply);
-  Status Open(int* fd);  // a new connection that presented the nonce
-  Status Acquire(int* fd);
+              std::vector<uint8_t>* reply, std::optional<net::Clock::time_point> cap = {});
+  Status Open(int* fd, std::optional<net::Clock::time_point> cap = {});  // presented the nonce
+  Status Acquire(int* fd, std::optional<net::Clock::time_point> cap = {});
   void Release(int fd);
 
   std::mutex mu_;

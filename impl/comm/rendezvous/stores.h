@@ -35,6 +35,14 @@ class PrefixStore : public Store {
   Status Get(const std::string& key, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* value) override;
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  Status SetWithin(const std::string& key, const std::vector<uint8_t>& value,
+                   std::chrono::milliseconds within) override {
+    return base_->SetWithin(Key(key), value, within);
+  }
+  Status GetWithin(const std::string& key, std::chrono::milliseconds within,
+                   std::vector<uint8_t>* value) override {
+    return base_->GetWithin(Key(key), within, value);
+  }
   void Abandon() override { base_->Abandon(); }
   const std::shared_ptr<Store>& base() const { return base_; }
 

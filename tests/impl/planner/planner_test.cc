@@ -173,5 +173,61 @@ TEST(PlannerPlan, InvalidInputsAreRejected) {
   EXPECT_NE(s.message().find("topology: batch_size 0 must be >= 1"), std::string::npos);
 }
 
+// Table-row-wise across hosts: the planner prices the host-reduced and the flat exchange and
+// keeps the cheaper; slow host links favour the reduction (fewer bytes cross), a high per-round
+// latency over fast links favours the flat exchange (the reduction costs two more rounds).
+TEST(PlannerPlan, ChoosesHostReduceFromItsEstimateOfBoth) {
+  auto plan_with = [](double inter_node_bw, double latency_ms) {
+    PlannerInput in = Input(2, 4, 2);
+    for (auto& t : in.tables) t.dim = 128;
+    in.topology.batch_size = 4096;
+    in.topology.inter_node_bw = inter_node_bw;
+    in.topology.collective_latency_ms = latency_ms;
+    for (const auto& t : in.tables)
+      in.constraints.push_back(Only(t.name, ShardingType::kTableRowWise));
+    return MustPlan(in);
+  };
+  const PlannerResult slow = plan_with(12.5e3, 0.0);  // 100 Mbit/s between hosts
+  EXPECT_EQ(slow.plan.host_reduce, 1);
+  const PlannerResult fast = plan_with(1e9, 50.0);
+  EXPECT_EQ(fast.plan.host_reduce, 0);
+  // The choice prices what the estimate says: the chosen exchange is the cheaper of the two.
+  for (const PlannerResult* r : {&slow, &fast}) {
+    sharding::Plan reduced = r->plan, flat = r->plan;
+    reduced.host_reduce = 1;
+    flat.host_reduce = 0;
+    EXPECT_EQ(reduced.Hash(), flat.Hash());  // ranks need not agree on it through the hash
+  }
+  // One host (or no table-row-wise/grid table): no choice to make.
+  PlannerInput one = Input(2, 2, 2);
+  for (const auto& t : one.tables)
+    one.constraints.push_back(Only(t.name, ShardingType::kTableRowWise));
+  EXPECT_EQ(MustPlan(one).plan.host_reduce, -1);
+  PlannerInput rw = Input(2, 4, 2);
+  for (const auto& t : rw.tables) rw.constraints.push_back(Only(t.name, ShardingType::kRowWise));
+  EXPECT_EQ(MustPlan(rw).plan.host_reduce, -1);
+}
+
+TEST(PlannerPlan, EstimateFollowsThePlansExchange) {
+  PlannerInput in = Input(2, 4, 2);
+  for (auto& t : in.tables) t.dim = 128;
+  in.topology.batch_size = 4096;
+  in.topology.inter_node_bw = 12.5e3;
+  for (const auto& t : in.tables)
+    in.constraints.push_back(Only(t.name, ShardingType::kTableRowWise));
+  sharding::Plan plan = MustPlan(in).plan;
+  const auto pooling = FeaturePoolingFactors(plan);
+  auto busiest = [&](int32_t choice) {
+    plan.host_reduce = choice;
+    double worst = 0;
+    for (const Perf& p : EstimatePlan(plan, in.topology, pooling).rank_perf)
+      worst = std::max(worst, p.total());
+    return worst;
+  };
+  const double reduced = busiest(1), flat = busiest(0), unknown = busiest(-1);
+  EXPECT_LT(reduced, flat);     // half the partial sums cross the slow link
+  EXPECT_EQ(unknown, reduced);  // an unknown choice is the collection's default: reduced
+}
+
 }  // namespace
 }  // namespace shardrec::planner

@@ -35,6 +35,37 @@ TEST(ShardingPlanJson, RoundTripPreservesEverything) {
   EXPECT_EQ(PlanToJson(back), text);  // export(import(export(p))) == export(p)
 }
 
+TEST(ShardingPlanJson, HostReduceChoiceRoundTripsOutsideTheHash) {
+  Plan p = testing::TwoTablePlan(4, 2);
+  const std::string unset = PlanToJson(p);
+  EXPECT_EQ(unset.find("host_reduce"), std::string::npos);  // -1 (no choice) is not written
+  for (int32_t choice : {0, 1}) {
+    p.host_reduce = choice;
+    const std::string text = PlanToJson(p);
+    EXPECT_NE(text.find(choice ? "\"host_reduce\": true" : "\"host_reduce\": false"),
+              std::string::npos)
+        << text;
+    Plan back;
+    const Status s = PlanFromJson(text, &back);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(back.host_reduce, choice);
+    EXPECT_EQ(back.Hash(), p.Hash());
+    EXPECT_EQ(PlanToJson(back), text);
+  }
+  Plan back;
+  EXPECT_TRUE(PlanFromJson(unset, &back).ok());
+  EXPECT_EQ(back.host_reduce, -1);
+  std::string bad = PlanToJson(p);
+  const std::string key = "\"host_reduce\": true";
+  const size_t at = bad.find(key);
+  ASSERT_NE(at, std::string::npos);
+  bad.replace(at, key.size(), "\"host_reduce\": 2");
+  const Status s = PlanFromJson(bad, &back);
+  EXPECT_EQ(s.code(), Code::kCorrupt);
+  EXPECT_NE(s.message().find("host_reduce must be true or false"), std::string::npos)
+      << s.message();
+}
+
 TEST(ShardingPlanJson, TextIsReadable) {
   const std::string text = PlanToJson(testing::TwoTablePlan(2, 2));
   EXPECT_NE(text.find("\"format\": \"shardrec.plan\""), std::string::npos);
