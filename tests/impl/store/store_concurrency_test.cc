@@ -35,9 +35,13 @@ TEST(StoreConcurrency, GetPutEraseFlushScanSnapshotAndCompactionTogether) {
   ASSERT_TRUE(OpenLogStore(o, t, &s).ok());
   std::atomic<bool> stop{false};
   std::atomic<int64_t> bad{0}, reads{0};
+  // The writers start once both readers are reading: on a loaded machine the writers could
+  // otherwise finish before a reader ever ran, and nothing would have been read concurrently.
+  std::atomic<int> readers_started{0};
   std::vector<std::thread> threads;
   for (int w = 0; w < kWriters; ++w) {
     threads.emplace_back([&, w] {
+      while (readers_started.load() < 2) std::this_thread::yield();
       const int64_t base = w * kKeysPerWriter;
       for (uint32_t round = 1; round <= 12; ++round) {
         std::vector<int64_t> keys;
@@ -66,7 +70,8 @@ TEST(StoreConcurrency, GetPutEraseFlushScanSnapshotAndCompactionTogether) {
       std::vector<uint8_t> out(keys.size() * kValueBytes);
       std::unique_ptr<bool[]> found(new bool[keys.size()]);
       uint64_t x = 12345 + r;
-      while (!stop.load()) {
+      readers_started++;
+      do {
         for (int64_t& k : keys) {
           x = x * 6364136223846793005ull + 1442695040888963407ull;
           k = static_cast<int64_t>((x >> 33) % seen.size());
@@ -84,7 +89,7 @@ TEST(StoreConcurrency, GetPutEraseFlushScanSnapshotAndCompactionTogether) {
           seen[keys[i]] = round;
         }
         reads++;
-      }
+      } while (!stop.load());
     });
   }
   threads.emplace_back([&] {
