@@ -48,11 +48,11 @@ std::string BindHost(const CommOptions& o, const std::string& fallback) {
   return fallback.empty() ? "127.0.0.1" : fallback;
 }
 
-Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world, int rank,
-              const CommOptions& options, const std::string& default_host,
-              std::unique_ptr<Communicator>* out,
-              std::chrono::steady_clock::time_point deadline = {},
-              std::shared_ptr<gloo::transport::Device> gloo_device = nullptr) {
+Status CreateOnBackend(std::shared_ptr<Store> store, const std::string& prefix, int world, int rank,
+                       const CommOptions& options, const std::string& default_host,
+                       std::unique_ptr<Communicator>* out,
+                       std::chrono::steady_clock::time_point deadline,
+                       std::shared_ptr<gloo::transport::Device> gloo_device) {
   if (out == nullptr) return Status::InvalidArgument("out must not be null");
   std::chrono::milliseconds timeout{0};
   SR_RETURN_IF_ERROR(CheckOptions(options, &timeout));
@@ -88,25 +88,34 @@ Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world
 }
 
 // A session refused because a rank was claimed twice can reach a rank that had claimed its own
-// number as a broken connection to a peer (the refused ranks drop what they had begun); the store,
-// which refuses every later request of that session, then says why.
-// A failed creation says why when the store knows (a rank claimed twice) and returns by its
-// deadline: the question gets at most half a second (at least 50 ms, so a timed-out duplicate
-// claimant still learns of the refusal), and rank 0's hosted store lingers for the other ranks
+// number as a broken connection to a peer, or as silence until its timeout (the refused ranks
+// drop what they had begun); the store, which refuses every later request of that session, then
+// says why. The question gets at most half a second (at least 50 ms, so a timed-out duplicate
+// claimant still learns of the refusal), on every backend and every way in.
+Status Create(std::shared_ptr<Store> store, const std::string& prefix, int world, int rank,
+              const CommOptions& options, const std::string& default_host,
+              std::unique_ptr<Communicator>* out,
+              std::chrono::steady_clock::time_point deadline = {},
+              std::shared_ptr<gloo::transport::Device> gloo_device = nullptr) {
+  std::shared_ptr<Store> asked = store;
+  Status s = CreateOnBackend(std::move(store), prefix, world, rank, options, default_host, out,
+                             deadline, std::move(gloo_device));
+  if (s.ok() || s.code() == Code::kInvalidUsage || !asked) return s;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  const Status why = asked->RefusalReason(
+      std::clamp(left, std::chrono::milliseconds(50), std::chrono::milliseconds(500)));
+  return why.ok() ? s : why;
+}
+
+// A failed creation returns by its deadline: rank 0's hosted store lingers for the other ranks
 // only in the time left, at most `grace` (they share the deadline, so at a timeout there is none).
 Status FinishCreate(TcpStore& store, Status s, std::chrono::milliseconds grace,
                     std::chrono::steady_clock::time_point deadline) {
   if (s.ok()) return s;
-  auto left = [&] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                 std::chrono::steady_clock::now());
-  };
-  if (s.code() != Code::kInvalidUsage) {
-    Status why = store.RefusalReason(
-        std::clamp(left(), std::chrono::milliseconds(50), std::chrono::milliseconds(500)));
-    if (!why.ok()) s = why;
-  }
-  store.set_linger(std::clamp(left(), std::chrono::milliseconds(0), grace));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  store.set_linger(std::clamp(left, std::chrono::milliseconds(0), grace));
   return s;
 }
 

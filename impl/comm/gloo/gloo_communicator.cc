@@ -58,22 +58,6 @@ Status MapGlooError(const std::string& what, const std::string& detail, bool tim
                         " (a peer died or the connection broke): ", detail);
 }
 
-// A creation that failed on its own (a timeout, a peer that left) may have failed because the
-// session was refused meanwhile (a rank number claimed twice): the peer that heard it first left,
-// and this rank saw only the silence. One bounded store call says which, so every member reports
-// the refusal, not a timeout, however slow the machine made the race.
-Status ExplainCreateFailure(Store& store, Status failed,
-                            std::chrono::steady_clock::time_point deadline) {
-  if (failed.code() == Code::kInvalidUsage) return failed;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  std::vector<uint8_t> unused;
-  const Status why = store.GetWithin(
-      "shardrec/refusal-probe",
-      std::clamp(left, std::chrono::milliseconds(50), std::chrono::milliseconds(500)), &unused);
-  return why.code() == Code::kInvalidUsage ? why : failed;
-}
-
 }  // namespace
 
 Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communicator>* out) {
@@ -118,8 +102,7 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
   try {
     context = std::make_shared<MeshContext>(config.rank, config.world);
     Status s = context->ConnectMesh(&store, device, deadline);
-    if (!s.ok())
-      return ExplainCreateFailure(store, s.WithContext(where + ": rendezvous failed"), deadline);
+    if (!s.ok()) return s.WithContext(where + ": rendezvous failed");
     // A rank's pairs can all be connected while a peer is still completing its side of the
     // handshake; a rank that then destroyed the new communicator would break the peer's setup.
     // The barrier makes creation complete on every member before any of them returns.
@@ -138,11 +121,9 @@ Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communic
       if (!s.ok()) return s.WithContext(where + ": rendezvous failed");
     }
   } catch (const std::exception& e) {
-    return ExplainCreateFailure(store,
-                                MapGlooError("connecting the communicator", e.what(),
-                                             std::chrono::steady_clock::now() >= deadline,
-                                             config.rank, config.world, budget),
-                                deadline);
+    return MapGlooError("connecting the communicator", e.what(),
+                        std::chrono::steady_clock::now() >= deadline, config.rank, config.world,
+                        budget);
   }
   std::vector<PeerAddress> peers = context->peers();
   *out = std::make_unique<GlooCommunicator>(config, std::move(context), std::move(device),

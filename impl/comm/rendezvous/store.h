@@ -34,6 +34,13 @@ class Store {
     (void)within;
     return Get(key, std::chrono::milliseconds(0), value);
   }
+  // Why the session on this store was refused (a rank number claimed twice), asked within
+  // `within`: kInvalidUsage naming the claim, or OK when the store does not say so or cannot be
+  // asked. Only a rendezvous server that refuses sessions (the TCP store) has a reason to give.
+  virtual Status RefusalReason(std::chrono::milliseconds within) {
+    (void)within;
+    return Status::Ok();
+  }
   // The communicators on this store were aborted: when it is released, do not wait for peers
   // (a hosted server stops at once). Stores without such a wait ignore it.
   virtual void Abandon() {}

@@ -124,7 +124,7 @@ class TcpStore : public Store {
   // opened, so a store that is gone answers at once): kInvalidUsage naming the name claimed
   // twice, or OK when the store does not say so (or cannot be asked). Waits at most `within`
   // for the answer.
-  Status RefusalReason(std::chrono::milliseconds within);
+  Status RefusalReason(std::chrono::milliseconds within) override;
 
   // The local address of the connection: the interface that routes to the store host.
   const std::string& local_host() const { return local_host_; }

@@ -43,6 +43,9 @@ class PrefixStore : public Store {
                    std::vector<uint8_t>* value) override {
     return base_->GetWithin(Key(key), within, value);
   }
+  Status RefusalReason(std::chrono::milliseconds within) override {
+    return base_->RefusalReason(within);
+  }
   void Abandon() override { base_->Abandon(); }
   const std::shared_ptr<Store>& base() const { return base_; }
 

@@ -283,6 +283,9 @@ class InterceptedStore : public Store {
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     return inner_->Wait(keys, timeout);
   }
+  Status RefusalReason(std::chrono::milliseconds within) override {
+    return inner_->RefusalReason(within);
+  }
 
  private:
   std::shared_ptr<Store> inner_;
