@@ -22,6 +22,19 @@ std::vector<std::vector<float>> FeaturePoolingFactors(const sharding::Plan& plan
   return out;
 }
 
+namespace {
+
+// A table whose return exchange the collection can reduce inside the owners' host before it
+// crosses (host_reduce.h): table-row-wise and grid tables of host ranks whose hosts are not the
+// whole world.
+bool CanReduceInsideHost(const Topology& topo, sharding::ShardingType type) {
+  return (type == sharding::ShardingType::kTableRowWise || type == sharding::ShardingType::kGrid) &&
+         topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
+         topo.world_size > topo.local_world_size;
+}
+
+}  // namespace
+
 PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& given,
                           const std::vector<std::vector<float>>& pooling_factors,
                           const std::vector<TierHint>* tiers) {
@@ -40,11 +53,7 @@ PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& given,
     ids_per_rank += ComputeLoad(plan.tables[t], pooling_factors[t], topo.batch_size).ids;
     any_dp = any_dp || tp.type == sharding::ShardingType::kDataParallel;
     any_row_stats = any_row_stats || ExchangesRowStats(topo, plan.tables[t], tp.type, tp.shards);
-    any_host_reduce =
-        any_host_reduce || ((tp.type == sharding::ShardingType::kTableRowWise ||
-                             tp.type == sharding::ShardingType::kGrid) &&
-                            topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
-                            topo.world_size > topo.local_world_size && topo.host_reduce);
+    any_host_reduce = any_host_reduce || (topo.host_reduce && CanReduceInsideHost(topo, tp.type));
   }
   const double overhead = StepOverhead(topo, ids_per_rank, any_dp, any_row_stats, any_host_reduce);
   for (auto& p : e.rank_perf) p.overhead = overhead;
@@ -118,13 +127,9 @@ double BusiestRankMs(const sharding::Plan& plan, const Topology& topo,
 void ChooseHostReduce(const Topology& topo, const std::vector<TableRequest>& requests,
                       sharding::Plan* plan) {
   plan->host_reduce = -1;
-  const bool spans_hosts = topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
-                           topo.world_size > topo.local_world_size;
-  const bool any = std::any_of(plan->table_plans.begin(), plan->table_plans.end(), [](auto& tp) {
-    return tp.type == sharding::ShardingType::kTableRowWise ||
-           tp.type == sharding::ShardingType::kGrid;
-  });
-  if (!spans_hosts || !any) return;
+  if (std::none_of(plan->table_plans.begin(), plan->table_plans.end(),
+                   [&](auto& tp) { return CanReduceInsideHost(topo, tp.type); }))
+    return;
   std::vector<std::vector<float>> pooling(requests.size());
   for (size_t t = 0; t < requests.size(); ++t) pooling[t] = requests[t].pooling_factors;
   Topology reduced = topo, flat = topo;

@@ -236,28 +236,25 @@ Status ParseStatusReply(net::Reader* in, bool* ok) {
 
 }  // namespace
 
-Status TcpStore::Set(const std::string& key, const std::vector<uint8_t>& value) {
+Status TcpStore::SetCapped(const std::string& key, const std::vector<uint8_t>& value,
+                           std::optional<net::Clock::time_point> cap) {
   std::vector<uint8_t> request, reply;
   net::PutU8(&request, tcp_store::kSet);
   net::PutBytes(&request, key.data(), key.size());
   net::PutBytes(&request, value.data(), value.size());
-  SR_RETURN_IF_ERROR(Call(request, std::chrono::milliseconds(0), &reply));
+  SR_RETURN_IF_ERROR(Call(request, std::chrono::milliseconds(0), &reply, cap));
   net::Reader in(reply);
   bool ok = false;
   return ParseStatusReply(&in, &ok);
 }
 
+Status TcpStore::Set(const std::string& key, const std::vector<uint8_t>& value) {
+  return SetCapped(key, value, std::nullopt);
+}
+
 Status TcpStore::SetWithin(const std::string& key, const std::vector<uint8_t>& value,
                            std::chrono::milliseconds within) {
-  std::vector<uint8_t> request, reply;
-  net::PutU8(&request, tcp_store::kSet);
-  net::PutBytes(&request, key.data(), key.size());
-  net::PutBytes(&request, value.data(), value.size());
-  SR_RETURN_IF_ERROR(
-      Call(request, std::chrono::milliseconds(0), &reply, net::Clock::now() + within));
-  net::Reader in(reply);
-  bool ok = false;
-  return ParseStatusReply(&in, &ok);
+  return SetCapped(key, value, net::Clock::now() + within);
 }
 
 Status TcpStore::Claim(const std::string& name) {

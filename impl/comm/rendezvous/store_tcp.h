@@ -139,6 +139,9 @@ class TcpStore : public Store {
               std::vector<uint8_t>* reply, std::optional<net::Clock::time_point> cap = {});
   Status Open(int* fd, std::optional<net::Clock::time_point> cap = {});  // presented the nonce
   Status Acquire(int* fd, std::optional<net::Clock::time_point> cap = {});
+  // Set, bounded as a whole by `cap` when one is given (SetWithin).
+  Status SetCapped(const std::string& key, const std::vector<uint8_t>& value,
+                   std::optional<net::Clock::time_point> cap);
   void Release(int fd);
 
   std::mutex mu_;
