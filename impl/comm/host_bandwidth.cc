@@ -1,4 +1,4 @@
-// MeasureInterHostBandwidth (host_bandwidth.h).
+// MeasureInterHostBandwidth and MeasureCollectiveRound (host_bandwidth.h).
 #include "impl/comm/host_bandwidth.h"
 
 #include <algorithm>
@@ -75,6 +75,28 @@ Status MeasureInterHostBandwidth(Communicator& c, std::chrono::milliseconds budg
     best = std::max(best, rate);
   }
   *bytes_per_s = best;
+  return Status::Ok();
+}
+
+Status MeasureCollectiveRound(Communicator& c, double* ms) {
+  const int size = c.Size();
+  *ms = 0;
+  if (size <= 1) return Status::Ok();
+  const std::vector<size_t> counts(static_cast<size_t>(size), 1);
+  std::vector<double> send(static_cast<size_t>(size), 1.0), recv(send.size());
+  auto rounds = [&](int n) {
+    for (int i = 0; i < n; ++i)
+      SR_RETURN_IF_ERROR(c.AllToAllV(send.data(), counts, recv.data(), counts, DType::kFloat64));
+    return Status::Ok();
+  };
+  SR_RETURN_IF_ERROR(rounds(4));  // warm-up: every pair's first message, the caches
+  SR_RETURN_IF_ERROR(c.Barrier());
+  const auto start = Clock::now();
+  SR_RETURN_IF_ERROR(rounds(kRoundsTimed));
+  double mean =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count() / kRoundsTimed;
+  SR_RETURN_IF_ERROR(c.AllReduce(&mean, &mean, 1, DType::kFloat64, ReduceOp::kMax));
+  *ms = mean;
   return Status::Ok();
 }
 
