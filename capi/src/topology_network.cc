@@ -51,9 +51,13 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate_network(shardrec_topo
     }
     const auto budget = std::chrono::milliseconds(
         time_budget == 0 ? 500 : static_cast<int64_t>(std::llround(time_budget * 1000)));
-    double measured = 0;
+    double measured = 0, round_ms = 0;
     SR_RETURN_IF_ERROR(comm::MeasureInterHostBandwidth(c, budget, &measured));
+    // A round of the whole world at once, on one host too: the per-round cost the planner
+    // charges every collective of a step (collective_latency, version >= 2).
+    SR_RETURN_IF_ERROR(comm::MeasureCollectiveRound(c, &round_ms));
     if (measured > 0) topology->inter_node_bandwidth = measured;
+    if (round_ms > 0 && topology->version >= 2) topology->collective_latency = round_ms / 1000.0;
     if (bandwidth_out != nullptr) *bandwidth_out = measured;
     return Status::Ok();
   });

@@ -182,7 +182,8 @@ Status ConnectToSession(const net::Endpoint& server, const LaunchEnv& e,
                                    deadline - std::chrono::steady_clock::now()));
     std::shared_ptr<TcpStore> store;
     SR_RETURN_IF_ERROR(TcpStore::Connect(server, e.nonce, std::min(timeout, left),
-                                         std::move(hosted), &store, TcpStore::Address::kReused));
+                                         std::move(hosted), &store, TcpStore::Address::kReused,
+                                         e.attempt));
     if (hosts) {
       *out = std::move(store);
       return Status::Ok();
@@ -239,7 +240,7 @@ Status CreateCommunicatorFromLaunch(LaunchEnv e, const CommOptions& options,
     // service, a Slurm node) that does not map to one local interface.
     bool in_use = false;
     s = TcpStoreServer::Start(server, /*any_interface=*/true, e.nonce, &hosted, e.master_port,
-                              &in_use);
+                              &in_use, e.attempt);
     if (in_use) return RankZeroPortInUse(e).WithContext(where);
     if (!s.ok()) return fail(s.WithContext("rank 0 cannot host the store"));
   }

@@ -37,6 +37,13 @@ void FailureDomain::Abort(uint64_t id, const Status& why) {
   }
 }
 
+void FailureDomain::InterruptAll(Abortable* failed, const Status& why) {
+  const Status others(why.code(),
+                      StrCat("a communicator split from the same root failed: ", why.message()));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Member& m : members_) m.comm->AbortLocal(m.comm == failed ? why : others);
+}
+
 uint64_t NewCommunicatorId() {
   static std::atomic<uint64_t> next_id{1};
   return next_id.fetch_add(1);

@@ -45,6 +45,11 @@ class FailureDomain {
   void Leave(Abortable* c);
   // Interrupts the communicator `id` and every member that descends from it.
   void Abort(uint64_t id, const Status& why);
+  // After the domain's first failure `why` on `failed`: interrupts every member, so that this
+  // rank's connections close at once and a peer blocked waiting for it (on any communicator of
+  // the tree) fails then, instead of at its own timeout, and fails its own peers in turn.
+  // `failed` keeps `why`; the others take it as "a communicator split from the same root failed".
+  void InterruptAll(Abortable* failed, const Status& why);
 
  private:
   struct Member {

@@ -1,4 +1,4 @@
-// MeasureInterHostBandwidth (host_bandwidth.h).
+// MeasureInterHostBandwidth and MeasureCollectiveRound (host_bandwidth.h).
 #include "impl/comm/host_bandwidth.h"
 
 #include <algorithm>
@@ -75,6 +75,37 @@ Status MeasureInterHostBandwidth(Communicator& c, std::chrono::milliseconds budg
     best = std::max(best, rate);
   }
   *bytes_per_s = best;
+  return Status::Ok();
+}
+
+Status MeasureCollectiveRound(Communicator& c, double* ms) {
+  const int size = c.Size();
+  *ms = 0;
+  if (size <= 1) return Status::Ok();
+  const std::vector<size_t> counts(static_cast<size_t>(size), 1);
+  std::vector<double> send(static_cast<size_t>(size), 1.0), recv(send.size());
+  auto rounds = [&](int n) {
+    for (int i = 0; i < n; ++i)
+      SR_RETURN_IF_ERROR(c.AllToAllV(send.data(), counts, recv.data(), counts, DType::kFloat64));
+    return Status::Ok();
+  };
+  SR_RETURN_IF_ERROR(rounds(4));  // warm-up: every pair's first message, the caches
+  SR_RETURN_IF_ERROR(c.Barrier());
+  // Timed in kGroups groups: a cost every round pays (ranks waiting to be scheduled) is in
+  // each group's mean, while one descheduling of a few ms on a loaded machine, which a whole
+  // step absorbs, lands in one group and the median leaves it out.
+  constexpr int kGroups = 4;
+  double group_ms[kGroups];
+  for (double& g : group_ms) {
+    const auto start = Clock::now();
+    SR_RETURN_IF_ERROR(rounds(kRoundsTimed / kGroups));
+    g = std::chrono::duration<double, std::milli>(Clock::now() - start).count() /
+        (kRoundsTimed / kGroups);
+  }
+  std::sort(group_ms, group_ms + kGroups);
+  double median = (group_ms[kGroups / 2 - 1] + group_ms[kGroups / 2]) / 2;
+  SR_RETURN_IF_ERROR(c.AllReduce(&median, &median, 1, DType::kFloat64, ReduceOp::kMax));
+  *ms = median;
   return Status::Ok();
 }
 

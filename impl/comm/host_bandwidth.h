@@ -20,4 +20,14 @@ namespace shardrec::comm {
 Status MeasureInterHostBandwidth(Communicator& c, std::chrono::milliseconds budget,
                                  double* bytes_per_s);
 
+// Collective over any communicator of more than one rank. The time of one collective round with
+// every rank of the world in it at once: kRoundsTimed all-to-alls of one 8-byte element per
+// peer, back to back after a warm-up, in 4 groups; each rank's median of the groups' means, and
+// *ms the slowest rank's (the same on every rank). What a step's round costs beyond its bytes when
+// the ranks share cores (processes beyond the CPUs wait to be scheduled at each round) or wait on a
+// network's round trip, which a round between two otherwise idle threads does not show. 0 on a
+// world of one. Errors: those of the collectives (every rank fails alike).
+inline constexpr int kRoundsTimed = 32;
+Status MeasureCollectiveRound(Communicator& c, double* ms);
+
 }  // namespace shardrec::comm

@@ -109,6 +109,20 @@ double ExchangeSeconds(const Topology& topo, Collective c, double bytes) {
          bytes * (1 - inside) / topo.CommBandwidth(c, w, l);
 }
 
+// The share of a row shard's pooled outputs the host exchange moves: a host shard sends (and gets
+// the gradient of) a partial sum only for the samples with an id in its rows, the others being
+// zero (impl/embedding/output_dist). With `per_bag` ids per sample, uniformly over the table,
+// 1 - (1 - rows/table_rows)^per_bag of them (bags of 4 over 8 shards: 41 %, which the bed's
+// host-link bytes showed). Devices keep TorchRec's dense exchange (1).
+double SentShare(const Topology& topo, const sharding::TableConfig& table, int64_t shard_rows,
+                 const TableLoad& load) {
+  if (topo.device != ComputeDevice::kHost || table.pooling == sharding::PoolingType::kNone ||
+      table.rows <= 0 || !(load.outputs > 0))
+    return 1.0;
+  const double frac = std::clamp(static_cast<double>(shard_rows) / table.rows, 0.0, 1.0);
+  return 1.0 - std::pow(1.0 - frac, load.ids / load.outputs);
+}
+
 double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel,
                     bool any_row_stat_exchange, bool any_host_reduce) {
   double ms = topo.per_id_ms * ids_per_rank;
@@ -244,10 +258,10 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         const bool pooled = table.pooling != sharding::PoolingType::kNone;
         const Collective fwd = pooled ? Collective::kReduceScatter : Collective::kAllToAll;
         const Collective bwd = pooled ? Collective::kAllGather : Collective::kAllToAll;
+        const double sent = out_bytes * SentShare(topo, table, s.rows, load);
         p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
-        p.fwd_comms = ExchangeSeconds(topo, fwd, out_bytes);
-        p.bwd_comms =
-            ExchangeSeconds(topo, bwd, out_bytes) + out_bytes * kBatchedCopyFactor / device_bw;
+        p.fwd_comms = ExchangeSeconds(topo, fwd, sent);
+        p.bwd_comms = ExchangeSeconds(topo, bwd, sent) + out_bytes * kBatchedCopyFactor / device_bw;
         m.input = Ceil(ip * W * kIndexBytes);
         m.output = s.rows == 0 ? 0 : Ceil(O * W * D * kOutputBytes);
         break;
@@ -263,7 +277,8 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         if (w > l && topo.device == ComputeDevice::kHost && !topo.host_reduce) {
           // Flat: every shard returns its partial sums to each sample's rank, as row-wise does.
           p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
-          p.fwd_comms = ExchangeSeconds(topo, Collective::kAllToAll, out_bytes);
+          p.fwd_comms = ExchangeSeconds(topo, Collective::kAllToAll,
+                                        out_bytes * SentShare(topo, table, s.rows, load));
           p.bwd_comms = p.fwd_comms + out_bytes * kBatchedCopyFactor / device_bw;
           m.input = Ceil(ip * W * kIndexBytes);
           m.output = s.rows == 0 ? 0 : Ceil(O * W * D * kOutputBytes);

@@ -11,20 +11,22 @@
  *   mesh layout L world W sync_ms M link_tx_per_sync X link_rx_per_sync Y bytes_per_rank B
  *                               (B: the weights and Adagrad state each rank averages)
  * Ranks meet through shardrec_comm_create_from_env. Every rank calibrates this machine at
- * once (as they will run: the hosts share its cores) and rank 0 broadcasts its figures, so
- * every rank plans alike; across hosts every rank then measures the
- * network (shardrec_topology_calibrate_network, budget 1 s), which sets the planner's
- * inter_node_bandwidth; SHARDREC_BED_LINK_BYTES (bytes/s), when set, overrides it, and
+ * once (as they will run: the hosts share its cores, so ranks_per_machine is the world) and rank
+ * 0 broadcasts its figures, so every rank plans alike; every rank then measures the network and
+ * a collective round of the whole world (shardrec_topology_calibrate_network, budget 1 s across
+ * hosts), which set the planner's inter_node_bandwidth and collective_latency;
+ * SHARDREC_BED_LINK_BYTES (bytes/s), when set, overrides it, and
  * SHARDREC_BED_NO_CALIBRATION=1 skips both calibrations (the planner's defaults: for runs that
  * only count bytes). After 3
  * warm-up steps, STEPS forward + backward steps are timed between two barriers; rank 0 prints
  *   bench type T world W ranks_per_node P samples_per_s S step_ms M est_ms E net_bps N
- *         link_tx_per_step X link_rx_per_step Y
+ *         link_tx_per_step X link_rx_per_step Y host_reduce H
  * where E is the planner's "estimated step cost of the busiest rank", N the measured network
  * figure (0 on one host) and X, Y the bytes host 0's link (eth0 in the bed's namespace) sent and
- * received per timed step (-1 where /sys/class/net/eth0 cannot be read). Exit 0, or 3 on a
- * library error (its message on stderr). Not a ctest: a figure maker for docs/multihost.md, and
- * the host-link byte counts of multihost_host_reduce.
+ * received per timed step (-1 where /sys/class/net/eth0 cannot be read), H the plan's exchange
+ * of table-row-wise tables across hosts (1 reduced inside hosts, 0 flat, -1 none recorded). Exit 0,
+ * or 3 on a library error (its message on stderr). Not a ctest: a figure maker for
+ * docs/multihost.md, and the host-link byte counts of multihost_host_reduce.
  */
 #define _POSIX_C_SOURCE 200112L
 #include <stdint.h>
@@ -79,6 +81,19 @@ static double estimated_ms(const shardrec_plan_t* plan) {
   if (at != NULL) ms = strtod(at + strlen(key), NULL);
   shardrec_free(text);
   return ms;
+}
+
+/* The plan's exchange for table-row-wise/grid across hosts: 1 reduced inside hosts, 0 flat, -1
+   when the plan records none (nothing crosses hosts, or no such table). */
+static int plan_host_reduce(const shardrec_plan_t* plan) {
+  char* text = NULL;
+  const char* key = "\"host_reduce\": ";
+  int v = -1;
+  if (shardrec_plan_to_json(plan, &text, NULL) != SHARDREC_OK) return -1;
+  const char* at = strstr(text, key);
+  if (at != NULL) v = strncmp(at + strlen(key), "true", 4) == 0 ? 1 : 0;
+  shardrec_free(text);
+  return v;
 }
 
 #define MESH_ROWS 20000
@@ -219,7 +234,13 @@ int main(int argc, char** argv) {
   topology.batch_size = BATCH;
   /* Every rank calibrates at once, as the ranks will run: the bed's hosts share this machine's
      cores, so a lone calibration would measure a rank with the whole machine to itself. */
-  if (calibrate) CHECK(shardrec_topology_calibrate(&topology, NULL, NULL));
+  if (calibrate) {
+    /* The bed's hosts are one machine: all the world's ranks share its cores. */
+    shardrec_calibrate_options_t copt;
+    shardrec_calibrate_options_init(&copt, SHARDREC_CALIBRATE_OPTIONS_VERSION);
+    copt.ranks_per_machine = getenv("SHARDREC_BED_RPM") ? atoi(getenv("SHARDREC_BED_RPM")) : 0;
+    CHECK(shardrec_topology_calibrate(&topology, &copt, NULL));
+  }
   if (rank == 0 && calibrate) {
     figures[0] = topology.memory_bandwidth;
     figures[1] = topology.intra_node_bandwidth;
@@ -233,8 +254,11 @@ int main(int argc, char** argv) {
     topology.collective_latency = figures[2];
     topology.per_id_cost = figures[3];
   }
-  if (calibrate && world > topology.ranks_per_node)
-    CHECK(shardrec_topology_calibrate_network(&topology, comm, 1.0, &net_bps));
+  /* The network between the hosts, and a collective round of the whole world at once (on one
+     host too), which replaces the calibrated collective_latency. */
+  if (calibrate && world > 1)
+    CHECK(shardrec_topology_calibrate_network(
+        &topology, comm, world > topology.ranks_per_node ? 1.0 : 0.1, &net_bps));
   if (link != NULL) topology.inter_node_bandwidth = atof(link);
   for (t = 0; t < TABLES; ++t) {
     shardrec_feature_config_init(&features[t], SHARDREC_FEATURE_CONFIG_VERSION);
@@ -290,10 +314,10 @@ int main(int argc, char** argv) {
     const double tx1 = link_counter("tx_bytes"), rx1 = link_counter("rx_bytes");
     printf(
         "bench type %d world %d ranks_per_node %d samples_per_s %.0f step_ms %.2f est_ms %.2f "
-        "net_bps %.0f link_tx_per_step %.0f link_rx_per_step %.0f\n",
+        "net_bps %.0f link_tx_per_step %.0f link_rx_per_step %.0f host_reduce %d\n",
         type, world, topology.ranks_per_node, (double)world * BATCH * 1e3 / step_ms, step_ms,
         estimated_ms(plan), net_bps, tx1 < 0 || tx0 < 0 ? -1 : (tx1 - tx0) / steps,
-        rx1 < 0 || rx0 < 0 ? -1 : (rx1 - rx0) / steps);
+        rx1 < 0 || rx0 < 0 ? -1 : (rx1 - rx0) / steps, plan_host_reduce(plan));
     /* SHARDREC_BED_VERBOSE=1: where rank 0's time went (warm-up steps included), and the
        calibrated figures the estimate used, for reading the estimate against the step. */
     if (verbose != NULL && strcmp(verbose, "1") == 0) {

@@ -15,6 +15,10 @@
  *                                     failing call took and its message
  *        mh_rank ckpt save|load DIR   trains (after loading DIR with "load"), saves DIR with
  *                                     "save", and exports the table to DIR/<save|load>.st
+ *        mh_rank restart              the last rank first tries to join with
+ *                                     TORCHELASTIC_RESTART_COUNT one lower (a rank left from the
+ *                                     previous attempt) and prints how it was refused; then every
+ *                                     rank meets
  * Ranks meet through shardrec_comm_create_from_env (shardrec_comm_create_tcp with
  * SHARDREC_BED_TCP=1); SHARDREC_BED_TIMEOUT_MS sets the timeout
  * (default 10000). Exit 0 on success, 1 on a failed check, 3 on a library error.
@@ -405,6 +409,41 @@ done:
   return status;
 }
 
+/* A restarted job (the bed gives every rank TORCHELASTIC_RESTART_COUNT) and a rank left from its
+ * previous attempt: the last rank first tries to join as that stale rank would (the count one
+ * lower), which rank 0's store must refuse, and prints how long the refusal took; then it joins
+ * as itself and every rank meets in a barrier. */
+static int run_restart(void) {
+  shardrec_comm_t* comm = NULL;
+  int32_t rank = env_int("RANK", 0);
+  const int world = env_int("WORLD_SIZE", 1), count = env_int("TORCHELASTIC_RESTART_COUNT", 0);
+  int status = 0;
+  char text[32];
+  if (rank == world - 1 && count > 0) {
+    const double t0 = now_ms();
+    shardrec_status_t rc;
+    snprintf(text, sizeof(text), "%d", count - 1);
+    setenv("TORCHELASTIC_RESTART_COUNT", text, 1);
+    rc = create_comm(&comm);
+    printf("stale attempt %s: %s after %.0f ms: %s\n", text, shardrec_status_string(rc),
+           now_ms() - t0, rc == SHARDREC_OK ? "joined" : shardrec_last_error());
+    fflush(stdout);
+    if (rc == SHARDREC_OK) {
+      status = 1;
+      goto done;
+    }
+    snprintf(text, sizeof(text), "%d", count);
+    setenv("TORCHELASTIC_RESTART_COUNT", text, 1);
+  }
+  CHECK(create_comm(&comm));
+  CHECK(shardrec_comm_rank(&rank, comm));
+  CHECK(shardrec_comm_barrier(comm));
+  printf("rank %d: met at restart %d\n", rank, count);
+done:
+  shardrec_comm_destroy(comm);
+  return status;
+}
+
 static int run_ckpt(int load, const char* dir) {
   shardrec_comm_t* comm = NULL;
   shardrec_topology_t topology;
@@ -446,6 +485,7 @@ int main(int argc, char** argv) {
   int i, local = 0;
   if (argc >= 2 && strcmp(argv[1], "info") == 0) return run_info();
   if (argc >= 2 && strcmp(argv[1], "netbw") == 0) return run_netbw();
+  if (argc >= 2 && strcmp(argv[1], "restart") == 0) return run_restart();
   if (argc >= 3 && strcmp(argv[1], "steps") == 0) return run_steps(atoi(argv[2]));
   if (argc >= 4 && strcmp(argv[1], "ckpt") == 0)
     return run_ckpt(strcmp(argv[2], "load") == 0, argv[3]);
@@ -460,6 +500,6 @@ int main(int argc, char** argv) {
   }
   fprintf(stderr,
           "usage: mh_rank info | shard [--dynamic] [--local W --rpn P] | steps N | "
-          "ckpt save|load DIR\n");
+          "ckpt save|load DIR | restart\n");
   return 2;
 }

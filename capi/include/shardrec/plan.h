@@ -331,9 +331,16 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
  * lowest rank's bytes sent across hosts per second: each rank's share of its host's link under
  * the contention of an embedding all-to-all, in the units the planner takes ("bytes/s between
  * nodes, per rank"). Every rank gets the same value. When every rank is on one host nothing
- * crosses: *bandwidth_out is 0 and the topology is left as it is.
+ * crosses: *bandwidth_out is 0 and inter_node_bandwidth is left as it is.
+ * It then times one collective round of the whole world at once (32 all-to-alls of 8 bytes per
+ * peer after a warm-up, in 4 groups: the slowest rank's median group mean) and writes it into
+ * @p topology->collective_latency (struct version >= 2, world of more than one rank, on one host
+ * too): a step's rounds cost that when the ranks share cores or wait on the network, more than
+ * shardrec_topology_calibrate() sees between two idle threads. Call it after
+ * shardrec_topology_calibrate(), which overwrites collective_latency.
  * @param topology      [in,out] Must not be NULL; a supported version. Only
- *                      inter_node_bandwidth is written, and only on success across hosts.
+ *                      inter_node_bandwidth (on success across hosts) and collective_latency
+ *                      (as above) are written, and only on success.
  * @param comm          [in] A host communicator; not NULL.
  * @param time_budget   Soft limit in seconds; 0 means 0.5. Must be >= 0 and at most 3600.
  * @param bandwidth_out [out] Receives the figure (bytes/s; 0 on one host); may be NULL.

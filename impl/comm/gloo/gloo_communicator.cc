@@ -180,8 +180,14 @@ Status GlooCommunicator::Poison(Status s) {
     if (aborted_.load()) return poison_;
     if (poison_.ok()) poison_ = s;
   }
-  if ((s.code() == Code::kTimeout || s.code() == Code::kRemote) && config_.domain->Fail(s))
+  if ((s.code() == Code::kTimeout || s.code() == Code::kRemote) && config_.domain->Fail(s)) {
     LeaveNote(s);
+    // Then close every connection of the tree: a peer blocked waiting for this rank (not on the
+    // rank this one lost) learns of the failure now, reads the note, and fails its own peers in
+    // turn, so every survivor errors at once rather than at its timeout. The note comes first
+    // so that the peers woken find it.
+    config_.domain->InterruptAll(this, s);
+  }
   if (aborted_.load()) {
     std::lock_guard<std::mutex> lock(mu_);
     return poison_;

@@ -76,8 +76,9 @@ class GlooCommunicator : public CheckedCommunicator, public Abortable {
   void Abort() override;
   Status AsyncError() const override;
 
-  // Interrupts this communicator alone (FailureDomain::Abort calls it for every member): blocked
-  // Gloo waits fail at once and later calls return `why` (kAborted).
+  // Interrupts this communicator alone (FailureDomain::Abort calls it for every member, and
+  // InterruptAll after the domain's first failure): blocked Gloo waits fail at once and later
+  // calls return `why` (kAborted from an abort; the failure's code after a failure).
   void AbortLocal(const Status& why) override;
 
  protected:

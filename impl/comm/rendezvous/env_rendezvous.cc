@@ -4,6 +4,8 @@
 
 #include <cctype>
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -308,8 +310,15 @@ Status ParseLaunchEnv(const EnvVars& env, LaunchEnv* out) {
   }
   // torchrun's agent restarts the whole job with the count raised: a process of the previous
   // attempt still running is of another session, however alike its other variables.
-  if (const std::string* restart = Find(env, "TORCHELASTIC_RESTART_COUNT"))
+  if (const std::string* restart = Find(env, "TORCHELASTIC_RESTART_COUNT")) {
     e.restart_count = *restart;
+    uint64_t count = 0;
+    const char* end = restart->data() + restart->size();
+    const auto [at, ec] = std::from_chars(restart->data(), end, count);
+    if (ec == std::errc() && at == end && !restart->empty() &&
+        count < std::numeric_limits<uint64_t>::max())
+      e.attempt = count + 1;
+  }
   const std::string attempt = e.restart_count.empty() ? "" : ":restart " + e.restart_count;
   if (const std::string* token = Find(env, "SHARDREC_RENDEZVOUS_TOKEN")) {
     e.nonce = HashNonce("shardrec-token:" + *token + attempt);

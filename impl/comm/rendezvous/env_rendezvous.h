@@ -38,6 +38,9 @@ struct LaunchEnv {
   // port), and from TORCHELASTIC_RESTART_COUNT when set; never from the master address's text.
   Nonce nonce{};
   std::string restart_count;  // TORCHELASTIC_RESTART_COUNT; empty when not set
+  // restart_count + 1 when it is a decimal count, else 0: told to the store (TcpStore's
+  // attempt), so a rank of an earlier attempt is refused at once.
+  uint64_t attempt = 0;
   bool has_token = false;
   // Under torchrun's variables, the rank and size variables of mpirun or srun that are set too
   // and disagree ("OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=2"); empty when none. Only told

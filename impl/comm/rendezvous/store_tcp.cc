@@ -48,8 +48,9 @@ LeftStores& Left() {
 
 Status TcpStore::Connect(const net::Endpoint& server, const Nonce& nonce,
                          std::chrono::milliseconds timeout, std::shared_ptr<TcpStoreServer> hosted,
-                         std::shared_ptr<TcpStore>* out, Address address) {
+                         std::shared_ptr<TcpStore>* out, Address address, uint64_t attempt) {
   std::shared_ptr<TcpStore> store(new TcpStore());
+  store->attempt_ = attempt;
   store->server_ = server;
   store->nonce_ = nonce;
   store->address_ = address;
@@ -82,6 +83,7 @@ Status TcpStore::Open(int* fd_out, std::optional<net::Clock::time_point> cap) {
     std::vector<uint8_t> request, reply;
     net::PutU8(&request, tcp_store::kHello);
     net::PutBytes(&request, nonce_.data(), nonce_.size());
+    if (attempt_ > 0) net::PutU64(&request, attempt_);
     const auto reply_by = std::min(deadline, net::Clock::now() + tcp_store::kHelloTimeout);
     s = net::SendFrame(fd, request, reply_by);
     if (s.ok()) s = net::RecvFrame(fd, &reply, reply_by);
@@ -106,7 +108,16 @@ Status TcpStore::Open(int* fd_out, std::optional<net::Clock::time_point> cap) {
           " is still the one of a session this process has left (or that had formed before "
           "this process started): rank 0 did not re-create it within the timeout (rank 0 must "
           "destroy its previous communicator and call create again)");
-    } else if (s.ok() && reply.size() == 1 && reply[0] == tcp_store::kMismatch) {
+    } else if (uint64_t theirs = 0; s.ok() && !reply.empty() && reply[0] == tcp_store::kMismatch &&
+                                    attempt_ > 0 && in.U64(&theirs) && theirs > attempt_) {
+      // The store is of a later attempt of this restarted job: this rank's session is over for
+      // good, so waiting for it to go away would only cost the timeout.
+      return Status::Remote("the rendezvous store at ", server_name_,
+                            " belongs to a later attempt of this job (its "
+                            "TORCHELASTIC_RESTART_COUNT is ",
+                            theirs - 1, ", this rank's ", attempt_ - 1,
+                            "): this rank is left from an earlier attempt; it must not join");
+    } else if (s.ok() && !reply.empty() && reply[0] == tcp_store::kMismatch) {
       // The session's nonce comes from the unique id, or, under a launcher, from the variables
       // every rank must share.
       foreign = Status::Remote(

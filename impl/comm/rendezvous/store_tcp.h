@@ -28,9 +28,10 @@ class TcpStoreServer {
  public:
   // Listens on `addr` (or every interface of its family with `any_interface`), on `port` or,
   // with 0, an ephemeral one. `in_use`: as net::Listen's.
+  // `attempt`: the launcher's restart count + 1, 0 for none (store_tcp_protocol.h, kHello).
   static Status Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
                       std::shared_ptr<TcpStoreServer>* out, uint16_t port = 0,
-                      bool* in_use = nullptr);
+                      bool* in_use = nullptr, uint64_t attempt = 0);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -72,6 +73,7 @@ class TcpStoreServer {
   // Random, never 0, sent with every accepted hello: a client tells this server from a later one
   // on the same port (a launcher's fixed port, re-created after an abort).
   uint64_t instance_;
+  uint64_t attempt_ = 0;  // the launcher's restart count + 1; 0 for none
   std::atomic<bool> stop_{false};
   std::thread accept_thread_;
   mutable std::mutex mu_;
@@ -102,10 +104,13 @@ class TcpStore : public Store {
   // `hosted` is the server when this client lives in the hosting process as rank 0; the client
   // then keeps it alive and, on destruction, waits up to `linger` for the other ranks'
   // connections to close before stopping it. Every later connection of the client must reach
-  // the same server instance: a store replaced under it fails with kRemote.
+  // the same server instance: a store replaced under it fails with kRemote. `attempt`: the
+  // launcher's restart count + 1 (0 for none): a store of a later attempt refuses this client
+  // at once (kRemote), even on a kReused address, since its session is over for good.
   static Status Connect(const net::Endpoint& server, const Nonce& nonce,
                         std::chrono::milliseconds timeout, std::shared_ptr<TcpStoreServer> hosted,
-                        std::shared_ptr<TcpStore>* out, Address address = Address::kOneSession);
+                        std::shared_ptr<TcpStore>* out, Address address = Address::kOneSession,
+                        uint64_t attempt = 0);
   ~TcpStore() override;
 
   Status Set(const std::string& key, const std::vector<uint8_t>& value) override;
@@ -151,6 +156,7 @@ class TcpStore : public Store {
   Nonce nonce_{};
   Address address_ = Address::kOneSession;
   uint64_t instance_ = 0;  // the server's, from the first connection; 0 before it
+  uint64_t attempt_ = 0;   // the launcher's restart count + 1; 0 for none
   std::string server_name_;
   std::string local_host_;
   std::chrono::milliseconds io_timeout_{30000};

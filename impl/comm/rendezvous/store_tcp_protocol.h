@@ -7,7 +7,9 @@
 
 namespace shardrec::comm::tcp_store {
 
-// Requests: u8 opcode, then fields. kHello(bytes nonce); kSet(str key, bytes value);
+// Requests: u8 opcode, then fields. kHello(bytes nonce[, u64 attempt]): attempt is a launcher's
+// restart count + 1 (TORCHELASTIC_RESTART_COUNT), absent (or 0) when it gave none;
+// kSet(str key, bytes value);
 // kGet(str key, u64 timeout_ms); kWait(u64 n, n x str key, u64 timeout_ms); kClaim(str name).
 inline constexpr uint8_t kHello = 1;
 inline constexpr uint8_t kSet = 2;
@@ -16,7 +18,9 @@ inline constexpr uint8_t kWait = 4;
 inline constexpr uint8_t kClaim = 5;
 
 // Replies: u8 status, then kHello's server instance (u64) or kGet's value (bytes) on kOk, the
-// missing key (str) on kTimedOut, or the reason (str) on kTaken and kConflict.
+// missing key (str) on kTimedOut, or the reason (str) on kTaken and kConflict. kMismatch carries
+// the server's attempt (u64) when the hello gave one (a client of an earlier attempt of a
+// restarted job is then refused at once rather than at its timeout), nothing otherwise.
 inline constexpr uint8_t kOk = 0;
 inline constexpr uint8_t kTimedOut = 1;
 inline constexpr uint8_t kMismatch = 2;

@@ -37,12 +37,13 @@ uint64_t NewInstance() {
 }  // namespace
 
 Status TcpStoreServer::Start(const net::Endpoint& addr, bool any_interface, const Nonce& nonce,
-                             std::shared_ptr<TcpStoreServer>* out, uint16_t want_port,
-                             bool* in_use) {
+                             std::shared_ptr<TcpStoreServer>* out, uint16_t want_port, bool* in_use,
+                             uint64_t attempt) {
   int fd = -1;
   uint16_t port = 0;
   SR_RETURN_IF_ERROR(net::Listen(addr, any_interface, &fd, &port, want_port, in_use));
   std::shared_ptr<TcpStoreServer> server(new TcpStoreServer(fd, port, nonce, NewInstance()));
+  server->attempt_ = attempt;
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   *out = std::move(server);
   return Status::Ok();
@@ -167,11 +168,15 @@ bool TcpStoreServer::Hello(int fd, const std::vector<uint8_t>& request) {
   uint8_t op = 0;
   std::vector<uint8_t> nonce;
   if (!in.U8(&op) || op != tcp_store::kHello || !in.Bytes(&nonce)) return false;
+  uint64_t attempt = 0;  // optional: absent from a client without a restart count
+  if (!in.U64(&attempt)) attempt = 0;
   const bool ok =
       nonce.size() == nonce_.size() && ConstantTimeEqual(nonce.data(), nonce_.data(), nonce.size());
   std::vector<uint8_t> reply;
   net::PutU8(&reply, ok ? tcp_store::kOk : tcp_store::kMismatch);
   if (ok) net::PutU64(&reply, instance_);
+  // A client that gave its attempt learns the store's, so one of an earlier attempt stops now.
+  if (!ok && attempt > 0) net::PutU64(&reply, attempt_);
   return net::SendFrame(fd, reply, net::Clock::now() + tcp_store::kHelloTimeout).ok() && ok;
 }
 

@@ -1,6 +1,7 @@
 // shardrec_topology_calibrate_network through the public C API on ranks that are threads of one
-// process (one host): nothing crosses a network, so the figure is 0 and the topology is left as
-// it is; a rank refusing its arguments fails every rank at once, nothing written. Measuring
+// process (one host): nothing crosses a network, so the figure is 0 and inter_node_bandwidth is
+// left as it is, while a collective round of both ranks is timed into collective_latency; a rank
+// refusing its arguments fails every rank at once, nothing written. Measuring
 // across hosts is the multihost_netbw test (network namespaces).
 #include <gtest/gtest.h>
 
@@ -21,6 +22,7 @@ TEST(CapiCalibrateNetwork, OneHostMeasuresNothingAndLeavesTheTopology) {
   double measured[2] = {-1, -1};
   auto run = [&](int r) {
     t[r].inter_node_bandwidth = 123.0;
+    t[r].collective_latency = 123.0;
     EXPECT_EQ(shardrec_topology_calibrate_network(&t[r], comms[r], 0.2, &measured[r]), SHARDREC_OK)
         << shardrec_last_error();
   };
@@ -30,6 +32,10 @@ TEST(CapiCalibrateNetwork, OneHostMeasuresNothingAndLeavesTheTopology) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(measured[r], 0.0);
     EXPECT_EQ(t[r].inter_node_bandwidth, 123.0);
+    // The round measured (seconds): far below the sentinel, the same on both ranks.
+    EXPECT_GT(t[r].collective_latency, 0.0);
+    EXPECT_LT(t[r].collective_latency, 1.0);
+    EXPECT_EQ(t[r].collective_latency, t[0].collective_latency);
   }
   for (auto* c : comms) shardrec_comm_destroy(c);
 }

@@ -214,6 +214,7 @@ TEST(CommEnvRendezvous, NonceIgnoresAddressSpellingButNotRestartCount) {
     ASSERT_TRUE(ParseLaunchEnv(second, &e2).ok());
     EXPECT_NE(e1.nonce, e2.nonce) << "token '" << token << "'";
     EXPECT_EQ(e2.restart_count, "1");
+    EXPECT_EQ(e2.attempt, 2u);  // told to the store: count + 1
   }
 }
 

@@ -286,5 +286,40 @@ TEST(CommFailure, OneFailurePoisonsEveryCommunicatorSplitFromTheSameRoot) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(100));
 }
 
+// A rank whose first failure is on one communicator closes the connections of its whole tree,
+// so a peer blocked waiting for it on another communicator (not on the rank it lost) fails at
+// once, reading its note, instead of at its own timeout (the survivor of a killed host whose
+// wait was on the other survivor).
+TEST(CommFailure, AFailingRankWakesAPeerBlockedOnItInAnotherCommunicator) {
+  Comms comms = MakeGroup(3, milliseconds(20000));
+  // Ranks 0 and 2 in one split, rank 1 alone.
+  std::unique_ptr<Communicator> subs[3];
+  shardrec::testing::SpawnRanks(
+      3, [&](int r) { ASSERT_TRUE(comms[r]->Split(r == 1 ? 1 : 0, r, &subs[r]).ok()); });
+  Status peer;
+  Clock::duration peer_took{};
+  std::thread waiter([&] {
+    // Rank 1 waits for rank 0's broadcast on the root; rank 0 never sends it.
+    float v = 0.0f;
+    const auto start = Clock::now();
+    peer = comms[1]->Broadcast(&v, 1, DType::kFloat32, /*root=*/0);
+    peer_took = Clock::now() - start;
+  });
+  // Rank 2 never calls: rank 0 times out on the split.
+  CallOptions opts;
+  opts.timeout = milliseconds(300);
+  float v = 1.0f;
+  Status first = subs[0]->AllReduce(&v, &v, 1, DType::kFloat32, ReduceOp::kSum, opts);
+  EXPECT_EQ(first.code(), Code::kTimeout) << first.ToString();
+  waiter.join();
+  // 20 s without the interrupt; the split's 300 ms, its probe and the note's read with it.
+  EXPECT_LT(peer_took, milliseconds(5000)) << peer.ToString();
+  EXPECT_EQ(peer.code(), Code::kRemote) << peer.ToString();
+  EXPECT_NE(peer.message().find("rank 0 had failed first"), std::string::npos) << peer.message();
+  // Rank 0's root keeps its own failure's code, not the abort's.
+  EXPECT_EQ(comms[0]->AsyncError().code(), Code::kTimeout);
+  EXPECT_EQ(subs[0]->AsyncError().code(), Code::kTimeout);
+}
+
 }  // namespace
 }  // namespace shardrec::comm

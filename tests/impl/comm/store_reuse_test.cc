@@ -110,5 +110,36 @@ TEST(StoreReuse, AStoreThatStaysForeignFailsAtTheTimeoutSayingWhy) {
   EXPECT_NE(t.message().find("this process has left"), std::string::npos) << t.ToString();
 }
 
+// A restarted job (TORCHELASTIC_RESTART_COUNT raised, the attempt is the count + 1): a rank of
+// an earlier attempt is refused at once by the later attempt's store, even on a reused port,
+// while a rank of a later attempt still waits out an earlier attempt's store (it may be going
+// away). A client or store without an attempt keeps the patient behaviour.
+TEST(StoreReuse, ARankOfAnEarlierAttemptIsRefusedAtOnce) {
+  std::shared_ptr<TcpStoreServer> later;
+  ASSERT_TRUE(TcpStoreServer::Start(Loopback(0), false, NonceOf(1), &later, 0, nullptr, 2).ok());
+  const net::Endpoint at = Loopback(later->port());
+  std::shared_ptr<TcpStore> client;
+  auto start = Clock::now();
+  Status s = TcpStore::Connect(at, NonceOf(2), milliseconds(5000), nullptr, &client,
+                               TcpStore::Address::kReused, /*attempt=*/1);
+  EXPECT_LT(Clock::now() - start, milliseconds(1000));
+  EXPECT_EQ(s.code(), Code::kRemote) << s.ToString();
+  EXPECT_NE(s.message().find("TORCHELASTIC_RESTART_COUNT is 1, this rank's 0"), std::string::npos)
+      << s.ToString();
+  // A later attempt meeting an earlier attempt's store, or a client that gave no attempt: the
+  // store there may be going away, so both wait out their timeout.
+  for (uint64_t attempt : {uint64_t{3}, uint64_t{0}}) {
+    start = Clock::now();
+    s = TcpStore::Connect(at, NonceOf(2), milliseconds(400), nullptr, &client,
+                          TcpStore::Address::kReused, attempt);
+    EXPECT_GE(Clock::now() - start, milliseconds(350)) << attempt;
+    EXPECT_NE(s.message().find("tried until the timeout"), std::string::npos) << s.ToString();
+  }
+  // The store's own attempt meets it.
+  EXPECT_TRUE(TcpStore::Connect(at, NonceOf(1), milliseconds(2000), nullptr, &client,
+                                TcpStore::Address::kReused, 2)
+                  .ok());
+}
+
 }  // namespace
 }  // namespace shardrec::comm
