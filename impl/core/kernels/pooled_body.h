@@ -134,13 +134,20 @@ inline float LoadScalar(const char* row, int64_t col) {
 // Every cache line of a row's bytes, from the line its first byte is in (a quantized row need not
 // start on a line).
 inline void PrefetchRow(const char* p, int64_t bytes) {
-  // The first byte's line, then the start of each later line up to the last byte's: exactly
-  // the lines the row touches (an or and an add, no alignment arithmetic per line).
-  const uintptr_t last = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes) - 1;
-  __builtin_prefetch(p, 0, 3);
-  asm volatile("");
-  for (uintptr_t q = (reinterpret_cast<uintptr_t>(p) | 63) + 1; q <= last; q += 64) {
-    __builtin_prefetch(reinterpret_cast<const char*>(q), 0, 3);
+  // One request every 64 bytes from the first, then one for the last byte unless the row is
+  // line-aligned and a whole number of lines: a count fixed by the table, so no branch depends on
+  // where a row starts (asking for exactly the lines touched, whose count varies with the row's
+  // offset in its line, mispredicted about every other 40-byte int4 row: hot int4 lookups ran
+  // 0.65x). A line asked for twice costs a load slot only.
+  const char* last = p + bytes - 1;
+  const bool whole_lines =
+      ((reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(bytes)) & 63) == 0;
+  for (int64_t k = 0; k < bytes; k += 64) {
+    __builtin_prefetch(p + k, 0, 3);
+    asm volatile("");
+  }
+  if (!whole_lines) {
+    __builtin_prefetch(last, 0, 3);
     asm volatile("");
   }
 }
