@@ -11,7 +11,8 @@
  * counter, and for every record its place in the full table and an XXH3-64 checksum per chunk of
  * rows). docs/checkpoint-format.md documents the layout.
  *
- * What is saved: every table's weights as stored (fp32, fp16 or bf16), every optimizer state
+ * What is saved: every table's weights as stored (fp32, fp16, bf16, or an FP8 table's rows:
+ * scale and codes, format version 3, which libraries before it refuse), every optimizer state
  * (fp32; row-wise states are full-row, so they reshard across any column split), the optimizer
  * step counter, and optional host-owned dense tensors (the dense side's parameters and optimizer
  * state). Replicated values are written once: data-parallel tables and dense tensors by world
