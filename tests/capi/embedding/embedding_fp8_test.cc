@@ -16,6 +16,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/dynamic.h"
+#include "shardrec/inference.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -480,8 +481,58 @@ TEST(EmbeddingFp8Mixed, CheckpointsStoreFp8RowsAsBytes) {
       rows_seen[t] += rows;
     }
   }
-  for (size_t t = 0; t < s.tables.size(); ++t)
-    if (IsFp8Storage(s.tables[t].dtype)) EXPECT_EQ(rows_seen[t], s.tables[t].rows) << t;
+  for (size_t t = 0; t < s.tables.size(); ++t) {
+    if (IsFp8Storage(s.tables[t].dtype)) {
+      EXPECT_EQ(rows_seen[t], s.tables[t].rows) << t;
+    }
+  }
+
+  // Serving decodes the records: in memory (AS_TRAINED keeps FP8, FP32 decodes) and through a
+  // tier reading rows from the files, a lookup of one id per bag gives the trained rows.
+  const int64_t B = 23;  // every row of every table (ids b % rows)
+  RefBatch b;
+  b.batch_size = B;
+  const int32_t feature_table[] = {0, 1, 1, 2};  // StandardScenario's features
+  for (int32_t f = 0; f < s.num_features; ++f)
+    for (int64_t i = 0; i < B; ++i) {
+      b.lengths.push_back(1);
+      b.ids.push_back(i % s.tables[feature_table[f]].rows);
+    }
+  KjtHolder kjt(b, s.num_features, false);
+  for (int32_t storage : {SHARDREC_SERVING_AS_TRAINED, SHARDREC_SERVING_FP32}) {
+    for (bool tiered : {false, true}) {
+      SCOPED_TRACE(std::string(tiered ? "tiered " : "") + "storage " + std::to_string(storage));
+      shardrec_serving_tier_t tier = SHARDREC_SERVING_TIER_INIT;
+      tier.table = "t2";
+      tier.cache_bytes = 1 << 12;
+      shardrec_inference_options_t o = SHARDREC_INFERENCE_OPTIONS_INIT;
+      o.default_storage = storage;
+      o.tiers = tiered ? &tier : nullptr;
+      o.num_tiers = tiered ? 1 : 0;
+      shardrec_inference_t* inf = nullptr;
+      ASSERT_EQ(shardrec_inference_open(dir.c_str(), &o, &inf), SHARDREC_OK)
+          << shardrec_last_error();
+      int64_t out_dim = 0;
+      ASSERT_EQ(shardrec_inference_output_dim(inf, &out_dim), SHARDREC_OK);
+      std::vector<float> out(static_cast<size_t>(B * out_dim));
+      ASSERT_EQ(shardrec_inference_lookup(inf, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      shardrec_inference_destroy(inf);
+      size_t mismatches = 0;
+      for (int64_t i = 0; i < B; ++i) {
+        int64_t col = 0;
+        for (int32_t f = 0; f < s.num_features; ++f) {
+          const size_t t = static_cast<size_t>(feature_table[f]);
+          const int32_t dim = s.tables[t].dim;
+          const float* want = saved[t * per_table].data() + (i % s.tables[t].rows) * dim;
+          for (int32_t c = 0; c < dim; ++c) mismatches += out[i * out_dim + col + c] != want[c];
+          col += dim;
+        }
+      }
+      EXPECT_EQ(mismatches, 0u);
+    }
+  }
 }
 
 // A checkpoint written before FP8 records existed (format version 1: an FP8 table's weights as
