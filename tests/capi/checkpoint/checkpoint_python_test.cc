@@ -1,8 +1,8 @@
 // Writes a table export and a sharded checkpoint (bf16 and fp32 tables, 2D mesh), and a
 // checkpoint of FP8 tables (ckpt_fp8: E4M3 and E5M2 rows, 2D mesh), plus the expected values as
 // raw little-endian fp32, for read_with_safetensors.py, which opens them with the Python
-// `safetensors` package and decodes the FP8 rows itself. Runs as a normal test too (the files are checked to
-// exist); SHARDREC_CHECKPOINT_PY_DIR names the output directory for the Python step.
+// `safetensors` package and decodes the FP8 rows itself. Runs as a normal test too (the files are
+// checked to exist); SHARDREC_CHECKPOINT_PY_DIR names the output directory for the Python step.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
