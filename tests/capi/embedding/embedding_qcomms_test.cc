@@ -468,6 +468,46 @@ TEST(EmbeddingQCommsModes, MeshKeepsDataParallelReplicasIdentical) {
       << "FP8 changed nothing in the data-parallel table";
 }
 
+// FP8 blocks share one scale: a data-parallel row's touched flag (a 1 after every gradient of
+// the all-reduce) in a block with a gradient 2^10 times larger would flush to zero and the row
+// would not train. Gradients of 1e7 on table t2 (whose last row's gradient ends where the flags
+// begin) must leave every row the exact run trains trained by the FP8 run too.
+TEST(EmbeddingQCommsModes, Fp8DataParallelRowsTrainBesideLargeGradients) {
+  Scenario s = QScenario(2, SHARDREC_SHARDING_DATA_PARALLEL);
+  s.optimizer.lr = 1e-8f;  // keeps the 1e7 gradients' steps small
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  auto grads = MakeGrads(s, batches, ref.output_dim());
+  // t2's output columns (feature 3: after 8 + 12 + 12 columns): 1e7 on every sample.
+  const int64_t D = ref.output_dim();
+  for (auto& rank : grads[0])
+    for (size_t i = 0; i < rank.size(); ++i)
+      if (static_cast<int64_t>(i % D) >= 32) rank[i] = 1e7f;
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const RunResult exact = RunStep(s, plan.get(), batches, grads, 0, 0);
+  for (int32_t e : {SHARDREC_COMM_ENCODING_FP8_E4M3, SHARDREC_COMM_ENCODING_FP8_E5M2}) {
+    SCOPED_TRACE(e);
+    const RunResult enc = RunStep(s, plan.get(), batches, grads, e, e);
+    size_t trained = 0;
+    for (size_t t = 0; t < s.tables.size(); ++t) {
+      const int32_t dim = s.tables[t].dim;
+      for (int64_t r = 0; r < s.tables[t].rows; ++r) {
+        bool moved_exact = false, moved_enc = false;
+        for (int32_t c = 0; c < dim; ++c) {
+          const size_t i = static_cast<size_t>(r * dim + c);
+          moved_exact |= exact.after[0][t][i] != exact.initial[t][i];
+          moved_enc |= enc.after[0][t][i] != exact.initial[t][i];
+        }
+        trained += moved_exact;
+        EXPECT_TRUE(!moved_exact || moved_enc)
+            << "table " << t << " row " << r << " trained in the exact run only";
+      }
+    }
+    EXPECT_GT(trained, 10u);
+  }
+}
+
 TEST(EmbeddingQCommsModes, WorldOneIsExactInEveryEncoding) {
   Scenario s = QScenario(2, SHARDREC_SHARDING_TABLE_WISE);
   s.world = 1;
