@@ -53,6 +53,10 @@ const (
 	CommEncodingFP32 CommEncoding = 0 // exact (the default)
 	CommEncodingFP16 CommEncoding = 1 // relative error <= 2^-11, saturates beyond +-65504
 	CommEncodingBF16 CommEncoding = 2 // relative error <= 2^-8
+	// FP8 in 32-value blocks with a shared power-of-two scale; error <= max(2^-4 |x|, 2^-17 x the
+	// block's largest magnitude) (E4M3), max(2^-3 |x|, 2^-31 x the block's largest) (E5M2).
+	CommEncodingFP8E4M3 CommEncoding = 3
+	CommEncodingFP8E5M2 CommEncoding = 4
 )
 
 // OptimizerConfig is the fused optimizer. Start from NewOptimizer or DefaultOptimizer (the C

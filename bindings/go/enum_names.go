@@ -106,7 +106,8 @@ func (b BoundsPolicy) String() string {
 }
 
 var commEncodingNames = []string{
-	"CommEncodingFP32", "CommEncodingFP16", "CommEncodingBF16",
+	"CommEncodingFP32", "CommEncodingFP16", "CommEncodingBF16", "CommEncodingFP8E4M3",
+	"CommEncodingFP8E5M2",
 }
 
 // String gives the constant's name (CommEncoding(n) for a value without one).

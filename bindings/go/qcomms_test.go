@@ -1,4 +1,4 @@
-// Quantized communication through the Go binding: a two-rank run with bf16 collectives stays
+// Quantized communication through the Go binding: two-rank runs with bf16 and FP8 collectives stay
 // close to the exact single-rank run (and differs from it, so the option reached the library),
 // and an unknown encoding is rejected by the library with its message.
 package shardrec
@@ -11,6 +11,16 @@ import (
 )
 
 func TestBF16CommunicationTrainsCloseToExact(t *testing.T) {
+	// bf16 gradients (relative 2^-8) through Adagrad: well inside 1e-2 of the step size.
+	trainsCloseToExact(t, CommEncodingBF16, 1e-2)
+}
+
+func TestFP8CommunicationTrainsCloseToExact(t *testing.T) {
+	// FP8 E4M3 values (relative 2^-4) through Adagrad: inside 1e-1 of the values.
+	trainsCloseToExact(t, CommEncodingFP8E4M3, 1e-1)
+}
+
+func trainsCloseToExact(t *testing.T, encoding CommEncoding, rel float64) {
 	const steps = 2
 	plan1 := testPlan(t, 1)
 	defer plan1.Close()
@@ -44,8 +54,8 @@ func TestBF16CommunicationTrainsCloseToExact(t *testing.T) {
 		wg.Add(1)
 		go func(rank int) {
 			defer wg.Done()
-			opts := &EmbeddingOptions{Seed: 7, ForwardCommEncoding: CommEncodingBF16,
-				BackwardCommEncoding: CommEncodingBF16}
+			opts := &EmbeddingOptions{Seed: 7, ForwardCommEncoding: encoding,
+				BackwardCommEncoding: encoding}
 			coll, err := NewEmbeddingCollection(plan2, comms[rank], adagrad(), opts)
 			if err != nil {
 				t.Errorf("rank %d: %v", rank, err)
@@ -67,15 +77,14 @@ func TestBF16CommunicationTrainsCloseToExact(t *testing.T) {
 	for i, name := range tableNames {
 		for j, want := range single[i] {
 			got := results[0][i][j]
-			// bf16 gradients (relative 2^-8) through Adagrad: well inside 1e-2 of the step size.
-			if math.Abs(float64(got-want)) > 1e-2*math.Max(0.1, math.Abs(float64(want))) {
-				t.Fatalf("%s[%d]: bf16 %g, exact %g", name, j, got, want)
+			if math.Abs(float64(got-want)) > rel*math.Max(0.1, math.Abs(float64(want))) {
+				t.Fatalf("%s[%d]: %v %g, exact %g", name, j, encoding, got, want)
 			}
 			differs = differs || got != want
 		}
 	}
 	if !differs {
-		t.Error("bf16 communication changed nothing: the option did not reach the library")
+		t.Errorf("%v communication changed nothing: the option did not reach the library", encoding)
 	}
 	if timings[0].EmbeddingCommSeconds <= 0 ||
 		timings[0].EmbeddingCommSeconds > timings[0].CollectiveSeconds {

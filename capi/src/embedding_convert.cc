@@ -23,6 +23,33 @@ static_assert(static_cast<int>(embedding::BoundsPolicy::kSkip) == SHARDREC_BOUND
 static_assert(static_cast<int>(comm::Encoding::kFp16) == SHARDREC_COMM_ENCODING_FP16 &&
               static_cast<int>(comm::Encoding::kBf16) == SHARDREC_COMM_ENCODING_BF16);
 
+namespace {
+
+// The wire encoding of a shardrec_comm_encoding_t: 0-2 are the row formats of the same values,
+// the FP8 ones (3, 4) are RowFormat's kFp8E4M3 / kFp8E5M2.
+bool EncodingOf(int32_t c, comm::Encoding* out) {
+  switch (c) {
+    case SHARDREC_COMM_ENCODING_FP32:
+    case SHARDREC_COMM_ENCODING_FP16:
+    case SHARDREC_COMM_ENCODING_BF16:
+      *out = static_cast<comm::Encoding>(c);
+      return true;
+    case SHARDREC_COMM_ENCODING_FP8_E4M3:
+      *out = comm::Encoding::kFp8E4M3;
+      return true;
+    case SHARDREC_COMM_ENCODING_FP8_E5M2:
+      *out = comm::Encoding::kFp8E5M2;
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr const char* kEncodingNames =
+    " (SHARDREC_COMM_ENCODING_FP32 0, FP16 1, BF16 2, FP8_E4M3 3 or FP8_E5M2 4)";
+
+}  // namespace
+
 Status ToOptimizer(const shardrec_optimizer_config_t* c, optim::OptimizerConfig* out) {
   *out = optim::OptimizerConfig();
   if (c == nullptr) return Status::Ok();
@@ -78,16 +105,12 @@ Status ToCollectionOptions(const shardrec_embedding_options_t* o,
     out->huge_pages = o->table_memory == SHARDREC_TABLE_MEMORY_HUGE_PAGES;
   }
   if (o->version >= 3) {
-    if (!comm::IsKnownEncoding(o->forward_comm_encoding))
+    if (!EncodingOf(o->forward_comm_encoding, &out->forward_encoding))
       return Status::InvalidArgument("embedding options: unknown forward_comm_encoding ",
-                                     o->forward_comm_encoding,
-                                     " (SHARDREC_COMM_ENCODING_FP32 0, FP16 1 or BF16 2)");
-    if (!comm::IsKnownEncoding(o->backward_comm_encoding))
+                                     o->forward_comm_encoding, kEncodingNames);
+    if (!EncodingOf(o->backward_comm_encoding, &out->backward_encoding))
       return Status::InvalidArgument("embedding options: unknown backward_comm_encoding ",
-                                     o->backward_comm_encoding,
-                                     " (SHARDREC_COMM_ENCODING_FP32 0, FP16 1 or BF16 2)");
-    out->forward_encoding = static_cast<comm::Encoding>(o->forward_comm_encoding);
-    out->backward_encoding = static_cast<comm::Encoding>(o->backward_comm_encoding);
+                                     o->backward_comm_encoding, kEncodingNames);
   }
   if (o->version >= 4) {
     if (o->max_batch_size < 0 || o->max_ids_per_batch < 0)

@@ -7,6 +7,7 @@
 #include "impl/comm/agree.h"
 #include "impl/core/check.h"
 #include "impl/core/element.h"
+#include "impl/core/fp8.h"
 
 namespace shardrec::checkpoint {
 
@@ -71,16 +72,36 @@ bool Convertible(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
 }
 
+// Decodes FP8 row `src` (a record's stored row: scale, then `cols` codes) into `out[cols]`;
+// kCorrupt when its scale is not one an encoder writes (a damaged file, were the checksums
+// absent or matched by a crafted manifest).
+Status DecodeStoredRow(DType dtype, const uint8_t* src, int64_t cols, float* out,
+                       const std::string& path, const Record& rec, int64_t row) {
+  float scale;
+  std::memcpy(&scale, src, sizeof(scale));
+  if (!IsValidFp8Scale(scale))
+    return Status::Corrupt(path, ": record ", rec.key, " row ", row, " has scale ", scale,
+                           ", not a power of two an FP8 row may carry");
+  DecodeFp8Row(Fp8KindOf(dtype), src, cols, out);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CopyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
                    const Target& dst, std::vector<uint8_t>* buffer) {
   int64_t r0, r1, c0, c1;
   if (!Overlap(rec, dst, &r0, &r1, &c0, &c1)) return Status::Ok();
-  if (rec.dtype != dst.dtype && !(Convertible(rec.dtype) && Convertible(dst.dtype)))
+  // An FP8 record (format.h) decodes into any float destination (exactly into fp32; fp16 and
+  // bf16 round the decoded values to nearest even); FP8 tables take their rows as fp32 and
+  // encode them again, which gives back the stored bytes.
+  const bool fp8 = IsFp8DType(rec.dtype);
+  if (fp8 ? !Convertible(dst.dtype)
+          : rec.dtype != dst.dtype && !(Convertible(rec.dtype) && Convertible(dst.dtype)))
     return Status::InvalidArgument(path, ": record ", rec.key, " is ", DTypeName(rec.dtype),
                                    ", which cannot be loaded into ", DTypeName(dst.dtype));
   const uint64_t row_bytes = rec.row_bytes();
+  std::vector<float> decoded(fp8 ? static_cast<size_t>(rec.cols) : 0);
   const size_t src_es = DTypeSize(rec.dtype);
   const size_t dst_es = DTypeSize(dst.dtype);
   const int64_t first = (r0 - rec.row_offset) / rec.chunk_rows;
@@ -114,7 +135,19 @@ Status CopyOverlap(const ReadableFile& file, const std::string& path, const Reco
                              " does not match the manifest)");
     const int64_t a = std::max(r0, rec.row_offset + lo);
     const int64_t b = std::min(r1, rec.row_offset + hi);
-    for (int64_t r = a; r < b; ++r) {
+    for (int64_t r = a; r < b && fp8; ++r) {
+      SR_RETURN_IF_ERROR(DecodeStoredRow(
+          rec.dtype, buffer->data() + static_cast<size_t>(r - rec.row_offset - lo) * row_bytes,
+          rec.cols, decoded.data(), path, rec, r));
+      uint8_t* out = static_cast<uint8_t*>(dst.data) +
+                     (static_cast<size_t>(r - dst.row_offset) * dst.row_stride +
+                      static_cast<size_t>(c0 - dst.col_offset)) *
+                         dst_es;
+      for (int64_t k = 0; k < c1 - c0; ++k)
+        StoreElement(dst.dtype, decoded[static_cast<size_t>(c0 - rec.col_offset + k)],
+                     out + k * dst_es);
+    }
+    for (int64_t r = a; r < b && !fp8; ++r) {
       const uint8_t* src = buffer->data() +
                            static_cast<size_t>(r - rec.row_offset - lo) * row_bytes +
                            static_cast<size_t>(c0 - rec.col_offset) * src_es;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "impl/core/element.h"
+#include "impl/core/fp8.h"
 
 namespace shardrec::checkpoint {
 
@@ -33,7 +34,20 @@ RowSource FixedSource(embedding::TableStorage& storage, const ShardTensor& t) {
   s.data = static_cast<const uint8_t*>(t.data);
   s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
   s.device = t.device;
-  if (t.tiered) {
+  const DType table_dtype = storage.plan().tables[static_cast<size_t>(t.table)].dtype;
+  if (t.tiered && t.state < 0 && IsFp8DType(table_dtype)) {
+    // FP8 weights (handed out as fp32 rows, collection_storage.cc) are stored as their rows'
+    // bytes (format.h's FP8 records): each decoded row encodes to the bytes it was decoded from.
+    r.dtype = table_dtype;
+    s.read = [&storage, t, table_dtype, floats = std::vector<float>()](
+                 int64_t lo, int64_t hi, uint8_t* out) mutable -> Status {
+      SR_RETURN_IF_ERROR(ReadTieredChunk(storage, t, lo, hi, &floats));
+      const Fp8Kind kind = Fp8KindOf(table_dtype);
+      for (int64_t k = 0; k < hi - lo; ++k)
+        EncodeFp8Row(kind, floats.data() + k * t.cols, t.cols, out + k * Fp8RowBytes(t.cols));
+      return Status::Ok();
+    };
+  } else if (t.tiered) {
     // The chunk as fp32, stored in the tensor's dtype: 16-bit weights widen exactly, so the
     // record holds the bits an in-memory table's would.
     s.read = [&storage, t, floats = std::vector<float>()](int64_t lo, int64_t hi,

@@ -37,7 +37,7 @@ const char* SafetensorsDType(DType t) {
       return "I64";
     case DType::kUInt8:
       return "U8";
-    case DType::kFp8E4M3:  // FP8 tables are saved as fp32 records (save.cc)
+    case DType::kFp8E4M3:  // FP8 records are U8 in the header (SafetensorsView)
     case DType::kFp8E5M2:
       return "?";
   }
@@ -54,7 +54,7 @@ bool DTypeFromSafetensors(const std::string& s, DType* out) {
   return false;
 }
 
-// Tables may name the FP8 storage types too (their weight records are fp32: save.cc).
+// Tables and records may name the FP8 storage types too (FP8 records: format.h).
 bool DTypeFromName(const std::string& s, DType* out) {
   for (int v = 0; v <= kMaxDTypeValue; ++v) {
     if (s == DTypeName(static_cast<DType>(v))) {
@@ -153,10 +153,14 @@ uint64_t Checksum(const void* data, size_t n) { return XXH3_64bits_dispatch(data
 std::string ManifestToJson(const Manifest& m) {
   json j;
   j["format"] = "shardrec-checkpoint";
-  bool dynamic = false;
-  for (const TableEntry& t : m.tables) dynamic = dynamic || t.dynamic;
-  j["format_version"] =
-      dynamic ? std::max(m.format_version, kDynamicFormatVersion) : m.format_version;
+  bool dynamic = false, fp8 = false;
+  for (const TableEntry& t : m.tables) {
+    dynamic = dynamic || t.dynamic;
+    fp8 = fp8 || IsFp8DType(t.dtype);
+  }
+  j["format_version"] = fp8       ? std::max(m.format_version, kFp8FormatVersion)
+                        : dynamic ? std::max(m.format_version, kDynamicFormatVersion)
+                                  : m.format_version;
   j["library_version"] = m.library_version;
   j["generation"] = m.generation;
   j["step"] = m.step;
@@ -216,11 +220,10 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
       return Status::Corrupt(path, " is not a libshardrec checkpoint manifest");
     Manifest m;
     m.format_version = JsonInt<int>(j.at("format_version"));
-    if (m.format_version != kFormatVersion && m.format_version != kDynamicFormatVersion)
+    if (m.format_version < kFormatVersion || m.format_version > kFp8FormatVersion)
       return Status::Unsupported(path, ": checkpoint format version ", m.format_version,
                                  " is newer than this library reads (versions ", kFormatVersion,
-                                 " and ", kDynamicFormatVersion,
-                                 "): load it with a newer libshardrec");
+                                 " to ", kFp8FormatVersion, "): load it with a newer libshardrec");
     SR_RETURN_IF_ERROR(VerifyManifestChecksum(j, path));
     m.library_version = j.at("library_version").get<std::string>();
     m.generation = JsonInt<int64_t>(j.at("generation"));
@@ -267,6 +270,12 @@ Status FileEntryFromJson(const std::string& text, FileEntry* out) {
   }
 }
 
+void SafetensorsView(const Record& r, DType* dtype, int64_t* cols) {
+  const bool fp8 = IsFp8DType(r.dtype);
+  *dtype = fp8 ? DType::kUInt8 : r.dtype;
+  *cols = fp8 ? Fp8RowBytes(r.cols) : r.cols;
+}
+
 std::string SafetensorsHeader(std::vector<Record>* records,
                               const std::map<std::string, std::string>& metadata) {
   // Offsets in the header are relative to the data area; the records keep absolute ones, so
@@ -276,8 +285,11 @@ std::string SafetensorsHeader(std::vector<Record>* records,
   uint64_t pos = 0;
   for (const Record& r : *records) {
     json t;
-    t["dtype"] = SafetensorsDType(r.dtype);
-    t["shape"] = r.vector ? json::array({r.rows}) : json::array({r.rows, r.cols});
+    DType dtype;
+    int64_t cols;
+    SafetensorsView(r, &dtype, &cols);
+    t["dtype"] = SafetensorsDType(dtype);
+    t["shape"] = r.vector ? json::array({r.rows}) : json::array({r.rows, cols});
     t["data_offsets"] = {pos, pos + r.nbytes};
     j[r.key] = t;
     pos += r.nbytes;

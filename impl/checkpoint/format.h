@@ -18,9 +18,11 @@ namespace shardrec::checkpoint {
 // docs/checkpoint-format.md#dynamic-tables). A writer stamps the lowest version that describes
 // what it holds, so a checkpoint of fixed tables stays readable by a version-1 reader, and a
 // version-1 reader refuses one with dynamic tables as a newer format instead of finding its
-// blocks uncovered. The reader takes both.
+// blocks uncovered. Version 3: FP8 tables' weights as their stored bytes (FP8 records, below)
+// instead of decoded fp32, which an older reader would misread. The reader takes all three.
 inline constexpr int kFormatVersion = 1;
 inline constexpr int kDynamicFormatVersion = 2;
+inline constexpr int kFp8FormatVersion = 3;
 inline constexpr const char* kManifestName = "manifest.json";
 // The manifest's member holding the XXH3-64 of its own compact JSON without that member.
 inline constexpr const char* kManifestChecksumKey = "manifest_xxh3";
@@ -45,8 +47,18 @@ struct Record {
   int64_t chunk_rows = 1;
   std::vector<uint64_t> checksums;  // XXH3-64 of each chunk; empty when unknown (imports)
 
-  uint64_t row_bytes() const { return static_cast<uint64_t>(cols) * DTypeSize(dtype); }
+  // An FP8 record (dtype kFp8E4M3 / kFp8E5M2) holds the table's stored rows: per row its fp32
+  // scale, then `cols` codes (fp8.h's row layout). In the rank file's safetensors header it is a
+  // U8 tensor of [rows, cols + 4] (SafetensorsView).
+  uint64_t row_bytes() const {
+    return IsFp8DType(dtype) ? static_cast<uint64_t>(Fp8RowBytes(cols))
+                             : static_cast<uint64_t>(cols) * DTypeSize(dtype);
+  }
 };
+
+// What a rank file's safetensors header says of `r`: its dtype and columns (U8 and cols + 4 for
+// an FP8 record, else its own). The loader compares the header's records with these.
+void SafetensorsView(const Record& r, DType* dtype, int64_t* cols);
 
 int64_t ChunkRows(uint64_t row_bytes);
 uint64_t Checksum(const void* data, size_t n);  // XXH3-64

@@ -136,9 +136,12 @@ Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
     for (const Record& h : header) by_key[h.key] = &h;
     for (const Record& r : e.records) {
       auto it = by_key.find(r.key);
+      DType dtype;
+      int64_t cols;
+      SafetensorsView(r, &dtype, &cols);
       if (it == by_key.end() || it->second->offset != r.offset || it->second->nbytes != r.nbytes ||
-          it->second->dtype != r.dtype || it->second->rows != r.rows ||
-          it->second->cols != r.cols || it->second->vector != r.vector)
+          it->second->dtype != dtype || it->second->rows != r.rows || it->second->cols != cols ||
+          it->second->vector != r.vector)
         return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
                                " does not match the manifest");
     }

@@ -3,6 +3,7 @@
 // its name ([rows] for row-wise states, else [rows, dim]). A GPU collection exports through its
 // accessors (which copy through the host). An import is staged like a checkpoint load
 // (staged_load.h): nothing changes unless every rank has read its rows.
+#include <deque>
 #include <map>
 #include <span>
 
@@ -107,16 +108,15 @@ Status ImportTable(embedding::TableStorage& storage, FileSystem& fs, const std::
     Record rec;
   };
   std::vector<Copy> copies;
+  // FP8 weights (handed out as fp32 rows, collection_storage.cc): their rows land in fp32 here
+  // first and are encoded into the table after the commit, each row as set_weights encodes it.
+  std::vector<embedding::ShardTensor> fp8_tensors;
+  std::deque<std::vector<float>> fp8_rows;
   StagedLoad staged(staging_limit);
   Status local = [&]() -> Status {
     if (storage.input_dist_pending())
       return Status::InvalidUsage("cannot import a table while an input distribution is pending");
     SR_RETURN_IF_ERROR(embedding::RefuseTiered(storage, "a table import"));
-    const int32_t ti = storage.plan().TableIndex(table);
-    if (ti >= 0 && IsFp8DType(storage.plan().tables[ti].dtype))
-      return Status::Unsupported("a table import does not take FP8 tables yet (table '", table,
-                                 "' stores ", DTypeName(storage.plan().tables[ti].dtype),
-                                 " rows); load a checkpoint or use set_weights");
     std::vector<embedding::StateInfo> states;
     SR_RETURN_IF_ERROR(storage.TableStates(table, &states));
     // TableStates found the table (index >= 0).
@@ -149,6 +149,14 @@ Status ImportTable(embedding::TableStorage& storage, FileSystem& fs, const std::
       if (r.rows != t.full_rows || r.cols != t.full_cols)
         return Status::InvalidArgument(path, ": state ", t.name, " is ", r.rows, " x ", r.cols,
                                        ", the table's is ", t.full_rows, " x ", t.full_cols);
+      if (t.tiered) {  // FP8 weights (tiered tables were refused above)
+        fp8_tensors.push_back(t);
+        std::vector<float>& rows_f = fp8_rows.emplace_back(static_cast<size_t>(t.rows * t.cols));
+        copies.push_back({Target{DType::kFloat32, t.row_offset, t.col_offset, t.rows, t.cols,
+                                 rows_f.data(), t.cols},
+                          Device::Host(), r});
+        continue;
+      }
       copies.push_back(
           {Target{t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride},
            t.device, r});
@@ -162,6 +170,10 @@ Status ImportTable(embedding::TableStorage& storage, FileSystem& fs, const std::
   int32_t can_fail = staged.commit_can_fail() ? 1 : 0;
   SR_RETURN_IF_ERROR(comm.AllReduce(&can_fail, &can_fail, 1, DType::kInt32, comm::ReduceOp::kMax));
   local = staged.Commit();
+  for (size_t i = 0; i < fp8_tensors.size() && local.ok(); ++i) {
+    const embedding::ShardTensor& t = fp8_tensors[i];
+    local = storage.WriteTieredRows(t.local, t.state, 0, t.rows, fp8_rows[i].data());
+  }
   if (can_fail == 0) return local;  // host memory copies only: nothing to wait for
   if (!local.ok())
     local = Status(local.code(), StrCat(local.message(),

@@ -7,6 +7,7 @@ list(APPEND SHARDREC_COMM_SOURCES
   checked_communicator.cc
   failure_domain.cc
   encoded.cc
+  encoded_fp8.cc
   staged_comm.cc
   rendezvous/stores.cc
   rendezvous/socket_util.cc

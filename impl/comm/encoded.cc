@@ -1,8 +1,9 @@
-// fp16/bf16 wire encoding of float collectives (encoded.h).
+// fp16/bf16 wire encoding of float collectives (encoded.h); FP8 is encoded_fp8.cc's.
 #include "impl/comm/encoded.h"
 
 #include <cstring>
 
+#include "impl/comm/encoded_fp8.h"
 #include "impl/core/check.h"
 #include "impl/core/codec/codec.h"
 #include "impl/core/cpu_features.h"
@@ -40,12 +41,12 @@ void DecodeAddFloats(Encoding e, const uint16_t* src, size_t n, float* dst) {
 }
 
 EncodeFn EncoderFor(Encoding e) {
-  SR_CHECK(e != Encoding::kFp32);
+  SR_CHECK(IsSixteenBitEncoding(e));
   return e == Encoding::kFp16 ? Passes().to_half : Passes().to_bf16;
 }
 
 DecodeAddFn DecodeAdderFor(Encoding e) {
-  SR_CHECK(e != Encoding::kFp32);
+  SR_CHECK(IsSixteenBitEncoding(e));
   return e == Encoding::kFp16 ? Passes().add_half : Passes().add_bf16;
 }
 
@@ -56,6 +57,7 @@ Status EncodedAllToAllV(Communicator& comm, Encoding e, const float* send,
                         std::span<const size_t> recv_counts, EncodedScratch* scratch) {
   if (e == Encoding::kFp32)
     return comm.AllToAllV(send, send_counts, recv, recv_counts, DType::kFloat32);
+  if (IsFp8Format(e)) return Fp8AllToAllV(comm, e, send, send_counts, recv, recv_counts, scratch);
   const int W = comm.Size();
   const int me = comm.Rank();
   if (send_counts[me] != recv_counts[me])
@@ -106,6 +108,7 @@ Status EncodedAllToAllV(Communicator& comm, Encoding e, const float* send,
 Status EncodedAllReduceSum(Communicator& comm, Encoding e, float* buf, size_t n,
                            EncodedScratch* scratch) {
   if (e == Encoding::kFp32) return comm.AllReduce(buf, buf, n, DType::kFloat32, ReduceOp::kSum);
+  if (IsFp8Format(e)) return Fp8AllReduceSum(comm, e, buf, n, scratch);
   const int W = comm.Size();
   const int me = comm.Rank();
   if (W == 1 || n == 0) return Status::Ok();

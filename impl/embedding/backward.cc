@@ -256,9 +256,16 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
   {
     ScopedTimer t(comm_seconds);
     // The touched flags travel with the gradients; only whether a flag's sum is non-zero matters,
-    // and a sum of ones stays non-zero in either encoding.
-    SR_RETURN_IF_ERROR(
-        comm::EncodedAllReduceSum(dp_comm, encoding, dp_grad_.data(), dp_grad_.size(), &dp_wire_));
+    // and a sum of ones stays non-zero in any encoding, unless an FP8 block (one scale for 32
+    // values, comm/encoded_fp8.h) holds both a flag and a gradient 2^10 times larger, which
+    // flushes the flag to zero: under FP8 the flags (after every gradient, dp_accumulate.h) go
+    // in a call of their own.
+    const size_t flags_at = IsFp8Format(encoding) ? dp_at_.touch_at[l.dp_tables.front()] : 0;
+    if (flags_at > 0)
+      SR_RETURN_IF_ERROR(
+          comm::EncodedAllReduceSum(dp_comm, encoding, dp_grad_.data(), flags_at, &dp_wire_));
+    SR_RETURN_IF_ERROR(comm::EncodedAllReduceSum(dp_comm, encoding, dp_grad_.data() + flags_at,
+                                                 dp_grad_.size() - flags_at, &dp_wire_));
   }
   const float scale = 1.0f / static_cast<float>(dp_comm.Size());
   for (int32_t t : l.dp_tables) {

@@ -77,10 +77,11 @@ inline std::span<const size_t> ReturnRecvCounts(const RoutedBatch& rb) { return 
 
 // Whether the return (forward) or gradient (backward) exchange travels encoded with the rows
 // encoded by the kernels that produce them (WireRows, in s.wire): world > 1, that direction's
-// encoding not fp32. The forward's combine decodes as it adds; the backward decodes once before
+// encoding fp16 or bf16 (FP8 blocks share a scale, so they go through comm::EncodedAllToAllV's
+// staging pass). The forward's combine decodes as it adds; the backward decodes once before
 // its kernels.
 inline bool WireInKernels(const Layout& layout, comm::Encoding e) {
-  return layout.world > 1 && e != comm::Encoding::kFp32;
+  return layout.world > 1 && comm::IsSixteenBitEncoding(e);
 }
 
 // Sizes s.ret_send and s.ret_recv for `rb`; returns the floats received.

@@ -369,8 +369,8 @@ std::vector<ParamBuffer> ParamStore::Buffers() {
   if (layout_->weights_bf16_size > 0)
     out.push_back(
         {ParamKind::kWeights, DType::kBFloat16, device_, bf16(), layout_->weights_bf16_size});
-  // FP8 rows (E4M3 and E5M2 in one byte arena): a 2D mesh refuses them (replica/mesh.cc), as
-  // averaging codes under different scales means nothing.
+  // FP8 rows (E4M3 and E5M2 in one byte arena): a 2D sync averages their decoded rows instead
+  // (replica/fp8_sync.h), as averaging codes under different scales means nothing.
   if (layout_->weights_fp8_size > 0)
     out.push_back({ParamKind::kWeights, DType::kUInt8, device_, weights_fp8_.as<uint8_t>(),
                    layout_->weights_fp8_size});

@@ -7,6 +7,7 @@
 #include "impl/comm/staged_comm.h"
 #include "impl/core/check.h"
 #include "impl/embedding/device_copy.h"
+#include "impl/replica/fp8_sync.h"
 #include "impl/replica/sync_scope.h"
 
 namespace shardrec::replica {
@@ -130,6 +131,7 @@ Status Mesh::Sync(embedding::TableStorage& storage, SyncMode mode) {
   std::vector<embedding::ParamBuffer> on_device;  // staged at the same index of `buffers`
   for (const embedding::ParamBuffer& b : storage.ParamBuffers()) {
     if (b.kind != embedding::ParamKind::kWeights && mode == SyncMode::kWeightsOnly) continue;
+    if (IsFp8Arena(b)) continue;  // FP8 rows: averaged decoded, below
     SyncBuffer sb;
     sb.data = b.data;
     sb.count = b.count;
@@ -142,6 +144,13 @@ Status Mesh::Sync(embedding::TableStorage& storage, SyncMode mode) {
     if (b.device.is_host()) on_device.back().data = nullptr;
   }
   CutDynamic(storage, replicas, &buffers, &on_device);
+  // FP8 weights (host collections only) average as decoded fp32 rows and are encoded again.
+  const bool fp8 = replicas > 1 && replica_->device().is_host();
+  if (fp8) {
+    const size_t before = buffers.size();
+    SR_RETURN_IF_ERROR(DecodeFp8Weights(storage, &fp8_rows_, &buffers));
+    on_device.resize(on_device.size() + buffers.size() - before);  // host buffers: data null
+  }
   if (!replica_->device().is_host()) {
     SR_RETURN_IF_ERROR(SyncOverDevice(&buffers, &on_device));
     if (dynamic) storage.CommitReplicaRows(&merge);
@@ -156,6 +165,7 @@ Status Mesh::Sync(embedding::TableStorage& storage, SyncMode mode) {
   if (staged) SR_RETURN_IF_ERROR(StageIn(on_device, &buffers));
   SR_RETURN_IF_ERROR(SyncBuffers(*replica_, buffers, hook_, &staging_, &last_));
   if (staged) SR_RETURN_IF_ERROR(StageOut(on_device, buffers));
+  if (fp8) SR_RETURN_IF_ERROR(EncodeFp8Weights(storage, fp8_rows_));
   if (dynamic) {
     storage.CommitReplicaRows(&merge);
     last_.bytes += merge.sent_bytes();

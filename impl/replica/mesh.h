@@ -13,6 +13,7 @@
 #include "impl/embedding/dynamic/replica_merge.h"
 #include "impl/embedding/step_state.h"
 #include "impl/embedding/storage/table_storage.h"
+#include "impl/replica/fp8_sync.h"
 #include "impl/replica/layout.h"
 #include "impl/replica/sync.h"
 
@@ -117,6 +118,8 @@ class Mesh {
   std::vector<uint8_t> staging_;
   // The dynamic tables' merge of a sync; kept from sync to sync so its buffers are reused.
   embedding::dynamic::ReplicaMerge merge_;
+  // The decoded FP8 weights of a sync (fp8_sync.h), reused from sync to sync.
+  Fp8SyncRows fp8_rows_;
   // Host copies of a GPU collection's parameter arenas during a sync, reused from sync to sync
   // (pinned when the plugin can pin them).
   embedding::HostStaging device_staging_;

@@ -67,8 +67,6 @@ Status VerifyReplicasIdentical(Mesh& mesh, embedding::TableStorage* storage,
     // A mesh of one replica group is a 1D collection; several replicas refuse tiered tables.
     if (mesh.host_replica().Size() > 1)
       local = embedding::RefuseTiered(*storage, "2D training (a replica mesh)");
-    if (local.ok() && mesh.host_replica().Size() > 1)
-      local = embedding::RefuseFp8(*storage, "2D training (a replica mesh)");
     if (local.ok()) local = WeightDigest(buffers, storage->plan().Hash(), &digest);
     for (const embedding::ParamBuffer& b : buffers) on_device = on_device || !b.device.is_host();
   }

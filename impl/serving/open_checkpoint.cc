@@ -70,8 +70,11 @@ class Files {
       for (const Record& h : header) by_key[h.key] = &h;
       for (const Record& r : e.records) {
         auto it = by_key.find(r.key);
+        DType dtype;  // the header's view of an FP8 record is U8 (checkpoint/format.h)
+        int64_t cols;
+        checkpoint::SafetensorsView(r, &dtype, &cols);
         if (it == by_key.end() || it->second->offset != r.offset ||
-            it->second->nbytes != r.nbytes || it->second->dtype != r.dtype)
+            it->second->nbytes != r.nbytes || it->second->dtype != dtype)
           return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
                                  " does not match the manifest");
       }

@@ -37,8 +37,11 @@ Status OpenChecked(checkpoint::FileSystem& fs, const std::string& path,
   for (const Record& h : header) by_key[h.key] = &h;
   for (const Record& r : e.records) {
     auto it = by_key.find(r.key);
+    DType dtype;  // the header's view of an FP8 record is U8 (checkpoint/format.h)
+    int64_t cols;
+    checkpoint::SafetensorsView(r, &dtype, &cols);
     if (it == by_key.end() || it->second->offset != r.offset || it->second->nbytes != r.nbytes ||
-        it->second->dtype != r.dtype)
+        it->second->dtype != dtype)
       return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
                              " does not match the manifest");
   }
@@ -46,8 +49,10 @@ Status OpenChecked(checkpoint::FileSystem& fs, const std::string& path,
   return Status::Ok();
 }
 
+// The weight records a tier reads: float elements, or an FP8 table's stored rows (TieredRows
+// decodes them).
 bool FloatDType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || IsFp8DType(t);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "impl/core/check.h"
 #include "impl/core/element.h"
+#include "impl/core/fp8.h"
 #include "impl/serving/encode.h"
 
 namespace shardrec::serving {
@@ -67,6 +68,17 @@ Status TieredRows::ReadRow(int64_t row, uint8_t* dst, Scratch* s) const {
     }
     s->read.resize(n);
     SR_RETURN_IF_ERROR(p.file->ReadAt(at, s->read.data(), n));
+    if (IsFp8DType(r.dtype)) {  // an FP8 table's stored row (checkpoint/format.h): decode it
+      float scale;
+      std::memcpy(&scale, s->read.data(), sizeof(scale));
+      if (!IsValidFp8Scale(scale))
+        return Status::Corrupt("table ", table_, " row ", row, ": stored FP8 scale ", scale,
+                               " is not a power of two an FP8 row may carry");
+      const Fp8Kind kind = Fp8KindOf(r.dtype);
+      for (int64_t c = 0; c < r.cols; ++c)
+        StoreElement(to, DecodeFp8(kind, s->read[kFp8HeaderBytes + c]) * scale, col0 + c * to_es);
+      continue;
+    }
     const size_t es = DTypeSize(r.dtype);
     for (int64_t c = 0; c < r.cols; ++c)
       StoreElement(to, LoadElement(r.dtype, s->read.data() + c * es), col0 + c * to_es);

@@ -11,7 +11,8 @@
  * counter, and for every record its place in the full table and an XXH3-64 checksum per chunk of
  * rows). docs/checkpoint-format.md documents the layout.
  *
- * What is saved: every table's weights as stored (fp32, fp16 or bf16), every optimizer state
+ * What is saved: every table's weights as stored (fp32, fp16, bf16, or an FP8 table's rows:
+ * scale and codes, format version 3, which libraries before it refuse), every optimizer state
  * (fp32; row-wise states are full-row, so they reshard across any column split), the optimizer
  * step counter, and optional host-owned dense tensors (the dense side's parameters and optimizer
  * state). Replicated values are written once: data-parallel tables and dense tensors by world
@@ -231,7 +232,8 @@ shardrec_checkpoint_load_mesh(shardrec_mesh_t* mesh, shardrec_embedding_t* coll,
 
 /**
  * Exports one full table to a safetensors file at @p path (written atomically by rank 0):
- * tensor "weights" (F32, [rows, dim]) and, with @p with_optimizer_state, each optimizer state by
+ * tensor "weights" (F32, [rows, dim]; an FP8 table's decoded rows, exact) and, with
+ * @p with_optimizer_state, each optimizer state by
  * its name ("momentum1", ...; F32, [rows] for row-wise states, else [rows, dim]). The metadata
  * holds the table name and the library version. Collective over the collection's communicator:
  * the table is gathered on every rank, so each rank needs its size in host memory. On a mesh the
@@ -259,9 +261,10 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_export_table(shardrec_embeddi
 /**
  * Imports one full table from a safetensors file (pretrained embeddings, or an export): its
  * "weights" tensor (F32, F16 or BF16, [rows, dim] of the table) is converted to the table's
- * storage type; with @p with_optimizer_state, the file's tensors named like the table's
- * optimizer states are loaded too (states the file lacks stay as they are). Each rank reads only
- * its own shards' rows. Collective. All-or-nothing like shardrec_checkpoint_load: each rank
+ * storage type (an FP8 table encodes each row as set_weights does, so importing an FP8 table's
+ * export gives back its bytes); with @p with_optimizer_state, the file's tensors named like the
+ * table's optimizer states are loaded too (states the file lacks stay as they are). Each rank reads
+ * only its own shards' rows. Collective. All-or-nothing like shardrec_checkpoint_load: each rank
  * reads its rows into host staging (the same 1 GiB limit) before anything changes.
  * A dynamic table reads a file keyed by id (its table export: "ids", I64 [n], unique; "weights"
  * [n, dim]; with @p with_optimizer_state the states, F32 [n] or [n, dim]): each rank reads the

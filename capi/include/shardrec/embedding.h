@@ -47,8 +47,8 @@
  *    optimizer computes in fp32 and encodes the whole updated row again, deterministically (the
  *    scale from the row's largest finite magnitude, each value to nearest even, saturating; no
  *    stochastic rounding); get_weights decodes, set_weights encodes each row. Error bound, the
- *    rounding in full and the limits (no column split, no dynamic or tiered table, no 2D mesh):
- *    docs/semantics.md, "FP8 weights".
+ *    rounding in full and the limits (no column split, no dynamic or tiered table; a 2D sync
+ *    averages decoded rows and encodes them again): docs/semantics.md, "FP8 weights".
  *
  * Thread-safety: one thread at a time per collection handle (the background input
  * distribution thread is internal). Different collections may be used concurrently, except that

@@ -164,10 +164,10 @@ typedef struct shardrec_embedding_options {
  * How the floats of a collection's embedding collectives travel between ranks
  * (shardrec_embedding_options_t.forward_comm_encoding / backward_comm_encoding), TorchRec's
  * "qcomms". The caller always passes and receives fp32; only the wire is 16-bit (half the bytes
- * of the collective). Each value is rounded once, to nearest even (the same conversion as
- * FLOAT16/BFLOAT16 weight storage), when it is sent and widened exactly when it arrives. Blocks a
- * rank sends to itself are not encoded, so a world-1 collection is exact in any encoding. Sums
- * are never formed in 16 bits: received values are widened and added in fp32.
+ * of the collective) or FP8 (below). Each value is rounded once, to nearest even (the same
+ * conversion as FLOAT16/BFLOAT16 weight storage), when it is sent and widened exactly when it
+ * arrives. Blocks a rank sends to itself are not encoded, so a world-1 collection is exact in any
+ * encoding. Sums are never formed in 16 or 8 bits: received values are widened and added in fp32.
  *
  * Error per element, with u = 2^-11 (FP16) or 2^-8 (BF16), for a value x that crosses ranks:
  *  - |decode(encode(x)) - x| <= u * |x| while |x| is in the normal range (FP16: 2^-14 <= |x| <=
@@ -189,11 +189,25 @@ typedef struct shardrec_embedding_options {
  * (Each bound is on top of the fp32 rounding the exact run has too.) The optimizer then works on
  * these gradients in fp32 (an SGD step moves a weight by at most lr times the gradient error). Row
  * statistics of column shards, accessors and checkpoints are always exact fp32.
+ *
+ * FP8 (FP8_E4M3, FP8_E5M2) sends 1 byte a value plus 1 byte per block of 32 consecutive
+ * values of one destination's buffer (1.03 bytes a value: 0.26x fp32's bytes, 0.52x fp16's).
+ * A block's values are divided by a shared power-of-two scale (exact) chosen so that its largest
+ * magnitude A does not saturate, then rounded to nearest even, as FP8 weight storage rounds a row
+ * (docs/semantics.md, "FP8 weights"). Per value |decode(encode(x)) - x| <= max(u |x|, f A,
+ * 2^-136) with u = 2^-4, f = 2^-17 (E4M3) or u = 2^-3, f = 2^-31 (E5M2), so the bounds above
+ * hold with that u plus, per rounding, f times the largest magnitude in its block. Nothing
+ * saturates; an infinity arrives as its block's largest finite value, a NaN as a NaN. Blocks
+ * need not align to rows: one may span the end of a row and the start of the next.
  */
 typedef enum shardrec_comm_encoding {
-  SHARDREC_COMM_ENCODING_FP32 = 0, /**< Exact fp32 (the default): bit-identical results. */
-  SHARDREC_COMM_ENCODING_FP16 = 1, /**< IEEE half: u = 2^-11, saturates beyond +-65504. */
-  SHARDREC_COMM_ENCODING_BF16 = 2  /**< bfloat16: u = 2^-8, fp32's range. */
+  SHARDREC_COMM_ENCODING_FP32 = 0,     /**< Exact fp32 (the default): bit-identical results. */
+  SHARDREC_COMM_ENCODING_FP16 = 1,     /**< IEEE half: u = 2^-11, saturates beyond +-65504. */
+  SHARDREC_COMM_ENCODING_BF16 = 2,     /**< bfloat16: u = 2^-8, fp32's range. */
+  SHARDREC_COMM_ENCODING_FP8_E4M3 = 3, /**< OCP FP8 E4M3, 32-value blocks with a shared
+                                            power-of-two scale: u = 2^-4, f = 2^-17 (above). */
+  SHARDREC_COMM_ENCODING_FP8_E5M2 = 4  /**< OCP FP8 E5M2, the same blocks: u = 2^-3,
+                                            f = 2^-31. */
 } shardrec_comm_encoding_t;
 
 /** How the host memory of weights and optimizer state is backed (shardrec_embedding_options_t). */

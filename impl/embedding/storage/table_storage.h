@@ -145,15 +145,4 @@ inline Status RefuseTiered(const TableStorage& storage, const char* what) {
                              "'; docs/disk-tier.md, Limits)");
 }
 
-// kUnsupported naming `what` and the table when `storage`'s plan has an FP8 table: averaging the
-// codes of replicas (each row under its own scale) means nothing, so 2D meshes refuse them.
-inline Status RefuseFp8(const TableStorage& storage, const char* what) {
-  for (const auto& t : storage.plan().tables)
-    if (IsFp8DType(t.dtype))
-      return Status::Unsupported(what, " does not take FP8 tables yet (table '", t.name,
-                                 "' stores ", DTypeName(t.dtype),
-                                 " rows; docs/semantics.md, FP8 weights)");
-  return Status::Ok();
-}
-
 }  // namespace shardrec::embedding

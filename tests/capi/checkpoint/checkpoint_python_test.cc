@@ -1,7 +1,8 @@
-// Writes a table export and a sharded checkpoint (bf16 and fp32 tables, 2D mesh) plus the
-// expected values as raw little-endian fp32, for read_with_safetensors.py, which opens them
-// with the Python `safetensors` package. Runs as a normal test too (the files are checked to
-// exist); SHARDREC_CHECKPOINT_PY_DIR names the output directory for the Python step.
+// Writes a table export and a sharded checkpoint (bf16 and fp32 tables, 2D mesh), and a
+// checkpoint of FP8 tables (ckpt_fp8: E4M3 and E5M2 rows, 2D mesh), plus the expected values as
+// raw little-endian fp32, for read_with_safetensors.py, which opens them with the Python
+// `safetensors` package and decodes the FP8 rows itself. Runs as a normal test too (the files are
+// checked to exist); SHARDREC_CHECKPOINT_PY_DIR names the output directory for the Python step.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -56,6 +57,21 @@ TEST(CheckpointPython, WritesExportAndCheckpointForPython) {
     files += e.path().extension() == ".safetensors" ? 1 : 0;
   EXPECT_EQ(files, 4);
   EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/manifest.json"));
+
+  // FP8 tables (format version 3: each weight record holds the stored rows), row-wise on a mesh.
+  const Side fp8{4, 2, SHARDREC_SHARDING_ROW_WISE, 4, SHARDREC_DTYPE_FP8_E4M3};
+  Scenario s8 = SideScenario(fp8, SHARDREC_OPTIMIZER_SGD, 13);
+  s8.tables[2].dtype = SHARDREC_DTYPE_FP8_E5M2;
+  OnSide(fp8, s8, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    TrainSteps(fp8, s8, r, c, m, 0, 2);
+    ASSERT_EQ(SaveOn(c, m, dir + "/ckpt_fp8"), SHARDREC_OK) << shardrec_last_error();
+    const Snap snap = TakeSnap(c, s8);
+    if (r == 0) {
+      for (size_t t = 0; t < 3; ++t)  // SGD: weights only
+        WriteFloats(dir + "/fp8." + s8.tables[t].name + ".weights.f32", snap.tensors[t]);
+    }
+  });
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt_fp8/manifest.json"));
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 
 Usage: read_with_safetensors.py DIR, where DIR holds what checkpoint_python_test.cc wrote:
 t1.safetensors (a table export), ckpt/ (a sharded checkpoint: manifest.json and per-rank
-safetensors files) and <table>.<tensor>.f32 (the expected values, raw little-endian fp32).
+safetensors files) and <table>.<tensor>.f32 (the expected values, raw little-endian fp32), and
+ckpt_fp8/ (FP8 tables, their rows as U8 records) with fp8.<table>.weights.f32.
 read_with_safetensors.py --dynamic DIR reads what dynamic_checkpoint_test.cc wrote instead: ckpt/
 with dynamic tables, and per table <table>.ids.i64, <table>.rows.f32 (the expected row of each
 of those ids) and <table>.size (how many of them the checkpoint holds).
@@ -39,8 +40,9 @@ try:
 except ImportError:
     HAVE_SAFETENSORS = False
 
-NP_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
-INT_DTYPES = ("I64", "I32")
+NP_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+             "U8": np.uint8}
+INT_DTYPES = ("I64", "I32", "U8")
 
 
 def bf16_to_f32(raw_u16):
@@ -97,6 +99,66 @@ def load_tensors(path):
         for name, (dtype, shape, raw) in plain.items():
             out[name] = as_f32(dtype, shape, raw)
     return out, header
+
+
+def fp8_values(e4m3):
+    """The value of each of the 256 OCP FP8 codes, from the format's definition (E4M3 "FN": bias
+    7, 3 mantissa bits, 0x7F/0xFF NaN, no infinities; E5M2: bias 15, 2 mantissa bits, IEEE-like)."""
+    mant_bits, bias = (3, 7) if e4m3 else (2, 15)
+    out = np.empty(256, np.float64)
+    for c in range(256):
+        sign = -1.0 if c & 0x80 else 1.0
+        exp, mant = (c & 0x7F) >> mant_bits, c & ((1 << mant_bits) - 1)
+        if e4m3 and (c & 0x7F) == 0x7F:
+            out[c] = np.nan
+        elif not e4m3 and exp == 31:
+            out[c] = sign * np.inf if mant == 0 else np.nan
+        elif exp == 0:
+            out[c] = sign * mant * 2.0 ** (1 - bias - mant_bits)
+        else:
+            out[c] = sign * (1 + mant / 2.0 ** mant_bits) * 2.0 ** (exp - bias)
+    return out
+
+
+def decode_fp8_rows(raw_u8, dtype):
+    """An FP8 record's rows (docs/checkpoint-format.md, FP8 records): a little-endian fp32
+    power-of-two scale, then one code a value; value = code's value x scale (exact in fp32)."""
+    rows = np.ascontiguousarray(raw_u8)
+    scale = rows[:, :4].copy().view("<f4")[:, 0].astype(np.float64)
+    mant = np.frexp(scale)[0]
+    assert np.all(mant == 0.5), "an FP8 row scale is not a power of two"
+    values = fp8_values(dtype == "fp8_e4m3")[rows[:, 4:]]
+    return (values * scale[:, None]).astype(np.float32)
+
+
+def main_fp8(d):
+    """ckpt_fp8: every FP8 table's rows decoded from its U8 records, against the expected values."""
+    manifest = json.load(open(os.path.join(d, "manifest.json")))
+    assert manifest["format_version"] == 3, manifest["format_version"]
+    tables = {t["name"]: t for t in manifest["tables"]}
+    full = {n: np.full((t["rows"], t["dim"]), np.nan, np.float32) for n, t in tables.items()}
+    records = 0
+    for f in manifest["files"]:
+        tensors, header = load_tensors(os.path.join(d, f["name"]))
+        for rec in f["records"]:
+            if rec["tensor"] != "weights":
+                continue
+            assert rec["dtype"] == tables[rec["table"]]["dtype"], rec["key"]
+            assert rec["dtype"] in ("fp8_e4m3", "fp8_e5m2"), rec["key"]
+            rows, cols = rec["shape"]
+            info = header[rec["key"]]
+            assert info["dtype"] == "U8" and info["shape"] == [rows, cols + 4], (rec["key"], info)
+            r0, c0 = rec["offsets"]
+            target = full[rec["table"]]
+            assert np.isnan(target[r0:r0 + rows, c0:c0 + cols]).all(), f"overlap at {rec['key']}"
+            target[r0:r0 + rows, c0:c0 + cols] = decode_fp8_rows(
+                tensors[rec["key"]].reshape(rows, cols + 4), rec["dtype"])
+            records += 1
+    for name, arr in full.items():
+        assert not np.isnan(arr).any(), f"{name} weights not covered"
+        want = np.fromfile(os.path.join(d, "..", f"fp8.{name}.weights.f32"), dtype="<f4")
+        assert bits_equal(arr, want.reshape(arr.shape)), f"FP8 table {name}"
+    print(f"ok: {records} FP8 records decode to the trained rows")
 
 
 def expected(d, table, tensor, shape):
@@ -205,6 +267,10 @@ def main():
         assert not np.isnan(arr).any(), f"{name} {tensor} not covered"
         assert bits_equal(arr.reshape(shape), expected(d, name, tensor, shape)), f"{name} {tensor}"
     print(f"ok: export of t1 and {records} records in {len(manifest['files'])} rank files match")
+
+    # 3. FP8 tables (format version 3), when the writer made them.
+    if os.path.isdir(os.path.join(d, "ckpt_fp8")):
+        main_fp8(os.path.join(d, "ckpt_fp8"))
 
 
 if __name__ == "__main__":

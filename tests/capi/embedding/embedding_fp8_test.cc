@@ -1,18 +1,22 @@
 // FP8 weight storage (SHARDREC_DTYPE_FP8_E4M3 / _E5M2) through the C API: sharded training
 // equals the unsharded reference that re-encodes each updated row (RoundRowToFp8) at worlds 1, 2
 // and 4, results do not depend on the thread count, the accessors encode on set and decode on
-// get, and what FP8 tables refuse (a column split, dynamic tables, 2D meshes) is refused clearly.
+// get, checkpoints hold the stored rows (format version 3) and still load version-1 ones, and
+// what FP8 tables refuse (a column split, dynamic tables) is refused clearly. 2D meshes:
+// tests/capi/replica/replica_fp8_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/dynamic.h"
-#include "shardrec/replica.h"
+#include "shardrec/inference.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -392,6 +396,252 @@ TEST(EmbeddingFp8Mixed, CheckpointsKeepFp8RowsAndConvert) {
   }
 }
 
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// An OCP FP8 code's value, from the format's definition (E4M3 "FN": bias 7, 3 mantissa bits, no
+// infinities, 0x7F NaN; E5M2: bias 15, 2 mantissa bits), independently of the library.
+double DecodeCode(uint8_t c, bool e4m3) {
+  const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const int exp = (c & 0x7F) >> mant_bits, mant = c & ((1 << mant_bits) - 1);
+  const double sign = (c & 0x80) ? -1.0 : 1.0;
+  if (e4m3 && (c & 0x7F) == 0x7F) return std::nan("");
+  if (!e4m3 && exp == 31) return mant == 0 ? sign * INFINITY : std::nan("");
+  if (exp == 0) return sign * std::ldexp(mant, 1 - bias - mant_bits);
+  return sign * std::ldexp(1.0 + std::ldexp(mant, -mant_bits), exp - bias);
+}
+
+// Checkpoint format version 3: an FP8 table's weight records hold its stored rows (a
+// power-of-two fp32 scale, then one code a value; a U8 [rows, dim + 4] tensor in the
+// safetensors header), not decoded fp32; the bytes decode to the trained weights bit for bit
+// and carry the scale the documented rule gives; the fp32 tables' records stay fp32.
+TEST(EmbeddingFp8Mixed, CheckpointsStoreFp8RowsAsBytes) {
+  const std::string dir = ::testing::TempDir() + "fp8_ckpt_bytes";
+  Scenario s =
+      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.tables[1].dtype = SHARDREC_DTYPE_FLOAT32;
+  s.tables[2].dtype = SHARDREC_DTYPE_FP8_E5M2;
+  s.optimizer.type = SHARDREC_OPTIMIZER_ADAGRAD;
+  s.optimizer.lr = 0.05f;
+  const auto saved = TrainAndSave(s, dir);
+  ASSERT_FALSE(saved.empty());
+  const size_t per_table = saved.size() / s.tables.size();
+  const auto manifest = nlohmann::json::parse(ReadAll(dir + "/manifest.json"));
+  EXPECT_EQ(manifest.at("format_version").get<int>(), 3);
+  std::vector<int64_t> rows_seen(s.tables.size(), 0);
+  for (const auto& file : manifest.at("files")) {
+    const std::string bytes = ReadAll(dir + "/" + file.at("name").get<std::string>());
+    ASSERT_GE(bytes.size(), 8u);
+    uint64_t len = 0;
+    for (int i = 0; i < 8; ++i)
+      len |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+    const auto header = nlohmann::json::parse(bytes.substr(8, len));
+    for (const auto& rec : file.at("records")) {
+      if (rec.at("tensor") != "weights") continue;
+      size_t t = 0;
+      while (s.tables[t].name != rec.at("table").get<std::string>()) ++t;
+      const int32_t dtype = s.tables[t].dtype;
+      const int32_t dim = s.tables[t].dim;
+      const auto& h = header.at(rec.at("key").get<std::string>());
+      const int64_t rows = rec.at("shape").at(0).get<int64_t>();
+      const int64_t row0 = rec.at("offsets").at(0).get<int64_t>();
+      if (!IsFp8Storage(dtype)) {
+        EXPECT_EQ(rec.at("dtype"), "float32");
+        EXPECT_EQ(h.at("dtype"), "F32");
+        continue;
+      }
+      const bool e4m3 = dtype == SHARDREC_DTYPE_FP8_E4M3;
+      EXPECT_EQ(rec.at("dtype"), e4m3 ? "fp8_e4m3" : "fp8_e5m2");
+      EXPECT_EQ(h.at("dtype"), "U8");
+      EXPECT_EQ(h.at("shape"), nlohmann::json::array({rows, dim + 4}));
+      const size_t at = rec.at("byte_range").at(0).get<size_t>();
+      ASSERT_EQ(rec.at("byte_range").at(1).get<size_t>() - at,
+                static_cast<size_t>(rows) * (dim + 4));
+      for (int64_t r = 0; r < rows; ++r) {
+        const char* row = bytes.data() + at + static_cast<size_t>(r) * (dim + 4);
+        float scale;
+        std::memcpy(&scale, row, 4);
+        const float* want = saved[t * per_table].data() + (row0 + r) * dim;
+        // The documented scale of the decoded row (RoundRowToFp8's rule, from the reference).
+        double amax = 0;
+        for (int32_t c = 0; c < dim; ++c) amax = std::max(amax, std::fabs(double{want[c]}));
+        int k = 0;
+        if (amax > 0) {
+          k = -126;
+          while (k < 111 && amax / std::ldexp(1.0, k) > (e4m3 ? 464.0 : 61440.0)) ++k;
+        }
+        ASSERT_EQ(scale, std::ldexp(1.0f, k)) << "table " << t << " row " << row0 + r;
+        for (int32_t c = 0; c < dim; ++c)
+          ASSERT_EQ(static_cast<float>(DecodeCode(static_cast<uint8_t>(row[4 + c]), e4m3) * scale),
+                    want[c])
+              << "table " << t << " row " << row0 + r << " column " << c;
+      }
+      rows_seen[t] += rows;
+    }
+  }
+  for (size_t t = 0; t < s.tables.size(); ++t) {
+    if (IsFp8Storage(s.tables[t].dtype)) {
+      EXPECT_EQ(rows_seen[t], s.tables[t].rows) << t;
+    }
+  }
+
+  // Serving decodes the records: in memory (AS_TRAINED keeps FP8, FP32 decodes) and through a
+  // tier reading rows from the files, a lookup of one id per bag gives the trained rows.
+  const int64_t B = 23;  // every row of every table (ids b % rows)
+  RefBatch b;
+  b.batch_size = B;
+  const int32_t feature_table[] = {0, 1, 1, 2};  // StandardScenario's features
+  for (int32_t f = 0; f < s.num_features; ++f)
+    for (int64_t i = 0; i < B; ++i) {
+      b.lengths.push_back(1);
+      b.ids.push_back(i % s.tables[feature_table[f]].rows);
+    }
+  KjtHolder kjt(b, s.num_features, false);
+  for (int32_t storage : {SHARDREC_SERVING_AS_TRAINED, SHARDREC_SERVING_FP32}) {
+    for (bool tiered : {false, true}) {
+      SCOPED_TRACE(std::string(tiered ? "tiered " : "") + "storage " + std::to_string(storage));
+      shardrec_serving_tier_t tier = SHARDREC_SERVING_TIER_INIT;
+      tier.table = "t2";
+      tier.cache_bytes = 1 << 12;
+      shardrec_inference_options_t o = SHARDREC_INFERENCE_OPTIONS_INIT;
+      o.default_storage = storage;
+      o.tiers = tiered ? &tier : nullptr;
+      o.num_tiers = tiered ? 1 : 0;
+      shardrec_inference_t* inf = nullptr;
+      ASSERT_EQ(shardrec_inference_open(dir.c_str(), &o, &inf), SHARDREC_OK)
+          << shardrec_last_error();
+      int64_t out_dim = 0;
+      ASSERT_EQ(shardrec_inference_output_dim(inf, &out_dim), SHARDREC_OK);
+      std::vector<float> out(static_cast<size_t>(B * out_dim));
+      ASSERT_EQ(shardrec_inference_lookup(inf, kjt.view(), out.data(), out.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      shardrec_inference_destroy(inf);
+      size_t mismatches = 0;
+      for (int64_t i = 0; i < B; ++i) {
+        int64_t col = 0;
+        for (int32_t f = 0; f < s.num_features; ++f) {
+          const size_t t = static_cast<size_t>(feature_table[f]);
+          const int32_t dim = s.tables[t].dim;
+          const float* want = saved[t * per_table].data() + (i % s.tables[t].rows) * dim;
+          for (int32_t c = 0; c < dim; ++c) mismatches += out[i * out_dim + col + c] != want[c];
+          col += dim;
+        }
+      }
+      EXPECT_EQ(mismatches, 0u);
+    }
+  }
+}
+
+// A checkpoint written before FP8 records existed (format version 1: an FP8 table's weights as
+// fp32 records) still loads into the FP8 table, each row encoded (RoundRowToFp8 of the stored
+// row), at worlds 1 and 2. Made here from an fp32 run's checkpoint whose manifest names the
+// tables FP8, as those libraries wrote it (their records held decoded rows, which encode back to
+// the same bytes).
+TEST(EmbeddingFp8Mixed, VersionOneCheckpointsOfFp8TablesStillLoad) {
+  const std::string dir = ::testing::TempDir() + "fp8_ckpt_v1";
+  Scenario s =
+      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  Scenario f32 = s;
+  for (RefTable& t : f32.tables) t.dtype = SHARDREC_DTYPE_FLOAT32;
+  const auto saved32 = TrainAndSave(f32, dir);
+  ASSERT_FALSE(saved32.empty());
+  auto manifest = nlohmann::json::parse(ReadAll(dir + "/manifest.json"));
+  ASSERT_EQ(manifest.at("format_version").get<int>(), 1);
+  for (auto& t : manifest.at("tables")) t["dtype"] = "fp8_e4m3";
+  manifest.erase("manifest_xxh3");  // written before the checksum: read as it is
+  std::ofstream(dir + "/manifest.json", std::ios::trunc) << manifest.dump(1);
+  const size_t per_table = saved32.size() / s.tables.size();
+  for (int32_t world : {1, 2}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    Scenario w = s;
+    w.world = world;
+    w.ranks_per_node = world;
+    std::vector<std::vector<float>> got;
+    ASSERT_EQ(Load(w, dir, false, &got), SHARDREC_OK) << shardrec_last_error();
+    for (size_t t = 0; t < s.tables.size(); ++t) {
+      std::vector<float> want = saved32[t * per_table];
+      for (size_t r = 0; r * s.tables[t].dim < want.size(); ++r)
+        RoundRowToFp8(want.data() + r * s.tables[t].dim, s.tables[t].dim, s.tables[t].dtype);
+      EXPECT_EQ(std::memcmp(got[t * per_table].data(), want.data(), sizeof(float) * want.size()), 0)
+          << "table " << t;
+    }
+  }
+}
+
+// Table export and import of an FP8 table: the export holds the decoded rows (F32); importing it
+// at another world size (other row blocks) gives back the same bits, and an fp32 table's export
+// imports into an FP8 table with each row encoded (RoundRowToFp8), optimizer state included.
+TEST(EmbeddingFp8Mixed, TableImportEncodesEachRow) {
+  const std::string dir = ::testing::TempDir() + "fp8_import";
+  Scenario s =
+      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.optimizer.type = SHARDREC_OPTIMIZER_ADAGRAD;
+  s.optimizer.lr = 0.05f;
+  Scenario f32 = s;
+  for (RefTable& t : f32.tables) t.dtype = SHARDREC_DTYPE_FLOAT32;
+  const auto saved = TrainAndSave(s, dir + "_ckpt");
+  const auto saved32 = TrainAndSave(f32, dir + "_ckpt32");
+  ASSERT_FALSE(saved.empty());
+  ASSERT_FALSE(saved32.empty());
+  const size_t per_table = saved.size() / s.tables.size();
+  // Exports: load each checkpoint at world 1 and export every table with its state.
+  for (const auto& [sc, suffix] :
+       {std::pair{s, std::string("")}, std::pair{f32, std::string("32")}}) {
+    Scenario w = sc;
+    w.world = 1;
+    w.ranks_per_node = 1;
+    PlanPtr plan = MakePlan(w);
+    ASSERT_NE(plan, nullptr);
+    CollPtr c = Create(w, plan.get(), 0);
+    ASSERT_NE(c, nullptr);
+    ASSERT_EQ(shardrec_checkpoint_load(c.get(), (dir + "_ckpt" + suffix).c_str(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    for (const RefTable& t : w.tables)
+      ASSERT_EQ(shardrec_checkpoint_export_table(c.get(), t.name.c_str(),
+                                                 (dir + "_" + t.name + suffix).c_str(), 1),
+                SHARDREC_OK)
+          << shardrec_last_error();
+  }
+  // Imports into FP8 tables at world 4 (ranks_per_node 2): rows split otherwise than at export.
+  for (const std::string suffix : {"", "32"}) {
+    SCOPED_TRACE("from the " + std::string(suffix.empty() ? "FP8" : "fp32") + " export");
+    Scenario w = s;
+    w.world = 4;
+    PlanPtr plan = MakePlan(w);
+    ASSERT_NE(plan, nullptr);
+    std::vector<std::vector<float>> got;
+    SpawnRanks(w.world, [&](int r) {
+      CollPtr c = Create(w, plan.get(), r);
+      ASSERT_NE(c, nullptr);
+      for (const RefTable& t : w.tables)
+        ASSERT_EQ(shardrec_checkpoint_import_table(c.get(), t.name.c_str(),
+                                                   (dir + "_" + t.name + suffix).c_str(), 1),
+                  SHARDREC_OK)
+            << shardrec_last_error();
+      const auto mine = Snapshot(c.get(), w);  // collective
+      if (r == 0) got = mine;
+    });
+    ASSERT_EQ(got.size(), saved.size());
+    const auto& from = suffix.empty() ? saved : saved32;
+    for (size_t t = 0; t < s.tables.size(); ++t) {
+      std::vector<float> want = from[t * per_table];
+      for (size_t row = 0; row * s.tables[t].dim < want.size(); ++row)
+        RoundRowToFp8(want.data() + row * s.tables[t].dim, s.tables[t].dim, s.tables[t].dtype);
+      EXPECT_EQ(std::memcmp(got[t * per_table].data(), want.data(), sizeof(float) * want.size()), 0)
+          << "table " << t << " weights";
+      for (size_t k = 1; k < per_table; ++k)  // optimizer state: as exported
+        EXPECT_EQ(std::memcmp(got[t * per_table + k].data(), from[t * per_table + k].data(),
+                              sizeof(float) * from[t * per_table + k].size()),
+                  0)
+            << "table " << t << " state " << k;
+    }
+  }
+}
+
 // Dynamic tables do not take FP8 rows yet: creation says so.
 TEST(EmbeddingFp8Mixed, DynamicTablesRefuseFp8) {
   shardrec_table_config_t table;
@@ -419,31 +669,30 @@ TEST(EmbeddingFp8Mixed, DynamicTablesRefuseFp8) {
       << msg;
 }
 
-// A 2D mesh of two replicas refuses FP8 tables (its sync would average codes), on every rank.
-TEST(EmbeddingFp8Mixed, ReplicaMeshesRefuseFp8) {
-  constexpr int32_t kWorld = 4;
+// Tiered tables do not take FP8 rows yet: creation says so, naming the table.
+TEST(EmbeddingFp8Mixed, TieredTablesRefuseFp8) {
   Scenario s =
-      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+      Fp8Scenario(1, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
-  SpawnRanks(kWorld, [&](int r) {
-    shardrec_mesh_options_t mo;
-    shardrec_mesh_options_init(&mo, SHARDREC_MESH_OPTIONS_VERSION);
-    mo.sharding_group_size = 2;
-    shardrec_mesh_t* mesh = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&mesh, GroupComm(kWorld, r), &mo), SHARDREC_OK)
-        << shardrec_last_error();
-    std::unique_ptr<shardrec_mesh_t, void (*)(shardrec_mesh_t*)> guard(mesh, shardrec_mesh_destroy);
-    const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    shardrec_embedding_t* c = nullptr;
-    EXPECT_EQ(shardrec_mesh_embedding_create(&c, mesh, plan.get(), &opt, &o),
-              SHARDREC_EUNSUPPORTED);
-    EXPECT_EQ(c, nullptr);
-    const std::string msg = shardrec_last_error();
-    EXPECT_NE(msg.find("does not take FP8 tables yet"), std::string::npos) << msg;
-  });
+  const std::string dir = ::testing::TempDir() + "fp8_tier";
+  shardrec_table_tier_t tier = SHARDREC_TABLE_TIER_INIT;
+  tier.table = "t1";
+  tier.dir = dir.c_str();
+  tier.cache_bytes = 1 << 16;
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.tiers = &tier;
+  o.num_tiers = 1;
+  shardrec_embedding_t* c = nullptr;
+  EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, &o),
+            SHARDREC_EUNSUPPORTED);
+  EXPECT_EQ(c, nullptr);
+  const std::string msg = shardrec_last_error();
+  EXPECT_NE(msg.find("table 't1' stores fp8_e4m3 rows: tiered tables do not take FP8 weights"),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace

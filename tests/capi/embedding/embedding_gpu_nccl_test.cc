@@ -271,6 +271,11 @@ const Case kCases[] = {
      SHARDREC_COMM_ENCODING_BF16},
     {"W3_TRW_CW_DP_Mean_Adam_Fp16Comms", 3, {kTRW, kCW, kDP}, kMean, kAdam, true,
      SHARDREC_COMM_ENCODING_FP16},
+    // FP8 blocks: both collections take the staged passes.
+    {"W2_TW_RW_CW_Sum_RowAda_W_Fp8Comms", 2, {kTW, kRW, kCW}, kSum, kRowAdagrad, true,
+     SHARDREC_COMM_ENCODING_FP8_E4M3},
+    {"W3_TRW_CW_DP_Mean_Adam_Fp8E5M2Comms", 3, {kTRW, kCW, kDP}, kMean, kAdam, true,
+     SHARDREC_COMM_ENCODING_FP8_E5M2},
 };
 // clang-format on
 

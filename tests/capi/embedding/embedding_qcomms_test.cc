@@ -1,8 +1,9 @@
 // Quantized communication (shardrec_embedding_options_t.forward/backward_comm_encoding) through
 // the public C API: fp16/bf16 runs against the exact fp32 run of the same collection, within the
-// per-element bounds documented in shardrec/embedding.h (computed here from the weights, batches
-// and gradients); forward and backward encodings chosen independently; the default (and every
-// pre-version-3 caller) bit-identical to explicit fp32; fp16 saturation; misuse rejected.
+// per-element bounds documented in shardrec/embedding_options.h (computed here from the weights,
+// batches and gradients; FP8's block floor from the largest magnitude that travels); forward and
+// backward encodings chosen independently; the default (and every pre-version-3 caller)
+// bit-identical to explicit fp32; fp16 saturation; misuse rejected.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,9 +24,23 @@ const char* kTypeNames[] = {"DP", "TW", "RW", "CW"};
 
 // Per-element relative bound of one rounding (embedding.h).
 double UnitRoundoff(int32_t encoding) {
-  return encoding == SHARDREC_COMM_ENCODING_FP16   ? std::ldexp(1.0, -11)
-         : encoding == SHARDREC_COMM_ENCODING_BF16 ? std::ldexp(1.0, -8)
-                                                   : 0.0;
+  return encoding == SHARDREC_COMM_ENCODING_FP16       ? std::ldexp(1.0, -11)
+         : encoding == SHARDREC_COMM_ENCODING_BF16     ? std::ldexp(1.0, -8)
+         : encoding == SHARDREC_COMM_ENCODING_FP8_E4M3 ? std::ldexp(1.0, -4)
+         : encoding == SHARDREC_COMM_ENCODING_FP8_E5M2 ? std::ldexp(1.0, -3)
+                                                       : 0.0;
+}
+// FP8's absolute term per rounding, as a fraction f of the largest magnitude in its block.
+double BlockFloor(int32_t encoding) {
+  return encoding == SHARDREC_COMM_ENCODING_FP8_E4M3   ? std::ldexp(1.0, -17)
+         : encoding == SHARDREC_COMM_ENCODING_FP8_E5M2 ? std::ldexp(1.0, -31)
+                                                       : 0.0;
+}
+const char* EncodingSuffix(int32_t encoding) {
+  return encoding == SHARDREC_COMM_ENCODING_FP16       ? "_Fp16"
+         : encoding == SHARDREC_COMM_ENCODING_BF16     ? "_Bf16"
+         : encoding == SHARDREC_COMM_ENCODING_FP8_E4M3 ? "_Fp8E4M3"
+                                                       : "_Fp8E5M2";
 }
 // FP16's absolute error below its normal range (half its subnormal step).
 double AbsoluteFloor(int32_t encoding) {
@@ -152,11 +167,13 @@ std::vector<Occ> Occurrences(const Scenario& s, const RefBatch& b) {
   return occ;
 }
 
-// Checks `got` against `exact` element-wise within u * terms + floor * n + fp32 slack; returns
-// the number of elements that differ at all (the encoding must actually be in effect).
+// Checks `got` against `exact` element-wise within u * terms + floor * n + block_floor + fp32
+// slack; returns the number of elements that differ at all (the encoding must actually be in
+// effect).
 size_t ExpectWithin(const std::vector<float>& got, const std::vector<float>& exact,
                     const std::vector<double>& terms, const std::vector<double>& count, double u,
-                    double floor, double base_slack, const std::string& what) {
+                    double floor, double base_slack, const std::string& what,
+                    double block_floor = 0.0) {
   size_t differ = 0, bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double err = std::fabs(static_cast<double>(got[i]) - exact[i]);
@@ -164,7 +181,7 @@ size_t ExpectWithin(const std::vector<float>& got, const std::vector<float>& exa
     // fp32 rounding of the arithmetic after the wire, the same in both runs up to the perturbed
     // inputs: a few ulps of the magnitudes involved.
     const double slack = std::ldexp(1.0, -21) * (terms[i] + std::fabs(exact[i]) + base_slack);
-    const double bound = u * terms[i] + floor * count[i] + slack;
+    const double bound = u * terms[i] + floor * count[i] + block_floor * count[i] + slack;
     if (!(err <= bound) && bad++ == 0)
       ADD_FAILURE() << what << " element " << i << ": |" << got[i] << " - " << exact[i]
                     << "| = " << err << " exceeds the documented bound " << bound;
@@ -212,6 +229,17 @@ void CheckAgainstExact(const Scenario& s, int32_t fwd, int32_t bwd) {
     gterms[t].assign(exact.initial[t].size(), 0.0);
     gcount[t].assign(exact.initial[t].size(), 0.0);
   }
+  // FP8's floor: f times the largest magnitude any travelling value may have (a partial sum is
+  // at most its element's terms; an occurrence's gradient at most W times gterms).
+  double max_terms = 0.0;
+  for (int32_t r = 0; r < s.world; ++r) {
+    std::vector<double> terms(exact.out[r].size(), 0.0);
+    for (const Occ& o : Occurrences(s, batches[0][r]))
+      for (int32_t c = 0; c < o.dim; ++c)
+        terms[o.out_row * D + o.col + c] +=
+            std::fabs(o.scale * exact.initial[o.table][o.row * o.dim + c]);
+    for (double t : terms) max_terms = std::max(max_terms, t);
+  }
   for (int32_t r = 0; r < s.world; ++r) {
     std::vector<double> terms(exact.out[r].size(), 0.0), count(exact.out[r].size(), 0.0);
     for (const Occ& o : Occurrences(s, batches[0][r])) {
@@ -232,8 +260,9 @@ void CheckAgainstExact(const Scenario& s, int32_t fwd, int32_t bwd) {
           << "rank " << r;
       continue;
     }
-    fwd_differ += ExpectWithin(enc.out[r], exact.out[r], terms, count, UnitRoundoff(fwd),
-                               AbsoluteFloor(fwd), 0.0, "rank " + std::to_string(r) + " output");
+    fwd_differ +=
+        ExpectWithin(enc.out[r], exact.out[r], terms, count, UnitRoundoff(fwd), AbsoluteFloor(fwd),
+                     0.0, "rank " + std::to_string(r) + " output", BlockFloor(fwd) * max_terms);
   }
   if (fwd != SHARDREC_COMM_ENCODING_FP32 && !dp) {
     EXPECT_GT(fwd_differ, 0u) << "the forward encoding changed nothing";
@@ -245,6 +274,12 @@ void CheckAgainstExact(const Scenario& s, int32_t fwd, int32_t bwd) {
   const double u = UnitRoundoff(bwd);
   const double u_eff = dp ? 2 * u + u * u : u;
   const double lr = s.optimizer.lr;
+  double max_gterms = 0.0;
+  for (const auto& g : gterms)
+    for (double v : g) max_gterms = std::max(max_gterms, v);
+  // Per rounding (count holds lr and DP's two roundings): f times the largest travelling
+  // gradient, at most W * max_gterms.
+  const double gfloor = BlockFloor(bwd) * s.world * max_gterms;
   size_t bwd_differ = 0;
   for (int32_t r = 0; r < s.world; ++r) {
     for (size_t t = 0; t < s.tables.size(); ++t) {
@@ -255,7 +290,7 @@ void CheckAgainstExact(const Scenario& s, int32_t fwd, int32_t bwd) {
       }
       bwd_differ +=
           ExpectWithin(enc.after[r][t], exact.after[r][t], terms, count, u_eff, AbsoluteFloor(bwd),
-                       0.0, "rank " + std::to_string(r) + " table " + s.tables[t].name);
+                       0.0, "rank " + std::to_string(r) + " table " + s.tables[t].name, gfloor);
       // Every replica of a data-parallel table holds the same bits.
       if (dp && r > 0) {
         EXPECT_EQ(
@@ -279,7 +314,7 @@ TEST_P(EmbeddingQComms, WithinDocumentedBoundOfExactRun) {
 std::string QName(const ::testing::TestParamInfo<QParam>& info) {
   const auto [world, type, encoding] = info.param;
   return std::string("W") + std::to_string(world) + "_" + kTypeNames[type] +
-         (encoding == SHARDREC_COMM_ENCODING_FP16 ? "_Fp16" : "_Bf16");
+         EncodingSuffix(encoding);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -290,6 +325,16 @@ INSTANTIATE_TEST_SUITE_P(
                                          SHARDREC_SHARDING_COLUMN_WISE),
                        ::testing::Values(SHARDREC_COMM_ENCODING_FP16, SHARDREC_COMM_ENCODING_BF16)),
     QName);
+
+INSTANTIATE_TEST_SUITE_P(Fp8, EmbeddingQComms,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(SHARDREC_SHARDING_DATA_PARALLEL,
+                                                              SHARDREC_SHARDING_TABLE_WISE,
+                                                              SHARDREC_SHARDING_ROW_WISE,
+                                                              SHARDREC_SHARDING_COLUMN_WISE),
+                                            ::testing::Values(SHARDREC_COMM_ENCODING_FP8_E4M3,
+                                                              SHARDREC_COMM_ENCODING_FP8_E5M2)),
+                         QName);
 
 TEST(EmbeddingQCommsModes, ForwardAndBackwardAreChosenIndependently) {
   for (int32_t type : {SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_DATA_PARALLEL}) {
@@ -306,6 +351,7 @@ TEST(EmbeddingQCommsModes, SequenceRowsAreEncodedToo) {
   s.optimizer.lr = 0.5f;
   s.steps = 1;
   CheckAgainstExact(s, SHARDREC_COMM_ENCODING_BF16, SHARDREC_COMM_ENCODING_BF16);
+  CheckAgainstExact(s, SHARDREC_COMM_ENCODING_FP8_E4M3, SHARDREC_COMM_ENCODING_FP8_E5M2);
 }
 
 bool BitEqual(const RunResult& a, const RunResult& b) {
@@ -363,8 +409,10 @@ TEST(EmbeddingQCommsModes, MeshKeepsDataParallelReplicasIdentical) {
   const auto batches = MakeBatches(s, ref);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
   const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  std::vector<std::vector<std::vector<float>>> after[2];  // [encoding][rank][table]
-  for (int e = 0; e < 2; ++e) {
+  const int32_t encodings[] = {SHARDREC_COMM_ENCODING_FP32, SHARDREC_COMM_ENCODING_BF16,
+                               SHARDREC_COMM_ENCODING_FP8_E4M3};
+  std::vector<std::vector<std::vector<float>>> after[3];  // [encoding][rank][table]
+  for (int e = 0; e < 3; ++e) {
     after[e].assign(4, {});
     SpawnRanks(4, [&](int r) {
       shardrec_mesh_options_t mo;
@@ -376,7 +424,7 @@ TEST(EmbeddingQCommsModes, MeshKeepsDataParallelReplicasIdentical) {
       shardrec_embedding_options_t o;
       shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
       o.seed = s.seed;
-      o.forward_comm_encoding = e == 0 ? SHARDREC_COMM_ENCODING_FP32 : SHARDREC_COMM_ENCODING_BF16;
+      o.forward_comm_encoding = encodings[e];
       o.backward_comm_encoding = o.forward_comm_encoding;
       shardrec_embedding_t* c = nullptr;
       ASSERT_EQ(shardrec_mesh_embedding_create(&c, mesh, plan.get(), &opt, &o), SHARDREC_OK)
@@ -401,8 +449,9 @@ TEST(EmbeddingQCommsModes, MeshKeepsDataParallelReplicasIdentical) {
       shardrec_mesh_destroy(mesh);
     });
   }
-  // Table 0 is data-parallel: identical on all four ranks, encoded or not.
-  for (int e = 0; e < 2; ++e)
+  // Table 0 is data-parallel: identical on all four ranks, encoded or not (FP8 included: every
+  // rank decodes the same gathered bytes).
+  for (int e = 0; e < 3; ++e)
     for (int r = 1; r < 4; ++r)
       EXPECT_EQ(
           std::memcmp(after[e][r][0].data(), after[e][0][0].data(), 4 * after[e][0][0].size()), 0)
@@ -414,6 +463,49 @@ TEST(EmbeddingQCommsModes, MeshKeepsDataParallelReplicasIdentical) {
     EXPECT_NEAR(y, x, 1e-2 * std::max(0.1f, std::fabs(x))) << "element " << i;
   }
   EXPECT_GT(differ, 0u) << "bf16 changed nothing in the data-parallel table";
+  // (FP8's bound against the exact run is checked in 1D by the parameterized tests.)
+  EXPECT_NE(std::memcmp(after[2][0][0].data(), after[0][0][0].data(), 4 * after[0][0][0].size()), 0)
+      << "FP8 changed nothing in the data-parallel table";
+}
+
+// FP8 blocks share one scale: a data-parallel row's touched flag (a 1 after every gradient of
+// the all-reduce) in a block with a gradient 2^10 times larger would flush to zero and the row
+// would not train. Gradients of 1e7 on table t2 (whose last row's gradient ends where the flags
+// begin) must leave every row the exact run trains trained by the FP8 run too.
+TEST(EmbeddingQCommsModes, Fp8DataParallelRowsTrainBesideLargeGradients) {
+  Scenario s = QScenario(2, SHARDREC_SHARDING_DATA_PARALLEL);
+  s.optimizer.lr = 1e-8f;  // keeps the 1e7 gradients' steps small
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  auto grads = MakeGrads(s, batches, ref.output_dim());
+  // t2's output columns (feature 3: after 8 + 12 + 12 columns): 1e7 on every sample.
+  const int64_t D = ref.output_dim();
+  for (auto& rank : grads[0])
+    for (size_t i = 0; i < rank.size(); ++i)
+      if (static_cast<int64_t>(i % D) >= 32) rank[i] = 1e7f;
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const RunResult exact = RunStep(s, plan.get(), batches, grads, 0, 0);
+  for (int32_t e : {SHARDREC_COMM_ENCODING_FP8_E4M3, SHARDREC_COMM_ENCODING_FP8_E5M2}) {
+    SCOPED_TRACE(e);
+    const RunResult enc = RunStep(s, plan.get(), batches, grads, e, e);
+    size_t trained = 0;
+    for (size_t t = 0; t < s.tables.size(); ++t) {
+      const int32_t dim = s.tables[t].dim;
+      for (int64_t r = 0; r < s.tables[t].rows; ++r) {
+        bool moved_exact = false, moved_enc = false;
+        for (int32_t c = 0; c < dim; ++c) {
+          const size_t i = static_cast<size_t>(r * dim + c);
+          moved_exact |= exact.after[0][t][i] != exact.initial[t][i];
+          moved_enc |= enc.after[0][t][i] != exact.initial[t][i];
+        }
+        trained += moved_exact;
+        EXPECT_TRUE(!moved_exact || moved_enc)
+            << "table " << t << " row " << r << " trained in the exact run only";
+      }
+    }
+    EXPECT_GT(trained, 10u);
+  }
 }
 
 TEST(EmbeddingQCommsModes, WorldOneIsExactInEveryEncoding) {
@@ -426,7 +518,8 @@ TEST(EmbeddingQCommsModes, WorldOneIsExactInEveryEncoding) {
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
   const RunResult exact = RunStep(s, plan.get(), batches, grads, 0, 0);
-  for (int32_t e : {SHARDREC_COMM_ENCODING_FP16, SHARDREC_COMM_ENCODING_BF16})
+  for (int32_t e : {SHARDREC_COMM_ENCODING_FP16, SHARDREC_COMM_ENCODING_BF16,
+                    SHARDREC_COMM_ENCODING_FP8_E4M3, SHARDREC_COMM_ENCODING_FP8_E5M2})
     EXPECT_TRUE(BitEqual(exact, RunStep(s, plan.get(), batches, grads, e, e)));
 }
 
@@ -477,8 +570,8 @@ TEST(EmbeddingQCommsModes, UnknownEncodingIsRejectedOnCreate) {
   Scenario s = QScenario(2, SHARDREC_SHARDING_ROW_WISE);
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
-  // 3-6 are the row formats the wire does not take (int8, int4, fp8_e4m3, fp8_e5m2: row_format.h).
-  for (int32_t bad : {3, 4, 5, 6, -1, 255}) {
+  // 5 and 6 are RowFormat's FP8 values (row_format.h), not the C enum's: refused like any other.
+  for (int32_t bad : {5, 6, -1, 255}) {
     for (int which = 0; which < 2; ++which) {
       SpawnRanks(2, [&](int r) {
         shardrec_embedding_options_t o;

@@ -14,7 +14,8 @@ ReplicaSim::ReplicaSim(const Scenario& s, int32_t world, int32_t layout, int32_t
       layout_(layout),
       interval_(interval),
       weights_only_(weights_only),
-      num_tables_(s.tables.size()) {
+      num_tables_(s.tables.size()),
+      tables_(s.tables) {
   for (int32_t g = 0; g < replicas_; ++g) {
     models_.emplace_back(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   }
@@ -63,6 +64,14 @@ void ReplicaSim::Average() {
   };
   for (size_t t = 0; t < num_tables_; ++t) {
     average([t](ReferenceModel& m) -> std::vector<float>& { return m.mutable_weights(t); });
+    if (IsFp8Storage(tables_[t].dtype)) {
+      const int32_t dim = tables_[t].dim;
+      for (auto& m : models_) {
+        std::vector<float>& w = m.mutable_weights(t);
+        for (size_t r = 0; r * dim < w.size(); ++r)
+          RoundRowToFp8(w.data() + r * dim, dim, tables_[t].dtype);
+      }
+    }
     if (weights_only_) continue;
     for (const char* name : {"momentum1", "momentum2"}) {
       if (models_[0].state(t, name).empty()) continue;

@@ -1,6 +1,7 @@
 // A simulation of 2D training for the tests: R independent unsharded reference models, one per
 // sharding group, each trained on its group's batches (gradient scale 1/S), averaged element-wise
-// (weights, and optimizer state unless weights-only) every `interval` steps.
+// (weights, and optimizer state unless weights-only) every `interval` steps; an FP8 table's
+// averaged rows are encoded again (RoundRowToFp8), as the library's sync does.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,7 @@ class ReplicaSim {
   int32_t world_, shard_size_, replicas_, layout_, interval_;
   bool weights_only_;
   size_t num_tables_;
+  std::vector<RefTable> tables_;
   std::vector<ReferenceModel> models_;
 };
 

@@ -1034,6 +1034,8 @@ extern void _wrap_delete_embedding_options_swig_4bdacf67fc3f4975(uintptr_t arg1)
 extern swig_intgo _wrap_COMM_ENCODING_FP32_swig_4bdacf67fc3f4975(void);
 extern swig_intgo _wrap_COMM_ENCODING_FP16_swig_4bdacf67fc3f4975(void);
 extern swig_intgo _wrap_COMM_ENCODING_BF16_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_COMM_ENCODING_FP8_E4M3_swig_4bdacf67fc3f4975(void);
+extern swig_intgo _wrap_COMM_ENCODING_FP8_E5M2_swig_4bdacf67fc3f4975(void);
 extern swig_intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_4bdacf67fc3f4975(void);
 extern swig_intgo _wrap_TABLE_MEMORY_SMALL_PAGES_swig_4bdacf67fc3f4975(void);
 extern swig_intgo _wrap_NON_FINITE_CHECK_swig_4bdacf67fc3f4975(void);
@@ -3883,6 +3885,20 @@ func _swig_getCOMM_ENCODING_BF16() (_swig_ret Enum_SS_shardrec_comm_encoding) {
 }
 
 var COMM_ENCODING_BF16 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_BF16()
+func _swig_getCOMM_ENCODING_FP8_E4M3() (_swig_ret Enum_SS_shardrec_comm_encoding) {
+	var swig_r Enum_SS_shardrec_comm_encoding
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP8_E4M3_swig_4bdacf67fc3f4975())
+	return swig_r
+}
+
+var COMM_ENCODING_FP8_E4M3 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP8_E4M3()
+func _swig_getCOMM_ENCODING_FP8_E5M2() (_swig_ret Enum_SS_shardrec_comm_encoding) {
+	var swig_r Enum_SS_shardrec_comm_encoding
+	swig_r = (Enum_SS_shardrec_comm_encoding)(C._wrap_COMM_ENCODING_FP8_E5M2_swig_4bdacf67fc3f4975())
+	return swig_r
+}
+
+var COMM_ENCODING_FP8_E5M2 Enum_SS_shardrec_comm_encoding = _swig_getCOMM_ENCODING_FP8_E5M2()
 type Enum_SS_shardrec_table_memory int
 func _swig_getTABLE_MEMORY_HUGE_PAGES() (_swig_ret Enum_SS_shardrec_table_memory) {
 	var swig_r Enum_SS_shardrec_table_memory

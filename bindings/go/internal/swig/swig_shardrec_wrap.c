@@ -5676,6 +5676,30 @@ intgo _wrap_COMM_ENCODING_BF16_swig_4bdacf67fc3f4975() {
 }
 
 
+intgo _wrap_COMM_ENCODING_FP8_E4M3_swig_4bdacf67fc3f4975() {
+  enum shardrec_comm_encoding result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_COMM_ENCODING_FP8_E4M3;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_COMM_ENCODING_FP8_E5M2_swig_4bdacf67fc3f4975() {
+  enum shardrec_comm_encoding result;
+  intgo _swig_go_result;
+  
+  
+  result = SHARDREC_COMM_ENCODING_FP8_E5M2;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_TABLE_MEMORY_HUGE_PAGES_swig_4bdacf67fc3f4975() {
   enum shardrec_table_memory result;
   intgo _swig_go_result;

@@ -3280,6 +3280,8 @@ pub type shardrec_embedding_options_t = shardrec_embedding_options;
 pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_FP32: shardrec_comm_encoding = 0;
 pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_FP16: shardrec_comm_encoding = 1;
 pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_BF16: shardrec_comm_encoding = 2;
+pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_FP8_E4M3: shardrec_comm_encoding = 3;
+pub const shardrec_comm_encoding_SHARDREC_COMM_ENCODING_FP8_E5M2: shardrec_comm_encoding = 4;
 pub type shardrec_comm_encoding = ::std::os::raw::c_uint;
 pub use self::shardrec_comm_encoding as shardrec_comm_encoding_t;
 pub const shardrec_table_memory_SHARDREC_TABLE_MEMORY_HUGE_PAGES: shardrec_table_memory = 0;

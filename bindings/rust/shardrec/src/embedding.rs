@@ -28,6 +28,11 @@ pub enum CommEncoding {
     Fp16 = 1,
     /// bfloat16: relative error at most 2^-8, fp32's range.
     Bf16 = 2,
+    /// OCP FP8 E4M3 in 32-value blocks with a shared power-of-two scale: error at most
+    /// max(2^-4 |x|, 2^-17 x the block's largest magnitude).
+    Fp8E4M3 = 3,
+    /// OCP FP8 E5M2, the same blocks: error at most max(2^-3 |x|, 2^-31 x the block's largest).
+    Fp8E5M2 = 4,
 }
 
 /// What a collection does with a NaN or infinite per-id weight or output gradient

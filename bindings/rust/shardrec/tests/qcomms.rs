@@ -1,6 +1,6 @@
-//! Quantized communication through the Rust binding: a two-rank run with bf16 collectives stays
-//! close to the exact single-rank run and differs from it (the option reached the library), and
-//! the embedding-collective time is reported.
+//! Quantized communication through the Rust binding: two-rank runs with bf16 and FP8 collectives
+//! stay close to the exact single-rank run and differ from it (the option reached the library),
+//! and the embedding-collective time is reported.
 use shardrec::{
     Comm, CommEncoding, CommOptions, EmbeddingCollection, EmbeddingOptions, Kjt, Optimizer,
     OptimizerType,
@@ -23,6 +23,18 @@ fn train(coll: &mut EmbeddingCollection, steps: usize, first: usize, ranks: usiz
 
 #[test]
 fn bf16_communication_trains_close_to_exact() {
+    // bf16 gradients (relative 2^-8) through Adagrad: well inside 1e-2 of the values.
+    trains_close_to_exact(CommEncoding::Bf16, 1e-2);
+}
+
+#[test]
+fn fp8_communication_trains_close_to_exact() {
+    // FP8 E4M3 values (relative 2^-4) through Adagrad: inside 1e-1 of the values.
+    trains_close_to_exact(CommEncoding::Fp8E4M3, 1e-1);
+    assert_eq!(CommEncoding::Fp8E5M2 as i32, 4);
+}
+
+fn trains_close_to_exact(encoding: CommEncoding, rel: f32) {
     let steps = 2;
     let adagrad = Optimizer::new(OptimizerType::Adagrad, 0.1);
     let plan1 = plan_for(1, OptimizerType::Adagrad);
@@ -42,8 +54,8 @@ fn bf16_communication_trains_close_to_exact() {
                 s.spawn(move || {
                     let opts = EmbeddingOptions {
                         seed: 7,
-                        forward_comm_encoding: CommEncoding::Bf16,
-                        backward_comm_encoding: CommEncoding::Bf16,
+                        forward_comm_encoding: encoding,
+                        backward_comm_encoding: encoding,
                         ..Default::default()
                     };
                     let mut coll = EmbeddingCollection::new(plan2, &mut comm, adagrad, &opts).unwrap();
@@ -57,13 +69,12 @@ fn bf16_communication_trains_close_to_exact() {
     let mut differs = false;
     for t in 0..TABLES.len() {
         for (i, (got, want)) in results[0].0[t].iter().zip(&single[t]).enumerate() {
-            // bf16 gradients (relative 2^-8) through Adagrad: well inside 1e-2 of the values.
-            let tol = 1e-2 * want.abs().max(0.1);
-            assert!((got - want).abs() <= tol, "{}[{i}]: bf16 {got}, exact {want}", TABLES[t]);
+            let tol = rel * want.abs().max(0.1);
+            assert!((got - want).abs() <= tol, "{}[{i}]: {encoding:?} {got}, exact {want}", TABLES[t]);
             differs |= got != want;
         }
     }
-    assert!(differs, "bf16 communication changed nothing: the option did not reach the library");
+    assert!(differs, "{encoding:?} communication changed nothing: the option did not reach the library");
     let t = results[0].1;
     assert!(t.embedding_comm_seconds > 0.0 && t.embedding_comm_seconds <= t.collective_seconds);
     assert_eq!(CommEncoding::default(), CommEncoding::Fp32);

@@ -11,7 +11,14 @@ public enum CommEncoding {
   /** IEEE half: relative error at most 2^-11, saturates beyond +-65504. */
   FP16(1),
   /** bfloat16: relative error at most 2^-8, fp32's range. */
-  BF16(2);
+  BF16(2),
+  /**
+   * OCP FP8 E4M3 in 32-value blocks with a shared power-of-two scale: error at most
+   * max(2^-4 |x|, 2^-17 times the block's largest magnitude).
+   */
+  FP8_E4M3(3),
+  /** OCP FP8 E5M2, the same blocks: error at most max(2^-3 |x|, 2^-31 times the block's largest). */
+  FP8_E5M2(4);
 
   private final int code;
 

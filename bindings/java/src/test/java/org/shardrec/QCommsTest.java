@@ -1,5 +1,5 @@
-// Quantized communication through the Java binding: bf16 collectives at world 2 stay close to the
-// exact run and differ from it (the option reached the library); an unknown C value has no enum
+// Quantized communication through the Java binding: bf16 and FP8 collectives at world 2 stay close
+// to the exact run and differ from it (the option reached the library); an unknown C value has no enum
 // constant; timings report the embedding collectives.
 package org.shardrec;
 
@@ -29,9 +29,30 @@ class QCommsTest {
   }
 
   @Test
+  void fp8CommunicationTrainsCloseToExact() throws Exception {
+    float[][] exact = Training.train(2, 2);
+    float[][] fp8 = Training.train(
+        2, 2,
+        new Config.EmbeddingOptions().seed(7).commEncoding(
+            CommEncoding.FP8_E4M3, CommEncoding.FP8_E4M3));
+    boolean differs = false;
+    for (int t = 0; t < Training.TABLES.length; ++t) {
+      for (int i = 0; i < exact[t].length; ++i) {
+        // FP8 E4M3 values (relative 2^-4) through Adagrad: inside 1e-1 of the weights.
+        float tol = 1e-1f * Math.max(0.1f, Math.abs(exact[t][i]));
+        assertEquals(exact[t][i], fp8[t][i], tol, Training.TABLES[t] + "[" + i + "]");
+        differs |= exact[t][i] != fp8[t][i];
+      }
+    }
+    assertTrue(differs, "FP8 communication changed nothing");
+  }
+
+  @Test
   void encodingsMapToTheirCValues() {
     assertEquals(0, CommEncoding.FP32.code());
     assertEquals(CommEncoding.BF16, CommEncoding.of(2));
+    assertEquals(CommEncoding.FP8_E4M3, CommEncoding.of(3));
+    assertEquals(4, CommEncoding.FP8_E5M2.code());
     assertEquals(CommEncoding.FP32, new Config.EmbeddingOptions().forwardCommEncoding);
     assertThrows(ShardrecException.class, () -> CommEncoding.of(7));
   }
