@@ -35,13 +35,4 @@ void DecodeFp8Wire(Encoding e, const uint8_t* src, size_t n, float* dst);
 // dst[i] += decode(src)[i].
 void DecodeAddFp8Wire(Encoding e, const uint8_t* src, size_t n, float* dst);
 
-// EncodedAllToAllV and EncodedAllReduceSum for an FP8 `e` (encoded.h: same contracts; every
-// destination's block, and in the all-reduce every reduce-scatter block and every gathered sum,
-// starts its own run of wire blocks).
-Status Fp8AllToAllV(Communicator& comm, Encoding e, const float* send,
-                    std::span<const size_t> send_counts, float* recv,
-                    std::span<const size_t> recv_counts, EncodedScratch* scratch);
-Status Fp8AllReduceSum(Communicator& comm, Encoding e, float* buf, size_t n,
-                       EncodedScratch* scratch);
-
 }  // namespace shardrec::comm
