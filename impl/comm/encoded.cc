@@ -65,9 +65,7 @@ struct SixteenBitWire {
   DType Type() const { return WireType(e); }
   void Encode(const float* src, size_t n, Elem* dst) const { EncodeFloats(e, src, n, dst); }
   void Decode(const Elem* src, size_t n, float* dst) const { DecodeFloats(e, src, n, dst); }
-  void DecodeAdd(const Elem* src, size_t n, float* dst) const {
-    DecodeAddFloats(e, src, n, dst);
-  }
+  void DecodeAdd(const Elem* src, size_t n, float* dst) const { DecodeAddFloats(e, src, n, dst); }
   static std::vector<Elem>& Send(EncodedScratch* s) { return s->send; }
   static std::vector<Elem>& Recv(EncodedScratch* s) { return s->recv; }
 };
@@ -79,9 +77,7 @@ struct Fp8Wire {
   DType Type() const { return DType::kUInt8; }
   void Encode(const float* src, size_t n, Elem* dst) const { EncodeFp8Wire(e, src, n, dst); }
   void Decode(const Elem* src, size_t n, float* dst) const { DecodeFp8Wire(e, src, n, dst); }
-  void DecodeAdd(const Elem* src, size_t n, float* dst) const {
-    DecodeAddFp8Wire(e, src, n, dst);
-  }
+  void DecodeAdd(const Elem* src, size_t n, float* dst) const { DecodeAddFp8Wire(e, src, n, dst); }
   static std::vector<Elem>& Send(EncodedScratch* s) { return s->send8; }
   static std::vector<Elem>& Recv(EncodedScratch* s) { return s->recv8; }
 };

@@ -43,7 +43,6 @@ void Decode(Encoding e, const uint8_t* src, size_t n, float* dst) {
   }
 }
 
-
 }  // namespace
 
 void EncodeFp8Wire(Encoding e, const float* src, size_t n, uint8_t* dst) {
