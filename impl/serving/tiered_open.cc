@@ -2,7 +2,6 @@
 #include "impl/serving/tiered_open.h"
 
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
