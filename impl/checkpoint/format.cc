@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <type_traits>
+#include <utility>
 
 #include "impl/checkpoint/json_int.h"
 #include "impl/core/check.h"
@@ -360,6 +361,40 @@ Status ReadSafetensors(const ReadableFile& file, const std::string& path,
   } catch (const std::exception& e) {
     return Status::Corrupt(path, ": safetensors header is not valid: ", e.what());
   }
+}
+
+Status CheckRankFile(const ReadableFile& file, const std::string& path, const FileEntry& e) {
+  if (file.size() != e.size)
+    return Status::Corrupt("checkpoint file ", path, " is ", file.size(),
+                           " bytes, the manifest says ", e.size, " (truncated or replaced)");
+  std::vector<Record> header;
+  SR_RETURN_IF_ERROR(ReadSafetensors(file, path, &header, nullptr));
+  std::map<std::string, const Record*> by_key;
+  for (const Record& h : header) by_key[h.key] = &h;
+  for (const Record& r : e.records) {
+    auto it = by_key.find(r.key);
+    DType dtype;
+    int64_t cols;
+    SafetensorsView(r, &dtype, &cols);
+    if (it == by_key.end() || it->second->offset != r.offset || it->second->nbytes != r.nbytes ||
+        it->second->dtype != dtype || it->second->rows != r.rows || it->second->cols != cols ||
+        it->second->vector != r.vector)
+      return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
+                             " does not match the manifest");
+  }
+  return Status::Ok();
+}
+
+Status OpenRankFile(FileSystem& fs, const std::string& path, const FileEntry& e,
+                    std::unique_ptr<ReadableFile>* out) {
+  std::unique_ptr<ReadableFile> f;
+  Status s = fs.OpenReadable(path, &f);
+  if (s.code() == Code::kNotFound)
+    return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
+  SR_RETURN_IF_ERROR(s);
+  SR_RETURN_IF_ERROR(CheckRankFile(*f, path, e));
+  *out = std::move(f);
+  return Status::Ok();
 }
 
 }  // namespace shardrec::checkpoint

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -117,5 +118,16 @@ std::string SafetensorsHeader(std::vector<Record>* records,
 // kCorrupt naming `path` when the header is malformed or points outside the file.
 Status ReadSafetensors(const ReadableFile& file, const std::string& path,
                        std::vector<Record>* records, std::map<std::string, std::string>* metadata);
+
+// Checks the opened rank file `file` (at `path`) against its manifest entry `e`: its size
+// (truncation) and that its safetensors header places every record of `e` where the manifest
+// says, with the dtype, shape and rank the manifest gives (an FP8 record as SafetensorsView's
+// U8). kCorrupt naming the file (and the record) otherwise. Every reader of a checkpoint runs
+// it before reading a record from the file.
+Status CheckRankFile(const ReadableFile& file, const std::string& path, const FileEntry& e);
+// Opens the rank file of `e` at `path` through `fs` and checks it (CheckRankFile); a missing
+// file is kCorrupt (the manifest names it). `*out` is set only on success.
+Status OpenRankFile(FileSystem& fs, const std::string& path, const FileEntry& e,
+                    std::unique_ptr<ReadableFile>* out);
 
 }  // namespace shardrec::checkpoint

@@ -127,24 +127,7 @@ Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
       return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
     SR_RETURN_IF_ERROR(s);
     (*files)[fi] = StopOnAbort(std::move((*files)[fi]), comm);
-    if ((*files)[fi]->size() != e.size)
-      return Status::Corrupt("checkpoint file ", path, " is ", (*files)[fi]->size(),
-                             " bytes, the manifest says ", e.size, " (truncated or replaced)");
-    std::vector<Record> header;
-    SR_RETURN_IF_ERROR(ReadSafetensors(*(*files)[fi], path, &header, nullptr));
-    std::map<std::string, const Record*> by_key;
-    for (const Record& h : header) by_key[h.key] = &h;
-    for (const Record& r : e.records) {
-      auto it = by_key.find(r.key);
-      DType dtype;
-      int64_t cols;
-      SafetensorsView(r, &dtype, &cols);
-      if (it == by_key.end() || it->second->offset != r.offset || it->second->nbytes != r.nbytes ||
-          it->second->dtype != dtype || it->second->rows != r.rows || it->second->cols != cols ||
-          it->second->vector != r.vector)
-        return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
-                               " does not match the manifest");
-    }
+    SR_RETURN_IF_ERROR(CheckRankFile(*(*files)[fi], path, e));
   }
   return Status::Ok();
 }

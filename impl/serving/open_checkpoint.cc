@@ -53,33 +53,8 @@ class Files {
   std::string Path(size_t fi) const { return dir_ + "/" + m_.files[fi].name; }
 
   Status Get(size_t fi, const ReadableFile** out) {
-    if (!open_[fi]) {
-      const checkpoint::FileEntry& e = m_.files[fi];
-      const std::string path = Path(fi);
-      std::unique_ptr<ReadableFile> f;
-      Status s = fs_.OpenReadable(path, &f);
-      if (s.code() == Code::kNotFound)
-        return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
-      SR_RETURN_IF_ERROR(s);
-      if (f->size() != e.size)
-        return Status::Corrupt("checkpoint file ", path, " is ", f->size(),
-                               " bytes, the manifest says ", e.size, " (truncated or replaced)");
-      std::vector<Record> header;
-      SR_RETURN_IF_ERROR(checkpoint::ReadSafetensors(*f, path, &header, nullptr));
-      std::map<std::string, const Record*> by_key;
-      for (const Record& h : header) by_key[h.key] = &h;
-      for (const Record& r : e.records) {
-        auto it = by_key.find(r.key);
-        DType dtype;  // the header's view of an FP8 record is U8 (checkpoint/format.h)
-        int64_t cols;
-        checkpoint::SafetensorsView(r, &dtype, &cols);
-        if (it == by_key.end() || it->second->offset != r.offset ||
-            it->second->nbytes != r.nbytes || it->second->dtype != dtype)
-          return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
-                                 " does not match the manifest");
-      }
-      open_[fi] = std::move(f);
-    }
+    if (!open_[fi])
+      SR_RETURN_IF_ERROR(checkpoint::OpenRankFile(fs_, Path(fi), m_.files[fi], &open_[fi]));
     *out = open_[fi].get();
     return Status::Ok();
   }

@@ -2,7 +2,6 @@
 #include "impl/serving/tiered_open.h"
 
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -18,36 +17,6 @@ namespace {
 
 using checkpoint::ReadableFile;
 using checkpoint::Record;
-
-// Opens the file, checks its size and that its safetensors header places every record of the
-// manifest where the manifest says (what the in-memory open checks of every file it reads).
-Status OpenChecked(checkpoint::FileSystem& fs, const std::string& path,
-                   const checkpoint::FileEntry& e, std::shared_ptr<const ReadableFile>* out) {
-  std::unique_ptr<ReadableFile> f;
-  Status s = fs.OpenReadable(path, &f);
-  if (s.code() == Code::kNotFound)
-    return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
-  SR_RETURN_IF_ERROR(s);
-  if (f->size() != e.size)
-    return Status::Corrupt("checkpoint file ", path, " is ", f->size(),
-                           " bytes, the manifest says ", e.size, " (truncated or replaced)");
-  std::vector<Record> header;
-  SR_RETURN_IF_ERROR(checkpoint::ReadSafetensors(*f, path, &header, nullptr));
-  std::map<std::string, const Record*> by_key;
-  for (const Record& h : header) by_key[h.key] = &h;
-  for (const Record& r : e.records) {
-    auto it = by_key.find(r.key);
-    DType dtype;  // the header's view of an FP8 record is U8 (checkpoint/format.h)
-    int64_t cols;
-    checkpoint::SafetensorsView(r, &dtype, &cols);
-    if (it == by_key.end() || it->second->offset != r.offset || it->second->nbytes != r.nbytes ||
-        it->second->dtype != dtype)
-      return Status::Corrupt("checkpoint file ", path, ": record ", r.key,
-                             " does not match the manifest");
-  }
-  *out = std::shared_ptr<const ReadableFile>(std::move(f));
-  return Status::Ok();
-}
 
 // The weight records a tier reads: float elements, or an FP8 table's stored rows (TieredRows
 // decodes them).
@@ -88,7 +57,11 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
           rec.nbytes != static_cast<uint64_t>(rec.rows) * rec.row_bytes())
         return Status::Corrupt("checkpoint file ", path, ": record ", rec.key,
                                " lies outside table ", tc.name);
-      if (!file) SR_RETURN_IF_ERROR(OpenChecked(*fs, path, e, &file));
+      if (!file) {
+        std::unique_ptr<ReadableFile> opened;
+        SR_RETURN_IF_ERROR(checkpoint::OpenRankFile(*fs, path, e, &opened));
+        file = std::move(opened);
+      }
       area += rec.rows * rec.cols;
       pieces.push_back(DiskPiece{file, path, rec});
     }

@@ -22,10 +22,12 @@
 
 #include "shardrec/shardrec.h"
 #include "tests/bench/capi_bench_util.h"
+#include "tests/bench/tiered_bench_util.h"
 
 namespace {
 
 using shardrec::bench::Check;
+using shardrec::bench::OneTablePlan;
 using Clock = std::chrono::steady_clock;
 
 constexpr int32_t kBag = 16;
@@ -69,25 +71,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tiered_large_bench: an argument is out of range\n");
     return 2;
   }
-  shardrec_feature_config_t f;
-  shardrec_feature_config_init(&f, SHARDREC_FEATURE_CONFIG_VERSION);
-  f.name = "f";
-  f.pooling_factor = kBag;
-  int32_t feature = 0;
-  shardrec_table_config_t t;
-  shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
-  t.name = "t";
-  t.rows = rows;
-  t.dim = dim;
-  t.features = &feature;
-  t.num_features = 1;
-  shardrec_topology_t topo;
-  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-  topo.world_size = 1;
-  topo.batch_size = static_cast<int32_t>(batch);
-  topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-  shardrec_plan_t* plan = nullptr;
-  Check(shardrec_plan_create(&plan, &t, 1, &f, 1, &topo, nullptr, 0), "plan");
+  shardrec_plan_t* plan = OneTablePlan(rows, dim, kBag, 1, batch, nullptr, 0);
   shardrec_comm_t* comm = nullptr;
   Check(shardrec_comm_create_local_group(&comm, 1, nullptr), "comm");
   shardrec_table_tier_t tier = SHARDREC_TABLE_TIER_INIT;

@@ -33,10 +33,12 @@
 
 #include "shardrec/shardrec.h"
 #include "tests/bench/capi_bench_util.h"
+#include "tests/bench/tiered_bench_util.h"
 
 namespace {
 
 using shardrec::bench::Check;
+using shardrec::bench::OneTablePlan;
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kRows = 400000;
@@ -217,28 +219,10 @@ int main(int argc, char** argv) {
   }
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/shardrec_tiered_bench";
-  shardrec_feature_config_t f;
-  shardrec_feature_config_init(&f, SHARDREC_FEATURE_CONFIG_VERSION);
-  f.name = "f";
-  f.pooling_factor = kBag;
-  int32_t feature = 0;
-  shardrec_table_config_t t;
-  shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION);
-  t.name = "t";
-  t.rows = kRows;
-  t.dim = kDim;
-  t.features = &feature;
-  t.num_features = 1;
-  shardrec_topology_t topo;
-  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-  topo.world_size = opt.world;
-  topo.batch_size = static_cast<int32_t>(kBatch);
-  topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
   shardrec_table_constraints_t rw = SHARDREC_TABLE_CONSTRAINTS_INIT;
   rw.table = "t";
   rw.sharding_types = 1u << SHARDREC_SHARDING_ROW_WISE;
-  shardrec_plan_t* plan = nullptr;
-  Check(shardrec_plan_create(&plan, &t, 1, &f, 1, &topo, &rw, 1), "plan");
+  shardrec_plan_t* plan = OneTablePlan(kRows, kDim, kBag, opt.world, kBatch, &rw, 1);
   std::vector<shardrec_comm_t*> comms(opt.world, nullptr);
   Check(shardrec_comm_create_local_group(comms.data(), opt.world, nullptr), "comm");
   std::printf(

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "impl/embedding/tiered/record.h"
+#include "impl/store/log_store.h"
 
 namespace shardrec::embedding::tiered {
 
@@ -45,6 +46,25 @@ void ForEachRow(const ShardRuns& runs, F&& f) {
 
 // Records put at once when a shard's rows are read for an accessor.
 constexpr size_t kReadChunk = 4096;
+
+// Opens a tier's store. SHARDREC_TIER_TEST_SEGMENT_KIB (a test switch, like the benchmarks'
+// SHARDREC_TIER_DIRECT_IO_BENCH) seals segments at that many KiB, compacts those a quarter dead
+// and looks for that work every few milliseconds, so that a short C API run compacts
+// (capi_tiered_kill_test kills a process during it); unset, the store's own tuning.
+Status OpenTierStore(store::StoreOptions so, std::unique_ptr<store::RowStore>* out) {
+  const char* env = std::getenv("SHARDREC_TIER_TEST_SEGMENT_KIB");
+  const long kib = env != nullptr ? std::strtol(env, nullptr, 10) : 0;
+  if (kib <= 0) return store::OpenRowStore(so, out);
+  so.compact_dead_ratio = 0.25;
+  store::LogTuning t;
+  t.segment_bytes = static_cast<uint64_t>(kib) << 10;
+  t.write_chunk = std::min<size_t>(t.write_chunk, size_t{16} << 10);
+  t.compact_interval_ms = 2;
+  std::unique_ptr<store::LogStore> s;
+  SR_RETURN_IF_ERROR(store::OpenLogStore(so, t, &s));
+  *out = std::move(s);
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -105,7 +125,7 @@ Status TieredTables::Open(const Layout* layout, ParamStore* params, std::vector<
     // docs/disk-tier.md, Performance). The page cache is the kernel's reclaimable memory, not
     // this process's resident memory. The variable is the benchmarks' switch to compare the two.
     so.direct_io = std::getenv("SHARDREC_TIER_DIRECT_IO_BENCH") != nullptr;
-    const Status s = opener ? opener(so, &sh.store) : store::OpenRowStore(so, &sh.store);
+    const Status s = opener ? opener(so, &sh.store) : OpenTierStore(so, &sh.store);
     if (!s.ok()) return Status(s.code(), StrCat("tiered table '", cfg.name, "': ", s.message()));
     sh.cache = std::make_unique<SlotCache>(ts.slots);
     sh.keys.resize(static_cast<size_t>(ts.slots));

@@ -8,15 +8,20 @@
 // step the child had finished saving, and training goes on bit for bit as an uninterrupted run
 // in memory from that step. Forks: its own executable, which starts no thread before forking;
 // left out of the TSan stage like the other fork tests.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +37,8 @@ namespace {
 
 constexpr int32_t kSteps = 24;  // the child trains at most this many steps
 constexpr int32_t kTail = 3;    // steps trained after a load and compared
+// The compaction runs' child trains at most this many steps (it is killed long before).
+constexpr int32_t kLongSteps = 400;
 
 // t0 dynamic (capacity 2000 over 6000 ids), t1 fixed (40000 rows), Adagrad, world 1.
 DynScenario KillScenario() {
@@ -59,11 +66,11 @@ struct Report {
 
 // The child: trains, saving after every other step into `ckpt`, reporting each event. Never
 // returns.
-[[noreturn]] void Child(const std::string& ckpt, const std::string& tiers, int fd) {
+[[noreturn]] void Child(const std::string& ckpt, const std::string& tiers, int fd, int32_t steps) {
   DynScenario s = KillScenario();
   Tiered(&s, tiers);
   const int64_t dim = DynOutputDim(s);
-  const Stream st = MakeStream(s, dim, kSteps);
+  const Stream st = MakeStream(s, dim, steps);
   PlanPtr plan = MakeDynPlan(s);
   CollPtr coll = CreateDynCollection(s, plan.get(), 1, 0);
   if (coll == nullptr) _exit(3);
@@ -72,7 +79,7 @@ struct Report {
     if (write(fd, &r, sizeof(r)) != sizeof(r)) _exit(4);
   };
   std::vector<float> out(static_cast<size_t>(kGlobalBatch * dim));
-  for (int32_t step = 0; step < kSteps; ++step) {
+  for (int32_t step = 0; step < steps; ++step) {
     KjtHolder kjt(st.batches[step], 3, false);
     if (shardrec_embedding_forward(coll.get(), kjt.view(), out.data(), out.size(), nullptr) !=
             SHARDREC_OK ||
@@ -99,7 +106,7 @@ std::vector<std::vector<float>> TrainAfterLoad(const std::string& ckpt, const st
   DynScenario s = KillScenario();
   if (!tiers.empty()) Tiered(&s, tiers);
   const int64_t dim = DynOutputDim(s);
-  const Stream st = MakeStream(s, dim, kSteps + kTail);
+  const Stream st = MakeStream(s, dim, kLongSteps + kTail);
   PlanPtr plan = MakeDynPlan(s);
   std::vector<std::vector<float>> outs;
   std::thread([&] {
@@ -130,7 +137,7 @@ std::vector<std::vector<float>> TrainAfterLoad(const std::string& ckpt, const st
 std::vector<std::vector<float>> Uninterrupted(int32_t from) {
   DynScenario s = KillScenario();
   const int64_t dim = DynOutputDim(s);
-  const Stream st = MakeStream(s, dim, kSteps + kTail);
+  const Stream st = MakeStream(s, dim, kLongSteps + kTail);
   PlanPtr plan = MakeDynPlan(s);
   std::vector<std::vector<float>> outs;
   std::thread([&] {
@@ -168,7 +175,7 @@ int32_t RunAndKill(const Kill& k, const std::string& ckpt, const std::string& ti
   const pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    Child(ckpt, tiers, fds[1]);
+    Child(ckpt, tiers, fds[1], kSteps);
   }
   close(fds[1]);
   int32_t saved = 0;
@@ -198,6 +205,68 @@ int32_t RunAndKill(const Kill& k, const std::string& ckpt, const std::string& ti
   waitpid(pid, &status, 0);
   *save_us_out = save_us;
   EXPECT_TRUE(killed) << "the child ended before its kill (status " << status << ")";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  return saved;
+}
+
+// The segment files of the stores under `dir` (any depth). Tolerates files that vanish while it
+// looks: the child compacts meanwhile.
+std::set<std::string> SegmentFiles(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("seg-", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".dat")
+      out.insert(it->path().string());
+  }
+  return out;
+}
+
+// Runs a child whose stores seal segments of 16 KiB and compact them every few milliseconds
+// (SHARDREC_TIER_TEST_SEGMENT_KIB) until it is killed: once it has reported a save and compaction
+// has removed a segment it wrote (a file seen under `tiers` is gone: only compaction unlinks
+// segments during a run), the child is killed `delay_us` later, while it goes on training,
+// writing back and compacting. Returns the last step whose save it reported; *removed: the
+// segments seen removed before the kill.
+int32_t RunAndKillDuringCompaction(int64_t delay_us, const std::string& ckpt,
+                                   const std::string& tiers, int* removed) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    setenv("SHARDREC_TIER_TEST_SEGMENT_KIB", "16", 1);
+    Child(ckpt, tiers, fds[1], kLongSteps);
+  }
+  close(fds[1]);
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  int32_t saved = 0;
+  std::set<std::string> seen;
+  *removed = 0;
+  bool ended = false;
+  while (!ended && (saved == 0 || *removed == 0)) {
+    pollfd p{fds[0], POLLIN, 0};
+    poll(&p, 1, 1);
+    Report r{};
+    ssize_t n;
+    while ((n = read(fds[0], &r, sizeof(r))) == sizeof(r))
+      if (r.event == kSaved) saved = r.step;
+    if (n == 0) ended = true;  // the child exited: it trained every step without compacting
+    const std::set<std::string> now = SegmentFiles(tiers);
+    for (const std::string& f : seen) *removed += now.count(f) == 0 ? 1 : 0;
+    seen = now;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) & ~O_NONBLOCK);
+  Report r{};
+  while (read(fds[0], &r, sizeof(r)) == sizeof(r))
+    if (r.event == kSaved) saved = r.step;
+  close(fds[0]);
+  EXPECT_FALSE(ended) << "the child trained " << kLongSteps << " steps and never compacted";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
   return saved;
 }
@@ -235,6 +304,47 @@ TEST(TieredKill, KilledDuringSaveOrWriteBackLeavesTheLastCheckpointLoadable) {
     std::printf("kill at step %d (%s, %.2f of a save of %lld us): loaded step %d\n", k.at,
                 k.during_save ? "during its save" : "after its training", k.delay_fraction,
                 static_cast<long long>(save_us[i]), tiered_step);
+    const auto want = Uninterrupted(tiered_step);
+    ASSERT_EQ(want.size(), static_cast<size_t>(kTail));
+    for (int32_t j = 0; j < kTail; ++j) {
+      EXPECT_EQ(FirstBitDifference(tiered[j], want[j]), "") << "tiered, step " << tiered_step + j;
+      EXPECT_EQ(FirstBitDifference(memory[j], want[j]), "") << "memory, step " << tiered_step + j;
+    }
+  }
+}
+
+// The same with the stores compacting (docs/disk-tier.md, "Crashes"): a process killed while its
+// tiered tables' stores compact leaves the last checkpoint loadable, into a tiered collection
+// over its store directories (emptied, not read) and into one in memory, and training goes on bit
+// for bit.
+TEST(TieredKill, KilledWhileItsStoresCompactLeavesTheLastCheckpointLoadable) {
+  std::mt19937_64 gen(std::random_device{}());
+  constexpr int kTrials = 3;
+  std::vector<int32_t> saved(kTrials);
+  std::vector<int> removed(kTrials);
+  std::vector<int64_t> delays(kTrials);
+  std::vector<std::string> ckpts, tiers;
+  // Every child is forked before this process starts a thread (the loads below do).
+  for (int i = 0; i < kTrials; ++i) {
+    ckpts.push_back(FreshDir("compact_ckpt" + std::to_string(i)));
+    tiers.push_back(FreshDir("compact_tiers" + std::to_string(i)));
+    delays[i] = static_cast<int64_t>(gen() % 20000);
+    saved[i] = RunAndKillDuringCompaction(delays[i], ckpts[i], tiers[i], &removed[i]);
+  }
+  for (int i = 0; i < kTrials; ++i) {
+    SCOPED_TRACE("trial " + std::to_string(i) + ", killed " + std::to_string(delays[i]) +
+                 " us after compaction had removed " + std::to_string(removed[i]) + " segments");
+    ASSERT_GE(saved[i], 2);
+    ASSERT_GT(removed[i], 0);
+    int32_t tiered_step = -1, memory_step = -1;
+    const auto tiered = TrainAfterLoad(ckpts[i], tiers[i], &tiered_step);
+    const auto memory = TrainAfterLoad(ckpts[i], "", &memory_step);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    EXPECT_TRUE(tiered_step == saved[i] || tiered_step == saved[i] + 2)
+        << "loaded step " << tiered_step << ", last reported save " << saved[i];
+    EXPECT_EQ(memory_step, tiered_step);
+    std::printf("killed %lld us after compaction removed %d segments: loaded step %d\n",
+                static_cast<long long>(delays[i]), removed[i], tiered_step);
     const auto want = Uninterrupted(tiered_step);
     ASSERT_EQ(want.size(), static_cast<size_t>(kTail));
     for (int32_t j = 0; j < kTail; ++j) {

@@ -136,7 +136,8 @@ TEST(TieredRefusal, BatchLargerThanCacheFailsAndLeavesTheCollectionUsable) {
     EXPECT_EQ(out[c0], w[0 * 8 + c0] + w[1 * 8 + c0] + w[2 * 8 + c0] + w[3 * 8 + c0]);
 }
 
-// Checkpoints take tiered tables (tiered_checkpoint_test.cc); a table import does not yet.
+// Checkpoints take tiered tables (tiered_checkpoint_test.cc); a table import does not yet, and
+// its refusal changes nothing.
 TEST(TieredRefusal, TableImportRefusesTieredTables) {
   const Scenario s =
       TieredScenario(1, SHARDREC_SHARDING_TABLE_WISE, 1, 0, SHARDREC_POOLING_SUM, false);
@@ -149,10 +150,17 @@ TEST(TieredRefusal, TableImportRefusesTieredTables) {
   const std::string file = dir + "/t1.safetensors";
   ASSERT_EQ(shardrec_checkpoint_export_table(c.get(), "t1", file.c_str(), 0), SHARDREC_OK)
       << shardrec_last_error();
+  // Rows other than the file's, so an import that wrote any would show.
+  std::vector<float> w(300 * 12, 0.25f);
+  ASSERT_EQ(shardrec_embedding_set_weights(c.get(), "t1", w.data(), w.size()), SHARDREC_OK)
+      << shardrec_last_error();
   EXPECT_EQ(shardrec_checkpoint_import_table(c.get(), "t1", file.c_str(), 0),
             SHARDREC_EUNSUPPORTED);
   EXPECT_NE(std::string(shardrec_last_error()).find("table 't1'"), std::string::npos)
       << shardrec_last_error();
+  std::vector<float> after(w.size(), 0.0f);
+  ASSERT_EQ(shardrec_embedding_get_weights(c.get(), "t1", after.data(), after.size()), SHARDREC_OK);
+  EXPECT_EQ(after, w) << "the refused import changed table t1";
 }
 
 // The stores are scratch: a second collection over the directory a first one trained in starts
