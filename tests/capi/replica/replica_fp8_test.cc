@@ -12,6 +12,7 @@
 
 #include "shardrec/replica.h"
 #include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/capi/replica/diverged_sync.h"
 #include "tests/capi/replica/replica_sim.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -40,58 +41,10 @@ MeshPtr MakeMesh(int32_t world, int r, int32_t shard_size, int32_t interval) {
 // (a + b rounds once, the halving is exact), so the rows match bit for bit; at four the sum's
 // order may move an fp32 mean by an ulp and flip a rounding: rare, and at most one code.
 void CheckEncodedMean(int32_t world, int32_t dtype) {
-  Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
-  for (RefTable& t : s.tables) t.dtype = dtype;
-  s.optimizer.lr = 0.37f;  // large steps, so the replicas really diverge
-  Scenario global = s;
-  global.world = world;
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, world);
-  const auto batches = MakeBatches(global, ref);
-  const auto grads = MakeGrads(global, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  std::vector<std::vector<std::vector<float>>> before(s.tables.size()), after(s.tables.size());
-  for (size_t t = 0; t < s.tables.size(); ++t) {
-    before[t].resize(world);
-    after[t].resize(world);
-  }
-  SpawnRanks(world, [&](int r) {
-    MeshPtr mesh = MakeMesh(world, r, 1, 1000);
-    ASSERT_NE(mesh, nullptr);
-    shardrec_embedding_options_t eo;
-    shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    eo.seed = s.seed;
-    shardrec_embedding_t* raw = nullptr;
-    ASSERT_EQ(shardrec_mesh_embedding_create(&raw, mesh.get(), plan.get(), &opt, &eo), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(raw);
-    for (int step = 0; step < 2; ++step) {
-      KjtHolder kjt(batches[step][r], s.num_features, false);
-      std::vector<float> out(static_cast<size_t>(batches[step][r].batch_size * ref.output_dim()));
-      ASSERT_EQ(shardrec_embedding_forward(raw, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      ASSERT_EQ(
-          shardrec_embedding_backward(raw, grads[step][r].data(), grads[step][r].size(), nullptr),
-          SHARDREC_OK)
-          << shardrec_last_error();
-    }
-    for (size_t t = 0; t < s.tables.size(); ++t) {
-      before[t][r].resize(static_cast<size_t>(s.tables[t].rows) * s.tables[t].dim);
-      ASSERT_EQ(shardrec_embedding_get_weights(raw, s.tables[t].name.c_str(), before[t][r].data(),
-                                               before[t][r].size()),
-                SHARDREC_OK);
-    }
-    ASSERT_EQ(shardrec_mesh_sync(mesh.get(), raw, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
-        << shardrec_last_error();
-    for (size_t t = 0; t < s.tables.size(); ++t) {
-      after[t][r].resize(before[t][r].size());
-      ASSERT_EQ(shardrec_embedding_get_weights(raw, s.tables[t].name.c_str(), after[t][r].data(),
-                                               after[t][r].size()),
-                SHARDREC_OK);
-    }
-  });
+  const SyncedWeights w = TrainApartThenSync(world, dtype);
+  const Scenario& s = w.scenario;
+  const auto& before = w.before;
+  const auto& after = w.after;
   const double code = dtype == SHARDREC_DTYPE_FP8_E4M3 ? std::ldexp(1.0, -3) : std::ldexp(1.0, -2);
   size_t diverged = 0, checked = 0, flipped = 0;
   for (size_t t = 0; t < s.tables.size(); ++t) {

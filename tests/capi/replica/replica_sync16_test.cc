@@ -9,17 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "shardrec/replica.h"
 #include "tests/capi/embedding/embedding_test_util.h"
-#include "tests/support/spawn_ranks.h"
+#include "tests/capi/replica/diverged_sync.h"
 
 namespace shardrec::testing {
 namespace {
-
-struct MeshDeleter {
-  void operator()(shardrec_mesh_t* m) const { shardrec_mesh_destroy(m); }
-};
-using MeshPtr = std::unique_ptr<shardrec_mesh_t, MeshDeleter>;
 
 // The 16-bit pattern nearest to v (ties to even), found by comparing candidates in double.
 uint16_t RoundTo16(double v, int32_t dtype) {
@@ -73,65 +67,10 @@ uint16_t RoundTo16(double v, int32_t dtype) {
 }
 
 void CheckCorrectlyRoundedMean(int32_t world, int32_t dtype) {
-  Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
-  for (RefTable& t : s.tables) t.dtype = dtype;
-  s.optimizer.lr = 0.37f;  // large steps, so the replicas really diverge
-  Scenario global = s;
-  global.world = world;
-  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, world);
-  const auto batches = MakeBatches(global, ref);
-  const auto grads = MakeGrads(global, batches, ref.output_dim());
-  PlanPtr plan = MakePlan(s);
-  ASSERT_NE(plan, nullptr);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  // before[t][r]: rank r's weights of table t before the sync; after[t][r]: after it.
-  std::vector<std::vector<std::vector<float>>> before(s.tables.size()), after(s.tables.size());
-  for (size_t t = 0; t < s.tables.size(); ++t) {
-    before[t].resize(world);
-    after[t].resize(world);
-  }
-  SpawnRanks(world, [&](int r) {
-    shardrec_mesh_options_t o;
-    shardrec_mesh_options_init(&o, SHARDREC_MESH_OPTIONS_VERSION);
-    o.sharding_group_size = 1;
-    shardrec_mesh_t* m = nullptr;
-    ASSERT_EQ(shardrec_mesh_create(&m, GroupComm(world, r), &o), SHARDREC_OK)
-        << shardrec_last_error();
-    MeshPtr mesh(m);
-    shardrec_embedding_options_t eo;
-    shardrec_embedding_options_init(&eo, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    eo.seed = s.seed;
-    shardrec_embedding_t* raw = nullptr;
-    ASSERT_EQ(shardrec_mesh_embedding_create(&raw, mesh.get(), plan.get(), &opt, &eo), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(raw);
-    for (int step = 0; step < 2; ++step) {  // two steps without a sync
-      KjtHolder kjt(batches[step][r], s.num_features, false);
-      std::vector<float> out(static_cast<size_t>(batches[step][r].batch_size * ref.output_dim()));
-      ASSERT_EQ(shardrec_embedding_forward(raw, kjt.view(), out.data(), out.size(), nullptr),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      ASSERT_EQ(
-          shardrec_embedding_backward(raw, grads[step][r].data(), grads[step][r].size(), nullptr),
-          SHARDREC_OK)
-          << shardrec_last_error();
-    }
-    for (size_t t = 0; t < s.tables.size(); ++t) {
-      const RefTable& rt = s.tables[t];
-      before[t][r].resize(static_cast<size_t>(rt.rows) * rt.dim);
-      ASSERT_EQ(shardrec_embedding_get_weights(raw, rt.name.c_str(), before[t][r].data(),
-                                               before[t][r].size()),
-                SHARDREC_OK);
-    }
-    ASSERT_EQ(shardrec_mesh_sync(mesh.get(), raw, SHARDREC_SYNC_DEFAULT), SHARDREC_OK)
-        << shardrec_last_error();
-    for (size_t t = 0; t < s.tables.size(); ++t) {
-      after[t][r].resize(before[t][r].size());
-      ASSERT_EQ(shardrec_embedding_get_weights(raw, s.tables[t].name.c_str(), after[t][r].data(),
-                                               after[t][r].size()),
-                SHARDREC_OK);
-    }
-  });
+  const SyncedWeights w = TrainApartThenSync(world, dtype);
+  const Scenario& s = w.scenario;
+  const auto& before = w.before;
+  const auto& after = w.after;
   size_t checked = 0, diverged = 0;
   for (size_t t = 0; t < s.tables.size(); ++t) {
     for (size_t i = 0; i < before[t][0].size(); ++i) {
