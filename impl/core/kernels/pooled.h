@@ -57,11 +57,12 @@ struct PooledArgs {
   // int8 and int4 bags only (other formats and sequence runs ignore it): sum each value as code x
   // (weight x scale) straight into the bag's accumulator (one fused multiply-add at the AVX-512
   // level, a multiply and an add below it) and the row's weight x bias once per row into a scalar
-  // added to every element at the end, instead of decoding each value exactly first: two vector
-  // operations fewer per register of values, a different rounding (docs/serving.md, "Storage types
-  // and their error bounds", has the bound) that also differs between levels. Serving sets it; the
-  // training and evaluation forwards do not (their rows are never int8 or int4, and their
-  // exactness must not depend on it).
+  // added to every element at the end, instead of decoding each value exactly first: int8 takes
+  // three vector operations per register of values instead of five on AVX-512 (four at the other
+  // levels); a different rounding
+  // (docs/serving.md, "Storage types and their error bounds", has the bound) that also differs
+  // between levels. Serving sets it; the training and evaluation forwards do not (their rows are
+  // never int8 or int4, and their exactness must not depend on it).
   bool fold_dequant = false;
 };
 
