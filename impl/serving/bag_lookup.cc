@@ -137,6 +137,9 @@ Status PooledPair(const Model& m, const Table& t, const FeatureBags& fb, const I
   a.io_offset = offset;
   a.out_stride = stride;
   a.prefetch_distance = core::kernels::PrefetchDistanceFor(t.row_bytes);
+  // int8 and int4 rows: code x (weight x scale) per value, weight x bias once per row, within
+  // docs/serving.md's bound of the exact sum (serving promises their bound, not their bits).
+  a.fold_dequant = true;
   static const core::kernels::PooledFn sum = core::kernels::HostPooled();
   bool in_range = !t.dynamic;
   bool summed = false;

@@ -55,9 +55,11 @@ struct DecodeBuffers {
 
 // Sums the bags of `bags` in table `table` (of m.pairs' feature) into out[b * stride + offset +
 // c]: ids resolved against the bounds policy (or the dynamic index), weighted by `weights` (one
-// per value of the request, or null), MEAN divided by the bag's weight sum; fp32, id order, no
-// fused multiply-add, through the pooled kernel shared with the training forward. Writes the bags
-// it has summed before an error (an id out of range with Bounds::kError).
+// per value of the request, or null), MEAN divided by the bag's weight sum; fp32, id order, through
+// the pooled kernel shared with the training forward (int8 and int4 rows in its folded form:
+// code x (weight x scale) into the sum, the bias terms once per row; docs/serving.md has the
+// bound). Writes the bags it has summed before an error (an id out of range with
+// Bounds::kError).
 Status PooledBags(const Model& m, int32_t table, const FeatureBags& bags, const Ids& ids,
                   const float* weights, BagScratch* scratch, float* out, int64_t stride,
                   int64_t offset);

@@ -41,7 +41,11 @@
  *    max(2^-4 |x|, 2^-10 scale) of the trained value x for E4M3 and max(2^-3 |x|, 2^-17 scale)
  *    for E5M2. Non-finite trained values are refused, as for INT8. Row scales read back through
  *    shardrec_inference_row_scales (bias 0).
- * Lookups accumulate in fp32 and dequantize on the fly.
+ * Lookups accumulate in fp32 and dequantize on the fly. Pooled INT8 and INT4 lookups fold the
+ * dequantization into the sum (code x (weight x scale) per value, weight x bias once per row, as
+ * FBGEMM does): element j of a SUM bag of n ids is within g(n+3) x sum |w| (|q s| + |b|) of the
+ * exact sum of the stored values, g(k) = k 2^-24 / (1 - k 2^-24), and may differ in its last bits
+ * between instruction-set levels (docs/serving.md).
  *
  * Sources: a checkpoint directory written by shardrec_checkpoint_save or _save_mesh (manifest and
  * rank files are read, every weights record's checksums verified, optimizer states skipped), or a

@@ -6,7 +6,8 @@
 // may not include embedding, shares it.
 //
 // A bag's sum is kept in vector registers and stored once per bag straight into the output; a
-// stored row is decoded inside the accumulation (no per-row temporary). Every level computes the
+// stored row is decoded inside the accumulation (no per-row temporary). Unless
+// PooledArgs::fold_dequant asks for serving's folded int8/int4 sums, every level computes the
 // same numbers: each output element starts at 0 and adds, in id order, weight x value (or the
 // value unweighted), one IEEE single-precision multiply and add at a time, where a quantized
 // value is code x scale + bias (one multiply, one add; row_format.h has the layout) and an FP8
@@ -53,6 +54,16 @@ struct PooledArgs {
   uint16_t* out16 = nullptr;
   void (*encode)(const float* src, size_t n, uint16_t* dst) = nullptr;
   float* row = nullptr;
+  // int8 and int4 bags only (other formats and sequence runs ignore it): sum each value as code x
+  // (weight x scale) straight into the bag's accumulator (one fused multiply-add at the AVX-512
+  // level, a multiply and an add below it) and the row's weight x bias once per row into a scalar
+  // added to every element at the end, instead of decoding each value exactly first: int8 takes
+  // three vector operations per register of values instead of five on AVX-512 (four at the other
+  // levels); a different rounding
+  // (docs/serving.md, "Storage types and their error bounds", has the bound) that also differs
+  // between levels. Serving sets it; the training and evaluation forwards do not (their rows are
+  // never int8 or int4, and their exactness must not depend on it).
+  bool fold_dequant = false;
 };
 
 using PooledFn = void (*)(const PooledArgs& args);

@@ -3,6 +3,7 @@
 // namespace), so no copy built for a wide instruction set can stand in for another level's.
 //
 // V provides: Reg, kWidth, kMaxRegs, kMaxRegsWithTemps, Zero(), Set1(float), Add(a, b), Mul(a, b),
+// MulAdd(a, b, c) (a x b + c, rounded once where kFusedMulAdd),
 // LoadF32(const float*), LoadF16(const uint16_t*), LoadBf16(const uint16_t*), LoadU8(codes),
 // LoadU4(packed codes), LoadE4M3/LoadE5M2(codes, the kind's 256-entry table: exact decoded
 // values, E4M3's times 2^-kE4M3Shift, any NaN for a NaN code), Store(float*, Reg).
@@ -131,6 +132,21 @@ inline float LoadScalar(const char* row, int64_t col) {
   }
 }
 
+// The folded sums (pooled.h fold_dequant): acc + the kWidth codes at `values` x `ws`, the row's
+// weight x scale (int4 where V looks codes up in a table: `ws` is that table, code x weight x
+// scale for the 16 codes, each rounded once, and the lookup is added).
+template <class V, RowFormat kType>
+inline typename V::Reg FoldAdd(const char* values, typename V::Reg ws, typename V::Reg acc) {
+  const auto* codes = reinterpret_cast<const uint8_t*>(values);
+  if constexpr (kType == RowFormat::kInt8) {
+    return V::MulAdd(V::LoadU8(codes), ws, acc);
+  } else if constexpr (V::kInt4Lut) {
+    return V::Add(acc, V::LutU4(codes, ws));
+  } else {
+    return V::MulAdd(V::LoadU4(codes), ws, acc);
+  }
+}
+
 // Every cache line of a row's bytes, from the line its first byte is in (a quantized row need not
 // start on a line).
 inline void PrefetchRow(const char* p, int64_t bytes) {
@@ -156,8 +172,10 @@ inline void PrefetchRow(const char* p, int64_t bytes) {
 // once. The first pass over a bag also prefetches the rows `distance` ids ahead. The tile's
 // columns are addressed from a per-id pointer at column c0 with constant displacements, so the
 // loop needs one address register however wide the tile is; the k loops are unrolled so the
-// accumulators live in registers (not in a stack array copied to the output).
-template <class V, RowFormat kType, bool kWeighted, int kRegs>
+// accumulators live in registers (not in a stack array copied to the output). kFold (int8 and
+// int4 only): the folded sums of pooled.h fold_dequant, the weight x bias terms summed in id order
+// in one scalar that is added to every accumulator before the store.
+template <class V, RowFormat kType, bool kWeighted, int kRegs, bool kFold = false>
 inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, float* o,
                     bool prefetch, int64_t id_end) {
   typename V::Reg acc[kRegs];
@@ -170,6 +188,7 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
   const int64_t* rows = a.rows;
   const int64_t ahead = prefetch ? a.prefetch_distance : 0;
   const int64_t prefetch_end = ahead > 0 ? id_end - ahead : i0;
+  float bias_sum = 0.0f;
   for (int64_t i = i0; i < i1; ++i) {
     if (i < prefetch_end) PrefetchRow(base + rows[i + ahead] * row_bytes, prefetch_bytes);
     const char* values = base + rows[i] * row_bytes + tile;
@@ -178,6 +197,22 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
     // index register per vector, more than the loop has, and moves them from vector registers
     // into general ones on every id (a vmovq each on the ports the arithmetic needs).
     asm("" : "+r"(values));
+    if constexpr (kFold) {
+      float scale, bias;
+      std::memcpy(&scale, values - tile, 4);
+      std::memcpy(&bias, values - tile + 4, 4);
+      if constexpr (kWeighted) {
+        scale *= a.id_weights[i];
+        bias *= a.id_weights[i];
+      }
+      bias_sum += bias;
+      typename V::Reg ws = V::Set1(scale);
+      if constexpr (kType == RowFormat::kInt4 && V::kInt4Lut) ws = V::Mul(V::Iota(), ws);
+#pragma GCC unroll 16
+      for (int k = 0; k < kRegs; ++k)
+        acc[k] = FoldAdd<V, kType>(values + ValueBytes<kType>(k * V::kWidth), ws, acc[k]);
+      continue;
+    }
     const Dequant<V> q = HeaderOf<V, kType>(values - tile);
     if constexpr (kWeighted) {
       const typename V::Reg w = V::Set1(a.id_weights[i]);
@@ -190,6 +225,11 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
       for (int k = 0; k < kRegs; ++k)
         acc[k] = V::Add(acc[k], LoadValues<V, kType>(values + ValueBytes<kType>(k * V::kWidth), q));
     }
+  }
+  if constexpr (kFold) {
+    const typename V::Reg bias = V::Set1(bias_sum);
+#pragma GCC unroll 16
+    for (int k = 0; k < kRegs; ++k) acc[k] = V::Add(acc[k], bias);
   }
 #pragma GCC unroll 16
   for (int k = 0; k < kRegs; ++k) V::Store(o + c0 + k * V::kWidth, acc[k]);
@@ -215,7 +255,9 @@ inline void SumTail(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
 template <class V, RowFormat kType>
 constexpr bool kVectors = kType != RowFormat::kInt4 || V::kWidth % 2 == 0;
 
-template <class V, RowFormat kType, bool kWeighted>
+// kFold: the folded int8/int4 sums (pooled.h fold_dequant) in the whole vectors; the columns past
+// them (SumTail) are summed exactly, which is within the same bound.
+template <class V, RowFormat kType, bool kWeighted, bool kFold = false>
 void PooledBags(const PooledArgs& a) {
   // Unweighted fp32 rows fold each load into its add; weighted or decoded rows need registers
   // for the weight, the loaded row (and a scale and a bias), so their tiles are narrower (no
@@ -233,15 +275,15 @@ void PooledBags(const PooledArgs& a) {
       bool first = true;
       // Full tiles of kMax vectors, then one smaller tile, then the scalar tail.
       for (; c0 + width <= a.cols; c0 += width, first = false)
-        SumTile<V, kType, kWeighted, kMax>(a, i0, i1, c0, o, first, id_end);
+        SumTile<V, kType, kWeighted, kMax, kFold>(a, i0, i1, c0, o, first, id_end);
       const int64_t left = (a.cols - c0) / V::kWidth;
       switch (left) {
-#define SHARDREC_SUM_CASE(n)                                            \
-  case n:                                                               \
-    if constexpr (n < kMax) {                                           \
-      SumTile<V, kType, kWeighted, n>(a, i0, i1, c0, o, first, id_end); \
-      first = false;                                                    \
-    }                                                                   \
+#define SHARDREC_SUM_CASE(n)                                                   \
+  case n:                                                                      \
+    if constexpr (n < kMax) {                                                  \
+      SumTile<V, kType, kWeighted, n, kFold>(a, i0, i1, c0, o, first, id_end); \
+      first = false;                                                           \
+    }                                                                          \
     break;
         SHARDREC_SUM_CASE(1)
         SHARDREC_SUM_CASE(2)
@@ -305,6 +347,14 @@ template <class V, RowFormat kType>
 void Dispatch(const PooledArgs& a) {
   if (a.offsets == nullptr) {
     SequenceRows<V, kType>(a);
+  } else if (Quantized(kType) && a.fold_dequant) {
+    if constexpr (Quantized(kType)) {
+      if (a.id_weights != nullptr) {
+        PooledBags<V, kType, true, true>(a);
+      } else {
+        PooledBags<V, kType, false, true>(a);
+      }
+    }
   } else if (a.id_weights != nullptr) {
     PooledBags<V, kType, true>(a);
   } else {

@@ -20,6 +20,10 @@ struct Avx2 {
   static Reg Set1(float v) { return _mm256_set1_ps(v); }
   static Reg Add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
   static Reg Mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  // a x b + c for the folded int8/int4 sums (pooled.h fold_dequant): a multiply and an add, as
+  // this level is built without FMA (an AVX2 host need not have it).
+  static constexpr bool kFusedMulAdd = false;
+  static Reg MulAdd(Reg a, Reg b, Reg c) { return _mm256_add_ps(c, _mm256_mul_ps(a, b)); }
   static Reg LoadF32(const float* p) { return _mm256_loadu_ps(p); }
   static Reg LoadF16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -25,6 +25,10 @@ struct Avx512 {
   static Reg Set1(float v) { return _mm512_set1_ps(v); }
   static Reg Add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
   static Reg Mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  // a x b + c rounded once for the folded int8/int4 sums (pooled.h fold_dequant): AVX-512 F has
+  // the fused multiply-add (the level is built without -mfma, so nothing else is contracted).
+  static constexpr bool kFusedMulAdd = true;
+  static Reg MulAdd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
   static Reg LoadF32(const float* p) { return _mm512_loadu_ps(p); }
   static Reg LoadF16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

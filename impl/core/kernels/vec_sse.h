@@ -27,6 +27,9 @@ struct Sse {
   static Reg Set1(float v) { return _mm_set1_ps(v); }
   static Reg Add(Reg a, Reg b) { return _mm_add_ps(a, b); }
   static Reg Mul(Reg a, Reg b) { return _mm_mul_ps(a, b); }
+  // a x b + c for the folded int8/int4 sums (pooled.h fold_dequant): a multiply and an add.
+  static constexpr bool kFusedMulAdd = false;
+  static Reg MulAdd(Reg a, Reg b, Reg c) { return _mm_add_ps(c, _mm_mul_ps(a, b)); }
   static Reg LoadF32(const float* p) { return _mm_loadu_ps(p); }
   static Reg LoadF16(const uint16_t* p) {
     return _mm_setr_ps(ScalarF16(p[0]), ScalarF16(p[1]), ScalarF16(p[2]), ScalarF16(p[3]));
@@ -75,6 +78,8 @@ struct Sse {
   static Reg Set1(float v) { return v; }
   static Reg Add(Reg a, Reg b) { return a + b; }
   static Reg Mul(Reg a, Reg b) { return a * b; }
+  static constexpr bool kFusedMulAdd = false;
+  static Reg MulAdd(Reg a, Reg b, Reg c) { return c + a * b; }  // rounded twice (no contraction)
   static Reg LoadF32(const float* p) { return *p; }
   static Reg LoadF16(const uint16_t* p) { return ScalarF16(*p); }
   static Reg LoadBf16(const uint16_t* p) { return ScalarBf16(*p); }

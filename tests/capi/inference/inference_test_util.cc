@@ -180,6 +180,14 @@ void ExactAndBound(const Scenario& s, const std::vector<std::vector<float>>& wei
     const float lo = *std::min_element(x, x + dim), hi = *std::max_element(x, x + dim);
     return static_cast<double>((hi - lo) / static_cast<float>((1 << bits) - 1));
   };
+  // INT8/INT4 pooled sums fold the dequantization (docs/serving.md): their rounding is relative
+  // to |q·scale| + |bias| <= |x| + e + 2 |bias|, the bias being the row's minimum.
+  const bool folded = storage == SHARDREC_SERVING_INT8 || storage == SHARDREC_SERVING_INT4;
+  auto bias = [&](size_t t, int64_t row) {
+    const int32_t dim = s.tables[t].dim;
+    const float* x = weights[t].data() + row * dim;
+    return folded ? static_cast<double>(*std::min_element(x, x + dim)) : 0.0;
+  };
   std::vector<size_t> begin(s.num_features + 1, 0);
   for (int32_t f = 0; f < s.num_features; ++f) {
     size_t n = 0;
@@ -214,7 +222,7 @@ void ExactAndBound(const Scenario& s, const std::vector<std::vector<float>>& wei
             }
             sum += w * x;
             err += std::fabs(w) * e;
-            mag += std::fabs(w) * (std::fabs(x) + e);
+            mag += std::fabs(w) * (std::fabs(x) + e + 2 * std::fabs(bias(t, b.ids[i])));
             div += w;
           }
           if (seq) continue;

@@ -8,9 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "impl/core/codec/codec.h"
@@ -25,14 +27,20 @@ namespace {
 struct Level {
   const char* name;
   PooledFn fn;
+  int32_t width;  // floats per vector register
+  bool fma;       // folded int8 sums use a fused multiply-add (pooled.h fold_dequant)
 };
 
 std::vector<Level> Levels() {
-  std::vector<Level> v = {{"baseline", &PooledBaseline}};
+#if defined(__x86_64__)
+  std::vector<Level> v = {{"baseline", &PooledBaseline, 4, false}};
+#else
+  std::vector<Level> v = {{"baseline", &PooledBaseline, 1, false}};
+#endif
 #if SHARDREC_HAVE_X86_KERNEL_LEVELS
   const CpuFeatures& f = HostCpu();
-  if (f.avx2 && f.f16c) v.push_back({"avx2", &PooledAvx2});
-  if (f.avx512f && f.avx512bw && f.avx512vl) v.push_back({"avx512", &PooledAvx512});
+  if (f.avx2 && f.f16c) v.push_back({"avx2", &PooledAvx2, 8, false});
+  if (f.avx512f && f.avx512bw && f.avx512vl) v.push_back({"avx512", &PooledAvx512, 16, true});
 #endif
   return v;
 }
@@ -191,6 +199,105 @@ TEST(PooledKernel, Fp8RowsReadEveryCode) {
           EXPECT_EQ(std::memcmp(&got[c], &want, 4), 0)
               << level.name << " " << RowFormatName(f) << " code " << c << ": " << got[c] << " vs "
               << want;
+        }
+      }
+    }
+  }
+}
+
+// x rounded to fp32 on its own (so the reference below is never contracted into an FMA).
+float Rounded(float x) {
+  volatile float v = x;
+  return v;
+}
+
+// Serving's folded int8/int4 sums (pooled.h fold_dequant) at every level, against a reference
+// that computes what the kernel documents: in each whole vector of columns, acc = code x (w x
+// scale) + acc (one rounding with the level's FMA, else two; AVX-512's int4 table holds code x (w
+// x scale) rounded, then adds), the w x bias terms summed in id order and added at the end; the
+// columns past the last whole vector decoded exactly. Bit for bit per level, every result within
+// the documented bound of the exact sum, and some results different from the exact path's (or
+// the option was ignored).
+TEST(PooledKernel, FoldedQuantizedSumsMatchTheirDocumentedComputation) {
+  std::mt19937 rng(11);
+  const int64_t R = 61, B = 30;
+  std::vector<int64_t> offsets = {0}, ids;
+  std::uniform_int_distribution<int64_t> len(0, 40), id(0, R - 1);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = b % 9 == 4 ? 0 : len(rng);
+    for (int64_t k = 0; k < n; ++k) ids.push_back(id(rng));
+    offsets.push_back(static_cast<int64_t>(ids.size()));
+  }
+  std::vector<float> w(ids.size());
+  std::uniform_real_distribution<float> wd(-1.5f, 1.5f);
+  for (float& x : w) x = wd(rng);
+  for (RowFormat f : {RowFormat::kInt8, RowFormat::kInt4}) {
+    for (int32_t dim : {2, 8, 16, 24, 64, 100, 128, 300}) {
+      const int64_t row_bytes = static_cast<int64_t>(RowBytes(f, dim));
+      const std::vector<uint8_t> data = MakeRows(f, R, dim, row_bytes, &rng);
+      const auto header = [&](int64_t r, int k) {
+        float v;
+        std::memcpy(&v, data.data() + r * row_bytes + 4 * k, 4);
+        return v;
+      };
+      const auto code = [&](int64_t r, int32_t c) {
+        const uint8_t* v = data.data() + r * row_bytes + kQuantHeaderBytes;
+        return f == RowFormat::kInt8 ? v[c] : (c % 2 == 0 ? v[c / 2] & 0xf : v[c / 2] >> 4);
+      };
+      for (bool weighted : {false, true}) {
+        for (const Level& level : Levels()) {
+          const bool vectors = f == RowFormat::kInt8 || level.width % 2 == 0;
+          const int32_t folded = vectors ? dim / level.width * level.width : 0;
+          std::vector<float> want(static_cast<size_t>(B * dim)), exact(want.size());
+          double worst = 0;
+          for (int64_t b = 0; b < B; ++b) {
+            for (int32_t c = 0; c < dim; ++c) {
+              float acc = 0.0f, bias_sum = 0.0f, plain = 0.0f;
+              double real = 0, mag = 0;
+              for (int64_t i = offsets[b]; i < offsets[b + 1]; ++i) {
+                const float wi = weighted ? w[i] : 1.0f, s = header(ids[i], 0),
+                            bias = header(ids[i], 1);
+                const auto q = static_cast<float>(code(ids[i], c));
+                const float ws = Rounded(wi * s), wb = Rounded(wi * bias);
+                bias_sum = Rounded(bias_sum + wb);
+                acc = f == RowFormat::kInt8 && level.fma ? std::fma(q, ws, acc)
+                                                         : Rounded(acc + Rounded(q * ws));
+                const float x = Rounded(Rounded(q * s) + bias);
+                plain = weighted ? Rounded(plain + Rounded(wi * x)) : Rounded(plain + x);
+                real += double{wi} * (double{q} * s + bias);
+                mag += std::fabs(double{wi}) * (std::fabs(double{q} * s) + std::fabs(double{bias}));
+              }
+              const size_t o = static_cast<size_t>(b * dim + c);
+              want[o] = c < folded ? Rounded(acc + bias_sum) : plain;
+              exact[o] = plain;
+              // The bound of docs/semantics.md: (n + 3) u / (1 - (n + 3) u) x mag, u = 2^-24.
+              const double k = static_cast<double>(offsets[b + 1] - offsets[b] + 3) * 0x1p-24;
+              ASSERT_LE(std::fabs(want[o] - real), k / (1 - k) * mag)
+                  << level.name << " " << RowFormatName(f) << " dim " << dim << " bag " << b;
+              worst = std::max(worst, std::fabs(double{want[o]} - exact[o]));
+            }
+          }
+          std::vector<float> got(want.size(), -7.0f);
+          PooledArgs a;
+          a.weights = data.data();
+          a.type = f;
+          a.row_bytes = row_bytes;
+          a.cols = dim;
+          a.offsets = offsets.data();
+          a.rows = ids.data();
+          a.id_weights = weighted ? w.data() : nullptr;
+          a.out = got.data();
+          a.out_stride = dim;
+          a.bag_end = B;
+          a.prefetch_distance = PrefetchDistanceFor(static_cast<uint64_t>(row_bytes));
+          a.fold_dequant = true;
+          level.fn(a);
+          const std::string what = std::string(level.name) + " " + RowFormatName(f) + " dim " +
+                                   std::to_string(dim) + (weighted ? " weighted" : "");
+          for (size_t o = 0; o < got.size(); ++o)
+            ASSERT_EQ(std::memcmp(&got[o], &want[o], 4), 0)
+                << what << " element " << o << ": " << got[o] << " vs " << want[o];
+          if (folded > 0) EXPECT_GT(worst, 0.0) << what << ": folded sums equal the exact ones";
         }
       }
     }
