@@ -2,7 +2,6 @@
 #include "impl/comm/host_bandwidth.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -79,13 +78,6 @@ Status MeasureInterHostBandwidth(Communicator& c, std::chrono::milliseconds budg
   return Status::Ok();
 }
 
-int RoundsPerGroup(double pilot_ms_per_round) {
-  if (!(pilot_ms_per_round > 0)) return kMaxRoundsPerGroup;
-  const double n = std::ceil(kMinGroupMs / pilot_ms_per_round);
-  return static_cast<int>(std::clamp(n, static_cast<double>(kRoundsTimed / kRoundGroups),
-                                     static_cast<double>(kMaxRoundsPerGroup)));
-}
-
 Status MeasureCollectiveRound(Communicator& c, double* ms) {
   const int size = c.Size();
   *ms = 0;
@@ -97,29 +89,21 @@ Status MeasureCollectiveRound(Communicator& c, double* ms) {
       SR_RETURN_IF_ERROR(c.AllToAllV(send.data(), counts, recv.data(), counts, DType::kFloat64));
     return Status::Ok();
   };
-  auto timed = [&](int n, double* mean_ms) {
-    const auto start = Clock::now();
-    SR_RETURN_IF_ERROR(rounds(n));
-    *mean_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count() / n;
-    return Status::Ok();
-  };
   SR_RETURN_IF_ERROR(rounds(4));  // warm-up: every pair's first message, the caches
   SR_RETURN_IF_ERROR(c.Barrier());
-  // A pilot group sizes the timed ones, the same on every rank (the slowest rank's pilot): each
-  // group spans at least kMinGroupMs, several of the scheduler's time slices, so a group's mean
-  // holds the waits for descheduled peers in the proportion a step's rounds meet them. Groups of
-  // a few fast rounds (8 of 0.1 ms on one host) each either missed every such wait or caught a
-  // whole one, and their median moved 0.6-11.6 ms between runs on a loaded machine.
-  double pilot = 0;
-  SR_RETURN_IF_ERROR(timed(kRoundsTimed / kRoundGroups, &pilot));
-  SR_RETURN_IF_ERROR(c.AllReduce(&pilot, &pilot, 1, DType::kFloat64, ReduceOp::kMax));
-  const int per_group = RoundsPerGroup(pilot);
-  // Timed in kRoundGroups groups: a cost every round pays is in each group's mean, while one
-  // long descheduling lands in one group and the median leaves it out.
-  double group_ms[kRoundGroups];
-  for (double& g : group_ms) SR_RETURN_IF_ERROR(timed(per_group, &g));
-  std::sort(group_ms, group_ms + kRoundGroups);
-  double median = (group_ms[kRoundGroups / 2 - 1] + group_ms[kRoundGroups / 2]) / 2;
+  // Timed in kGroups groups: a cost every round pays (ranks waiting to be scheduled) is in
+  // each group's mean, while one descheduling of a few ms on a loaded machine, which a whole
+  // step absorbs, lands in one group and the median leaves it out.
+  constexpr int kGroups = 4;
+  double group_ms[kGroups];
+  for (double& g : group_ms) {
+    const auto start = Clock::now();
+    SR_RETURN_IF_ERROR(rounds(kRoundsTimed / kGroups));
+    g = std::chrono::duration<double, std::milli>(Clock::now() - start).count() /
+        (kRoundsTimed / kGroups);
+  }
+  std::sort(group_ms, group_ms + kGroups);
+  double median = (group_ms[kGroups / 2 - 1] + group_ms[kGroups / 2]) / 2;
   SR_RETURN_IF_ERROR(c.AllReduce(&median, &median, 1, DType::kFloat64, ReduceOp::kMax));
   *ms = median;
   return Status::Ok();

@@ -21,24 +21,13 @@ Status MeasureInterHostBandwidth(Communicator& c, std::chrono::milliseconds budg
                                  double* bytes_per_s);
 
 // Collective over any communicator of more than one rank. The time of one collective round with
-// every rank of the world in it at once: all-to-alls of one 8-byte element per peer, back to back
-// after a warm-up; a pilot group of kRoundsTimed / kRoundGroups rounds sizes kRoundGroups timed
-// groups to span at least kMinGroupMs each (RoundsPerGroup of the slowest rank's pilot); each
-// rank's median of the groups' means, and *ms the slowest rank's (the same on every rank). What a
-// step's round costs beyond its bytes when the ranks share cores (processes beyond the CPUs wait
-// to be scheduled at each round) or wait on a network's round trip, which a round between two
-// otherwise idle threads does not show. Takes about 5 x kMinGroupMs where rounds are fast, 5 x 8
-// rounds where they are slow. 0 on a world of one. Errors: those of the collectives (every rank
-// fails alike).
+// every rank of the world in it at once: kRoundsTimed all-to-alls of one 8-byte element per
+// peer, back to back after a warm-up, in 4 groups; each rank's median of the groups' means, and
+// *ms the slowest rank's (the same on every rank). What a step's round costs beyond its bytes when
+// the ranks share cores (processes beyond the CPUs wait to be scheduled at each round) or wait on a
+// network's round trip, which a round between two otherwise idle threads does not show. 0 on a
+// world of one. Errors: those of the collectives (every rank fails alike).
 inline constexpr int kRoundsTimed = 32;
-inline constexpr int kRoundGroups = 4;
-inline constexpr double kMinGroupMs = 25.0;
-inline constexpr int kMaxRoundsPerGroup = 1024;
 Status MeasureCollectiveRound(Communicator& c, double* ms);
-
-// Rounds in each timed group of MeasureCollectiveRound given the pilot's mean round (ms):
-// enough to span kMinGroupMs, at least kRoundsTimed / kRoundGroups, at most kMaxRoundsPerGroup
-// (also for a pilot of 0 or less, a clock that did not advance).
-int RoundsPerGroup(double pilot_ms_per_round);
 
 }  // namespace shardrec::comm

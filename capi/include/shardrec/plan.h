@@ -332,10 +332,8 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
  * the contention of an embedding all-to-all, in the units the planner takes ("bytes/s between
  * nodes, per rank"). Every rank gets the same value. When every rank is on one host nothing
  * crosses: *bandwidth_out is 0 and inter_node_bandwidth is left as it is.
- * It then times one collective round of the whole world at once (all-to-alls of 8 bytes per
- * peer after a warm-up, in 4 groups of at least 8 rounds and 25 ms each, so that a group holds
- * the waits for descheduled ranks as a step's rounds meet them: the slowest rank's median group
- * mean; about 0.1 s where rounds are fast) and writes it into
+ * It then times one collective round of the whole world at once (32 all-to-alls of 8 bytes per
+ * peer after a warm-up, in 4 groups: the slowest rank's median group mean) and writes it into
  * @p topology->collective_latency (struct version >= 2, world of more than one rank, on one host
  * too): a step's rounds cost that when the ranks share cores or wait on the network, more than
  * shardrec_topology_calibrate() sees between two idle threads. Call it after
