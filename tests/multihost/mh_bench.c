@@ -11,8 +11,9 @@
  *   mesh layout L world W sync_ms M link_tx_per_sync X link_rx_per_sync Y bytes_per_rank B
  *                               (B: the weights and Adagrad state each rank averages)
  * Ranks meet through shardrec_comm_create_from_env. Every rank calibrates this machine at
- * once (as they will run: the hosts share its cores, so ranks_per_machine is the world) and rank
- * 0 broadcasts its figures, so every rank plans alike; every rank then measures the network and
+ * once, each as one rank (ranks_per_machine 1, or SHARDREC_BED_RPM: the hosts share its cores,
+ * and the other ranks calibrating beside it are the contention), and rank 0 broadcasts its
+ * figures, so every rank plans alike; every rank then measures the network and
  * a collective round of the whole world (shardrec_topology_calibrate_network, budget 1 s across
  * hosts), which set the planner's inter_node_bandwidth and collective_latency;
  * SHARDREC_BED_LINK_BYTES (bytes/s), when set, overrides it, and
