@@ -123,6 +123,12 @@ double SentShare(const Topology& topo, const sharding::TableConfig& table, int64
   return 1.0 - std::pow(1.0 - frac, load.ids / load.outputs);
 }
 
+bool CanReduceInsideHost(const Topology& topo, ShardingType type) {
+  return (type == ShardingType::kTableRowWise || type == ShardingType::kGrid) &&
+         topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
+         topo.world_size > topo.local_world_size;
+}
+
 double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel,
                     bool any_row_stat_exchange, bool any_host_reduce) {
   double ms = topo.per_id_ms * ids_per_rank;
@@ -274,8 +280,11 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
         const double lookup = ip * W * D * st;
         const double out_bytes = O * W * D * kOutputBytes;
         const double intra = topo.CommBandwidth(Collective::kReduceScatter, l, l);
-        if (w > l && topo.device == ComputeDevice::kHost && !topo.host_reduce) {
-          // Flat: every shard returns its partial sums to each sample's rank, as row-wise does.
+        if (topo.device == ComputeDevice::kHost &&
+            !(topo.host_reduce && CanReduceInsideHost(topo, type))) {
+          // Flat: every shard returns its partial sums to each sample's rank, as row-wise does;
+          // also where nothing can be reduced inside a host (one host: the whole world is the
+          // host, and the collection exchanges flat, host_reduce.cc).
           p.fwd_compute = (in_read + lookup + out_bytes) / device_bw;
           p.fwd_comms = ExchangeSeconds(topo, Collective::kAllToAll,
                                         out_bytes * SentShare(topo, table, s.rows, load));

@@ -109,6 +109,12 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
 double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_parallel,
                     bool any_row_stat_exchange, bool any_host_reduce = false);
 
+// A table whose return exchange the collection can reduce inside the owners' host before it
+// crosses (host_reduce.h): table-row-wise and grid tables of host ranks whose hosts are not the
+// whole world. The others of those types exchange flat (as row-wise does), which is how they are
+// priced on host topologies, one host included.
+bool CanReduceInsideHost(const Topology& topo, sharding::ShardingType type);
+
 // Seconds of moving `bytes` of a sharded table's output exchange over collective `c` (see the
 // definition for the host topologies' split between intra- and inter-node bandwidth).
 double ExchangeSeconds(const Topology& topo, Collective c, double bytes);

@@ -22,19 +22,6 @@ std::vector<std::vector<float>> FeaturePoolingFactors(const sharding::Plan& plan
   return out;
 }
 
-namespace {
-
-// A table whose return exchange the collection can reduce inside the owners' host before it
-// crosses (host_reduce.h): table-row-wise and grid tables of host ranks whose hosts are not the
-// whole world.
-bool CanReduceInsideHost(const Topology& topo, sharding::ShardingType type) {
-  return (type == sharding::ShardingType::kTableRowWise || type == sharding::ShardingType::kGrid) &&
-         topo.device == ComputeDevice::kHost && topo.local_world_size > 1 &&
-         topo.world_size > topo.local_world_size;
-}
-
-}  // namespace
-
 PlanEstimate EstimatePlan(const sharding::Plan& plan, const Topology& given,
                           const std::vector<std::vector<float>>& pooling_factors,
                           const std::vector<TierHint>* tiers) {

@@ -11,8 +11,9 @@
  *   mesh layout L world W sync_ms M link_tx_per_sync X link_rx_per_sync Y bytes_per_rank B
  *                               (B: the weights and Adagrad state each rank averages)
  * Ranks meet through shardrec_comm_create_from_env. Every rank calibrates this machine at
- * once (as they will run: the hosts share its cores, so ranks_per_machine is the world) and rank
- * 0 broadcasts its figures, so every rank plans alike; every rank then measures the network and
+ * once, each as one rank (ranks_per_machine 1, or SHARDREC_BED_RPM: the hosts share its cores,
+ * and the other ranks calibrating beside it are the contention), and rank 0 broadcasts its
+ * figures, so every rank plans alike; every rank then measures the network and
  * a collective round of the whole world (shardrec_topology_calibrate_network, budget 1 s across
  * hosts), which set the planner's inter_node_bandwidth and collective_latency;
  * SHARDREC_BED_LINK_BYTES (bytes/s), when set, overrides it, and
@@ -233,12 +234,16 @@ int main(int argc, char** argv) {
   CHECK(shardrec_topology_from_comm(&topology, comm));
   topology.batch_size = BATCH;
   /* Every rank calibrates at once, as the ranks will run: the bed's hosts share this machine's
-     cores, so a lone calibration would measure a rank with the whole machine to itself. */
+     cores, so a lone calibration would measure a rank with the whole machine to itself. Each
+     calibrates as one rank of the machine (ranks_per_machine 1): the contention is the other
+     ranks calibrating beside it. With the default (the host's ranks_per_node) each rank also
+     gathered on ranks_per_node threads and was credited its share of them, on top of the real
+     co-runners: a share counted twice, the gather bandwidth half what a rank gets. */
   if (calibrate) {
-    /* The bed's hosts are one machine: all the world's ranks share its cores. */
     shardrec_calibrate_options_t copt;
     shardrec_calibrate_options_init(&copt, SHARDREC_CALIBRATE_OPTIONS_VERSION);
-    copt.ranks_per_machine = getenv("SHARDREC_BED_RPM") ? atoi(getenv("SHARDREC_BED_RPM")) : 0;
+    copt.ranks_per_machine = getenv("SHARDREC_BED_RPM") ? atoi(getenv("SHARDREC_BED_RPM")) : 1;
+    CHECK(shardrec_comm_barrier(comm));
     CHECK(shardrec_topology_calibrate(&topology, &copt, NULL));
   }
   if (rank == 0 && calibrate) {
@@ -326,10 +331,16 @@ int main(int argc, char** argv) {
         const double per = 1e3 / (double)st.forwards;
         printf(
             "phases_ms total %.3f collective %.3f input %.3f lookup %.3f output %.3f "
-            "backward %.3f latency_ms %.4f intra_bps %.0f\n",
+            "backward %.3f latency_ms %.4f intra_bps %.0f memory_bps %.0f per_id_ns %.2f\n",
             st.total_seconds * per, st.collective_seconds * per, st.input_dist_seconds * per,
             st.lookup_seconds * per, st.output_dist_seconds * per, st.backward_seconds * per,
-            topology.collective_latency * 1e3, topology.intra_node_bandwidth);
+            topology.collective_latency * 1e3, topology.intra_node_bandwidth,
+            topology.memory_bandwidth, topology.per_id_cost * 1e9);
+      }
+      {
+        char* text = NULL;
+        if (shardrec_plan_stats(plan, &text, NULL) == SHARDREC_OK) printf("%s", text);
+        shardrec_free(text);
       }
     }
   }

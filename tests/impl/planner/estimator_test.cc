@@ -279,6 +279,31 @@ TEST(PlannerEstimator, TableRowWiseCrossesOnceForEachSampleOfTheOtherHosts) {
   EXPECT_NEAR(e[0].perf.fwd_comms, out / topo.intra_node_bw + cross, 1e-9);
 }
 
+TEST(PlannerEstimator, TableRowWiseOnOneHostIsPricedAsTheFlatExchangeItRuns) {
+  // One host of 2 ranks (the bed's 1 x 2): nothing can be reduced inside a host, the collection
+  // exchanges table-row-wise flat (host_reduce.cc), row-wise's exchange on the same shards. Its
+  // estimate was the reduced formula's dense exchange instead (each shard's whole output, where a
+  // shard sends only the samples with an id in its rows: 1 - 0.5^4 of them), whichever
+  // host_reduce the topology carried.
+  const auto t = BenchTable();
+  for (const bool reduce : {true, false}) {
+    Topology topo = Topology::Default(2, 2, ComputeDevice::kHost);
+    topo.batch_size = 256;
+    topo.intra_node_bw = 1.2e9 / 1000;
+    topo.host_reduce = reduce;
+    EXPECT_FALSE(CanReduceInsideHost(topo, ShardingType::kTableRowWise));
+    const auto shards = sharding::MakeRowWise(t, 2).shards;
+    const auto trw = EstimateShards(topo, t, {4.0f}, ShardingType::kTableRowWise, shards);
+    const auto rw = EstimateShards(topo, t, {4.0f}, ShardingType::kRowWise, shards);
+    ASSERT_EQ(trw.size(), 2u);
+    const double sent = 256.0 * 2 * 64 * 4 * (1 - std::pow(0.5, 4));
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_NEAR(trw[i].perf.fwd_comms, sent / topo.intra_node_bw, 1e-9);
+      EXPECT_NEAR(trw[i].perf.total(), rw[i].perf.total(), 1e-9);
+    }
+  }
+}
+
 TEST(PlannerEstimator, HostTopologiesPreferPlansThatKeepTrafficInsideHosts) {
   // Both tables row-wise against both table-row-wise (each on one host), on the bed's slow link:
   // the busiest rank's exchange time is what the planner ranks plans by.
