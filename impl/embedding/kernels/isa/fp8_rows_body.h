@@ -54,14 +54,14 @@ typename I::Reg DecodeFp8Reg(typename I::IReg c, typename I::Reg scale) {
   const IReg normal = I::IAdd(I::template Sll<F::kShift>(mag),
                               I::ISet1(static_cast<uint32_t>(127 - F::kP.bias) << 23));
   // A subnormal one (exponent field 0): its mantissa, a small integer, times the unit; exact.
-  const IReg sub = I::AsInt(
-      I::Mul(I::CvtI32(mag), I::AsFloat(I::ISet1(F::Pow2Bits(F::kEmin - F::kMant)))));
+  const IReg sub =
+      I::AsInt(I::Mul(I::CvtI32(mag), I::AsFloat(I::ISet1(F::Pow2Bits(F::kEmin - F::kMant)))));
   IReg v = I::ISelect(I::IGt(I::ISet1(1u << F::kMant), mag), sub, normal);
   if constexpr (kKind == Fp8Kind::kE4M3) {
     v = I::ISelect(I::IEq(mag, I::ISet1(0x7Fu)), I::ISet1(0x7FC00000u), v);
   } else {  // exponent field all ones: an infinity (mantissa 0) or a NaN
-    const IReg special = I::ISelect(I::IEq(mag, I::ISet1(0x7Cu)), I::ISet1(0x7F800000u),
-                                    I::ISet1(0x7FC00000u));
+    const IReg special =
+        I::ISelect(I::IEq(mag, I::ISet1(0x7Cu)), I::ISet1(0x7F800000u), I::ISet1(0x7FC00000u));
     v = I::ISelect(I::IGt(mag, I::ISet1(0x7Bu)), special, v);
   }
   return I::Mul(I::AsFloat(I::IOr(v, sign)), scale);

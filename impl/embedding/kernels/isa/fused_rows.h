@@ -98,8 +98,7 @@ void FusedRowsAvx512(const FusedRowsArgs& args);    // AVX-512 F/BW/VL
 // One FP8 row (core/fp8.h's layout, `type` kFp8E4M3 or kFp8E5M2) decoded into values[0..cols)
 // (encode false) or values[0..cols) encoded into it (encode true) by a level's registers, as the
 // fused backward does: the bits of core/fp8.h's DecodeFp8Row / EncodeFp8Row on every level.
-using Fp8RowFn = void (*)(WeightType type, bool encode, float* values, int32_t cols,
-                          uint8_t* row);
+using Fp8RowFn = void (*)(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
 void Fp8RowBaseline(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
 void Fp8RowAvx2(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
 void Fp8RowAvx512(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);

@@ -365,9 +365,8 @@ void Rows(const FusedRowsArgs& a) {
     float* m2 = StateOf(a, a.m2, a.m2_row_wise, row);
     float* w = reinterpret_cast<float*>(weights + row * a.stride * elem);
     if constexpr (kFp8<kType>) {
-      DecodeFp8RowVec<I, kFp8KindOf<kType>>(reinterpret_cast<const uint8_t*>(weights) +
-                                                row * a.stride,
-                                            a.cols, w_buf);
+      DecodeFp8RowVec<I, kFp8KindOf<kType>>(
+          reinterpret_cast<const uint8_t*>(weights) + row * a.stride, a.cols, w_buf);
       w = w_buf;
     } else if constexpr (kType != WeightType::kFp32) {
       WidenRow<I, kType>(reinterpret_cast<const uint16_t*>(weights) + row * a.stride, a.cols,

@@ -70,9 +70,7 @@ struct Avx2 {
   static IMask IEq(IReg a, IReg b) { return _mm256_cmpeq_epi32(a, b); }
   static IReg ISelect(IMask m, IReg a, IReg b) { return _mm256_blendv_epi8(b, a, m); }
   static Reg CvtI32(IReg v) { return _mm256_cvtepi32_ps(v); }  // exact for the small counts used
-  static void IStore(uint32_t* p, IReg v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
-  }
+  static void IStore(uint32_t* p, IReg v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
   // kWidth bytes widened to lanes, and each lane's low byte stored (lanes within 0..255).
   static IReg LoadBytes(const uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));

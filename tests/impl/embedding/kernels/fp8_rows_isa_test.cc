@@ -72,7 +72,7 @@ std::vector<std::vector<float>> Rows(int32_t dim, uint32_t seed) {
           // k/2 units of 2^-10 (E4M3's subnormal half unit), of 2^-17 (E5M2's), and multiples
           // of 2^-4 around 1 (a normal tie), each +-1 ulp or exact.
           const int k = static_cast<int>(next() % 20);
-          const float unit = (i % 3 == 0) ? std::ldexp(1.0f, -10)
+          const float unit = (i % 3 == 0)   ? std::ldexp(1.0f, -10)
                              : (i % 3 == 1) ? std::ldexp(1.0f, -17)
                                             : std::ldexp(1.0f, -4);
           v = static_cast<float>(k) * unit + (i % 3 == 2 ? 1.0f : 0.0f);
@@ -114,8 +114,7 @@ TEST(EmbeddingKernels, Fp8RowCodecEqualsCoreAtEveryCpuLevel) {
   const auto levels = Levels();
   for (DType dt : {DType::kFp8E4M3, DType::kFp8E5M2}) {
     const Fp8Kind kind = Fp8KindOf(dt);
-    const auto type = dt == DType::kFp8E4M3 ? isa::WeightType::kFp8E4M3
-                                            : isa::WeightType::kFp8E5M2;
+    const auto type = dt == DType::kFp8E4M3 ? isa::WeightType::kFp8E4M3 : isa::WeightType::kFp8E5M2;
     for (int32_t dim : {1, 3, 4, 7, 8, 15, 16, 17, 31, 33, 64, 100, 131}) {
       const int64_t bytes = static_cast<int64_t>(kFp8HeaderBytes) + dim;
       for (const auto& row : Rows(dim, 7u + static_cast<uint32_t>(dim))) {
