@@ -3,17 +3,18 @@
 // fused backward (isa/fused_rows_body.h) and the Fp8Row* entry points (isa/fused_rows.h). The
 // bits are core/fp8.h's DecodeFp8Row / EncodeFp8Row exactly: integer bit manipulation and exact
 // float operations (a multiply by a power of two, a small integer converted) only, so nothing
-// depends on the rounding mode, and no branch depends on a value. fp8.h's functions are not
-// called here (their inline copies built for a wide instruction set could stand in for the
-// baseline's at link time); only its constants are read, at compile time.
+// depends on the rounding mode; the one branch on values skips work whose result is unused. fp8.h's
+// functions are not called here (their inline copies built for a wide instruction set could stand
+// in for the baseline's at link time); only its constants are read, at compile time.
 //
 // I provides, besides what fused_rows_body.h uses: IReg / IMask (32-bit integer lanes and a
 // comparison's result), AsInt, AsFloat, ISet1, IAnd, IOr, IAdd, ISub, Srl<n>, Sll<n>, IGt (signed),
-// IEq, ISelect(m, a, b) (a where m holds), CvtI32, IStore, LoadBytes / StoreBytes (kWidth bytes
-// to and from the lanes' low bytes).
+// IEq, ISelect(m, a, b) (a where m holds), Any(m), CvtI32, IStore, LoadBytes / StoreBytes
+// (kWidth bytes to and from the lanes' low bytes).
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "impl/core/fp8.h"
 
@@ -67,6 +68,18 @@ typename I::Reg DecodeFp8Reg(typename I::IReg c, typename I::Reg scale) {
   return I::Mul(I::AsFloat(I::IOr(v, sign)), scale);
 }
 
+// The number of Threshold(i) that the magnitudes `a` exceed, the thresholds compile-time
+// constants (a loop over i computed them at run time).
+template <class I, Fp8Kind kKind, int... i>
+typename I::IReg SubnormalCount(typename I::IReg a, std::integer_sequence<int, i...>) {
+  using F = Fp8Format<kKind>;
+  const typename I::IReg one = I::ISet1(1u);
+  const typename I::IReg zero = I::ISet1(0u);
+  typename I::IReg q = zero;
+  ((q = I::IAdd(q, I::ISelect(I::IGt(a, I::ISet1(F::Threshold(i))), one, zero))), ...);
+  return q;
+}
+
 // One register of scaled values encoded (EncodeFp8's codes in the lanes' low bytes).
 template <class I, Fp8Kind kKind>
 typename I::IReg EncodeFp8Reg(typename I::Reg y) {
@@ -85,12 +98,12 @@ typename I::IReg EncodeFp8Reg(typename I::Reg y) {
   r = I::ISelect(I::IGt(a, I::ISet1(0x7F800000u)), I::ISet1(F::kP.nan_code), r);
   // Below it: the count of units, rounded to nearest even, is the number of thresholds the
   // magnitude exceeds (2^m of them; all exceeded: the smallest normal, whose code is 2^m).
-  IReg q = I::ISet1(0u);
-  const IReg one = I::ISet1(1u);
-  const IReg zero = I::ISet1(0u);
-  for (int i = 0; i < (1 << F::kMant); ++i)
-    q = I::IAdd(q, I::ISelect(I::IGt(a, I::ISet1(F::Threshold(i))), one, zero));
-  return I::IOr(I::ISelect(I::IGt(I::ISet1(F::kMinNormal), a), q, r), sign);
+  // Skipped when no lane is below the smallest normal (the same bits either way; most registers
+  // of a trained row have none).
+  const typename I::IMask sub = I::IGt(I::ISet1(F::kMinNormal), a);
+  if (!I::Any(sub)) return I::IOr(r, sign);
+  const IReg q = SubnormalCount<I, kKind>(a, std::make_integer_sequence<int, (1 << F::kMant)>{});
+  return I::IOr(I::ISelect(sub, q, r), sign);
 }
 
 // The exponent of a row's scale from its largest finite magnitude's bits: fp8.h's Fp8ScaleExp.

@@ -79,6 +79,7 @@ struct Avx512 {
   static IMask IGt(IReg a, IReg b) { return _mm512_cmpgt_epi32_mask(a, b); }  // signed
   static IMask IEq(IReg a, IReg b) { return _mm512_cmpeq_epi32_mask(a, b); }
   static IReg ISelect(IMask m, IReg a, IReg b) { return _mm512_mask_blend_epi32(m, b, a); }
+  static bool Any(IMask m) { return m != 0; }
   static Reg CvtI32(IReg v) {
     return _mm512_maskz_cvtepi32_ps(0xFFFF, v);
   }  // exact for the small counts used

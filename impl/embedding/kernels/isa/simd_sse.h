@@ -83,6 +83,7 @@ struct Sse {
   static IReg ISelect(IMask m, IReg a, IReg b) {
     return _mm_or_si128(_mm_and_si128(m, a), _mm_andnot_si128(m, b));
   }
+  static bool Any(IMask m) { return _mm_movemask_epi8(m) != 0; }
   static Reg CvtI32(IReg v) { return _mm_cvtepi32_ps(v); }  // exact for the small counts used
   static void IStore(uint32_t* p, IReg v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
   // kWidth bytes widened to lanes, and each lane's low byte stored (lanes within 0..255).
@@ -148,6 +149,7 @@ struct Sse {
   }
   static IMask IEq(IReg a, IReg b) { return a == b ? ~0u : 0u; }
   static IReg ISelect(IMask m, IReg a, IReg b) { return (a & m) | (b & ~m); }
+  static bool Any(IMask m) { return m != 0; }
   static Reg CvtI32(IReg v) { return static_cast<float>(static_cast<int32_t>(v)); }
   static void IStore(uint32_t* p, IReg v) { *p = v; }
   static IReg LoadBytes(const uint8_t* p) { return *p; }
