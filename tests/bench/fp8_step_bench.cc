@@ -1,16 +1,23 @@
 // A training step (forward + backward with fused row-wise Adagrad) of the same collection with
-// its tables stored in fp32, bf16 or FP8 E4M3 (arg 1: 0, 2 or 7, a DType value), at world 1 and 2
-// (arg 0), ranks as threads over Gloo on loopback. Row-wise and table-wise tables (FP8 rows are
-// not split into columns). The target: an FP8 step at most 1.1x the bf16 one. Run with
-// --benchmark_repetitions and --benchmark_enable_random_interleaving to interleave the types.
+// its tables stored in fp32, bf16, FP8 E4M3 or E5M2 (arg 1: 0, 2, 7 or 8, a DType value), at
+// world 1 and 2 (arg 0), ranks as threads over Gloo on loopback. Row-wise and table-wise tables
+// (FP8 rows are not split into columns). The target: an FP8 step at most 1.1x the bf16
+// one. Run with --benchmark_repetitions and --benchmark_enable_random_interleaving to interleave
+// the types. "Time" is wall time; "CPU" is the CPU time of the whole process (every rank's
+// threads), which a machine shared with other work disturbs less than the wall time.
 #include <benchmark/benchmark.h>
 
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "impl/comm/factory.h"
+#include "impl/core/fp8.h"
+#include "impl/core/half.h"
 #include "impl/embedding/collection.h"
+#include "impl/embedding/kernels/isa/fused_rows.h"
+#include "impl/embedding/kernels/kernels.h"
 #include "impl/sharding/layout.h"
 #include "tests/bench/rank_threads.h"
 #include "tests/impl/sharding/test_plans.h"
@@ -97,7 +104,80 @@ void BM_Step(benchmark::State& state) {
   threads.Run([&](int r) { colls[r].reset(); });
 }
 
-BENCHMARK(BM_Step)->ArgsProduct({{1, 2}, {0, 2, 7}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Step)
+    ->ArgsProduct({{1, 2}, {0, 2, 7, 8}})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+// The per-row work a 16-bit or FP8 table adds to the fused backward, on one thread: 24k rows of
+// 128 values each widened / decoded to fp32 and rounded / encoded back (arg 0: a DType value;
+// arg 1 for FP8: 0 the fused backward's codec at the host's widest level, 1 core/fp8.h's scalar
+// row functions, which the backward called before). bf16 rounds to nearest even as
+// optim::StoreRoundedRow does. CPU time of this thread, which other work on the machine disturbs
+// less than whole steps.
+void BM_RowCodec(benchmark::State& state) {
+  const auto dtype = static_cast<DType>(state.range(0));
+  const bool scalar = state.range(1) != 0;
+  state.SetLabel(std::string(DTypeName(dtype)) + (IsFp8DType(dtype) && scalar ? " scalar" : ""));
+  constexpr int64_t kRows = 24576;
+  constexpr int32_t kCols = 128;
+  std::mt19937 gen(3);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> values(kRows * kCols);
+  for (auto& v : values) v = dist(gen);
+  const bool fp8 = IsFp8DType(dtype);
+  const int64_t row_bytes = fp8 ? Fp8RowBytes(kCols) : 2 * kCols;
+  std::vector<uint8_t> rows(kRows * row_bytes);
+  std::vector<float> buf(kCols);
+  const Fp8Kind kind = Fp8KindOf(dtype);
+  const auto type = dtype == DType::kFp8E5M2 ? kernels::isa::WeightType::kFp8E5M2
+                                             : kernels::isa::WeightType::kFp8E4M3;
+  kernels::isa::Fp8RowFn level = &kernels::isa::Fp8RowBaseline;
+  if (kernels::HostCpuLevel() >= kernels::CpuLevel::kAvx512)
+    level = &kernels::isa::Fp8RowAvx512;
+  else if (kernels::HostCpuLevel() >= kernels::CpuLevel::kAvx2)
+    level = &kernels::isa::Fp8RowAvx2;
+  for (int64_t r = 0; r < kRows; ++r) {
+    uint8_t* row = rows.data() + r * row_bytes;
+    if (fp8) {
+      EncodeFp8Row(kind, values.data() + r * kCols, kCols, row);
+    } else {
+      auto* h = reinterpret_cast<uint16_t*>(row);
+      for (int32_t c = 0; c < kCols; ++c) h[c] = FloatToBFloat16(values[r * kCols + c]);
+    }
+  }
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRows; ++r) {
+      uint8_t* row = rows.data() + r * row_bytes;
+      if (fp8 && scalar) {
+        DecodeFp8Row(kind, row, kCols, buf.data());
+        buf[r % kCols] += 1e-3f;  // an update, so the row is written back changed
+        EncodeFp8Row(kind, buf.data(), kCols, row);
+      } else if (fp8) {
+        level(type, false, buf.data(), kCols, row);
+        buf[r % kCols] += 1e-3f;
+        level(type, true, buf.data(), kCols, row);
+      } else {
+        auto* h = reinterpret_cast<uint16_t*>(row);
+        for (int32_t c = 0; c < kCols; ++c) buf[c] = BFloat16ToFloat(h[c]);
+        buf[r % kCols] += 1e-3f;
+        for (int32_t c = 0; c < kCols; ++c) h[c] = FloatToBFloat16(buf[c]);
+      }
+    }
+    benchmark::DoNotOptimize(rows.data());
+  }
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * kRows,
+                                                benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_RowCodec)
+    ->Args({2, 0})
+    ->Args({7, 0})
+    ->Args({7, 1})
+    ->Args({8, 0})
+    ->Args({8, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace shardrec::embedding

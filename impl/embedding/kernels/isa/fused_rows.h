@@ -68,9 +68,9 @@ struct FusedRowsArgs {
   bool m1_row_wise = false;
   bool m2_row_wise = false;
   int64_t row_state_stride = 1;
-  // 16-bit and FP8 weights: each updated row, in fp32, goes to store_row(store_ctx, row, values),
-  // which rounds it into the table (optim's nearest-even or stochastic rounding; FP8: the row
-  // encoded whole).
+  // 16-bit weights: each updated row, in fp32, goes to store_row(store_ctx, row, values), which
+  // rounds it into the table (optim's nearest-even or stochastic rounding). FP8 rows are decoded
+  // and re-encoded whole by the kernel itself (isa/fp8_rows_body.h, core/fp8.h's bits).
   void (*store_row)(void* store_ctx, int64_t row, const float* values) = nullptr;
   void* store_ctx = nullptr;
   // 2 x FusedRowsScratchFloats(cols) floats the caller owns (the summed gradient, a widened row).
@@ -94,5 +94,13 @@ using FusedRowsFn = void (*)(const FusedRowsArgs& args);
 void FusedRowsBaseline(const FusedRowsArgs& args);  // SSE2: every x86-64
 void FusedRowsAvx2(const FusedRowsArgs& args);      // AVX2 + F16C
 void FusedRowsAvx512(const FusedRowsArgs& args);    // AVX-512 F/BW/VL
+
+// One FP8 row (core/fp8.h's layout, `type` kFp8E4M3 or kFp8E5M2) decoded into values[0..cols)
+// (encode false) or values[0..cols) encoded into it (encode true) by a level's registers, as the
+// fused backward does: the bits of core/fp8.h's DecodeFp8Row / EncodeFp8Row on every level.
+using Fp8RowFn = void (*)(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
+void Fp8RowBaseline(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
+void Fp8RowAvx2(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
+void Fp8RowAvx512(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
 
 }  // namespace shardrec::embedding::kernels::isa

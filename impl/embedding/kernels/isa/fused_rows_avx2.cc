@@ -7,5 +7,8 @@
 namespace shardrec::embedding::kernels::isa {
 
 void FusedRowsAvx2(const FusedRowsArgs& args) { FusedRows<Avx2>(args); }
+void Fp8RowAvx2(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row) {
+  Fp8Row<Avx2>(type, encode, values, cols, row);
+}
 
 }  // namespace shardrec::embedding::kernels::isa

@@ -7,5 +7,8 @@
 namespace shardrec::embedding::kernels::isa {
 
 void FusedRowsAvx512(const FusedRowsArgs& args) { FusedRows<Avx512>(args); }
+void Fp8RowAvx512(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row) {
+  Fp8Row<Avx512>(type, encode, values, cols, row);
+}
 
 }  // namespace shardrec::embedding::kernels::isa

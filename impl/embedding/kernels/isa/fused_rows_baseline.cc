@@ -7,5 +7,8 @@
 namespace shardrec::embedding::kernels::isa {
 
 void FusedRowsBaseline(const FusedRowsArgs& args) { FusedRows<Sse>(args); }
+void Fp8RowBaseline(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row) {
+  Fp8Row<Sse>(type, encode, values, cols, row);
+}
 
 }  // namespace shardrec::embedding::kernels::isa

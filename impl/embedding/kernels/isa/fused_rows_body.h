@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "impl/core/fp8_table.h"
 #include "impl/core/prefetch.h"
+#include "impl/embedding/kernels/isa/fp8_rows_body.h"
 #include "impl/embedding/kernels/isa/fused_rows.h"
 #include "impl/embedding/kernels/isa/scalar_half.h"
 #include "impl/optim/dispatch.h"
@@ -321,19 +321,10 @@ void WidenRow(const uint16_t* src, int32_t cols, float* out) {
     out[c] = kType == WeightType::kFp16 ? ScalarF16(src[c]) : ScalarBf16(src[c]);
 }
 
-// An FP8 row decoded into out: each code's table value (core/fp8_table.h) times the row's
-// power-of-two scale, exact (core/fp8.h's DecodeFp8Row).
-template <WeightType kType>
-void DecodeRow(const uint8_t* row, int32_t cols, float* out) {
-  const float* table = ::shardrec::kFp8Decode.v[kType == WeightType::kFp8E4M3 ? 0 : 1];
-  float scale;
-  __builtin_memcpy(&scale, row, sizeof(scale));
-  const uint8_t* codes = row + 4;
-  for (int32_t c = 0; c < cols; ++c) out[c] = table[codes[c]] * scale;
-}
-
 template <WeightType kType>
 constexpr bool kFp8 = kType == WeightType::kFp8E4M3 || kType == WeightType::kFp8E5M2;
+template <WeightType kType>
+constexpr Fp8Kind kFp8KindOf = kType == WeightType::kFp8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
 
 template <class I, WeightType kType, class R>
 void Rows(const FusedRowsArgs& a) {
@@ -374,7 +365,8 @@ void Rows(const FusedRowsArgs& a) {
     float* m2 = StateOf(a, a.m2, a.m2_row_wise, row);
     float* w = reinterpret_cast<float*>(weights + row * a.stride * elem);
     if constexpr (kFp8<kType>) {
-      DecodeRow<kType>(reinterpret_cast<const uint8_t*>(weights) + row * a.stride, a.cols, w_buf);
+      DecodeFp8RowVec<I, kFp8KindOf<kType>>(
+          reinterpret_cast<const uint8_t*>(weights) + row * a.stride, a.cols, w_buf);
       w = w_buf;
     } else if constexpr (kType != WeightType::kFp32) {
       WidenRow<I, kType>(reinterpret_cast<const uint16_t*>(weights) + row * a.stride, a.cols,
@@ -395,7 +387,14 @@ void Rows(const FusedRowsArgs& a) {
                         a.stats != nullptr ? a.stats + u * a.num_stats : stats_buf);
         break;
     }
-    if constexpr (kType != WeightType::kFp32) a.store_row(a.store_ctx, row, w_buf);
+    // An FP8 row is re-encoded here, in registers (optim's StoreRow would encode it with the
+    // baseline's scalar fix-ups at several times the cost); 16-bit rows go to the caller's
+    // rounding, which may be stochastic.
+    if constexpr (kFp8<kType>)
+      EncodeFp8RowVec<I, kFp8KindOf<kType>>(w_buf, a.cols,
+                                            reinterpret_cast<uint8_t*>(weights) + row * a.stride);
+    else if constexpr (kType != WeightType::kFp32)
+      a.store_row(a.store_ctx, row, w_buf);
   }
 }
 
@@ -424,6 +423,20 @@ void FusedRows(const FusedRowsArgs& a) {
     default:
       RowsOf<I, WeightType::kFp32>(a);
       break;
+  }
+}
+
+template <class I>
+void Fp8Row(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row) {
+  if (type == WeightType::kFp8E5M2) {
+    if (encode)
+      EncodeFp8RowVec<I, Fp8Kind::kE5M2>(values, cols, row);
+    else
+      DecodeFp8RowVec<I, Fp8Kind::kE5M2>(row, cols, values);
+  } else if (encode) {
+    EncodeFp8RowVec<I, Fp8Kind::kE4M3>(values, cols, row);
+  } else {
+    DecodeFp8RowVec<I, Fp8Kind::kE4M3>(row, cols, values);
   }
 }
 

@@ -47,6 +47,43 @@ struct Avx2 {
   static float FoldQuads(Reg v) {
     return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
   }
+  // 32-bit integer lanes for the FP8 row codec (isa/fp8_rows_body.h): bit patterns of the
+  // floats, masks of all ones where a comparison holds.
+  using IReg = __m256i;
+  using IMask = __m256i;
+  static IReg AsInt(Reg v) { return _mm256_castps_si256(v); }
+  static Reg AsFloat(IReg v) { return _mm256_castsi256_ps(v); }
+  static IReg ISet1(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
+  static IReg IAnd(IReg a, IReg b) { return _mm256_and_si256(a, b); }
+  static IReg IOr(IReg a, IReg b) { return _mm256_or_si256(a, b); }
+  static IReg IAdd(IReg a, IReg b) { return _mm256_add_epi32(a, b); }
+  static IReg ISub(IReg a, IReg b) { return _mm256_sub_epi32(a, b); }
+  template <int n>
+  static IReg Srl(IReg v) {
+    return _mm256_srli_epi32(v, n);
+  }
+  template <int n>
+  static IReg Sll(IReg v) {
+    return _mm256_slli_epi32(v, n);
+  }
+  static IMask IGt(IReg a, IReg b) { return _mm256_cmpgt_epi32(a, b); }  // signed
+  static IMask IEq(IReg a, IReg b) { return _mm256_cmpeq_epi32(a, b); }
+  static IReg ISelect(IMask m, IReg a, IReg b) { return _mm256_blendv_epi8(b, a, m); }
+  static bool Any(IMask m) { return _mm256_movemask_epi8(m) != 0; }
+  static Reg CvtI32(IReg v) { return _mm256_cvtepi32_ps(v); }  // exact for the small counts used
+  static void IStore(uint32_t* p, IReg v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+  // kWidth bytes widened to lanes, and each lane's low byte stored (lanes within 0..255).
+  static IReg LoadBytes(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void StoreBytes(uint8_t* p, IReg v) {
+    const __m256i w = _mm256_packs_epi32(v, v);  // per 128-bit half: its 4 lanes, twice
+    const __m256i b = _mm256_packus_epi16(w, w);
+    const int32_t lo = _mm_cvtsi128_si32(_mm256_castsi256_si128(b));
+    const int32_t hi = _mm_cvtsi128_si32(_mm256_extracti128_si256(b, 1));
+    __builtin_memcpy(p, &lo, 4);
+    __builtin_memcpy(p + 4, &hi, 4);
+  }
 };
 
 }  // namespace

@@ -56,6 +56,41 @@ struct Avx512 {
     const Reg t = _mm512_add_ps(v, _mm512_maskz_shuffle_f32x4(0xFFFF, v, v, 0x0E));
     return _mm512_cvtss_f32(_mm512_add_ps(t, _mm512_maskz_shuffle_f32x4(0xFFFF, t, t, 0x01)));
   }
+  // 32-bit integer lanes for the FP8 row codec (isa/fp8_rows_body.h): bit patterns of the
+  // floats, comparisons as mask registers. (Zero-masking forms with every lane kept, as in
+  // FoldQuads: GCC 12's plain forms start from an undefined vector it reports.)
+  using IReg = __m512i;
+  using IMask = __mmask16;
+  static IReg AsInt(Reg v) { return _mm512_castps_si512(v); }
+  static Reg AsFloat(IReg v) { return _mm512_castsi512_ps(v); }
+  static IReg ISet1(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  static IReg IAnd(IReg a, IReg b) { return _mm512_and_si512(a, b); }
+  static IReg IOr(IReg a, IReg b) { return _mm512_or_si512(a, b); }
+  static IReg IAdd(IReg a, IReg b) { return _mm512_add_epi32(a, b); }
+  static IReg ISub(IReg a, IReg b) { return _mm512_sub_epi32(a, b); }
+  template <int n>
+  static IReg Srl(IReg v) {
+    return _mm512_maskz_srli_epi32(0xFFFF, v, n);
+  }
+  template <int n>
+  static IReg Sll(IReg v) {
+    return _mm512_maskz_slli_epi32(0xFFFF, v, n);
+  }
+  static IMask IGt(IReg a, IReg b) { return _mm512_cmpgt_epi32_mask(a, b); }  // signed
+  static IMask IEq(IReg a, IReg b) { return _mm512_cmpeq_epi32_mask(a, b); }
+  static IReg ISelect(IMask m, IReg a, IReg b) { return _mm512_mask_blend_epi32(m, b, a); }
+  static bool Any(IMask m) { return m != 0; }
+  static Reg CvtI32(IReg v) {
+    return _mm512_maskz_cvtepi32_ps(0xFFFF, v);
+  }  // exact for the small counts used
+  static void IStore(uint32_t* p, IReg v) { _mm512_storeu_si512(p, v); }
+  // kWidth bytes widened to lanes, and each lane's low byte stored (lanes within 0..255).
+  static IReg LoadBytes(const uint8_t* p) {
+    return _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void StoreBytes(uint8_t* p, IReg v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_maskz_cvtepi32_epi8(0xFFFF, v));
+  }
 };
 
 }  // namespace

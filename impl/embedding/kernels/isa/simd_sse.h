@@ -59,6 +59,45 @@ struct Sse {
   }
   // The register's quads combined in CombineLanes' order; one quad here.
   static float FoldQuads(Reg v) { return _mm_cvtss_f32(v); }
+  // 32-bit integer lanes for the FP8 row codec (isa/fp8_rows_body.h): bit patterns of the
+  // floats, masks of all ones where a comparison holds.
+  using IReg = __m128i;
+  using IMask = __m128i;
+  static IReg AsInt(Reg v) { return _mm_castps_si128(v); }
+  static Reg AsFloat(IReg v) { return _mm_castsi128_ps(v); }
+  static IReg ISet1(uint32_t v) { return _mm_set1_epi32(static_cast<int>(v)); }
+  static IReg IAnd(IReg a, IReg b) { return _mm_and_si128(a, b); }
+  static IReg IOr(IReg a, IReg b) { return _mm_or_si128(a, b); }
+  static IReg IAdd(IReg a, IReg b) { return _mm_add_epi32(a, b); }
+  static IReg ISub(IReg a, IReg b) { return _mm_sub_epi32(a, b); }
+  template <int n>
+  static IReg Srl(IReg v) {
+    return _mm_srli_epi32(v, n);
+  }
+  template <int n>
+  static IReg Sll(IReg v) {
+    return _mm_slli_epi32(v, n);
+  }
+  static IMask IGt(IReg a, IReg b) { return _mm_cmpgt_epi32(a, b); }  // signed
+  static IMask IEq(IReg a, IReg b) { return _mm_cmpeq_epi32(a, b); }
+  static IReg ISelect(IMask m, IReg a, IReg b) {
+    return _mm_or_si128(_mm_and_si128(m, a), _mm_andnot_si128(m, b));
+  }
+  static bool Any(IMask m) { return _mm_movemask_epi8(m) != 0; }
+  static Reg CvtI32(IReg v) { return _mm_cvtepi32_ps(v); }  // exact for the small counts used
+  static void IStore(uint32_t* p, IReg v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+  // kWidth bytes widened to lanes, and each lane's low byte stored (lanes within 0..255).
+  static IReg LoadBytes(const uint8_t* p) {
+    int32_t w;
+    __builtin_memcpy(&w, p, 4);
+    const __m128i z = _mm_setzero_si128();
+    return _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(w), z), z);
+  }
+  static void StoreBytes(uint8_t* p, IReg v) {
+    const __m128i b = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
+    const int32_t w = _mm_cvtsi128_si32(b);
+    __builtin_memcpy(p, &w, 4);
+  }
 };
 #else
 struct Sse {
@@ -80,6 +119,41 @@ struct Sse {
   static Reg LoadFirst(const float*, int) { return 0.0f; }
   static void StoreFirst(float*, Reg, int) {}
   static Reg KeepFirst(Reg v, int n) { return n > 0 ? v : 0.0f; }
+  using IReg = uint32_t;
+  using IMask = uint32_t;
+  static IReg AsInt(Reg v) {
+    uint32_t u;
+    __builtin_memcpy(&u, &v, 4);
+    return u;
+  }
+  static Reg AsFloat(IReg v) {
+    float f;
+    __builtin_memcpy(&f, &v, 4);
+    return f;
+  }
+  static IReg ISet1(uint32_t v) { return v; }
+  static IReg IAnd(IReg a, IReg b) { return a & b; }
+  static IReg IOr(IReg a, IReg b) { return a | b; }
+  static IReg IAdd(IReg a, IReg b) { return a + b; }
+  static IReg ISub(IReg a, IReg b) { return a - b; }
+  template <int n>
+  static IReg Srl(IReg v) {
+    return v >> n;
+  }
+  template <int n>
+  static IReg Sll(IReg v) {
+    return v << n;
+  }
+  static IMask IGt(IReg a, IReg b) {
+    return static_cast<int32_t>(a) > static_cast<int32_t>(b) ? ~0u : 0u;
+  }
+  static IMask IEq(IReg a, IReg b) { return a == b ? ~0u : 0u; }
+  static IReg ISelect(IMask m, IReg a, IReg b) { return (a & m) | (b & ~m); }
+  static bool Any(IMask m) { return m != 0; }
+  static Reg CvtI32(IReg v) { return static_cast<float>(static_cast<int32_t>(v)); }
+  static void IStore(uint32_t* p, IReg v) { *p = v; }
+  static IReg LoadBytes(const uint8_t* p) { return *p; }
+  static void StoreBytes(uint8_t* p, IReg v) { *p = static_cast<uint8_t>(v); }
 };
 #endif
 
