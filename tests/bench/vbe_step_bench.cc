@@ -194,7 +194,11 @@ Bytes MessageBytes(Mode mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Arguments: [rounds] [only-mode] [only-world]; a mode or world named alone is for profiling
+  // (its speedup column is then against itself).
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+  const std::string only_mode = argc > 2 ? argv[2] : "";
+  const int only_world = argc > 3 ? std::atoi(argv[3]) : 0;
   std::vector<std::string> names;
   for (int f = 0; f < kFeatures; ++f)
     names.push_back((f < kUserFeatures ? "u" : "i") + std::to_string(f));
@@ -227,6 +231,7 @@ int main(int argc, char** argv) {
   std::printf("%-5s %-9s %10s %13s %8s %12s %12s\n", "world", "mode", "step_ms", "min..max",
               "speedup", "id_MB", "rows_MB");
   for (int world : {1, 2}) {
+    if (only_world != 0 && world != only_world) continue;
     shardrec_topology_t topo;
     shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
     topo.world_size = world;
@@ -241,12 +246,21 @@ int main(int argc, char** argv) {
     std::vector<Batch> batches;
     for (int r = 0; r < world; ++r) batches.push_back(MakeBatch(17 + static_cast<uint64_t>(r)));
     shardrec::bench::RankThreads ranks(world);
-    const Mode modes[] = {Mode::kRepeated, Mode::kVbeInverse, Mode::kVbeFeatureMajor};
-    std::vector<std::vector<double>> t(3);
+    std::vector<Mode> modes = {Mode::kRepeated, Mode::kVbeInverse, Mode::kVbeFeatureMajor};
+    if (!only_mode.empty())
+      modes.erase(std::remove_if(modes.begin(), modes.end(),
+                                 [&](Mode m) { return only_mode != ModeName(m); }),
+                  modes.end());
+    if (modes.empty()) {
+      std::fprintf(stderr, "unknown mode '%s' (repeated, vbe_inv, vbe_fm)\n", only_mode.c_str());
+      return 2;
+    }
+    std::vector<std::vector<double>> t(modes.size());
     for (int round = 0; round < rounds; ++round)
-      for (int m = 0; m < 3; ++m) t[m].push_back(Run(ranks, plan, comms, batches, modes[m]));
+      for (size_t m = 0; m < modes.size(); ++m)
+        t[m].push_back(Run(ranks, plan, comms, batches, modes[m]));
     const double base = Median(t[0]);
-    for (int m = 0; m < 3; ++m) {
+    for (size_t m = 0; m < modes.size(); ++m) {
       const Bytes bytes = MessageBytes(modes[m]);
       std::printf("%-5d %-9s %10.2f %6.2f..%-6.2f %8.2f %12.2f %12.2f\n", world, ModeName(modes[m]),
                   Median(t[m]) * 1e3, *std::min_element(t[m].begin(), t[m].end()) * 1e3,
