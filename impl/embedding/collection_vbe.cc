@@ -156,7 +156,9 @@ Status EmbeddingCollection::BackwardVbe(const float* grad, size_t grad_len) {
                                     "has ", need, " elements");
   } else if (need > 0 && grad == nullptr) {
     local = Status::InvalidArgument("grad must not be NULL");
-  } else if (s_.options.check_non_finite) {
+  } else if (s_.options.check_non_finite &&
+             !(vbe_current_.has_inverse() && vbe_current_.places() != nullptr)) {
+    // (A pooled batch with inverse indices is checked after its reduction, below.)
     const size_t i = FirstNonFinite(grad, need);
     if (i != need)
       local = Status::InvalidArgument("grad[", i, "] is ", grad[i],
@@ -168,9 +170,20 @@ Status EmbeddingCollection::BackwardVbe(const float* grad, size_t grad_len) {
     // read a scratch feature's bag are summed into it first (the only gradient written here).
     vbe_grad_.resize(vbe_current_.aux_len());
     vbe_current_.Reduce(s_.exec, grad, vbe_grad_.data());
-    const size_t i = s_.options.check_non_finite
-                         ? FirstNonFinite(vbe_grad_.data(), vbe_grad_.size())
-                         : vbe_grad_.size();
+    // With inverse indices the gradient is checked once, on what is read: the columns read in
+    // place, and the sums, which are not finite when a term is not (or when they overflow).
+    const bool check = s_.options.check_non_finite && vbe_current_.has_inverse();
+    const size_t i = check ? FirstNonFinite(vbe_grad_.data(), vbe_grad_.size()) : vbe_grad_.size();
+    if (check && (i != vbe_grad_.size() || !vbe_current_.InPlaceFinite(grad))) {
+      // Name the caller's element when one is not finite, else the sum that overflowed.
+      const size_t g = FirstNonFinite(grad, need);
+      if (g != need)
+        return RunBackward(
+            nullptr, 0,
+            Status::InvalidArgument("grad[", g, "] is ", grad[g],
+                                    ": the output gradient must be finite (nothing was trained)"),
+            nullptr);
+    }
     if (i != vbe_grad_.size()) {
       int64_t f = 0;
       int64_t bag = 0;

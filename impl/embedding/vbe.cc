@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "impl/core/finite.h"
+
 namespace shardrec::embedding {
 
 namespace {
@@ -300,6 +302,16 @@ void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux) cons
       }
     }
   });
+}
+
+bool VbeStep::InPlaceFinite(const float* grad) const {
+  for (const PairRows::Place& at : places_.spans) {
+    if (at.aux) continue;
+    const auto cols = static_cast<size_t>(at.cols);
+    for (int64_t r = 0; r < at.rows; ++r)
+      if (FirstNonFinite(grad + at.offset + r * at.stride, cols) != cols) return false;
+  }
+  return true;
 }
 
 void VbeStep::AuxBag(size_t i, int64_t* feature, int64_t* bag) const {

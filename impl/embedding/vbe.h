@@ -75,6 +75,9 @@ class VbeStep {
   // With inverse indices: each scratch feature's bags in `aux` = the sum of the caller's gradient
   // rows `grad` of the samples that read them, in ascending sample order starting from zero.
   void Reduce(const ExecContext& ctx, const float* grad, float* aux) const;
+  // Whether every element of the caller's gradient `grad` that the pipeline reads in place (the
+  // places outside the scratch) is finite.
+  bool InPlaceFinite(const float* grad) const;
   // The feature and bag of element `i` of the scratch (for an error message).
   void AuxBag(size_t i, int64_t* feature, int64_t* bag) const;
 
