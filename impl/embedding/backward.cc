@@ -247,12 +247,13 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
                                         comm::Encoding encoding, const RoutedBatch& rb,
                                         const float* grad,
                                         const std::vector<optim::OptimizerConfig>& configs,
-                                        int64_t step, double* comm_seconds, RowApplier* device) {
+                                        int64_t step, double* comm_seconds, RowApplier* device,
+                                        const PairRows* places) {
   const Layout& l = *layout_;
   if (l.dp_tables.empty()) return Status::Ok();
   const auto& plan = *l.plan;
   dp_grad_.assign(l.dp_grad_size, 0.0f);
-  AccumulateDataParallel(l, dp_at_, rb, grad, dp_grad_.data());
+  AccumulateDataParallel(l, dp_at_, rb, grad, dp_grad_.data(), places);
   {
     ScopedTimer t(comm_seconds);
     // The touched flags travel with the gradients; only whether a flag's sum is non-zero matters,
@@ -298,7 +299,8 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
 }
 
 void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
-                   const float* grad, float* send, float* self, const WireRows& wire) {
+                   const float* grad, float* send, float* self, const WireRows& wire,
+                   const PairRows* places) {
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
   // Every unit's returned rows are one segment: where its rows start in ret_target and where
@@ -343,7 +345,8 @@ void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& r
       const int64_t seg_end = std::min(k1, s + 1 < segs.size() ? segs[s + 1].k_begin : total);
       for (; j < seg_end; ++j) {
         const int64_t target = rb.ret_target[j];
-        const float* g = grad + target * D + col;
+        const float* g = places == nullptr ? grad + target * D + col
+                                           : places->Row(grad, unit.pair, target) + unit.col_offset;
         const int64_t at = (j - seg.k_begin) * unit.cols;
         // An encoded row is divided into a row of the thread's, then encoded from there.
         thread_local std::vector<float> row;
@@ -372,7 +375,7 @@ Status ApplyDataParallelTables(StepState& s, const RoutedBatch& rb, const float*
   const double before = s.timings.comm_seconds;
   SR_RETURN_IF_ERROR(s.updater.ApplyDataParallel(s.exec, *s.dp_comm, s.options.backward_encoding,
                                                  rb, grad, s.table_optim, step,
-                                                 &s.timings.comm_seconds, rows));
+                                                 &s.timings.comm_seconds, rows, s.pair_rows));
   s.timings.embedding_comm_seconds += s.timings.comm_seconds - before;
   ++s.timings.backwards;
   return Status::Ok();
@@ -392,7 +395,7 @@ Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const floa
     if (s.wire.send.size() < send_total) s.wire.send.resize(send_total);
     if (s.wire.recv.size() < rb.ret_self_offset) s.wire.recv.resize(rb.ret_self_offset);
     PackGradients(s.exec, s.layout, rb, grad, s.ret_recv.data(), s.SelfRows(rb),
-                  WireRows{s.wire.send.data(), comm::EncoderFor(benc), nullptr});
+                  WireRows{s.wire.send.data(), comm::EncoderFor(benc), nullptr}, s.pair_rows);
     {
       ScopedTimer t(&s.timings.comm_seconds);
       ScopedTimer e(&s.timings.embedding_comm_seconds);
@@ -413,7 +416,7 @@ Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const floa
                                               step, &s.timings.comm_seconds));
     return ApplyDataParallelTables(s, rb, grad, step, nullptr);
   }
-  PackGradients(s.exec, s.layout, rb, grad, s.ret_recv.data(), s.SelfRows(rb));
+  PackGradients(s.exec, s.layout, rb, grad, s.ret_recv.data(), s.SelfRows(rb), {}, s.pair_rows);
   {
     ScopedTimer t(&s.timings.comm_seconds);
     ScopedTimer e(&s.timings.embedding_comm_seconds);

@@ -62,7 +62,8 @@ class SparseUpdater {
   Status ApplyDataParallel(const ExecContext& ctx, comm::Communicator& dp_comm,
                            comm::Encoding encoding, const RoutedBatch& rb, const float* grad,
                            const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                           double* comm_seconds, RowApplier* device = nullptr);
+                           double* comm_seconds, RowApplier* device = nullptr,
+                           const PairRows* places = nullptr);
 
   // The pieces a GPU collection's backward (gpu/step.h) shares with the host one: whether a
   // shard takes the fused backward, the per-shard partial row statistics (host copies), their
@@ -126,9 +127,11 @@ class SparseUpdater {
 // the bag's divisor for MEAN): the other ranks' rows into `send` in the layout `recv` had in
 // forward, this rank's own rows straight to `self`, where its shards read their gradients.
 // In parallel over rows on `ctx`. With wire.data the other ranks' rows go there encoded (and
-// `send` is unused).
+// `send` is unused). With `places` (pooled, host only) pair p's row b of the gradient is read at
+// places->Row(grad, p, b) (CombineOutput's places).
 void PackGradients(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb,
-                   const float* grad, float* send, float* self, const WireRows& wire = {});
+                   const float* grad, float* send, float* self, const WireRows& wire = {},
+                   const PairRows* places = nullptr);
 
 // The end of a backward: the data-parallel tables' all-reduce over s.dp_comm and update (through
 // `rows`, or on the host when null), then the count.
@@ -138,7 +141,7 @@ Status ApplyDataParallelTables(StepState& s, const RoutedBatch& rb, const float*
 // The host engine's backward of `rb` at `step`, once every rank agreed on it, in one call: the
 // gradient's packing (the forward's return route backwards), its exchange over s.comm (encoded
 // where the kernels encode it, WireInKernels), the sharded tables' fused updates and the
-// data-parallel tables'.
+// data-parallel tables'. The gradient's rows are read at s.pair_rows' places when they are set.
 // `reduce`, when given and active, carries an fp32 gradient exchange (host_reduce.h); null: flat.
 Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const float* grad,
                                  int64_t step, HostReduce* reduce);

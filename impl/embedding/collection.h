@@ -233,7 +233,8 @@ class EmbeddingCollection {
   std::unique_ptr<TableStorage> storage_;     // made by the first storage()
   // VBE shapes (vbe.h): of the forward in progress (vbe_forward_), of the started input
   // distribution (vbe_pending_) and of s_.current (vbe_current_, which Finish takes from the one
-  // the forward ran, vbe_source_); the padded batch's output and gradient buffers.
+  // the forward ran, vbe_source_); the scratch of a pooled batch's rows (VbeStep::places, or a
+  // sequence batch's padded output) and gradient.
   VbeStep vbe_forward_;
   VbeStep vbe_pending_;
   VbeStep vbe_current_;
@@ -242,6 +243,9 @@ class EmbeddingCollection {
   std::vector<float> vbe_grad_;
   // The caller's VBE gradient was checked finite (BackwardVbe): its reduction needs no check.
   bool vbe_grad_checked_ = false;
+  // What a pooled VBE call passes the plain pipeline as its output or gradient when the caller's
+  // is NULL (0 floats): the pipeline asks for a non-NULL buffer, and writes only to the places.
+  float vbe_stub_ = 0.0f;
 };
 
 }  // namespace shardrec::embedding

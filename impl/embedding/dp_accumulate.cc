@@ -23,7 +23,7 @@ DpBlockLayout MakeDpBlockLayout(const Layout& l) {
 }
 
 void AccumulateDataParallel(const Layout& l, const DpBlockLayout& at, const RoutedBatch& rb,
-                            const float* grad, float* block) {
+                            const float* grad, float* block, const PairRows* places) {
   const auto& plan = *l.plan;
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
@@ -45,7 +45,8 @@ void AccumulateDataParallel(const Layout& l, const DpBlockLayout& at, const Rout
         // block: its gradient is dropped, as the sharded tables drop it.
         if (row >= rows) continue;
         const int64_t target = l.sequence ? rb.dp_pos[j] : b;
-        const float* g = grad + target * D + pair.out_offset;
+        const float* g =
+            places == nullptr ? grad + target * D + pair.out_offset : places->Row(grad, p, b);
         const float w = weighted ? rb.dp_weights[j] : 1.0f;
         float* dst = tg + row * dim;
         touched[row] = 1.0f;

@@ -11,6 +11,7 @@
 
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/pair_rows.h"
 
 namespace shardrec::embedding {
 
@@ -26,8 +27,9 @@ DpBlockLayout MakeDpBlockLayout(const Layout& l);
 // for each pair in Layout::dp_pairs order, sample and id in order, row r of its table gets
 // (mean ? g / div : g) * w in every column (g this sample's gradient slice, or the id's output
 // row for sequence collections; w 1 when unweighted; nothing for a MEAN bag of divisor 0), and
-// its flag becomes 1. A dynamic table's zero row (rows, after translation) adds nothing.
+// its flag becomes 1. A dynamic table's zero row (rows, after translation) adds nothing. With
+// `places` (pooled) a pair's gradient rows are read where they say (pair_rows.h).
 void AccumulateDataParallel(const Layout& l, const DpBlockLayout& at, const RoutedBatch& rb,
-                            const float* grad, float* block);
+                            const float* grad, float* block, const PairRows* places = nullptr);
 
 }  // namespace shardrec::embedding

@@ -12,6 +12,26 @@
 
 namespace shardrec::embedding {
 
+namespace {
+
+// Rows [r0, r1) of every span of `places` set to zero (the combine adds into them).
+void ZeroPlaces(const PairRows& places, float* out, int64_t r0, int64_t r1) {
+  for (const PairRows::Place& at : places.spans) {
+    const int64_t end = std::min(r1, at.rows);
+    if (end <= r0) continue;
+    float* first = (at.aux ? places.aux : out) + at.offset + r0 * at.stride;
+    const auto cols = static_cast<size_t>(at.cols);
+    if (at.stride == at.cols) {
+      std::memset(first, 0, sizeof(float) * static_cast<size_t>(end - r0) * cols);
+      continue;
+    }
+    for (int64_t r = r0; r < end; ++r)
+      std::memset(first + (r - r0) * at.stride, 0, sizeof(float) * cols);
+  }
+}
+
+}  // namespace
+
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
                     const WireRows& wire, RunSet which) {
@@ -38,14 +58,17 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
 Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out, DataParallelLookup* device,
-                     const WireRows& wire) {
+                     const WireRows& wire, const PairRows* places) {
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
   // In parallel over output rows. Each unit's returned rows target increasing output rows, so a
   // chunk finds its part of every unit by binary search; units are added in their fixed order,
   // so row-split partials sum in the same order for every thread count.
   ctx.ParallelFor(0, rows, 64, [&](int64_t r0, int64_t r1) {
-    std::memset(out + r0 * D, 0, sizeof(float) * static_cast<size_t>((r1 - r0) * D));
+    if (places == nullptr)
+      std::memset(out + r0 * D, 0, sizeof(float) * static_cast<size_t>((r1 - r0) * D));
+    else
+      ZeroPlaces(*places, out, r0, r1);
     // Element offset of the next other rank's rows (recv, or the wire's 16-bit copy).
     int64_t others = 0;
     const int64_t* targets = rb.ret_target.data();
@@ -61,7 +84,8 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
         const int64_t* hi = std::lower_bound(lo, targets + count, r1);
         for (const int64_t* t = lo; t < hi; ++t) {
           const int64_t from = at + (t - targets) * unit.cols;
-          float* dst = out + *t * D + col;
+          float* dst = places == nullptr ? out + *t * D + col
+                                         : places->Row(out, unit.pair, *t) + unit.col_offset;
           if (encoded) {
             wire.add(wire.data + from, static_cast<size_t>(unit.cols), dst);
             continue;
@@ -83,6 +107,15 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
     const LocalShard& ls = l.local[l.tables[pair.table].shard_local[l.rank]];
     const int64_t* offsets = rb.dp_offsets.data() + rb.dp_offsets_begin[i];
     const float* bw = rb.dp_weights.empty() ? nullptr : rb.dp_weights.data();
+    if (!l.sequence && places != nullptr) {
+      // Only the bags that have a place: the later ones are empty.
+      const PairRows::Place& at = places->pairs[static_cast<size_t>(l.dp_pairs[i])];
+      jobs->push_back(kernels::LookupJob{params.View(ls),
+                                         {offsets, at.rows, rb.dp_rows.data(), bw, at.offset},
+                                         at.aux ? places->aux : out,
+                                         at.stride});
+      continue;
+    }
     if (!l.sequence) {
       // Data-parallel bags are summed straight into their output columns.
       jobs->push_back(kernels::LookupJob{
@@ -101,11 +134,12 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
     }
   }
   SR_RETURN_IF_ERROR(kernels::Lookup(ctx, *jobs));
-  DivideMeans(ctx, l, rb, out);
+  DivideMeans(ctx, l, rb, out, places);
   return Status::Ok();
 }
 
-void DivideMeans(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb, float* out) {
+void DivideMeans(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb, float* out,
+                 const PairRows* places) {
   if (l.sequence) return;
   const int64_t D = l.output_dim;
   const int64_t B = rb.batch_size;
@@ -115,9 +149,11 @@ void DivideMeans(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
       const Pair& pair = l.pairs[p];
       if (!pair.mean) continue;
       const int32_t dim = l.plan->tables[pair.table].dim;
-      for (int64_t b = b0; b < b1; ++b) {
+      const int64_t end = places == nullptr ? b1 : std::min(b1, places->pairs[p].rows);
+      for (int64_t b = b0; b < end; ++b) {
         const float div = rb.mean_div[bags.bag(static_cast<int64_t>(p), b)];
-        float* dst = out + b * D + pair.out_offset;
+        float* dst = places == nullptr ? out + b * D + pair.out_offset
+                                       : places->Row(out, static_cast<int32_t>(p), b);
         for (int32_t c = 0; c < dim; ++c) dst[c] = div != 0.0f ? dst[c] / div : 0.0f;
       }
     }
@@ -214,7 +250,7 @@ Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const S
     wire.add = comm::DecodeAdderFor(s.options.forward_encoding);
   }
   return CombineOutput(s.exec, s.layout, s.params, rb, s.ret_recv.data(), s.SelfRows(rb), &s.jobs,
-                       out, nullptr, wire);
+                       out, nullptr, wire, s.pair_rows);
 }
 
 }  // namespace shardrec::embedding

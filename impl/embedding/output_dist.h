@@ -13,6 +13,7 @@
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/pair_rows.h"
 #include "impl/embedding/param_store.h"
 
 namespace shardrec::embedding {
@@ -59,16 +60,21 @@ Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& pa
 // fixed order), plus the data-parallel tables' lookups done locally, then the MEAN divide.
 // A GPU collection passes `device`, which does the data-parallel lookups on the device (its
 // parameters are there); null does them on the host. With wire.data the other ranks' rows
-// are read encoded from there (and `recv` is unused).
+// are read encoded from there (and `recv` is unused). With `places` (pooled, host only) pair p's
+// row b goes to places->Row(out, p, b) instead of row b of `out`, and only the places are
+// written (a VBE batch's B_f rows per feature, vbe.h).
 Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out,
-                     DataParallelLookup* device = nullptr, const WireRows& wire = {});
+                     DataParallelLookup* device = nullptr, const WireRows& wire = {},
+                     const PairRows* places = nullptr);
 
 // The MEAN pairs' columns of a pooled output divided by their bags' divisors (rb.mean_div; an
 // empty bag gives 0), in parallel over samples; the last step of CombineOutput, and of a forward
 // combined on the device (gpu/step.h LookupCombine). Nothing for sequence collections.
-void DivideMeans(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb, float* out);
+// With `places`, the rows are where they say (CombineOutput).
+void DivideMeans(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb, float* out,
+                 const PairRows* places = nullptr);
 
 // Floats of the forward return exchange this rank sends to / receives from each rank (its own
 // block, which never travels, counts 0).
@@ -91,7 +97,7 @@ size_t SizeReturnBuffers(StepState& s, const RoutedBatch& rb);
 // lookups (the travelling rows first, sent by the communication worker while this thread looks
 // up the rows of its own samples), the return exchange over s.comm (every rank takes part), and,
 // when it went through and this rank accepted its output (`local`), the combine into `out`.
-// Returns the exchange's outcome.
+// Returns the exchange's outcome. The combine writes to s.pair_rows' places when they are set.
 // `reduce`, when given and active, carries an fp32 return exchange instead of the flat
 // all-to-all (host_reduce.h: row splits that share a host reduce there first); null: flat.
 Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const Status& local,

@@ -20,6 +20,7 @@
 #include "impl/embedding/input_dist.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/pair_rows.h"
 #include "impl/embedding/param_store.h"
 #include "impl/embedding/tiered/tables.h"
 #include "impl/embedding/tiered/tier_config.h"
@@ -130,6 +131,9 @@ struct StepState {
   std::vector<kernels::LookupJob> jobs;
   comm::EncodedScratch wire;  // 16-bit staging of the encoded all-to-alls
   CollectionTimings timings;
+  // Set for the duration of a VBE batch's forward or backward call (vbe.h): where its pooled
+  // output or gradient rows lie (null: the plain layout).
+  const PairRows* pair_rows = nullptr;
 
   // The rows this rank looked up for its own samples (forward) and their gradients (backward):
   // the end of ret_send, never copied through an exchange with itself.

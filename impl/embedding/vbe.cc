@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "impl/core/finite.h"
+
 namespace shardrec::embedding {
 
 namespace {
@@ -196,101 +198,178 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
       value_begin_[k + 1] = value_begin_[k] + std::max<int32_t>(padded_lengths_[k], 0);
   }
   SR_RETURN_IF_ERROR(VbeOutputLen(l, v, &output_len_));
+  PlacePairs(l);
   vbe_ = true;
   return Status::Ok();
 }
 
-void VbeStep::Scatter(const Layout& l, const float* padded, float* out) const {
-  const auto D = static_cast<size_t>(l.output_dim);
+void VbeStep::PlacePairs(const Layout& l) {
+  places_.pairs.clear();
+  places_.spans.clear();
+  aux_len_ = 0;
+  if (l.sequence) return;
+  const int64_t D = l.output_dim;
+  output_dim_ = D;
+  col_offset_.assign(static_cast<size_t>(features_), 0);
+  col_width_.assign(static_cast<size_t>(features_), 0);
+  aux_begin_.assign(static_cast<size_t>(features_), -1);
+  places_.pairs.assign(l.pairs.size(), PairRows::Place{});
   const BagIndex inv = BagIndex::Plain(out_samples_);
-  const BagIndex pad = BagIndex::Plain(padded_samples_);
-  if (l.sequence) {
-    if (!has_inverse_) {
-      if (output_len_ > 0) std::memcpy(out, padded, output_len_ * sizeof(float));
-      return;
-    }
-    // The expanded batch's ids, feature-major then sample by sample: each the rows of its bag.
-    float* dst = out;
-    for (int64_t f = 0; f < features_; ++f)
-      for (int64_t b = 0; b < out_samples_; ++b) {
-        const int64_t k = pad.bag(f, inverse_[inv.bag(f, b)]);
-        const auto n = static_cast<size_t>(value_begin_[k + 1] - value_begin_[k]) * D;
-        if (n > 0)
-          std::memcpy(dst, padded + static_cast<size_t>(value_begin_[k]) * D, n * sizeof(float));
-        dst += n;
-      }
-    return;
-  }
-  if (has_inverse_) {
-    for (int64_t f = 0; f < features_; ++f) {
-      const FeatureColumns c = ColumnsOf(l, f);
-      if (c.width == 0) continue;
-      const auto w = static_cast<size_t>(c.width) * sizeof(float);
-      for (int64_t b = 0; b < out_samples_; ++b)
-        std::memcpy(out + static_cast<size_t>(b) * D + c.offset,
-                    padded + static_cast<size_t>(inverse_[inv.bag(f, b)]) * D + c.offset, w);
-    }
-    return;
-  }
-  // Feature-major: each feature's B_f rows of its width, after the features before it.
-  float* dst = out;
-  const BagIndex bags{0, bag_begin_.data()};
+  int64_t caller = 0;  // feature-major: where the next feature starts in the caller's output
+  int64_t aux = 0;
   for (int64_t f = 0; f < features_; ++f) {
     const FeatureColumns c = ColumnsOf(l, f);
-    for (int64_t b = 0; b < bags.samples(f); ++b) {
-      std::memcpy(dst, padded + static_cast<size_t>(b) * D + c.offset,
-                  static_cast<size_t>(c.width) * sizeof(float));
-      dst += c.width;
+    const auto fi = static_cast<size_t>(f);
+    col_offset_[fi] = c.offset;
+    col_width_[fi] = c.width;
+    const int64_t bf = bag_begin_[fi + 1] - bag_begin_[fi];
+    // A feature read in sample order (the candidates' features) is combined in place.
+    bool identity = has_inverse_ && bf == out_samples_;
+    for (int64_t b = 0; identity && b < out_samples_; ++b) identity = inverse_[inv.bag(f, b)] == b;
+    PairRows::Place at;
+    at.rows = bf;
+    if (!has_inverse_) {
+      at.offset = caller;
+      at.stride = c.width;
+      caller += bf * c.width;
+    } else if (identity) {
+      at.offset = c.offset;
+      at.stride = D;
+    } else {
+      at.aux = true;
+      at.offset = aux;
+      at.stride = c.width;
+      aux_begin_[fi] = aux;
+      aux += bf * c.width;
     }
+    const int64_t base = at.offset;
+    for (int32_t p : l.feature_pairs[fi]) {
+      at.offset = base + (l.pairs[p].out_offset - c.offset);
+      at.cols = l.plan->tables[l.pairs[p].table].dim;
+      places_.pairs[static_cast<size_t>(p)] = at;
+    }
+  }
+  aux_len_ = static_cast<size_t>(aux);
+  for (const PairRows::Place& at : places_.pairs) {
+    if (at.rows == 0 || at.cols == 0) continue;
+    if (!places_.spans.empty()) {
+      PairRows::Place& last = places_.spans.back();
+      if (last.aux == at.aux && last.stride == at.stride && last.rows == at.rows &&
+          last.offset + last.cols == at.offset) {
+        last.cols += at.cols;
+        continue;
+      }
+    }
+    places_.spans.push_back(at);
   }
 }
 
-void VbeStep::Gather(const Layout& l, const float* grad, float* padded) const {
+void VbeStep::Expand(const ExecContext& ctx, const Layout& /*l*/, const float* aux,
+                     float* out) const {
+  if (!has_inverse_ || aux_len_ == 0) return;
+  const auto D = static_cast<size_t>(output_dim_);
+  const BagIndex inv = BagIndex::Plain(out_samples_);
+  // Sample-major, so each output row is written in one pass.
+  ctx.ParallelFor(0, out_samples_, 256, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t f = 0; f < features_; ++f) {
+        const auto fi = static_cast<size_t>(f);
+        if (aux_begin_[fi] < 0 || col_width_[fi] == 0) continue;
+        const auto w = static_cast<size_t>(col_width_[fi]);
+        std::memcpy(out + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]),
+                    aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * col_width_[fi],
+                    w * sizeof(float));
+      }
+  });
+}
+
+void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux) const {
+  if (!has_inverse_ || aux_len_ == 0) return;
+  const auto D = static_cast<size_t>(output_dim_);
+  const BagIndex inv = BagIndex::Plain(out_samples_);
+  // Each feature's bags are its own: features in parallel, samples in ascending order.
+  ctx.ParallelFor(0, features_, 1, [&](int64_t f0, int64_t f1) {
+    for (int64_t f = f0; f < f1; ++f) {
+      const auto fi = static_cast<size_t>(f);
+      if (aux_begin_[fi] < 0) continue;
+      const int64_t w = col_width_[fi];
+      float* bags = aux + aux_begin_[fi];
+      std::fill(bags, bags + (bag_begin_[fi + 1] - bag_begin_[fi]) * w, 0.0f);
+      for (int64_t b = 0; b < out_samples_; ++b) {
+        float* dst = bags + inverse_[inv.bag(f, b)] * w;
+        const float* src = grad + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]);
+        for (int64_t i = 0; i < w; ++i) dst[i] += src[i];
+      }
+    }
+  });
+}
+
+bool VbeStep::InPlaceFinite(const float* grad) const {
+  for (const PairRows::Place& at : places_.spans) {
+    if (at.aux) continue;
+    const auto cols = static_cast<size_t>(at.cols);
+    for (int64_t r = 0; r < at.rows; ++r)
+      if (FirstNonFinite(grad + at.offset + r * at.stride, cols) != cols) return false;
+  }
+  return true;
+}
+
+void VbeStep::AuxBag(size_t i, int64_t* feature, int64_t* bag) const {
+  *feature = -1;
+  *bag = -1;
+  for (int64_t f = 0; f < features_; ++f) {
+    const auto fi = static_cast<size_t>(f);
+    if (aux_begin_[fi] < 0 || col_width_[fi] == 0) continue;
+    const auto at = static_cast<int64_t>(i) - aux_begin_[fi];
+    if (at < 0 || at >= (bag_begin_[fi + 1] - bag_begin_[fi]) * col_width_[fi]) continue;
+    *feature = f;
+    *bag = at / col_width_[fi];
+    return;
+  }
+}
+
+void VbeStep::Scatter(const Layout& l, const float* padded, float* out) const {
+  // Sequence collections only (a pooled one's rows are placed by the combine, PlacePairs).
   const auto D = static_cast<size_t>(l.output_dim);
   const BagIndex inv = BagIndex::Plain(out_samples_);
   const BagIndex pad = BagIndex::Plain(padded_samples_);
-  if (l.sequence && !has_inverse_) {
+  if (!has_inverse_) {
+    if (output_len_ > 0) std::memcpy(out, padded, output_len_ * sizeof(float));
+    return;
+  }
+  // The expanded batch's ids, feature-major then sample by sample: each the rows of its bag.
+  float* dst = out;
+  for (int64_t f = 0; f < features_; ++f)
+    for (int64_t b = 0; b < out_samples_; ++b) {
+      const int64_t k = pad.bag(f, inverse_[inv.bag(f, b)]);
+      const auto n = static_cast<size_t>(value_begin_[k + 1] - value_begin_[k]) * D;
+      if (n > 0)
+        std::memcpy(dst, padded + static_cast<size_t>(value_begin_[k]) * D, n * sizeof(float));
+      dst += n;
+    }
+}
+
+void VbeStep::Gather(const Layout& l, const float* grad, float* padded) const {
+  // Sequence collections only (a pooled one's gradient is read in place, or Reduce).
+  const auto D = static_cast<size_t>(l.output_dim);
+  const BagIndex inv = BagIndex::Plain(out_samples_);
+  const BagIndex pad = BagIndex::Plain(padded_samples_);
+  if (!has_inverse_) {
     if (padded_len_ > 0) std::memcpy(padded, grad, padded_len_ * sizeof(float));
     return;
   }
   std::fill(padded, padded + padded_len_, 0.0f);
-  if (l.sequence) {
-    // Each id row of the expanded batch is added to the row of the id it copied, in the
-    // expanded batch's order (feature-major, then ascending sample).
-    const float* src = grad;
-    for (int64_t f = 0; f < features_; ++f)
-      for (int64_t b = 0; b < out_samples_; ++b) {
-        const int64_t k = pad.bag(f, inverse_[inv.bag(f, b)]);
-        float* dst = padded + static_cast<size_t>(value_begin_[k]) * D;
-        const auto n = static_cast<size_t>(value_begin_[k + 1] - value_begin_[k]) * D;
-        for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-        src += n;
-      }
-    return;
-  }
-  if (has_inverse_) {
-    // Ascending sample order, from zero: the documented order of the backward's sums.
-    for (int64_t f = 0; f < features_; ++f) {
-      const FeatureColumns c = ColumnsOf(l, f);
-      const auto w = static_cast<size_t>(c.width);
-      for (int64_t b = 0; b < out_samples_; ++b) {
-        float* dst = padded + static_cast<size_t>(inverse_[inv.bag(f, b)]) * D + c.offset;
-        const float* src = grad + static_cast<size_t>(b) * D + c.offset;
-        for (size_t i = 0; i < w; ++i) dst[i] += src[i];
-      }
-    }
-    return;
-  }
+  // Each id row of the expanded batch is added to the row of the id it copied, in the expanded
+  // batch's order (feature-major, then ascending sample).
   const float* src = grad;
-  const BagIndex bags{0, bag_begin_.data()};
-  for (int64_t f = 0; f < features_; ++f) {
-    const FeatureColumns c = ColumnsOf(l, f);
-    for (int64_t b = 0; b < bags.samples(f); ++b) {
-      std::memcpy(padded + static_cast<size_t>(b) * D + c.offset, src,
-                  static_cast<size_t>(c.width) * sizeof(float));
-      src += c.width;
+  for (int64_t f = 0; f < features_; ++f)
+    for (int64_t b = 0; b < out_samples_; ++b) {
+      const int64_t k = pad.bag(f, inverse_[inv.bag(f, b)]);
+      float* dst = padded + static_cast<size_t>(value_begin_[k]) * D;
+      const auto n = static_cast<size_t>(value_begin_[k + 1] - value_begin_[k]) * D;
+      for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+      src += n;
     }
-  }
 }
 
 }  // namespace shardrec::embedding

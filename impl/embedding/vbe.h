@@ -4,21 +4,28 @@
 // by P - B_f empty ones: the values keep their order, an empty bag routes no id, is looked up
 // nowhere and returns no row (pooled runs keep only non-empty bags), so what the per-feature
 // sizes save on the wire and in the lookups is saved; each padded bag costs its int32 length in
-// the id message. The combine's output of the P samples is then re-laid out for the caller:
-// expanded through the inverse indices (rows copied, so bit for bit the expanded batch's), or
-// packed feature-major. The backward reverses that: the gradient rows of the output samples that
-// read a bag are summed into it, in ascending sample order starting from zero, and the normal
-// gradient path takes the P-sample gradient.
+// the id message.
+// A pooled collection never writes the padded output: the combine puts each feature's B_f rows
+// where they belong (PairRows): straight into the caller's output (feature-major without inverse
+// indices; in the plain layout for a feature whose inverse indices are the identity), else into a
+// feature-major scratch from which Expand copies them through the inverse indices, each output
+// element written once (so bit for bit the expanded batch's rows: a bag's sum is computed once,
+// in the order the plain path computes it, and copied). The backward reads the caller's gradient
+// where it lies, and sums the rows of the samples that read a scratch feature's bag into that
+// bag (Reduce: in ascending sample order starting from zero). A sequence collection still runs
+// the P-sample output and gradient through Scatter and Gather.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "impl/core/exec.h"
 #include "impl/core/status.h"
 #include "impl/embedding/bag_index.h"
 #include "impl/embedding/batch.h"
 #include "impl/embedding/layout.h"
+#include "impl/embedding/pair_rows.h"
 
 namespace shardrec::embedding {
 
@@ -49,13 +56,30 @@ class VbeStep {
   bool vbe() const { return vbe_; }
   void Clear() { vbe_ = false; }
   bool has_inverse() const { return has_inverse_; }
-  // Floats of the caller's output / the padded batch's output.
+  // Floats of the caller's output / the padded batch's output (sequence collections).
   size_t output_len() const { return output_len_; }
   size_t padded_len() const { return padded_len_; }
-  // The padded batch's output `padded` re-laid out into the caller's `out`.
+  // Sequence collections: the padded batch's output `padded` re-laid out into the caller's `out`,
+  // and the caller's gradient `grad` (output layout) reduced into the padded batch's gradient.
   void Scatter(const Layout& l, const float* padded, float* out) const;
-  // The caller's gradient `grad` (output layout) reduced into the padded batch's gradient.
   void Gather(const Layout& l, const float* grad, float* padded) const;
+
+  // Pooled collections: where the combine writes and the backward reads each pair's B_f rows
+  // (null for a sequence collection); its `aux` is the caller's to set to a scratch of aux_len()
+  // floats for the call that uses it.
+  PairRows* places() { return places_.pairs.empty() ? nullptr : &places_; }
+  size_t aux_len() const { return aux_len_; }
+  // With inverse indices: the scratch features' rows in `aux` copied to their columns of every
+  // output sample of `out` (the other columns are left alone).
+  void Expand(const ExecContext& ctx, const Layout& l, const float* aux, float* out) const;
+  // With inverse indices: each scratch feature's bags in `aux` = the sum of the caller's gradient
+  // rows `grad` of the samples that read them, in ascending sample order starting from zero.
+  void Reduce(const ExecContext& ctx, const float* grad, float* aux) const;
+  // Whether every element of the caller's gradient `grad` that the pipeline reads in place (the
+  // places outside the scratch) is finite.
+  bool InPlaceFinite(const float* grad) const;
+  // The feature and bag of element `i` of the scratch (for an error message).
+  void AuxBag(size_t i, int64_t* feature, int64_t* bag) const;
 
  private:
   bool vbe_ = false;
@@ -69,6 +93,16 @@ class VbeStep {
   std::vector<int32_t> padded_lengths_;
   std::vector<int64_t> inverse_;
   std::vector<int64_t> value_begin_;  // sequence with inverse: F * P + 1 id offsets
+  // Pooled: the pairs' places, and per feature its columns in the plain output and where its
+  // B_f rows start in the scratch (-1: not in the scratch).
+  PairRows places_;
+  size_t aux_len_ = 0;
+  int64_t output_dim_ = 0;
+  std::vector<int64_t> col_offset_;
+  std::vector<int64_t> col_width_;
+  std::vector<int64_t> aux_begin_;
+
+  void PlacePairs(const Layout& l);
 };
 
 }  // namespace shardrec::embedding

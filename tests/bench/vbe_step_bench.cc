@@ -10,16 +10,18 @@
 //             12800 x 640 output as `repeated`;
 //   vbe_fm    the VBE view without inverse indices: the feature-major output.
 // Printed per world (1 and 2, ranks as threads): the median step of each mode over the rounds
-// (with the smallest and largest round medians) and its ratio to `repeated`, and the bytes of one
-// rank's step messages computed from the message layout (impl/embedding/input_dist.h: int32
-// lengths per bag and unit, int64 ids; the return and gradient messages one row of kDim floats per
-// non-empty bag), counting every destination (at world 2 the share that crosses to the peer is
-// that of the tables the peer owns).
+// (with the smallest and largest round medians) and its ratio to `repeated`, the same for the
+// process's CPU time per step (every rank's threads; what a loaded machine inflates least), and
+// the bytes of one rank's step messages computed from the message layout
+// (impl/embedding/input_dist.h: int32 lengths per bag and unit, int64 ids; the return and gradient
+// messages one row of kDim floats per non-empty bag), counting every destination (at world 2 the
+// share that crosses to the peer is that of the tables the peer owns).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -130,11 +132,24 @@ shardrec_kjt_vbe_view_t VbeView(const Batch& b, bool inverse) {
   return v;
 }
 
+// The process's CPU seconds (every thread): a step's CPU time does not count the time its threads
+// waited for a core, which on a shared machine is most of the wall time.
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct Timing {
+  double wall = 0;  // median seconds of a step (rank 0's)
+  double cpu = 0;   // median CPU seconds of the process over rank 0's steps (all ranks' work)
+};
+
 // Median seconds of kSteps timed steps of a fresh collection on every rank (rank 0's).
-double Run(shardrec::bench::RankThreads& ranks, const shardrec_plan_t* plan,
+Timing Run(shardrec::bench::RankThreads& ranks, const shardrec_plan_t* plan,
            const std::vector<shardrec_comm_t*>& comms, const std::vector<Batch>& batches,
            Mode mode) {
-  double median = 0;
+  Timing median;
   ranks.Run([&](int r) {
     shardrec_embedding_t* c = nullptr;
     Check(shardrec_embedding_create(&c, plan, comms[static_cast<size_t>(r)], nullptr, nullptr),
@@ -151,18 +166,22 @@ double Run(shardrec::bench::RankThreads& ranks, const shardrec_plan_t* plan,
       Check(shardrec_embedding_vbe_output_len(c, &vbe, &len), "len");
     }
     std::vector<float> out(len), grad(len, 0.001f);
-    std::vector<double> steps;
+    std::vector<double> steps, cpu;
     for (int s = 0; s < kWarmup + kSteps; ++s) {
       const auto t0 = Clock::now();
+      const double c0 = r == 0 ? ProcessCpuSeconds() : 0;
       if (mode == Mode::kRepeated)
         Check(shardrec_embedding_forward(c, &plain, out.data(), len, nullptr), "fwd");
       else
         Check(shardrec_embedding_forward_vbe(c, &vbe, out.data(), len, nullptr), "fwd_vbe");
       Check(shardrec_embedding_backward(c, grad.data(), len, nullptr), "bwd");
-      if (s >= kWarmup) steps.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (s < kWarmup) continue;
+      steps.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (r == 0) cpu.push_back(ProcessCpuSeconds() - c0);
     }
     std::sort(steps.begin(), steps.end());
-    if (r == 0) median = steps[steps.size() / 2];
+    std::sort(cpu.begin(), cpu.end());
+    if (r == 0) median = Timing{steps[steps.size() / 2], cpu[cpu.size() / 2]};
     shardrec_embedding_destroy(c);
   });
   return median;
@@ -194,7 +213,11 @@ Bytes MessageBytes(Mode mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Arguments: [rounds] [only-mode] [only-world]; a mode or world named alone is for profiling
+  // (its speedup column is then against itself).
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+  const std::string only_mode = argc > 2 ? argv[2] : "";
+  const int only_world = argc > 3 ? std::atoi(argv[3]) : 0;
   std::vector<std::string> names;
   for (int f = 0; f < kFeatures; ++f)
     names.push_back((f < kUserFeatures ? "u" : "i") + std::to_string(f));
@@ -224,9 +247,10 @@ int main(int argc, char** argv) {
       static_cast<int>(kRequests), static_cast<int>(kCandidates), static_cast<int>(kSamples),
       kUserFeatures, kUserBag, kItemFeatures, kItemBag, kFeatures, static_cast<int>(kRows), kDim,
       rounds, kSteps);
-  std::printf("%-5s %-9s %10s %13s %8s %12s %12s\n", "world", "mode", "step_ms", "min..max",
-              "speedup", "id_MB", "rows_MB");
+  std::printf("%-5s %-9s %10s %13s %8s %9s %8s %12s %12s\n", "world", "mode", "step_ms", "min..max",
+              "speedup", "cpu_ms", "cpu_x", "id_MB", "rows_MB");
   for (int world : {1, 2}) {
+    if (only_world != 0 && world != only_world) continue;
     shardrec_topology_t topo;
     shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
     topo.world_size = world;
@@ -241,17 +265,31 @@ int main(int argc, char** argv) {
     std::vector<Batch> batches;
     for (int r = 0; r < world; ++r) batches.push_back(MakeBatch(17 + static_cast<uint64_t>(r)));
     shardrec::bench::RankThreads ranks(world);
-    const Mode modes[] = {Mode::kRepeated, Mode::kVbeInverse, Mode::kVbeFeatureMajor};
-    std::vector<std::vector<double>> t(3);
+    std::vector<Mode> modes = {Mode::kRepeated, Mode::kVbeInverse, Mode::kVbeFeatureMajor};
+    if (!only_mode.empty())
+      modes.erase(std::remove_if(modes.begin(), modes.end(),
+                                 [&](Mode m) { return only_mode != ModeName(m); }),
+                  modes.end());
+    if (modes.empty()) {
+      std::fprintf(stderr, "unknown mode '%s' (repeated, vbe_inv, vbe_fm)\n", only_mode.c_str());
+      return 2;
+    }
+    std::vector<std::vector<double>> t(modes.size()), cpu(modes.size());
     for (int round = 0; round < rounds; ++round)
-      for (int m = 0; m < 3; ++m) t[m].push_back(Run(ranks, plan, comms, batches, modes[m]));
+      for (size_t m = 0; m < modes.size(); ++m) {
+        const Timing one = Run(ranks, plan, comms, batches, modes[m]);
+        t[m].push_back(one.wall);
+        cpu[m].push_back(one.cpu);
+      }
     const double base = Median(t[0]);
-    for (int m = 0; m < 3; ++m) {
+    const double base_cpu = Median(cpu[0]);
+    for (size_t m = 0; m < modes.size(); ++m) {
       const Bytes bytes = MessageBytes(modes[m]);
-      std::printf("%-5d %-9s %10.2f %6.2f..%-6.2f %8.2f %12.2f %12.2f\n", world, ModeName(modes[m]),
-                  Median(t[m]) * 1e3, *std::min_element(t[m].begin(), t[m].end()) * 1e3,
-                  *std::max_element(t[m].begin(), t[m].end()) * 1e3, base / Median(t[m]),
-                  bytes.ids / 1e6, 2 * bytes.rows / 1e6);
+      std::printf(
+          "%-5d %-9s %10.2f %6.2f..%-6.2f %8.2f %9.2f %8.2f %12.2f %12.2f\n", world,
+          ModeName(modes[m]), Median(t[m]) * 1e3, *std::min_element(t[m].begin(), t[m].end()) * 1e3,
+          *std::max_element(t[m].begin(), t[m].end()) * 1e3, base / Median(t[m]),
+          Median(cpu[m]) * 1e3, base_cpu / Median(cpu[m]), bytes.ids / 1e6, 2 * bytes.rows / 1e6);
     }
     for (shardrec_comm_t* c : comms) shardrec_comm_destroy(c);
     shardrec_plan_destroy(plan);

@@ -170,6 +170,77 @@ TEST(VbeValidation, BadGradientIsRefusedOnEveryRank) {
   }
 }
 
+// With inverse indices a pooled gradient is checked once, after the rows of the samples that read
+// a bag are summed into it: a non-finite element is still named, and so is a bag whose sum of
+// finite rows overflows; either is refused on every rank with nothing changed.
+TEST(VbeValidation, GradientWithInverseIsCheckedAfterItsSums) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const std::vector<int64_t> widths = FeatureWidths(s);
+  int64_t D = 0;
+  for (int64_t w : widths) D += w;
+  // Rank 1's batch: some feature f has a bag read by two samples b0 < b1.
+  VbeBatchData bad;
+  int64_t f = -1, b0 = -1, b1 = -1;
+  for (uint64_t seed = 7; f < 0; ++seed) {
+    bad = MakeVbeBatch(seed, IdRanges(s), VbeMode::kInverse, false, 2);
+    const int64_t B = bad.batch_size;
+    for (int64_t g = 0; g < static_cast<int64_t>(bad.sizes.size()) && f < 0; ++g)
+      for (int64_t a = 0; a < B && f < 0; ++a)
+        for (int64_t c = a + 1; c < B && f < 0; ++c)
+          if (widths[g] > 0 && bad.inverse[g * B + a] == bad.inverse[g * B + c]) {
+            f = g;
+            b0 = a;
+            b1 = c;
+          }
+  }
+  int64_t col = 0;
+  for (int64_t g = 0; g < f; ++g) col += widths[g];
+  for (int kind = 0; kind < 2; ++kind) {  // 0: a NaN element; 1: two finite rows that overflow
+    SpawnRanks(2, [&](int r) {
+      shardrec_embedding_options_t o;
+      shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+      shardrec_embedding_t* cc = nullptr;
+      ASSERT_EQ(shardrec_embedding_create(&cc, plan.get(), GroupComm(2, r), &opt, &o), SHARDREC_OK);
+      CollPtr coll(cc);
+      const VbeBatchData v =
+          r == 1 ? bad : MakeVbeBatch(11, IdRanges(s), VbeMode::kInverse, false, 2);
+      const shardrec_kjt_vbe_view_t view = v.View();
+      size_t len = 0;
+      ASSERT_EQ(shardrec_embedding_vbe_output_len(cc, &view, &len), SHARDREC_OK);
+      std::vector<float> out(len);
+      ASSERT_EQ(shardrec_embedding_forward_vbe(cc, &view, out.data(), len, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      const auto before = Snapshot(cc, s);
+      std::vector<float> grad(len, 0.25f);
+      const auto at0 = static_cast<size_t>(b0 * D + col);
+      const auto at1 = static_cast<size_t>(b1 * D + col);
+      if (r == 1 && kind == 0) grad[at1] = std::nanf("");
+      if (r == 1 && kind == 1) grad[at0] = grad[at1] = 3e38f;
+      EXPECT_EQ(shardrec_embedding_backward(cc, grad.data(), len, nullptr), SHARDREC_EINVAL);
+      const std::string err = shardrec_last_error();
+      if (r == 1 && kind == 0)
+        EXPECT_NE(err.find("grad[" + std::to_string(at1) + "] is nan"), std::string::npos) << err;
+      else if (r == 1)
+        EXPECT_NE(
+            err.find("the gradient of feature 'f" + std::to_string(f) + "' bag " +
+                     std::to_string(bad.inverse[static_cast<size_t>(f * bad.batch_size + b0)]) +
+                     " (the sum of the rows of the samples that read it) is inf"),
+            std::string::npos)
+            << err;
+      else
+        EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+      EXPECT_EQ(before, Snapshot(cc, s));
+      // Nothing was trained: a good gradient trains this forward's batch.
+      std::fill(grad.begin(), grad.end(), 0.25f);
+      EXPECT_EQ(shardrec_embedding_backward(cc, grad.data(), len, nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+    });
+  }
+}
+
 TEST(VbeValidation, OutputLenChecksItsArguments) {
   Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
   PlanPtr plan = MakePlan(s);
