@@ -145,7 +145,9 @@ TEST(EmbeddingInputExchange, CountsRidingWithTheIdsDeliverWhatTwoRoundsDo) {
           steps[k].reject[0] || steps[k].reject[1] ||
           (steps[k].mode[0] != N && steps[k].mode[1] != N && steps[k].mode[0] != steps[k].mode[1]);
       EXPECT_EQ(y.error.empty(), !fails) << y.error;
-      if (!fails) EXPECT_FALSE(y.peer_message.empty());
+      if (!fails) {
+        EXPECT_FALSE(y.peer_message.empty());
+      }
     }
   }
   EXPECT_NE(together[0][4].error.find("rank 1 rejected"), std::string::npos);
