@@ -92,7 +92,7 @@ class Engine {
   // forward this rank accepted, `terms.words` (input_dist.h ExchangeAndUnpack).
   Status ExchangeAndUnpack(const Status& local, RoutedBatch* rb, const InputTerms& terms = {}) {
     return embedding::ExchangeAndUnpack(s_.layout, *s_.input_comm, local, rb, terms,
-                                        &s_.timings.comm_seconds);
+                                        &s_.timings.comm_seconds, &s_.input_caps);
   }
 
   // --- Forward ---

@@ -126,6 +126,16 @@ enum class ForwardMode : int64_t { kNone = 0, kTraining = 1, kEvaluating = 2 };
 // ForwardMode, the words announced with it.
 constexpr size_t kCountFields = 6;
 
+// What the input exchange of a two-rank collection keeps from batch to batch, alike on both
+// ranks: the bytes of ids each direction's first round carries (the last message's size and a
+// margin). Each message travels with its counts in one round when it fits, and its rest in a
+// second round only when it does not (ExchangeInput). Owned by the collection (StepState), used
+// by one exchange at a time.
+struct InputCaps {
+  size_t to = 0;    // message bytes this rank sends its peer in the first round
+  size_t from = 0;  // message bytes it receives from its peer in the first round
+};
+
 // The error of a forward whose ranks differ in training mode, on every rank.
 Status ModesDiffer();
 // The error of a forward on every rank but `rank`, which refused its output buffer.
@@ -222,14 +232,20 @@ Status RouteCheckedBatch(const ExecContext& ctx, const Layout& layout, BoundsPol
 // rejection of its input (OK if none): it is returned unchanged, and peers learn which rank
 // rejected its batch. `mode` and `words` are announced to every peer (RoutedBatch::forward_agreed,
 // forward_words); ranks that all announce a mode but not the same one fail alike (ModesDiffer).
+// With `caps` (non-null, the same object for every exchange of this communicator) and two ranks,
+// the counts ride in one round with the ids (a message larger than the caps says sends its rest
+// in a second round); otherwise the counts go first, in a round of their own. Every rank must
+// pass `caps` alike.
 Status ExchangeInput(const Layout& layout, comm::Communicator& comm, const Status& local_error,
-                     RoutedBatch* rb, ForwardMode mode = ForwardMode::kNone, int64_t words = 0);
+                     RoutedBatch* rb, ForwardMode mode = ForwardMode::kNone, int64_t words = 0,
+                     InputCaps* caps = nullptr);
 
 // ExchangeInput then, when it went through, UnpackInput: the input distribution's collective
 // part, announcing `terms.mode` and, for a training forward this rank accepted, `terms.words`;
-// the exchange's time is added to `*comm_seconds`.
+// the exchange's time is added to `*comm_seconds`; `caps` as ExchangeInput's.
 Status ExchangeAndUnpack(const Layout& layout, comm::Communicator& comm, const Status& local,
-                         RoutedBatch* rb, const InputTerms& terms, double* comm_seconds);
+                         RoutedBatch* rb, const InputTerms& terms, double* comm_seconds,
+                         InputCaps* caps = nullptr);
 
 // Owner side: describes the received ids as runs per local shard and sizes the return message.
 // Runs keep (source rank, unit) order; their rows in the return message are grouped per source

@@ -20,23 +20,33 @@ Status OutputRefused(int64_t rank) {
                                  "rank changed any state");
 }
 
-Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& local_error,
-                     RoutedBatch* rb, ForwardMode mode, int64_t words) {
-  const int32_t world = l.world;
-  rb->forward_agreed = false;
+namespace {
+
+// A message's counts as they travel with it: kCountFields int64 words.
+constexpr size_t kHeaderBytes = kCountFields * sizeof(int64_t);
+
+// The first round's capacity after a message of `bytes`: its size and a margin of 1/64 (bags
+// vary little from batch to batch), 8-byte aligned. Both ranks compute it from the same size.
+size_t CapAfter(size_t bytes) { return (bytes + bytes / 64 + 64 + 7) & ~size_t{7}; }
+
+// This rank's counts for every destination: the rejection, or the mode and words announced.
+void FillCounts(int32_t world, const Status& local_error, RoutedBatch* rb, ForwardMode mode,
+                int64_t words) {
   if (!local_error.ok()) {
     rb->counts_send.assign(world * kCountFields, 0);
     for (int32_t d = 0; d < world; ++d) rb->counts_send[d * kCountFields] = 1;
-  } else {
-    for (int32_t d = 0; d < world; ++d) {
-      rb->counts_send[d * kCountFields + 4] = static_cast<int64_t>(mode);
-      rb->counts_send[d * kCountFields + 5] = words;
-    }
+    return;
   }
-  rb->counts_recv.assign(world * kCountFields, 0);
-  std::vector<size_t> counts(world, kCountFields);
-  SR_RETURN_IF_ERROR(comm.AllToAllV(rb->counts_send.data(), counts, rb->counts_recv.data(), counts,
-                                    DType::kInt64));
+  for (int32_t d = 0; d < world; ++d) {
+    rb->counts_send[d * kCountFields + 4] = static_cast<int64_t>(mode);
+    rb->counts_send[d * kCountFields + 5] = words;
+  }
+}
+
+// Reads every rank's counts (counts_recv): the rejections, the forward's agreement, and the
+// size of each source's message (recv_bytes). Every rank reads the same verdicts.
+Status ReadCounts(const Layout& l, const Status& local_error, RoutedBatch* rb) {
+  const int32_t world = l.world;
   if (!local_error.ok()) return local_error;
   for (int32_t s = 0; s < world; ++s) {
     if (rb->counts_recv[s * kCountFields] != 0)
@@ -59,14 +69,80 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
       rb->forward_words.push_back(rb->counts_recv[s * kCountFields + 5]);
   const size_t units = l.units_to_rank[l.rank].size();
   rb->recv_bytes.assign(world, 0);
-  size_t total = 0;
   for (int32_t s = 0; s < world; ++s) {
     const int64_t* c = &rb->counts_recv[s * kCountFields];
     if (c[1] < 0 || c[2] < 0)
       return Status::Internal("input dist: rank ", s, " announced a negative batch or id count");
     rb->recv_bytes[s] = LayoutOf(units, c[1], c[2], c[3] != 0).bytes;
-    if (s != l.rank) total += rb->recv_bytes[s];
   }
+  return Status::Ok();
+}
+
+// Two ranks: each message travels with its counts. The first round carries the first caps->to
+// bytes of the message to the peer (first in `send`, the one this rank keeps follows it) and
+// then its counts, written over the kHeaderBytes there, which are kept aside and put back; what
+// lies past the message in that span (the start of this rank's own message) travels unread. A
+// message longer than its cap sends its rest in a second round, straight behind its first part
+// in the receive buffer; both ranks know both messages' sizes after the first round, so both
+// decide alike whether it runs, and both set the next caps from the same sizes (a rejecting
+// sender's cap is kept).
+Status ExchangeTogether(const Layout& l, comm::Communicator& comm, const Status& local_error,
+                        RoutedBatch* rb, InputCaps* caps) {
+  const int32_t peer = 1 - l.rank;
+  const size_t cap_to = caps->to, cap_from = caps->from;
+  const size_t sent = local_error.ok() ? rb->send_bytes[peer] : 0;
+  if (rb->send.size() < cap_to + kHeaderBytes) rb->send.resize(cap_to + kHeaderBytes);
+  uint8_t* header = rb->send.data() + cap_to;
+  uint8_t kept[kHeaderBytes];
+  std::memcpy(kept, header, kHeaderBytes);
+  std::memcpy(header, rb->counts_send.data() + peer * kCountFields, kHeaderBytes);
+  if (rb->recv.size() < cap_from + kHeaderBytes) rb->recv.resize(cap_from + kHeaderBytes);
+  size_t send_counts[2] = {0, 0}, recv_counts[2] = {0, 0};
+  send_counts[peer] = cap_to + kHeaderBytes;
+  recv_counts[peer] = cap_from + kHeaderBytes;
+  const Status first =
+      comm.AllToAllV(rb->send.data(), send_counts, rb->recv.data(), recv_counts, DType::kUInt8);
+  std::memcpy(header, kept, kHeaderBytes);
+  SR_RETURN_IF_ERROR(first);
+  rb->counts_recv.assign(2 * kCountFields, 0);
+  std::memcpy(rb->counts_recv.data() + peer * kCountFields, rb->recv.data() + cap_from,
+              kHeaderBytes);
+  std::memcpy(rb->counts_recv.data() + l.rank * kCountFields,
+              rb->counts_send.data() + l.rank * kCountFields, kHeaderBytes);
+  const int64_t* c = rb->counts_recv.data() + peer * kCountFields;
+  const bool peer_rejected = c[0] != 0;
+  size_t received = 0;
+  if (!peer_rejected && c[1] >= 0 && c[2] >= 0)
+    received = LayoutOf(l.units_to_rank[l.rank].size(), c[1], c[2], c[3] != 0).bytes;
+  if (local_error.ok()) caps->to = CapAfter(sent);
+  if (!peer_rejected) caps->from = CapAfter(received);
+  SR_RETURN_IF_ERROR(ReadCounts(l, local_error, rb));
+  const size_t rest_to = sent > cap_to ? sent - cap_to : 0;
+  const size_t rest_from = received > cap_from ? received - cap_from : 0;
+  if (rb->recv.size() < received) rb->recv.resize(received);
+  if (rest_to == 0 && rest_from == 0) return Status::Ok();
+  send_counts[peer] = rest_to;
+  recv_counts[peer] = rest_from;
+  return comm.AllToAllV(rb->send.data() + cap_to, send_counts, rb->recv.data() + cap_from,
+                        recv_counts, DType::kUInt8);
+}
+
+}  // namespace
+
+Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& local_error,
+                     RoutedBatch* rb, ForwardMode mode, int64_t words, InputCaps* caps) {
+  const int32_t world = l.world;
+  rb->forward_agreed = false;
+  FillCounts(world, local_error, rb, mode, words);
+  if (caps != nullptr && world == 2) return ExchangeTogether(l, comm, local_error, rb, caps);
+  rb->counts_recv.assign(world * kCountFields, 0);
+  std::vector<size_t> counts(world, kCountFields);
+  SR_RETURN_IF_ERROR(comm.AllToAllV(rb->counts_send.data(), counts, rb->counts_recv.data(), counts,
+                                    DType::kInt64));
+  SR_RETURN_IF_ERROR(ReadCounts(l, local_error, rb));
+  size_t total = 0;
+  for (int32_t s = 0; s < world; ++s)
+    if (s != l.rank) total += rb->recv_bytes[s];
   // The ids this rank routes to itself stay where they were packed (last in the send buffer):
   // UnpackInput reads them there, so they are neither sent nor copied.
   rb->a2a_send.assign(rb->send_bytes.begin(), rb->send_bytes.end());
@@ -79,7 +155,8 @@ Status ExchangeInput(const Layout& l, comm::Communicator& comm, const Status& lo
 }
 
 Status ExchangeAndUnpack(const Layout& l, comm::Communicator& comm, const Status& local,
-                         RoutedBatch* rb, const InputTerms& terms, double* comm_seconds) {
+                         RoutedBatch* rb, const InputTerms& terms, double* comm_seconds,
+                         InputCaps* caps) {
   Status s;
   rb->device_input = false;
   {
@@ -87,7 +164,7 @@ Status ExchangeAndUnpack(const Layout& l, comm::Communicator& comm, const Status
     const int64_t words = local.ok() && terms.mode == ForwardMode::kTraining && terms.words
                               ? terms.words(*rb)
                               : int64_t{0};
-    s = ExchangeInput(l, comm, local, rb, terms.mode, words);
+    s = ExchangeInput(l, comm, local, rb, terms.mode, words, caps);
   }
   return s.ok() ? UnpackInput(l, rb) : s;
 }

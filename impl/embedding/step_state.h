@@ -110,6 +110,7 @@ struct StepState {
   std::shared_ptr<comm::Communicator> comm;
   std::shared_ptr<comm::Communicator> dp_comm;
   std::unique_ptr<comm::Communicator> input_comm;
+  InputCaps input_caps;  // the input exchange's sizes from batch to batch (input_dist.h)
   std::vector<optim::OptimizerConfig> table_optim;  // per table: its own, or the default
   std::unique_ptr<ThreadPool> pool;
   ExecContext exec;
