@@ -326,8 +326,8 @@ Status EmbeddingCollection::RunStartInputDist(const Batch& batch, const Status& 
   pending_work_ = s_.worker->Submit([this, p] {
     // Timed here and added by WaitInputDist: the worker never touches the timings.
     ScopedTimer t(&p->worker_seconds);
-    SR_RETURN_IF_ERROR(ExchangeInput(s_.layout, *s_.input_comm, Status::Ok(), p,
-                                     ForwardMode::kNone, 0, &s_.input_caps));
+    SR_RETURN_IF_ERROR(ExchangeInput(s_.layout, *s_.input_comm, Status::Ok(), p, ForwardMode::kNone,
+                                     0, &s_.input_caps));
     SR_RETURN_IF_ERROR(UnpackInput(s_.layout, p));
     // Tiered tables start reading this batch's misses while the caller trains the last one.
     resolver_->Prefetch(*p);
