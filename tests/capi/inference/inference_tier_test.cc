@@ -85,8 +85,9 @@ TEST(InferenceTier, SameBitsAsInMemory) {
         EXPECT_LE(s.cache_bytes, 200);
         EXPECT_GE(s.disk_reads, s.misses);
         EXPECT_GT(s.disk_read_bytes, 0);
-        if (s.hits + s.misses > 0)
+        if (s.hits + s.misses > 0) {
           EXPECT_DOUBLE_EQ(s.hit_rate, static_cast<double>(s.hits) / (s.hits + s.misses));
+        }
         misses += s.misses;
       }
       EXPECT_GT(misses, 0);
@@ -190,7 +191,9 @@ TEST(InferenceTier, RefusesWhatItDoesNotServe) {
   const auto open = [&](const std::string& path) {
     raw = nullptr;
     const shardrec_status_t st = shardrec_inference_open(path.c_str(), &o, &raw);
-    if (st != SHARDREC_OK) EXPECT_EQ(raw, nullptr);
+    if (st != SHARDREC_OK) {
+      EXPECT_EQ(raw, nullptr);
+    }
     return st;
   };
   tier.table = "nope";
