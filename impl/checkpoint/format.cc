@@ -104,7 +104,8 @@ Record RecordFrom(const json& j) {
   r.checksums = JsonInts<uint64_t>(j.at("xxh3"));
   if (j.contains("store_offset")) {
     r.store_offset = JsonInt<int64_t>(j.at("store_offset"));
-    if (r.store_offset < 0) throw std::runtime_error("record " + r.key + " has a negative store_offset");
+    if (r.store_offset < 0)
+      throw std::runtime_error("record " + r.key + " has a negative store_offset");
   }
   // Signs and sizes first, so no later sum or product can overflow on a hostile manifest.
   const bool bad =
@@ -113,8 +114,10 @@ Record RecordFrom(const json& j) {
       r.rows > r.full_rows || r.cols > r.full_cols || r.row_offset > r.full_rows - r.rows ||
       r.col_offset > r.full_cols - r.cols || r.chunk_rows <= 0 ||
       r.nbytes != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
-      r.checksums.size() != (r.store_offset >= 0 ? size_t{0}
-                             : static_cast<size_t>(r.rows == 0 ? 0 : (r.rows - 1) / r.chunk_rows + 1));
+      r.checksums.size() !=
+          (r.store_offset >= 0
+               ? size_t{0}
+               : static_cast<size_t>(r.rows == 0 ? 0 : (r.rows - 1) / r.chunk_rows + 1));
   if (bad) throw std::runtime_error("record " + r.key + " has inconsistent shape or offsets");
   // The key repeats the table, tensor and offsets (docs/checkpoint-format.md), and the rank file
   // is found by key while the loader places the record by its fields: a record whose fields say
@@ -156,15 +159,16 @@ FileEntry FileFrom(const json& j) {
     f.store.identity = st.at("identity").get<std::string>();
     f.store.value_bytes = JsonInt<uint64_t>(st.at("value_bytes"));
     f.store.manifest_xxh3 = JsonInt<uint64_t>(st.at("manifest_xxh3"));
-    if (f.store.value_bytes == 0) throw std::runtime_error("store " + f.name + " has 0-byte values");
+    if (f.store.value_bytes == 0)
+      throw std::runtime_error("store " + f.name + " has 0-byte values");
   }
   // A record belongs to a store snapshot exactly when its file entry is one, and lies in its
   // records' values.
   for (const Record& r : f.records) {
     if ((r.store_offset >= 0) != f.is_store ||
-        (f.is_store && (r.row_bytes() > f.store.value_bytes ||
-                        static_cast<uint64_t>(r.store_offset) >
-                            f.store.value_bytes - r.row_bytes())))
+        (f.is_store &&
+         (r.row_bytes() > f.store.value_bytes ||
+          static_cast<uint64_t>(r.store_offset) > f.store.value_bytes - r.row_bytes())))
       throw std::runtime_error("record " + r.key + " does not fit file entry " + f.name);
   }
   return f;

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 
 #include "impl/checkpoint/fs.h"
 #include "impl/core/check.h"

@@ -174,8 +174,8 @@ Status TakeSnapshots(embedding::TableStorage& storage, FileSystem& fs, const std
       r.store_offset = StoreOffset(storage.layout(), t);
       if (r.row_bytes() + static_cast<uint64_t>(r.store_offset) > e.store.value_bytes)
         return Status::Internal("tiered shard ", local, " tensor ", t.name, ": ", r.row_bytes(),
-                                " bytes at ", r.store_offset, " overrun its ",
-                                e.store.value_bytes, "-byte store records");
+                                " bytes at ", r.store_offset, " overrun its ", e.store.value_bytes,
+                                "-byte store records");
       at += r.nbytes;
       e.records.push_back(std::move(r));
     }
@@ -353,8 +353,7 @@ Status CheckRankFiles(FileSystem& fs, const std::string& dir, const std::vector<
     std::unique_ptr<ReadableFile> f;
     // A store snapshot's size is its MANIFEST's.
     const Status s = fs.OpenReadable(
-        dir + "/" + files[i].name + (files[i].is_store ? StrCat("/", kStoreManifestName) : ""),
-        &f);
+        dir + "/" + files[i].name + (files[i].is_store ? StrCat("/", kStoreManifestName) : ""), &f);
     if (s.ok() && f->size() == files[i].size) continue;
     if (!s.ok() && s.code() != Code::kNotFound) return s;
     return Status::InvalidArgument(
@@ -401,8 +400,8 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
 
   std::vector<FileEntry> entries;
   std::vector<std::string> made;
-  local = TakeSnapshots(storage, fs, dir, generation, comm.Rank(), tiered, &sources, &entries,
-                        &made);
+  local =
+      TakeSnapshots(storage, fs, dir, generation, comm.Rank(), tiered, &sources, &entries, &made);
   if (local.ok() && !sources.empty()) {
     FileEntry entry;
     const std::string name = StrCat("g", generation, "-rank", comm.Rank(), ".safetensors");

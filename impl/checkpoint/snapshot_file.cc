@@ -101,8 +101,8 @@ Status DescribeStoreSnapshot(FileSystem& fs, const std::string& path, uint64_t* 
   std::vector<uint8_t> bytes;
   SR_RETURN_IF_ERROR(ReadManifest(fs, path, &bytes));
   store::Manifest m;
-  SR_RETURN_IF_ERROR(store::DecodeManifest(bytes.data(), bytes.size(),
-                                           "store snapshot " + path, &m));
+  SR_RETURN_IF_ERROR(
+      store::DecodeManifest(bytes.data(), bytes.size(), "store snapshot " + path, &m));
   *size = bytes.size();
   out->identity = m.identity;
   out->value_bytes = m.value_bytes;
@@ -119,8 +119,8 @@ Status OpenStoreSnapshot(FileSystem& fs, const std::string& path, const FileEntr
   std::vector<uint8_t> bytes;
   SR_RETURN_IF_ERROR(ReadManifest(fs, path, &bytes));
   if (bytes.size() != e.size || Checksum(bytes.data(), bytes.size()) != e.store.manifest_xxh3)
-    return Status::Corrupt("checkpoint store snapshot ", path, ": its ", kStoreManifestName,
-                           " (", bytes.size(), " bytes) does not match the checkpoint's manifest (",
+    return Status::Corrupt("checkpoint store snapshot ", path, ": its ", kStoreManifestName, " (",
+                           bytes.size(), " bytes) does not match the checkpoint's manifest (",
                            e.size, " bytes and its checksum): replaced or damaged");
   store::StoreOptions o;
   o.dir = path;

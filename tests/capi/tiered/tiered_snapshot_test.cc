@@ -67,12 +67,12 @@ class TieredSnapshot : public ::testing::TestWithParam<Param> {};
 
 TEST_P(TieredSnapshot, SharesTheStoresSegmentsAndLoadsBitForBit) {
   const Param& p = GetParam();
-  const std::string name = "snap_w" + std::to_string(p.save_world) + "to" +
-                           std::to_string(p.load_world);
-  const Scenario a = TieredScenario(p.save_world, SHARDREC_SHARDING_ROW_WISE, 3, 1,
-                                    SHARDREC_POOLING_SUM, true);
-  Scenario b = TieredScenario(p.load_world, SHARDREC_SHARDING_ROW_WISE, 3, 1,
-                              SHARDREC_POOLING_SUM, true);
+  const std::string name =
+      "snap_w" + std::to_string(p.save_world) + "to" + std::to_string(p.load_world);
+  const Scenario a =
+      TieredScenario(p.save_world, SHARDREC_SHARDING_ROW_WISE, 3, 1, SHARDREC_POOLING_SUM, true);
+  Scenario b =
+      TieredScenario(p.load_world, SHARDREC_SHARDING_ROW_WISE, 3, 1, SHARDREC_POOLING_SUM, true);
   b.data_seed = a.data_seed + 1;
   PlanPtr plan_a = MakePlan(a), plan_b = MakePlan(b);
   ASSERT_NE(plan_a, nullptr);
@@ -124,9 +124,9 @@ TEST_P(TieredSnapshot, SharesTheStoresSegmentsAndLoadsBitForBit) {
   };
   for (const Case c : {Case{"snapshot -> memory", false}, Case{"snapshot -> tiered", true}}) {
     fs::remove_all(stores_b);
-    const std::vector<TieredRun> got =
-        RunTiered(b, plan_b.get(), c.tiered ? Tiers(b, stores_b) : std::vector<shardrec_table_tier_t>{},
-                  false, nullptr, tier_ckpt.c_str());
+    const std::vector<TieredRun> got = RunTiered(
+        b, plan_b.get(), c.tiered ? Tiers(b, stores_b) : std::vector<shardrec_table_tier_t>{},
+        false, nullptr, tier_ckpt.c_str());
     ASSERT_FALSE(::testing::Test::HasFailure()) << c.what;
     for (int32_t r = 0; r < b.world; ++r) {
       for (size_t f = 0; f < want[r].out.size(); ++f)
@@ -183,8 +183,7 @@ void ExpectRefusedUnchanged(const Saved& sv, const std::string& ckpt, shardrec_s
     o.tiers = tiered ? tiers.data() : nullptr;
     o.num_tiers = tiered ? tiers.size() : 0;
     shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, sv.plan.get(), GroupComm(1, 0), &opt, &o),
-              SHARDREC_OK)
+    ASSERT_EQ(shardrec_embedding_create(&c, sv.plan.get(), GroupComm(1, 0), &opt, &o), SHARDREC_OK)
         << shardrec_last_error();
     CollPtr coll(c);
     const std::vector<std::vector<float>> before = Snapshot(c, sv.s);
@@ -212,12 +211,8 @@ TEST(TieredSnapshotLoad, ADamagedOrMissingSegmentIsRefusedAndChangesNothing) {
   ASSERT_FALSE(::testing::Test::HasFailure());
   const std::vector<std::string> snaps = StoreDirs(sv.ckpt);
   ASSERT_FALSE(snaps.empty());
-  const uint64_t value_bytes = ReadManifest(sv.ckpt)
-                                   .at("files")
-                                   .at(0)
-                                   .at("store")
-                                   .at("value_bytes")
-                                   .get<uint64_t>();
+  const uint64_t value_bytes =
+      ReadManifest(sv.ckpt).at("files").at(0).at("store").at("value_bytes").get<uint64_t>();
   // Damaged: one byte of every record slot of one snapshot's segments (a copy of the checkpoint,
   // its segments copied rather than linked, so the original stays whole).
   const std::string damaged = sv.root + "/damaged";
@@ -230,8 +225,7 @@ TEST(TieredSnapshotLoad, ADamagedOrMissingSegmentIsRefusedAndChangesNothing) {
     std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
     const uint64_t size = fs::file_size(seg);
     for (uint64_t at = page; at + page <= size; at += page) {
-      for (uint64_t slot = 0; (slot + 1) * record <= page || (slot == 0 && record > page);
-           ++slot) {
+      for (uint64_t slot = 0; (slot + 1) * record <= page || (slot == 0 && record > page); ++slot) {
         const uint64_t byte = at + slot * record + 9;  // inside the value
         char c = 0;
         f.seekg(static_cast<std::streamoff>(byte));
@@ -325,9 +319,9 @@ TEST(TieredSnapshotServing, ServesTheSnapshotLikeTheInMemoryCheckpoint) {
     shardrec_inference_t* infs[3] = {mem.get(), snap_mem.get(), snap_disk.get()};
     for (int i = 0; i < 3; ++i) {
       outs[i].assign(static_cast<size_t>(b.batch_size * dim), NAN);
-      ASSERT_EQ(shardrec_inference_lookup(infs[i], kjt.view(), outs[i].data(), outs[i].size(),
-                                          nullptr),
-                SHARDREC_OK)
+      ASSERT_EQ(
+          shardrec_inference_lookup(infs[i], kjt.view(), outs[i].data(), outs[i].size(), nullptr),
+          SHARDREC_OK)
           << i << ": " << shardrec_last_error();
     }
     EXPECT_EQ(FirstBitDifference(outs[1], outs[0]), "") << "snapshot in memory";
