@@ -141,7 +141,8 @@ TEST_P(TieredSnapshot, SharesTheStoresSegmentsAndLoadsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, TieredSnapshot,
-                         ::testing::Values(Param{1, 1}, Param{1, 2}, Param{2, 1}),
+                         ::testing::Values(Param{1, 1}, Param{1, 2}, Param{2, 1}, Param{2, 4},
+                                           Param{4, 1}),
                          [](const ::testing::TestParamInfo<Param>& i) {
                            return "W" + std::to_string(i.param.save_world) + "To" +
                                   std::to_string(i.param.load_world);
