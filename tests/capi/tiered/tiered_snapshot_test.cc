@@ -273,6 +273,40 @@ TEST(TieredSnapshotLoad, ANewerVersionIsRefused) {
   ExpectRefusedUnchanged(sv, newer, SHARDREC_EUNSUPPORTED, "version 5");
 }
 
+// A copy of checkpoint `from` at `to` whose manifest `edit` changed (written without its
+// checksum member, which a manifest may lack, so the edit itself is what the load meets).
+template <typename Edit>
+void EditedCopy(const std::string& from, const std::string& to, Edit edit) {
+  fs::copy(from, to, fs::copy_options::recursive);
+  nlohmann::json m = ReadManifest(to);
+  m.erase("manifest_xxh3");
+  edit(m);
+  std::ofstream(to + "/manifest.json", std::ios::trunc) << m.dump(1);
+}
+
+TEST(TieredSnapshotLoad, AManifestThatMisdescribesItsSnapshotIsRefused) {
+  const Saved sv = SaveTiered("snap_misdescribed");
+  ASSERT_NE(sv.plan, nullptr);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  // The snapshot's MANIFEST checksum: another snapshot's (or a damaged) MANIFEST.
+  EditedCopy(sv.ckpt, sv.root + "/other_manifest", [](nlohmann::json& m) {
+    auto& st = m.at("files").at(0).at("store");
+    st["manifest_xxh3"] = st.at("manifest_xxh3").get<uint64_t>() ^ 1;
+  });
+  ExpectRefusedUnchanged(sv, sv.root + "/other_manifest", SHARDREC_ECORRUPT,
+                         "does not match the checkpoint's manifest");
+  // Records of a snapshot in an entry that is not one (a rank file's name in their place).
+  EditedCopy(sv.ckpt, sv.root + "/not_a_store",
+             [](nlohmann::json& m) { m.at("files").at(0).erase("store"); });
+  ExpectRefusedUnchanged(sv, sv.root + "/not_a_store", SHARDREC_ECORRUPT, "does not fit");
+  // A record reaching past the store's records.
+  EditedCopy(sv.ckpt, sv.root + "/past_the_record", [](nlohmann::json& m) {
+    auto& f = m.at("files").at(0);
+    f.at("records").at(0)["store_offset"] = f.at("store").at("value_bytes").get<uint64_t>();
+  });
+  ExpectRefusedUnchanged(sv, sv.root + "/past_the_record", SHARDREC_ECORRUPT, "does not fit");
+}
+
 struct InferenceDeleter {
   void operator()(shardrec_inference_t* p) const { shardrec_inference_destroy(p); }
 };
