@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "impl/checkpoint/json_int.h"
+#include "impl/checkpoint/snapshot_file.h"
 #include "impl/core/check.h"
 #include "impl/embedding/param_store.h"
 
@@ -79,6 +80,7 @@ json RecordJson(const Record& r) {
   j["byte_range"] = {r.offset, r.offset + r.nbytes};
   j["chunk_rows"] = r.chunk_rows;
   j["xxh3"] = r.checksums;
+  if (r.store_offset >= 0) j["store_offset"] = r.store_offset;
   return j;
 }
 
@@ -100,6 +102,11 @@ Record RecordFrom(const json& j) {
   r.nbytes = JsonInt<uint64_t>(j.at("byte_range").at(1)) - r.offset;
   r.chunk_rows = JsonInt<int64_t>(j.at("chunk_rows"));
   r.checksums = JsonInts<uint64_t>(j.at("xxh3"));
+  if (j.contains("store_offset")) {
+    r.store_offset = JsonInt<int64_t>(j.at("store_offset"));
+    if (r.store_offset < 0)
+      throw std::runtime_error("record " + r.key + " has a negative store_offset");
+  }
   // Signs and sizes first, so no later sum or product can overflow on a hostile manifest.
   const bool bad =
       r.rows < 0 || r.cols < 0 || r.row_offset < 0 || r.col_offset < 0 || r.full_rows < 0 ||
@@ -107,7 +114,10 @@ Record RecordFrom(const json& j) {
       r.rows > r.full_rows || r.cols > r.full_cols || r.row_offset > r.full_rows - r.rows ||
       r.col_offset > r.full_cols - r.cols || r.chunk_rows <= 0 ||
       r.nbytes != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
-      r.checksums.size() != static_cast<size_t>(r.rows == 0 ? 0 : (r.rows - 1) / r.chunk_rows + 1);
+      r.checksums.size() !=
+          (r.store_offset >= 0
+               ? size_t{0}
+               : static_cast<size_t>(r.rows == 0 ? 0 : (r.rows - 1) / r.chunk_rows + 1));
   if (bad) throw std::runtime_error("record " + r.key + " has inconsistent shape or offsets");
   // The key repeats the table, tensor and offsets (docs/checkpoint-format.md), and the rank file
   // is found by key while the loader places the record by its fields: a record whose fields say
@@ -129,6 +139,10 @@ json FileJson(const FileEntry& f) {
   j["size"] = f.size;
   j["records"] = json::array();
   for (const Record& r : f.records) j["records"].push_back(RecordJson(r));
+  if (f.is_store)
+    j["store"] = {{"identity", f.store.identity},
+                  {"value_bytes", f.store.value_bytes},
+                  {"manifest_xxh3", f.store.manifest_xxh3}};
   return j;
 }
 
@@ -139,6 +153,24 @@ FileEntry FileFrom(const json& j) {
   if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.')
     throw std::runtime_error("bad file name '" + f.name + "'");
   for (const json& r : j.at("records")) f.records.push_back(RecordFrom(r));
+  f.is_store = j.contains("store");
+  if (f.is_store) {
+    const json& st = j.at("store");
+    f.store.identity = st.at("identity").get<std::string>();
+    f.store.value_bytes = JsonInt<uint64_t>(st.at("value_bytes"));
+    f.store.manifest_xxh3 = JsonInt<uint64_t>(st.at("manifest_xxh3"));
+    if (f.store.value_bytes == 0)
+      throw std::runtime_error("store " + f.name + " has 0-byte values");
+  }
+  // A record belongs to a store snapshot exactly when its file entry is one, and lies in its
+  // records' values.
+  for (const Record& r : f.records) {
+    if ((r.store_offset >= 0) != f.is_store ||
+        (f.is_store &&
+         (r.row_bytes() > f.store.value_bytes ||
+          static_cast<uint64_t>(r.store_offset) > f.store.value_bytes - r.row_bytes())))
+      throw std::runtime_error("record " + r.key + " does not fit file entry " + f.name);
+  }
   return f;
 }
 
@@ -154,12 +186,14 @@ uint64_t Checksum(const void* data, size_t n) { return XXH3_64bits_dispatch(data
 std::string ManifestToJson(const Manifest& m) {
   json j;
   j["format"] = "shardrec-checkpoint";
-  bool dynamic = false, fp8 = false;
+  bool dynamic = false, fp8 = false, store = false;
+  for (const FileEntry& f : m.files) store = store || f.is_store;
   for (const TableEntry& t : m.tables) {
     dynamic = dynamic || t.dynamic;
     fp8 = fp8 || IsFp8DType(t.dtype);
   }
-  j["format_version"] = fp8       ? std::max(m.format_version, kFp8FormatVersion)
+  j["format_version"] = store     ? std::max(m.format_version, kStoreFormatVersion)
+                        : fp8     ? std::max(m.format_version, kFp8FormatVersion)
                         : dynamic ? std::max(m.format_version, kDynamicFormatVersion)
                                   : m.format_version;
   j["library_version"] = m.library_version;
@@ -221,10 +255,11 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
       return Status::Corrupt(path, " is not a libshardrec checkpoint manifest");
     Manifest m;
     m.format_version = JsonInt<int>(j.at("format_version"));
-    if (m.format_version < kFormatVersion || m.format_version > kFp8FormatVersion)
+    if (m.format_version < kFormatVersion || m.format_version > kStoreFormatVersion)
       return Status::Unsupported(path, ": checkpoint format version ", m.format_version,
                                  " is newer than this library reads (versions ", kFormatVersion,
-                                 " to ", kFp8FormatVersion, "): load it with a newer libshardrec");
+                                 " to ", kStoreFormatVersion,
+                                 "): load it with a newer libshardrec");
     SR_RETURN_IF_ERROR(VerifyManifestChecksum(j, path));
     m.library_version = j.at("library_version").get<std::string>();
     m.generation = JsonInt<int64_t>(j.at("generation"));
@@ -387,6 +422,7 @@ Status CheckRankFile(const ReadableFile& file, const std::string& path, const Fi
 
 Status OpenRankFile(FileSystem& fs, const std::string& path, const FileEntry& e,
                     std::unique_ptr<ReadableFile>* out) {
+  if (e.is_store) return OpenStoreSnapshot(fs, path, e, out);
   std::unique_ptr<ReadableFile> f;
   Status s = fs.OpenReadable(path, &f);
   if (s.code() == Code::kNotFound)

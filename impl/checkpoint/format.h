@@ -20,10 +20,13 @@ namespace shardrec::checkpoint {
 // what it holds, so a checkpoint of fixed tables stays readable by a version-1 reader, and a
 // version-1 reader refuses one with dynamic tables as a newer format instead of finding its
 // blocks uncovered. Version 3: FP8 tables' weights as their stored bytes (FP8 records, below)
-// instead of decoded fp32, which an older reader would misread. The reader takes all three.
+// instead of decoded fp32, which an older reader would misread. Version 4: file entries that
+// name a store snapshot (a tiered shard's rows as the disk tier's store holds them, hard-linked
+// from it: StoreRef below) beside the rank files. The reader takes all four.
 inline constexpr int kFormatVersion = 1;
 inline constexpr int kDynamicFormatVersion = 2;
 inline constexpr int kFp8FormatVersion = 3;
+inline constexpr int kStoreFormatVersion = 4;
 inline constexpr const char* kManifestName = "manifest.json";
 // The manifest's member holding the XXH3-64 of its own compact JSON without that member.
 inline constexpr const char* kManifestChecksumKey = "manifest_xxh3";
@@ -47,6 +50,10 @@ struct Record {
   uint64_t nbytes = 0;
   int64_t chunk_rows = 1;
   std::vector<uint64_t> checksums;  // XXH3-64 of each chunk; empty when unknown (imports)
+  // A record of a store snapshot's file entry: where its row's bytes start in each store record
+  // (-1: a record of a rank file). Its bytes are checked by the store's own per-record checksums
+  // (`checksums` is empty); `offset` places it in the entry's virtual file (snapshot_file.h).
+  int64_t store_offset = -1;
 
   // An FP8 record (dtype kFp8E4M3 / kFp8E5M2) holds the table's stored rows: per row its fp32
   // scale, then `cols` codes (fp8.h's row layout). In the rank file's safetensors header it is a
@@ -64,10 +71,22 @@ void SafetensorsView(const Record& r, DType* dtype, int64_t* cols);
 int64_t ChunkRows(uint64_t row_bytes);
 uint64_t Checksum(const void* data, size_t n);  // XXH3-64
 
+// A store snapshot (impl/store/row_store.h, Snapshot) that a file entry names: a directory of
+// segment files and a MANIFEST. Its keys are the shard's rows (0 .. rows), each value one row's
+// record of the tiered table (weights in the table's dtype, then its optimizer state).
+struct StoreRef {
+  std::string identity;        // the store's, which its files carry
+  uint64_t value_bytes = 0;    // > 0
+  uint64_t manifest_xxh3 = 0;  // Checksum of the snapshot's MANIFEST file
+};
+
 struct FileEntry {
   std::string name;  // relative to the checkpoint directory
+  // A rank file's bytes; a store snapshot's MANIFEST's bytes.
   uint64_t size = 0;
   std::vector<Record> records;
+  bool is_store = false;  // `name` is a store snapshot's directory (version 4)
+  StoreRef store;
 };
 
 struct StateEntry {

@@ -47,6 +47,11 @@ class FileSystem {
   // Makes the directory's entries (a rename) durable.
   virtual Status SyncDir(const std::string& dir) = 0;
   virtual Status Remove(const std::string& path) = 0;
+  // Whether paths are the operating system's own, so that a store snapshot (snapshot_file.h)
+  // can be written and read there; a save through a file system that is not copies the rows.
+  virtual bool native() const { return false; }
+  // Removes `path` and, when it is a directory, everything under it (a store snapshot's).
+  virtual Status RemoveTree(const std::string& path) { return Remove(path); }
 };
 
 std::shared_ptr<FileSystem> PosixFileSystem();

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 
 #include "impl/checkpoint/fs.h"
 #include "impl/core/check.h"
@@ -140,6 +141,13 @@ class Posix : public FileSystem {
   }
   Status Remove(const std::string& path) override {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path);
+    return Status::Ok();
+  }
+  bool native() const override { return true; }
+  Status RemoveTree(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec) return Status::Io("cannot remove ", path, ": ", ec.message());
     return Status::Ok();
   }
 };

@@ -122,12 +122,9 @@ Status OpenFiles(FileSystem& fs, const std::string& dir, const Manifest& m,
     if ((*files)[fi]) continue;
     const FileEntry& e = m.files[fi];
     const std::string path = dir + "/" + e.name;
-    Status s = fs.OpenReadable(path, &(*files)[fi]);
-    if (s.code() == Code::kNotFound)
-      return Status::Corrupt("checkpoint file ", path, " named by the manifest is missing");
-    SR_RETURN_IF_ERROR(s);
+    // A rank file or a store snapshot (version 4), checked against the manifest either way.
+    SR_RETURN_IF_ERROR(OpenRankFile(fs, path, e, &(*files)[fi]));
     (*files)[fi] = StopOnAbort(std::move((*files)[fi]), comm);
-    SR_RETURN_IF_ERROR(CheckRankFile(*(*files)[fi], path, e));
   }
   return Status::Ok();
 }

@@ -36,7 +36,8 @@ Status CopyOverlap(const ReadableFile& file, const std::string& path, const Reco
                    const Target& dst, std::vector<uint8_t>* buffer);
 
 // Reads and verifies (without copying) the chunks of `rec` that CopyOverlap would read for
-// `dst`; kCorrupt as CopyOverlap. Records without checksums pass.
+// `dst`; kCorrupt as CopyOverlap. Records without checksums pass, except a store snapshot's,
+// which are read (the store checks each row's record).
 Status VerifyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
                      const Target& dst, std::vector<uint8_t>* buffer);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -14,6 +15,7 @@
 #include "impl/checkpoint/fixed_rows.h"
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/keyed_rows.h"
+#include "impl/checkpoint/snapshot_file.h"
 #include "impl/comm/gather_bytes.h"
 #include "impl/core/check.h"
 #include "impl/core/config.h"
@@ -53,6 +55,12 @@ int64_t CurrentGeneration(FileSystem& fs, const std::string& dir, Manifest* prev
   return previous->generation;
 }
 
+// A record's size and chunking, from its shape.
+void Size(Record* r) {
+  r->nbytes = static_cast<uint64_t>(r->rows) * r->row_bytes();
+  r->chunk_rows = ChunkRows(r->row_bytes());
+}
+
 // Which of this rank's shard tensors it writes: not the duplicates (row-wise state of a second
 // column shard), data-parallel tables only on world rank 0, and in 2D one replica per tensor.
 // Every replica of a sharding rank holds the same tensors in the same order, so each hands
@@ -60,9 +68,12 @@ int64_t CurrentGeneration(FileSystem& fs, const std::string& dir, Manifest* prev
 // which gives every replica a similar share whatever the plan put on the rank.
 // A fixed table's shard tensor is one record (fixed_rows.h); a dynamic table's shard writes its
 // live rows keyed by id (keyed_rows.h), its metadata that is not a row of the shard in `owned`.
+// With `snapshots`, the tensors of a fixed table's tiered shard go to `tiered` by local shard
+// instead (its store is snapshotted: TakeSnapshots).
 std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
                            const std::vector<DenseTensor>& dense,
-                           std::deque<std::vector<uint8_t>>* owned) {
+                           std::deque<std::vector<uint8_t>>* owned, bool snapshots,
+                           std::map<int32_t, std::vector<ShardTensor>>* tiered) {
   std::vector<Source> out;
   const int world_rank = g.comm->Rank();
   std::vector<int64_t> replica_bytes(static_cast<size_t>(g.replicas), 0);
@@ -88,6 +99,12 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
       *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
       if (least - replica_bytes.begin() != g.replica_rank) continue;
     }
+    // FP8 weights are handed out `tiered` too (fp32 rows), but have no store.
+    if (snapshots && t.tiered && !t.data_parallel &&
+        !IsFp8DType(storage.plan().tables[static_cast<size_t>(t.table)].dtype)) {
+      (*tiered)[t.local].push_back(t);
+      continue;
+    }
     out.push_back(FixedSource(storage, t));
   }
   if (world_rank == 0) {
@@ -104,11 +121,67 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
       out.push_back(std::move(s));
     }
   }
-  for (Source& s : out) {
-    s.rec.nbytes = static_cast<uint64_t>(s.rec.rows) * s.rec.row_bytes();
-    s.rec.chunk_rows = ChunkRows(s.rec.row_bytes());
-  }
+  for (Source& s : out) Size(&s.rec);
   return out;
+}
+
+// Where tensor `t`'s row starts in a record of its tiered shard's store (tiered/record.h): the
+// weights in the table's dtype, then each optimizer state in order (one float per row-wise state,
+// else the shard's columns).
+int64_t StoreOffset(const embedding::Layout& layout, const ShardTensor& t) {
+  const embedding::LocalShard& ls = layout.local[static_cast<size_t>(t.local)];
+  if (t.state < 0) return 0;
+  int64_t at = static_cast<int64_t>(ls.cols) * static_cast<int64_t>(DTypeSize(ls.dtype));
+  const auto& specs = layout.tables[static_cast<size_t>(ls.table)].state_specs;
+  for (int32_t k = 0; k < t.state; ++k) at += (specs[k].row_wise ? 1 : ls.cols) * 4;
+  return at;
+}
+
+// Snapshots the store of every tiered shard in `tiered` into `dir` (the store's hard-linked
+// segments: no row is copied) and describes each as a file entry (version 4). A shard the
+// storage cannot snapshot (kUnsupported: a dynamic table's) is copied instead: its tensors are
+// added to `sources`. `made` gets each snapshot directory made (removed again by the caller if
+// the save fails).
+Status TakeSnapshots(embedding::TableStorage& storage, FileSystem& fs, const std::string& dir,
+                     int64_t generation, int rank,
+                     const std::map<int32_t, std::vector<ShardTensor>>& tiered,
+                     std::vector<Source>* sources, std::vector<FileEntry>* entries,
+                     std::vector<std::string>* made) {
+  for (const auto& [local, tensors] : tiered) {
+    const std::string name = StrCat("g", generation, "-rank", rank, "-shard", local, ".store");
+    const std::string path = dir + "/" + name;
+    // Left by a save of this generation that crashed: never published, so garbage.
+    SR_RETURN_IF_ERROR(fs.RemoveTree(path));
+    const Status s = storage.SnapshotTieredShard(local, path);
+    if (s.code() == Code::kUnsupported) {
+      for (const ShardTensor& t : tensors) {
+        sources->push_back(FixedSource(storage, t));
+        Size(&sources->back().rec);
+      }
+      continue;
+    }
+    SR_RETURN_IF_ERROR(s);
+    made->push_back(path);
+    FileEntry e;
+    e.name = name;
+    e.is_store = true;
+    SR_RETURN_IF_ERROR(DescribeStoreSnapshot(fs, path, &e.size, &e.store));
+    uint64_t at = 0;  // the records' places in the entry's virtual file
+    for (const ShardTensor& t : tensors) {
+      Record r = FixedSource(storage, t).rec;
+      Size(&r);
+      r.offset = at;
+      r.store_offset = StoreOffset(storage.layout(), t);
+      if (r.row_bytes() + static_cast<uint64_t>(r.store_offset) > e.store.value_bytes)
+        return Status::Internal("tiered shard ", local, " tensor ", t.name, ": ", r.row_bytes(),
+                                " bytes at ", r.store_offset, " overrun its ", e.store.value_bytes,
+                                "-byte store records");
+      at += r.nbytes;
+      e.records.push_back(std::move(r));
+    }
+    entries->push_back(std::move(e));
+  }
+  return Status::Ok();
 }
 
 // Writes the header and every source's rows to `f`, recording a checksum per chunk in `recs`.
@@ -278,7 +351,9 @@ Status CheckRankFiles(FileSystem& fs, const std::string& dir, const std::vector<
                       const std::vector<int>& ranks) {
   for (size_t i = 0; i < files.size(); ++i) {
     std::unique_ptr<ReadableFile> f;
-    const Status s = fs.OpenReadable(dir + "/" + files[i].name, &f);
+    // A store snapshot's size is its MANIFEST's.
+    const Status s = fs.OpenReadable(
+        dir + "/" + files[i].name + (files[i].is_store ? StrCat("/", kStoreManifestName) : ""), &f);
     if (s.ok() && f->size() == files[i].size) continue;
     if (!s.ok() && s.code() != Code::kNotFound) return s;
     return Status::InvalidArgument(
@@ -310,7 +385,10 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
   if (local.ok()) local = CheckDense(options.dense);
   std::vector<Source> sources;
   std::deque<std::vector<uint8_t>> owned;
-  if (local.ok()) sources = Select(storage, g, options.dense, &owned);
+  // A fixed tiered shard's rows are its store's snapshot (hard links) where the file system is
+  // the operating system's; else (and for dynamic tables) they are copied into the rank file.
+  std::map<int32_t, std::vector<ShardTensor>> tiered;
+  if (local.ok()) sources = Select(storage, g, options.dense, &owned, fs.native(), &tiered);
   Manifest previous;
   int64_t generation = local.ok() ? CurrentGeneration(fs, dir, &previous) : 0;
   if (local.ok()) local = fs.CreateDir(dir);
@@ -320,15 +398,27 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
       comm.AllReduce(&generation, &generation, 1, DType::kInt64, comm::ReduceOp::kMax));
   ++generation;
 
-  FileEntry entry;
-  if (!sources.empty()) {
+  std::vector<FileEntry> entries;
+  std::vector<std::string> made;
+  local =
+      TakeSnapshots(storage, fs, dir, generation, comm.Rank(), tiered, &sources, &entries, &made);
+  if (local.ok() && !sources.empty()) {
+    FileEntry entry;
     const std::string name = StrCat("g", generation, "-rank", comm.Rank(), ".safetensors");
     local = WriteRankFile(fs, dir, name, &sources, generation, &entry, comm);
+    entries.insert(entries.begin(), std::move(entry));
   }
-  SR_RETURN_IF_ERROR(Agree(comm, local, "to write its checkpoint file"));
+  local = Agree(comm, local, "to write its checkpoint file");
+  if (!local.ok()) {
+    // Nothing names them: the previous checkpoint in `dir` is the one that holds.
+    for (const std::string& p : made) (void)fs.RemoveTree(p);
+    return local;
+  }
 
-  // Every rank's file description reaches rank 0 (an all-gather: the communicator's primitive).
-  const std::string mine = sources.empty() ? std::string() : FileEntryToJson(entry);
+  // Every rank's file descriptions (one a line) reach rank 0 (an all-gather: the communicator's
+  // primitive).
+  std::string mine;
+  for (const FileEntry& e : entries) mine += (mine.empty() ? "" : "\n") + FileEntryToJson(e);
   std::vector<uint8_t> all;
   std::vector<size_t> sizes;
   SR_RETURN_IF_ERROR(comm::AllGatherBytes(comm, mine.data(), mine.size(), &all, &sizes));
@@ -339,12 +429,14 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     std::vector<int> writers;  // the rank of each file
     size_t pos = 0;
     for (int r = 0; r < comm.Size() && local.ok(); ++r) {
-      if (sizes[r] > 0) {
+      const std::string lines(reinterpret_cast<const char*>(all.data()) + pos, sizes[r]);
+      for (size_t at = 0; at < lines.size() && local.ok();) {
+        const size_t end = std::min(lines.find('\n', at), lines.size());
         FileEntry f;
-        local = FileEntryFromJson(
-            std::string(reinterpret_cast<const char*>(all.data()) + pos, sizes[r]), &f);
+        local = FileEntryFromJson(lines.substr(at, end - at), &f);
         m.files.push_back(std::move(f));
         writers.push_back(r);
+        at = end + 1;
       }
       pos += sizes[r];
     }
@@ -375,7 +467,8 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
   if (comm.Rank() == 0 && previous.generation != 0 && previous.generation != generation) {
     // The previous checkpoint's files are garbage now; a failure to remove them only leaves
     // them behind (the new manifest does not name them).
-    for (const FileEntry& f : previous.files) (void)fs.Remove(dir + "/" + f.name);
+    for (const FileEntry& f : previous.files)
+      (void)(f.is_store ? fs.RemoveTree(dir + "/" + f.name) : fs.Remove(dir + "/" + f.name));
   }
   return Status::Ok();
 }

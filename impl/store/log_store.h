@@ -41,6 +41,7 @@ class LogStore final : public RowStore {
   size_t value_bytes() const override { return geo_.value_bytes; }
   Status Get(const int64_t* keys, size_t n, uint8_t* out, bool* found) override;
   Status Put(const int64_t* keys, const uint8_t* values, size_t n) override;
+  Status Contains(const int64_t* keys, size_t n, bool* found) override;
   Status Erase(const int64_t* keys, size_t n) override;
   Status Flush() override;
   Status Snapshot(const std::string& dir) override;

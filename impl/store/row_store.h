@@ -70,6 +70,18 @@ class RowStore {
   // call is visible and the store is as before the call.
   virtual Status Put(const int64_t* keys, const uint8_t* values, size_t n) = 0;
 
+  // found[i] says whether key keys[i] has a record, without reading it (the index only, where
+  // the engine has one; this default reads the records). A checkpoint's save asks it to find the
+  // rows it must write once before a snapshot (docs/disk-tier.md, Checkpoints).
+  virtual Status Contains(const int64_t* keys, size_t n, bool* found) {
+    std::vector<uint8_t> scratch(value_bytes());
+    for (size_t i = 0; i < n; ++i) {
+      Status s = Get(keys + i, 1, scratch.data(), found + i);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
   // Removes the records of `keys` (absent keys are ignored).
   virtual Status Erase(const int64_t* keys, size_t n) = 0;
 

@@ -130,6 +130,17 @@ Status LogStore::ReadRecords(const std::vector<std::shared_ptr<Segment>>& segs,
   return s;
 }
 
+Status LogStore::Contains(const int64_t* keys, size_t n, bool* found) {
+  if (n == 0) return Status::Ok();
+  if (keys == nullptr || found == nullptr) {
+    return Status::InvalidArgument("store ", o_.dir, ": Contains of ", n,
+                                   " keys with null keys or found");
+  }
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  for (size_t i = 0; i < n; ++i) found[i] = index_.Find(keys[i]) != 0;
+  return Status::Ok();
+}
+
 Status LogStore::Get(const int64_t* keys, size_t n, uint8_t* out, bool* found) {
   if (n == 0) return Status::Ok();
   if (keys == nullptr || out == nullptr || found == nullptr) {

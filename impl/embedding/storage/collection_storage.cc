@@ -147,6 +147,10 @@ class CollectionStorage final : public TableStorage {
     SR_CHECK(coll_.s_.tiered != nullptr);
     return coll_.s_.tiered->WriteRows(local, state, first, count, in);
   }
+  Status SnapshotTieredShard(int32_t local, const std::string& dir) override {
+    SR_CHECK(coll_.s_.tiered != nullptr);
+    return coll_.s_.tiered->SnapshotShard(local, dir);
+  }
   bool TierStats(int32_t table, tiered::TierStats* out) const override {
     return coll_.s_.tiered != nullptr && coll_.s_.tiered->Stats(table, out);
   }

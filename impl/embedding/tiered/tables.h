@@ -84,6 +84,13 @@ class TieredTables {
   // holding just them): checkpoints stream a tiered shard in bounded chunks through these.
   Status ReadRows(int32_t local, int32_t state, int64_t first, int64_t count, float* out);
   Status WriteRows(int32_t local, int32_t state, int64_t first, int64_t count, const float* in);
+  // Makes the store of fixed tiered local shard `local` hold every row's current value (the
+  // write-back queue drained, the dirty and the never-stored cached rows written, the rows never
+  // written at all written once with their initial values; the cache unchanged), then
+  // snapshots it into `dir` (RowStore::Snapshot: hard links of its sealed segments and a
+  // manifest; `dir` must not exist). kUnsupported for a dynamic shard (its rows are keyed);
+  // the store's errors (kIo naming the table), after which `dir` does not exist. snapshot.cc.
+  Status SnapshotShard(int32_t local, const std::string& dir);
   // The plan's rows of tiered local shard `local`.
   int64_t Rows(int32_t local) const { return shards_[shard_of_[local]].spec.rows; }
 

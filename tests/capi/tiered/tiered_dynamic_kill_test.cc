@@ -271,6 +271,18 @@ int32_t RunAndKillDuringCompaction(int64_t delay_us, const std::string& ckpt,
   return saved;
 }
 
+// Whether the manifest of the checkpoint in `dir` names a store snapshot.
+bool NamesAStoreSnapshot(const std::string& dir) {
+  std::FILE* f = std::fopen((dir + "/manifest.json").c_str(), "rb");
+  if (f == nullptr) return false;
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  return text.find("\"format_version\": 4") != std::string::npos &&
+         text.find(".store\"") != std::string::npos;
+}
+
 TEST(TieredKill, KilledDuringSaveOrWriteBackLeavesTheLastCheckpointLoadable) {
   std::mt19937_64 gen(std::random_device{}());
   std::uniform_real_distribution<double> frac(0.0, 1.2);
@@ -301,6 +313,8 @@ TEST(TieredKill, KilledDuringSaveOrWriteBackLeavesTheLastCheckpointLoadable) {
     EXPECT_TRUE(tiered_step == saved[i] || tiered_step == saved[i] + 2)
         << "loaded step " << tiered_step << ", last reported save " << saved[i];
     EXPECT_EQ(memory_step, tiered_step);
+    // t1 (fixed) was saved as its store's snapshot (format version 4), t0 (dynamic) copied.
+    EXPECT_TRUE(NamesAStoreSnapshot(ckpts[i]));
     std::printf("kill at step %d (%s, %.2f of a save of %lld us): loaded step %d\n", k.at,
                 k.during_save ? "during its save" : "after its training", k.delay_fraction,
                 static_cast<long long>(save_us[i]), tiered_step);

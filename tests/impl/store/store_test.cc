@@ -244,6 +244,36 @@ TEST(Store, BadCallsAreRefusedAndChangeNothing) {
   ExpectRound(s.get(), Range(0, 10), 1);
 }
 
+// Contains answers from the index without reading a record: keys put (flushed or still in the
+// tail), erased and never put; a read-only snapshot answers for its own state.
+TEST(Store, ContainsAnswersFromTheIndexWithoutReading) {
+  StoreOptions o = Options("store_contains", 40);
+  const std::string snap = shardrec::testing::FreshDir("store_contains_dst") + "/snap";
+  auto s = MustOpen(o);
+  PutRound(s.get(), Range(0, 500), 1);
+  ASSERT_TRUE(s->Flush().ok());
+  PutRound(s.get(), Range(500, 520), 1);  // in the tail, not yet written
+  ASSERT_TRUE(s->Erase(std::vector<int64_t>{7}.data(), 1).ok());
+  const std::vector<int64_t> keys = {0, 7, 499, 500, 519, 520, -1, 100000};
+  const bool want[] = {true, false, true, true, true, false, false, false};
+  const int64_t reads = s->stats().reads;
+  std::unique_ptr<bool[]> found(new bool[keys.size()]);
+  ASSERT_TRUE(s->Contains(keys.data(), keys.size(), found.get()).ok());
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(found[i], want[i]) << "key " << keys[i];
+  EXPECT_EQ(s->stats().reads, reads);
+  EXPECT_TRUE(s->Contains(keys.data(), 0, nullptr).ok());  // an empty batch is a no-op
+  EXPECT_EQ(s->Contains(nullptr, 1, found.get()).code(), Code::kInvalidArgument);
+  ASSERT_TRUE(s->Snapshot(snap).ok());
+  ASSERT_TRUE(s->Erase(std::vector<int64_t>{0}.data(), 1).ok());
+  StoreOptions ro = o;
+  ro.dir = snap;
+  ro.read_only = true;
+  auto r = MustOpen(ro);
+  ASSERT_TRUE(r->Contains(keys.data(), keys.size(), found.get()).ok());
+  for (size_t i = 0; i < keys.size(); ++i)
+    EXPECT_EQ(found[i], want[i]) << "snapshot key " << keys[i];
+}
+
 TEST(Store, ScanVisitsLiveRecordsInKeyOrderInChunks) {
   StoreOptions o = Options("store_scan", 24);
   auto s = MustOpen(o);
