@@ -82,9 +82,32 @@ void PlanCombineInit(const Layout& l, bool dp_writes_columns, CombineInit* init)
 
 }  // namespace
 
+void OwnRowsDirect(const Layout& l, const RoutedBatch& rb, float* out, DirectRows* direct) {
+  direct->out = nullptr;
+  direct->unit.assign(l.units.size(), 0);
+  direct->runs.clear();
+  const int64_t B = rb.batch_size;
+  if (l.sequence || out == nullptr || B == 0) return;
+  CombineInit init;
+  PlanCombineInit(l, /*dp_writes_columns=*/false, &init);
+  // The own block holds this rank's units in order, ret_count rows each (UnpackInput).
+  auto at = static_cast<int64_t>(rb.ret_self_offset);
+  for (int32_t u : l.units_to_rank[l.rank]) {
+    const Unit& unit = l.units[u];
+    const int64_t count = rb.ret_count[u];
+    if (init.first[u] != 0 && count == B) {
+      direct->unit[u] = 1;
+      direct->runs.emplace_back(at, l.pairs[unit.pair].out_offset + unit.col_offset);
+    }
+    at += count * unit.cols;
+  }
+  if (!direct->runs.empty()) direct->out = out;
+}
+
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
-                    const WireRows& wire, RunSet which) {
+                    const WireRows& wire, RunSet which, const DirectRows* direct) {
+  const bool any_direct = direct != nullptr && direct->out != nullptr;
   jobs->clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
     const LocalShard& ls = l.local[i];
@@ -99,6 +122,16 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
         job.out16 = wire.data;
         job.encode = wire.encode;
       }
+      if (any_direct && !travels) {
+        const auto it = std::lower_bound(
+            direct->runs.begin(), direct->runs.end(), run.io_offset,
+            [](const std::pair<int64_t, int64_t>& r, int64_t io) { return r.first < io; });
+        if (it != direct->runs.end() && it->first == run.io_offset) {
+          job.out = direct->out;
+          job.run.io_offset = it->second;
+          job.out_stride = l.output_dim;
+        }
+      }
       jobs->push_back(job);
     }
   }
@@ -108,7 +141,7 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
 Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out, DataParallelLookup* device,
-                     const WireRows& wire, const PairRows* places) {
+                     const WireRows& wire, const PairRows* places, const uint8_t* written) {
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
   // A plain output is written by its first units rather than zeroed and added to (CombineInit);
@@ -134,6 +167,11 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
       for (int32_t u : l.units_to_rank[d]) {
         const Unit& unit = l.units[u];
         const int64_t count = rb.ret_count[u];
+        if (written != nullptr && written[u] != 0) {
+          targets += count;
+          at += count * unit.cols;
+          continue;
+        }
         const int64_t col = l.pairs[unit.pair].out_offset + unit.col_offset;
         const int64_t* lo = std::lower_bound(targets, targets + count, r0);
         const int64_t* hi = std::lower_bound(lo, targets + count, r1);
@@ -243,7 +281,7 @@ namespace {
 
 // The lookups and the return exchange: the travelling rows first, sent by the communication
 // worker while this thread looks up the rows of its own samples.
-Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce) {
+Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce, DirectRows* direct) {
   const size_t recv_total = SizeReturnBuffers(s, rb);
   const comm::Encoding enc = s.options.forward_encoding;
   const bool in_kernels = WireInKernels(s.layout, enc);
@@ -253,9 +291,11 @@ Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce) {
     if (s.wire.recv.size() < recv_total) s.wire.recv.resize(recv_total);
   }
   if (s.layout.world == 1) {
-    // A single rank looks up only its own samples, which never travel (SelfRows).
+    // A single rank looks up only its own samples, which never travel (SelfRows); those that can
+    // go straight to the output do (no exchange can fail after them).
     ScopedTimer phase(&s.timings.lookup_seconds);
-    return LookupToSend(s.exec, s.layout, s.params, rb, &s.jobs, s.ret_send.data());
+    return LookupToSend(s.exec, s.layout, s.params, rb, &s.jobs, s.ret_send.data(), {},
+                        RunSet::kAll, direct);
   }
   auto exchange = [&s, &rb, in_kernels, enc, reduce] {
     if (enc == comm::Encoding::kFp32 && reduce != nullptr && reduce->active())
@@ -311,7 +351,11 @@ Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce) {
 
 Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const Status& local,
                               HostReduce* reduce) {
-  Status st = LookupAndReturn(s, rb, reduce);
+  // At world 1 the own rows that can go straight to an accepted plain output do (DirectRows).
+  DirectRows direct;
+  if (s.layout.world == 1 && local.ok() && s.pair_rows == nullptr)
+    OwnRowsDirect(s.layout, rb, out, &direct);
+  Status st = LookupAndReturn(s, rb, reduce, &direct);
   if (!st.ok() || !local.ok()) return st;
   ScopedTimer phase(&s.timings.output_dist_seconds);
   WireRows wire;
@@ -320,7 +364,8 @@ Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const S
     wire.add = comm::DecodeAdderFor(s.options.forward_encoding);
   }
   return CombineOutput(s.exec, s.layout, s.params, rb, s.ret_recv.data(), s.SelfRows(rb), &s.jobs,
-                       out, nullptr, wire, s.pair_rows);
+                       out, nullptr, wire, s.pair_rows,
+                       direct.out != nullptr ? direct.unit.data() : nullptr);
 }
 
 }  // namespace shardrec::embedding

@@ -196,5 +196,88 @@ TEST(EmbeddingOutputDist, CombineWritesWhatZeroThenAddGave) {
   EXPECT_GT(unit_zeros, 0);  // some rows came back as -0.0f or not at all
 }
 
+// At world 1 the own rows of a unit that is first on its columns and has a bag for every sample
+// are looked up straight into the output (DirectRows): the same bits as through the return
+// message and the combine, on any background, including a bag whose rows are all -0.0f (the
+// kernel's sum starts from +0.0f, as zero-then-add did).
+TEST(EmbeddingOutputDist, OwnRowsLookedUpStraightIntoTheOutput) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = 1;
+  plan->local_world_size = 1;
+  plan->features = {{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}};
+  sharding::TableConfig full;
+  full.name = "full";
+  full.rows = 40;
+  full.dim = 8;
+  full.features = {0, 2};
+  sharding::TableConfig sparse = full;
+  sparse.name = "sparse";
+  sparse.rows = 30;
+  sparse.dim = 4;
+  sparse.features = {1};
+  plan->tables = {full, sparse};
+  plan->table_plans = {sharding::MakeTableWise(full, 0), sharding::MakeTableWise(sparse, 0)};
+  Layout l;
+  ASSERT_TRUE(
+      BuildLayout(plan, 0, std::vector<optim::OptimizerType>(2, optim::OptimizerType::kSgd), &l)
+          .ok());
+  ParamStore params;
+  ASSERT_TRUE(params.Allocate(&l, /*huge_pages=*/false).ok());
+  ASSERT_TRUE(params.Initialise(7, ExecContext()).ok());
+  const std::vector<float> negative_zero(8, -0.0f);
+  params.WriteRow(l.local[l.tables[0].shard_local[0]], 3, negative_zero.data());
+
+  // "a" and "c" have a bag for every sample (sample 0 of "a" reads only the -0.0f row), "b" not.
+  const int64_t B = 10;
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  for (int f = 0; f < 3; ++f)
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t len = f == 1 ? static_cast<int32_t>(b % 3) : 1 + static_cast<int32_t>(b % 3);
+      lengths.push_back(len);
+      for (int32_t k = 0; k < len; ++k)
+        ids.push_back(f == 0 && b == 0 ? 3 : (b * 11 + k * 7 + f) % (f == 1 ? 30 : 40));
+    }
+  Batch batch{B, 3, lengths.data(), lengths.size(), ids.data(), DType::kInt64, ids.size(), nullptr,
+              0, {}};
+  RoutedBatch rb;
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{}, batch, &rb).ok());
+  rb.counts_recv.assign(rb.counts_send.begin(), rb.counts_send.end());
+  rb.recv_bytes = {rb.send_bytes[0]};
+  ASSERT_TRUE(UnpackInput(l, &rb).ok());
+
+  const int64_t D = l.output_dim;
+  std::vector<kernels::LookupJob> jobs;
+  std::vector<float> send(rb.ret_floats_total, 0.0f);
+  ASSERT_TRUE(LookupToSend(ExecContext(), l, params, rb, &jobs, send.data()).ok());
+  std::vector<float> combined(static_cast<size_t>(B * D), 0.0f);
+  ASSERT_TRUE(CombineOutput(ExecContext(), l, params, rb, nullptr, send.data() + rb.ret_self_offset,
+                            &jobs, combined.data())
+                  .ok());
+
+  std::vector<float> out(combined.size(), std::nanf(""));
+  DirectRows direct;
+  OwnRowsDirect(l, rb, out.data(), &direct);
+  ASSERT_EQ(direct.out, out.data());
+  int direct_units = 0;
+  for (size_t u = 0; u < l.units.size(); ++u) {
+    const bool full_unit = l.units[u].table == 0;
+    EXPECT_EQ(direct.unit[u] != 0, full_unit) << "unit " << u;
+    direct_units += direct.unit[u];
+  }
+  ASSERT_EQ(direct_units, 2);
+  std::vector<float> send2(rb.ret_floats_total, 0.0f);
+  ASSERT_TRUE(
+      LookupToSend(ExecContext(), l, params, rb, &jobs, send2.data(), {}, RunSet::kAll, &direct)
+          .ok());
+  ASSERT_TRUE(CombineOutput(ExecContext(), l, params, rb, nullptr,
+                            send2.data() + rb.ret_self_offset, &jobs, out.data(), nullptr, {},
+                            nullptr, direct.unit.data())
+                  .ok());
+  EXPECT_TRUE(testing::SameBytes(combined.data(), out.data(), out.size() * sizeof(float)));
+  EXPECT_FALSE(std::signbit(out[0]));  // sample 0 of "a": the -0.0f row's sum
+  EXPECT_EQ(out[0], 0.0f);
+}
+
 }  // namespace
 }  // namespace shardrec::embedding
