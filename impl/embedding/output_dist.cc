@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "impl/embedding/host_reduce.h"
 #include "impl/embedding/step_state.h"
@@ -30,11 +32,82 @@ void ZeroPlaces(const PairRows& places, float* out, int64_t r0, int64_t r1) {
   }
 }
 
+// Rows [r0, r1) of columns [col, col + cols) of `out` (row stride D) set to zero.
+void ZeroColumns(float* out, int64_t D, int64_t col, int64_t cols, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r)
+    std::memset(out + r * D + col, 0, sizeof(float) * static_cast<size_t>(cols));
+}
+
+// How the combine initialises a plain (place-less) output without zeroing what it then writes:
+// a unit that is the first, in the combine's order, to reach its columns writes its rows there
+// (0.0f + row, the bits of zero-then-add) and zeroes only the rows it does not return; later
+// units add in the same order as before. Columns no first unit reaches are zeroed, except those
+// the data-parallel lookup writes whole (pooled, on the host).
+struct CombineInit {
+  std::vector<uint8_t> first;                          // per unit
+  std::vector<std::pair<int64_t, int64_t>> zero_cols;  // [begin, end) column spans
+};
+
+void PlanCombineInit(const Layout& l, bool dp_writes_columns, CombineInit* init) {
+  const int64_t D = l.output_dim;
+  std::vector<uint8_t> covered(static_cast<size_t>(D), 0);
+  init->first.assign(l.units.size(), 0);
+  for (int32_t d = 0; d < l.world; ++d) {
+    for (int32_t u : l.units_to_rank[d]) {
+      const Unit& unit = l.units[u];
+      uint8_t* c = covered.data() + l.pairs[unit.pair].out_offset + unit.col_offset;
+      if (std::any_of(c, c + unit.cols, [](uint8_t v) { return v != 0; })) continue;
+      std::fill(c, c + unit.cols, uint8_t{1});
+      init->first[u] = 1;
+    }
+  }
+  if (dp_writes_columns && !l.sequence) {
+    for (int32_t p : l.dp_pairs) {
+      const Pair& pair = l.pairs[p];
+      uint8_t* c = covered.data() + pair.out_offset;
+      std::fill(c, c + l.plan->tables[pair.table].dim, uint8_t{1});
+    }
+  }
+  init->zero_cols.clear();
+  for (int64_t c = 0; c < D;) {
+    if (covered[c] != 0) {
+      ++c;
+      continue;
+    }
+    const int64_t begin = c;
+    while (c < D && covered[c] == 0) ++c;
+    init->zero_cols.emplace_back(begin, c);
+  }
+}
+
 }  // namespace
+
+void OwnRowsDirect(const Layout& l, const RoutedBatch& rb, float* out, DirectRows* direct) {
+  direct->out = nullptr;
+  direct->unit.assign(l.units.size(), 0);
+  direct->runs.clear();
+  const int64_t B = rb.batch_size;
+  if (l.sequence || out == nullptr || B == 0) return;
+  CombineInit init;
+  PlanCombineInit(l, /*dp_writes_columns=*/false, &init);
+  // The own block holds this rank's units in order, ret_count rows each (UnpackInput).
+  auto at = static_cast<int64_t>(rb.ret_self_offset);
+  for (int32_t u : l.units_to_rank[l.rank]) {
+    const Unit& unit = l.units[u];
+    const int64_t count = rb.ret_count[u];
+    if (init.first[u] != 0 && count == B) {
+      direct->unit[u] = 1;
+      direct->runs.emplace_back(at, l.pairs[unit.pair].out_offset + unit.col_offset);
+    }
+    at += count * unit.cols;
+  }
+  if (!direct->runs.empty()) direct->out = out;
+}
 
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
-                    const WireRows& wire, RunSet which) {
+                    const WireRows& wire, RunSet which, const DirectRows* direct) {
+  const bool any_direct = direct != nullptr && direct->out != nullptr;
   jobs->clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
     const LocalShard& ls = l.local[i];
@@ -49,6 +122,16 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
         job.out16 = wire.data;
         job.encode = wire.encode;
       }
+      if (any_direct && !travels) {
+        const auto it = std::lower_bound(
+            direct->runs.begin(), direct->runs.end(), run.io_offset,
+            [](const std::pair<int64_t, int64_t>& r, int64_t io) { return r.first < io; });
+        if (it != direct->runs.end() && it->first == run.io_offset) {
+          job.out = direct->out;
+          job.run.io_offset = it->second;
+          job.out_stride = l.output_dim;
+        }
+      }
       jobs->push_back(job);
     }
   }
@@ -58,17 +141,22 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
 Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out, DataParallelLookup* device,
-                     const WireRows& wire, const PairRows* places) {
+                     const WireRows& wire, const PairRows* places, const uint8_t* written) {
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
+  // A plain output is written by its first units rather than zeroed and added to (CombineInit);
+  // places (VBE) are zeroed first.
+  CombineInit init;
+  if (places == nullptr) PlanCombineInit(l, device == nullptr, &init);
   // In parallel over output rows. Each unit's returned rows target increasing output rows, so a
   // chunk finds its part of every unit by binary search; units are added in their fixed order,
   // so row-split partials sum in the same order for every thread count.
   ctx.ParallelFor(0, rows, 64, [&](int64_t r0, int64_t r1) {
-    if (places == nullptr)
-      std::memset(out + r0 * D, 0, sizeof(float) * static_cast<size_t>((r1 - r0) * D));
-    else
+    if (places == nullptr) {
+      for (const auto& [c0, c1] : init.zero_cols) ZeroColumns(out, D, c0, c1 - c0, r0, r1);
+    } else {
       ZeroPlaces(*places, out, r0, r1);
+    }
     // Element offset of the next other rank's rows (recv, or the wire's 16-bit copy).
     int64_t others = 0;
     const int64_t* targets = rb.ret_target.data();
@@ -79,20 +167,40 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
       for (int32_t u : l.units_to_rank[d]) {
         const Unit& unit = l.units[u];
         const int64_t count = rb.ret_count[u];
+        if (written != nullptr && written[u] != 0) {
+          targets += count;
+          at += count * unit.cols;
+          continue;
+        }
         const int64_t col = l.pairs[unit.pair].out_offset + unit.col_offset;
         const int64_t* lo = std::lower_bound(targets, targets + count, r0);
         const int64_t* hi = std::lower_bound(lo, targets + count, r1);
+        const bool first = !init.first.empty() && init.first[u] != 0;
+        // A first unit's columns are set on rows [r0, next): the rows it skips are zeroed.
+        int64_t next = r0;
         for (const int64_t* t = lo; t < hi; ++t) {
           const int64_t from = at + (t - targets) * unit.cols;
           float* dst = places == nullptr ? out + *t * D + col
                                          : places->Row(out, unit.pair, *t) + unit.col_offset;
+          const bool write = first && *t >= next;
+          if (write) {
+            ZeroColumns(out, D, col, unit.cols, next, *t);
+            next = *t + 1;
+          }
           if (encoded) {
+            if (write) std::memset(dst, 0, sizeof(float) * static_cast<size_t>(unit.cols));
             wire.add(wire.data + from, static_cast<size_t>(unit.cols), dst);
             continue;
           }
           const float* s = (mine ? self : recv) + from;
-          for (int32_t c = 0; c < unit.cols; ++c) dst[c] += s[c];
+          if (write) {
+            // 0.0f + s[c], not s[c]: a -0.0f row reads +0.0f as zero-then-add gave.
+            for (int32_t c = 0; c < unit.cols; ++c) dst[c] = 0.0f + s[c];
+          } else {
+            for (int32_t c = 0; c < unit.cols; ++c) dst[c] += s[c];
+          }
         }
+        if (first) ZeroColumns(out, D, col, unit.cols, next, r1);
         targets += count;
         at += count * unit.cols;
       }
@@ -173,7 +281,7 @@ namespace {
 
 // The lookups and the return exchange: the travelling rows first, sent by the communication
 // worker while this thread looks up the rows of its own samples.
-Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce) {
+Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce, DirectRows* direct) {
   const size_t recv_total = SizeReturnBuffers(s, rb);
   const comm::Encoding enc = s.options.forward_encoding;
   const bool in_kernels = WireInKernels(s.layout, enc);
@@ -183,9 +291,11 @@ Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce) {
     if (s.wire.recv.size() < recv_total) s.wire.recv.resize(recv_total);
   }
   if (s.layout.world == 1) {
-    // A single rank looks up only its own samples, which never travel (SelfRows).
+    // A single rank looks up only its own samples, which never travel (SelfRows); those that can
+    // go straight to the output do (no exchange can fail after them).
     ScopedTimer phase(&s.timings.lookup_seconds);
-    return LookupToSend(s.exec, s.layout, s.params, rb, &s.jobs, s.ret_send.data());
+    return LookupToSend(s.exec, s.layout, s.params, rb, &s.jobs, s.ret_send.data(), {},
+                        RunSet::kAll, direct);
   }
   auto exchange = [&s, &rb, in_kernels, enc, reduce] {
     if (enc == comm::Encoding::kFp32 && reduce != nullptr && reduce->active())
@@ -241,7 +351,11 @@ Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce) {
 
 Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const Status& local,
                               HostReduce* reduce) {
-  Status st = LookupAndReturn(s, rb, reduce);
+  // At world 1 the own rows that can go straight to an accepted plain output do (DirectRows).
+  DirectRows direct;
+  if (s.layout.world == 1 && local.ok() && s.pair_rows == nullptr)
+    OwnRowsDirect(s.layout, rb, out, &direct);
+  Status st = LookupAndReturn(s, rb, reduce, &direct);
   if (!st.ok() || !local.ok()) return st;
   ScopedTimer phase(&s.timings.output_dist_seconds);
   WireRows wire;
@@ -250,7 +364,8 @@ Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const S
     wire.add = comm::DecodeAdderFor(s.options.forward_encoding);
   }
   return CombineOutput(s.exec, s.layout, s.params, rb, s.ret_recv.data(), s.SelfRows(rb), &s.jobs,
-                       out, nullptr, wire, s.pair_rows);
+                       out, nullptr, wire, s.pair_rows,
+                       direct.out != nullptr ? direct.unit.data() : nullptr);
 }
 
 }  // namespace shardrec::embedding

@@ -4,7 +4,9 @@
 // in reverse (the gradient's packing is the backward's, backward.h).
 #pragma once
 
+#include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "impl/comm/communicator.h"
@@ -46,13 +48,30 @@ struct WireRows {
 // looked up (and sent) before this rank's own.
 enum class RunSet { kAll, kTravelling, kOwn };
 
+// This rank's own rows that the lookup writes straight into the output instead of the return
+// message (no copy by the combine): per unit, whether its rows go there (OwnRowsDirect).
+struct DirectRows {
+  float* out = nullptr;  // [rows, output_dim]; null: none
+  std::vector<uint8_t> unit;
+  // The own block's runs that go there: (io offset in the return message, output column),
+  // sorted by io offset.
+  std::vector<std::pair<int64_t, int64_t>> runs;
+};
+
+// Sets `direct` for a plain pooled output `out` (no places): the own units that are the first,
+// in the combine's order, to reach their columns and whose every sample has a bag, so that their
+// returned rows are the output's rows in order. Their sums are the kernel's, which starts from
+// +0.0f, so they equal what zero-then-add gave bit for bit (no sum reads -0.0f).
+void OwnRowsDirect(const Layout& layout, const RoutedBatch& rb, float* out, DirectRows* direct);
+
 // Owner side: the runs in `which` of every local shard looked up into `send`
 // (rb.ret_floats_total floats, laid out per source rank as the runs' io offsets say), in one
-// batched kernel call; with wire.data, the rows for other ranks go there encoded instead. `jobs`
-// is reusable scratch.
+// batched kernel call; with wire.data, the rows for other ranks go there encoded instead; with
+// `direct`, the own runs it lists go to their output columns instead. `jobs` is reusable scratch.
 Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
-                    const WireRows& wire = {}, RunSet which = RunSet::kAll);
+                    const WireRows& wire = {}, RunSet which = RunSet::kAll,
+                    const DirectRows* direct = nullptr);
 
 // Sample side: out ([rows, output_dim], overwritten) = the rows returned by the other ranks in
 // `recv` (in rank order) and the rows this rank looked up for itself at `self` (the end of its
@@ -62,12 +81,13 @@ Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& pa
 // parameters are there); null does them on the host. With wire.data the other ranks' rows
 // are read encoded from there (and `recv` is unused). With `places` (pooled, host only) pair p's
 // row b goes to places->Row(out, p, b) instead of row b of `out`, and only the places are
-// written (a VBE batch's B_f rows per feature, vbe.h).
+// written (a VBE batch's B_f rows per feature, vbe.h). `written` (per unit, or null): units whose
+// rows the lookup already wrote into `out` (DirectRows, without places), which are skipped.
 Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out,
                      DataParallelLookup* device = nullptr, const WireRows& wire = {},
-                     const PairRows* places = nullptr);
+                     const PairRows* places = nullptr, const uint8_t* written = nullptr);
 
 // The MEAN pairs' columns of a pooled output divided by their bags' divisors (rb.mean_div; an
 // empty bag gives 0), in parallel over samples; the last step of CombineOutput, and of a forward

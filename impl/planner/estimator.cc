@@ -133,8 +133,9 @@ double StepOverhead(const Topology& topo, double ids_per_rank, bool any_data_par
                     bool any_row_stat_exchange, bool any_host_reduce) {
   double ms = topo.per_id_ms * ids_per_rank;
   if (topo.world_size > 1) {
+    const int base = topo.world_size == 2 ? kCollectivesPerStepTwoRanks : kCollectivesPerStep;
     ms +=
-        topo.collective_latency_ms * (kCollectivesPerStep + (any_data_parallel ? 1 : 0) +
+        topo.collective_latency_ms * (base + (any_data_parallel ? 1 : 0) +
                                       (any_row_stat_exchange ? 1 : 0) + (any_host_reduce ? 2 : 0));
   }
   return ms;

@@ -100,9 +100,10 @@ std::vector<ShardEstimate> EstimateShards(const Topology& topo, const sharding::
                                           const TierHint* tier = nullptr);
 
 // What a rank pays per step whatever the placement: topo.collective_latency_ms per collective
-// (kCollectivesPerStep, +1 when a table is data-parallel, +1 when `any_row_stat_exchange`: a
-// table's rows are split into column shards whose optimizer keeps row statistics, which the
-// shards exchange; none at world_size 1) and topo.per_id_ms per id of its own batch
+// (kCollectivesPerStep, kCollectivesPerStepTwoRanks at world_size 2, +1 when a table is
+// data-parallel, +1 when `any_row_stat_exchange`: a table's rows are split into column shards
+// whose optimizer keeps row statistics, which the shards exchange; none at world_size 1) and
+// topo.per_id_ms per id of its own batch
 // (`ids_per_rank`, summed over tables). 0 on CUDA defaults. Proposals are ranked without it.
 // `any_host_reduce`: a table-row-wise or grid table whose group spans hosts reduces inside each
 // host first, two collectives more (forward and backward, host_reduce.h).

@@ -54,6 +54,10 @@ constexpr double kHostBwdUpdate = kHostBwdMultiplier - kHostBwdAggregate;  // pe
 // all-to-all backward. (+1 all-reduce with data-parallel tables, +1 all-to-all of row statistics
 // with column shards under a row-statistic optimizer: StepOverhead.)
 constexpr int kCollectivesPerStep = 5;
+// Two ranks send the lengths' counts with the ids in one round (embedding/input_dist.h
+// InputCaps) while batches keep their size: one collective fewer (a second round only when a
+// message outgrows the agreed size, which a steady step does not).
+constexpr int kCollectivesPerStepTwoRanks = kCollectivesPerStep - 1;
 
 enum class ComputeDevice : int32_t { kHost = 0, kCuda = 1 };  // mirrors SHARDREC_DEVICE_*
 enum class Collective { kAllToAll, kReduceScatter, kAllGather, kAllReduce };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -83,6 +84,199 @@ TEST(EmbeddingOutputDist, TravellingAndOwnRunsSplitTheLookup) {
   const size_t own_floats = rb.ret_floats_total - rb.ret_self_offset;
   ASSERT_EQ(rb.ret_self_offset, own_floats);
   EXPECT_EQ(std::memcmp(all.data(), all.data() + own_floats, own_floats * sizeof(float)), 0);
+}
+
+// The combine writes the rows of the first unit to reach each output column instead of zeroing
+// and adding: on any background it must give the bits of zero-then-add in unit order, including
+// the rows a first unit does not return (zeroed) and a -0.0f row (+0.0f, as 0.0f + -0.0f gives).
+TEST(EmbeddingOutputDist, CombineWritesWhatZeroThenAddGave) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = 2;
+  plan->local_world_size = 2;
+  plan->features = {{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}};
+  sharding::TableConfig rw;
+  rw.name = "rw";
+  rw.rows = 40;
+  rw.dim = 8;
+  rw.features = {0};
+  sharding::TableConfig tw = rw;
+  tw.name = "tw";
+  tw.rows = 30;
+  tw.dim = 4;
+  tw.features = {1};
+  sharding::TableConfig dp = rw;
+  dp.name = "dp";
+  dp.rows = 20;
+  dp.dim = 4;
+  dp.features = {2};
+  plan->tables = {rw, tw, dp};
+  // Rank 0's output: "a" is summed from both ranks' row blocks, "b" comes only from rank 1, "c"
+  // is looked up here.
+  plan->table_plans = {sharding::MakeRowWise(rw, 2), sharding::MakeTableWise(tw, 1),
+                       sharding::MakeDataParallel(dp, 2)};
+  Layout l;
+  ASSERT_TRUE(
+      BuildLayout(plan, 0, std::vector<optim::OptimizerType>(3, optim::OptimizerType::kSgd), &l)
+          .ok());
+  ParamStore params;
+  ASSERT_TRUE(params.Allocate(&l, /*huge_pages=*/false).ok());
+  ASSERT_TRUE(params.Initialise(7, ExecContext()).ok());
+
+  // Some bags empty, some with ids in only one row block of "a".
+  const int64_t B = 12;
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  for (int f = 0; f < 3; ++f)
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t len = static_cast<int32_t>((b * 5 + f) % 4);
+      lengths.push_back(len);
+      for (int32_t k = 0; k < len; ++k) ids.push_back((b * 11 + k * 7 + f) % (f == 0 ? 40 : 19));
+    }
+  Batch batch{B, 3, lengths.data(), lengths.size(), ids.data(), DType::kInt64, ids.size(), nullptr,
+              0, {}};
+  RoutedBatch rb;
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{}, batch, &rb).ok());
+  // Rank 1 is taken to have sent the very same message (as above); its rows for this rank's
+  // samples are made up (every third one -0.0f), sized as the return exchange announces them.
+  const int64_t* own = &rb.counts_send[0];
+  rb.counts_recv.assign(own, own + kCountFields);
+  rb.counts_recv.insert(rb.counts_recv.end(), own, own + kCountFields);
+  rb.recv_bytes = {rb.send_bytes[0], rb.send_bytes[0]};
+  rb.recv.assign(rb.send.begin() + static_cast<std::ptrdiff_t>(rb.self_offset),
+                 rb.send.begin() + static_cast<std::ptrdiff_t>(rb.self_offset + rb.send_bytes[0]));
+  ASSERT_TRUE(UnpackInput(l, &rb).ok());
+  std::vector<kernels::LookupJob> jobs;
+  std::vector<float> send(rb.ret_floats_total, 0.0f);
+  ASSERT_TRUE(LookupToSend(ExecContext(), l, params, rb, &jobs, send.data()).ok());
+  for (size_t i = rb.ret_self_offset; i < send.size(); i += 5) send[i] = -0.0f;
+  size_t recv_floats = 0;
+  for (size_t v : ReturnRecvCounts(rb)) recv_floats += v;
+  ASSERT_GT(recv_floats, 0u);
+  std::vector<float> recv(recv_floats);
+  for (size_t i = 0; i < recv.size(); ++i)
+    recv[i] = i % 3 == 0 ? -0.0f : 0.25f * static_cast<float>(i % 17) - 2.0f;
+  const float* self = send.data() + rb.ret_self_offset;
+
+  const int64_t D = l.output_dim;
+  std::vector<float> zeroed(static_cast<size_t>(B * D), 0.0f);
+  ASSERT_TRUE(
+      CombineOutput(ExecContext(), l, params, rb, recv.data(), self, &jobs, zeroed.data()).ok());
+  std::vector<float> out(zeroed.size(), std::nanf(""));
+  ASSERT_TRUE(
+      CombineOutput(ExecContext(), l, params, rb, recv.data(), self, &jobs, out.data()).ok());
+  EXPECT_TRUE(testing::SameBytes(zeroed.data(), out.data(), out.size() * sizeof(float)));
+
+  // Zero-then-add in unit order, by hand, for the units' columns; the data-parallel columns are
+  // the lookup's (compared through the background test above).
+  std::vector<float> ref(out.size(), 0.0f);
+  std::vector<uint8_t> unit_col(static_cast<size_t>(D), 0);
+  int64_t others = 0;
+  const int64_t* targets = rb.ret_target.data();
+  for (int32_t d = 0; d < l.world; ++d) {
+    int64_t at = d == l.rank ? 0 : others;
+    for (int32_t u : l.units_to_rank[d]) {
+      const Unit& unit = l.units[u];
+      const int64_t col = l.pairs[unit.pair].out_offset + unit.col_offset;
+      for (int32_t c = 0; c < unit.cols; ++c) unit_col[col + c] = 1;
+      for (int64_t k = 0; k < rb.ret_count[u]; ++k) {
+        const float* src = (d == l.rank ? self : recv.data()) + at + k * unit.cols;
+        for (int32_t c = 0; c < unit.cols; ++c) ref[targets[k] * D + col + c] += src[c];
+      }
+      targets += rb.ret_count[u];
+      at += rb.ret_count[u] * unit.cols;
+    }
+    if (d != l.rank) others = at;
+  }
+  int64_t unit_zeros = 0;
+  for (int64_t i = 0; i < B * D; ++i) {
+    if (unit_col[i % D] == 0) continue;
+    ASSERT_TRUE(testing::SameBytes(&ref[i], &out[i], sizeof(float))) << "float " << i;
+    unit_zeros += out[i] == 0.0f ? 1 : 0;
+  }
+  EXPECT_GT(unit_zeros, 0);  // some rows came back as -0.0f or not at all
+}
+
+// At world 1 the own rows of a unit that is first on its columns and has a bag for every sample
+// are looked up straight into the output (DirectRows): the same bits as through the return
+// message and the combine, on any background, including a bag whose rows are all -0.0f (the
+// kernel's sum starts from +0.0f, as zero-then-add did).
+TEST(EmbeddingOutputDist, OwnRowsLookedUpStraightIntoTheOutput) {
+  auto plan = std::make_shared<sharding::Plan>();
+  plan->world_size = 1;
+  plan->local_world_size = 1;
+  plan->features = {{"a", 1.0f}, {"b", 1.0f}, {"c", 1.0f}};
+  sharding::TableConfig full;
+  full.name = "full";
+  full.rows = 40;
+  full.dim = 8;
+  full.features = {0, 2};
+  sharding::TableConfig sparse = full;
+  sparse.name = "sparse";
+  sparse.rows = 30;
+  sparse.dim = 4;
+  sparse.features = {1};
+  plan->tables = {full, sparse};
+  plan->table_plans = {sharding::MakeTableWise(full, 0), sharding::MakeTableWise(sparse, 0)};
+  Layout l;
+  ASSERT_TRUE(
+      BuildLayout(plan, 0, std::vector<optim::OptimizerType>(2, optim::OptimizerType::kSgd), &l)
+          .ok());
+  ParamStore params;
+  ASSERT_TRUE(params.Allocate(&l, /*huge_pages=*/false).ok());
+  ASSERT_TRUE(params.Initialise(7, ExecContext()).ok());
+  const std::vector<float> negative_zero(8, -0.0f);
+  params.WriteRow(l.local[l.tables[0].shard_local[0]], 3, negative_zero.data());
+
+  // "a" and "c" have a bag for every sample (sample 0 of "a" reads only the -0.0f row), "b" not.
+  const int64_t B = 10;
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  for (int f = 0; f < 3; ++f)
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t len = f == 1 ? static_cast<int32_t>(b % 3) : 1 + static_cast<int32_t>(b % 3);
+      lengths.push_back(len);
+      for (int32_t k = 0; k < len; ++k)
+        ids.push_back(f == 0 && b == 0 ? 3 : (b * 11 + k * 7 + f) % (f == 1 ? 30 : 40));
+    }
+  Batch batch{B, 3, lengths.data(), lengths.size(), ids.data(), DType::kInt64, ids.size(), nullptr,
+              0, {}};
+  RoutedBatch rb;
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{}, batch, &rb).ok());
+  rb.counts_recv.assign(rb.counts_send.begin(), rb.counts_send.end());
+  rb.recv_bytes = {rb.send_bytes[0]};
+  ASSERT_TRUE(UnpackInput(l, &rb).ok());
+
+  const int64_t D = l.output_dim;
+  std::vector<kernels::LookupJob> jobs;
+  std::vector<float> send(rb.ret_floats_total, 0.0f);
+  ASSERT_TRUE(LookupToSend(ExecContext(), l, params, rb, &jobs, send.data()).ok());
+  std::vector<float> combined(static_cast<size_t>(B * D), 0.0f);
+  ASSERT_TRUE(CombineOutput(ExecContext(), l, params, rb, nullptr, send.data() + rb.ret_self_offset,
+                            &jobs, combined.data())
+                  .ok());
+
+  std::vector<float> out(combined.size(), std::nanf(""));
+  DirectRows direct;
+  OwnRowsDirect(l, rb, out.data(), &direct);
+  ASSERT_EQ(direct.out, out.data());
+  int direct_units = 0;
+  for (size_t u = 0; u < l.units.size(); ++u) {
+    const bool full_unit = l.units[u].table == 0;
+    EXPECT_EQ(direct.unit[u] != 0, full_unit) << "unit " << u;
+    direct_units += direct.unit[u];
+  }
+  ASSERT_EQ(direct_units, 2);
+  std::vector<float> send2(rb.ret_floats_total, 0.0f);
+  ASSERT_TRUE(
+      LookupToSend(ExecContext(), l, params, rb, &jobs, send2.data(), {}, RunSet::kAll, &direct)
+          .ok());
+  ASSERT_TRUE(CombineOutput(ExecContext(), l, params, rb, nullptr,
+                            send2.data() + rb.ret_self_offset, &jobs, out.data(), nullptr, {},
+                            nullptr, direct.unit.data())
+                  .ok());
+  EXPECT_TRUE(testing::SameBytes(combined.data(), out.data(), out.size() * sizeof(float)));
+  EXPECT_FALSE(std::signbit(out[0]));  // sample 0 of "a": the -0.0f row's sum
+  EXPECT_EQ(out[0], 0.0f);
 }
 
 }  // namespace

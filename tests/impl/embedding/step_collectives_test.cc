@@ -1,9 +1,9 @@
 // The planner prices a host training step as a number of collectives (planner::StepOverhead: 5,
-// +1 with a data-parallel table, +1 when column shards exchange row statistics; the planner's
-// estimator test pins the same counts). This counts what a host collection really issues per
-// step, so the model and the runtime cannot drift apart unnoticed. At world 2 the input
-// exchange's counts ride with its ids (input_dist.h InputCaps), one collective fewer than the
-// planner's 5 while batches keep their size: the planner still counts 5 there.
+// 4 at world 2, +1 with a data-parallel table, +1 when column shards exchange row statistics;
+// the planner's estimator test pins the same counts). This counts what a host collection really
+// issues per step, so the model and the runtime cannot drift apart unnoticed. At world 2 the
+// input exchange's counts ride with its ids (input_dist.h InputCaps), one collective fewer while
+// batches keep their size.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -161,31 +161,41 @@ TEST(PlannerEstimator, HostBackwardPaysTheUpdatePerDistinctRow) {
 TEST(PlannerEstimator, StepOverheadIsCollectiveLatencyAndPerIdWork) {
   // CUDA keeps TorchRec's model: no overhead.
   EXPECT_EQ(StepOverhead(Topology::Default(2, 2, ComputeDevice::kCuda), 1e6, true, true), 0.0);
-  const Topology host = Topology::Default(2, 2, ComputeDevice::kHost);
+  const Topology host = Topology::Default(4, 4, ComputeDevice::kHost);
   EXPECT_NEAR(StepOverhead(host, 1000, false, false),
               1000 * kHostPerIdMs + kCollectivesPerStep * kHostCollectiveLatencyMs, 1e-12);
   EXPECT_NEAR(StepOverhead(host, 1000, true, false),
               1000 * kHostPerIdMs + (kCollectivesPerStep + 1) * kHostCollectiveLatencyMs, 1e-12);
   EXPECT_NEAR(StepOverhead(host, 1000, true, true),
               1000 * kHostPerIdMs + (kCollectivesPerStep + 2) * kHostCollectiveLatencyMs, 1e-12);
+  // Two ranks send the counts with the ids: one collective fewer.
+  EXPECT_NEAR(StepOverhead(Topology::Default(2, 2, ComputeDevice::kHost), 1000, false, false),
+              1000 * kHostPerIdMs + kCollectivesPerStepTwoRanks * kHostCollectiveLatencyMs, 1e-12);
   // One rank has no collectives to wait for.
   EXPECT_NEAR(StepOverhead(Topology::Default(1, 1, ComputeDevice::kHost), 1000, true, true),
               1000 * kHostPerIdMs, 1e-12);
 }
 
-// tests/impl/embedding/step_collectives_test.cc counts what a host step issues: 5, one more with
-// a data-parallel table, one more when column shards exchange row statistics.
+// tests/impl/embedding/step_collectives_test.cc counts what a host step issues: 4 at world 2
+// (the counts ride with the ids), 5 above, one more with a data-parallel table, one more when
+// column shards exchange row statistics, two more when a table reduces inside its host.
 TEST(PlannerEstimator, StepCollectivesAreTheHostStepsCount) {
   EXPECT_EQ(kCollectivesPerStep, 5);
-  Topology host = Topology::Default(2, 2, ComputeDevice::kHost);
-  host.collective_latency_ms = 1.0;
-  host.per_id_ms = 0.0;
-  EXPECT_EQ(StepOverhead(host, 0, false, false), 5.0);
-  EXPECT_EQ(StepOverhead(host, 0, true, false), 6.0);
-  EXPECT_EQ(StepOverhead(host, 0, false, true), 6.0);
-  EXPECT_EQ(StepOverhead(host, 0, true, true), 7.0);
+  EXPECT_EQ(kCollectivesPerStepTwoRanks, 4);
+  Topology two = Topology::Default(2, 2, ComputeDevice::kHost);
+  two.collective_latency_ms = 1.0;
+  two.per_id_ms = 0.0;
+  EXPECT_EQ(StepOverhead(two, 0, false, false), 4.0);
+  EXPECT_EQ(StepOverhead(two, 0, true, false), 5.0);
+  EXPECT_EQ(StepOverhead(two, 0, false, true), 5.0);
+  EXPECT_EQ(StepOverhead(two, 0, true, true), 6.0);
+  Topology four = Topology::Default(4, 2, ComputeDevice::kHost);
+  four.collective_latency_ms = 1.0;
+  four.per_id_ms = 0.0;
+  EXPECT_EQ(StepOverhead(four, 0, false, false), 5.0);
+  EXPECT_EQ(StepOverhead(four, 0, true, true), 7.0);
   // A table-row-wise or grid table spanning hosts: its reduction inside the host, both ways.
-  EXPECT_EQ(StepOverhead(host, 0, false, false, true), 7.0);
+  EXPECT_EQ(StepOverhead(four, 0, false, false, true), 7.0);
 }
 
 TEST(PlannerEstimator, RowStatisticsAreExchangedByColumnShardsOfRowStatisticOptimizers) {
