@@ -17,7 +17,9 @@
 // Then CPU time, which a machine shared with other work measures more steadily than wall time:
 // the process's CPU ms per timed step (every thread of every rank, while rank 0 ran its timed
 // steps) in memory and tiered, their ratio (cpu_x), and rank 0's own thread's CPU ms per step
-// tiered (rank_cpu: the collection's thread, where a miss's work is on the step's path).
+// tiered (rank_cpu: the collection's thread, where a miss's work is on the step's path); last the
+// rows written back per step (summed over the ranks) and the most records rank 0's write-back
+// queue held at once (qmax; at its capacity, the cache's slots, evictions wait for the writer).
 //
 // Each step reads a batch of its own (none replayed).
 //
@@ -213,6 +215,7 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
       res.stats.disk_read_bytes += stats[r].disk_read_bytes;
       res.stats.exposed_fetch_seconds += stats[r].exposed_fetch_seconds;
       res.stats.prefetched += stats[r].prefetched;
+      res.stats.write_backs += stats[r].write_backs;
     }
     const double seen = static_cast<double>(res.stats.hits + res.stats.misses);
     res.stats.hit_rate = seen > 0 ? static_cast<double>(res.stats.hits) / seen : 0;
@@ -258,9 +261,10 @@ int main(int argc, char** argv) {
       "shard's rows, dense work %.1f ms (%s), %d rounds of %d steps\n",
       static_cast<long long>(kRows), kDim, opt.world, static_cast<long long>(kBatch), kBag,
       opt.dense_ms, opt.spin ? "spin" : "sleep", rounds, kSteps);
-  std::printf("%-5s %-9s %10s %10s %12s %7s %6s %10s %9s %11s %6s %8s %8s %7s %8s\n", "alpha",
-              "forward", "memory_ms", "tiered_ms", "ratio_range", "ratio", "hit", "disk/step",
-              "B/read", "exposed_ms", "pf", "mem_cpu", "tier_cpu", "cpu_x", "rank_cpu");
+  std::printf("%-5s %-9s %10s %10s %12s %7s %6s %10s %9s %11s %6s %8s %8s %7s %8s %8s %7s\n",
+              "alpha", "forward", "memory_ms", "tiered_ms", "ratio_range", "ratio", "hit",
+              "disk/step", "B/read", "exposed_ms", "pf", "mem_cpu", "tier_cpu", "cpu_x", "rank_cpu",
+              "wb/step", "qmax");
   for (double alpha : alphas) {
     std::vector<std::vector<Batch>> batches;
     for (int r = 0; r < opt.world; ++r) batches.push_back(MakeBatches(alpha, 7 + r));
@@ -282,7 +286,7 @@ int main(int argc, char** argv) {
       const double steps = static_cast<double>(last.steps);
       std::printf(
           "%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f %6.2f %8.2f "
-          "%8.2f %7.2f %8.2f\n",
+          "%8.2f %7.2f %8.2f %8.0f %7lld\n",
           alpha, pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
           *std::min_element(ratio.begin(), ratio.end()),
           *std::max_element(ratio.begin(), ratio.end()), Median(ratio), last.hit_rate,
@@ -294,7 +298,8 @@ int main(int argc, char** argv) {
           last.misses > 0 ? static_cast<double>(last.prefetched) / static_cast<double>(last.misses)
                           : 0.0,
           Median(mem_cpu) * 1e3, Median(tier_cpu) * 1e3, Median(tier_cpu) / Median(mem_cpu),
-          Median(rank_cpu) * 1e3);
+          Median(rank_cpu) * 1e3, static_cast<double>(last.write_backs) / steps,
+          static_cast<long long>(last.queue_max_depth));
       std::fflush(stdout);
     }
   }
