@@ -417,7 +417,8 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     if (old >= 0) {
       if (cache.dirty(v)) {
         const size_t e = sh.evicted_rows.size();
-        if (sh.evicted.size() < (e + 1) * rbytes) sh.evicted.resize(misses.size() * rbytes);
+        // Grown record by record (amortised by the vector), so it holds only what was evicted.
+        if (sh.evicted.size() < (e + 1) * rbytes) sh.evicted.resize((e + 1) * rbytes);
         PackSlot(*params_, *layout_, ls, v, sh.evicted.data() + e * rbytes);
         sh.evicted_rows.push_back(old);
         sh.evicted_for.push_back(installed);
