@@ -71,6 +71,16 @@ Status WriteBackQueue::PushMany(store::RowStore* store, const int64_t* keys, con
     Enqueue(k, records + i * vb, vb);
     ++fresh;
     *queued = i + 1;
+    if (fresh == kBatch && i + 1 < n) {
+      // A writer's batch is queued: the writer gets it and the lock now, not only after a whole
+      // batch of evictions (a large one would otherwise hold the lock, and the writer, for long).
+      max_depth_ = std::max(max_depth_, pending_.size());
+      lock.unlock();
+      changed_.notify_all();
+      fresh = 0;
+      lock.lock();
+      if (!error_.ok()) return error_;
+    }
   }
   max_depth_ = std::max(max_depth_, pending_.size());
   lock.unlock();

@@ -34,10 +34,11 @@ class WriteBackQueue {
   // Queues `record` (the store's value_bytes()) as row `key` of `store`, replacing an older queued
   // record of the row. Waits while the queue is full. The writer's last error, if any.
   Status Push(store::RowStore* store, int64_t key, const uint8_t* record);
-  // Push of `n` rows of `store` under one lock, waking the writer once: record i (value_bytes()
-  // long) at records + i * value_bytes() as row keys[i], in order. Waits for room record by
-  // record. On an error (the writer's, before or while waiting) the records from the first one
-  // not queued on are not queued; `*queued` (not null) says how many were.
+  // Push of `n` rows of `store`, taking the lock and waking the writer once per writer's batch
+  // (256 records) instead of per record: record i (value_bytes() long) at
+  // records + i * value_bytes() as row keys[i], in order. Waits for room record by record. On an
+  // error (the writer's, found before, while waiting or between two batches) the records from the
+  // first one not queued on are not queued; `*queued` (not null) says how many were.
   Status PushMany(store::RowStore* store, const int64_t* keys, const uint8_t* records, size_t n,
                   size_t* queued);
 
