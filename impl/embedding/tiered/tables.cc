@@ -402,8 +402,9 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   sh.stats.misses += static_cast<int64_t>(misses.size());
   // Room first: each miss takes a free slot or evicts an unpinned row. The record of a row a
   // backward may have changed since it was read is packed now and queued for write-back with the
-  // batch's others below (one lock, one wake of the writer); the slots' values stay as they are
-  // until the misses are unpacked, so a failed queueing can put those rows back.
+  // batch's others below (the queue's lock and a wake of the writer once per 256 records, not per
+  // row); the slots' values stay as they are until the misses are unpacked, so a failed queueing
+  // can put those rows back.
   const size_t rbytes = sh.record_bytes;
   std::vector<int32_t>& slots = sh.slots;
   slots.assign(misses.size(), -1);
@@ -431,9 +432,8 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     sh.keys[v] = ls.row_offset + misses[installed];
   }
   size_t queued = 0;
-  Status room = installed < misses.size()
-                    ? Status::Internal("tiered table '", name, "': no cache slot to evict")
-                    : Status::Ok();
+  Status room =
+      installed < misses.size() ? Status::Internal("no cache slot to evict") : Status::Ok();
   if (room.ok() && !sh.evicted_rows.empty()) {
     room = queue_->PushMany(sh.store.get(), sh.evicted_rows.data(), sh.evicted.data(),
                             sh.evicted_rows.size(), &queued);
