@@ -14,10 +14,18 @@
 // largest round ratios), tiered over memory, the hit rate, disk reads, bytes read per disk read
 // and the exposed fetch wait per step (the time a forward waited for rows from disk or the
 // write-back queue) and the share of misses read one batch ahead (pf), summed over the ranks.
+// Then CPU time, which a machine shared with other work measures more steadily than wall time:
+// the process's CPU ms per timed step (every thread of every rank, while rank 0 ran its timed
+// steps) in memory and tiered, their ratio (cpu_x), and rank 0's own thread's CPU ms per step
+// tiered (rank_cpu: the collection's thread, where a miss's work is on the step's path); last the
+// rows written back per step (summed over the ranks) and the most records rank 0's write-back
+// queue held at once (qmax; at its capacity, the cache's slots, evictions wait for the writer).
 //
 // Each step reads a batch of its own (none replayed).
 //
 // Usage: tiered_step_bench [rounds=3] [dense_ms=0] [world=1] [sleep|spin] [alphas=0.8,1.05,1.2]
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -108,8 +116,18 @@ void DenseWork(const Options& opt) {
     for (int i = 0; i < 256; ++i) x = x + 1;
 }
 
+// CPU seconds of the whole process (every rank, worker, prefetch and writer thread) or of the
+// calling thread.
+double CpuSeconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 struct Result {
   double median_step = 0;         // rank 0's
+  double process_cpu = 0;         // per timed step, while rank 0 ran its timed steps
+  double thread_cpu = 0;          // per timed step, rank 0's own thread
   shardrec_tier_stats_t stats{};  // summed over the ranks (hit_rate recomputed)
 };
 
@@ -119,6 +137,7 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
            const std::string& dir, const Options& opt) {
   const int world = opt.world;
   std::vector<double> median(world);
+  double process_cpu = 0, thread_cpu = 0;
   std::vector<shardrec_tier_stats_t> stats(world);
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r) {
@@ -145,7 +164,12 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
         const shardrec_kjt_view_t v = view(0);
         Check(shardrec_embedding_input_dist_start(c, &v, nullptr), "start");
       }
+      double cpu0 = 0, thread0 = 0;
       for (int s = 0; s < kWarmup + kSteps; ++s) {
+        if (r == 0 && s == kWarmup) {
+          cpu0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+          thread0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+        }
         const auto t0 = Clock::now();
         if (pipelined) {
           Check(shardrec_embedding_input_dist_wait(c, nullptr), "wait");
@@ -159,6 +183,10 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
         DenseWork(opt);
         Check(shardrec_embedding_backward(c, grad.data(), grad.size(), nullptr), "bwd");
         if (s >= kWarmup) steps.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      if (r == 0) {
+        process_cpu = (CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / kSteps;
+        thread_cpu = (CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - thread0) / kSteps;
       }
       if (pipelined) {
         Check(shardrec_embedding_input_dist_wait(c, nullptr), "wait");
@@ -176,6 +204,8 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
   for (auto& t : ranks) t.join();
   Result res;
   res.median_step = median[0];
+  res.process_cpu = process_cpu;
+  res.thread_cpu = thread_cpu;
   if (tiered) {
     res.stats = stats[0];
     for (int r = 1; r < world; ++r) {
@@ -185,6 +215,7 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
       res.stats.disk_read_bytes += stats[r].disk_read_bytes;
       res.stats.exposed_fetch_seconds += stats[r].exposed_fetch_seconds;
       res.stats.prefetched += stats[r].prefetched;
+      res.stats.write_backs += stats[r].write_backs;
     }
     const double seen = static_cast<double>(res.stats.hits + res.stats.misses);
     res.stats.hit_rate = seen > 0 ? static_cast<double>(res.stats.hits) / seen : 0;
@@ -230,14 +261,15 @@ int main(int argc, char** argv) {
       "shard's rows, dense work %.1f ms (%s), %d rounds of %d steps\n",
       static_cast<long long>(kRows), kDim, opt.world, static_cast<long long>(kBatch), kBag,
       opt.dense_ms, opt.spin ? "spin" : "sleep", rounds, kSteps);
-  std::printf("%-5s %-9s %10s %10s %12s %7s %6s %10s %9s %11s %6s\n", "alpha", "forward",
-              "memory_ms", "tiered_ms", "ratio_range", "ratio", "hit", "disk/step", "B/read",
-              "exposed_ms", "pf");
+  std::printf("%-5s %-9s %10s %10s %12s %7s %6s %10s %9s %11s %6s %8s %8s %7s %8s %8s %7s\n",
+              "alpha", "forward", "memory_ms", "tiered_ms", "ratio_range", "ratio", "hit",
+              "disk/step", "B/read", "exposed_ms", "pf", "mem_cpu", "tier_cpu", "cpu_x", "rank_cpu",
+              "wb/step", "qmax");
   for (double alpha : alphas) {
     std::vector<std::vector<Batch>> batches;
     for (int r = 0; r < opt.world; ++r) batches.push_back(MakeBatches(alpha, 7 + r));
     for (bool pipelined : {false, true}) {
-      std::vector<double> mem, tier, ratio;
+      std::vector<double> mem, tier, ratio, mem_cpu, tier_cpu, rank_cpu;
       shardrec_tier_stats_t last{};
       for (int r = 0; r < rounds; ++r) {
         std::filesystem::remove_all(dir);
@@ -246,12 +278,16 @@ int main(int argc, char** argv) {
         mem.push_back(m.median_step);
         tier.push_back(x.median_step);
         ratio.push_back(x.median_step / m.median_step);
+        mem_cpu.push_back(m.process_cpu);
+        tier_cpu.push_back(x.process_cpu);
+        rank_cpu.push_back(x.thread_cpu);
         last = x.stats;
       }
       const double steps = static_cast<double>(last.steps);
       std::printf(
-          "%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f %6.2f\n", alpha,
-          pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
+          "%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f %6.2f %8.2f "
+          "%8.2f %7.2f %8.2f %8.0f %7lld\n",
+          alpha, pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
           *std::min_element(ratio.begin(), ratio.end()),
           *std::max_element(ratio.begin(), ratio.end()), Median(ratio), last.hit_rate,
           static_cast<double>(last.disk_reads) / steps,
@@ -260,7 +296,10 @@ int main(int argc, char** argv) {
               : 0.0,
           last.exposed_fetch_seconds / steps * 1e3,
           last.misses > 0 ? static_cast<double>(last.prefetched) / static_cast<double>(last.misses)
-                          : 0.0);
+                          : 0.0,
+          Median(mem_cpu) * 1e3, Median(tier_cpu) * 1e3, Median(tier_cpu) / Median(mem_cpu),
+          Median(rank_cpu) * 1e3, static_cast<double>(last.write_backs) / steps,
+          static_cast<long long>(last.queue_max_depth));
       std::fflush(stdout);
     }
   }

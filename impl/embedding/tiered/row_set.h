@@ -1,5 +1,6 @@
-// A set of rows that a tiered shard's resolver clears every batch (docs/disk-tier.md): open
-// addressing over int64 rows with a stamp per entry, so clearing is one increment and the memory
+// A set of rows that a tiered shard's resolver clears every batch (docs/disk-tier.md), each with
+// a small value (where the resolver keeps the row's miss): open addressing over int64 rows with a
+// stamp per entry, so clearing is one increment and the memory
 // is kept from batch to batch (no allocation per forward). Not thread-safe.
 #pragma once
 
@@ -22,6 +23,7 @@ class RowSet {
     }
     if (cap > keys_.size()) {
       keys_.assign(cap, 0);
+      values_.assign(cap, 0);
       stamp_.assign(cap, 0);
       shift_ = shift;
       stamp_now_ = 0;
@@ -32,7 +34,10 @@ class RowSet {
     }
   }
   // Adds `row`; true when it was not in the set. At most Reset's `n` rows between two Resets.
-  bool Insert(int64_t row) {
+  bool Insert(int64_t row) { return InsertOrFind(row, 0) < 0; }
+  // Adds `row` with `value` (>= 0) and returns -1 when it was not in the set; else returns the
+  // value it was added with. At most Reset's `n` rows between two Resets.
+  int32_t InsertOrFind(int64_t row, int32_t value) {
     const size_t mask = keys_.size() - 1;
     for (size_t i =
              static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> shift_);
@@ -40,14 +45,16 @@ class RowSet {
       if (stamp_[i] != stamp_now_) {
         stamp_[i] = stamp_now_;
         keys_[i] = row;
-        return true;
+        values_[i] = value;
+        return -1;
       }
-      if (keys_[i] == row) return false;
+      if (keys_[i] == row) return values_[i];
     }
   }
 
  private:
   std::vector<int64_t> keys_;
+  std::vector<int32_t> values_;
   std::vector<uint32_t> stamp_;
   uint32_t stamp_now_ = 0;
   int shift_ = 60;

@@ -33,6 +33,14 @@ class SlotCache {
   }
   // Hints the CPU to load `row`'s home in the map (a batch of Finds overlaps their misses).
   void Prefetch(int64_t row) const { __builtin_prefetch(&map_[Home(row)]); }
+  // Hints the CPU to load what a Find and a hit of `row` read next: the row and pin of the slot
+  // at its home (its map entry should be loaded already, by Prefetch).
+  void PrefetchSlot(int64_t row) const {
+    const int32_t s = map_[Home(row)];
+    if (s < 0) return;
+    __builtin_prefetch(&row_[static_cast<size_t>(s)]);
+    __builtin_prefetch(&pin_[static_cast<size_t>(s)]);
+  }
   // A hit: the slot gets its second chance.
   void Touch(int32_t slot) { ref_[slot] = 1; }
   // Pins `slot` for resolution `epoch`: Victim skips it until a later epoch.

@@ -44,6 +44,24 @@ void ForEachRow(const ShardRuns& runs, F&& f) {
   }
 }
 
+// ForEachRow of a cache's lookups: before f(row) it hints the cache to load the row-to-slot map
+// entry of the row 16 ids later in the run and the slot of the row 8 later (whose map entry is
+// loaded by then), so that a batch's lookups, each a few dependent cache misses, overlap.
+template <typename F>
+void ForEachRowHinted(const ShardRuns& runs, const SlotCache& cache, F&& f) {
+  constexpr int64_t kFar = 16, kNear = 8;
+  for (const kernels::BagRun& run : runs.runs) {
+    const int64_t begin = run.offsets != nullptr ? run.offsets[0] : 0;
+    const int64_t* rows = run.rows + begin;
+    const int64_t n = run.num_ids();
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + kFar < n) cache.Prefetch(rows[i + kFar]);
+      if (i + kNear < n) cache.PrefetchSlot(rows[i + kNear]);
+      f(rows[i]);
+    }
+  }
+}
+
 // Records put at once when a shard's rows are read for an accessor.
 constexpr size_t kReadChunk = 4096;
 
@@ -223,7 +241,7 @@ void TieredTables::Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen,
   for (const kernels::BagRun& run : runs.runs) ids += static_cast<size_t>(run.num_ids());
   seen->Reset(ids);
   const SlotCache& cache = *sh.cache;
-  ForEachRow(runs, [&](int64_t row) {
+  ForEachRowHinted(runs, cache, [&](int64_t row) {
     if (row < 0 || row >= sh.spec.rows || cache.Find(row) >= 0) return;
     if (seen->Insert(row)) out->push_back(row);
   });
@@ -341,14 +359,17 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   }
   std::vector<int64_t>& misses = sh.misses;
   misses.clear();
-  {
-    size_t ids = 0;
-    for (const kernels::BagRun& run : rb.shards[local].runs)
-      ids += static_cast<size_t>(run.num_ids());
-    sh.seen.Reset(ids);
-  }
+  size_t ids = 0;
+  for (const kernels::BagRun& run : rb.shards[local].runs)
+    ids += static_cast<size_t>(run.num_ids());
+  sh.seen.Reset(ids);
+  // Each id's slot is found once: a hit's here, a miss's once it has one (id_slot says which).
+  std::vector<int32_t>& id_slot = sh.id_slot;
+  id_slot.resize(ids);
+  size_t at = 0;
   Status bad;
-  ForEachRow(rb.shards[local], [&](int64_t row) {
+  ForEachRowHinted(rb.shards[local], cache, [&](int64_t row) {
+    int32_t& out = id_slot[at++];
     if (row < 0 || row >= sh.spec.rows) {
       if (bad.ok())
         bad = Status::Internal("tiered table '", name, "': row ", row, " outside its shard of ",
@@ -357,15 +378,19 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     }
     const int32_t slot = cache.Find(row);
     if (slot >= 0) {
+      out = slot;
       if (!cache.Pinned(slot, epoch_)) {
         cache.Pin(slot, epoch_);
         cache.Touch(slot);
         ++pinned;
         ++sh.stats.hits;
       }
-    } else if (sh.seen.Insert(row)) {
-      misses.push_back(row);
+      return;
     }
+    const auto next = static_cast<int32_t>(misses.size());
+    const int32_t miss = sh.seen.InsertOrFind(row, next);
+    if (miss < 0) misses.push_back(row);
+    out = -1 - (miss < 0 ? next : miss);
   });
   SR_RETURN_IF_ERROR(bad);
   if (pinned + static_cast<int64_t>(misses.size()) > cache.slots())
@@ -375,32 +400,60 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
         in_flight != nullptr ? "with those of the batch a backward may still train" : "",
         ") but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes");
   sh.stats.misses += static_cast<int64_t>(misses.size());
-  // Room first: each miss takes a free slot or evicts an unpinned row, whose record goes to the
-  // write-back queue when a backward may have changed it since it was read.
-  std::vector<uint8_t>& record = sh.record;
-  record.resize(sh.record_bytes);
+  // Room first: each miss takes a free slot or evicts an unpinned row. The record of a row a
+  // backward may have changed since it was read is packed now and queued for write-back with the
+  // batch's others below (the queue's lock and a wake of the writer once per 256 records, not per
+  // row); the slots' values stay as they are until the misses are unpacked, so a failed queueing
+  // can put those rows back.
+  const size_t rbytes = sh.record_bytes;
   std::vector<int32_t>& slots = sh.slots;
   slots.assign(misses.size(), -1);
-  for (size_t i = 0; i < misses.size(); ++i) {
+  sh.evicted_rows.clear();
+  sh.evicted_for.clear();
+  size_t installed = 0;
+  for (; installed < misses.size(); ++installed) {
     const int32_t v = cache.Victim(epoch_);
-    if (v < 0) return Status::Internal("tiered table '", name, "': no cache slot to evict");
+    if (v < 0) break;
     const int64_t old = cache.row_of(v);
     if (old >= 0) {
       if (cache.dirty(v)) {
-        PackSlot(*params_, *layout_, ls, v, record.data());
-        const Status s = queue_->Push(sh.store.get(), old, record.data());
-        if (!s.ok()) {
-          for (size_t k = 0; k < i; ++k) cache.Remove(slots[k]);
-          return Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
-        }
-        ++sh.stats.write_backs;
+        const size_t e = sh.evicted_rows.size();
+        // Grown record by record (amortised by the vector), so it holds only what was evicted.
+        if (sh.evicted.size() < (e + 1) * rbytes) sh.evicted.resize((e + 1) * rbytes);
+        PackSlot(*params_, *layout_, ls, v, sh.evicted.data() + e * rbytes);
+        sh.evicted_rows.push_back(old);
+        sh.evicted_for.push_back(installed);
       }
       cache.Remove(v);
     }
-    cache.Install(v, misses[i]);
+    cache.Install(v, misses[installed]);
     cache.Pin(v, epoch_);
-    slots[i] = v;
-    sh.keys[v] = ls.row_offset + misses[i];
+    slots[installed] = v;
+    sh.keys[v] = ls.row_offset + misses[installed];
+  }
+  size_t queued = 0;
+  Status room =
+      installed < misses.size() ? Status::Internal("no cache slot to evict") : Status::Ok();
+  if (room.ok() && !sh.evicted_rows.empty()) {
+    room = queue_->PushMany(sh.store.get(), sh.evicted_rows.data(), sh.evicted.data(),
+                            sh.evicted_rows.size(), &queued);
+    sh.stats.write_backs += static_cast<int64_t>(queued);
+  }
+  if (!room.ok()) {
+    // Undone newest first, so each slot is the free list's last when it is filled again: the
+    // misses leave, and a dirty row whose record was not queued returns to its slot as it was.
+    size_t e = sh.evicted_rows.size();
+    for (size_t i = installed; i-- > 0;) {
+      cache.Remove(slots[i]);
+      if (e > 0 && sh.evicted_for[e - 1] == i) {
+        --e;
+        if (e < queued) continue;
+        cache.Install(slots[i], sh.evicted_rows[e]);
+        cache.set_dirty(slots[i], true);
+        sh.keys[slots[i]] = ls.row_offset + sh.evicted_rows[e];
+      }
+    }
+    return Status(room.code(), StrCat("tiered table '", name, "': ", room.message()));
   }
   // Then the misses' records: this batch's prefetch when it read exactly them (it did when no
   // other Resolve ran since: the same batch against the same caches), else read now.
@@ -436,8 +489,10 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   if (!sh.init_slots.empty()) params_->InitRowsForIds(ls, sh.init_slots, sh.init_keys, seed_);
   sh.stats.initialised += static_cast<int64_t>(sh.init_slots.size());
   // Every row resident and pinned: the ids become slots, and a training batch's rows dirty.
+  at = 0;
   ForEachRow(rb.shards[local], [&](int64_t& row) {
-    int32_t slot = cache.Find(row);
+    const int32_t s = id_slot[at++];
+    const int32_t slot = s >= 0 ? s : slots[static_cast<size_t>(-1 - s)];
     if (training) cache.set_dirty(slot, true);
     row = slot;
   });

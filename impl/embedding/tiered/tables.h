@@ -133,12 +133,18 @@ class TieredTables {
     TierStats stats;
     bool keyed = false;  // a dynamic table's: not prefetched (its ids are not rows yet)
     // Scratch of ResolveShard, kept between batches.
-    RowSet seen;
+    RowSet seen;  // the batch's misses, each with its index in `misses`
     std::vector<int64_t> misses;
     std::vector<int32_t> slots;
+    // Per id of the batch, in ForEachRow's order: its slot when it hit, else -1 - its miss.
+    std::vector<int32_t> id_slot;
     std::vector<int32_t> init_slots;
     std::vector<int64_t> init_keys;
-    std::vector<uint8_t> record;
+    // The rows evicted dirty, their records (packed back to back) and the miss that took each
+    // one's slot: queued together once the batch has its slots.
+    std::vector<int64_t> evicted_rows;
+    std::vector<uint8_t> evicted;
+    std::vector<size_t> evicted_for;
     Fetched now;
   };
   // Reads `n` rows of `sh` from the queue or the store into `f` (rows, found flags, records,

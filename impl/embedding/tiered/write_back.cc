@@ -9,6 +9,9 @@ namespace shardrec::embedding::tiered {
 namespace {
 // Records the writer puts in one batched Put per store.
 constexpr size_t kBatch = 256;
+// Written records' nodes kept for reuse: enough for the evictions of a few large batches, so the
+// queue's memory beyond what it holds stays bounded (docs/disk-tier.md, Memory).
+constexpr size_t kSpareNodes = 16384;
 }  // namespace
 
 WriteBackQueue::WriteBackQueue(size_t capacity)
@@ -24,19 +27,64 @@ WriteBackQueue::~WriteBackQueue() {
 }
 
 Status WriteBackQueue::Push(store::RowStore* store, int64_t key, const uint8_t* record) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!error_.ok()) return error_;
-  const Key k{store, key};
-  changed_.wait(
-      lock, [&] { return pending_.size() < capacity_ || pending_.count(k) > 0 || !error_.ok(); });
-  if (!error_.ok()) return error_;
-  Pending& p = pending_[k];
-  p.record.assign(record, record + store->value_bytes());
+  size_t queued = 0;
+  return PushMany(store, &key, record, 1, &queued);
+}
+
+void WriteBackQueue::Enqueue(const Key& k, const uint8_t* record, size_t bytes) {
+  auto it = pending_.find(k);
+  if (it == pending_.end()) {
+    if (!spare_.empty()) {
+      Pendings::node_type node = std::move(spare_.back());
+      spare_.pop_back();
+      node.key() = k;
+      it = pending_.insert(std::move(node)).position;
+    } else {
+      it = pending_.try_emplace(k).first;
+    }
+  }
+  Pending& p = it->second;
+  p.record.assign(record, record + bytes);
   p.seq = next_seq_++;
   order_.emplace_back(k, p.seq);
+}
+
+Status WriteBackQueue::PushMany(store::RowStore* store, const int64_t* keys, const uint8_t* records,
+                                size_t n, size_t* queued) {
+  *queued = 0;
+  const size_t vb = store->value_bytes();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!error_.ok()) return error_;
+  size_t fresh = 0;  // queued since the writer was last woken
+  for (size_t i = 0; i < n; ++i) {
+    const Key k{store, keys[i]};
+    if (pending_.size() >= capacity_ && pending_.count(k) == 0) {
+      // Full: the writer must know of what is queued before this waits for it.
+      max_depth_ = std::max(max_depth_, pending_.size());
+      if (fresh > 0) changed_.notify_all();
+      fresh = 0;
+      changed_.wait(lock, [&] {
+        return pending_.size() < capacity_ || pending_.count(k) > 0 || !error_.ok();
+      });
+      if (!error_.ok()) return error_;
+    }
+    Enqueue(k, records + i * vb, vb);
+    ++fresh;
+    *queued = i + 1;
+    if (fresh == kBatch && i + 1 < n) {
+      // A writer's batch is queued: the writer gets it and the lock now, not only after a whole
+      // batch of evictions (a large one would otherwise hold the lock, and the writer, for long).
+      max_depth_ = std::max(max_depth_, pending_.size());
+      lock.unlock();
+      changed_.notify_all();
+      fresh = 0;
+      lock.lock();
+      if (!error_.ok()) return error_;
+    }
+  }
   max_depth_ = std::max(max_depth_, pending_.size());
   lock.unlock();
-  changed_.notify_all();
+  if (fresh > 0) changed_.notify_all();
   return Status::Ok();
 }
 
@@ -129,7 +177,12 @@ void WriteBackQueue::Run() {
     } else {
       for (const auto& [k, seq] : taken) {
         auto it = pending_.find(k);
-        if (it != pending_.end() && it->second.seq == seq) pending_.erase(it);
+        if (it == pending_.end() || it->second.seq != seq) continue;
+        if (spare_.size() < kSpareNodes) {
+          spare_.push_back(pending_.extract(it));
+        } else {
+          pending_.erase(it);
+        }
       }
       written_ += static_cast<int64_t>(taken.size());
     }

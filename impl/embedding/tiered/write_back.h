@@ -34,6 +34,13 @@ class WriteBackQueue {
   // Queues `record` (the store's value_bytes()) as row `key` of `store`, replacing an older queued
   // record of the row. Waits while the queue is full. The writer's last error, if any.
   Status Push(store::RowStore* store, int64_t key, const uint8_t* record);
+  // Push of `n` rows of `store`, taking the lock and waking the writer once per writer's batch
+  // (256 records) instead of per record: record i (value_bytes() long) at
+  // records + i * value_bytes() as row keys[i], in order. Waits for room record by record. On an
+  // error (the writer's, found before, while waiting or between two batches) the records from the
+  // first one not queued on are not queued; `*queued` (not null) says how many were.
+  Status PushMany(store::RowStore* store, const int64_t* keys, const uint8_t* records, size_t n,
+                  size_t* queued);
 
   // Copies the newest queued record of (store, key) into `out` and returns true; false when none
   // is queued.
@@ -63,13 +70,19 @@ class WriteBackQueue {
     std::vector<uint8_t> record;
     uint64_t seq = 0;
   };
+  using Pendings = std::unordered_map<Key, Pending, KeyHash>;
   void Run();
+  // Queues one record under mu_ (room already checked), reusing a spare node.
+  void Enqueue(const Key& k, const uint8_t* record, size_t bytes);
 
   const size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::unordered_map<Key, Pending, KeyHash> pending_;  // newest record per row
-  std::deque<std::pair<Key, uint64_t>> order_;         // writes in push order (seq of each)
+  Pendings pending_;  // newest record per row
+  // Nodes of written records, kept (with their record buffers) for later pushes so that a
+  // steady stream of evictions allocates nothing; at most kSpareNodes.
+  std::vector<Pendings::node_type> spare_;
+  std::deque<std::pair<Key, uint64_t>> order_;  // writes in push order (seq of each)
   uint64_t next_seq_ = 1;
   size_t in_flight_ = 0;  // records the writer took and has not finished
   Status error_;
