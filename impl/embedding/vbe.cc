@@ -186,6 +186,8 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
     inverse_.clear();
   *padded = v.kjt;
   padded->batch_size = P;
+  feature_bags_.assign(v.feature_batch_sizes, v.feature_batch_sizes + nf);
+  padded->feature_bags = feature_bags_.data();
   padded->lengths = padded_lengths_.data();
   padded->num_lengths = padded_lengths_.size();
   const auto D = static_cast<size_t>(l.output_dim);

@@ -13,9 +13,10 @@
 // (with the smallest and largest round medians) and its ratio to `repeated`, the same for the
 // process's CPU time per step (every rank's threads; what a loaded machine inflates least), and
 // the bytes of one rank's step messages computed from the message layout
-// (impl/embedding/input_dist.h: int32 lengths per bag and unit, int64 ids; the return and gradient
-// messages one row of kDim floats per non-empty bag), counting every destination (at world 2 the
-// share that crosses to the peer is that of the tables the peer owns).
+// (impl/embedding/input_dist.h: int32 lengths per bag and unit, a VBE batch's B_f per unit and its
+// count; int64 ids; the return and gradient messages one row of kDim floats per non-empty bag),
+// counting every destination (at world 2 the share that crosses to the peer is that of the tables
+// the peer owns).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -201,10 +202,11 @@ Bytes MessageBytes(Mode mode) {
   Bytes b;
   for (int f = 0; f < kFeatures; ++f) {
     const bool is_user = f < kUserFeatures;
-    // A VBE batch travels padded to the largest B_f: every feature has kSamples length slots.
+    // A VBE batch's message carries each unit's B_f length slots and their count (input_dist.h).
     const int64_t bags = mode == Mode::kRepeated || !is_user ? kSamples : kRequests;
     const int32_t bag = is_user ? kUserBag : kItemBag;
-    b.ids += static_cast<double>(kSamples) * 4 + static_cast<double>(bags * bag) * 8;
+    const double slots = mode == Mode::kRepeated ? kSamples : static_cast<double>(bags) + 1;
+    b.ids += slots * 4 + static_cast<double>(bags * bag) * 8;
     b.rows += static_cast<double>(bags) * kDim * 4;
   }
   return b;
