@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "impl/core/finite.h"
+#include "impl/embedding/input_dist.h"
 
 namespace shardrec::embedding {
 
@@ -266,6 +267,28 @@ void VbeStep::PlacePairs(const Layout& l) {
   }
 }
 
+std::vector<char> WrittenPairs(const Layout& l, const RoutedBatch& rb, bool encoded_wire,
+                               const PairRows& places) {
+  std::vector<int32_t> units(l.pairs.size(), 0);
+  for (const Unit& unit : l.units) ++units[static_cast<size_t>(unit.pair)];
+  std::vector<char> written(l.pairs.size(), 0);
+  bool any = false;
+  for (size_t u = 0; u < l.units.size(); ++u) {
+    const Unit& unit = l.units[u];
+    const auto p = static_cast<size_t>(unit.pair);
+    const PairRows::Place& at = places.pairs[p];
+    // Targets are distinct, ascending and below the place's rows (later bags are empty), so as
+    // many of them as rows are every row.
+    if (units[p] == 1 && unit.cols == at.cols && at.rows > 0 && rb.ret_count[u] == at.rows &&
+        (unit.rank == l.rank || !encoded_wire)) {
+      written[p] = 1;
+      any = true;
+    }
+  }
+  if (!any) written.clear();
+  return written;
+}
+
 void VbeStep::Expand(const ExecContext& ctx, const Layout& /*l*/, const float* aux,
                      float* out) const {
   if (!has_inverse_ || aux_len_ == 0) return;
@@ -289,17 +312,25 @@ void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux) cons
   if (!has_inverse_ || aux_len_ == 0) return;
   const auto D = static_cast<size_t>(output_dim_);
   const BagIndex inv = BagIndex::Plain(out_samples_);
-  // Each feature's bags are its own: features in parallel, samples in ascending order.
-  ctx.ParallelFor(0, features_, 1, [&](int64_t f0, int64_t f1) {
+  // Each feature's bags are its own: features in parallel, each one's samples in ascending order.
+  // A thread walks the samples once for all its features, so it reads each gradient row once,
+  // in memory order, instead of once per feature.
+  const int64_t grain = std::max<int64_t>(1, features_ / std::max(1, ctx.num_threads()));
+  ctx.ParallelFor(0, features_, grain, [&](int64_t f0, int64_t f1) {
     for (int64_t f = f0; f < f1; ++f) {
       const auto fi = static_cast<size_t>(f);
       if (aux_begin_[fi] < 0) continue;
-      const int64_t w = col_width_[fi];
       float* bags = aux + aux_begin_[fi];
-      std::fill(bags, bags + (bag_begin_[fi + 1] - bag_begin_[fi]) * w, 0.0f);
-      for (int64_t b = 0; b < out_samples_; ++b) {
-        float* dst = bags + inverse_[inv.bag(f, b)] * w;
-        const float* src = grad + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]);
+      std::fill(bags, bags + (bag_begin_[fi + 1] - bag_begin_[fi]) * col_width_[fi], 0.0f);
+    }
+    for (int64_t b = 0; b < out_samples_; ++b) {
+      const float* row = grad + static_cast<size_t>(b) * D;
+      for (int64_t f = f0; f < f1; ++f) {
+        const auto fi = static_cast<size_t>(f);
+        if (aux_begin_[fi] < 0) continue;
+        const int64_t w = col_width_[fi];
+        float* dst = aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * w;
+        const float* src = row + col_offset_[fi];
         for (int64_t i = 0; i < w; ++i) dst[i] += src[i];
       }
     }
