@@ -308,13 +308,18 @@ void VbeStep::Expand(const ExecContext& ctx, const Layout& /*l*/, const float* a
   });
 }
 
-void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux) const {
-  if (!has_inverse_ || aux_len_ == 0) return;
+void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux,
+                     bool* in_place_finite) const {
+  if (!has_inverse_ || aux_len_ == 0) {
+    if (in_place_finite != nullptr) *in_place_finite = InPlaceFinite(grad);
+    return;
+  }
   const auto D = static_cast<size_t>(output_dim_);
   const BagIndex inv = BagIndex::Plain(out_samples_);
   // Each feature's bags are its own: features in parallel, each one's samples in ascending order.
   // A thread walks the samples once for all its features, so it reads each gradient row once,
-  // in memory order, instead of once per feature.
+  // in memory order, instead of once per feature; the thread with the first features also checks
+  // the row's columns read in place (InPlaceFinite) while the row is at hand.
   const int64_t grain = std::max<int64_t>(1, features_ / std::max(1, ctx.num_threads()));
   ctx.ParallelFor(0, features_, grain, [&](int64_t f0, int64_t f1) {
     for (int64_t f = f0; f < f1; ++f) {
@@ -323,6 +328,8 @@ void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux) cons
       float* bags = aux + aux_begin_[fi];
       std::fill(bags, bags + (bag_begin_[fi + 1] - bag_begin_[fi]) * col_width_[fi], 0.0f);
     }
+    const bool checks = in_place_finite != nullptr && f0 == 0;
+    bool finite = true;
     for (int64_t b = 0; b < out_samples_; ++b) {
       const float* row = grad + static_cast<size_t>(b) * D;
       for (int64_t f = f0; f < f1; ++f) {
@@ -333,7 +340,14 @@ void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux) cons
         const float* src = row + col_offset_[fi];
         for (int64_t i = 0; i < w; ++i) dst[i] += src[i];
       }
+      if (!checks) continue;
+      for (const PairRows::Place& at : places_.spans) {
+        if (at.aux || b >= at.rows) continue;
+        const auto cols = static_cast<size_t>(at.cols);
+        finite &= FirstNonFinite(grad + at.offset + b * at.stride, cols) == cols;
+      }
     }
+    if (checks) *in_place_finite = finite;
   });
 }
 

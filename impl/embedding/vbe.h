@@ -74,8 +74,10 @@ class VbeStep {
   // output sample of `out` (the other columns are left alone).
   void Expand(const ExecContext& ctx, const Layout& l, const float* aux, float* out) const;
   // With inverse indices: each scratch feature's bags in `aux` = the sum of the caller's gradient
-  // rows `grad` of the samples that read them, in ascending sample order starting from zero.
-  void Reduce(const ExecContext& ctx, const float* grad, float* aux) const;
+  // rows `grad` of the samples that read them, in ascending sample order starting from zero. With
+  // `in_place_finite`, also sets it to InPlaceFinite(grad), checked in the same walk of the rows.
+  void Reduce(const ExecContext& ctx, const float* grad, float* aux,
+              bool* in_place_finite = nullptr) const;
   // Whether every element of the caller's gradient `grad` that the pipeline reads in place (the
   // places outside the scratch) is finite.
   bool InPlaceFinite(const float* grad) const;
