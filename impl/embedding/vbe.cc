@@ -294,16 +294,17 @@ void VbeStep::Expand(const ExecContext& ctx, const Layout& /*l*/, const float* a
   if (!has_inverse_ || aux_len_ == 0) return;
   const auto D = static_cast<size_t>(output_dim_);
   const BagIndex inv = BagIndex::Plain(out_samples_);
-  // Sample-major, so each output row is written in one pass.
+  // Sample-major, so each output row is written in one pass; a row's few floats per feature are
+  // copied inline (a call per piece would cost as much as the copy).
   ctx.ParallelFor(0, out_samples_, 256, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
       for (int64_t f = 0; f < features_; ++f) {
         const auto fi = static_cast<size_t>(f);
-        if (aux_begin_[fi] < 0 || col_width_[fi] == 0) continue;
-        const auto w = static_cast<size_t>(col_width_[fi]);
-        std::memcpy(out + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]),
-                    aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * col_width_[fi],
-                    w * sizeof(float));
+        if (aux_begin_[fi] < 0) continue;
+        const int64_t w = col_width_[fi];
+        float* dst = out + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]);
+        const float* src = aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * w;
+        for (int64_t i = 0; i < w; ++i) dst[i] = src[i];
       }
   });
 }
