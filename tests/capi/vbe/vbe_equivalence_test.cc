@@ -164,6 +164,22 @@ TEST(VbeTensor, HostViewsMatchForwardVbe) {
   });
 }
 
+// Several threads per rank: the sums into the bags run per group of features (each thread
+// walking the rows once for its features), the combine and the packing per chunk of rows; the
+// results must not depend on it.
+TEST(VbeThreads, MatchesTheExpandedBatch) {
+  for (VbeMode mode : {VbeMode::kInverse, VbeMode::kOnce, VbeMode::kNoInverse}) {
+    SCOPED_TRACE(VbeModeName(mode));
+    Scenario s = StandardScenario(2, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_MEAN);
+    s.num_threads = 3;
+    PlanPtr plan = MakePlan(s);
+    ASSERT_NE(plan, nullptr);
+    VbeRunOptions o;
+    o.mode = mode;
+    RunVbeEquivalence(s, plan.get(), o);
+  }
+}
+
 // A feature whose every bag holds one id has its rows written by the combine rather than added
 // into zeros (WrittenPairs): the output keeps the bits of the add, so rows of -0.0 come out as
 // +0.0, as the expanded batch's do. World 2: some rows are the peer's (returned), some this rank's.
