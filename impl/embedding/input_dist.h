@@ -185,8 +185,8 @@ class MessageLengths {
   int64_t total_ = 0;
 };
 
-// Sender side (input_route.cc): the layout of this rank's message to `dest` carrying `ids` ids,
-// and its lengths section written at `msg` from rb->unit_lengths, in the form rb->unit_slots
+// Sender side (used by input_route.cc): the layout of this rank's message to `dest` carrying `ids`
+// ids, and its lengths section written at `msg` from rb->unit_lengths, in the form rb->unit_slots
 // gives (empty: plain).
 MessageLayout SendLayout(const Layout& layout, const RoutedBatch& rb, int32_t dest, int64_t ids);
 int64_t SendForm(const Layout& layout, const RoutedBatch& rb, int32_t dest);
