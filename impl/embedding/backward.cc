@@ -343,6 +343,23 @@ void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& r
       const Pair& pair = l.pairs[unit.pair];
       const int64_t col = pair.out_offset + unit.col_offset;
       const int64_t seg_end = std::min(k1, s + 1 < segs.size() ? segs[s + 1].k_begin : total);
+      if (!pair.mean && seg.dst != nullptr && seg.dst16 == nullptr) {
+        // Plain fp32 rows (the common case): one strided gather, no call per row.
+        const float* base = grad + col;
+        int64_t stride = D;
+        if (places != nullptr) {
+          const PairRows::Place& pl = places->pairs[static_cast<size_t>(unit.pair)];
+          base = (pl.aux ? places->aux : grad) + pl.offset + unit.col_offset;
+          stride = pl.stride;
+        }
+        const int32_t cols = unit.cols;
+        float* dst = seg.dst + (j - seg.k_begin) * cols;
+        for (; j < seg_end; ++j, dst += cols) {
+          const float* g = base + rb.ret_target[j] * stride;
+          for (int32_t c = 0; c < cols; ++c) dst[c] = g[c];
+        }
+        continue;
+      }
       for (; j < seg_end; ++j) {
         const int64_t target = rb.ret_target[j];
         const float* g = places == nullptr ? grad + target * D + col

@@ -36,6 +36,10 @@ struct Batch {
   // legacy default stream). A GPU collection orders its reads of them after the work queued
   // there; host collections ignore it.
   Stream stream = nullptr;
+  // A VBE batch's padded form (vbe.h): per feature, how many of its first bags may hold ids (its
+  // B_f; the later ones are empty), so the input distribution sends each unit only that many
+  // length slots. Null: every bag may (a plain batch). Borrowed, host memory.
+  const int64_t* feature_bags = nullptr;
 };
 
 }  // namespace shardrec::embedding

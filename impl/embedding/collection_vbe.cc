@@ -168,13 +168,15 @@ Status EmbeddingCollection::BackwardVbe(const float* grad, size_t grad_len) {
   if (PairRows* places = vbe_current_.places()) {
     // The pipeline reads the caller's gradient where its rows lie; the rows of the samples that
     // read a scratch feature's bag are summed into it first (the only gradient written here).
-    vbe_grad_.resize(vbe_current_.aux_len());
-    vbe_current_.Reduce(s_.exec, grad, vbe_grad_.data());
     // With inverse indices the gradient is checked once, on what is read: the columns read in
-    // place, and the sums, which are not finite when a term is not (or when they overflow).
+    // place (in the walk of the sums), and the sums, which are not finite when a term is not (or
+    // when they overflow).
     const bool check = s_.options.check_non_finite && vbe_current_.has_inverse();
+    bool in_place_finite = true;
+    vbe_grad_.resize(vbe_current_.aux_len());
+    vbe_current_.Reduce(s_.exec, grad, vbe_grad_.data(), check ? &in_place_finite : nullptr);
     const size_t i = check ? FirstNonFinite(vbe_grad_.data(), vbe_grad_.size()) : vbe_grad_.size();
-    if (check && (i != vbe_grad_.size() || !vbe_current_.InPlaceFinite(grad))) {
+    if (check && (i != vbe_grad_.size() || !in_place_finite)) {
       // Name the caller's element when one is not finite, else the sum that overflowed.
       const size_t g = FirstNonFinite(grad, need);
       if (g != need)

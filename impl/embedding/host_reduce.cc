@@ -103,8 +103,7 @@ Status HostReduce::Describe(const RoutedBatch& rb) {
   int64_t base = 0;
   for (int32_t s = 0; s < l.world; ++s) {
     if (s == me) continue;
-    const int64_t B = BatchOf(rb, s);
-    const auto* lens = reinterpret_cast<const int32_t*>(rb.recv.data() + byte_off);
+    MessageLengths lengths(rb.recv.data() + byte_off, M, &rb.counts_recv[s * kCountFields]);
     int64_t floats = 0;
     for (size_t i = 0; i < M; ++i) {
       const int32_t u = mine[i];
@@ -112,8 +111,10 @@ Status HostReduce::Describe(const RoutedBatch& rb) {
       sl.at = base + floats;
       sl.first = static_cast<int64_t>(own_targets_.size());
       const bool keep = Reduced(u, s);
-      for (int64_t b = 0; b < B; ++b) {
-        if (lens[i * B + b] == 0) continue;
+      int64_t bags = 0;
+      const int32_t* lens = lengths.Next(&bags);
+      for (int64_t b = 0; b < bags; ++b) {
+        if (lens[b] == 0) continue;
         ++sl.count;
         if (keep) own_targets_.push_back(b);
       }

@@ -61,6 +61,7 @@ struct RoutedBatch {
   int64_t num_values = 0;
   bool weighted = false;
   std::vector<int64_t> counts_send;      // kCountFields per rank
+  std::vector<int64_t> unit_slots;       // per unit: its lengths in the message (empty: batch_size)
   std::vector<size_t> send_bytes;        // per destination
   std::vector<uint8_t> send;             // lengths (int32), rows (int64), weights (float) per dest
   std::vector<int64_t> ret_count;        // per unit: rows that come back
@@ -122,8 +123,8 @@ struct RoutedBatch {
 // distribution, whose output buffer comes with its second call) or needs no agreement.
 enum class ForwardMode : int64_t { kNone = 0, kTraining = 1, kEvaluating = 2 };
 
-// Per-rank fields of the count exchange: rejected flag, batch size, ids sent, weighted,
-// ForwardMode, the words announced with it.
+// Per-rank fields of the count exchange: rejected flag, batch size, ids sent, the message's form
+// (FormWord: weighted, and its lengths' layout), ForwardMode, the words announced with it.
 constexpr size_t kCountFields = 6;
 
 // What the input exchange of a two-rank collection keeps from batch to batch, alike on both
@@ -149,6 +150,49 @@ struct MessageLayout {
   size_t bytes = 0;
 };
 MessageLayout LayoutOf(size_t units, int64_t batch, int64_t ids, bool weighted);
+
+// A VBE batch's messages (Batch::feature_bags) carry each unit's own number of length slots: the
+// lengths section holds one int32 slot count per unit, then each unit's lengths (the first bags
+// of its feature, the later ones being empty), so a padded bag costs nothing on the wire. The
+// count exchange's form word says which layout a message has: bit 0 weighted; the bits above it
+// 0 for the plain layout (batch_size slots per unit, LayoutOf) or 1 + the message's length slots
+// (the sum of its units' counts). The device route sends plain messages only.
+int64_t FormWord(bool weighted, int64_t slots /* -1: the plain layout */);
+bool FormWeighted(int64_t form);
+// The message's length slots, or -1 for the plain layout.
+int64_t FormSlots(int64_t form);
+// The layout of a message of either form from its counts (kCountFields words; batch size, ids,
+// form); a per-unit message's lengths section is 4 * (units + slots) bytes, 8-byte aligned.
+MessageLayout LayoutOfCounts(size_t units, const int64_t* counts);
+
+// The bag lengths of one received message, unit by unit in the order of its destination's units
+// (Layout::units_to_rank), in either form. Borrows the message.
+class MessageLengths {
+ public:
+  MessageLengths(const uint8_t* msg, size_t units, const int64_t* counts);
+  // Whether the per-unit slot counts are sound (each in [0, batch size], summing to the
+  // announced slots): a malformed message is an internal error of its sender.
+  bool Sound() const;
+  // The next unit's lengths; `*n` receives their count (bag b of the unit is sample b).
+  const int32_t* Next(int64_t* n);
+
+ private:
+  const int32_t* slots_ = nullptr;  // per unit (per-unit form), else null
+  const int32_t* next_ = nullptr;
+  size_t units_ = 0;
+  size_t unit_ = 0;
+  int64_t batch_ = 0;
+  int64_t total_ = 0;
+};
+
+// Sender side (used by input_route.cc): the layout of this rank's message to `dest` carrying `ids`
+// ids, and its lengths section written at `msg` from rb->unit_lengths, in the form rb->unit_slots
+// gives (empty: plain).
+MessageLayout SendLayout(const Layout& layout, const RoutedBatch& rb, int32_t dest, int64_t ids);
+int64_t SendForm(const Layout& layout, const RoutedBatch& rb, int32_t dest);
+void WriteLengths(const Layout& layout, const RoutedBatch& rb, int32_t dest, uint8_t* msg);
+// Sets rb->unit_slots from batch.feature_bags (cleared for a plain batch).
+void SetUnitSlots(const Layout& layout, const Batch& batch, RoutedBatch* rb);
 
 // How a batch is checked while it is routed.
 struct RouteOptions {

@@ -20,6 +20,91 @@ Status OutputRefused(int64_t rank) {
                                  "rank changed any state");
 }
 
+int64_t FormWord(bool weighted, int64_t slots) {
+  return (weighted ? 1 : 0) + (slots < 0 ? 0 : 2 * (slots + 1));
+}
+bool FormWeighted(int64_t form) { return (form & 1) != 0; }
+int64_t FormSlots(int64_t form) { return form < 2 ? -1 : form / 2 - 1; }
+
+MessageLayout LayoutOfCounts(size_t units, const int64_t* c) {
+  const int64_t slots = FormSlots(c[3]);
+  const bool weighted = FormWeighted(c[3]);
+  if (slots < 0) return LayoutOf(units, c[1], c[2], weighted);
+  // The plain layout of one "unit" of units + slots lengths: the same sections and alignment.
+  return LayoutOf(1, static_cast<int64_t>(units) + slots, c[2], weighted);
+}
+
+MessageLengths::MessageLengths(const uint8_t* msg, size_t units, const int64_t* c)
+    : units_(units), batch_(c[1]), total_(FormSlots(c[3])) {
+  const auto* lens = reinterpret_cast<const int32_t*>(msg);
+  if (total_ >= 0) {
+    slots_ = lens;
+    next_ = lens + units;
+  } else {
+    next_ = lens;
+  }
+}
+
+bool MessageLengths::Sound() const {
+  if (slots_ == nullptr) return true;
+  int64_t sum = 0;
+  for (size_t u = 0; u < units_; ++u) {
+    if (slots_[u] < 0 || slots_[u] > batch_) return false;
+    sum += slots_[u];
+  }
+  return sum == total_;
+}
+
+const int32_t* MessageLengths::Next(int64_t* n) {
+  const int32_t* at = next_;
+  *n = slots_ != nullptr ? slots_[unit_] : batch_;
+  next_ += *n;
+  ++unit_;
+  return at;
+}
+
+void SetUnitSlots(const Layout& l, const Batch& batch, RoutedBatch* rb) {
+  rb->unit_slots.clear();
+  if (batch.feature_bags == nullptr) return;
+  rb->unit_slots.resize(l.units.size());
+  for (size_t u = 0; u < l.units.size(); ++u)
+    rb->unit_slots[u] = batch.feature_bags[l.pairs[l.units[u].pair].feature];
+}
+
+namespace {
+
+int64_t SlotsTo(const Layout& l, const RoutedBatch& rb, int32_t dest) {
+  if (rb.unit_slots.empty()) return -1;
+  int64_t slots = 0;
+  for (int32_t u : l.units_to_rank[dest]) slots += rb.unit_slots[u];
+  return slots;
+}
+
+}  // namespace
+
+int64_t SendForm(const Layout& l, const RoutedBatch& rb, int32_t dest) {
+  return FormWord(rb.weighted, SlotsTo(l, rb, dest));
+}
+
+MessageLayout SendLayout(const Layout& l, const RoutedBatch& rb, int32_t dest, int64_t ids) {
+  const int64_t c[kCountFields] = {0, rb.batch_size, ids, SendForm(l, rb, dest), 0, 0};
+  return LayoutOfCounts(l.units_to_rank[dest].size(), c);
+}
+
+void WriteLengths(const Layout& l, const RoutedBatch& rb, int32_t dest, uint8_t* msg) {
+  const auto& units = l.units_to_rank[dest];
+  const auto B = static_cast<size_t>(rb.batch_size);
+  auto* lens = reinterpret_cast<int32_t*>(msg);
+  if (!rb.unit_slots.empty()) {
+    for (int32_t u : units) *lens++ = static_cast<int32_t>(rb.unit_slots[u]);
+  }
+  for (int32_t u : units) {
+    const size_t n = rb.unit_slots.empty() ? B : static_cast<size_t>(rb.unit_slots[u]);
+    if (n != 0) std::memcpy(lens, rb.unit_lengths.data() + static_cast<size_t>(u) * B, 4 * n);
+    lens += n;
+  }
+}
+
 namespace {
 
 // A message's counts as they travel with it: kCountFields int64 words.
@@ -73,7 +158,9 @@ Status ReadCounts(const Layout& l, const Status& local_error, RoutedBatch* rb) {
     const int64_t* c = &rb->counts_recv[s * kCountFields];
     if (c[1] < 0 || c[2] < 0)
       return Status::Internal("input dist: rank ", s, " announced a negative batch or id count");
-    rb->recv_bytes[s] = LayoutOf(units, c[1], c[2], c[3] != 0).bytes;
+    if (FormSlots(c[3]) >= 0 && FormSlots(c[3]) > static_cast<int64_t>(units) * c[1])
+      return Status::Internal("input dist: rank ", s, " announced more length slots than bags");
+    rb->recv_bytes[s] = LayoutOfCounts(units, c).bytes;
   }
   return Status::Ok();
 }
@@ -113,7 +200,7 @@ Status ExchangeTogether(const Layout& l, comm::Communicator& comm, const Status&
   const bool peer_rejected = c[0] != 0;
   size_t received = 0;
   if (!peer_rejected && c[1] >= 0 && c[2] >= 0)
-    received = LayoutOf(l.units_to_rank[l.rank].size(), c[1], c[2], c[3] != 0).bytes;
+    received = LayoutOfCounts(l.units_to_rank[l.rank].size(), c).bytes;
   if (local_error.ok()) caps->to = CapAfter(sent);
   if (!peer_rejected) caps->from = CapAfter(received);
   SR_RETURN_IF_ERROR(ReadCounts(l, local_error, rb));
@@ -208,9 +295,12 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
   }
   // Room for every run's CSR offsets, so the pointers handed to the runs never move.
   size_t max_offsets = 0;
-  for (int32_t s = 0; s < l.world; ++s)
-    max_offsets +=
-        my_units.size() * (static_cast<size_t>(rb->counts_recv[s * kCountFields + 1]) + 1);
+  for (int32_t s = 0; s < l.world; ++s) {
+    const int64_t* c = &rb->counts_recv[s * kCountFields];
+    const int64_t slots = FormSlots(c[3]);
+    max_offsets += slots >= 0 ? my_units.size() + static_cast<size_t>(slots)
+                              : my_units.size() * (static_cast<size_t>(c[1]) + 1);
+  }
   rb->bag_offsets.resize(l.sequence ? 0 : max_offsets);
   size_t next_offset = 0;
   rb->ret_floats_to.assign(l.world, 0);
@@ -218,13 +308,14 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
   size_t float_base = 0;
   for (int32_t s = 0; s < l.world; ++s) {
     const int64_t* c = &rb->counts_recv[s * kCountFields];
-    const int64_t B = c[1];
     const int64_t n = c[2];
-    const bool weighted = c[3] != 0;
+    const bool weighted = FormWeighted(c[3]);
     const uint8_t* msg =
         s == l.rank ? rb->send.data() + rb->self_offset : rb->recv.data() + byte_off;
-    const MessageLayout m = LayoutOf(my_units.size(), B, n, weighted);
-    const auto* lens = reinterpret_cast<const int32_t*>(msg);
+    const MessageLayout m = LayoutOfCounts(my_units.size(), c);
+    MessageLengths lengths(msg, my_units.size(), c);
+    if (!lengths.Sound())
+      return Status::Internal("input dist: malformed length slots from rank ", s);
     const auto* rows = reinterpret_cast<const int64_t*>(msg + m.rows);
     const auto* wts = reinterpret_cast<const float*>(msg + m.weights);
     int64_t cursor = 0;
@@ -238,8 +329,10 @@ Status UnpackInput(const Layout& l, RoutedBatch* rb) {
       int64_t ids = 0;
       int64_t* offsets = l.sequence ? nullptr : rb->bag_offsets.data() + next_offset;
       if (offsets != nullptr) offsets[0] = 0;
-      for (int64_t b = 0; b < B; ++b) {
-        const int32_t len = lens[BagIndex::Plain(B).bag(static_cast<int64_t>(ui), b)];
+      int64_t bags = 0;
+      const int32_t* lens = lengths.Next(&bags);
+      for (int64_t b = 0; b < bags; ++b) {
+        const int32_t len = lens[b];
         if (len == 0) continue;
         if (len < 0 || cursor + ids + len > n)
           return Status::Internal("input dist: malformed message from rank ", s);

@@ -333,7 +333,7 @@ void SizeMessages(const Layout& l, RoutedBatch* rb) {
       rb->ret_floats_from[d] += static_cast<size_t>(ret) * l.units[u].cols;
       n += rb->unit_ids[u];
     }
-    const MessageLayout m = LayoutOf(l.units_to_rank[d].size(), B, n, rb->weighted);
+    const MessageLayout m = SendLayout(l, *rb, d, n);
     int64_t at = 0;
     for (int32_t u : l.units_to_rank[d]) {
       rb->unit_cursor[u] = at;
@@ -344,7 +344,7 @@ void SizeMessages(const Layout& l, RoutedBatch* rb) {
     c[0] = 0;
     c[1] = B;
     c[2] = n;
-    c[3] = rb->weighted ? 1 : 0;
+    c[3] = SendForm(l, *rb, d);
     total += m.bytes;
   }
   rb->send.resize(total);
@@ -371,14 +371,11 @@ Status FillPass(const ExecContext& ctx, const Layout& l, BoundsPolicy bounds, co
   size_t t = 0;
   for (int32_t d = 0; d < l.world; ++d) {
     const auto& units = l.units_to_rank[d];
-    const MessageLayout m =
-        LayoutOf(units.size(), B, rb->counts_send[d * kCountFields + 2], rb->weighted);
+    const MessageLayout m = SendLayout(l, *rb, d, rb->counts_send[d * kCountFields + 2]);
     uint8_t* msg = rb->send.data() + (d == l.rank ? rb->self_offset : at);
     if (d != l.rank) at += m.bytes;
-    uint8_t* lens = msg;
+    WriteLengths(l, *rb, d, msg);
     for (int32_t u : units) {
-      CopyBytes(lens, rb->unit_lengths.data() + bags.bag(u, 0), 4 * B);
-      lens += 4 * B;
       target_at[u] = t;
       t += static_cast<size_t>(rb->ret_count[u]);
     }
@@ -509,6 +506,7 @@ Status RouteCheckedBatch(const ExecContext& ctx, const Layout& l, BoundsPolicy b
   rb->batch_size = batch.batch_size;
   rb->num_values = static_cast<int64_t>(batch.num_values);
   rb->weighted = batch.weights != nullptr;
+  SetUnitSlots(l, batch, rb);
   const int64_t B = batch.batch_size;
   const BagIndex bags = BagIndex::Plain(B);
   std::vector<size_t> feature_begin(plan.features.size() + 1, 0);

@@ -16,20 +16,31 @@ namespace shardrec::embedding {
 
 namespace {
 
-// Rows [r0, r1) of every span of `places` set to zero (the combine adds into them).
-void ZeroPlaces(const PairRows& places, float* out, int64_t r0, int64_t r1) {
-  for (const PairRows::Place& at : places.spans) {
-    const int64_t end = std::min(r1, at.rows);
-    if (end <= r0) continue;
-    float* first = (at.aux ? places.aux : out) + at.offset + r0 * at.stride;
-    const auto cols = static_cast<size_t>(at.cols);
-    if (at.stride == at.cols) {
-      std::memset(first, 0, sizeof(float) * static_cast<size_t>(end - r0) * cols);
-      continue;
-    }
-    for (int64_t r = r0; r < end; ++r)
-      std::memset(first + (r - r0) * at.stride, 0, sizeof(float) * cols);
+// Rows [r0, r1) of place `at` set to zero (the combine adds into them).
+void ZeroPlace(const PairRows& places, const PairRows::Place& at, float* out, int64_t r0,
+               int64_t r1) {
+  const int64_t end = std::min(r1, at.rows);
+  if (end <= r0) return;
+  float* first = (at.aux ? places.aux : out) + at.offset + r0 * at.stride;
+  const auto cols = static_cast<size_t>(at.cols);
+  if (at.stride == at.cols) {
+    std::memset(first, 0, sizeof(float) * static_cast<size_t>(end - r0) * cols);
+    return;
   }
+  for (int64_t r = r0; r < end; ++r)
+    std::memset(first + (r - r0) * at.stride, 0, sizeof(float) * cols);
+}
+
+// Rows [r0, r1) of every span of `places` set to zero or, when `written` marks pairs
+// (WrittenPairs), of every other pair's place.
+void ZeroPlaces(const PairRows& places, const std::vector<char>& written, float* out, int64_t r0,
+                int64_t r1) {
+  if (written.empty()) {
+    for (const PairRows::Place& at : places.spans) ZeroPlace(places, at, out, r0, r1);
+    return;
+  }
+  for (size_t p = 0; p < places.pairs.size(); ++p)
+    if (written[p] == 0) ZeroPlace(places, places.pairs[p], out, r0, r1);
 }
 
 // Rows [r0, r1) of columns [col, col + cols) of `out` (row stride D) set to zero.
@@ -145,17 +156,21 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
   // A plain output is written by its first units rather than zeroed and added to (CombineInit);
-  // places (VBE) are zeroed first.
+  // places (VBE) are zeroed first, except the pairs written whole (WrittenPairs).
   CombineInit init;
   if (places == nullptr) PlanCombineInit(l, device == nullptr, &init);
   // In parallel over output rows. Each unit's returned rows target increasing output rows, so a
   // chunk finds its part of every unit by binary search; units are added in their fixed order,
   // so row-split partials sum in the same order for every thread count.
+  // VBE places: a pair whose one unit returns a row for each of its place's rows in fp32 is
+  // written (+0 + x: the bits of the add into +0) instead of zeroed and added to.
+  std::vector<char> vbe_written;
+  if (places != nullptr) vbe_written = WrittenPairs(l, rb, wire.data != nullptr, *places);
   ctx.ParallelFor(0, rows, 64, [&](int64_t r0, int64_t r1) {
     if (places == nullptr) {
       for (const auto& [c0, c1] : init.zero_cols) ZeroColumns(out, D, c0, c1 - c0, r0, r1);
     } else {
-      ZeroPlaces(*places, out, r0, r1);
+      ZeroPlaces(*places, vbe_written, out, r0, r1);
     }
     // Element offset of the next other rank's rows (recv, or the wire's 16-bit copy).
     int64_t others = 0;
@@ -176,12 +191,19 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
         const int64_t* lo = std::lower_bound(targets, targets + count, r0);
         const int64_t* hi = std::lower_bound(lo, targets + count, r1);
         const bool first = !init.first.empty() && init.first[u] != 0;
+        const bool vbe_write =
+            !vbe_written.empty() && vbe_written[static_cast<size_t>(unit.pair)] != 0;
         // A first unit's columns are set on rows [r0, next): the rows it skips are zeroed.
         int64_t next = r0;
         for (const int64_t* t = lo; t < hi; ++t) {
           const int64_t from = at + (t - targets) * unit.cols;
           float* dst = places == nullptr ? out + *t * D + col
                                          : places->Row(out, unit.pair, *t) + unit.col_offset;
+          if (vbe_write) {
+            const float* s = (mine ? self : recv) + from;
+            for (int32_t c = 0; c < unit.cols; ++c) dst[c] = 0.0f + s[c];
+            continue;
+          }
           const bool write = first && *t >= next;
           if (write) {
             ZeroColumns(out, D, col, unit.cols, next, *t);

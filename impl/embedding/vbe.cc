@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "impl/core/finite.h"
+#include "impl/embedding/input_dist.h"
 
 namespace shardrec::embedding {
 
@@ -186,6 +187,8 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
     inverse_.clear();
   *padded = v.kjt;
   padded->batch_size = P;
+  feature_bags_.assign(v.feature_batch_sizes, v.feature_batch_sizes + nf);
+  padded->feature_bags = feature_bags_.data();
   padded->lengths = padded_lengths_.data();
   padded->num_lengths = padded_lengths_.size();
   const auto D = static_cast<size_t>(l.output_dim);
@@ -264,43 +267,88 @@ void VbeStep::PlacePairs(const Layout& l) {
   }
 }
 
+std::vector<char> WrittenPairs(const Layout& l, const RoutedBatch& rb, bool encoded_wire,
+                               const PairRows& places) {
+  std::vector<int32_t> units(l.pairs.size(), 0);
+  for (const Unit& unit : l.units) ++units[static_cast<size_t>(unit.pair)];
+  std::vector<char> written(l.pairs.size(), 0);
+  bool any = false;
+  for (size_t u = 0; u < l.units.size(); ++u) {
+    const Unit& unit = l.units[u];
+    const auto p = static_cast<size_t>(unit.pair);
+    const PairRows::Place& at = places.pairs[p];
+    // Targets are distinct, ascending and below the place's rows (later bags are empty), so as
+    // many of them as rows are every row.
+    if (units[p] == 1 && unit.cols == at.cols && at.rows > 0 && rb.ret_count[u] == at.rows &&
+        (unit.rank == l.rank || !encoded_wire)) {
+      written[p] = 1;
+      any = true;
+    }
+  }
+  if (!any) written.clear();
+  return written;
+}
+
 void VbeStep::Expand(const ExecContext& ctx, const Layout& /*l*/, const float* aux,
                      float* out) const {
   if (!has_inverse_ || aux_len_ == 0) return;
   const auto D = static_cast<size_t>(output_dim_);
   const BagIndex inv = BagIndex::Plain(out_samples_);
-  // Sample-major, so each output row is written in one pass.
+  // Sample-major, so each output row is written in one pass; a row's few floats per feature are
+  // copied inline (a call per piece would cost as much as the copy).
   ctx.ParallelFor(0, out_samples_, 256, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
       for (int64_t f = 0; f < features_; ++f) {
         const auto fi = static_cast<size_t>(f);
-        if (aux_begin_[fi] < 0 || col_width_[fi] == 0) continue;
-        const auto w = static_cast<size_t>(col_width_[fi]);
-        std::memcpy(out + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]),
-                    aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * col_width_[fi],
-                    w * sizeof(float));
+        if (aux_begin_[fi] < 0) continue;
+        const int64_t w = col_width_[fi];
+        float* dst = out + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]);
+        const float* src = aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * w;
+        for (int64_t i = 0; i < w; ++i) dst[i] = src[i];
       }
   });
 }
 
-void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux) const {
-  if (!has_inverse_ || aux_len_ == 0) return;
+void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux,
+                     bool* in_place_finite) const {
+  if (!has_inverse_ || aux_len_ == 0) {
+    if (in_place_finite != nullptr) *in_place_finite = InPlaceFinite(grad);
+    return;
+  }
   const auto D = static_cast<size_t>(output_dim_);
   const BagIndex inv = BagIndex::Plain(out_samples_);
-  // Each feature's bags are its own: features in parallel, samples in ascending order.
-  ctx.ParallelFor(0, features_, 1, [&](int64_t f0, int64_t f1) {
+  // Each feature's bags are its own: features in parallel, each one's samples in ascending order.
+  // A thread walks the samples once for all its features, so it reads each gradient row once,
+  // in memory order, instead of once per feature; the thread with the first features also checks
+  // the row's columns read in place (InPlaceFinite) while the row is at hand.
+  const int64_t grain = std::max<int64_t>(1, features_ / std::max(1, ctx.num_threads()));
+  ctx.ParallelFor(0, features_, grain, [&](int64_t f0, int64_t f1) {
     for (int64_t f = f0; f < f1; ++f) {
       const auto fi = static_cast<size_t>(f);
       if (aux_begin_[fi] < 0) continue;
-      const int64_t w = col_width_[fi];
       float* bags = aux + aux_begin_[fi];
-      std::fill(bags, bags + (bag_begin_[fi + 1] - bag_begin_[fi]) * w, 0.0f);
-      for (int64_t b = 0; b < out_samples_; ++b) {
-        float* dst = bags + inverse_[inv.bag(f, b)] * w;
-        const float* src = grad + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]);
+      std::fill(bags, bags + (bag_begin_[fi + 1] - bag_begin_[fi]) * col_width_[fi], 0.0f);
+    }
+    const bool checks = in_place_finite != nullptr && f0 == 0;
+    bool finite = true;
+    for (int64_t b = 0; b < out_samples_; ++b) {
+      const float* row = grad + static_cast<size_t>(b) * D;
+      for (int64_t f = f0; f < f1; ++f) {
+        const auto fi = static_cast<size_t>(f);
+        if (aux_begin_[fi] < 0) continue;
+        const int64_t w = col_width_[fi];
+        float* dst = aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * w;
+        const float* src = row + col_offset_[fi];
         for (int64_t i = 0; i < w; ++i) dst[i] += src[i];
       }
+      if (!checks) continue;
+      for (const PairRows::Place& at : places_.spans) {
+        if (at.aux || b >= at.rows) continue;
+        const auto cols = static_cast<size_t>(at.cols);
+        finite &= FirstNonFinite(grad + at.offset + b * at.stride, cols) == cols;
+      }
     }
+    if (checks) *in_place_finite = finite;
   });
 }
 

@@ -3,8 +3,9 @@
 // as the plain batch of P = max_f B_f samples in which feature f's bags are its B_f bags followed
 // by P - B_f empty ones: the values keep their order, an empty bag routes no id, is looked up
 // nowhere and returns no row (pooled runs keep only non-empty bags), so what the per-feature
-// sizes save on the wire and in the lookups is saved; each padded bag costs its int32 length in
-// the id message.
+// sizes save on the wire and in the lookups is saved; the padded batch names each feature's B_f
+// (Batch::feature_bags), so the id message carries B_f length slots per unit of the feature, not
+// P.
 // A pooled collection never writes the padded output: the combine puts each feature's B_f rows
 // where they belong (PairRows): straight into the caller's output (feature-major without inverse
 // indices; in the plain layout for a feature whose inverse indices are the identity), else into a
@@ -73,8 +74,10 @@ class VbeStep {
   // output sample of `out` (the other columns are left alone).
   void Expand(const ExecContext& ctx, const Layout& l, const float* aux, float* out) const;
   // With inverse indices: each scratch feature's bags in `aux` = the sum of the caller's gradient
-  // rows `grad` of the samples that read them, in ascending sample order starting from zero.
-  void Reduce(const ExecContext& ctx, const float* grad, float* aux) const;
+  // rows `grad` of the samples that read them, in ascending sample order starting from zero. With
+  // `in_place_finite`, also sets it to InPlaceFinite(grad), checked in the same walk of the rows.
+  void Reduce(const ExecContext& ctx, const float* grad, float* aux,
+              bool* in_place_finite = nullptr) const;
   // Whether every element of the caller's gradient `grad` that the pipeline reads in place (the
   // places outside the scratch) is finite.
   bool InPlaceFinite(const float* grad) const;
@@ -89,7 +92,8 @@ class VbeStep {
   int64_t out_samples_ = 0;     // B with inverse indices
   size_t output_len_ = 0;
   size_t padded_len_ = 0;
-  std::vector<int64_t> bag_begin_;  // F + 1: the VBE view's BagIndex
+  std::vector<int64_t> bag_begin_;     // F + 1: the VBE view's BagIndex
+  std::vector<int64_t> feature_bags_;  // F: B_f, for the padded batch (Batch::feature_bags)
   std::vector<int32_t> padded_lengths_;
   std::vector<int64_t> inverse_;
   std::vector<int64_t> value_begin_;  // sequence with inverse: F * P + 1 id offsets

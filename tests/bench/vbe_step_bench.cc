@@ -13,9 +13,10 @@
 // (with the smallest and largest round medians) and its ratio to `repeated`, the same for the
 // process's CPU time per step (every rank's threads; what a loaded machine inflates least), and
 // the bytes of one rank's step messages computed from the message layout
-// (impl/embedding/input_dist.h: int32 lengths per bag and unit, int64 ids; the return and gradient
-// messages one row of kDim floats per non-empty bag), counting every destination (at world 2 the
-// share that crosses to the peer is that of the tables the peer owns).
+// (impl/embedding/input_dist.h: int32 lengths per bag and unit, a VBE batch's B_f per unit and its
+// count; int64 ids; the return and gradient messages one row of kDim floats per non-empty bag),
+// counting every destination (at world 2 the share that crosses to the peer is that of the tables
+// the peer owns).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -201,13 +202,38 @@ Bytes MessageBytes(Mode mode) {
   Bytes b;
   for (int f = 0; f < kFeatures; ++f) {
     const bool is_user = f < kUserFeatures;
-    // A VBE batch travels padded to the largest B_f: every feature has kSamples length slots.
+    // A VBE batch's message carries each unit's B_f length slots and their count (input_dist.h).
     const int64_t bags = mode == Mode::kRepeated || !is_user ? kSamples : kRequests;
     const int32_t bag = is_user ? kUserBag : kItemBag;
-    b.ids += static_cast<double>(kSamples) * 4 + static_cast<double>(bags * bag) * 8;
+    const double slots = mode == Mode::kRepeated ? kSamples : static_cast<double>(bags) + 1;
+    b.ids += slots * 4 + static_cast<double>(bags * bag) * 8;
     b.rows += static_cast<double>(bags) * kDim * 4;
   }
   return b;
+}
+
+// What bounds the inverse-index mode from below: the expanded batch's output (kSamples x
+// kFeatures * kDim floats) written once and a gradient of that size read once, as every mode with
+// the plain output layout must at least do per step, on one thread; the median CPU ms per step
+// over `rounds` rounds of kSteps.
+double ExpandedFloorMs(int rounds) {
+  const size_t n = static_cast<size_t>(kSamples) * kFeatures * kDim;
+  std::vector<float> out(n, 0.0f), grad(n, 0.5f);
+  std::vector<double> per_round;
+  float sink = 0.0f;
+  for (int r = 0; r < rounds; ++r) {
+    const double c0 = ProcessCpuSeconds();
+    for (int s = 0; s < kSteps; ++s) {
+      std::fill(out.begin(), out.end(), static_cast<float>(s));
+      float sum = 0.0f;
+      for (size_t i = 0; i < n; i += 16) sum += grad[i];  // one float per cache line: every line
+      sink += sum + out[static_cast<size_t>(s)];
+    }
+    per_round.push_back((ProcessCpuSeconds() - c0) / kSteps);
+  }
+  if (sink == -1.0f) std::printf("%f\n", static_cast<double>(sink));
+  std::sort(per_round.begin(), per_round.end());
+  return per_round[per_round.size() / 2] * 1e3;
 }
 
 }  // namespace
@@ -294,5 +320,9 @@ int main(int argc, char** argv) {
     for (shardrec_comm_t* c : comms) shardrec_comm_destroy(c);
     shardrec_plan_destroy(plan);
   }
+  std::printf(
+      "floor: the %dx%d expanded output written once and its gradient read once: %.2f CPU ms "
+      "per step (one thread)\n",
+      static_cast<int>(kSamples), kFeatures * kDim, ExpandedFloorMs(std::max(rounds, 3)));
   return 0;
 }

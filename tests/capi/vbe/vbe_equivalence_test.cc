@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -160,6 +161,63 @@ TEST(VbeTensor, HostViewsMatchForwardVbe) {
               << shardrec_last_error();
       }
     }
+  });
+}
+
+// Several threads per rank: the sums into the bags run per group of features (each thread
+// walking the rows once for its features), the combine and the packing per chunk of rows; the
+// results must not depend on it.
+TEST(VbeThreads, MatchesTheExpandedBatch) {
+  for (VbeMode mode : {VbeMode::kInverse, VbeMode::kOnce, VbeMode::kNoInverse}) {
+    SCOPED_TRACE(VbeModeName(mode));
+    Scenario s = StandardScenario(2, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_MEAN);
+    s.num_threads = 3;
+    PlanPtr plan = MakePlan(s);
+    ASSERT_NE(plan, nullptr);
+    VbeRunOptions o;
+    o.mode = mode;
+    RunVbeEquivalence(s, plan.get(), o);
+  }
+}
+
+// A feature whose every bag holds one id has its rows written by the combine rather than added
+// into zeros (WrittenPairs): the output keeps the bits of the add, so rows of -0.0 come out as
+// +0.0, as the expanded batch's do. World 2: some rows are the peer's (returned), some this rank's.
+TEST(VbeWrittenRows, NegativeZeroRowsComeOutAsTheAddGivesThem) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  const std::vector<int64_t> range = IdRanges(s);
+  SpawnRanks(2, [&](int r) {
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, nullptr),
+              SHARDREC_OK);
+    CollPtr coll(c);
+    for (const RefTable& t : s.tables) {
+      const std::vector<float> zeros(static_cast<size_t>(t.rows * t.dim), -0.0f);
+      ASSERT_EQ(shardrec_embedding_set_weights(c, t.name.c_str(), zeros.data(), zeros.size()),
+                SHARDREC_OK)
+          << shardrec_last_error();
+    }
+    // B_f = 3 + f bags of one id each, without inverse indices (feature-major output).
+    VbeBatchData v;
+    for (size_t f = 0; f < range.size(); ++f) {
+      v.sizes.push_back(3 + static_cast<int64_t>(f));
+      for (int64_t b = 0; b < v.sizes.back(); ++b) {
+        v.lengths.push_back(1);
+        v.ids.push_back((b + r) % range[f]);
+      }
+      v.batch_size = std::max(v.batch_size, v.sizes.back());
+    }
+    const shardrec_kjt_vbe_view_t view = v.View();
+    size_t len = 0;
+    ASSERT_EQ(shardrec_embedding_vbe_output_len(c, &view, &len), SHARDREC_OK);
+    std::vector<float> out(len, 1.0f);
+    ASSERT_EQ(shardrec_embedding_forward_vbe(c, &view, out.data(), len, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    for (size_t i = 0; i < len; ++i)
+      ASSERT_FALSE(std::signbit(out[i])) << "out[" << i << "] is " << out[i];
   });
 }
 
