@@ -156,9 +156,10 @@ TEST(VbeTensor, HostViewsMatchForwardVbe) {
         EXPECT_EQ(got, want);
       } else {
         EXPECT_EQ(shardrec_embedding_forward_vbe_tensor(c, &view, &t, nullptr), SHARDREC_EINVAL);
-        if (r == 0)
+        if (r == 0) {
           EXPECT_NE(std::string(shardrec_last_error()).find("give a 1-D view"), std::string::npos)
               << shardrec_last_error();
+        }
       }
     }
   });
