@@ -256,7 +256,8 @@ isa::FusedRowsArgs ShardArgs(const optim::OptimizerConfig& config, int64_t step,
   }
   a.row_state_stride = shard.row_state_stride;
   *store = StoreContext{&config, step, &shard};
-  if (shard.dtype != DType::kFloat32) {
+  // FP8 rows rounded to nearest are encoded by the kernel itself (fused_rows.h).
+  if (shard.dtype != DType::kFloat32 && (!IsFp8DType(shard.dtype) || config.stochastic_rounding)) {
     a.store_row = &StoreRow16;
     a.store_ctx = store;
   }

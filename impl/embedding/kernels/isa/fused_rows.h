@@ -70,7 +70,9 @@ struct FusedRowsArgs {
   int64_t row_state_stride = 1;
   // 16-bit weights: each updated row, in fp32, goes to store_row(store_ctx, row, values), which
   // rounds it into the table (optim's nearest-even or stochastic rounding). FP8 rows are decoded
-  // and re-encoded whole by the kernel itself (isa/fp8_rows_body.h, core/fp8.h's bits).
+  // by the kernel and, with store_row null, re-encoded whole to nearest by the kernel itself
+  // (isa/fp8_rows_body.h, core/fp8.h's bits); with store_row set (stochastic rounding) the
+  // updated row goes to it as a 16-bit row does.
   void (*store_row)(void* store_ctx, int64_t row, const float* values) = nullptr;
   void* store_ctx = nullptr;
   // 2 x FusedRowsScratchFloats(cols) floats the caller owns (the summed gradient, a widened row).

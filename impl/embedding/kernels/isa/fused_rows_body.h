@@ -387,14 +387,18 @@ void Rows(const FusedRowsArgs& a) {
                         a.stats != nullptr ? a.stats + u * a.num_stats : stats_buf);
         break;
     }
-    // An FP8 row is re-encoded here, in registers (optim's StoreRow would encode it with the
-    // baseline's scalar fix-ups at several times the cost); 16-bit rows go to the caller's
-    // rounding, which may be stochastic.
-    if constexpr (kFp8<kType>)
-      EncodeFp8RowVec<I, kFp8KindOf<kType>>(w_buf, a.cols,
-                                            reinterpret_cast<uint8_t*>(weights) + row * a.stride);
-    else if constexpr (kType != WeightType::kFp32)
+    // An FP8 row rounded to nearest is re-encoded here, in registers (optim's StoreRow would
+    // encode it with the baseline's scalar fix-ups at several times the cost); 16-bit rows, and
+    // FP8 rows under stochastic rounding (store_row set), go to the caller's rounding.
+    if constexpr (kFp8<kType>) {
+      if (a.store_row == nullptr)
+        EncodeFp8RowVec<I, kFp8KindOf<kType>>(w_buf, a.cols,
+                                              reinterpret_cast<uint8_t*>(weights) + row * a.stride);
+      else
+        a.store_row(a.store_ctx, row, w_buf);
+    } else if constexpr (kType != WeightType::kFp32) {
       a.store_row(a.store_ctx, row, w_buf);
+    }
   }
 }
 
