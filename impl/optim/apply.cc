@@ -224,6 +224,14 @@ void Apply(const ExecContext& ctx, const OptimizerConfig& config, int64_t step, 
   });
 }
 
+void RowRoundingBits(const OptimizerConfig& config, int64_t step, const ShardParams& shard,
+                     int64_t row, int32_t col, int32_t n, uint32_t* bits) {
+  const int64_t key = RoundingRow(shard, row);
+  for (int32_t i = 0; i < n; ++i)
+    bits[i] = RoundingBits(config.seed, step, shard.table_key, key,
+                           static_cast<int64_t>(shard.col_offset) + col + i);
+}
+
 void StoreRoundedRow(const OptimizerConfig& config, int64_t step, const ShardParams& shard,
                      int64_t row, const float* values) {
   SR_CHECK(shard.dtype != DType::kFloat32 && IsWeightDType(shard.dtype));
