@@ -70,7 +70,7 @@ type OptimizerConfig struct {
 	Beta1, Beta2    float32
 	WeightDecay     float32
 	WeightDecayMode WeightDecayMode
-	// StochasticRounding rounds FLOAT16/BFLOAT16 updates stochastically.
+	// StochasticRounding rounds FLOAT16/BFLOAT16/FP8 updates stochastically.
 	StochasticRounding bool
 }
 

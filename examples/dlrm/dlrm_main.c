@@ -25,8 +25,10 @@
  *             [--launcher env] [--save DIR]
  *             [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]
  *              [--admission N [--admission-decay K]]] [--tiered DIR]
- *             [--tables fp32|fp16|bf16|fp8_e4m3|fp8_e5m2]
+ *             [--tables fp32|fp16|bf16|fp8_e4m3|fp8_e5m2] [--rounding nearest|stochastic]
  * --tables: every table's weight storage (FP8: no replica groups, --shard = --world).
+ * --rounding: how a 16-bit or FP8 table's updated weights round (the optimizer's
+ * stochastic_rounding; default nearest).
  * --tiered DIR: the largest table's rows and optimizer state on local disk under a DRAM cache of
  * a fifth of its rows (docs/disk-tier.md); the end prints its hit rate and disk reads.
  * --launcher env: one rank per process, rank and world from the launcher (torchrun, mpirun,
@@ -70,6 +72,8 @@ static int64_t g_dynamic = 0;
 static const char* g_tiered = NULL;
 /* --tables: every table's weight storage type (a SHARDREC_DTYPE_* value). */
 static int32_t g_table_dtype = SHARDREC_DTYPE_FLOAT32;
+/* --rounding stochastic: shardrec_optimizer_config_t.stochastic_rounding of the tables. */
+static int g_stochastic = 0;
 static int g_tier_table = 0;
 static int64_t g_capacity[26];
 static shardrec_dynamic_table_config_t g_dynamic_config = SHARDREC_DYNAMIC_TABLE_CONFIG_INIT;
@@ -312,6 +316,7 @@ static void* run_rank(void* arg) {
   cfg.sync_interval = g_sync_every;
   if (g_dynamic > 0) cfg.dynamic = &g_dynamic_config;
   cfg.table_dtype = g_table_dtype;
+  cfg.sparse_optimizer.stochastic_rounding = g_stochastic;
   if (g_tiered != NULL) {
     /* A fifth of the table's rows over the ranks (the planner splits this table by rows over
        every rank of the sharding group): each row is 16 fp32 values, one row-wise Adagrad
@@ -482,8 +487,9 @@ static int usage(const char* argv0) {
           "          [--launcher env] [--save DIR]\n"
           "          [--dynamic CAPACITY [--eviction none|lru|lfu|ttl] [--ttl-steps N]\n"
           "           [--admission N [--admission-decay K]]] [--tiered DIR]\n"
-          "          [--tables fp32|fp16|bf16|fp8_e4m3|fp8_e5m2]\n"
+          "          [--tables fp32|fp16|bf16|fp8_e4m3|fp8_e5m2] [--rounding nearest|stochastic]\n"
           "  --tables: every table's weight storage (fp8_*: --shard = --world, fixed tables);\n"
+          "  --rounding: how 16-bit and FP8 tables round updated weights (default nearest);\n"
           "  --tiered DIR: the largest table's rows on local disk (DIR/rank<R>) under a DRAM\n"
           "  cache of a fifth of them (no replica groups: --shard = --world; fixed tables);\n"
           "  --launcher env: one rank per process, placed by torchrun, mpirun or srun;\n"
@@ -561,6 +567,10 @@ int main(int argc, char** argv) {
       g_table_dtype = SHARDREC_DTYPE_FP8_E4M3;
     else if (strcmp(a, "--tables") == 0 && strcmp(v, "fp8_e5m2") == 0)
       g_table_dtype = SHARDREC_DTYPE_FP8_E5M2;
+    else if (strcmp(a, "--rounding") == 0 && strcmp(v, "nearest") == 0)
+      g_stochastic = 0;
+    else if (strcmp(a, "--rounding") == 0 && strcmp(v, "stochastic") == 0)
+      g_stochastic = 1;
     else if (strcmp(a, "--admission") == 0)
       g_dynamic_config.admission_threshold = atoi(v);
     else if (strcmp(a, "--admission-decay") == 0)

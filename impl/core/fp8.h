@@ -2,7 +2,8 @@
 // (the "FN" variant: no infinities, one NaN pattern per sign, largest finite 448) and E5M2 (IEEE-
 // like: infinities and NaNs, largest finite 57344), and rows of them under one per-row scale.
 //
-// Conversions round to nearest, ties to even, and saturate: a finite value beyond the largest
+// Conversions round to nearest, ties to even (or stochastically with given random bits,
+// EncodeFp8Stochastic), and saturate: a finite value beyond the largest
 // finite one, or an infinity, becomes the largest finite value of its sign (OCP's saturating
 // mode), so an update that overshoots never turns a weight into an infinity or a NaN; a NaN stays
 // a NaN. They are integer bit manipulation only: the same bits on every CPU, rounding mode, thread
@@ -124,6 +125,45 @@ SHARDREC_HD uint8_t EncodeFp8(Fp8Kind kind, float x) {
   return static_cast<uint8_t>(sign | q);
 }
 
+// fp32 -> FP8, rounded stochastically with the 32 random bits `bits`: x lies between two adjacent
+// codes lo <= |x| < hi, and rounds away from zero iff frac + bits x 2^-32 >= 1, where frac =
+// (|x| - lo) / (hi - lo): exact for every normal target and every subnormal one from 2^-8 of
+// the smallest unit up (x's fp32 unit is then at least 2^-32 of the code's); below that frac
+// is cut to a multiple of 2^-32. With uniform bits the decoded value's expectation is
+// x, and it is one of the two codes around x: |decoded - x| < one unit in the last place. A code
+// is never rounded past the largest finite value: magnitudes from it up saturate as in
+// EncodeFp8, a NaN stays a NaN. A value that is a code keeps it whatever the bits.
+SHARDREC_HD uint8_t EncodeFp8Stochastic(Fp8Kind kind, float x, uint32_t bits) {
+  const fp8_detail::Params p = fp8_detail::ParamsOf(kind);
+  const uint32_t u = fp8_detail::Bits(x);
+  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<uint8_t>(sign | p.nan_code);
+  if (a >= p.max_bits) return static_cast<uint8_t>(sign | p.max_code);
+  const int emin = 1 - p.bias;
+  const int biased = static_cast<int>(a >> 23);
+  if (biased - 127 >= emin) {
+    // The fraction is the low `shift` bits: adding the top `shift` random bits carries into the
+    // kept bits exactly when frac + bits x 2^-32 >= 1 (as FloatToBFloat16Stochastic does).
+    const int shift = 23 - p.mant_bits;
+    uint32_t r = (a + (bits >> (32 - shift))) >> shift;
+    r -= static_cast<uint32_t>(127 - p.bias) << p.mant_bits;
+    return static_cast<uint8_t>(sign | (r < p.max_code ? r : p.max_code));
+  }
+  // A subnormal target (EncodeFp8's units): the count of whole units, plus one on the carry of
+  // the fraction at 32-bit resolution (the fraction's bits below it dropped, which the carry
+  // test does not need: frac + b 2^-32 >= 1 holds for integer b iff it holds for frac cut).
+  const uint32_t mant = (a & 0x7FFFFFu) | (biased != 0 ? 0x800000u : 0u);
+  const int e = biased != 0 ? biased : 1;
+  const int k = (emin - p.mant_bits) - (e - 150);  // >= 1
+  const uint32_t q = k >= 24 ? 0u : mant >> k;     // mant < 2^24
+  const uint32_t rem = k >= 24 ? mant : mant & ((1u << k) - 1u);
+  const uint64_t frac32 = k <= 32 ? static_cast<uint64_t>(rem) << (32 - k)
+                                  : (k - 32 < 32 ? static_cast<uint64_t>(rem >> (k - 32)) : 0u);
+  const uint32_t up = static_cast<uint64_t>(bits) + frac32 >= (uint64_t{1} << 32) ? 1u : 0u;
+  return static_cast<uint8_t>(sign | (q + up));
+}
+
 // FP8 -> fp32, exact.
 SHARDREC_HD float DecodeFp8(Fp8Kind kind, uint8_t c) {
   const fp8_detail::Params p = fp8_detail::ParamsOf(kind);
@@ -204,6 +244,28 @@ SHARDREC_HD void EncodeFp8Row(Fp8Kind kind, const float* x, int64_t dim, uint8_t
     const float y = x[i] * inv;
     if ((fp8_detail::Bits(y) & 0x7FFFFFFFu) < min_normal) codes[i] = EncodeFp8(kind, y);
   }
+}
+
+// EncodeFp8Row with each value rounded by EncodeFp8Stochastic, value i with bits_of(i) (a
+// callable int64_t -> uint32_t): the same scale (a function of the row's values alone), so a
+// decoded row encodes to the same bytes whatever the bits. Per value |decoded - x| < max(2^-m
+// |x|, 2^(emin-m) scale), twice EncodeFp8Row's bound (E4M3: 2^-3 |x| or 2^-9 scale; E5M2: 2^-2
+// |x| or 2^-16 scale), with expectation x below the largest finite value times the scale.
+template <class BitsOf>
+SHARDREC_HD void EncodeFp8RowStochastic(Fp8Kind kind, const float* x, int64_t dim, uint8_t* row,
+                                        BitsOf bits_of) {
+  uint32_t amax_bits = 0;
+  for (int64_t i = 0; i < dim; ++i) {
+    const uint32_t bits = fp8_detail::Bits(x[i]) & 0x7FFFFFFFu;
+    const uint32_t finite = bits < 0x7F800000u ? bits : 0u;
+    amax_bits = finite > amax_bits ? finite : amax_bits;
+  }
+  const int k = Fp8ScaleExp(kind, fp8_detail::Float(amax_bits));
+  const float scale = Fp8ScaleOf(k);
+  const float inv = Fp8ScaleOf(-k);
+  memcpy(row, &scale, sizeof(scale));
+  uint8_t* codes = row + kFp8HeaderBytes;
+  for (int64_t i = 0; i < dim; ++i) codes[i] = EncodeFp8Stochastic(kind, x[i] * inv, bits_of(i));
 }
 
 // Decodes a row written by EncodeFp8Row into `out[0..dim)`; exact.

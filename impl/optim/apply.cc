@@ -1,6 +1,6 @@
 // The two update phases over a shard's rows: per-row loops around the optimizer's rule
-// (dispatch.h, chosen once per call), fp32 in place, fp16/bf16 through an fp32 row buffer with
-// nearest-even or stochastic rounding.
+// (dispatch.h, chosen once per call), fp32 in place, fp16/bf16/FP8 through an fp32 row buffer
+// with nearest-even or stochastic rounding.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -128,12 +128,21 @@ void LoadRow(const ShardParams& shard, int64_t row, float* out) {
 
 void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard, int64_t row,
               const float* in) {
+  // Stochastic bits keyed once per row: a fixed table's global row, a dynamic table's id
+  // (RoundingRow).
+  const int64_t key = cfg.stochastic_rounding ? RoundingRow(shard, row) : 0;
   if (IsFp8DType(shard.dtype)) {
-    // The whole row re-encoded: its scale from its largest magnitude, each value to nearest
-    // even (fp8.h), a function of the row's values alone. Stochastic rounding is for 16-bit
-    // weights only.
-    EncodeFp8Row(Fp8KindOf(shard.dtype), in, shard.cols,
-                 static_cast<uint8_t*>(shard.weights) + row * shard.stride);
+    // The whole row re-encoded: its scale from its largest magnitude (fp8.h), each value to
+    // nearest even or stochastically with the 16-bit path's bits.
+    auto* dst = static_cast<uint8_t*>(shard.weights) + row * shard.stride;
+    if (!cfg.stochastic_rounding) {
+      EncodeFp8Row(Fp8KindOf(shard.dtype), in, shard.cols, dst);
+      return;
+    }
+    EncodeFp8RowStochastic(Fp8KindOf(shard.dtype), in, shard.cols, dst, [&](int64_t c) {
+      return RoundingBits(cfg.seed, step, shard.table_key, key,
+                          static_cast<int64_t>(shard.col_offset) + c);
+    });
     return;
   }
   auto* dst = static_cast<uint16_t*>(shard.weights) + row * shard.stride;
@@ -143,8 +152,6 @@ void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard
       dst[c] = half ? FloatToHalf(in[c]) : FloatToBFloat16(in[c]);
     return;
   }
-  // Keyed once per row: a fixed table's global row, a dynamic table's id (RoundingRow).
-  const int64_t key = RoundingRow(shard, row);
   for (int32_t c = 0; c < shard.cols; ++c) {
     const uint32_t bits = RoundingBits(cfg.seed, step, shard.table_key, key,
                                        static_cast<int64_t>(shard.col_offset) + c);
@@ -215,6 +222,14 @@ void Apply(const ExecContext& ctx, const OptimizerConfig& config, int64_t step, 
       }
     });
   });
+}
+
+void RowRoundingBits(const OptimizerConfig& config, int64_t step, const ShardParams& shard,
+                     int64_t row, int32_t col, int32_t n, uint32_t* bits) {
+  const int64_t key = RoundingRow(shard, row);
+  for (int32_t i = 0; i < n; ++i)
+    bits[i] = RoundingBits(config.seed, step, shard.table_key, key,
+                           static_cast<int64_t>(shard.col_offset) + col + i);
 }
 
 void StoreRoundedRow(const OptimizerConfig& config, int64_t step, const ShardParams& shard,

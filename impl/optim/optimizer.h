@@ -48,8 +48,8 @@ struct OptimizerConfig {
   float beta2 = 0.999f;
   float weight_decay = 0.0f;
   WeightDecayMode weight_decay_mode = WeightDecayMode::kNone;
-  // fp16/bf16 weights only (FP8 rows always take fp8.h's nearest-even row encoding): round
-  // the fp32 result stochastically instead of to nearest even.
+  // fp16/bf16 and FP8 weights (FP8: fp8.h's row encoding, each value by EncodeFp8Stochastic):
+  // round the fp32 result stochastically instead of to nearest even.
   // The random bits are a pure function of (seed, step, table_key, global row, global column),
   // a dynamic table's id in place of the row (ShardParams::row_ids), so results do not depend on
   // the plan or the thread count.

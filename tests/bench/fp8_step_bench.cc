@@ -1,6 +1,7 @@
 // A training step (forward + backward with fused row-wise Adagrad) of the same collection with
 // its tables stored in fp32, bf16, FP8 E4M3 or E5M2 (arg 1: 0, 2, 7 or 8, a DType value), at
-// world 1 and 2 (arg 0), ranks as threads over Gloo on loopback. Row-wise and table-wise tables
+// world 1 and 2 (arg 0), ranks as threads over Gloo on loopback; arg 2 = 1: the optimizer's
+// stochastic_rounding (bf16 and FP8 rows). Row-wise and table-wise tables
 // (FP8 rows are not split into columns). The target: an FP8 step at most 1.1x the bf16
 // one. Run with --benchmark_repetitions and --benchmark_enable_random_interleaving to interleave
 // the types. "Time" is wall time; "CPU" is the CPU time of the whole process (every rank's
@@ -48,7 +49,8 @@ std::shared_ptr<sharding::Plan> MakePlan(int world, DType dtype) {
 void BM_Step(benchmark::State& state) {
   const int world = static_cast<int>(state.range(0));
   const auto dtype = static_cast<DType>(state.range(1));
-  state.SetLabel(DTypeName(dtype));
+  const bool stochastic = state.range(2) != 0;
+  state.SetLabel(std::string(DTypeName(dtype)) + (stochastic ? " stochastic" : ""));
   std::vector<std::unique_ptr<comm::Communicator>> comms;
   if (!comm::CreateLocalGroup(world, comm::CommOptions(), &comms).ok()) {
     state.SkipWithError("cannot create the local communicator group");
@@ -62,6 +64,7 @@ void BM_Step(benchmark::State& state) {
   RankThreads threads(world);
   optim::OptimizerConfig opt;
   opt.type = optim::OptimizerType::kRowWiseAdagrad;
+  opt.stochastic_rounding = stochastic;
   threads.Run([&](int r) {
     std::shared_ptr<comm::Communicator> c(std::move(comms[r]));
     (void)EmbeddingCollection::Create(plan, c, &opt, CollectionOptions(), &colls[r]);
@@ -105,7 +108,8 @@ void BM_Step(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Step)
-    ->ArgsProduct({{1, 2}, {0, 2, 7, 8}})
+    ->ArgsProduct({{1, 2}, {0, 2, 7, 8}, {0}})
+    ->ArgsProduct({{1, 2}, {2, 7}, {1}})
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();

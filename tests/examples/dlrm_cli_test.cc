@@ -145,6 +145,25 @@ std::string WriteCriteo(const fs::path& path, int lines, int bad_line, const std
   return path.string();
 }
 
+// --rounding stochastic reaches the optimizer: FP8 tables then end at another loss than with
+// nearest rounding, the same one when run again (the bits are keyed, not drawn); another value
+// is a usage error.
+TEST(DlrmCli, StochasticRoundingOfFp8TablesIsDeterministicAndDiffersFromNearest) {
+  const std::string fp8 = kSmallRun + " --tables fp8_e4m3 --eval-every 0 --rounding ";
+  const Process nearest = RunToEnd(fp8 + "nearest");
+  const Process stochastic = RunToEnd(fp8 + "stochastic");
+  const Process again = RunToEnd(fp8 + "stochastic");
+  ASSERT_EQ(nearest.status, 0) << nearest.output;
+  ASSERT_EQ(stochastic.status, 0) << stochastic.output;
+  ASSERT_EQ(again.status, 0) << again.output;
+  ASSERT_NE(FinalLoss(nearest.output, 0), "") << nearest.output;
+  EXPECT_NE(FinalLoss(stochastic.output, 0), FinalLoss(nearest.output, 0)) << stochastic.output;
+  EXPECT_EQ(FinalLoss(again.output, 0), FinalLoss(stochastic.output, 0)) << again.output;
+  const Process bad = RunToEnd(fp8 + "up");
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_NE(bad.output.find("usage:"), std::string::npos) << bad.output;
+}
+
 const std::string kCriteoRun = "--world 2 --shard 2 --batch 4 --steps 100 --report 2 ";
 
 TEST(DlrmCli, TrainsOnACriteoFileToItsEnd) {

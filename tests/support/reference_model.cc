@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "impl/core/rng.h"
+#include "impl/optim/rounding.h"
 
 namespace shardrec::testing {
 
@@ -39,9 +40,25 @@ double RoundBits(double x, int mant, int min_exp) {
   return std::nearbyint(x / quantum) * quantum;
 }
 
+// x rounded as RoundBits's grid, stochastically: away from zero iff its fraction of a step is at
+// least 1 - bits x 2^-32 (both sides exact in double: the fraction of a float over a power of
+// two, and a 33-bit integer over 2^32).
+double RoundBitsStochastic(double x, int mant, int min_exp, uint32_t bits) {
+  if (x == 0.0) return x;
+  int e2 = 0;
+  std::frexp(x, &e2);
+  const int e = std::max(e2 - 1, min_exp);
+  const double quantum = std::ldexp(1.0, e - mant);
+  const double n = std::fabs(x) / quantum;
+  const double lo = std::floor(n);
+  const double need = std::ldexp(4294967296.0 - static_cast<double>(bits), -32);
+  const double r = (n - lo >= need ? lo + 1.0 : lo) * quantum;
+  return x < 0 ? -r : r;
+}
+
 }  // namespace
 
-void RoundRowToFp8(float* row, int32_t dim, int32_t dtype) {
+void RoundRowToFp8(float* row, int32_t dim, int32_t dtype, const uint32_t* bits) {
   const bool e4m3 = dtype == 7;
   const int mant = e4m3 ? 3 : 2;
   const int min_exp = e4m3 ? -6 : -14;
@@ -59,8 +76,10 @@ void RoundRowToFp8(float* row, int32_t dim, int32_t dtype) {
   for (int32_t c = 0; c < dim; ++c) {
     const float x = row[c];
     if (std::isnan(x)) continue;
-    double r = std::isinf(x) ? (x > 0 ? max_finite : -max_finite)
-                             : RoundBits(static_cast<double>(x) / scale, mant, min_exp);
+    const double y = static_cast<double>(x) / scale;
+    double r = std::isinf(x)     ? (x > 0 ? max_finite : -max_finite)
+               : bits != nullptr ? RoundBitsStochastic(y, mant, min_exp, bits[c])
+                                 : RoundBits(y, mant, min_exp);
     r = std::min(max_finite, std::max(-max_finite, r));
     row[c] = static_cast<float>(r * scale);
   }
@@ -87,7 +106,11 @@ float RefInitValue(const RefTable& t, uint64_t seed, uint64_t row, int32_t col) 
 
 ReferenceModel::ReferenceModel(int32_t num_features, std::vector<RefTable> tables,
                                RefOptimizer optimizer, uint64_t seed, int32_t world)
-    : num_features_(num_features), tables_(std::move(tables)), opt_(optimizer), world_(world) {
+    : num_features_(num_features),
+      tables_(std::move(tables)),
+      opt_(optimizer),
+      world_(world),
+      seed_(seed) {
   for (const RefTable& t : tables_) {
     float low = t.init_low, high = t.init_high;
     if (t.init_kind == 0) {
@@ -278,6 +301,13 @@ void ReferenceModel::Update(size_t t, int64_t row, const float* g_in) {
     }
     default:
       throw std::invalid_argument("reference model: unknown optimizer type");
+  }
+  if (opt_.stochastic_rounding && IsFp8Storage(tables_[t].dtype)) {
+    std::vector<uint32_t> bits(D);
+    for (int32_t c = 0; c < D; ++c)
+      bits[c] = optim::RoundingBits(seed_, step_, HashName(tables_[t].name), row, c);
+    RoundRowToFp8(w, D, tables_[t].dtype, bits.data());
+    return;
   }
   RoundRowToStorage(w, D, tables_[t].dtype);
 }

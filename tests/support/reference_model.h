@@ -43,8 +43,11 @@ inline bool IsFp8Storage(int32_t dtype) { return dtype == 7 || dtype == 8; }
 // 448 + 16, E5M2: 57344 + 4096); each value over 2^k rounds to nearest even with the format's
 // mantissa and smallest normal exponent, saturating at the largest finite value (a NaN stays a
 // NaN), then times 2^k. Written from that description with frexp/nearbyint in double,
-// independently of impl/core/fp8.h.
-void RoundRowToFp8(float* row, int32_t dim, int32_t dtype);
+// independently of impl/core/fp8.h. With `bits` (dim values, not null) each value over 2^k rounds
+// stochastically instead, as config.h's stochastic_rounding documents it: between its two
+// neighbouring codes lo <= |v| < hi, away from zero iff (|v| - lo) / (hi - lo) >= 1 - bits[c] x
+// 2^-32 (then saturating as above).
+void RoundRowToFp8(float* row, int32_t dim, int32_t dtype, const uint32_t* bits = nullptr);
 // Either rounding, by dtype: RoundRowToFp8 for FP8, else RoundToStorage per value.
 void RoundRowToStorage(float* row, int32_t dim, int32_t dtype);
 
@@ -62,8 +65,10 @@ struct RefOptimizer {
   float beta2 = 0.999f;
   float weight_decay = 0.0f;
   int32_t weight_decay_mode = 0;  // 0 none, 1 L2, 2 decoupled
-  // Stochastic rounding of 16-bit weights in the collection; the reference always rounds to
-  // nearest even, so only tests that do not compare against it set this.
+  // Stochastic rounding in the collection. The reference rounds FP8 rows the same way, with the
+  // collection's bits (optim::RoundingBits of seed, step, table name's key, row, column); its
+  // fp16/bf16 weights always round to nearest even, so only tests that do not compare 16-bit
+  // tables against it set this with 16-bit tables.
   bool stochastic_rounding = false;
 };
 
@@ -114,6 +119,7 @@ class ReferenceModel {
   std::vector<RefTable> tables_;
   RefOptimizer opt_;
   int32_t world_;
+  uint64_t seed_;
   int64_t step_ = 0;
   std::vector<float> empty_;
   std::vector<std::vector<float>> weights_;

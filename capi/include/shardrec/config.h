@@ -106,7 +106,10 @@ typedef struct shardrec_optimizer_config {
   int32_t stochastic_rounding; /**< Non-zero: FLOAT16/BFLOAT16 tables round each updated
                                     weight stochastically (up with probability equal to the
                                     discarded fraction) instead of to nearest even, so many
-                                    small updates do not vanish. The random bits are a pure
+                                    small updates do not vanish; FP8_E4M3/FP8_E5M2 tables
+                                    encode each updated row with its usual scale and each
+                                    value so rounded between its two nearest codes
+                                    (docs/semantics.md "FP8 weights"). The random bits are a pure
                                     function of (options.seed, step, table, row, column), for
                                     a dynamic table (seed, step, table, id, column): the id
                                     its row holds, whatever slot it occupies. Results are

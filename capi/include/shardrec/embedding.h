@@ -45,10 +45,11 @@
  *    SHARDREC_DTYPE_FP8_E4M3 / FP8_E5M2 tables (host collections only) store each row as an fp32
  *    power-of-two scale and one 8-bit code a value (4 + dim bytes): lookups decode exactly, the
  *    optimizer computes in fp32 and encodes the whole updated row again, deterministically (the
- *    scale from the row's largest finite magnitude, each value to nearest even, saturating; no
- *    stochastic rounding); get_weights decodes, set_weights encodes each row. Error bound, the
- *    rounding in full and the limits (no column split, no dynamic or tiered table; a 2D sync
- *    averages decoded rows and encodes them again): docs/semantics.md, "FP8 weights".
+ *    scale from the row's largest finite magnitude, each value to nearest even, saturating, or
+ *    stochastically with stochastic_rounding); get_weights decodes, set_weights encodes each
+ *    row. Error bound, the rounding in full and the limits (no column split, no dynamic or
+ *    tiered table; a 2D sync averages decoded rows and encodes them again): docs/semantics.md,
+ *    "FP8 weights".
  *
  * Thread-safety: one thread at a time per collection handle (the background input
  * distribution thread is internal). Different collections may be used concurrently, except that

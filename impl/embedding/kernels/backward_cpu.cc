@@ -173,6 +173,11 @@ void StoreRow16(void* ctx, int64_t row, const float* values) {
   optim::StoreRoundedRow(*c->config, c->step, *c->shard, row, values);
 }
 
+void RowBits(void* ctx, int64_t row, int32_t col, int32_t n, uint32_t* bits) {
+  const auto* c = static_cast<const StoreContext*>(ctx);
+  optim::RowRoundingBits(*c->config, c->step, *c->shard, row, col, n, bits);
+}
+
 Status FusedRowsFor(CpuLevel level, isa::FusedRowsFn* fn) {
   const CpuLevel host = HostCpuLevel();
   if (level == CpuLevel::kAuto) level = host;
@@ -256,7 +261,11 @@ isa::FusedRowsArgs ShardArgs(const optim::OptimizerConfig& config, int64_t step,
   }
   a.row_state_stride = shard.row_state_stride;
   *store = StoreContext{&config, step, &shard};
-  if (shard.dtype != DType::kFloat32) {
+  // FP8 rows are encoded by the kernel itself, with the keyed bits when stochastic (fused_rows.h).
+  if (IsFp8DType(shard.dtype)) {
+    if (config.stochastic_rounding) a.row_bits = &RowBits;
+    a.store_ctx = store;
+  } else if (shard.dtype != DType::kFloat32) {
     a.store_row = &StoreRow16;
     a.store_ctx = store;
   }

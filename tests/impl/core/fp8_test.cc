@@ -191,3 +191,102 @@ TEST(Fp8, RowScaleSpecialCases) {
 
 }  // namespace
 }  // namespace shardrec
+
+namespace shardrec {
+namespace {
+
+// The stochastic reference: the two finite codes around x by brute force over all 256 (lo the
+// largest magnitude <= |x|, hi the next), up iff (|x| - lo) / (hi - lo) >= 1 - bits x 2^-32;
+// from the largest finite magnitude up, that value; a NaN stays NaN.
+uint8_t RefEncodeStochastic(const Format& f, float x, uint32_t bits) {
+  if (std::isnan(x)) return std::signbit(x) ? 0xFF : 0x7F;
+  const double a = std::fabs(static_cast<double>(x));
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (a >= f.max_finite) return static_cast<uint8_t>(sign | RefEncode(f, f.max_finite));
+  int lo = 0;
+  double lo_v = 0, hi_v = 0;
+  for (int c = 0; c < 128; ++c) {
+    const double v = RefDecode(f, c);
+    if (std::isfinite(v) && v <= a && v >= lo_v) {
+      lo = c;
+      lo_v = v;
+    }
+  }
+  hi_v = RefDecode(f, lo + 1);
+  const double need = std::ldexp(4294967296.0 - static_cast<double>(bits), -32);
+  const bool up = (a - lo_v) / (hi_v - lo_v) >= need;  // exact: both quotients of short binaries
+  return static_cast<uint8_t>(sign | (up ? lo + 1 : lo));
+}
+
+// Every code keeps itself whatever the bits; values between codes (normal and subnormal targets,
+// fp32 subnormals, near saturation) take the reference's code for extreme and random bits; and
+// over many bits the mean of the decoded values is the value (the rounding is unbiased).
+TEST(Fp8Stochastic, RoundsBetweenTheNeighbouringCodesAsDefined) {
+  std::mt19937 rng(7);
+  for (const Format& f : kFormats) {
+    for (int c = 0; c < 256; ++c) {
+      const double v = RefDecode(f, c);
+      if (!std::isfinite(v)) continue;
+      for (uint32_t bits : {0u, 1u, 0x80000000u, 0xFFFFFFFFu})
+        EXPECT_EQ(EncodeFp8Stochastic(f.kind, static_cast<float>(v), bits), c) << c;
+    }
+    std::vector<float> xs = {0.3f,   -1.0625f, 1.09375f, 447.0f,
+                             449.0f, 460.0f,   -1e30f,   std::numeric_limits<float>::denorm_min(),
+                             1e-40f};
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    std::uniform_int_distribution<int> e(-30, 16);
+    for (int i = 0; i < 2000; ++i) xs.push_back(std::ldexp(u(rng), e(rng)));
+    for (float x : xs) {
+      for (uint32_t bits : {0u, 1u, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFEu, 0xFFFFFFFFu,
+                            static_cast<uint32_t>(rng())}) {
+        EXPECT_EQ(EncodeFp8Stochastic(f.kind, x, bits), RefEncodeStochastic(f, x, bits))
+            << "x " << x << " bits " << bits;
+      }
+    }
+    // Unbiased: the mean over 2^16 evenly spaced bit patterns is x to within 2^-16 of a step.
+    for (float x : {0.3f, -1.1f, 3.3e-3f, 1e-3f}) {
+      double sum = 0;
+      for (uint32_t k = 0; k < 65536; ++k)
+        sum += DecodeFp8(f.kind, EncodeFp8Stochastic(f.kind, x, k << 16));
+      const uint8_t lo = RefEncodeStochastic(f, x, 0);
+      const double step = std::fabs(RefDecode(f, lo + 1) - RefDecode(f, lo));
+      EXPECT_NEAR(sum / 65536, x, step / 65536 + 1e-12) << x;
+    }
+  }
+}
+
+// A stochastic row: the nearest encoding's scale, each value within one unit in the last place
+// (max(2^-m |x|, 2^(emin-m) scale)) of the one around it, and a decoded row keeps its bytes.
+TEST(Fp8Stochastic, RowsKeepTheScaleAndTheDocumentedBound) {
+  std::mt19937 rng(3);
+  for (const Format& f : kFormats) {
+    for (int64_t dim : {1, 5, 128}) {
+      std::normal_distribution<float> g(0.f, 0.05f);
+      std::vector<float> x(dim);
+      for (auto& v : x) v = g(rng);
+      std::vector<uint8_t> nearest(kFp8HeaderBytes + dim), row(kFp8HeaderBytes + dim);
+      EncodeFp8Row(f.kind, x.data(), dim, nearest.data());
+      const uint32_t salt = rng();
+      auto bits_of = [&](int64_t i) { return static_cast<uint32_t>(i * 2654435761u) ^ salt; };
+      EncodeFp8RowStochastic(f.kind, x.data(), dim, row.data(), bits_of);
+      EXPECT_EQ(std::memcmp(row.data(), nearest.data(), kFp8HeaderBytes), 0);
+      float scale;
+      std::memcpy(&scale, row.data(), sizeof(scale));
+      std::vector<float> back(dim);
+      DecodeFp8Row(f.kind, row.data(), dim, back.data());
+      const double sub = std::ldexp(static_cast<double>(scale), 1 - f.bias - f.m);
+      for (int64_t i = 0; i < dim; ++i) {
+        const double err = std::fabs(static_cast<double>(back[i]) - x[i]);
+        EXPECT_LT(err, std::fmax(std::ldexp(std::fabs(static_cast<double>(x[i])), -f.m), sub));
+        EXPECT_EQ(row[kFp8HeaderBytes + i],
+                  RefEncodeStochastic(f, static_cast<float>(x[i] / scale), bits_of(i)));
+      }
+      std::vector<uint8_t> again(row.size());
+      EncodeFp8RowStochastic(f.kind, back.data(), dim, again.data(), bits_of);
+      EXPECT_EQ(again, row);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardrec

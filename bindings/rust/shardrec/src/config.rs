@@ -334,7 +334,7 @@ pub struct Optimizer {
     pub beta2: f32,
     pub weight_decay: f32,
     pub weight_decay_mode: i32,
-    /// Round FLOAT16/BFLOAT16 updates stochastically instead of to nearest even.
+    /// Round FLOAT16/BFLOAT16/FP8 updates stochastically instead of to nearest even.
     pub stochastic_rounding: bool,
 }
 

@@ -138,9 +138,55 @@ void DecodeFp8RowVec(const uint8_t* row, int32_t cols, float* out) {
   }
 }
 
-// x[0..cols) encoded into `row`: the scale, then the codes (EncodeFp8Row's bits).
+// EncodeFp8Stochastic's code (without the sign) of a magnitude `a` (fp32 bits) below the
+// smallest normal value, with random bits b: the whole units, plus one on the carry of the
+// fraction at 32-bit resolution. Rare in trained rows, so scalar; written here rather than
+// called from core/fp8.h (see the top of this file).
+template <Fp8Kind kKind>
+uint32_t SubnormalStochastic(uint32_t a, uint32_t b) {
+  using F = Fp8Format<kKind>;
+  const int biased = static_cast<int>(a >> 23);
+  const uint32_t mant = (a & 0x7FFFFFu) | (biased != 0 ? 0x800000u : 0u);
+  const int e = biased != 0 ? biased : 1;
+  const int k = (F::kEmin - F::kMant) - (e - 150);  // >= 1
+  const uint32_t q = k >= 24 ? 0u : mant >> k;
+  const uint32_t rem = k >= 24 ? mant : mant & ((1u << k) - 1u);
+  const uint64_t frac32 = k <= 32 ? static_cast<uint64_t>(rem) << (32 - k)
+                                  : (k - 32 < 32 ? static_cast<uint64_t>(rem >> (k - 32)) : 0u);
+  return q + (static_cast<uint64_t>(b) + frac32 >= (uint64_t{1} << 32) ? 1u : 0u);
+}
+
+// One register of scaled values encoded stochastically with the lanes' random bits `b`
+// (EncodeFp8Stochastic's codes in the lanes' low bytes): a normal target adds the top `shift`
+// bits of b below its kept mantissa bits and truncates (a carry moves into the exponent); a
+// value below the largest finite one never rounds past it.
 template <class I, Fp8Kind kKind>
-void EncodeFp8RowVec(const float* x, int32_t cols, uint8_t* row) {
+typename I::IReg EncodeFp8RegStochastic(typename I::Reg y, typename I::IReg b) {
+  using F = Fp8Format<kKind>;
+  using IReg = typename I::IReg;
+  const IReg u = I::AsInt(y);
+  const IReg sign = I::IAnd(I::template Srl<24>(u), I::ISet1(0x80u));
+  const IReg a = I::IAnd(u, I::ISet1(0x7FFFFFFFu));
+  IReg r = I::template Srl<F::kShift>(I::IAdd(a, I::template Srl<32 - F::kShift>(b)));
+  r = I::ISub(r, I::ISet1(static_cast<uint32_t>(127 - F::kP.bias) << F::kMant));
+  r = I::ISelect(I::IGt(a, I::ISet1(F::kP.max_bits - 1u)), I::ISet1(F::kP.max_code), r);
+  r = I::ISelect(I::IGt(a, I::ISet1(0x7F800000u)), I::ISet1(F::kP.nan_code), r);
+  const typename I::IMask sub = I::IGt(I::ISet1(F::kMinNormal), a);
+  if (!I::Any(sub)) return I::IOr(r, sign);
+  uint32_t al[I::kWidth], bl[I::kWidth], rl[I::kWidth];
+  I::IStore(al, a);
+  I::IStore(bl, b);
+  I::IStore(rl, r);
+  for (int i = 0; i < I::kWidth; ++i)
+    if (al[i] < F::kMinNormal) rl[i] = SubnormalStochastic<kKind>(al[i], bl[i]);
+  float rf[I::kWidth];  // the codes reloaded as a register through float storage
+  __builtin_memcpy(rf, rl, sizeof(rf));
+  return I::IOr(I::AsInt(I::LoadF32(rf)), sign);
+}
+
+// Writes the scale of x[0..cols) into `row` and returns its inverse (EncodeFp8Row's scale).
+template <class I, Fp8Kind kKind>
+typename I::Reg WriteFp8RowScale(const float* x, int32_t cols, uint8_t* row) {
   using IReg = typename I::IReg;
   // The largest finite magnitude as the largest of the magnitudes' bits (they order as the
   // values do); non-finite values count as zero, the lanes past the end are zero.
@@ -163,7 +209,14 @@ void EncodeFp8RowVec(const float* x, int32_t cols, uint8_t* row) {
   const uint32_t scale_bits = static_cast<uint32_t>(k + 127) << 23;
   __builtin_memcpy(row, &scale_bits, sizeof(scale_bits));
   // 2^-k: exact, as -k is within [-111, 126].
-  const typename I::Reg inv = I::AsFloat(I::ISet1(static_cast<uint32_t>(127 - k) << 23));
+  return I::AsFloat(I::ISet1(static_cast<uint32_t>(127 - k) << 23));
+}
+
+// x[0..cols) encoded into `row`: the scale, then the codes (EncodeFp8Row's bits).
+template <class I, Fp8Kind kKind>
+void EncodeFp8RowVec(const float* x, int32_t cols, uint8_t* row) {
+  const typename I::Reg inv = WriteFp8RowScale<I, kKind>(x, cols, row);
+  const int32_t full = cols / I::kWidth * I::kWidth;
   uint8_t* codes = row + kFp8HeaderBytes;
   int32_t c = 0;
   for (; c < full; c += I::kWidth)
@@ -172,6 +225,38 @@ void EncodeFp8RowVec(const float* x, int32_t cols, uint8_t* row) {
     uint8_t tail[I::kWidth];
     I::StoreBytes(tail, EncodeFp8Reg<I, kKind>(I::Mul(I::LoadFirst(x + c, cols - c), inv)));
     for (int32_t i = 0; i < cols - c; ++i) codes[c + i] = tail[i];
+  }
+}
+
+// x[0..cols) encoded into `row` with stochastic rounding (EncodeFp8RowStochastic's bits): the
+// same scale, each value with the bits fill(c0, n, out) writes for columns [c0, c0 + n) (n at
+// most kBitsChunk), asked for a chunk at a time.
+template <class I, Fp8Kind kKind, class Fill>
+void EncodeFp8RowVecStochastic(const float* x, int32_t cols, uint8_t* row, Fill fill) {
+  constexpr int32_t kBitsChunk = 64;  // a whole number of registers at every level
+  static_assert(kBitsChunk % I::kWidth == 0);
+  const typename I::Reg inv = WriteFp8RowScale<I, kKind>(x, cols, row);
+  uint8_t* codes = row + kFp8HeaderBytes;
+  uint32_t bits[kBitsChunk];
+  float lanes[kBitsChunk];  // the bits as float storage, loaded into registers
+  for (int32_t c0 = 0; c0 < cols; c0 += kBitsChunk) {
+    const int32_t n = cols - c0 < kBitsChunk ? cols - c0 : kBitsChunk;
+    fill(c0, n, bits);
+    for (int32_t j = n; j < kBitsChunk; ++j) bits[j] = 0;
+    __builtin_memcpy(lanes, bits, sizeof(lanes));
+    int32_t i = 0;
+    for (; i + I::kWidth <= n; i += I::kWidth) {
+      const typename I::IReg b = I::AsInt(I::LoadF32(lanes + i));
+      I::StoreBytes(codes + c0 + i,
+                    EncodeFp8RegStochastic<I, kKind>(I::Mul(I::LoadF32(x + c0 + i), inv), b));
+    }
+    if (i < n) {  // the row's last partial register
+      const typename I::IReg b = I::AsInt(I::LoadF32(lanes + i));
+      uint8_t tail[I::kWidth];
+      I::StoreBytes(
+          tail, EncodeFp8RegStochastic<I, kKind>(I::Mul(I::LoadFirst(x + c0 + i, n - i), inv), b));
+      for (int32_t j = 0; j < n - i; ++j) codes[c0 + i + j] = tail[j];
+    }
   }
 }
 

@@ -70,8 +70,12 @@ struct FusedRowsArgs {
   int64_t row_state_stride = 1;
   // 16-bit weights: each updated row, in fp32, goes to store_row(store_ctx, row, values), which
   // rounds it into the table (optim's nearest-even or stochastic rounding). FP8 rows are decoded
-  // and re-encoded whole by the kernel itself (isa/fp8_rows_body.h, core/fp8.h's bits).
+  // and re-encoded whole by the kernel itself (isa/fp8_rows_body.h, core/fp8.h's bits): to
+  // nearest with row_bits null, else stochastically with the random bits row_bits(store_ctx,
+  // row, col, n, bits) writes for columns [col, col + n) of local row `row` (n <= 64; optim's
+  // RowRoundingBits, the 16-bit path's bits).
   void (*store_row)(void* store_ctx, int64_t row, const float* values) = nullptr;
+  void (*row_bits)(void* store_ctx, int64_t row, int32_t col, int32_t n, uint32_t* bits) = nullptr;
   void* store_ctx = nullptr;
   // 2 x FusedRowsScratchFloats(cols) floats the caller owns (the summed gradient, a widened row).
   float* scratch = nullptr;
@@ -102,5 +106,16 @@ using Fp8RowFn = void (*)(WeightType type, bool encode, float* values, int32_t c
 void Fp8RowBaseline(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
 void Fp8RowAvx2(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
 void Fp8RowAvx512(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row);
+
+// values[0..cols) encoded into an FP8 row with stochastic rounding, value c with bits[c], by a
+// level's registers as the fused backward does: core/fp8.h's EncodeFp8RowStochastic's bits.
+using Fp8RowStochasticFn = void (*)(WeightType type, const float* values, int32_t cols,
+                                    const uint32_t* bits, uint8_t* row);
+void Fp8RowStochasticBaseline(WeightType type, const float* values, int32_t cols,
+                              const uint32_t* bits, uint8_t* row);
+void Fp8RowStochasticAvx2(WeightType type, const float* values, int32_t cols, const uint32_t* bits,
+                          uint8_t* row);
+void Fp8RowStochasticAvx512(WeightType type, const float* values, int32_t cols,
+                            const uint32_t* bits, uint8_t* row);
 
 }  // namespace shardrec::embedding::kernels::isa

@@ -10,5 +10,9 @@ void FusedRowsAvx2(const FusedRowsArgs& args) { FusedRows<Avx2>(args); }
 void Fp8RowAvx2(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row) {
   Fp8Row<Avx2>(type, encode, values, cols, row);
 }
+void Fp8RowStochasticAvx2(WeightType type, const float* values, int32_t cols, const uint32_t* bits,
+                          uint8_t* row) {
+  Fp8RowStochastic<Avx2>(type, values, cols, bits, row);
+}
 
 }  // namespace shardrec::embedding::kernels::isa

@@ -10,5 +10,9 @@ void FusedRowsAvx512(const FusedRowsArgs& args) { FusedRows<Avx512>(args); }
 void Fp8RowAvx512(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row) {
   Fp8Row<Avx512>(type, encode, values, cols, row);
 }
+void Fp8RowStochasticAvx512(WeightType type, const float* values, int32_t cols,
+                            const uint32_t* bits, uint8_t* row) {
+  Fp8RowStochastic<Avx512>(type, values, cols, bits, row);
+}
 
 }  // namespace shardrec::embedding::kernels::isa

@@ -10,5 +10,9 @@ void FusedRowsBaseline(const FusedRowsArgs& args) { FusedRows<Sse>(args); }
 void Fp8RowBaseline(WeightType type, bool encode, float* values, int32_t cols, uint8_t* row) {
   Fp8Row<Sse>(type, encode, values, cols, row);
 }
+void Fp8RowStochasticBaseline(WeightType type, const float* values, int32_t cols,
+                              const uint32_t* bits, uint8_t* row) {
+  Fp8RowStochastic<Sse>(type, values, cols, bits, row);
+}
 
 }  // namespace shardrec::embedding::kernels::isa

@@ -387,14 +387,22 @@ void Rows(const FusedRowsArgs& a) {
                         a.stats != nullptr ? a.stats + u * a.num_stats : stats_buf);
         break;
     }
-    // An FP8 row is re-encoded here, in registers (optim's StoreRow would encode it with the
-    // baseline's scalar fix-ups at several times the cost); 16-bit rows go to the caller's
-    // rounding, which may be stochastic.
-    if constexpr (kFp8<kType>)
-      EncodeFp8RowVec<I, kFp8KindOf<kType>>(w_buf, a.cols,
-                                            reinterpret_cast<uint8_t*>(weights) + row * a.stride);
-    else if constexpr (kType != WeightType::kFp32)
+    // An FP8 row is re-encoded here, in registers (optim's StoreRow would encode it with
+    // scalar code at several times the cost), to nearest or with the caller's random bits;
+    // 16-bit rows go to the caller's rounding, which may be stochastic.
+    if constexpr (kFp8<kType>) {
+      uint8_t* dst = reinterpret_cast<uint8_t*>(weights) + row * a.stride;
+      if (a.row_bits == nullptr) {
+        EncodeFp8RowVec<I, kFp8KindOf<kType>>(w_buf, a.cols, dst);
+      } else {
+        EncodeFp8RowVecStochastic<I, kFp8KindOf<kType>>(w_buf, a.cols, dst,
+                                                        [&](int32_t c0, int32_t n, uint32_t* bits) {
+                                                          a.row_bits(a.store_ctx, row, c0, n, bits);
+                                                        });
+      }
+    } else if constexpr (kType != WeightType::kFp32) {
       a.store_row(a.store_ctx, row, w_buf);
+    }
   }
 }
 
@@ -438,6 +446,18 @@ void Fp8Row(WeightType type, bool encode, float* values, int32_t cols, uint8_t* 
   } else {
     DecodeFp8RowVec<I, Fp8Kind::kE4M3>(row, cols, values);
   }
+}
+
+template <class I>
+void Fp8RowStochastic(WeightType type, const float* values, int32_t cols, const uint32_t* bits,
+                      uint8_t* row) {
+  const auto fill = [bits](int32_t c0, int32_t n, uint32_t* out) {
+    for (int32_t i = 0; i < n; ++i) out[i] = bits[c0 + i];
+  };
+  if (type == WeightType::kFp8E5M2)
+    EncodeFp8RowVecStochastic<I, Fp8Kind::kE5M2>(values, cols, row, fill);
+  else
+    EncodeFp8RowVecStochastic<I, Fp8Kind::kE4M3>(values, cols, row, fill);
 }
 
 }  // namespace

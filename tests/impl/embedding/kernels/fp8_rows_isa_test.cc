@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "impl/core/fp8.h"
@@ -150,6 +151,47 @@ TEST(EmbeddingKernels, Fp8RowCodecEqualsCoreAtEveryCpuLevel) {
         l.fn(type, false, got.data(), 256, row.data());
         ASSERT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * 256))
             << l.name << " " << DTypeName(dt) << " scale 2^" << e;
+      }
+    }
+  }
+}
+
+// The stochastic encoder (isa's EncodeFp8RowVecStochastic) against core/fp8.h's
+// EncodeFp8RowStochastic on the same rows, with random bits and with the extreme bits (all zero:
+// never up; all ones: up whenever the value is not a code), so a carry or subnormal rule that
+// differs in one lane fails.
+TEST(EmbeddingKernels, Fp8StochasticRowEncoderEqualsCoreAtEveryCpuLevel) {
+  std::vector<std::pair<const char*, isa::Fp8RowStochasticFn>> levels = {
+      {"baseline", &isa::Fp8RowStochasticBaseline}};
+#if SHARDREC_HAVE_X86_LEVELS
+  if (HostCpuLevel() >= CpuLevel::kAvx2) levels.push_back({"avx2", &isa::Fp8RowStochasticAvx2});
+  if (HostCpuLevel() >= CpuLevel::kAvx512)
+    levels.push_back({"avx512", &isa::Fp8RowStochasticAvx512});
+#endif
+  for (DType dt : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    const Fp8Kind kind = Fp8KindOf(dt);
+    const auto type = dt == DType::kFp8E4M3 ? isa::WeightType::kFp8E4M3 : isa::WeightType::kFp8E5M2;
+    for (int32_t dim : {1, 3, 7, 16, 17, 63, 64, 65, 131, 200}) {
+      const int64_t bytes = static_cast<int64_t>(kFp8HeaderBytes) + dim;
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        std::vector<uint32_t> bits(dim);
+        uint32_t s = 99u + static_cast<uint32_t>(dim);
+        for (auto& b : bits) {
+          s = s * 1664525u + 1013904223u;
+          b = pattern == 0 ? 0u : pattern == 1 ? 0xFFFFFFFFu : s;
+        }
+        for (const auto& row : Rows(dim, 11u + static_cast<uint32_t>(dim))) {
+          std::vector<uint8_t> want(bytes);
+          EncodeFp8RowStochastic(kind, row.data(), dim, want.data(),
+                                 [&](int64_t c) { return bits[c]; });
+          for (const auto& [name, fn] : levels) {
+            std::vector<uint8_t> got(bytes + 16, 0xA5);
+            fn(type, row.data(), dim, bits.data(), got.data());
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), bytes))
+                << name << " " << DTypeName(dt) << " dim " << dim << " bits pattern " << pattern;
+            for (int i = 0; i < 16; ++i) ASSERT_EQ(got[bytes + i], 0xA5) << name;
+          }
+        }
       }
     }
   }

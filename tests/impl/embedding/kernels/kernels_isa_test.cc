@@ -88,8 +88,8 @@ TEST(EmbeddingKernels, EveryCpuLevelGivesTheSameBits) {
 // ApplyRows with the statistics; or ApplyRows taking them from whole rows), at every
 // instruction-set level the host has give the bits of AggregateGrads + optim::PartialRowStats +
 // optim::Apply (the scalar reference): all six optimizers, every weight-decay mode, fp32 and
-// 16-bit weights (nearest and stochastic rounding), weighted and unweighted ids, dims on both
-// sides of the vector widths and of 128 columns (lanes holding two quads), a hot row (more ids
+// 16-bit and FP8 weights (nearest and stochastic rounding), weighted and unweighted ids, dims on
+// both sides of the vector widths and of 128 columns (lanes holding two quads), a hot row (more ids
 // than one segment chunk) and rows never touched, over two steps with 1 and 2 threads.
 TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
   std::vector<CpuLevel> levels = {CpuLevel::kBaseline};
@@ -128,7 +128,7 @@ TEST(EmbeddingKernels, FusedBackwardEqualsAggregateThenApplyAtEveryCpuLevel) {
           // eps 0 makes the moments' direction 0 / 0 past a row's last column: those lanes
           // must add nothing to LAMB's norms.
           if (combo % 5 == 0) cfg.eps = 0.0f;
-          cfg.stochastic_rounding = dt != DType::kFloat32 && !IsFp8DType(dt) && combo % 2 == 0;
+          cfg.stochastic_rounding = dt != DType::kFloat32 && combo % 2 == 0;
           // FP8: rows of D + 4 bytes (the scale, then the codes), `elem` 1 and the stride in
           // bytes; each row encoded by core/fp8.h.
           const bool fp8 = IsFp8DType(dt);

@@ -443,7 +443,7 @@ public final class Config {
     public float beta2 = 0.999f;
     public float weightDecay;
     public WeightDecayMode weightDecayMode = WeightDecayMode.NONE;
-    /** Round FLOAT16/BFLOAT16 updates stochastically instead of to nearest even. */
+    /** Round FLOAT16/BFLOAT16/FP8 updates stochastically instead of to nearest even. */
     public boolean stochasticRounding;
 
     /** The C struct of this configuration; the caller deletes it. */
