@@ -310,6 +310,9 @@ inline void SumTail(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
 template <class V, RowFormat kType>
 constexpr bool kVectors = kType != RowFormat::kInt4 || V::kWidth % 2 == 0;
 
+// Ids ahead of the bag being summed whose cache lines PooledBags prefetches.
+constexpr int64_t kIdsAhead = 256;
+
 // kFold: the folded int8/int4 sums (pooled.h fold_dequant) in the whole vectors; the columns past
 // them (SumTail) are summed exactly, which is within the same bound.
 template <class V, RowFormat kType, bool kWeighted, bool kFold = false>
@@ -320,9 +323,18 @@ void PooledBags(const PooledArgs& a) {
   constexpr int kMax = kWeighted || kType != RowFormat::kFp32 ? V::kMaxRegsWithTemps : V::kMaxRegs;
   const int64_t width = static_cast<int64_t>(kMax) * V::kWidth;
   const int64_t id_end = a.prefetch_distance <= 0 ? 0 : a.offsets[a.bag_end];
+  // The ids (and weights) a few hundred ahead are prefetched a line at a time: they are read once,
+  // in order, and a request's ids outgrow the second-level cache at batch 2048.
+  int64_t ids_prefetched = a.offsets[a.bag_begin] + kIdsAhead;
   for (int64_t b = a.bag_begin; b < a.bag_end; ++b) {
     float* o = a.out16 != nullptr ? a.row : a.out + a.io_offset + b * a.out_stride;
     const int64_t i0 = a.offsets[b], i1 = a.offsets[b + 1];
+    if (id_end > 0) {
+      for (; ids_prefetched < i1 + kIdsAhead && ids_prefetched < id_end; ids_prefetched += 8) {
+        __builtin_prefetch(a.rows + ids_prefetched, 0, 3);
+        if constexpr (kWeighted) __builtin_prefetch(a.id_weights + ids_prefetched, 0, 3);
+      }
+    }
     if (a.stopped_at != nullptr && !IdsInRange(a.rows, i0, i1, a.check_rows)) {
       *a.stopped_at = b;
       return;
