@@ -5,6 +5,8 @@
 // output row.
 #include "impl/serving/bag_lookup.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -136,6 +138,7 @@ Status PooledPair(const Model& m, const Table& t, const FeatureBags& fb, const I
   // int8 and int4 rows: code x (weight x scale) per value, weight x bias once per row, within
   // docs/serving.md's bound of the exact sum (serving promises their bound, not their bits).
   a.fold_dequant = true;
+  a.prefetch_to_l2 = bag->rows_to_l2 && t.tiered == nullptr;
   static const core::kernels::PooledFn sum = core::kernels::HostPooled();
   bool in_range = !t.dynamic;
   bool summed = false;
@@ -256,6 +259,20 @@ Status FirstOutOfRange(const Model& m, const Table& t, const FeatureBags& fb, co
 }
 
 }  // namespace
+
+bool RowsComeFromMemory(const Model& m) {
+  static const uint64_t llc = [] {
+    long bytes = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    return bytes > 0 ? static_cast<uint64_t>(bytes) : uint64_t{32} << 20;
+  }();
+  uint64_t total = 0;
+  for (const Table& t : m.tables)
+    if (t.tiered == nullptr) total += static_cast<uint64_t>(t.rows) * t.row_bytes;
+  return total > llc;
+}
 
 DecodeBuffers::DecodeBuffers(const Model& m) {
   int32_t widest = 0;

@@ -149,6 +149,7 @@ inline typename V::Reg FoldAdd(const char* values, typename V::Reg ws, typename 
 
 // Every cache line of a row's bytes, from the line its first byte is in (a quantized row need not
 // start on a line).
+template <int kHint>
 inline void PrefetchRow(const char* p, int64_t bytes) {
   // One request every 64 bytes from the first, then one for the last byte unless the row is
   // line-aligned and a whole number of lines: a count fixed by the table, so no branch depends on
@@ -159,11 +160,11 @@ inline void PrefetchRow(const char* p, int64_t bytes) {
   const bool whole_lines =
       ((reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(bytes)) & 63) == 0;
   for (int64_t k = 0; k < bytes; k += 64) {
-    __builtin_prefetch(p + k, 0, 3);
+    __builtin_prefetch(p + k, 0, kHint);
     asm volatile("");
   }
   if (!whole_lines) {
-    __builtin_prefetch(last, 0, 3);
+    __builtin_prefetch(last, 0, kHint);
     asm volatile("");
   }
 }
@@ -171,16 +172,33 @@ inline void PrefetchRow(const char* p, int64_t bytes) {
 // PrefetchRow for a row of kBytes bytes known at compile time (a whole row in one tile): the
 // requests unrolled, no loop and no branch unless the row is a whole number of lines (then only
 // the alignment of its start, the same for every row of a table, decides the last one).
-template <int64_t kBytes>
+template <int kHint, int64_t kBytes>
 inline void PrefetchFixedRow(const char* p) {
 #pragma GCC unroll 16
   for (int64_t k = 0; k < kBytes; k += 64) {
-    __builtin_prefetch(p + k, 0, 3);
+    __builtin_prefetch(p + k, 0, kHint);
     asm volatile("");
   }
   if (kBytes % 64 != 0 || (reinterpret_cast<uintptr_t>(p) & 63) != 0) {
-    __builtin_prefetch(p + kBytes - 1, 0, 3);
+    __builtin_prefetch(p + kBytes - 1, 0, kHint);
     asm volatile("");
+  }
+}
+
+// A row's prefetch into the first-level cache (hint 3, prefetcht0) or, pooled.h prefetch_to_l2,
+// the second only (hint 1, prefetcht2): kBytes > 0 a whole row of that size, else `bytes`.
+template <int64_t kBytes>
+inline void PrefetchRowTo(const char* p, int64_t bytes, bool to_l2) {
+  if constexpr (kBytes > 0) {
+    if (to_l2) {
+      PrefetchFixedRow<1, kBytes>(p);
+    } else {
+      PrefetchFixedRow<3, kBytes>(p);
+    }
+  } else if (to_l2) {
+    PrefetchRow<1>(p, bytes);
+  } else {
+    PrefetchRow<3>(p, bytes);
   }
 }
 
@@ -229,6 +247,7 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
   const int64_t* rows = a.rows;
   const int64_t ahead = prefetch ? a.prefetch_distance : 0;
   const uint64_t prefetch_max = PrefetchMaxRow(a);
+  const bool to_l2 = a.prefetch_to_l2;
   float bias_sum = 0.0f;
   const auto add_row = [&](int64_t i) __attribute__((always_inline)) {
     const char* values = base + rows[i] * row_bytes + tile;
@@ -272,11 +291,7 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
     for (; i < prefetch_end; ++i) {
       const auto r = static_cast<uint64_t>(rows[i + ahead]);
       const char* p = base + static_cast<int64_t>(r < prefetch_max ? r : prefetch_max) * row_bytes;
-      if constexpr (kWhole) {
-        PrefetchFixedRow<kFixedBytes>(p);
-      } else {
-        PrefetchRow(p, prefetch_bytes);
-      }
+      PrefetchRowTo<kWhole ? kFixedBytes : 0>(p, prefetch_bytes, to_l2);
       add_row(i);
     }
   }
@@ -393,7 +408,8 @@ void SequenceRows(const PooledArgs& a) {
   const int64_t prefetch_bytes = HeaderBytes<kType>() + ValueBytes<kType>(a.cols);
   for (int64_t i = a.bag_begin; i < a.bag_end; ++i) {
     if (a.prefetch_distance > 0 && i + a.prefetch_distance < a.bag_end)
-      PrefetchRow(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes);
+      PrefetchRowTo<0>(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes,
+                       a.prefetch_to_l2);
     const char* row = base + a.rows[i] * row_bytes;
     const Dequant<V> q = HeaderOf<V, kType>(row);
     const char* values = row + HeaderBytes<kType>();

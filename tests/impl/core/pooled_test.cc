@@ -345,6 +345,13 @@ TEST(PooledKernel, CheckedRunsStopBeforeTheFirstBagWithAnIdOutOfRange) {
         EXPECT_EQ(stopped, B) << level.name;
         EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0)
             << level.name << " " << RowFormatName(f) << " dim " << dim;
+        // Rows prefetched into the second-level cache only: the same sums.
+        std::fill(got.begin(), got.end(), -7.0f);
+        a.prefetch_to_l2 = true;
+        level.fn(a);
+        a.prefetch_to_l2 = false;
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0)
+            << level.name << " " << RowFormatName(f) << " dim " << dim << " prefetch_to_l2";
         for (int64_t bad : {R, int64_t{-1}, int64_t{1} << 62}) {
           for (int64_t at : {int64_t{0}, int64_t{9}, offsets[B] - 1}) {
             std::vector<int64_t> bad_ids = ids;
