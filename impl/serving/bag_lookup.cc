@@ -5,6 +5,8 @@
 // output row.
 #include "impl/serving/bag_lookup.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -101,15 +103,11 @@ bool AllInRange(const Id* ids, size_t begin, size_t end, int64_t rows) {
   return (signs >> 63) == 0;
 }
 
-// Ids whose range a fixed table's fast path checks just before summing their bags: the check
-// reads each id from memory and the kernel then finds it in the first-level cache (checking all
-// ids first and summing after read them twice from memory: a fifth of a cache-resident lookup).
-constexpr int64_t kCheckedIds = 1024;
-
 // One pooled pair over all bags of its feature: bag b sums into out[b * stride + offset].
 // A fixed table's ids are its rows as they are (int64 ids read in place, int32 ids widened); in
-// memory its bags are summed a slice of about kCheckedIds ids at a time, each slice's ids checked
-// to be in range shortly before, and at the first id out of range the whole pair starts over on the
+// memory the kernel checks each bag's ids to be in range just before summing it (where it reads
+// them first: a separate pass read each id from memory once more, a fifth of a cache-resident
+// lookup at batch 2048), and at the first id out of range the whole pair starts over on the
 // resolving path (the bags already written are written again); a tiered table's ids are all
 // checked first, as its rows are gathered for the whole request at once. The resolving path
 // resolves each id (a dynamic table's index probes prefetched a few ids ahead) and leaves skipped
@@ -140,6 +138,7 @@ Status PooledPair(const Model& m, const Table& t, const FeatureBags& fb, const I
   // int8 and int4 rows: code x (weight x scale) per value, weight x bias once per row, within
   // docs/serving.md's bound of the exact sum (serving promises their bound, not their bits).
   a.fold_dequant = true;
+  a.prefetch_to_l2 = bag->rows_to_l2 && t.tiered == nullptr;
   static const core::kernels::PooledFn sum = core::kernels::HostPooled();
   bool in_range = !t.dynamic;
   bool summed = false;
@@ -155,31 +154,14 @@ Status PooledPair(const Model& m, const Table& t, const FeatureBags& fb, const I
     if (t.tiered) {
       in_range = AllInRange(a.rows, 0, end - begin, t.rows);
     } else {
-      // Slice [b0, b1) is summed once the next one, [b1, b2), is checked too: the kernel
-      // prefetches rows of the ids after its last bag, and computes no address of an unchecked id.
-      const int64_t* offsets = bag->offsets.data();
-      const auto slice_end = [B, offsets](int64_t b) {
-        int64_t e = std::min(b + 1, B);
-        while (e < B && offsets[e + 1] - offsets[b] <= kCheckedIds) ++e;
-        return e;
-      };
-      const auto checked = [&](int64_t b, int64_t e) {
-        return AllInRange(a.rows, static_cast<size_t>(offsets[b]), static_cast<size_t>(offsets[e]),
-                          t.rows);
-      };
-      int64_t b0 = 0, b1 = slice_end(0);
-      in_range = checked(b0, b1);
-      while (in_range && b0 < B) {
-        const int64_t b2 = slice_end(b1);
-        in_range = checked(b1, b2);
-        if (!in_range) break;
-        a.bag_begin = b0;
-        a.bag_end = b1;
-        a.prefetch_id_end = offsets[b2];
-        sum(a);
-        b0 = b1;
-        b1 = b2;
-      }
+      int64_t stopped = 0;
+      a.stopped_at = &stopped;
+      a.check_rows = t.rows;
+      a.bag_begin = 0;
+      a.bag_end = B;
+      sum(a);
+      a.stopped_at = nullptr;
+      in_range = stopped == B;
       summed = in_range;
     }
     if (in_range && mean) {
@@ -226,7 +208,6 @@ Status PooledPair(const Model& m, const Table& t, const FeatureBags& fb, const I
       a.weights = bag->tiered.rows.data();
       a.rows = bag->tiered.local.data();
     }
-    a.prefetch_id_end = 0;
     a.bag_begin = 0;
     a.bag_end = B;
     sum(a);
@@ -278,6 +259,20 @@ Status FirstOutOfRange(const Model& m, const Table& t, const FeatureBags& fb, co
 }
 
 }  // namespace
+
+bool RowsComeFromMemory(const Model& m) {
+  static const uint64_t llc = [] {
+    long bytes = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    return bytes > 0 ? static_cast<uint64_t>(bytes) : uint64_t{32} << 20;
+  }();
+  uint64_t total = 0;
+  for (const Table& t : m.tables)
+    if (t.tiered == nullptr) total += static_cast<uint64_t>(t.rows) * t.row_bytes;
+  return total > llc;
+}
 
 DecodeBuffers::DecodeBuffers(const Model& m) {
   int32_t widest = 0;

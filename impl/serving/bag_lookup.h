@@ -43,7 +43,15 @@ struct BagScratch {
   std::vector<int64_t> offsets;
   std::vector<float> divisors;
   TieredRows::Scratch tiered;  // a table served from disk: the bag rows gathered here
+  // The in-memory tables' rows are prefetched into the second-level cache only
+  // (core::kernels::PooledArgs::prefetch_to_l2): Lookup sets it when they outgrow the
+  // last-level cache (RowsComeFromMemory).
+  bool rows_to_l2 = false;
 };
+
+// Whether the model's in-memory tables together outgrow this host's last-level cache (where its
+// size is not known: 32 MiB), so that a lookup's rows mostly come from memory.
+bool RowsComeFromMemory(const Model& m);
 
 // Per-call decode buffers of the sequence path (one row of the widest table), so concurrent calls
 // share nothing.

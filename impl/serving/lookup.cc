@@ -76,6 +76,7 @@ Status Lookup(const Model& m, const Request& r, float* out, size_t out_len) {
     return Status::Ok();
   }
   BagScratch scratch;
+  scratch.rows_to_l2 = RowsComeFromMemory(m);
   for (const Pair& p : m.pairs)
     SR_RETURN_IF_ERROR(PooledBags(m, p.table, bags[p.feature], ids, r.weights, &scratch, out,
                                   m.output_dim, p.out_offset));

@@ -45,10 +45,20 @@ struct PooledArgs {
   int64_t bag_begin = 0;
   int64_t bag_end = 0;
   int64_t prefetch_distance = 0;  // ids ahead whose rows are prefetched; 0 = off
-  // Ids that exist past the last bag (rows[i] readable for i < prefetch_id_end), so the last bags
-  // of a run that is a slice of a longer one still prefetch the rows after it (a prefetch does
-  // not fault, so those rows need not be checked yet); 0: offsets[bag_end].
-  int64_t prefetch_id_end = 0;
+  // Rows are prefetched into the second-level cache only (prefetcht2) instead of the first
+  // (prefetcht0): for tables that outgrow the last-level cache, whose rows come from memory. A
+  // request into the first-level cache holds one of its few line-fill buffers until the line
+  // arrives, which caps the rows in flight; cold lookups ran 11-22 % faster this way, cached ones
+  // 6-16 % slower (RESULTS.md, issue 63). Speed only: the sums do not depend on it.
+  bool prefetch_to_l2 = false;
+  // Optional (bags only): each bag's ids are checked to lie in [0, check_rows) just before the
+  // bag is summed (where they are first read; serving's fixed tables, whose ids are their rows),
+  // and the run stops before the first bag holding one that does not: *stopped_at is set to that
+  // bag, or to bag_end when every bag was summed. The bags before it are written, the rest are not
+  // touched. A row prefetched for an id not checked yet is clamped into the table (a prefetch does
+  // not fault, but the address must not overflow). Null: ids are not checked.
+  int64_t* stopped_at = nullptr;
+  int64_t check_rows = 0;
   // Optional: each row is summed into `row` (cols floats) and passed through encode into out16
   // (at out's element offsets) instead of being stored in out.
   uint16_t* out16 = nullptr;

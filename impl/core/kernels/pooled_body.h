@@ -149,6 +149,7 @@ inline typename V::Reg FoldAdd(const char* values, typename V::Reg ws, typename 
 
 // Every cache line of a row's bytes, from the line its first byte is in (a quantized row need not
 // start on a line).
+template <int kHint>
 inline void PrefetchRow(const char* p, int64_t bytes) {
   // One request every 64 bytes from the first, then one for the last byte unless the row is
   // line-aligned and a whole number of lines: a count fixed by the table, so no branch depends on
@@ -159,38 +160,96 @@ inline void PrefetchRow(const char* p, int64_t bytes) {
   const bool whole_lines =
       ((reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(bytes)) & 63) == 0;
   for (int64_t k = 0; k < bytes; k += 64) {
-    __builtin_prefetch(p + k, 0, 3);
+    __builtin_prefetch(p + k, 0, kHint);
     asm volatile("");
   }
   if (!whole_lines) {
-    __builtin_prefetch(last, 0, 3);
+    __builtin_prefetch(last, 0, kHint);
     asm volatile("");
   }
 }
 
+// PrefetchRow for a row of kBytes bytes known at compile time (a whole row in one tile): the
+// requests unrolled, no loop and no branch unless the row is a whole number of lines (then only
+// the alignment of its start, the same for every row of a table, decides the last one).
+template <int kHint, int64_t kBytes>
+inline void PrefetchFixedRow(const char* p) {
+#pragma GCC unroll 16
+  for (int64_t k = 0; k < kBytes; k += 64) {
+    __builtin_prefetch(p + k, 0, kHint);
+    asm volatile("");
+  }
+  if (kBytes % 64 != 0 || (reinterpret_cast<uintptr_t>(p) & 63) != 0) {
+    __builtin_prefetch(p + kBytes - 1, 0, kHint);
+    asm volatile("");
+  }
+}
+
+// A row's prefetch into the first-level cache (hint 3, prefetcht0) or, pooled.h prefetch_to_l2,
+// the second only (hint 1, prefetcht2): kBytes > 0 a whole row of that size, else `bytes`.
+template <int64_t kBytes>
+inline void PrefetchRowTo(const char* p, int64_t bytes, bool to_l2) {
+  if constexpr (kBytes > 0) {
+    if (to_l2) {
+      PrefetchFixedRow<1, kBytes>(p);
+    } else {
+      PrefetchFixedRow<3, kBytes>(p);
+    }
+  } else if (to_l2) {
+    PrefetchRow<1>(p, bytes);
+  } else {
+    PrefetchRow<3>(p, bytes);
+  }
+}
+
+// The largest row a prefetch may address: ids ahead of the bag being summed may not be checked
+// yet (pooled.h stopped_at), and are clamped into the table.
+inline uint64_t PrefetchMaxRow(const PooledArgs& a) {
+  if (a.stopped_at == nullptr) return ~uint64_t{0};
+  return a.check_rows > 0 ? static_cast<uint64_t>(a.check_rows - 1) : 0;
+}
+
+// Whether every id of [i0, i1) lies in [0, rows): neither x nor rows - 1 - x negative, or-ed
+// sign bits (no branch per id; the ids are read here first, so the kernel reads them from L1).
+inline bool IdsInRange(const int64_t* ids, int64_t i0, int64_t i1, int64_t rows) {
+  const auto last = static_cast<uint64_t>(rows - 1);
+  uint64_t signs = 0;
+  for (int64_t i = i0; i < i1; ++i) {
+    const auto x = static_cast<uint64_t>(ids[i]);
+    signs |= x | (last - x);
+  }
+  return (signs >> 63) == 0;
+}
+
 // kRegs vectors of columns [c0, c0 + kRegs * kWidth) of one bag, summed in registers and stored
-// once. The first pass over a bag also prefetches the rows `distance` ids ahead. The tile's
-// columns are addressed from a per-id pointer at column c0 with constant displacements, so the
-// loop needs one address register however wide the tile is; the k loops are unrolled so the
-// accumulators live in registers (not in a stack array copied to the output). kFold (int8 and
-// int4 only): the folded sums of pooled.h fold_dequant, the weight x bias terms summed in id order
-// in one scalar that is added to every accumulator before the store.
-template <class V, RowFormat kType, bool kWeighted, int kRegs, bool kFold = false>
+// once. The first pass over a bag also prefetches the rows `distance` ids ahead (a loop of its own
+// over the ids that have a row that far ahead, then one without). The tile's columns are
+// addressed from a per-id pointer at column c0 with constant displacements, so the loop needs one
+// address register however wide the tile is; the k loops are unrolled so the accumulators live in
+// registers (not in a stack array copied to the output). kWhole: the tile is the whole row
+// (c0 = 0, cols = kRegs x kWidth), so the row's header and size are compile-time constants (no
+// per-id reload of them, no loop over the lines to prefetch). kFold (int8 and int4 only): the
+// folded sums of pooled.h fold_dequant, the weight x bias terms summed in id order in one scalar
+// that is added to every accumulator before the store.
+template <class V, RowFormat kType, bool kWeighted, int kRegs, bool kFold = false,
+          bool kWhole = false>
 inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, float* o,
                     bool prefetch, int64_t id_end) {
   typename V::Reg acc[kRegs];
 #pragma GCC unroll 16
   for (int k = 0; k < kRegs; ++k) acc[k] = V::Zero();
   const char* base = static_cast<const char*>(a.weights);
-  const int64_t tile = HeaderBytes<kType>() + ValueBytes<kType>(c0);
+  constexpr int64_t kFixedBytes = HeaderBytes<kType>() + ValueBytes<kType>(kRegs * V::kWidth);
+  const int64_t tile = kWhole ? HeaderBytes<kType>() : HeaderBytes<kType>() + ValueBytes<kType>(c0);
   const int64_t row_bytes = RowStride<kType>(a);
-  const int64_t prefetch_bytes = HeaderBytes<kType>() + ValueBytes<kType>(a.cols);
+  const int64_t prefetch_bytes =
+      kWhole ? kFixedBytes : HeaderBytes<kType>() + ValueBytes<kType>(a.cols);
   const int64_t* rows = a.rows;
   const int64_t ahead = prefetch ? a.prefetch_distance : 0;
-  const int64_t prefetch_end = ahead > 0 ? id_end - ahead : i0;
+  const uint64_t prefetch_max = PrefetchMaxRow(a);
+  const bool to_l2 = a.prefetch_to_l2;
   float bias_sum = 0.0f;
-  for (int64_t i = i0; i < i1; ++i) {
-    if (i < prefetch_end) PrefetchRow(base + rows[i + ahead] * row_bytes, prefetch_bytes);
+  const auto add_row = [&](int64_t i) __attribute__((always_inline)) {
     const char* values = base + rows[i] * row_bytes + tile;
     // The pointer made opaque, so that each vector load addresses it with a constant
     // displacement: otherwise GCC reassociates row + (tile + k x width) into one loop-invariant
@@ -211,7 +270,7 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
 #pragma GCC unroll 16
       for (int k = 0; k < kRegs; ++k)
         acc[k] = FoldAdd<V, kType>(values + ValueBytes<kType>(k * V::kWidth), ws, acc[k]);
-      continue;
+      return;
     }
     const Dequant<V> q = HeaderOf<V, kType>(values - tile);
     if constexpr (kWeighted) {
@@ -225,7 +284,18 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
       for (int k = 0; k < kRegs; ++k)
         acc[k] = V::Add(acc[k], LoadValues<V, kType>(values + ValueBytes<kType>(k * V::kWidth), q));
     }
+  };
+  int64_t i = i0;
+  if (ahead > 0) {
+    const int64_t prefetch_end = i1 < id_end - ahead ? i1 : id_end - ahead;
+    for (; i < prefetch_end; ++i) {
+      const auto r = static_cast<uint64_t>(rows[i + ahead]);
+      const char* p = base + static_cast<int64_t>(r < prefetch_max ? r : prefetch_max) * row_bytes;
+      PrefetchRowTo<kWhole ? kFixedBytes : 0>(p, prefetch_bytes, to_l2);
+      add_row(i);
+    }
   }
+  for (; i < i1; ++i) add_row(i);
   if constexpr (kFold) {
     const typename V::Reg bias = V::Set1(bias_sum);
 #pragma GCC unroll 16
@@ -255,6 +325,9 @@ inline void SumTail(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
 template <class V, RowFormat kType>
 constexpr bool kVectors = kType != RowFormat::kInt4 || V::kWidth % 2 == 0;
 
+// Ids ahead of the bag being summed whose cache lines PooledBags prefetches.
+constexpr int64_t kIdsAhead = 256;
+
 // kFold: the folded int8/int4 sums (pooled.h fold_dequant) in the whole vectors; the columns past
 // them (SumTail) are summed exactly, which is within the same bound.
 template <class V, RowFormat kType, bool kWeighted, bool kFold = false>
@@ -264,12 +337,23 @@ void PooledBags(const PooledArgs& a) {
   // spills).
   constexpr int kMax = kWeighted || kType != RowFormat::kFp32 ? V::kMaxRegsWithTemps : V::kMaxRegs;
   const int64_t width = static_cast<int64_t>(kMax) * V::kWidth;
-  const int64_t id_end = a.prefetch_distance <= 0 ? 0
-                         : a.prefetch_id_end > 0  ? a.prefetch_id_end
-                                                  : a.offsets[a.bag_end];
+  const int64_t id_end = a.prefetch_distance <= 0 ? 0 : a.offsets[a.bag_end];
+  // The ids (and weights) a few hundred ahead are prefetched a line at a time: they are read once,
+  // in order, and a request's ids outgrow the second-level cache at batch 2048.
+  int64_t ids_prefetched = a.offsets[a.bag_begin] + kIdsAhead;
   for (int64_t b = a.bag_begin; b < a.bag_end; ++b) {
     float* o = a.out16 != nullptr ? a.row : a.out + a.io_offset + b * a.out_stride;
     const int64_t i0 = a.offsets[b], i1 = a.offsets[b + 1];
+    if (id_end > 0) {
+      for (; ids_prefetched < i1 + kIdsAhead && ids_prefetched < id_end; ids_prefetched += 8) {
+        __builtin_prefetch(a.rows + ids_prefetched, 0, 3);
+        if constexpr (kWeighted) __builtin_prefetch(a.id_weights + ids_prefetched, 0, 3);
+      }
+    }
+    if (a.stopped_at != nullptr && !IdsInRange(a.rows, i0, i1, a.check_rows)) {
+      *a.stopped_at = b;
+      return;
+    }
     int64_t c0 = 0;
     if constexpr (kVectors<V, kType>) {
       bool first = true;
@@ -278,12 +362,15 @@ void PooledBags(const PooledArgs& a) {
         SumTile<V, kType, kWeighted, kMax, kFold>(a, i0, i1, c0, o, first, id_end);
       const int64_t left = (a.cols - c0) / V::kWidth;
       switch (left) {
-#define SHARDREC_SUM_CASE(n)                                                   \
-  case n:                                                                      \
-    if constexpr (n < kMax) {                                                  \
-      SumTile<V, kType, kWeighted, n, kFold>(a, i0, i1, c0, o, first, id_end); \
-      first = false;                                                           \
-    }                                                                          \
+#define SHARDREC_SUM_CASE(n)                                                         \
+  case n:                                                                            \
+    if constexpr (n < kMax) {                                                        \
+      if (c0 == 0 && a.cols == n * V::kWidth)                                        \
+        SumTile<V, kType, kWeighted, n, kFold, true>(a, i0, i1, 0, o, true, id_end); \
+      else                                                                           \
+        SumTile<V, kType, kWeighted, n, kFold>(a, i0, i1, c0, o, first, id_end);     \
+      first = false;                                                                 \
+    }                                                                                \
     break;
         SHARDREC_SUM_CASE(1)
         SHARDREC_SUM_CASE(2)
@@ -310,6 +397,7 @@ void PooledBags(const PooledArgs& a) {
     if (a.out16 != nullptr)
       a.encode(a.row, static_cast<size_t>(a.cols), a.out16 + a.io_offset + b * a.out_stride);
   }
+  if (a.stopped_at != nullptr) *a.stopped_at = a.bag_end;
 }
 
 // Sequence runs: each id's row (times its weight) is its own output row.
@@ -320,7 +408,8 @@ void SequenceRows(const PooledArgs& a) {
   const int64_t prefetch_bytes = HeaderBytes<kType>() + ValueBytes<kType>(a.cols);
   for (int64_t i = a.bag_begin; i < a.bag_end; ++i) {
     if (a.prefetch_distance > 0 && i + a.prefetch_distance < a.bag_end)
-      PrefetchRow(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes);
+      PrefetchRowTo<0>(base + a.rows[i + a.prefetch_distance] * row_bytes, prefetch_bytes,
+                       a.prefetch_to_l2);
     const char* row = base + a.rows[i] * row_bytes;
     const Dequant<V> q = HeaderOf<V, kType>(row);
     const char* values = row + HeaderBytes<kType>();

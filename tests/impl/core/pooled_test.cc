@@ -304,6 +304,82 @@ TEST(PooledKernel, FoldedQuantizedSumsMatchTheirDocumentedComputation) {
   }
 }
 
+// A checked run (pooled.h stopped_at) sums the bags before the first one holding an id outside
+// [0, check_rows), bit for bit as an unchecked run, reports that bag, and leaves it and the rest
+// untouched; ids far out of range (prefetched ahead before they are checked) are clamped, not
+// dereferenced. With every id in range it is the unchecked run and reports bag_end.
+TEST(PooledKernel, CheckedRunsStopBeforeTheFirstBagWithAnIdOutOfRange) {
+  std::mt19937 rng(11);
+  const int64_t R = 50, B = 12;
+  std::vector<int64_t> offsets = {0}, ids;
+  std::uniform_int_distribution<int64_t> id(0, R - 1);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t k = 0; k < (b == 4 ? 0 : 5 + b % 3); ++k) ids.push_back(id(rng));
+    offsets.push_back(static_cast<int64_t>(ids.size()));
+  }
+  for (const Level& level : Levels()) {
+    for (RowFormat f : {RowFormat::kFp32, RowFormat::kFp16, RowFormat::kInt8, RowFormat::kInt4}) {
+      for (int32_t dim : {16, 64, 100}) {
+        const auto row_bytes = static_cast<int64_t>(RowBytes(f, dim));
+        const std::vector<uint8_t> data = MakeRows(f, R, dim, row_bytes, &rng);
+        PooledArgs a;
+        a.weights = data.data();
+        a.type = f;
+        a.row_bytes = row_bytes;
+        a.cols = dim;
+        a.offsets = offsets.data();
+        a.out_stride = dim;
+        a.bag_end = B;
+        a.prefetch_distance = 16;
+        a.fold_dequant = true;
+        std::vector<float> want(static_cast<size_t>(B * dim), -7.0f);
+        a.rows = ids.data();
+        a.out = want.data();
+        level.fn(a);
+        int64_t stopped = -1;
+        std::vector<float> got(want.size(), -7.0f);
+        a.out = got.data();
+        a.stopped_at = &stopped;
+        a.check_rows = R;
+        level.fn(a);
+        EXPECT_EQ(stopped, B) << level.name;
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0)
+            << level.name << " " << RowFormatName(f) << " dim " << dim;
+        // Rows prefetched into the second-level cache only: the same sums.
+        std::fill(got.begin(), got.end(), -7.0f);
+        a.prefetch_to_l2 = true;
+        level.fn(a);
+        a.prefetch_to_l2 = false;
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0)
+            << level.name << " " << RowFormatName(f) << " dim " << dim << " prefetch_to_l2";
+        for (int64_t bad : {R, int64_t{-1}, int64_t{1} << 62}) {
+          for (int64_t at : {int64_t{0}, int64_t{9}, offsets[B] - 1}) {
+            std::vector<int64_t> bad_ids = ids;
+            bad_ids[static_cast<size_t>(at)] = bad;
+            const int64_t bag =
+                std::upper_bound(offsets.begin(), offsets.end(), at) - offsets.begin() - 1;
+            std::fill(got.begin(), got.end(), -7.0f);
+            a.rows = bad_ids.data();
+            stopped = -1;
+            level.fn(a);
+            EXPECT_EQ(stopped, bag) << level.name << " id " << bad << " at " << at;
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * bag * dim), 0)
+                << level.name << " " << RowFormatName(f) << " dim " << dim;
+            for (size_t e = static_cast<size_t>(bag * dim); e < got.size(); ++e)
+              ASSERT_EQ(got[e], -7.0f) << level.name << " element " << e;
+          }
+        }
+        // No rows at all: the first bag with an id stops the run.
+        a.rows = ids.data();
+        a.check_rows = 0;
+        stopped = -1;
+        level.fn(a);
+        EXPECT_EQ(stopped, 0) << level.name;
+      }
+    }
+  }
+}
+
 // The float formats may also be addressed by an element stride (the training forward's
 // weight views): the same bits as the byte stride, and a bag range [begin, end) writes only its
 // own bags.
