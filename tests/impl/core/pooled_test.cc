@@ -297,7 +297,9 @@ TEST(PooledKernel, FoldedQuantizedSumsMatchTheirDocumentedComputation) {
           for (size_t o = 0; o < got.size(); ++o)
             ASSERT_EQ(std::memcmp(&got[o], &want[o], 4), 0)
                 << what << " element " << o << ": " << got[o] << " vs " << want[o];
-          if (folded > 0) EXPECT_GT(worst, 0.0) << what << ": folded sums equal the exact ones";
+          if (folded > 0) {
+            EXPECT_GT(worst, 0.0) << what << ": folded sums equal the exact ones";
+          }
         }
       }
     }
