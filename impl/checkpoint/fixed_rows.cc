@@ -35,7 +35,7 @@ RowSource FixedSource(embedding::TableStorage& storage, const ShardTensor& t) {
   s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
   s.device = t.device;
   const DType table_dtype = storage.plan().tables[static_cast<size_t>(t.table)].dtype;
-  if (t.tiered && t.state < 0 && IsFp8DType(table_dtype)) {
+  if (t.streamed && t.state < 0 && IsFp8DType(table_dtype)) {
     // FP8 weights (handed out as fp32 rows, collection_storage.cc) are stored as their rows'
     // bytes (format.h's FP8 records): each decoded row encodes to the bytes it was decoded from.
     r.dtype = table_dtype;
@@ -47,7 +47,7 @@ RowSource FixedSource(embedding::TableStorage& storage, const ShardTensor& t) {
         EncodeFp8Row(kind, floats.data() + k * t.cols, t.cols, out + k * Fp8RowBytes(t.cols));
       return Status::Ok();
     };
-  } else if (t.tiered) {
+  } else if (t.streamed) {
     // The chunk as fp32, stored in the tensor's dtype: 16-bit weights widen exactly, so the
     // record holds the bits an in-memory table's would.
     s.read = [&storage, t, floats = std::vector<float>()](int64_t lo, int64_t hi,
@@ -86,7 +86,7 @@ Status PlanFixedReads(embedding::TableStorage& storage, const Manifest& m,
     FixedRead rd;
     rd.dst = {t.dtype, t.row_offset, t.col_offset, t.rows, t.cols, t.data, t.row_stride};
     rd.device = t.device;
-    rd.tiered = t.tiered;
+    rd.streamed = t.streamed;
     rd.local = t.local;
     rd.state = t.state;
     if (t.rows == 0 || t.cols == 0) continue;

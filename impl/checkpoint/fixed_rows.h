@@ -47,8 +47,9 @@ struct FixedRead {
   Device device;                                   // where dst.data lives
   std::string what;                                // "table t1 weights rows 0..9", for messages
   std::vector<std::pair<size_t, size_t>> records;  // (file, record) indices in the manifest
-  // A tiered shard tensor (dst.data null): written chunk by chunk by WriteTieredRead.
-  bool tiered = false;
+  // A streamed shard tensor (ShardTensor::streamed, dst.data null): written chunk by chunk by
+  // WriteTieredRead.
+  bool streamed = false;
   int32_t local = 0, state = -1;  // its local shard and state (ShardTensor's)
 };
 

@@ -176,7 +176,7 @@ void AppendKeyedSources(embedding::TableStorage& storage, const ShardTensor& t,
   s.row_stride_bytes = t.row_stride * static_cast<int64_t>(DTypeSize(t.dtype));
   // A tiered shard's live slots are read through the storage, a chunk at a time, as a fixed
   // tiered shard's rows are.
-  if (t.tiered) s.read = FixedSource(storage, t).read;
+  if (t.streamed) s.read = FixedSource(storage, t).read;
   out->push_back(std::move(s));
 }
 
@@ -329,11 +329,11 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
         d.dst = static_cast<uint8_t*>(t.data);
         d.dst_stride = static_cast<size_t>(t.row_stride) * DTypeSize(t.dtype);
         d.zero = slot > 0 && reset.count(name) > 0;
-        d.tiered = t.tiered;
+        d.tiered = t.streamed;
         d.state = t.state;
         d.dtype = t.dtype;
         d.cols = t.cols;
-        tiered_ = tiered_ || t.tiered;
+        tiered_ = tiered_ || t.streamed;
       }
       std::vector<uint8_t> buf, chunk;
       std::vector<int64_t> pick;

@@ -92,7 +92,7 @@ Status GatherTable(embedding::TableStorage& storage, int32_t t, const TableTenso
       constexpr int64_t kChunk = 4096;
       std::vector<float> chunk;
       for (int64_t s = 0; s < shard.size && local.ok(); ++s) {
-        if (st.tiered && s % kChunk == 0) {
+        if (st.streamed && s % kChunk == 0) {
           const int64_t n = std::min(kChunk, shard.size - s);
           chunk.resize(static_cast<size_t>(n * nc));
           local = storage.ReadTieredRows(li, st.state, s, n, chunk.data());
@@ -102,7 +102,7 @@ Status GatherTable(embedding::TableStorage& storage, int32_t t, const TableTenso
         PutValue<int32_t>(&blob, static_cast<int32_t>(k));
         PutValue<int32_t>(&blob, c0);
         PutValue<int32_t>(&blob, nc);
-        if (st.tiered) {
+        if (st.streamed) {
           for (int32_t c = 0; c < nc; ++c) PutValue<float>(&blob, chunk[(s % kChunk) * nc + c]);
         } else {
           const auto* row = static_cast<const uint8_t*>(st.data) +

@@ -134,7 +134,7 @@ Status ZeroStates(embedding::TableStorage& storage, const std::vector<Read>& zer
   std::vector<uint8_t> unused;
   for (const Read& zr : zero) {
     const Target& z = zr.dst;
-    if (zr.tiered) {
+    if (zr.streamed) {
       SR_RETURN_IF_ERROR(WriteTieredRead(storage, zr, {}, &unused));
       continue;
     }
@@ -203,7 +203,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     if (!options.allow_partial_load) {
       std::vector<uint8_t> scratch;
       for (const Read& rd : reads) {
-        if (!rd.tiered) {
+        if (!rd.streamed) {
           SR_RETURN_IF_ERROR(staged.Add(rd.device, rd.dst, sources(rd.records)));
           continue;
         }
@@ -244,8 +244,8 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     // others (they do not): nothing can prevent that, and the docs say what holds then
     // (checkpoint-format.md, "A peer lost during a load").
     int32_t can_fail = staged.commit_can_fail() ? 1 : 0;
-    for (const Read& zr : zero) can_fail = can_fail || !zr.device.is_host() || zr.tiered;
-    for (const Read& rd : reads) can_fail = can_fail || rd.tiered;
+    for (const Read& zr : zero) can_fail = can_fail || !zr.device.is_host() || zr.streamed;
+    for (const Read& rd : reads) can_fail = can_fail || rd.streamed;
     can_fail = can_fail || dynamic.tiered();
     SR_RETURN_IF_ERROR(
         g.comm->AllReduce(&can_fail, &can_fail, 1, DType::kInt32, comm::ReduceOp::kMax));
@@ -253,7 +253,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
       SR_RETURN_IF_ERROR(staged.Commit());
       std::vector<uint8_t> buffer;
       for (const Read& rd : reads)
-        if (rd.tiered)
+        if (rd.streamed)
           SR_RETURN_IF_ERROR(WriteTieredRead(storage, rd, sources(rd.records), &buffer));
       SR_RETURN_IF_ERROR(ZeroStates(storage, zero));
       SR_RETURN_IF_ERROR(dynamic.Commit(storage));
@@ -274,7 +274,7 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
   embedding::HostStaging staging;  // blocks of a GPU collection's shards, reused between them
   local = [&]() -> Status {
     for (const Read& rd : reads) {
-      if (rd.tiered) {
+      if (rd.streamed) {
         SR_RETURN_IF_ERROR(WriteTieredRead(storage, rd, sources(rd.records), &buffer));
         continue;
       }

@@ -99,8 +99,8 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
       *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
       if (least - replica_bytes.begin() != g.replica_rank) continue;
     }
-    // FP8 weights are handed out `tiered` too (fp32 rows), but have no store.
-    if (snapshots && t.tiered && !t.data_parallel &&
+    // FP8 weights are handed out `streamed` too (fp32 rows), but have no store.
+    if (snapshots && t.streamed && !t.data_parallel &&
         !IsFp8DType(storage.plan().tables[static_cast<size_t>(t.table)].dtype)) {
       (*tiered)[t.local].push_back(t);
       continue;

@@ -149,7 +149,7 @@ Status ImportTable(embedding::TableStorage& storage, FileSystem& fs, const std::
       if (r.rows != t.full_rows || r.cols != t.full_cols)
         return Status::InvalidArgument(path, ": state ", t.name, " is ", r.rows, " x ", r.cols,
                                        ", the table's is ", t.full_rows, " x ", t.full_cols);
-      if (t.tiered) {  // FP8 weights (tiered tables were refused above)
+      if (t.streamed) {  // FP8 weights (tiered tables were refused above)
         fp8_tensors.push_back(t);
         std::vector<float>& rows_f = fp8_rows.emplace_back(static_cast<size_t>(t.rows * t.cols));
         copies.push_back({Target{DType::kFloat32, t.row_offset, t.col_offset, t.rows, t.cols,

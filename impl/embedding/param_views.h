@@ -72,10 +72,11 @@ struct ShardTensor {
   // optimizer state (-1 for the weights).
   int32_t local = 0;
   int32_t state = -1;
-  // A tiered shard (docs/disk-tier.md) as the storage seam hands it out: rows is the plan's and
-  // data is null, its rows being in a cache, a write-back queue and a store; they are read and
-  // written in chunks through TableStorage::ReadTieredRows / WriteTieredRows.
-  bool tiered = false;
+  // Rows that have no plain fp32/16-bit tensor to copy: data is null and they are read and
+  // written as fp32 in chunks through TableStorage::ReadTieredRows / WriteTieredRows. A tiered
+  // shard (docs/disk-tier.md: rows is the plan's, its rows in a cache, a write-back queue and a
+  // store) and FP8 weights (decoded and encoded row by row) are handed out so.
+  bool streamed = false;
 };
 
 }  // namespace shardrec::embedding

@@ -9,7 +9,7 @@ Status DecodeFp8Weights(embedding::TableStorage& storage, Fp8SyncRows* rows,
   // The storage seam hands FP8 weights out as fp32 rows read through ReadTieredRows (tiered
   // tables, the other such tensors, are refused by a replica sync before this).
   for (const embedding::ShardTensor& t : storage.ShardTensors()) {
-    if (t.state >= 0 || !t.tiered || t.rows == 0 || t.cols == 0) continue;
+    if (t.state >= 0 || !t.streamed || t.rows == 0 || t.cols == 0) continue;
     if (!IsFp8DType(storage.plan().tables[static_cast<size_t>(t.table)].dtype)) continue;
     rows->tensors.push_back(t);
   }

@@ -66,7 +66,7 @@ Status Gather(TableStorage& storage, const DynamicTables& tables, int32_t table,
     for (const ShardTensor& t : tensors)
       if (t.table == table && t.shard == ls.shard && t.kind == ParamKind::kWeights) {
         weights = static_cast<const uint8_t*>(t.data);
-        tiered = t.tiered;
+        tiered = t.streamed;
       }
     const size_t es = DTypeSize(ls.dtype);
     // A tiered shard's rows (docs/disk-tier.md) are read through the storage a chunk at a time.

@@ -38,7 +38,7 @@ class CollectionStorage final : public TableStorage {
     // load encodes each row again, which gives back the same bytes (encoding is idempotent).
     for (ShardTensor& t : out) {
       if (t.state >= 0 || !IsFp8DType(t.dtype)) continue;
-      t.tiered = true;
+      t.streamed = true;
       t.dtype = DType::kFloat32;
       t.data = nullptr;
       t.row_stride = t.cols;
@@ -47,7 +47,7 @@ class CollectionStorage final : public TableStorage {
     if (tiered == nullptr) return out;
     for (ShardTensor& t : out) {
       if (tiered->ShardOf(t.local) < 0) continue;
-      t.tiered = true;
+      t.streamed = true;
       t.rows = tiered->Rows(t.local);
       t.data = nullptr;
     }
