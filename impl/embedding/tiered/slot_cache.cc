@@ -25,7 +25,7 @@ size_t SlotCache::memory_bytes() const {
          freed_.capacity() * sizeof(int32_t);
 }
 
-int32_t SlotCache::Victim(uint32_t epoch) {
+int32_t SlotCache::Victim(uint32_t floor) {
   if (!freed_.empty()) return freed_.back();
   const int64_t n = slots();
   if (fresh_ < n) return static_cast<int32_t>(fresh_);
@@ -33,7 +33,7 @@ int32_t SlotCache::Victim(uint32_t epoch) {
   for (int64_t step = 0; step < 2 * n + 1; ++step) {
     const auto s = static_cast<int32_t>(hand_);
     hand_ = hand_ + 1 == n ? 0 : hand_ + 1;
-    if (pin_[s] == epoch) continue;
+    if (pin_[s] >= floor) continue;
     if (ref_[s] != 0) {
       ref_[s] = 0;
       continue;
@@ -41,6 +41,10 @@ int32_t SlotCache::Victim(uint32_t epoch) {
     return s;
   }
   return -1;
+}
+
+void SlotCache::Rebase(uint32_t from) {
+  for (uint32_t& p : pin_) p = p >= from ? p - from + 1 : 0;
 }
 
 void SlotCache::Install(int32_t slot, int64_t row) {

@@ -43,15 +43,20 @@ class SlotCache {
   }
   // A hit: the slot gets its second chance.
   void Touch(int32_t slot) { ref_[slot] = 1; }
-  // Pins `slot` for resolution `epoch`: Victim skips it until a later epoch.
+  // Pins `slot` at `epoch`: Victim(floor) skips it while floor <= epoch. Epochs only grow (the
+  // tier numbers its resolutions and prefetches in order), so a later floor releases it.
   void Pin(int32_t slot, uint32_t epoch) { pin_[slot] = epoch; }
   bool Pinned(int32_t slot, uint32_t epoch) const { return pin_[slot] == epoch; }
 
   // A slot to fill: a free one first (freed ones before never used ones), else the CLOCK hand's
-  // next unpinned slot without a second chance (clearing chances as it passes). -1 when every
-  // slot is pinned. The caller evicts the victim's row (Remove, which frees the slot) before it
-  // installs another.
-  int32_t Victim(uint32_t epoch);
+  // next slot pinned before `floor` and without a second chance (clearing chances as it passes).
+  // -1 when every slot is pinned at `floor` or later. The caller evicts the victim's row
+  // (Remove, which frees the slot) before it installs another.
+  int32_t Victim(uint32_t floor);
+  // Renumbers the pins so that epoch `from` becomes 1 and later ones follow it (e -> e - from + 1)
+  // and earlier ones become 0 (never pinned): the tier calls it before its epochs would wrap,
+  // keeping which pins Victim honours for every floor >= `from`.
+  void Rebase(uint32_t from);
   void Install(int32_t slot, int64_t row);
   void Remove(int32_t slot);
 

@@ -181,6 +181,8 @@ Status TieredTables::Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f)
   f->records.resize(n * rb);
   f->found.resize(n);
   f->queue_reads = f->disk_reads = 0;
+  f->installed_slots.clear();
+  f->initialised = f->write_backs = 0;
   if (n == 0) return Status::Ok();
   f->queue_reads = static_cast<int64_t>(
       queue_->FindMany(sh.store.get(), rows, n, f->records.data(), f->found.data()));
@@ -233,18 +235,40 @@ void TieredTables::InitialRecords(const Shard& sh, Fetched* f) const {
   }
 }
 
-void TieredTables::Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen,
-                          std::vector<int64_t>* out) const {
+void TieredTables::Misses(Shard& sh, const RoutedBatch& rb, uint32_t pin, RowSet* seen,
+                          std::vector<int64_t>* out) {
   out->clear();
   const ShardRuns& runs = rb.shards[sh.spec.local];
   size_t ids = 0;
   for (const kernels::BagRun& run : runs.runs) ids += static_cast<size_t>(run.num_ids());
   seen->Reset(ids);
-  const SlotCache& cache = *sh.cache;
+  SlotCache& cache = *sh.cache;
   ForEachRowHinted(runs, cache, [&](int64_t row) {
-    if (row < 0 || row >= sh.spec.rows || cache.Find(row) >= 0) return;
+    if (row < 0 || row >= sh.spec.rows) return;
+    const int32_t slot = cache.Find(row);
+    if (slot >= 0) {
+      // The prefetch thread's installs must not evict a row this batch will hit.
+      cache.Pin(slot, pin);
+      return;
+    }
     if (seen->Insert(row)) out->push_back(row);
   });
+}
+
+uint32_t TieredTables::NextEpoch() {
+  // Far from uint32's end the pins are renumbered from the oldest epoch a floor can still name
+  // (the last Resolve's), so no pin that matters reads as older than it is after a wrap.
+  constexpr uint32_t kRebaseAt = 0xF0000000u;
+  if (epoch_ >= kRebaseAt) {
+    const uint32_t from = resolve_epoch_ != 0 ? resolve_epoch_ : epoch_;
+    for (Shard& sh : shards_) sh.cache->Rebase(from);
+    auto moved = [from](uint32_t e) { return e >= from ? e - from + 1 : 0u; };
+    epoch_ = moved(epoch_);
+    resolve_epoch_ = moved(resolve_epoch_);
+    pf_epoch_ = moved(pf_epoch_);
+    pf_floor_ = std::max<uint32_t>(moved(pf_floor_), 1);
+  }
+  return ++epoch_;
 }
 
 void TieredTables::Prefetch(const RoutedBatch& rb) {
@@ -254,12 +278,16 @@ void TieredTables::Prefetch(const RoutedBatch& rb) {
   {
     // The misses as of now: the caches change only in Resolve, which waits for this job.
     std::lock_guard<std::mutex> cache_lock(cache_mu_);
+    pf_epoch_ = NextEpoch();
+    // The prefetch thread keeps the rows of the last Resolve's batch (a backward may be training
+    // them now) and this scan's.
+    pf_floor_ = std::max<uint32_t>(resolve_epoch_, 1);
     for (size_t j = 0; j < shards_.size(); ++j) {
       Shard& sh = shards_[j];
       std::vector<int64_t>& rows = pf_rows_[j];
       rows.clear();
       if (sh.keyed || static_cast<size_t>(sh.spec.local) >= rb.shards.size()) continue;
-      Misses(sh, rb, &pf_seen_[j], &rows);
+      Misses(sh, rb, pf_epoch_, &pf_seen_[j], &rows);
     }
     pf_generation_ = generation_;
   }
@@ -278,7 +306,9 @@ void TieredTables::RunPrefetches() {
     Status s;
     for (size_t j = 0; j < shards_.size() && s.ok(); ++j) {
       s = Fetch(shards_[j], pf_rows_[j].data(), pf_rows_[j].size(), &pf_fetched_[j]);
-      if (s.ok()) InitialRecords(shards_[j], &pf_fetched_[j]);
+      if (!s.ok()) break;
+      InitialRecords(shards_[j], &pf_fetched_[j]);
+      InstallPrefetched(shards_[j], &pf_fetched_[j]);
     }
     lock.lock();
     pf_status_ = s;
@@ -296,8 +326,11 @@ bool TieredTables::TakePrefetch(double* waited, std::vector<Fetched>* out) {
   if (!pf_valid_) return false;
   pf_valid_ = false;
   for (size_t j = 0; j < shards_.size(); ++j) {
+    // What the job did counts whether or not a forward uses it: its rows are cached either way.
     shards_[j].stats.queue_reads += pf_fetched_[j].queue_reads;
     shards_[j].stats.disk_reads += pf_fetched_[j].disk_reads;
+    shards_[j].stats.initialised += pf_fetched_[j].initialised;
+    shards_[j].stats.write_backs += pf_fetched_[j].write_backs;
   }
   // generation_ changes only in Resolve, on this thread.
   if (!pf_status_.ok() || pf_generation_ != generation_) return false;
@@ -316,10 +349,15 @@ Status TieredTables::Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool
   Status s;
   {
     std::lock_guard<std::mutex> cache_lock(cache_mu_);
-    ++epoch_;
-    if (epoch_ == 0) epoch_ = 1;  // 0 marks "never pinned"
+    const uint32_t epoch = NextEpoch();
+    // A scan since the last Resolve was this batch's (a forward waits for its input
+    // distribution, which scans): the rows it pinned and its job installed are not evicted. The
+    // floor depends on the calls only, not on timing, so column shards keep the same slots.
+    const uint32_t floor = pf_epoch_ > resolve_epoch_ ? pf_epoch_ : epoch;
+    resolve_epoch_ = epoch;
     for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
-      s = ResolveShard(j, rb, in_flight, training, prefetched ? &fetched : nullptr, &exposed);
+      s = ResolveShard(j, rb, in_flight, training, epoch, floor, prefetched ? &fetched : nullptr,
+                       &exposed);
     ++generation_;
   }
   if (prefetched) {
@@ -336,9 +374,102 @@ Status TieredTables::Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool
   return s;
 }
 
+Status TieredTables::MakeRoom(Shard& sh, const int64_t* rows, size_t n, uint32_t floor,
+                              uint32_t fallback, uint32_t pin, bool all, int32_t* slots,
+                              size_t* installed, size_t* queued) {
+  const LocalShard& ls = layout_->local[sh.spec.local];
+  SlotCache& cache = *sh.cache;
+  // The record of a row a backward may have changed since it was read is packed now and queued
+  // for write-back with the others below (the queue's lock and a wake of the writer once per 256
+  // records, not per row); the slots' values stay as they are until the caller copies the new
+  // rows in, so a failed queueing can put those rows back.
+  const size_t rbytes = sh.record_bytes;
+  sh.evicted_rows.clear();
+  sh.evicted_for.clear();
+  size_t k = 0;
+  for (; k < n; ++k) {
+    int32_t v = cache.Victim(floor);
+    if (v < 0 && fallback != floor) {
+      floor = fallback;
+      v = cache.Victim(floor);
+    }
+    if (v < 0) break;
+    const int64_t old = cache.row_of(v);
+    if (old >= 0) {
+      if (cache.dirty(v)) {
+        const size_t e = sh.evicted_rows.size();
+        // Grown record by record (amortised by the vector), so it holds only what was evicted.
+        if (sh.evicted.size() < (e + 1) * rbytes) sh.evicted.resize((e + 1) * rbytes);
+        PackSlot(*params_, *layout_, ls, v, sh.evicted.data() + e * rbytes);
+        sh.evicted_rows.push_back(old);
+        sh.evicted_for.push_back(k);
+      }
+      cache.Remove(v);
+    }
+    cache.Install(v, rows[k]);
+    cache.Pin(v, pin);
+    slots[k] = v;
+    sh.keys[v] = ls.row_offset + rows[k];
+  }
+  *installed = k;
+  *queued = 0;
+  Status room = all && k < n ? Status::Internal("no cache slot to evict") : Status::Ok();
+  if (room.ok() && !sh.evicted_rows.empty())
+    room = queue_->PushMany(sh.store.get(), sh.evicted_rows.data(), sh.evicted.data(),
+                            sh.evicted_rows.size(), queued);
+  if (room.ok()) return room;
+  // Undone newest first, so each slot is the free list's last when it is filled again: the
+  // new rows leave, and a dirty row whose record was not queued returns to its slot as it was.
+  size_t e = sh.evicted_rows.size();
+  for (size_t i = k; i-- > 0;) {
+    cache.Remove(slots[i]);
+    if (e > 0 && sh.evicted_for[e - 1] == i) {
+      --e;
+      if (e < *queued) continue;
+      cache.Install(slots[i], sh.evicted_rows[e]);
+      cache.set_dirty(slots[i], true);
+      sh.keys[slots[i]] = ls.row_offset + sh.evicted_rows[e];
+    }
+  }
+  *installed = 0;
+  return room;
+}
+
+void TieredTables::InstallPrefetched(Shard& sh, Fetched* f) {
+  const size_t n = f->rows.size();
+  if (n == 0) return;
+  const LocalShard& ls = layout_->local[sh.spec.local];
+  const size_t rb = sh.record_bytes;
+  std::lock_guard<std::mutex> cache_lock(cache_mu_);
+  f->installed_slots.resize(n);
+  size_t installed = 0, queued = 0;
+  const Status room = MakeRoom(sh, f->rows.data(), n, pf_floor_, pf_floor_, pf_epoch_, false,
+                               f->installed_slots.data(), &installed, &queued);
+  f->write_backs = static_cast<int64_t>(queued);
+  f->installed_slots.resize(installed);
+  if (!room.ok() || installed == 0) return;
+  // These slots are no row of the batch a backward may be training (pinned at pf_floor_ or
+  // later): writing them races with nothing.
+  for (size_t i = 0; i < installed; ++i) {
+    UnpackSlot(*params_, *layout_, ls, f->installed_slots[i], f->records.data() + i * rb);
+    if (f->found[i] == 2) ++f->initialised;
+  }
+  if (installed < n) {
+    const auto skip = static_cast<std::ptrdiff_t>(installed);
+    f->rows.erase(f->rows.begin(), f->rows.begin() + skip);
+    f->found.erase(f->found.begin(), f->found.begin() + skip);
+    f->records.erase(f->records.begin(),
+                     f->records.begin() + skip * static_cast<std::ptrdiff_t>(rb));
+  } else {
+    f->rows.clear();
+    f->found.clear();
+    f->records.clear();
+  }
+}
+
 Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight,
-                                  bool training, const std::vector<Fetched>* prefetched,
-                                  double* fetch_seconds) {
+                                  bool training, uint32_t epoch, uint32_t floor,
+                                  const std::vector<Fetched>* prefetched, double* fetch_seconds) {
   Shard& sh = shards_[j];
   const int32_t local = sh.spec.local;
   const LocalShard& ls = layout_->local[local];
@@ -351,8 +482,8 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     ForEachRow(in_flight->shards[local], [&](int64_t slot) {
       if (slot < 0 || slot >= cache.slots()) return;
       const auto sl = static_cast<int32_t>(slot);
-      if (!cache.Pinned(sl, epoch_)) {
-        cache.Pin(sl, epoch_);
+      if (!cache.Pinned(sl, epoch)) {
+        cache.Pin(sl, epoch);
         ++pinned;
       }
     });
@@ -379,8 +510,8 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     const int32_t slot = cache.Find(row);
     if (slot >= 0) {
       out = slot;
-      if (!cache.Pinned(slot, epoch_)) {
-        cache.Pin(slot, epoch_);
+      if (!cache.Pinned(slot, epoch)) {
+        cache.Pin(slot, epoch);
         cache.Touch(slot);
         ++pinned;
         ++sh.stats.hits;
@@ -393,6 +524,14 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     out = -1 - (miss < 0 ? next : miss);
   });
   SR_RETURN_IF_ERROR(bad);
+  if (prefetched != nullptr) {
+    // The rows the prefetch thread installed for this batch were its misses, not hits.
+    int64_t ahead = 0;
+    for (int32_t v : (*prefetched)[j].installed_slots) ahead += cache.Pinned(v, epoch) ? 1 : 0;
+    sh.stats.hits -= ahead;
+    sh.stats.misses += ahead;
+    sh.stats.prefetched += ahead;
+  }
   if (pinned + static_cast<int64_t>(misses.size()) > cache.slots())
     return Status::InvalidArgument(
         "tiered table '", name, "' shard ", ls.shard, ": this forward needs ",
@@ -400,61 +539,14 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
         in_flight != nullptr ? "with those of the batch a backward may still train" : "",
         ") but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes");
   sh.stats.misses += static_cast<int64_t>(misses.size());
-  // Room first: each miss takes a free slot or evicts an unpinned row. The record of a row a
-  // backward may have changed since it was read is packed now and queued for write-back with the
-  // batch's others below (the queue's lock and a wake of the writer once per 256 records, not per
-  // row); the slots' values stay as they are until the misses are unpacked, so a failed queueing
-  // can put those rows back.
-  const size_t rbytes = sh.record_bytes;
+  // Room first: each miss takes a free slot or evicts a row pinned before `floor`.
   std::vector<int32_t>& slots = sh.slots;
   slots.assign(misses.size(), -1);
-  sh.evicted_rows.clear();
-  sh.evicted_for.clear();
-  size_t installed = 0;
-  for (; installed < misses.size(); ++installed) {
-    const int32_t v = cache.Victim(epoch_);
-    if (v < 0) break;
-    const int64_t old = cache.row_of(v);
-    if (old >= 0) {
-      if (cache.dirty(v)) {
-        const size_t e = sh.evicted_rows.size();
-        // Grown record by record (amortised by the vector), so it holds only what was evicted.
-        if (sh.evicted.size() < (e + 1) * rbytes) sh.evicted.resize((e + 1) * rbytes);
-        PackSlot(*params_, *layout_, ls, v, sh.evicted.data() + e * rbytes);
-        sh.evicted_rows.push_back(old);
-        sh.evicted_for.push_back(installed);
-      }
-      cache.Remove(v);
-    }
-    cache.Install(v, misses[installed]);
-    cache.Pin(v, epoch_);
-    slots[installed] = v;
-    sh.keys[v] = ls.row_offset + misses[installed];
-  }
-  size_t queued = 0;
-  Status room =
-      installed < misses.size() ? Status::Internal("no cache slot to evict") : Status::Ok();
-  if (room.ok() && !sh.evicted_rows.empty()) {
-    room = queue_->PushMany(sh.store.get(), sh.evicted_rows.data(), sh.evicted.data(),
-                            sh.evicted_rows.size(), &queued);
-    sh.stats.write_backs += static_cast<int64_t>(queued);
-  }
-  if (!room.ok()) {
-    // Undone newest first, so each slot is the free list's last when it is filled again: the
-    // misses leave, and a dirty row whose record was not queued returns to its slot as it was.
-    size_t e = sh.evicted_rows.size();
-    for (size_t i = installed; i-- > 0;) {
-      cache.Remove(slots[i]);
-      if (e > 0 && sh.evicted_for[e - 1] == i) {
-        --e;
-        if (e < queued) continue;
-        cache.Install(slots[i], sh.evicted_rows[e]);
-        cache.set_dirty(slots[i], true);
-        sh.keys[slots[i]] = ls.row_offset + sh.evicted_rows[e];
-      }
-    }
-    return Status(room.code(), StrCat("tiered table '", name, "': ", room.message()));
-  }
+  size_t installed = 0, queued = 0;
+  const Status room = MakeRoom(sh, misses.data(), misses.size(), floor, epoch, epoch, true,
+                               slots.data(), &installed, &queued);
+  sh.stats.write_backs += static_cast<int64_t>(queued);
+  if (!room.ok()) return Status(room.code(), StrCat("tiered table '", name, "': ", room.message()));
   // Then the misses' records: this batch's prefetch when it read exactly them (it did when no
   // other Resolve ran since: the same batch against the same caches), else read now.
   const Fetched* f = nullptr;
@@ -611,6 +703,8 @@ Status TieredTables::WriteRows(int32_t local, int32_t state, int64_t first, int6
 }
 
 bool TieredTables::Stats(int32_t table, TierStats* out) const {
+  // The prefetch thread installs rows (the caches' resident counts) while a step may ask.
+  std::lock_guard<std::mutex> cache_lock(cache_mu_);
   *out = TierStats{};
   bool any = false;
   for (const Shard& sh : shards_) {

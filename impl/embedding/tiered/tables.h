@@ -7,7 +7,10 @@
 //
 // Thread-safety: Resolve, ReadShard and Stats run on the collection's thread; Prefetch runs on
 // the input distribution's worker while the collection's thread may train the previous batch
-// (which touches slot values, never the caches' maps), and hands its reads to its own thread.
+// (which touches slot values, never the caches' maps), and hands the batch's misses to the
+// prefetch thread, which reads them and installs them in the caches under cache_mu_: it evicts
+// only rows pinned before the last Resolve, so the slots of the batch being trained and of the
+// prefetched batch's hits are never touched.
 #pragma once
 
 #include <condition_variable>
@@ -66,8 +69,10 @@ class TieredTables {
   Status Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool training);
 
   // Starts reading `rb`'s misses on the prefetch thread (the pipelined input distribution calls
-  // it once the batch's ids arrived); the next Resolve waits for it and uses what it read when no
-  // other Resolve ran between.
+  // it once the batch's ids arrived) and pins its hits: that thread reads the misses and installs
+  // them in the caches (evicting, queueing dirty victims, copying the records into the slots),
+  // so the next Resolve finds them cached; it waits for the job first. What could not be
+  // installed (no victim left) is handed to that Resolve when no other Resolve ran between.
   void Prefetch(const RoutedBatch& rb);
 
   // Weights (state < 0) or optimizer state `state` of tiered local shard `local`, all its rows as
@@ -115,6 +120,11 @@ class TieredTables {
     std::vector<uint8_t> found;  // per row: 1 a record was read, 2 initialised here, 0 neither
     int64_t queue_reads = 0;     // records found in the write-back queue
     int64_t disk_reads = 0;      // records the store had
+    // What the prefetch thread installed: the slots of the rows it took out of `rows` (pinned at
+    // pf_epoch_), how many of them it initialised and how many victims it queued.
+    std::vector<int32_t> installed_slots;
+    int64_t initialised = 0;
+    int64_t write_backs = 0;
     // Scratch of Fetch: the rows not in the queue and where they go.
     std::vector<int64_t> from_store;
     std::vector<size_t> index;
@@ -156,11 +166,26 @@ class TieredTables {
   // the forward only copies it: the prefetch thread does this work off the forward's path.
   void InitialRecords(const Shard& sh, Fetched* f) const;
   // The rows of local shard `local` in `rb` that are not cached, each once, in order of first
-  // occurrence, into `out` (using `seen`).
-  void Misses(const Shard& sh, const RoutedBatch& rb, RowSet* seen,
-              std::vector<int64_t>* out) const;
+  // occurrence, into `out` (using `seen`); the cached ones are pinned at `pin`.
+  void Misses(Shard& sh, const RoutedBatch& rb, uint32_t pin, RowSet* seen,
+              std::vector<int64_t>* out);
+  // Gives rows[i] (none of them cached) slot slots[i], pinned at `pin`, in order: a free slot or
+  // the victim of a row pinned before `floor` (before `fallback` when `floor` leaves none). The
+  // records of dirty victims are queued for write-back together (`queued` of them were).
+  // With `all`, fewer slots than rows is an error; else `installed` says how many got one. On an
+  // error the caches are as they were, but for the victims already queued. Slot values are not
+  // touched: the caller copies the rows in.
+  Status MakeRoom(Shard& sh, const int64_t* rows, size_t n, uint32_t floor, uint32_t fallback,
+                  uint32_t pin, bool all, int32_t* slots, size_t* installed, size_t* queued);
+  // The prefetch thread's second half: installs what `f` read (all of it has a record after
+  // InitialRecords) in slots of `sh` evicting rows pinned before pf_floor_, and leaves in `f`
+  // only the rows it found no slot for. A failed queueing installs nothing (Resolve meets it).
+  void InstallPrefetched(Shard& sh, Fetched* f);
+  // The next epoch, renumbering every cache's pins first when the epochs near uint32's end.
+  uint32_t NextEpoch();
   Status ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight, bool training,
-                      const std::vector<Fetched>* prefetched, double* fetch_seconds);
+                      uint32_t epoch, uint32_t floor, const std::vector<Fetched>* prefetched,
+                      double* fetch_seconds);
   // Waits for the prefetch job in flight (adding the wait to `waited`), counts its reads, and
   // moves them to `out` when they were read for the caches as they are now (returns true).
   bool TakePrefetch(double* waited, std::vector<Fetched>* out);
@@ -172,8 +197,15 @@ class TieredTables {
   std::vector<Shard> shards_;
   std::vector<int32_t> shard_of_;  // per local shard: index into shards_, or -1
   std::unique_ptr<WriteBackQueue> queue_;
+  // Pins: every Resolve and every prefetch scan takes the next epoch. A Resolve evicts rows
+  // pinned before its own epoch (before the scan's when a scan ran since the last Resolve: the
+  // rows prefetched for this batch stay); the prefetch thread evicts rows pinned before the last
+  // Resolve's (the batch a backward may be training, and the scan's hits and installs, stay).
   uint32_t epoch_ = 0;
-  uint64_t generation_ = 0;  // Resolves so far
+  uint32_t resolve_epoch_ = 0;  // the last Resolve's
+  uint32_t pf_epoch_ = 0;       // the last scan's
+  uint32_t pf_floor_ = 1;       // the last scan's floor for the prefetch thread's victims
+  uint64_t generation_ = 0;     // Resolves so far
 
   // The prefetch: a job (rows per shard, at a generation) and what it read.
   std::mutex pf_mu_;
@@ -188,8 +220,9 @@ class TieredTables {
   Status pf_status_;
   bool pf_valid_ = false;  // pf_fetched_ holds a finished job's reads
   std::thread pf_thread_;
-  // Guards the caches' maps between Resolve and a Prefetch's scan. Never taken before pf_mu_.
-  std::mutex cache_mu_;
+  // Guards the caches' maps and the epochs between Resolve, a Prefetch's scan, the prefetch
+  // thread's installs and Stats. Never taken before pf_mu_.
+  mutable std::mutex cache_mu_;
 };
 
 }  // namespace shardrec::embedding::tiered
