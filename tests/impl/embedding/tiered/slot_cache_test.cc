@@ -60,6 +60,27 @@ TEST(SlotCache, TheSameCallsGiveTheSameSlots) {
   EXPECT_EQ(run(), run());
 }
 
+// Victim(floor) skips every slot pinned at `floor` or later; Rebase renumbers the pins so that
+// the same floors (renumbered alike) skip the same slots.
+TEST(SlotCache, AFloorKeepsLaterPinsAndRebaseKeepsWhichAreLater) {
+  SlotCache c(3);
+  for (int64_t row = 0; row < 3; ++row) {
+    const int32_t v = c.Victim(1);
+    c.Install(v, row);
+    c.Pin(v, static_cast<uint32_t>(5 + row));  // slot i pinned at epoch 5 + i
+  }
+  EXPECT_EQ(c.Victim(5), -1);
+  EXPECT_EQ(c.Victim(6), 0);
+  EXPECT_EQ(c.Victim(6), 0);
+  for (int i = 0; i < 4; ++i) EXPECT_NE(c.Victim(7), 2);
+  c.Rebase(6);  // 5 -> 0 (never pinned), 6 -> 1, 7 -> 2
+  EXPECT_TRUE(c.Pinned(1, 1));
+  EXPECT_TRUE(c.Pinned(2, 2));
+  EXPECT_TRUE(c.Pinned(0, 0));
+  EXPECT_EQ(c.Victim(1), 0);
+  for (int i = 0; i < 4; ++i) EXPECT_NE(c.Victim(2), 2);
+}
+
 // The row-to-slot map (open addressing with backward-shift deletion) against a reference map
 // through many installs and evictions of rows that collide in the map's low bits.
 TEST(SlotCache, FindsWhatAReferenceMapFinds) {

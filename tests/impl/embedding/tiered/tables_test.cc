@@ -1,7 +1,9 @@
 // The tiered tables' resolver (impl/embedding/tiered/tables.h) over the in-memory RowStore test
 // double: when the write-back queue refuses a batch's evicted dirty rows (the writer failed), the
 // forward fails with the writer's error and the rows it would have evicted stay in their slots,
-// changed values and all, so nothing is lost.
+// changed values and all, so nothing is lost. The prefetch thread installs the next batch's
+// misses before its forward, and never in a slot of the batch a backward may be training or of
+// a row the next batch hits.
 #include "impl/embedding/tiered/tables.h"
 
 #include <gtest/gtest.h>
@@ -36,44 +38,61 @@ RoutedBatch Batch(std::vector<int64_t>* ids) {
   return rb;
 }
 
-TEST(TieredTables, AFailedWriteBackKeepsTheRowsItWouldHaveEvictedInTheirSlots) {
-  auto plan = std::make_shared<sharding::Plan>();
-  plan->features = {{"f", 1.0f}};
-  sharding::TableConfig t;
-  t.name = "t";
-  t.rows = kRows;
-  t.dim = kDim;
-  t.features = {0};
-  t.dtype = DType::kFloat32;
-  plan->tables = {t};
-  plan->table_plans = {sharding::MakeTableWise(t, 0)};
+// One SGD table of kRows x kDim on one rank, tiered with a cache of kSlots rows over a
+// MemoryRowStore.
+struct Rig {
+  std::shared_ptr<sharding::Plan> plan = std::make_shared<sharding::Plan>();
   Layout layout;
-  ASSERT_TRUE(BuildLayout(plan, 0, {optim::OptimizerType::kSgd}, &layout).ok());
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / "shardrec_tiered_tables_test").string();
-  TierConfig tier;
-  tier.table = "t";
-  tier.dir = dir;
-  tier.cache_bytes = kSlots * static_cast<int64_t>(kDim * sizeof(float) + kSlotOverheadBytes);
-  std::vector<TieredShard> shards;
-  ASSERT_TRUE(ShrinkToCache({tier}, false, &layout, &shards).ok());
-  ASSERT_EQ(shards.size(), 1u);
-  ASSERT_EQ(shards[0].slots, kSlots);
   ParamStore params;
-  ASSERT_TRUE(params.Allocate(&layout, false).ok());
-  ASSERT_TRUE(params.Initialise(7, ExecContext::Host(nullptr)).ok());
   MemoryRowStore* store = nullptr;
   TieredTables tables;
-  ASSERT_TRUE(tables
-                  .Open(&layout, &params, shards, {tier}, 7,
-                        [&](const store::StoreOptions& so, std::unique_ptr<store::RowStore>* out) {
-                          auto s = std::make_unique<MemoryRowStore>(so.value_bytes);
-                          store = s.get();
-                          *out = std::move(s);
-                          return Status::Ok();
-                        })
-                  .ok());
-  const LocalShard& ls = layout.local[0];
+  std::string dir;
+
+  void Open(const std::string& name) {
+    plan->features = {{"f", 1.0f}};
+    sharding::TableConfig t;
+    t.name = "t";
+    t.rows = kRows;
+    t.dim = kDim;
+    t.features = {0};
+    t.dtype = DType::kFloat32;
+    plan->tables = {t};
+    plan->table_plans = {sharding::MakeTableWise(t, 0)};
+    ASSERT_TRUE(BuildLayout(plan, 0, {optim::OptimizerType::kSgd}, &layout).ok());
+    dir = (std::filesystem::temp_directory_path() / name).string();
+    TierConfig tier;
+    tier.table = "t";
+    tier.dir = dir;
+    tier.cache_bytes = kSlots * static_cast<int64_t>(kDim * sizeof(float) + kSlotOverheadBytes);
+    std::vector<TieredShard> shards;
+    ASSERT_TRUE(ShrinkToCache({tier}, false, &layout, &shards).ok());
+    ASSERT_EQ(shards.size(), 1u);
+    ASSERT_EQ(shards[0].slots, kSlots);
+    ASSERT_TRUE(params.Allocate(&layout, false).ok());
+    ASSERT_TRUE(params.Initialise(7, ExecContext::Host(nullptr)).ok());
+    ASSERT_TRUE(
+        tables
+            .Open(&layout, &params, shards, {tier}, 7,
+                  [&](const store::StoreOptions& so, std::unique_ptr<store::RowStore>* out) {
+                    auto s = std::make_unique<MemoryRowStore>(so.value_bytes);
+                    store = s.get();
+                    *out = std::move(s);
+                    return Status::Ok();
+                  })
+            .ok());
+  }
+  ~Rig() {
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+};
+
+TEST(TieredTables, AFailedWriteBackKeepsTheRowsItWouldHaveEvictedInTheirSlots) {
+  Rig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Open("shardrec_tiered_tables_test"));
+  ParamStore& params = rig.params;
+  TieredTables& tables = rig.tables;
+  MemoryRowStore* store = rig.store;
+  const LocalShard& ls = rig.layout.local[0];
 
   // A training batch fills the cache with rows 0..7, which a backward then changes.
   std::vector<int64_t> first{0, 1, 2, 3, 4, 5, 6, 7};
@@ -107,7 +126,100 @@ TEST(TieredTables, AFailedWriteBackKeepsTheRowsItWouldHaveEvictedInTheirSlots) {
   ASSERT_TRUE(tables.Stats(0, &stats));
   EXPECT_EQ(stats.cache_rows, kSlots);
   EXPECT_EQ(stats.write_backs, 0);
-  std::filesystem::remove_all(dir);
+}
+
+// The ids a resolver turned into slots: each slot's weights.
+std::vector<float> SlotRows(ParamStore& params, const LocalShard& ls,
+                            const std::vector<int64_t>& slots) {
+  const auto* w = static_cast<const float*>(params.ShardWeights(ls));
+  std::vector<float> out;
+  for (int64_t slot : slots) out.insert(out.end(), w + slot * kDim, w + (slot + 1) * kDim);
+  return out;
+}
+
+// The in-memory table's initial weights of `rows`.
+std::vector<float> InitialRows(ParamStore& params, const LocalShard& ls,
+                               const std::vector<int64_t>& rows) {
+  std::vector<float> out(rows.size() * kDim);
+  for (size_t i = 0; i < rows.size(); ++i)
+    params.InitialValues(ls, static_cast<uint64_t>(ls.row_offset + rows[i]), 7, &out[i * kDim]);
+  return out;
+}
+
+TEST(TieredTables, ThePrefetchThreadInstallsTheNextBatchsMissesBeforeItsForward) {
+  Rig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Open("shardrec_tiered_tables_install_test"));
+  const LocalShard& ls = rig.layout.local[0];
+  std::vector<int64_t> first{0, 1};
+  RoutedBatch rb1 = Batch(&first);
+  ASSERT_TRUE(rig.tables.Resolve(rb1, nullptr, /*training=*/true).ok());
+  TierStats st;
+  ASSERT_TRUE(rig.tables.Stats(0, &st));
+  EXPECT_EQ(st.cache_rows, 2);
+
+  std::vector<int64_t> next{0, 5, 6, 5};
+  RoutedBatch rb2 = Batch(&next);
+  rig.tables.Prefetch(rb2);
+  // An accessor waits for the prefetch job: by then rows 5 and 6 are cached, before any forward.
+  std::vector<float> got(2 * kDim);
+  ASSERT_TRUE(rig.tables.ReadRows(0, -1, 5, 2, got.data()).ok());
+  EXPECT_EQ(got, InitialRows(rig.params, ls, {5, 6}));
+  ASSERT_TRUE(rig.tables.Stats(0, &st));
+  EXPECT_EQ(st.cache_rows, 4);
+  EXPECT_EQ(st.initialised, 4);  // rows 0 and 1 by the first forward, 5 and 6 by the prefetch
+
+  // The forward finds them cached, with the in-memory table's initial values.
+  ASSERT_TRUE(rig.tables.Resolve(rb2, nullptr, /*training=*/false).ok());
+  EXPECT_EQ(SlotRows(rig.params, ls, next), InitialRows(rig.params, ls, {0, 5, 6, 5}));
+  ASSERT_TRUE(rig.tables.Stats(0, &st));
+  EXPECT_EQ(st.cache_rows, 4);
+  EXPECT_EQ(st.disk_reads + st.queue_reads, 0);
+}
+
+TEST(TieredTables, ThePrefetchSparesTheTrainedBatchAndTheNextBatchsHits) {
+  Rig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Open("shardrec_tiered_tables_spare_test"));
+  ParamStore& params = rig.params;
+  TieredTables& tables = rig.tables;
+  const LocalShard& ls = rig.layout.local[0];
+  // Rows 0..3 in slots 0..3, rows 10..13 in slots 4..7, then rows 0..3 again: the batch a
+  // backward trains, in the slots the CLOCK hand reaches first.
+  std::vector<int64_t> a{0, 1, 2, 3}, b{10, 11, 12, 13}, c{0, 1, 2, 3};
+  RoutedBatch rba = Batch(&a), rbb = Batch(&b), rbc = Batch(&c);
+  ASSERT_TRUE(tables.Resolve(rba, nullptr, true).ok());
+  ASSERT_TRUE(tables.Resolve(rbb, nullptr, true).ok());
+  ASSERT_TRUE(tables.Resolve(rbc, nullptr, true).ok());
+  TierStats before;
+  ASSERT_TRUE(tables.Stats(0, &before));
+
+  // The next batch hits row 10 and misses rows 20 and 21 (the cache is full) while the backward
+  // of rows 0..3 writes their slots: the prefetch thread must evict rows 11..13 only.
+  std::vector<int64_t> next{10, 20, 21};
+  RoutedBatch rbn = Batch(&next);
+  tables.Prefetch(rbn);
+  auto* w = static_cast<float*>(params.ShardWeights(ls));
+  for (size_t i = 0; i < c.size(); ++i)
+    for (int32_t k = 0; k < kDim; ++k)
+      w[c[i] * kDim + k] = 300.0f + static_cast<float>(a[i]) + 0.25f * static_cast<float>(k);
+  ASSERT_TRUE(tables.Resolve(rbn, nullptr, /*training=*/false).ok());
+
+  std::vector<float> trained(4 * kDim);
+  ASSERT_TRUE(tables.ReadRows(0, -1, 0, 4, trained.data()).ok());
+  for (int64_t r = 0; r < 4; ++r)
+    for (int32_t k = 0; k < kDim; ++k)
+      EXPECT_EQ(trained[r * kDim + k], 300.0f + static_cast<float>(r) + 0.25f * k) << r;
+  EXPECT_EQ(SlotRows(params, ls, next), InitialRows(params, ls, {10, 20, 21}));
+  EXPECT_EQ(next[0], b[0]);  // row 10 kept its slot
+  for (int64_t slot : {next[1], next[2]}) {
+    EXPECT_GE(slot, 4) << "a slot of the trained batch was taken";
+    EXPECT_NE(slot, b[0]);
+  }
+  TierStats after;
+  ASSERT_TRUE(tables.Stats(0, &after));
+  EXPECT_EQ(after.hits - before.hits, 1);
+  EXPECT_EQ(after.misses - before.misses, 2);
+  EXPECT_EQ(after.prefetched - before.prefetched, 2);
+  EXPECT_EQ(after.write_backs - before.write_backs, 2);  // two of rows 11..13, dirty
 }
 
 }  // namespace
