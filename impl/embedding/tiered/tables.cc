@@ -443,28 +443,24 @@ void TieredTables::InstallPrefetched(Shard& sh, Fetched* f) {
   std::lock_guard<std::mutex> cache_lock(cache_mu_);
   f->installed_slots.resize(n);
   size_t installed = 0, queued = 0;
-  const Status room = MakeRoom(sh, f->rows.data(), n, pf_floor_, pf_floor_, pf_epoch_, false,
+  // All or nothing: a batch whose misses do not all fit beside the rows kept is left to its
+  // forward, which refuses it before anything is evicted when the cache cannot hold it.
+  const Status room = MakeRoom(sh, f->rows.data(), n, pf_floor_, pf_floor_, pf_epoch_, true,
                                f->installed_slots.data(), &installed, &queued);
   f->write_backs = static_cast<int64_t>(queued);
-  f->installed_slots.resize(installed);
-  if (!room.ok() || installed == 0) return;
-  // These slots are no row of the batch a backward may be training (pinned at pf_floor_ or
+  if (!room.ok()) {
+    f->installed_slots.clear();
+    return;
+  }
+  // These slots hold no row of the batch a backward may be training (pinned at pf_floor_ or
   // later): writing them races with nothing.
-  for (size_t i = 0; i < installed; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     UnpackSlot(*params_, *layout_, ls, f->installed_slots[i], f->records.data() + i * rb);
     if (f->found[i] == 2) ++f->initialised;
   }
-  if (installed < n) {
-    const auto skip = static_cast<std::ptrdiff_t>(installed);
-    f->rows.erase(f->rows.begin(), f->rows.begin() + skip);
-    f->found.erase(f->found.begin(), f->found.begin() + skip);
-    f->records.erase(f->records.begin(),
-                     f->records.begin() + skip * static_cast<std::ptrdiff_t>(rb));
-  } else {
-    f->rows.clear();
-    f->found.clear();
-    f->records.clear();
-  }
+  f->rows.clear();
+  f->found.clear();
+  f->records.clear();
 }
 
 Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight,

@@ -71,8 +71,8 @@ class TieredTables {
   // Starts reading `rb`'s misses on the prefetch thread (the pipelined input distribution calls
   // it once the batch's ids arrived) and pins its hits: that thread reads the misses and installs
   // them in the caches (evicting, queueing dirty victims, copying the records into the slots),
-  // so the next Resolve finds them cached; it waits for the job first. What could not be
-  // installed (no victim left) is handed to that Resolve when no other Resolve ran between.
+  // so the next Resolve finds them cached; it waits for the job first. Misses that do not all
+  // fit are only read, and handed to that Resolve when no other Resolve ran between.
   void Prefetch(const RoutedBatch& rb);
 
   // Weights (state < 0) or optimizer state `state` of tiered local shard `local`, all its rows as
@@ -178,8 +178,8 @@ class TieredTables {
   Status MakeRoom(Shard& sh, const int64_t* rows, size_t n, uint32_t floor, uint32_t fallback,
                   uint32_t pin, bool all, int32_t* slots, size_t* installed, size_t* queued);
   // The prefetch thread's second half: installs what `f` read (all of it has a record after
-  // InitialRecords) in slots of `sh` evicting rows pinned before pf_floor_, and leaves in `f`
-  // only the rows it found no slot for. A failed queueing installs nothing (Resolve meets it).
+  // InitialRecords) in slots of `sh`, evicting rows pinned before pf_floor_, and empties `f`;
+  // installs nothing when they do not all fit or the queueing fails (Resolve meets either).
   void InstallPrefetched(Shard& sh, Fetched* f);
   // The next epoch, renumbering every cache's pins first when the epochs near uint32's end.
   uint32_t NextEpoch();

@@ -222,5 +222,34 @@ TEST(TieredTables, ThePrefetchSparesTheTrainedBatchAndTheNextBatchsHits) {
   EXPECT_EQ(after.write_backs - before.write_backs, 2);  // two of rows 11..13, dirty
 }
 
+TEST(TieredTables, APrefetchWhoseMissesDoNotAllFitEvictsNothing) {
+  Rig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Open("shardrec_tiered_tables_nofit_test"));
+  TieredTables& tables = rig.tables;
+  // Rows 10..13 (dirty) in slots 0..3, then rows 0..3: the batch a backward trains.
+  std::vector<int64_t> a{10, 11, 12, 13}, b{0, 1, 2, 3};
+  RoutedBatch rba = Batch(&a), rbb = Batch(&b);
+  ASSERT_TRUE(tables.Resolve(rba, nullptr, true).ok());
+  ASSERT_TRUE(tables.Resolve(rbb, nullptr, true).ok());
+  TierStats before;
+  ASSERT_TRUE(tables.Stats(0, &before));
+
+  // Nine distinct rows: four could evict rows 10..13, the fifth finds no victim. The prefetch
+  // evicts none of them, and the forward refuses the batch.
+  std::vector<int64_t> next{20, 21, 22, 23, 24, 25, 26, 27, 28};
+  RoutedBatch rbn = Batch(&next);
+  tables.Prefetch(rbn);
+  EXPECT_EQ(tables.Resolve(rbn, nullptr, false).code(), Code::kInvalidArgument);
+  TierStats after;
+  ASSERT_TRUE(tables.Stats(0, &after));
+  EXPECT_EQ(after.write_backs, before.write_backs);
+  EXPECT_EQ(after.cache_rows, 8);
+  std::vector<int64_t> again{10, 11, 12, 13};
+  RoutedBatch rbr = Batch(&again);
+  ASSERT_TRUE(tables.Resolve(rbr, nullptr, false).ok());
+  ASSERT_TRUE(tables.Stats(0, &before));
+  EXPECT_EQ(before.hits - after.hits, 4) << "rows 10..13 left the cache";
+}
+
 }  // namespace
 }  // namespace shardrec::embedding::tiered
