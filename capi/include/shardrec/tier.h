@@ -41,8 +41,9 @@ typedef struct shardrec_tier_stats {
   int64_t queue_max_depth;      /**< The most records queued at once. */
   int64_t steps;                /**< Forwards that resolved the table's rows. */
   double exposed_fetch_seconds; /**< Seconds forwards waited for rows from disk or the queue
-                                     (a prefetch not finished, and misses read at the forward),
-                                     in total; divide by steps for the mean per step. */
+                                     (a prefetch not finished, its installs included, and
+                                     misses read at the forward), in total; divide by steps
+                                     for the mean per step. */
   double last_exposed_fetch_seconds; /**< The same, in the last forward. */
 } shardrec_tier_stats_t;
 

@@ -1,6 +1,7 @@
 // Which rows of one tiered shard sit in which cache slots, and which slot leaves next
 // (docs/disk-tier.md): CLOCK (second chance) over the slots not pinned by the batch being
-// resolved or the batch a backward may still train. Not thread-safe: the tiered tables guard it.
+// resolved, the batch a backward may still train or the batch being prefetched (pins by epoch:
+// a victim is pinned before the caller's floor). Not thread-safe: the tiered tables guard it.
 // Deterministic: the same sequence of calls gives the same slots, so column shards of one row
 // block (which see the same ids) keep their rows in the same slots on every rank.
 //
