@@ -220,21 +220,6 @@ Status TieredTables::Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f)
   return Status::Ok();
 }
 
-void TieredTables::InitialRecords(const Shard& sh, Fetched* f) const {
-  const LocalShard& ls = layout_->local[sh.spec.local];
-  const size_t rb = sh.record_bytes;
-  f->initial.resize(static_cast<size_t>(ls.cols));
-  for (size_t i = 0; i < f->rows.size(); ++i) {
-    if (f->found[i] != 0) continue;
-    uint8_t* rec = f->records.data() + i * rb;
-    std::memset(rec, 0, rb);
-    params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + f->rows[i]), seed_,
-                           f->initial.data());
-    FloatsToRecord(*layout_, ls, f->initial.data(), -1, rec);
-    f->found[i] = 2;
-  }
-}
-
 void TieredTables::Misses(Shard& sh, const RoutedBatch& rb, uint32_t pin, RowSet* seen,
                           std::vector<int64_t>* out) {
   out->clear();
@@ -307,7 +292,6 @@ void TieredTables::RunPrefetches() {
     for (size_t j = 0; j < shards_.size() && s.ok(); ++j) {
       s = Fetch(shards_[j], pf_rows_[j].data(), pf_rows_[j].size(), &pf_fetched_[j]);
       if (!s.ok()) break;
-      InitialRecords(shards_[j], &pf_fetched_[j]);
       InstallPrefetched(shards_[j], &pf_fetched_[j]);
     }
     lock.lock();
@@ -453,11 +437,21 @@ void TieredTables::InstallPrefetched(Shard& sh, Fetched* f) {
     return;
   }
   // These slots hold no row of the batch a backward may be training (pinned at pf_floor_ or
-  // later): writing them races with nothing.
+  // later): writing them races with nothing. A row never written reads as the in-memory table's
+  // initial row (InitRowsForIds: the same counter RNG keyed by the global row, zero state).
+  f->init_slots.clear();
+  f->init_keys.clear();
   for (size_t i = 0; i < n; ++i) {
-    UnpackSlot(*params_, *layout_, ls, f->installed_slots[i], f->records.data() + i * rb);
-    if (f->found[i] == 2) ++f->initialised;
+    const int32_t v = f->installed_slots[i];
+    if (f->found[i] != 0) {
+      UnpackSlot(*params_, *layout_, ls, v, f->records.data() + i * rb);
+    } else {
+      f->init_slots.push_back(v);
+      f->init_keys.push_back(ls.row_offset + f->rows[i]);
+    }
   }
+  if (!f->init_slots.empty()) params_->InitRowsForIds(ls, f->init_slots, f->init_keys, seed_);
+  f->initialised = static_cast<int64_t>(f->init_slots.size());
   f->rows.clear();
   f->found.clear();
   f->records.clear();
@@ -566,7 +560,6 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   for (size_t i = 0; i < misses.size(); ++i) {
     if (f->found[i]) {
       UnpackSlot(*params_, *layout_, ls, slots[i], f->records.data() + i * sh.record_bytes);
-      if (f->found[i] == 2) ++sh.stats.initialised;
     } else {
       sh.init_slots.push_back(slots[i]);
       sh.init_keys.push_back(ls.row_offset + misses[i]);

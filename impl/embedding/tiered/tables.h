@@ -117,7 +117,7 @@ class TieredTables {
   struct Fetched {
     std::vector<int64_t> rows;  // the rows read, in the order asked
     std::vector<uint8_t> records;
-    std::vector<uint8_t> found;  // per row: 1 a record was read, 2 initialised here, 0 neither
+    std::vector<uint8_t> found;  // per row: 1 a record was read, 0 not (never written)
     int64_t queue_reads = 0;     // records found in the write-back queue
     int64_t disk_reads = 0;      // records the store had
     // What the prefetch thread installed: the slots of the rows it took out of `rows` (pinned at
@@ -131,7 +131,8 @@ class TieredTables {
     std::vector<uint8_t> got;
     std::unique_ptr<bool[]> got_found;
     size_t got_found_size = 0;
-    std::vector<float> initial;  // InitialRecords' scratch
+    std::vector<int32_t> init_slots;  // InstallPrefetched's scratch: rows never written
+    std::vector<int64_t> init_keys;
   };
   struct Shard {
     TieredShard spec;
@@ -161,10 +162,6 @@ class TieredTables {
   // counts): all of them in one batched Get, whose reads the store keeps in flight together.
   // Runs on either thread; touches no counter of `sh`.
   Status Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f);
-  // Makes the record of every row of `f` that was neither queued nor stored (found 0) its
-  // initial record (the in-memory table's initial weights, zero state) and marks it found 2, so
-  // the forward only copies it: the prefetch thread does this work off the forward's path.
-  void InitialRecords(const Shard& sh, Fetched* f) const;
   // The rows of local shard `local` in `rb` that are not cached, each once, in order of first
   // occurrence, into `out` (using `seen`); the cached ones are pinned at `pin`.
   void Misses(Shard& sh, const RoutedBatch& rb, uint32_t pin, RowSet* seen,
@@ -177,8 +174,8 @@ class TieredTables {
   // touched: the caller copies the rows in.
   Status MakeRoom(Shard& sh, const int64_t* rows, size_t n, uint32_t floor, uint32_t fallback,
                   uint32_t pin, bool all, int32_t* slots, size_t* installed, size_t* queued);
-  // The prefetch thread's second half: installs what `f` read (all of it has a record after
-  // InitialRecords) in slots of `sh`, evicting rows pinned before pf_floor_, and empties `f`;
+  // The prefetch thread's second half: installs what `f` read in slots of `sh` (the rows never
+  // written initialised in theirs), evicting rows pinned before pf_floor_, and empties `f`;
   // installs nothing when they do not all fit or the queueing fails (Resolve meets either).
   void InstallPrefetched(Shard& sh, Fetched* f);
   // The next epoch, renumbering every cache's pins first when the epochs near uint32's end.
