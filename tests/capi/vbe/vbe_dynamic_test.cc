@@ -9,8 +9,10 @@
 // batch once per sample reading them, so that mode runs with admission at first sight and LRU, and
 // its rows agree within the documented bound.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -82,8 +84,8 @@ void RunDynamicVbe(const DynCase& c, VbeMode mode, bool weighted, const std::str
   DynScenario sv = s, sp = s;
   if (!tier_dir.empty()) {
     for (const char* t : {"t0", "t1"}) {
-      sv.tiers.push_back({t, tier_dir + "/vbe_" + t, 256});
-      sp.tiers.push_back({t, tier_dir + "/expanded_" + t, 256});
+      sv.tiers.push_back({t, tier_dir + "/vbe_" + t, 1 << 20});
+      sp.tiers.push_back({t, tier_dir + "/expanded_" + t, 1 << 20});
     }
   }
   const int64_t dim = DynOutputDim(s);
@@ -145,6 +147,21 @@ TEST(VbeDynamic, BagsReadSeveralTimes) {
   for (int32_t world : {1, 2, 4})
     for (int32_t sharding : {SHARDREC_SHARDING_TABLE_WISE, SHARDREC_SHARDING_ROW_WISE})
       RunDynamicVbe({world, sharding, SHARDREC_EVICTION_LRU, 0, 64}, VbeMode::kInverse, false, "");
+}
+
+// Tiered dynamic tables (docs/disk-tier.md): rows on disk behind a cache, the same admission.
+TEST(VbeDynamic, Tiered) {
+  const std::string dir = ::testing::TempDir() + "vbe_dynamic_tiered_" + std::to_string(getpid());
+  for (int32_t world : {1, 2})
+    for (VbeMode mode : {VbeMode::kNoInverse, VbeMode::kOnce, VbeMode::kInverse}) {
+      std::filesystem::remove_all(dir);
+      // A tiered dynamic table's cache must hold a forward's distinct ids, so the shards are
+      // not full: admission still refuses ids, the tier writes rows to disk.
+      const int32_t admission = mode == VbeMode::kInverse ? 0 : 2;
+      RunDynamicVbe({world, SHARDREC_SHARDING_ROW_WISE, SHARDREC_EVICTION_LRU, admission, 64}, mode,
+                    false, dir);
+    }
+  std::filesystem::remove_all(dir);
 }
 
 // Admission counts a VBE batch's ids, so a bag read by two samples counts once: with a threshold
