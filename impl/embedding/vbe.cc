@@ -3,6 +3,7 @@
 #include "impl/embedding/vbe.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "impl/core/finite.h"
@@ -191,8 +192,9 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
   padded->feature_bags = feature_bags_.data();
   padded->lengths = padded_lengths_.data();
   padded->num_lengths = padded_lengths_.size();
+  if (has_inverse_) DropUnreadBags(l, v, padded);
   const auto D = static_cast<size_t>(l.output_dim);
-  padded_len_ = (l.sequence ? v.kjt.num_values : static_cast<size_t>(P)) * D;
+  padded_len_ = (l.sequence ? padded->num_values : static_cast<size_t>(P)) * D;
   value_begin_.clear();
   if (l.sequence && has_inverse_) {
     // Id offsets of the padded bags; a negative length is the padded batch's own check to name.
@@ -204,6 +206,78 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
   PlacePairs(l);
   vbe_ = true;
   return Status::Ok();
+}
+
+// A bag that no output sample reads is not in the expanded batch, so its ids must be neither
+// looked up nor trained: a zero gradient still moves a row under Adam, LAMB or weight decay, and
+// a dynamic table would insert the ids. Such bags become empty in the padded batch, their ids and
+// weights left out of a copy of the values (made only when one of them holds ids). Only a sound
+// view is thinned (lengths non-negative and summing to num_values, the left-out ids inside their
+// fixed tables, their weights finite): a malformed one runs whole, for the padded batch's checks
+// to name what is wrong as before.
+void VbeStep::DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded) {
+  const Batch& k = v.kjt;
+  const auto nb = static_cast<size_t>(bag_begin_.back());
+  const int64_t B = out_samples_;
+  read_.assign(nb, 0);
+  for (int64_t f = 0; f < features_; ++f)
+    for (int64_t b = 0; b < B; ++b)
+      read_[static_cast<size_t>(bag_begin_[static_cast<size_t>(f)] + inverse_[f * B + b])] = 1;
+  const size_t width = k.values_dtype == DType::kInt64   ? sizeof(int64_t)
+                       : k.values_dtype == DType::kInt32 ? sizeof(int32_t)
+                                                         : 0;
+  if (width == 0 || (k.num_values > 0 && k.values == nullptr) ||
+      (k.weights != nullptr && k.num_weights != k.num_values))
+    return;
+  size_t sum = 0, dropped = 0;
+  for (size_t j = 0; j < nb; ++j) {
+    if (k.lengths[j] < 0) return;
+    sum += static_cast<size_t>(k.lengths[j]);
+    if (read_[j] == 0) dropped += static_cast<size_t>(k.lengths[j]);
+  }
+  if (dropped == 0 || sum != k.num_values) return;
+  const auto* bytes = static_cast<const uint8_t*>(k.values);
+  size_t pos = 0;
+  for (int64_t f = 0; f < features_; ++f)
+    for (int64_t j = bag_begin_[static_cast<size_t>(f)]; j < bag_begin_[static_cast<size_t>(f) + 1];
+         ++j) {
+      const auto len = static_cast<size_t>(k.lengths[j]);
+      if (read_[static_cast<size_t>(j)] == 0)
+        for (size_t i = pos; i < pos + len; ++i) {
+          const int64_t x = width == sizeof(int64_t) ? static_cast<const int64_t*>(k.values)[i]
+                                                     : static_cast<const int32_t*>(k.values)[i];
+          for (int32_t p : l.feature_pairs[static_cast<size_t>(f)]) {
+            const auto& cfg = l.plan->tables[l.pairs[p].table];
+            if (!cfg.dynamic.enabled && (x < 0 || x >= cfg.rows)) return;
+          }
+          if (k.weights != nullptr && !std::isfinite(k.weights[i])) return;
+        }
+      pos += len;
+    }
+  kept_values_.resize((k.num_values - dropped) * width);
+  kept_weights_.resize(k.weights != nullptr ? k.num_values - dropped : 0);
+  size_t at = 0;
+  pos = 0;
+  for (size_t j = 0; j < nb; ++j) {
+    const auto len = static_cast<size_t>(k.lengths[j]);
+    if (read_[j] != 0 && len > 0) {
+      std::memcpy(kept_values_.data() + at * width, bytes + pos * width, len * width);
+      if (k.weights != nullptr)
+        std::memcpy(kept_weights_.data() + at, k.weights + pos, len * sizeof(float));
+      at += len;
+    }
+    pos += len;
+  }
+  const BagIndex to = BagIndex::Plain(padded_samples_);
+  for (int64_t f = 0; f < features_; ++f)
+    for (int64_t b = 0;
+         b < bag_begin_[static_cast<size_t>(f) + 1] - bag_begin_[static_cast<size_t>(f)]; ++b)
+      if (read_[static_cast<size_t>(bag_begin_[static_cast<size_t>(f)] + b)] == 0)
+        padded_lengths_[static_cast<size_t>(to.bag(f, b))] = 0;
+  padded->values = kept_values_.empty() ? nullptr : kept_values_.data();
+  padded->num_values = at;
+  padded->weights = k.weights == nullptr ? nullptr : kept_weights_.data();
+  padded->num_weights = k.weights == nullptr ? 0 : at;
 }
 
 void VbeStep::PlacePairs(const Layout& l) {

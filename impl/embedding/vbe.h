@@ -106,7 +106,13 @@ class VbeStep {
   std::vector<int64_t> col_width_;
   std::vector<int64_t> aux_begin_;
 
+  // Bags no output sample reads are not in the expanded batch (vbe.cc).
+  std::vector<uint8_t> read_;  // per VBE bag: some sample reads it
+  std::vector<uint8_t> kept_values_;
+  std::vector<float> kept_weights_;
+
   void PlacePairs(const Layout& l);
+  void DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded);
 };
 
 }  // namespace shardrec::embedding

@@ -548,7 +548,9 @@ SHARDREC_API shardrec_status_t shardrec_embedding_vbe_output_len(
  * shardrec_embedding_forward of a VBE batch: the same semantics, validation, agreement and
  * errors, with the output layout of shardrec_kjt_vbe_view_t. The backward that follows takes a
  * gradient of the same layout and length (docs/variable-batch.md: the order of its sums, and
- * where training equals the expanded batch bit for bit). Collective; ranks may mix VBE and plain
+ * where training equals the expanded batch bit for bit). A bag that no output sample reads
+ * (inverse indices that skip it) runs as an empty bag, as in the expanded batch: it is neither
+ * looked up nor trained, nor seen by a dynamic table. Collective; ranks may mix VBE and plain
  * batches in one
  * step (a plain batch is a VBE batch whose B_f all equal B). A view this rank refuses (a wrong
  * version, F, lengths count, B_f, or an inverse index outside [0, B_f)) is SHARDREC_EINVAL

@@ -202,6 +202,15 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
     for (size_t r = 0; r < W; ++r) {
       vbe[step][r] = MakeVbeBatch(s.data_seed * 1000003 + step * 101 + r, ranges, opts.mode,
                                   s.weighted, s.max_bag);
+      if (!opts.pools.empty()) {
+        // The ids keep their bags (feature-major): map each through its feature's pool.
+        size_t at = 0, bag = 0;
+        VbeBatchData& v = vbe[step][r];
+        for (size_t f = 0; f < v.sizes.size(); ++f)
+          for (int64_t b = 0; b < v.sizes[f]; ++b, ++bag)
+            for (int32_t k = 0; k < v.lengths[bag]; ++k, ++at)
+              v.ids[at] = opts.pools[f][static_cast<size_t>(v.ids[at])];
+      }
       expanded[step][r] = Expand(vbe[step][r]);
       const RefBatch& e = expanded[step][r];
       size_t n = 0;
@@ -216,7 +225,11 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
       plain_grads[step][r] = plain_rank(step, r)
                                  ? grads[step][r]
                                  : VbeGradToPlain(vbe[step][r], grads[step][r], widths, D, seq);
-      ref_out[step][r] = ref.Forward(e);
+      if (opts.check_reference)
+        ref_out[step][r] = ref.Forward(e);
+      else
+        ref_out[step][r].resize(seq ? e.ids.size() * static_cast<size_t>(D)
+                                    : static_cast<size_t>(e.batch_size * D));
     }
     if (opts.check_reference) ref.Backward(expanded[step], plain_grads[step]);
   }
@@ -231,12 +244,24 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
     if (opts.options) opts.options(&o);
     shardrec_embedding_t* cv = nullptr;
     shardrec_embedding_t* cp = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&cv, plan, GroupComm(s.world, rank), &opt, &o), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr vc(cv);
-    ASSERT_EQ(shardrec_embedding_create(&cp, plan, GroupComm(s.world, rank), &opt, &o), SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr pc(cp);
+    CollPtr vc, pc;
+    if (opts.create) {
+      opts.create(rank, 0, &cv);
+      vc.reset(cv);
+      ASSERT_NE(cv, nullptr);
+      opts.create(rank, 1, &cp);
+      pc.reset(cp);
+      ASSERT_NE(cp, nullptr);
+    } else {
+      ASSERT_EQ(shardrec_embedding_create(&cv, plan, GroupComm(s.world, rank), &opt, &o),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      vc.reset(cv);
+      ASSERT_EQ(shardrec_embedding_create(&cp, plan, GroupComm(s.world, rank), &opt, &o),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      pc.reset(cp);
+    }
     for (size_t step = 0; step < steps; ++step) {
       const VbeBatchData& v = vbe[step][r];
       const shardrec_kjt_vbe_view_t view = v.View();
@@ -296,7 +321,12 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
                                             plain_grads[step][r].size(), nullptr),
                 SHARDREC_OK)
           << shardrec_last_error();
+      if (opts.after_step) {
+        opts.after_step(rank, 0, cv);
+        opts.after_step(rank, 1, cp);
+      }
     }
+    if (opts.finish) opts.finish(rank, cv, cp);
     if (!opts.check_weights) return;
     const auto sv = Snapshot(cv, s);
     const auto sp = Snapshot(cp, s);

@@ -64,14 +64,26 @@ struct VbeRunOptions {
   bool check_reference = true;    // also against the reference model (fixed tables only)
   bool check_weights = true;      // weights and states through the accessors (fixed tables only)
   std::vector<int64_t> id_range;  // per feature; empty: IdRanges(s)
+  // Per feature, the ids it draws from (raw ids of dynamic tables): an id k drawn in
+  // [0, pools[f].size()) becomes pools[f][k]. Empty: the ids as drawn. Needs check_reference off.
+  std::vector<std::vector<int64_t>> pools;
   // Options of both collections (encodings, ...): applied after init and the scenario's seed.
   std::function<void(shardrec_embedding_options_t*)> options;
+  // Creates rank `rank`'s collection `which` (0: fed VBE batches, 1: the expanded ones), in that
+  // order on every rank; null: shardrec_embedding_create of the plan over GroupComm(s.world).
+  // Whatever it makes beside the collection (a mesh) must outlive the run.
+  std::function<void(int rank, int which, shardrec_embedding_t** out)> create;
+  // Called on both collections after each step's backwards, VBE first (a mesh sync).
+  std::function<void(int rank, int which, shardrec_embedding_t* c)> after_step;
+  // Called at the end on every rank with both collections (further checks: dynamic stats).
+  std::function<void(int rank, shardrec_embedding_t* vbe, shardrec_embedding_t* expanded)> finish;
 };
 
 // Trains a VBE collection and a collection fed the expanded batches for opts.steps steps, every
 // rank a thread (s.world); checks forward outputs bit for bit every step, weights and states at
 // the end (bit for bit in modes kNoInverse and kOnce, else |a-b| <= 1e-5|b| + 1e-6), and the
-// reference model's outputs and weights at the exactness suite's tolerance.
+// reference model's outputs and weights at the exactness suite's tolerance. s.world is the
+// number of ranks (of a 2D mesh: the whole world, whatever the plan's sharding group).
 void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOptions& opts);
 
 }  // namespace shardrec::testing
