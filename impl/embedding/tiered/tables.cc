@@ -525,9 +525,9 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   if (pinned + static_cast<int64_t>(misses.size()) > cache.slots())
     return Status::InvalidArgument(
         "tiered table '", name, "' shard ", ls.shard, ": this forward needs ",
-        pinned + static_cast<int64_t>(misses.size()), " distinct rows resident (",
-        in_flight != nullptr ? "with those of the batch a backward may still train" : "",
-        ") but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes");
+        pinned + static_cast<int64_t>(misses.size()), " distinct rows resident",
+        in_flight != nullptr ? " (with those of the batch a backward may still train)" : "",
+        " but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes");
   sh.stats.misses += static_cast<int64_t>(misses.size());
   // Room first: each miss takes a free slot or evicts a row pinned before `floor`.
   std::vector<int32_t>& slots = sh.slots;
