@@ -29,6 +29,14 @@ void Relax() {
 
 }  // namespace
 
+Status Exchanger::PeerAborted(const char* what) const {
+  for (int p = 0; p < layout_.geometry().world; ++p) {
+    if (p != rank_ && Shared(&layout_.rank(p)->aborted).load(std::memory_order_acquire) != 0)
+      return Status::Remote("shared-memory ", what, ": rank ", p, " aborted its communicator");
+  }
+  return Status::Ok();
+}
+
 uint64_t Exchanger::Chunks(size_t bytes) const {
   const size_t slot = layout_.geometry().slot_bytes;
   return std::max<uint64_t>(1, (bytes + slot - 1) / slot);
@@ -106,6 +114,7 @@ Status Exchanger::Run(std::span<const OutMessage> out, std::span<const InMessage
     recvs[p] = Flow{in[p].bytes, Chunks(in[p].bytes), 0};
     open += 2;
   }
+  SR_RETURN_IF_ERROR(PeerAborted(what));
   RankLine* mine = layout_.rank(rank_);
   int idle = 0;
   for (;;) {
@@ -128,10 +137,7 @@ Status Exchanger::Run(std::span<const OutMessage> out, std::span<const InMessage
       idle = 0;
       continue;
     }
-    for (int p = 0; p < n; ++p) {
-      if (p != rank_ && Shared(&layout_.rank(p)->aborted).load(std::memory_order_acquire) != 0)
-        return Status::Remote("shared-memory ", what, ": rank ", p, " aborted its communicator");
-    }
+    SR_RETURN_IF_ERROR(PeerAborted(what));
     if (++idle < kSpins) {
       Relax();
       continue;

@@ -38,11 +38,7 @@ Status ShmCommunicator::AsyncError() const {
 
 void ShmCommunicator::Abort() {
   aborted_.store(true, std::memory_order_release);
-  if (host_) {
-    const Layout& l = host_->layout;
-    Shared(&l.rank(Rank())->aborted).store(1, std::memory_order_release);
-    for (int r = 0; r < Size(); ++r) Ring(l.rank(r));  // this rank's waiter and every peer's
-  }
+  if (host_) TellPeersAborted();
   inner_->Abort();
 }
 
@@ -52,11 +48,22 @@ Status ShmCommunicator::Stopped() const {
   return UsableNow(*inner_);
 }
 
+void ShmCommunicator::TellPeersAborted() {
+  const Layout& l = host_->layout;
+  Shared(&l.rank(Rank())->aborted).store(1, std::memory_order_release);
+  for (int r = 0; r < Size(); ++r) Ring(l.rank(r));  // this rank's waiter and every peer's
+}
+
 Status ShmCommunicator::Exchange(std::span<const OutMessage> out, std::span<const InMessage> in,
                                  const char* what, const Call& call) {
   const auto deadline = std::chrono::steady_clock::now() + call.timeout;
   Status s = exchanger_->Run(out, in, what, deadline, [this] { return Stopped(); });
-  if (!s.ok() && s.code() != Code::kAborted) {
+  if (s.ok()) return s;
+  if (s.code() == Code::kAborted) {
+    // Also an abort that reached the wrapped communicator from an ancestor: the peers learn of
+    // it here as they would from Gloo's closed connections.
+    TellPeersAborted();
+  } else {
     std::lock_guard<std::mutex> lock(mu_);
     if (failure_.ok()) failure_ = s;
   }
@@ -106,13 +113,9 @@ Status ShmCommunicator::DoAllGatherV(const void* send, size_t send_count, void* 
   return Exchange(out, in, "allgatherv", call);
 }
 
-Status ShmCommunicator::DoBarrier(const Call& call) {
-  if (!host_) return inner_->Barrier(Options(call));
-  const auto n = static_cast<size_t>(Size());
-  std::vector<OutMessage> out(n);
-  std::vector<InMessage> in(n);
-  return Exchange(out, in, "barrier", call);
-}
+// A barrier moves no data: it stays on the wrapped communicator, whose timeout reports which
+// peers' hosts still answer (the connection probe), which the segment cannot tell.
+Status ShmCommunicator::DoBarrier(const Call& call) { return inner_->Barrier(Options(call)); }
 
 Status ShmCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType dtype,
                                     ReduceOp op, const Call& call) {

@@ -1,8 +1,8 @@
 // The shared-memory transport for the ranks of one host: a decorator over a host backend's
-// communicator (Gloo) that moves AllToAllV, AllGatherV and Barrier through a segment the ranks
-// map (host_setup.h, exchange.h) and hands every other collective, and everything a group on more
-// than one host does, to the wrapped communicator. The bytes are the same either way: only the
-// route changes.
+// communicator (Gloo) that moves AllToAllV and AllGatherV through a segment the ranks
+// map (host_setup.h, exchange.h) and hands every other collective (Barrier included), and
+// everything a group on more than one host does, to the wrapped communicator. The bytes are the
+// same either way: only the route changes.
 //
 // Wrap() wraps every host communicator of two or more ranks; the group decides collectively
 // whether it uses shared memory (one host, everyone willing, the segment shared). A wrapper
@@ -68,6 +68,8 @@ class ShmCommunicator final : public CheckedCommunicator {
   // Runs one exchange through the segment and poisons this communicator on failure.
   Status Exchange(std::span<const OutMessage> out, std::span<const InMessage> in, const char* what,
                   const Call& call);
+  // Flags this rank's abort in the segment and rings every rank.
+  void TellPeersAborted();
   // What stops a waiting exchange: this communicator's abort, or the wrapped one's failure.
   Status Stopped() const;
   static CallOptions Options(const Call& call) { return {call.timeout, call.stream}; }
