@@ -1,5 +1,6 @@
 # CPU side of comm: the shared collective helpers, the factory, rendezvous/ (stores, unique id,
-# launcher environment) and gloo/ (the Gloo backend).
+# launcher environment), gloo/ (the Gloo backend) and shm/ (the shared-memory transport between
+# ranks of one host, wrapped around the backend).
 list(APPEND SHARDREC_COMM_SOURCES
   reduce.cc
   agree.cc
@@ -24,6 +25,11 @@ list(APPEND SHARDREC_COMM_SOURCES
   gloo/gloo_communicator.cc
   gloo/gloo_interrupt.cc
   gloo/gloo_collectives.cc
+  shm/segment.cc
+  shm/doorbell.cc
+  shm/exchange.cc
+  shm/host_setup.cc
+  shm/shm_communicator.cc
   factory.cc
   work.cc
   gather_bytes.cc)

@@ -12,6 +12,7 @@
 #include "impl/comm/nccl/nccl_backend.h"
 #include "impl/comm/rendezvous/rank_arrival.h"
 #include "impl/comm/rendezvous/stores.h"
+#include "impl/comm/shm/shm_communicator.h"
 #include "impl/core/check.h"
 #include "impl/core/cuda_plugin.h"
 #include "impl/core/thread_pool.h"
@@ -84,7 +85,15 @@ Status CreateOnBackend(std::shared_ptr<Store> store, const std::string& prefix, 
                                      std::chrono::duration_cast<std::chrono::milliseconds>(
                                          deadline - std::chrono::steady_clock::now()));
   }
-  return CreateGlooCommunicator(config, out);
+  // Ranks that share a host exchange through shared memory instead of Gloo's loopback sockets
+  // (shm/shm_communicator.h); the group decides collectively, so every rank wraps.
+  std::unique_ptr<Communicator> gloo;
+  SR_RETURN_IF_ERROR(CreateGlooCommunicator(config, &gloo));
+  if (world < 2) {
+    *out = std::move(gloo);
+    return Status::Ok();
+  }
+  return shm::ShmCommunicator::Wrap(std::move(gloo), out);
 }
 
 // A session refused because a rank was claimed twice can reach a rank that had claimed its own

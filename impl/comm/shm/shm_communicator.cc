@@ -1,0 +1,151 @@
+#include "impl/comm/shm/shm_communicator.h"
+
+#include <vector>
+
+#include "impl/comm/one_caller.h"
+#include "impl/comm/shm/doorbell.h"
+#include "impl/core/check.h"
+
+namespace shardrec::comm::shm {
+
+Status ShmCommunicator::Wrap(std::unique_ptr<Communicator> inner,
+                             std::unique_ptr<Communicator>* out) {
+  SR_CHECK(inner != nullptr && out != nullptr);
+  std::unique_ptr<HostSegment> host;
+  SR_RETURN_IF_ERROR(SetUpHostSegment(*inner, &host));
+  out->reset(new ShmCommunicator(std::move(inner), std::move(host)));
+  return Status::Ok();
+}
+
+ShmCommunicator::ShmCommunicator(std::unique_ptr<Communicator> inner,
+                                 std::unique_ptr<HostSegment> host)
+    : inner_(std::move(inner)), host_(std::move(host)) {
+  if (host_) exchanger_ = std::make_unique<Exchanger>(host_->layout, inner_->Rank());
+}
+
+ShmCommunicator::~ShmCommunicator() = default;
+
+Status ShmCommunicator::AsyncError() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return failure_;
+  }
+  Status s = inner_->AsyncError();
+  if (s.ok() && aborted_.load(std::memory_order_acquire))
+    return Status::Aborted("the communicator (rank ", Rank(), " of ", Size(), ") was aborted");
+  return s;
+}
+
+void ShmCommunicator::Abort() {
+  aborted_.store(true, std::memory_order_release);
+  if (host_) TellPeersAborted();
+  inner_->Abort();
+}
+
+Status ShmCommunicator::Stopped() const {
+  if (aborted_.load(std::memory_order_acquire))
+    return Status::Aborted("the communicator (rank ", Rank(), " of ", Size(), ") was aborted");
+  return UsableNow(*inner_);
+}
+
+void ShmCommunicator::TellPeersAborted() {
+  const Layout& l = host_->layout;
+  Shared(&l.rank(Rank())->aborted).store(1, std::memory_order_release);
+  for (int r = 0; r < Size(); ++r) Ring(l.rank(r));  // this rank's waiter and every peer's
+}
+
+Status ShmCommunicator::Exchange(std::span<const OutMessage> out, std::span<const InMessage> in,
+                                 const char* what, const Call& call) {
+  const auto deadline = std::chrono::steady_clock::now() + call.timeout;
+  Status s = exchanger_->Run(out, in, what, deadline, [this] { return Stopped(); });
+  if (s.ok()) return s;
+  if (s.code() == Code::kAborted) {
+    // Also an abort that reached the wrapped communicator from an ancestor: the peers learn of
+    // it here as they would from Gloo's closed connections.
+    TellPeersAborted();
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.ok()) failure_ = s;
+  }
+  return s;
+}
+
+Status ShmCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
+                                    void* recv, std::span<const size_t> recv_counts, DType dtype,
+                                    const Call& call) {
+  if (!host_) return inner_->AllToAllV(send, send_counts, recv, recv_counts, dtype, Options(call));
+  const size_t n = send_counts.size(), e = DTypeSize(dtype);
+  std::vector<OutMessage> out(n);
+  std::vector<InMessage> in(n);
+  const auto* s = static_cast<const uint8_t*>(send);
+  auto* r = static_cast<uint8_t*>(recv);
+  size_t so = 0, ro = 0;
+  for (size_t p = 0; p < n; ++p) {
+    out[p] = {send_counts[p] > 0 ? s + so : nullptr, send_counts[p] * e};
+    in[p] = {recv_counts[p] > 0 ? r + ro : nullptr, recv_counts[p] * e};
+    so += send_counts[p] * e;
+    ro += recv_counts[p] * e;
+  }
+  // The counts of this rank to itself must agree, as in every backend.
+  if (out[static_cast<size_t>(Rank())].bytes != in[static_cast<size_t>(Rank())].bytes) {
+    return Status::InvalidArgument(
+        "alltoallv: rank ", Rank(), " sends itself ", send_counts[static_cast<size_t>(Rank())],
+        " elements but expects ", recv_counts[static_cast<size_t>(Rank())]);
+  }
+  return Exchange(out, in, "alltoallv", call);
+}
+
+Status ShmCommunicator::DoAllGatherV(const void* send, size_t send_count, void* recv,
+                                     std::span<const size_t> recv_counts, DType dtype,
+                                     const Call& call) {
+  if (!host_) return inner_->AllGatherV(send, send_count, recv, recv_counts, dtype, Options(call));
+  const size_t n = recv_counts.size(), e = DTypeSize(dtype);
+  const OutMessage mine{send_count > 0 ? static_cast<const uint8_t*>(send) : nullptr,
+                        send_count * e};
+  std::vector<OutMessage> out(n, mine);
+  std::vector<InMessage> in(n);
+  auto* r = static_cast<uint8_t*>(recv);
+  size_t ro = 0;
+  for (size_t p = 0; p < n; ++p) {
+    in[p] = {recv_counts[p] > 0 ? r + ro : nullptr, recv_counts[p] * e};
+    ro += recv_counts[p] * e;
+  }
+  return Exchange(out, in, "allgatherv", call);
+}
+
+// A barrier moves no data: it stays on the wrapped communicator, whose timeout reports which
+// peers' hosts still answer (the connection probe), which the segment cannot tell.
+Status ShmCommunicator::DoBarrier(const Call& call) { return inner_->Barrier(Options(call)); }
+
+Status ShmCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType dtype,
+                                    ReduceOp op, const Call& call) {
+  return inner_->AllReduce(send, recv, count, dtype, op, Options(call));
+}
+
+Status ShmCommunicator::DoReduceScatterV(const void* send, void* recv,
+                                         std::span<const size_t> recv_counts, DType dtype,
+                                         ReduceOp op, const Call& call) {
+  return inner_->ReduceScatterV(send, recv, recv_counts, dtype, op, Options(call));
+}
+
+Status ShmCommunicator::DoBroadcast(void* buf, size_t count, DType dtype, int root,
+                                    const Call& call) {
+  return inner_->Broadcast(buf, count, dtype, root, Options(call));
+}
+
+Status ShmCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return inner_->Split(color, key, nullptr);  // a refusal, as the inner's
+  out->reset();
+  const OneCaller caller(busy());
+  SR_RETURN_IF_ERROR(caller.Usable(*this));
+  std::unique_ptr<Communicator> child;
+  SR_RETURN_IF_ERROR(inner_->Split(color, key, &child));
+  if (child == nullptr) return Status::Ok();  // not a member of any group
+  if (child->Size() < 2) {
+    *out = std::move(child);
+    return Status::Ok();
+  }
+  return Wrap(std::move(child), out);
+}
+
+}  // namespace shardrec::comm::shm
