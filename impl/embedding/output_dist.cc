@@ -100,32 +100,37 @@ void PlanCombineInit(const Layout& l, const PairRows& places, bool dp_writes_col
 
 }  // namespace
 
-void OwnRowsDirect(const Layout& l, const RoutedBatch& rb, float* out, DirectRows* direct) {
-  direct->out = nullptr;
+void OwnRowsDirect(const Layout& l, const RoutedBatch& rb, float* out, const PairRows* places,
+                   DirectRows* direct) {
   direct->unit.assign(l.units.size(), 0);
   direct->runs.clear();
   const int64_t B = rb.batch_size;
   if (l.sequence || out == nullptr || B == 0) return;
+  PairRows plain;
+  if (places == nullptr) plain = PlainPlaces(l, B);
+  const PairRows& at_rows = places != nullptr ? *places : plain;
   CombineInit init;
-  PlanCombineInit(l, PlainPlaces(l, B), /*dp_writes_columns=*/false, &init);
-  // The own block holds this rank's units in order, ret_count rows each (UnpackInput).
+  PlanCombineInit(l, at_rows, /*dp_writes_columns=*/false, &init);
+  // The own block holds this rank's units in order, ret_count rows each (UnpackInput). A place's
+  // later bags are empty, so as many returned rows as its rows are each of its rows, in order.
   auto at = static_cast<int64_t>(rb.ret_self_offset);
   for (int32_t u : l.units_to_rank[l.rank]) {
     const Unit& unit = l.units[u];
     const int64_t count = rb.ret_count[u];
-    if (init.first[u] != 0 && count == B) {
+    const PairRows::Place& place = at_rows.pairs[static_cast<size_t>(unit.pair)];
+    if (init.first[u] != 0 && count > 0 && count == place.rows) {
       direct->unit[u] = 1;
-      direct->runs.emplace_back(at, l.pairs[unit.pair].out_offset + unit.col_offset);
+      direct->runs.push_back(
+          {at, place.aux ? at_rows.aux : out, place.offset + unit.col_offset, place.stride});
     }
     at += count * unit.cols;
   }
-  if (!direct->runs.empty()) direct->out = out;
 }
 
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
                     const WireRows& wire, RunSet which, const DirectRows* direct) {
-  const bool any_direct = direct != nullptr && direct->out != nullptr;
+  const bool any_direct = direct != nullptr && !direct->runs.empty();
   jobs->clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
     const LocalShard& ls = l.local[i];
@@ -141,13 +146,13 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
         job.encode = wire.encode;
       }
       if (any_direct && !travels) {
-        const auto it = std::lower_bound(
-            direct->runs.begin(), direct->runs.end(), run.io_offset,
-            [](const std::pair<int64_t, int64_t>& r, int64_t io) { return r.first < io; });
-        if (it != direct->runs.end() && it->first == run.io_offset) {
-          job.out = direct->out;
-          job.run.io_offset = it->second;
-          job.out_stride = l.output_dim;
+        const auto it =
+            std::lower_bound(direct->runs.begin(), direct->runs.end(), run.io_offset,
+                             [](const DirectRows::Run& r, int64_t io) { return r.io < io; });
+        if (it != direct->runs.end() && it->io == run.io_offset) {
+          job.out = it->out;
+          job.run.io_offset = it->offset;
+          job.out_stride = it->stride;
         }
       }
       jobs->push_back(job);
@@ -369,10 +374,10 @@ Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce, Direct
 
 Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const Status& local,
                               HostReduce* reduce) {
-  // At world 1 the own rows that can go straight to an accepted plain output do (DirectRows).
+  // At world 1 the own rows that can go straight to an accepted output (or its places) do
+  // (DirectRows).
   DirectRows direct;
-  if (s.layout.world == 1 && local.ok() && s.pair_rows == nullptr)
-    OwnRowsDirect(s.layout, rb, out, &direct);
+  if (s.layout.world == 1 && local.ok()) OwnRowsDirect(s.layout, rb, out, s.pair_rows, &direct);
   Status st = LookupAndReturn(s, rb, reduce, &direct);
   if (!st.ok() || !local.ok()) return st;
   ScopedTimer phase(&s.timings.output_dist_seconds);
@@ -383,7 +388,7 @@ Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const S
   }
   return CombineOutput(s.exec, s.layout, s.params, rb, s.ret_recv.data(), s.SelfRows(rb), &s.jobs,
                        out, nullptr, wire, s.pair_rows,
-                       direct.out != nullptr ? direct.unit.data() : nullptr);
+                       direct.runs.empty() ? nullptr : direct.unit.data());
 }
 
 }  // namespace shardrec::embedding

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "impl/embedding/param_store.h"
+#include "impl/embedding/vbe.h"
 #include "impl/sharding/layout.h"
 #include "same_bytes.h"
 
@@ -256,8 +257,9 @@ TEST(EmbeddingOutputDist, OwnRowsLookedUpStraightIntoTheOutput) {
 
   std::vector<float> out(combined.size(), std::nanf(""));
   DirectRows direct;
-  OwnRowsDirect(l, rb, out.data(), &direct);
-  ASSERT_EQ(direct.out, out.data());
+  OwnRowsDirect(l, rb, out.data(), nullptr, &direct);
+  ASSERT_EQ(direct.runs.size(), 2u);
+  for (const DirectRows::Run& run : direct.runs) EXPECT_EQ(run.out, out.data());
   int direct_units = 0;
   for (size_t u = 0; u < l.units.size(); ++u) {
     const bool full_unit = l.units[u].table == 0;
@@ -276,6 +278,95 @@ TEST(EmbeddingOutputDist, OwnRowsLookedUpStraightIntoTheOutput) {
   EXPECT_TRUE(testing::SameBytes(combined.data(), out.data(), out.size() * sizeof(float)));
   EXPECT_FALSE(std::signbit(out[0]));  // sample 0 of "a": the -0.0f row's sum
   EXPECT_EQ(out[0], 0.0f);
+}
+
+// A VBE batch's places at world 1 take the own rows straight from the lookup too: a feature read
+// through inverse indices into the scratch (its B_f rows), and one read in sample order into the
+// caller's output (stride D), each when every one of its bags holds ids; a feature with empty bags
+// still goes through the combine. The places get the bits of the combine, on any background.
+TEST(EmbeddingOutputDist, VbePlacesTakeOwnRowsStraightFromTheLookup) {
+  // "a" and "c" read the table "full", "b" the table "sparse".
+  Collection c;
+  ASSERT_NO_FATAL_FAILURE(Build(1, 3,
+                                {{"full", 40, 8, {0, 2}, TableSpec::kTableWise, 0},
+                                 {"sparse", 30, 4, {1}, TableSpec::kTableWise, 0}},
+                                &c));
+  const Layout& l = c.l;
+  ParamStore& params = c.params;
+  const int64_t B = 10;
+  const std::vector<int64_t> sizes = {4, B, B};  // "a": 4 bags read through inverse indices
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  for (int32_t f = 0; f < 3; ++f)
+    for (int64_t b = 0; b < sizes[f]; ++b) {
+      const int32_t len = f == 1 ? static_cast<int32_t>(b % 3) : 1 + static_cast<int32_t>(b % 2);
+      lengths.push_back(len);
+      for (int32_t k = 0; k < len; ++k) ids.push_back((b * 11 + k * 7 + f) % (f == 1 ? 30 : 40));
+    }
+  std::vector<int64_t> inverse;
+  for (int32_t f = 0; f < 3; ++f)
+    for (int64_t b = 0; b < B; ++b) inverse.push_back(f == 0 ? (b * 3) % 4 : b);
+  VbeBatch vbe;
+  vbe.kjt = Batch{
+      B, 3, lengths.data(), lengths.size(), ids.data(), DType::kInt64, ids.size(), nullptr, 0, {}};
+  vbe.feature_batch_sizes = sizes.data();
+  vbe.num_feature_batch_sizes = sizes.size();
+  vbe.inverse = inverse.data();
+  vbe.num_inverse = inverse.size();
+  VbeStep step;
+  Batch padded;
+  ASSERT_TRUE(step.Prepare(l, vbe, &padded).ok());
+  PairRows* places = step.places();
+  ASSERT_NE(places, nullptr);
+  RoutedBatch rb;
+  ASSERT_TRUE(RouteBatch(ExecContext(), l, RouteOptions{}, padded, &rb).ok());
+  rb.counts_recv.assign(rb.counts_send.begin(), rb.counts_send.end());
+  rb.recv_bytes = {rb.send_bytes[0]};
+  ASSERT_TRUE(UnpackInput(l, &rb).ok());
+
+  const size_t out_len = static_cast<size_t>(B * l.output_dim);
+  std::vector<kernels::LookupJob> jobs;
+  std::vector<float> send(rb.ret_floats_total, 0.0f);
+  std::vector<float> combined(out_len, 0.0f);
+  std::vector<float> combined_aux(step.aux_len(), 0.0f);
+  ASSERT_TRUE(LookupToSend(ExecContext(), l, params, rb, &jobs, send.data()).ok());
+  places->aux = combined_aux.data();
+  ASSERT_TRUE(CombineOutput(ExecContext(), l, params, rb, nullptr, send.data() + rb.ret_self_offset,
+                            &jobs, combined.data(), nullptr, {}, places)
+                  .ok());
+
+  std::vector<float> out(out_len, std::nanf(""));
+  std::vector<float> aux(step.aux_len(), std::nanf(""));
+  places->aux = aux.data();
+  DirectRows direct;
+  OwnRowsDirect(l, rb, out.data(), places, &direct);
+  std::vector<const float*> buffers;
+  for (size_t u = 0; u < l.units.size(); ++u) {
+    const int32_t feature = l.pairs[l.units[u].pair].feature;
+    EXPECT_EQ(direct.unit[u] != 0, feature != 1) << "unit " << u;
+  }
+  for (const DirectRows::Run& run : direct.runs) buffers.push_back(run.out);
+  ASSERT_EQ(buffers.size(), 2u);
+  EXPECT_NE(buffers[0], buffers[1]);  // one run into the scratch, one into the caller's output
+  std::vector<float> send2(rb.ret_floats_total, 0.0f);
+  ASSERT_TRUE(
+      LookupToSend(ExecContext(), l, params, rb, &jobs, send2.data(), {}, RunSet::kAll, &direct)
+          .ok());
+  ASSERT_TRUE(CombineOutput(ExecContext(), l, params, rb, nullptr,
+                            send2.data() + rb.ret_self_offset, &jobs, out.data(), nullptr, {},
+                            places, direct.unit.data())
+                  .ok());
+  EXPECT_TRUE(testing::SameBytes(combined_aux.data(), aux.data(), aux.size() * sizeof(float)));
+  // The caller's output: only the places are written ("a"'s columns are Expand's, later).
+  for (size_t p = 0; p < l.pairs.size(); ++p) {
+    const PairRows::Place& at = places->pairs[p];
+    if (at.aux) continue;
+    for (int64_t r = 0; r < at.rows; ++r)
+      EXPECT_TRUE(testing::SameBytes(combined.data() + at.offset + r * at.stride,
+                                     out.data() + at.offset + r * at.stride,
+                                     static_cast<size_t>(at.cols) * sizeof(float)))
+          << "pair " << p << " row " << r;
+  }
 }
 
 }  // namespace
