@@ -300,69 +300,55 @@ Status SparseUpdater::ApplyDataParallel(const ExecContext& ctx, comm::Communicat
 
 namespace {
 
-// One segment of the packing as the tiled path sees it.
-struct PlainSegment {
+// One unit's returned rows in the packing: where its rows start in ret_target, where their
+// gradients are read and where they go.
+struct PackSegment {
   int64_t k_begin;
+  int64_t count;
   int32_t unit;
-  float* dst;  // null: not a plain fp32 segment
-  bool fp32;
+  const float* base;  // the unit's first column of gradient row 0
+  int64_t stride;     // floats from one gradient row to the next
+  float* dst;         // fp32 rows, or
+  uint16_t* dst16;    // encoded rows (another rank's, over an encoded exchange)
 };
 
-// The packing when every segment is plain fp32 rows (no MEAN pair, no encoding): a copy. The
-// segments are walked in tiles of kTile of their rows, every segment's tile before the next
-// tile, so that the gradient rows a tile reads (the same sample rows for every unit of a feature
-// whose bags are all returned) are loaded once for all the segments, in memory order, instead of
-// once per segment in strides of a whole output row (1.1-1.7 CPU ms of a 30 ms VBE step at world
-// 1, RESULTS.md). Each element is copied as before: the bits are the same. False (nothing
-// written) when a segment is not plain.
-template <typename SegAt>
-bool PackPlainTiled(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
-                    const float* grad, size_t num_segs, SegAt seg_at, int64_t total,
-                    const PairRows* places) {
-  constexpr int64_t kTile = 32;
-  struct Run {
-    const float* base;
-    int64_t stride;
-    int64_t k_begin;
-    int64_t count;
-    int32_t cols;
-    float* dst;
-  };
-  std::vector<Run> runs;
-  runs.reserve(num_segs);
-  int64_t longest = 0;
-  for (size_t i = 0; i < num_segs; ++i) {
-    const PlainSegment seg = seg_at(i);
-    const Unit& unit = l.units[seg.unit];
-    const Pair& pair = l.pairs[unit.pair];
-    if (pair.mean || !seg.fp32 || seg.dst == nullptr) return false;
-    const float* base = grad + pair.out_offset + unit.col_offset;
-    int64_t stride = l.output_dim;
-    if (places != nullptr) {
-      const PairRows::Place& pl = places->pairs[static_cast<size_t>(unit.pair)];
-      base = (pl.aux ? places->aux : grad) + pl.offset + unit.col_offset;
-      stride = pl.stride;
+// Rows [r0, r1) of `seg`. Plain fp32 rows (the common case) are one strided gather, no call per
+// row; a MEAN pair's rows are divided, and an encoded row is divided into a row of the thread's,
+// then encoded from there.
+void PackRows(const Layout& l, const RoutedBatch& rb, const PackSegment& seg, const WireRows& wire,
+              int64_t r0, int64_t r1) {
+  const Unit& unit = l.units[seg.unit];
+  const Pair& pair = l.pairs[unit.pair];
+  const int32_t cols = unit.cols;
+  const int64_t* targets = rb.ret_target.data() + seg.k_begin;
+  if (!pair.mean && seg.dst != nullptr) {
+    float* dst = seg.dst + r0 * cols;
+    for (int64_t r = r0; r < r1; ++r, dst += cols) {
+      const float* g = seg.base + targets[r] * seg.stride;
+      for (int32_t c = 0; c < cols; ++c) dst[c] = g[c];
     }
-    const int64_t end = i + 1 < num_segs ? seg_at(i + 1).k_begin : total;
-    runs.push_back(Run{base, stride, seg.k_begin, end - seg.k_begin, unit.cols, seg.dst});
-    longest = std::max(longest, end - seg.k_begin);
+    return;
   }
-  const int64_t tiles = (longest + kTile - 1) / kTile;
-  ctx.ParallelFor(0, tiles, std::max<int64_t>(1, 1024 / kTile), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      for (const Run& run : runs) {
-        const int64_t r0 = t * kTile;
-        if (r0 >= run.count) continue;
-        const int64_t r1 = std::min(run.count, r0 + kTile);
-        const int32_t cols = run.cols;
-        float* dst = run.dst + r0 * cols;
-        for (int64_t r = r0; r < r1; ++r, dst += cols) {
-          const float* g = run.base + rb.ret_target[run.k_begin + r] * run.stride;
-          for (int32_t c = 0; c < cols; ++c) dst[c] = g[c];
-        }
-      }
-  });
-  return true;
+  const BagIndex bags = BagIndex::Plain(rb.batch_size);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t target = targets[r];
+    const float* g = seg.base + target * seg.stride;
+    const int64_t at = r * cols;
+    thread_local std::vector<float> row;
+    float* dst = seg.dst != nullptr ? seg.dst + at : nullptr;
+    if (dst == nullptr && pair.mean) {
+      if (row.size() < static_cast<size_t>(cols)) row.resize(cols);
+      dst = row.data();
+    }
+    if (pair.mean) {
+      const float div = rb.mean_div[bags.bag(unit.pair, target)];
+      for (int32_t c = 0; c < cols; ++c) dst[c] = div != 0.0f ? g[c] / div : 0.0f;
+    } else if (dst != nullptr) {
+      std::memcpy(dst, g, sizeof(float) * cols);
+    }
+    if (seg.dst16 != nullptr)
+      wire.encode(pair.mean ? dst : g, static_cast<size_t>(cols), seg.dst16 + at);
+  }
 }
 
 }  // namespace
@@ -370,95 +356,53 @@ bool PackPlainTiled(const ExecContext& ctx, const Layout& l, const RoutedBatch& 
 void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
                    const float* grad, float* send, float* self, const WireRows& wire,
                    const PairRows* places) {
-  const int64_t D = l.output_dim;
-  const int64_t B = rb.batch_size;
-  // Every unit's returned rows are one segment: where its rows start in ret_target and where
-  // their gradients go. Segments are written in parallel over rows; each row has its own place.
-  struct Segment {
-    int64_t k_begin;
-    int32_t unit;
-    float* dst;       // fp32 rows, or
-    uint16_t* dst16;  // encoded rows (another rank's, over an encoded exchange)
-  };
-  std::vector<Segment> segs;
+  // Every unit's returned rows are one segment; each row has its own place.
+  std::vector<PackSegment> segs;
   int64_t others = 0;  // element offset of the next other rank's rows in send / the wire
   int64_t k = 0;
+  int64_t longest = 0;
   for (int32_t d = 0; d < l.world; ++d) {
     const bool mine = d == l.rank;
     int64_t at = mine ? 0 : others;
     for (int32_t u : l.units_to_rank[d]) {
       const int64_t count = rb.ret_count[u];
       if (count == 0) continue;
+      const Unit& unit = l.units[u];
+      PackSegment seg{
+          k,       count,  u, grad + l.pairs[unit.pair].out_offset + unit.col_offset, l.output_dim,
+          nullptr, nullptr};
+      if (places != nullptr) {
+        const PairRows::Place& pl = places->pairs[static_cast<size_t>(unit.pair)];
+        seg.base = (pl.aux ? places->aux : grad) + pl.offset + unit.col_offset;
+        seg.stride = pl.stride;
+      }
       if (mine)
-        segs.push_back(Segment{k, u, self + at, nullptr});
+        seg.dst = self + at;
       else if (wire.data != nullptr)
-        segs.push_back(Segment{k, u, nullptr, wire.data + at});
+        seg.dst16 = wire.data + at;
       else
-        segs.push_back(Segment{k, u, send + at, nullptr});
+        seg.dst = send + at;
+      segs.push_back(seg);
+      longest = std::max(longest, count);
       k += count;
-      at += count * l.units[u].cols;
+      at += count * unit.cols;
     }
     if (!mine) others = at;
   }
-  const int64_t total = k;
-  if (PackPlainTiled(
-          ctx, l, rb, grad, segs.size(),
-          [&](size_t i) {
-            return PlainSegment{segs[i].k_begin, segs[i].unit, segs[i].dst,
-                                segs[i].dst16 == nullptr};
-          },
-          total, places))
-    return;
-  ctx.ParallelFor(0, total, 1024, [&](int64_t k0, int64_t k1) {
-    size_t s = static_cast<size_t>(
-        std::upper_bound(segs.begin(), segs.end(), k0,
-                         [](int64_t v, const Segment& g) { return v < g.k_begin; }) -
-        segs.begin() - 1);
-    for (int64_t j = k0; j < k1; ++s) {
-      const Segment& seg = segs[s];
-      const Unit& unit = l.units[seg.unit];
-      const Pair& pair = l.pairs[unit.pair];
-      const int64_t col = pair.out_offset + unit.col_offset;
-      const int64_t seg_end = std::min(k1, s + 1 < segs.size() ? segs[s + 1].k_begin : total);
-      if (!pair.mean && seg.dst != nullptr && seg.dst16 == nullptr) {
-        // Plain fp32 rows (the common case): one strided gather, no call per row.
-        const float* base = grad + col;
-        int64_t stride = D;
-        if (places != nullptr) {
-          const PairRows::Place& pl = places->pairs[static_cast<size_t>(unit.pair)];
-          base = (pl.aux ? places->aux : grad) + pl.offset + unit.col_offset;
-          stride = pl.stride;
-        }
-        const int32_t cols = unit.cols;
-        float* dst = seg.dst + (j - seg.k_begin) * cols;
-        for (; j < seg_end; ++j, dst += cols) {
-          const float* g = base + rb.ret_target[j] * stride;
-          for (int32_t c = 0; c < cols; ++c) dst[c] = g[c];
-        }
-        continue;
+  // The segments are walked in tiles of kTile of their rows, every segment's tile before the next
+  // tile, so that the gradient rows a tile reads (the same sample rows for every unit of a
+  // feature whose bags are all returned) are loaded once for all the segments, in memory order,
+  // instead of once per segment in strides of a whole output row (1.1-1.7 CPU ms of a 30 ms VBE
+  // step at world 1, RESULTS.md). Each element is computed as it would be alone: the bits do not
+  // depend on the tiling or the thread count.
+  constexpr int64_t kTile = 32;
+  const int64_t tiles = (longest + kTile - 1) / kTile;
+  ctx.ParallelFor(0, tiles, std::max<int64_t>(1, 1024 / kTile), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (const PackSegment& seg : segs) {
+        const int64_t r0 = t * kTile;
+        if (r0 < seg.count) PackRows(l, rb, seg, wire, r0, std::min(seg.count, r0 + kTile));
       }
-      for (; j < seg_end; ++j) {
-        const int64_t target = rb.ret_target[j];
-        const float* g = places == nullptr ? grad + target * D + col
-                                           : places->Row(grad, unit.pair, target) + unit.col_offset;
-        const int64_t at = (j - seg.k_begin) * unit.cols;
-        // An encoded row is divided into a row of the thread's, then encoded from there.
-        thread_local std::vector<float> row;
-        float* dst = seg.dst != nullptr ? seg.dst + at : nullptr;
-        if (dst == nullptr && pair.mean) {
-          if (row.size() < static_cast<size_t>(unit.cols)) row.resize(unit.cols);
-          dst = row.data();
-        }
-        if (pair.mean) {
-          const float div = rb.mean_div[BagIndex::Plain(B).bag(unit.pair, target)];
-          for (int32_t c = 0; c < unit.cols; ++c) dst[c] = div != 0.0f ? g[c] / div : 0.0f;
-        } else if (dst != nullptr) {
-          std::memcpy(dst, g, sizeof(float) * unit.cols);
-        }
-        if (seg.dst16 != nullptr)
-          wire.encode(pair.mean ? dst : g, static_cast<size_t>(unit.cols), seg.dst16 + at);
-      }
-    }
   });
 }
 

@@ -16,52 +16,42 @@ namespace shardrec::embedding {
 
 namespace {
 
-// Rows [r0, r1) of place `at` set to zero (the combine adds into them).
-void ZeroPlace(const PairRows& places, const PairRows::Place& at, float* out, int64_t r0,
-               int64_t r1) {
-  const int64_t end = std::min(r1, at.rows);
-  if (end <= r0) return;
-  float* first = (at.aux ? places.aux : out) + at.offset + r0 * at.stride;
-  const auto cols = static_cast<size_t>(at.cols);
-  if (at.stride == at.cols) {
-    std::memset(first, 0, sizeof(float) * static_cast<size_t>(end - r0) * cols);
+// Rows [r0, r1) of `cols` floats, `stride` apart from `first`, set to zero.
+void ZeroRows(float* first, int64_t stride, int64_t cols, int64_t r0, int64_t r1) {
+  if (r1 <= r0) return;
+  if (stride == cols) {
+    std::memset(first + r0 * stride, 0, sizeof(float) * static_cast<size_t>((r1 - r0) * cols));
     return;
   }
-  for (int64_t r = r0; r < end; ++r)
-    std::memset(first + (r - r0) * at.stride, 0, sizeof(float) * cols);
-}
-
-// Rows [r0, r1) of every span of `places` set to zero or, when `written` marks pairs
-// (WrittenPairs), of every other pair's place.
-void ZeroPlaces(const PairRows& places, const std::vector<char>& written, float* out, int64_t r0,
-                int64_t r1) {
-  if (written.empty()) {
-    for (const PairRows::Place& at : places.spans) ZeroPlace(places, at, out, r0, r1);
-    return;
-  }
-  for (size_t p = 0; p < places.pairs.size(); ++p)
-    if (written[p] == 0) ZeroPlace(places, places.pairs[p], out, r0, r1);
-}
-
-// Rows [r0, r1) of columns [col, col + cols) of `out` (row stride D) set to zero.
-void ZeroColumns(float* out, int64_t D, int64_t col, int64_t cols, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r)
-    std::memset(out + r * D + col, 0, sizeof(float) * static_cast<size_t>(cols));
+    std::memset(first + r * stride, 0, sizeof(float) * static_cast<size_t>(cols));
 }
 
-// How the combine initialises a plain (place-less) output without zeroing what it then writes:
-// a unit that is the first, in the combine's order, to reach its columns writes its rows there
-// (0.0f + row, the bits of zero-then-add) and zeroes only the rows it does not return; later
-// units add in the same order as before. Columns no first unit reaches are zeroed, except those
-// the data-parallel lookup writes whole (pooled, on the host).
+// A plain output as places: pair p's rows at its columns of the [rows, D] buffer, so that one rule
+// (CombineInit) serves it and a VBE batch's places (PairRows) alike.
+PairRows PlainPlaces(const Layout& l, int64_t rows) {
+  PairRows places;
+  places.pairs.reserve(l.pairs.size());
+  for (const Pair& pair : l.pairs)
+    places.pairs.push_back(
+        {false, pair.out_offset, l.output_dim, rows, l.plan->tables[pair.table].dim});
+  return places;
+}
+
+// How the combine initialises its places without zeroing what it then writes: a unit that is the
+// first, in the combine's order, to reach its columns of its pair's place writes its rows there
+// (0.0f + row, the bits of zero-then-add) and zeroes only the place's rows it does not return;
+// later units add in the same order as before. The columns no first unit reaches are zeroed,
+// except a data-parallel pair's when its lookup writes them whole (pooled, on the host).
 struct CombineInit {
-  std::vector<uint8_t> first;                          // per unit
-  std::vector<std::pair<int64_t, int64_t>> zero_cols;  // [begin, end) column spans
+  std::vector<uint8_t> first;         // per unit
+  std::vector<PairRows::Place> zero;  // the pieces of places no first unit reaches, merged
 };
 
-void PlanCombineInit(const Layout& l, bool dp_writes_columns, CombineInit* init) {
-  const int64_t D = l.output_dim;
-  std::vector<uint8_t> covered(static_cast<size_t>(D), 0);
+void PlanCombineInit(const Layout& l, const PairRows& places, bool dp_writes_columns,
+                     CombineInit* init) {
+  // Pairs own disjoint columns of the plain output, so they index one coverage map of D columns.
+  std::vector<uint8_t> covered(static_cast<size_t>(l.output_dim), 0);
   init->first.assign(l.units.size(), 0);
   for (int32_t d = 0; d < l.world; ++d) {
     for (int32_t u : l.units_to_rank[d]) {
@@ -79,46 +69,68 @@ void PlanCombineInit(const Layout& l, bool dp_writes_columns, CombineInit* init)
       std::fill(c, c + l.plan->tables[pair.table].dim, uint8_t{1});
     }
   }
-  init->zero_cols.clear();
-  for (int64_t c = 0; c < D;) {
-    if (covered[c] != 0) {
-      ++c;
-      continue;
+  init->zero.clear();
+  for (size_t p = 0; p < l.pairs.size(); ++p) {
+    const PairRows::Place& at = places.pairs[p];
+    if (at.rows == 0) continue;
+    const uint8_t* c = covered.data() + l.pairs[p].out_offset;
+    for (int64_t k = 0; k < at.cols;) {
+      if (c[k] != 0) {
+        ++k;
+        continue;
+      }
+      const int64_t begin = k;
+      while (k < at.cols && c[k] == 0) ++k;
+      PairRows::Place piece = at;
+      piece.offset += begin;
+      piece.cols = k - begin;
+      // Adjacent pieces (same buffer, stride and rows, columns side by side) zero as one.
+      if (!init->zero.empty()) {
+        PairRows::Place& last = init->zero.back();
+        if (last.aux == piece.aux && last.stride == piece.stride && last.rows == piece.rows &&
+            last.offset + last.cols == piece.offset) {
+          last.cols += piece.cols;
+          continue;
+        }
+      }
+      init->zero.push_back(piece);
     }
-    const int64_t begin = c;
-    while (c < D && covered[c] == 0) ++c;
-    init->zero_cols.emplace_back(begin, c);
   }
 }
 
 }  // namespace
 
-void OwnRowsDirect(const Layout& l, const RoutedBatch& rb, float* out, DirectRows* direct) {
-  direct->out = nullptr;
+void OwnRowsDirect(const Layout& l, const RoutedBatch& rb, float* out, const PairRows* places,
+                   DirectRows* direct) {
   direct->unit.assign(l.units.size(), 0);
   direct->runs.clear();
   const int64_t B = rb.batch_size;
   if (l.sequence || out == nullptr || B == 0) return;
+  PairRows plain;
+  if (places == nullptr) plain = PlainPlaces(l, B);
+  const PairRows& at_rows = places != nullptr ? *places : plain;
   CombineInit init;
-  PlanCombineInit(l, /*dp_writes_columns=*/false, &init);
-  // The own block holds this rank's units in order, ret_count rows each (UnpackInput).
+  PlanCombineInit(l, at_rows, /*dp_writes_columns=*/false, &init);
+  // The own block holds this rank's units in order, ret_count rows each (UnpackInput). A place's
+  // later bags are empty, so as many returned rows as its rows are each of its rows, in order.
   auto at = static_cast<int64_t>(rb.ret_self_offset);
   for (int32_t u : l.units_to_rank[l.rank]) {
     const Unit& unit = l.units[u];
     const int64_t count = rb.ret_count[u];
-    if (init.first[u] != 0 && count == B) {
+    const PairRows::Place& place = at_rows.pairs[static_cast<size_t>(unit.pair)];
+    if (init.first[u] != 0 && count > 0 && count == place.rows) {
       direct->unit[u] = 1;
-      direct->runs.emplace_back(at, l.pairs[unit.pair].out_offset + unit.col_offset);
+      direct->runs.push_back(
+          {at, place.aux ? at_rows.aux : out, place.offset + unit.col_offset, place.stride});
     }
     at += count * unit.cols;
   }
-  if (!direct->runs.empty()) direct->out = out;
 }
 
 Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
                     const RoutedBatch& rb, std::vector<kernels::LookupJob>* jobs, float* send,
                     const WireRows& wire, RunSet which, const DirectRows* direct) {
-  const bool any_direct = direct != nullptr && direct->out != nullptr;
+  const bool any_direct = direct != nullptr && !direct->runs.empty();
   jobs->clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
     const LocalShard& ls = l.local[i];
@@ -134,13 +146,13 @@ Status LookupToSend(const ExecContext& ctx, const Layout& l, ParamStore& params,
         job.encode = wire.encode;
       }
       if (any_direct && !travels) {
-        const auto it = std::lower_bound(
-            direct->runs.begin(), direct->runs.end(), run.io_offset,
-            [](const std::pair<int64_t, int64_t>& r, int64_t io) { return r.first < io; });
-        if (it != direct->runs.end() && it->first == run.io_offset) {
-          job.out = direct->out;
-          job.run.io_offset = it->second;
-          job.out_stride = l.output_dim;
+        const auto it =
+            std::lower_bound(direct->runs.begin(), direct->runs.end(), run.io_offset,
+                             [](const DirectRows::Run& r, int64_t io) { return r.io < io; });
+        if (it != direct->runs.end() && it->io == run.io_offset) {
+          job.out = it->out;
+          job.run.io_offset = it->offset;
+          job.out_stride = it->stride;
         }
       }
       jobs->push_back(job);
@@ -155,23 +167,19 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
                      const WireRows& wire, const PairRows* places, const uint8_t* written) {
   const int64_t D = l.output_dim;
   const int64_t rows = l.sequence ? rb.num_values : rb.batch_size;
-  // A plain output is written by its first units rather than zeroed and added to (CombineInit);
-  // places (VBE) are zeroed first, except the pairs written whole (WrittenPairs).
+  // A plain output is its pairs' places with row stride D; the first units write their places
+  // rather than zeroing them to add into (CombineInit).
+  PairRows plain;
+  if (places == nullptr) plain = PlainPlaces(l, rows);
+  const PairRows& at_rows = places != nullptr ? *places : plain;
   CombineInit init;
-  if (places == nullptr) PlanCombineInit(l, device == nullptr, &init);
+  PlanCombineInit(l, at_rows, device == nullptr, &init);
   // In parallel over output rows. Each unit's returned rows target increasing output rows, so a
   // chunk finds its part of every unit by binary search; units are added in their fixed order,
   // so row-split partials sum in the same order for every thread count.
-  // VBE places: a pair whose one unit returns a row for each of its place's rows in fp32 is
-  // written (+0 + x: the bits of the add into +0) instead of zeroed and added to.
-  std::vector<char> vbe_written;
-  if (places != nullptr) vbe_written = WrittenPairs(l, rb, wire.data != nullptr, *places);
   ctx.ParallelFor(0, rows, 64, [&](int64_t r0, int64_t r1) {
-    if (places == nullptr) {
-      for (const auto& [c0, c1] : init.zero_cols) ZeroColumns(out, D, c0, c1 - c0, r0, r1);
-    } else {
-      ZeroPlaces(*places, vbe_written, out, r0, r1);
-    }
+    for (const PairRows::Place& z : init.zero)
+      ZeroRows((z.aux ? at_rows.aux : out) + z.offset, z.stride, z.cols, r0, std::min(r1, z.rows));
     // Element offset of the next other rank's rows (recv, or the wire's 16-bit copy).
     int64_t others = 0;
     const int64_t* targets = rb.ret_target.data();
@@ -187,26 +195,19 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
           at += count * unit.cols;
           continue;
         }
-        const int64_t col = l.pairs[unit.pair].out_offset + unit.col_offset;
+        const PairRows::Place& place = at_rows.pairs[static_cast<size_t>(unit.pair)];
+        float* base = at_rows.Row(out, unit.pair, 0) + unit.col_offset;
         const int64_t* lo = std::lower_bound(targets, targets + count, r0);
         const int64_t* hi = std::lower_bound(lo, targets + count, r1);
-        const bool first = !init.first.empty() && init.first[u] != 0;
-        const bool vbe_write =
-            !vbe_written.empty() && vbe_written[static_cast<size_t>(unit.pair)] != 0;
+        const bool first = init.first[u] != 0;
         // A first unit's columns are set on rows [r0, next): the rows it skips are zeroed.
         int64_t next = r0;
         for (const int64_t* t = lo; t < hi; ++t) {
           const int64_t from = at + (t - targets) * unit.cols;
-          float* dst = places == nullptr ? out + *t * D + col
-                                         : places->Row(out, unit.pair, *t) + unit.col_offset;
-          if (vbe_write) {
-            const float* s = (mine ? self : recv) + from;
-            for (int32_t c = 0; c < unit.cols; ++c) dst[c] = 0.0f + s[c];
-            continue;
-          }
+          float* dst = base + *t * place.stride;
           const bool write = first && *t >= next;
           if (write) {
-            ZeroColumns(out, D, col, unit.cols, next, *t);
+            ZeroRows(base, place.stride, unit.cols, next, *t);
             next = *t + 1;
           }
           if (encoded) {
@@ -222,7 +223,7 @@ Status CombineOutput(const ExecContext& ctx, const Layout& l, ParamStore& params
             for (int32_t c = 0; c < unit.cols; ++c) dst[c] += s[c];
           }
         }
-        if (first) ZeroColumns(out, D, col, unit.cols, next, r1);
+        if (first) ZeroRows(base, place.stride, unit.cols, next, std::min(r1, place.rows));
         targets += count;
         at += count * unit.cols;
       }
@@ -373,10 +374,10 @@ Status LookupAndReturn(StepState& s, RoutedBatch& rb, HostReduce* reduce, Direct
 
 Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const Status& local,
                               HostReduce* reduce) {
-  // At world 1 the own rows that can go straight to an accepted plain output do (DirectRows).
+  // At world 1 the own rows that can go straight to an accepted output (or its places) do
+  // (DirectRows).
   DirectRows direct;
-  if (s.layout.world == 1 && local.ok() && s.pair_rows == nullptr)
-    OwnRowsDirect(s.layout, rb, out, &direct);
+  if (s.layout.world == 1 && local.ok()) OwnRowsDirect(s.layout, rb, out, s.pair_rows, &direct);
   Status st = LookupAndReturn(s, rb, reduce, &direct);
   if (!st.ok() || !local.ok()) return st;
   ScopedTimer phase(&s.timings.output_dist_seconds);
@@ -387,7 +388,7 @@ Status LookupReturnAndCombine(StepState& s, RoutedBatch& rb, float* out, const S
   }
   return CombineOutput(s.exec, s.layout, s.params, rb, s.ret_recv.data(), s.SelfRows(rb), &s.jobs,
                        out, nullptr, wire, s.pair_rows,
-                       direct.out != nullptr ? direct.unit.data() : nullptr);
+                       direct.runs.empty() ? nullptr : direct.unit.data());
 }
 
 }  // namespace shardrec::embedding

@@ -51,18 +51,24 @@ enum class RunSet { kAll, kTravelling, kOwn };
 // This rank's own rows that the lookup writes straight into the output instead of the return
 // message (no copy by the combine): per unit, whether its rows go there (OwnRowsDirect).
 struct DirectRows {
-  float* out = nullptr;  // [rows, output_dim]; null: none
+  // One own run that goes there: its rows at out + offset + b * stride.
+  struct Run {
+    int64_t io = 0;  // the run's io offset in the return message
+    float* out = nullptr;
+    int64_t offset = 0;
+    int64_t stride = 0;
+  };
   std::vector<uint8_t> unit;
-  // The own block's runs that go there: (io offset in the return message, output column),
-  // sorted by io offset.
-  std::vector<std::pair<int64_t, int64_t>> runs;
+  std::vector<Run> runs;  // sorted by io offset; empty: none
 };
 
-// Sets `direct` for a plain pooled output `out` (no places): the own units that are the first,
-// in the combine's order, to reach their columns and whose every sample has a bag, so that their
-// returned rows are the output's rows in order. Their sums are the kernel's, which starts from
-// +0.0f, so they equal what zero-then-add gave bit for bit (no sum reads -0.0f).
-void OwnRowsDirect(const Layout& layout, const RoutedBatch& rb, float* out, DirectRows* direct);
+// Sets `direct` for a pooled output `out` ([rows, output_dim], or with `places` a VBE batch's
+// places, pair_rows.h): the own units that are the first, in the combine's order, to reach their
+// columns and whose place has a bag for each of its rows, so that their returned rows are the
+// place's rows in order. Their sums are the kernel's, which starts from +0.0f, so they equal what
+// zero-then-add gave bit for bit (no sum reads -0.0f).
+void OwnRowsDirect(const Layout& layout, const RoutedBatch& rb, float* out, const PairRows* places,
+                   DirectRows* direct);
 
 // Owner side: the runs in `which` of every local shard looked up into `send`
 // (rb.ret_floats_total floats, laid out per source rank as the runs' io offsets say), in one
@@ -82,7 +88,7 @@ Status LookupToSend(const ExecContext& ctx, const Layout& layout, ParamStore& pa
 // are read encoded from there (and `recv` is unused). With `places` (pooled, host only) pair p's
 // row b goes to places->Row(out, p, b) instead of row b of `out`, and only the places are
 // written (a VBE batch's B_f rows per feature, vbe.h). `written` (per unit, or null): units whose
-// rows the lookup already wrote into `out` (DirectRows, without places), which are skipped.
+// rows the lookup already wrote into `out` or its places (DirectRows), which are skipped.
 Status CombineOutput(const ExecContext& ctx, const Layout& layout, ParamStore& params,
                      const RoutedBatch& rb, const float* recv, const float* self,
                      std::vector<kernels::LookupJob>* jobs, float* out,

@@ -9,9 +9,6 @@
 
 namespace shardrec::embedding {
 
-struct Layout;       // layout.h
-struct RoutedBatch;  // input_dist.h
-
 struct PairRows {
   struct Place {
     bool aux = false;    // in `aux` (the step's scratch), else in the caller's buffer
@@ -22,7 +19,8 @@ struct PairRows {
   };
   std::vector<Place> pairs;  // per pair of the layout
   // The places of adjacent pairs (same buffer, stride and rows, columns side by side) merged,
-  // in pair order: what the combine zeroes, one span per row instead of one per pair.
+  // in pair order: what the finiteness check of the gradient read in place walks, one span per
+  // row instead of one per pair.
   std::vector<Place> spans;
   // The scratch the `aux` places are in: owned by the collection, set for the call that uses it.
   float* aux = nullptr;
@@ -36,13 +34,5 @@ struct PairRows {
     return (at.aux ? aux : main) + at.offset + b * at.stride;
   }
 };
-
-// Per pair of the layout: whether the combine writes its place's rows rather than adding into
-// zeros (1), because one unit holds all its columns and returns a row for every row of its place
-// in fp32 (rows of this rank's own lookups, or any row when `encoded_wire` is false). Writing
-// +0 + x gives the bits of the add into +0, so the output is the same. Empty when no pair is.
-// (vbe.cc)
-std::vector<char> WrittenPairs(const Layout& layout, const RoutedBatch& rb, bool encoded_wire,
-                               const PairRows& places);
 
 }  // namespace shardrec::embedding

@@ -341,28 +341,6 @@ void VbeStep::PlacePairs(const Layout& l) {
   }
 }
 
-std::vector<char> WrittenPairs(const Layout& l, const RoutedBatch& rb, bool encoded_wire,
-                               const PairRows& places) {
-  std::vector<int32_t> units(l.pairs.size(), 0);
-  for (const Unit& unit : l.units) ++units[static_cast<size_t>(unit.pair)];
-  std::vector<char> written(l.pairs.size(), 0);
-  bool any = false;
-  for (size_t u = 0; u < l.units.size(); ++u) {
-    const Unit& unit = l.units[u];
-    const auto p = static_cast<size_t>(unit.pair);
-    const PairRows::Place& at = places.pairs[p];
-    // Targets are distinct, ascending and below the place's rows (later bags are empty), so as
-    // many of them as rows are every row.
-    if (units[p] == 1 && unit.cols == at.cols && at.rows > 0 && rb.ret_count[u] == at.rows &&
-        (unit.rank == l.rank || !encoded_wire)) {
-      written[p] = 1;
-      any = true;
-    }
-  }
-  if (!any) written.clear();
-  return written;
-}
-
 void VbeStep::Expand(const ExecContext& ctx, const Layout& /*l*/, const float* aux,
                      float* out) const {
   if (!has_inverse_ || aux_len_ == 0) return;

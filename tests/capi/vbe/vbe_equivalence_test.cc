@@ -182,8 +182,9 @@ TEST(VbeThreads, MatchesTheExpandedBatch) {
 }
 
 // A feature whose every bag holds one id has its rows written by the combine rather than added
-// into zeros (WrittenPairs): the output keeps the bits of the add, so rows of -0.0 come out as
-// +0.0, as the expanded batch's do. World 2: some rows are the peer's (returned), some this rank's.
+// into zeros (CombineInit, output_dist.cc): the output keeps the bits of the add, so rows of -0.0
+// come out as +0.0, as the expanded batch's do. World 2: some rows are the peer's (returned),
+// some this rank's.
 TEST(VbeWrittenRows, NegativeZeroRowsComeOutAsTheAddGivesThem) {
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
   PlanPtr plan = MakePlan(s);
