@@ -39,8 +39,18 @@ Status Segment::Create(size_t bytes, std::string* name, std::unique_ptr<Segment>
   const int fd = ::shm_open(n.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("shm_open", n);
   uint8_t* data = nullptr;
-  Status s = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? Map(fd, bytes, n, &data)
-                                                             : Errno("ftruncate", n);
+  // Reserve the pages now: a tmpfs that fills later (a container's 64 MiB /dev/shm) would
+  // otherwise deliver SIGBUS on first touch in the middle of an exchange. A refusal here
+  // keeps the group on the wrapped communicator instead.
+  Status s = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? Status::Ok() : Errno("ftruncate", n);
+  if (s.ok()) {
+    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (err != 0) {
+      errno = err;
+      s = Errno("posix_fallocate", n);
+    }
+  }
+  if (s.ok()) s = Map(fd, bytes, n, &data);
   ::close(fd);
   if (!s.ok()) {
     ::shm_unlink(n.c_str());
