@@ -90,28 +90,49 @@ SHARDREC_HD uint32_t NormalCode(const Params& p, uint32_t a) {
   return a > 0x7F800000u ? p.nan_code : r;
 }
 
+// The first steps EncodeFp8 and EncodeFp8Stochastic share: x's sign and magnitude, its code
+// where the rounding cannot matter (a NaN, a magnitude that saturates), else whether its target
+// is a normal code (magnitude at least MinNormalBits) or a subnormal one, which the caller rounds.
+struct Prologue {
+  uint8_t sign;
+  uint32_t a;   // fp32 bits of |x|
+  int biased;   // fp32's biased exponent of |x|, 0 for its subnormals
+  bool done;    // `code` is the result
+  bool normal;  // not done, and the target is a normal code
+  uint8_t code;
+};
+
+SHARDREC_HD Prologue Classify(const Params& p, float x) {
+  const uint32_t u = Bits(x);
+  Prologue r{};
+  r.sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  r.a = u & 0x7FFFFFFFu;
+  r.biased = static_cast<int>(r.a >> 23);
+  if (r.a > 0x7F800000u) {
+    r.done = true;
+    r.code = static_cast<uint8_t>(r.sign | p.nan_code);
+  } else if (r.a >= p.max_bits) {
+    r.done = true;
+    r.code = static_cast<uint8_t>(r.sign | p.max_code);
+  } else {
+    r.normal = r.biased - 127 >= 1 - p.bias;
+  }
+  return r;
+}
+
 }  // namespace fp8_detail
 
 // fp32 -> FP8, round to nearest even, saturating.
 SHARDREC_HD uint8_t EncodeFp8(Fp8Kind kind, float x) {
   const fp8_detail::Params p = fp8_detail::ParamsOf(kind);
-  const uint32_t u = fp8_detail::Bits(x);
-  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return static_cast<uint8_t>(sign | p.nan_code);
-  if (a >= p.max_bits) return static_cast<uint8_t>(sign | p.max_code);
+  const fp8_detail::Prologue pr = fp8_detail::Classify(p, x);
+  if (pr.done) return pr.code;
+  // Below max_bits nothing rounds past the largest finite value.
+  if (pr.normal) return static_cast<uint8_t>(pr.sign | fp8_detail::NormalCode(p, pr.a));
+  const uint8_t sign = pr.sign;
+  const uint32_t a = pr.a;
+  const int biased = pr.biased;
   const int emin = 1 - p.bias;
-  const int biased = static_cast<int>(a >> 23);  // fp32's biased exponent, 0 for its subnormals
-  if (biased - 127 >= emin) {
-    // A normal target: round the fp32 exponent-and-mantissa field to m mantissa bits (a carry
-    // moves into the exponent, as it should), then rebias. Below max_bits nothing rounds past
-    // the largest finite value.
-    const int shift = 23 - p.mant_bits;
-    uint32_t r = a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u);
-    r >>= shift;
-    r -= static_cast<uint32_t>(127 - p.bias) << p.mant_bits;
-    return static_cast<uint8_t>(sign | r);
-  }
   // A subnormal target: the count of units 2^(emin-m), rounded; a count of 2^m is the smallest
   // normal, whose code is the same number.
   const uint32_t mant = (a & 0x7FFFFFu) | (biased != 0 ? 0x800000u : 0u);
@@ -135,14 +156,13 @@ SHARDREC_HD uint8_t EncodeFp8(Fp8Kind kind, float x) {
 // EncodeFp8, a NaN stays a NaN. A value that is a code keeps it whatever the bits.
 SHARDREC_HD uint8_t EncodeFp8Stochastic(Fp8Kind kind, float x, uint32_t bits) {
   const fp8_detail::Params p = fp8_detail::ParamsOf(kind);
-  const uint32_t u = fp8_detail::Bits(x);
-  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return static_cast<uint8_t>(sign | p.nan_code);
-  if (a >= p.max_bits) return static_cast<uint8_t>(sign | p.max_code);
+  const fp8_detail::Prologue pr = fp8_detail::Classify(p, x);
+  if (pr.done) return pr.code;
+  const uint8_t sign = pr.sign;
+  const uint32_t a = pr.a;
+  const int biased = pr.biased;
   const int emin = 1 - p.bias;
-  const int biased = static_cast<int>(a >> 23);
-  if (biased - 127 >= emin) {
+  if (pr.normal) {
     // The fraction is the low `shift` bits: adding the top `shift` random bits carries into the
     // kept bits exactly when frac + bits x 2^-32 >= 1 (as FloatToBFloat16Stochastic does).
     const int shift = 23 - p.mant_bits;

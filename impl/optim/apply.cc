@@ -14,6 +14,7 @@
 #include "impl/optim/dispatch.h"
 #include "impl/optim/optimizer.h"
 #include "impl/optim/rounding.h"
+#include "impl/optim/rounding_row.h"
 #include "impl/optim/store_row.h"
 #include "impl/optim/update_rules.h"
 
@@ -130,7 +131,9 @@ void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard
               const float* in) {
   // Stochastic bits keyed once per row: a fixed table's global row, a dynamic table's id
   // (RoundingRow).
-  const int64_t key = cfg.stochastic_rounding ? RoundingRow(shard, row) : 0;
+  const uint64_t key = cfg.stochastic_rounding ? RoundingRowKey(cfg.seed, step, shard.table_key,
+                                                                RoundingRow(shard, row))
+                                               : 0;
   if (IsFp8DType(shard.dtype)) {
     // The whole row re-encoded: its scale from its largest magnitude (fp8.h), each value to
     // nearest even or stochastically with the 16-bit path's bits.
@@ -140,8 +143,7 @@ void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard
       return;
     }
     EncodeFp8RowStochastic(Fp8KindOf(shard.dtype), in, shard.cols, dst, [&](int64_t c) {
-      return RoundingBits(cfg.seed, step, shard.table_key, key,
-                          static_cast<int64_t>(shard.col_offset) + c);
+      return RoundingColumnBits(key, static_cast<int64_t>(shard.col_offset) + c);
     });
     return;
   }
@@ -152,10 +154,17 @@ void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard
       dst[c] = half ? FloatToHalf(in[c]) : FloatToBFloat16(in[c]);
     return;
   }
-  for (int32_t c = 0; c < shard.cols; ++c) {
-    const uint32_t bits = RoundingBits(cfg.seed, step, shard.table_key, key,
-                                       static_cast<int64_t>(shard.col_offset) + c);
-    dst[c] = half ? FloatToHalfStochastic(in[c], bits) : FloatToBFloat16Stochastic(in[c], bits);
+  // The bits a chunk of columns at a time, in vector registers (rounding_row.h).
+  constexpr int32_t kChunk = 64;
+  uint32_t bits[kChunk];
+  for (int32_t c0 = 0; c0 < shard.cols; c0 += kChunk) {
+    const int32_t n = std::min(kChunk, shard.cols - c0);
+    RoundingRowBits(key, static_cast<int64_t>(shard.col_offset) + c0, n, bits);
+    for (int32_t i = 0; i < n; ++i) {
+      const float v = in[c0 + i];
+      dst[c0 + i] =
+          half ? FloatToHalfStochastic(v, bits[i]) : FloatToBFloat16Stochastic(v, bits[i]);
+    }
   }
 }
 
@@ -226,10 +235,8 @@ void Apply(const ExecContext& ctx, const OptimizerConfig& config, int64_t step, 
 
 void RowRoundingBits(const OptimizerConfig& config, int64_t step, const ShardParams& shard,
                      int64_t row, int32_t col, int32_t n, uint32_t* bits) {
-  const int64_t key = RoundingRow(shard, row);
-  for (int32_t i = 0; i < n; ++i)
-    bits[i] = RoundingBits(config.seed, step, shard.table_key, key,
-                           static_cast<int64_t>(shard.col_offset) + col + i);
+  const uint64_t key = RoundingRowKey(config.seed, step, shard.table_key, RoundingRow(shard, row));
+  RoundingRowBits(key, static_cast<int64_t>(shard.col_offset) + col, n, bits);
 }
 
 void StoreRoundedRow(const OptimizerConfig& config, int64_t step, const ShardParams& shard,

@@ -17,12 +17,8 @@
 namespace shardrec::testing {
 namespace {
 
-const char* kTypeNames[] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"};
-
 Scenario StochasticScenario(int32_t world, int32_t dtype, int32_t type) {
-  Scenario s = StandardScenario(world, type, SHARDREC_POOLING_SUM);
-  s.ranks_per_node = world < 2 ? world : 2;
-  for (RefTable& t : s.tables) t.dtype = dtype;
+  Scenario s = DTypeScenario(world, dtype, type, SHARDREC_POOLING_SUM);
   s.optimizer.stochastic_rounding = true;
   return s;
 }
@@ -46,7 +42,7 @@ std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   const auto [world, dtype, opt, type] = info.param;
   return std::string("W") + std::to_string(world) +
          (dtype == SHARDREC_DTYPE_FP8_E4M3 ? "_E4M3_" : "_E5M2_") +
-         (opt == SHARDREC_OPTIMIZER_ADAM ? "Adam_" : "RowWiseAdagrad_") + kTypeNames[type];
+         (opt == SHARDREC_OPTIMIZER_ADAM ? "Adam_" : "RowWiseAdagrad_") + kShardingTypeNames[type];
 }
 
 INSTANTIATE_TEST_SUITE_P(Rows, EmbeddingFp8Stochastic,
@@ -69,16 +65,8 @@ std::vector<std::vector<float>> Train(const Scenario& s,
   EXPECT_NE(plan, nullptr);
   std::vector<std::vector<std::vector<float>>> got(s.world);
   SpawnRanks(s.world, [&](int r) {
-    const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-    shardrec_embedding_options_t o;
-    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-    o.seed = s.seed;
-    o.num_threads = s.num_threads;
-    shardrec_embedding_t* raw = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&raw, plan.get(), GroupComm(s.world, r), &opt, &o),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr c(raw);
+    CollPtr c = CreateRank(s, plan.get(), r, s.seed);
+    ASSERT_NE(c, nullptr);
     for (size_t step = 0; step < batches.size(); ++step) {
       KjtHolder kjt(batches[step][r], s.num_features, false);
       std::vector<float> out(static_cast<size_t>(batches[step][r].batch_size) * output_dim);
@@ -90,13 +78,7 @@ std::vector<std::vector<float>> Train(const Scenario& s,
                 SHARDREC_OK)
           << shardrec_last_error();
     }
-    for (const RefTable& t : s.tables) {
-      std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
-      ASSERT_EQ(shardrec_embedding_get_weights(c.get(), t.name.c_str(), w.data(), w.size()),
-                SHARDREC_OK)
-          << shardrec_last_error();
-      got[r].push_back(std::move(w));
-    }
+    for (const RefTable& t : s.tables) got[r].push_back(GetWeights(c.get(), t));
   });
   for (int32_t r = 1; r < s.world; ++r) EXPECT_EQ(got[r], got[0]) << "rank " << r;
   return got[0];

@@ -23,18 +23,10 @@
 namespace shardrec::testing {
 namespace {
 
-const char* kTypeNames[] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"};
 const char* kOptNames[] = {"Sgd", "Adagrad", "RowWiseAdagrad", "Adam"};
 const char* kPoolNames[] = {"Sum", "Mean", "None"};
 
 std::string DTypeTag(int32_t dtype) { return dtype == SHARDREC_DTYPE_FP8_E4M3 ? "E4M3" : "E5M2"; }
-
-Scenario Fp8Scenario(int32_t world, int32_t dtype, int32_t type, int32_t pooling) {
-  Scenario s = StandardScenario(world, type, pooling);
-  s.ranks_per_node = world < 2 ? world : 2;
-  for (RefTable& t : s.tables) t.dtype = dtype;
-  return s;
-}
 
 // (world, dtype, optimizer, sharding type, pooling)
 using Fp8Param = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t>;
@@ -43,7 +35,7 @@ class EmbeddingFp8 : public ::testing::TestWithParam<Fp8Param> {};
 
 TEST_P(EmbeddingFp8, MatchesReferenceThatReencodesEachRow) {
   const auto [world, dtype, opt, type, pooling] = GetParam();
-  Scenario s = Fp8Scenario(world, dtype, type, pooling);
+  Scenario s = DTypeScenario(world, dtype, type, pooling);
   s.optimizer.type = opt;
   s.optimizer.lr = opt == 0 ? 0.1f : 0.02f;
   s.weighted = pooling != SHARDREC_POOLING_NONE;
@@ -53,7 +45,7 @@ TEST_P(EmbeddingFp8, MatchesReferenceThatReencodesEachRow) {
 std::string Fp8Name(const ::testing::TestParamInfo<Fp8Param>& info) {
   const auto [world, dtype, opt, type, pooling] = info.param;
   return std::string("W") + std::to_string(world) + "_" + DTypeTag(dtype) + "_" + kOptNames[opt] +
-         "_" + kTypeNames[type] + "_" + kPoolNames[pooling];
+         "_" + kShardingTypeNames[type] + "_" + kPoolNames[pooling];
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -73,13 +65,13 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(EmbeddingFp8Mixed, SequenceAndMixedDTypesMatchTheReference) {
   for (int32_t world : {1, 2, 4}) {
     SCOPED_TRACE("world " + std::to_string(world));
-    Scenario seq = Fp8Scenario(world, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE,
-                               SHARDREC_POOLING_NONE);
+    Scenario seq = DTypeScenario(world, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE,
+                                 SHARDREC_POOLING_NONE);
     seq.optimizer.type = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
     seq.optimizer.lr = 0.05f;
     RunEquivalence(seq);
-    Scenario mixed = Fp8Scenario(world, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE,
-                                 SHARDREC_POOLING_SUM);
+    Scenario mixed = DTypeScenario(world, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE,
+                                   SHARDREC_POOLING_SUM);
     mixed.tables[0].dtype = SHARDREC_DTYPE_FLOAT32;
     mixed.tables[1].dtype = SHARDREC_DTYPE_FP8_E5M2;
     mixed.sharding = {SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_SHARDING_ROW_WISE,
@@ -104,7 +96,7 @@ bool SameBits(const std::vector<std::vector<float>>& a, const std::vector<std::v
 // The encoding is a function of the row's values alone: 1 or 3 threads per rank, the same bits.
 TEST(EmbeddingFp8Mixed, BitsDoNotDependOnTheThreadCount) {
   Scenario s =
-      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+      DTypeScenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.optimizer.type = SHARDREC_OPTIMIZER_ADAM;
   s.optimizer.lr = 0.05f;
   s.batch_sizes = {64, 64};
@@ -116,24 +108,6 @@ TEST(EmbeddingFp8Mixed, BitsDoNotDependOnTheThreadCount) {
   for (size_t r = 0; r < one.size(); ++r) EXPECT_TRUE(SameBits(one[r], three[r])) << "rank " << r;
 }
 
-std::vector<float> GetWeights(shardrec_embedding_t* c, const RefTable& t) {
-  std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
-  EXPECT_EQ(shardrec_embedding_get_weights(c, t.name.c_str(), w.data(), w.size()), SHARDREC_OK)
-      << shardrec_last_error();
-  return w;
-}
-
-CollPtr Create(const Scenario& s, shardrec_plan_t* plan, int r) {
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  shardrec_embedding_options_t o;
-  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-  o.seed = s.seed;
-  shardrec_embedding_t* c = nullptr;
-  EXPECT_EQ(shardrec_embedding_create(&c, plan, GroupComm(s.world, r), &opt, &o), SHARDREC_OK)
-      << "rank " << r << ": " << shardrec_last_error();
-  return CollPtr(c);
-}
-
 // set_weights encodes each row (its scale from its largest finite magnitude, each value to
 // nearest even, saturating) and get_weights returns the decoded values: rows spanning many
 // binades (so small values fall to the format's subnormals or to zero), ties, and a row whose
@@ -141,7 +115,7 @@ CollPtr Create(const Scenario& s, shardrec_plan_t* plan, int r) {
 TEST(EmbeddingFp8Mixed, AccessorsEncodeRowsOnSetAndDecodeOnGet) {
   for (int32_t dtype : {SHARDREC_DTYPE_FP8_E4M3, SHARDREC_DTYPE_FP8_E5M2}) {
     SCOPED_TRACE(DTypeTag(dtype));
-    Scenario s = Fp8Scenario(2, dtype, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+    Scenario s = DTypeScenario(2, dtype, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
     PlanPtr plan = MakePlan(s);
     ASSERT_NE(plan, nullptr);
     std::vector<std::vector<float>> in(s.tables.size()), want(s.tables.size());
@@ -161,7 +135,7 @@ TEST(EmbeddingFp8Mixed, AccessorsEncodeRowsOnSetAndDecodeOnGet) {
         RoundRowToFp8(want[t].data() + r * rt.dim, rt.dim, dtype);
     }
     SpawnRanks(s.world, [&](int r) {
-      CollPtr c = Create(s, plan.get(), r);
+      CollPtr c = CreateRank(s, plan.get(), r, s.seed);
       ASSERT_NE(c, nullptr);
       for (size_t t = 0; t < s.tables.size(); ++t) {
         const RefTable& rt = s.tables[t];
@@ -193,14 +167,14 @@ TEST(EmbeddingFp8Mixed, AccessorsEncodeRowsOnSetAndDecodeOnGet) {
 
 // Its initial weights are the fp32 initial values, each row encoded.
 TEST(EmbeddingFp8Mixed, InitialWeightsAreTheEncodedFp32Rows) {
-  Scenario s = Fp8Scenario(4, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_ROW_WISE,
-                           SHARDREC_POOLING_SUM);
+  Scenario s = DTypeScenario(4, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_ROW_WISE,
+                             SHARDREC_POOLING_SUM);
   s.tables[2].dtype = SHARDREC_DTYPE_FP8_E5M2;
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
   SpawnRanks(s.world, [&](int r) {
-    CollPtr c = Create(s, plan.get(), r);
+    CollPtr c = CreateRank(s, plan.get(), r, s.seed);
     ASSERT_NE(c, nullptr);
     for (size_t t = 0; t < s.tables.size(); ++t) {
       const std::vector<float> w = GetWeights(c.get(), s.tables[t]);
@@ -217,7 +191,7 @@ TEST(EmbeddingFp8Mixed, InitialWeightsAreTheEncodedFp32Rows) {
 // collection refuses one given as JSON, on every rank, naming the table.
 TEST(EmbeddingFp8Mixed, ColumnSplitsAreRefused) {
   Scenario s =
-      Fp8Scenario(2, SHARDREC_DTYPE_FLOAT32, SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_POOLING_SUM);
+      DTypeScenario(2, SHARDREC_DTYPE_FLOAT32, SHARDREC_SHARDING_COLUMN_WISE, SHARDREC_POOLING_SUM);
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
   char* text = nullptr;
@@ -297,7 +271,7 @@ std::vector<std::vector<float>> TrainAndSave(const Scenario& s, const std::strin
   EXPECT_NE(plan, nullptr);
   std::vector<std::vector<float>> snap;
   SpawnRanks(s.world, [&](int r) {
-    CollPtr c = Create(s, plan.get(), r);
+    CollPtr c = CreateRank(s, plan.get(), r, s.seed);
     ASSERT_NE(c, nullptr);
     for (int32_t step = 0; step < s.steps; ++step) {
       KjtHolder kjt(batches[step][r], s.num_features, false);
@@ -326,7 +300,7 @@ shardrec_status_t Load(const Scenario& s, const std::string& dir, bool convert,
   EXPECT_NE(plan, nullptr);
   std::vector<shardrec_status_t> rc(s.world, SHARDREC_OK);
   SpawnRanks(s.world, [&](int r) {
-    CollPtr c = Create(s, plan.get(), r);
+    CollPtr c = CreateRank(s, plan.get(), r, s.seed);
     ASSERT_NE(c, nullptr);
     shardrec_checkpoint_options_t o;
     shardrec_checkpoint_options_init(&o, SHARDREC_CHECKPOINT_OPTIONS_VERSION);
@@ -346,7 +320,7 @@ TEST(EmbeddingFp8Mixed, CheckpointsKeepFp8RowsAndConvert) {
   const std::string dir = ::testing::TempDir() + "fp8_ckpt";
   const std::string dir32 = ::testing::TempDir() + "fp8_ckpt_fp32";
   Scenario s =
-      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+      DTypeScenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.tables[2].dtype = SHARDREC_DTYPE_FP8_E5M2;
   s.optimizer.type = SHARDREC_OPTIMIZER_ADAM;
   s.optimizer.lr = 0.05f;
@@ -420,7 +394,7 @@ double DecodeCode(uint8_t c, bool e4m3) {
 TEST(EmbeddingFp8Mixed, CheckpointsStoreFp8RowsAsBytes) {
   const std::string dir = ::testing::TempDir() + "fp8_ckpt_bytes";
   Scenario s =
-      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+      DTypeScenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.tables[1].dtype = SHARDREC_DTYPE_FLOAT32;
   s.tables[2].dtype = SHARDREC_DTYPE_FP8_E5M2;
   s.optimizer.type = SHARDREC_OPTIMIZER_ADAGRAD;
@@ -543,7 +517,7 @@ TEST(EmbeddingFp8Mixed, CheckpointsStoreFp8RowsAsBytes) {
 TEST(EmbeddingFp8Mixed, VersionOneCheckpointsOfFp8TablesStillLoad) {
   const std::string dir = ::testing::TempDir() + "fp8_ckpt_v1";
   Scenario s =
-      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+      DTypeScenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
   Scenario f32 = s;
   for (RefTable& t : f32.tables) t.dtype = SHARDREC_DTYPE_FLOAT32;
   const auto saved32 = TrainAndSave(f32, dir);
@@ -577,7 +551,7 @@ TEST(EmbeddingFp8Mixed, VersionOneCheckpointsOfFp8TablesStillLoad) {
 TEST(EmbeddingFp8Mixed, TableImportEncodesEachRow) {
   const std::string dir = ::testing::TempDir() + "fp8_import";
   Scenario s =
-      Fp8Scenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+      DTypeScenario(2, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.optimizer.type = SHARDREC_OPTIMIZER_ADAGRAD;
   s.optimizer.lr = 0.05f;
   Scenario f32 = s;
@@ -595,7 +569,7 @@ TEST(EmbeddingFp8Mixed, TableImportEncodesEachRow) {
     w.ranks_per_node = 1;
     PlanPtr plan = MakePlan(w);
     ASSERT_NE(plan, nullptr);
-    CollPtr c = Create(w, plan.get(), 0);
+    CollPtr c = CreateRank(w, plan.get(), 0, w.seed);
     ASSERT_NE(c, nullptr);
     ASSERT_EQ(shardrec_checkpoint_load(c.get(), (dir + "_ckpt" + suffix).c_str(), nullptr),
               SHARDREC_OK)
@@ -615,7 +589,7 @@ TEST(EmbeddingFp8Mixed, TableImportEncodesEachRow) {
     ASSERT_NE(plan, nullptr);
     std::vector<std::vector<float>> got;
     SpawnRanks(w.world, [&](int r) {
-      CollPtr c = Create(w, plan.get(), r);
+      CollPtr c = CreateRank(w, plan.get(), r, w.seed);
       ASSERT_NE(c, nullptr);
       for (const RefTable& t : w.tables)
         ASSERT_EQ(shardrec_checkpoint_import_table(c.get(), t.name.c_str(),
@@ -672,7 +646,7 @@ TEST(EmbeddingFp8Mixed, DynamicTablesRefuseFp8) {
 // Tiered tables do not take FP8 rows yet: creation says so, naming the table.
 TEST(EmbeddingFp8Mixed, TieredTablesRefuseFp8) {
   Scenario s =
-      Fp8Scenario(1, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+      DTypeScenario(1, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
   PlanPtr plan = MakePlan(s);
   ASSERT_NE(plan, nullptr);
   const std::string dir = ::testing::TempDir() + "fp8_tier";

@@ -16,7 +16,6 @@
 namespace shardrec::testing {
 namespace {
 
-const char* kTypeNames[] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"};
 const char* kOptNames[] = {"Sgd", "Adagrad", "RowWiseAdagrad", "Adam"};
 const char* kDTypes[] = {"Fp32", "Fp16", "Bf16"};
 
@@ -37,7 +36,7 @@ TEST_P(EmbeddingLowPrecision, MatchesRoundedReference) {
 std::string LowName(const ::testing::TestParamInfo<LowParam>& info) {
   const auto [world, dtype, opt, type, pooling] = info.param;
   return std::string("W") + std::to_string(world) + "_" + kDTypes[dtype] + "_" + kOptNames[opt] +
-         "_" + kTypeNames[type] + (pooling == SHARDREC_POOLING_SUM ? "_Sum" : "_Mean");
+         "_" + kShardingTypeNames[type] + (pooling == SHARDREC_POOLING_SUM ? "_Sum" : "_Mean");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -75,8 +74,8 @@ TEST_P(EmbeddingMixedDTypes, MatchesRoundedReference) {
 
 std::string MixedName(const ::testing::TestParamInfo<MixedParam>& info) {
   const auto [world, type, opt, pooling] = info.param;
-  return std::string("W") + std::to_string(world) + "_" + kTypeNames[type] + "_" + kOptNames[opt] +
-         (pooling == SHARDREC_POOLING_SUM ? "_Sum" : "_None");
+  return std::string("W") + std::to_string(world) + "_" + kShardingTypeNames[type] + "_" +
+         kOptNames[opt] + (pooling == SHARDREC_POOLING_SUM ? "_Sum" : "_None");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, EmbeddingMixedDTypes,
@@ -87,26 +86,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, EmbeddingMixedDTypes,
                                                               SHARDREC_POOLING_NONE)),
                          MixedName);
 
-// Reads a table's weights through the (collective) accessor.
-std::vector<float> GetWeights(shardrec_embedding_t* c, const RefTable& t) {
-  std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
-  EXPECT_EQ(shardrec_embedding_get_weights(c, t.name.c_str(), w.data(), w.size()), SHARDREC_OK)
-      << shardrec_last_error();
-  return w;
-}
-
 bool BitEqual(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
-
-CollPtr Create(const Scenario& s, shardrec_plan_t* plan, int r, uint64_t seed) {
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  shardrec_embedding_options_t o;
-  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-  o.seed = seed;
-  shardrec_embedding_t* c = nullptr;
-  EXPECT_EQ(shardrec_embedding_create(&c, plan, GroupComm(s.world, r), &opt, &o), SHARDREC_OK)
-      << "rank " << r << ": " << shardrec_last_error();
-  return CollPtr(c);
-}
 
 TEST(EmbeddingPrecision, InitialWeightsAreTheRoundedFp32Values) {
   for (int32_t type : {SHARDREC_SHARDING_DATA_PARALLEL, SHARDREC_SHARDING_GRID}) {
@@ -115,7 +95,7 @@ TEST(EmbeddingPrecision, InitialWeightsAreTheRoundedFp32Values) {
     PlanPtr plan = MakePlan(s);
     ASSERT_NE(plan, nullptr);
     SpawnRanks(s.world, [&](int r) {
-      CollPtr c = Create(s, plan.get(), r, s.seed);
+      CollPtr c = CreateRank(s, plan.get(), r, s.seed);
       ASSERT_NE(c, nullptr);
       for (size_t t = 0; t < s.tables.size(); ++t) {
         const std::vector<float> w = GetWeights(c.get(), s.tables[t]);
@@ -166,7 +146,7 @@ TEST(EmbeddingPrecision, AccessorsRoundOnSetAndWidenOnGet) {
     }
   }
   SpawnRanks(s.world, [&](int r) {
-    CollPtr c = Create(s, plan.get(), r, s.seed);
+    CollPtr c = CreateRank(s, plan.get(), r, s.seed);
     ASSERT_NE(c, nullptr);
     for (size_t t = 0; t < s.tables.size(); ++t) {
       const RefTable& rt = s.tables[t];
@@ -215,7 +195,7 @@ std::vector<std::vector<float>> TrainSmallSteps(int32_t dtype, int32_t type, boo
   const std::vector<float> grad(16 * 16, 1.0f);
   std::vector<std::vector<float>> result(s.world);
   SpawnRanks(s.world, [&](int r) {
-    CollPtr c = Create(s, plan.get(), r, seed);
+    CollPtr c = CreateRank(s, plan.get(), r, seed);
     ASSERT_NE(c, nullptr);
     KjtHolder kjt(b, 1, false);
     std::vector<float> out(16 * 16);
@@ -242,7 +222,7 @@ TEST(EmbeddingPrecision, StochasticRoundingIsDeterministicAndTracksFp32) {
   constexpr int32_t kSteps = 40;
   for (int32_t dtype : {SHARDREC_DTYPE_FLOAT16, SHARDREC_DTYPE_BFLOAT16}) {
     for (int32_t type : {SHARDREC_SHARDING_ROW_WISE, SHARDREC_SHARDING_DATA_PARALLEL}) {
-      SCOPED_TRACE(std::string(kDTypes[dtype]) + " " + kTypeNames[type]);
+      SCOPED_TRACE(std::string(kDTypes[dtype]) + " " + kShardingTypeNames[type]);
       // About a quarter of an ulp just below 1.0 per step: nearest-even rounding never moves.
       const float lr = dtype == SHARDREC_DTYPE_FLOAT16 ? 1.2e-4f : 1e-3f;
       float fp32 = 1.0f;

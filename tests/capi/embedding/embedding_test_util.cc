@@ -204,6 +204,32 @@ KjtHolder::KjtHolder(const RefBatch& b, int32_t num_features, bool int32_ids) {
   view_.num_weights = b.weights.size();
 }
 
+Scenario DTypeScenario(int32_t world, int32_t dtype, int32_t sharding_type, int32_t pooling) {
+  Scenario s = StandardScenario(world, sharding_type, pooling);
+  s.ranks_per_node = world < 2 ? world : 2;
+  for (RefTable& t : s.tables) t.dtype = dtype;
+  return s;
+}
+
+CollPtr CreateRank(const Scenario& s, shardrec_plan_t* plan, int r, uint64_t seed) {
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_embedding_options_t o;
+  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+  o.seed = seed;
+  o.num_threads = s.num_threads;
+  shardrec_embedding_t* c = nullptr;
+  EXPECT_EQ(shardrec_embedding_create(&c, plan, GroupComm(s.world, r), &opt, &o), SHARDREC_OK)
+      << "rank " << r << ": " << shardrec_last_error();
+  return CollPtr(c);
+}
+
+std::vector<float> GetWeights(shardrec_embedding_t* c, const RefTable& t) {
+  std::vector<float> w(static_cast<size_t>(t.rows) * t.dim);
+  EXPECT_EQ(shardrec_embedding_get_weights(c, t.name.c_str(), w.data(), w.size()), SHARDREC_OK)
+      << shardrec_last_error();
+  return w;
+}
+
 shardrec_optimizer_config_t ToCOptimizer(const RefOptimizer& o) {
   shardrec_optimizer_config_t c;
   shardrec_optimizer_config_init(&c, SHARDREC_OPTIMIZER_CONFIG_VERSION);

@@ -48,6 +48,14 @@ struct Scenario {
 // Sequence scenarios use dim 8 everywhere.
 Scenario StandardScenario(int32_t world, int32_t sharding_type, int32_t pooling);
 
+// StandardScenario with every table stored as `dtype` and at most two ranks per node (the
+// FP8 and 16-bit tests' set-up).
+Scenario DTypeScenario(int32_t world, int32_t dtype, int32_t sharding_type, int32_t pooling);
+
+// Test-name tags of the sharding types, indexed by SHARDREC_SHARDING_* value.
+inline constexpr const char* kShardingTypeNames[] = {"DP",   "TW",   "RW",  "CW",
+                                                     "TWRW", "TWCW", "GRID"};
+
 // The plan of a scenario; every table restricted to its sharding type.
 PlanPtr MakePlan(const Scenario& s);
 
@@ -82,6 +90,13 @@ class KjtHolder {
 };
 
 shardrec_optimizer_config_t ToCOptimizer(const RefOptimizer& o);
+
+// Rank r's collection of `plan` (s's optimizer and threads per rank, seeded `seed`); null, with
+// a test failure, when creation fails.
+CollPtr CreateRank(const Scenario& s, shardrec_plan_t* plan, int r, uint64_t seed);
+
+// A table's weights read through the (collective) accessor; a test failure when it fails.
+std::vector<float> GetWeights(shardrec_embedding_t* c, const RefTable& t);
 
 // Number of elements where |a - b| > rtol * |b| + atol; `what` describes the first in `first`.
 size_t CountMismatches(const std::vector<float>& a, const std::vector<float>& b, float rtol,

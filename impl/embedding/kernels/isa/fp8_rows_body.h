@@ -233,7 +233,9 @@ void EncodeFp8RowVec(const float* x, int32_t cols, uint8_t* row) {
 // most kBitsChunk), asked for a chunk at a time.
 template <class I, Fp8Kind kKind, class Fill>
 void EncodeFp8RowVecStochastic(const float* x, int32_t cols, uint8_t* row, Fill fill) {
-  constexpr int32_t kBitsChunk = 64;  // a whole number of registers at every level
+  // A whole number of registers at every level; rows up to 256 wide take one fill, so that the
+  // caller keys the bits once a row.
+  constexpr int32_t kBitsChunk = 256;
   static_assert(kBitsChunk % I::kWidth == 0);
   const typename I::Reg inv = WriteFp8RowScale<I, kKind>(x, cols, row);
   uint8_t* codes = row + kFp8HeaderBytes;
@@ -242,8 +244,10 @@ void EncodeFp8RowVecStochastic(const float* x, int32_t cols, uint8_t* row, Fill 
   for (int32_t c0 = 0; c0 < cols; c0 += kBitsChunk) {
     const int32_t n = cols - c0 < kBitsChunk ? cols - c0 : kBitsChunk;
     fill(c0, n, bits);
-    for (int32_t j = n; j < kBitsChunk; ++j) bits[j] = 0;
-    __builtin_memcpy(lanes, bits, sizeof(lanes));
+    // Only the registers the chunk loads: n rounded up to whole ones, the excess lanes zero.
+    const int32_t padded = (n + I::kWidth - 1) / I::kWidth * I::kWidth;
+    for (int32_t j = n; j < padded; ++j) bits[j] = 0;
+    __builtin_memcpy(lanes, bits, sizeof(uint32_t) * static_cast<size_t>(padded));
     int32_t i = 0;
     for (; i + I::kWidth <= n; i += I::kWidth) {
       const typename I::IReg b = I::AsInt(I::LoadF32(lanes + i));

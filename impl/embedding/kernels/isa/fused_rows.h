@@ -72,7 +72,7 @@ struct FusedRowsArgs {
   // rounds it into the table (optim's nearest-even or stochastic rounding). FP8 rows are decoded
   // and re-encoded whole by the kernel itself (isa/fp8_rows_body.h, core/fp8.h's bits): to
   // nearest with row_bits null, else stochastically with the random bits row_bits(store_ctx,
-  // row, col, n, bits) writes for columns [col, col + n) of local row `row` (n <= 64; optim's
+  // row, col, n, bits) writes for columns [col, col + n) of local row `row` (n <= 256; optim's
   // RowRoundingBits, the 16-bit path's bits).
   void (*store_row)(void* store_ctx, int64_t row, const float* values) = nullptr;
   void (*row_bits)(void* store_ctx, int64_t row, int32_t col, int32_t n, uint32_t* bits) = nullptr;

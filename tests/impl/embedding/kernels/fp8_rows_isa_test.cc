@@ -171,7 +171,7 @@ TEST(EmbeddingKernels, Fp8StochasticRowEncoderEqualsCoreAtEveryCpuLevel) {
   for (DType dt : {DType::kFp8E4M3, DType::kFp8E5M2}) {
     const Fp8Kind kind = Fp8KindOf(dt);
     const auto type = dt == DType::kFp8E4M3 ? isa::WeightType::kFp8E4M3 : isa::WeightType::kFp8E5M2;
-    for (int32_t dim : {1, 3, 7, 16, 17, 63, 64, 65, 131, 200}) {
+    for (int32_t dim : {1, 3, 7, 16, 17, 63, 64, 65, 131, 200, 256, 257, 300, 520}) {
       const int64_t bytes = static_cast<int64_t>(kFp8HeaderBytes) + dim;
       for (int pattern = 0; pattern < 3; ++pattern) {
         std::vector<uint32_t> bits(dim);

@@ -1,0 +1,118 @@
+// The stochastic-rounding bits (impl/optim/rounding.h): RowRoundingBits, which the fused
+// backward's FP8 encoder and the 16-bit stores draw a row's bits from, equals the per-value
+// definition the reference model uses; the bits are uniform, distinct per column, and move with
+// every part of their key.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "impl/optim/optimizer.h"
+#include "impl/optim/rounding.h"
+#include "impl/optim/store_row.h"
+
+namespace shardrec::optim {
+namespace {
+
+OptimizerConfig StochasticConfig(uint64_t seed) {
+  OptimizerConfig c;
+  c.stochastic_rounding = true;
+  c.seed = seed;
+  return c;
+}
+
+TEST(RoundingBits, RowBitsEqualThePerValueDefinition) {
+  const OptimizerConfig c = StochasticConfig(0x1234567890abcdefULL);
+  const std::vector<int64_t> ids = {1LL << 40, -1, -7, -1};  // a dynamic shard's strided ids
+  for (const bool dynamic : {false, true}) {
+    ShardParams p;
+    p.cols = 64;
+    p.table_key = 0xfeedULL;
+    p.row_offset = 1000;
+    p.col_offset = 37;
+    if (dynamic) {
+      p.row_ids = ids.data();
+      p.row_ids_stride = 2;
+      p.num_row_ids = 2;
+    }
+    for (int64_t row : {0, 1, 5}) {
+      for (int32_t col : {0, 3, 16}) {
+        for (int32_t n : {0, 1, 7, 16, 33, 48}) {
+          std::vector<uint32_t> got(static_cast<size_t>(n) + 1, 0xdeadbeefu);
+          RowRoundingBits(c, 9, p, row, col, n, got.data());
+          const int64_t key_row = RoundingRow(p, row);
+          for (int32_t i = 0; i < n; ++i) {
+            const int64_t gc = p.col_offset + col + i;
+            ASSERT_EQ(got[i], RoundingBits(c.seed, 9, p.table_key, key_row, gc))
+                << "dynamic " << dynamic << " row " << row << " col " << gc;
+            ASSERT_EQ(got[i],
+                      RoundingColumnBits(RoundingRowKey(c.seed, 9, p.table_key, key_row), gc));
+          }
+          EXPECT_EQ(got[n], 0xdeadbeefu) << "wrote past n = " << n;
+        }
+      }
+    }
+  }
+}
+
+// Every bit position is set about half the time over 64k (row, column) pairs, the mean is 1/2,
+// and neighbouring columns, rows and steps agree in their top bit about half the time.
+TEST(RoundingBits, BitsAreUniformAndNeighboursIndependent) {
+  constexpr int kRows = 1024, kCols = 64;
+  std::vector<int64_t> set(32, 0);
+  double sum = 0;
+  int64_t same_col = 0, same_row = 0, same_step = 0;
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t col = 0; col < kCols; ++col) {
+      const uint32_t b = RoundingBits(7, 3, 11, r, col);
+      for (int i = 0; i < 32; ++i) set[i] += (b >> i) & 1u;
+      sum += static_cast<double>(b) * 0x1p-32;
+      same_col += (b >> 31) == (RoundingBits(7, 3, 11, r, col + 1) >> 31);
+      same_row += (b >> 31) == (RoundingBits(7, 3, 11, r + 1, col) >> 31);
+      same_step += (b >> 31) == (RoundingBits(7, 4, 11, r, col) >> 31);
+    }
+  }
+  const double n = kRows * kCols;  // 65536: one standard deviation of a count is 128
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(set[i] / n, 0.5, 0.01) << "bit " << i;
+  EXPECT_NEAR(sum / n, 0.5, 0.005);
+  EXPECT_NEAR(same_col / n, 0.5, 0.01);
+  EXPECT_NEAR(same_row / n, 0.5, 0.01);
+  EXPECT_NEAR(same_step / n, 0.5, 0.01);
+}
+
+TEST(RoundingBits, ColumnsOfARowGetDistinctBits) {
+  const uint64_t key = RoundingRowKey(1, 2, 3, 4);
+  std::set<uint32_t> seen;
+  for (int64_t col = 0; col < 4096; ++col) seen.insert(RoundingColumnBits(key, col));
+  EXPECT_EQ(seen.size(), 4096u);
+}
+
+// Changing the seed, the step, the table, the row or the column changes the bits of almost every
+// value (both halves of the row key count: a key differing in one half only does too).
+TEST(RoundingBits, EveryPartOfTheKeyCounts) {
+  constexpr int kCols = 256;
+  auto differ = [&](auto bits_a, auto bits_b) {
+    int d = 0;
+    for (int64_t col = 0; col < kCols; ++col) d += bits_a(col) != bits_b(col);
+    return d;
+  };
+  auto base = [](int64_t col) { return RoundingBits(5, 6, 7, 8, col); };
+  EXPECT_GT(differ(base, [](int64_t col) { return RoundingBits(4, 6, 7, 8, col); }), kCols - 3);
+  EXPECT_GT(differ(base, [](int64_t col) { return RoundingBits(5, 5, 7, 8, col); }), kCols - 3);
+  EXPECT_GT(differ(base, [](int64_t col) { return RoundingBits(5, 6, 6, 8, col); }), kCols - 3);
+  EXPECT_GT(differ(base, [](int64_t col) { return RoundingBits(5, 6, 7, 9, col); }), kCols - 3);
+  EXPECT_GT(differ(base, [](int64_t col) { return RoundingBits(5, 6, 7, 8, col + kCols); }),
+            kCols - 3);
+  const uint64_t key = RoundingRowKey(5, 6, 7, 8);
+  for (const uint64_t flip : {uint64_t{1}, uint64_t{1} << 32, uint64_t{1} << 63}) {
+    EXPECT_GT(differ([&](int64_t col) { return RoundingColumnBits(key, col); },
+                     [&](int64_t col) { return RoundingColumnBits(key ^ flip, col); }),
+              kCols - 3)
+        << "flip " << flip;
+  }
+}
+
+}  // namespace
+}  // namespace shardrec::optim
