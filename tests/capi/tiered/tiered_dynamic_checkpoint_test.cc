@@ -10,6 +10,7 @@
 // changing nothing.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "shardrec/checkpoint.h"
+#include "shardrec/inference.h"
 #include "shardrec/tier.h"
 #include "tests/capi/dynamic/stream.h"
 #include "tests/capi/dynamic/test_util.h"
@@ -172,6 +174,32 @@ void ExpectSavedBySnapshot(const std::string& ckpt, const Result& saved) {
   EXPECT_GT(linked, 0u);
 }
 
+// Serving's outputs (shardrec_inference_open, in memory) for every batch of `s`'s stream and its
+// probe of every pool id, from checkpoint `ckpt`.
+std::vector<std::vector<float>> Serve(const DynScenario& s, const std::string& ckpt) {
+  const Stream st = MakeStream(s, DynOutputDim(s), kSteps);
+  shardrec_inference_options_t o = SHARDREC_INFERENCE_OPTIONS_INIT;
+  shardrec_inference_t* inf = nullptr;
+  std::vector<std::vector<float>> outs;
+  EXPECT_EQ(shardrec_inference_open(ckpt.c_str(), &o, &inf), SHARDREC_OK)
+      << ckpt << ": " << shardrec_last_error();
+  if (inf == nullptr) return outs;
+  int64_t dim = 0;
+  EXPECT_EQ(shardrec_inference_output_dim(inf, &dim), SHARDREC_OK);
+  std::vector<RefBatch> batches = st.batches;
+  batches.push_back(st.probe);
+  for (const RefBatch& b : batches) {
+    KjtHolder kjt(b, 3, false);
+    std::vector<float> out(static_cast<size_t>(b.batch_size * dim), NAN);
+    EXPECT_EQ(shardrec_inference_lookup(inf, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    outs.push_back(std::move(out));
+  }
+  shardrec_inference_destroy(inf);
+  return outs;
+}
+
 TEST(TieredDynamicCheckpoint, SavesAndLoadsLikeTheTableInMemoryAcrossWorlds) {
   struct Case {
     int32_t save_world, load_world, sharding, optimizer;
@@ -202,6 +230,12 @@ TEST(TieredDynamicCheckpoint, SavesAndLoadsLikeTheTableInMemoryAcrossWorlds) {
     }
     for (size_t i = 0; i < saved_mem.out.size(); ++i)
       EXPECT_EQ(FirstBitDifference(saved_tier.out[i], saved_mem.out[i]), "") << "step " << i;
+    // Served, the snapshot gives the in-memory checkpoint's outputs.
+    const auto served_mem = Serve(s, mem_ckpt), served_tier = Serve(s, tier_ckpt);
+    ASSERT_EQ(served_tier.size(), served_mem.size());
+    EXPECT_GT(served_mem.size(), 0u);
+    for (size_t i = 0; i < served_mem.size(); ++i)
+      EXPECT_EQ(FirstBitDifference(served_tier[i], served_mem[i]), "") << "served batch " << i;
     const Result want = RunSide(s, k.load_world, k.sharding, false, mem_ckpt, "", "load_mm");
     for (const auto& [ckpt, tiered, tag] :
          {std::tuple{mem_ckpt, true, "load_mt"}, std::tuple{tier_ckpt, false, "load_tm"},
