@@ -97,7 +97,9 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
         *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
         if (least - replica_bytes.begin() != g.replica_rank) continue;
       }
-      if (!snapshots || !t.streamed) {
+      // FP8 weights are handed out `streamed` too (fp32 rows), but have no store.
+      if (!snapshots || !t.streamed ||
+          IsFp8DType(storage.plan().tables[static_cast<size_t>(t.table)].dtype)) {
         AppendKeyedSources(storage, t, owned, &out);
         continue;
       }
