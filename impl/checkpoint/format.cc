@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <type_traits>
 #include <utility>
 
@@ -174,6 +175,17 @@ FileEntry FileFrom(const json& j) {
   return f;
 }
 
+// Whether a store snapshot in `m` holds records of a dynamic table (version 5).
+bool DynamicStores(const Manifest& m) {
+  std::set<std::string> dynamic;
+  for (const TableEntry& t : m.tables)
+    if (t.dynamic) dynamic.insert(t.name);
+  for (const FileEntry& f : m.files)
+    for (const Record& r : f.records)
+      if (f.is_store && dynamic.count(r.table) > 0) return true;
+  return false;
+}
+
 }  // namespace
 
 int64_t ChunkRows(uint64_t row_bytes) {
@@ -192,10 +204,11 @@ std::string ManifestToJson(const Manifest& m) {
     dynamic = dynamic || t.dynamic;
     fp8 = fp8 || IsFp8DType(t.dtype);
   }
-  j["format_version"] = store     ? std::max(m.format_version, kStoreFormatVersion)
-                        : fp8     ? std::max(m.format_version, kFp8FormatVersion)
-                        : dynamic ? std::max(m.format_version, kDynamicFormatVersion)
-                                  : m.format_version;
+  j["format_version"] = DynamicStores(m) ? std::max(m.format_version, kDynamicStoreFormatVersion)
+                        : store          ? std::max(m.format_version, kStoreFormatVersion)
+                        : fp8            ? std::max(m.format_version, kFp8FormatVersion)
+                        : dynamic        ? std::max(m.format_version, kDynamicFormatVersion)
+                                         : m.format_version;
   j["library_version"] = m.library_version;
   j["generation"] = m.generation;
   j["step"] = m.step;
@@ -255,10 +268,10 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
       return Status::Corrupt(path, " is not a libshardrec checkpoint manifest");
     Manifest m;
     m.format_version = JsonInt<int>(j.at("format_version"));
-    if (m.format_version < kFormatVersion || m.format_version > kStoreFormatVersion)
+    if (m.format_version < kFormatVersion || m.format_version > kDynamicStoreFormatVersion)
       return Status::Unsupported(path, ": checkpoint format version ", m.format_version,
                                  " is newer than this library reads (versions ", kFormatVersion,
-                                 " to ", kStoreFormatVersion,
+                                 " to ", kDynamicStoreFormatVersion,
                                  "): load it with a newer libshardrec");
     SR_RETURN_IF_ERROR(VerifyManifestChecksum(j, path));
     m.library_version = j.at("library_version").get<std::string>();
@@ -288,6 +301,12 @@ Status ManifestFromJson(const std::string& text, const std::string& path, Manife
       m.tables.push_back(std::move(t));
     }
     for (const json& f : j.at("files")) m.files.push_back(FileFrom(f));
+    // Stamped lower, the manifest says a reader that takes its version reads it, which a
+    // version-4 reader would not (it was written for store snapshots of fixed tables only).
+    if (m.format_version < kDynamicStoreFormatVersion && DynamicStores(m))
+      return Status::Corrupt(path, ": checkpoint format version ", m.format_version,
+                             " has a store snapshot of a dynamic table (version ",
+                             kDynamicStoreFormatVersion, " and later)");
     *out = std::move(m);
     return Status::Ok();
   } catch (const std::exception& e) {

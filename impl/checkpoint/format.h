@@ -22,11 +22,14 @@ namespace shardrec::checkpoint {
 // blocks uncovered. Version 3: FP8 tables' weights as their stored bytes (FP8 records, below)
 // instead of decoded fp32, which an older reader would misread. Version 4: file entries that
 // name a store snapshot (a tiered shard's rows as the disk tier's store holds them, hard-linked
-// from it: StoreRef below) beside the rank files. The reader takes all four.
+// from it: StoreRef below) beside the rank files. Version 5: store snapshots of dynamic tables'
+// shards too (their live rows keyed by slot, the ids in the rank file), which a version-4
+// reader, told store snapshots hold fixed tables only, must not meet. The reader takes all five.
 inline constexpr int kFormatVersion = 1;
 inline constexpr int kDynamicFormatVersion = 2;
 inline constexpr int kFp8FormatVersion = 3;
 inline constexpr int kStoreFormatVersion = 4;
+inline constexpr int kDynamicStoreFormatVersion = 5;
 inline constexpr const char* kManifestName = "manifest.json";
 // The manifest's member holding the XXH3-64 of its own compact JSON without that member.
 inline constexpr const char* kManifestChecksumKey = "manifest_xxh3";

@@ -52,6 +52,14 @@ class FileSystem {
   virtual bool native() const { return false; }
   // Removes `path` and, when it is a directory, everything under it (a store snapshot's).
   virtual Status RemoveTree(const std::string& path) { return Remove(path); }
+  // The names of the entries of directory `dir` (not its subdirectories' entries), in no order:
+  // what a save looks through for store snapshots left by a killed save. kUnsupported where the
+  // file system has no directories of its own (the in-memory one; it holds no snapshots).
+  virtual Status ListDir(const std::string& dir, std::vector<std::string>* names) {
+    (void)dir;
+    names->clear();
+    return Status::Unsupported("this file system does not list directories");
+  }
 };
 
 std::shared_ptr<FileSystem> PosixFileSystem();

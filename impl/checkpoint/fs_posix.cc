@@ -150,6 +150,14 @@ class Posix : public FileSystem {
     if (ec) return Status::Io("cannot remove ", path, ": ", ec.message());
     return Status::Ok();
   }
+  Status ListDir(const std::string& dir, std::vector<std::string>* names) override {
+    names->clear();
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      names->push_back(it->path().filename().string());
+    if (ec) return Status::Io("cannot list ", dir, ": ", ec.message());
+    return Status::Ok();
+  }
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -30,6 +31,13 @@ namespace {
 using embedding::ShardTensor;
 
 using Source = RowSource;
+
+// A tensor of a tiered shard whose store a save snapshots, with the record it would be copied as.
+struct TieredTensor {
+  ShardTensor tensor;
+  Source source;
+};
+using TieredShards = std::map<int32_t, std::vector<TieredTensor>>;
 
 std::string OptimizerJson(const optim::OptimizerConfig& o) {
   nlohmann::json j;
@@ -68,12 +76,12 @@ void Size(Record* r) {
 // which gives every replica a similar share whatever the plan put on the rank.
 // A fixed table's shard tensor is one record (fixed_rows.h); a dynamic table's shard writes its
 // live rows keyed by id (keyed_rows.h), its metadata that is not a row of the shard in `owned`.
-// With `snapshots`, the tensors of a fixed table's tiered shard go to `tiered` by local shard
-// instead (its store is snapshotted: TakeSnapshots).
+// With `snapshots`, the tensors of a tiered shard go to `tiered` by local shard instead (its
+// store is snapshotted: TakeSnapshots); a dynamic table's metadata stays in the rank file.
 std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
                            const std::vector<DenseTensor>& dense,
                            std::deque<std::vector<uint8_t>>* owned, bool snapshots,
-                           std::map<int32_t, std::vector<ShardTensor>>* tiered) {
+                           TieredShards* tiered) {
   std::vector<Source> out;
   const int world_rank = g.comm->Rank();
   std::vector<int64_t> replica_bytes(static_cast<size_t>(g.replicas), 0);
@@ -89,7 +97,24 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
         *least += t.rows * t.cols * static_cast<int64_t>(DTypeSize(t.dtype));
         if (least - replica_bytes.begin() != g.replica_rank) continue;
       }
-      AppendKeyedSources(storage, t, owned, &out);
+      // FP8 weights are handed out `streamed` too (fp32 rows), but have no store.
+      if (!snapshots || !t.streamed ||
+          IsFp8DType(storage.plan().tables[static_cast<size_t>(t.table)].dtype)) {
+        AppendKeyedSources(storage, t, owned, &out);
+        continue;
+      }
+      // The shard's live rows (the one source read through the storage) are its store's first
+      // rows, by slot as the "ids" record lists them.
+      std::vector<Source> keyed;
+      AppendKeyedSources(storage, t, owned, &keyed);
+      for (Source& k : keyed) {
+        if (!k.read) {
+          out.push_back(std::move(k));
+          continue;
+        }
+        Size(&k.rec);
+        (*tiered)[t.local].push_back({t, std::move(k)});
+      }
       continue;
     }
     if (t.data_parallel) {
@@ -102,7 +127,9 @@ std::vector<Source> Select(embedding::TableStorage& storage, const Group& g,
     // FP8 weights are handed out `streamed` too (fp32 rows), but have no store.
     if (snapshots && t.streamed && !t.data_parallel &&
         !IsFp8DType(storage.plan().tables[static_cast<size_t>(t.table)].dtype)) {
-      (*tiered)[t.local].push_back(t);
+      Source src = FixedSource(storage, t);
+      Size(&src.rec);
+      (*tiered)[t.local].push_back({t, std::move(src)});
       continue;
     }
     out.push_back(FixedSource(storage, t));
@@ -138,26 +165,25 @@ int64_t StoreOffset(const embedding::Layout& layout, const ShardTensor& t) {
 }
 
 // Snapshots the store of every tiered shard in `tiered` into `dir` (the store's hard-linked
-// segments: no row is copied) and describes each as a file entry (version 4). A shard the
-// storage cannot snapshot (kUnsupported: a dynamic table's) is copied instead: its tensors are
-// added to `sources`. `made` gets each snapshot directory made (removed again by the caller if
-// the save fails).
+// segments: no row is copied) and describes each as a file entry (version 4; 5 for a dynamic
+// table's). A shard the storage cannot snapshot (kUnsupported) is copied instead: its tensors
+// are added to `sources`. `made` gets each snapshot directory made (removed again by the caller
+// if the save fails). Between chunks of the rows a snapshot writes into its store it asks `comm`
+// whether it was aborted, as the rank file's write does.
 Status TakeSnapshots(embedding::TableStorage& storage, FileSystem& fs, const std::string& dir,
-                     int64_t generation, int rank,
-                     const std::map<int32_t, std::vector<ShardTensor>>& tiered,
+                     int64_t generation, const comm::Communicator& comm, const TieredShards& tiered,
                      std::vector<Source>* sources, std::vector<FileEntry>* entries,
                      std::vector<std::string>* made) {
+  const std::function<Status()> usable = [&comm] { return comm::UsableNow(comm); };
   for (const auto& [local, tensors] : tiered) {
-    const std::string name = StrCat("g", generation, "-rank", rank, "-shard", local, ".store");
+    const std::string name =
+        StrCat("g", generation, "-rank", comm.Rank(), "-shard", local, ".store");
     const std::string path = dir + "/" + name;
     // Left by a save of this generation that crashed: never published, so garbage.
     SR_RETURN_IF_ERROR(fs.RemoveTree(path));
-    const Status s = storage.SnapshotTieredShard(local, path);
+    const Status s = storage.SnapshotTieredShard(local, path, usable);
     if (s.code() == Code::kUnsupported) {
-      for (const ShardTensor& t : tensors) {
-        sources->push_back(FixedSource(storage, t));
-        Size(&sources->back().rec);
-      }
+      for (const TieredTensor& t : tensors) sources->push_back(t.source);
       continue;
     }
     SR_RETURN_IF_ERROR(s);
@@ -167,15 +193,14 @@ Status TakeSnapshots(embedding::TableStorage& storage, FileSystem& fs, const std
     e.is_store = true;
     SR_RETURN_IF_ERROR(DescribeStoreSnapshot(fs, path, &e.size, &e.store));
     uint64_t at = 0;  // the records' places in the entry's virtual file
-    for (const ShardTensor& t : tensors) {
-      Record r = FixedSource(storage, t).rec;
-      Size(&r);
+    for (const TieredTensor& t : tensors) {
+      Record r = t.source.rec;
       r.offset = at;
-      r.store_offset = StoreOffset(storage.layout(), t);
+      r.store_offset = StoreOffset(storage.layout(), t.tensor);
       if (r.row_bytes() + static_cast<uint64_t>(r.store_offset) > e.store.value_bytes)
-        return Status::Internal("tiered shard ", local, " tensor ", t.name, ": ", r.row_bytes(),
-                                " bytes at ", r.store_offset, " overrun its ", e.store.value_bytes,
-                                "-byte store records");
+        return Status::Internal("tiered shard ", local, " tensor ", t.tensor.name, ": ",
+                                r.row_bytes(), " bytes at ", r.store_offset, " overrun its ",
+                                e.store.value_bytes, "-byte store records");
       at += r.nbytes;
       e.records.push_back(std::move(r));
     }
@@ -368,6 +393,33 @@ Status CheckRankFiles(FileSystem& fs, const std::string& dir, const std::vector<
   return Status::Ok();
 }
 
+// Whether `name` is a store snapshot directory's name as a save gives it
+// (g<G>-rank<R>-shard<L>.store).
+bool SnapshotName(const std::string& name) {
+  size_t at = 0;
+  const auto number = [&](const char* before) {
+    const size_t n = std::strlen(before);
+    if (name.compare(at, n, before) != 0) return false;
+    at += n;
+    const size_t start = at;
+    while (at < name.size() && name[at] >= '0' && name[at] <= '9') ++at;
+    return at > start;
+  };
+  return number("g") && number("-rank") && number("-shard") && name.substr(at) == ".store";
+}
+
+// Removes the store snapshot directories in `dir` that `named` (the published manifest's files)
+// does not name: those of a save killed after it made them (of any generation and rank; the next
+// save of the same generation removes only its own names, and a save under another plan or world
+// size makes other names). Best effort, as the removal of the previous generation's files.
+void RemoveStraySnapshots(FileSystem& fs, const std::string& dir,
+                          const std::set<std::string>& named) {
+  std::vector<std::string> names;
+  if (!fs.ListDir(dir, &names).ok()) return;
+  for (const std::string& n : names)
+    if (SnapshotName(n) && named.count(n) == 0) (void)fs.RemoveTree(dir + "/" + n);
+}
+
 }  // namespace
 
 Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
@@ -385,9 +437,9 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
   if (local.ok()) local = CheckDense(options.dense);
   std::vector<Source> sources;
   std::deque<std::vector<uint8_t>> owned;
-  // A fixed tiered shard's rows are its store's snapshot (hard links) where the file system is
-  // the operating system's; else (and for dynamic tables) they are copied into the rank file.
-  std::map<int32_t, std::vector<ShardTensor>> tiered;
+  // A tiered shard's rows are its store's snapshot (hard links) where the file system is the
+  // operating system's; else they are copied into the rank file.
+  TieredShards tiered;
   if (local.ok()) sources = Select(storage, g, options.dense, &owned, fs.native(), &tiered);
   Manifest previous;
   int64_t generation = local.ok() ? CurrentGeneration(fs, dir, &previous) : 0;
@@ -400,8 +452,7 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
 
   std::vector<FileEntry> entries;
   std::vector<std::string> made;
-  local =
-      TakeSnapshots(storage, fs, dir, generation, comm.Rank(), tiered, &sources, &entries, &made);
+  local = TakeSnapshots(storage, fs, dir, generation, comm, tiered, &sources, &entries, &made);
   if (local.ok() && !sources.empty()) {
     FileEntry entry;
     const std::string name = StrCat("g", generation, "-rank", comm.Rank(), ".safetensors");
@@ -424,6 +475,7 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
   SR_RETURN_IF_ERROR(comm::AllGatherBytes(comm, mine.data(), mine.size(), &all, &sizes));
 
   local = Status::Ok();
+  std::set<std::string> named;  // rank 0: the files the published manifest names
   if (comm.Rank() == 0) {
     Manifest m = Describe(storage, g, generation);
     std::vector<int> writers;  // the rank of each file
@@ -444,6 +496,7 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     if (local.ok()) {
       const std::string text = ManifestToJson(m);
       local = WriteAtomically(fs, dir, kManifestName, {{text.data(), text.size()}});
+      for (const FileEntry& f : m.files) named.insert(f.name);
     }
   }
   // Rank 0 has published (or failed to) before this agreement, so a peer lost in it (killed,
@@ -470,6 +523,7 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     for (const FileEntry& f : previous.files)
       (void)(f.is_store ? fs.RemoveTree(dir + "/" + f.name) : fs.Remove(dir + "/" + f.name));
   }
+  if (comm.Rank() == 0) RemoveStraySnapshots(fs, dir, named);
   return Status::Ok();
 }
 

@@ -17,10 +17,12 @@
  * step counter, and optional host-owned dense tensors (the dense side's parameters and optimizer
  * state). Replicated values are written once: data-parallel tables and dense tensors by world
  * rank 0; on a mesh, each shard by one of its replicas, spread over the replicas.
- * A fixed tiered table (shardrec/tier.h) is not copied: its store, made to hold every row's
+ * A tiered table (shardrec/tier.h) is not copied: its store, made to hold every row's
  * current value, is snapshotted into the directory (hard links to its segment files, one
- * directory per shard; format version 4, which libraries before it refuse), and reads back
- * under any plan and world size like the other records (docs/disk-tier.md, "Checkpoints").
+ * directory per shard; format version 4, or 5 when a table is dynamic, which libraries before
+ * it refuse), and reads back under any plan and world size like the other records
+ * (docs/disk-tier.md, "Checkpoints"). After publishing, a save also removes the snapshot
+ * directories its manifest does not name (left by a save that was killed).
  *
  * Atomicity: each file is written to a temporary name, fsync'ed, renamed and its directory
  * fsync'ed; the manifest is published last the same way. A crash or an I/O error at any point

@@ -147,9 +147,11 @@ class CollectionStorage final : public TableStorage {
     SR_CHECK(coll_.s_.tiered != nullptr);
     return coll_.s_.tiered->WriteRows(local, state, first, count, in);
   }
-  Status SnapshotTieredShard(int32_t local, const std::string& dir) override {
+  Status SnapshotTieredShard(int32_t local, const std::string& dir,
+                             const std::function<Status()>& usable) override {
     SR_CHECK(coll_.s_.tiered != nullptr);
-    return coll_.s_.tiered->SnapshotShard(local, dir);
+    const dynamic::DynamicShard* keyed = tables().Shard(local);
+    return coll_.s_.tiered->SnapshotShard(local, dir, keyed != nullptr ? keyed->size() : 0, usable);
   }
   bool TierStats(int32_t table, tiered::TierStats* out) const override {
     return coll_.s_.tiered != nullptr && coll_.s_.tiered->Stats(table, out);

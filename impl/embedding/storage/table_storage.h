@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -133,13 +134,17 @@ class TableStorage {
   // write-back queue. Errors: the queue's (a failed write-back).
   virtual Status WriteTieredRows(int32_t local, int32_t state, int64_t first, int64_t count,
                                  const float* in) = 0;
-  // Makes the store of fixed tiered local shard `local` hold every row's current value and
-  // snapshots it into `dir`, which must not exist (TieredTables::SnapshotShard): what a
-  // checkpoint names instead of copying the rows. kUnsupported where the shard cannot be
-  // snapshotted (a dynamic table's; this default), which a save answers by copying the rows.
-  virtual Status SnapshotTieredShard(int32_t local, const std::string& dir) {
+  // Makes the store of tiered local shard `local` hold every row's current value (a dynamic
+  // shard's: its live slots, [0, size)) and snapshots it into `dir`, which must not exist
+  // (TieredTables::SnapshotShard): what a checkpoint names instead of copying the rows.
+  // `usable` is asked between chunks of rows, and its error (an abort) ends the call.
+  // kUnsupported where the shard cannot be snapshotted (this default), which a save answers by
+  // copying the rows.
+  virtual Status SnapshotTieredShard(int32_t local, const std::string& dir,
+                                     const std::function<Status()>& usable) {
     (void)local;
     (void)dir;
+    (void)usable;
     return Status::Unsupported("this storage cannot snapshot a tiered shard");
   }
   // This rank's counters of tiered table `table`; false when it holds no tiered shard of it.

@@ -1,4 +1,4 @@
-// A fixed tiered shard's store made whole and snapshotted for a checkpoint (tables.h,
+// A tiered shard's store made whole and snapshotted for a checkpoint (tables.h,
 // SnapshotShard; docs/disk-tier.md, Checkpoints). The snapshot must hold every row as the table
 // has it, so that a reader of the snapshot alone (a load into any collection, serving) gets the
 // bits ReadRows would give: queued records reach the store first (the queue is drained), then
@@ -8,8 +8,13 @@
 // and a served checkpoint has no collection at all. Each such row is written by the first
 // snapshot only (a fixed store never drops a key), so later saves write only what changed.
 // Cached dirty rows stay dirty: a backward of the batch just resolved may still change them.
+// A dynamic shard's store is keyed by slot, and its live rows are slots [0, size): those alone
+// are made whole (the checkpoint's "ids" record says whose each is; the slots beyond hold rows of
+// evicted or replaced ids, which no reader asks for). Each was written when its id got the slot
+// (DynamicTier::WriteCreated, or a load), so none is left to initialise here.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,15 +31,18 @@ constexpr int64_t kSnapshotChunk = 4096;
 
 }  // namespace
 
-Status TieredTables::SnapshotShard(int32_t local, const std::string& dir) {
+Status TieredTables::SnapshotShard(int32_t local, const std::string& dir, int64_t keyed_rows,
+                                   const std::function<Status()>& usable) {
   const int32_t j = ShardOf(local);
   if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
   Shard& sh = shards_[j];
   const LocalShard& ls = layout_->local[local];
   const auto& name = layout_->plan->tables[ls.table].name;
-  if (sh.keyed)
-    return Status::Unsupported("tiered table '", name,
-                               "' is dynamic: its rows are keyed by id, saved by copy");
+  // The zero row (the last) is no slot.
+  if (sh.keyed && (keyed_rows < 0 || keyed_rows >= sh.spec.rows))
+    return Status::Internal("tiered table '", name, "': ", keyed_rows, " live rows of ",
+                            sh.spec.rows - 1, " slots");
+  const int64_t rows_end = sh.keyed ? keyed_rows : sh.spec.rows;
   const auto named = [&name](const Status& s) {
     return s.ok() ? s : Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
   };
@@ -51,8 +59,10 @@ Status TieredTables::SnapshotShard(int32_t local, const std::string& dir) {
   std::unique_ptr<bool[]> stored(new bool[kSnapshotChunk]);
   std::vector<uint8_t> records;
   std::vector<float> init(static_cast<size_t>(ls.cols));
-  for (int64_t r0 = 0; r0 < sh.spec.rows; r0 += kSnapshotChunk) {
-    const int64_t r1 = std::min(sh.spec.rows, r0 + kSnapshotChunk);
+  for (int64_t r0 = 0; r0 < rows_end; r0 += kSnapshotChunk) {
+    // A first snapshot writes every row of the shard: gigabytes, which an abort must not wait for.
+    SR_RETURN_IF_ERROR(usable());
+    const int64_t r1 = std::min(rows_end, r0 + kSnapshotChunk);
     rows.clear();
     for (int64_t r = r0; r < r1; ++r) rows.push_back(r);
     SR_RETURN_IF_ERROR(named(sh.store->Contains(rows.data(), rows.size(), stored.get())));
@@ -68,6 +78,9 @@ Status TieredTables::SnapshotShard(int32_t local, const std::string& dir) {
         PackSlot(*params_, *layout_, ls, slot, rec);
         continue;
       }
+      if (sh.keyed)
+        return Status::Internal("tiered table '", name, "': live slot ", rows[i],
+                                " is neither cached nor stored");
       // Never written: its initial weights and zero state (InitialRecords' record).
       std::memset(rec, 0, rb);
       params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + rows[i]), seed_,
@@ -77,6 +90,7 @@ Status TieredTables::SnapshotShard(int32_t local, const std::string& dir) {
     if (!keys.empty())
       SR_RETURN_IF_ERROR(named(sh.store->Put(keys.data(), records.data(), keys.size())));
   }
+  SR_RETURN_IF_ERROR(usable());
   return named(sh.store->Snapshot(dir));
 }
 

@@ -89,13 +89,16 @@ class TieredTables {
   // holding just them): checkpoints stream a tiered shard in bounded chunks through these.
   Status ReadRows(int32_t local, int32_t state, int64_t first, int64_t count, float* out);
   Status WriteRows(int32_t local, int32_t state, int64_t first, int64_t count, const float* in);
-  // Makes the store of fixed tiered local shard `local` hold every row's current value (the
+  // Makes the store of tiered local shard `local` hold every row's current value (the
   // write-back queue drained, the dirty and the never-stored cached rows written, the rows never
   // written at all written once with their initial values; the cache unchanged), then
   // snapshots it into `dir` (RowStore::Snapshot: hard links of its sealed segments and a
-  // manifest; `dir` must not exist). kUnsupported for a dynamic shard (its rows are keyed);
-  // the store's errors (kIo naming the table), after which `dir` does not exist. snapshot.cc.
-  Status SnapshotShard(int32_t local, const std::string& dir);
+  // manifest; `dir` must not exist). A dynamic shard's rows that matter are its live slots,
+  // [0, `keyed_rows`) (ignored for a fixed shard), each written by the forward or load that
+  // created it (kInternal if not). `usable` is asked between chunks: its error (an abort) ends
+  // the call. The store's errors (kIo naming the table); `dir` then does not exist.
+  Status SnapshotShard(int32_t local, const std::string& dir, int64_t keyed_rows,
+                       const std::function<Status()>& usable);
   // The plan's rows of tiered local shard `local`.
   int64_t Rows(int32_t local) const { return shards_[shard_of_[local]].spec.rows; }
 

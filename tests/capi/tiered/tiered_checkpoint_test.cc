@@ -32,20 +32,6 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
          std::to_string(p.save_world) + "To" + std::to_string(p.load_world);
 }
 
-// Tiers of every table of `s` under `dir`, caches small enough that every step evicts.
-std::vector<shardrec_table_tier_t> SmallTiers(const Scenario& s, const std::string& dir) {
-  const bool halved = s.sharding[0] == SHARDREC_SHARDING_ROW_WISE && s.world == 2;
-  const int64_t slots[] = {halved ? 40 : 52, halved ? 80 : 100, halved ? 40 : 52};
-  std::vector<shardrec_table_tier_t> tiers(s.tables.size());
-  for (size_t t = 0; t < tiers.size(); ++t) {
-    shardrec_table_tier_init(&tiers[t], SHARDREC_TABLE_TIER_VERSION);
-    tiers[t].table = s.tables[t].name.c_str();
-    tiers[t].dir = dir.c_str();
-    tiers[t].cache_bytes = CacheBytesFor(s, t, slots[t]);
-  }
-  return tiers;
-}
-
 class TieredCheckpoint : public ::testing::TestWithParam<Param> {};
 
 TEST_P(TieredCheckpoint, SavesAndLoadsAcrossTiersAndWorlds) {
@@ -102,15 +88,7 @@ TEST_P(TieredCheckpoint, SavesAndLoadsAcrossTiersAndWorlds) {
         RunTiered(b, plan_b.get(), c.tiered ? tiers_b : std::vector<shardrec_table_tier_t>{}, false,
                   nullptr, c.ckpt->c_str(), nullptr, c.options);
     ASSERT_FALSE(::testing::Test::HasFailure()) << c.what;
-    for (int32_t r = 0; r < b.world; ++r) {
-      for (size_t f = 0; f < want[r].out.size(); ++f)
-        EXPECT_EQ(FirstBitDifference(got[r].out[f], want[r].out[f]), "")
-            << c.what << ": rank " << r << " forward " << f;
-      ASSERT_EQ(got[r].snap.size(), want[r].snap.size());
-      for (size_t k = 0; k < want[r].snap.size(); ++k)
-        EXPECT_EQ(FirstBitDifference(got[r].snap[k], want[r].snap[k]), "")
-            << c.what << ": rank " << r << " snapshot " << k;
-    }
+    ExpectSameRuns(got, want, c.what);
   }
 }
 
@@ -150,31 +128,7 @@ TEST(TieredCheckpointLoad, ACorruptCheckpointChangesNothing) {
     f.seekp(-3, std::ios::end);
     f.write(&byte, 1);
   }
-  const std::string stores = root + "/stores";
-  const std::vector<shardrec_table_tier_t> tiers = SmallTiers(s, stores);
-  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
-  shardrec_embedding_options_t o;
-  shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
-  o.seed = s.seed;
-  o.tiers = tiers.data();
-  o.num_tiers = tiers.size();
-  shardrec_embedding_t* c = nullptr;
-  ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, &o), SHARDREC_OK)
-      << shardrec_last_error();
-  CollPtr coll(c);
-  const std::vector<std::vector<float>> before = Snapshot(c, s);
-  for (bool partial : {false, true}) {
-    shardrec_checkpoint_options_t lo;
-    shardrec_checkpoint_options_init(&lo, SHARDREC_CHECKPOINT_OPTIONS_VERSION);
-    lo.allow_partial_load = partial;
-    lo.verify_first = partial;
-    EXPECT_EQ(shardrec_checkpoint_load(c, ckpt.c_str(), &lo), SHARDREC_ECORRUPT)
-        << "partial " << partial << ": " << shardrec_last_error();
-    const std::vector<std::vector<float>> after = Snapshot(c, s);
-    ASSERT_EQ(after.size(), before.size());
-    for (size_t k = 0; k < before.size(); ++k)
-      EXPECT_EQ(FirstBitDifference(after[k], before[k]), "") << "partial " << partial << " " << k;
-  }
+  ExpectLoadRefusedUnchanged(s, plan.get(), ckpt, root + "/stores", false, SHARDREC_ECORRUPT, "");
 }
 
 // reset_optimizer_state (a checkpoint of another optimizer) zeroes a tiered table's states

@@ -271,7 +271,8 @@ int32_t RunAndKillDuringCompaction(int64_t delay_us, const std::string& ckpt,
   return saved;
 }
 
-// Whether the manifest of the checkpoint in `dir` names a store snapshot.
+// Whether the manifest of the checkpoint in `dir` is of version 5 (a dynamic table's store
+// snapshot) and names store snapshots.
 bool NamesAStoreSnapshot(const std::string& dir) {
   std::FILE* f = std::fopen((dir + "/manifest.json").c_str(), "rb");
   if (f == nullptr) return false;
@@ -279,7 +280,7 @@ bool NamesAStoreSnapshot(const std::string& dir) {
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) text.append(buf, n);
   std::fclose(f);
-  return text.find("\"format_version\": 4") != std::string::npos &&
+  return text.find("\"format_version\": 5") != std::string::npos &&
          text.find(".store\"") != std::string::npos;
 }
 
@@ -313,7 +314,7 @@ TEST(TieredKill, KilledDuringSaveOrWriteBackLeavesTheLastCheckpointLoadable) {
     EXPECT_TRUE(tiered_step == saved[i] || tiered_step == saved[i] + 2)
         << "loaded step " << tiered_step << ", last reported save " << saved[i];
     EXPECT_EQ(memory_step, tiered_step);
-    // t1 (fixed) was saved as its store's snapshot (format version 4), t0 (dynamic) copied.
+    // t0 (dynamic) and t1 (fixed) were saved as their stores' snapshots (format version 5).
     EXPECT_TRUE(NamesAStoreSnapshot(ckpts[i]));
     std::printf("kill at step %d (%s, %.2f of a save of %lld us): loaded step %d\n", k.at,
                 k.during_save ? "during its save" : "after its training", k.delay_fraction,
