@@ -6,7 +6,8 @@
 // MulAdd(a, b, c) (a x b + c, rounded once where kFusedMulAdd),
 // LoadF32(const float*), LoadF16(const uint16_t*), LoadBf16(const uint16_t*), LoadU8(codes),
 // LoadU4(packed codes), LoadE4M3/LoadE5M2(codes, the kind's 256-entry table: exact decoded
-// values, E4M3's times 2^-kE4M3Shift, any NaN for a NaN code), Store(float*, Reg).
+// values, E4M3's times 2^-kE4M3Shift, any NaN for a NaN code), Store(float*, Reg); kInt4Lut
+// (then Iota, LutU4) and kInt4Split (then LutU4Split, StoreSplit).
 #pragma once
 
 #include <cstdint>
@@ -221,6 +222,33 @@ inline bool IdsInRange(const int64_t* ids, int64_t i0, int64_t i1, int64_t rows)
   return (signs >> 63) == 0;
 }
 
+// One int4 row's kRegs x kWidth values at `values` added into acc where V looks codes up in
+// `lut` split by column parity (kInt4Split): acc[k], acc[k + 1] get the even and the odd columns
+// of the 2 x kWidth from column k x kWidth, each looked-up value times w first if kWeighted;
+// an odd kRegs' last register is summed in column order (LutU4). Every column adds the value
+// LutU4 would give it, in the same order, so the sums are the same bits.
+template <class V, int kRegs, bool kWeighted>
+inline void AddSplit(const char* values, typename V::Reg lut, typename V::Reg w,
+                     typename V::Reg* acc) {
+  const auto* codes = reinterpret_cast<const uint8_t*>(values);
+#pragma GCC unroll 8
+  for (int k = 0; k + 1 < kRegs; k += 2) {
+    typename V::Reg even, odd;
+    V::LutU4Split(codes + k * V::kWidth / 2, lut, &even, &odd);
+    if constexpr (kWeighted) {
+      even = V::Mul(w, even);
+      odd = V::Mul(w, odd);
+    }
+    acc[k] = V::Add(acc[k], even);
+    acc[k + 1] = V::Add(acc[k + 1], odd);
+  }
+  if constexpr (kRegs % 2 != 0) {
+    typename V::Reg v = V::LutU4(codes + (kRegs - 1) * V::kWidth / 2, lut);
+    if constexpr (kWeighted) v = V::Mul(w, v);
+    acc[kRegs - 1] = V::Add(acc[kRegs - 1], v);
+  }
+}
+
 // kRegs vectors of columns [c0, c0 + kRegs * kWidth) of one bag, summed in registers and stored
 // once. The first pass over a bag also prefetches the rows `distance` ids ahead (a loop of its own
 // over the ids that have a row that far ahead, then one without). The tile's columns are
@@ -248,6 +276,9 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
   const int64_t ahead = prefetch ? a.prefetch_distance : 0;
   const uint64_t prefetch_max = PrefetchMaxRow(a);
   const bool to_l2 = a.prefetch_to_l2;
+  // int4 where V splits codes by column parity: each pair of accumulators holds 2 x kWidth
+  // columns as even and odd ones (AddSplit), put back in order by the stores.
+  constexpr bool kSplit = kType == RowFormat::kInt4 && V::kInt4Split;
   float bias_sum = 0.0f;
   const auto add_row = [&](int64_t i) __attribute__((always_inline)) {
     const char* values = base + rows[i] * row_bytes + tile;
@@ -267,13 +298,21 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
       bias_sum += bias;
       typename V::Reg ws = V::Set1(scale);
       if constexpr (kType == RowFormat::kInt4 && V::kInt4Lut) ws = V::Mul(V::Iota(), ws);
+      if constexpr (kSplit) {
+        AddSplit<V, kRegs, false>(values, ws, V::Zero(), acc);
+        return;
+      }
 #pragma GCC unroll 16
       for (int k = 0; k < kRegs; ++k)
         acc[k] = FoldAdd<V, kType>(values + ValueBytes<kType>(k * V::kWidth), ws, acc[k]);
       return;
     }
     const Dequant<V> q = HeaderOf<V, kType>(values - tile);
-    if constexpr (kWeighted) {
+    if constexpr (kSplit) {
+      // The weight multiplies each looked-up value, as LoadValues' value is multiplied below.
+      AddSplit<V, kRegs, kWeighted>(values, q.scale, V::Set1(kWeighted ? a.id_weights[i] : 0.0f),
+                                    acc);
+    } else if constexpr (kWeighted) {
       const typename V::Reg w = V::Set1(a.id_weights[i]);
 #pragma GCC unroll 16
       for (int k = 0; k < kRegs; ++k)
@@ -301,8 +340,15 @@ inline void SumTile(const PooledArgs& a, int64_t i0, int64_t i1, int64_t c0, flo
 #pragma GCC unroll 16
     for (int k = 0; k < kRegs; ++k) acc[k] = V::Add(acc[k], bias);
   }
+  if constexpr (kSplit) {
+#pragma GCC unroll 8
+    for (int k = 0; k + 1 < kRegs; k += 2)
+      V::StoreSplit(o + c0 + k * V::kWidth, acc[k], acc[k + 1]);
+    if constexpr (kRegs % 2 != 0) V::Store(o + c0 + (kRegs - 1) * V::kWidth, acc[kRegs - 1]);
+  } else {
 #pragma GCC unroll 16
-  for (int k = 0; k < kRegs; ++k) V::Store(o + c0 + k * V::kWidth, acc[k]);
+    for (int k = 0; k < kRegs; ++k) V::Store(o + c0 + k * V::kWidth, acc[k]);
+  }
 }
 
 // Columns [c0, cols) one float accumulator each: past the last full vector (at most kWidth - 1

@@ -16,6 +16,7 @@ struct Avx2 {
   static constexpr int kMaxRegs = 16;
   static constexpr int kMaxRegsWithTemps = 8;
   static constexpr bool kInt4Lut = false;  // int4 codes are widened and scaled (LoadU4)
+  static constexpr bool kInt4Split = false;
   static Reg Zero() { return _mm256_setzero_ps(); }
   static Reg Set1(float v) { return _mm256_set1_ps(v); }
   static Reg Add(Reg a, Reg b) { return _mm256_add_ps(a, b); }

@@ -23,6 +23,7 @@ struct Sse {
   static constexpr int kMaxRegs = 8;
   static constexpr int kMaxRegsWithTemps = 8;
   static constexpr bool kInt4Lut = false;  // int4 codes are widened and scaled (LoadU4)
+  static constexpr bool kInt4Split = false;
   static Reg Zero() { return _mm_setzero_ps(); }
   static Reg Set1(float v) { return _mm_set1_ps(v); }
   static Reg Add(Reg a, Reg b) { return _mm_add_ps(a, b); }
@@ -74,6 +75,7 @@ struct Sse {
   static constexpr int kMaxRegs = 8;
   static constexpr int kMaxRegsWithTemps = 8;
   static constexpr bool kInt4Lut = false;  // int4 codes are widened and scaled (LoadU4)
+  static constexpr bool kInt4Split = false;
   static Reg Zero() { return 0.0f; }
   static Reg Set1(float v) { return v; }
   static Reg Add(Reg a, Reg b) { return a + b; }

@@ -119,7 +119,7 @@ TEST(PooledKernel, EveryLevelAndFormatMatchesTheDecodeThenSumReference) {
   for (float& x : w) x = wd(rng);
   for (int32_t v = 0; v < kNumRowFormats; ++v) {
     const auto f = static_cast<RowFormat>(v);
-    for (int32_t dim : {1, 2, 3, 4, 7, 8, 15, 16, 17, 33, 64, 100, 128, 130, 257, 300}) {
+    for (int32_t dim : {1, 2, 3, 4, 7, 8, 15, 16, 17, 33, 48, 64, 80, 100, 128, 130, 257, 300}) {
       // Packed rows (a quantized row then starts anywhere in a line) and padded ones.
       for (int64_t pad : {int64_t{0}, int64_t{24}}) {
         const int64_t row_bytes = static_cast<int64_t>(RowBytes(f, dim)) + pad;
@@ -232,7 +232,7 @@ TEST(PooledKernel, FoldedQuantizedSumsMatchTheirDocumentedComputation) {
   std::uniform_real_distribution<float> wd(-1.5f, 1.5f);
   for (float& x : w) x = wd(rng);
   for (RowFormat f : {RowFormat::kInt8, RowFormat::kInt4}) {
-    for (int32_t dim : {2, 8, 16, 24, 64, 100, 128, 300}) {
+    for (int32_t dim : {2, 8, 16, 24, 48, 64, 80, 100, 128, 300}) {
       const int64_t row_bytes = static_cast<int64_t>(RowBytes(f, dim));
       const std::vector<uint8_t> data = MakeRows(f, R, dim, row_bytes, &rng);
       const auto header = [&](int64_t r, int k) {
