@@ -81,7 +81,8 @@ Status TieredTables::SnapshotShard(int32_t local, const std::string& dir, int64_
       if (sh.keyed)
         return Status::Internal("tiered table '", name, "': live slot ", rows[i],
                                 " is neither cached nor stored");
-      // Never written: its initial weights and zero state (InitialRecords' record).
+      // Never written: its initial weights (the draw a miss initialises in its slot) and zero
+      // state.
       std::memset(rec, 0, rb);
       params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + rows[i]), seed_,
                              init.data());
