@@ -89,7 +89,9 @@ Status CreateOnBackend(std::shared_ptr<Store> store, const std::string& prefix, 
   // (shm/shm_communicator.h); the group decides collectively, so every rank wraps.
   std::unique_ptr<Communicator> gloo;
   SR_RETURN_IF_ERROR(CreateGlooCommunicator(config, &gloo));
-  if (world < 2) {
+  // A device communicator stays unwrapped: its collectives take device buffers, so even the
+  // set-up's host-memory vote could not run over it, and its payloads are staged anyway.
+  if (world < 2 || !config.device.is_host()) {
     *out = std::move(gloo);
     return Status::Ok();
   }
