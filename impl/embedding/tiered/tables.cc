@@ -62,9 +62,6 @@ void ForEachRowHinted(const ShardRuns& runs, const SlotCache& cache, F&& f) {
   }
 }
 
-// Records put at once when a shard's rows are read for an accessor.
-constexpr size_t kReadChunk = 4096;
-
 // Opens a tier's store. SHARDREC_TIER_TEST_SEGMENT_KIB (a test switch, like the benchmarks'
 // SHARDREC_TIER_DIRECT_IO_BENCH) seals segments at that many KiB, compacts those a quarter dead
 // and looks for that work every few milliseconds, so that a short C API run compacts
@@ -577,117 +574,6 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     if (training) cache.set_dirty(slot, true);
     row = slot;
   });
-  return Status::Ok();
-}
-
-Status TieredTables::ReadShard(int32_t local, int32_t state, float* out) {
-  const int32_t j = ShardOf(local);
-  if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
-  return ReadRows(local, state, 0, shards_[j].spec.rows, out);
-}
-
-Status TieredTables::ReadRows(int32_t local, int32_t state, int64_t first, int64_t count,
-                              float* out) {
-  const int32_t j = ShardOf(local);
-  if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
-  Shard& sh = shards_[j];
-  const LocalShard& ls = layout_->local[local];
-  const bool row_wise = state >= 0 && layout_->tables[ls.table].state_specs[state].row_wise;
-  const int64_t width = row_wise ? 1 : ls.cols;
-  const size_t rb = sh.record_bytes;
-  double waited = 0;
-  std::vector<Fetched> unused;
-  TakePrefetch(&waited, &unused);
-  std::lock_guard<std::mutex> cache_lock(cache_mu_);
-  std::vector<uint8_t> record(rb);
-  std::vector<float> init(static_cast<size_t>(ls.cols));
-  if (first < 0 || count < 0 || first + count > sh.spec.rows)
-    return Status::Internal("rows ", first, "+", count, " of a tiered shard of ", sh.spec.rows);
-  for (int64_t r0 = first; r0 < first + count; r0 += static_cast<int64_t>(kReadChunk)) {
-    const int64_t r1 = std::min<int64_t>(first + count, r0 + static_cast<int64_t>(kReadChunk));
-    std::vector<int64_t> rows;
-    for (int64_t r = r0; r < r1; ++r)
-      if (sh.cache->Find(r) < 0) rows.push_back(r);
-    Fetched f;
-    SR_RETURN_IF_ERROR(Fetch(sh, rows.data(), rows.size(), &f));
-    size_t i = 0;  // the next of `rows`, which are the uncached rows in order
-    for (int64_t r = r0; r < r1; ++r) {
-      float* dst = out + (r - first) * width;
-      const int32_t slot = sh.cache->Find(r);
-      if (slot >= 0) {
-        PackSlot(*params_, *layout_, ls, slot, record.data());
-        RecordToFloats(*layout_, ls, record.data(), state, dst);
-        continue;
-      }
-      const size_t k = i++;
-      if (f.found[k]) {
-        RecordToFloats(*layout_, ls, f.records.data() + k * rb, state, dst);
-      } else if (state >= 0) {
-        std::fill(dst, dst + width, 0.0f);
-      } else {
-        params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + r), seed_, dst);
-      }
-    }
-  }
-  return Status::Ok();
-}
-
-Status TieredTables::WriteShard(int32_t local, int32_t state, const float* in) {
-  const int32_t j = ShardOf(local);
-  if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
-  return WriteRows(local, state, 0, shards_[j].spec.rows, in);
-}
-
-Status TieredTables::WriteRows(int32_t local, int32_t state, int64_t first, int64_t count,
-                               const float* in) {
-  const int32_t j = ShardOf(local);
-  if (j < 0) return Status::Internal("local shard ", local, " is not tiered");
-  Shard& sh = shards_[j];
-  const LocalShard& ls = layout_->local[local];
-  const auto& name = layout_->plan->tables[ls.table].name;
-  const bool row_wise = state >= 0 && layout_->tables[ls.table].state_specs[state].row_wise;
-  const int64_t width = row_wise ? 1 : ls.cols;
-  const size_t rb = sh.record_bytes;
-  double waited = 0;
-  std::vector<Fetched> unused;
-  TakePrefetch(&waited, &unused);
-  std::lock_guard<std::mutex> cache_lock(cache_mu_);
-  std::vector<uint8_t> record(rb);
-  std::vector<float> init(static_cast<size_t>(ls.cols));
-  if (first < 0 || count < 0 || first + count > sh.spec.rows)
-    return Status::Internal("rows ", first, "+", count, " of a tiered shard of ", sh.spec.rows);
-  for (int64_t r0 = first; r0 < first + count; r0 += static_cast<int64_t>(kReadChunk)) {
-    const int64_t r1 = std::min<int64_t>(first + count, r0 + static_cast<int64_t>(kReadChunk));
-    std::vector<int64_t> rows;
-    for (int64_t r = r0; r < r1; ++r)
-      if (sh.cache->Find(r) < 0) rows.push_back(r);
-    Fetched f;
-    SR_RETURN_IF_ERROR(Fetch(sh, rows.data(), rows.size(), &f));
-    size_t i = 0;  // the next of `rows`, which are the uncached rows in order
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* src = in + (r - first) * width;
-      const int32_t slot = sh.cache->Find(r);
-      if (slot >= 0) {
-        PackSlot(*params_, *layout_, ls, slot, record.data());
-        FloatsToRecord(*layout_, ls, src, state, record.data());
-        UnpackSlot(*params_, *layout_, ls, slot, record.data());
-        sh.cache->set_dirty(slot, true);
-        continue;
-      }
-      const size_t k = i++;
-      if (f.found[k]) {
-        std::memcpy(record.data(), f.records.data() + k * rb, rb);
-      } else {
-        // A row never written: its initial weights and zero state, then the new part.
-        std::fill(record.begin(), record.end(), 0);
-        params_->InitialValues(ls, static_cast<uint64_t>(ls.row_offset + r), seed_, init.data());
-        FloatsToRecord(*layout_, ls, init.data(), -1, record.data());
-      }
-      FloatsToRecord(*layout_, ls, src, state, record.data());
-      const Status s = queue_->Push(sh.store.get(), r, record.data());
-      if (!s.ok()) return Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
-    }
-  }
   return Status::Ok();
 }
 

@@ -165,6 +165,12 @@ class TieredTables {
   // counts): all of them in one batched Get, whose reads the store keeps in flight together.
   // Runs on either thread; touches no counter of `sh`.
   Status Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f);
+  // ReadRows' and WriteRows' walk (row_access.cc): waits out the prefetch job, holds the cache
+  // lock, and calls visit(r, slot, record) for rows [first, first + count) of `sh` in order,
+  // fetching the uncached ones a chunk at a time: slot >= 0 for a cached row, else `record` is
+  // its stored record, or null for a row never written. Stops at visit's first error.
+  Status VisitRows(Shard& sh, int64_t first, int64_t count,
+                   const std::function<Status(int64_t, int32_t, const uint8_t*)>& visit);
   // The rows of local shard `local` in `rb` that are not cached, each once, in order of first
   // occurrence, into `out` (using `seen`); the cached ones are pinned at `pin`.
   void Misses(Shard& sh, const RoutedBatch& rb, uint32_t pin, RowSet* seen,
