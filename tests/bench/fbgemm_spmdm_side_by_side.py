@@ -39,11 +39,14 @@ Requests: bags of exactly 20 ids per sample and table, uniform ids or Zipf(1.05)
 permutation of the rows; 4 requests per configuration, cycled. Figures are samples per CPU-second
 of the calling thread (time.thread_time; a loaded machine steals wall time, not thread CPU time)
 and per wall-second; trials interleave the three sides, the order rotating. Before timing, one
-request's outputs are compared with an fp64 reference of the fp32 rows and with each other.
+request's outputs are compared with an fp64 reference of the fp32 rows and with each other, and
+each side's minor page faults per call are printed (0 when its output buffer is reused warm: ours
+through the buffers above, FBGEMM's through the allocator).
 """
 import argparse
 import ctypes as C
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -159,6 +162,16 @@ def measure(fn, reqs, seconds, threads=1):
     return n / sum(r[1] for r in res), n / max(r[2] for r in res)
 
 
+def faults_per_call(call, calls=20):
+    """Minor page faults per call of `call` after a warm one: a side that faulted its output in
+    anew on every call would pay that inside its figures."""
+    call()
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        call()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / calls
+
+
 def checkpoint(lib, weights, dim, workdir):
     tables = [{"name": "t%d" % t, "rows": weights[0].shape[0], "dim": dim}
               for t in range(len(weights))]
@@ -235,6 +248,10 @@ def main():
                           "ref| %.3g, |FBGEMM - ref| %.3g, |ours - FBGEMM| %.3g" % (
                               fmt, dim, temp, tables, rows, table_mib, abs(a - ref).max(),
                               abs(b - ref).max(), abs(a - b).max()), flush=True)
+                    print("%s dim %d %s: minor page faults per call: ours %.2f, SpMDM %.2f" % (
+                        fmt, dim, temp, faults_per_call(lambda: ours.lookup(req["view"],
+                                                                            req["out"][0])),
+                        faults_per_call(lambda: theirs.lookup(req))), flush=True)
                     fns = {
                         "ours": lambda r, k, h=ours: h.lookup(r["view"], r["out"][k]),
                         "spmdm": lambda r, k: theirs.lookup(r),
