@@ -77,6 +77,16 @@ def build_roof(workdir):
     return f
 
 
+def aligned_empty(n, dtype, align=64):
+    """n items on an `align`-byte boundary. numpy aligns to 16 bytes only, so a 64-byte vector
+    store into its buffer can straddle two cache lines (each store a split one); torch's CPU
+    allocator aligns to 64, and the sides get the same alignment."""
+    size = np.dtype(dtype).itemsize
+    buf = np.empty(n + align // size, dtype=dtype)
+    skip = (-buf.ctypes.data % align) // size
+    return buf[skip:skip + n]
+
+
 def make_requests(tables, rows, batch, zipf, count, seed, torch):
     rng = np.random.default_rng(seed)
     perm = rng.permutation(rows)
@@ -221,10 +231,11 @@ def main():
                         for b in [int(x) for x in args.batches.split(",")] for z in (0, 1)}
                 # One output per thread and batch size, reused by every request, as FBGEMM's
                 # outputs reuse the allocator's freed buffers of the call before (one output per
-                # request made libshardrec write 4x the output bytes FBGEMM keeps in cache).
+                # request made libshardrec write 4x the output bytes FBGEMM keeps in cache), and
+                # on a 64-byte boundary, as torch's allocator places FBGEMM's.
                 for b in {r["B"] for lst in reqs.values() for r in lst}:
-                    outs = [np.empty(b * tables * dim, dtype=np.float32) for _ in range(2)]
-                    roofs = [np.empty(b * 32, dtype=np.uint8) for _ in range(2)]
+                    outs = [aligned_empty(b * tables * dim, np.float32) for _ in range(2)]
+                    roofs = [aligned_empty(b * 32, np.uint8) for _ in range(2)]
                     for lst in reqs.values():
                         for r in lst:
                             if r["B"] == b:
