@@ -14,6 +14,8 @@ namespace shardrec::embedding::kernels::detail {
 
 inline constexpr int kRadixBits = 11;
 inline constexpr int kRadixBuckets = 1 << kRadixBits;
+// Digits of a 64-bit key: the sort counts all of them in one pass, so each has its histograms.
+inline constexpr int kRadixDigits = (64 + kRadixBits - 1) / kRadixBits;
 
 // Written by GroupRows at the start of the workspace. A key's low bits (index_mask) hold the
 // bag of the id when every run is unweighted (its gradient row is all step 2 needs, and the
@@ -38,7 +40,7 @@ struct WorkspaceLayout {
   size_t unique_rows = 0;   // int64[n]
   size_t grad_offset = 0;   // int64[n]: io element offset of each bag's (or position's) gradient
   size_t weight = 0;        // float[n]: per-position weight (weighted runs only)
-  size_t histograms = 0;    // uint32[parts * kRadixBuckets]
+  size_t histograms = 0;    // uint32[kRadixDigits * parts * kRadixBuckets]
   size_t task_grads = 0;    // float[tasks * 2 * FusedRowsScratchFloats(cols)]: each fused task's
                             // summed gradient row and widened 16-bit row
   size_t grouping_end = 0;  // bytes needed without the fused tasks' rows
@@ -66,7 +68,8 @@ inline WorkspaceLayout MakeLayout(int64_t n, int threads, int32_t cols,
   l.unique_rows = take(8 * un);
   l.grad_offset = take(8 * un);
   l.weight = take(4 * un);
-  l.histograms = take(4 * static_cast<size_t>(std::max(threads, 1)) * kRadixBuckets);
+  l.histograms = take(4 * static_cast<size_t>(kRadixDigits) *
+                      static_cast<size_t>(std::max(threads, 1)) * kRadixBuckets);
   l.grouping_end = off;
   l.tasks = std::max<int64_t>(1, int64_t{std::max(threads, 1)} * 4);
   l.task_grads = take(4 * static_cast<size_t>(l.tasks) * 2 *

@@ -1,6 +1,6 @@
 // Stable LSD radix sort of packed (row, bag or position) keys, only over the bits the largest row
-// needs, then run-length encoding into unique rows and segments. All memory comes from the
-// workspace.
+// needs and the digits the rows do not all share, then run-length encoding into unique rows and
+// segments. All memory comes from the workspace.
 #include "impl/embedding/kernels/row_group.h"
 
 #include <algorithm>
@@ -14,25 +14,73 @@ namespace {
 
 int BitWidth(uint64_t v) { return v == 0 ? 0 : 64 - std::countl_zero(v); }
 
-// One counting pass on digit `shift` from `src` to `dst`. Keys are split into `parts` contiguous
-// parts that histogram and scatter independently; a stable sort has a unique result, so the
-// part count (and thread count) cannot change the output.
-void RadixPass(const ExecContext& ctx, const uint64_t* src, uint64_t* dst, int64_t n, int shift,
-               uint32_t* hist, int max_parts) {
-  int parts = 1;
+// The contiguous parts the keys are split into: each part counts and scatters on its own thread;
+// a stable sort has a unique result, so the part count (and thread count) cannot change the
+// output.
+int RadixParts(const ExecContext& ctx, int64_t n) {
   if (ctx.num_threads() > 1 && n >= 65536)
-    parts = static_cast<int>(std::min<int64_t>(max_parts, n / 32768));
-  std::memset(hist, 0, sizeof(uint32_t) * static_cast<size_t>(parts) * kRadixBuckets);
-  auto bounds = [&](int64_t p) {
-    return std::pair<int64_t, int64_t>(n * p / parts, n * (p + 1) / parts);
-  };
+    return static_cast<int>(std::min<int64_t>(std::max(ctx.num_threads(), 1), n / 32768));
+  return 1;
+}
+
+std::pair<int64_t, int64_t> PartBounds(int64_t n, int parts, int64_t p) {
+  return {n * p / parts, n * (p + 1) / parts};
+}
+
+// hist[(d * parts + p) * kRadixBuckets + b] = the keys of part p whose digit d (kDigits of them,
+// from bit `shift` on) is b: every digit counted in one pass over the keys, where counting digit
+// by digit read them once per digit.
+template <int kDigits>
+void CountDigits(const ExecContext& ctx, const uint64_t* keys, int64_t n, int shift, int parts,
+                 uint32_t* hist) {
+  std::memset(hist, 0, sizeof(uint32_t) * kDigits * static_cast<size_t>(parts) * kRadixBuckets);
   ctx.ParallelFor(0, parts, 1, [&](int64_t pb, int64_t pe) {
     for (int64_t p = pb; p < pe; ++p) {
       uint32_t* h = hist + p * kRadixBuckets;
-      auto [b, e] = bounds(p);
-      for (int64_t i = b; i < e; ++i) ++h[(src[i] >> shift) & (kRadixBuckets - 1)];
+      const size_t digit_stride = static_cast<size_t>(parts) * kRadixBuckets;
+      auto [b, e] = PartBounds(n, parts, p);
+      for (int64_t i = b; i < e; ++i) {
+        const uint64_t key = keys[i] >> shift;
+        for (int d = 0; d < kDigits; ++d)
+          ++h[d * digit_stride + ((key >> (d * kRadixBits)) & (kRadixBuckets - 1))];
+      }
     }
   });
+}
+
+void CountDigits(const ExecContext& ctx, const uint64_t* keys, int64_t n, int shift, int digits,
+                 int parts, uint32_t* hist) {
+  switch (digits) {
+    case 0:
+      return;
+    case 1:
+      return CountDigits<1>(ctx, keys, n, shift, parts, hist);
+    case 2:
+      return CountDigits<2>(ctx, keys, n, shift, parts, hist);
+    case 3:
+      return CountDigits<3>(ctx, keys, n, shift, parts, hist);
+    case 4:
+      return CountDigits<4>(ctx, keys, n, shift, parts, hist);
+    case 5:
+      return CountDigits<5>(ctx, keys, n, shift, parts, hist);
+    default:
+      return CountDigits<kRadixDigits>(ctx, keys, n, shift, parts, hist);
+  }
+}
+
+// Whether every key has the same digit (parts x buckets counts `hist`, `first` one of the keys):
+// sorting on it would move nothing.
+bool SharedDigit(const uint32_t* hist, int parts, int64_t n, uint64_t first, int shift) {
+  const uint64_t b = (first >> shift) & (kRadixBuckets - 1);
+  int64_t count = 0;
+  for (int p = 0; p < parts; ++p) count += hist[static_cast<size_t>(p) * kRadixBuckets + b];
+  return count == n;
+}
+
+// The scatter of one digit (at `shift`) from `src` to `dst`, given the digit's counts per part
+// of `src` (`hist`, parts x buckets; turned into offsets here).
+void ScatterDigit(const ExecContext& ctx, const uint64_t* src, uint64_t* dst, int64_t n, int shift,
+                  int parts, uint32_t* hist) {
   // Exclusive prefix in (digit, part) order turns counts into scatter offsets.
   uint64_t sum = 0;
   for (int d = 0; d < kRadixBuckets; ++d) {
@@ -46,10 +94,36 @@ void RadixPass(const ExecContext& ctx, const uint64_t* src, uint64_t* dst, int64
   ctx.ParallelFor(0, parts, 1, [&](int64_t pb, int64_t pe) {
     for (int64_t p = pb; p < pe; ++p) {
       uint32_t* h = hist + p * kRadixBuckets;
-      auto [b, e] = bounds(p);
+      auto [b, e] = PartBounds(n, parts, p);
       for (int64_t i = b; i < e; ++i) dst[h[(src[i] >> shift) & (kRadixBuckets - 1)]++] = src[i];
     }
   });
+}
+
+// Stable LSD sort of keys[0, n) (tmp: as many keys of room) on the `bits` bits from `shift` on.
+// Digits all keys share are skipped. One counting pass serves every digit when a single part
+// scatters (a digit's counts do not depend on the order); with several parts, a digit after the
+// first scattered one is recounted per part, as the parts then hold other keys.
+void SortKeys(const ExecContext& ctx, uint64_t* keys, uint64_t* tmp, int64_t n, int shift, int bits,
+              uint32_t* hist) {
+  if (n < 2 || bits <= 0) return;
+  const int digits = (bits + kRadixBits - 1) / kRadixBits;
+  const int parts = RadixParts(ctx, n);
+  const size_t digit_stride = static_cast<size_t>(parts) * kRadixBuckets;
+  CountDigits(ctx, keys, n, shift, digits, parts, hist);
+  uint64_t* src = keys;
+  uint64_t* dst = tmp;
+  bool scattered = false;
+  for (int d = 0; d < digits; ++d) {
+    uint32_t* h = hist + d * digit_stride;
+    const int at = shift + d * kRadixBits;
+    if (SharedDigit(h, parts, n, src[0], at)) continue;
+    if (scattered && parts > 1) CountDigits<1>(ctx, src, n, at, parts, h);
+    ScatterDigit(ctx, src, dst, n, at, parts, h);
+    std::swap(src, dst);
+    scattered = true;
+  }
+  if (src != keys) std::memcpy(keys, src, sizeof(uint64_t) * static_cast<size_t>(n));
 }
 
 // Calls fn(position, row) for every id of every run, positions counting from 0 in run order.
@@ -128,14 +202,7 @@ void BuildGroups(const ExecContext& ctx, std::span<const BagRun> runs, int64_t n
         keys[p] = (static_cast<uint64_t>(row) << index_bits) | static_cast<uint64_t>(p);
       });
     }
-    uint64_t* src = keys;
-    uint64_t* dst = tmp;
-    for (int shift = index_bits; shift < index_bits + row_bits; shift += kRadixBits) {
-      RadixPass(ctx, src, dst, n, shift, At<uint32_t>(workspace, layout.histograms),
-                std::max(ctx.num_threads(), 1));
-      std::swap(src, dst);
-    }
-    if (src != keys) std::memcpy(keys, src, sizeof(uint64_t) * static_cast<size_t>(n));
+    SortKeys(ctx, keys, tmp, n, index_bits, row_bits, At<uint32_t>(workspace, layout.histograms));
     g->index_mask = index_bits == 64 ? ~uint64_t{0} : ((uint64_t{1} << index_bits) - 1);
     g->keyed_by_bag = by_bag ? 1 : 0;
   } else {

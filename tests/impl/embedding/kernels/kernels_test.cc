@@ -397,6 +397,41 @@ TEST(EmbeddingKernels, RowsNear2To63GroupLikeSmallRows) {
   }
 }
 
+// Rows whose low and high radix digits are all equal (those digits are skipped) and whose middle
+// digits vary (sorted, recounted per part after the first when the sort runs in parts on 2 and 4
+// threads) group as the dense rows they are made from do on one thread (one part).
+TEST(EmbeddingKernels, RowsSharingRadixDigitsGroupLikeDenseRows) {
+  const int32_t D = 4;
+  const int64_t R = 3000;  // 12 bits: the varying part spans two 11-bit digits
+  Batch dense = MakeBatch(10000, 20, R, 41);
+  ASSERT_GE(dense.rows.size(), 65536u);  // enough ids for the sort to run in parts
+  Batch spread = dense;
+  // Digit 0 of the row (bits 0-10) is 5 for all, digit 1 is 0, digits 2-3 hold r, digit 4 has
+  // bit 45 set for all.
+  auto spread_row = [](int64_t r) { return (r << 22) + 5 + (int64_t{1} << 45); };
+  for (int64_t& r : spread.rows) r = spread_row(r);
+  std::vector<float> g(10000 * D);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.13f * static_cast<float>(i));
+  for (bool weighted : {false, true}) {
+    std::vector<int64_t> u_dense;
+    std::vector<float> a_dense;
+    AggregatePooledGrads(dense.View(weighted), g.data(), D, D, 0.5f, &u_dense, &a_dense, nullptr);
+    for (int threads : {1, 2, 4}) {
+      ThreadPool pool(threads);
+      std::vector<int64_t> u_spread;
+      std::vector<float> a_spread;
+      AggregatePooledGrads(spread.View(weighted), g.data(), D, D, 0.5f, &u_spread, &a_spread,
+                           &pool);
+      ASSERT_EQ(u_dense.size(), u_spread.size());
+      for (size_t i = 0; i < u_dense.size(); ++i)
+        ASSERT_EQ(u_spread[i], spread_row(u_dense[i])) << threads << " " << i;
+      ASSERT_EQ(a_dense.size(), a_spread.size());
+      EXPECT_EQ(0, std::memcmp(a_dense.data(), a_spread.data(), a_dense.size() * 4))
+          << threads << " " << weighted;
+    }
+  }
+}
+
 // A shard's ids arrive as several runs whose rows sit at different places of the io buffer: the
 // result equals one contiguous run, bit for bit, forward and backward.
 TEST(EmbeddingKernels, RunsSplitAcrossTheIoBufferEqualOneRun) {
