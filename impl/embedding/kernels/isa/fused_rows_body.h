@@ -356,6 +356,15 @@ void Rows(const FusedRowsArgs& a) {
         g = hot;
       }
       hot += a.cols;
+    } else if (a.segments[u + 1] - a.segments[u] == 1 && a.grads_out == nullptr &&
+               a.id_weights == nullptr && a.scale == 1.0f) {
+      // A row of one unscaled id (most rows of a large table): its gradient is read where it
+      // lies. SumRow's 1 * x is x, and the rules only compute with g, so the bits are the same.
+      const int64_t k = a.segments[u];
+      if (k + a.grads_ahead < a.num_keys)
+        core::PrefetchLines(a.grads + a.grad_offset[a.keys[k + a.grads_ahead] & a.index_mask],
+                            int64_t{a.cols} * 4);
+      g = a.grads + a.grad_offset[a.keys[k] & a.index_mask];
     } else {
       SumRow<I>(a, a.segments[u], a.segments[u + 1],
                 a.grads_out != nullptr ? a.grads_out + u * a.cols : g_buf);
