@@ -2,15 +2,17 @@
 // configuration (performance-anchors.md section 7.3, and tools/torchrec_compare): 8 tables of
 // 100k-1M rows, dims 64 and 128, 2048 samples per rank, bags of ~20 ids, row-wise Adagrad.
 // World 1 with 2 threads, and world 2 (ranks as threads) with 1 thread each. Reports samples/s,
-// ms per forward / step, the phase split of the step, and the lookup's rate against the
-// random-row gather roof measured in the same run. BM_E2E_QComms runs the step at world 2 and 4
-// with the embedding collectives exact (fp32) and encoded as bf16 or fp16 (embedding.h,
-// shardrec_comm_encoding_t), interleaved trial by trial, and reports each step time, the share
-// of the exact step spent in the embedding collectives, and the time bf16 saved as a fraction of
-// that share, twice: from the difference of the step medians, and as the median of the paired
-// differences (the fp32 and bf16 steps of one iteration run back to back, so a slow stretch of a
-// shared machine shifts both and drops out of their difference).
+// ms per forward / step (wall, and the process's CPU time per step: cpu_ms), the phase split of
+// the step, and the lookup's rate against the random-row gather roof measured in the same run.
+// BM_E2E_QComms runs the step at world 2 and 4 with the embedding collectives exact (fp32) and
+// encoded as bf16 or fp16 (embedding.h, shardrec_comm_encoding_t), interleaved trial by trial,
+// and reports each step time, the share of the exact step spent in the embedding collectives,
+// and the time bf16 saved as a fraction of that share, twice: from the difference of the step
+// medians, and as the median of the paired differences (the fp32 and bf16 steps of one iteration
+// run back to back, so a slow stretch of a shared machine shifts both and drops out of their
+// difference).
 #include <benchmark/benchmark.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -176,11 +178,19 @@ void Report(benchmark::State& state, World* w, const std::vector<double>& times,
   state.counters["last_collective_ms"] = 1e3 * u.collective_seconds / m;
 }
 
+// CPU seconds of the whole process (every rank's and pool's threads) so far.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 void Run(benchmark::State& state, bool step) {
   const int world = static_cast<int>(state.range(0));
   World* w = MakeWorld(world, world == 1 ? 2 : 1);
   std::vector<double> times;
   int k = 0;
+  const double cpu0 = ProcessCpuSeconds();
   for (auto _ : state) {
     const int batch = k++ % 4;
     const double dt = OnRanks(w, [&](int r) {
@@ -195,6 +205,10 @@ void Run(benchmark::State& state, bool step) {
     state.SetIterationTime(dt);
     times.push_back(dt);
   }
+  // On a shared machine the CPU time moves less with the load than the wall time (a descheduled
+  // thread costs wall time only); it counts any wait that spins, too.
+  state.counters["cpu_ms"] =
+      1e3 * (ProcessCpuSeconds() - cpu0) / static_cast<double>(std::max<size_t>(times.size(), 1));
   Report(state, w, times, step);
   for (auto& r : w->ranks) shardrec_embedding_destroy(r.coll);
   for (auto* c : w->comms) shardrec_comm_destroy(c);
