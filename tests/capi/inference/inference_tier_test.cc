@@ -83,7 +83,8 @@ TEST(InferenceTier, SameBitsAsInMemory) {
         EXPECT_GT(s.cache_slots, 0);
         EXPECT_LE(s.cache_rows, s.cache_slots);
         EXPECT_LE(s.cache_bytes, 200);
-        EXPECT_GE(s.disk_reads, s.misses);
+        // Misses read as a batch: neighbouring rows share a read, so fewer reads than misses.
+        EXPECT_EQ(s.misses > 0, s.disk_reads > 0);
         EXPECT_GT(s.disk_read_bytes, 0);
         if (s.hits + s.misses > 0) {
           EXPECT_DOUBLE_EQ(s.hit_rate, static_cast<double>(s.hits) / (s.hits + s.misses));
