@@ -17,11 +17,12 @@ namespace shardrec::serving {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-// Neighbouring parts are merged into one read up to this size: a few pages cost about what one
-// costs on a disk, and a request's rows of one record often share pages.
+// Parts of one file at most this far apart are read as one: copying a few unwanted bytes from
+// the page cache costs less than another read.
+constexpr uint64_t kMergeGap = 4096;
+// And one read at most this long (a part longer than it is read alone).
 constexpr uint64_t kMergeBytes = 64 * 1024;
 
-uint64_t PageFloor(uint64_t x) { return x / kPage * kPage; }
 uint64_t PageCeil(uint64_t x) { return (x + kPage - 1) / kPage * kPage; }
 
 Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
@@ -137,19 +138,21 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
     return a.fd != b.fd ? a.fd < b.fd : a.at < b.at;
   });
   std::vector<store::PageRead> page_reads;
-  std::vector<size_t> first;  // page read j covers spans [first[j], first[j + 1])
+  std::vector<size_t> first;  // read j covers spans [first[j], first[j + 1])
   for (size_t k = 0; k < spans.size(); ++k) {
     const Span& s = spans[k];
-    const uint64_t lo = PageFloor(s.at), hi = PageCeil(s.at + s.len);
     if (!page_reads.empty()) {
       store::PageRead& last = page_reads.back();
       const uint64_t end = last.offset + last.len;
-      if (last.fd == s.fd && lo <= end && std::max(end, hi) - last.offset <= max_read_) {
-        last.len = static_cast<uint32_t>(std::max(end, hi) - last.offset);
+      const uint64_t merged = std::max(end, s.at + s.len) - last.offset;
+      if (last.fd == s.fd && s.at <= end + kMergeGap && merged <= max_read_) {
+        last.len = static_cast<uint32_t>(merged);
         continue;
       }
     }
-    page_reads.push_back(store::PageRead{s.fd, lo, static_cast<uint32_t>(hi - lo)});
+    // The files are read through the page cache, so a read need not be page-aligned: it asks
+    // for the rows' bytes only.
+    page_reads.push_back(store::PageRead{s.fd, s.at, static_cast<uint32_t>(s.len)});
     first.push_back(k);
   }
   first.push_back(spans.size());
@@ -161,7 +164,7 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
     if (res < 0) return ErrnoStatus(static_cast<int>(-res), "cannot read checkpoint file", path);
     for (size_t k = first[j]; k < first[j + 1]; ++k) {
       const Span& s = spans[k];
-      // A page read may end at the file's end; the bytes a part wants may not.
+      // A read may stop at the file's end; the bytes a part wants may not.
       if (s.at + s.len > pr.offset + static_cast<uint64_t>(res))
         return Status::Corrupt(path, " is truncated: it ends at byte ",
                                pr.offset + static_cast<uint64_t>(res), ", a row's bytes run to ",

@@ -1,9 +1,10 @@
 // The batched reads of a served tiered table's missed rows (tiered_rows.h): a request hands over
 // all its misses at once, and they are read together instead of one synchronous read a row. A
-// rank file's row parts become page reads, those that share or neighbour a page merged into one,
-// issued through the store's page reader (io_uring, up to kQueueDepth in flight; pread where
-// liburing or the kernel refuses a ring); a store snapshot's rows become one batched Get of the
-// snapshot's store, which reads its pages the same way and checks each record's checksum.
+// rank file's row parts, in file order, become reads of their bytes (parts less than a page apart
+// merged into one read), issued through the store's page reader (io_uring, up to kQueueDepth in
+// flight; pread where liburing or the kernel refuses a ring); a store snapshot's rows become one
+// batched Get of the snapshot's store, which reads its pages the same way and checks each
+// record's checksum.
 #pragma once
 
 #include <cstddef>
@@ -52,8 +53,7 @@ class TieredReads {
   const std::vector<DiskPiece>& pieces() const { return pieces_; }
 
   // Reads every part (any order; parts may repeat a row). `reads` and `bytes` get what was asked
-  // of the disk: page reads and their bytes for rank files, records and their bytes for
-  // snapshots. kIo / kCorrupt naming the file; on failure some `dst` may have been written.
+  // of the disk: reads and their bytes for rank files, records and their bytes for snapshots. kIo / kCorrupt naming the file; on failure some `dst` may have been written.
   // Thread-safe: concurrent calls take readers from a pool.
   Status Read(const std::vector<RowPart>& parts, uint64_t* reads, uint64_t* bytes) const;
 

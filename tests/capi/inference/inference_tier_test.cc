@@ -119,10 +119,9 @@ TEST(InferenceTier, ACacheAsLargeAsTheTableHitsAfterTheFirstRead) {
   EXPECT_EQ(s1.hits, 0);
   EXPECT_GT(s1.misses, 0);
   EXPECT_EQ(s1.cache_rows, s1.misses);
-  // The request's misses are read as one batch: a read per run of pages, not per row.
+  // The request's misses are read as one batch: rows less than a page apart share a read.
   EXPECT_GE(s1.disk_reads, 1);
   EXPECT_LE(s1.disk_reads, s1.misses);
-  EXPECT_EQ(s1.disk_read_bytes % 4096, 0);
   EXPECT_GE(s1.disk_read_bytes, s1.misses * 12 * 4);
   EXPECT_TRUE(SameBits(first, Lookup(disk.get(), b, 4)));
   const shardrec_serving_tier_stats_t s2 = Stats(disk.get(), "t1");
