@@ -122,16 +122,16 @@ Status OpenTieredDynamicTable(const std::string& dir, const checkpoint::Manifest
       pieces.push_back(DiskPiece{files.Path(wfi), *wr, e.is_store, e.store, e.size});
     }
     if (area != ir.rows * tc.dim)
-      return Status::Corrupt("checkpoint: dynamic table ", tc.name, ": the weights of the row block",
-                             " at row ", offset, " cover ", area, " of its ", ir.rows * tc.dim,
-                             " elements");
+      return Status::Corrupt("checkpoint: dynamic table ", tc.name,
+                             ": the weights of the row block", " at row ", offset, " cover ", area,
+                             " of its ", ir.rows * tc.dim, " elements");
     const uint64_t row_bytes = RowBytes(storage, tc.dim);
     for (int64_t r0 = 0; r0 < ir.rows; r0 += chunk) {
       const int64_t rn = std::min(chunk, ir.rows - r0);
       staging.assign(static_cast<size_t>(rn * tc.dim), 0.0f);
       encoded.resize(static_cast<size_t>(rn) * row_bytes);
-      const checkpoint::Target dst{
-          DType::kFloat32, offset + r0, 0, rn, tc.dim, staging.data(), tc.dim};
+      const checkpoint::Target dst{DType::kFloat32, offset + r0,    0,     rn,
+                                   tc.dim,          staging.data(), tc.dim};
       for (const auto& [wfi, wr] : b.weights) {
         SR_RETURN_IF_ERROR(files.Get(wfi, &f));
         SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*f, files.Path(wfi), *wr, dst, &buffer));
@@ -139,7 +139,8 @@ Status OpenTieredDynamicTable(const std::string& dir, const checkpoint::Manifest
       for (int64_t k = 0; k < rn; ++k)
         SR_RETURN_IF_ERROR(EncodeRows(
             staging.data() + k * tc.dim, 1, tc.dim, storage, encoded.data() + k * row_bytes,
-            "table " + tc.name + " id " + std::to_string(ids[first + static_cast<size_t>(r0 + k)])));
+            "table " + tc.name + " id " +
+                std::to_string(ids[first + static_cast<size_t>(r0 + k)])));
     }
   }
   // Rows in ascending id order, the in-memory open's, so a row number means the same there.

@@ -134,9 +134,8 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
     spans.push_back(Span{fd, rec.offset + static_cast<uint64_t>(rp.row) * n, n, i});
   }
   if (spans.empty()) return Status::Ok();
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return a.fd != b.fd ? a.fd < b.fd : a.at < b.at;
-  });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.fd != b.fd ? a.fd < b.fd : a.at < b.at; });
   std::vector<store::PageRead> page_reads;
   std::vector<size_t> first;  // read j covers spans [first[j], first[j + 1])
   for (size_t k = 0; k < spans.size(); ++k) {
@@ -209,8 +208,8 @@ Status TieredReads::ReadStores(const std::vector<RowPart>& parts, uint64_t* read
     for (size_t i : of_part) {
       const RowPart& rp = parts[i];
       const checkpoint::Record& rec = pieces_[rp.piece].rec;
-      const size_t k = static_cast<size_t>(
-          std::lower_bound(keys.begin(), keys.end(), rp.row) - keys.begin());
+      const size_t k =
+          static_cast<size_t>(std::lower_bound(keys.begin(), keys.end(), rp.row) - keys.begin());
       if (!found[k])
         return Status::Corrupt("checkpoint store snapshot ", path, ": record ", rec.key, " row ",
                                rp.row, " is not in the snapshot");

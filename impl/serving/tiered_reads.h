@@ -27,7 +27,7 @@ struct DiskPiece {
   std::string path;
   checkpoint::Record rec;
   bool is_store = false;
-  checkpoint::StoreRef store;  // a snapshot's store and
+  checkpoint::StoreRef store;   // a snapshot's store and
   uint64_t manifest_bytes = 0;  // its MANIFEST's size (the file entry's)
 };
 
@@ -53,8 +53,9 @@ class TieredReads {
   const std::vector<DiskPiece>& pieces() const { return pieces_; }
 
   // Reads every part (any order; parts may repeat a row). `reads` and `bytes` get what was asked
-  // of the disk: reads and their bytes for rank files, records and their bytes for snapshots. kIo / kCorrupt naming the file; on failure some `dst` may have been written.
-  // Thread-safe: concurrent calls take readers from a pool.
+  // of the disk: reads and their bytes for rank files, records and their bytes for snapshots. kIo /
+  // kCorrupt naming the file; on failure some `dst` may have been written. Thread-safe: concurrent
+  // calls take readers from a pool.
   Status Read(const std::vector<RowPart>& parts, uint64_t* reads, uint64_t* bytes) const;
 
  private:
@@ -65,9 +66,9 @@ class TieredReads {
   void ReturnReader(std::unique_ptr<store::PageReader> r) const;
 
   std::vector<DiskPiece> pieces_;
-  std::vector<int> fd_;        // per piece: its rank file's descriptor, or -1 (a snapshot)
-  std::vector<int> store_;     // per piece: index into stores_, or -1 (a rank file)
-  std::vector<int> own_fds_;   // the descriptors to close (one per rank file)
+  std::vector<int> fd_;       // per piece: its rank file's descriptor, or -1 (a snapshot)
+  std::vector<int> store_;    // per piece: index into stores_, or -1 (a rank file)
+  std::vector<int> own_fds_;  // the descriptors to close (one per rank file)
   std::vector<std::unique_ptr<store::RowStore>> stores_;
   size_t max_read_ = 0;  // one page read's most bytes
   mutable std::mutex readers_mu_;

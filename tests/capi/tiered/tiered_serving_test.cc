@@ -29,7 +29,7 @@ constexpr int32_t kSteps = 8;
 constexpr int32_t kFirstSave = 5;
 
 struct Saved {
-  std::string first, second;  // checkpoints after kFirstSave steps and after kSteps
+  std::string first, second;      // checkpoints after kFirstSave steps and after kSteps
   std::vector<RefBatch> batches;  // the stream's batches and its probe of every pool id
 };
 
@@ -133,9 +133,9 @@ TEST(TieredServing, DynamicTablesServeTheBitsOfTheCheckpointInMemory) {
   };
   const int32_t storages[] = {SHARDREC_SERVING_AS_TRAINED, SHARDREC_SERVING_FP16,
                               SHARDREC_SERVING_INT8, SHARDREC_SERVING_FP8_E4M3};
-  for (const Case& k : {Case{1, SHARDREC_SHARDING_TABLE_WISE, true},
-                        Case{2, SHARDREC_SHARDING_ROW_WISE, false},
-                        Case{2, SHARDREC_SHARDING_COLUMN_WISE, true}}) {
+  for (const Case& k :
+       {Case{1, SHARDREC_SHARDING_TABLE_WISE, true}, Case{2, SHARDREC_SHARDING_ROW_WISE, false},
+        Case{2, SHARDREC_SHARDING_COLUMN_WISE, true}}) {
     SCOPED_TRACE("world " + std::to_string(k.world) + " sharding " + std::to_string(k.sharding) +
                  (k.tiered ? " saved tiered" : " saved in memory"));
     DynScenario s = MakeDynScenario(1, k.sharding, 3, 80, 200);
@@ -283,9 +283,9 @@ TEST(TieredServing, ARequestsMissesAreReadAsOneBatch) {
   Inf disk = OpenOk(sv.second, SHARDREC_SERVING_FP32, 1 << 20);
   ASSERT_TRUE(mem && disk);
   const RefBatch& probe = sv.batches.back();  // every pool id: many distinct rows at once
-  EXPECT_EQ(FirstBitDifference(Lookup(disk.get(), probe, nullptr),
-                               Lookup(mem.get(), probe, nullptr)),
-            "");
+  EXPECT_EQ(
+      FirstBitDifference(Lookup(disk.get(), probe, nullptr), Lookup(mem.get(), probe, nullptr)),
+      "");
   for (const char* table : {"t0", "t1"}) {
     const shardrec_serving_tier_stats_t st = Stats(disk.get(), table);
     EXPECT_GT(st.misses, 8) << table;
