@@ -20,8 +20,9 @@ constexpr uint64_t kPage = 4096;
 // Parts of one file at most this far apart are read as one: copying a few unwanted bytes from
 // the page cache costs less than another read.
 constexpr uint64_t kMergeGap = 4096;
-// And one read at most this long (a part longer than it is read alone).
-constexpr uint64_t kMergeBytes = 64 * 1024;
+// And one read at most this long (a part longer than it is read alone): each reader of the pool
+// holds kQueueDepth buffers of it.
+constexpr uint64_t kMergeBytes = 16 * 1024;
 
 uint64_t PageCeil(uint64_t x) { return (x + kPage - 1) / kPage * kPage; }
 

@@ -155,6 +155,18 @@ TEST(TieredServing, DynamicTablesServeTheBitsOfTheCheckpointInMemory) {
                                        Lookup(mem.get(), batches[i], nullptr)),
                     "")
               << "batch " << i << " round " << round;
+      if (storage == SHARDREC_SERVING_INT8) {  // row scales read through the cache too
+        const int64_t ids[] = {s.pools[0][0], s.pools[0][150], 987654321, s.pools[0][0]};
+        float sm[4], bm[4], sd[4], bd[4];
+        ASSERT_EQ(shardrec_inference_row_scales(mem.get(), "t0", ids, 4, sm, bm, nullptr),
+                  SHARDREC_OK);
+        ASSERT_EQ(shardrec_inference_row_scales(disk.get(), "t0", ids, 4, sd, bd, nullptr),
+                  SHARDREC_OK)
+            << shardrec_last_error();
+        EXPECT_EQ(std::memcmp(sm, sd, sizeof(sm)), 0);
+        EXPECT_EQ(std::memcmp(bm, bd, sizeof(bm)), 0);
+        EXPECT_EQ(sd[2], 0.0f);  // an unknown id: the zero row
+      }
       for (const char* table : {"t0", "t1"}) {
         const shardrec_serving_tier_stats_t st = Stats(disk.get(), table);
         EXPECT_GT(st.misses, st.cache_slots) << table;  // evicted and read again
