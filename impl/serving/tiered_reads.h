@@ -70,7 +70,7 @@ class TieredReads {
   std::vector<int> store_;    // per piece: index into stores_, or -1 (a rank file)
   std::vector<int> own_fds_;  // the descriptors to close (one per rank file)
   std::vector<std::unique_ptr<store::RowStore>> stores_;
-  size_t max_read_ = 0;  // one page read's most bytes
+  size_t max_read_ = 0;  // one read's most bytes (each pooled reader's buffer size)
   mutable std::mutex readers_mu_;
   mutable std::vector<std::unique_ptr<store::PageReader>> readers_;
 };

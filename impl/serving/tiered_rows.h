@@ -29,7 +29,7 @@ struct TieredStats {
   int64_t cache_rows = 0;
   uint64_t hits = 0;             // distinct rows of a request found in the cache
   uint64_t misses = 0;           // distinct rows of a request read from the files
-  uint64_t disk_reads = 0;       // reads issued (TieredReads: merged page reads, store records)
+  uint64_t disk_reads = 0;       // reads issued (TieredReads: merged file reads, store records)
   uint64_t disk_read_bytes = 0;  // bytes those reads asked for
 };
 
