@@ -31,7 +31,7 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
 // without ids, an id saved twice, weights not covering their block), every row is verified and
 // encoded once in blocks of about 4 MiB of fp32 rows (kInvalidArgument for a row the storage
 // cannot hold, as in memory), and the rows stay in the files. Memory per live id: its id (8
-// bytes), its records' row (8) and the id index (16 to 32), besides the cache.
+// bytes), its records' row (8) and the id index (32 to 64), besides the cache.
 Status OpenTieredDynamicTable(const std::string& dir, const checkpoint::Manifest& m,
                               const sharding::TableConfig& tc, Storage storage,
                               uint64_t cache_bytes, Model* model);

@@ -120,7 +120,7 @@ typedef struct shardrec_table_storage {
  * request out of the cache, reads the request's misses from the files as one batch (through the
  * page cache) and converts them to the table's storage type as the in-memory open does, so
  * lookups give the same bits as the same checkpoint opened without a tier. A dynamic table's ids
- * are read and indexed in memory at open (about 32-48 bytes per live id) and its rows stay in
+ * are read and indexed in memory at open (48-80 bytes per live id) and its rows stay in
  * the files; an id without a row reads zeros, as in memory. The checkpoint's files must stay in
  * place, unchanged, while a version opened from them is served (a reload swaps to the new
  * checkpoint's files and a new, empty cache).
