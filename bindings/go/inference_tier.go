@@ -18,7 +18,7 @@ type ServingTierStats struct {
 	CacheBytes, CacheSlots, CacheRows int64
 	Hits, Misses                      int64 // distinct rows of a request found in the cache, and not
 	HitRate                           float64
-	DiskReads, DiskReadBytes          int64 // reads issued to the checkpoint's files, their bytes
+	DiskReads, DiskReadBytes          int64 // reads issued to the files (misses batched), their bytes
 }
 
 // tierLists gives the tier names (sorted, so the same options make the same C call) and their

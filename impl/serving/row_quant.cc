@@ -4,6 +4,7 @@
 #include "impl/serving/row_quant.h"
 
 #include <cstring>
+#include <vector>
 
 #include "impl/core/check.h"
 #include "impl/serving/tiered_rows.h"
@@ -26,15 +27,21 @@ Status RowQuantization(const Model& m, const std::string& table, const int64_t* 
       if (ids[i] < 0 || ids[i] >= t->rows)
         return Status::InvalidArgument("ids[", i, "] = ", ids[i], " is not a row of table '", table,
                                        "' (", t->rows, " rows)");
+  // An id of a dynamic table without a row reads the zero row after the live ones (scale 0,
+  // bias 0).
+  const auto row_of = [&](size_t i) {
+    if (!t->dynamic) return ids[i];
+    const int64_t found = t->dynamic->index->Find(ids[i]);
+    return found >= 0 ? found : t->rows;
+  };
   TieredRows::Scratch tiered;  // a table served from disk: its rows through the row cache
-  if (t->tiered) SR_RETURN_IF_ERROR(t->tiered->Gather(ids, n, &tiered));
+  if (t->tiered) {
+    std::vector<int64_t> rows(n);
+    for (size_t i = 0; i < n; ++i) rows[i] = row_of(i);
+    SR_RETURN_IF_ERROR(t->tiered->Gather(rows.data(), n, &tiered));
+  }
   for (size_t i = 0; i < n; ++i) {
-    int64_t row = ids[i];
-    if (t->dynamic) {
-      // An id without a row reads the zero row after the live ones (scale 0, bias 0).
-      const int64_t found = t->dynamic->index->Find(ids[i]);
-      row = found >= 0 ? found : t->rows;
-    }
+    const int64_t row = row_of(i);
     const uint8_t* p =
         t->tiered ? tiered.rows.data() + static_cast<uint64_t>(tiered.local[i]) * t->row_bytes
                   : t->data + static_cast<uint64_t>(row) * t->row_bytes;

@@ -29,17 +29,14 @@ bool FloatDType(DType t) {
 Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
                        const sharding::TableConfig& tc, Storage storage, uint64_t cache_bytes,
                        Model* model) {
-  if (tc.dynamic.enabled)
-    return Status::Unsupported("tiers: table ", tc.name,
-                               " is dynamic; serving from the checkpoint's files takes fixed "
-                               "tables only (a dynamic table's ids are gathered and indexed "
-                               "whole): open it without a tier");
   if (tc.pooling == sharding::PoolingType::kNone)
     return Status::Unsupported("tiers: table ", tc.name,
                                " is a sequence table (pooling NONE); serving from the "
                                "checkpoint's files takes pooled tables only");
+  if (tc.dynamic.enabled) return OpenTieredDynamicTable(dir, m, tc, storage, cache_bytes, model);
   static const std::shared_ptr<checkpoint::FileSystem> fs = checkpoint::PosixFileSystem();
   std::vector<DiskPiece> pieces;
+  std::vector<std::shared_ptr<const ReadableFile>> files;  // per piece, to verify it
   int64_t area = 0;
   for (const checkpoint::FileEntry& e : m.files) {
     std::shared_ptr<const ReadableFile> file;
@@ -63,7 +60,8 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
         file = std::move(opened);
       }
       area += rec.rows * rec.cols;
-      pieces.push_back(DiskPiece{file, path, rec});
+      pieces.push_back(DiskPiece{path, rec, e.is_store, e.store, e.size});
+      files.push_back(file);
     }
   }
   if (area != tc.rows * tc.dim)
@@ -77,8 +75,9 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
   whole.cols = tc.dim;
   std::vector<uint8_t> buffer;
   if (!IsEncodedStorage(storage)) {
-    for (const DiskPiece& p : pieces)
-      SR_RETURN_IF_ERROR(checkpoint::VerifyOverlap(*p.file, p.path, p.rec, whole, &buffer));
+    for (size_t i = 0; i < pieces.size(); ++i)
+      SR_RETURN_IF_ERROR(
+          checkpoint::VerifyOverlap(*files[i], pieces[i].path, pieces[i].rec, whole, &buffer));
   } else {
     const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / (int64_t{4} * tc.dim));
     std::vector<float> staging;
@@ -87,8 +86,9 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
       const int64_t n = std::min(block, tc.rows - r0);
       staging.assign(static_cast<size_t>(n * tc.dim), 0.0f);
       const checkpoint::Target dst{DType::kFloat32, r0, 0, n, tc.dim, staging.data(), tc.dim};
-      for (const DiskPiece& p : pieces)
-        SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*p.file, p.path, p.rec, dst, &buffer));
+      for (size_t i = 0; i < pieces.size(); ++i)
+        SR_RETURN_IF_ERROR(
+            checkpoint::CopyOverlap(*files[i], pieces[i].path, pieces[i].rec, dst, &buffer));
       SR_RETURN_IF_ERROR(
           EncodeRows(staging.data(), n, tc.dim, storage, encoded.data(),
                      "table " + tc.name + " (the block from row " + std::to_string(r0) + ")"));
@@ -102,8 +102,11 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
   t.features = tc.features;
   t.storage = storage;
   t.row_bytes = RowBytes(storage, tc.dim);
-  SR_RETURN_IF_ERROR(TieredRows::Create(tc.name, tc.rows, tc.dim, storage, std::move(pieces),
-                                        cache_bytes, &t.tiered));
+  files.clear();  // the verifying readers; lookups read through TieredReads
+  std::unique_ptr<TieredReads> reads;
+  SR_RETURN_IF_ERROR(TieredReads::Open(std::move(pieces), &reads));
+  SR_RETURN_IF_ERROR(TieredRows::Create(tc.name, tc.rows, tc.dim, storage, std::move(reads), {},
+                                        /*dynamic=*/false, cache_bytes, &t.tiered));
   model->tables.push_back(std::move(t));
   return Status::Ok();
 }

@@ -29,7 +29,8 @@ uint64_t Mix(int64_t row) { return static_cast<uint64_t>(row) * 0x9E3779B97F4A7C
 }  // namespace
 
 Status TieredRows::Create(std::string table, int64_t rows, int32_t dim, Storage storage,
-                          std::vector<DiskPiece> pieces, uint64_t cache_bytes,
+                          std::unique_ptr<TieredReads> reads, std::vector<int64_t> record_rows,
+                          bool dynamic, uint64_t cache_bytes,
                           std::shared_ptr<const TieredRows>* out) {
   auto t = std::shared_ptr<TieredRows>(new TieredRows());
   t->table_ = std::move(table);
@@ -37,57 +38,97 @@ Status TieredRows::Create(std::string table, int64_t rows, int32_t dim, Storage 
   t->dim_ = dim;
   t->storage_ = storage;
   t->row_bytes_ = RowBytes(storage, dim);
-  t->pieces_ = std::move(pieces);
+  t->reads_ = std::move(reads);
+  t->record_rows_ = std::move(record_rows);
+  t->dynamic_ = dynamic;
   SR_RETURN_IF_ERROR(
       RowCache::Create(t->row_bytes_, cache_bytes, "tier of table " + t->table_, &t->cache_));
   *out = std::move(t);
   return Status::Ok();
 }
 
-Status TieredRows::ReadRow(int64_t row, uint8_t* dst, Scratch* s) const {
-  const bool encoded = IsEncodedStorage(storage_);
-  const DType to = encoded ? DType::kFloat32 : StoredDType(storage_);
+Status TieredRows::Convert(int64_t row, const uint8_t* raw, uint8_t* dst, Scratch* s) const {
+  // A dynamic table's rows go through fp32 and the encoder whatever the storage, as the
+  // in-memory open of a dynamic table converts them (open_checkpoint.cc, ReadDynamicTable).
+  const bool staged = IsEncodedStorage(storage_) || dynamic_;
+  const DType to = staged ? DType::kFloat32 : StoredDType(storage_);
   const size_t to_es = DTypeSize(to);
   uint8_t* out = dst;
-  if (encoded) {
+  if (staged) {
     s->staging.resize(static_cast<size_t>(dim_));
     out = reinterpret_cast<uint8_t*>(s->staging.data());
   }
-  uint64_t reads = 0, bytes = 0;
-  for (const DiskPiece& p : pieces_) {
+  const int64_t rr = dynamic_ ? record_rows_[static_cast<size_t>(row)] : row;
+  for (const DiskPiece& p : reads_->pieces()) {
     const checkpoint::Record& r = p.rec;
-    if (row < r.row_offset || row >= r.row_offset + r.rows) continue;
+    if (rr < r.row_offset || rr >= r.row_offset + r.rows) continue;
     const uint64_t n = r.row_bytes();
-    const uint64_t at = r.offset + static_cast<uint64_t>(row - r.row_offset) * n;
     uint8_t* col0 = out + static_cast<size_t>(r.col_offset) * to_es;
-    ++reads;
-    bytes += n;
+    const uint8_t* in = raw;
+    raw += n;
     if (r.dtype == to) {  // the element bytes are the stored bytes (CopyOverlap's memcpy)
-      SR_RETURN_IF_ERROR(p.file->ReadAt(at, col0, n));
+      std::memcpy(col0, in, n);
       continue;
     }
-    s->read.resize(n);
-    SR_RETURN_IF_ERROR(p.file->ReadAt(at, s->read.data(), n));
     if (IsFp8DType(r.dtype)) {  // an FP8 table's stored row (checkpoint/format.h): decode it
       float scale;
-      std::memcpy(&scale, s->read.data(), sizeof(scale));
+      std::memcpy(&scale, in, sizeof(scale));
       if (!IsValidFp8Scale(scale))
         return Status::Corrupt("table ", table_, " row ", row, ": stored FP8 scale ", scale,
                                " is not a power of two an FP8 row may carry");
       const Fp8Kind kind = Fp8KindOf(r.dtype);
       for (int64_t c = 0; c < r.cols; ++c)
-        StoreElement(to, DecodeFp8(kind, s->read[kFp8HeaderBytes + c]) * scale, col0 + c * to_es);
+        StoreElement(to, DecodeFp8(kind, in[kFp8HeaderBytes + c]) * scale, col0 + c * to_es);
       continue;
     }
     const size_t es = DTypeSize(r.dtype);
     for (int64_t c = 0; c < r.cols; ++c)
-      StoreElement(to, LoadElement(r.dtype, s->read.data() + c * es), col0 + c * to_es);
+      StoreElement(to, LoadElement(r.dtype, in + c * es), col0 + c * to_es);
   }
-  disk_reads_.fetch_add(reads, std::memory_order_relaxed);
-  disk_read_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  if (encoded)
+  if (staged)
     SR_RETURN_IF_ERROR(EncodeRows(s->staging.data(), 1, dim_, storage_, dst,
                                   "table " + table_ + " (row " + std::to_string(row) + ")"));
+  return Status::Ok();
+}
+
+Status TieredRows::ReadMissed(Scratch* s) const {
+  // Every missed row's parts (one per record holding a part of it, in piece order) laid out
+  // back to back in s->read, then read as one batch.
+  const std::vector<DiskPiece>& pieces = reads_->pieces();
+  const auto record_row = [&](size_t k) {
+    const int64_t row = s->uniq[k];
+    return dynamic_ ? record_rows_[static_cast<size_t>(row)] : row;
+  };
+  const auto holds = [](const checkpoint::Record& r, int64_t rr) {
+    return rr >= r.row_offset && rr < r.row_offset + r.rows;
+  };
+  uint64_t raw_bytes = 0;
+  for (size_t k : s->missed)
+    for (const DiskPiece& p : pieces)
+      if (holds(p.rec, record_row(k))) raw_bytes += p.rec.row_bytes();
+  s->read.resize(raw_bytes);
+  s->parts.clear();
+  uint8_t* at = s->read.data();
+  for (size_t k : s->missed) {
+    const int64_t rr = record_row(k);
+    for (size_t pi = 0; pi < pieces.size(); ++pi) {
+      const checkpoint::Record& r = pieces[pi].rec;
+      if (!holds(r, rr)) continue;
+      s->parts.push_back(RowPart{pi, rr - r.row_offset, at});
+      at += r.row_bytes();
+    }
+  }
+  uint64_t reads = 0, bytes = 0;
+  SR_RETURN_IF_ERROR(reads_->Read(s->parts, &reads, &bytes));
+  disk_reads_.fetch_add(reads, std::memory_order_relaxed);
+  disk_read_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  const uint8_t* raw = s->read.data();
+  for (size_t k : s->missed) {
+    SR_RETURN_IF_ERROR(Convert(s->uniq[k], raw, s->rows.data() + k * row_bytes_, s));
+    const int64_t rr = record_row(k);
+    for (const DiskPiece& p : pieces)
+      if (holds(p.rec, rr)) raw += p.rec.row_bytes();
+  }
   return Status::Ok();
 }
 
@@ -118,15 +159,21 @@ Status TieredRows::Gather(const int64_t* rows, size_t n, Scratch* s) const {
   const size_t u = s->uniq.size();
   s->rows.resize(u * row_bytes_);
   s->missed.clear();
-  for (size_t k = 0; k < u; ++k)
-    if (!cache_->Get(s->uniq[k], s->rows.data() + k * row_bytes_)) s->missed.push_back(k);
-  hits_.fetch_add(u - s->missed.size(), std::memory_order_relaxed);
-  misses_.fetch_add(s->missed.size(), std::memory_order_relaxed);
-  for (size_t k : s->missed) {
+  size_t zero = 0;
+  for (size_t k = 0; k < u; ++k) {
     uint8_t* dst = s->rows.data() + k * row_bytes_;
-    SR_RETURN_IF_ERROR(ReadRow(s->uniq[k], dst, s));
-    cache_->Put(s->uniq[k], dst);
+    if (dynamic_ && s->uniq[k] == rows_) {  // the zero row: all zero bytes, as in memory
+      std::memset(dst, 0, row_bytes_);
+      ++zero;
+    } else if (!cache_->Get(s->uniq[k], dst)) {
+      s->missed.push_back(k);
+    }
   }
+  hits_.fetch_add(u - zero - s->missed.size(), std::memory_order_relaxed);
+  misses_.fetch_add(s->missed.size(), std::memory_order_relaxed);
+  if (s->missed.empty()) return Status::Ok();
+  SR_RETURN_IF_ERROR(ReadMissed(s));
+  for (size_t k : s->missed) cache_->Put(s->uniq[k], s->rows.data() + k * row_bytes_);
   return Status::Ok();
 }
 

@@ -1,9 +1,11 @@
-// A served fixed table whose rows stay in the checkpoint's files (docs/disk-tier.md, "Serving"):
-// a lookup gathers the distinct rows of its request into a buffer of its own, from the table's
-// row cache (row_cache.h) or, on a miss, from the records of the checkpoint (one read per record
-// that holds a part of the row), converted to the table's storage type exactly as the in-memory
-// open converts them; the pooled kernel then reads that buffer. Same bytes, same kernel, same
-// order: the same bits as the table held in memory.
+// A served table whose rows stay in the checkpoint's files (docs/disk-tier.md, "Serving"): a
+// lookup gathers the distinct rows of its request into a buffer of its own, from the table's row
+// cache (row_cache.h) or, for the request's misses together, from the records of the checkpoint
+// (tiered_reads.h: one batch of reads per request), converted to the table's storage type
+// exactly as the in-memory open converts them; the pooled kernel then reads that buffer. Same
+// bytes, same kernel, same order: the same bits as the table held in memory. A dynamic table's
+// rows are its live ids in ascending order (the in-memory open's order), each mapped to its row
+// in the saved records, and the row after them is the zero row unknown ids read.
 #pragma once
 
 #include <atomic>
@@ -17,16 +19,9 @@
 #include "impl/core/status.h"
 #include "impl/serving/model.h"
 #include "impl/serving/row_cache.h"
+#include "impl/serving/tiered_reads.h"
 
 namespace shardrec::serving {
-
-// One weights record of the table and the checkpoint file that holds it (already checked
-// against the manifest and verified).
-struct DiskPiece {
-  std::shared_ptr<const checkpoint::ReadableFile> file;
-  std::string path;
-  checkpoint::Record rec;
-};
 
 struct TieredStats {
   uint64_t cache_bytes = 0;
@@ -34,7 +29,7 @@ struct TieredStats {
   int64_t cache_rows = 0;
   uint64_t hits = 0;             // distinct rows of a request found in the cache
   uint64_t misses = 0;           // distinct rows of a request read from the files
-  uint64_t disk_reads = 0;       // reads issued to the files (one per record part of a miss)
+  uint64_t disk_reads = 0;       // reads issued (TieredReads: merged file reads, store records)
   uint64_t disk_read_bytes = 0;  // bytes those reads asked for
 };
 
@@ -47,20 +42,24 @@ class TieredRows {
     std::vector<int64_t> uniq;   // the distinct rows, in first-seen order
     std::vector<int64_t> slots;  // the dedup table: index into uniq, or -1
     std::vector<size_t> missed;  // indices into uniq not found in the cache
-    std::vector<float> staging;  // one fp32 row (quantized storages)
-    std::vector<uint8_t> read;   // one record's part of a row as stored in the file
+    std::vector<float> staging;  // one fp32 row (quantized storages, dynamic tables)
+    std::vector<uint8_t> read;   // the missed rows' parts as stored in the files
+    std::vector<RowPart> parts;  // where each part comes from and goes
   };
 
-  // `pieces` must cover the rows x dim table exactly once (the caller checked it). kInvalidArgument
-  // from RowCache::Create.
+  // `reads`' pieces must cover the rows x dim table exactly once (the caller checked it): for a
+  // fixed table, `record_rows` is empty and row r is the records' row r; for a dynamic one, row
+  // r is the records' row record_rows[r] (r < rows), and row `rows` is the zero row.
+  // kInvalidArgument from RowCache::Create.
   static Status Create(std::string table, int64_t rows, int32_t dim, Storage storage,
-                       std::vector<DiskPiece> pieces, uint64_t cache_bytes,
-                       std::shared_ptr<const TieredRows>* out);
+                       std::unique_ptr<TieredReads> reads, std::vector<int64_t> record_rows,
+                       bool dynamic, uint64_t cache_bytes, std::shared_ptr<const TieredRows>* out);
 
-  // Gathers the stored rows of rows[0..n) (each in [0, rows)) into s->rows, one per distinct
-  // row, with s->local[i] the index of rows[i] there. kIo / kCorrupt naming the file when a read
-  // fails; kInvalidArgument when a row cannot be stored in the table's storage (as open refuses
-  // it in memory).
+  // Gathers the stored rows of rows[0..n) (each in [0, rows), or `rows` for a dynamic table's
+  // zero row) into s->rows, one per distinct row, with s->local[i] the index of rows[i] there;
+  // the misses are read as one batch. kIo / kCorrupt naming the file when a read fails (nothing
+  // is cached then); kInvalidArgument when a row cannot be stored in the table's storage (as
+  // open refuses it in memory).
   Status Gather(const int64_t* rows, size_t n, Scratch* s) const;
 
   uint64_t row_bytes() const { return row_bytes_; }
@@ -68,15 +67,20 @@ class TieredRows {
 
  private:
   TieredRows() = default;
-  // Reads row `row` from the files and converts it into `dst` (row_bytes_).
-  Status ReadRow(int64_t row, uint8_t* dst, Scratch* s) const;
+  // Reads the rows s->uniq[k] of every k in s->missed from the files, as one batch, into
+  // s->rows in the table's storage.
+  Status ReadMissed(Scratch* s) const;
+  // Converts row `row`'s parts (its pieces' stored bytes, in piece order, at `raw`) into `dst`.
+  Status Convert(int64_t row, const uint8_t* raw, uint8_t* dst, Scratch* s) const;
 
   std::string table_;
   int64_t rows_ = 0;
   int32_t dim_ = 0;
   Storage storage_ = Storage::kFp32;
   uint64_t row_bytes_ = 0;
-  std::vector<DiskPiece> pieces_;
+  std::unique_ptr<TieredReads> reads_;
+  std::vector<int64_t> record_rows_;  // a dynamic table's row -> its records' row
+  bool dynamic_ = false;
   std::unique_ptr<RowCache> cache_;
   mutable std::atomic<uint64_t> hits_{0}, misses_{0}, disk_reads_{0}, disk_read_bytes_{0};
 };

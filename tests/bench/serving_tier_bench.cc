@@ -5,7 +5,13 @@
 // 4 threads, interleaved rounds (median and range), with the cache's hit rate and reads per
 // request. The checkpoint's file is in the page cache after open (it is read once to verify), so
 // a miss is a pread from the page cache here, not a disk read: the figure is the cache's own cost.
-// Usage: serving_tier_bench [rounds=3] [dir=/tmp]
+// With "cold", the checkpoint's pages are dropped from the page cache (POSIX_FADV_DONTNEED, no
+// root needed) after each round's warm-up, so the measured misses read the disk until their pages
+// are back in the page cache.
+// Usage: serving_tier_bench [rounds=3] [dir=/tmp] [cold]
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -129,6 +135,17 @@ double Throughput(shardrec_inference_t* inf, const std::vector<Request>& reqs, i
   return static_cast<double>(threads) * per_thread * kBatch / s;
 }
 
+// Drops the pages of every file under `dir` from the page cache (clean pages: nothing is lost).
+void DropPages(const std::string& dir) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -139,6 +156,7 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
   const std::string base = argc > 2 ? argv[2] : "/tmp";
+  const bool cold = argc > 3 && std::string(argv[3]) == "cold";
   const std::string root = base + "/shardrec_serving_tier_bench_" + std::to_string(::getpid());
   std::filesystem::create_directories(root);
   const std::string dir = SaveCheckpoint(root);
@@ -147,6 +165,7 @@ int main(int argc, char** argv) {
   std::printf("table %lld x %d fp32, batch %lld x bag %d, cache %.1f MiB (10 %% of the rows)\n",
               static_cast<long long>(kRows), kDim, static_cast<long long>(kBatch), kBag,
               static_cast<double>(cache) / (1 << 20));
+  if (cold) std::printf("cold: the checkpoint's pages dropped before each measured round\n");
   std::printf(
       "alpha threads | memory samples/s | tiered samples/s (range) | tiered/memory | "
       "hit rate | reads/request\n");
@@ -164,6 +183,7 @@ int main(int argc, char** argv) {
         Check(shardrec_inference_tier_stats(disk, "t", &s0), "stats");
         const int n = 40;
         m.push_back(Throughput(mem, reqs, threads, n));  // interleaved
+        if (cold) DropPages(dir);
         t.push_back(Throughput(disk, reqs, threads, n));
         ratio.push_back(t.back() / m.back());
         shardrec_serving_tier_stats_t s = SHARDREC_SERVING_TIER_STATS_INIT;

@@ -117,12 +117,14 @@ typedef struct shardrec_table_storage {
  * read into memory (docs/disk-tier.md, "Serving"), so a model whose rows exceed the machine's
  * memory serves. Open verifies every chunk of the table's weights once (streamed: bounded
  * memory) and keeps the checkpoint's rank files open; a lookup copies the distinct rows of its
- * request out of the cache, reads each miss from the files (one read per saved record that holds
- * a part of the row, through the page cache) and converts it to the table's storage type as the
- * in-memory open does, so lookups give the same bits as the same checkpoint opened without a
- * tier. The checkpoint's files must stay in place, unchanged, while a version opened from them is
- * served (a reload swaps to the new checkpoint's files and a new, empty cache).
- * Fixed, pooled tables only: a dynamic table or a sequence (NONE pooling) table with a tier, and
+ * request out of the cache, reads the request's misses from the files as one batch (through the
+ * page cache) and converts them to the table's storage type as the in-memory open does, so
+ * lookups give the same bits as the same checkpoint opened without a tier. A dynamic table's ids
+ * are read and indexed in memory at open (48-80 bytes per live id) and its rows stay in
+ * the files; an id without a row reads zeros, as in memory. The checkpoint's files must stay in
+ * place, unchanged, while a version opened from them is served (a reload swaps to the new
+ * checkpoint's files and a new, empty cache).
+ * Pooled tables only: a sequence (NONE pooling) table with a tier, and
  * a tier on a serving file (mapped already), are refused with SHARDREC_EUNSUPPORTED; a version
  * with a tiered table refuses shardrec_inference_save and a delta of that table
  * (SHARDREC_EUNSUPPORTED). Every storage type is accepted (int8, int4 and fp8 quantize each row
@@ -526,9 +528,11 @@ typedef struct shardrec_serving_tier_stats {
   int64_t hits;            /**< Rows of a request found in the cache. */
   int64_t misses;          /**< Rows of a request read from the checkpoint's files. */
   double hit_rate;         /**< hits / (hits + misses); 0 before the first lookup. */
-  int64_t disk_reads;      /**< Reads issued to the files: one per saved record holding a part
-                                of a missed row (1 per miss for a table saved unsplit by
-                                columns). The page cache may answer some without the disk. */
+  int64_t disk_reads;      /**< Reads issued to the files: a request's misses are read as one
+                                batch, parts of a rank file less than a page apart sharing one
+                                read, a store snapshot's rows one record each; so fewer than
+                                misses where missed rows lie close. The page cache may answer
+                                some without the disk. */
   int64_t disk_read_bytes; /**< Bytes those reads asked for. */
 } shardrec_serving_tier_stats_t;
 

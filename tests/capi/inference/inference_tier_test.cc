@@ -83,7 +83,8 @@ TEST(InferenceTier, SameBitsAsInMemory) {
         EXPECT_GT(s.cache_slots, 0);
         EXPECT_LE(s.cache_rows, s.cache_slots);
         EXPECT_LE(s.cache_bytes, 200);
-        EXPECT_GE(s.disk_reads, s.misses);
+        // Misses read as a batch: neighbouring rows share a read, so fewer reads than misses.
+        EXPECT_EQ(s.misses > 0, s.disk_reads > 0);
         EXPECT_GT(s.disk_read_bytes, 0);
         if (s.hits + s.misses > 0) {
           EXPECT_DOUBLE_EQ(s.hit_rate, static_cast<double>(s.hits) / (s.hits + s.misses));
@@ -118,8 +119,10 @@ TEST(InferenceTier, ACacheAsLargeAsTheTableHitsAfterTheFirstRead) {
   EXPECT_EQ(s1.hits, 0);
   EXPECT_GT(s1.misses, 0);
   EXPECT_EQ(s1.cache_rows, s1.misses);
-  EXPECT_EQ(s1.disk_reads, s1.misses);  // one record per row at world 1
-  EXPECT_EQ(s1.disk_read_bytes, s1.misses * 12 * 4);
+  // The request's misses are read as one batch: rows less than a page apart share a read.
+  EXPECT_GE(s1.disk_reads, 1);
+  EXPECT_LE(s1.disk_reads, s1.misses);
+  EXPECT_GE(s1.disk_read_bytes, s1.misses * 12 * 4);
   EXPECT_TRUE(SameBits(first, Lookup(disk.get(), b, 4)));
   const shardrec_serving_tier_stats_t s2 = Stats(disk.get(), "t1");
   EXPECT_EQ(s2.misses, s1.misses);

@@ -18,7 +18,8 @@ pub struct ServingTierStats {
     /// Distinct rows of a request read from the checkpoint's files.
     pub misses: i64,
     pub hit_rate: f64,
-    /// Reads issued to the files (one per saved record holding a part of a missed row).
+    /// Reads issued to the files: a request's misses are read as one batch, so rows lying close
+    /// share a read (fewer reads than misses).
     pub disk_reads: i64,
     pub disk_read_bytes: i64,
 }

@@ -56,7 +56,7 @@ fn tiered_tables_serve_the_bits_of_the_tables_in_memory() {
         }
         let s = disk.tier_stats("t1").unwrap();
         assert_eq!(s.model_version, 1);
-        assert!(s.misses > 0 && s.disk_reads >= s.misses && s.cache_slots > 0, "{s:?}");
+        assert!(s.misses > 0 && s.disk_reads > 0 && s.cache_slots > 0, "{s:?}");
         assert!(s.cache_bytes <= 200 && s.cache_rows <= s.cache_slots, "{s:?}");
         disk.reload(&dir2).unwrap();
         let s = disk.tier_stats("t1").unwrap();

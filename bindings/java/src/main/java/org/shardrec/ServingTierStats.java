@@ -17,7 +17,10 @@ public final class ServingTierStats {
   /** Distinct rows of a request read from the checkpoint's files. */
   public final long misses;
   public final double hitRate;
-  /** Reads issued to the files (one per saved record holding a part of a missed row). */
+  /**
+   * Reads issued to the files: a request's misses are read as one batch, so rows lying close
+   * share a read (fewer reads than misses).
+   */
   public final long diskReads;
   public final long diskReadBytes;
 
