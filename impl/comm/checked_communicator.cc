@@ -17,11 +17,6 @@ Status CheckedCommunicator::ResolveTimeout(const CallOptions& opts,
   return Status::Ok();
 }
 
-Status CheckedCommunicator::CheckAllToAllVCounts(std::span<const size_t>,
-                                                 std::span<const size_t>) const {
-  return Status::Ok();
-}
-
 Status CheckedCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                       ReduceOp op, const CallOptions& opts) {
   const OneCaller caller(busy_);
@@ -39,8 +34,7 @@ Status CheckedCommunicator::AllToAllV(const void* send, std::span<const size_t> 
   SR_RETURN_IF_ERROR(caller.Usable(*this));
   Call call{.stream = opts.stream};
   SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, Size(),
-                                        &call.send_total, &call.recv_total));
-  SR_RETURN_IF_ERROR(CheckAllToAllVCounts(send_counts, recv_counts));
+                                        Rank(), &call.send_total, &call.recv_total));
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &call.timeout));
   return DoAllToAllV(send, send_counts, recv, recv_counts, dtype, call);
 }
