@@ -33,8 +33,8 @@ Status CheckedCommunicator::AllToAllV(const void* send, std::span<const size_t> 
   const OneCaller caller(busy_);
   SR_RETURN_IF_ERROR(caller.Usable(*this));
   Call call{.stream = opts.stream};
-  SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, Size(),
-                                        Rank(), &call.send_total, &call.recv_total));
+  SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, Size(), Rank(),
+                                        &call.send_total, &call.recv_total));
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &call.timeout));
   return DoAllToAllV(send, send_counts, recv, recv_counts, dtype, call);
 }

@@ -30,6 +30,7 @@ list(APPEND SHARDREC_COMM_SOURCES
   shm/exchange.cc
   shm/host_setup.cc
   shm/shm_communicator.cc
+  shm/shm_reductions.cc
   factory.cc
   work.cc
   gather_bytes.cc)

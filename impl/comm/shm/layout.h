@@ -61,7 +61,7 @@ static_assert(sizeof(SegmentHeader) <= kLine);
 struct RankLine {
   uint32_t doorbell;  // bumped whenever something this rank waits for may have changed
   uint32_t sleepers;  // > 0 while the rank may be in a futex wait on its doorbell
-  uint32_t aborted;   // 1 once the rank aborted its communicator
+  uint32_t aborted;   // 1 once the rank aborted its communicator or saw it fail
   uint32_t pad;
   uint64_t mark;  // written by the rank after mapping: proves the mapping is shared
 };

@@ -97,8 +97,7 @@ TEST_F(MpiMismatch, AnAllToAllWhoseSelfCountsDisagreeIsRefusedAndChangesNothing)
     const std::vector<size_t> sc = {3, 4}, rc = {2, 4};
     const Status s = comm_->AllToAllV(send.data(), sc, recv.data(), rc, DType::kFloat32);
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("the block a rank sends itself"), std::string::npos)
-        << s.ToString();
+    EXPECT_NE(s.message().find("the block a rank sends itself"), std::string::npos) << s.ToString();
     for (float v : recv) ASSERT_EQ(v, -1.0f);
   }
   const std::vector<size_t> counts = {4, 4};
