@@ -53,20 +53,23 @@ Status ShmCommunicator::DoAllReduce(const void* send, void* recv, size_t count, 
   std::vector<InMessage> in(n);
   std::vector<const uint8_t*> src(n);
   if (n == 2 || bytes <= kOneShotBytes) {
-    uint8_t* all = Scratch(n * bytes);
-    for (size_t p = 0; p < n; ++p) {
+    // In place, this rank's values are overwritten by the first step of the fold: ranks 0 and 1
+    // are read by that step itself, a later rank needs a copy (the last of the scratch blocks;
+    // the others hold the peers' buffers, in rank order).
+    const bool copy_mine = s == r && me >= 2;
+    uint8_t* peers = Scratch((copy_mine ? n : n - 1) * bytes);
+    for (size_t p = 0, k = 0; p < n; ++p) {
       if (p == me) continue;
       out[p] = {s, bytes};
-      in[p] = {all + p * bytes, bytes};
-      src[p] = all + p * bytes;
+      in[p] = {peers + k * bytes, bytes};
+      src[p] = in[p].data;
+      ++k;
     }
     SR_RETURN_IF_ERROR(Exchange(out, in, "allreduce", call));
-    // In place, this rank's values are overwritten by the first step of the fold: ranks 0 and 1
-    // are read by that step itself, a later rank needs its copy.
     src[me] = s;
-    if (s == r && me >= 2) {
-      std::memcpy(all + me * bytes, s, bytes);
-      src[me] = all + me * bytes;
+    if (copy_mine) {
+      std::memcpy(peers + (n - 1) * bytes, s, bytes);
+      src[me] = peers + (n - 1) * bytes;
     }
     FoldInRankOrder(fn, r, src, count);
     if (op == ReduceOp::kAvg) DivideBy(r, count, dtype, Size());
