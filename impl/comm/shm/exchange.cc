@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "impl/comm/shm/doorbell.h"
+#include "impl/comm/shm/liveness.h"
 #include "impl/core/check.h"
 
 namespace shardrec::comm::shm {
@@ -145,6 +146,16 @@ Status Exchanger::Run(std::span<const OutMessage> out, std::span<const InMessage
       continue;
     }
     SR_RETURN_IF_ERROR(stop());
+    for (int p = 0; p < n; ++p) {
+      if (p == rank_ || (sends[p].done == sends[p].chunks && recvs[p].done == recvs[p].chunks))
+        continue;
+      const RankLine* line = layout_.rank(p);
+      if (ProcessGone({line->pid, line->pid_ns, line->start_ticks})) {
+        return Status::Remote("shared-memory ", what, " on rank ", rank_, ": rank ", p,
+                              " (process ", line->pid,
+                              ") is gone, exited or killed in the middle of the collective");
+      }
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       std::string owed;

@@ -64,6 +64,11 @@ struct RankLine {
   uint32_t aborted;   // 1 once the rank aborted its communicator or saw it fail
   uint32_t pad;
   uint64_t mark;  // written by the rank after mapping: proves the mapping is shared
+  // The rank's process (liveness.h), written before the mark.
+  int32_t pid;
+  uint32_t pad2;
+  uint64_t pid_ns;
+  uint64_t start_ticks;
 };
 static_assert(sizeof(RankLine) <= kLine);
 
