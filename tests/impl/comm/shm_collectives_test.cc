@@ -105,6 +105,7 @@ TEST(CommShmCollectives, AllReduceEveryDTypeAndOpIsTheRankOrderFoldOnEveryRank) 
             void* recv = in_place ? in.data() : out.data();
             const Status s = c.AllReduce(in.data(), recv, count, dtype, op);
             ASSERT_TRUE(s.ok()) << s.ToString();
+            if (want.empty()) return;  // no memcmp of (possibly null) empty buffers
             ASSERT_EQ(std::memcmp(recv, want.data(), want.size()), 0)
                 << "world " << world << " count " << count << " dtype " << static_cast<int>(dtype)
                 << " op " << ReduceOpName(op) << " rank " << r;
