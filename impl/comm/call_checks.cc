@@ -52,11 +52,16 @@ Status CheckAllReduceCall(const void* send, const void* recv, size_t count, DTyp
 }
 
 Status CheckAllToAllVCall(const void* send, std::span<const size_t> send_counts, const void* recv,
-                          std::span<const size_t> recv_counts, DType dtype, int size,
+                          std::span<const size_t> recv_counts, DType dtype, int size, int rank,
                           size_t* send_total, size_t* recv_total) {
   SR_RETURN_IF_ERROR(CheckCallDType(dtype));
   SR_RETURN_IF_ERROR(CheckCallCounts(send_counts, size, "send_counts", send_total));
   SR_RETURN_IF_ERROR(CheckCallCounts(recv_counts, size, "recv_counts", recv_total));
+  if (send_counts[rank] != recv_counts[rank]) {
+    return Status::InvalidArgument("send_counts[", rank, "] = ", send_counts[rank],
+                                   " differs from recv_counts[", rank, "] = ", recv_counts[rank],
+                                   " (the block a rank sends itself)");
+  }
   SR_RETURN_IF_ERROR(CheckCallBuffer(send, *send_total, "send"));
   return CheckCallBuffer(recv, *recv_total, "recv");
 }

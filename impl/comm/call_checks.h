@@ -13,11 +13,12 @@
 namespace shardrec::comm {
 
 // Every check of one collective's arguments, in the order both backends make them (the element
-// type, the op, the counts, then the buffers); the totals of the counts come back.
+// type, the op, the counts, then the buffers); the totals of the counts come back. An all-to-all's
+// block from `rank` to itself is a local copy in every backend, so its two counts must agree.
 Status CheckAllReduceCall(const void* send, const void* recv, size_t count, DType dtype,
                           ReduceOp op);
 Status CheckAllToAllVCall(const void* send, std::span<const size_t> send_counts, const void* recv,
-                          std::span<const size_t> recv_counts, DType dtype, int size,
+                          std::span<const size_t> recv_counts, DType dtype, int size, int rank,
                           size_t* send_total, size_t* recv_total);
 Status CheckAllGatherVCall(const void* send, size_t send_count, const void* recv,
                            std::span<const size_t> recv_counts, DType dtype, int size, int rank,

@@ -17,11 +17,6 @@ Status CheckedCommunicator::ResolveTimeout(const CallOptions& opts,
   return Status::Ok();
 }
 
-Status CheckedCommunicator::CheckAllToAllVCounts(std::span<const size_t>,
-                                                 std::span<const size_t>) const {
-  return Status::Ok();
-}
-
 Status CheckedCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                       ReduceOp op, const CallOptions& opts) {
   const OneCaller caller(busy_);
@@ -38,9 +33,8 @@ Status CheckedCommunicator::AllToAllV(const void* send, std::span<const size_t> 
   const OneCaller caller(busy_);
   SR_RETURN_IF_ERROR(caller.Usable(*this));
   Call call{.stream = opts.stream};
-  SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, Size(),
+  SR_RETURN_IF_ERROR(CheckAllToAllVCall(send, send_counts, recv, recv_counts, dtype, Size(), Rank(),
                                         &call.send_total, &call.recv_total));
-  SR_RETURN_IF_ERROR(CheckAllToAllVCounts(send_counts, recv_counts));
   SR_RETURN_IF_ERROR(ResolveTimeout(opts, &call.timeout));
   return DoAllToAllV(send, send_counts, recv, recv_counts, dtype, call);
 }

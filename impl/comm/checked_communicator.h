@@ -59,11 +59,6 @@ class CheckedCommunicator : public Communicator {
   virtual Status DoBroadcast(void* buf, size_t count, DType dtype, int root, const Call& call) = 0;
   virtual Status DoBarrier(const Call& call) = 0;
 
-  // A backend's own rule on an all-to-all's counts, run after the shared checks and before the
-  // timeout is resolved; none by default.
-  virtual Status CheckAllToAllVCounts(std::span<const size_t> send_counts,
-                                      std::span<const size_t> recv_counts) const;
-
   // Set while a thread is inside a call (OneCaller); the backends' other calls (Split) take it
   // too.
   std::atomic<bool>& busy() { return busy_; }

@@ -29,7 +29,9 @@ list(APPEND SHARDREC_COMM_SOURCES
   shm/doorbell.cc
   shm/exchange.cc
   shm/host_setup.cc
+  shm/liveness.cc
   shm/shm_communicator.cc
+  shm/shm_reductions.cc
   factory.cc
   work.cc
   gather_bytes.cc)

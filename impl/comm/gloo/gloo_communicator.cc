@@ -208,6 +208,7 @@ void GlooCommunicator::AbortLocal(const Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_.exchange(true)) return;
     poison_ = why;
+    if (on_interrupt_) on_interrupt_();
   }
   // Gloo's closeConnections() alone closes the sockets but leaves a thread blocked in waitRecv
   // or waitSend waiting for its timeout; the interrupt wakes it first.
@@ -305,6 +306,24 @@ std::string GlooCommunicator::WhoIsUnreachable(std::chrono::milliseconds timeout
   return StrCat(DescribePeers(lost, peers_),
                 " unreachable, no answer to a connection probe within ", budget.count(),
                 " ms: a link down or a partition");
+}
+
+std::string GlooCommunicator::ExplainFailure(bool timed_out,
+                                             std::chrono::milliseconds timeout) const {
+  std::string who = WhoIsUnreachable(timeout, /*quiet_when_all_answer=*/!timed_out);
+  const std::string notes = PeersNotes(timeout);
+  if (notes.empty()) return who;
+  return who.empty() ? notes : StrCat(who, "; ", notes);
+}
+
+void GlooCommunicator::ReportFailure(const Status& s) {
+  SR_CHECK(s.code() == Code::kTimeout || s.code() == Code::kRemote);
+  (void)Poison(s);  // this rank's caller already has s
+}
+
+void GlooCommunicator::OnInterrupt(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_interrupt_ = std::move(fn);
 }
 
 Status GlooCommunicator::Staged(

@@ -13,6 +13,7 @@
 
 #include "impl/comm/checked_communicator.h"
 #include "impl/comm/failure_domain.h"
+#include "impl/comm/failure_hooks.h"
 #include "impl/comm/one_caller.h"
 #include "impl/comm/peer_probe.h"
 #include "impl/comm/rendezvous/store.h"
@@ -56,7 +57,7 @@ struct GlooConfig {
 // dead peer would otherwise kill the process), and connects the full mesh through the store.
 Status CreateGlooCommunicator(const GlooConfig& config, std::unique_ptr<Communicator>* out);
 
-class GlooCommunicator : public CheckedCommunicator, public Abortable {
+class GlooCommunicator : public CheckedCommunicator, public Abortable, public BackendFailureHooks {
  public:
   // `peers`: each other rank's Gloo address from the rendezvous, to name the unreachable ones
   // when a collective times out.
@@ -80,6 +81,11 @@ class GlooCommunicator : public CheckedCommunicator, public Abortable {
   // InterruptAll after the domain's first failure): blocked Gloo waits fail at once and later
   // calls return `why` (kAborted from an abort; the failure's code after a failure).
   void AbortLocal(const Status& why) override;
+
+  // The shared-memory transport's failures, as this communicator's own (failure_hooks.h).
+  std::string ExplainFailure(bool timed_out, std::chrono::milliseconds timeout) const override;
+  void ReportFailure(const Status& s) override;
+  void OnInterrupt(std::function<void()> fn) override;
 
  protected:
   Status DoAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
@@ -148,6 +154,7 @@ class GlooCommunicator : public CheckedCommunicator, public Abortable {
   int split_seq_ = 0;
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;
+  std::function<void()> on_interrupt_;  // guarded by mu_ (OnInterrupt)
   Status poison_;
   // Pinned staging for CUDA buffers, grown on demand and kept: page-locked memory is slow to
   // allocate, and copies from pageable memory are synchronous and slower.

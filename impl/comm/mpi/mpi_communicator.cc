@@ -314,16 +314,6 @@ Status MpiCommunicator::DoAllReduce(const void* send, void* recv, size_t count, 
                         dtype, Remaining(deadline));
 }
 
-Status MpiCommunicator::CheckAllToAllVCounts(std::span<const size_t> send_counts,
-                                             std::span<const size_t> recv_counts) const {
-  if (send_counts[rank_] != recv_counts[rank_]) {
-    return Status::InvalidArgument("send_counts[", rank_, "] = ", send_counts[rank_],
-                                   " differs from recv_counts[", rank_, "] = ", recv_counts[rank_],
-                                   " (the block a rank sends itself)");
-  }
-  return Status::Ok();
-}
-
 Status MpiCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
                                     void* recv, std::span<const size_t> recv_counts, DType dtype,
                                     const Call& call) {

@@ -84,9 +84,6 @@ class MpiCommunicator : public CheckedCommunicator, public Abortable {
                           DType dtype, ReduceOp op, const Call& call) override;
   Status DoBroadcast(void* buf, size_t count, DType dtype, int root, const Call& call) override;
   Status DoBarrier(const Call& call) override;
-  // MPI sends a rank's block to itself as a copy: its two counts must agree.
-  Status CheckAllToAllVCounts(std::span<const size_t> send_counts,
-                              std::span<const size_t> recv_counts) const override;
 
  private:
   struct Block {

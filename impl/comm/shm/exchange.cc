@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "impl/comm/shm/doorbell.h"
+#include "impl/comm/shm/liveness.h"
 #include "impl/core/check.h"
 
 namespace shardrec::comm::shm {
@@ -32,7 +33,8 @@ void Relax() {
 Status Exchanger::PeerAborted(const char* what) const {
   for (int p = 0; p < layout_.geometry().world; ++p) {
     if (p != rank_ && Shared(&layout_.rank(p)->aborted).load(std::memory_order_acquire) != 0)
-      return Status::Remote("shared-memory ", what, ": rank ", p, " aborted its communicator");
+      return Status::Remote("shared-memory ", what, ": rank ", p,
+                            " aborted its communicator or saw it fail");
   }
   return Status::Ok();
 }
@@ -98,8 +100,9 @@ Status Exchanger::Pull(int from, const InMessage& m, Flow& f, const char* what, 
 }
 
 Status Exchanger::Run(std::span<const OutMessage> out, std::span<const InMessage> in,
-                      const char* what, std::chrono::steady_clock::time_point deadline,
+                      const char* what, std::chrono::milliseconds timeout,
                       const std::function<Status()>& stop) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   const int n = layout_.geometry().world;
   SR_CHECK(out.size() == static_cast<size_t>(n) && in.size() == static_cast<size_t>(n));
   ++op_;
@@ -143,6 +146,16 @@ Status Exchanger::Run(std::span<const OutMessage> out, std::span<const InMessage
       continue;
     }
     SR_RETURN_IF_ERROR(stop());
+    for (int p = 0; p < n; ++p) {
+      if (p == rank_ || (sends[p].done == sends[p].chunks && recvs[p].done == recvs[p].chunks))
+        continue;
+      const RankLine* line = layout_.rank(p);
+      if (ProcessGone({line->pid, line->pid_ns, line->start_ticks})) {
+        return Status::Remote("shared-memory ", what, " on rank ", rank_, ": rank ", p,
+                              " (process ", line->pid,
+                              ") is gone, exited or killed in the middle of the collective");
+      }
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       std::string owed;
@@ -152,8 +165,8 @@ Status Exchanger::Run(std::span<const OutMessage> out, std::span<const InMessage
           owed += (owed.empty() ? "" : ", ") + std::to_string(p);
       }
       return Status::Timeout("shared-memory ", what, " on rank ", rank_,
-                             " did not complete within the timeout (still exchanging with rank ",
-                             owed, ")");
+                             " did not complete within ", timeout.count(),
+                             " ms (still exchanging with rank ", owed, ")");
     }
     Sleep(mine, seen, std::min<std::chrono::nanoseconds>(deadline - now, kLongestSleep));
   }

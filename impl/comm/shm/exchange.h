@@ -45,9 +45,9 @@ class Exchanger {
   // has nothing to move it asks `stop` (an abort, a failure of the wrapped communicator) and
   // returns what stop returns if that is not OK; a ring of this rank's doorbell makes it ask at
   // once, else it asks at least every few milliseconds. Returns kRemote when a peer aborted or
-  // disagrees, kTimeout at `deadline` naming the ranks still owed.
+  // disagrees, kTimeout after `timeout` naming the ranks still owed.
   Status Run(std::span<const OutMessage> out, std::span<const InMessage> in, const char* what,
-             std::chrono::steady_clock::time_point deadline, const std::function<Status()>& stop);
+             std::chrono::milliseconds timeout, const std::function<Status()>& stop);
 
  private:
   struct Flow {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "impl/comm/rendezvous/host_identity.h"
+#include "impl/comm/shm/liveness.h"
 #include "impl/core/check.h"
 
 namespace shardrec::comm::shm {
@@ -108,6 +109,11 @@ Status SetUpHostSegment(Communicator& comm, std::unique_ptr<HostSegment>* out, s
   }
   if (mapped) {
     host->layout = Layout(host->segment->data(), g);
+    const ProcessId self = SelfProcess();
+    RankLine* line = host->layout.rank(rank);
+    line->pid = self.pid;
+    line->pid_ns = self.pid_ns;
+    line->start_ticks = self.start_ticks;
     Shared(&host->layout.rank(rank)->mark)
         .store(Mark(offer.cookie, rank), std::memory_order_release);
   }

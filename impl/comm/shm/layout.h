@@ -61,9 +61,14 @@ static_assert(sizeof(SegmentHeader) <= kLine);
 struct RankLine {
   uint32_t doorbell;  // bumped whenever something this rank waits for may have changed
   uint32_t sleepers;  // > 0 while the rank may be in a futex wait on its doorbell
-  uint32_t aborted;   // 1 once the rank aborted its communicator
+  uint32_t aborted;   // 1 once the rank aborted its communicator or saw it fail
   uint32_t pad;
   uint64_t mark;  // written by the rank after mapping: proves the mapping is shared
+  // The rank's process (liveness.h), written before the mark.
+  int32_t pid;
+  uint32_t pad2;
+  uint64_t pid_ns;
+  uint64_t start_ticks;
 };
 static_assert(sizeof(RankLine) <= kLine);
 

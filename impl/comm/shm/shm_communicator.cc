@@ -20,10 +20,18 @@ Status ShmCommunicator::Wrap(std::unique_ptr<Communicator> inner,
 ShmCommunicator::ShmCommunicator(std::unique_ptr<Communicator> inner,
                                  std::unique_ptr<HostSegment> host)
     : inner_(std::move(inner)), host_(std::move(host)) {
-  if (host_) exchanger_ = std::make_unique<Exchanger>(host_->layout, inner_->Rank());
+  if (!host_) return;
+  exchanger_ = std::make_unique<Exchanger>(host_->layout, inner_->Rank());
+  hooks_ = dynamic_cast<BackendFailureHooks*>(inner_.get());
+  // An interrupt of the wrapped tree (a failure or abort on any communicator split from the same
+  // root) flags this rank in the segment too: a peer waiting here wakes as it would on Gloo's
+  // closed connections.
+  if (hooks_) hooks_->OnInterrupt([this] { TellPeersAborted(); });
 }
 
-ShmCommunicator::~ShmCommunicator() = default;
+ShmCommunicator::~ShmCommunicator() {
+  if (hooks_) hooks_->OnInterrupt(nullptr);  // before the segment goes
+}
 
 Status ShmCommunicator::AsyncError() const {
   {
@@ -54,19 +62,40 @@ void ShmCommunicator::TellPeersAborted() {
   for (int r = 0; r < Size(); ++r) Ring(l.rank(r));  // this rank's waiter and every peer's
 }
 
+Status ShmCommunicator::OwnCause() const {
+  if (aborted_.load(std::memory_order_acquire))
+    return Status::Aborted("the communicator (rank ", Rank(), " of ", Size(), ") was aborted");
+  return inner_->AsyncError();
+}
+
 Status ShmCommunicator::Exchange(std::span<const OutMessage> out, std::span<const InMessage> in,
                                  const char* what, const Call& call) {
-  const auto deadline = std::chrono::steady_clock::now() + call.timeout;
-  Status s = exchanger_->Run(out, in, what, deadline, [this] { return Stopped(); });
+  Status s = exchanger_->Run(out, in, what, call.timeout, [this] { return Stopped(); });
   if (s.ok()) return s;
-  if (s.code() == Code::kAborted) {
-    // Also an abort that reached the wrapped communicator from an ancestor: the peers learn of
-    // it here as they would from Gloo's closed connections.
-    TellPeersAborted();
-  } else {
+  bool spread = false;
+  if (s.code() != Code::kAborted) {
+    // This rank's own abort or interrupt explains the failure before a peer's flag does: the
+    // peers flag their segments when they learn of it, and may be seen first. Whoever set it
+    // has explained and spread it already.
+    Status own = OwnCause();
+    if (!own.ok()) {
+      s = std::move(own);
+    } else if (hooks_ && (s.code() == Code::kTimeout || s.code() == Code::kRemote)) {
+      const std::string tail = hooks_->ExplainFailure(s.code() == Code::kTimeout, call.timeout);
+      if (!tail.empty()) s = Status(s.code(), StrCat(s.message(), " (", tail, ")"));
+      spread = true;
+    }
+  }
+  // Either way the peers learn of it here, as they would from Gloo's closed connections (also of
+  // an abort that reached the wrapped communicator from an ancestor).
+  TellPeersAborted();
+  if (s.code() == Code::kAborted) return s;
+  {
     std::lock_guard<std::mutex> lock(mu_);
     if (failure_.ok()) failure_ = s;
   }
+  // Outside mu_: the backend interrupts its whole tree, which calls back into TellPeersAborted.
+  if (spread) hooks_->ReportFailure(s);
   return s;
 }
 
@@ -85,12 +114,6 @@ Status ShmCommunicator::DoAllToAllV(const void* send, std::span<const size_t> se
     in[p] = {recv_counts[p] > 0 ? r + ro : nullptr, recv_counts[p] * e};
     so += send_counts[p] * e;
     ro += recv_counts[p] * e;
-  }
-  // The counts of this rank to itself must agree, as in every backend.
-  if (out[static_cast<size_t>(Rank())].bytes != in[static_cast<size_t>(Rank())].bytes) {
-    return Status::InvalidArgument(
-        "alltoallv: rank ", Rank(), " sends itself ", send_counts[static_cast<size_t>(Rank())],
-        " elements but expects ", recv_counts[static_cast<size_t>(Rank())]);
   }
   return Exchange(out, in, "alltoallv", call);
 }
@@ -113,24 +136,33 @@ Status ShmCommunicator::DoAllGatherV(const void* send, size_t send_count, void* 
   return Exchange(out, in, "allgatherv", call);
 }
 
-// A barrier moves no data: it stays on the wrapped communicator, whose timeout reports which
-// peers' hosts still answer (the connection probe), which the segment cannot tell.
-Status ShmCommunicator::DoBarrier(const Call& call) { return inner_->Barrier(Options(call)); }
-
-Status ShmCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType dtype,
-                                    ReduceOp op, const Call& call) {
-  return inner_->AllReduce(send, recv, count, dtype, op, Options(call));
+// Every rank sends every other an empty message and waits for all of theirs: a rank that does
+// not come is named in the timeout error, as a peer owing data is.
+Status ShmCommunicator::DoBarrier(const Call& call) {
+  if (!host_) return inner_->Barrier(Options(call));
+  const std::vector<OutMessage> out(static_cast<size_t>(Size()));
+  const std::vector<InMessage> in(static_cast<size_t>(Size()));
+  return Exchange(out, in, "barrier", call);
 }
 
-Status ShmCommunicator::DoReduceScatterV(const void* send, void* recv,
-                                         std::span<const size_t> recv_counts, DType dtype,
-                                         ReduceOp op, const Call& call) {
-  return inner_->ReduceScatterV(send, recv, recv_counts, dtype, op, Options(call));
-}
-
+// The root sends its buffer to every rank; the other pairs exchange empty messages, so ranks that
+// name different roots see sizes that disagree (kRemote) instead of waiting out the timeout.
 Status ShmCommunicator::DoBroadcast(void* buf, size_t count, DType dtype, int root,
                                     const Call& call) {
-  return inner_->Broadcast(buf, count, dtype, root, Options(call));
+  if (!host_ || count == 0)  // an empty broadcast moves nothing on Gloo either
+    return inner_->Broadcast(buf, count, dtype, root, Options(call));
+  const auto n = static_cast<size_t>(Size()), me = static_cast<size_t>(Rank());
+  const auto from = static_cast<size_t>(root);
+  const size_t bytes = count * DTypeSize(dtype);
+  std::vector<OutMessage> out(n);
+  std::vector<InMessage> in(n);
+  if (me == from) {
+    for (size_t p = 0; p < n; ++p)
+      if (p != me) out[p] = {static_cast<const uint8_t*>(buf), bytes};
+  } else {
+    in[from] = {static_cast<uint8_t*>(buf), bytes};
+  }
+  return Exchange(out, in, "broadcast", call);
 }
 
 Status ShmCommunicator::Split(int color, int key, std::unique_ptr<Communicator>* out) {

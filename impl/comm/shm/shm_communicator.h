@@ -1,8 +1,9 @@
 // The shared-memory transport for the ranks of one host: a decorator over a host backend's
-// communicator (Gloo) that moves AllToAllV and AllGatherV through a segment the ranks
-// map (host_setup.h, exchange.h) and hands every other collective (Barrier included), and
-// everything a group on more than one host does, to the wrapped communicator. The bytes are the
-// same either way: only the route changes.
+// communicator (Gloo) that runs every collective (AllToAllV, AllGatherV, AllReduce,
+// ReduceScatterV, Broadcast, Barrier) through a segment the ranks map (host_setup.h,
+// exchange.h), and hands everything a group on more than one host does to the wrapped
+// communicator. Data movement is the same either way; reductions go in rank order on every rank
+// (shm_reductions.cc), so a float result is identical on every rank and from run to run.
 //
 // Wrap() wraps every host communicator of two or more ranks; the group decides collectively
 // whether it uses shared memory (one host, everyone willing, the segment shared). A wrapper
@@ -10,18 +11,23 @@
 // (the per-host rows and columns of a 2D mesh over several hosts).
 //
 // backend() is the wrapped one's ("gloo"); transport() says whether shared memory is in use.
-// Failure, abort and poisoning follow communicator.h: an abort wakes a waiting collective at
-// once and tells the peers (they fail with kRemote), a peer that does not come within the timeout
-// gives kTimeout, and an abort of the wrapped communicator (or of an ancestor, which reaches it)
-// stops a waiting collective within milliseconds. Thread-safety as Communicator.
+// Failure, abort and poisoning follow communicator.h and the wrapped backend (failure_hooks.h): an
+// abort wakes a waiting collective at once and tells the peers (they fail with kRemote), a peer
+// that does not come within the timeout gives kTimeout with the backend's explanation, and such a
+// failure poisons the backend's whole tree as its own would (every communicator split from the
+// same root; the peers learn of it through the segment and the backend's note). An abort of the
+// wrapped communicator or an interrupt of its tree reaches a waiting collective at once and the
+// peers with it. Thread-safety as Communicator.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "impl/comm/checked_communicator.h"
+#include "impl/comm/failure_hooks.h"
 #include "impl/comm/shm/exchange.h"
 #include "impl/comm/shm/host_setup.h"
 
@@ -72,14 +78,23 @@ class ShmCommunicator final : public CheckedCommunicator {
   void TellPeersAborted();
   // What stops a waiting exchange: this communicator's abort, or the wrapped one's failure.
   Status Stopped() const;
+  // This rank's own reason to fail, if any: its abort, else the wrapped one's poison (an
+  // interrupt of its tree) as the wrapped one reports it.
+  Status OwnCause() const;
   static CallOptions Options(const Call& call) { return {call.timeout, call.stream}; }
+  // A buffer of at least `bytes` kept between calls (one caller at a time: CheckedCommunicator),
+  // so the DDP buckets' all-reduces do not allocate per call.
+  uint8_t* Scratch(size_t bytes);
 
   std::unique_ptr<Communicator> inner_;
-  std::unique_ptr<HostSegment> host_;  // null: everything is delegated
+  BackendFailureHooks* hooks_ = nullptr;  // inner_'s, when it has them and host_ is set
+  std::unique_ptr<HostSegment> host_;     // null: everything is delegated
   std::unique_ptr<Exchanger> exchanger_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;
   Status failure_;  // the first failed exchange (guarded by mu_)
+  std::unique_ptr<uint8_t[]> scratch_;
+  size_t scratch_bytes_ = 0;
 };
 
 }  // namespace shardrec::comm::shm

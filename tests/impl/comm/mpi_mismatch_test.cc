@@ -87,6 +87,27 @@ TEST_F(MpiMismatch, ALargeAndASmallAllReduceFailOnEveryRank) {
                  "rank");
 }
 
+// The block a rank sends itself has two counts that must agree: refused on the calling rank
+// alone, before any exchange (the call_checks.h check every backend shares), the buffers
+// untouched and the communicator still usable for the next, matched call.
+TEST_F(MpiMismatch, AnAllToAllWhoseSelfCountsDisagreeIsRefusedAndChangesNothing) {
+  const int r = comm_->Rank();
+  std::vector<float> send(8, 1.0f), recv(8, -1.0f);
+  if (r == 0) {
+    const std::vector<size_t> sc = {3, 4}, rc = {2, 4};
+    const Status s = comm_->AllToAllV(send.data(), sc, recv.data(), rc, DType::kFloat32);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("the block a rank sends itself"), std::string::npos) << s.ToString();
+    for (float v : recv) ASSERT_EQ(v, -1.0f);
+  }
+  const std::vector<size_t> counts = {4, 4};
+  for (size_t i = 0; i < 8; ++i) send[i] = static_cast<float>(r * 10 + static_cast<int>(i));
+  ASSERT_TRUE(comm_->AllToAllV(send.data(), counts, recv.data(), counts, DType::kFloat32).ok());
+  for (int p = 0; p < 2; ++p)
+    for (size_t i = 0; i < 4; ++i)
+      ASSERT_EQ(recv[static_cast<size_t>(p) * 4 + i], static_cast<float>(p * 10 + r * 4 + i));
+}
+
 // After the mismatches, matched calls on a fresh communicator still give the right sums.
 TEST_F(MpiMismatch, MatchedCallsStillSum) {
   for (size_t count : {size_t{8}, size_t{1} << 20}) {
