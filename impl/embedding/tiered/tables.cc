@@ -416,11 +416,28 @@ Status TieredTables::MakeRoom(Shard& sh, const int64_t* rows, size_t n, uint32_t
   return room;
 }
 
+int64_t TieredTables::FillSlots(Shard& sh, const Fetched& f, const int32_t* slots) {
+  const LocalShard& ls = layout_->local[sh.spec.local];
+  const size_t rb = sh.record_bytes;
+  sh.init_slots.clear();
+  sh.init_keys.clear();
+  for (size_t i = 0; i < f.rows.size(); ++i) {
+    if (f.found[i] != 0) {
+      UnpackSlot(*params_, *layout_, ls, slots[i], f.records.data() + i * rb);
+    } else {
+      sh.init_slots.push_back(slots[i]);
+      sh.init_keys.push_back(ls.row_offset + f.rows[i]);
+    }
+  }
+  // A row never written reads as the in-memory table's initial row: the same counter RNG,
+  // keyed by the global row, and zero optimizer state (all drawn in one call).
+  if (!sh.init_slots.empty()) params_->InitRowsForIds(ls, sh.init_slots, sh.init_keys, seed_);
+  return static_cast<int64_t>(sh.init_slots.size());
+}
+
 void TieredTables::InstallPrefetched(Shard& sh, Fetched* f) {
   const size_t n = f->rows.size();
   if (n == 0) return;
-  const LocalShard& ls = layout_->local[sh.spec.local];
-  const size_t rb = sh.record_bytes;
   std::lock_guard<std::mutex> cache_lock(cache_mu_);
   f->installed_slots.resize(n);
   size_t installed = 0, queued = 0;
@@ -434,21 +451,8 @@ void TieredTables::InstallPrefetched(Shard& sh, Fetched* f) {
     return;
   }
   // These slots hold no row of the batch a backward may be training (pinned at pf_floor_ or
-  // later): writing them races with nothing. A row never written reads as the in-memory table's
-  // initial row (InitRowsForIds: the same counter RNG keyed by the global row, zero state).
-  f->init_slots.clear();
-  f->init_keys.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t v = f->installed_slots[i];
-    if (f->found[i] != 0) {
-      UnpackSlot(*params_, *layout_, ls, v, f->records.data() + i * rb);
-    } else {
-      f->init_slots.push_back(v);
-      f->init_keys.push_back(ls.row_offset + f->rows[i]);
-    }
-  }
-  if (!f->init_slots.empty()) params_->InitRowsForIds(ls, f->init_slots, f->init_keys, seed_);
-  f->initialised = static_cast<int64_t>(f->init_slots.size());
+  // later): writing them races with nothing.
+  f->initialised = FillSlots(sh, *f, f->installed_slots.data());
   f->rows.clear();
   f->found.clear();
   f->records.clear();
@@ -552,20 +556,7 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     }
     f = &sh.now;
   }
-  sh.init_slots.clear();
-  sh.init_keys.clear();
-  for (size_t i = 0; i < misses.size(); ++i) {
-    if (f->found[i]) {
-      UnpackSlot(*params_, *layout_, ls, slots[i], f->records.data() + i * sh.record_bytes);
-    } else {
-      sh.init_slots.push_back(slots[i]);
-      sh.init_keys.push_back(ls.row_offset + misses[i]);
-    }
-  }
-  // A row never written reads as the in-memory table's initial row: the same counter RNG,
-  // keyed by the global row, and zero optimizer state.
-  if (!sh.init_slots.empty()) params_->InitRowsForIds(ls, sh.init_slots, sh.init_keys, seed_);
-  sh.stats.initialised += static_cast<int64_t>(sh.init_slots.size());
+  if (f != nullptr) sh.stats.initialised += FillSlots(sh, *f, slots.data());
   // Every row resident and pinned: the ids become slots, and a training batch's rows dirty.
   at = 0;
   ForEachRow(rb.shards[local], [&](int64_t& row) {
