@@ -52,7 +52,7 @@ void ForEachRowHinted(const ShardRuns& runs, const SlotCache& cache, F&& f) {
   constexpr int64_t kFar = 16, kNear = 8;
   for (const kernels::BagRun& run : runs.runs) {
     const int64_t begin = run.offsets != nullptr ? run.offsets[0] : 0;
-    const int64_t* rows = run.rows + begin;
+    auto* rows = const_cast<int64_t*>(run.rows) + begin;
     const int64_t n = run.num_ids();
     for (int64_t i = 0; i < n; ++i) {
       if (i + kFar < n) cache.Prefetch(rows[i + kFar]);
@@ -453,9 +453,10 @@ void TieredTables::InstallPrefetched(Shard& sh, Fetched* f) {
   // These slots hold no row of the batch a backward may be training (pinned at pf_floor_ or
   // later): writing them races with nothing.
   f->initialised = FillSlots(sh, *f, f->installed_slots.data());
+  // The records are kept at their size: the next Fetch overwrites what it reads, where a
+  // resize from empty would first zero them all.
   f->rows.clear();
   f->found.clear();
-  f->records.clear();
 }
 
 Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight,
@@ -485,13 +486,16 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   for (const kernels::BagRun& run : rb.shards[local].runs)
     ids += static_cast<size_t>(run.num_ids());
   sh.seen.Reset(ids);
-  // Each id's slot is found once: a hit's here, a miss's once it has one (id_slot says which).
-  std::vector<int32_t>& id_slot = sh.id_slot;
-  id_slot.resize(ids);
-  size_t at = 0;
+  // One pass over the ids: a hit's id becomes its slot here (and dirty for a training batch); a
+  // miss's id is kept, with its miss, until the misses have slots. A resolve that fails leaves
+  // the batch part rewritten and its hits marked dirty: the collection drops a batch whose
+  // forward failed, and a dirty mark costs a write-back of the same values, no bit.
+  std::vector<int64_t*>& miss_ids = sh.miss_ids;
+  std::vector<int32_t>& id_miss = sh.id_miss;
+  miss_ids.clear();
+  id_miss.clear();
   Status bad;
-  ForEachRowHinted(rb.shards[local], cache, [&](int64_t row) {
-    int32_t& out = id_slot[at++];
+  ForEachRowHinted(rb.shards[local], cache, [&](int64_t& row) {
     if (row < 0 || row >= sh.spec.rows) {
       if (bad.ok())
         bad = Status::Internal("tiered table '", name, "': row ", row, " outside its shard of ",
@@ -500,19 +504,21 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     }
     const int32_t slot = cache.Find(row);
     if (slot >= 0) {
-      out = slot;
       if (!cache.Pinned(slot, epoch)) {
         cache.Pin(slot, epoch);
         cache.Touch(slot);
         ++pinned;
         ++sh.stats.hits;
       }
+      if (training) cache.set_dirty(slot, true);
+      row = slot;
       return;
     }
     const auto next = static_cast<int32_t>(misses.size());
     const int32_t miss = sh.seen.InsertOrFind(row, next);
     if (miss < 0) misses.push_back(row);
-    out = -1 - (miss < 0 ? next : miss);
+    miss_ids.push_back(&row);
+    id_miss.push_back(miss < 0 ? next : miss);
   });
   SR_RETURN_IF_ERROR(bad);
   if (prefetched != nullptr) {
@@ -557,14 +563,12 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     f = &sh.now;
   }
   if (f != nullptr) sh.stats.initialised += FillSlots(sh, *f, slots.data());
-  // Every row resident and pinned: the ids become slots, and a training batch's rows dirty.
-  at = 0;
-  ForEachRow(rb.shards[local], [&](int64_t& row) {
-    const int32_t s = id_slot[at++];
-    const int32_t slot = s >= 0 ? s : slots[static_cast<size_t>(-1 - s)];
+  // Every row resident and pinned: the misses' ids become slots too.
+  for (size_t k = 0; k < miss_ids.size(); ++k) {
+    const int32_t slot = slots[static_cast<size_t>(id_miss[k])];
     if (training) cache.set_dirty(slot, true);
-    row = slot;
-  });
+    *miss_ids[k] = slot;
+  }
   return Status::Ok();
 }
 

@@ -148,8 +148,9 @@ class TieredTables {
     RowSet seen;  // the batch's misses, each with its index in `misses`
     std::vector<int64_t> misses;
     std::vector<int32_t> slots;
-    // Per id of the batch, in ForEachRow's order: its slot when it hit, else -1 - its miss.
-    std::vector<int32_t> id_slot;
+    // The ids of the batch that missed (pointers into its runs) and each one's miss.
+    std::vector<int64_t*> miss_ids;
+    std::vector<int32_t> id_miss;
     // FillSlots' scratch (the rows never written), used under cache_mu_ by whichever thread
     // fills this shard's slots: the prefetch thread's install or the forward's.
     std::vector<int32_t> init_slots;
