@@ -488,12 +488,18 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   sh.seen.Reset(ids);
   // One pass over the ids: a hit's id becomes its slot here (and dirty for a training batch); a
   // miss's id is kept, with its miss, until the misses have slots. A resolve that fails leaves
-  // the batch part rewritten and its hits marked dirty: the collection drops a batch whose
-  // forward failed, and a dirty mark costs a write-back of the same values, no bit.
+  // the batch part rewritten (the collection drops a batch whose forward failed) and clears the
+  // dirty marks it set, so the write-backs are those of a run without that forward.
   std::vector<int64_t*>& miss_ids = sh.miss_ids;
   std::vector<int32_t>& id_miss = sh.id_miss;
+  std::vector<int32_t>& dirtied = sh.dirtied;
   miss_ids.clear();
   id_miss.clear();
+  dirtied.clear();
+  auto failed = [&](Status s) {
+    for (int32_t v : dirtied) cache.set_dirty(v, false);
+    return s;
+  };
   Status bad;
   ForEachRowHinted(rb.shards[local], cache, [&](int64_t& row) {
     if (row < 0 || row >= sh.spec.rows) {
@@ -510,7 +516,10 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
         ++pinned;
         ++sh.stats.hits;
       }
-      if (training) cache.set_dirty(slot, true);
+      if (training && !cache.dirty(slot)) {
+        cache.set_dirty(slot, true);
+        dirtied.push_back(slot);
+      }
       row = slot;
       return;
     }
@@ -520,7 +529,7 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     miss_ids.push_back(&row);
     id_miss.push_back(miss < 0 ? next : miss);
   });
-  SR_RETURN_IF_ERROR(bad);
+  if (!bad.ok()) return failed(bad);
   if (prefetched != nullptr) {
     // The rows the prefetch thread installed for this batch were its misses, not hits.
     int64_t ahead = 0;
@@ -530,11 +539,11 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     sh.stats.prefetched += ahead;
   }
   if (pinned + static_cast<int64_t>(misses.size()) > cache.slots())
-    return Status::InvalidArgument(
+    return failed(Status::InvalidArgument(
         "tiered table '", name, "' shard ", ls.shard, ": this forward needs ",
         pinned + static_cast<int64_t>(misses.size()), " distinct rows resident",
         in_flight != nullptr ? " (with those of the batch a backward may still train)" : "",
-        " but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes");
+        " but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes"));
   sh.stats.misses += static_cast<int64_t>(misses.size());
   // Room first: each miss takes a free slot or evicts a row pinned before `floor`.
   std::vector<int32_t>& slots = sh.slots;
@@ -543,7 +552,8 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   const Status room = MakeRoom(sh, misses.data(), misses.size(), floor, epoch, epoch, true,
                                slots.data(), &installed, &queued);
   sh.stats.write_backs += static_cast<int64_t>(queued);
-  if (!room.ok()) return Status(room.code(), StrCat("tiered table '", name, "': ", room.message()));
+  if (!room.ok())
+    return failed(Status(room.code(), StrCat("tiered table '", name, "': ", room.message())));
   // Then the misses' records: this batch's prefetch when it read exactly them (it did when no
   // other Resolve ran since: the same batch against the same caches), else read now.
   const Fetched* f = nullptr;
@@ -558,7 +568,7 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     sh.stats.disk_reads += sh.now.disk_reads;
     if (!s.ok()) {
       for (int32_t v : slots) cache.Remove(v);
-      return Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
+      return failed(Status(s.code(), StrCat("tiered table '", name, "': ", s.message())));
     }
     f = &sh.now;
   }

@@ -151,6 +151,7 @@ class TieredTables {
     // The ids of the batch that missed (pointers into its runs) and each one's miss.
     std::vector<int64_t*> miss_ids;
     std::vector<int32_t> id_miss;
+    std::vector<int32_t> dirtied;  // the hits' slots this forward marked dirty (undone on error)
     // FillSlots' scratch (the rows never written), used under cache_mu_ by whichever thread
     // fills this shard's slots: the prefetch thread's install or the forward's.
     std::vector<int32_t> init_slots;
