@@ -17,8 +17,8 @@ namespace shardrec::store {
 
 struct PageRead {
   int fd = -1;
-  uint64_t offset = 0;  // page-aligned
-  uint32_t len = 0;     // whole pages, at most the reader's max_len
+  uint64_t offset = 0;  // page-aligned for an O_DIRECT fd
+  uint32_t len = 0;     // whole pages for an O_DIRECT fd; at most the reader's max_len
 };
 
 class PageReader {

@@ -79,10 +79,25 @@ Status LogStore::ReadRecords(const std::vector<std::shared_ptr<Segment>>& segs,
     for (size_t j = 0; j < n; ++j) order[at[group_of[j]]++] = j;
   }
   const size_t pages = groups;
+  // A buffered read copies only the bytes asked for out of the page cache: from the page's first
+  // record of this Get to the end of its last (a 4 KiB copy per page was the prefetch thread's
+  // largest cost, docs/disk-tier.md). An O_DIRECT read stays whole pages, as that path needs.
+  std::vector<uint32_t> skip(pages, 0), span(pages, len);
+  for (size_t p = 0; p < pages; ++p) {
+    if (segs[order[first[p]]]->direct_fd >= 0) continue;
+    size_t lo = len, hi = 0;
+    for (size_t k = first[p]; k < first[p + 1]; ++k) {
+      const size_t at = geo_.InPage(slots[order[k]]);
+      lo = std::min(lo, at);
+      hi = std::max(hi, at + geo_.record_bytes);
+    }
+    skip[p] = static_cast<uint32_t>(lo);
+    span[p] = static_cast<uint32_t>(hi - lo);
+  }
   std::unique_ptr<PageReader> reader = TakeReader();
   auto prepare = [&](size_t p) {
     const size_t j = order[first[p]];
-    return PageRead{segs[j]->read_fd(), page_of(j), len};
+    return PageRead{segs[j]->read_fd(), page_of(j) + skip[p], span[p]};
   };
   std::unique_ptr<uint8_t, decltype(&free)> fallback(nullptr, &free);
   auto done = [&](size_t p, const uint8_t* data, ssize_t res) -> Status {
@@ -106,14 +121,14 @@ Status LogStore::ReadRecords(const std::vector<std::shared_ptr<Segment>>& segs,
       errno = static_cast<int>(-res);
       return StoreErrno(o_.dir, "cannot read segment", seg.path);
     }
-    if (static_cast<size_t>(res) < len) {
+    if (static_cast<size_t>(res) < span[p]) {
       return Status::Corrupt("store ", o_.dir, ": segment ", seg.path, " ends inside slot ",
-                             slots[j0], " (", res, " of ", len, " bytes read)");
+                             slots[j0], " (", res, " of ", span[p], " bytes read)");
     }
     for (size_t k = first[p]; k < first[p + 1]; ++k) {
       const size_t j = order[k];
       int64_t key = 0;
-      const uint8_t* rec = data + geo_.InPage(slots[j]);
+      const uint8_t* rec = data + geo_.InPage(slots[j]) - skip[p];
       if (!DecodeRecord(idh_, seg.id, slots[j], rec, geo_.value_bytes, &key) || key != keys[j]) {
         return Status::Corrupt("store ", o_.dir, ": the record of key ", keys[j], " in segment ",
                                seg.path, " slot ", slots[j], " fails its checksum");

@@ -62,9 +62,10 @@ void SlotCache::Install(int32_t slot, int64_t row) {
   ++resident_;
 }
 
-void SlotCache::Unmap(int64_t row) {
+void SlotCache::Unmap(int64_t row, int32_t slot) {
+  // The probe compares slot numbers, not the rows of the entries it passes (a load each).
   size_t i = Home(row);
-  while (row_[static_cast<size_t>(map_[i])] != row) i = (i + 1) & mask_;
+  while (map_[i] != slot) i = (i + 1) & mask_;
   // Backward-shift deletion: later entries of the probe run move into the hole when their home
   // does not lie (cyclically) between the hole and them, so no tombstones build up.
   size_t hole = i;
@@ -79,7 +80,7 @@ void SlotCache::Unmap(int64_t row) {
 }
 
 void SlotCache::Remove(int32_t slot) {
-  Unmap(row_[slot]);
+  Unmap(row_[slot], slot);
   --resident_;
   row_[slot] = -1;
   ref_[slot] = 0;

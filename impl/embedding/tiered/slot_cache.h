@@ -74,7 +74,8 @@ class SlotCache {
   size_t Home(int64_t row) const {
     return static_cast<size_t>((static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) >> shift_);
   }
-  void Unmap(int64_t row);
+  // Takes `row`, held by `slot`, out of the map.
+  void Unmap(int64_t row, int32_t slot);
 
   std::vector<int32_t> map_;  // open addressing, linear probing: a slot number, or -1 empty
   size_t mask_ = 0;

@@ -52,7 +52,7 @@ void ForEachRowHinted(const ShardRuns& runs, const SlotCache& cache, F&& f) {
   constexpr int64_t kFar = 16, kNear = 8;
   for (const kernels::BagRun& run : runs.runs) {
     const int64_t begin = run.offsets != nullptr ? run.offsets[0] : 0;
-    const int64_t* rows = run.rows + begin;
+    auto* rows = const_cast<int64_t*>(run.rows) + begin;
     const int64_t n = run.num_ids();
     for (int64_t i = 0; i < n; ++i) {
       if (i + kFar < n) cache.Prefetch(rows[i + kFar]);
@@ -416,11 +416,28 @@ Status TieredTables::MakeRoom(Shard& sh, const int64_t* rows, size_t n, uint32_t
   return room;
 }
 
+int64_t TieredTables::FillSlots(Shard& sh, const Fetched& f, const int32_t* slots) {
+  const LocalShard& ls = layout_->local[sh.spec.local];
+  const size_t rb = sh.record_bytes;
+  sh.init_slots.clear();
+  sh.init_keys.clear();
+  for (size_t i = 0; i < f.rows.size(); ++i) {
+    if (f.found[i] != 0) {
+      UnpackSlot(*params_, *layout_, ls, slots[i], f.records.data() + i * rb);
+    } else {
+      sh.init_slots.push_back(slots[i]);
+      sh.init_keys.push_back(ls.row_offset + f.rows[i]);
+    }
+  }
+  // A row never written reads as the in-memory table's initial row: the same counter RNG,
+  // keyed by the global row, and zero optimizer state (all drawn in one call).
+  if (!sh.init_slots.empty()) params_->InitRowsForIds(ls, sh.init_slots, sh.init_keys, seed_);
+  return static_cast<int64_t>(sh.init_slots.size());
+}
+
 void TieredTables::InstallPrefetched(Shard& sh, Fetched* f) {
   const size_t n = f->rows.size();
   if (n == 0) return;
-  const LocalShard& ls = layout_->local[sh.spec.local];
-  const size_t rb = sh.record_bytes;
   std::lock_guard<std::mutex> cache_lock(cache_mu_);
   f->installed_slots.resize(n);
   size_t installed = 0, queued = 0;
@@ -434,24 +451,12 @@ void TieredTables::InstallPrefetched(Shard& sh, Fetched* f) {
     return;
   }
   // These slots hold no row of the batch a backward may be training (pinned at pf_floor_ or
-  // later): writing them races with nothing. A row never written reads as the in-memory table's
-  // initial row (InitRowsForIds: the same counter RNG keyed by the global row, zero state).
-  f->init_slots.clear();
-  f->init_keys.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t v = f->installed_slots[i];
-    if (f->found[i] != 0) {
-      UnpackSlot(*params_, *layout_, ls, v, f->records.data() + i * rb);
-    } else {
-      f->init_slots.push_back(v);
-      f->init_keys.push_back(ls.row_offset + f->rows[i]);
-    }
-  }
-  if (!f->init_slots.empty()) params_->InitRowsForIds(ls, f->init_slots, f->init_keys, seed_);
-  f->initialised = static_cast<int64_t>(f->init_slots.size());
+  // later): writing them races with nothing.
+  f->initialised = FillSlots(sh, *f, f->installed_slots.data());
+  // The records are kept at their size: the next Fetch overwrites what it reads, where a
+  // resize from empty would first zero them all.
   f->rows.clear();
   f->found.clear();
-  f->records.clear();
 }
 
 Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* in_flight,
@@ -481,13 +486,22 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   for (const kernels::BagRun& run : rb.shards[local].runs)
     ids += static_cast<size_t>(run.num_ids());
   sh.seen.Reset(ids);
-  // Each id's slot is found once: a hit's here, a miss's once it has one (id_slot says which).
-  std::vector<int32_t>& id_slot = sh.id_slot;
-  id_slot.resize(ids);
-  size_t at = 0;
+  // One pass over the ids: a hit's id becomes its slot here (and dirty for a training batch); a
+  // miss's id is kept, with its miss, until the misses have slots. A resolve that fails leaves
+  // the batch part rewritten (the collection drops a batch whose forward failed) and clears the
+  // dirty marks it set, so the write-backs are those of a run without that forward.
+  std::vector<int64_t*>& miss_ids = sh.miss_ids;
+  std::vector<int32_t>& id_miss = sh.id_miss;
+  std::vector<int32_t>& dirtied = sh.dirtied;
+  miss_ids.clear();
+  id_miss.clear();
+  dirtied.clear();
+  auto failed = [&](Status s) {
+    for (int32_t v : dirtied) cache.set_dirty(v, false);
+    return s;
+  };
   Status bad;
-  ForEachRowHinted(rb.shards[local], cache, [&](int64_t row) {
-    int32_t& out = id_slot[at++];
+  ForEachRowHinted(rb.shards[local], cache, [&](int64_t& row) {
     if (row < 0 || row >= sh.spec.rows) {
       if (bad.ok())
         bad = Status::Internal("tiered table '", name, "': row ", row, " outside its shard of ",
@@ -496,21 +510,26 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     }
     const int32_t slot = cache.Find(row);
     if (slot >= 0) {
-      out = slot;
       if (!cache.Pinned(slot, epoch)) {
         cache.Pin(slot, epoch);
         cache.Touch(slot);
         ++pinned;
         ++sh.stats.hits;
       }
+      if (training && !cache.dirty(slot)) {
+        cache.set_dirty(slot, true);
+        dirtied.push_back(slot);
+      }
+      row = slot;
       return;
     }
     const auto next = static_cast<int32_t>(misses.size());
     const int32_t miss = sh.seen.InsertOrFind(row, next);
     if (miss < 0) misses.push_back(row);
-    out = -1 - (miss < 0 ? next : miss);
+    miss_ids.push_back(&row);
+    id_miss.push_back(miss < 0 ? next : miss);
   });
-  SR_RETURN_IF_ERROR(bad);
+  if (!bad.ok()) return failed(bad);
   if (prefetched != nullptr) {
     // The rows the prefetch thread installed for this batch were its misses, not hits.
     int64_t ahead = 0;
@@ -520,11 +539,11 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     sh.stats.prefetched += ahead;
   }
   if (pinned + static_cast<int64_t>(misses.size()) > cache.slots())
-    return Status::InvalidArgument(
+    return failed(Status::InvalidArgument(
         "tiered table '", name, "' shard ", ls.shard, ": this forward needs ",
         pinned + static_cast<int64_t>(misses.size()), " distinct rows resident",
         in_flight != nullptr ? " (with those of the batch a backward may still train)" : "",
-        " but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes");
+        " but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes"));
   sh.stats.misses += static_cast<int64_t>(misses.size());
   // Room first: each miss takes a free slot or evicts a row pinned before `floor`.
   std::vector<int32_t>& slots = sh.slots;
@@ -533,7 +552,8 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
   const Status room = MakeRoom(sh, misses.data(), misses.size(), floor, epoch, epoch, true,
                                slots.data(), &installed, &queued);
   sh.stats.write_backs += static_cast<int64_t>(queued);
-  if (!room.ok()) return Status(room.code(), StrCat("tiered table '", name, "': ", room.message()));
+  if (!room.ok())
+    return failed(Status(room.code(), StrCat("tiered table '", name, "': ", room.message())));
   // Then the misses' records: this batch's prefetch when it read exactly them (it did when no
   // other Resolve ran since: the same batch against the same caches), else read now.
   const Fetched* f = nullptr;
@@ -548,32 +568,17 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     sh.stats.disk_reads += sh.now.disk_reads;
     if (!s.ok()) {
       for (int32_t v : slots) cache.Remove(v);
-      return Status(s.code(), StrCat("tiered table '", name, "': ", s.message()));
+      return failed(Status(s.code(), StrCat("tiered table '", name, "': ", s.message())));
     }
     f = &sh.now;
   }
-  sh.init_slots.clear();
-  sh.init_keys.clear();
-  for (size_t i = 0; i < misses.size(); ++i) {
-    if (f->found[i]) {
-      UnpackSlot(*params_, *layout_, ls, slots[i], f->records.data() + i * sh.record_bytes);
-    } else {
-      sh.init_slots.push_back(slots[i]);
-      sh.init_keys.push_back(ls.row_offset + misses[i]);
-    }
-  }
-  // A row never written reads as the in-memory table's initial row: the same counter RNG,
-  // keyed by the global row, and zero optimizer state.
-  if (!sh.init_slots.empty()) params_->InitRowsForIds(ls, sh.init_slots, sh.init_keys, seed_);
-  sh.stats.initialised += static_cast<int64_t>(sh.init_slots.size());
-  // Every row resident and pinned: the ids become slots, and a training batch's rows dirty.
-  at = 0;
-  ForEachRow(rb.shards[local], [&](int64_t& row) {
-    const int32_t s = id_slot[at++];
-    const int32_t slot = s >= 0 ? s : slots[static_cast<size_t>(-1 - s)];
+  if (f != nullptr) sh.stats.initialised += FillSlots(sh, *f, slots.data());
+  // Every row resident and pinned: the misses' ids become slots too.
+  for (size_t k = 0; k < miss_ids.size(); ++k) {
+    const int32_t slot = slots[static_cast<size_t>(id_miss[k])];
     if (training) cache.set_dirty(slot, true);
-    row = slot;
-  });
+    *miss_ids[k] = slot;
+  }
   return Status::Ok();
 }
 

@@ -134,8 +134,6 @@ class TieredTables {
     std::vector<uint8_t> got;
     std::unique_ptr<bool[]> got_found;
     size_t got_found_size = 0;
-    std::vector<int32_t> init_slots;  // InstallPrefetched's scratch: rows never written
-    std::vector<int64_t> init_keys;
   };
   struct Shard {
     TieredShard spec;
@@ -150,8 +148,12 @@ class TieredTables {
     RowSet seen;  // the batch's misses, each with its index in `misses`
     std::vector<int64_t> misses;
     std::vector<int32_t> slots;
-    // Per id of the batch, in ForEachRow's order: its slot when it hit, else -1 - its miss.
-    std::vector<int32_t> id_slot;
+    // The ids of the batch that missed (pointers into its runs) and each one's miss.
+    std::vector<int64_t*> miss_ids;
+    std::vector<int32_t> id_miss;
+    std::vector<int32_t> dirtied;  // the hits' slots this forward marked dirty (undone on error)
+    // FillSlots' scratch (the rows never written), used under cache_mu_ by whichever thread
+    // fills this shard's slots: the prefetch thread's install or the forward's.
     std::vector<int32_t> init_slots;
     std::vector<int64_t> init_keys;
     // The rows evicted dirty, their records (packed back to back) and the miss that took each
@@ -183,6 +185,10 @@ class TieredTables {
   // touched: the caller copies the rows in.
   Status MakeRoom(Shard& sh, const int64_t* rows, size_t n, uint32_t floor, uint32_t fallback,
                   uint32_t pin, bool all, int32_t* slots, size_t* installed, size_t* queued);
+  // Fills slots[i] of `sh` with what `f` read for f.rows[i]: its record when one was found, else
+  // the in-memory table's initial row. Returns how many were initialised. The caller holds
+  // cache_mu_ and has pinned the slots, so no backward writes them meanwhile.
+  int64_t FillSlots(Shard& sh, const Fetched& f, const int32_t* slots);
   // The prefetch thread's second half: installs what `f` read in slots of `sh` (the rows never
   // written initialised in theirs), evicting rows pinned before pf_floor_, and empties `f`;
   // installs nothing when they do not all fit or the queueing fails (Resolve meets either).

@@ -251,5 +251,33 @@ TEST(TieredTables, APrefetchWhoseMissesDoNotAllFitEvictsNothing) {
   EXPECT_EQ(before.hits - after.hits, 4) << "rows 10..13 left the cache";
 }
 
+// The forward marks a training batch's hits dirty in the pass that finds them; a forward refused
+// after that pass clears those marks again, so its hits leave the cache later without a
+// write-back, as they would had the forward never run.
+TEST(TieredTables, ARefusedTrainingForwardLeavesItsHitsClean) {
+  Rig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Open("shardrec_tiered_tables_refused_clean_test"));
+  TieredTables& tables = rig.tables;
+  std::vector<int64_t> a{0, 1, 2, 3};
+  RoutedBatch rba = Batch(&a);
+  ASSERT_TRUE(tables.Resolve(rba, nullptr, /*training=*/false).ok());
+  TierStats before;
+  ASSERT_TRUE(tables.Stats(0, &before));
+
+  // Four hits and nine misses: more than the eight slots, refused.
+  std::vector<int64_t> big{0, 1, 2, 3, 20, 21, 22, 23, 24, 25, 26, 27, 28};
+  RoutedBatch rbbig = Batch(&big);
+  EXPECT_EQ(tables.Resolve(rbbig, nullptr, /*training=*/true).code(), Code::kInvalidArgument);
+
+  // Eight other rows take every slot: rows 0..3 leave it, clean.
+  std::vector<int64_t> other{30, 31, 32, 33, 34, 35, 36, 37};
+  RoutedBatch rbo = Batch(&other);
+  ASSERT_TRUE(tables.Resolve(rbo, nullptr, /*training=*/false).ok());
+  TierStats after;
+  ASSERT_TRUE(tables.Stats(0, &after));
+  EXPECT_EQ(after.misses - before.misses, 8);
+  EXPECT_EQ(after.write_backs, before.write_backs) << "the refused forward left its hits dirty";
+}
+
 }  // namespace
 }  // namespace shardrec::embedding::tiered
