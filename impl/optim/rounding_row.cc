@@ -34,12 +34,28 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void RowBitsAvx512(uint64_t
 
 #undef SHARDREC_ROUNDING_ROW_LOOP
 
-RowBitsFn HostRowBits() {
+// The loop of `level`, or null when the host cannot run it or `level` names none.
+RowBitsFn RowBitsOf(RoundingBitsLevel level) {
+  switch (level) {
+    case RoundingBitsLevel::kBaseline:
+      return &RowBitsBaseline;
 #if defined(__x86_64__)
-  const CpuFeatures& f = HostCpu();
-  if (f.avx512f && f.avx512bw && f.avx512vl) return &RowBitsAvx512;
-  if (f.avx2) return &RowBitsAvx2;
+    case RoundingBitsLevel::kAvx2:
+      return HostCpu().avx2 ? &RowBitsAvx2 : nullptr;
+    case RoundingBitsLevel::kAvx512: {
+      const CpuFeatures& f = HostCpu();
+      return f.avx512f && f.avx512bw && f.avx512vl ? &RowBitsAvx512 : nullptr;
+    }
 #endif
+    default:
+      return nullptr;
+  }
+}
+
+RowBitsFn HostRowBits() {
+  for (const RoundingBitsLevel level : {RoundingBitsLevel::kAvx512, RoundingBitsLevel::kAvx2}) {
+    if (const RowBitsFn fn = RowBitsOf(level)) return fn;
+  }
   return &RowBitsBaseline;
 }
 
@@ -48,6 +64,14 @@ RowBitsFn HostRowBits() {
 void RoundingRowBits(uint64_t row_key, int64_t first_col, int32_t n, uint32_t* bits) {
   static const RowBitsFn fn = HostRowBits();
   fn(row_key, first_col, n, bits);
+}
+
+bool RoundingRowBitsAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col, int32_t n,
+                       uint32_t* bits) {
+  const RowBitsFn fn = RowBitsOf(level);
+  if (fn == nullptr) return false;
+  fn(row_key, first_col, n, bits);
+  return true;
 }
 
 }  // namespace shardrec::optim

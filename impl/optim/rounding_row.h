@@ -10,4 +10,13 @@ namespace shardrec::optim {
 // only, so every level writes the same bits. Thread-safe.
 void RoundingRowBits(uint64_t row_key, int64_t first_col, int32_t n, uint32_t* bits);
 
+// The instruction-set levels RoundingRowBits has a loop for (it takes the widest the host runs).
+enum class RoundingBitsLevel : int32_t { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// RoundingRowBits at one level, for tests that check every level against the others: false,
+// nothing written, when the host cannot run `level` (or it is not x86-64 and level is not
+// kBaseline). Thread-safe.
+bool RoundingRowBitsAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col, int32_t n,
+                       uint32_t* bits);
+
 }  // namespace shardrec::optim
