@@ -6,9 +6,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <set>
 #include <vector>
 
+#include "impl/core/half.h"
 #include "impl/optim/optimizer.h"
 #include "impl/optim/rounding.h"
 #include "impl/optim/rounding_row.h"
@@ -163,6 +166,33 @@ TEST(RoundingBits, EveryCpuLevelWritesTheSameBits) {
     if (RoundingRowBitsAt(level, keys[3], 17, 300, widest.data())) break;
   }
   EXPECT_EQ(host, widest);
+}
+
+// The bf16 row rounding (RoundBf16RowStochastic, what a stochastic bf16 store runs) equals the
+// per-value rounding with the per-value bits, on values that round up, saturate below infinity,
+// stay infinite or NaN, and fp32 subnormals, for every length up to 70 and odd first columns.
+TEST(RoundingBits, Bf16RowEqualsThePerValueRounding) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f,     -0.0f,         1.0f,
+                           -1.5f,    3.3895314e38f, -3.3895314e38f,
+                           inf,      -inf,          std::numeric_limits<float>::quiet_NaN(),
+                           1e-40f,   -2.5e-39f,     0.1f,
+                           1234.567f};
+  std::vector<float> in(70);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = i < std::size(special) ? special[i] : std::sin(static_cast<float>(i)) * 17.0f;
+  const uint64_t key = RoundingRowKey(77, 5, 0x1234, 99);
+  for (const int64_t first : {int64_t{0}, int64_t{13}, int64_t{0xFFFFFFF9LL}}) {
+    for (int32_t n = 0; n <= 70; ++n) {
+      std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0xabcdu);
+      RoundBf16RowStochastic(key, first, n, in.data(), got.data());
+      for (int32_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], FloatToBFloat16Stochastic(in[i], RoundingColumnBits(key, first + i)))
+            << "value " << in[i] << " col " << first + i;
+      ASSERT_EQ(got[n], 0xabcdu) << "wrote past n = " << n;
+    }
+  }
+  RoundBf16RowStochastic(key, 0, 0, nullptr, nullptr);  // no length: nothing read or written
 }
 
 }  // namespace
