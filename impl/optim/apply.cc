@@ -154,17 +154,17 @@ void StoreRow(const OptimizerConfig& cfg, int64_t step, const ShardParams& shard
       dst[c] = half ? FloatToHalf(in[c]) : FloatToBFloat16(in[c]);
     return;
   }
-  // The bits a chunk of columns at a time, in vector registers (rounding_row.h).
+  if (!half) {  // the bits drawn and the values rounded in the same vector registers
+    RoundBf16RowStochastic(key, static_cast<int64_t>(shard.col_offset), shard.cols, in, dst);
+    return;
+  }
+  // fp16: the bits a chunk of columns at a time, in vector registers (rounding_row.h).
   constexpr int32_t kChunk = 64;
   uint32_t bits[kChunk];
   for (int32_t c0 = 0; c0 < shard.cols; c0 += kChunk) {
     const int32_t n = std::min(kChunk, shard.cols - c0);
     RoundingRowBits(key, static_cast<int64_t>(shard.col_offset) + c0, n, bits);
-    for (int32_t i = 0; i < n; ++i) {
-      const float v = in[c0 + i];
-      dst[c0 + i] =
-          half ? FloatToHalfStochastic(v, bits[i]) : FloatToBFloat16Stochastic(v, bits[i]);
-    }
+    for (int32_t i = 0; i < n; ++i) dst[c0 + i] = FloatToHalfStochastic(in[c0 + i], bits[i]);
   }
 }
 

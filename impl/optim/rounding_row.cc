@@ -5,6 +5,7 @@
 #include "impl/optim/rounding_row.h"
 
 #include "impl/core/cpu_features.h"
+#include "impl/core/half.h"
 #include "impl/optim/rounding.h"
 
 namespace shardrec::optim {
@@ -34,12 +35,56 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void RowBitsAvx512(uint64_t
 
 #undef SHARDREC_ROUNDING_ROW_LOOP
 
-RowBitsFn HostRowBits() {
+// The bf16 row per level the same way: its adds and selects vectorize along with the bits.
+using Bf16RowFn = void (*)(uint64_t, int64_t, int32_t, const float*, uint16_t*);
+
+#define SHARDREC_BF16_ROW_LOOP    \
+  for (int32_t i = 0; i < n; ++i) \
+  out[i] = FloatToBFloat16Stochastic(in[i], RoundingColumnBits(row_key, first_col + i))
+
+void Bf16RowBaseline(uint64_t row_key, int64_t first_col, int32_t n, const float* in,
+                     uint16_t* out) {
+  SHARDREC_BF16_ROW_LOOP;
+}
+
 #if defined(__x86_64__)
-  const CpuFeatures& f = HostCpu();
-  if (f.avx512f && f.avx512bw && f.avx512vl) return &RowBitsAvx512;
-  if (f.avx2) return &RowBitsAvx2;
+__attribute__((target("avx2"))) void Bf16RowAvx2(uint64_t row_key, int64_t first_col, int32_t n,
+                                                 const float* in, uint16_t* out) {
+  SHARDREC_BF16_ROW_LOOP;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void Bf16RowAvx512(uint64_t row_key,
+                                                                        int64_t first_col,
+                                                                        int32_t n, const float* in,
+                                                                        uint16_t* out) {
+  SHARDREC_BF16_ROW_LOOP;
+}
 #endif
+
+#undef SHARDREC_BF16_ROW_LOOP
+
+// The loop of `level`, or null when the host cannot run it or `level` names none.
+RowBitsFn RowBitsOf(RoundingBitsLevel level) {
+  switch (level) {
+    case RoundingBitsLevel::kBaseline:
+      return &RowBitsBaseline;
+#if defined(__x86_64__)
+    case RoundingBitsLevel::kAvx2:
+      return HostCpu().avx2 ? &RowBitsAvx2 : nullptr;
+    case RoundingBitsLevel::kAvx512: {
+      const CpuFeatures& f = HostCpu();
+      return f.avx512f && f.avx512bw && f.avx512vl ? &RowBitsAvx512 : nullptr;
+    }
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+RowBitsFn HostRowBits() {
+  for (const RoundingBitsLevel level : {RoundingBitsLevel::kAvx512, RoundingBitsLevel::kAvx2}) {
+    if (const RowBitsFn fn = RowBitsOf(level)) return fn;
+  }
   return &RowBitsBaseline;
 }
 
@@ -48,6 +93,27 @@ RowBitsFn HostRowBits() {
 void RoundingRowBits(uint64_t row_key, int64_t first_col, int32_t n, uint32_t* bits) {
   static const RowBitsFn fn = HostRowBits();
   fn(row_key, first_col, n, bits);
+}
+
+void RoundBf16RowStochastic(uint64_t row_key, int64_t first_col, int32_t n, const float* in,
+                            uint16_t* out) {
+  static const Bf16RowFn fn = [] {
+    const RowBitsFn bits = HostRowBits();
+#if defined(__x86_64__)
+    if (bits == &RowBitsAvx512) return &Bf16RowAvx512;
+    if (bits == &RowBitsAvx2) return &Bf16RowAvx2;
+#endif
+    return &Bf16RowBaseline;
+  }();
+  fn(row_key, first_col, n, in, out);
+}
+
+bool RoundingRowBitsAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col, int32_t n,
+                       uint32_t* bits) {
+  const RowBitsFn fn = RowBitsOf(level);
+  if (fn == nullptr) return false;
+  fn(row_key, first_col, n, bits);
+  return true;
 }
 
 }  // namespace shardrec::optim

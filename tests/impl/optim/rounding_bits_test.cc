@@ -1,16 +1,20 @@
 // The stochastic-rounding bits (impl/optim/rounding.h): RowRoundingBits, which the fused
 // backward's FP8 encoder and the 16-bit stores draw a row's bits from, equals the per-value
 // definition the reference model uses; the bits are uniform, distinct per column, and move with
-// every part of their key.
+// every part of their key; every instruction-set level's row loop writes the same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <set>
 #include <vector>
 
+#include "impl/core/half.h"
 #include "impl/optim/optimizer.h"
 #include "impl/optim/rounding.h"
+#include "impl/optim/rounding_row.h"
 #include "impl/optim/store_row.h"
 
 namespace shardrec::optim {
@@ -112,6 +116,83 @@ TEST(RoundingBits, EveryPartOfTheKeyCounts) {
               kCols - 3)
         << "flip " << flip;
   }
+}
+
+// Each level's row loop forced in turn (RoundingRowBitsAt): AVX2 and baseline write the bits the
+// AVX-512 loop writes, and all equal the per-value definition, for lengths around every
+// register width and its tails, and for columns whose low 32 bits wrap. The levels the host
+// cannot run are reported false and write nothing.
+TEST(RoundingBits, EveryCpuLevelWritesTheSameBits) {
+  const RoundingBitsLevel levels[] = {RoundingBitsLevel::kBaseline, RoundingBitsLevel::kAvx2,
+                                      RoundingBitsLevel::kAvx512};
+  const uint64_t keys[] = {0, ~0ULL, 0x9e3779b97f4a7c15ULL, RoundingRowKey(3, 11, 0xbeef, 42)};
+  const int64_t first_cols[] = {0, 1, 37, 0xFFFFFFF0LL, (1LL << 40) + 3, -5};
+  std::vector<int32_t> lengths;
+  for (int32_t n = 0; n <= 70; ++n) lengths.push_back(n);
+  for (const int32_t n : {127, 128, 129, 256, 1000}) lengths.push_back(n);
+  int ran = 0;
+  for (const RoundingBitsLevel level : levels) {
+    uint32_t probe = 0xdeadbeefu;
+    if (!RoundingRowBitsAt(level, 1, 0, 1, &probe)) {
+      EXPECT_EQ(probe, 0xdeadbeefu) << "level " << static_cast<int>(level) << " wrote a bit";
+      continue;
+    }
+    ++ran;
+    for (const uint64_t key : keys) {
+      for (const int64_t first : first_cols) {
+        for (const int32_t n : lengths) {
+          std::vector<uint32_t> got(static_cast<size_t>(n) + 1, 0xdeadbeefu);
+          ASSERT_TRUE(RoundingRowBitsAt(level, key, first, n, got.data()));
+          for (int32_t i = 0; i < n; ++i)
+            ASSERT_EQ(got[i], RoundingColumnBits(key, first + i))
+                << "level " << static_cast<int>(level) << " key " << key << " col " << first + i;
+          ASSERT_EQ(got[n], 0xdeadbeefu) << "level " << static_cast<int>(level) << " n " << n;
+        }
+      }
+    }
+  }
+  EXPECT_GE(ran, 1);  // the baseline loop always runs
+  // No length, no bits: a null array is not touched at any level.
+  for (const RoundingBitsLevel level : levels) (void)RoundingRowBitsAt(level, 5, 0, 0, nullptr);
+  // A level that names no loop is refused.
+  uint32_t probe = 0xdeadbeefu;
+  EXPECT_FALSE(RoundingRowBitsAt(static_cast<RoundingBitsLevel>(7), 1, 0, 1, &probe));
+  EXPECT_EQ(probe, 0xdeadbeefu);
+  // The library's own choice writes the bits of the widest level the host runs.
+  std::vector<uint32_t> host(300), widest(300);
+  RoundingRowBits(keys[3], 17, 300, host.data());
+  for (const RoundingBitsLevel level :
+       {RoundingBitsLevel::kAvx512, RoundingBitsLevel::kAvx2, RoundingBitsLevel::kBaseline}) {
+    if (RoundingRowBitsAt(level, keys[3], 17, 300, widest.data())) break;
+  }
+  EXPECT_EQ(host, widest);
+}
+
+// The bf16 row rounding (RoundBf16RowStochastic, what a stochastic bf16 store runs) equals the
+// per-value rounding with the per-value bits, on values that round up, saturate below infinity,
+// stay infinite or NaN, and fp32 subnormals, for every length up to 70 and odd first columns.
+TEST(RoundingBits, Bf16RowEqualsThePerValueRounding) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f,     -0.0f,         1.0f,
+                           -1.5f,    3.3895314e38f, -3.3895314e38f,
+                           inf,      -inf,          std::numeric_limits<float>::quiet_NaN(),
+                           1e-40f,   -2.5e-39f,     0.1f,
+                           1234.567f};
+  std::vector<float> in(70);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = i < std::size(special) ? special[i] : std::sin(static_cast<float>(i)) * 17.0f;
+  const uint64_t key = RoundingRowKey(77, 5, 0x1234, 99);
+  for (const int64_t first : {int64_t{0}, int64_t{13}, int64_t{0xFFFFFFF9LL}}) {
+    for (int32_t n = 0; n <= 70; ++n) {
+      std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0xabcdu);
+      RoundBf16RowStochastic(key, first, n, in.data(), got.data());
+      for (int32_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], FloatToBFloat16Stochastic(in[i], RoundingColumnBits(key, first + i)))
+            << "value " << in[i] << " col " << first + i;
+      ASSERT_EQ(got[n], 0xabcdu) << "wrote past n = " << n;
+    }
+  }
+  RoundBf16RowStochastic(key, 0, 0, nullptr, nullptr);  // no length: nothing read or written
 }
 
 }  // namespace

@@ -326,6 +326,17 @@ constexpr bool kFp8 = kType == WeightType::kFp8E4M3 || kType == WeightType::kFp8
 template <WeightType kType>
 constexpr Fp8Kind kFp8KindOf = kType == WeightType::kFp8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
 
+// PrefetchRowAndStates, and for an FP8 row also the line of its last code: the row (its scale,
+// then cols codes) is rarely line-aligned, as its stride is cols + 4 bytes, so the cols bytes from
+// its start miss its end, which the decoder then waited for.
+template <WeightType kType>
+void PrefetchRow(const FusedRowsArgs& a, int64_t row, int64_t elem) {
+  PrefetchRowAndStates(a, row, elem);
+  if constexpr (kFp8<kType>)
+    core::PrefetchLinesForWrite(
+        static_cast<const char*>(a.weights) + row * a.stride + kFp8HeaderBytes + a.cols - 1, 1);
+}
+
 template <class I, WeightType kType, class R>
 void Rows(const FusedRowsArgs& a) {
   // Bytes of one unit of a.stride: an FP8 row's stride is in bytes (its scale, then the codes).
@@ -340,10 +351,10 @@ void Rows(const FusedRowsArgs& a) {
   const bool touches_rows = a.mode != FusedRowsMode::kAggregate || a.stats != nullptr;
   float stats_buf[2] = {0.0f, 0.0f};
   for (int64_t u = a.u_begin; touches_rows && u < a.u_end && u < a.u_begin + a.rows_ahead; ++u)
-    PrefetchRowAndStates(a, a.unique_rows[u], elem);
+    PrefetchRow<kType>(a, a.unique_rows[u], elem);
   for (int64_t u = a.u_begin; u < a.u_end; ++u) {
     if (touches_rows && u + a.rows_ahead < a.u_end)
-      PrefetchRowAndStates(a, a.unique_rows[u + a.rows_ahead], elem);
+      PrefetchRow<kType>(a, a.unique_rows[u + a.rows_ahead], elem);
     const int64_t row = a.unique_rows[u];
     // The row's gradient: summed here, taken from the caller's hot rows, or given (kApply).
     const float* g = a.grads_out != nullptr ? a.grads_out + u * a.cols : g_buf;
