@@ -16,6 +16,7 @@
 #include "impl/checkpoint/fs.h"
 #include "impl/checkpoint/record_copy.h"
 #include "impl/core/check.h"
+#include "impl/serving/checkpoint_blocks.h"
 #include "impl/serving/encode.h"
 #include "impl/serving/open.h"
 #include "impl/serving/serving_file.h"
@@ -43,32 +44,9 @@ Status ReadManifest(FileSystem& fs, const std::string& dir, checkpoint::Manifest
   return checkpoint::ManifestFromJson(text, path, m);
 }
 
-// The rank files, opened on first use and checked against the manifest: size (truncation) and
-// the safetensors header's entry of every record.
-class Files {
- public:
-  Files(FileSystem& fs, const std::string& dir, const checkpoint::Manifest& m)
-      : fs_(fs), dir_(dir), m_(m), open_(m.files.size()) {}
-
-  std::string Path(size_t fi) const { return dir_ + "/" + m_.files[fi].name; }
-
-  Status Get(size_t fi, const ReadableFile** out) {
-    if (!open_[fi])
-      SR_RETURN_IF_ERROR(checkpoint::OpenRankFile(fs_, Path(fi), m_.files[fi], &open_[fi]));
-    *out = open_[fi].get();
-    return Status::Ok();
-  }
-
- private:
-  FileSystem& fs_;
-  std::string dir_;
-  const checkpoint::Manifest& m_;
-  std::vector<std::unique_ptr<ReadableFile>> open_;
-};
-
 // Copies every record of (table, tensor) into `dst`, which spans the whole tensor, and checks
 // that the records cover it exactly once.
-Status Assemble(Files& files, const checkpoint::Manifest& m, const std::string& table,
+Status Assemble(CheckpointFiles& files, const checkpoint::Manifest& m, const std::string& table,
                 const std::string& tensor, const Target& dst, const std::string& what) {
   std::vector<uint8_t> buffer;
   int64_t area = 0;
@@ -98,8 +76,8 @@ Storage Resolve(const OpenOptions& o, const std::string& table, DType trained) {
   return StorageOf(FloatFormatOf(trained));
 }
 
-Status ReadTable(Files& files, const checkpoint::Manifest& m, const sharding::TableConfig& tc,
-                 const OpenOptions& o, Model* model) {
+Status ReadTable(CheckpointFiles& files, const checkpoint::Manifest& m,
+                 const sharding::TableConfig& tc, const OpenOptions& o, Model* model) {
   Table t;
   t.name = tc.name;
   t.rows = tc.rows;
@@ -142,18 +120,10 @@ Status ReadTable(Files& files, const checkpoint::Manifest& m, const sharding::Ta
   return Status::Ok();
 }
 
-// One saved row block of a dynamic table: its ids record and its weights records (one per
-// column shard), found by the block's first row.
-struct DynamicBlock {
-  const Record* ids = nullptr;
-  size_t ids_file = 0;
-  std::vector<std::pair<size_t, const Record*>> weights;
-};
-
 // A dynamic table: every saved block's live rows (ids and fp32 weights) gathered, sorted by id
 // and converted to the serving storage, with the zero row after them and the id index built.
 // Memory beyond the result: the fp32 rows and ids once while they are sorted and encoded.
-Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
+Status ReadDynamicTable(CheckpointFiles& files, const checkpoint::Manifest& m,
                         const sharding::TableConfig& tc, const OpenOptions& o, Model* model) {
   Table t;
   t.name = tc.name;
@@ -163,77 +133,31 @@ Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
   t.storage = Resolve(o, tc.name, tc.dtype);
   t.row_bytes = RowBytes(t.storage, t.dim);
   std::map<int64_t, DynamicBlock> blocks;
-  for (size_t fi = 0; fi < m.files.size(); ++fi) {
-    for (const Record& rec : m.files[fi].records) {
-      if (rec.table != t.name) continue;
-      DynamicBlock& b = blocks[rec.row_offset];
-      if (rec.tensor == "ids") {
-        if (b.ids != nullptr)
-          return Status::Corrupt("checkpoint file ", files.Path(fi), ": dynamic table ", t.name,
-                                 " has two ids records for the row block at row ", rec.row_offset);
-        b.ids = &rec;
-        b.ids_file = fi;
-      } else if (rec.tensor == "weights") {
-        b.weights.push_back({fi, &rec});
-      }
-    }
-  }
+  SR_RETURN_IF_ERROR(GroupDynamicBlocks(files, m, t.name, &blocks));
   std::vector<int64_t> ids;
   std::vector<float> rows;
   std::vector<uint8_t> buffer;
   for (const auto& [offset, b] : blocks) {
-    if (b.ids == nullptr) {
-      if (!b.weights.empty())
-        return Status::Corrupt("checkpoint: dynamic table ", t.name, ": the row block at row ",
-                               offset, " has weights but no ids record");
-      continue;  // an empty block writes only its metadata
-    }
-    const Record& ir = *b.ids;
-    const std::string ipath = files.Path(b.ids_file);
-    if (ir.dtype != DType::kInt64 || ir.cols != 1 || ir.rows < 0)
-      return Status::Corrupt("checkpoint file ", ipath, ": record ", ir.key,
-                             " is not an I64 vector");
-    const ReadableFile* f = nullptr;
-    SR_RETURN_IF_ERROR(files.Get(b.ids_file, &f));
     const size_t first = ids.size();
-    const auto n = static_cast<size_t>(ir.rows);
+    SR_RETURN_IF_ERROR(ReadBlockIds(files, t.name, offset, b, t.dim, &ids, &buffer));
+    if (ids.size() == first) continue;
+    const int64_t n = static_cast<int64_t>(ids.size() - first);
     try {
-      ids.resize(first + n);
-      rows.resize((first + n) * static_cast<size_t>(t.dim));
+      rows.resize(ids.size() * static_cast<size_t>(t.dim));
     } catch (const std::bad_alloc&) {
-      return Status::OutOfMemory("table ", t.name, ": fp32 staging of ", first + n, " rows");
+      return Status::OutOfMemory("table ", t.name, ": fp32 staging of ", ids.size(), " rows");
     }
-    const Target id_dst{
-        DType::kInt64, ir.row_offset, ir.col_offset, ir.rows, 1, ids.data() + first, 1};
-    SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*f, ipath, ir, id_dst, &buffer));
-    const Target row_dst{
-        DType::kFloat32, offset, 0, ir.rows, t.dim, rows.data() + first * t.dim, t.dim};
-    int64_t area = 0;
+    const Target row_dst{DType::kFloat32, offset, 0, n, t.dim, rows.data() + first * t.dim, t.dim};
     for (const auto& [wfi, wr] : b.weights) {
-      if (wr->rows != ir.rows)
-        return Status::Corrupt("checkpoint file ", files.Path(wfi), ": record ", wr->key, " has ",
-                               wr->rows, " rows, its row block ", ir.rows, " ids");
+      const ReadableFile* f = nullptr;
       SR_RETURN_IF_ERROR(files.Get(wfi, &f));
-      area += checkpoint::OverlapArea(*wr, row_dst);
       SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*f, files.Path(wfi), *wr, row_dst, &buffer));
     }
-    if (area != ir.rows * t.dim)
-      return Status::Corrupt("checkpoint: dynamic table ", t.name, ": the weights of the row block",
-                             " at row ", offset, " cover ", area, " of its ", ir.rows * t.dim,
-                             " elements");
   }
   // Rows in ascending id order, so a version's ids are a sorted array (serving files, deltas).
-  std::vector<size_t> order(ids.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+  std::vector<size_t> order;
   auto d = std::make_shared<DynamicIds>();
-  d->ids.resize(ids.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    d->ids[i] = ids[order[i]];
-    if (i > 0 && d->ids[i] == d->ids[i - 1])
-      return Status::Corrupt("checkpoint: dynamic table ", t.name, " saves id ", d->ids[i],
-                             " twice");
-  }
+  SR_RETURN_IF_ERROR(SortDynamicIds(t.name, ids, &order, &d->ids));
   t.rows = static_cast<int64_t>(d->ids.size());
   const uint64_t bytes = (static_cast<uint64_t>(t.rows) + 1) * t.row_bytes;
   std::shared_ptr<uint8_t> buf = AlignedBuffer(bytes);  // zeroed: the zero row stays so
@@ -252,7 +176,7 @@ Status ReadDynamicTable(Files& files, const checkpoint::Manifest& m,
   return Status::Ok();
 }
 
-Status ReadDense(Files& files, const checkpoint::Manifest& m, Model* model) {
+Status ReadDense(CheckpointFiles& files, const checkpoint::Manifest& m, Model* model) {
   std::map<std::string, int64_t> counts;
   for (const checkpoint::FileEntry& e : m.files)
     for (const Record& rec : e.records)
@@ -296,7 +220,7 @@ Status OpenCheckpoint(const std::string& dir, const OpenOptions& o, std::shared_
   auto model = std::make_shared<Model>();
   model->bounds = o.bounds;
   for (const sharding::FeatureConfig& f : plan.features) model->features.push_back(f.name);
-  Files files(*fs, dir, m);
+  CheckpointFiles files(*fs, dir, m);
   for (const sharding::TableConfig& tc : plan.tables) {
     auto tier = o.tiers.find(tc.name);
     if (tier != o.tiers.end()) {
