@@ -1,4 +1,4 @@
-/* collectives_demo: N ranks as threads of this process (a local group, Gloo over loopback)
+/* collectives_demo: N ranks as threads of this process (a local group, through shared memory)
  * measure all-reduce, all-gather and broadcast from 4 KiB up to --max-bytes and print the
  * algorithm and bus bandwidth of each, plus the barrier latency.
  *
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   for (int r = ranks - 1; r >= 0; --r) shardrec_comm_destroy(comms[r]);
   if (failed) return 1;
 
-  printf("collectives_demo: %d ranks as threads, Gloo over loopback, libshardrec %s\n", ranks,
+  printf("collectives_demo: %d ranks as threads, shared memory, libshardrec %s\n", ranks,
          shardrec_version_string());
   printf("%-10s %12s %12s %12s %12s\n", "collective", "bytes", "time_us", "algbw_GB/s",
          "busbw_GB/s");

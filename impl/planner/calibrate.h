@@ -19,9 +19,10 @@ using BagSumFn = void (*)(const float* table, int64_t table_rows, int32_t row_fl
                           float* out);
 
 struct CalibrateOptions {
-  // Ranks are threads of one process (a local communicator group). Their collectives still go
-  // over loopback TCP (Gloo), and a thread hand-off on top (the C API adds handoff_latency to
-  // the loopback latency for them).
+  // Ranks are threads of one process (a local communicator group). Their collectives go through
+  // shared memory (comm/shm), but this calibration measures loopback TCP, so it prices them at
+  // the slower route, plus a thread hand-off (the C API adds handoff_latency to the loopback
+  // latency for them).
   bool ranks_share_memory = false;
   // Threads each rank's lookup runs on.
   int32_t threads_per_rank = 1;

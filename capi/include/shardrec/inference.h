@@ -114,21 +114,21 @@ typedef struct shardrec_table_storage {
 
 /**
  * A table served from the checkpoint's files through a row cache of its own instead of being
- * read into memory (docs/disk-tier.md, "Serving"), so a model whose rows exceed the machine's
- * memory serves. Open verifies every chunk of the table's weights once (streamed: bounded
- * memory) and keeps the checkpoint's rank files open; a lookup copies the distinct rows of its
- * request out of the cache, reads the request's misses from the files as one batch (through the
- * page cache) and converts them to the table's storage type as the in-memory open does, so
- * lookups give the same bits as the same checkpoint opened without a tier. A dynamic table's ids
- * are read and indexed in memory at open (48-80 bytes per live id) and its rows stay in
- * the files; an id without a row reads zeros, as in memory. The checkpoint's files must stay in
- * place, unchanged, while a version opened from them is served (a reload swaps to the new
- * checkpoint's files and a new, empty cache).
- * Pooled tables only: a sequence (NONE pooling) table with a tier, and
- * a tier on a serving file (mapped already), are refused with SHARDREC_EUNSUPPORTED; a version
- * with a tiered table refuses shardrec_inference_save and a delta of that table
- * (SHARDREC_EUNSUPPORTED). Every storage type is accepted (int8, int4 and fp8 quantize each row
- * on its own, so a miss quantizes just its row; open checks every row once, as in memory).
+ * read into memory (docs/disk-tier.md, "Serving a tiered checkpoint"), so a model whose rows exceed
+ * the machine's memory serves. Open verifies every chunk of the table's weights once (streamed:
+ * bounded memory) and keeps the checkpoint's rank files (and a store snapshot, read-only) open; a
+ * lookup copies the distinct rows of its request out of the cache, reads the request's misses from
+ * the files as one batch (through the page cache) and converts them to the table's storage type as
+ * the in-memory open does, so lookups give the same bits as the same checkpoint opened without a
+ * tier. A dynamic table's ids are read and indexed in memory at open (48-80 bytes per live id) and
+ * its rows stay in the files; an id without a row reads zeros, as in memory. The checkpoint's files
+ * must stay in place, unchanged, while a version opened from them is served (a reload swaps to the
+ * new checkpoint's files and a new, empty cache). Pooled tables only: a sequence (NONE pooling)
+ * table with a tier, and a tier on a serving file (mapped already), are refused with
+ * SHARDREC_EUNSUPPORTED; a version with a tiered table refuses shardrec_inference_save and a delta
+ * of that table (SHARDREC_EUNSUPPORTED). Every storage type is accepted (int8, int4 and fp8
+ * quantize each row on its own, so a miss quantizes just its row; open checks every row once, as in
+ * memory).
  */
 typedef struct shardrec_serving_tier {
   uint32_t version;     /**< SHARDREC_SERVING_TIER_VERSION. */
@@ -319,7 +319,9 @@ SHARDREC_API shardrec_status_t shardrec_inference_version(const shardrec_inferen
  *         position and id; a per-id weight that is NaN or infinite is refused too, as training
  *         refuses it by default) or a wrong @p out_len (@p out is then unspecified);
  *         SHARDREC_EUNSUPPORTED for a device batch.
- * Thread-safety: any number of threads at once, with no lock; see the file comment.
+ * Thread-safety: any number of threads at once; tables held in memory take no lock, a table
+ * served from its files (shardrec_serving_tier_t) takes its row cache's stripe locks and, for a
+ * request with misses, a disk reader from a mutex-guarded pool. See the file comment.
  */
 SHARDREC_API shardrec_status_t shardrec_inference_lookup(const shardrec_inference_t* inf,
                                                          const shardrec_kjt_view_t* batch,

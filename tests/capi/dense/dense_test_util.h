@@ -34,7 +34,7 @@ using FsdpPtr = std::unique_ptr<shardrec_fsdp_t, FsdpDeleter>;
 using OptPtr = std::unique_ptr<shardrec_dense_optimizer_t, OptDeleter>;
 using CommPtr = std::unique_ptr<shardrec_comm_t, CommDeleter>;
 
-// A group of `n` in-process ranks (Gloo over loopback); handle r is rank r.
+// A group of `n` in-process ranks (Gloo, collectives through shared memory); handle r is rank r.
 std::vector<CommPtr> LocalGroup(int n);
 
 // The test MLPs: `in` inputs, ReLU hidden layers of `hidden` widths, one logit out.
