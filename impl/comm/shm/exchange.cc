@@ -32,7 +32,12 @@ void Relax() {
 
 Status Exchanger::PeerAborted(const char* what) const {
   for (int p = 0; p < layout_.geometry().world; ++p) {
-    if (p != rank_ && Shared(&layout_.rank(p)->aborted).load(std::memory_order_acquire) != 0)
+    if (p == rank_) continue;
+    const uint32_t flag = Shared(&layout_.rank(p)->aborted).load(std::memory_order_acquire);
+    if (flag == kTimedOut)
+      return Status::Timeout("shared-memory ", what, ": rank ", p,
+                             " timed out waiting in it (a peer that does not answer)");
+    if (flag != kNotAborted)
       return Status::Remote("shared-memory ", what, ": rank ", p,
                             " aborted its communicator or saw it fail");
   }

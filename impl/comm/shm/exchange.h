@@ -60,7 +60,8 @@ class Exchanger {
   void Push(int to, const OutMessage& m, Flow& f, bool* moved);
   Status Pull(int from, const InMessage& m, Flow& f, const char* what, bool* moved);
   uint64_t Chunks(size_t bytes) const;
-  // kRemote when a peer flagged an abort (checked before a collective and whenever idle).
+  // kRemote when a peer flagged an abort or a failure, kTimeout when it flagged its timeout
+  // (layout.h, AbortFlag); checked before a collective and whenever idle.
   Status PeerAborted(const char* what) const;
 
   Layout layout_;

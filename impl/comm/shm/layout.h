@@ -58,10 +58,15 @@ struct SegmentHeader {
 };
 static_assert(sizeof(SegmentHeader) <= kLine);
 
+// RankLine::aborted. A peer woken by the flag fails with kTimeout where the flagging rank's own
+// failure was its timeout (a silent peer: every rank waiting on it ends at about the same time,
+// and each reports the timeout as Gloo's ranks do, whichever noticed first), else with kRemote.
+enum AbortFlag : uint32_t { kNotAborted = 0, kFailed = 1, kTimedOut = 2 };
+
 struct RankLine {
   uint32_t doorbell;  // bumped whenever something this rank waits for may have changed
   uint32_t sleepers;  // > 0 while the rank may be in a futex wait on its doorbell
-  uint32_t aborted;   // 1 once the rank aborted its communicator or saw it fail
+  uint32_t aborted;   // an AbortFlag: set once, when the rank aborted or saw its communicator fail
   uint32_t pad;
   uint64_t mark;  // written by the rank after mapping: proves the mapping is shared
   // The rank's process (liveness.h), written before the mark.

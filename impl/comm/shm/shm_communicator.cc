@@ -56,9 +56,11 @@ Status ShmCommunicator::Stopped() const {
   return UsableNow(*inner_);
 }
 
-void ShmCommunicator::TellPeersAborted() {
+void ShmCommunicator::TellPeersAborted(bool timed_out) {
   const Layout& l = host_->layout;
-  Shared(&l.rank(Rank())->aborted).store(1, std::memory_order_release);
+  uint32_t none = kNotAborted;
+  Shared(&l.rank(Rank())->aborted)
+      .compare_exchange_strong(none, timed_out ? kTimedOut : kFailed, std::memory_order_acq_rel);
   for (int r = 0; r < Size(); ++r) Ring(l.rank(r));  // this rank's waiter and every peer's
 }
 
@@ -88,7 +90,7 @@ Status ShmCommunicator::Exchange(std::span<const OutMessage> out, std::span<cons
   }
   // Either way the peers learn of it here, as they would from Gloo's closed connections (also of
   // an abort that reached the wrapped communicator from an ancestor).
-  TellPeersAborted();
+  TellPeersAborted(s.code() == Code::kTimeout);
   if (s.code() == Code::kAborted) return s;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -74,8 +74,9 @@ class ShmCommunicator final : public CheckedCommunicator {
   // Runs one exchange through the segment and poisons this communicator on failure.
   Status Exchange(std::span<const OutMessage> out, std::span<const InMessage> in, const char* what,
                   const Call& call);
-  // Flags this rank's abort in the segment and rings every rank.
-  void TellPeersAborted();
+  // Flags this rank's abort in the segment (kTimedOut where `timed_out`, else kFailed; the first
+  // flag stays) and rings every rank.
+  void TellPeersAborted(bool timed_out = false);
   // What stops a waiting exchange: this communicator's abort, or the wrapped one's failure.
   Status Stopped() const;
   // This rank's own reason to fail, if any: its abort, else the wrapped one's poison (an

@@ -219,6 +219,34 @@ TEST(CommShmCollectives, AnAbsentPeerTimesOutAllReduceBroadcastAndBarrier) {
   }
 }
 
+// A silent peer ends every waiting rank's call with kTimeout, as on Gloo, also the rank that the
+// first one to time out wakes through the segment's flag before its own deadline (CI saw that
+// rank report kRemote when the two deadlines fell within a millisecond).
+TEST(CommShmCollectives, APeersTimeoutReachesTheOtherWaitingRanksAsATimeout) {
+  Comms comms = MakeGroup(3);
+  Status first, woken;
+  auto woken_ms = std::chrono::milliseconds(0);
+  std::thread short_wait([&] {
+    CallOptions opts;
+    opts.timeout = std::chrono::milliseconds(200);
+    first = comms[1]->Barrier(opts);
+  });
+  std::thread long_wait([&] {
+    CallOptions opts;
+    opts.timeout = std::chrono::milliseconds(60000);
+    const auto start = std::chrono::steady_clock::now();
+    woken = comms[0]->Barrier(opts);
+    woken_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+  });
+  short_wait.join();
+  long_wait.join();  // rank 2 never calls: only rank 1's timeout can end rank 0's wait
+  EXPECT_EQ(first.code(), Code::kTimeout) << first.ToString();
+  EXPECT_EQ(woken.code(), Code::kTimeout) << woken.ToString();
+  EXPECT_NE(woken.message().find("rank 1 timed out"), std::string::npos) << woken.ToString();
+  EXPECT_LT(woken_ms.count(), 30000) << "woken by rank 1's flag, not its own deadline";
+}
+
 TEST(CommShmCollectives, AbortWakesAWaitingAllReduceAndBarrierAndTellsThePeer) {
   for (bool barrier : {false, true}) {
     Comms comms = MakeGroup(2, std::chrono::milliseconds(600000));  // only the abort ends it
