@@ -216,9 +216,11 @@ TEST(TieredSnapshotSave, ASaveRemovesSnapshotsNoManifestNames) {
   // Every snapshot directory left is one the manifest names, and the checkpoint loads.
   const std::vector<std::string> named = StoreDirs(sv.ckpt);
   EXPECT_EQ(named.size(), 3u);
-  for (const auto& e : fs::directory_iterator(sv.ckpt))
-    if (e.path().extension() == ".store")
+  for (const auto& e : fs::directory_iterator(sv.ckpt)) {
+    if (e.path().extension() == ".store") {
       EXPECT_NE(std::find(named.begin(), named.end(), e.path().string()), named.end()) << e.path();
+    }
+  }
   RunTiered(sv.s, sv.plan.get(), {}, false, nullptr, sv.ckpt.c_str());
   EXPECT_FALSE(::testing::Test::HasFailure());
 }
