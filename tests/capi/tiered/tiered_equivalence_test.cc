@@ -61,16 +61,7 @@ TEST_P(TieredEquivalence, BitIdenticalToMemory) {
   // Per shard at least one batch's distinct rows of the table (t1: two features of 6 samples x
   // up to 4 ids from each of 2 ranks), far fewer than its rows: the steps evict.
   const std::string dir = FreshDir(Name({p, 0}));
-  // Row-wise at world 2 halves both a shard's rows and its ids of a batch.
-  const bool halved = p.sharding == SHARDREC_SHARDING_ROW_WISE && p.world == 2;
-  const int64_t slots[] = {halved ? 40 : 52, halved ? 80 : 100, halved ? 40 : 52};
-  std::vector<shardrec_table_tier_t> tiers(s.tables.size());
-  for (size_t t = 0; t < tiers.size(); ++t) {
-    shardrec_table_tier_init(&tiers[t], SHARDREC_TABLE_TIER_VERSION);
-    tiers[t].table = s.tables[t].name.c_str();
-    tiers[t].dir = dir.c_str();
-    tiers[t].cache_bytes = CacheBytesFor(s, t, slots[t]);
-  }
+  const std::vector<shardrec_table_tier_t> tiers = SmallTiers(s, dir);
   const std::vector<TieredRun> tiered = RunTiered(s, plan.get(), tiers, p.pipelined);
   ASSERT_FALSE(::testing::Test::HasFailure());
   int64_t evicting_tables = 0, prefetched = 0, written_back = 0;
@@ -117,14 +108,7 @@ TEST(TieredEquivalenceRounding, StochasticRoundingFollowsTheRow) {
     ASSERT_NE(plan, nullptr);
     const std::vector<TieredRun> memory = RunTiered(s, plan.get(), {}, false);
     const std::string dir = FreshDir("rounding" + std::to_string(dtype));
-    const int64_t slots[] = {40, 80, 40};
-    std::vector<shardrec_table_tier_t> tiers(s.tables.size());
-    for (size_t t = 0; t < tiers.size(); ++t) {
-      shardrec_table_tier_init(&tiers[t], SHARDREC_TABLE_TIER_VERSION);
-      tiers[t].table = s.tables[t].name.c_str();
-      tiers[t].dir = dir.c_str();
-      tiers[t].cache_bytes = CacheBytesFor(s, t, slots[t]);
-    }
+    const std::vector<shardrec_table_tier_t> tiers = SmallTiers(s, dir);  // 40, 80, 40 slots
     const std::vector<TieredRun> tiered = RunTiered(s, plan.get(), tiers, true);
     ASSERT_FALSE(::testing::Test::HasFailure());
     for (int32_t r = 0; r < s.world; ++r)
