@@ -63,56 +63,93 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void Bf16RowAvx512(uint64_t
 
 #undef SHARDREC_BF16_ROW_LOOP
 
-// The loop of `level`, or null when the host cannot run it or `level` names none.
+// Whether the host runs `level`'s loops (both functions' loops need the same instructions).
+bool HostRuns(RoundingBitsLevel level) {
+  switch (level) {
+    case RoundingBitsLevel::kBaseline:
+      return true;
+#if defined(__x86_64__)
+    case RoundingBitsLevel::kAvx2:
+      return HostCpu().avx2;
+    case RoundingBitsLevel::kAvx512: {
+      const CpuFeatures& f = HostCpu();
+      return f.avx512f && f.avx512bw && f.avx512vl;
+    }
+#endif
+    default:
+      return false;
+  }
+}
+
+// The widest level the host runs, decided once: both entry points take it, so a bf16 row and
+// the bits drawn alone come from the same level's loop.
+RoundingBitsLevel HostLevel() {
+  static const RoundingBitsLevel level = [] {
+    for (const RoundingBitsLevel l : {RoundingBitsLevel::kAvx512, RoundingBitsLevel::kAvx2}) {
+      if (HostRuns(l)) return l;
+    }
+    return RoundingBitsLevel::kBaseline;
+  }();
+  return level;
+}
+
+// The loops of `level`, or null when it names none (the caller checked HostRuns).
 RowBitsFn RowBitsOf(RoundingBitsLevel level) {
   switch (level) {
     case RoundingBitsLevel::kBaseline:
       return &RowBitsBaseline;
 #if defined(__x86_64__)
     case RoundingBitsLevel::kAvx2:
-      return HostCpu().avx2 ? &RowBitsAvx2 : nullptr;
-    case RoundingBitsLevel::kAvx512: {
-      const CpuFeatures& f = HostCpu();
-      return f.avx512f && f.avx512bw && f.avx512vl ? &RowBitsAvx512 : nullptr;
-    }
+      return &RowBitsAvx2;
+    case RoundingBitsLevel::kAvx512:
+      return &RowBitsAvx512;
 #endif
     default:
       return nullptr;
   }
 }
 
-RowBitsFn HostRowBits() {
-  for (const RoundingBitsLevel level : {RoundingBitsLevel::kAvx512, RoundingBitsLevel::kAvx2}) {
-    if (const RowBitsFn fn = RowBitsOf(level)) return fn;
+Bf16RowFn Bf16RowOf(RoundingBitsLevel level) {
+  switch (level) {
+    case RoundingBitsLevel::kBaseline:
+      return &Bf16RowBaseline;
+#if defined(__x86_64__)
+    case RoundingBitsLevel::kAvx2:
+      return &Bf16RowAvx2;
+    case RoundingBitsLevel::kAvx512:
+      return &Bf16RowAvx512;
+#endif
+    default:
+      return nullptr;
   }
-  return &RowBitsBaseline;
 }
 
 }  // namespace
 
 void RoundingRowBits(uint64_t row_key, int64_t first_col, int32_t n, uint32_t* bits) {
-  static const RowBitsFn fn = HostRowBits();
+  static const RowBitsFn fn = RowBitsOf(HostLevel());
   fn(row_key, first_col, n, bits);
 }
 
 void RoundBf16RowStochastic(uint64_t row_key, int64_t first_col, int32_t n, const float* in,
                             uint16_t* out) {
-  static const Bf16RowFn fn = [] {
-    const RowBitsFn bits = HostRowBits();
-#if defined(__x86_64__)
-    if (bits == &RowBitsAvx512) return &Bf16RowAvx512;
-    if (bits == &RowBitsAvx2) return &Bf16RowAvx2;
-#endif
-    return &Bf16RowBaseline;
-  }();
+  static const Bf16RowFn fn = Bf16RowOf(HostLevel());
   fn(row_key, first_col, n, in, out);
 }
 
 bool RoundingRowBitsAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col, int32_t n,
                        uint32_t* bits) {
-  const RowBitsFn fn = RowBitsOf(level);
+  const RowBitsFn fn = HostRuns(level) ? RowBitsOf(level) : nullptr;
   if (fn == nullptr) return false;
   fn(row_key, first_col, n, bits);
+  return true;
+}
+
+bool RoundBf16RowStochasticAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col,
+                              int32_t n, const float* in, uint16_t* out) {
+  const Bf16RowFn fn = HostRuns(level) ? Bf16RowOf(level) : nullptr;
+  if (fn == nullptr) return false;
+  fn(row_key, first_col, n, in, out);
   return true;
 }
 

@@ -26,4 +26,9 @@ enum class RoundingBitsLevel : int32_t { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 }
 bool RoundingRowBitsAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col, int32_t n,
                        uint32_t* bits);
 
+// RoundBf16RowStochastic at one level, as RoundingRowBitsAt: false, nothing written, when the
+// host cannot run `level`. Thread-safe.
+bool RoundBf16RowStochasticAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col,
+                              int32_t n, const float* in, uint16_t* out);
+
 }  // namespace shardrec::optim

@@ -170,29 +170,56 @@ TEST(RoundingBits, EveryCpuLevelWritesTheSameBits) {
 
 // The bf16 row rounding (RoundBf16RowStochastic, what a stochastic bf16 store runs) equals the
 // per-value rounding with the per-value bits, on values that round up, saturate below infinity,
-// stay infinite or NaN, and fp32 subnormals, for every length up to 70 and odd first columns.
-TEST(RoundingBits, Bf16RowEqualsThePerValueRounding) {
+// stay infinite or NaN, and fp32 subnormals, for every length up to 70 and odd first columns: the
+// library's own choice and each level's loop forced in turn (RoundBf16RowStochasticAt), so the
+// AVX2 and baseline loops are checked on a host that picks AVX-512.
+TEST(RoundingBits, Bf16RowEqualsThePerValueRoundingAtEveryLevel) {
   const float inf = std::numeric_limits<float>::infinity();
   const float special[] = {0.0f,     -0.0f,         1.0f,
                            -1.5f,    3.3895314e38f, -3.3895314e38f,
                            inf,      -inf,          std::numeric_limits<float>::quiet_NaN(),
                            1e-40f,   -2.5e-39f,     0.1f,
                            1234.567f};
-  std::vector<float> in(70);
+  std::vector<float> in(300);
   for (size_t i = 0; i < in.size(); ++i)
     in[i] = i < std::size(special) ? special[i] : std::sin(static_cast<float>(i)) * 17.0f;
   const uint64_t key = RoundingRowKey(77, 5, 0x1234, 99);
-  for (const int64_t first : {int64_t{0}, int64_t{13}, int64_t{0xFFFFFFF9LL}}) {
-    for (int32_t n = 0; n <= 70; ++n) {
-      std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0xabcdu);
-      RoundBf16RowStochastic(key, first, n, in.data(), got.data());
-      for (int32_t i = 0; i < n; ++i)
-        ASSERT_EQ(got[i], FloatToBFloat16Stochastic(in[i], RoundingColumnBits(key, first + i)))
-            << "value " << in[i] << " col " << first + i;
-      ASSERT_EQ(got[n], 0xabcdu) << "wrote past n = " << n;
+  std::vector<int32_t> lengths;
+  for (int32_t n = 0; n <= 70; ++n) lengths.push_back(n);
+  for (const int32_t n : {127, 128, 129, 300}) lengths.push_back(n);
+  // -1: the library's own choice; then each level.
+  int ran = 0;
+  for (const int level : {-1, 0, 1, 2}) {
+    const auto round = [&](int64_t first, int32_t n, const float* x, uint16_t* out) {
+      if (level < 0) {
+        RoundBf16RowStochastic(key, first, n, x, out);
+        return true;
+      }
+      return RoundBf16RowStochasticAt(static_cast<RoundingBitsLevel>(level), key, first, n, x, out);
+    };
+    uint16_t probe = 0xabcdu;
+    if (!round(0, 1, in.data(), &probe)) {
+      EXPECT_EQ(probe, 0xabcdu) << "level " << level << " wrote a value";
+      continue;
     }
+    ++ran;
+    for (const int64_t first : {int64_t{0}, int64_t{13}, int64_t{0xFFFFFFF9LL}}) {
+      for (const int32_t n : lengths) {
+        std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0xabcdu);
+        ASSERT_TRUE(round(first, n, in.data(), got.data()));
+        for (int32_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[i], FloatToBFloat16Stochastic(in[i], RoundingColumnBits(key, first + i)))
+              << "level " << level << " value " << in[i] << " col " << first + i;
+        ASSERT_EQ(got[n], 0xabcdu) << "level " << level << " wrote past n = " << n;
+      }
+    }
+    EXPECT_TRUE(round(0, 0, nullptr, nullptr));  // no length: nothing read or written
   }
-  RoundBf16RowStochastic(key, 0, 0, nullptr, nullptr);  // no length: nothing read or written
+  EXPECT_GE(ran, 2);  // the library's choice and the baseline loop always run
+  uint16_t probe = 0xabcdu;
+  EXPECT_FALSE(
+      RoundBf16RowStochasticAt(static_cast<RoundingBitsLevel>(7), key, 0, 1, in.data(), &probe));
+  EXPECT_EQ(probe, 0xabcdu);
 }
 
 }  // namespace
