@@ -26,6 +26,10 @@ Status ReadFully(int fd, const std::string& path, uint64_t offset, uint8_t* out,
   return Status::Ok();
 }
 
+uint32_t Sum(const uint8_t* data, uint64_t n) {
+  return static_cast<uint32_t>(checkpoint::Checksum(data, static_cast<size_t>(n)));
+}
+
 }  // namespace
 
 uint64_t RecordSums::UnitEnd(uint64_t at) const { return std::min(end_, (at / kUnit + 1) * kUnit); }
@@ -61,7 +65,7 @@ Status RecordSums::Build(int fd, const std::string& path, const checkpoint::Reco
     size_t used = 0;
     for (uint64_t e = out->UnitEnd(unit); unit < out->end_ && e - unit <= held - used;
          e = out->UnitEnd(unit)) {
-      out->sums_.push_back(checkpoint::Checksum(buffer->data() + used, e - unit));
+      out->sums_.push_back(Sum(buffer->data() + used, e - unit));
       used += e - unit;
       unit = e;
     }
@@ -81,7 +85,7 @@ Status RecordSums::Check(const uint8_t* data, uint64_t lo, uint64_t hi, const st
   size_t u = static_cast<size_t>(lo / kUnit - begin_ / kUnit);
   for (uint64_t at = lo; at < hi; ++u) {
     const uint64_t e = UnitEnd(at);
-    if (checkpoint::Checksum(data + (at - lo), e - at) != sums_[u])
+    if (Sum(data + (at - lo), e - at) != sums_[u])
       return Status::Corrupt("checkpoint file ", path, " has changed since it was opened: bytes ",
                              at, "..", e - 1, " of record ", key,
                              " do not match their checksum taken at open");

@@ -1,10 +1,11 @@
 // The checksums a served tiered table keeps of its rank files' records (docs/disk-tier.md,
-// "Serving"): a record's bytes are cut at the file's 4 KiB page boundaries into units (the first
-// and last clipped to the record), and open keeps each unit's XXH3-64, taken from bytes it has
-// just verified against the manifest's chunk checksums. A lookup reads whole units and checks
-// each before any of its rows is used, so a file changed after open (overwritten, bit rot, a disk
-// returning bad bytes) fails the lookup instead of serving wrong rows. The manifest's own chunks
-// (about 1 MiB) are too coarse for that: a miss would read a megabyte to check a row.
+// "Serving"): a record's bytes are cut at the file's 512-byte boundaries into units (the first
+// and last clipped to the record), and open keeps a 32-bit checksum of each (XXH3-64's low half),
+// taken from bytes it has just verified against the manifest's chunk checksums. A lookup reads
+// whole units and checks each before any of its rows is used, so a file changed after open
+// (overwritten, bit rot, a disk returning bad bytes) fails the lookup instead of serving wrong
+// rows. The manifest's own chunks (about 1 MiB) are too coarse for that: a miss would read a
+// megabyte to check a row.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,11 @@ namespace shardrec::serving {
 
 class RecordSums {
  public:
-  // A unit is at most a page of the file: a miss served by the page cache or the disk reads
-  // whole pages anyway. 8 bytes of checksum per 4 KiB: 2 MiB per GiB of rows.
-  static constexpr uint64_t kUnit = 4096;
+  // A miss from the page cache pays per byte it reads (the copy and the checksum): whole 4 KiB
+  // pages cost a 256-byte row a third of the warm throughput (tests/bench/RESULTS.md), 512-byte
+  // units little more than the row. 4 bytes of checksum per 512: 8 MiB per GiB of rows. A unit
+  // never crosses a page of the file.
+  static constexpr uint64_t kUnit = 512;
 
   // Reads record `rec` of the rank file open as `fd` (at `path`) one manifest chunk at a time,
   // checks each chunk against its checksum when the record has them (kCorrupt naming `path` and
@@ -46,7 +49,7 @@ class RecordSums {
   uint64_t UnitEnd(uint64_t at) const;
 
   uint64_t begin_ = 0, end_ = 0;  // the record's bytes in the file
-  std::vector<uint64_t> sums_;    // per unit, in file order
+  std::vector<uint32_t> sums_;    // per unit, in file order
 };
 
 }  // namespace shardrec::serving

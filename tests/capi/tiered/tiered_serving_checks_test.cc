@@ -20,7 +20,8 @@
 namespace shardrec::testing {
 namespace {
 
-constexpr uint64_t kPage = 4096;
+// The unit a lookup checks: 512 bytes of the file (docs/disk-tier.md, "Serving").
+constexpr uint64_t kUnit = 512;
 const int32_t kStorages[] = {SHARDREC_SERVING_AS_TRAINED, SHARDREC_SERVING_FP16,
                              SHARDREC_SERVING_INT8, SHARDREC_SERVING_FP8_E4M3};
 
@@ -94,7 +95,7 @@ bool ServedOrRefused(shardrec_inference_t* disk, shardrec_inference_t* mem, cons
   return false;
 }
 
-// Fixed tables of 600 rows (t0: 32-byte rows, 19200 bytes, five pages) saved in memory by one
+// Fixed tables of 600 rows (t0: 32-byte rows, 19200 bytes) saved in memory by one
 // rank: row r of t0 lies at the record's start + 32 r.
 Saved FixedCheckpoint() {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, 3, 600, 600);
@@ -119,12 +120,12 @@ TEST(TieredServingChecks, AFlippedByteOfARankFileFailsTheLookupsThatReadIt) {
     FlipByte(p.file, flipped);
     EXPECT_FALSE(ServedOrRefused(disk.get(), mem.get(), One(row), p.file));
     // The flipped row again (it was not cached), then every row: a row is refused only where it
-    // shares a page with the flipped byte; the others, and t1, are served bit-identical.
+    // shares a checked unit with the flipped byte; the others, and t1, are served bit-identical.
     EXPECT_FALSE(ServedOrRefused(disk.get(), mem.get(), One(row), p.file));
     int refused = 0;
     for (int64_t r = 0; r < 600; ++r) {
       const uint64_t at = p.begin + static_cast<uint64_t>(r) * 32;
-      const bool near = at / kPage <= flipped / kPage && flipped / kPage <= (at + 31) / kPage;
+      const bool near = at / kUnit <= flipped / kUnit && flipped / kUnit <= (at + 31) / kUnit;
       const bool served = ServedOrRefused(disk.get(), mem.get(), One(r), p.file);
       EXPECT_EQ(served, !near) << "row " << r;
       refused += !served;
@@ -179,7 +180,7 @@ TEST(TieredServingChecks, ADynamicTablesRankFileChangedAfterOpen) {
     Inf disk = OpenOk(sv.second, storage, 200);
     ASSERT_TRUE(mem && disk);
     FlipByte(p.file, flipped);
-    // t0's ids: refused where their row shares the flipped page, else served (ids without a row
+    // t0's ids: refused where their row shares the flipped unit, else served (ids without a row
     // read the zero row); t1's rows, in the same file, all served.
     int refused = 0;
     for (int64_t id : s.pools[0])
