@@ -68,7 +68,7 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
     return Status::Corrupt("checkpoint ", dir, ": the records of table ", tc.name,
                            " weights cover ", area, " of its ", tc.rows * tc.dim, " elements");
   // Verified once, a bounded block at a time, as the in-memory open verifies while it reads: a
-  // rank file's records by TieredReads::Open below (which keeps their pages' checksums from the
+  // rank file's records by TieredReads::Open below (which keeps their units' checksums from the
   // bytes it verifies), a snapshot's here. Quantized storages also encode every row, so a row
   // they cannot hold is refused here and not at a lookup.
   checkpoint::Target whole;

@@ -1,4 +1,4 @@
-// The per-page checksums of a served rank file's records (tiered_sums.h).
+// The per-unit checksums of a served rank file's records (tiered_sums.h).
 #include "impl/serving/tiered_sums.h"
 
 #include <errno.h>

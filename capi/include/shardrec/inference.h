@@ -322,7 +322,7 @@ SHARDREC_API shardrec_status_t shardrec_inference_version(const shardrec_inferen
  *         refuses it by default) or a wrong @p out_len (@p out is then unspecified);
  *         SHARDREC_EUNSUPPORTED for a device batch; for a table served from the checkpoint's
  *         files (shardrec_serving_tier_t), SHARDREC_ECORRUPT when a missed row's bytes no longer
- *         match the checksums taken at open (each 4 KiB page of a rank file it reads is checked
+ *         match the checksums taken at open (each 512 bytes of a rank file it reads are checked
  *         before any of its rows is used; a store snapshot's record by its own checksum) or the
  *         file is shorter than at open, and SHARDREC_EIO when a read fails: the message names the
  *         table and the file, @p out is unspecified, nothing read is cached, the table's
@@ -546,9 +546,8 @@ typedef struct shardrec_serving_tier_stats {
                                 misses where missed rows lie close. The page cache may answer
                                 some without the disk. */
   int64_t disk_read_bytes; /**< Bytes those reads asked for: a rank file is read in whole
-                                checksum units (its 4 KiB pages, clipped to the record), so a
-                                page per read where rows are smaller (less at a record's
-                                ends). */
+                                checksum units (512 bytes of the file, clipped to the
+                                record), so 512 or more per read where rows are smaller. */
 } shardrec_serving_tier_stats_t;
 
 #define SHARDREC_SERVING_TIER_STATS_VERSION 1u
