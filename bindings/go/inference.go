@@ -230,7 +230,10 @@ func outputSize(batch *KJT, dim int64, sequence bool) int {
 
 // Lookup writes the output of batch into out (exactly OutputSize floats; no copy) and returns
 // the number of the version that answered. A bad batch returns an *Error (ErrCodeInvalid,
-// naming the feature, sample and id) and disturbs no other goroutine.
+// naming the feature, sample and id) and disturbs no other goroutine. A table served from the
+// checkpoint's files (tiers) whose missed rows cannot be read, or whose file changed since open
+// (a checksum taken at open fails, or the file is shorter), returns ErrCodeCorrupt or ErrCodeIO
+// naming the table and the file; nothing is cached and the handle serves on.
 func (inf *Inference) Lookup(batch *KJT, out []float32) (uint64, error) {
 	if batch == nil {
 		return 0, errNilBatch()

@@ -67,17 +67,19 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
   if (area != tc.rows * tc.dim)
     return Status::Corrupt("checkpoint ", dir, ": the records of table ", tc.name,
                            " weights cover ", area, " of its ", tc.rows * tc.dim, " elements");
-  // Verified once, a bounded block at a time, as the in-memory open verifies while it reads;
-  // quantized storages also encode every row, so a row they cannot hold is refused here and not
-  // at a lookup.
+  // Verified once, a bounded block at a time, as the in-memory open verifies while it reads: a
+  // rank file's records by TieredReads::Open below (which keeps their units' checksums from the
+  // bytes it verifies), a snapshot's here. Quantized storages also encode every row, so a row
+  // they cannot hold is refused here and not at a lookup.
   checkpoint::Target whole;
   whole.rows = tc.rows;
   whole.cols = tc.dim;
   std::vector<uint8_t> buffer;
   if (!IsEncodedStorage(storage)) {
     for (size_t i = 0; i < pieces.size(); ++i)
-      SR_RETURN_IF_ERROR(
-          checkpoint::VerifyOverlap(*files[i], pieces[i].path, pieces[i].rec, whole, &buffer));
+      if (pieces[i].is_store)
+        SR_RETURN_IF_ERROR(
+            checkpoint::VerifyOverlap(*files[i], pieces[i].path, pieces[i].rec, whole, &buffer));
   } else {
     const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / (int64_t{4} * tc.dim));
     std::vector<float> staging;

@@ -20,8 +20,9 @@ namespace shardrec::serving {
 // table's weights records (kCorrupt naming the file and the record, as the in-memory open) and,
 // for int8/int4/fp8, that every row can be quantized (kInvalidArgument naming the row, as the
 // in-memory open). kUnsupported naming the table for a sequence (NONE pooling) table. Memory:
-// the cache, one chunk of a record and, for a quantized storage, a block of about 4 MiB of fp32
-// rows while verifying; a dynamic table also its ids (OpenTieredDynamicTable).
+// the cache, a rank file's page checksums (tiered_sums.h: 4 bytes per 512), one chunk of a
+// record and, for a quantized storage, a block of about 4 MiB of fp32 rows while verifying; a
+// dynamic table also its ids (OpenTieredDynamicTable).
 Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
                        const sharding::TableConfig& tc, Storage storage, uint64_t cache_bytes,
                        Model* model);

@@ -37,8 +37,10 @@ Status TieredReads::Open(std::vector<DiskPiece> pieces, std::unique_ptr<TieredRe
   r->pieces_ = std::move(pieces);
   r->fd_.assign(r->pieces_.size(), -1);
   r->store_.assign(r->pieces_.size(), -1);
+  r->sums_.resize(r->pieces_.size());
   std::map<std::string, int> fds, stores;
   uint64_t widest = 0;
+  std::vector<uint8_t> buffer;
   for (size_t i = 0; i < r->pieces_.size(); ++i) {
     const DiskPiece& p = r->pieces_[i];
     if (p.is_store) {
@@ -80,6 +82,7 @@ Status TieredReads::Open(std::vector<DiskPiece> pieces, std::unique_ptr<TieredRe
       it = fds.emplace(p.path, fd).first;
     }
     r->fd_[i] = it->second;
+    SR_RETURN_IF_ERROR(RecordSums::Build(it->second, p.path, p.rec, &buffer, &r->sums_[i]));
     widest = std::max(widest, p.rec.row_bytes());
   }
   r->max_read_ = std::max(kMergeBytes, PageCeil(widest) + kPage);
@@ -119,10 +122,12 @@ Status TieredReads::Read(const std::vector<RowPart>& parts, uint64_t* reads,
 
 Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads,
                               uint64_t* bytes) const {
-  // The rank files' parts in file order, then runs of them whose pages touch merged into reads.
+  // The rank files' parts in file order, each widened to the checksum units holding it, then runs
+  // of them whose units lie less than a page apart merged into reads.
   struct Span {
     int fd;
-    uint64_t at, len;
+    uint64_t at, len;  // the part's bytes
+    uint64_t lo, hi;   // its units' bytes
     size_t part;
   };
   std::vector<Span> spans;
@@ -132,7 +137,9 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
     if (fd < 0) continue;
     const checkpoint::Record& rec = pieces_[rp.piece].rec;
     const uint64_t n = rec.row_bytes();
-    spans.push_back(Span{fd, rec.offset + static_cast<uint64_t>(rp.row) * n, n, i});
+    Span s{fd, rec.offset + static_cast<uint64_t>(rp.row) * n, n, 0, 0, i};
+    sums_[rp.piece].Cover(s.at, s.len, &s.lo, &s.hi);
+    spans.push_back(s);
   }
   if (spans.empty()) return Status::Ok();
   std::sort(spans.begin(), spans.end(),
@@ -144,15 +151,15 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
     if (!page_reads.empty()) {
       store::PageRead& last = page_reads.back();
       const uint64_t end = last.offset + last.len;
-      const uint64_t merged = std::max(end, s.at + s.len) - last.offset;
-      if (last.fd == s.fd && s.at <= end + kMergeGap && merged <= max_read_) {
+      const uint64_t merged = std::max(end, s.hi) - last.offset;
+      if (last.fd == s.fd && s.lo <= end + kMergeGap && merged <= max_read_) {
         last.len = static_cast<uint32_t>(merged);
         continue;
       }
     }
-    // The files are read through the page cache, so a read need not be page-aligned: it asks
-    // for the rows' bytes only.
-    page_reads.push_back(store::PageRead{s.fd, s.at, static_cast<uint32_t>(s.len)});
+    // Through the page cache, so a read need not be page-aligned: a unit at a record's edge is
+    // clipped to the record.
+    page_reads.push_back(store::PageRead{s.fd, s.lo, static_cast<uint32_t>(s.hi - s.lo)});
     first.push_back(k);
   }
   first.push_back(spans.size());
@@ -162,13 +169,28 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
     const store::PageRead& pr = page_reads[j];
     const std::string& path = pieces_[parts[spans[first[j]].part].piece].path;
     if (res < 0) return ErrnoStatus(static_cast<int>(-res), "cannot read checkpoint file", path);
+    // Every byte asked for lay in the file at open: a short read is a file cut since.
+    if (static_cast<uint64_t>(res) < pr.len)
+      return Status::Corrupt("checkpoint file ", path,
+                             " is shorter than when it was opened (truncated): it ends at byte ",
+                             pr.offset + static_cast<uint64_t>(res), ", a read of rows runs to ",
+                             pr.offset + pr.len);
+    // Each unit once (the spans of a piece come in file order, and units never span pieces),
+    // all of them before any part is copied out.
+    size_t piece = pieces_.size();
+    uint64_t checked = 0;
     for (size_t k = first[j]; k < first[j + 1]; ++k) {
       const Span& s = spans[k];
-      // A read may stop at the file's end; the bytes a part wants may not.
-      if (s.at + s.len > pr.offset + static_cast<uint64_t>(res))
-        return Status::Corrupt(path, " is truncated: it ends at byte ",
-                               pr.offset + static_cast<uint64_t>(res), ", a row's bytes run to ",
-                               s.at + s.len);
+      const size_t p = parts[s.part].piece;
+      const uint64_t lo = p == piece ? std::max(s.lo, checked) : s.lo;
+      if (lo < s.hi)
+        SR_RETURN_IF_ERROR(
+            sums_[p].Check(data + (lo - pr.offset), lo, s.hi, pieces_[p].path, pieces_[p].rec.key));
+      piece = p;
+      checked = std::max(lo, s.hi);
+    }
+    for (size_t k = first[j]; k < first[j + 1]; ++k) {
+      const Span& s = spans[k];
       std::memcpy(parts[s.part].dst, data + (s.at - pr.offset), s.len);
     }
     return Status::Ok();

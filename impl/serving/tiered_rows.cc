@@ -119,9 +119,8 @@ Status TieredRows::ReadMissed(Scratch* s) const {
     }
   }
   uint64_t reads = 0, bytes = 0;
-  SR_RETURN_IF_ERROR(reads_->Read(s->parts, &reads, &bytes));
-  disk_reads_.fetch_add(reads, std::memory_order_relaxed);
-  disk_read_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  const Status st = reads_->Read(s->parts, &reads, &bytes);
+  if (!st.ok()) return Status(st.code(), StrCat("table ", table_, ": ", st.message()));
   const uint8_t* raw = s->read.data();
   for (size_t k : s->missed) {
     SR_RETURN_IF_ERROR(Convert(s->uniq[k], raw, s->rows.data() + k * row_bytes_, s));
@@ -129,6 +128,8 @@ Status TieredRows::ReadMissed(Scratch* s) const {
     for (const DiskPiece& p : pieces)
       if (holds(p.rec, rr)) raw += p.rec.row_bytes();
   }
+  disk_reads_.fetch_add(reads, std::memory_order_relaxed);
+  disk_read_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -169,11 +170,13 @@ Status TieredRows::Gather(const int64_t* rows, size_t n, Scratch* s) const {
       s->missed.push_back(k);
     }
   }
+  // A request that fails counts nothing: the statistics describe the lookups that were served.
+  if (!s->missed.empty()) {
+    SR_RETURN_IF_ERROR(ReadMissed(s));
+    for (size_t k : s->missed) cache_->Put(s->uniq[k], s->rows.data() + k * row_bytes_);
+  }
   hits_.fetch_add(u - zero - s->missed.size(), std::memory_order_relaxed);
   misses_.fetch_add(s->missed.size(), std::memory_order_relaxed);
-  if (s->missed.empty()) return Status::Ok();
-  SR_RETURN_IF_ERROR(ReadMissed(s));
-  for (size_t k : s->missed) cache_->Put(s->uniq[k], s->rows.data() + k * row_bytes_);
   return Status::Ok();
 }
 

@@ -57,9 +57,11 @@ class TieredRows {
 
   // Gathers the stored rows of rows[0..n) (each in [0, rows), or `rows` for a dynamic table's
   // zero row) into s->rows, one per distinct row, with s->local[i] the index of rows[i] there;
-  // the misses are read as one batch. kIo / kCorrupt naming the file when a read fails (nothing
-  // is cached then); kInvalidArgument when a row cannot be stored in the table's storage (as
-  // open refuses it in memory).
+  // the misses are read as one batch, and their bytes checked (tiered_reads.h) before any is
+  // converted. kIo / kCorrupt naming the table and the file when a read fails, a checksum does
+  // not match or the file is shorter than at open; kInvalidArgument when a row cannot be stored
+  // in the table's storage (as open refuses it in memory). On any error nothing is cached and the
+  // statistics are unchanged.
   Status Gather(const int64_t* rows, size_t n, Scratch* s) const;
 
   uint64_t row_bytes() const { return row_bytes_; }

@@ -2,12 +2,12 @@
 // against the same checkpoint opened in memory, through the public C API: one fp32 table of
 // 1M rows x dim 64 (256 MiB) saved by a world-1 collection, requests of 512 samples with bags of
 // 20 Zipf ids (alpha 0.8, 1.05 and 1.2), a cache of 10 % of the rows; samples per second on 1 and
-// 4 threads, interleaved rounds (median and range), with the cache's hit rate and reads per
-// request. The checkpoint's file is in the page cache after open (it is read once to verify), so
-// a miss is a pread from the page cache here, not a disk read: the figure is the cache's own cost.
-// With "cold", the checkpoint's pages are dropped from the page cache (POSIX_FADV_DONTNEED, no
-// root needed) after each round's warm-up, so the measured misses read the disk until their pages
-// are back in the page cache.
+// 4 threads, interleaved rounds (median and range), with the cache's hit rate, reads per request
+// and bytes read per miss. The checkpoint's file is in the page cache after open (it is read
+// once to verify), so a miss is a pread from the page cache here, not a disk read: the figure is
+// the cache's own cost. With "cold", the checkpoint's pages are dropped from the page cache
+// (POSIX_FADV_DONTNEED, no root needed) after each round's warm-up, so the measured misses read
+// the disk until their pages are back in the page cache.
 // Usage: serving_tier_bench [rounds=3] [dir=/tmp] [cold]
 #include <fcntl.h>
 #include <unistd.h>
@@ -168,13 +168,13 @@ int main(int argc, char** argv) {
   if (cold) std::printf("cold: the checkpoint's pages dropped before each measured round\n");
   std::printf(
       "alpha threads | memory samples/s | tiered samples/s (range) | tiered/memory | "
-      "hit rate | reads/request\n");
+      "hit rate | reads/request | bytes read/miss\n");
   shardrec_inference_t* mem = Open(dir, 0);
   for (double alpha : {0.8, 1.05, 1.2}) {
     const std::vector<Request> reqs = MakeRequests(alpha, 7);
     for (int threads : {1, 4}) {
       std::vector<double> m, t, ratio;
-      double hit = 0, reads = 0;
+      double hit = 0, reads = 0, per_miss = 0;
       for (int round = 0; round < rounds; ++round) {
         shardrec_inference_t* disk = Open(dir, cache);
         Throughput(disk, reqs, 1, kRequests);  // warm the cache once over the rotation
@@ -191,13 +191,17 @@ int main(int argc, char** argv) {
         const double seen = static_cast<double>(s.hits - s0.hits + s.misses - s0.misses);
         hit = seen > 0 ? static_cast<double>(s.hits - s0.hits) / seen : 0;
         reads = static_cast<double>(s.disk_reads - s0.disk_reads) / (threads * n);
+        per_miss = s.misses > s0.misses
+                       ? static_cast<double>(s.disk_read_bytes - s0.disk_read_bytes) /
+                             static_cast<double>(s.misses - s0.misses)
+                       : 0;
         shardrec_inference_destroy(disk);
       }
-      std::printf("%.2f %d | %.0f | %.0f (%.0f-%.0f) | %.2f (%.2f-%.2f) | %.3f | %.0f\n", alpha,
-                  threads, Median(m), Median(t), *std::min_element(t.begin(), t.end()),
+      std::printf("%.2f %d | %.0f | %.0f (%.0f-%.0f) | %.2f (%.2f-%.2f) | %.3f | %.0f | %.0f\n",
+                  alpha, threads, Median(m), Median(t), *std::min_element(t.begin(), t.end()),
                   *std::max_element(t.begin(), t.end()), Median(ratio),
                   *std::min_element(ratio.begin(), ratio.end()),
-                  *std::max_element(ratio.begin(), ratio.end()), hit, reads);
+                  *std::max_element(ratio.begin(), ratio.end()), hit, reads, per_miss);
     }
   }
   shardrec_inference_destroy(mem);

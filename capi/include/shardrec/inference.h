@@ -288,8 +288,10 @@ SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_infe
  * @param version_out [out] Receives the number of the version read; may be NULL.
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, a table served in another storage or
  *         a fixed table's index out of range (nothing is written); SHARDREC_ENOTFOUND for an
- *         unknown table. Thread-safe, as a lookup: one version is read from the first id to the
- *         last.
+ *         unknown table; SHARDREC_ECORRUPT / SHARDREC_EIO for a table served from the
+ *         checkpoint's files whose rows cannot be read or changed since open, as
+ *         shardrec_inference_lookup. Thread-safe, as a lookup: one version is read from the first
+ *         id to the last.
  */
 SHARDREC_API shardrec_status_t shardrec_inference_row_scales(const shardrec_inference_t* inf,
                                                              const char* table, const int64_t* ids,
@@ -318,7 +320,14 @@ SHARDREC_API shardrec_status_t shardrec_inference_version(const shardrec_inferen
  * @return SHARDREC_OK; SHARDREC_EINVAL for a bad batch (the message names the feature, sample,
  *         position and id; a per-id weight that is NaN or infinite is refused too, as training
  *         refuses it by default) or a wrong @p out_len (@p out is then unspecified);
- *         SHARDREC_EUNSUPPORTED for a device batch.
+ *         SHARDREC_EUNSUPPORTED for a device batch; for a table served from the checkpoint's
+ *         files (shardrec_serving_tier_t), SHARDREC_ECORRUPT when a missed row's bytes no longer
+ *         match the checksums taken at open (each 512 bytes of a rank file it reads are checked
+ *         before any of its rows is used; a store snapshot's record by its own checksum) or the
+ *         file is shorter than at open, and SHARDREC_EIO when a read fails: the message names the
+ *         table and the file, @p out is unspecified, nothing read is cached, the table's
+ *         statistics do not change, and the handle goes on serving (other rows, and these once
+ *         the file is whole again or the handle reloaded).
  * Thread-safety: any number of threads at once; tables held in memory take no lock, a table
  * served from its files (shardrec_serving_tier_t) takes its row cache's stripe locks and, for a
  * request with misses, a disk reader from a mutex-guarded pool. See the file comment.
@@ -527,7 +536,8 @@ typedef struct shardrec_serving_tier_stats {
   int64_t cache_bytes;     /**< DRAM of the cache: cache_slots x (stored row + 64). */
   int64_t cache_slots;     /**< Rows the cache can hold. */
   int64_t cache_rows;      /**< Rows it holds now. */
-  int64_t hits;            /**< Rows of a request found in the cache. */
+  int64_t hits;            /**< Rows of a request found in the cache. A request that fails
+                                (a read, a checksum) counts nowhere in these statistics. */
   int64_t misses;          /**< Rows of a request read from the checkpoint's files. */
   double hit_rate;         /**< hits / (hits + misses); 0 before the first lookup. */
   int64_t disk_reads;      /**< Reads issued to the files: a request's misses are read as one
@@ -535,7 +545,9 @@ typedef struct shardrec_serving_tier_stats {
                                 read, a store snapshot's rows one record each; so fewer than
                                 misses where missed rows lie close. The page cache may answer
                                 some without the disk. */
-  int64_t disk_read_bytes; /**< Bytes those reads asked for. */
+  int64_t disk_read_bytes; /**< Bytes those reads asked for: a rank file is read in whole
+                                checksum units (512 bytes of the file, clipped to the
+                                record), so 512 or more per read where rows are smaller. */
 } shardrec_serving_tier_stats_t;
 
 #define SHARDREC_SERVING_TIER_STATS_VERSION 1u

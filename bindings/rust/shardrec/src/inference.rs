@@ -217,7 +217,10 @@ impl Inference {
 
     /// Looks up `batch` into `out` (exactly `output_size` floats; no copy) and returns the
     /// number of the version that answered. Any number of threads at once, each with its own
-    /// `out`; a bad batch is `Code::Invalid` naming the feature, sample and id.
+    /// `out`; a bad batch is `Code::Invalid` naming the feature, sample and id. A table served
+    /// from the checkpoint's files (tiers) whose missed rows cannot be read, or whose file changed
+    /// since open (a checksum taken at open fails, or the file is shorter), is `Code::Corrupt` or
+    /// `Code::Io` naming the table and the file; nothing is cached and the handle serves on.
     pub fn lookup(&self, batch: &Kjt<'_>, out: &mut [f32]) -> Result<u64> {
         let kjt = batch.raw();
         let mut version = 0;

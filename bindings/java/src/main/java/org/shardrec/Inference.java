@@ -292,7 +292,10 @@ public final class Inference extends NativeHandle {
    * Looks up {@code batch} into {@code out} (a direct native-order buffer holding exactly
    * {@link #outputSize} floats from its position; no copy) and returns the number of the
    * version that answered. A bad batch throws ShardrecException EINVAL naming the feature,
-   * sample and id, and disturbs no other thread.
+   * sample and id, and disturbs no other thread. A table served from the checkpoint's files
+   * (tiers) whose missed rows cannot be read, or whose file changed since open (a checksum taken
+   * at open fails, or the file is shorter), throws ECORRUPT or EIO naming the table and the file;
+   * nothing is cached and the handle serves on.
    */
   public long lookup(Kjt batch, FloatBuffer out) {
     FloatBuffer o = Buffers.out(out, outputSize(batch), "out");

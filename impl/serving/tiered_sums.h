@@ -1,0 +1,55 @@
+// The checksums a served tiered table keeps of its rank files' records (docs/disk-tier.md,
+// "Serving"): a record's bytes are cut at the file's 512-byte boundaries into units (the first
+// and last clipped to the record), and open keeps a 32-bit checksum of each (XXH3-64's low half),
+// taken from bytes it has just verified against the manifest's chunk checksums. A lookup reads
+// whole units and checks each before any of its rows is used, so a file changed after open
+// (overwritten, bit rot, a disk returning bad bytes) fails the lookup instead of serving wrong
+// rows. The manifest's own chunks (about 1 MiB) are too coarse for that: a miss would read a
+// megabyte to check a row.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "impl/checkpoint/format.h"
+#include "impl/core/status.h"
+
+namespace shardrec::serving {
+
+class RecordSums {
+ public:
+  // A miss from the page cache pays per byte it reads (the copy and the checksum): whole 4 KiB
+  // pages cost a 256-byte row a third of the warm throughput (tests/bench/RESULTS.md), 512-byte
+  // units little more than the row. 4 bytes of checksum per 512: 8 MiB per GiB of rows. A unit
+  // never crosses a page of the file.
+  static constexpr uint64_t kUnit = 512;
+
+  // Reads record `rec` of the rank file open as `fd` (at `path`) one manifest chunk at a time,
+  // checks each chunk against its checksum when the record has them (kCorrupt naming `path` and
+  // the record, as the checkpoint reader words it), and keeps the checksum of each unit. kIo for
+  // a failed read, kCorrupt for a file that ends inside the record. `buffer` is scratch (a
+  // chunk and a unit).
+  static Status Build(int fd, const std::string& path, const checkpoint::Record& rec,
+                      std::vector<uint8_t>* buffer, RecordSums* out);
+
+  // The file bytes [*lo, *hi) of the whole units covering the record's file bytes [at, at + len)
+  // (which must lie in the record).
+  void Cover(uint64_t at, uint64_t len, uint64_t* lo, uint64_t* hi) const;
+
+  // Checks the units of the file bytes [lo, hi) (unit boundaries, as Cover gives them), read
+  // into `data`. kCorrupt naming `path`, the record and the bytes for a unit whose checksum is
+  // not the one taken at open.
+  Status Check(const uint8_t* data, uint64_t lo, uint64_t hi, const std::string& path,
+               const std::string& key) const;
+
+  size_t units() const { return sums_.size(); }
+
+ private:
+  uint64_t UnitEnd(uint64_t at) const;
+
+  uint64_t begin_ = 0, end_ = 0;  // the record's bytes in the file
+  std::vector<uint32_t> sums_;    // per unit, in file order
+};
+
+}  // namespace shardrec::serving
