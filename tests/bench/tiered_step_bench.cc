@@ -6,12 +6,13 @@
 // previous batch trains). Between the forward and the backward of each step runs a model's dense
 // part (tiered_dense_work.h), identically in both runs: `dlrm`, examples/dlrm's dense model
 // (bottom MLP, dot interaction, top MLP, loss, dense gradient average and Adam on OpenBLAS)
-// taking the pooled embeddings and giving the embedding backward their gradients, or a stand-in
-// of `dense_ms` milliseconds: a wait (`sleep`: the dense model on an accelerator, the host CPU
-// free) or a busy loop (`spin`: the dense model on this rank's CPU thread). That is where a
-// prefetch overlaps; with no dense work nothing runs between the next batch's input
-// distribution and its forward but the backward. `blas` sets OpenBLAS's threads
-// (shardrec_dense_set_blas_threads, process-wide); 0 keeps the library's default.
+// taking the pooled embeddings and giving the embedding backward their gradients (its bottom
+// MLP's backward, gradient average and optimizer step follow the embedding backward, in
+// dlrm_model.c's order), or a stand-in of `dense_ms` milliseconds: a wait (`sleep`: the dense
+// model on an accelerator, the host CPU free) or a busy loop (`spin`: the dense model on this
+// rank's CPU thread). That is where a prefetch overlaps; with no dense work nothing runs between
+// the next batch's input distribution and its forward but the backward. `blas` sets OpenBLAS's
+// threads (shardrec_dense_set_blas_threads, process-wide); 0 keeps the library's default.
 // The modes run interleaved, in rounds, each on a fresh collection per rank (ranks are threads
 // over an in-process group) with 10 warm-up steps before the timed ones; printed per Zipf
 // exponent: the median step of rank 0 in each mode over the rounds (with the smallest and
