@@ -195,6 +195,12 @@ Status LogStore::Put(const int64_t* keys, const uint8_t* values, size_t n) {
   }
   std::vector<uint64_t> locs(n);
   std::unique_lock<std::shared_mutex> lock(mu_);
+  // The index entries the Upserts below touch lie at random in a table of megabytes: asking for
+  // the first ones now lets their cache misses overlap the append's encoding and writing, and
+  // each later one a window ahead, instead of each Upsert waiting for its own (a quarter of the
+  // write-back thread's time, whose batches are 256 records).
+  constexpr size_t kAhead = 256;
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) index_.Prefetch(keys[i]);
   Mark mark;
   MarkLocked(&mark);
   Status s = AppendLocked(keys, values, n, locs.data());
@@ -203,7 +209,10 @@ Status LogStore::Put(const int64_t* keys, const uint8_t* values, size_t n) {
     return s;
   }
   mark_ = nullptr;
-  for (size_t i = 0; i < n; ++i) MoveLocked(index_.Upsert(keys[i], locs[i]), locs[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) index_.Prefetch(keys[i + kAhead]);
+    MoveLocked(index_.Upsert(keys[i], locs[i]), locs[i]);
+  }
   writes_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   return Status::Ok();
 }

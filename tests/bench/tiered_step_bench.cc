@@ -3,17 +3,24 @@
 // sharded over the world) read by one feature (1024 samples per rank, bags of 16 Zipf ids), in
 // memory and tiered with a cache of 10 % of each shard's rows, each with plain forwards and with
 // the pipelined input distribution (the tiered run then reads the next batch's misses while the
-// previous batch trains). Between the forward and the backward of each step a model's dense
-// forward and backward are stood in for by `dense_ms` milliseconds: a wait (`sleep`: the dense
+// previous batch trains). Between the forward and the backward of each step runs a model's dense
+// part (tiered_dense_work.h), identically in both runs: `dlrm`, examples/dlrm's dense model
+// (bottom MLP, dot interaction, top MLP, loss, dense gradient average and Adam on OpenBLAS)
+// taking the pooled embeddings and giving the embedding backward their gradients (its bottom
+// MLP's backward, gradient average and optimizer step follow the embedding backward, in
+// dlrm_model.c's order), or a stand-in of `dense_ms` milliseconds: a wait (`sleep`: the dense
 // model on an accelerator, the host CPU free) or a busy loop (`spin`: the dense model on this
-// rank's CPU thread). That is where a prefetch overlaps; with 0 ms nothing runs between the next
-// batch's input distribution and its forward but the backward.
+// rank's CPU thread). That is where a prefetch overlaps; with no dense work nothing runs between
+// the next batch's input distribution and its forward but the backward. `blas` sets OpenBLAS's
+// threads (shardrec_dense_set_blas_threads, process-wide); 0 keeps the library's default.
 // The modes run interleaved, in rounds, each on a fresh collection per rank (ranks are threads
 // over an in-process group) with 10 warm-up steps before the timed ones; printed per Zipf
 // exponent: the median step of rank 0 in each mode over the rounds (with the smallest and
-// largest round ratios), tiered over memory, the hit rate, disk reads, bytes read per disk read
-// and the exposed fetch wait per step (the time a forward waited for rows from disk or the
-// write-back queue) and the share of misses read one batch ahead (pf), summed over the ranks.
+// largest round ratios), tiered over memory, rank 0's dense part per step (mean over the timed
+// steps, median over the rounds) in memory and tiered (dense_mem, dense_tier), the hit rate,
+// disk reads, bytes read per disk read and the exposed fetch wait per step (the time a forward
+// waited for rows from disk or the write-back queue) and the share of misses read one batch
+// ahead (pf), summed over the ranks.
 // Then CPU time, which a machine shared with other work measures more steadily than wall time:
 // the process's CPU ms per timed step (every thread of every rank, while rank 0 ran its timed
 // steps) in memory and tiered, their ratio (cpu_x), and rank 0's own thread's CPU ms per step
@@ -23,7 +30,8 @@
 //
 // Each step reads a batch of its own (none replayed).
 //
-// Usage: tiered_step_bench [rounds=3] [dense_ms=0] [world=1] [sleep|spin] [alphas=0.8,1.05,1.2]
+// Usage: tiered_step_bench [rounds=3] [dense_ms=0] [world=1] [sleep|spin|dlrm]
+//                          [alphas=0.8,1.05,1.2] [blas=0]
 #include <time.h>
 
 #include <algorithm>
@@ -33,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -42,6 +51,7 @@
 #include "shardrec/shardrec.h"
 #include "tests/bench/capi_bench_util.h"
 #include "tests/bench/tiered_bench_util.h"
+#include "tests/bench/tiered_dense_work.h"
 
 namespace {
 
@@ -100,20 +110,14 @@ struct Options {
   int world = 1;
   double dense_ms = 0;
   bool spin = false;
+  bool dlrm = false;
 };
 
-// A model's dense forward and backward, stood in for by `ms` milliseconds of waiting or of
-// spinning on this thread.
-void DenseWork(const Options& opt) {
-  if (opt.dense_ms <= 0) return;
-  const auto until = Clock::now() + std::chrono::duration<double, std::milli>(opt.dense_ms);
-  if (!opt.spin) {
-    std::this_thread::sleep_until(until);
-    return;
-  }
-  volatile uint64_t x = 0;
-  while (Clock::now() < until)
-    for (int i = 0; i < 256; ++i) x = x + 1;
+// This rank's dense model (a fresh one per run, as the collection).
+std::unique_ptr<shardrec::bench::DenseWork> MakeDense(const Options& opt, shardrec_comm_t* comm,
+                                                      int rank) {
+  if (opt.dlrm) return shardrec::bench::MakeDlrmDense(comm, kBatch, kDim, 11 + rank);
+  return shardrec::bench::MakeStandInDense(opt.dense_ms, opt.spin, kBatch, kDim);
 }
 
 // CPU seconds of the whole process (every rank, worker, prefetch and writer thread) or of the
@@ -128,16 +132,18 @@ struct Result {
   double median_step = 0;         // rank 0's
   double process_cpu = 0;         // per timed step, while rank 0 ran its timed steps
   double thread_cpu = 0;          // per timed step, rank 0's own thread
+  double dense = 0;               // per timed step, rank 0's dense part
   shardrec_tier_stats_t stats{};  // summed over the ranks (hit_rate recomputed)
 };
 
 // kSteps timed training steps (after kWarmup) of a fresh collection per rank.
 Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& comms,
+           const std::vector<shardrec_comm_t*>& dense_comms,
            const std::vector<std::vector<Batch>>& batches, bool tiered, bool pipelined,
            const std::string& dir, const Options& opt) {
   const int world = opt.world;
   std::vector<double> median(world);
-  double process_cpu = 0, thread_cpu = 0;
+  double process_cpu = 0, thread_cpu = 0, dense_seconds = 0;
   std::vector<shardrec_tier_stats_t> stats(world);
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r) {
@@ -156,8 +162,10 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
       }
       shardrec_embedding_t* c = nullptr;
       Check(shardrec_embedding_create(&c, plan, comms[r], nullptr, &o), "create");
-      std::vector<float> out(kBatch * kDim), grad(kBatch * kDim, 0.01f);
+      std::unique_ptr<shardrec::bench::DenseWork> dense = MakeDense(opt, dense_comms[r], r);
+      std::vector<float> out(kBatch * kDim), grad(kBatch * kDim);
       std::vector<double> steps;
+      double dense_sum = 0;
       const std::vector<Batch>& mine = batches[r];
       auto view = [&](int s) { return View(mine[static_cast<size_t>(s) % mine.size()]); };
       if (pipelined) {
@@ -180,13 +188,23 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
           const shardrec_kjt_view_t v = view(s);
           Check(shardrec_embedding_forward(c, &v, out.data(), out.size(), nullptr), "fwd");
         }
-        DenseWork(opt);
+        const auto d0 = Clock::now();
+        dense->ForwardBackward(out.data(), grad.data());
+        auto dense_step = Clock::now() - d0;
         Check(shardrec_embedding_backward(c, grad.data(), grad.size(), nullptr), "bwd");
-        if (s >= kWarmup) steps.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        const auto d1 = Clock::now();
+        dense->Finish();
+        const auto t1 = Clock::now();
+        dense_step += t1 - d1;
+        if (s >= kWarmup) {
+          steps.push_back(std::chrono::duration<double>(t1 - t0).count());
+          dense_sum += std::chrono::duration<double>(dense_step).count();
+        }
       }
       if (r == 0) {
         process_cpu = (CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / kSteps;
         thread_cpu = (CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - thread0) / kSteps;
+        dense_seconds = dense_sum / kSteps;
       }
       if (pipelined) {
         Check(shardrec_embedding_input_dist_wait(c, nullptr), "wait");
@@ -206,6 +224,7 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
   res.median_step = median[0];
   res.process_cpu = process_cpu;
   res.thread_cpu = thread_cpu;
+  res.dense = dense_seconds;
   if (tiered) {
     res.stats = stats[0];
     for (int r = 1; r < world; ++r) {
@@ -235,19 +254,28 @@ int main(int argc, char** argv) {
   Options opt;
   opt.dense_ms = argc > 2 ? std::atof(argv[2]) : 0.0;
   opt.world = argc > 3 ? std::atoi(argv[3]) : 1;
-  opt.spin = argc > 4 && std::string(argv[4]) == "spin";
+  const std::string mode = argc > 4 ? argv[4] : "sleep";
+  opt.spin = mode == "spin";
+  opt.dlrm = mode == "dlrm";
   std::vector<double> alphas{0.8, 1.05, 1.2};
   if (argc > 5) {
     alphas.clear();
     std::stringstream list(argv[5]);
     for (std::string a; std::getline(list, a, ',');) alphas.push_back(std::atof(a.c_str()));
   }
-  if (rounds < 1 || opt.world < 1 || opt.world > 8 || opt.dense_ms < 0 || alphas.empty()) {
+  const int blas = argc > 6 ? std::atoi(argv[6]) : 0;
+  if (rounds < 1 || opt.world < 1 || opt.world > 8 || opt.dense_ms < 0 || alphas.empty() ||
+      (mode != "sleep" && mode != "spin" && mode != "dlrm") || (opt.dlrm && opt.dense_ms > 0) ||
+      blas < 0) {
     std::fprintf(stderr,
-                 "usage: tiered_step_bench [rounds>=1] [dense_ms>=0] [world 1..8] [sleep|spin] "
-                 "[alphas, comma-separated]\n");
+                 "usage: tiered_step_bench [rounds>=1] [dense_ms>=0] [world 1..8] [sleep|spin|dlrm]"
+                 " [alphas, comma-separated] [blas threads>=0, 0: the library's default]\n"
+                 "(dlrm runs examples/dlrm's dense model: dense_ms 0)\n");
     return 2;
   }
+  if (blas > 0) Check(shardrec_dense_set_blas_threads(blas), "blas threads");
+  int32_t blas_threads = 0;
+  Check(shardrec_dense_blas_threads(&blas_threads), "blas threads");
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/shardrec_tiered_bench";
   shardrec_table_constraints_t rw = SHARDREC_TABLE_CONSTRAINTS_INIT;
@@ -256,41 +284,49 @@ int main(int argc, char** argv) {
   shardrec_plan_t* plan = OneTablePlan(kRows, kDim, kBag, opt.world, kBatch, &rw, 1);
   std::vector<shardrec_comm_t*> comms(opt.world, nullptr);
   Check(shardrec_comm_create_local_group(comms.data(), opt.world, nullptr), "comm");
+  // The dense gradients average over a group of their own, as over a mesh's global group.
+  std::vector<shardrec_comm_t*> dense_comms(opt.world, nullptr);
+  Check(shardrec_comm_create_local_group(dense_comms.data(), opt.world, nullptr), "dense comm");
   std::printf(
       "rows %lld dim %d, world %d (row-wise), batch %lld x bag %d per rank, cache 10%% of each "
-      "shard's rows, dense work %.1f ms (%s), %d rounds of %d steps\n",
+      "shard's rows, dense work %s, BLAS threads %d, %d rounds of %d steps\n",
       static_cast<long long>(kRows), kDim, opt.world, static_cast<long long>(kBatch), kBag,
-      opt.dense_ms, opt.spin ? "spin" : "sleep", rounds, kSteps);
-  std::printf("%-5s %-9s %10s %10s %12s %7s %6s %10s %9s %11s %6s %8s %8s %7s %8s %8s %7s\n",
-              "alpha", "forward", "memory_ms", "tiered_ms", "ratio_range", "ratio", "hit",
-              "disk/step", "B/read", "exposed_ms", "pf", "mem_cpu", "tier_cpu", "cpu_x", "rank_cpu",
-              "wb/step", "qmax");
+      opt.dlrm ? "examples/dlrm's dense model"
+               : (std::to_string(opt.dense_ms) + " ms (" + mode + ")").c_str(),
+      blas_threads, rounds, kSteps);
+  std::printf(
+      "%-5s %-9s %10s %10s %12s %7s %9s %10s %6s %10s %9s %11s %6s %8s %8s %7s %8s %8s %7s\n",
+      "alpha", "forward", "memory_ms", "tiered_ms", "ratio_range", "ratio", "dense_mem",
+      "dense_tier", "hit", "disk/step", "B/read", "exposed_ms", "pf", "mem_cpu", "tier_cpu",
+      "cpu_x", "rank_cpu", "wb/step", "qmax");
   for (double alpha : alphas) {
     std::vector<std::vector<Batch>> batches;
     for (int r = 0; r < opt.world; ++r) batches.push_back(MakeBatches(alpha, 7 + r));
     for (bool pipelined : {false, true}) {
-      std::vector<double> mem, tier, ratio, mem_cpu, tier_cpu, rank_cpu;
+      std::vector<double> mem, tier, ratio, mem_cpu, tier_cpu, rank_cpu, mem_dense, tier_dense;
       shardrec_tier_stats_t last{};
       for (int r = 0; r < rounds; ++r) {
         std::filesystem::remove_all(dir);
-        const Result m = Run(plan, comms, batches, false, pipelined, dir, opt);
-        const Result x = Run(plan, comms, batches, true, pipelined, dir, opt);
+        const Result m = Run(plan, comms, dense_comms, batches, false, pipelined, dir, opt);
+        const Result x = Run(plan, comms, dense_comms, batches, true, pipelined, dir, opt);
         mem.push_back(m.median_step);
         tier.push_back(x.median_step);
         ratio.push_back(x.median_step / m.median_step);
         mem_cpu.push_back(m.process_cpu);
         tier_cpu.push_back(x.process_cpu);
         rank_cpu.push_back(x.thread_cpu);
+        mem_dense.push_back(m.dense);
+        tier_dense.push_back(x.dense);
         last = x.stats;
       }
       const double steps = static_cast<double>(last.steps);
       std::printf(
-          "%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %6.3f %10.0f %9.0f %11.3f %6.2f %8.2f "
-          "%8.2f %7.2f %8.2f %8.0f %7lld\n",
+          "%-5.2f %-9s %10.2f %10.2f %5.2f..%-5.2f %7.3f %9.2f %10.2f %6.3f %10.0f %9.0f %11.3f "
+          "%6.2f %8.2f %8.2f %7.2f %8.2f %8.0f %7lld\n",
           alpha, pipelined ? "pipelined" : "plain", Median(mem) * 1e3, Median(tier) * 1e3,
           *std::min_element(ratio.begin(), ratio.end()),
-          *std::max_element(ratio.begin(), ratio.end()), Median(ratio), last.hit_rate,
-          static_cast<double>(last.disk_reads) / steps,
+          *std::max_element(ratio.begin(), ratio.end()), Median(ratio), Median(mem_dense) * 1e3,
+          Median(tier_dense) * 1e3, last.hit_rate, static_cast<double>(last.disk_reads) / steps,
           last.disk_reads > 0
               ? static_cast<double>(last.disk_read_bytes) / static_cast<double>(last.disk_reads)
               : 0.0,
@@ -305,6 +341,7 @@ int main(int argc, char** argv) {
   }
   std::filesystem::remove_all(dir);
   for (shardrec_comm_t* c : comms) shardrec_comm_destroy(c);
+  for (shardrec_comm_t* c : dense_comms) shardrec_comm_destroy(c);
   shardrec_plan_destroy(plan);
   return 0;
 }
