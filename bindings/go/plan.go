@@ -161,7 +161,7 @@ type Calibration struct {
 	LoopbackLatency, HandoffLatency, Elapsed            float64
 	Oversubscription                                    float64
 	// ShmBandwidth is what each rank sends per second in an all-to-all on the shared-memory
-	// transport of one host's ranks (two rank threads, 16 MiB per rank); 0 when this process
+	// transport of one host's ranks (two rank threads, 4 MiB per rank); 0 when this process
 	// cannot use the transport.
 	ShmBandwidth float64
 	// ShmLatency is the seconds per all-reduce of one int64 on that transport; 0 when

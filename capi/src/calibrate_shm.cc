@@ -12,6 +12,7 @@
 
 #include "impl/comm/factory.h"
 #include "impl/comm/shm/shm_communicator.h"
+#include "impl/core/check.h"
 
 namespace shardrec::capi {
 namespace {
@@ -22,9 +23,14 @@ double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// 16 MiB per rank as the loopback figure, so the two bandwidths compare like for like.
-constexpr size_t kFloats = size_t{4} << 20;
-constexpr int kBigCalls = 2;      // all-to-alls per bandwidth round
+// 4 MiB per rank: the size of a world-2 step's exchanges (the side by side's pooled output is
+// 6 MiB per rank, its ids 2.5 MiB) and of comm_encoded_bench's all-to-all. Buffers of 16 MiB per
+// rank (64 MiB for the pair, beyond the last-level cache) read 1.7-1.9 GB/s on the 2-core VM
+// where 4 MiB reads 4.8 (tests/bench/RESULTS.md, 2026-11-29 "Calibration ..."): the loopback
+// figure's 16 MiB stream through 256 KiB buffers that stay in cache, so this is the size that
+// compares like for like.
+constexpr size_t kFloats = size_t{1} << 20;
+constexpr int kBigCalls = 4;      // all-to-alls per bandwidth round
 constexpr int kSmallCalls = 200;  // all-reduces per latency round
 constexpr int kMaxRounds = 3;
 

@@ -275,7 +275,7 @@ typedef struct shardrec_calibration {
   double oversubscription;   /**< Ranks per machine over the CPUs this process may use, at
                                   least 1: the factor applied to the default per_id_cost. */
   /* Version 2: the shared-memory transport of the ranks of one host (docs/transport.md). */
-  double shm_bandwidth; /**< Bytes/s each rank sends in an all-to-all of 16 MiB per rank
+  double shm_bandwidth; /**< Bytes/s each rank sends in an all-to-all of 4 MiB per rank
                              between the two rank threads of a local group on the
                              shared-memory transport (the same segment, copies and
                              synchronisation as ranks that are processes); 0 when this

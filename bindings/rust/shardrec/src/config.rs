@@ -150,7 +150,7 @@ pub struct Calibration {
     pub elapsed: f64,
     pub oversubscription: f64,
     /// Bytes/s each rank sends in an all-to-all on the shared-memory transport of one host's
-    /// ranks (two rank threads, 16 MiB per rank); 0 when this process cannot use the transport.
+    /// ranks (two rank threads, 4 MiB per rank); 0 when this process cannot use the transport.
     pub shm_bandwidth: f64,
     /// Seconds per all-reduce of one int64 on that transport; 0 when unavailable.
     pub shm_latency: f64,

@@ -367,7 +367,7 @@ public final class Config {
     public double oversubscription;
     /**
      * Bytes/s each rank sends in an all-to-all on the shared-memory transport of one host's ranks
-     * (two rank threads, 16 MiB per rank); 0 when this process cannot use the transport.
+     * (two rank threads, 4 MiB per rank); 0 when this process cannot use the transport.
      */
     public double shmBandwidth;
     /** Seconds per all-reduce of one int64 on that transport; 0 when unavailable. */
