@@ -5,11 +5,18 @@
 // shared-memory transport the ranks use (what shardrec_topology_calibrate writes since
 // 2026-11-29) and the loopback TCP figures it wrote before. Prints both plans' sharding types and
 // estimated step costs, and whether they differ. Ranks are processes (as in the side by side);
-// `threads` as the first argument prices them as threads of one process instead.
+// `threads` as an argument prices them as threads of one process instead. With `time` and plans
+// that differ, it then measures both plans' training step (forward + backward, two rank threads
+// of a local group, 1 thread per rank, batches of bags of 16-24 ids, row-wise Adagrad),
+// alternating the plans over several rounds.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shardrec/shardrec.h"
@@ -28,9 +35,12 @@ const int64_t kRows[kTables] = {1000000, 500000, 200000, 100000, 1000000, 300000
 const int32_t kDims[kTables] = {128, 64, 128, 64, 64, 128, 128, 64};
 const char* kTypeNames[] = {"DP", "TW", "RW", "CW", "TWRW", "TWCW", "GRID"};
 
+constexpr int64_t kBatch = 2048;
+
 // Plans the configuration on `topo`; prints one line per table and the estimate; returns the
-// plan's layout as text ("t0:TW@1 ...") for the comparison.
-std::string PlanAndPrint(const shardrec_topology_t& topo, const char* label) {
+// plan's layout as text ("t0:TW@1 ...") for the comparison and the plan in *out.
+std::string PlanAndPrint(const shardrec_topology_t& topo, const char* label,
+                         shardrec_plan_t** out) {
   std::vector<std::string> names(kTables);
   std::vector<shardrec_feature_config_t> features(kTables);
   std::vector<shardrec_table_config_t> tables(kTables);
@@ -75,14 +85,73 @@ std::string PlanAndPrint(const shardrec_topology_t& topo, const char* label) {
   Check(shardrec_plan_stats(plan, &text, nullptr), "shardrec_plan_stats");
   std::printf("=== %s\nlayout: %s\n%s\n", label, layout.c_str(), text);
   shardrec_free(text);
-  shardrec_plan_destroy(plan);
+  *out = plan;
   return layout;
+}
+
+// Mean ms of `steps` training steps of `plan` at world 2 (rank threads), after 3 warm-up steps:
+// the slower rank's wall time over the steps.
+double StepMs(const shardrec_plan_t* plan, int steps) {
+  constexpr int kWorld = 2, kBatches = 4;
+  shardrec_comm_t* comms[kWorld];
+  Check(shardrec_comm_create_local_group(comms, kWorld, nullptr), "create_local_group");
+  double ms[kWorld] = {0, 0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) {
+    ranks.emplace_back([&, r] {
+      shardrec_embedding_options_t o = SHARDREC_EMBEDDING_OPTIONS_INIT;
+      o.num_threads = 1;
+      shardrec_embedding_t* coll = nullptr;
+      Check(shardrec_embedding_create(&coll, plan, comms[r], nullptr, &o), "embedding_create");
+      int64_t dim = 0;
+      shardrec_embedding_output_dim(coll, &dim);
+      std::mt19937_64 rng(1000 * r + 7);
+      std::vector<std::vector<int32_t>> lengths(kBatches);
+      std::vector<std::vector<int64_t>> ids(kBatches);
+      for (int k = 0; k < kBatches; ++k)
+        for (int t = 0; t < kTables; ++t)
+          for (int64_t b = 0; b < kBatch; ++b) {
+            const int32_t len = 16 + static_cast<int32_t>(rng() % 9);
+            lengths[k].push_back(len);
+            for (int32_t i = 0; i < len; ++i)
+              ids[k].push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(kRows[t])));
+          }
+      std::vector<float> out(static_cast<size_t>(kBatch * dim)), grad(out.size(), 1e-4f);
+      auto step = [&](int it) {
+        const int k = it % kBatches;
+        shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
+        v.batch_size = kBatch;
+        v.num_features = kTables;
+        v.lengths = lengths[k].data();
+        v.num_lengths = lengths[k].size();
+        v.values = ids[k].data();
+        v.values_dtype = SHARDREC_DTYPE_INT64;
+        v.num_values = ids[k].size();
+        Check(shardrec_embedding_forward(coll, &v, out.data(), out.size(), nullptr), "forward");
+        Check(shardrec_embedding_backward(coll, grad.data(), grad.size(), nullptr), "backward");
+      };
+      for (int it = 0; it < 3; ++it) step(it);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int it = 0; it < steps; ++it) step(it);
+      ms[r] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+          steps;
+      shardrec_embedding_destroy(coll);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (auto* c : comms) shardrec_comm_destroy(c);
+  return std::max(ms[0], ms[1]);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool threads = argc > 1 && std::strcmp(argv[1], "threads") == 0;
+  bool threads = false, time = false;
+  for (int i = 1; i < argc; ++i) {
+    threads = threads || std::strcmp(argv[i], "threads") == 0;
+    time = time || std::strcmp(argv[i], "time") == 0;
+  }
   shardrec_topology_t shm = SHARDREC_TOPOLOGY_INIT;
   shm.world_size = 2;
   shm.batch_size = 2048;
@@ -102,8 +171,22 @@ int main(int argc, char** argv) {
   loopback.intra_node_bandwidth = cal.loopback_bandwidth;
   loopback.collective_latency =
       cal.loopback_latency + (opts.ranks_share_memory ? cal.handoff_latency : 0.0);
-  const std::string before = PlanAndPrint(loopback, "old calibration (loopback TCP figures)");
-  const std::string after = PlanAndPrint(shm, "new calibration (shared-memory figures)");
+  shardrec_plan_t* old_plan = nullptr;
+  shardrec_plan_t* new_plan = nullptr;
+  const std::string before =
+      PlanAndPrint(loopback, "old calibration (loopback TCP figures)", &old_plan);
+  const std::string after = PlanAndPrint(shm, "new calibration (shared-memory figures)", &new_plan);
   std::printf("plans %s\n", before == after ? "identical" : "DIFFER");
+  if (time && before != after) {
+    // Alternated, so a change in the machine's load shows in both.
+    for (int round = 0; round < 3; ++round) {
+      const double a = StepMs(old_plan, 20), b = StepMs(new_plan, 20);
+      std::printf("round %d: step ms, old plan %.2f, new plan %.2f (new/old %.3f)\n", round, a, b,
+                  b / a);
+      std::fflush(stdout);
+    }
+  }
+  shardrec_plan_destroy(old_plan);
+  shardrec_plan_destroy(new_plan);
   return 0;
 }
