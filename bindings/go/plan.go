@@ -172,7 +172,7 @@ type Calibration struct {
 	ShmUsed bool
 }
 
-// Calibrate measures this machine (about 0.1-0.3 s; shardrec_topology_calibrate) and writes
+// Calibrate measures this machine (about 0.2-0.8 s; shardrec_topology_calibrate) and writes
 // MemoryBandwidth, IntraNodeBandwidth, CollectiveLatency and, on host, PerIDCost. Set
 // WorldSize and RanksPerNode first. On error the topology is unchanged.
 func (topo *Topology) Calibrate(opts CalibrateOptions) (Calibration, error) {

@@ -306,7 +306,7 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
  * Measures this machine and writes the figures into @p topology, so that the planner's
  * estimated step time (shardrec_plan_stats) is in the units of the clock on this machine.
  *
- * Measures, in about 0.1-0.6 s (the soft limit is options->time_budget): the random-row gather
+ * Measures, in about 0.2-0.8 s (the soft limit is options->time_budget): the random-row gather
  * bandwidth of a pooled lookup, with every rank of the machine (options ranks_per_machine, else
  * the topology's ranks_per_node, 0 meaning world_size) gathering at once on threads_per_rank
  * threads, credited per rank; the streaming copy bandwidth; the shared-memory transport the

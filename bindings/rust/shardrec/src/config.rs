@@ -258,7 +258,7 @@ impl Topology {
         Ok(())
     }
 
-    /// Measures this machine (`shardrec_topology_calibrate`, about 0.1-0.3 s) and writes
+    /// Measures this machine (`shardrec_topology_calibrate`, about 0.2-0.8 s) and writes
     /// `memory_bandwidth`, `intra_node_bandwidth`, `collective_latency` and, on host,
     /// `per_id_cost`. Set `world_size` and `ranks_per_node` first. On error nothing is written.
     pub fn calibrate(&mut self, options: &CalibrateOptions) -> crate::Result<Calibration> {

@@ -288,7 +288,7 @@ public final class Config {
     }
 
     /**
-     * Measures this machine (shardrec_topology_calibrate, about 0.1-0.3 s) and writes the
+     * Measures this machine (shardrec_topology_calibrate, about 0.2-0.8 s) and writes the
      * figures into this topology: memoryBandwidth, intraNodeBandwidth, collectiveLatency and
      * (host) perIdCost. Set worldSize / ranksPerNode first.
      *
