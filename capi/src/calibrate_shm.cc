@@ -26,9 +26,9 @@ double MsSince(Clock::time_point t0) {
 // 4 MiB per rank: the size of a world-2 step's exchanges (the side by side's pooled output is
 // 6 MiB per rank, its ids 2.5 MiB) and of comm_encoded_bench's all-to-all. Buffers of 16 MiB per
 // rank (64 MiB for the pair, beyond the last-level cache) read 1.7-1.9 GB/s on the 2-core VM
-// where 4 MiB reads 4.8 (tests/bench/RESULTS.md, 2026-11-29 "Calibration ..."): the loopback
-// figure's 16 MiB stream through 256 KiB buffers that stay in cache, so this is the size that
-// compares like for like.
+// where 4 MiB reads 4.8 (tests/bench/RESULTS.md, "Calibration of the shared-memory route"),
+// and the loopback figure streams its 16 MiB through 256 KiB buffers that stay in cache: this
+// is the size that compares like for like.
 constexpr size_t kFloats = size_t{1} << 20;
 constexpr int kBigCalls = 4;      // all-to-alls per bandwidth round
 constexpr int kSmallCalls = 200;  // all-reduces per latency round
