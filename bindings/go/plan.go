@@ -155,14 +155,24 @@ type CalibrateOptions struct {
 	RanksPerMachine  int     // ranks running at once on this machine; 0 means RanksPerNode
 }
 
-// Calibration is what Topology.Calibrate measured (bytes/s and seconds).
+// Calibration is what Topology.Calibrate measured (bytes/s and seconds; shardrec_calibration_t).
 type Calibration struct {
 	GatherBandwidth, StreamBandwidth, LoopbackBandwidth float64
 	LoopbackLatency, HandoffLatency, Elapsed            float64
 	Oversubscription                                    float64
+	// ShmBandwidth is what each rank sends per second in an all-to-all on the shared-memory
+	// transport of one host's ranks (two rank threads, 4 MiB per rank); 0 when this process
+	// cannot use the transport.
+	ShmBandwidth float64
+	// ShmLatency is the seconds per all-reduce of one int64 on that transport; 0 when
+	// unavailable.
+	ShmLatency float64
+	// ShmUsed says the topology's IntraNodeBandwidth is ShmBandwidth (and, with every rank on
+	// one host, its CollectiveLatency is built on ShmLatency); false: the loopback figures.
+	ShmUsed bool
 }
 
-// Calibrate measures this machine (about 0.1-0.3 s; shardrec_topology_calibrate) and writes
+// Calibrate measures this machine (about 0.2-0.8 s; shardrec_topology_calibrate) and writes
 // MemoryBandwidth, IntraNodeBandwidth, CollectiveLatency and, on host, PerIDCost. Set
 // WorldSize and RanksPerNode first. On error the topology is unchanged.
 func (topo *Topology) Calibrate(opts CalibrateOptions) (Calibration, error) {
@@ -199,7 +209,8 @@ func (topo *Topology) Calibrate(opts CalibrateOptions) (Calibration, error) {
 		GatherBandwidth: c.GetGather_bandwidth(), StreamBandwidth: c.GetStream_bandwidth(),
 		LoopbackBandwidth: c.GetLoopback_bandwidth(), LoopbackLatency: c.GetLoopback_latency(),
 		HandoffLatency: c.GetHandoff_latency(), Elapsed: c.GetElapsed(),
-		Oversubscription: c.GetOversubscription(),
+		Oversubscription: c.GetOversubscription(), ShmBandwidth: c.GetShm_bandwidth(),
+		ShmLatency: c.GetShm_latency(), ShmUsed: c.GetShm_used() != 0,
 	}, nil
 }
 

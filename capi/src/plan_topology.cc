@@ -1,13 +1,15 @@
 // C API of plan.h's topology calls: the topology struct's initialiser, its local layout from a
-// communicator, and its calibration on this machine (compute, loopback, disk).
+// communicator, and its calibration on this machine (compute, shared memory, loopback, disk).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
+#include "capi/src/calibrate_shm.h"
 #include "capi/src/entry.h"
 #include "capi/src/handles.h"
 #include "capi/src/versioned.h"
+#include "impl/comm/shm/host_setup.h"
 #include "impl/core/check.h"
 #include "impl/embedding/kernels/kernels.h"
 #include "impl/planner/calibrate.h"
@@ -107,8 +109,9 @@ shardrec_calibrate_options_init(shardrec_calibrate_options_t* options, uint32_t 
 SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t* calibration,
                                                          uint32_t version) {
   const shardrec_calibration_t d = SHARDREC_CALIBRATION_INIT;
-  return shardrec::capi::InitStruct(calibration, version, SHARDREC_CALIBRATION_VERSION, d,
-                                    "calibration");
+  return shardrec::capi::InitStruct(
+      calibration, version, SHARDREC_CALIBRATION_VERSION, d, "calibration",
+      {offsetof(shardrec_calibration_t, shm_bandwidth), sizeof(shardrec_calibration_t)});
 }
 
 SHARDREC_API shardrec_status_t shardrec_topology_calibrate_disk(
@@ -191,17 +194,25 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
       if (options->ranks_per_machine > 0) opts.ranks_per_node = options->ranks_per_machine;
     }
     opts.bag_sum = &shardrec::capi::LookupBagSum;
+    opts.shm_probe = &shardrec::capi::ProbeSharedMemory;
     shardrec::planner::Calibration c;
     SR_RETURN_IF_ERROR(shardrec::planner::Calibrate(opts, &c));
     // Bytes/ms and ms inside; bytes/s and seconds in the C API.
     topology->memory_bandwidth = c.gather_bw * 1000.0;
-    // Ranks on one machine exchange over loopback TCP whether they are threads of one process
-    // (a local group runs Gloo over 127.0.0.1 too) or processes: a world-2 gradient all-to-all
-    // between rank threads moved ~1.3 GB/s here, like the loopback figure, not the ~10 GB/s of a
-    // memcpy. Rank threads also wait for one another at each collective (the hand-off).
-    topology->intra_node_bandwidth = c.loopback_bw * 1000.0;
-    topology->collective_latency =
-        (c.loopback_latency + (opts.ranks_share_memory ? c.handoff_latency : 0.0)) / 1000.0;
+    // The ranks of one host, threads of one process or processes, run their collectives through
+    // a shared-memory segment, unless the transport is off, /dev/shm cannot hold the segment or
+    // the host runs more ranks than it serves (then Gloo over loopback TCP). A group that spans
+    // hosts runs its own collectives on Gloo (only its per-host splits take shared memory), so
+    // its fixed cost per collective stays the loopback one. Rank threads also wait for one
+    // another at each collective (the hand-off).
+    const int32_t per_host =
+        topology->ranks_per_node == 0 ? topology->world_size : topology->ranks_per_node;
+    const bool shm = c.shm.available && per_host <= shardrec::comm::shm::kMaxRanks;
+    const bool one_host = per_host == topology->world_size;
+    topology->intra_node_bandwidth = (shm ? c.shm.bw : c.loopback_bw) * 1000.0;
+    topology->collective_latency = ((shm && one_host ? c.shm.latency : c.loopback_latency) +
+                                    (opts.ranks_share_memory ? c.handoff_latency : 0.0)) /
+                                   1000.0;
     // Ranks beyond the cores share them: their per-id host work takes that much longer. A
     // caller's own per_id_cost stands (so calibrating twice does not scale it twice).
     if (topology->device_type == SHARDREC_DEVICE_HOST && topology->per_id_cost == 0.0)
@@ -214,6 +225,11 @@ SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
       calibration->loopback_latency = c.loopback_latency / 1000.0;
       calibration->handoff_latency = c.handoff_latency / 1000.0;
       calibration->elapsed = c.elapsed_ms / 1000.0;
+      if (calibration->version >= 2) {
+        calibration->shm_bandwidth = c.shm.bw * 1000.0;
+        calibration->shm_latency = c.shm.latency / 1000.0;
+        calibration->shm_used = shm ? 1 : 0;
+      }
     }
     return Status::Ok();
   });

@@ -307,7 +307,7 @@ Status Calibrate(const CalibrateOptions& options, Calibration* out) {
   const auto start = Clock::now();
   // Each stage gets its share of the budget, so a slow stage cannot starve the others of a
   // second round entirely.
-  const double share = std::max(options.budget_ms, 0.0) / 4.0;
+  const double share = std::max(options.budget_ms, 0.0) / (options.shm_probe ? 5.0 : 4.0);
   Calibration c;
   const int32_t ranks = std::max(options.ranks_per_node, 1);
   c.oversubscription = std::max(1.0, static_cast<double>(ranks) / UsableCpus());
@@ -354,6 +354,10 @@ Status Calibrate(const CalibrateOptions& options, Calibration* out) {
       return ms;
     });
     SR_RETURN_IF_ERROR(status);
+  }
+  if (options.shm_probe != nullptr) {
+    SR_RETURN_IF_ERROR(options.shm_probe(share, &c.shm));
+    if (!c.shm.available) c.shm = SharedMemoryFigures{};
   }
   {
     const auto t0 = Clock::now();

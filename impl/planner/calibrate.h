@@ -1,8 +1,9 @@
 // Measures the figures the host cost model needs on this machine, in a fraction of a second:
-// the random-row gather bandwidth a lookup sees, a loopback TCP connection's bandwidth and
-// latency (what Gloo between the ranks of one node gets, processes or the threads of a local
-// group), the hand-off of the node's ranks as threads, and, reported only, the streaming copy
-// bandwidth. The NIC between nodes needs a peer and is not measured.
+// the random-row gather bandwidth a lookup sees, the collectives of the ranks of one node on the
+// shared-memory transport they use (timed by the comm layer through a probe the caller passes
+// in), a loopback TCP connection's bandwidth and latency (what Gloo between those ranks costs
+// where shared memory is unavailable), the hand-off of the node's ranks as threads, and, reported
+// only, the streaming copy bandwidth. The NIC between nodes needs a peer and is not measured.
 #pragma once
 
 #include <cstdint>
@@ -18,11 +19,22 @@ using BagSumFn = void (*)(const float* table, int64_t table_rows, int32_t row_fl
                           const int64_t* offsets, int64_t num_bags, const int64_t* rows,
                           float* out);
 
+// What the collectives of two ranks of one host cost on the shared-memory transport (bytes/ms,
+// ms). `available` is false when the comm layer keeps such a group on Gloo (the transport turned
+// off, or /dev/shm cannot hold its segment); the figures are then 0.
+struct SharedMemoryFigures {
+  bool available = false;
+  double bw = 0;       // bytes each rank sends per ms in a large all-to-all
+  double latency = 0;  // one small collective (an all-reduce of one integer), back to back
+};
+
+// Times the shared-memory route within about `budget_ms` (medians of its own rounds). The
+// planner sits below the comm layer, so the caller passes the comm layer's own collectives in.
+using SharedMemoryProbeFn = Status (*)(double budget_ms, SharedMemoryFigures* out);
+
 struct CalibrateOptions {
-  // Ranks are threads of one process (a local communicator group). Their collectives go through
-  // shared memory (comm/shm), but this calibration measures loopback TCP, so it prices them at
-  // the slower route, plus a thread hand-off (the C API adds handoff_latency to the loopback
-  // latency for them).
+  // Ranks are threads of one process (a local communicator group): they also wait for one
+  // another at each collective (the C API adds handoff_latency to the collective latency).
   bool ranks_share_memory = false;
   // Threads each rank's lookup runs on.
   int32_t threads_per_rank = 1;
@@ -39,13 +51,19 @@ struct CalibrateOptions {
   // machine (the planner sits below the kernels and cannot call them itself). Null: a portable
   // loop, which can read faster or slower than the lookup depending on the machine.
   BagSumFn bag_sum = nullptr;
+  // Times the shared-memory transport (the C API passes a probe over a local group of its
+  // communicators). Null: not measured (Calibration::shm stays unavailable).
+  SharedMemoryProbeFn shm_probe = nullptr;
 };
 
 // All bandwidths bytes/ms, latencies ms (the planner's units).
 struct Calibration {
   // Random 256-byte rows of a 64 MiB table evicted from the caches, summed per bag (bag_sum).
   double gather_bw = 0;
-  double stream_bw = 0;         // memcpy of 32 MiB: bytes copied per ms
+  double stream_bw = 0;  // memcpy of 32 MiB: bytes copied per ms
+  // The collectives of ranks of one host on shared memory (CalibrateOptions::shm_probe).
+  SharedMemoryFigures shm;
+  // Gloo's route between ranks of one host where shared memory is unavailable.
   double loopback_bw = 0;       // 16 MiB over a 127.0.0.1 TCP connection
   double loopback_latency = 0;  // half a 1-byte round trip over that connection
   // One synchronisation point of ranks_per_node (>= 2) threads that work between them: the
@@ -58,9 +76,10 @@ struct Calibration {
 };
 
 // Runs the measurements on the calling thread (plus one helper thread for the loopback and
-// hand-off pairs). Each figure is the median of up to three rounds, so one descheduled round
-// on a loaded machine does not decide it. Thread-safe: uses only its own buffers and sockets.
-// Errors: kIo when a loopback socket cannot be opened or fails (the message names the call).
+// hand-off pairs, and what the probe starts). Each figure is the median of up to three rounds,
+// so one descheduled round on a loaded machine does not decide it. Thread-safe: uses only its
+// own buffers and sockets. Errors: kIo when a loopback socket cannot be opened or fails (the
+// message names the call); the probe's.
 Status Calibrate(const CalibrateOptions& options, Calibration* out);
 
 }  // namespace shardrec::planner

@@ -270,7 +270,10 @@ typedef struct shardrec_topology {
                                   @ref memory_bytes); NULL or world_size entries. Not retained. */
   size_t num_memory_bytes_per_rank;      /**< 0, or world_size. */
   double intra_node_bandwidth;           /**< Bytes/s between ranks of a node; 0 means 600 GiB/s
-                                              (CUDA) or 2 GiB/s (host: Gloo over loopback TCP). */
+                                              (CUDA) or 2 GiB/s (host: Gloo over loopback TCP).
+                                              shardrec_topology_calibrate writes the
+                                              shared-memory transport's figure where the ranks
+                                              of a node use it. */
   double inter_node_bandwidth; /**< Bytes/s between nodes (per rank); 0 means 12.5 GiB/s (CUDA)
                                     or 1 GiB/s (host). */
   int32_t batch_size;          /**< Expected samples per rank per step; 0 means 512. */

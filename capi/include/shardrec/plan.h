@@ -224,11 +224,12 @@ typedef struct shardrec_calibrate_options {
   uint32_t version;           /**< SHARDREC_CALIBRATE_OPTIONS_VERSION. */
   int32_t ranks_share_memory; /**< Nonzero when the ranks are threads of one process (a group
                                    from shardrec_comm_create_local_group). Their collectives
-                                   travel over loopback TCP (Gloo) like those of processes, and
-                                   each also waits on the hand-off between the rank threads
-                                   (a thread that finds its peers descheduled waits for them),
-                                   so the hand-off latency is added to the loopback latency.
-                                   0 (default): ranks are processes; the loopback figures. */
+                                   take the same route as those of processes (shared memory,
+                                   else loopback TCP), and each also waits on the hand-off
+                                   between the rank threads (a thread that finds its peers
+                                   descheduled waits for them), so the hand-off latency is
+                                   added to the collective latency. 0 (default): ranks are
+                                   processes; no hand-off. */
   double time_budget;         /**< Soft limit in seconds; 0 means 0.25. Each figure is measured
                                    once, then up to twice more while its share of the budget
                                    lasts (median of the rounds). Must be >= 0. */
@@ -262,7 +263,9 @@ typedef struct shardrec_calibration {
                                   threads_per_rank threads gathering at once (at most one per
                                   CPU the process may use; each rank credited its share). */
   double stream_bandwidth;   /**< Bytes/s copied by a 32 MiB memcpy on one thread. */
-  double loopback_bandwidth; /**< Bytes/s of 16 MiB over a 127.0.0.1 TCP connection. */
+  double loopback_bandwidth; /**< Bytes/s of 16 MiB over a 127.0.0.1 TCP connection: what
+                                  Gloo between the ranks of one host moves where the
+                                  shared-memory transport is unavailable. */
   double loopback_latency;   /**< Seconds: half a 1-byte round trip over that connection. */
   double handoff_latency;    /**< Seconds: one synchronisation point (mutex and condition
                                   variable) of max(ranks per machine, 2) threads that each do
@@ -271,14 +274,29 @@ typedef struct shardrec_calibration {
   double elapsed;            /**< Seconds the calibration took. */
   double oversubscription;   /**< Ranks per machine over the CPUs this process may use, at
                                   least 1: the factor applied to the default per_id_cost. */
+  /* Version 2: the shared-memory transport of the ranks of one host (docs/transport.md). */
+  double shm_bandwidth; /**< Bytes/s each rank sends in an all-to-all of 4 MiB per rank
+                             between the two rank threads of a local group on the
+                             shared-memory transport (the same segment, copies and
+                             synchronisation as ranks that are processes); 0 when this
+                             process cannot use the transport (SHARDREC_SHM=0, or /dev/shm
+                             cannot hold the segment). */
+  double shm_latency;   /**< Seconds per all-reduce of one int64 in that group, the calls
+                             back to back; 0 when the transport is unavailable. */
+  int32_t shm_used;     /**< 1 when the topology's intra_node_bandwidth is shm_bandwidth
+                             (and, on one host, its collective_latency is built on
+                             shm_latency); 0 when they are the loopback figures: the
+                             transport is unavailable or the topology runs more ranks per
+                             node than it serves (16). */
 } shardrec_calibration_t;
 
-#define SHARDREC_CALIBRATION_VERSION 1u
+#define SHARDREC_CALIBRATION_VERSION 2u
 #define SHARDREC_CALIBRATION_INIT \
-  { SHARDREC_CALIBRATION_VERSION, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+  { SHARDREC_CALIBRATION_VERSION, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0 }
 
 /**
- * Fills @p calibration with zeros for struct version @p version.
+ * Fills @p calibration with zeros for struct version @p version (1 or 2; version 1 has no
+ * shared-memory figures).
  * @return SHARDREC_OK; SHARDREC_EINVAL for NULL or an unsupported version. Thread-safe.
  */
 SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t* calibration,
@@ -288,14 +306,19 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
  * Measures this machine and writes the figures into @p topology, so that the planner's
  * estimated step time (shardrec_plan_stats) is in the units of the clock on this machine.
  *
- * Measures, in about 0.1-0.6 s (the soft limit is options->time_budget): the random-row gather
+ * Measures, in about 0.2-0.8 s (the soft limit is options->time_budget): the random-row gather
  * bandwidth of a pooled lookup, with every rank of the machine (options ranks_per_machine, else
  * the topology's ranks_per_node, 0 meaning world_size) gathering at once on threads_per_rank
- * threads, credited per rank; the streaming copy bandwidth; a loopback TCP connection's bandwidth
- * and latency; and a barrier of the machine's ranks as threads. Writes memory_bandwidth (the
- * per-rank gather), intra_node_bandwidth (loopback TCP: the Gloo transport of ranks on one
- * machine, threads or processes) and collective_latency (loopback TCP, plus with
- * ranks_share_memory the barrier), and on host topologies whose
+ * threads, credited per rank; the streaming copy bandwidth; the shared-memory transport the
+ * ranks of one host use (docs/transport.md: a local group of two rank threads, its all-to-all
+ * bandwidth and small all-reduce latency); a loopback TCP connection's bandwidth and latency
+ * (Gloo's route where shared memory is unavailable); and a barrier of the machine's ranks as
+ * threads. Writes memory_bandwidth (the per-rank gather); intra_node_bandwidth: the
+ * shared-memory bandwidth when this process can use the transport and ranks_per_node (0 meaning
+ * world_size) is at most 16, else the loopback bandwidth (calibration->shm_used says which);
+ * collective_latency: the shared-memory latency in that case when the whole group is on one host
+ * (ranks_per_node == world_size), else the loopback latency (a group across hosts runs its
+ * collectives on Gloo), plus with ranks_share_memory the barrier; and on host topologies whose
  * per_id_cost is 0 the 15 ns default times the oversubscription of the cores by the machine's
  * ranks (a nonzero per_id_cost is the caller's and stays). inter_node_bandwidth (a NIC needs a
  * peer) and every other field are left as they are. The figures vary with the machine's load; a
@@ -310,11 +333,12 @@ SHARDREC_API shardrec_status_t shardrec_calibration_init(shardrec_calibration_t*
  *                    (shardrec_calibration_init).
  * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL topology, bad struct versions, an invalid
  *         world_size / ranks_per_node / per_id_cost, a negative budget or threads_per_rank out
- *         of range (nothing written); SHARDREC_EIO when a loopback socket fails; SHARDREC_ENOMEM
- *         when the 64 MiB table cannot be allocated.
+ *         of range (nothing written); SHARDREC_EIO when a loopback socket fails or the
+ *         shared-memory probe's local group cannot be created; SHARDREC_ENOMEM when the 64 MiB
+ *         table cannot be allocated.
  * Thread-safety: safe to call concurrently on different topologies (each call uses its own
- * buffers, threads and sockets), though concurrent calls disturb each other's figures. Blocks
- * the caller for the whole measurement.
+ * buffers, threads, sockets and segment), though concurrent calls disturb each other's figures.
+ * Blocks the caller for the whole measurement.
  */
 SHARDREC_API shardrec_status_t shardrec_topology_calibrate(
     shardrec_topology_t* topology, const shardrec_calibrate_options_t* options,

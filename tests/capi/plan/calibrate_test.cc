@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -68,7 +69,7 @@ TEST(CapiCalibrate, RejectsBadArgumentsWithoutWriting) {
   EXPECT_EQ(plan, nullptr);
 }
 
-TEST(CapiCalibrate, ReturnsPlausibleFiguresWithinASecond) {
+TEST(CapiCalibrate, ReturnsPlausibleFiguresQuickly) {
   for (int share = 0; share < 2; ++share) {
     shardrec_topology_t topo;
     ASSERT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
@@ -80,8 +81,10 @@ TEST(CapiCalibrate, ReturnsPlausibleFiguresWithinASecond) {
     ASSERT_EQ(shardrec_topology_calibrate(&topo, &opts, &cal), SHARDREC_OK)
         << shardrec_last_error();
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    // Well under a second on an idle machine (~0.2 s); 1 s leaves room for a loaded one.
-    EXPECT_LT(wall, 1.0 * shardrec::testing::kSlowdown);
+    // Under a second on an idle machine (0.3-0.7 s on the 2-core VM, the shared-memory probe's
+    // local group taking 40-70 ms of it); 2 s leaves room for a loaded one (0.9-1.4 s seen at
+    // load 4-5).
+    EXPECT_LT(wall, 2.0 * shardrec::testing::kSlowdown);
     EXPECT_LE(cal.elapsed, wall);
     EXPECT_GT(cal.elapsed, 0.0);
     // Plausible for any machine that runs this: 100 MB/s .. 1 TB/s, 10 ns .. 10 ms.
@@ -95,10 +98,13 @@ TEST(CapiCalibrate, ReturnsPlausibleFiguresWithinASecond) {
     }
     // Written into the topology, in its units (bytes/s, seconds).
     EXPECT_EQ(topo.memory_bandwidth, cal.gather_bandwidth);
-    // Rank threads of a local group exchange over loopback TCP too, and wait on each other.
-    EXPECT_EQ(topo.intra_node_bandwidth, cal.loopback_bandwidth);
+    // One rank is one host: its route (shared memory, as for any one-host group, unless the
+    // transport is unavailable: then loopback TCP) prices the collectives; rank threads of a
+    // local group also wait on each other.
+    EXPECT_EQ(topo.intra_node_bandwidth, cal.shm_used ? cal.shm_bandwidth : cal.loopback_bandwidth);
     EXPECT_DOUBLE_EQ(topo.collective_latency,
-                     cal.loopback_latency + (share ? cal.handoff_latency : 0.0));
+                     (cal.shm_used ? cal.shm_latency : cal.loopback_latency) +
+                         (share ? cal.handoff_latency : 0.0));
     EXPECT_EQ(topo.inter_node_bandwidth, 0.0);  // not measured: left as it was
     // One rank never oversubscribes: the host default, made explicit.
     EXPECT_EQ(cal.oversubscription, 1.0);
@@ -121,7 +127,8 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   ASSERT_EQ(shardrec_topology_calibrate(&topo, &opts, &cal), SHARDREC_OK) << shardrec_last_error();
   EXPECT_EQ(cal.oversubscription, 2.0);
   EXPECT_EQ(topo.per_id_cost, 10e-9);  // the caller's own value stands
-  EXPECT_DOUBLE_EQ(topo.collective_latency, cal.loopback_latency + cal.handoff_latency);
+  EXPECT_DOUBLE_EQ(topo.collective_latency,
+                   (cal.shm_used ? cal.shm_latency : cal.loopback_latency) + cal.handoff_latency);
   EXPECT_GT(cal.handoff_latency, 0.0);
   // ranks_per_machine overrides the topology's node size (a 2D mesh: several sharding groups
   // on one machine).
@@ -137,14 +144,14 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   // Calibrating again does not scale it again.
   ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, nullptr), SHARDREC_OK);
   EXPECT_NEAR(group.per_id_cost, 30e-9, 1e-15);
-  // The largest machine the options allow still calibrates in well under a second: the gather
+  // The largest machine the options allow still calibrates as fast as a small one: the gather
   // uses at most one thread per CPU and the barrier at most four per CPU.
   machine.ranks_per_machine = 65536;
   const auto t0 = Clock::now();
   ASSERT_EQ(shardrec_topology_calibrate(&group, &machine, &cal), SHARDREC_OK)
       << shardrec_last_error();
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(),
-            1.0 * shardrec::testing::kSlowdown);
+            2.0 * shardrec::testing::kSlowdown);
   EXPECT_EQ(cal.oversubscription, 65536.0 / cores);
   EXPECT_GT(cal.gather_bandwidth, 0.0);
   machine.ranks_per_machine = -1;
@@ -158,6 +165,148 @@ TEST(CapiCalibrate, OversubscribedRanksScaleThePerIdCost) {
   opts.threads_per_rank = 257;
   EXPECT_EQ(shardrec_topology_calibrate(&topo, &opts, nullptr), SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find("threads_per_rank"), std::string::npos);
+}
+
+// The figures of the shared-memory transport: measured, finite and plausible, and the ones the
+// topology takes when its ranks share a host; the loopback ones where they cannot (the transport
+// turned off, more ranks per host than it serves) and, for the collective latency, where the
+// group spans hosts (its own collectives run on Gloo).
+TEST(CapiCalibrate, RanksOfOneHostArePricedAtTheSharedMemoryFigures) {
+  shardrec_topology_t one_host = SHARDREC_TOPOLOGY_INIT;
+  one_host.world_size = 2;
+  shardrec_calibration_t cal = SHARDREC_CALIBRATION_INIT;
+  ASSERT_EQ(shardrec_topology_calibrate(&one_host, nullptr, &cal), SHARDREC_OK)
+      << shardrec_last_error();
+  // This machine's /dev/shm holds a segment (the transport tests in tests/impl/comm need it).
+  ASSERT_EQ(cal.shm_used, 1);
+  EXPECT_TRUE(std::isfinite(cal.shm_bandwidth) && std::isfinite(cal.shm_latency));
+  EXPECT_GT(cal.shm_bandwidth, 1e8);
+  EXPECT_LT(cal.shm_bandwidth, 1e12);
+  EXPECT_GT(cal.shm_latency, 1e-8);
+  EXPECT_LT(cal.shm_latency, 1e-2);
+  EXPECT_EQ(one_host.intra_node_bandwidth, cal.shm_bandwidth);
+  EXPECT_EQ(one_host.collective_latency, cal.shm_latency);  // processes: no hand-off
+
+  // Two hosts of two ranks: the per-host groups use shared memory, the world's collectives Gloo.
+  shardrec_topology_t two_hosts = SHARDREC_TOPOLOGY_INIT;
+  two_hosts.world_size = 4;
+  two_hosts.ranks_per_node = 2;
+  ASSERT_EQ(shardrec_topology_calibrate(&two_hosts, nullptr, &cal), SHARDREC_OK);
+  EXPECT_EQ(cal.shm_used, 1);
+  EXPECT_EQ(two_hosts.intra_node_bandwidth, cal.shm_bandwidth);
+  EXPECT_EQ(two_hosts.collective_latency, cal.loopback_latency);
+
+  // More ranks on a host than the transport serves keep Gloo: measured, not used.
+  shardrec_topology_t crowded = SHARDREC_TOPOLOGY_INIT;
+  crowded.world_size = 17;
+  ASSERT_EQ(shardrec_topology_calibrate(&crowded, nullptr, &cal), SHARDREC_OK);
+  EXPECT_EQ(cal.shm_used, 0);
+  EXPECT_GT(cal.shm_bandwidth, 0.0);
+  EXPECT_EQ(crowded.intra_node_bandwidth, cal.loopback_bandwidth);
+  EXPECT_EQ(crowded.collective_latency, cal.loopback_latency);
+
+  // With the transport turned off (as its communicators would be), the loopback figures.
+  const char* was = std::getenv("SHARDREC_SHM");
+  const std::string saved = was != nullptr ? was : "";
+  ::setenv("SHARDREC_SHM", "0", 1);
+  shardrec_topology_t off = SHARDREC_TOPOLOGY_INIT;
+  off.world_size = 2;
+  const shardrec_status_t rc = shardrec_topology_calibrate(&off, nullptr, &cal);
+  if (was != nullptr)
+    ::setenv("SHARDREC_SHM", saved.c_str(), 1);
+  else
+    ::unsetenv("SHARDREC_SHM");
+  ASSERT_EQ(rc, SHARDREC_OK) << shardrec_last_error();
+  EXPECT_EQ(cal.shm_used, 0);
+  EXPECT_EQ(cal.shm_bandwidth, 0.0);
+  EXPECT_EQ(cal.shm_latency, 0.0);
+  EXPECT_EQ(off.intra_node_bandwidth, cal.loopback_bandwidth);
+  EXPECT_EQ(off.collective_latency, cal.loopback_latency);
+}
+
+// A caller built against the version-1 struct has no shared-memory fields: they are not written.
+TEST(CapiCalibrate, VersionOneCalibrationGetsNoSharedMemoryFields) {
+  shardrec_calibration_t cal;
+  cal.shm_bandwidth = -1.0;
+  cal.shm_latency = -1.0;
+  cal.shm_used = -1;
+  ASSERT_EQ(shardrec_calibration_init(&cal, 1), SHARDREC_OK);
+  EXPECT_EQ(cal.shm_bandwidth, -1.0);  // init writes only version 1's fields
+  shardrec_topology_t topo = SHARDREC_TOPOLOGY_INIT;
+  topo.world_size = 2;
+  ASSERT_EQ(shardrec_topology_calibrate(&topo, nullptr, &cal), SHARDREC_OK);
+  EXPECT_GT(cal.loopback_bandwidth, 0.0);
+  EXPECT_EQ(cal.shm_bandwidth, -1.0);
+  EXPECT_EQ(cal.shm_latency, -1.0);
+  EXPECT_EQ(cal.shm_used, -1);
+  EXPECT_EQ(cal.version, 1u);
+}
+
+double EstimatedStepMs(const shardrec_plan_t* plan);
+
+// The planner prices a world-2 plan made with a calibrated topology at the shared-memory figure:
+// exactly as a topology given that bandwidth by hand, and unlike one given the loopback figure.
+// Two table-wise tables pinned to different ranks, so every plan is the same layout and only
+// the price of its all-to-alls differs.
+TEST(CapiCalibrate, PlannerPricesIntraNodeCollectivesAtTheSharedMemoryFigure) {
+  shardrec_topology_t calibrated = SHARDREC_TOPOLOGY_INIT;
+  calibrated.world_size = 2;
+  calibrated.batch_size = 4096;
+  shardrec_calibration_t cal = SHARDREC_CALIBRATION_INIT;
+  ASSERT_EQ(shardrec_topology_calibrate(&calibrated, nullptr, &cal), SHARDREC_OK)
+      << shardrec_last_error();
+  ASSERT_EQ(cal.shm_used, 1);
+  const char* names[2] = {"a", "b"};
+  shardrec_feature_config_t features[2];
+  shardrec_table_config_t tables[2];
+  shardrec_table_constraints_t pins[2];
+  int32_t feature_of[2] = {0, 1}, rank_of[2] = {0, 1};
+  for (int t = 0; t < 2; ++t) {
+    features[t] = SHARDREC_FEATURE_CONFIG_INIT;
+    features[t].name = names[t];
+    features[t].pooling_factor = 20;
+    tables[t] = SHARDREC_TABLE_CONFIG_INIT;
+    tables[t].name = names[t];
+    tables[t].rows = 100000;
+    tables[t].dim = 128;
+    tables[t].features = &feature_of[t];
+    tables[t].num_features = 1;
+    pins[t] = SHARDREC_TABLE_CONSTRAINTS_INIT;
+    pins[t].table = names[t];
+    pins[t].sharding_types = 1u << SHARDREC_SHARDING_TABLE_WISE;
+    pins[t].ranks = &rank_of[t];
+    pins[t].num_ranks = 1;
+  }
+  auto cost = [&](const shardrec_topology_t& topo, std::string* stats) {
+    shardrec_plan_t* plan = nullptr;
+    EXPECT_EQ(shardrec_plan_create(&plan, tables, 2, features, 2, &topo, pins, 2), SHARDREC_OK)
+        << shardrec_last_error();
+    if (plan == nullptr) return -1.0;
+    char* text = nullptr;
+    EXPECT_EQ(shardrec_plan_stats(plan, &text, nullptr), SHARDREC_OK);
+    *stats = text;
+    shardrec_free(text);
+    const double ms = EstimatedStepMs(plan);
+    shardrec_plan_destroy(plan);
+    return ms;
+  };
+  shardrec_topology_t by_hand = calibrated, loopback = calibrated;
+  by_hand.intra_node_bandwidth = cal.shm_bandwidth;
+  loopback.intra_node_bandwidth = cal.loopback_bandwidth;
+  std::string calibrated_stats, by_hand_stats, loopback_stats;
+  const double at_calibrated = cost(calibrated, &calibrated_stats);
+  const double at_shm = cost(by_hand, &by_hand_stats);
+  const double at_loopback = cost(loopback, &loopback_stats);
+  EXPECT_GT(at_calibrated, 0.0);
+  EXPECT_EQ(at_calibrated, at_shm);
+  EXPECT_EQ(calibrated_stats, by_hand_stats);
+  // The all-to-alls are priced by bandwidth: the faster route costs less (the two figures
+  // differ by several times on any machine that has the transport; 5 % is a loose margin).
+  if (cal.shm_bandwidth > 1.05 * cal.loopback_bandwidth) {
+    EXPECT_LT(at_calibrated, at_loopback);
+  } else if (cal.loopback_bandwidth > 1.05 * cal.shm_bandwidth) {
+    EXPECT_GT(at_calibrated, at_loopback);
+  }
 }
 
 constexpr int kTables = 4;

@@ -1,7 +1,8 @@
 // planner::Calibrate times the gather with the kernel it is handed (CalibrateOptions::bag_sum:
 // the C API hands it the collections' lookup), not with a loop of its own: the bags it passes
 // are well formed, the sums land where a lookup writes them, and a slow kernel's figure stays
-// within what its own time allows.
+// within what its own time allows. The shared-memory figures are the probe's it is handed
+// (CalibrateOptions::shm_probe: the C API hands it one over its communicators).
 #include "impl/planner/calibrate.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "impl/core/thread_pool.h"
@@ -81,6 +83,50 @@ TEST(Calibrate, WithoutAKernelUsesItsOwnLoop) {
   ASSERT_TRUE(Calibrate(o, &c).ok());
   EXPECT_GT(c.gather_bw, 0.0);
   EXPECT_GT(c.stream_bw, 0.0);
+  EXPECT_FALSE(c.shm.available);  // no probe: not measured
+  EXPECT_EQ(c.shm.bw, 0.0);
+}
+
+std::atomic<double> probe_budget{-1.0};
+
+Status AvailableProbe(double budget_ms, SharedMemoryFigures* out) {
+  probe_budget = budget_ms;
+  *out = {true, 1234.5, 0.0042};
+  return Status::Ok();
+}
+
+// A transport the group did not take: whatever it left in the figures is not reported.
+Status UnavailableProbe(double /*budget_ms*/, SharedMemoryFigures* out) {
+  *out = {false, 99.0, 1.0};
+  return Status::Ok();
+}
+
+Status FailingProbe(double /*budget_ms*/, SharedMemoryFigures* /*out*/) {
+  return Status::Timeout("probe: peer did not answer");
+}
+
+TEST(Calibrate, ReportsTheSharedMemoryProbesFigures) {
+  CalibrateOptions o;
+  o.budget_ms = 50.0;
+  o.shm_probe = &AvailableProbe;
+  Calibration c;
+  ASSERT_TRUE(Calibrate(o, &c).ok());
+  EXPECT_TRUE(c.shm.available);
+  EXPECT_EQ(c.shm.bw, 1234.5);
+  EXPECT_EQ(c.shm.latency, 0.0042);
+  EXPECT_GT(c.loopback_bw, 0.0);         // the loopback figures are still measured
+  EXPECT_EQ(probe_budget.load(), 10.0);  // one of five equal shares of the budget
+
+  o.shm_probe = &UnavailableProbe;
+  ASSERT_TRUE(Calibrate(o, &c).ok());
+  EXPECT_FALSE(c.shm.available);
+  EXPECT_EQ(c.shm.bw, 0.0);
+  EXPECT_EQ(c.shm.latency, 0.0);
+
+  o.shm_probe = &FailingProbe;
+  const Status s = Calibrate(o, &c);
+  EXPECT_EQ(s.code(), Code::kTimeout);
+  EXPECT_NE(s.message().find("probe"), std::string::npos);
 }
 
 }  // namespace

@@ -981,6 +981,12 @@ extern void _wrap_calibration_elapsed_set_swig_4bdacf67fc3f4975(uintptr_t arg1, 
 extern double _wrap_calibration_elapsed_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
 extern void _wrap_calibration_oversubscription_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
 extern double _wrap_calibration_oversubscription_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_shm_bandwidth_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_shm_bandwidth_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_shm_latency_set_swig_4bdacf67fc3f4975(uintptr_t arg1, double arg2);
+extern double _wrap_calibration_shm_latency_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
+extern void _wrap_calibration_shm_used_set_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_calibration_shm_used_get_swig_4bdacf67fc3f4975(uintptr_t arg1);
 extern uintptr_t _wrap_new_calibration_swig_4bdacf67fc3f4975(void);
 extern void _wrap_delete_calibration_swig_4bdacf67fc3f4975(uintptr_t arg1);
 extern swig_type_102 _wrap_calibration_init_swig_4bdacf67fc3f4975(uintptr_t arg1, swig_intgo arg2);
@@ -3412,6 +3418,45 @@ func (arg1 SwigcptrCalibration) GetOversubscription() (_swig_ret float64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrCalibration) SetShm_bandwidth(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_shm_bandwidth_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetShm_bandwidth() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_shm_bandwidth_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetShm_latency(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_shm_latency_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetShm_latency() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_calibration_shm_latency_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrCalibration) SetShm_used(arg2 int) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_calibration_shm_used_set_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1))
+}
+
+func (arg1 SwigcptrCalibration) GetShm_used() (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	swig_r = (int)(C._wrap_calibration_shm_used_get_swig_4bdacf67fc3f4975(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewCalibration() (_swig_ret Calibration) {
 	var swig_r Calibration
 	swig_r = (Calibration)(SwigcptrCalibration(C._wrap_new_calibration_swig_4bdacf67fc3f4975()))
@@ -3442,9 +3487,15 @@ type Calibration interface {
 	GetElapsed() (_swig_ret float64)
 	SetOversubscription(arg2 float64)
 	GetOversubscription() (_swig_ret float64)
+	SetShm_bandwidth(arg2 float64)
+	GetShm_bandwidth() (_swig_ret float64)
+	SetShm_latency(arg2 float64)
+	GetShm_latency() (_swig_ret float64)
+	SetShm_used(arg2 int)
+	GetShm_used() (_swig_ret int)
 }
 
-const CALIBRATION_VERSION uint = 1
+const CALIBRATION_VERSION uint = 2
 func Calibration_init(arg1 Calibration, arg2 uint) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)

@@ -4895,6 +4895,81 @@ double _wrap_calibration_oversubscription_get_swig_4bdacf67fc3f4975(struct shard
 }
 
 
+void _wrap_calibration_shm_bandwidth_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->shm_bandwidth = arg2;
+  
+}
+
+
+double _wrap_calibration_shm_bandwidth_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->shm_bandwidth);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_shm_latency_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, double _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->shm_latency = arg2;
+  
+}
+
+
+double _wrap_calibration_shm_latency_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->shm_latency);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_calibration_shm_used_set_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0, intgo _swig_go_1) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->shm_used = arg2;
+  
+}
+
+
+intgo _wrap_calibration_shm_used_get_swig_4bdacf67fc3f4975(struct shardrec_calibration *_swig_go_0) {
+  struct shardrec_calibration *arg1 = (struct shardrec_calibration *) 0 ;
+  int32_t result;
+  intgo _swig_go_result;
+  
+  arg1 = *(struct shardrec_calibration **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->shm_used);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct shardrec_calibration *_wrap_new_calibration_swig_4bdacf67fc3f4975() {
   struct shardrec_calibration *result = 0 ;
   struct shardrec_calibration *_swig_go_result;

@@ -26,7 +26,7 @@ pub const SHARDREC_COMM_OPTIONS_VERSION: u32 = 2;
 pub const SHARDREC_STORE_CALLBACKS_VERSION: u32 = 1;
 pub const SHARDREC_BACKEND_MPI: u32 = 3;
 pub const SHARDREC_CALIBRATE_OPTIONS_VERSION: u32 = 1;
-pub const SHARDREC_CALIBRATION_VERSION: u32 = 1;
+pub const SHARDREC_CALIBRATION_VERSION: u32 = 2;
 pub const SHARDREC_TABLE_TIER_VERSION: u32 = 1;
 pub const SHARDREC_EMBEDDING_OPTIONS_VERSION: u32 = 5;
 pub const SHARDREC_STEP_TIMINGS_VERSION: u32 = 2;
@@ -2697,12 +2697,15 @@ pub struct shardrec_calibration {
     pub handoff_latency: f64,
     pub elapsed: f64,
     pub oversubscription: f64,
+    pub shm_bandwidth: f64,
+    pub shm_latency: f64,
+    pub shm_used: i32,
 }
 #[test]
 fn bindgen_test_layout_shardrec_calibration() {
     assert_eq!(
         ::std::mem::size_of::<shardrec_calibration>(),
-        64usize,
+        88usize,
         concat!("Size of: ", stringify!(shardrec_calibration))
     );
     assert_eq!(
@@ -2846,6 +2849,57 @@ fn bindgen_test_layout_shardrec_calibration() {
         );
     }
     test_field_oversubscription();
+    fn test_field_shm_bandwidth() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).shm_bandwidth) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(shm_bandwidth)
+            )
+        );
+    }
+    test_field_shm_bandwidth();
+    fn test_field_shm_latency() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).shm_latency) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(shm_latency)
+            )
+        );
+    }
+    test_field_shm_latency();
+    fn test_field_shm_used() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<shardrec_calibration>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).shm_used) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(shardrec_calibration),
+                "::",
+                stringify!(shm_used)
+            )
+        );
+    }
+    test_field_shm_used();
 }
 pub type shardrec_calibration_t = shardrec_calibration;
 extern "C" {

@@ -149,6 +149,14 @@ pub struct Calibration {
     pub handoff_latency: f64,
     pub elapsed: f64,
     pub oversubscription: f64,
+    /// Bytes/s each rank sends in an all-to-all on the shared-memory transport of one host's
+    /// ranks (two rank threads, 4 MiB per rank); 0 when this process cannot use the transport.
+    pub shm_bandwidth: f64,
+    /// Seconds per all-reduce of one int64 on that transport; 0 when unavailable.
+    pub shm_latency: f64,
+    /// The topology's `intra_node_bandwidth` is `shm_bandwidth` (and, with every rank on one
+    /// host, its `collective_latency` is built on `shm_latency`); false: the loopback figures.
+    pub shm_used: bool,
 }
 
 impl Topology {
@@ -250,7 +258,7 @@ impl Topology {
         Ok(())
     }
 
-    /// Measures this machine (`shardrec_topology_calibrate`, about 0.1-0.3 s) and writes
+    /// Measures this machine (`shardrec_topology_calibrate`, about 0.2-0.8 s) and writes
     /// `memory_bandwidth`, `intra_node_bandwidth`, `collective_latency` and, on host,
     /// `per_id_cost`. Set `world_size` and `ranks_per_node` first. On error nothing is written.
     pub fn calibrate(&mut self, options: &CalibrateOptions) -> crate::Result<Calibration> {
@@ -280,6 +288,9 @@ impl Topology {
             handoff_latency: c.handoff_latency,
             elapsed: c.elapsed,
             oversubscription: c.oversubscription,
+            shm_bandwidth: c.shm_bandwidth,
+            shm_latency: c.shm_latency,
+            shm_used: c.shm_used != 0,
         })
     }
 }

@@ -288,7 +288,7 @@ public final class Config {
     }
 
     /**
-     * Measures this machine (shardrec_topology_calibrate, about 0.1-0.3 s) and writes the
+     * Measures this machine (shardrec_topology_calibrate, about 0.2-0.8 s) and writes the
      * figures into this topology: memoryBandwidth, intraNodeBandwidth, collectiveLatency and
      * (host) perIdCost. Set worldSize / ranksPerNode first.
      *
@@ -328,6 +328,9 @@ public final class Config {
         v.handoffLatency = c.getHandoff_latency();
         v.elapsed = c.getElapsed();
         v.oversubscription = c.getOversubscription();
+        v.shmBandwidth = c.getShm_bandwidth();
+        v.shmLatency = c.getShm_latency();
+        v.shmUsed = c.getShm_used() != 0;
         return v;
       } finally {
         t.delete();
@@ -362,6 +365,18 @@ public final class Config {
     public double handoffLatency;
     public double elapsed;
     public double oversubscription;
+    /**
+     * Bytes/s each rank sends in an all-to-all on the shared-memory transport of one host's ranks
+     * (two rank threads, 4 MiB per rank); 0 when this process cannot use the transport.
+     */
+    public double shmBandwidth;
+    /** Seconds per all-reduce of one int64 on that transport; 0 when unavailable. */
+    public double shmLatency;
+    /**
+     * The topology's intraNodeBandwidth is shmBandwidth (and, with every rank on one host, its
+     * collectiveLatency is built on shmLatency); false: the loopback figures.
+     */
+    public boolean shmUsed;
   }
 
   /** Constraints on how one table may be sharded. */
