@@ -66,9 +66,9 @@ SHARDREC_API shardrec_status_t shardrec_tier_stats_init(shardrec_tier_stats_t* s
  * @param coll  The collection; must not be NULL.
  * @param table A table of the collection's plan; must not be NULL.
  * @param out   [in,out] Initialised with shardrec_tier_stats_init; must not be NULL.
- * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, an unknown table, an unsupported
- *         version or a table this rank does not hold tiered; SHARDREC_EUSAGE when another thread
- *         is using the collection.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for a table not in the plan; SHARDREC_EINVAL for NULL
+ *         arguments, an unsupported version or a table this rank does not hold tiered;
+ *         SHARDREC_EUSAGE when another thread is using the collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_tier_stats(const shardrec_embedding_t* coll,
                                                              const char* table,
