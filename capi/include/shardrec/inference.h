@@ -210,8 +210,10 @@ SHARDREC_API shardrec_status_t shardrec_inference_open(const char* path,
  * the directory fsync'ed, so @p path holds either its previous content or the whole new file.
  * @param inf  [in] Must not be NULL.
  * @param path [in] File path (its directory must exist); must not be NULL or empty.
- * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_EIO when the file cannot be
- *         written (@p path is then unchanged).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_EUNSUPPORTED when the version
+ *         has a table served from the checkpoint's files (shardrec_serving_tier_t: open the
+ *         checkpoint without tiers to convert it); SHARDREC_EIO when the file cannot be written
+ *         (@p path is then unchanged in either case).
  * Thread-safety: any thread, concurrently with lookups and a reload (it saves the version that
  * was current when it started).
  */
@@ -497,6 +499,8 @@ SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* i
  *         with a value that is not finite or that its fp16/bf16 storage cannot hold (beyond its
  *         range: it would read as infinity), or, for INT8/INT4, whose max - min is beyond fp32's
  *         range (its scale would be infinite); SHARDREC_ENOTFOUND for an unknown table;
+ *         SHARDREC_EUNSUPPORTED for a table served from the checkpoint's files
+ *         (shardrec_serving_tier_t; reload a newer checkpoint instead), the version unchanged;
  *         SHARDREC_EUSAGE while a reload or another delta of this handle runs (it does not wait);
  *         SHARDREC_ENOMEM.
  * Thread-safety: as shardrec_inference_reload (any thread, with lookups running; one reload or
