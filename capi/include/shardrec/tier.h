@@ -29,8 +29,12 @@ typedef struct shardrec_tier_stats {
   int64_t hits;                 /**< Rows of a batch found in the cache. */
   int64_t misses;               /**< Rows of a batch that were not (read or initialised). */
   double hit_rate;              /**< hits / (hits + misses); 0 before the first forward. */
-  int64_t disk_reads;           /**< Records read from the store. */
-  int64_t disk_read_bytes;      /**< Bytes the store read from disk (whole pages). */
+  int64_t disk_reads;           /**< Records read from the store, those it still held in its
+                                     write buffer in memory (copied, not read from a file)
+                                     included. */
+  int64_t disk_read_bytes;      /**< Bytes the store read from its files (whole pages); not
+                                     counting records copied from its write buffer, so it may
+                                     be 0 while disk_reads is not. */
   int64_t disk_bytes;           /**< Bytes of the store's files. */
   int64_t queue_reads;          /**< Misses served from the write-back queue. */
   int64_t initialised;          /**< Misses of rows never written (their initial values). */
