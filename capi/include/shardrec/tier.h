@@ -19,7 +19,9 @@ SHARDREC_BEGIN_DECL
  * This rank's part of one tiered table, summed over the shards of it this rank holds; counts
  * since the collection's creation. A "row of a batch" is a distinct row of one forward on one
  * shard: hits + misses counts each once per forward. The write-back queue is shared by every
- * tiered table of the collection: written, queue_depth and queue_max_depth are the queue's.
+ * tiered table of the collection: written, queue_depth and queue_max_depth are the queue's. A
+ * forward refused because its batch does not fit the cache counts in none of the fields; one that
+ * fails later (a store read) counts no step and none of its exposed seconds.
  */
 typedef struct shardrec_tier_stats {
   uint32_t version;             /**< SHARDREC_TIER_STATS_VERSION. */
