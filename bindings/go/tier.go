@@ -60,7 +60,7 @@ func applyTiers(tiers []TableTier, eo swig.Embedding_options) (uintptr, error) {
 }
 
 // TierStats returns this rank's statistics of tiered table `table`. Not collective; an error
-// (EINVAL) for a table this rank does not hold tiered.
+// (EINVAL) for a table this rank does not hold tiered, (ENOTFOUND) for a table not in the plan.
 func (e *EmbeddingCollection) TierStats(table string) (TierStats, error) {
 	if err := noNUL("table", table); err != nil {
 		return TierStats{}, err

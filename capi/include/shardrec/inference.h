@@ -22,7 +22,9 @@
  * numbers start at 1 at open and grow by 1 with each successful reload or delta.
  *
  * Storage types (per table, SHARDREC_SERVING_*; docs/serving.md has the error bounds):
- *  - AS_TRAINED keeps the checkpoint's dtype (fp32, fp16 or bf16): lookups then equal the
+ *  - AS_TRAINED keeps the checkpoint's dtype (fp32, fp16, bf16, or FP8_E4M3/FP8_E5M2 for an FP8
+ *    table, whose rows and scales are kept as trained and which table_info then reports as that
+ *    FP8 storage): lookups then equal the
  *    training collection's forward bit for bit wherever training summed each bag on one rank
  *    (every type but the row-split RW, TWRW and grid, whose partial sums are added in another
  *    order; docs/serving.md).
@@ -88,7 +90,8 @@ typedef struct shardrec_inference_snapshot shardrec_inference_version_t;
 
 /** How a table's rows are stored for serving (stored as int32_t in option structs). */
 typedef enum shardrec_serving_storage {
-  SHARDREC_SERVING_AS_TRAINED = 0, /**< The checkpoint's dtype (fp32, fp16 or bf16); default. */
+  SHARDREC_SERVING_AS_TRAINED = 0, /**< The checkpoint's dtype (fp32, fp16, bf16 or an FP8
+                                        type); default. */
   SHARDREC_SERVING_FP32 = 1,       /**< 4 bytes per value. */
   SHARDREC_SERVING_FP16 = 2,       /**< IEEE half, rounded to nearest even. */
   SHARDREC_SERVING_BF16 = 3,       /**< bfloat16, rounded to nearest even. */
@@ -207,8 +210,10 @@ SHARDREC_API shardrec_status_t shardrec_inference_open(const char* path,
  * the directory fsync'ed, so @p path holds either its previous content or the whole new file.
  * @param inf  [in] Must not be NULL.
  * @param path [in] File path (its directory must exist); must not be NULL or empty.
- * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_EIO when the file cannot be
- *         written (@p path is then unchanged).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments; SHARDREC_EUNSUPPORTED when the version
+ *         has a table served from the checkpoint's files (shardrec_serving_tier_t: open the
+ *         checkpoint without tiers to convert it); SHARDREC_EIO when the file cannot be written
+ *         (@p path is then unchanged in either case).
  * Thread-safety: any thread, concurrently with lookups and a reload (it saves the version that
  * was current when it started).
  */
@@ -272,12 +277,15 @@ SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_infe
                                                              int32_t* storage);
 
 /**
- * The row-wise quantization parameters of rows of an INT8 or INT4 table in the current version
- * (see the file comment): each value of row i reads back as q * scales[i] + biases[i] and lies
- * within scales[i] / 2 of the trained value (plus the fp32 rounding of that expression), so a
- * bag's lookup error is bounded by the sum over its ids of |weight| * scale / 2.
+ * The row-wise quantization parameters of rows of an INT8, INT4 or FP8 table in the current
+ * version (see the file comment): each value of an INT8/INT4 row i reads back as
+ * q * scales[i] + biases[i] and lies within scales[i] / 2 of the trained value (plus the fp32
+ * rounding of that expression), so a bag's lookup error is bounded by the sum over its ids of
+ * |weight| * scale / 2; an FP8 row's value reads back as its decoded code x scales[i] (bias 0),
+ * within the FP8 bound of the file comment.
  * @param inf         [in] Must not be NULL.
- * @param table       [in] Table name; must not be NULL; its storage must be INT8 or INT4.
+ * @param table       [in] Table name; must not be NULL; its storage must be INT8, INT4,
+ *                    FP8_E4M3 or FP8_E5M2 (an FP8 checkpoint served AS_TRAINED included).
  * @param ids         [in] @p n rows: a fixed table's row indices in [0, rows), or a dynamic
  *                    table's ids (an id without a row reads the zero row: scale 0, bias 0); may
  *                    be NULL when @p n is 0. The bounds policy does not apply.
@@ -491,6 +499,8 @@ SHARDREC_API shardrec_status_t shardrec_inference_reload(shardrec_inference_t* i
  *         with a value that is not finite or that its fp16/bf16 storage cannot hold (beyond its
  *         range: it would read as infinity), or, for INT8/INT4, whose max - min is beyond fp32's
  *         range (its scale would be infinite); SHARDREC_ENOTFOUND for an unknown table;
+ *         SHARDREC_EUNSUPPORTED for a table served from the checkpoint's files
+ *         (shardrec_serving_tier_t; reload a newer checkpoint instead), the version unchanged;
  *         SHARDREC_EUSAGE while a reload or another delta of this handle runs (it does not wait);
  *         SHARDREC_ENOMEM.
  * Thread-safety: as shardrec_inference_reload (any thread, with lookups running; one reload or

@@ -19,7 +19,9 @@ SHARDREC_BEGIN_DECL
  * This rank's part of one tiered table, summed over the shards of it this rank holds; counts
  * since the collection's creation. A "row of a batch" is a distinct row of one forward on one
  * shard: hits + misses counts each once per forward. The write-back queue is shared by every
- * tiered table of the collection: written, queue_depth and queue_max_depth are the queue's.
+ * tiered table of the collection: written, queue_depth and queue_max_depth are the queue's. A
+ * forward refused because its batch does not fit the cache counts in none of the fields; one that
+ * fails later (a store read) counts no step and none of its exposed seconds.
  */
 typedef struct shardrec_tier_stats {
   uint32_t version;             /**< SHARDREC_TIER_STATS_VERSION. */
@@ -29,8 +31,12 @@ typedef struct shardrec_tier_stats {
   int64_t hits;                 /**< Rows of a batch found in the cache. */
   int64_t misses;               /**< Rows of a batch that were not (read or initialised). */
   double hit_rate;              /**< hits / (hits + misses); 0 before the first forward. */
-  int64_t disk_reads;           /**< Records read from the store. */
-  int64_t disk_read_bytes;      /**< Bytes the store read from disk (whole pages). */
+  int64_t disk_reads;           /**< Records read from the store, those it still held in its
+                                     write buffer in memory (copied, not read from a file)
+                                     included. */
+  int64_t disk_read_bytes;      /**< Bytes the store read from its files (whole pages); not
+                                     counting records copied from its write buffer, so it may
+                                     be 0 while disk_reads is not. */
   int64_t disk_bytes;           /**< Bytes of the store's files. */
   int64_t queue_reads;          /**< Misses served from the write-back queue. */
   int64_t initialised;          /**< Misses of rows never written (their initial values). */
@@ -66,9 +72,9 @@ SHARDREC_API shardrec_status_t shardrec_tier_stats_init(shardrec_tier_stats_t* s
  * @param coll  The collection; must not be NULL.
  * @param table A table of the collection's plan; must not be NULL.
  * @param out   [in,out] Initialised with shardrec_tier_stats_init; must not be NULL.
- * @return SHARDREC_OK; SHARDREC_EINVAL for NULL arguments, an unknown table, an unsupported
- *         version or a table this rank does not hold tiered; SHARDREC_EUSAGE when another thread
- *         is using the collection.
+ * @return SHARDREC_OK; SHARDREC_ENOTFOUND for a table not in the plan; SHARDREC_EINVAL for NULL
+ *         arguments, an unsupported version or a table this rank does not hold tiered;
+ *         SHARDREC_EUSAGE when another thread is using the collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_tier_stats(const shardrec_embedding_t* coll,
                                                              const char* table,

@@ -347,10 +347,13 @@ Status TieredTables::Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool
     std::lock_guard<std::mutex> lock(pf_mu_);
     pf_spare_.swap(fetched);
   }
-  for (Shard& sh : shards_) {
-    ++sh.stats.steps;
-    sh.stats.exposed_fetch_seconds += exposed;
-    sh.stats.last_exposed_fetch_seconds = exposed;
+  // A forward that failed resolved nothing: it is not a step of the statistics.
+  if (s.ok()) {
+    for (Shard& sh : shards_) {
+      ++sh.stats.steps;
+      sh.stats.exposed_fetch_seconds += exposed;
+      sh.stats.last_exposed_fetch_seconds = exposed;
+    }
   }
   return s;
 }
@@ -501,6 +504,7 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     return s;
   };
   Status bad;
+  int64_t hits = 0;  // counted once the batch is known to fit (a refused batch counts nothing)
   ForEachRowHinted(rb.shards[local], cache, [&](int64_t& row) {
     if (row < 0 || row >= sh.spec.rows) {
       if (bad.ok())
@@ -514,7 +518,7 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
         cache.Pin(slot, epoch);
         cache.Touch(slot);
         ++pinned;
-        ++sh.stats.hits;
+        ++hits;
       }
       if (training && !cache.dirty(slot)) {
         cache.set_dirty(slot, true);
@@ -530,20 +534,21 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
     id_miss.push_back(miss < 0 ? next : miss);
   });
   if (!bad.ok()) return failed(bad);
-  if (prefetched != nullptr) {
-    // The rows the prefetch thread installed for this batch were its misses, not hits.
-    int64_t ahead = 0;
-    for (int32_t v : (*prefetched)[j].installed_slots) ahead += cache.Pinned(v, epoch) ? 1 : 0;
-    sh.stats.hits -= ahead;
-    sh.stats.misses += ahead;
-    sh.stats.prefetched += ahead;
-  }
   if (pinned + static_cast<int64_t>(misses.size()) > cache.slots())
     return failed(Status::InvalidArgument(
         "tiered table '", name, "' shard ", ls.shard, ": this forward needs ",
         pinned + static_cast<int64_t>(misses.size()), " distinct rows resident",
         in_flight != nullptr ? " (with those of the batch a backward may still train)" : "",
         " but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes"));
+  if (prefetched != nullptr) {
+    // The rows the prefetch thread installed for this batch were its misses, not hits.
+    int64_t ahead = 0;
+    for (int32_t v : (*prefetched)[j].installed_slots) ahead += cache.Pinned(v, epoch) ? 1 : 0;
+    hits -= ahead;
+    sh.stats.misses += ahead;
+    sh.stats.prefetched += ahead;
+  }
+  sh.stats.hits += hits;
   sh.stats.misses += static_cast<int64_t>(misses.size());
   // Room first: each miss takes a free slot or evicts a row pinned before `floor`.
   std::vector<int32_t>& slots = sh.slots;

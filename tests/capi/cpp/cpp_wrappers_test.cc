@@ -376,6 +376,69 @@ void FromEnv() {
           "Comm::tcp joins rank 0's address: " + failures[0] + failures[1]);
 }
 
+// A tiered table trains to the bits of the same table in memory (tier_stats), its checkpoint
+// serves through a row cache (Inference::tier_stats), and the tier's disk calibrates.
+void Tiers(const std::string& dir) {
+  auto memory = shardrec::Comm::local_group(1), tiered = shardrec::Comm::local_group(1);
+  const shardrec::Plan plan = MakePlan(1);
+  shardrec_table_tier_t tier = SHARDREC_TABLE_TIER_INIT;
+  const std::string stores = dir + "_tier";
+  tier.table = "users";
+  tier.dir = stores.c_str();
+  tier.cache_bytes = 4 * (8 * 4 + 32);  // 4 rows of 8 fp32 under SGD
+  shardrec_embedding_options_t options = SHARDREC_EMBEDDING_OPTIONS_INIT;
+  options.tiers = &tier;
+  options.num_tiers = 1;
+  auto in_memory = shardrec::EmbeddingCollection::create(plan, memory[0]);
+  auto on_disk = shardrec::EmbeddingCollection::create(plan, tiered[0], nullptr, &options);
+  std::vector<int32_t> lengths = {1, 1, 1, 1};
+  for (int64_t step = 0; step < 4; ++step) {
+    std::vector<int64_t> ids = {step * 3, 40 + step, step * 3 + 1, 70 - step};
+    const auto batch = shardrec::kjt_view(2, 2, lengths, ids);
+    std::vector<float> a = in_memory.forward(batch), b = on_disk.forward(batch);
+    Require(a == b, "a tiered forward equals the forward in memory");
+    in_memory.backward(a);
+    on_disk.backward(b);
+  }
+  const shardrec_tier_stats_t stats = on_disk.tier_stats("users");
+  Require(stats.cache_slots == 4 && stats.steps == 4 && stats.misses > 4 && stats.write_backs > 0,
+          "tier_stats counts the evicting steps");
+  Require(Failure([&] { (void)on_disk.tier_stats("nope"); }).code() == SHARDREC_ENOTFOUND,
+          "tier_stats of a table not in the plan");
+  std::vector<float> users(100 * 8);
+  in_memory.get_weights("users", users);
+  on_disk.save_checkpoint(dir + "_tiered");
+  shardrec_serving_tier_t serving = SHARDREC_SERVING_TIER_INIT;
+  serving.table = "users";
+  serving.cache_bytes = 2 * (8 * 4 + 64);
+  shardrec_inference_options_t open = SHARDREC_INFERENCE_OPTIONS_INIT;
+  open.tiers = &serving;
+  open.num_tiers = 1;
+  auto inf = shardrec::Inference::open(dir + "_tiered", &open);
+  std::vector<int32_t> one = {1, 0};
+  std::vector<int64_t> row = {40};
+  const std::vector<float> out = inf.lookup(shardrec::kjt_view(1, 2, one, row));
+  Require(std::equal(users.begin() + 40 * 8, users.begin() + 41 * 8, out.begin()),
+          "a served tiered row equals the trained one");
+  const shardrec_serving_tier_stats_t served = inf.tier_stats("users");
+  Require(served.cache_slots == 2 && served.misses == 1 && served.model_version == 1,
+          "Inference::tier_stats");
+  Require(Failure([&] { (void)inf.tier_stats("items"); }).code() == SHARDREC_EINVAL,
+          "tier_stats of a table served from memory");
+  shardrec_topology_t topology = SHARDREC_TOPOLOGY_INIT;
+  topology.world_size = 1;
+  const shardrec::DiskCalibration disk = shardrec::topology_calibrate_disk(
+      topology, std::filesystem::temp_directory_path().string(), 1 << 20, 0.05);
+  Require(disk.iops > 0 && topology.disk_read_iops > 0 && topology.disk_read_bandwidth > 0,
+          "topology_calibrate_disk");
+  Require(Failure([&] {
+            (void)shardrec::topology_calibrate_disk(topology, stores + "/none");
+          }).code() == SHARDREC_ENOTFOUND,
+          "topology_calibrate_disk of a missing folder");
+  std::filesystem::remove_all(stores);
+  std::filesystem::remove_all(dir + "_tiered");
+}
+
 void MovedFrom() {
   auto comms = shardrec::Comm::local_group(1);
   const shardrec::Plan plan = MakePlan(1);
@@ -411,6 +474,7 @@ int main() {
     VbeTraining();
     Dense();
     FromEnv();
+    Tiers(dir);
     MovedFrom();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAILED: %s\n", e.what());

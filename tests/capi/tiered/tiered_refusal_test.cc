@@ -120,13 +120,31 @@ TEST(TieredRefusal, BatchLargerThanCacheFailsAndLeavesTheCollectionUsable) {
   int64_t dim = 0;
   shardrec_embedding_output_dim(c.get(), &dim);
   std::vector<float> out(static_cast<size_t>(dim));
+  // Four rows fit: a first step caches rows 0-3 (4 misses, 1 step); after its backward they are
+  // no longer pinned, so the next forward finds them as hits.
+  RefBatch fits{1, {4, 0, 0, 0}, {0, 1, 2, 3}, {}};
+  KjtHolder small(fits, 4, false);
+  ASSERT_EQ(shardrec_embedding_forward(c.get(), small.view(), out.data(), out.size(), nullptr),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  ASSERT_EQ(shardrec_embedding_backward(c.get(), out.data(), out.size(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  shardrec_tier_stats_t before = SHARDREC_TIER_STATS_INIT, after = SHARDREC_TIER_STATS_INIT;
+  ASSERT_EQ(shardrec_embedding_tier_stats(c.get(), "t0", &before), SHARDREC_OK);
+  EXPECT_EQ(before.steps, 1);
+  EXPECT_EQ(before.misses, 4);
+  EXPECT_EQ(before.hits, 0);
   EXPECT_EQ(shardrec_embedding_forward(c.get(), kjt.view(), out.data(), out.size(), nullptr),
             SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find("cache holds 4 rows"), std::string::npos)
       << shardrec_last_error();
-  // Four rows fit; the forward reads the table's initial rows (the weights accessor's).
-  RefBatch fits{1, {4, 0, 0, 0}, {0, 1, 2, 3}, {}};
-  KjtHolder small(fits, 4, false);
+  // The refused forward counts in no statistic: not its cached rows 0-3 as hits, nor a step.
+  ASSERT_EQ(shardrec_embedding_tier_stats(c.get(), "t0", &after), SHARDREC_OK);
+  EXPECT_EQ(after.steps, before.steps);
+  EXPECT_EQ(after.hits, before.hits);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.write_backs, before.write_backs);
+  // The rows fit again; the forward reads the table's initial rows (the weights accessor's).
   ASSERT_EQ(shardrec_embedding_forward(c.get(), small.view(), out.data(), out.size(), nullptr),
             SHARDREC_OK)
       << shardrec_last_error();

@@ -231,12 +231,13 @@ impl Inference {
     }
 
     /// The row-wise quantization parameters of rows `ids` of table `table`, which must be served
-    /// as `ServingStorage::Int8` or `Int4`: per id its scale and bias, and the version read. Each
-    /// value of row i reads back as `q * scales[i] + biases[i]`, within `scales[i] / 2` of the
-    /// trained value (plus fp32 rounding), so a bag's error is at most the sum over its ids of
-    /// `|weight| * scale / 2`. `ids` are a fixed table's row indices in `[0, rows)` or a dynamic
-    /// table's ids (one without a row: scale 0, bias 0). Errors: `Invalid` for another storage or
-    /// an index out of range, `NotFound` for an unknown table.
+    /// as `ServingStorage::Int8`, `Int4` or an FP8 storage (an FP8 checkpoint served `AsTrained`
+    /// included: its power-of-two scale, bias 0): per id its scale and bias, and the version read.
+    /// Each value of an int8/int4 row i reads back as `q * scales[i] + biases[i]`, within
+    /// `scales[i] / 2` of the trained value (plus fp32 rounding), so a bag's error is at most the
+    /// sum over its ids of `|weight| * scale / 2`. `ids` are a fixed table's row indices in
+    /// `[0, rows)` or a dynamic table's ids (one without a row: scale 0, bias 0). Errors:
+    /// `Invalid` for another storage or an index out of range, `NotFound` for an unknown table.
     pub fn row_scales(&self, table: &str, ids: &[i64]) -> Result<(Vec<f32>, Vec<f32>, u64)> {
         let name = cstring(table, "table")?;
         let mut scales = vec![0.0f32; ids.len()];

@@ -77,7 +77,7 @@ pub(crate) fn raw_tiers(
 
 impl EmbeddingCollection {
     /// This rank's statistics of tiered table `table`. Not collective; `Code::Invalid` for a
-    /// table this rank does not hold tiered.
+    /// table this rank does not hold tiered, `Code::NotFound` for a table not in the plan.
     pub fn tier_stats(&self, table: &str) -> Result<TierStats> {
         let name = cstring(table, "table")?;
         // SAFETY: plain data filled by init; valid handle and NUL-terminated name.

@@ -169,7 +169,8 @@ class Inference {
   }
 
   /** The scale and bias of rows of an int8 or int4 table (value = code x scale + bias; a lookup
-   *  of a row is within scale / 2 of the trained value); @p ids are a fixed table's row indices
+   *  of a row is within scale / 2 of the trained value), or of an FP8 one (bias 0; value =
+   *  decoded code x scale); @p ids are a fixed table's row indices
    *  or a dynamic table's ids (an id without a row: scale 0, bias 0). Returns the version read
    *  (shardrec_inference_row_scales). */
   struct RowScales {
@@ -184,6 +185,16 @@ class Inference {
     check(shardrec_inference_row_scales(h(), detail::c_str(table, "table"), ids.data(), ids.size(),
                                         r.scales.data(), r.biases.data(), &r.version));
     return r;
+  }
+
+  /** The row cache statistics of @p table, served from the checkpoint's files (a tier of the
+   *  open options, shardrec_serving_tier_t), in the current version
+   *  (shardrec_inference_tier_stats): Error EINVAL for a table held in memory, ENOTFOUND for an
+   *  unknown one. Safe beside lookups and a reload. */
+  shardrec_serving_tier_stats_t tier_stats(const std::string& table) const {
+    shardrec_serving_tier_stats_t s = SHARDREC_SERVING_TIER_STATS_INIT;
+    check(shardrec_inference_tier_stats(h(), detail::c_str(table, "table"), &s));
+    return s;
   }
 
   /** lookup() into a new vector. */

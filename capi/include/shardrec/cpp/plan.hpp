@@ -51,6 +51,29 @@ inline double topology_calibrate_network(shardrec_topology_t& topology, Comm& co
   return measured;
 }
 
+/** What topology_calibrate_disk() measured beside what it wrote into the topology. */
+struct DiskCalibration {
+  double iops = 0;      ///< The machine's random 4 KiB reads per second (all ranks).
+  bool direct = false;  ///< Whether the reads bypassed the page cache (O_DIRECT).
+};
+
+/**
+ * Measures the local disk under @p dir that tiered tables' stores will use into @p topology's
+ * disk_read_iops, disk_read_bandwidth and (when 0) disk_capacity, per rank
+ * (shardrec_topology_calibrate_disk: a scratch file of @p file_bytes, 0 meaning 256 MiB, read
+ * for about @p time_budget seconds, 0 meaning 1). @p topology is written only on success.
+ */
+inline DiskCalibration topology_calibrate_disk(shardrec_topology_t& topology,
+                                               const std::string& dir, uint64_t file_bytes = 0,
+                                               double time_budget = 0) {
+  DiskCalibration d;
+  int32_t direct = 0;
+  check(shardrec_topology_calibrate_disk(&topology, detail::c_str(dir, "dir"), file_bytes,
+                                         time_budget, &d.iops, &direct));
+  d.direct = direct != 0;
+  return d;
+}
+
 /** An immutable sharding plan. Move-only; safe to query from any number of threads. */
 class Plan {
  public:

@@ -591,7 +591,8 @@ public final class EmbeddingCollection extends NativeHandle {
 
   /**
    * This rank's statistics of tiered table {@code table} (not collective, changes nothing;
-   * docs/disk-tier.md). ShardrecException EINVAL for a table this rank does not hold tiered.
+   * docs/disk-tier.md). ShardrecException EINVAL for a table this rank does not hold tiered,
+   * ENOTFOUND for a table not in the plan.
    */
   public TierStats tierStats(String table) {
     org.shardrec.swig.tier_stats s = new org.shardrec.swig.tier_stats();

@@ -215,7 +215,8 @@ public final class Inference extends NativeHandle {
   /**
    * The row-wise quantization parameters of rows of an INT8 or INT4 table ({@link #rowScales}):
    * each value of row i reads back as q * scale(i) + bias(i), within scale(i) / 2 of the trained
-   * value (plus fp32 rounding). An immutable value.
+   * value (plus fp32 rounding); of an FP8 table, its power-of-two scale(i) and bias 0 (a value
+   * reads back as the decoded code x scale(i)). An immutable value.
    */
   public static final class RowScales {
     /** The number of the version read. */
@@ -257,9 +258,10 @@ public final class Inference extends NativeHandle {
 
   /**
    * The scale and bias of rows {@code ids} of table {@code table}, which must be served as
-   * {@link ServingStorage#INT8} or {@link ServingStorage#INT4} (shardrec_inference_row_scales):
-   * a fixed table's row indices in [0, rows), or a dynamic table's ids (one without a row: scale
-   * 0, bias 0). A bag's lookup error is at most the sum over its ids of |weight| * scale / 2.
+   * {@link ServingStorage#INT8}, {@link ServingStorage#INT4} or an FP8 storage (an FP8 checkpoint
+   * served AS_TRAINED included; bias 0) (shardrec_inference_row_scales): a fixed table's row
+   * indices in [0, rows), or a dynamic table's ids (one without a row: scale 0, bias 0). For
+   * INT8/INT4 a bag's lookup error is at most the sum over its ids of |weight| * scale / 2.
    * ShardrecException EINVAL for another storage or an index out of range, ENOTFOUND for an
    * unknown table. Thread-safe, as {@link #lookup}.
    */
