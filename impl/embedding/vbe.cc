@@ -283,6 +283,7 @@ void VbeStep::DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded) 
 void VbeStep::PlacePairs(const Layout& l) {
   places_.pairs.clear();
   places_.spans.clear();
+  expanded_.clear();
   aux_len_ = 0;
   if (l.sequence) return;
   const int64_t D = l.output_dim;
@@ -327,6 +328,30 @@ void VbeStep::PlacePairs(const Layout& l) {
     }
   }
   aux_len_ = static_cast<size_t>(aux);
+  // The scratch features, and the runs of adjacent columns they cover together (ExpandRows
+  // streams the cache lines inside a run).
+  for (int64_t f = 0; f < features_; ++f) {
+    const auto fi = static_cast<size_t>(f);
+    if (aux_begin_[fi] < 0 || col_width_[fi] == 0) continue;
+    ExpandedFeature e;
+    e.bag_offset = aux_begin_[fi];
+    e.num_bags = bag_begin_[fi + 1] - bag_begin_[fi];
+    e.width = col_width_[fi];
+    e.col = col_offset_[fi];
+    e.inverse = inverse_.data() + inv.bag(f, 0);
+    expanded_.push_back(e);
+  }
+  for (size_t i = 0; i < expanded_.size();) {
+    size_t j = i + 1;
+    while (j < expanded_.size() &&
+           expanded_[j - 1].col + expanded_[j - 1].width == expanded_[j].col)
+      ++j;
+    for (size_t k = i; k < j; ++k) {
+      expanded_[k].span_begin = expanded_[i].col;
+      expanded_[k].span_end = expanded_[j - 1].col + expanded_[j - 1].width;
+    }
+    i = j;
+  }
   for (const PairRows::Place& at : places_.pairs) {
     if (at.rows == 0 || at.cols == 0) continue;
     if (!places_.spans.empty()) {
@@ -343,62 +368,56 @@ void VbeStep::PlacePairs(const Layout& l) {
 
 void VbeStep::Expand(const ExecContext& ctx, const Layout& /*l*/, const float* aux,
                      float* out) const {
-  if (!has_inverse_ || aux_len_ == 0) return;
-  const auto D = static_cast<size_t>(output_dim_);
-  const BagIndex inv = BagIndex::Plain(out_samples_);
-  // Sample-major, so each output row is written in one pass; a row's few floats per feature are
-  // copied inline (a call per piece would cost as much as the copy).
+  if (!has_inverse_ || expanded_.empty()) return;
+  // Sample-major, so each output row's expanded columns are written in one pass, in column order.
+  // An expansion larger than a core's caches would be written back to memory anyway: its whole
+  // lines are streamed, not read first (RESULTS.md, branch vbe7: below 4 MiB the caller's read
+  // of rows still in cache paid for the lines read first; above it, streaming was cheaper, the
+  // caller's read included).
+  int64_t floats = 0;
+  for (const ExpandedFeature& f : expanded_) floats += f.width;
+  const bool stream = out_samples_ * floats * static_cast<int64_t>(sizeof(float)) >= kStreamBytes;
   ctx.ParallelFor(0, out_samples_, 256, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      for (int64_t f = 0; f < features_; ++f) {
-        const auto fi = static_cast<size_t>(f);
-        if (aux_begin_[fi] < 0) continue;
-        const int64_t w = col_width_[fi];
-        float* dst = out + static_cast<size_t>(b) * D + static_cast<size_t>(col_offset_[fi]);
-        const float* src = aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * w;
-        for (int64_t i = 0; i < w; ++i) dst[i] = src[i];
-      }
+    ExpandRows(expanded_, aux, out, output_dim_, b0, b1, stream);
   });
 }
 
 void VbeStep::Reduce(const ExecContext& ctx, const float* grad, float* aux,
                      bool* in_place_finite) const {
-  if (!has_inverse_ || aux_len_ == 0) {
+  if (!has_inverse_ || expanded_.empty()) {
     if (in_place_finite != nullptr) *in_place_finite = InPlaceFinite(grad);
     return;
   }
-  const auto D = static_cast<size_t>(output_dim_);
-  const BagIndex inv = BagIndex::Plain(out_samples_);
+  const auto n = static_cast<int64_t>(expanded_.size());
   // Each feature's bags are its own: features in parallel, each one's samples in ascending order.
-  // A thread walks the samples once for all its features, so it reads each gradient row once,
-  // in memory order, instead of once per feature; the thread with the first features also checks
-  // the row's columns read in place (InPlaceFinite) while the row is at hand.
-  const int64_t grain = std::max<int64_t>(1, features_ / std::max(1, ctx.num_threads()));
-  ctx.ParallelFor(0, features_, grain, [&](int64_t f0, int64_t f1) {
-    for (int64_t f = f0; f < f1; ++f) {
-      const auto fi = static_cast<size_t>(f);
-      if (aux_begin_[fi] < 0) continue;
-      float* bags = aux + aux_begin_[fi];
-      std::fill(bags, bags + (bag_begin_[fi + 1] - bag_begin_[fi]) * col_width_[fi], 0.0f);
+  // A thread walks the rows once, in tiles, for all its features: a tile's rows are read once, in
+  // memory order, and a run of samples that read one bag (a request's candidates) is summed in
+  // registers (ReduceRows). The thread with the first features also checks the columns read in
+  // place (InPlaceFinite) while the tile's rows are at hand.
+  const int64_t grain = std::max<int64_t>(1, n / std::max(1, ctx.num_threads()));
+  ctx.ParallelFor(0, n, grain, [&](int64_t f0, int64_t f1) {
+    const std::span<const ExpandedFeature> mine(expanded_.data() + f0,
+                                                static_cast<size_t>(f1 - f0));
+    for (const ExpandedFeature& f : mine) {
+      std::fill(aux + f.bag_offset, aux + f.bag_offset + f.num_bags * f.width, 0.0f);
     }
     const bool checks = in_place_finite != nullptr && f0 == 0;
     bool finite = true;
-    for (int64_t b = 0; b < out_samples_; ++b) {
-      const float* row = grad + static_cast<size_t>(b) * D;
-      for (int64_t f = f0; f < f1; ++f) {
-        const auto fi = static_cast<size_t>(f);
-        if (aux_begin_[fi] < 0) continue;
-        const int64_t w = col_width_[fi];
-        float* dst = aux + aux_begin_[fi] + inverse_[inv.bag(f, b)] * w;
-        const float* src = row + col_offset_[fi];
-        for (int64_t i = 0; i < w; ++i) dst[i] += src[i];
-      }
+    // What this thread reads of a row: its features' columns, or the whole row with the checks.
+    const int64_t c0 = checks ? 0 : mine.front().col;
+    const int64_t c1 = checks ? output_dim_ : mine.back().col + mine.back().width;
+    for (int64_t t0 = 0; t0 < out_samples_; t0 += kReduceTile) {
+      const int64_t t1 = std::min(out_samples_, t0 + kReduceTile);
+      PrefetchRowsToL2(grad + c0, output_dim_, c1 - c0, t1,
+                       std::min(out_samples_, t1 + kReduceTile));
+      ReduceRows(mine, grad, output_dim_, t0, t1, aux);
       if (!checks) continue;
-      for (const PairRows::Place& at : places_.spans) {
-        if (at.aux || b >= at.rows) continue;
-        const auto cols = static_cast<size_t>(at.cols);
-        finite &= FirstNonFinite(grad + at.offset + b * at.stride, cols) == cols;
-      }
+      for (int64_t b = t0; b < t1; ++b)
+        for (const PairRows::Place& at : places_.spans) {
+          if (at.aux || b >= at.rows) continue;
+          const auto cols = static_cast<size_t>(at.cols);
+          finite &= FirstNonFinite(grad + at.offset + b * at.stride, cols) == cols;
+        }
     }
     if (checks) *in_place_finite = finite;
   });

@@ -27,6 +27,7 @@
 #include "impl/embedding/batch.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/pair_rows.h"
+#include "impl/embedding/vbe_rows.h"
 
 namespace shardrec::embedding {
 
@@ -48,6 +49,14 @@ Status VbeOutputLen(const Layout& l, const VbeBatch& batch, size_t* out);
 // borrowed for the forward only). Reused from step to step.
 class VbeStep {
  public:
+  VbeStep() = default;
+  // Moved, never copied: expanded_ points into inverse_, whose buffer a move keeps (the
+  // collection swaps its steps, collection.cc).
+  VbeStep(VbeStep&&) = default;
+  VbeStep& operator=(VbeStep&&) = default;
+  VbeStep(const VbeStep&) = delete;
+  VbeStep& operator=(const VbeStep&) = delete;
+
   // Checks `batch` against the collection (F, the lengths count, each B_f, each inverse index,
   // kjt.batch_size, then the plain batch's own checks run on the padded batch) and, when it is
   // sound, keeps its shape and sets `*padded` to the plain batch the pipeline runs (its lengths
@@ -71,10 +80,12 @@ class VbeStep {
   PairRows* places() { return places_.pairs.empty() ? nullptr : &places_; }
   size_t aux_len() const { return aux_len_; }
   // With inverse indices: the scratch features' rows in `aux` copied to their columns of every
-  // output sample of `out` (the other columns are left alone).
+  // output sample of `out` (the other columns are left alone), each element written once
+  // (ExpandRows; streamed when the expansion is at least kStreamBytes).
   void Expand(const ExecContext& ctx, const Layout& l, const float* aux, float* out) const;
   // With inverse indices: each scratch feature's bags in `aux` = the sum of the caller's gradient
-  // rows `grad` of the samples that read them, in ascending sample order starting from zero. With
+  // rows `grad` of the samples that read them, in ascending sample order starting from zero, each
+  // gradient element read once (ReduceRows, in tiles of kReduceTile rows). With
   // `in_place_finite`, also sets it to InPlaceFinite(grad), checked in the same walk of the rows.
   void Reduce(const ExecContext& ctx, const float* grad, float* aux,
               bool* in_place_finite = nullptr) const;
@@ -85,6 +96,11 @@ class VbeStep {
   void AuxBag(size_t i, int64_t* feature, int64_t* bag) const;
 
  private:
+  // Expansions of at least this many bytes stream their whole cache lines (Expand).
+  static constexpr int64_t kStreamBytes = int64_t{4} << 20;
+  // Rows per tile of Reduce's walk: a tile's rows are read once for all of a thread's features.
+  static constexpr int64_t kReduceTile = 16;
+
   bool vbe_ = false;
   bool has_inverse_ = false;
   int64_t features_ = 0;
@@ -105,6 +121,7 @@ class VbeStep {
   std::vector<int64_t> col_offset_;
   std::vector<int64_t> col_width_;
   std::vector<int64_t> aux_begin_;
+  std::vector<ExpandedFeature> expanded_;  // the scratch features (Expand, Reduce)
 
   // Bags no output sample reads are not in the expanded batch (vbe.cc).
   std::vector<uint8_t> read_;  // per VBE bag: some sample reads it
