@@ -93,53 +93,43 @@ RoundingBitsLevel HostLevel() {
   return level;
 }
 
-// The loops of `level`, or null when it names none (the caller checked HostRuns).
-RowBitsFn RowBitsOf(RoundingBitsLevel level) {
-  switch (level) {
-    case RoundingBitsLevel::kBaseline:
-      return &RowBitsBaseline;
-#if defined(__x86_64__)
-    case RoundingBitsLevel::kAvx2:
-      return &RowBitsAvx2;
-    case RoundingBitsLevel::kAvx512:
-      return &RowBitsAvx512;
-#endif
-    default:
-      return nullptr;
-  }
-}
+// A level's two loops; both null when `level` names none (the caller checked HostRuns).
+struct Loops {
+  RowBitsFn bits = nullptr;
+  Bf16RowFn bf16 = nullptr;
+};
 
-Bf16RowFn Bf16RowOf(RoundingBitsLevel level) {
+Loops LoopsOf(RoundingBitsLevel level) {
   switch (level) {
     case RoundingBitsLevel::kBaseline:
-      return &Bf16RowBaseline;
+      return {&RowBitsBaseline, &Bf16RowBaseline};
 #if defined(__x86_64__)
     case RoundingBitsLevel::kAvx2:
-      return &Bf16RowAvx2;
+      return {&RowBitsAvx2, &Bf16RowAvx2};
     case RoundingBitsLevel::kAvx512:
-      return &Bf16RowAvx512;
+      return {&RowBitsAvx512, &Bf16RowAvx512};
 #endif
     default:
-      return nullptr;
+      return {};
   }
 }
 
 }  // namespace
 
 void RoundingRowBits(uint64_t row_key, int64_t first_col, int32_t n, uint32_t* bits) {
-  static const RowBitsFn fn = RowBitsOf(HostLevel());
+  static const RowBitsFn fn = LoopsOf(HostLevel()).bits;
   fn(row_key, first_col, n, bits);
 }
 
 void RoundBf16RowStochastic(uint64_t row_key, int64_t first_col, int32_t n, const float* in,
                             uint16_t* out) {
-  static const Bf16RowFn fn = Bf16RowOf(HostLevel());
+  static const Bf16RowFn fn = LoopsOf(HostLevel()).bf16;
   fn(row_key, first_col, n, in, out);
 }
 
 bool RoundingRowBitsAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col, int32_t n,
                        uint32_t* bits) {
-  const RowBitsFn fn = HostRuns(level) ? RowBitsOf(level) : nullptr;
+  const RowBitsFn fn = HostRuns(level) ? LoopsOf(level).bits : nullptr;
   if (fn == nullptr) return false;
   fn(row_key, first_col, n, bits);
   return true;
@@ -147,7 +137,7 @@ bool RoundingRowBitsAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_
 
 bool RoundBf16RowStochasticAt(RoundingBitsLevel level, uint64_t row_key, int64_t first_col,
                               int32_t n, const float* in, uint16_t* out) {
-  const Bf16RowFn fn = HostRuns(level) ? Bf16RowOf(level) : nullptr;
+  const Bf16RowFn fn = HostRuns(level) ? LoopsOf(level).bf16 : nullptr;
   if (fn == nullptr) return false;
   fn(row_key, first_col, n, in, out);
   return true;
