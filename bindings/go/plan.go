@@ -164,8 +164,9 @@ type Calibration struct {
 	// transport of one host's ranks (two rank threads, 4 MiB per rank); 0 when this process
 	// cannot use the transport.
 	ShmBandwidth float64
-	// ShmLatency is the seconds per all-reduce of one int64 on that transport; 0 when
-	// unavailable.
+	// ShmLatency is the seconds of an all-reduce of one int64 on that transport whose ranks
+	// arrive apart (from the later one's arrival to the return of the one asleep waiting for
+	// it: its wake included); 0 when unavailable.
 	ShmLatency float64
 	// ShmUsed says the topology's IntraNodeBandwidth is ShmBandwidth (and, with every rank on
 	// one host, its CollectiveLatency is built on ShmLatency); false: the loopback figures.

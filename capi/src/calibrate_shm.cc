@@ -4,6 +4,7 @@
 #include "capi/src/calibrate_shm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -30,9 +31,12 @@ double MsSince(Clock::time_point t0) {
 // and the loopback figure streams its 16 MiB through 256 KiB buffers that stay in cache: this
 // is the size that compares like for like.
 constexpr size_t kFloats = size_t{1} << 20;
-constexpr int kBigCalls = 4;      // all-to-alls per bandwidth round
-constexpr int kSmallCalls = 200;  // all-reduces per latency round
+constexpr int kBigCalls = 4;     // all-to-alls per bandwidth round
+constexpr int kSmallCalls = 16;  // all-reduces per latency round
 constexpr int kMaxRounds = 3;
+// How late rank 1 comes to each timed all-reduce: past the transport's spin (comm/shm's
+// exchange spins some 20-50 us), so rank 0 is asleep on its doorbell when rank 1 arrives.
+constexpr auto kLate = std::chrono::microseconds(300);
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -40,9 +44,10 @@ double Median(std::vector<double> v) {
 }
 
 // One rank's part of the whole probe. Rank 0 fills *bw and *latency; `start` and the budget
-// decide (on rank 0) whether another round runs.
-Status RunRank(comm::Communicator& c, Clock::time_point start, double budget_ms, double* bw,
-               double* latency) {
+// decide (on rank 0) whether another round runs. `arrived` is shared by the two ranks: when rank
+// 1 entered the latency round's current all-reduce.
+Status RunRank(comm::Communicator& c, Clock::time_point start, double budget_ms,
+               std::atomic<int64_t>* arrived, double* bw, double* latency) {
   const int rank = c.Rank();
   const size_t counts_out[2] = {rank == 0 ? 0 : kFloats, rank == 0 ? kFloats : 0};
   std::vector<float> send(kFloats, 1.0f), recv(kFloats);
@@ -73,16 +78,34 @@ Status RunRank(comm::Communicator& c, Clock::time_point start, double budget_ms,
     bws.push_back(static_cast<double>(kBigCalls * kFloats * sizeof(float)) / std::max(ms, 1e-6));
     SR_RETURN_IF_ERROR(agree(bws.size() < kMaxRounds && MsSince(start) < share, &more));
   }
+  // The latency of a collective whose ranks arrive apart, as a step's ranks do after their own
+  // work: rank 0 waits in the all-reduce until it sleeps, rank 1 comes kLate later, and the
+  // figure is the time from rank 1's arrival to rank 0's return (the doorbell's wake, the
+  // scheduler, the exchange). A loopback TCP round trip pays the same wake in its blocking
+  // receive; two ranks spinning on each other back to back would pay none (under 1 us here),
+  // which no step sees.
   const auto t1 = Clock::now();
   for (bool more = true; more;) {
     SR_RETURN_IF_ERROR(c.Barrier());
-    const auto t0 = Clock::now();
-    for (int i = 0; i < kSmallCalls; ++i) SR_RETURN_IF_ERROR(all_reduce());
-    latencies.push_back(MsSince(t0) / kSmallCalls);
+    std::vector<double> calls;
+    for (int i = 0; i < kSmallCalls; ++i) {
+      if (rank == 1) {
+        std::this_thread::sleep_for(kLate);
+        arrived->store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+      }
+      SR_RETURN_IF_ERROR(all_reduce());
+      if (rank == 0) {
+        const auto done = Clock::now().time_since_epoch().count();
+        const int64_t at = arrived->load(std::memory_order_acquire);
+        calls.push_back(
+            std::chrono::duration<double, std::milli>(Clock::duration(done - at)).count());
+      }
+    }
+    if (rank == 0) latencies.push_back(Median(calls));
     SR_RETURN_IF_ERROR(agree(latencies.size() < kMaxRounds && MsSince(t1) < share / 2.0, &more));
   }
   *bw = Median(bws);
-  *latency = Median(latencies);
+  *latency = rank == 0 ? Median(latencies) : 0.0;
   return Status::Ok();
 }
 
@@ -99,12 +122,13 @@ Status ProbeSharedMemory(double budget_ms, planner::SharedMemoryFigures* out) {
   const auto* shm = dynamic_cast<const comm::shm::ShmCommunicator*>(group[0].get());
   if (shm == nullptr || std::strcmp(shm->transport(), "shm") != 0) return Status::Ok();
   double bw = 0, latency = 0, unused_bw = 0, unused_latency = 0;
+  std::atomic<int64_t> arrived{0};
   Status peer;
   std::thread helper([&] {
-    peer = RunRank(*group[1], start, budget_ms, &unused_bw, &unused_latency);
+    peer = RunRank(*group[1], start, budget_ms, &arrived, &unused_bw, &unused_latency);
     if (!peer.ok()) group[1]->Abort();  // wakes rank 0 at once instead of at its timeout
   });
-  Status own = RunRank(*group[0], start, budget_ms, &bw, &latency);
+  Status own = RunRank(*group[0], start, budget_ms, &arrived, &bw, &latency);
   if (!own.ok()) group[0]->Abort();
   helper.join();
   SR_RETURN_IF_ERROR(own);

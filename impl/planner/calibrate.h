@@ -24,8 +24,10 @@ using BagSumFn = void (*)(const float* table, int64_t table_rows, int32_t row_fl
 // off, or /dev/shm cannot hold its segment); the figures are then 0.
 struct SharedMemoryFigures {
   bool available = false;
-  double bw = 0;       // bytes each rank sends per ms in a large all-to-all
-  double latency = 0;  // one small collective (an all-reduce of one integer), back to back
+  double bw = 0;  // bytes each rank sends per ms in a large all-to-all
+  // One small collective (an all-reduce of one integer) whose ranks arrive apart: from the later
+  // rank's arrival to the return of the one asleep waiting for it.
+  double latency = 0;
 };
 
 // Times the shared-memory route within about `budget_ms` (medians of its own rounds). The

@@ -281,8 +281,12 @@ typedef struct shardrec_calibration {
                              synchronisation as ranks that are processes); 0 when this
                              process cannot use the transport (SHARDREC_SHM=0, or /dev/shm
                              cannot hold the segment). */
-  double shm_latency;   /**< Seconds per all-reduce of one int64 in that group, the calls
-                             back to back; 0 when the transport is unavailable. */
+  double shm_latency;   /**< Seconds of an all-reduce of one int64 in that group whose ranks
+                             arrive apart, as a step's ranks do after their own work: from
+                             the later rank's arrival to the return of the rank that waited
+                             for it past the transport's spin, asleep (its wake included, as
+                             a loopback round trip's blocking receive includes one); 0 when
+                             the transport is unavailable. */
   int32_t shm_used;     /**< 1 when the topology's intra_node_bandwidth is shm_bandwidth
                              (and, on one host, its collective_latency is built on
                              shm_latency); 0 when they are the loopback figures: the

@@ -152,7 +152,9 @@ pub struct Calibration {
     /// Bytes/s each rank sends in an all-to-all on the shared-memory transport of one host's
     /// ranks (two rank threads, 4 MiB per rank); 0 when this process cannot use the transport.
     pub shm_bandwidth: f64,
-    /// Seconds per all-reduce of one int64 on that transport; 0 when unavailable.
+    /// Seconds of an all-reduce of one int64 on that transport whose ranks arrive apart (from
+    /// the later one's arrival to the return of the one asleep waiting for it: its wake
+    /// included); 0 when unavailable.
     pub shm_latency: f64,
     /// The topology's `intra_node_bandwidth` is `shm_bandwidth` (and, with every rank on one
     /// host, its `collective_latency` is built on `shm_latency`); false: the loopback figures.

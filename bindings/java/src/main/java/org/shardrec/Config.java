@@ -370,7 +370,11 @@ public final class Config {
      * (two rank threads, 4 MiB per rank); 0 when this process cannot use the transport.
      */
     public double shmBandwidth;
-    /** Seconds per all-reduce of one int64 on that transport; 0 when unavailable. */
+    /**
+     * Seconds of an all-reduce of one int64 on that transport whose ranks arrive apart (from the
+     * later one's arrival to the return of the one asleep waiting for it: its wake included); 0
+     * when unavailable.
+     */
     public double shmLatency;
     /**
      * The topology's intraNodeBandwidth is shmBandwidth (and, with every rank on one host, its
