@@ -556,8 +556,9 @@ typedef struct shardrec_serving_tier_stats {
                                 misses where missed rows lie close. The page cache may answer
                                 some without the disk. */
   int64_t disk_read_bytes; /**< Bytes those reads asked for: a rank file is read in whole
-                                checksum units (512 bytes of the file, clipped to the
-                                record), so 512 or more per read where rows are smaller. */
+                                checksum units (whole rows of the record, the fewest of
+                                at least 512 bytes), so 512 or more per read where rows
+                                are smaller. */
 } shardrec_serving_tier_stats_t;
 
 #define SHARDREC_SERVING_TIER_STATS_VERSION 1u
