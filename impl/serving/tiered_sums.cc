@@ -96,10 +96,8 @@ Status RecordSums::Check(const uint8_t* data, uint64_t lo, uint64_t hi, const st
                          const std::string& key) const {
   size_t u = static_cast<size_t>((lo - begin_) / unit_);
   for (uint64_t at = lo; at < hi; ++u) {
-    const uint64_t e = std::min(end_, at + unit_);  // `at` is a unit's first byte
-    // Loaded before the hash is called, so a cache miss on it overlaps the hashing.
-    const uint32_t want = sums_[u];
-    if (Sum(data + (at - lo), e - at) != want)
+    const uint64_t e = UnitEnd(at);
+    if (Sum(data + (at - lo), e - at) != sums_[u])
       return Status::Corrupt("checkpoint file ", path, " has changed since it was opened: bytes ",
                              at, "..", e - 1, " of record ", key,
                              " do not match their checksum taken at open");
