@@ -122,7 +122,8 @@ Status TieredReads::Read(const std::vector<RowPart>& parts, uint64_t* reads,
 
 Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads,
                               uint64_t* bytes) const {
-  // The rank files' parts in file order, each widened to the checksum units holding it, then runs
+  // The rank files' parts in file order, each widened to the checksum units holding it (their
+  // checksums prefetched now, so Check finds them in cache once the reads are back), then runs
   // of them whose units lie less than a page apart merged into reads.
   struct Span {
     int fd;
@@ -139,6 +140,7 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
     const uint64_t n = rec.row_bytes();
     Span s{fd, rec.offset + static_cast<uint64_t>(rp.row) * n, n, 0, 0, i};
     sums_[rp.piece].Cover(s.at, s.len, &s.lo, &s.hi);
+    sums_[rp.piece].Prefetch(s.lo, s.hi);
     spans.push_back(s);
   }
   if (spans.empty()) return Status::Ok();

@@ -1,12 +1,12 @@
 // The batched reads of a served tiered table's missed rows (tiered_rows.h): a request hands over
 // all its misses at once, and they are read together instead of one synchronous read a row. A
 // rank file's row parts, in file order, become reads of the whole checksum units (tiered_sums.h:
-// 512 bytes of the file, clipped to the record) that hold them (units less than a page apart merged
-// into one read), issued through the store's page reader (io_uring, up to kQueueDepth in flight;
-// pread where liburing or the kernel refuses a ring), and each unit is checked against its
-// checksum taken at open before any part is copied out; a store snapshot's rows become one
-// batched Get of the snapshot's store, which reads its pages the same way and checks each
-// record's checksum.
+// whole rows, at least 512 bytes, clipped to the record) that hold them (units less than a page
+// apart merged into one read), issued through the store's page reader (io_uring, up to
+// kQueueDepth in flight; pread where liburing or the kernel refuses a ring), and each unit is
+// checked against its checksum taken at open before any part is copied out; a store snapshot's
+// rows become one batched Get of the snapshot's store, which reads its pages the same way and
+// checks each record's checksum.
 #pragma once
 
 #include <cstddef>

@@ -32,16 +32,23 @@ uint32_t Sum(const uint8_t* data, uint64_t n) {
 
 }  // namespace
 
-uint64_t RecordSums::UnitEnd(uint64_t at) const { return std::min(end_, (at / kUnit + 1) * kUnit); }
+uint64_t RecordSums::UnitRows(uint64_t row_bytes) {
+  return row_bytes == 0 ? 1 : std::max<uint64_t>(1, (kUnit + row_bytes - 1) / row_bytes);
+}
+
+uint64_t RecordSums::UnitEnd(uint64_t at) const {
+  return std::min(end_, begin_ + ((at - begin_) / unit_ + 1) * unit_);
+}
 
 Status RecordSums::Build(int fd, const std::string& path, const checkpoint::Record& rec,
                          std::vector<uint8_t>* buffer, RecordSums* out) {
   out->begin_ = rec.offset;
   out->end_ = rec.offset + rec.nbytes;
   out->sums_.clear();
-  if (rec.nbytes == 0) return Status::Ok();
-  out->sums_.reserve(static_cast<size_t>(out->end_ / kUnit - out->begin_ / kUnit + 1));
   const uint64_t row_bytes = rec.row_bytes();
+  out->unit_ = std::max<uint64_t>(1, UnitRows(row_bytes) * row_bytes);
+  if (rec.nbytes == 0) return Status::Ok();
+  out->sums_.reserve(static_cast<size_t>((rec.nbytes + out->unit_ - 1) / out->unit_));
   // The buffer holds the bytes of the unit not yet complete (they start at `unit`), then the
   // chunk just read: a chunk's edges need not fall on a unit's.
   uint64_t unit = out->begin_;
@@ -76,13 +83,18 @@ Status RecordSums::Build(int fd, const std::string& path, const checkpoint::Reco
 }
 
 void RecordSums::Cover(uint64_t at, uint64_t len, uint64_t* lo, uint64_t* hi) const {
-  *lo = std::max(begin_, at / kUnit * kUnit);
-  *hi = std::min(end_, (at + len + kUnit - 1) / kUnit * kUnit);
+  *lo = begin_ + (at - begin_) / unit_ * unit_;
+  *hi = std::min(end_, begin_ + (at + len - begin_ + unit_ - 1) / unit_ * unit_);
+}
+
+void RecordSums::Prefetch(uint64_t lo, uint64_t hi) const {
+  for (uint64_t at = lo; at < hi; at += unit_)
+    __builtin_prefetch(sums_.data() + (at - begin_) / unit_, /*rw=*/0, /*locality=*/3);
 }
 
 Status RecordSums::Check(const uint8_t* data, uint64_t lo, uint64_t hi, const std::string& path,
                          const std::string& key) const {
-  size_t u = static_cast<size_t>(lo / kUnit - begin_ / kUnit);
+  size_t u = static_cast<size_t>((lo - begin_) / unit_);
   for (uint64_t at = lo; at < hi; ++u) {
     const uint64_t e = UnitEnd(at);
     if (Sum(data + (at - lo), e - at) != sums_[u])

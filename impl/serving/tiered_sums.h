@@ -1,11 +1,11 @@
 // The checksums a served tiered table keeps of its rank files' records (docs/disk-tier.md,
-// "Serving"): a record's bytes are cut at the file's 512-byte boundaries into units (the first
-// and last clipped to the record), and open keeps a 32-bit checksum of each (XXH3-64's low half),
-// taken from bytes it has just verified against the manifest's chunk checksums. A lookup reads
-// whole units and checks each before any of its rows is used, so a file changed after open
-// (overwritten, bit rot, a disk returning bad bytes) fails the lookup instead of serving wrong
-// rows. The manifest's own chunks (about 1 MiB) are too coarse for that: a miss would read a
-// megabyte to check a row.
+// "Serving"): a record's rows are cut into units of whole rows (the fewest rows of at least 512
+// bytes; the last unit clipped to the record), and open keeps a 32-bit checksum of each
+// (XXH3-64's low half), taken from bytes it has just verified against the manifest's chunk
+// checksums. A lookup reads whole units and checks each before any of its rows is used, so a
+// file changed after open (overwritten, bit rot, a disk returning bad bytes) fails the lookup
+// instead of serving wrong rows. The manifest's own chunks (about 1 MiB) are too coarse for
+// that: a miss would read a megabyte to check a row.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,14 @@ class RecordSums {
  public:
   // A miss from the page cache pays per byte it reads (the copy and the checksum): whole 4 KiB
   // pages cost a 256-byte row a third of the warm throughput (tests/bench/RESULTS.md), 512-byte
-  // units little more than the row. 4 bytes of checksum per 512: 8 MiB per GiB of rows. A unit
-  // never crosses a page of the file.
+  // units little more than the row. A unit is whole rows, so a one-row miss reads and hashes
+  // one unit and never a neighbour's bytes (units at the file's 512-byte boundaries cut a row
+  // in two as often as not). At least kUnit bytes each: at most 4 bytes of checksum per 512,
+  // 8 MiB per GiB of rows.
   static constexpr uint64_t kUnit = 512;
+
+  // The rows per unit of a record of `row_bytes`-byte rows: the fewest whose bytes reach kUnit.
+  static uint64_t UnitRows(uint64_t row_bytes);
 
   // Reads record `rec` of the rank file open as `fd` (at `path`) one manifest chunk at a time,
   // checks each chunk against its checksum when the record has them (kCorrupt naming `path` and
@@ -37,6 +42,11 @@ class RecordSums {
   // (which must lie in the record).
   void Cover(uint64_t at, uint64_t len, uint64_t* lo, uint64_t* hi) const;
 
+  // Asks the CPU to load the checksums of the units of [lo, hi) (as Cover gives them) into
+  // cache: the table is 8 MiB per GiB of rows, read at random, so Check's load of a checksum
+  // is a cache miss unless it was asked for while the reads were in flight.
+  void Prefetch(uint64_t lo, uint64_t hi) const;
+
   // Checks the units of the file bytes [lo, hi) (unit boundaries, as Cover gives them), read
   // into `data`. kCorrupt naming `path`, the record and the bytes for a unit whose checksum is
   // not the one taken at open.
@@ -49,6 +59,7 @@ class RecordSums {
   uint64_t UnitEnd(uint64_t at) const;
 
   uint64_t begin_ = 0, end_ = 0;  // the record's bytes in the file
+  uint64_t unit_ = kUnit;         // a unit's bytes (whole rows, UnitRows)
   std::vector<uint32_t> sums_;    // per unit, in file order
 };
 

@@ -330,12 +330,12 @@ SHARDREC_API shardrec_status_t shardrec_inference_version(const shardrec_inferen
  *         refuses it by default) or a wrong @p out_len (@p out is then unspecified);
  *         SHARDREC_EUNSUPPORTED for a device batch; for a table served from the checkpoint's
  *         files (shardrec_serving_tier_t), SHARDREC_ECORRUPT when a missed row's bytes no longer
- *         match the checksums taken at open (each 512 bytes of a rank file it reads are checked
- *         before any of its rows is used; a store snapshot's record by its own checksum) or the
- *         file is shorter than at open, and SHARDREC_EIO when a read fails: the message names the
- *         table and the file, @p out is unspecified, nothing read is cached, the table's
- *         statistics do not change, and the handle goes on serving (other rows, and these once
- *         the file is whole again or the handle reloaded).
+ *         match the checksums taken at open (each unit of a rank file it reads, whole rows of at
+ *         least 512 bytes, is checked before any of its rows is used; a store snapshot's record
+ *         by its own checksum) or the file is shorter than at open, and SHARDREC_EIO when a
+ *         read fails: the message names the table and the file, @p out is unspecified, nothing
+ *         read is cached, the table's statistics do not change, and the handle goes on serving
+ *         (other rows, and these once the file is whole again or the handle reloaded).
  * Thread-safety: any number of threads at once; tables held in memory take no lock, a table
  * served from its files (shardrec_serving_tier_t) takes its row cache's stripe locks and, for a
  * request with misses, a disk reader from a mutex-guarded pool. See the file comment.
@@ -556,8 +556,9 @@ typedef struct shardrec_serving_tier_stats {
                                 misses where missed rows lie close. The page cache may answer
                                 some without the disk. */
   int64_t disk_read_bytes; /**< Bytes those reads asked for: a rank file is read in whole
-                                checksum units (512 bytes of the file, clipped to the
-                                record), so 512 or more per read where rows are smaller. */
+                                checksum units (whole rows of the record, the fewest of
+                                at least 512 bytes), so 512 or more per read where rows
+                                are smaller. */
 } shardrec_serving_tier_stats_t;
 
 #define SHARDREC_SERVING_TIER_STATS_VERSION 1u

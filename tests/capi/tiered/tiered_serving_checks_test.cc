@@ -20,8 +20,9 @@
 namespace shardrec::testing {
 namespace {
 
-// The unit a lookup checks: 512 bytes of the file (docs/disk-tier.md, "Serving").
-constexpr uint64_t kUnit = 512;
+// The unit a lookup checks (docs/disk-tier.md, "Serving"): whole rows of the record, the fewest
+// of at least 512 bytes: 16 of t0's 32-byte rows below.
+constexpr int64_t kUnitRows = 16;
 const int32_t kStorages[] = {SHARDREC_SERVING_AS_TRAINED, SHARDREC_SERVING_FP16,
                              SHARDREC_SERVING_INT8, SHARDREC_SERVING_FP8_E4M3};
 
@@ -120,12 +121,12 @@ TEST(TieredServingChecks, AFlippedByteOfARankFileFailsTheLookupsThatReadIt) {
     FlipByte(p.file, flipped);
     EXPECT_FALSE(ServedOrRefused(disk.get(), mem.get(), One(row), p.file));
     // The flipped row again (it was not cached), then every row: a row is refused only where it
-    // shares a checked unit with the flipped byte; the others, and t1, are served bit-identical.
+    // shares a checked unit with the flipped byte (rows 288..303); the others, and t1, are
+    // served bit-identical.
     EXPECT_FALSE(ServedOrRefused(disk.get(), mem.get(), One(row), p.file));
     int refused = 0;
     for (int64_t r = 0; r < 600; ++r) {
-      const uint64_t at = p.begin + static_cast<uint64_t>(r) * 32;
-      const bool near = at / kUnit <= flipped / kUnit && flipped / kUnit <= (at + 31) / kUnit;
+      const bool near = r / kUnitRows == row / kUnitRows;
       const bool served = ServedOrRefused(disk.get(), mem.get(), One(r), p.file);
       EXPECT_EQ(served, !near) << "row " << r;
       refused += !served;
@@ -133,11 +134,34 @@ TEST(TieredServingChecks, AFlippedByteOfARankFileFailsTheLookupsThatReadIt) {
                                    Lookup(mem.get(), One(r, 1), nullptr)),
                 "");
     }
-    EXPECT_GT(refused, 0);
+    EXPECT_EQ(refused, kUnitRows);
     FlipByte(p.file, flipped);  // back as saved: the same lookup is served
     EXPECT_TRUE(ServedOrRefused(disk.get(), mem.get(), One(row), p.file));
     EXPECT_GT(Stats(disk.get(), "t0").misses, 0);
   }
+}
+
+TEST(TieredServingChecks, AFlippedByteOfTheRecordsLastUnitFailsItsRowsOnly) {
+  // 600 rows are 37 whole units of 16 rows and a last unit of 8 (rows 592..599), clipped to the
+  // record: its last byte flipped refuses those 8 rows and serves every other.
+  const Saved sv = FixedCheckpoint();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const Place p = LargestWeights(sv.second, "t0");
+  ASSERT_EQ(p.end - p.begin, 600u * 32);
+  Inf mem = OpenOk(sv.second, SHARDREC_SERVING_AS_TRAINED, 0);
+  Inf disk = OpenOk(sv.second, SHARDREC_SERVING_AS_TRAINED, 200);
+  ASSERT_TRUE(mem && disk);
+  FlipByte(p.file, p.end - 1);
+  int refused = 0;
+  for (int64_t r = 0; r < 600; ++r) {
+    const bool served = ServedOrRefused(disk.get(), mem.get(), One(r), p.file);
+    EXPECT_EQ(served, r < 592) << "row " << r;
+    refused += !served;
+  }
+  EXPECT_EQ(refused, 8);
+  FlipByte(p.file, p.end - 1);
+  for (int64_t r = 592; r < 600; ++r)
+    EXPECT_TRUE(ServedOrRefused(disk.get(), mem.get(), One(r), p.file)) << "row " << r;
 }
 
 TEST(TieredServingChecks, ARankFileCutShortFailsTheLookupsPastTheCut) {
