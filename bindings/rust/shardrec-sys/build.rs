@@ -27,8 +27,10 @@ fn fail(message: &str) -> ! {
 fn prefix_pc_dir(prefix: &Path) -> Option<PathBuf> {
     let mut dirs = vec![prefix.join("lib/pkgconfig"), prefix.join("lib64/pkgconfig")];
     if let Ok(entries) = std::fs::read_dir(prefix.join("lib")) {
-        let mut multiarch: Vec<PathBuf> =
-            entries.flatten().map(|e| e.path().join("pkgconfig")).collect();
+        let mut multiarch: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path().join("pkgconfig"))
+            .collect();
         multiarch.sort();
         dirs.extend(multiarch);
     }
@@ -98,7 +100,9 @@ fn pkg_config(args: &[&str]) -> String {
         cmd.env("PKG_CONFIG_PATH", path);
     }
     let out = cmd.args(args).arg("shardrec").output().unwrap_or_else(|e| {
-        fail(&format!("cannot run pkg-config ({e}); install pkg-config (Debian: pkgconf)"))
+        fail(&format!(
+            "cannot run pkg-config ({e}); install pkg-config (Debian: pkgconf)"
+        ))
     });
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr);
@@ -106,7 +110,11 @@ fn pkg_config(args: &[&str]) -> String {
             "cannot find libshardrec: no shardrec.pc in {tried}{}{}. Set SHARDREC_PREFIX to the \
              folder libshardrec was installed into (e.g. SHARDREC_PREFIX=/opt/shardrec), or \
              PKG_CONFIG_PATH to its lib/pkgconfig folder",
-            if why.trim().is_empty() { "" } else { "; pkg-config: " },
+            if why.trim().is_empty() {
+                ""
+            } else {
+                "; pkg-config: "
+            },
             why.trim()
         ));
     }
@@ -123,7 +131,9 @@ fn bindgen(cflags: &str) -> String {
         .args(["--size_t-is-usize", "--no-doc-comments"])
         .arg("--");
     cmd.args(cflags.split_whitespace().filter(|f| f.starts_with("-I")));
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run bindgen: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run bindgen: {e}"));
     if !out.status.success() {
         panic!("bindgen failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -164,7 +174,10 @@ fn read_exports(path: &Path) -> Option<ElfExports> {
             u64_at(h + 0x38)? as usize,
         ))
     };
-    let mut exports = ElfExports { soname: String::new(), functions: Vec::new() };
+    let mut exports = ElfExports {
+        soname: String::new(),
+        functions: Vec::new(),
+    };
     for i in 0..shnum {
         let (kind, off, size, link, entsize) = section(i)?;
         let strtab = section(link as usize)?.1;
@@ -197,7 +210,10 @@ fn build_stub(libdir: &Path) -> Result<PathBuf, String> {
     let real = libdir.join("libshardrec.so");
     let exports = read_exports(&real).ok_or_else(|| format!("cannot read {}", real.display()))?;
     if exports.soname.is_empty() || exports.functions.is_empty() {
-        return Err(format!("{} has no SONAME or no shardrec_* functions", real.display()));
+        return Err(format!(
+            "{} has no SONAME or no shardrec_* functions",
+            real.display()
+        ));
     }
     let needed = libdir.join(&exports.soname);
     if !needed.exists() {
@@ -238,9 +254,15 @@ fn main() {
     // SONAME (the path the programs record) is plain.
     let reported = PathBuf::from(pkg_config(&["--variable=libdir"]).trim());
     let libdir = std::fs::canonicalize(&reported).unwrap_or_else(|e| {
-        fail(&format!("shardrec.pc names the library folder {} ({e})", reported.display()))
+        fail(&format!(
+            "shardrec.pc names the library folder {} ({e})",
+            reported.display()
+        ))
     });
-    println!("cargo:rerun-if-changed={}", libdir.join("libshardrec.so").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        libdir.join("libshardrec.so").display()
+    );
     // Dependents with a build script read DEP_SHARDREC_LIBDIR.
     println!("cargo:libdir={}", libdir.display());
     match build_stub(&libdir) {

@@ -1,8 +1,8 @@
 //! Example: two ranks (threads) train a sharded embedding collection on synthetic data with
 //! the Rust binding and print the loss of every step.
 use shardrec::{
-    Comm, CommOptions, Constraints, EmbeddingCollection, EmbeddingOptions, Feature, Kjt,
-    Optimizer, OptimizerType, Plan, ShardingType, Table, Topology,
+    Comm, CommOptions, Constraints, EmbeddingCollection, EmbeddingOptions, Feature, Kjt, Optimizer,
+    OptimizerType, Plan, ShardingType, Table, Topology,
 };
 
 /// The Rust sample of docs/bindings.md: plan, create, one forward/backward step at world size 1.
@@ -17,8 +17,11 @@ fn readme_sample() -> shardrec::Result<f64> {
     let batch = Kjt::new(2, 1, &[2, 1], &[3, 7, 999]); // batch size, features, lengths, ids
     let out = coll.forward_vec(&batch)?; // [2, 16]; errors are shardrec::Error
     coll.backward(&out)?; // gradient of 0.5 * |out|^2
-    // readme:rust:end
-    Ok(out.iter().map(|v| 0.5 * f64::from(*v) * f64::from(*v)).sum())
+                          // readme:rust:end
+    Ok(out
+        .iter()
+        .map(|v| 0.5 * f64::from(*v) * f64::from(*v))
+        .sum())
 }
 
 /// A small deterministic generator (no crates): xorshift64.
@@ -38,7 +41,10 @@ fn train_rank(plan: &Plan, mut comm: Comm, rank: usize, steps: usize) -> shardre
         plan,
         &mut comm,
         &Optimizer::new(OptimizerType::Adagrad, 0.05),
-        &EmbeddingOptions { seed: 42, ..Default::default() },
+        &EmbeddingOptions {
+            seed: 42,
+            ..Default::default()
+        },
     )?;
     let mut rng = Rng(1234 + rank as u64);
     let batch_size = 64usize;
@@ -62,7 +68,11 @@ fn train_rank(plan: &Plan, mut comm: Comm, rank: usize, steps: usize) -> shardre
             weights: None,
         };
         let out = coll.forward_vec(&batch)?;
-        loss = out.iter().map(|v| 0.5 * f64::from(*v) * f64::from(*v)).sum::<f64>() / batch_size as f64;
+        loss = out
+            .iter()
+            .map(|v| 0.5 * f64::from(*v) * f64::from(*v))
+            .sum::<f64>()
+            / batch_size as f64;
         let grad: Vec<f32> = out.iter().map(|v| v / batch_size as f32).collect();
         coll.backward(&grad)?;
         if rank == 0 {
@@ -89,14 +99,20 @@ fn train_rank(plan: &Plan, mut comm: Comm, rank: usize, steps: usize) -> shardre
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let features = [Feature::new("item"), Feature::new("shop")];
-    let tables = [Table::new("items", 5000, 32, &[0]), Table::new("shops", 300, 16, &[1])];
+    let tables = [
+        Table::new("items", 5000, 32, &[0]),
+        Table::new("shops", 300, 16, &[1]),
+    ];
     let constraints = [
         Constraints::new("items", &[ShardingType::RowWise], &[]),
         Constraints::new("shops", &[ShardingType::TableWise], &[1]),
     ];
     // The plan is made for the optimizer the collections train with (Adagrad).
-    let topology =
-        Topology { batch_size: 64, optimizer: OptimizerType::Adagrad, ..Topology::new(2) };
+    let topology = Topology {
+        batch_size: 64,
+        optimizer: OptimizerType::Adagrad,
+        ..Topology::new(2)
+    };
     let plan = Plan::new(&tables, &features, &topology, &constraints)?;
     let comms = Comm::local_group(2, &CommOptions::default())?;
     let losses = std::thread::scope(|s| {
@@ -108,9 +124,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 s.spawn(move || train_rank(plan, comm, rank, 5))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("rank panicked")).collect::<Result<Vec<_>, _>>()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank panicked"))
+            .collect::<Result<Vec<_>, _>>()
     })?;
-    println!("final loss {:.6} (rank 0), {:.6} (rank 1)", losses[0], losses[1]);
+    println!(
+        "final loss {:.6} (rank 0), {:.6} (rank 1)",
+        losses[0], losses[1]
+    );
     println!("readme sample loss {:.6}", readme_sample()?);
     Ok(())
 }

@@ -2,7 +2,12 @@
 //! (`capi/include/shardrec/*.h`) and checked in as `src/bindings.rs`. Every function is
 //! `unsafe`; use the `shardrec` crate for the safe API. SWIG has no Rust target, so this
 //! crate is the Rust counterpart of the SWIG-generated Java and Go layers.
-#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
+#![allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code
+)]
 #![allow(clippy::all)]
 
 include!("bindings.rs");

@@ -44,10 +44,17 @@ fn raw_dense<'a>(tensors: impl Iterator<Item = (&'a str, *mut f32, usize)>) -> R
     let mut list = Vec::new();
     for (name, data, count) in tensors {
         let c = cstring(name, "dense tensor name")?;
-        list.push(sys::shardrec_dense_tensor_t { name: c.as_ptr(), data, count });
+        list.push(sys::shardrec_dense_tensor_t {
+            name: c.as_ptr(),
+            data,
+            count,
+        });
         names.push(c);
     }
-    Ok(RawDense { _names: names, list })
+    Ok(RawDense {
+        _names: names,
+        list,
+    })
 }
 
 fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
@@ -64,7 +71,10 @@ fn raw_options(o: &LoadOptions) -> Result<sys::shardrec_checkpoint_options_t> {
 }
 
 /// Options carrying the dense tensor list `d`, which must outlive every use of them.
-fn raw_options_with_dense(o: &LoadOptions, d: &RawDense) -> Result<sys::shardrec_checkpoint_options_t> {
+fn raw_options_with_dense(
+    o: &LoadOptions,
+    d: &RawDense,
+) -> Result<sys::shardrec_checkpoint_options_t> {
     let mut raw = raw_options(o)?;
     raw.dense = d.list.as_ptr();
     raw.num_dense = d.list.len();
@@ -73,18 +83,30 @@ fn raw_options_with_dense(o: &LoadOptions, d: &RawDense) -> Result<sys::shardrec
 
 /// The list of tensors a save reads: the C struct's pointer is not const, but nothing is written.
 fn saved_dense(dense: &[DenseTensor<'_>]) -> Result<RawDense> {
-    raw_dense(dense.iter().map(|t| (t.name, t.data.as_ptr().cast_mut(), t.data.len())))
+    raw_dense(
+        dense
+            .iter()
+            .map(|t| (t.name, t.data.as_ptr().cast_mut(), t.data.len())),
+    )
 }
 
 /// The list of tensors a load fills.
 fn loaded_dense(dense: &mut [DenseTensorMut<'_>]) -> Result<RawDense> {
-    raw_dense(dense.iter_mut().map(|t| (t.name, t.data.as_mut_ptr(), t.data.len())))
+    raw_dense(
+        dense
+            .iter_mut()
+            .map(|t| (t.name, t.data.as_mut_ptr(), t.data.len())),
+    )
 }
 
 impl EmbeddingCollection {
     /// Saves the collection and the `dense` tensors into directory `dir` atomically
     /// (collective).
-    pub fn save_checkpoint_with_dense(&mut self, dir: &str, dense: &[DenseTensor<'_>]) -> Result<()> {
+    pub fn save_checkpoint_with_dense(
+        &mut self,
+        dir: &str,
+        dense: &[DenseTensor<'_>],
+    ) -> Result<()> {
         let dir = cstring(dir, "dir")?;
         let d = saved_dense(dense)?;
         let o = raw_options_with_dense(&LoadOptions::default(), &d)?;

@@ -22,13 +22,19 @@ impl CommOptions {
     fn with_raw<T>(&self, f: impl FnOnce(&sys::shardrec_comm_options_t) -> Result<T>) -> Result<T> {
         // SAFETY: plain data filled by init.
         let mut o: sys::shardrec_comm_options_t = unsafe { std::mem::zeroed() };
-        check(unsafe { sys::shardrec_comm_options_init(&mut o, sys::SHARDREC_COMM_OPTIONS_VERSION) })?;
+        check(unsafe {
+            sys::shardrec_comm_options_init(&mut o, sys::SHARDREC_COMM_OPTIONS_VERSION)
+        })?;
         o.timeout_ms = self.timeout_ms;
         o.backend = self.backend;
         o.device_type = self.device_type;
         o.device_index = self.device_index;
         o.store_grace_ms = self.store_grace_ms;
-        let addr = self.bind_address.as_deref().map(|a| cstring(a, "bind_address")).transpose()?;
+        let addr = self
+            .bind_address
+            .as_deref()
+            .map(|a| cstring(a, "bind_address"))
+            .transpose()?;
         if let Some(a) = &addr {
             o.bind_address = a.as_ptr();
         }
@@ -69,7 +75,9 @@ unsafe fn store_key<'a>(key: *const std::os::raw::c_char) -> Result<&'a str> {
     if key.is_null() {
         return Err(crate::invalid("NULL store key"));
     }
-    std::ffi::CStr::from_ptr(key).to_str().map_err(|_| crate::invalid("store key is not UTF-8"))
+    std::ffi::CStr::from_ptr(key)
+        .to_str()
+        .map_err(|_| crate::invalid("store key is not UTF-8"))
 }
 
 unsafe extern "C" fn store_set(
@@ -116,8 +124,15 @@ unsafe extern "C" fn store_wait(
 ) -> i32 {
     let store = &*(payload as *const StoreRef);
     store_call(|| {
-        let raw = if num_keys == 0 { &[][..] } else { std::slice::from_raw_parts(keys, num_keys) };
-        let keys = raw.iter().map(|k| store_key(*k)).collect::<Result<Vec<_>>>()?;
+        let raw = if num_keys == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(keys, num_keys)
+        };
+        let keys = raw
+            .iter()
+            .map(|k| store_key(*k))
+            .collect::<Result<Vec<_>>>()?;
         store.wait(&keys, timeout_ms)
     })
 }
@@ -192,12 +207,17 @@ impl std::fmt::Debug for AbortHandle {
 impl Comm {
     /// Takes ownership of a handle a create call returned.
     pub(crate) fn from_raw(raw: *mut sys::shardrec_comm_t) -> Comm {
-        Comm { raw, owner: Arc::new(Owner(raw)) }
+        Comm {
+            raw,
+            owner: Arc::new(Owner(raw)),
+        }
     }
 
     /// A handle that aborts this communicator from any thread (see [`AbortHandle`]).
     pub fn abort_handle(&self) -> AbortHandle {
-        AbortHandle { owner: Arc::clone(&self.owner) }
+        AbortHandle {
+            owner: Arc::clone(&self.owner),
+        }
     }
 
     /// `n` communicators of one in-process group, `n` in [1, [`LOCAL_GROUP_MAX`]]; element i is
@@ -297,7 +317,9 @@ impl Comm {
         let mut out = ptr::null_mut();
         options.with_raw(|o| {
             // SAFETY: the callbacks are valid for the process; the payload is never freed.
-            check(unsafe { sys::shardrec_comm_create_with_store(&mut out, &cb, world_size, rank, o) })
+            check(unsafe {
+                sys::shardrec_comm_create_with_store(&mut out, &cb, world_size, rank, o)
+            })
         })?;
         Ok(Comm::from_raw(out))
     }
@@ -341,7 +363,11 @@ impl Comm {
     pub fn split(&mut self, color: i32, key: i32) -> Result<Option<Comm>> {
         let mut out = ptr::null_mut();
         check(unsafe { sys::shardrec_comm_split(&mut out, self.raw, color, key) })?;
-        Ok(if out.is_null() { None } else { Some(Comm::from_raw(out)) })
+        Ok(if out.is_null() {
+            None
+        } else {
+            Some(Comm::from_raw(out))
+        })
     }
 
     pub fn set_timeout(&mut self, timeout_ms: i64) -> Result<()> {
@@ -418,7 +444,12 @@ element!(u8, Uint8);
 impl Comm {
     /// `recv = op` over the ranks of `send`, element-wise (collective; the same length on every
     /// rank). `recv` must have `send.len()` elements.
-    pub fn allreduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+    pub fn allreduce<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
         if recv.len() != send.len() {
             // Collective: this rank still meets its peers' agreement with NULL buffers, which C
             // refuses on every rank together (else the peers wait out their timeout); this

@@ -16,9 +16,17 @@ pub enum ShardingType {
 impl ShardingType {
     pub(crate) fn from_raw(v: i32) -> Option<ShardingType> {
         use ShardingType::*;
-        [DataParallel, TableWise, RowWise, ColumnWise, TableRowWise, TableColumnWise, Grid]
-            .into_iter()
-            .find(|t| *t as i32 == v)
+        [
+            DataParallel,
+            TableWise,
+            RowWise,
+            ColumnWise,
+            TableRowWise,
+            TableColumnWise,
+            Grid,
+        ]
+        .into_iter()
+        .find(|t| *t as i32 == v)
     }
 }
 
@@ -41,7 +49,10 @@ pub struct Feature {
 
 impl Feature {
     pub fn new(name: &str) -> Feature {
-        Feature { name: name.to_string(), pooling_factor: 0.0 }
+        Feature {
+            name: name.to_string(),
+            pooling_factor: 0.0,
+        }
     }
 }
 
@@ -72,7 +83,13 @@ pub struct Table {
 
 impl Table {
     pub fn new(name: &str, rows: i64, dim: i32, features: &[i32]) -> Table {
-        Table { name: name.to_string(), rows, dim, features: features.to_vec(), ..Table::default() }
+        Table {
+            name: name.to_string(),
+            rows,
+            dim,
+            features: features.to_vec(),
+            ..Table::default()
+        }
     }
 
     /// A table read by the named features.
@@ -163,7 +180,10 @@ pub struct Calibration {
 
 impl Topology {
     pub fn new(world_size: i32) -> Topology {
-        Topology { world_size, ..Topology::default() }
+        Topology {
+            world_size,
+            ..Topology::default()
+        }
     }
 
     /// The C struct; borrows `memory_bytes_per_rank`.
@@ -275,7 +295,9 @@ impl Topology {
         o.threads_per_rank = options.threads_per_rank;
         o.ranks_per_machine = options.ranks_per_machine;
         let mut c: sys::shardrec_calibration_t = unsafe { std::mem::zeroed() };
-        crate::check(unsafe { sys::shardrec_calibration_init(&mut c, sys::SHARDREC_CALIBRATION_VERSION) })?;
+        crate::check(unsafe {
+            sys::shardrec_calibration_init(&mut c, sys::SHARDREC_CALIBRATION_VERSION)
+        })?;
         // SAFETY: `t` borrows `self.memory_bytes_per_rank`, which outlives the call (not read).
         crate::check(unsafe { sys::shardrec_topology_calibrate(&mut t, &o, &mut c) })?;
         self.memory_bandwidth = t.memory_bandwidth;
@@ -368,13 +390,19 @@ impl Default for Optimizer {
 
 impl Optimizer {
     pub fn new(kind: OptimizerType, learning_rate: f32) -> Optimizer {
-        Optimizer { kind, learning_rate, ..Optimizer::default() }
+        Optimizer {
+            kind,
+            learning_rate,
+            ..Optimizer::default()
+        }
     }
 
     pub(crate) fn raw(&self) -> sys::shardrec_optimizer_config_t {
         // SAFETY: plain data filled by init.
         let mut o: sys::shardrec_optimizer_config_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::shardrec_optimizer_config_init(&mut o, sys::SHARDREC_OPTIMIZER_CONFIG_VERSION) };
+        unsafe {
+            sys::shardrec_optimizer_config_init(&mut o, sys::SHARDREC_OPTIMIZER_CONFIG_VERSION)
+        };
         o.type_ = self.kind as i32;
         o.learning_rate = self.learning_rate;
         o.eps = self.eps;

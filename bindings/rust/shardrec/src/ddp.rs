@@ -94,7 +94,10 @@ impl Bucketer {
             sys::shardrec_ddp_create(&mut raw, comm.raw, counts.as_ptr(), counts.len(), &o)
         })?;
         Ok(Bucketer {
-            handle: Arc::new(DdpHandle(raw, std::sync::Mutex::new(vec![None; counts.len()]))),
+            handle: Arc::new(DdpHandle(
+                raw,
+                std::sync::Mutex::new(vec![None; counts.len()]),
+            )),
             counts: counts.to_vec(),
             _not_sync: PhantomData,
         })
@@ -142,7 +145,10 @@ impl Bucketer {
     /// [`Bucketer::external`] / [`Bucketer::external_mut`]. A previous buffer is returned.
     pub fn set_external(&mut self, index: usize, grad: Vec<f32>) -> Result<Option<Vec<f32>>> {
         let want = self.count(index).ok_or_else(|| {
-            crate::invalid(format!("gradient {index} out of range ({} registered)", self.counts.len()))
+            crate::invalid(format!(
+                "gradient {index} out of range ({} registered)",
+                self.counts.len()
+            ))
         })?;
         if grad.len() as i64 != want {
             return Err(crate::invalid(format!(
@@ -161,20 +167,25 @@ impl Bucketer {
     /// Address and length of external gradient `index`, if any.
     fn external_raw(&self, index: usize) -> Option<(*mut f32, usize)> {
         let mut external = self.handle.1.lock().unwrap_or_else(|e| e.into_inner());
-        external.get_mut(index).and_then(|e| e.as_deref_mut()).map(|b| (b.as_mut_ptr(), b.len()))
+        external
+            .get_mut(index)
+            .and_then(|e| e.as_deref_mut())
+            .map(|b| (b.as_mut_ptr(), b.len()))
     }
 
     /// External gradient `index` (set with `set_external`), `None` when it lives in a bucket.
     pub fn external(&self, index: usize) -> Option<&[f32]> {
         // SAFETY: the buffer lives in the handle this bucketer holds and is only replaced by
         // set_external, which takes &mut self; the C side writes it only inside finish (&mut).
-        self.external_raw(index).map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) })
+        self.external_raw(index)
+            .map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) })
     }
 
     /// External gradient `index`, writable (the caller's backward accumulates into it).
     pub fn external_mut(&mut self, index: usize) -> Option<&mut [f32]> {
         // SAFETY: as in external, and &mut self makes this the only borrow.
-        self.external_raw(index).map(|(p, n)| unsafe { std::slice::from_raw_parts_mut(p, n) })
+        self.external_raw(index)
+            .map(|(p, n)| unsafe { std::slice::from_raw_parts_mut(p, n) })
     }
 
     /// A copy of gradient `index` (the storage moves when the buckets are rebuilt).
@@ -260,7 +271,10 @@ impl Fsdp {
 
     fn count(&self, unit: usize) -> Result<usize> {
         self.counts.get(unit).map(|&c| c as usize).ok_or_else(|| {
-            invalid(format!("unit {unit} out of range ({} units)", self.counts.len()))
+            invalid(format!(
+                "unit {unit} out of range ({} units)",
+                self.counts.len()
+            ))
         })
     }
 
@@ -310,7 +324,10 @@ impl Fsdp {
             return Ok((&[], offset));
         }
         // SAFETY: count floats owned by the handle until its destruction.
-        Ok((unsafe { std::slice::from_raw_parts(data, count as usize) }, offset))
+        Ok((
+            unsafe { std::slice::from_raw_parts(data, count as usize) },
+            offset,
+        ))
     }
 
     /// Host bytes this rank holds now and at most so far.

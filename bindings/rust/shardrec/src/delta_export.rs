@@ -70,14 +70,29 @@ impl EmbeddingCollection {
         // SAFETY: valid handle and name; zero capacities with NULL buffers ask for the sizes.
         let sized = check(unsafe {
             sys::shardrec_embedding_dynamic_delta_ext(
-                self.raw, name.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), 0,
-                std::ptr::null_mut(), 0, &mut num_rows, &mut num_tombstones, &mut flags)
+                self.raw,
+                name.as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+                0,
+                &mut num_rows,
+                &mut num_tombstones,
+                &mut flags,
+            )
         });
         let known = self.shapes.get(table).map(|(_, d)| *d as usize);
         let dim = known.unwrap_or(0);
         let full = flags & DELTA_FULL != 0;
         match sized {
-            Ok(()) => return Ok(DynamicDelta { dim, full, ..Default::default() }),
+            Ok(()) => {
+                return Ok(DynamicDelta {
+                    dim,
+                    full,
+                    ..Default::default()
+                })
+            }
             Err(e) if e.code() != Code::Invalid || (num_rows == 0 && num_tombstones == 0) => {
                 return Err(e)
             }
@@ -98,9 +113,17 @@ impl EmbeddingCollection {
         // num_tombstones; the library writes at most that.
         check(unsafe {
             sys::shardrec_embedding_dynamic_delta_ext(
-                self.raw, name.as_ptr(), d.ids.as_mut_ptr(), d.rows.as_mut_ptr(), num_rows,
-                d.tombstones.as_mut_ptr(), num_tombstones, &mut num_rows, &mut num_tombstones,
-                &mut flags)
+                self.raw,
+                name.as_ptr(),
+                d.ids.as_mut_ptr(),
+                d.rows.as_mut_ptr(),
+                num_rows,
+                d.tombstones.as_mut_ptr(),
+                num_tombstones,
+                &mut num_rows,
+                &mut num_tombstones,
+                &mut flags,
+            )
         })?;
         d.full = flags & DELTA_FULL != 0;
         Ok(d)

@@ -75,7 +75,9 @@ pub fn dot_interaction_width(num_sparse: i64, dim: i64) -> Result<i64> {
 
 fn check_len(what: &str, len: usize, want: i64) -> Result<()> {
     if want < 0 || len as i64 != want {
-        return Err(invalid(format!("{what} has {len} elements, expected {want}")));
+        return Err(invalid(format!(
+            "{what} has {len} elements, expected {want}"
+        )));
     }
     Ok(())
 }
@@ -93,7 +95,11 @@ pub fn dot_interaction_forward(
 ) -> Result<()> {
     let width = dot_interaction_width(num_sparse, dim)?;
     check_len("dense", dense.len(), batch.saturating_mul(dim))?;
-    check_len("emb", emb.len(), batch.saturating_mul(num_sparse).saturating_mul(dim))?;
+    check_len(
+        "emb",
+        emb.len(),
+        batch.saturating_mul(num_sparse).saturating_mul(dim),
+    )?;
     check_len("out", out.len(), batch.saturating_mul(width))?;
     check(unsafe {
         sys::shardrec_dot_interaction_forward(
@@ -123,10 +129,18 @@ pub fn dot_interaction_backward(
 ) -> Result<()> {
     let width = dot_interaction_width(num_sparse, dim)?;
     check_len("dense", dense.len(), batch.saturating_mul(dim))?;
-    check_len("emb", emb.len(), batch.saturating_mul(num_sparse).saturating_mul(dim))?;
+    check_len(
+        "emb",
+        emb.len(),
+        batch.saturating_mul(num_sparse).saturating_mul(dim),
+    )?;
     check_len("dout", dout.len(), batch.saturating_mul(width))?;
     check_len("d_dense", d_dense.len(), batch.saturating_mul(dim))?;
-    check_len("d_emb", d_emb.len(), batch.saturating_mul(num_sparse).saturating_mul(dim))?;
+    check_len(
+        "d_emb",
+        d_emb.len(),
+        batch.saturating_mul(num_sparse).saturating_mul(dim),
+    )?;
     check(unsafe {
         sys::shardrec_dot_interaction_backward(
             dense.as_ptr(),
@@ -264,8 +278,10 @@ impl Core {
                 sys::shardrec_mlp_device(self.raw.cast(), &mut device_type, ptr::null_mut())
             })?;
             if device_type != 0 {
-                return Err(invalid("the tensors of a CUDA MLP live in device memory; the Rust \
-                                    binding reads host tensors only"));
+                return Err(invalid(
+                    "the tensors of a CUDA MLP live in device memory; the Rust \
+                                    binding reads host tensors only",
+                ));
             }
         }
         // SAFETY: plain data written by the call.
@@ -316,7 +332,11 @@ impl Core {
         dx: *mut f32,
         ready: Option<(&mut Bucketer, usize)>,
     ) -> Result<()> {
-        let mut r = Ready { ddp: ptr::null_mut(), first: 0, status: 0 };
+        let mut r = Ready {
+            ddp: ptr::null_mut(),
+            first: 0,
+            status: 0,
+        };
         let cb: sys::shardrec_grad_ready_fn = match ready {
             Some((ddp, first)) => {
                 r.ddp = ddp.raw();
@@ -355,7 +375,12 @@ impl Core {
         rc
     }
 
-    fn bind_storage(&mut self, i: usize, param: Option<Vec<f32>>, grad: Option<Vec<f32>>) -> Result<()> {
+    fn bind_storage(
+        &mut self,
+        i: usize,
+        param: Option<Vec<f32>>,
+        grad: Option<Vec<f32>>,
+    ) -> Result<()> {
         let n = self.tensor(i)?.count;
         for (what, v) in [("param", &param), ("grad", &grad)] {
             if let Some(v) = v {
@@ -419,7 +444,9 @@ pub trait DenseLayer {
     fn tensor_name(&self, i: usize) -> Result<String> {
         let t = self.core().0.tensor(i)?;
         // SAFETY: the name is owned by the layer and NUL-terminated.
-        Ok(unsafe { CStr::from_ptr(t.name) }.to_string_lossy().into_owned())
+        Ok(unsafe { CStr::from_ptr(t.name) }
+            .to_string_lossy()
+            .into_owned())
     }
 
     /// Parameters of tensor `i` (borrowed from the layer).
@@ -452,7 +479,12 @@ pub trait DenseLayer {
     /// are, nothing is copied) and/or `grad` (`None` keeps that side), each of exactly the
     /// tensor's element count. The layer owns the buffers from now on; read and write them with
     /// `param`/`param_mut`/`grad`. A later `use_bucketer_grads` takes over the gradients.
-    fn bind_tensor(&mut self, i: usize, param: Option<Vec<f32>>, grad: Option<Vec<f32>>) -> Result<()> {
+    fn bind_tensor(
+        &mut self,
+        i: usize,
+        param: Option<Vec<f32>>,
+        grad: Option<Vec<f32>>,
+    ) -> Result<()> {
         self.core_mut().0.bind_storage(i, param, grad)
     }
 
@@ -513,7 +545,14 @@ impl Mlp {
         seed: u64,
         name: &str,
     ) -> Result<Mlp> {
-        Mlp::new_on(in_features, widths, activations, seed, name, MlpPlacement::default())
+        Mlp::new_on(
+            in_features,
+            widths,
+            activations,
+            seed,
+            name,
+            MlpPlacement::default(),
+        )
     }
 
     /// As [`Mlp::new`] placed by `place`. A CUDA MLP keeps its tensors in device memory and runs
@@ -530,7 +569,11 @@ impl Mlp {
     ) -> Result<Mlp> {
         let acts: Option<Vec<i32>> = match activations {
             Some(a) if a.len() != widths.len() => {
-                return Err(invalid(format!("{} activations for {} layers", a.len(), widths.len())))
+                return Err(invalid(format!(
+                    "{} activations for {} layers",
+                    a.len(),
+                    widths.len()
+                )))
             }
             Some(a) => Some(a.iter().map(|&v| v as i32).collect()),
             None => None,
@@ -565,7 +608,12 @@ impl Mlp {
         check(unsafe { sys::shardrec_mlp_dims(raw, &mut i, &mut out) })?;
         let mut device_type = 0;
         check(unsafe { sys::shardrec_mlp_device(raw, &mut device_type, ptr::null_mut()) })?;
-        Ok(Mlp { core, in_features: i, out_features: out, device_type })
+        Ok(Mlp {
+            core,
+            in_features: i,
+            out_features: out,
+            device_type,
+        })
     }
 
     pub fn in_features(&self) -> i64 {

@@ -77,7 +77,9 @@ pub fn device_plugin_path() -> Result<String> {
     check(unsafe { sys::shardrec_device_plugin_path(&mut len, std::ptr::null_mut(), 0) })?;
     let mut buf = vec![0u8; len + 1];
     // SAFETY: buf has len + 1 bytes.
-    check(unsafe { sys::shardrec_device_plugin_path(&mut len, buf.as_mut_ptr().cast(), buf.len()) })?;
+    check(unsafe {
+        sys::shardrec_device_plugin_path(&mut len, buf.as_mut_ptr().cast(), buf.len())
+    })?;
     buf.truncate(len);
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }

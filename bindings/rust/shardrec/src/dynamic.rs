@@ -56,7 +56,10 @@ impl DynamicTable {
         // SAFETY: plain data filled by init.
         let mut d: sys::shardrec_dynamic_table_config_t = unsafe { std::mem::zeroed() };
         unsafe {
-            sys::shardrec_dynamic_table_config_init(&mut d, sys::SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION)
+            sys::shardrec_dynamic_table_config_init(
+                &mut d,
+                sys::SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION,
+            )
         };
         d.eviction = self.eviction as i32;
         d.admission_threshold = self.admission_threshold;
@@ -111,7 +114,9 @@ impl EmbeddingCollection {
     /// This rank's part of dynamic table `table`; not collective, changes nothing.
     /// `Code::Invalid` for a table that is not dynamic, `Code::NotFound` for an unknown one.
     pub fn dynamic_stats(&self, table: &str) -> Result<DynamicTableStats> {
-        self.stats_with(table, |c, t, s| unsafe { sys::shardrec_embedding_dynamic_stats(c, t, s) })
+        self.stats_with(table, |c, t, s| unsafe {
+            sys::shardrec_embedding_dynamic_stats(c, t, s)
+        })
     }
 
     /// The whole dynamic table `table`: the sums over ranks of [`dynamic_stats`]
@@ -140,7 +145,10 @@ impl EmbeddingCollection {
         // SAFETY: plain data filled by init; valid handle and NUL-terminated name.
         let mut s: sys::shardrec_dynamic_table_stats_t = unsafe { std::mem::zeroed() };
         check(unsafe {
-            sys::shardrec_dynamic_table_stats_init(&mut s, sys::SHARDREC_DYNAMIC_TABLE_STATS_VERSION)
+            sys::shardrec_dynamic_table_stats_init(
+                &mut s,
+                sys::SHARDREC_DYNAMIC_TABLE_STATS_VERSION,
+            )
         })?;
         check(call(self.raw, name.as_ptr(), &mut s))?;
         Ok(DynamicTableStats {

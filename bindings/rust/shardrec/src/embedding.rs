@@ -110,13 +110,27 @@ impl<'a> Kjt<'a> {
     /// An unweighted batch: `lengths` holds `num_features * batch_size` bag lengths
     /// (feature-major), `values` their ids. The library checks the shapes at the call that takes
     /// the batch.
-    pub fn new(batch_size: i64, num_features: usize, lengths: &'a [i32], values: &'a [i64]) -> Self {
-        Kjt { batch_size, num_features, lengths, values, weights: None }
+    pub fn new(
+        batch_size: i64,
+        num_features: usize,
+        lengths: &'a [i32],
+        values: &'a [i64],
+    ) -> Self {
+        Kjt {
+            batch_size,
+            num_features,
+            lengths,
+            values,
+            weights: None,
+        }
     }
 
     /// The same batch with one weight per id.
     pub fn with_weights(self, weights: &'a [f32]) -> Self {
-        Kjt { weights: Some(weights), ..self }
+        Kjt {
+            weights: Some(weights),
+            ..self
+        }
     }
 
     /// Floats of an output of `dim` per row for this batch (a row per sample, or per id of a
@@ -126,8 +140,9 @@ impl<'a> Kjt<'a> {
         let rows = if sequence {
             self.values.len()
         } else {
-            let b = usize::try_from(self.batch_size)
-                .map_err(|_| crate::invalid(format!("batch_size {} is negative", self.batch_size)))?;
+            let b = usize::try_from(self.batch_size).map_err(|_| {
+                crate::invalid(format!("batch_size {} is negative", self.batch_size))
+            })?;
             if b.checked_mul(self.num_features) != Some(self.lengths.len()) {
                 return Err(crate::invalid(format!(
                     "lengths has {} elements, batch_size {} x num_features {} expected",
@@ -138,10 +153,15 @@ impl<'a> Kjt<'a> {
             }
             b
         };
-        let dim = usize::try_from(dim).map_err(|_| crate::invalid(format!("bad output dim {dim}")))?;
+        let dim =
+            usize::try_from(dim).map_err(|_| crate::invalid(format!("bad output dim {dim}")))?;
         rows.checked_mul(dim)
             .filter(|&n| n <= isize::MAX as usize / std::mem::size_of::<f32>())
-            .ok_or_else(|| crate::invalid(format!("an output of {rows} rows of {dim} floats is too large")))
+            .ok_or_else(|| {
+                crate::invalid(format!(
+                    "an output of {rows} rows of {dim} floats is too large"
+                ))
+            })
     }
 
     pub(crate) fn raw(&self) -> sys::shardrec_kjt_view_t {
@@ -227,7 +247,11 @@ impl EmbeddingCollection {
         // Read by the create call below; `names` holds the strings they point to.
         let mut names = Vec::new();
         let tiers = crate::tier::raw_tiers(options.tiers, &mut names)?;
-        o.tiers = if tiers.is_empty() { ptr::null() } else { tiers.as_ptr() };
+        o.tiers = if tiers.is_empty() {
+            ptr::null()
+        } else {
+            tiers.as_ptr()
+        };
         o.num_tiers = tiers.len();
         let mut out = ptr::null_mut();
         check(create(&mut out, &opt, &o))?;
@@ -255,17 +279,30 @@ impl EmbeddingCollection {
     pub fn forward(&mut self, batch: &Kjt<'_>, out: &mut [f32]) -> Result<()> {
         let kjt = batch.raw();
         check(unsafe {
-            sys::shardrec_embedding_forward(self.raw, &kjt, out.as_mut_ptr(), out.len(), ptr::null_mut())
+            sys::shardrec_embedding_forward(
+                self.raw,
+                &kjt,
+                out.as_mut_ptr(),
+                out.len(),
+                ptr::null_mut(),
+            )
         })
     }
 
     /// `forward` into a tensor of extents `shape` (at most 4; with 2 or more, the last is the
     /// output width): the library checks the shape against the output
     /// (`shardrec_embedding_forward_tensor`). `out` holds exactly the shape's element count.
-    pub fn forward_tensor(&mut self, batch: &Kjt<'_>, out: &mut [f32], shape: &[i64]) -> Result<()> {
+    pub fn forward_tensor(
+        &mut self,
+        batch: &Kjt<'_>,
+        out: &mut [f32],
+        shape: &[i64],
+    ) -> Result<()> {
         let kjt = batch.raw();
         let view = host_view(out.as_mut_ptr(), out.len(), shape);
-        agreed(view, |v| unsafe { sys::shardrec_embedding_forward_tensor(self.raw, &kjt, v, ptr::null_mut()) })
+        agreed(view, |v| unsafe {
+            sys::shardrec_embedding_forward_tensor(self.raw, &kjt, v, ptr::null_mut())
+        })
     }
 
     /// `forward_distributed` into a tensor of extents `shape`.
@@ -280,7 +317,9 @@ impl EmbeddingCollection {
     pub fn backward_tensor(&mut self, grad: &[f32], shape: &[i64]) -> Result<()> {
         // The library only reads a gradient view.
         let view = host_view(grad.as_ptr().cast_mut(), grad.len(), shape);
-        agreed(view, |v| unsafe { sys::shardrec_embedding_backward_tensor(self.raw, v, ptr::null_mut()) })
+        agreed(view, |v| unsafe {
+            sys::shardrec_embedding_backward_tensor(self.raw, v, ptr::null_mut())
+        })
     }
 
     /// Waits for the device work a GPU collection's stream-ordered calls left queued and returns
@@ -309,7 +348,12 @@ impl EmbeddingCollection {
 
     pub fn forward_distributed(&mut self, out: &mut [f32]) -> Result<()> {
         check(unsafe {
-            sys::shardrec_embedding_forward_distributed(self.raw, out.as_mut_ptr(), out.len(), ptr::null_mut())
+            sys::shardrec_embedding_forward_distributed(
+                self.raw,
+                out.as_mut_ptr(),
+                out.len(),
+                ptr::null_mut(),
+            )
         })
     }
 
@@ -338,13 +382,21 @@ impl EmbeddingCollection {
     pub fn get_weights(&mut self, table: &str, out: &mut [f32]) -> Result<()> {
         let name = cstring(table, "table")?;
         check(unsafe {
-            sys::shardrec_embedding_get_weights(self.raw, name.as_ptr(), out.as_mut_ptr(), out.len())
+            sys::shardrec_embedding_get_weights(
+                self.raw,
+                name.as_ptr(),
+                out.as_mut_ptr(),
+                out.len(),
+            )
         })
     }
 
     /// Full weights of `table` as a new vector (collective).
     pub fn weights(&mut self, table: &str) -> Result<Vec<f32>> {
-        let n = self.shapes.get(table).map_or(0, |(r, d)| (*r as usize) * (*d as usize));
+        let n = self
+            .shapes
+            .get(table)
+            .map_or(0, |(r, d)| (*r as usize) * (*d as usize));
         let mut out = vec![0.0; n];
         self.get_weights(table, &mut out)?;
         Ok(out)
@@ -354,7 +406,12 @@ impl EmbeddingCollection {
     pub fn set_weights(&mut self, table: &str, weights: &[f32]) -> Result<()> {
         let name = cstring(table, "table")?;
         check(unsafe {
-            sys::shardrec_embedding_set_weights(self.raw, name.as_ptr(), weights.as_ptr(), weights.len())
+            sys::shardrec_embedding_set_weights(
+                self.raw,
+                name.as_ptr(),
+                weights.as_ptr(),
+                weights.len(),
+            )
         })
     }
 
@@ -365,8 +422,15 @@ impl EmbeddingCollection {
         (0..n)
             .map(|i| {
                 let (mut name, mut row_wise) = (ptr::null(), 0);
-                check(unsafe { sys::shardrec_embedding_state_info(self.raw, i, &mut name, &mut row_wise) })?;
-                Ok((unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned(), row_wise != 0))
+                check(unsafe {
+                    sys::shardrec_embedding_state_info(self.raw, i, &mut name, &mut row_wise)
+                })?;
+                Ok((
+                    unsafe { CStr::from_ptr(name) }
+                        .to_string_lossy()
+                        .into_owned(),
+                    row_wise != 0,
+                ))
             })
             .collect()
     }
@@ -376,7 +440,9 @@ impl EmbeddingCollection {
     pub fn table_states(&self, table: &str) -> Result<Vec<StateInfo>> {
         let name = cstring(table, "table")?;
         let mut n = 0;
-        check(unsafe { sys::shardrec_embedding_table_num_states(self.raw, name.as_ptr(), &mut n) })?;
+        check(unsafe {
+            sys::shardrec_embedding_table_num_states(self.raw, name.as_ptr(), &mut n)
+        })?;
         (0..n)
             .map(|i| {
                 let (mut state, mut row_wise) = (ptr::null(), 0);
@@ -390,20 +456,41 @@ impl EmbeddingCollection {
                     )
                 })?;
                 // SAFETY: on success the name is NUL-terminated and owned by the collection.
-                let state = unsafe { CStr::from_ptr(state) }.to_string_lossy().into_owned();
-                Ok(StateInfo { name: state, row_wise: row_wise != 0 })
+                let state = unsafe { CStr::from_ptr(state) }
+                    .to_string_lossy()
+                    .into_owned();
+                Ok(StateInfo {
+                    name: state,
+                    row_wise: row_wise != 0,
+                })
             })
             .collect()
     }
 
     /// One full optimizer state of `table` (collective).
     pub fn state(&mut self, table: &str, state: &str) -> Result<Vec<f32>> {
-        let row_wise = self.table_states(table)?.into_iter().any(|s| s.name == state && s.row_wise);
+        let row_wise = self
+            .table_states(table)?
+            .into_iter()
+            .any(|s| s.name == state && s.row_wise);
         let (rows, dim) = self.shapes.get(table).copied().unwrap_or((0, 0));
-        let mut out = vec![0.0; if row_wise { rows as usize } else { rows as usize * dim as usize }];
+        let mut out = vec![
+            0.0;
+            if row_wise {
+                rows as usize
+            } else {
+                rows as usize * dim as usize
+            }
+        ];
         let (t, s) = (cstring(table, "table")?, cstring(state, "state")?);
         check(unsafe {
-            sys::shardrec_embedding_get_state(self.raw, t.as_ptr(), s.as_ptr(), out.as_mut_ptr(), out.len())
+            sys::shardrec_embedding_get_state(
+                self.raw,
+                t.as_ptr(),
+                s.as_ptr(),
+                out.as_mut_ptr(),
+                out.len(),
+            )
         })?;
         Ok(out)
     }
@@ -412,14 +499,22 @@ impl EmbeddingCollection {
     pub fn set_state(&mut self, table: &str, state: &str, values: &[f32]) -> Result<()> {
         let (t, s) = (cstring(table, "table")?, cstring(state, "state")?);
         check(unsafe {
-            sys::shardrec_embedding_set_state(self.raw, t.as_ptr(), s.as_ptr(), values.as_ptr(), values.len())
+            sys::shardrec_embedding_set_state(
+                self.raw,
+                t.as_ptr(),
+                s.as_ptr(),
+                values.as_ptr(),
+                values.len(),
+            )
         })
     }
 
     /// Sets the learning rate of one table (per-table schedules); the others keep theirs.
     pub fn set_table_learning_rate(&mut self, table: &str, lr: f32) -> Result<()> {
         let name = cstring(table, "table")?;
-        check(unsafe { sys::shardrec_embedding_set_table_learning_rate(self.raw, name.as_ptr(), lr) })
+        check(unsafe {
+            sys::shardrec_embedding_set_table_learning_rate(self.raw, name.as_ptr(), lr)
+        })
     }
 
     /// The optimizer `table` trains with (its own or the default), at its current rate.
@@ -440,12 +535,22 @@ impl EmbeddingCollection {
                 let (mut offset, mut width) = (0, 0);
                 check(unsafe {
                     sys::shardrec_embedding_output_info(
-                        self.raw, i, &mut feature, &mut table, &mut offset, &mut width,
+                        self.raw,
+                        i,
+                        &mut feature,
+                        &mut table,
+                        &mut offset,
+                        &mut width,
                     )
                 })?;
                 // SAFETY: on success both names are NUL-terminated and owned by the collection.
                 let text = |p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-                Ok(OutputBlock { feature: text(feature), table: text(table), offset, width })
+                Ok(OutputBlock {
+                    feature: text(feature),
+                    table: text(table),
+                    offset,
+                    width,
+                })
             })
             .collect()
     }
@@ -453,7 +558,9 @@ impl EmbeddingCollection {
     /// Where this rank's time went since the collection was created, for progress lines.
     pub fn step_timings(&self) -> Result<StepTimings> {
         let mut t: sys::shardrec_step_timings_t = unsafe { std::mem::zeroed() };
-        check(unsafe { sys::shardrec_step_timings_init(&mut t, sys::SHARDREC_STEP_TIMINGS_VERSION) })?;
+        check(unsafe {
+            sys::shardrec_step_timings_init(&mut t, sys::SHARDREC_STEP_TIMINGS_VERSION)
+        })?;
         check(unsafe { sys::shardrec_embedding_step_timings(self.raw, &mut t) })?;
         Ok(StepTimings {
             forwards: t.forwards,
@@ -491,10 +598,17 @@ pub(crate) fn agreed(
     view.and_then(|_| check(status))
 }
 
-pub(crate) fn host_view(data: *mut f32, len: usize, shape: &[i64]) -> Result<sys::shardrec_tensor_view_t> {
+pub(crate) fn host_view(
+    data: *mut f32,
+    len: usize,
+    shape: &[i64],
+) -> Result<sys::shardrec_tensor_view_t> {
     let max = sys::SHARDREC_TENSOR_MAX_DIMS as usize;
     if shape.len() > max {
-        return Err(crate::invalid(format!("a tensor view has at most {max} dimensions, got {}", shape.len())));
+        return Err(crate::invalid(format!(
+            "a tensor view has at most {max} dimensions, got {}",
+            shape.len()
+        )));
     }
     let mut elems: i64 = 1;
     for &d in shape {
@@ -502,7 +616,9 @@ pub(crate) fn host_view(data: *mut f32, len: usize, shape: &[i64]) -> Result<sys
             .ok_or_else(|| crate::invalid(format!("bad tensor shape {shape:?}")))?;
     }
     if elems as u64 != len as u64 {
-        return Err(crate::invalid(format!("the buffer has {len} floats; shape {shape:?} has {elems}")));
+        return Err(crate::invalid(format!(
+            "the buffer has {len} floats; shape {shape:?} has {elems}"
+        )));
     }
     // SAFETY: plain data.
     let mut v: sys::shardrec_tensor_view_t = unsafe { std::mem::zeroed() };

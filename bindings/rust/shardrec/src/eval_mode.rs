@@ -38,7 +38,11 @@ impl EmbeddingCollection {
         scores: &[f64],
     ) -> Result<usize> {
         if ids.len() != scores.len() {
-            return Err(invalid(format!("{} scores for {} ids", scores.len(), ids.len())));
+            return Err(invalid(format!(
+                "{} scores for {} ids",
+                scores.len(),
+                ids.len()
+            )));
         }
         let name = cstring(table, "table")?;
         let mut set = 0usize;

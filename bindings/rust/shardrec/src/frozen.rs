@@ -5,7 +5,9 @@ use crate::{check, invalid, sys, Result};
 
 fn check_len(what: &str, len: usize, want: i64) -> Result<()> {
     if want < 0 || len as i64 != want {
-        return Err(invalid(format!("{what} has {len} elements, expected {want}")));
+        return Err(invalid(format!(
+            "{what} has {len} elements, expected {want}"
+        )));
     }
     Ok(())
 }
@@ -42,7 +44,13 @@ impl Dcn {
         check_len("x0", x0.len(), n)?;
         check_len("y", y.len(), n)?;
         check(unsafe {
-            sys::shardrec_dcn_infer(self.core().0.raw.cast(), x0.as_ptr(), batch, y.as_mut_ptr(), n)
+            sys::shardrec_dcn_infer(
+                self.core().0.raw.cast(),
+                x0.as_ptr(),
+                batch,
+                y.as_mut_ptr(),
+                n,
+            )
         })
     }
 

@@ -131,7 +131,9 @@ impl Inference {
             .map(|(name, (_, bytes))| {
                 // SAFETY: plain data filled by init.
                 let mut t: sys::shardrec_serving_tier_t = unsafe { std::mem::zeroed() };
-                unsafe { sys::shardrec_serving_tier_init(&mut t, sys::SHARDREC_SERVING_TIER_VERSION) };
+                unsafe {
+                    sys::shardrec_serving_tier_init(&mut t, sys::SHARDREC_SERVING_TIER_VERSION)
+                };
                 t.table = name.as_ptr();
                 t.cache_bytes = *bytes;
                 t
@@ -143,16 +145,28 @@ impl Inference {
             sys::shardrec_inference_options_init(&mut o, sys::SHARDREC_INFERENCE_OPTIONS_VERSION)
         })?;
         o.default_storage = options.default_storage as i32;
-        o.table_storage = if per_table.is_empty() { ptr::null() } else { per_table.as_ptr() };
+        o.table_storage = if per_table.is_empty() {
+            ptr::null()
+        } else {
+            per_table.as_ptr()
+        };
         o.num_table_storage = per_table.len();
         o.bounds_policy = options.bounds_policy as i32;
         o.device_type = options.device_type as i32;
-        o.tiers = if tiers.is_empty() { ptr::null() } else { tiers.as_ptr() };
+        o.tiers = if tiers.is_empty() {
+            ptr::null()
+        } else {
+            tiers.as_ptr()
+        };
         o.num_tiers = tiers.len();
         let mut raw = ptr::null_mut();
         // SAFETY: the options and names outlive the call, which copies them.
         check(unsafe { sys::shardrec_inference_open(cpath.as_ptr(), &o, &mut raw) })?;
-        let mut inf = Inference { raw, output_dim: 0, sequence: false };
+        let mut inf = Inference {
+            raw,
+            output_dim: 0,
+            sequence: false,
+        };
         inf.output_dim = inf.output_dim()?;
         inf.sequence = inf.is_sequence()?;
         Ok(inf)
@@ -191,14 +205,26 @@ impl Inference {
         let (mut name, mut rows, mut dim, mut storage) = (ptr::null(), 0, 0, 0);
         check(unsafe {
             sys::shardrec_inference_table_info(
-                self.raw, index, &mut name, &mut rows, &mut dim, &mut storage,
+                self.raw,
+                index,
+                &mut name,
+                &mut rows,
+                &mut dim,
+                &mut storage,
             )
         })?;
         // SAFETY: the name is owned by the handle, NUL-terminated, valid while it lives.
-        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned();
         let storage = ServingStorage::from_code(storage)
             .ok_or_else(|| invalid(format!("table {name}: unknown storage {storage}")))?;
-        Ok(InferenceTable { name, rows, dim, storage })
+        Ok(InferenceTable {
+            name,
+            rows,
+            dim,
+            storage,
+        })
     }
 
     /// Number of the version served now: 1 after open, +1 per successful reload.
@@ -225,7 +251,13 @@ impl Inference {
         let kjt = batch.raw();
         let mut version = 0;
         check(unsafe {
-            sys::shardrec_inference_lookup(self.raw, &kjt, out.as_mut_ptr(), out.len(), &mut version)
+            sys::shardrec_inference_lookup(
+                self.raw,
+                &kjt,
+                out.as_mut_ptr(),
+                out.len(),
+                &mut version,
+            )
         })?;
         Ok(version)
     }
@@ -274,7 +306,11 @@ impl Inference {
         let (mut data, mut count, mut version) = (ptr::null(), 0, 0);
         check(unsafe {
             sys::shardrec_inference_dense_tensor(
-                self.raw, cname.as_ptr(), &mut data, &mut count, &mut version,
+                self.raw,
+                cname.as_ptr(),
+                &mut data,
+                &mut count,
+                &mut version,
             )
         })?;
         // SAFETY: count floats owned by the current version, which nothing can replace or free
@@ -287,7 +323,11 @@ impl Inference {
     pub fn pin(&self) -> Result<InferenceSnapshot> {
         let mut raw = ptr::null_mut();
         check(unsafe { sys::shardrec_inference_pin(self.raw, &mut raw) })?;
-        Ok(InferenceSnapshot { raw, output_dim: self.output_dim, sequence: self.sequence })
+        Ok(InferenceSnapshot {
+            raw,
+            output_dim: self.output_dim,
+            sequence: self.sequence,
+        })
     }
 
     /// Writes the version served now as one serving file, atomically (temp, fsync, rename).
@@ -363,7 +403,10 @@ impl InferenceSnapshot {
         let (mut data, mut count) = (ptr::null(), 0);
         check(unsafe {
             sys::shardrec_inference_snapshot_dense_tensor(
-                self.raw, cname.as_ptr(), &mut data, &mut count,
+                self.raw,
+                cname.as_ptr(),
+                &mut data,
+                &mut count,
             )
         })?;
         // SAFETY: count floats of the pinned version, immutable until the snapshot is dropped.
@@ -372,7 +415,11 @@ impl InferenceSnapshot {
 }
 
 fn output_size(batch: &Kjt<'_>, dim: i64, sequence: bool) -> usize {
-    let rows = if sequence { batch.values.len() } else { batch.batch_size.max(0) as usize };
+    let rows = if sequence {
+        batch.values.len()
+    } else {
+        batch.batch_size.max(0) as usize
+    };
     rows.checked_mul(dim.max(0) as usize).unwrap_or(0)
 }
 

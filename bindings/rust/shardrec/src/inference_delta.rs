@@ -72,12 +72,27 @@ impl Inference {
         check(unsafe {
             if flags == 0 {
                 sys::shardrec_inference_apply_delta(
-                    self.raw, name.as_ptr(), ids.as_ptr(), rows.as_ptr(), ids.len(),
-                    tombstones.as_ptr(), tombstones.len(), &mut version)
+                    self.raw,
+                    name.as_ptr(),
+                    ids.as_ptr(),
+                    rows.as_ptr(),
+                    ids.len(),
+                    tombstones.as_ptr(),
+                    tombstones.len(),
+                    &mut version,
+                )
             } else {
                 sys::shardrec_inference_apply_delta_ext(
-                    self.raw, name.as_ptr(), ids.as_ptr(), rows.as_ptr(), ids.len(),
-                    tombstones.as_ptr(), tombstones.len(), flags, &mut version)
+                    self.raw,
+                    name.as_ptr(),
+                    ids.as_ptr(),
+                    rows.as_ptr(),
+                    ids.len(),
+                    tombstones.as_ptr(),
+                    tombstones.len(),
+                    flags,
+                    &mut version,
+                )
             }
         })?;
         Ok(version)
@@ -90,6 +105,12 @@ impl Inference {
     /// every other id removed, so the served table equals the training one whatever the handle
     /// held before.
     pub fn apply_dynamic_delta(&self, table: &str, delta: &DynamicDelta) -> Result<u64> {
-        self.apply(table, &delta.ids, &delta.rows, &delta.tombstones, delta.flags())
+        self.apply(
+            table,
+            &delta.ids,
+            &delta.rows,
+            &delta.tombstones,
+            delta.flags(),
+        )
     }
 }

@@ -7,9 +7,9 @@ mod comm;
 mod config;
 mod ddp;
 mod delta_export;
-mod device;
 mod dense;
 mod dense_optimizer;
+mod device;
 mod dynamic;
 mod embedding;
 mod eval_mode;
@@ -23,27 +23,31 @@ mod tier;
 mod vbe;
 
 pub use checkpoint::{DenseTensor, DenseTensorMut, LoadOptions};
-pub use comm::{AbortHandle, Comm, CommOptions, Element, ReduceOp, Store, UniqueId, LOCAL_GROUP_MAX};
-pub use device::{device_check, device_count, device_plugin_path, DType, DeviceType};
-pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
-pub use dense_optimizer::{DenseOptimizer, DenseState};
-pub use dynamic::{DynamicTable, DynamicTableStats, Eviction};
-pub use delta_export::DynamicDelta;
-pub use dense::{
-    blas_threads, bce_with_logits, dot_interaction_backward, dot_interaction_forward,
-    dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath, Mlp,
-    MlpPlacement,
+pub use comm::{
+    AbortHandle, Comm, CommOptions, Element, ReduceOp, Store, UniqueId, LOCAL_GROUP_MAX,
 };
 pub use config::{
     CalibrateOptions, Calibration, Constraints, Feature, Optimizer, OptimizerType, Pooling,
     ShardingType, Table, Topology,
 };
+pub use ddp::{Bucketer, BucketerOptions, BucketerStats, Compression, Fsdp};
+pub use delta_export::DynamicDelta;
+pub use dense::{
+    bce_with_logits, blas_threads, dot_interaction_backward, dot_interaction_forward,
+    dot_interaction_width, set_blas_threads, Activation, CoreRef, Dcn, DenseLayer, DenseMath, Mlp,
+    MlpPlacement,
+};
+pub use dense_optimizer::{DenseOptimizer, DenseState};
+pub use device::{device_check, device_count, device_plugin_path, DType, DeviceType};
+pub use dynamic::{DynamicTable, DynamicTableStats, Eviction};
 pub use embedding::{
     BoundsPolicy, CommEncoding, EmbeddingCollection, EmbeddingOptions, Kjt, NonFinitePolicy,
     OutputBlock, StateInfo, StepTimings, TableMemory,
 };
 pub use frozen::{FrozenDcn, FrozenMlp};
-pub use inference::{Inference, InferenceOptions, InferenceSnapshot, InferenceTable, ServingStorage};
+pub use inference::{
+    Inference, InferenceOptions, InferenceSnapshot, InferenceTable, ServingStorage,
+};
 pub use inference_tier::ServingTierStats;
 pub use mesh::{
     Mesh, MeshCoords, MeshLayout, MeshOptions, SyncBuffer, SyncHook, SyncMode, SyncStats,
@@ -132,7 +136,10 @@ impl Error {
     /// An error of your own, e.g. from a [`Store`] implementation (the library reports its
     /// status).
     pub fn new(code: Code, message: impl Into<String>) -> Error {
-        Error { status: code.status(), message: message.into() }
+        Error {
+            status: code.status(),
+            message: message.into(),
+        }
     }
 
     /// The raw status (a negative `SHARDREC_E*` value).
@@ -181,12 +188,18 @@ pub(crate) fn check(status: sys::shardrec_status_t) -> Result<()> {
     let mut buf = vec![0u8; len + 1];
     unsafe { sys::shardrec_last_error_copy(buf.as_mut_ptr().cast(), buf.len()) };
     buf.truncate(len);
-    Err(Error { status, message: String::from_utf8_lossy(&buf).into_owned() })
+    Err(Error {
+        status,
+        message: String::from_utf8_lossy(&buf).into_owned(),
+    })
 }
 
 /// An error raised by the binding itself (a name with an interior NUL, a size overflow).
 pub(crate) fn invalid(message: impl Into<String>) -> Error {
-    Error { status: sys::shardrec_status_code_SHARDREC_EINVAL, message: message.into() }
+    Error {
+        status: sys::shardrec_status_code_SHARDREC_EINVAL,
+        message: message.into(),
+    }
 }
 
 pub(crate) fn cstring(s: &str, what: &str) -> Result<std::ffi::CString> {
@@ -196,7 +209,9 @@ pub(crate) fn cstring(s: &str, what: &str) -> Result<std::ffi::CString> {
 /// Runtime version of the loaded library, "major.minor.patch".
 pub fn version() -> String {
     // SAFETY: returns a static string.
-    unsafe { CStr::from_ptr(sys::shardrec_version_string()) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(sys::shardrec_version_string()) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Runtime version of the loaded library as major * 10000 + minor * 100 + patch.

@@ -105,10 +105,20 @@ impl SyncBuffer<'_> {
 /// A sync hook: a user collective replacing the built-in all-reduce of `sync`.
 pub type SyncHook = Box<dyn FnMut(&mut SyncBuffer<'_>) -> Result<()> + Send>;
 
-unsafe extern "C" fn call_hook(data: *mut c_void, count: usize, dtype: i32, payload: *mut c_void) -> i32 {
+unsafe extern "C" fn call_hook(
+    data: *mut c_void,
+    count: usize,
+    dtype: i32,
+    payload: *mut c_void,
+) -> i32 {
     // SAFETY: payload is the Box<SyncHook> owned by the mesh, alive while it is installed.
     let hook = unsafe { &mut *payload.cast::<SyncHook>() };
-    let mut buf = SyncBuffer { data, count, dtype, _marker: std::marker::PhantomData };
+    let mut buf = SyncBuffer {
+        data,
+        count,
+        dtype,
+        _marker: std::marker::PhantomData,
+    };
     // A panic must not unwind into C.
     match catch_unwind(AssertUnwindSafe(|| hook(&mut buf))) {
         Ok(Ok(())) => 0,
@@ -141,7 +151,9 @@ impl Mesh {
     pub fn new(world: &mut Comm, options: &MeshOptions) -> Result<Mesh> {
         // SAFETY: plain data filled by init.
         let mut o: sys::shardrec_mesh_options_t = unsafe { std::mem::zeroed() };
-        check(unsafe { sys::shardrec_mesh_options_init(&mut o, sys::SHARDREC_MESH_OPTIONS_VERSION) })?;
+        check(unsafe {
+            sys::shardrec_mesh_options_init(&mut o, sys::SHARDREC_MESH_OPTIONS_VERSION)
+        })?;
         o.sharding_group_size = options.sharding_group_size;
         o.layout = options.layout as i32;
         o.ranks_per_node = options.ranks_per_node;
@@ -149,7 +161,10 @@ impl Mesh {
         o.sync_mode = options.sync_mode as i32;
         let mut out = ptr::null_mut();
         check(unsafe { sys::shardrec_mesh_create(&mut out, world.raw, &o) })?;
-        Ok(Mesh { raw: out, hook: None })
+        Ok(Mesh {
+            raw: out,
+            hook: None,
+        })
     }
 
     pub fn coords(&self) -> Result<MeshCoords> {
@@ -220,8 +235,14 @@ impl Mesh {
     /// status (the C message then names the status, not the Rust message).
     pub fn set_sync_hook(&mut self, hook: Option<SyncHook>) -> Result<()> {
         let mut boxed = hook.map(Box::new);
-        let payload = boxed.as_mut().map_or(ptr::null_mut(), |b| ptr::addr_of_mut!(**b).cast());
-        let f: sys::shardrec_sync_hook_fn = if boxed.is_some() { Some(call_hook) } else { None };
+        let payload = boxed
+            .as_mut()
+            .map_or(ptr::null_mut(), |b| ptr::addr_of_mut!(**b).cast());
+        let f: sys::shardrec_sync_hook_fn = if boxed.is_some() {
+            Some(call_hook)
+        } else {
+            None
+        };
         check(unsafe { sys::shardrec_mesh_set_sync_hook(self.raw, f, payload) })?;
         // The previous hook is no longer referenced by the mesh.
         self.hook = boxed;

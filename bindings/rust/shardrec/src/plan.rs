@@ -47,40 +47,59 @@ impl Plan {
         topology: &Topology,
         constraints: &[Constraints],
     ) -> Result<Plan> {
-        let feature_names =
-            features.iter().map(|f| cstring(&f.name, "feature name")).collect::<Result<Vec<_>>>()?;
+        let feature_names = features
+            .iter()
+            .map(|f| cstring(&f.name, "feature name"))
+            .collect::<Result<Vec<_>>>()?;
         let c_features: Vec<sys::shardrec_feature_config_t> = features
             .iter()
             .zip(&feature_names)
             .map(|(f, name)| {
                 let mut c: sys::shardrec_feature_config_t = unsafe { std::mem::zeroed() };
-                unsafe { sys::shardrec_feature_config_init(&mut c, sys::SHARDREC_FEATURE_CONFIG_VERSION) };
+                unsafe {
+                    sys::shardrec_feature_config_init(&mut c, sys::SHARDREC_FEATURE_CONFIG_VERSION)
+                };
                 c.name = name.as_ptr();
                 c.pooling_factor = f.pooling_factor;
                 c
             })
             .collect();
-        let table_names =
-            tables.iter().map(|t| cstring(&t.name, "table name")).collect::<Result<Vec<_>>>()?;
+        let table_names = tables
+            .iter()
+            .map(|t| cstring(&t.name, "table name"))
+            .collect::<Result<Vec<_>>>()?;
         // Named features, per-table optimizers and dynamic configs: C copies of each, alive until
         // the call.
         let read_names = tables
             .iter()
-            .map(|t| t.feature_names.iter().map(|f| cstring(f, "feature name")).collect())
+            .map(|t| {
+                t.feature_names
+                    .iter()
+                    .map(|f| cstring(f, "feature name"))
+                    .collect()
+            })
             .collect::<Result<Vec<Vec<CString>>>>()?;
-        let read_ptrs: Vec<Vec<*const std::os::raw::c_char>> =
-            read_names.iter().map(|names| names.iter().map(|n| n.as_ptr()).collect()).collect();
-        let optimizers: Vec<Option<sys::shardrec_optimizer_config_t>> =
-            tables.iter().map(|t| t.optimizer.as_ref().map(|o| o.raw())).collect();
-        let dynamics: Vec<Option<sys::shardrec_dynamic_table_config_t>> =
-            tables.iter().map(|t| t.dynamic.as_ref().map(|d| d.raw())).collect();
+        let read_ptrs: Vec<Vec<*const std::os::raw::c_char>> = read_names
+            .iter()
+            .map(|names| names.iter().map(|n| n.as_ptr()).collect())
+            .collect();
+        let optimizers: Vec<Option<sys::shardrec_optimizer_config_t>> = tables
+            .iter()
+            .map(|t| t.optimizer.as_ref().map(|o| o.raw()))
+            .collect();
+        let dynamics: Vec<Option<sys::shardrec_dynamic_table_config_t>> = tables
+            .iter()
+            .map(|t| t.dynamic.as_ref().map(|d| d.raw()))
+            .collect();
         let c_tables: Vec<sys::shardrec_table_config_t> = tables
             .iter()
             .zip(&table_names)
             .zip(read_ptrs.iter().zip(optimizers.iter().zip(&dynamics)))
             .map(|((t, name), (reads, (optimizer, dynamic)))| {
                 let mut c: sys::shardrec_table_config_t = unsafe { std::mem::zeroed() };
-                unsafe { sys::shardrec_table_config_init(&mut c, sys::SHARDREC_TABLE_CONFIG_VERSION) };
+                unsafe {
+                    sys::shardrec_table_config_init(&mut c, sys::SHARDREC_TABLE_CONFIG_VERSION)
+                };
                 c.name = name.as_ptr();
                 c.rows = t.rows;
                 c.dim = t.dim;
@@ -114,10 +133,16 @@ impl Plan {
             .map(|(c, name)| {
                 let mut r: sys::shardrec_table_constraints_t = unsafe { std::mem::zeroed() };
                 unsafe {
-                    sys::shardrec_table_constraints_init(&mut r, sys::SHARDREC_TABLE_CONSTRAINTS_VERSION)
+                    sys::shardrec_table_constraints_init(
+                        &mut r,
+                        sys::SHARDREC_TABLE_CONSTRAINTS_VERSION,
+                    )
                 };
                 r.table = name.as_ptr();
-                r.sharding_types = c.sharding_types.iter().fold(0u32, |m, t| m | 1u32 << (*t as u32));
+                r.sharding_types = c
+                    .sharding_types
+                    .iter()
+                    .fold(0u32, |m, t| m | 1u32 << (*t as u32));
                 r.min_partition = c.min_partition;
                 if !c.ranks.is_empty() {
                     r.ranks = c.ranks.as_ptr();
@@ -144,7 +169,11 @@ impl Plan {
                 c_features.as_ptr(),
                 c_features.len(),
                 &topo,
-                if c_constraints.is_empty() { ptr::null() } else { c_constraints.as_ptr() },
+                if c_constraints.is_empty() {
+                    ptr::null()
+                } else {
+                    c_constraints.as_ptr()
+                },
                 c_constraints.len(),
             )
         })?;
@@ -207,13 +236,17 @@ impl Plan {
         let mut name = ptr::null();
         check(unsafe { sys::shardrec_plan_table_name(self.raw, table, &mut name) })?;
         // SAFETY: owned by the plan, which outlives this borrow.
-        Ok(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+        Ok(unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned())
     }
 
     pub fn feature_name(&self, feature: usize) -> Result<String> {
         let mut name = ptr::null();
         check(unsafe { sys::shardrec_plan_feature_name(self.raw, feature, &mut name) })?;
-        Ok(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+        Ok(unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned())
     }
 
     /// Index of the table called `name` (`Code::NotFound` when none).

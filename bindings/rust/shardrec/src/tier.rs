@@ -63,7 +63,9 @@ pub(crate) fn raw_tiers(
         let dir = cstring(&t.dir, "tier dir")?;
         // SAFETY: plain data filled by init.
         let mut raw: sys::shardrec_table_tier_t = unsafe { std::mem::zeroed() };
-        check(unsafe { sys::shardrec_table_tier_init(&mut raw, sys::SHARDREC_TABLE_TIER_VERSION) })?;
+        check(unsafe {
+            sys::shardrec_table_tier_init(&mut raw, sys::SHARDREC_TABLE_TIER_VERSION)
+        })?;
         // The CStrings' buffers do not move when the CStrings move into `names`.
         raw.table = table.as_ptr();
         raw.dir = dir.as_ptr();

@@ -24,12 +24,19 @@ pub struct VbeKjt<'a> {
 impl<'a> VbeKjt<'a> {
     /// A batch without inverse indices (feature-major output).
     pub fn new(kjt: Kjt<'a>, feature_batch_sizes: &'a [i64]) -> Self {
-        VbeKjt { kjt, feature_batch_sizes, inverse_indices: None }
+        VbeKjt {
+            kjt,
+            feature_batch_sizes,
+            inverse_indices: None,
+        }
     }
 
     /// The same batch with inverse indices (the expanded batch's output layout).
     pub fn with_inverse_indices(self, inverse_indices: &'a [i64]) -> Self {
-        VbeKjt { inverse_indices: Some(inverse_indices), ..self }
+        VbeKjt {
+            inverse_indices: Some(inverse_indices),
+            ..self
+        }
     }
 
     fn raw(&self) -> sys::shardrec_kjt_vbe_view_t {
@@ -62,7 +69,13 @@ impl Inference {
         let view = batch.raw();
         let mut version = 0;
         check(unsafe {
-            sys::shardrec_inference_lookup_vbe(self.raw, &view, out.as_mut_ptr(), out.len(), &mut version)
+            sys::shardrec_inference_lookup_vbe(
+                self.raw,
+                &view,
+                out.as_mut_ptr(),
+                out.len(),
+                &mut version,
+            )
         })?;
         Ok(version)
     }
@@ -81,7 +94,12 @@ impl InferenceSnapshot {
     pub fn lookup_vbe(&self, batch: &VbeKjt<'_>, out: &mut [f32]) -> Result<()> {
         let view = batch.raw();
         check(unsafe {
-            sys::shardrec_inference_snapshot_lookup_vbe(self.raw, &view, out.as_mut_ptr(), out.len())
+            sys::shardrec_inference_snapshot_lookup_vbe(
+                self.raw,
+                &view,
+                out.as_mut_ptr(),
+                out.len(),
+            )
         })
     }
 }
@@ -102,7 +120,13 @@ impl EmbeddingCollection {
     pub fn forward_vbe(&mut self, batch: &VbeKjt<'_>, out: &mut [f32]) -> Result<()> {
         let view = batch.raw();
         check(unsafe {
-            sys::shardrec_embedding_forward_vbe(self.raw, &view, out.as_mut_ptr(), out.len(), ptr::null_mut())
+            sys::shardrec_embedding_forward_vbe(
+                self.raw,
+                &view,
+                out.as_mut_ptr(),
+                out.len(),
+                ptr::null_mut(),
+            )
         })
     }
 
@@ -124,16 +148,25 @@ impl EmbeddingCollection {
 
     /// `forward_vbe` into a tensor of extents `shape` (with 2 or more, the last is the output
     /// width, which only the plain layout has: inverse indices given, or a sequence collection).
-    pub fn forward_vbe_tensor(&mut self, batch: &VbeKjt<'_>, out: &mut [f32], shape: &[i64]) -> Result<()> {
+    pub fn forward_vbe_tensor(
+        &mut self,
+        batch: &VbeKjt<'_>,
+        out: &mut [f32],
+        shape: &[i64],
+    ) -> Result<()> {
         let vbe = batch.raw();
         let view = host_view(out.as_mut_ptr(), out.len(), shape);
-        agreed(view, |v| unsafe { sys::shardrec_embedding_forward_vbe_tensor(self.raw, &vbe, v, ptr::null_mut()) })
+        agreed(view, |v| unsafe {
+            sys::shardrec_embedding_forward_vbe_tensor(self.raw, &vbe, v, ptr::null_mut())
+        })
     }
 
     /// Starts the pipelined input distribution of a VBE batch (collective); the
     /// `forward_distributed` that follows writes `vbe_output_size(batch)` floats.
     pub fn input_dist_start_vbe(&mut self, batch: &VbeKjt<'_>) -> Result<()> {
         let view = batch.raw();
-        check(unsafe { sys::shardrec_embedding_input_dist_start_vbe(self.raw, &view, ptr::null_mut()) })
+        check(unsafe {
+            sys::shardrec_embedding_input_dist_start_vbe(self.raw, &view, ptr::null_mut())
+        })
     }
 }

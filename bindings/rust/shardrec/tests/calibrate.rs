@@ -77,8 +77,13 @@ fn calibrate_network_on_one_host_measures_nothing() {
             std::thread::spawn(move || {
                 let mut topo = Topology::new(2);
                 topo.inter_node_bandwidth = 123.0;
-                let got = topo.calibrate_network(&mut comm, 0.2).expect("calibrate_network");
-                let bad = topo.calibrate_network(&mut comm, -1.0).err().expect("refused");
+                let got = topo
+                    .calibrate_network(&mut comm, 0.2)
+                    .expect("calibrate_network");
+                let bad = topo
+                    .calibrate_network(&mut comm, -1.0)
+                    .err()
+                    .expect("refused");
                 (got, topo.inter_node_bandwidth, bad.to_string())
             })
         })

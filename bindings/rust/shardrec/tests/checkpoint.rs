@@ -111,7 +111,10 @@ fn save_on_two_ranks_load_on_one_is_bit_exact() {
     let err = fresh
         .load_checkpoint(
             missing.to_str().unwrap(),
-            &LoadOptions { allow_partial_load: true, ..LoadOptions::default() },
+            &LoadOptions {
+                allow_partial_load: true,
+                ..LoadOptions::default()
+            },
         )
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound, "{err}");

@@ -12,7 +12,10 @@ fn range(header: &str, name: &str) -> (usize, usize) {
     let offsets = &entry[entry.find("\"data_offsets\":[").expect("offsets") + 16..];
     let offsets = &offsets[..offsets.find(']').expect("]")];
     let (a, b) = offsets.split_once(',').expect(",");
-    (a.trim().parse().expect("start"), b.trim().parse().expect("end"))
+    (
+        a.trim().parse().expect("start"),
+        b.trim().parse().expect("end"),
+    )
 }
 
 const DIM: usize = 4;
@@ -46,12 +49,17 @@ fn delta_after_mark_holds_the_forwards_rows_and_a_tombstone() {
     ];
     let features = [Feature::new("raw"), Feature::new("small")];
     let plan = Plan::new(&tables, &features, &Topology::new(1), &[]).expect("plan");
-    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let mut comm = Comm::local_group(1, &CommOptions::default())
+        .expect("comm")
+        .remove(0);
     let sgd = Optimizer::new(OptimizerType::Sgd, 0.1);
     let mut coll =
         EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default()).expect("collection");
 
-    assert_eq!(coll.dynamic_delta("dyn").expect_err("not marked").code(), Code::Usage);
+    assert_eq!(
+        coll.dynamic_delta("dyn").expect_err("not marked").code(),
+        Code::Usage
+    );
     forward(&mut coll, &[10, 20, 30], true);
     coll.dynamic_mark("dyn").expect("mark");
     let d = coll.dynamic_delta("dyn").expect("empty delta");
@@ -69,7 +77,12 @@ fn delta_after_mark_holds_the_forwards_rows_and_a_tombstone() {
     // The rows are the table's current rows: what a forward of those ids reads.
     let out = forward(&mut coll, &d.ids, false);
     for i in 0..d.ids.len() {
-        assert_eq!(d.row(i), &out[i * WIDTH..i * WIDTH + DIM], "row of id {}", d.ids[i]);
+        assert_eq!(
+            d.row(i),
+            &out[i * WIDTH..i * WIDTH + DIM],
+            "row of id {}",
+            d.ids[i]
+        );
     }
     // The table's export keyed by id (no new call): ids 20, 30, 40, 50 (10 left), and the
     // delta's rows are its rows of those ids.
@@ -79,8 +92,10 @@ fn delta_after_mark_holds_the_forwards_rows_and_a_tombstone() {
     let path = path.to_str().expect("utf-8 path");
     // With the optimizer state too (keyed by the same ids), and imported back: a table import
     // of its own rows changes nothing.
-    coll.export_table("dyn", path, true).expect("export with optimizer state");
-    coll.import_table("dyn", path, true).expect("import of the table's own export");
+    coll.export_table("dyn", path, true)
+        .expect("export with optimizer state");
+    coll.import_table("dyn", path, true)
+        .expect("import of the table's own export");
     coll.export_table("dyn", path, false).expect("export");
     let file = std::fs::read(path).expect("read");
     std::fs::remove_dir_all(&dir).ok();
@@ -100,11 +115,26 @@ fn delta_after_mark_holds_the_forwards_rows_and_a_tombstone() {
         .collect();
     for (i, id) in d.ids.iter().enumerate() {
         let e = exported.binary_search(id).expect("exported id");
-        assert_eq!(&rows[e * DIM..(e + 1) * DIM], d.row(i), "exported row of id {id}");
+        assert_eq!(
+            &rows[e * DIM..(e + 1) * DIM],
+            d.row(i),
+            "exported row of id {id}"
+        );
     }
-    assert_eq!(coll.dynamic_mark("fixed").expect_err("fixed table").code(), Code::Invalid);
-    assert_eq!(coll.dynamic_delta("fixed").expect_err("fixed table").code(), Code::Invalid);
-    assert_eq!(coll.dynamic_delta("nope").expect_err("unknown table").code(), Code::NotFound);
+    assert_eq!(
+        coll.dynamic_mark("fixed").expect_err("fixed table").code(),
+        Code::Invalid
+    );
+    assert_eq!(
+        coll.dynamic_delta("fixed").expect_err("fixed table").code(),
+        Code::Invalid
+    );
+    assert_eq!(
+        coll.dynamic_delta("nope")
+            .expect_err("unknown table")
+            .code(),
+        Code::NotFound
+    );
 }
 
 /// At world 2 the delta is collective: a row-wise table's changes on both ranks' shards, the
@@ -139,7 +169,10 @@ fn delta_gathers_both_ranks() {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank thread"))
+            .collect()
     });
     assert_eq!(deltas[0].ids, [-5, 2, 7, 1 << 60]);
     assert!(deltas[0].tombstones.is_empty());

@@ -55,28 +55,46 @@ struct Rank {
 
 impl Rank {
     fn new(world: &mut Comm, dcn: bool) -> shardrec::Result<Rank> {
-        let tables: Vec<Table> =
-            (0..F).map(|f| Table::new(&format!("t{f}"), ROWS[f], D as i32, &[f as i32])).collect();
-        let features: Vec<Feature> =
-            (0..F).map(|f| Feature { name: format!("c{f}"), pooling_factor: 1.0 }).collect();
+        let tables: Vec<Table> = (0..F)
+            .map(|f| Table::new(&format!("t{f}"), ROWS[f], D as i32, &[f as i32]))
+            .collect();
+        let features: Vec<Feature> = (0..F)
+            .map(|f| Feature {
+                name: format!("c{f}"),
+                pooling_factor: 1.0,
+            })
+            .collect();
         let mut topo = Topology::new(WORLD as i32);
         topo.batch_size = B as i32;
         topo.optimizer = OptimizerType::RowwiseAdagrad;
         let plan = Plan::new(&tables, &features, &topo, &[])?;
         let mut mesh = Mesh::new(
             world,
-            &MeshOptions { sharding_group_size: WORLD as i32, ..Default::default() },
+            &MeshOptions {
+                sharding_group_size: WORLD as i32,
+                ..Default::default()
+            },
         )?;
         let sparse = Optimizer::new(OptimizerType::RowwiseAdagrad, 0.05);
         let coll = mesh.embedding_collection(
             &plan,
             &sparse,
-            &EmbeddingOptions { seed: SEED, ..Default::default() },
+            &EmbeddingOptions {
+                seed: SEED,
+                ..Default::default()
+            },
         )?;
         let bottom = Mlp::new(ND as i64, &[8, D as i64], None, SEED, "bottom")?;
-        let width =
-            if dcn { ((F + 1) * D) as i64 } else { dot_interaction_width(F as i64, D as i64)? };
-        let cross = if dcn { Some(Dcn::new(width, 2, 4, SEED, "cross")?) } else { None };
+        let width = if dcn {
+            ((F + 1) * D) as i64
+        } else {
+            dot_interaction_width(F as i64, D as i64)?
+        };
+        let cross = if dcn {
+            Some(Dcn::new(width, 2, 4, SEED, "cross")?)
+        } else {
+            None
+        };
         let top = Mlp::new(width, &[8, 1], None, SEED, "top")?;
         let mut counts = Vec::new();
         let mut layers: Vec<&dyn DenseLayer> = vec![&bottom];
@@ -153,8 +171,13 @@ impl Rank {
         let mut d_x0 = vec![0f32; B * ROW];
         self.ddp.zero_grad()?;
         self.bottom.forward(&x, bi, &mut bot_out)?;
-        let kjt =
-            Kjt { batch_size: bi, num_features: F, lengths: &lengths, values: &ids, weights: None };
+        let kjt = Kjt {
+            batch_size: bi,
+            num_features: F,
+            lengths: &lengths,
+            values: &ids,
+            weights: None,
+        };
         self.coll.forward(&kjt, &mut emb_out)?;
         match &mut self.cross {
             None => dot_interaction_forward(&bot_out, &emb_out, bi, fi, di, &mut inter)?,
@@ -188,7 +211,8 @@ impl Rank {
             }
         }
         self.coll.backward(&d_emb)?;
-        self.bottom.backward(&d_bot, None, Some((&mut self.ddp, 0)))?;
+        self.bottom
+            .backward(&d_bot, None, Some((&mut self.ddp, 0)))?;
         self.ddp.finish()?;
         match &mut self.cross {
             None => self.opt.step(&mut [&mut self.bottom, &mut self.top])?,
@@ -209,7 +233,10 @@ fn read_reference(variant: &str) -> Reference {
     let path = std::env::var("SHARDREC_DLRM_REF")
         .expect("SHARDREC_DLRM_REF must name the output of dlrm_ref (ctest sets it)");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut r = Reference { losses: [[0.0; WORLD]; STEPS], tensors: BTreeMap::new() };
+    let mut r = Reference {
+        losses: [[0.0; WORLD]; STEPS],
+        tensors: BTreeMap::new(),
+    };
     let mut section = "";
     for line in text.lines() {
         let p: Vec<&str> = line.split_whitespace().collect();
@@ -254,7 +281,11 @@ fn dlrm_trains_like_the_c_model_with_dcn() {
 
 fn dlrm_trains_like_the_c_model(variant: &str, num_tensors: usize) {
     let reference = read_reference(variant);
-    assert_eq!(reference.tensors.len(), num_tensors, "{variant}: tensors in the reference");
+    assert_eq!(
+        reference.tensors.len(),
+        num_tensors,
+        "{variant}: tensors in the reference"
+    );
     shardrec::set_blas_threads(1).unwrap();
     assert_eq!(shardrec::blas_threads().unwrap(), 1);
     let comms = Comm::local_group(WORLD, &CommOptions::default()).unwrap();
@@ -265,8 +296,9 @@ fn dlrm_trains_like_the_c_model(variant: &str, num_tensors: usize) {
             .map(|(rank, mut comm)| {
                 s.spawn(move || {
                     let mut m = Rank::new(&mut comm, variant == "dcn").expect("model");
-                    let losses: Vec<f64> =
-                        (0..STEPS).map(|st| m.step(st, rank).expect("step")).collect();
+                    let losses: Vec<f64> = (0..STEPS)
+                        .map(|st| m.step(st, rank).expect("step"))
+                        .collect();
                     let mut tensors = BTreeMap::new();
                     let mut layers: Vec<&dyn DenseLayer> = vec![&m.bottom];
                     if let Some(c) = &m.cross {
@@ -286,7 +318,11 @@ fn dlrm_trains_like_the_c_model(variant: &str, num_tensors: usize) {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    assert!(results[0].2 > 1, "small caps give several buckets, got {}", results[0].2);
+    assert!(
+        results[0].2 > 1,
+        "small caps give several buckets, got {}",
+        results[0].2
+    );
     for st in 0..STEPS {
         for (rank, res) in results.iter().enumerate() {
             assert_eq!(
@@ -305,7 +341,10 @@ fn dlrm_trains_like_the_c_model(variant: &str, num_tensors: usize) {
     for (name, want) in &reference.tensors {
         let got = &results[0].1[name];
         let same = got.len() == want.len()
-            && got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits());
+            && got
+                .iter()
+                .zip(want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
         assert!(same, "{variant} tensor {name}: C {want:?}, Rust {got:?}");
     }
 }
@@ -315,12 +354,23 @@ fn dense_misuse_carries_status_and_message() {
     let e = Mlp::new(4, &[0], None, 1, "m").err().expect("zero width");
     assert_eq!(e.code(), Code::Invalid);
     assert!(!e.message().is_empty());
-    assert_eq!(Mlp::new(4, &[2], Some(&[]), 1, "m").err().unwrap().code(), Code::Invalid);
+    assert_eq!(
+        Mlp::new(4, &[2], Some(&[]), 1, "m").err().unwrap().code(),
+        Code::Invalid
+    );
     let mut m = Mlp::new(2, &[3, 1], None, 1, "").unwrap();
     assert_eq!(m.tensor_name(0).unwrap(), "mlp.0.weight");
-    assert_eq!(m.forward(&[0.0; 3], 2, &mut [0.0; 2]).err().unwrap().code(), Code::Invalid);
-    assert_eq!(m.backward(&[], None, None).err().unwrap().code(), Code::Usage);
-    let mut comm = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
+    assert_eq!(
+        m.forward(&[0.0; 3], 2, &mut [0.0; 2]).err().unwrap().code(),
+        Code::Invalid
+    );
+    assert_eq!(
+        m.backward(&[], None, None).err().unwrap().code(),
+        Code::Usage
+    );
+    let mut comm = Comm::local_group(1, &CommOptions::default())
+        .unwrap()
+        .remove(0);
     let mut ddp = Bucketer::new(&mut comm, &[3, 2], &BucketerOptions::default()).unwrap();
     ddp.mark_ready(1).unwrap();
     assert_eq!(ddp.mark_ready(1).err().unwrap().code(), Code::Usage);
@@ -328,12 +378,17 @@ fn dense_misuse_carries_status_and_message() {
     assert_eq!(ddp.bucket(0).unwrap(), vec![1, 0]);
     assert_eq!(ddp.grad(0).unwrap().len(), 3);
     let mut small = Mlp::new(1, &[2], None, 1, "s").unwrap();
-    assert_eq!(small.use_bucketer_grads(&ddp, 0).err().unwrap().code(), Code::Invalid);
+    assert_eq!(
+        small.use_bucketer_grads(&ddp, 0).err().unwrap().code(),
+        Code::Invalid
+    );
 }
 
 #[test]
 fn fsdp_step_at_world_one_is_sgd() {
-    let mut comm = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
+    let mut comm = Comm::local_group(1, &CommOptions::default())
+        .unwrap()
+        .remove(0);
     let mut f = Fsdp::new(
         &mut comm,
         &[&[1.0, 2.0, 3.0], &[4.0, 5.0]],
@@ -364,12 +419,20 @@ fn dot_interaction_and_bce_match_their_definitions() {
     let loss = bce_with_logits(&[0.0, 0.0], &[1.0, 0.0], 2.0, Some(&mut dl)).unwrap();
     assert!((loss - 2f64.ln()).abs() < 1e-12);
     assert_eq!(dl, [-0.25, 0.25]);
-    assert_eq!(bce_with_logits(&[0.0], &[0.5], 1.0, None).err().unwrap().code(), Code::Invalid);
+    assert_eq!(
+        bce_with_logits(&[0.0], &[0.5], 1.0, None)
+            .err()
+            .unwrap()
+            .code(),
+        Code::Invalid
+    );
 }
 
 #[test]
 fn no_sync_steps_only_accumulate() {
-    let mut comm = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
+    let mut comm = Comm::local_group(1, &CommOptions::default())
+        .unwrap()
+        .remove(0);
     let mut ddp = Bucketer::new(&mut comm, &[2, 2], &BucketerOptions::default()).unwrap();
     let mut m = Mlp::new(1, &[2], Some(&[shardrec::Activation::None]), 3, "m").unwrap();
     m.use_bucketer_grads(&ddp, 0).unwrap();
@@ -380,14 +443,22 @@ fn no_sync_steps_only_accumulate() {
         m.backward(&[1.0, 2.0], None, Some((&mut ddp, 0))).unwrap();
         ddp.finish().unwrap();
     }
-    assert_eq!(ddp.stats().unwrap().steps, 0, "no_sync steps are not synced steps");
+    assert_eq!(
+        ddp.stats().unwrap().steps,
+        0,
+        "no_sync steps are not synced steps"
+    );
     assert_eq!(m.grad(1).unwrap(), &[2.0, 4.0], "bias gradients accumulate");
     ddp.set_sync(true).unwrap();
     ddp.mark_ready(0).unwrap();
     ddp.mark_ready(1).unwrap();
     ddp.finish().unwrap();
     assert_eq!(ddp.stats().unwrap().steps, 1);
-    assert_eq!(m.grad(1).unwrap(), &[2.0, 4.0], "world 1: the average is the sum");
+    assert_eq!(
+        m.grad(1).unwrap(),
+        &[2.0, 4.0],
+        "world 1: the average is the sum"
+    );
     assert_eq!(ddp.grad(1).unwrap(), vec![2.0, 4.0]);
     drop(ddp);
     // The layer keeps the bucket storage alive after the bucketer is dropped.

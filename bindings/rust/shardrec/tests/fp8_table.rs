@@ -7,9 +7,14 @@ use shardrec::{
 };
 
 fn world1(table: Table, optimizer: &Optimizer) -> EmbeddingCollection {
-    let topology = Topology { optimizer: optimizer.kind, ..Topology::new(1) };
+    let topology = Topology {
+        optimizer: optimizer.kind,
+        ..Topology::new(1)
+    };
     let plan = Plan::new(&[table], &[Feature::new("f0")], &topology, &[]).expect("plan");
-    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let mut comm = Comm::local_group(1, &CommOptions::default())
+        .expect("comm")
+        .remove(0);
     EmbeddingCollection::new(&plan, &mut comm, optimizer, &Default::default()).expect("collection")
 }
 
@@ -18,7 +23,11 @@ fn beyond_bound(got: &[f32], want: &[f32], dim: usize) -> usize {
     let mut bad = 0;
     for (g, w) in got.chunks(dim).zip(want.chunks(dim)) {
         let amax = w.iter().fold(0f32, |m, v| m.max(v.abs()));
-        bad += g.iter().zip(w).filter(|(a, b)| (*a - *b).abs() > amax / 16.0).count();
+        bad += g
+            .iter()
+            .zip(w)
+            .filter(|(a, b)| (*a - *b).abs() > amax / 16.0)
+            .count();
     }
     bad
 }
@@ -37,11 +46,19 @@ fn fp8_table_encodes_rows_and_trains() {
         .collect();
     c8.set_weights("a", &w).expect("set_weights");
     let decoded = c8.weights("a").expect("weights");
-    assert!(decoded.iter().zip(&w).any(|(a, b)| a != b), "set_weights did not encode");
+    assert!(
+        decoded.iter().zip(&w).any(|(a, b)| a != b),
+        "set_weights did not encode"
+    );
     assert_eq!(beyond_bound(&decoded, &w, 8), 0);
     c32.set_weights("a", &decoded).expect("set_weights");
-    let batch = Kjt { batch_size: 3, num_features: 1, lengths: &[2, 1, 3],
-                      values: &[3, 19, 3, 0, 7, 11], weights: None };
+    let batch = Kjt {
+        batch_size: 3,
+        num_features: 1,
+        lengths: &[2, 1, 3],
+        values: &[3, 19, 3, 0, 7, 11],
+        weights: None,
+    };
     for c in [&mut c8, &mut c32] {
         let out = c.forward_vec(&batch).expect("forward");
         c.backward(&out).expect("backward");
@@ -50,6 +67,9 @@ fn fp8_table_encodes_rows_and_trains() {
     let want = c32.weights("a").expect("weights");
     let moved: Vec<usize> = (0..got.len()).filter(|&i| want[i] != decoded[i]).collect();
     assert!(!moved.is_empty());
-    assert!(moved.iter().any(|&i| got[i] != want[i]), "the updated rows were not encoded again");
+    assert!(
+        moved.iter().any(|&i| got[i] != want[i]),
+        "the updated rows were not encoded again"
+    );
     assert_eq!(beyond_bound(&got, &want, 8), 0);
 }

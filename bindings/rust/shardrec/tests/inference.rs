@@ -26,12 +26,21 @@ struct Fixture {
 }
 
 fn kjt<'a>(lengths: &'a [i32], values: &'a [i64]) -> Kjt<'a> {
-    Kjt { batch_size: LOCAL_BATCH as i64, num_features: 3, lengths, values, weights: None }
+    Kjt {
+        batch_size: LOCAL_BATCH as i64,
+        num_features: 3,
+        lengths,
+        values,
+        weights: None,
+    }
 }
 
 /// Trains at world 2, saving after 2 steps and again after a third.
 fn train(name: &str) -> Fixture {
-    let root = std::env::temp_dir().join(format!("shardrec_inference_rust_{name}_{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!(
+        "shardrec_inference_rust_{name}_{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let dir1 = root.join("v1").to_str().unwrap().to_string();
@@ -45,16 +54,23 @@ fn train(name: &str) -> Fixture {
             .map(|(rank, mut comm)| {
                 let (plan, dir1, dir2) = (&plan, &dir1, &dir2);
                 s.spawn(move || {
-                    let options = EmbeddingOptions { seed: 11, ..Default::default() };
+                    let options = EmbeddingOptions {
+                        seed: 11,
+                        ..Default::default()
+                    };
                     let sgd = Optimizer::new(OptimizerType::Sgd, 0.5);
-                    let mut coll = EmbeddingCollection::new(plan, &mut comm, &sgd, &options).unwrap();
+                    let mut coll =
+                        EmbeddingCollection::new(plan, &mut comm, &sgd, &options).unwrap();
                     for step in 0..2 {
                         let (l, v) = batch(step, rank, 1);
                         let out = coll.forward_vec(&kjt(&l, &v)).unwrap();
                         let grad: Vec<f32> = out.iter().map(|x| x / LOCAL_BATCH as f32).collect();
                         coll.backward(&grad).unwrap();
                     }
-                    let dense = [DenseTensor { name: "dense.w", data: &DENSE }];
+                    let dense = [DenseTensor {
+                        name: "dense.w",
+                        data: &DENSE,
+                    }];
                     coll.save_checkpoint_with_dense(dir1, &dense).unwrap();
                     let weights: Vec<Vec<f32>> =
                         TABLES.iter().map(|t| coll.weights(t).unwrap()).collect();
@@ -70,7 +86,13 @@ fn train(name: &str) -> Fixture {
     });
     let weights1 = per_rank[0].1.clone();
     let forward1 = per_rank.into_iter().map(|(out, _)| out).collect();
-    Fixture { root, dir1, dir2, forward1, weights1 }
+    Fixture {
+        root,
+        dir1,
+        dir2,
+        forward1,
+        weights1,
+    }
 }
 
 impl Drop for Fixture {
@@ -93,7 +115,12 @@ fn assert_served_equals_forward(got: &[f32], fx: &Fixture, rank: usize) {
                 assert_eq!(got[i].to_bits(), want[i].to_bits(), "element {i}");
             } else {
                 let tolerance = ids * 1e-6 * (1.0 + want[i].abs());
-                assert!((got[i] - want[i]).abs() <= tolerance, "element {i}: {} vs {}", got[i], want[i]);
+                assert!(
+                    (got[i] - want[i]).abs() <= tolerance,
+                    "element {i}: {} vs {}",
+                    got[i],
+                    want[i]
+                );
             }
         }
     }
@@ -105,7 +132,10 @@ fn lookup(inf: &Inference, rank: usize) -> (Vec<f32>, u64) {
     // A batch no output can hold sizes to 0 (it was usize::MAX when the product overflowed),
     // which the lookup refuses.
     for bs in [-5, 1i64 << 62] {
-        let bad = Kjt { batch_size: bs, ..k };
+        let bad = Kjt {
+            batch_size: bs,
+            ..k
+        };
         assert_eq!(inf.output_size(&bad), 0, "batch_size {bs}");
         assert!(inf.lookup(&bad, &mut []).is_err(), "batch_size {bs}");
     }
@@ -139,7 +169,10 @@ fn fp32_lookup_equals_the_training_forward() {
     assert_eq!((dense, version), (&DENSE[..], 1));
     let snap = inf.pin().unwrap();
     assert_eq!(snap.dense_tensor("dense.w").unwrap(), &DENSE[..]);
-    assert_eq!(snap.dense_tensor("missing").unwrap_err().code(), Code::NotFound);
+    assert_eq!(
+        snap.dense_tensor("missing").unwrap_err().code(),
+        Code::NotFound
+    );
     let (l, v) = batch(REQUEST_STEP, 1, 1);
     assert_eq!(snap.lookup_vec(&kjt(&l, &v)).unwrap(), lookup(&inf, 1).0);
 }
@@ -154,7 +187,11 @@ fn int8_and_int4_stay_within_their_row_wise_bound() {
         ..Default::default()
     };
     let inf = Inference::open(&fx.dir1, &options).unwrap();
-    let want = [ServingStorage::Int8, ServingStorage::Int4, ServingStorage::Int8];
+    let want = [
+        ServingStorage::Int8,
+        ServingStorage::Int4,
+        ServingStorage::Int8,
+    ];
     let levels = [255.0, 15.0, 255.0];
     let mut half_scale = [0.0f64; 3]; // per table, the widest row's scale / 2
     for t in 0..3 {
@@ -194,8 +231,14 @@ fn int8_and_int4_stay_within_their_row_wise_bound() {
 #[test]
 fn fp8_rows_carry_the_encoders_power_of_two_scale() {
     let fx = train("fp8");
-    for (storage, fit) in [(ServingStorage::Fp8E4M3, 464.0f64), (ServingStorage::Fp8E5M2, 61440.0)] {
-        let options = InferenceOptions { default_storage: storage, ..Default::default() };
+    for (storage, fit) in [
+        (ServingStorage::Fp8E4M3, 464.0f64),
+        (ServingStorage::Fp8E5M2, 61440.0),
+    ] {
+        let options = InferenceOptions {
+            default_storage: storage,
+            ..Default::default()
+        };
         let inf = Inference::open(&fx.dir1, &options).unwrap();
         assert_eq!(ServingStorage::from_code(storage as i32), Some(storage));
         for t in 0..3 {
@@ -206,8 +249,17 @@ fn fp8_rows_carry_the_encoders_power_of_two_scale() {
                 let amax = row.iter().fold(0.0f64, |m, v| m.max((*v as f64).abs()));
                 let s = scales[i] as f64;
                 assert_eq!(biases[i], 0.0);
-                assert_eq!(scales[i].to_bits() & 0x807f_ffff, 0, "{} row {i}: scale {s}", TABLES[t]);
-                assert!(amax == 0.0 || (amax / s <= fit && amax / s >= fit / 2.0), "{} row {i}", TABLES[t]);
+                assert_eq!(
+                    scales[i].to_bits() & 0x807f_ffff,
+                    0,
+                    "{} row {i}: scale {s}",
+                    TABLES[t]
+                );
+                assert!(
+                    amax == 0.0 || (amax / s <= fit && amax / s >= fit / 2.0),
+                    "{} row {i}",
+                    TABLES[t]
+                );
             }
         }
     }
@@ -234,12 +286,26 @@ fn row_scales_are_the_row_wise_quantization_of_the_trained_rows() {
         for (i, row) in fx.weights1[t].chunks(DIMS[t] as usize).enumerate() {
             let lo = row.iter().cloned().fold(f32::INFINITY, f32::min);
             let hi = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-            assert_eq!((scales[i], biases[i]), ((hi - lo) / levels[t], lo), "{} row {i}", TABLES[t]);
+            assert_eq!(
+                (scales[i], biases[i]),
+                ((hi - lo) / levels[t], lo),
+                "{} row {i}",
+                TABLES[t]
+            );
         }
     }
-    assert_eq!(inf.row_scales(TABLES[2], &[0]).unwrap_err().code(), Code::Invalid);
-    assert_eq!(inf.row_scales(TABLES[0], &[ROWS[0]]).unwrap_err().code(), Code::Invalid);
-    assert_eq!(inf.row_scales("nope", &[0]).unwrap_err().code(), Code::NotFound);
+    assert_eq!(
+        inf.row_scales(TABLES[2], &[0]).unwrap_err().code(),
+        Code::Invalid
+    );
+    assert_eq!(
+        inf.row_scales(TABLES[0], &[ROWS[0]]).unwrap_err().code(),
+        Code::Invalid
+    );
+    assert_eq!(
+        inf.row_scales("nope", &[0]).unwrap_err().code(),
+        Code::NotFound
+    );
 }
 
 #[test]
@@ -269,7 +335,11 @@ fn lookups_across_a_reload_see_one_whole_version() {
                 while after < 20 {
                     let done = reloaded.load(Ordering::Acquire);
                     let version = inf.lookup(&k, &mut out).unwrap();
-                    let want = if version == 2 { &forward2[rank] } else { &served1[rank] };
+                    let want = if version == 2 {
+                        &forward2[rank]
+                    } else {
+                        &served1[rank]
+                    };
                     assert_eq!(&out, want, "version {version}");
                     if version == 2 {
                         newer.fetch_add(1, Ordering::Relaxed);
@@ -302,14 +372,29 @@ fn serving_file_and_bad_requests() {
     inf.save(&file).unwrap();
     let mapped = Inference::open(&file, &InferenceOptions::default()).unwrap();
     assert_eq!(lookup(&mapped, 1).0, lookup(&inf, 1).0);
-    let bad = Kjt { batch_size: 1, num_features: 3, lengths: &[1, 0, 0], values: &[1000], weights: None };
+    let bad = Kjt {
+        batch_size: 1,
+        num_features: 3,
+        lengths: &[1, 0, 0],
+        values: &[1000],
+        weights: None,
+    };
     let err = inf.lookup(&bad, &mut [0.0; 18]).unwrap_err();
     assert_eq!(err.code(), Code::Invalid);
     assert!(err.message().contains("1000"), "{err}");
-    assert_eq!(inf.reload(&format!("{}/nope", fx.dir1)).unwrap_err().code(), Code::NotFound);
+    assert_eq!(
+        inf.reload(&format!("{}/nope", fx.dir1)).unwrap_err().code(),
+        Code::NotFound
+    );
     assert_eq!(inf.version().unwrap(), 1);
-    let cuda = InferenceOptions { device_type: DeviceType::Cuda, ..Default::default() };
-    assert_eq!(Inference::open(&fx.dir1, &cuda).err().unwrap().code(), Code::Unsupported);
+    let cuda = InferenceOptions {
+        device_type: DeviceType::Cuda,
+        ..Default::default()
+    };
+    assert_eq!(
+        Inference::open(&fx.dir1, &cuda).err().unwrap().code(),
+        Code::Unsupported
+    );
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! taken at the mark: the served rows are the trained ones, the evicted id reads zeros; after a
 //! checkpoint load the delta is full and replaces the rows of a copy opened elsewhere.
 use shardrec::{
-    Code, Comm, CommOptions, DynamicTable, EmbeddingCollection, Eviction, Feature, Inference,
-    Kjt, Optimizer, OptimizerType, Plan, Table, Topology,
+    Code, Comm, CommOptions, DynamicTable, EmbeddingCollection, Eviction, Feature, Inference, Kjt,
+    Optimizer, OptimizerType, Plan, Table, Topology,
 };
 
 const DIM: usize = 4;
@@ -38,7 +38,9 @@ fn inference_applies_a_dynamic_delta() {
     ];
     let features = [Feature::new("raw"), Feature::new("small")];
     let plan = Plan::new(&tables, &features, &Topology::new(1), &[]).expect("plan");
-    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let mut comm = Comm::local_group(1, &CommOptions::default())
+        .expect("comm")
+        .remove(0);
     let sgd = Optimizer::new(OptimizerType::Sgd, 0.1);
     let mut coll =
         EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default()).expect("collection");
@@ -66,19 +68,36 @@ fn inference_applies_a_dynamic_delta() {
     assert_eq!(version, 2);
     // The dynamic columns (the fixed table trained on since the checkpoint).
     for i in 0..4 {
-        assert_eq!(dynamic_columns(&got, i), dynamic_columns(&want, i), "sample {i}");
+        assert_eq!(
+            dynamic_columns(&got, i),
+            dynamic_columns(&want, i),
+            "sample {i}"
+        );
     }
     let (gone, _) = inf.lookup_vec(&kjt(&request(&[10]))).expect("lookup");
     assert_eq!(dynamic_columns(&gone, 0), [0.0; DIM]);
     // Bad deltas change nothing.
     let code = |r: shardrec::Result<u64>| r.expect_err("refused").code();
-    assert_eq!(code(inf.apply_delta("dyn", &[7], &[0.0; DIM - 1], &[])), Code::Invalid);
-    assert_eq!(code(inf.apply_delta("fixed", &[], &[], &[1])), Code::Invalid);
-    assert_eq!(code(inf.apply_delta("fixed", &[3], &[0.0; 2], &[])), Code::Invalid);
+    assert_eq!(
+        code(inf.apply_delta("dyn", &[7], &[0.0; DIM - 1], &[])),
+        Code::Invalid
+    );
+    assert_eq!(
+        code(inf.apply_delta("fixed", &[], &[], &[1])),
+        Code::Invalid
+    );
+    assert_eq!(
+        code(inf.apply_delta("fixed", &[3], &[0.0; 2], &[])),
+        Code::Invalid
+    );
     assert_eq!(code(inf.apply_delta("nope", &[], &[], &[])), Code::NotFound);
     assert_eq!(inf.version().expect("version"), 2);
     // A fixed table takes row updates.
-    assert_eq!(inf.apply_delta("fixed", &[0], &[1.5, -2.0], &[]).expect("fixed update"), 3);
+    assert_eq!(
+        inf.apply_delta("fixed", &[0], &[1.5, -2.0], &[])
+            .expect("fixed update"),
+        3
+    );
     let (fixed, _) = inf.lookup_vec(&kjt(&request(&[20]))).expect("lookup");
     assert_eq!(&fixed[DIM..WIDTH], [1.5, -2.0]);
 }
@@ -91,7 +110,9 @@ fn inference_applies_a_full_delta() {
     let tables =
         [Table::new("dyn", 4, DIM as i32, &[0]).dynamic(DynamicTable::new(Eviction::Lru, 0))];
     let plan = Plan::new(&tables, &[Feature::new("raw")], &Topology::new(1), &[]).expect("plan");
-    let mut comm = Comm::local_group(1, &CommOptions::default()).expect("comm").remove(0);
+    let mut comm = Comm::local_group(1, &CommOptions::default())
+        .expect("comm")
+        .remove(0);
     let sgd = Optimizer::new(OptimizerType::Sgd, 0.1);
     let mut coll =
         EmbeddingCollection::new(&plan, &mut comm, &sgd, &Default::default()).expect("collection");
@@ -104,14 +125,18 @@ fn inference_applies_a_full_delta() {
     };
     let root = std::env::temp_dir().join(format!("shardrec-rs-fulldelta-{}", std::process::id()));
     let (older, newer) = (root.join("older"), root.join("newer"));
-    let (older, newer) = (older.to_str().expect("utf-8"), newer.to_str().expect("utf-8"));
+    let (older, newer) = (
+        older.to_str().expect("utf-8"),
+        newer.to_str().expect("utf-8"),
+    );
     std::fs::create_dir_all(&root).expect("temp dir");
     train(&mut coll, &[10, 20, 30]);
     coll.save_checkpoint(older).expect("save");
     train(&mut coll, &[40, 50]); // 10 is evicted (LRU)
     coll.save_checkpoint(newer).expect("save");
     coll.dynamic_mark("dyn").expect("mark");
-    coll.load_checkpoint(newer, &Default::default()).expect("load");
+    coll.load_checkpoint(newer, &Default::default())
+        .expect("load");
     let d = coll.dynamic_delta("dyn").expect("delta");
     assert!(d.full);
     assert_eq!(d.ids, [20, 30, 40, 50]);

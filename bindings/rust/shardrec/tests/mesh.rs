@@ -18,14 +18,23 @@ const STEPS: usize = 3;
 fn train_step(coll: &mut EmbeddingCollection, step: usize, first: usize, ranks: usize) {
     let (lengths, values) = batch(step, first, ranks);
     let b = (LOCAL_BATCH * ranks) as i64;
-    let kjt = Kjt { batch_size: b, num_features: 3, lengths: &lengths, values: &values, weights: None };
+    let kjt = Kjt {
+        batch_size: b,
+        num_features: 3,
+        lengths: &lengths,
+        values: &values,
+        weights: None,
+    };
     let out = coll.forward_vec(&kjt).expect("forward");
     let grad: Vec<f32> = out.iter().map(|v| v / b as f32).collect();
     coll.backward(&grad).expect("backward");
 }
 
 fn weights(coll: &mut EmbeddingCollection) -> Vec<Vec<f32>> {
-    TABLES.iter().map(|t| coll.weights(t).expect("weights")).collect()
+    TABLES
+        .iter()
+        .map(|t| coll.weights(t).expect("weights"))
+        .collect()
 }
 
 fn sgd() -> Optimizer {
@@ -33,7 +42,10 @@ fn sgd() -> Optimizer {
 }
 
 fn seeded() -> EmbeddingOptions<'static> {
-    EmbeddingOptions { seed: 7, ..Default::default() }
+    EmbeddingOptions {
+        seed: 7,
+        ..Default::default()
+    }
 }
 
 /// A hook doing what the built-in sync does: sum over the replica group, divide by its size.
@@ -67,12 +79,16 @@ fn train_2d(use_hook: bool) -> Vec<RankResult> {
             .map(|(rank, mut comm)| {
                 let plan2 = &plan2;
                 s.spawn(move || {
-                    let options = MeshOptions { sharding_group_size: 2, ..Default::default() };
+                    let options = MeshOptions {
+                        sharding_group_size: 2,
+                        ..Default::default()
+                    };
                     let mut mesh = Mesh::new(&mut comm, &options).unwrap();
                     let calls = Arc::new(AtomicUsize::new(0));
                     if use_hook {
                         let replica = mesh.replica_comm().unwrap();
-                        mesh.set_sync_hook(Some(averaging_hook(replica, calls.clone()))).unwrap();
+                        mesh.set_sync_hook(Some(averaging_hook(replica, calls.clone())))
+                            .unwrap();
                     }
                     let mut coll = mesh.embedding_collection(plan2, &sgd(), &seeded()).unwrap();
                     for step in 0..STEPS {
@@ -100,7 +116,9 @@ fn train_2d(use_hook: bool) -> Vec<RankResult> {
 #[test]
 fn two_replicas_of_two_way_sharding_equal_one_rank_on_the_global_batch() {
     let plan1 = plan(1);
-    let mut comm1 = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
+    let mut comm1 = Comm::local_group(1, &CommOptions::default())
+        .unwrap()
+        .remove(0);
     let mut coll1 = EmbeddingCollection::new(&plan1, &mut comm1, &sgd(), &seeded()).unwrap();
     let initial = weights(&mut coll1);
     for step in 0..STEPS {
@@ -124,7 +142,12 @@ fn two_replicas_of_two_way_sharding_equal_one_rank_on_the_global_batch() {
             };
             assert_eq!(res.coords, want, "rank {rank}");
             assert_eq!(res.syncs, STEPS as i64);
-            assert_eq!(res.hook_calls >= STEPS, use_hook, "hook calls {}", res.hook_calls);
+            assert_eq!(
+                res.hook_calls >= STEPS,
+                use_hook,
+                "hook calls {}",
+                res.hook_calls
+            );
             for t in 0..3 {
                 assert_eq!(res.weights[t].len(), single[t].len());
                 for (i, (got, want)) in res.weights[t].iter().zip(&single[t]).enumerate() {
@@ -138,7 +161,10 @@ fn two_replicas_of_two_way_sharding_equal_one_rank_on_the_global_batch() {
             }
         }
         let text = &results[0].description;
-        assert!(text.contains("replica groups (weight sync): [0,1] [2,3]"), "{text}");
+        assert!(
+            text.contains("replica groups (weight sync): [0,1] [2,3]"),
+            "{text}"
+        );
         assert!(text.contains("[0,2] [1,3]"), "{text}");
     }
 }
@@ -147,16 +173,22 @@ fn two_replicas_of_two_way_sharding_equal_one_rank_on_the_global_batch() {
 fn group_size_that_does_not_divide_the_world_gives_einval_with_the_c_message() {
     let mut world = Comm::local_group(WORLD, &CommOptions::default()).unwrap();
     // Creation is collective: every rank calls it and every rank refuses it.
-    let options = MeshOptions { sharding_group_size: 3, ..Default::default() };
+    let options = MeshOptions {
+        sharding_group_size: 3,
+        ..Default::default()
+    };
     std::thread::scope(|s| {
         for comm in world.iter_mut() {
             let options = &options;
             s.spawn(move || {
-                let err = Mesh::new(comm, options).err().expect("S = 3 does not divide 4");
+                let err = Mesh::new(comm, options)
+                    .err()
+                    .expect("S = 3 does not divide 4");
                 assert_eq!(err.code(), Code::Invalid);
                 assert_eq!(err.code_name(), "SHARDREC_EINVAL");
                 assert!(
-                    err.message().contains("sharding group size 3 must divide the world size 4"),
+                    err.message()
+                        .contains("sharding group size 3 must divide the world size 4"),
                     "{err}"
                 );
             });
@@ -166,13 +198,18 @@ fn group_size_that_does_not_divide_the_world_gives_einval_with_the_c_message() {
 
 #[test]
 fn one_rank_mesh_syncs_without_calling_the_hook() {
-    let mut comm = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
+    let mut comm = Comm::local_group(1, &CommOptions::default())
+        .unwrap()
+        .remove(0);
     let mut mesh = Mesh::new(&mut comm, &MeshOptions::default()).unwrap();
     assert_eq!(mesh.coords().unwrap(), MeshCoords::default());
     let p = plan(1);
-    let mut coll = mesh.embedding_collection(&p, &Optimizer::default(), &Default::default()).unwrap();
+    let mut coll = mesh
+        .embedding_collection(&p, &Optimizer::default(), &Default::default())
+        .unwrap();
     mesh.sync(&mut coll, SyncMode::WeightsOnly).unwrap();
-    mesh.set_sync_hook(Some(Box::new(|_| panic!("R = 1 never calls the hook")))).unwrap();
+    mesh.set_sync_hook(Some(Box::new(|_| panic!("R = 1 never calls the hook"))))
+        .unwrap();
     mesh.sync(&mut coll, SyncMode::Default).unwrap();
     mesh.set_sync_hook(None).unwrap();
     drop(mesh);
@@ -190,10 +227,14 @@ fn a_panicking_hook_fails_the_sync_on_every_replica() {
                 let p = &p;
                 s.spawn(move || {
                     // S = 1: two replicas of an unsharded collection.
-                    let options = MeshOptions { sharding_group_size: 1, ..Default::default() };
+                    let options = MeshOptions {
+                        sharding_group_size: 1,
+                        ..Default::default()
+                    };
                     let mut mesh = Mesh::new(&mut comm, &options).unwrap();
                     let mut coll = mesh.embedding_collection(p, &sgd(), &seeded()).unwrap();
-                    mesh.set_sync_hook(Some(Box::new(|_| panic!("hook failure on purpose")))).unwrap();
+                    mesh.set_sync_hook(Some(Box::new(|_| panic!("hook failure on purpose"))))
+                        .unwrap();
                     mesh.sync(&mut coll, SyncMode::Default).unwrap_err()
                 })
             })

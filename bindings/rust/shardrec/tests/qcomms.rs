@@ -9,16 +9,30 @@ use shardrec::{
 mod common;
 use common::{batch, plan_for, LOCAL_BATCH, TABLES};
 
-fn train(coll: &mut EmbeddingCollection, steps: usize, first: usize, ranks: usize) -> Vec<Vec<f32>> {
+fn train(
+    coll: &mut EmbeddingCollection,
+    steps: usize,
+    first: usize,
+    ranks: usize,
+) -> Vec<Vec<f32>> {
     for step in 0..steps {
         let (lengths, values) = batch(step, first, ranks);
         let b = (LOCAL_BATCH * ranks) as i64;
-        let kjt = Kjt { batch_size: b, num_features: 3, lengths: &lengths, values: &values, weights: None };
+        let kjt = Kjt {
+            batch_size: b,
+            num_features: 3,
+            lengths: &lengths,
+            values: &values,
+            weights: None,
+        };
         let out = coll.forward_vec(&kjt).expect("forward");
         let grad: Vec<f32> = out.iter().map(|v| v / b as f32).collect();
         coll.backward(&grad).expect("backward");
     }
-    TABLES.iter().map(|t| coll.weights(t).expect("weights")).collect()
+    TABLES
+        .iter()
+        .map(|t| coll.weights(t).expect("weights"))
+        .collect()
 }
 
 #[test]
@@ -38,8 +52,13 @@ fn trains_close_to_exact(encoding: CommEncoding, rel: f32) {
     let steps = 2;
     let adagrad = Optimizer::new(OptimizerType::Adagrad, 0.1);
     let plan1 = plan_for(1, OptimizerType::Adagrad);
-    let mut comm1 = Comm::local_group(1, &CommOptions::default()).unwrap().remove(0);
-    let opts = EmbeddingOptions { seed: 7, ..Default::default() };
+    let mut comm1 = Comm::local_group(1, &CommOptions::default())
+        .unwrap()
+        .remove(0);
+    let opts = EmbeddingOptions {
+        seed: 7,
+        ..Default::default()
+    };
     let mut coll1 = EmbeddingCollection::new(&plan1, &mut comm1, &adagrad, &opts).unwrap();
     let single = train(&mut coll1, steps, 0, 2);
 
@@ -58,7 +77,8 @@ fn trains_close_to_exact(encoding: CommEncoding, rel: f32) {
                         backward_comm_encoding: encoding,
                         ..Default::default()
                     };
-                    let mut coll = EmbeddingCollection::new(plan2, &mut comm, adagrad, &opts).unwrap();
+                    let mut coll =
+                        EmbeddingCollection::new(plan2, &mut comm, adagrad, &opts).unwrap();
                     let w = train(&mut coll, steps, rank, 1);
                     (w, coll.step_timings().unwrap())
                 })
@@ -70,11 +90,18 @@ fn trains_close_to_exact(encoding: CommEncoding, rel: f32) {
     for t in 0..TABLES.len() {
         for (i, (got, want)) in results[0].0[t].iter().zip(&single[t]).enumerate() {
             let tol = rel * want.abs().max(0.1);
-            assert!((got - want).abs() <= tol, "{}[{i}]: {encoding:?} {got}, exact {want}", TABLES[t]);
+            assert!(
+                (got - want).abs() <= tol,
+                "{}[{i}]: {encoding:?} {got}, exact {want}",
+                TABLES[t]
+            );
             differs |= got != want;
         }
     }
-    assert!(differs, "{encoding:?} communication changed nothing: the option did not reach the library");
+    assert!(
+        differs,
+        "{encoding:?} communication changed nothing: the option did not reach the library"
+    );
     let t = results[0].1;
     assert!(t.embedding_comm_seconds > 0.0 && t.embedding_comm_seconds <= t.collective_seconds);
     assert_eq!(CommEncoding::default(), CommEncoding::Fp32);

@@ -35,7 +35,11 @@ fn every_c_function_is_reachable() {
     // Each declaration: SHARDREC_API, the return type, then the name and '('.
     for decl in headers.split("SHARDREC_API").skip(1) {
         let head = &decl[..decl.find('(').expect("a declaration has a parameter list")];
-        let name = head.split_whitespace().last().expect("name").trim_start_matches('*');
+        let name = head
+            .split_whitespace()
+            .last()
+            .expect("name")
+            .trim_start_matches('*');
         if !name.starts_with("shardrec_") {
             continue;
         }
@@ -45,6 +49,12 @@ fn every_c_function_is_reachable() {
             missing.push(name.to_string());
         }
     }
-    assert!(declared >= 100, "found only {declared} declarations in the headers");
-    assert!(missing.is_empty(), "not reachable from the crate: {missing:?}");
+    assert!(
+        declared >= 100,
+        "found only {declared} declarations in the headers"
+    );
+    assert!(
+        missing.is_empty(),
+        "not reachable from the crate: {missing:?}"
+    );
 }

@@ -77,15 +77,24 @@ fn global_stats_are_the_sums_over_ranks_on_every_rank() {
                         .expect_err("different tables");
                     assert_eq!(err.code(), Code::Invalid, "rank {rank}: {err}");
                     assert!(!err.message().contains("SHARDREC_"), "{}", err.message());
-                    assert_eq!(err.to_string(), format!("SHARDREC_EINVAL: {}", err.message()));
+                    assert_eq!(
+                        err.to_string(),
+                        format!("SHARDREC_EINVAL: {}", err.message())
+                    );
                     (local, global)
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("rank thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank thread"))
+            .collect()
     });
     let want = sum(&per_rank[0].0, &per_rank[1].0);
-    assert!(want.size > 0 && want.total_evicted > 0, "nothing to sum: {want:?}");
+    assert!(
+        want.size > 0 && want.total_evicted > 0,
+        "nothing to sum: {want:?}"
+    );
     assert_eq!(per_rank[0].1, want);
     assert_eq!(per_rank[1].1, want);
 }

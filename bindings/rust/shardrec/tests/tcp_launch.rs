@@ -16,16 +16,28 @@ fn ranks_meet_at_the_address_given_in_code() {
         .map(|(rank, addr)| {
             let addr = addr.to_string();
             thread::spawn(move || {
-                let opts =
-                    CommOptions { timeout_ms: 20000, store_grace_ms: 2000, ..Default::default() };
+                let opts = CommOptions {
+                    timeout_ms: 20000,
+                    store_grace_ms: 2000,
+                    ..Default::default()
+                };
                 let mut comm = Comm::from_tcp(&addr, port, rank as i32, 2, &opts).expect("create");
                 let mut v = [rank as f32 + 1.0];
                 comm.allreduce_sum(&mut v).expect("allreduce");
-                (comm.rank().unwrap(), comm.size().unwrap(), comm.local_size().unwrap(), v[0], comm)
+                (
+                    comm.rank().unwrap(),
+                    comm.size().unwrap(),
+                    comm.local_size().unwrap(),
+                    v[0],
+                    comm,
+                )
             })
         })
         .collect();
-    let mut results: Vec<_> = ranks.into_iter().map(|h| h.join().expect("rank thread")).collect();
+    let mut results: Vec<_> = ranks
+        .into_iter()
+        .map(|h| h.join().expect("rank thread"))
+        .collect();
     for (r, (rank, size, local, sum, _)) in results.iter().enumerate() {
         assert_eq!((*rank, *size, *local, *sum), (r as i32, 2, 2, 3.0));
     }
@@ -44,7 +56,9 @@ fn bad_arguments_are_refused_naming_them() {
         ("127.0.0.1", 29500, 2, 2, "rank"),
         ("127.0.0.1", 29500, 0, 0, "world_size"),
     ] {
-        let err = Comm::from_tcp(addr, port, rank, world, &opts).err().expect("refused");
+        let err = Comm::from_tcp(addr, port, rank, world, &opts)
+            .err()
+            .expect("refused");
         assert_eq!(err.code(), Code::Invalid, "{named}");
         assert!(err.to_string().contains(named), "{named}: {err}");
     }

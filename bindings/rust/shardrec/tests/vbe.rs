@@ -5,8 +5,8 @@
 //! equals the expanded batch's, and the backward that follows updates the tables as the expanded
 //! batch's does (within fp32 rounding of the gradient sums).
 use shardrec::{
-    Code, Comm, CommOptions, EmbeddingCollection, EmbeddingOptions, Inference, InferenceOptions, Kjt,
-    Optimizer, OptimizerType, ServingStorage, VbeKjt,
+    Code, Comm, CommOptions, EmbeddingCollection, EmbeddingOptions, Inference, InferenceOptions,
+    Kjt, Optimizer, OptimizerType, ServingStorage, VbeKjt,
 };
 
 mod common;
@@ -42,7 +42,9 @@ fn vbe_parts() -> (Vec<i32>, Vec<i64>, Vec<f32>, Vec<i64>) {
         }
     }
     let weights = (0..ids.len()).map(weight).collect();
-    let inv = (0..3).flat_map(|f| (0..SAMPLES).map(move |b| inverse(f, b))).collect();
+    let inv = (0..3)
+        .flat_map(|f| (0..SAMPLES).map(move |b| inverse(f, b)))
+        .collect();
     (lengths, ids, weights, inv)
 }
 
@@ -67,8 +69,17 @@ fn expanded() -> (Vec<i32>, Vec<i64>, Vec<f32>) {
 
 fn collection(comm: &mut Comm) -> EmbeddingCollection {
     let plan = plan_for(1, OptimizerType::Sgd);
-    let options = EmbeddingOptions { seed: 5, ..Default::default() };
-    EmbeddingCollection::new(&plan, comm, &Optimizer::new(OptimizerType::Sgd, 0.5), &options).unwrap()
+    let options = EmbeddingOptions {
+        seed: 5,
+        ..Default::default()
+    };
+    EmbeddingCollection::new(
+        &plan,
+        comm,
+        &Optimizer::new(OptimizerType::Sgd, 0.5),
+        &options,
+    )
+    .unwrap()
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -88,7 +99,10 @@ fn serving_vbe_lookups_equal_the_expanded_batch() {
     let (lengths, ids, weights, inv) = vbe_parts();
     let (el, eids, ew) = expanded();
     for storage in [ServingStorage::Fp32, ServingStorage::Int8] {
-        let options = InferenceOptions { default_storage: storage, ..Default::default() };
+        let options = InferenceOptions {
+            default_storage: storage,
+            ..Default::default()
+        };
         let inf = Inference::open(&dir, &options).unwrap();
         for weighted in [false, true] {
             let mut plain = Kjt::new(SAMPLES as i64, 3, &el, &eids);
@@ -111,7 +125,9 @@ fn serving_vbe_lookups_equal_the_expanded_batch() {
     let inf = Inference::open(&dir, &InferenceOptions::default()).unwrap();
     // Feature-major without inverse indices: bag k of feature f is what sample b reads when
     // inverse(f, b) == k.
-    let (all, _) = inf.lookup_vec(&Kjt::new(SAMPLES as i64, 3, &el, &eids)).unwrap();
+    let (all, _) = inf
+        .lookup_vec(&Kjt::new(SAMPLES as i64, 3, &el, &eids))
+        .unwrap();
     let major = VbeKjt::new(Kjt::new(3, 3, &lengths, &ids), &SIZES);
     let (got, _) = inf.lookup_vbe_vec(&major).unwrap();
     let width: usize = DIMS.iter().map(|&d| d as usize).sum();
@@ -119,20 +135,29 @@ fn serving_vbe_lookups_equal_the_expanded_batch() {
     let (mut at, mut col) = (0, 0);
     for f in 0..3 {
         for k in 0..SIZES[f] {
-            let b = (0..SAMPLES).find(|&b| inverse(f, b) == k).expect("every bag is read");
+            let b = (0..SAMPLES)
+                .find(|&b| inverse(f, b) == k)
+                .expect("every bag is read");
             let dim = DIMS[f] as usize;
-            assert_eq!(bits(&got[at..at + dim]), bits(&all[b * width + col..b * width + col + dim]));
+            assert_eq!(
+                bits(&got[at..at + dim]),
+                bits(&all[b * width + col..b * width + col + dim])
+            );
             at += dim;
         }
         col += DIMS[f] as usize;
     }
     let mut bad_inv = inv.clone();
     bad_inv[2 * SAMPLES + 4] = 3; // feature f2 has 3 bags
-    let bad = VbeKjt::new(Kjt::new(SAMPLES as i64, 3, &lengths, &ids), &SIZES).with_inverse_indices(&bad_inv);
+    let bad = VbeKjt::new(Kjt::new(SAMPLES as i64, 3, &lengths, &ids), &SIZES)
+        .with_inverse_indices(&bad_inv);
     let mut out = vec![0.0; SAMPLES * width];
     let err = inf.lookup_vbe(&bad, &mut out).unwrap_err();
     assert_eq!(err.code(), Code::Invalid);
-    assert!(err.message().contains("f2") && err.message().contains("sample 4"), "{err}");
+    assert!(
+        err.message().contains("f2") && err.message().contains("sample 4"),
+        "{err}"
+    );
     assert!(out.iter().all(|&x| x == 0.0), "nothing written on error");
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -145,12 +170,19 @@ fn training_vbe_forward_and_backward_follow_the_expanded_batch() {
     let mut vbe_coll = collection(&mut comms[0]);
     let mut comms2 = Comm::local_group(1, &CommOptions::default()).unwrap();
     let mut plain_coll = collection(&mut comms2[0]);
-    let vbe = VbeKjt::new(Kjt::new(SAMPLES as i64, 3, &lengths, &ids).with_weights(&weights), &SIZES)
-        .with_inverse_indices(&inv);
+    let vbe = VbeKjt::new(
+        Kjt::new(SAMPLES as i64, 3, &lengths, &ids).with_weights(&weights),
+        &SIZES,
+    )
+    .with_inverse_indices(&inv);
     let plain = Kjt::new(SAMPLES as i64, 3, &el, &eids).with_weights(&ew);
     let got = vbe_coll.forward_vbe_vec(&vbe).unwrap();
     let want = plain_coll.forward_vec(&plain).unwrap();
-    assert_eq!(bits(&got), bits(&want), "the VBE forward equals the expanded batch's");
+    assert_eq!(
+        bits(&got),
+        bits(&want),
+        "the VBE forward equals the expanded batch's"
+    );
     let grad: Vec<f32> = got.iter().map(|x| x * 0.25).collect();
     vbe_coll.backward(&grad).unwrap();
     plain_coll.backward(&grad).unwrap();
@@ -158,7 +190,10 @@ fn training_vbe_forward_and_backward_follow_the_expanded_batch() {
     for t in TABLES {
         let (a, b) = (vbe_coll.weights(t).unwrap(), plain_coll.weights(t).unwrap());
         for (x, y) in a.iter().zip(&b) {
-            assert!((x - y).abs() <= 1e-6 * (1.0 + y.abs()), "table {t}: {x} vs {y}");
+            assert!(
+                (x - y).abs() <= 1e-6 * (1.0 + y.abs()),
+                "table {t}: {x} vs {y}"
+            );
         }
         moved |= a != collection_weights_before(t);
     }

@@ -2,8 +2,8 @@
 //! world 2, and deterministic per-rank batches.
 #![allow(dead_code)]
 use shardrec::{
-    Comm, CommOptions, Constraints, EmbeddingCollection, EmbeddingOptions, Feature, Optimizer, OptimizerType,
-    Plan, ShardingType, Table, Topology,
+    Comm, CommOptions, Constraints, EmbeddingCollection, EmbeddingOptions, Feature, Optimizer,
+    OptimizerType, Plan, ShardingType, Table, Topology,
 };
 
 pub const TABLES: [&str; 3] = ["t0", "t1", "t2"];
@@ -19,8 +19,9 @@ pub fn plan(world: i32) -> Plan {
 /// The fixture plan, made for the collections' optimizer `optimizer`.
 pub fn plan_for(world: i32, optimizer: OptimizerType) -> Plan {
     let features = [Feature::new("f0"), Feature::new("f1"), Feature::new("f2")];
-    let tables: Vec<Table> =
-        (0..3).map(|t| Table::new(TABLES[t], ROWS[t], DIMS[t], &[t as i32])).collect();
+    let tables: Vec<Table> = (0..3)
+        .map(|t| Table::new(TABLES[t], ROWS[t], DIMS[t], &[t as i32]))
+        .collect();
     let constraints = if world == 2 {
         vec![
             Constraints::new("t0", &[ShardingType::TableWise], &[1]),
@@ -71,8 +72,12 @@ pub fn on_ranks<T: Send>(
             .map(|(rank, mut comm)| {
                 let body = &body;
                 s.spawn(move || {
-                    let opts = EmbeddingOptions { seed: 7, ..Default::default() };
-                    let mut coll = EmbeddingCollection::new(plan, &mut comm, optimizer, &opts).expect("collection");
+                    let opts = EmbeddingOptions {
+                        seed: 7,
+                        ..Default::default()
+                    };
+                    let mut coll = EmbeddingCollection::new(plan, &mut comm, optimizer, &opts)
+                        .expect("collection");
                     body(rank, &mut coll)
                 })
             })
