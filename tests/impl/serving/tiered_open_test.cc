@@ -22,6 +22,7 @@
 
 #include "impl/checkpoint/format.h"
 #include "impl/checkpoint/fs.h"
+#include "impl/core/check.h"
 #include "impl/core/row_format.h"
 #include "impl/serving/model.h"
 #include "impl/sharding/plan_json.h"
@@ -177,8 +178,24 @@ TEST(ServingTieredOpen, FixedTablesRankFileBytesAreReadOnce) {
     // 150000 rows: t0's records hold several chunks of about 1 MiB.
     testing::DynScenario s = testing::MakeDynScenario(1, k.sharding, 3, 150000, 600);
     s.fixed = true;
+    for (auto& pool : s.pools)
+      for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int64_t>(i) * 250;
     const testing::Saved sv = testing::TrainAndSave(s, k.world, k.sharding, false, "open_once");
     ASSERT_FALSE(::testing::Test::HasFailure());
+    // What the case is for: records of several chunks (t1's units, of 11 or 22 rows, straddle
+    // chunks), and column-wise, records of part of a row (a block is whole only once both are).
+    sharding::Plan plan;
+    const checkpoint::Manifest m = ReadManifest(sv.second, &plan);
+    size_t chunks = 0;
+    bool split = false;
+    for (const checkpoint::FileEntry& e : m.files)
+      for (const checkpoint::Record& rec : e.records)
+        if (rec.table == "t0" && rec.tensor == "weights") {
+          chunks = std::max(chunks, rec.checksums.size());
+          split = split || rec.cols < rec.full_cols;
+        }
+    EXPECT_GE(chunks, 2u);
+    EXPECT_EQ(split, k.sharding == SHARDREC_SHARDING_COLUMN_WISE);
     for (Storage storage : kStorages) {
       SCOPED_TRACE("storage " + std::to_string(static_cast<int>(storage)));
       ExpectEachByteReadOnce(sv.second, storage);
