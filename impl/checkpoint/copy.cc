@@ -88,6 +88,41 @@ Status DecodeStoredRow(DType dtype, const uint8_t* src, int64_t cols, float* out
 
 }  // namespace
 
+Status CopyChunk(const std::string& path, const Record& rec, int64_t lo, int64_t hi,
+                 const uint8_t* data, const Target& dst) {
+  int64_t r0, r1, c0, c1;
+  if (!Overlap(rec, dst, &r0, &r1, &c0, &c1)) return Status::Ok();
+  const bool fp8 = IsFp8DType(rec.dtype);
+  const uint64_t row_bytes = rec.row_bytes();
+  std::vector<float> decoded(fp8 ? static_cast<size_t>(rec.cols) : 0);
+  const size_t src_es = DTypeSize(rec.dtype);
+  const size_t dst_es = DTypeSize(dst.dtype);
+  const int64_t a = std::max(r0, rec.row_offset + lo);
+  const int64_t b = std::min(r1, rec.row_offset + hi);
+  for (int64_t r = a; r < b; ++r) {
+    const uint8_t* row = data + static_cast<size_t>(r - rec.row_offset - lo) * row_bytes;
+    uint8_t* out = static_cast<uint8_t*>(dst.data) +
+                   (static_cast<size_t>(r - dst.row_offset) * dst.row_stride +
+                    static_cast<size_t>(c0 - dst.col_offset)) *
+                       dst_es;
+    if (fp8) {
+      SR_RETURN_IF_ERROR(DecodeStoredRow(rec.dtype, row, rec.cols, decoded.data(), path, rec, r));
+      for (int64_t k = 0; k < c1 - c0; ++k)
+        StoreElement(dst.dtype, decoded[static_cast<size_t>(c0 - rec.col_offset + k)],
+                     out + k * dst_es);
+      continue;
+    }
+    const uint8_t* src = row + static_cast<size_t>(c0 - rec.col_offset) * src_es;
+    if (rec.dtype == dst.dtype) {
+      std::memcpy(out, src, static_cast<size_t>(c1 - c0) * dst_es);
+    } else {
+      for (int64_t k = 0; k < c1 - c0; ++k)
+        StoreElement(dst.dtype, LoadElement(rec.dtype, src + k * src_es), out + k * dst_es);
+    }
+  }
+  return Status::Ok();
+}
+
 Status CopyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
                    const Target& dst, std::vector<uint8_t>* buffer) {
   int64_t r0, r1, c0, c1;
@@ -95,21 +130,17 @@ Status CopyOverlap(const ReadableFile& file, const std::string& path, const Reco
   // An FP8 record (format.h) decodes into any float destination (exactly into fp32; fp16 and
   // bf16 round the decoded values to nearest even); FP8 tables take their rows as fp32 and
   // encode them again, which gives back the stored bytes.
-  const bool fp8 = IsFp8DType(rec.dtype);
-  if (fp8 ? !Convertible(dst.dtype)
+  if (IsFp8DType(rec.dtype)
+          ? !Convertible(dst.dtype)
           : rec.dtype != dst.dtype && !(Convertible(rec.dtype) && Convertible(dst.dtype)))
     return Status::InvalidArgument(path, ": record ", rec.key, " is ", DTypeName(rec.dtype),
                                    ", which cannot be loaded into ", DTypeName(dst.dtype));
   const uint64_t row_bytes = rec.row_bytes();
-  std::vector<float> decoded(fp8 ? static_cast<size_t>(rec.cols) : 0);
-  const size_t src_es = DTypeSize(rec.dtype);
-  const size_t dst_es = DTypeSize(dst.dtype);
   const int64_t first = (r0 - rec.row_offset) / rec.chunk_rows;
   const int64_t last = (r1 - 1 - rec.row_offset) / rec.chunk_rows;
   for (int64_t c = first; c <= last; ++c) {
     const int64_t lo = c * rec.chunk_rows;  // record-local rows of this chunk
     const int64_t hi = std::min(rec.rows, lo + rec.chunk_rows);
-    const size_t n = static_cast<size_t>(hi - lo) * row_bytes;
     // Whole chunk into whole scratch rows of the same type: read it in place (one copy instead
     // of two; the checksum runs on data still in cache).
     const bool in_place = !dst.live && rec.dtype == dst.dtype && c0 == rec.col_offset &&
@@ -117,76 +148,43 @@ Status CopyOverlap(const ReadableFile& file, const std::string& path, const Reco
                           dst.row_stride == dst.cols && rec.row_offset + lo >= r0 &&
                           rec.row_offset + hi <= r1;
     if (in_place) {
-      uint8_t* out = static_cast<uint8_t*>(dst.data) +
-                     static_cast<size_t>(rec.row_offset + lo - dst.row_offset) * row_bytes;
-      SR_RETURN_IF_ERROR(file.ReadAt(rec.offset + static_cast<uint64_t>(lo) * row_bytes, out, n));
-      if (!rec.checksums.empty() && Checksum(out, n) != rec.checksums[c])
-        return Status::Corrupt(path, ": record ", rec.key, " is corrupt (checksum of rows ",
-                               rec.row_offset + lo, "..", rec.row_offset + hi - 1,
-                               " does not match the manifest)");
+      SR_RETURN_IF_ERROR(
+          ReadChunk(file, path, rec, c,
+                    static_cast<uint8_t*>(dst.data) +
+                        static_cast<size_t>(rec.row_offset + lo - dst.row_offset) * row_bytes));
       continue;
     }
-    buffer->resize(n);
-    SR_RETURN_IF_ERROR(
-        file.ReadAt(rec.offset + static_cast<uint64_t>(lo) * row_bytes, buffer->data(), n));
-    if (!rec.checksums.empty() && Checksum(buffer->data(), n) != rec.checksums[c])
-      return Status::Corrupt(path, ": record ", rec.key, " is corrupt (checksum of rows ",
-                             rec.row_offset + lo, "..", rec.row_offset + hi - 1,
-                             " does not match the manifest)");
-    const int64_t a = std::max(r0, rec.row_offset + lo);
-    const int64_t b = std::min(r1, rec.row_offset + hi);
-    for (int64_t r = a; r < b && fp8; ++r) {
-      SR_RETURN_IF_ERROR(DecodeStoredRow(
-          rec.dtype, buffer->data() + static_cast<size_t>(r - rec.row_offset - lo) * row_bytes,
-          rec.cols, decoded.data(), path, rec, r));
-      uint8_t* out = static_cast<uint8_t*>(dst.data) +
-                     (static_cast<size_t>(r - dst.row_offset) * dst.row_stride +
-                      static_cast<size_t>(c0 - dst.col_offset)) *
-                         dst_es;
-      for (int64_t k = 0; k < c1 - c0; ++k)
-        StoreElement(dst.dtype, decoded[static_cast<size_t>(c0 - rec.col_offset + k)],
-                     out + k * dst_es);
-    }
-    for (int64_t r = a; r < b && !fp8; ++r) {
-      const uint8_t* src = buffer->data() +
-                           static_cast<size_t>(r - rec.row_offset - lo) * row_bytes +
-                           static_cast<size_t>(c0 - rec.col_offset) * src_es;
-      uint8_t* out = static_cast<uint8_t*>(dst.data) +
-                     (static_cast<size_t>(r - dst.row_offset) * dst.row_stride +
-                      static_cast<size_t>(c0 - dst.col_offset)) *
-                         dst_es;
-      if (rec.dtype == dst.dtype) {
-        std::memcpy(out, src, static_cast<size_t>(c1 - c0) * dst_es);
-      } else {
-        for (int64_t k = 0; k < c1 - c0; ++k)
-          StoreElement(dst.dtype, LoadElement(rec.dtype, src + k * src_es), out + k * dst_es);
-      }
-    }
+    buffer->resize(static_cast<size_t>(hi - lo) * row_bytes);
+    SR_RETURN_IF_ERROR(ReadChunk(file, path, rec, c, buffer->data()));
+    SR_RETURN_IF_ERROR(CopyChunk(path, rec, lo, hi, buffer->data(), dst));
   }
   return Status::Ok();
 }
 
+namespace {
+
+// VerifyOverlap's visitor: the chunks were checked when they were read.
+class NoVisit final : public ChunkVisitor {
+ public:
+  Status Visit(const Record&, int64_t, int64_t, const uint8_t*) override { return Status::Ok(); }
+};
+
+}  // namespace
+
+Status VisitOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
+                    const Target& dst, std::vector<uint8_t>* buffer, ChunkVisitor* visitor) {
+  int64_t r0, r1, c0, c1;
+  if (!Overlap(rec, dst, &r0, &r1, &c0, &c1)) return Status::Ok();
+  return VisitChunks(file, path, rec, (r0 - rec.row_offset) / rec.chunk_rows,
+                     (r1 - 1 - rec.row_offset) / rec.chunk_rows + 1, buffer, visitor);
+}
+
 Status VerifyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
                      const Target& dst, std::vector<uint8_t>* buffer) {
-  int64_t r0, r1, c0, c1;
   // A store snapshot's record has no chunk checksums: reading it checks each row's store record.
-  if ((rec.checksums.empty() && rec.store_offset < 0) || !Overlap(rec, dst, &r0, &r1, &c0, &c1))
-    return Status::Ok();
-  const uint64_t row_bytes = rec.row_bytes();
-  for (int64_t c = (r0 - rec.row_offset) / rec.chunk_rows;
-       c <= (r1 - 1 - rec.row_offset) / rec.chunk_rows; ++c) {
-    const int64_t lo = c * rec.chunk_rows;
-    const int64_t hi = std::min(rec.rows, lo + rec.chunk_rows);
-    const size_t n = static_cast<size_t>(hi - lo) * row_bytes;
-    buffer->resize(n);
-    SR_RETURN_IF_ERROR(
-        file.ReadAt(rec.offset + static_cast<uint64_t>(lo) * row_bytes, buffer->data(), n));
-    if (!rec.checksums.empty() && Checksum(buffer->data(), n) != rec.checksums[c])
-      return Status::Corrupt(path, ": record ", rec.key, " is corrupt (checksum of rows ",
-                             rec.row_offset + lo, "..", rec.row_offset + hi - 1,
-                             " does not match the manifest)");
-  }
-  return Status::Ok();
+  if (rec.checksums.empty() && rec.store_offset < 0) return Status::Ok();
+  NoVisit none;
+  return VisitOverlap(file, path, rec, dst, buffer, &none);
 }
 
 }  // namespace shardrec::checkpoint

@@ -1,6 +1,7 @@
 // The copy of the part of a stored record that overlaps a destination block (chunked,
 // checksum-verified, dtype-converted): what load and the serving reader share, free of the
-// communicator so that a reader outside training can use it.
+// communicator so that a reader outside training can use it. The chunks themselves are read and
+// verified by record_chunks.h.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "impl/checkpoint/format.h"
+#include "impl/checkpoint/record_chunks.h"
 #include "impl/core/status.h"
 
 namespace shardrec::checkpoint {
@@ -34,6 +36,18 @@ int64_t OverlapArea(const Record& rec, const Target& dst);
 // kCorrupt naming `path` and the record when a chunk's checksum fails or the file is short.
 Status CopyOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
                    const Target& dst, std::vector<uint8_t>* buffer);
+
+// CopyOverlap's copy of one chunk already read and verified: the part of the record-local rows
+// [lo, hi) of `rec`, stored at `data`, that overlaps `dst`, converted into dst's type (which
+// must be one CopyOverlap accepts for the record). kCorrupt naming `path`, the record and the
+// row for an FP8 row whose scale no encoder writes.
+Status CopyChunk(const std::string& path, const Record& rec, int64_t lo, int64_t hi,
+                 const uint8_t* data, const Target& dst);
+
+// Reads the chunks of `rec` that CopyOverlap would read for `dst`, in order, and hands each to
+// `visitor` once verified (VisitChunks; kCorrupt as CopyOverlap), checksums or not.
+Status VisitOverlap(const ReadableFile& file, const std::string& path, const Record& rec,
+                    const Target& dst, std::vector<uint8_t>* buffer, ChunkVisitor* visitor);
 
 // Reads and verifies (without copying) the chunks of `rec` that CopyOverlap would read for
 // `dst`; kCorrupt as CopyOverlap. Records without checksums pass, except a store snapshot's,

@@ -224,8 +224,8 @@ Status OpenCheckpoint(const std::string& dir, const OpenOptions& o, std::shared_
   for (const sharding::TableConfig& tc : plan.tables) {
     auto tier = o.tiers.find(tc.name);
     if (tier != o.tiers.end()) {
-      SR_RETURN_IF_ERROR(
-          OpenTieredTable(dir, m, tc, Resolve(o, tc.name, tc.dtype), tier->second, model.get()));
+      SR_RETURN_IF_ERROR(OpenTieredTable(*fs, dir, m, tc, Resolve(o, tc.name, tc.dtype),
+                                         tier->second, model.get()));
       continue;
     }
     SR_RETURN_IF_ERROR(tc.dynamic.enabled ? ReadDynamicTable(files, m, tc, o, model.get())

@@ -10,31 +10,59 @@
 #include <vector>
 
 #include "impl/checkpoint/fs.h"
-#include "impl/checkpoint/record_copy.h"
 #include "impl/core/check.h"
 #include "impl/serving/checkpoint_blocks.h"
 #include "impl/serving/encode.h"
 #include "impl/serving/tiered_open.h"
+#include "impl/serving/tiered_pass.h"
 #include "impl/serving/tiered_rows.h"
 
 namespace shardrec::serving {
+namespace {
+
 using checkpoint::ReadableFile;
 
-Status OpenTieredDynamicTable(const std::string& dir, const checkpoint::Manifest& m,
-                              const sharding::TableConfig& tc, Storage storage,
-                              uint64_t cache_bytes, Model* model) {
-  static const std::shared_ptr<checkpoint::FileSystem> fs = checkpoint::PosixFileSystem();
-  CheckpointFiles files(*fs, dir, m);
+// Each row of a block encoded alone, named by its id, as the in-memory open refuses it.
+class EncodeCheck final : public RowBlocks {
+ public:
+  // `ids`: the ids of the block's rows, which start at row `offset`.
+  EncodeCheck(const sharding::TableConfig& tc, Storage storage, int64_t offset, const int64_t* ids)
+      : tc_(tc),
+        storage_(storage),
+        offset_(offset),
+        ids_(ids),
+        encoded_(RowBytes(storage, tc.dim)) {}
+  Status Take(int64_t r0, int64_t n, const float* rows) override {
+    for (int64_t k = 0; k < n; ++k)
+      SR_RETURN_IF_ERROR(
+          EncodeRows(rows + k * tc_.dim, 1, tc_.dim, storage_, encoded_.data(),
+                     "table " + tc_.name + " id " + std::to_string(ids_[r0 - offset_ + k])));
+    return Status::Ok();
+  }
+
+ private:
+  const sharding::TableConfig& tc_;
+  Storage storage_;
+  int64_t offset_;
+  const int64_t* ids_;
+  std::vector<uint8_t> encoded_;
+};
+
+}  // namespace
+
+Status OpenTieredDynamicTable(checkpoint::FileSystem& fs, const std::string& dir,
+                              const checkpoint::Manifest& m, const sharding::TableConfig& tc,
+                              Storage storage, uint64_t cache_bytes, Model* model) {
+  CheckpointFiles files(fs, dir, m);
   std::map<int64_t, DynamicBlock> blocks;
   SR_RETURN_IF_ERROR(GroupDynamicBlocks(files, m, tc.name, &blocks));
   std::vector<int64_t> ids;          // in the blocks' order
   std::vector<int64_t> record_rows;  // of ids[i]: its row in the records (block offset + k)
   std::vector<DiskPiece> pieces;
   std::vector<uint8_t> buffer;
-  std::vector<float> staging;
-  std::vector<uint8_t> encoded;
   // Rows verified and encoded a block of about 4 MiB of fp32 at a time, as the in-memory open
-  // reads them (its checksums and its encoder's refusals), without holding the table.
+  // reads them (its checksums and its encoder's refusals), without holding the table; every
+  // weights record read once (tiered_pass.h), its units' checksums taken from the same bytes.
   const int64_t chunk = std::max<int64_t>(1, (int64_t{4} << 20) / (int64_t{4} * tc.dim));
   for (const auto& [offset, b] : blocks) {
     const size_t first = ids.size();
@@ -47,28 +75,18 @@ Status OpenTieredDynamicTable(const std::string& dir, const checkpoint::Manifest
       return Status::OutOfMemory("table ", tc.name, ": the ids of ", ids.size(), " rows");
     }
     for (int64_t k = 0; k < rows; ++k) record_rows[first + static_cast<size_t>(k)] = offset + k;
+    const size_t at = pieces.size();
+    std::vector<const ReadableFile*> readers;
     for (const auto& [wfi, wr] : b.weights) {
       const checkpoint::FileEntry& e = m.files[wfi];
-      pieces.push_back(DiskPiece{files.Path(wfi), *wr, e.is_store, e.store, e.size});
+      const ReadableFile* f = nullptr;
+      SR_RETURN_IF_ERROR(files.Get(wfi, &f));
+      readers.push_back(f);
+      pieces.push_back(DiskPiece{files.Path(wfi), *wr, e.is_store, e.store, e.size, {}});
     }
-    const uint64_t row_bytes = RowBytes(storage, tc.dim);
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const int64_t rn = std::min(chunk, rows - r0);
-      staging.assign(static_cast<size_t>(rn * tc.dim), 0.0f);
-      encoded.resize(static_cast<size_t>(rn) * row_bytes);
-      const checkpoint::Target dst{DType::kFloat32, offset + r0,    0,     rn,
-                                   tc.dim,          staging.data(), tc.dim};
-      for (const auto& [wfi, wr] : b.weights) {
-        const ReadableFile* f = nullptr;
-        SR_RETURN_IF_ERROR(files.Get(wfi, &f));
-        SR_RETURN_IF_ERROR(checkpoint::CopyOverlap(*f, files.Path(wfi), *wr, dst, &buffer));
-      }
-      for (int64_t k = 0; k < rn; ++k)
-        SR_RETURN_IF_ERROR(EncodeRows(
-            staging.data() + k * tc.dim, 1, tc.dim, storage, encoded.data() + k * row_bytes,
-            "table " + tc.name + " id " +
-                std::to_string(ids[first + static_cast<size_t>(r0 + k)])));
-    }
+    EncodeCheck check(tc, storage, offset, ids.data() + first);
+    SR_RETURN_IF_ERROR(
+        ReadPiecesOnce(readers, pieces.data() + at, offset, offset + rows, tc.dim, chunk, &check));
   }
   // Rows in ascending id order, the in-memory open's, so a row number means the same there.
   std::vector<size_t> order;

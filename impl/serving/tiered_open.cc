@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "impl/checkpoint/fs.h"
-#include "impl/checkpoint/record_copy.h"
 #include "impl/core/check.h"
 #include "impl/serving/encode.h"
+#include "impl/serving/tiered_pass.h"
 #include "impl/serving/tiered_rows.h"
 
 namespace shardrec::serving {
@@ -24,22 +24,40 @@ bool FloatDType(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || IsFp8DType(t);
 }
 
+// A quantized storage's refusals at open: every row encoded (and dropped), a block at a time, as
+// the in-memory open encodes them.
+class EncodeCheck final : public RowBlocks {
+ public:
+  EncodeCheck(const sharding::TableConfig& tc, Storage storage) : tc_(tc), storage_(storage) {}
+  Status Take(int64_t r0, int64_t n, const float* rows) override {
+    encoded_.resize(static_cast<size_t>(n) * RowBytes(storage_, tc_.dim));
+    return EncodeRows(rows, n, tc_.dim, storage_, encoded_.data(),
+                      "table " + tc_.name + " (the block from row " + std::to_string(r0) + ")");
+  }
+
+ private:
+  const sharding::TableConfig& tc_;
+  Storage storage_;
+  std::vector<uint8_t> encoded_;
+};
+
 }  // namespace
 
-Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
-                       const sharding::TableConfig& tc, Storage storage, uint64_t cache_bytes,
-                       Model* model) {
+Status OpenTieredTable(checkpoint::FileSystem& fs, const std::string& dir,
+                       const checkpoint::Manifest& m, const sharding::TableConfig& tc,
+                       Storage storage, uint64_t cache_bytes, Model* model) {
   if (tc.pooling == sharding::PoolingType::kNone)
     return Status::Unsupported("tiers: table ", tc.name,
                                " is a sequence table (pooling NONE); serving from the "
                                "checkpoint's files takes pooled tables only");
-  if (tc.dynamic.enabled) return OpenTieredDynamicTable(dir, m, tc, storage, cache_bytes, model);
-  static const std::shared_ptr<checkpoint::FileSystem> fs = checkpoint::PosixFileSystem();
+  if (tc.dynamic.enabled)
+    return OpenTieredDynamicTable(fs, dir, m, tc, storage, cache_bytes, model);
   std::vector<DiskPiece> pieces;
-  std::vector<std::shared_ptr<const ReadableFile>> files;  // per piece, to verify it
+  std::vector<std::unique_ptr<ReadableFile>> owned;  // per rank file with a piece
+  std::vector<const ReadableFile*> files;            // per piece, to read it at open
   int64_t area = 0;
   for (const checkpoint::FileEntry& e : m.files) {
-    std::shared_ptr<const ReadableFile> file;
+    const ReadableFile* file = nullptr;
     const std::string path = dir + "/" + e.name;
     for (const Record& rec : e.records) {
       if (rec.table != tc.name || rec.tensor != "weights") continue;
@@ -56,46 +74,27 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
                                " lies outside table ", tc.name);
       if (!file) {
         std::unique_ptr<ReadableFile> opened;
-        SR_RETURN_IF_ERROR(checkpoint::OpenRankFile(*fs, path, e, &opened));
-        file = std::move(opened);
+        SR_RETURN_IF_ERROR(checkpoint::OpenRankFile(fs, path, e, &opened));
+        file = opened.get();
+        owned.push_back(std::move(opened));
       }
       area += rec.rows * rec.cols;
-      pieces.push_back(DiskPiece{path, rec, e.is_store, e.store, e.size});
+      pieces.push_back(DiskPiece{path, rec, e.is_store, e.store, e.size, {}});
       files.push_back(file);
     }
   }
   if (area != tc.rows * tc.dim)
     return Status::Corrupt("checkpoint ", dir, ": the records of table ", tc.name,
                            " weights cover ", area, " of its ", tc.rows * tc.dim, " elements");
-  // Verified once, a bounded block at a time, as the in-memory open verifies while it reads: a
-  // rank file's records by TieredReads::Open below (which keeps their units' checksums from the
-  // bytes it verifies), a snapshot's here. Quantized storages also encode every row, so a row
-  // they cannot hold is refused here and not at a lookup.
-  checkpoint::Target whole;
-  whole.rows = tc.rows;
-  whole.cols = tc.dim;
-  std::vector<uint8_t> buffer;
-  if (!IsEncodedStorage(storage)) {
-    for (size_t i = 0; i < pieces.size(); ++i)
-      if (pieces[i].is_store)
-        SR_RETURN_IF_ERROR(
-            checkpoint::VerifyOverlap(*files[i], pieces[i].path, pieces[i].rec, whole, &buffer));
-  } else {
-    const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / (int64_t{4} * tc.dim));
-    std::vector<float> staging;
-    std::vector<uint8_t> encoded(static_cast<size_t>(block) * RowBytes(storage, tc.dim));
-    for (int64_t r0 = 0; r0 < tc.rows; r0 += block) {
-      const int64_t n = std::min(block, tc.rows - r0);
-      staging.assign(static_cast<size_t>(n * tc.dim), 0.0f);
-      const checkpoint::Target dst{DType::kFloat32, r0, 0, n, tc.dim, staging.data(), tc.dim};
-      for (size_t i = 0; i < pieces.size(); ++i)
-        SR_RETURN_IF_ERROR(
-            checkpoint::CopyOverlap(*files[i], pieces[i].path, pieces[i].rec, dst, &buffer));
-      SR_RETURN_IF_ERROR(
-          EncodeRows(staging.data(), n, tc.dim, storage, encoded.data(),
-                     "table " + tc.name + " (the block from row " + std::to_string(r0) + ")"));
-    }
-  }
+  // Every record read once, a chunk at a time (tiered_pass.h): verified as the in-memory open
+  // verifies while it reads, a rank file's units' checksums taken from the same bytes, and for
+  // a quantized storage every row encoded, so a row it cannot hold is refused here and not at a
+  // lookup.
+  std::unique_ptr<RowBlocks> encode;
+  if (IsEncodedStorage(storage)) encode = std::make_unique<EncodeCheck>(tc, storage);
+  SR_RETURN_IF_ERROR(ReadPiecesOnce(
+      files, pieces.data(), 0, tc.rows, tc.dim,
+      std::max<int64_t>(1, (int64_t{4} << 20) / (int64_t{4} * tc.dim)), encode.get()));
   Table t;
   t.name = tc.name;
   t.rows = tc.rows;
@@ -104,7 +103,8 @@ Status OpenTieredTable(const std::string& dir, const checkpoint::Manifest& m,
   t.features = tc.features;
   t.storage = storage;
   t.row_bytes = RowBytes(storage, tc.dim);
-  files.clear();  // the verifying readers; lookups read through TieredReads
+  files.clear();
+  owned.clear();  // the verifying readers; lookups read through TieredReads
   std::unique_ptr<TieredReads> reads;
   SR_RETURN_IF_ERROR(TieredReads::Open(std::move(pieces), &reads));
   SR_RETURN_IF_ERROR(TieredRows::Create(tc.name, tc.rows, tc.dim, storage, std::move(reads), {},

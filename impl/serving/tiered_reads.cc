@@ -37,10 +37,8 @@ Status TieredReads::Open(std::vector<DiskPiece> pieces, std::unique_ptr<TieredRe
   r->pieces_ = std::move(pieces);
   r->fd_.assign(r->pieces_.size(), -1);
   r->store_.assign(r->pieces_.size(), -1);
-  r->sums_.resize(r->pieces_.size());
   std::map<std::string, int> fds, stores;
   uint64_t widest = 0;
-  std::vector<uint8_t> buffer;
   for (size_t i = 0; i < r->pieces_.size(); ++i) {
     const DiskPiece& p = r->pieces_[i];
     if (p.is_store) {
@@ -82,7 +80,6 @@ Status TieredReads::Open(std::vector<DiskPiece> pieces, std::unique_ptr<TieredRe
       it = fds.emplace(p.path, fd).first;
     }
     r->fd_[i] = it->second;
-    SR_RETURN_IF_ERROR(RecordSums::Build(it->second, p.path, p.rec, &buffer, &r->sums_[i]));
     widest = std::max(widest, p.rec.row_bytes());
   }
   r->max_read_ = std::max(kMergeBytes, PageCeil(widest) + kPage);
@@ -139,8 +136,8 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
     const checkpoint::Record& rec = pieces_[rp.piece].rec;
     const uint64_t n = rec.row_bytes();
     Span s{fd, rec.offset + static_cast<uint64_t>(rp.row) * n, n, 0, 0, i};
-    sums_[rp.piece].Cover(s.at, s.len, &s.lo, &s.hi);
-    sums_[rp.piece].Prefetch(s.lo, s.hi);
+    pieces_[rp.piece].sums.Cover(s.at, s.len, &s.lo, &s.hi);
+    pieces_[rp.piece].sums.Prefetch(s.lo, s.hi);
     spans.push_back(s);
   }
   if (spans.empty()) return Status::Ok();
@@ -186,8 +183,8 @@ Status TieredReads::ReadFiles(const std::vector<RowPart>& parts, uint64_t* reads
       const size_t p = parts[s.part].piece;
       const uint64_t lo = p == piece ? std::max(s.lo, checked) : s.lo;
       if (lo < s.hi)
-        SR_RETURN_IF_ERROR(
-            sums_[p].Check(data + (lo - pr.offset), lo, s.hi, pieces_[p].path, pieces_[p].rec.key));
+        SR_RETURN_IF_ERROR(pieces_[p].sums.Check(data + (lo - pr.offset), lo, s.hi, pieces_[p].path,
+                                                 pieces_[p].rec.key));
       piece = p;
       checked = std::max(lo, s.hi);
     }

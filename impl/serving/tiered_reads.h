@@ -32,6 +32,7 @@ struct DiskPiece {
   bool is_store = false;
   checkpoint::StoreRef store;   // a snapshot's store and
   uint64_t manifest_bytes = 0;  // its MANIFEST's size (the file entry's)
+  RecordSums sums;              // a rank file's record: its units' checksums, taken at open
 };
 
 // One row's part in one piece: piece `piece`, the record's row `row` (0 .. rec.rows), its
@@ -47,8 +48,8 @@ class TieredReads {
   // Reads in flight per request (the store's default queue depth).
   static constexpr int kQueueDepth = 32;
 
-  // Opens every piece's file: a rank file by its path, its record read once to verify it against
-  // the manifest's checksums and to take its units' checksums (RecordSums::Build); a snapshot as
+  // Opens every piece's file: a rank file by its path (its record verified and its units'
+  // checksums taken by the open's pass, tiered_pass.h: nothing of it is read here); a snapshot as
   // a read-only store (its MANIFEST checked against the entry, as checkpoint's OpenStoreSnapshot
   // checks it). kCorrupt / kIo naming the path.
   static Status Open(std::vector<DiskPiece> pieces, std::unique_ptr<TieredReads>* out);
@@ -71,10 +72,9 @@ class TieredReads {
   void ReturnReader(std::unique_ptr<store::PageReader> r) const;
 
   std::vector<DiskPiece> pieces_;
-  std::vector<int> fd_;           // per piece: its rank file's descriptor, or -1 (a snapshot)
-  std::vector<int> store_;        // per piece: index into stores_, or -1 (a rank file)
-  std::vector<RecordSums> sums_;  // per piece: its units' checksums (a rank file's)
-  std::vector<int> own_fds_;      // the descriptors to close (one per rank file)
+  std::vector<int> fd_;       // per piece: its rank file's descriptor, or -1 (a snapshot)
+  std::vector<int> store_;    // per piece: index into stores_, or -1 (a rank file)
+  std::vector<int> own_fds_;  // the descriptors to close (one per rank file)
   std::vector<std::unique_ptr<store::RowStore>> stores_;
   size_t max_read_ = 0;  // one read's most bytes (each pooled reader's buffer size)
   mutable std::mutex readers_mu_;

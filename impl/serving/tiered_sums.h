@@ -1,11 +1,11 @@
 // The checksums a served tiered table keeps of its rank files' records (docs/disk-tier.md,
 // "Serving"): a record's rows are cut into units of whole rows (the fewest rows of at least 512
 // bytes; the last unit clipped to the record), and open keeps a 32-bit checksum of each
-// (XXH3-64's low half), taken from bytes it has just verified against the manifest's chunk
-// checksums. A lookup reads whole units and checks each before any of its rows is used, so a
-// file changed after open (overwritten, bit rot, a disk returning bad bytes) fails the lookup
-// instead of serving wrong rows. The manifest's own chunks (about 1 MiB) are too coarse for
-// that: a miss would read a megabyte to check a row.
+// (XXH3-64's low half), taken from the bytes its one pass over the record has just verified
+// against the manifest's chunk checksums (RecordSums::Builder). A lookup reads whole units and
+// checks each before any of its rows is used, so a file changed after open (overwritten, bit rot, a
+// disk returning bad bytes) fails the lookup instead of serving wrong rows. The manifest's own
+// chunks (about 1 MiB) are too coarse for that: a miss would read a megabyte to check a row.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "impl/checkpoint/format.h"
+#include "impl/checkpoint/record_chunks.h"
 #include "impl/core/status.h"
 
 namespace shardrec::serving {
@@ -30,13 +31,23 @@ class RecordSums {
   // The rows per unit of a record of `row_bytes`-byte rows: the fewest whose bytes reach kUnit.
   static uint64_t UnitRows(uint64_t row_bytes);
 
-  // Reads record `rec` of the rank file open as `fd` (at `path`) one manifest chunk at a time,
-  // checks each chunk against its checksum when the record has them (kCorrupt naming `path` and
-  // the record, as the checkpoint reader words it), and keeps the checksum of each unit. kIo for
-  // a failed read, kCorrupt for a file that ends inside the record. `buffer` is scratch (a
-  // chunk and a unit).
-  static Status Build(int fd, const std::string& path, const checkpoint::Record& rec,
-                      std::vector<uint8_t>* buffer, RecordSums* out);
+  // Takes a record's unit checksums from its chunks as the open's single pass reads and verifies
+  // them (tiered_pass.h), so that no byte is read a second time for them. Every chunk of the
+  // record must be visited, in order (SR_CHECK): a unit's bytes may lie in two chunks.
+  class Builder final : public checkpoint::ChunkVisitor {
+   public:
+    // The sums of `rec` (which outlives the builder) go to `out`, complete after Finish.
+    Builder(const checkpoint::Record& rec, RecordSums* out);
+    Status Visit(const checkpoint::Record& rec, int64_t lo, int64_t hi,
+                 const uint8_t* data) override;
+    // Once every chunk was visited (SR_CHECK).
+    void Finish() const;
+
+   private:
+    RecordSums* out_;
+    uint64_t unit_ = 0;          // the file byte where the unit not yet complete starts
+    std::vector<uint8_t> held_;  // its bytes so far (less than a unit)
+  };
 
   // The file bytes [*lo, *hi) of the whole units covering the record's file bytes [at, at + len)
   // (which must lie in the record).
