@@ -96,9 +96,10 @@ class LogStore final : public RowStore {
 
   // Reads the records of keys[j] at (segs[j], slots[j]) into out + out_index[j] * value_bytes,
   // checking each; store_read.cc.
-  Status ReadRecords(const std::vector<std::shared_ptr<Segment>>& segs,
-                     const std::vector<uint32_t>& slots, const std::vector<int64_t>& keys,
-                     const std::vector<size_t>& out_index, uint8_t* out, bool* found);
+  // The caller holds every segment named (reads run outside mu_).
+  Status ReadRecords(const std::vector<const Segment*>& segs, const std::vector<uint32_t>& slots,
+                     const std::vector<int64_t>& keys, const std::vector<size_t>& out_index,
+                     uint8_t* out, bool* found);
   std::unique_ptr<PageReader> TakeReader();
   void ReturnReader(std::unique_ptr<PageReader> r);
 

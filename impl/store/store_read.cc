@@ -42,7 +42,7 @@ bool LogStore::uses_io_uring() const {
   return uring_state_.load() == 1;
 }
 
-Status LogStore::ReadRecords(const std::vector<std::shared_ptr<Segment>>& segs,
+Status LogStore::ReadRecords(const std::vector<const Segment*>& segs,
                              const std::vector<uint32_t>& slots, const std::vector<int64_t>& keys,
                              const std::vector<size_t>& out_index, uint8_t* out, bool* found) {
   if (segs.empty()) return Status::Ok();
@@ -162,13 +162,19 @@ Status LogStore::Get(const int64_t* keys, size_t n, uint8_t* out, bool* found) {
     return Status::InvalidArgument("store ", o_.dir, ": Get of ", n,
                                    " keys with null keys, out or found");
   }
-  std::vector<std::shared_ptr<Segment>> segs;
+  // Each record's segment by plain pointer, each distinct segment held once (`held`) until the
+  // reads are done: a shared_ptr copy per record cost two atomic operations each.
+  std::vector<const Segment*> segs;
+  std::vector<std::shared_ptr<Segment>> held;
   std::vector<uint32_t> slots;
   std::vector<int64_t> want;
   std::vector<size_t> out_index;
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     const size_t page_run = geo_.pages * kPageBytes;
+    // Which segments `held` has, by id from the lowest (the map is ordered by id).
+    const uint32_t first_id = segs_.empty() ? 0 : segs_.begin()->first;
+    std::vector<uint8_t> holds(segs_.empty() ? 0 : segs_.rbegin()->first - first_id + 1, 0);
     constexpr size_t kAhead = 8;
     for (size_t i = 0; i < std::min(n, kAhead); ++i) index_.Prefetch(keys[i]);
     for (size_t i = 0; i < n; ++i) {
@@ -177,14 +183,19 @@ Status LogStore::Get(const int64_t* keys, size_t n, uint8_t* out, bool* found) {
       const uint64_t loc = index_.Find(keys[i]);
       if (loc == 0) continue;
       const uint32_t slot = LocSlot(loc);
-      const auto& seg = segs_.at(LocSegment(loc));
+      const uint32_t id = LocSegment(loc);
+      const std::shared_ptr<Segment>& seg = segs_.at(id);
       if (seg == active_ && slot >= tail_->first) {
         const size_t at = (slot - tail_->first) / geo_.per_page * page_run + geo_.InPage(slot);
         std::memcpy(out + i * geo_.value_bytes, tail_->data() + at + 8, geo_.value_bytes);
         found[i] = true;
         continue;
       }
-      segs.push_back(seg);
+      if (holds[id - first_id] == 0) {
+        holds[id - first_id] = 1;
+        held.push_back(seg);
+      }
+      segs.push_back(seg.get());
       slots.push_back(slot);
       want.push_back(keys[i]);
       out_index.push_back(i);

@@ -30,8 +30,17 @@
 //
 // Each step reads a batch of its own (none replayed).
 //
+// `table` fresh (the default) starts each run on a new table, whose rows are drawn when first
+// read and whose store index grows as they are first written back: a fresh table's costs.
+// `steady` first writes every row back once (the table's own initial weights read and set again,
+// in both runs alike), so every miss is a disk read and the index has stopped growing: what a
+// long run pays per step.
+//
+// With TIERED_STEP_BENCH_WINDOWS set, each run prints to stderr the CLOCK_MONOTONIC span of rank
+// 0's timed steps, to cut a profile (`perf record -k CLOCK_MONOTONIC`) to them.
+//
 // Usage: tiered_step_bench [rounds=3] [dense_ms=0] [world=1] [sleep|spin|dlrm]
-//                          [alphas=0.8,1.05,1.2] [blas=0]
+//                          [alphas=0.8,1.05,1.2] [blas=0] [fresh|steady]
 #include <time.h>
 
 #include <algorithm>
@@ -111,6 +120,7 @@ struct Options {
   double dense_ms = 0;
   bool spin = false;
   bool dlrm = false;
+  bool steady = false;
 };
 
 // This rank's dense model (a fresh one per run, as the collection).
@@ -121,7 +131,7 @@ std::unique_ptr<shardrec::bench::DenseWork> MakeDense(const Options& opt, shardr
 }
 
 // CPU seconds of the whole process (every rank, worker, prefetch and writer thread) or of the
-// calling thread.
+// calling thread; or seconds of CLOCK_MONOTONIC.
 double CpuSeconds(clockid_t clock) {
   timespec ts{};
   clock_gettime(clock, &ts);
@@ -162,6 +172,12 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
       }
       shardrec_embedding_t* c = nullptr;
       Check(shardrec_embedding_create(&c, plan, comms[r], nullptr, &o), "create");
+      if (opt.steady) {
+        // Collective: every rank reads the whole table and sets it again, the same values.
+        std::vector<float> weights(static_cast<size_t>(kRows) * kDim);
+        Check(shardrec_embedding_get_weights(c, "t", weights.data(), weights.size()), "get");
+        Check(shardrec_embedding_set_weights(c, "t", weights.data(), weights.size()), "set");
+      }
       std::unique_ptr<shardrec::bench::DenseWork> dense = MakeDense(opt, dense_comms[r], r);
       std::vector<float> out(kBatch * kDim), grad(kBatch * kDim);
       std::vector<double> steps;
@@ -172,11 +188,12 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
         const shardrec_kjt_view_t v = view(0);
         Check(shardrec_embedding_input_dist_start(c, &v, nullptr), "start");
       }
-      double cpu0 = 0, thread0 = 0;
+      double cpu0 = 0, thread0 = 0, mono0 = 0;
       for (int s = 0; s < kWarmup + kSteps; ++s) {
         if (r == 0 && s == kWarmup) {
           cpu0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
           thread0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+          mono0 = CpuSeconds(CLOCK_MONOTONIC);
         }
         const auto t0 = Clock::now();
         if (pipelined) {
@@ -205,6 +222,9 @@ Result Run(const shardrec_plan_t* plan, const std::vector<shardrec_comm_t*>& com
         process_cpu = (CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / kSteps;
         thread_cpu = (CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - thread0) / kSteps;
         dense_seconds = dense_sum / kSteps;
+        if (std::getenv("TIERED_STEP_BENCH_WINDOWS") != nullptr)
+          std::fprintf(stderr, "window %s %s %.6f %.6f\n", tiered ? "tiered" : "memory",
+                       pipelined ? "pipelined" : "plain", mono0, CpuSeconds(CLOCK_MONOTONIC));
       }
       if (pipelined) {
         Check(shardrec_embedding_input_dist_wait(c, nullptr), "wait");
@@ -264,13 +284,16 @@ int main(int argc, char** argv) {
     for (std::string a; std::getline(list, a, ',');) alphas.push_back(std::atof(a.c_str()));
   }
   const int blas = argc > 6 ? std::atoi(argv[6]) : 0;
+  const std::string table = argc > 7 ? argv[7] : "fresh";
+  opt.steady = table == "steady";
   if (rounds < 1 || opt.world < 1 || opt.world > 8 || opt.dense_ms < 0 || alphas.empty() ||
       (mode != "sleep" && mode != "spin" && mode != "dlrm") || (opt.dlrm && opt.dense_ms > 0) ||
-      blas < 0) {
-    std::fprintf(stderr,
-                 "usage: tiered_step_bench [rounds>=1] [dense_ms>=0] [world 1..8] [sleep|spin|dlrm]"
-                 " [alphas, comma-separated] [blas threads>=0, 0: the library's default]\n"
-                 "(dlrm runs examples/dlrm's dense model: dense_ms 0)\n");
+      blas < 0 || (table != "fresh" && table != "steady")) {
+    std::fprintf(
+        stderr,
+        "usage: tiered_step_bench [rounds>=1] [dense_ms>=0] [world 1..8] [sleep|spin|dlrm]"
+        " [alphas, comma-separated] [blas threads>=0, 0: the library's default] [fresh|steady]\n"
+        "(dlrm runs examples/dlrm's dense model: dense_ms 0)\n");
     return 2;
   }
   if (blas > 0) Check(shardrec_dense_set_blas_threads(blas), "blas threads");
@@ -289,11 +312,11 @@ int main(int argc, char** argv) {
   Check(shardrec_comm_create_local_group(dense_comms.data(), opt.world, nullptr), "dense comm");
   std::printf(
       "rows %lld dim %d, world %d (row-wise), batch %lld x bag %d per rank, cache 10%% of each "
-      "shard's rows, dense work %s, BLAS threads %d, %d rounds of %d steps\n",
+      "shard's rows, dense work %s, BLAS threads %d, %s table, %d rounds of %d steps\n",
       static_cast<long long>(kRows), kDim, opt.world, static_cast<long long>(kBatch), kBag,
       opt.dlrm ? "examples/dlrm's dense model"
                : (std::to_string(opt.dense_ms) + " ms (" + mode + ")").c_str(),
-      blas_threads, rounds, kSteps);
+      blas_threads, opt.steady ? "steady" : "fresh", rounds, kSteps);
   std::printf(
       "%-5s %-9s %10s %10s %12s %7s %9s %10s %6s %10s %9s %11s %6s %8s %8s %7s %8s %8s %7s\n",
       "alpha", "forward", "memory_ms", "tiered_ms", "ratio_range", "ratio", "dense_mem",

@@ -191,10 +191,15 @@ Status TieredTables::Fetch(Shard& sh, const int64_t* rows, size_t n, Fetched* f)
   if (f->queue_reads == 0) {
     // The common case: every row from the store, straight into the records.
     SR_RETURN_IF_ERROR(sh.store->Get(rows, n, f->records.data(), got_found));
+    // Through locals: byte stores through f->found may alias f's fields, which the loop would
+    // otherwise load and store again each iteration.
+    uint8_t* found = f->found.data();
+    int64_t reads = 0;
     for (size_t i = 0; i < n; ++i) {
-      f->found[i] = got_found[i] ? 1 : 0;
-      f->disk_reads += got_found[i] ? 1 : 0;
+      found[i] = got_found[i] ? 1 : 0;
+      reads += got_found[i] ? 1 : 0;
     }
+    f->disk_reads = reads;
     return Status::Ok();
   }
   f->from_store.clear();
