@@ -20,6 +20,7 @@
 #include "impl/optim/rounding.h"
 
 namespace shardrec::optim::x86 {
+namespace {  // one translation unit includes this file; nothing here is shared at link time
 
 // t[j][i] = (j ^ i) * kFmix32Mul1: a register's low-lane products for each low part j of s.
 template <int kLanes>
@@ -30,8 +31,8 @@ struct LowProducts {
       for (int i = 0; i < kLanes; ++i) t[j][i] = static_cast<uint32_t>(j ^ i) * kFmix32Mul1;
   }
 };
-inline constexpr LowProducts<16> kLowProducts16;
-inline constexpr LowProducts<8> kLowProducts8;
+constexpr LowProducts<16> kLowProducts16;
+constexpr LowProducts<8> kLowProducts8;
 
 // s of the comment above for the register of columns [base, base + kLanes).
 constexpr uint32_t FirstStep(uint64_t row_key, uint32_t base) {
@@ -127,6 +128,7 @@ SHARDREC_AVX2 void AlignedRowBitsAvx2(uint64_t row_key, int64_t first_col, int32
 
 #undef SHARDREC_AVX2
 
+}  // namespace
 }  // namespace shardrec::optim::x86
 
 #endif  // __x86_64__
