@@ -210,11 +210,11 @@ template <class I, Fp8Kind kKind>
 typename I::Reg WriteFp8RowScale(const float* x, int32_t cols, uint8_t* row) {
   using IReg = typename I::IReg;
   // The largest finite magnitude as the largest of the magnitudes' bits (they order as the
-  // values do, as non-negative int32). First the largest of all of them, one max a register
-  // (a compare and a select a register, which also kept non-finite values out, chained each
-  // register's compare on the last one's select and took about as long as the encoding); only a
-  // row with a non-finite value (the largest bits at least infinity's) is read again with those
-  // counted as zero. The lanes past the end are zero.
+  // values do, as non-negative int32). First the largest of all of them, one max a register:
+  // the compare and select a register that also kept non-finite values out chained each register
+  // on the last one's select (9.5 against 5.8 ns a 128-wide row in L1, AVX-512). Only a row with a
+  // non-finite value (the largest bits at least infinity's) is read again with those counted as
+  // zero. The lanes past the end are zero.
   const IReg abs_mask = I::ISet1(0x7FFFFFFFu);
   const int32_t full = cols / I::kWidth * I::kWidth;
   IReg m = I::ISet1(0u);
