@@ -24,12 +24,16 @@ SHARDREC_HD uint64_t RoundingRowKey(uint64_t seed, int64_t step, uint64_t table_
   return Mix64(seed ^ k);
 }
 
+// Fmix32's two multipliers (rounding_row.cc's vector loops take them apart).
+inline constexpr uint32_t kFmix32Mul1 = 0x85ebca6bu;
+inline constexpr uint32_t kFmix32Mul2 = 0xc2b2ae35u;
+
 // MurmurHash3's 32-bit finaliser: a bijection of 32-bit words with full avalanche.
 SHARDREC_HD constexpr uint32_t Fmix32(uint32_t h) {
   h ^= h >> 16;
-  h *= 0x85ebca6bu;
+  h *= kFmix32Mul1;
   h ^= h >> 13;
-  h *= 0xc2b2ae35u;
+  h *= kFmix32Mul2;
   return h ^ (h >> 16);
 }
 

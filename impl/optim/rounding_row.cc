@@ -1,41 +1,40 @@
-// RoundingRowBits per instruction-set level: one loop, compiled for AVX-512, AVX2 and baseline
-// x86-64 through function target attributes (the library itself stays built for baseline), and
-// chosen once from the host's CPUID. The compiler vectorizes the loop's 32-bit multiplies at the
-// first two levels; at baseline it has no 32-bit vector multiply worth using.
+// RoundingRowBits per instruction-set level, compiled for AVX-512, AVX2 and baseline x86-64
+// through function target attributes (the library itself stays built for baseline), and chosen
+// once from the host's CPUID. The baseline runs the per-value definition's loop (it has no 32-bit
+// vector multiply worth using); the two vector levels run it only up to a column that is a
+// multiple of their width, then whole registers that start at such a column, which spend one
+// vector multiply less a register (rounding_row_x86.h says why the bits are the same).
 #include "impl/optim/rounding_row.h"
 
 #include "impl/core/cpu_features.h"
 #include "impl/core/half.h"
 #include "impl/optim/rounding.h"
+#include "impl/optim/rounding_row_x86.h"
 
 namespace shardrec::optim {
 namespace {
 
 using RowBitsFn = void (*)(uint64_t, int64_t, int32_t, uint32_t*);
 
-#define SHARDREC_ROUNDING_ROW_LOOP \
-  for (int32_t i = 0; i < n; ++i) bits[i] = RoundingColumnBits(row_key, first_col + i)
-
 void RowBitsBaseline(uint64_t row_key, int64_t first_col, int32_t n, uint32_t* bits) {
-  SHARDREC_ROUNDING_ROW_LOOP;
+  for (int32_t i = 0; i < n; ++i) bits[i] = RoundingColumnBits(row_key, first_col + i);
 }
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) void RowBitsAvx2(uint64_t row_key, int64_t first_col, int32_t n,
                                                  uint32_t* bits) {
-  SHARDREC_ROUNDING_ROW_LOOP;
+  x86::AlignedRowBitsAvx2(row_key, first_col, n, bits);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void RowBitsAvx512(uint64_t row_key,
                                                                         int64_t first_col,
                                                                         int32_t n, uint32_t* bits) {
-  SHARDREC_ROUNDING_ROW_LOOP;
+  x86::AlignedRowBitsAvx512(row_key, first_col, n, bits);
 }
 #endif
 
-#undef SHARDREC_ROUNDING_ROW_LOOP
-
-// The bf16 row per level the same way: its adds and selects vectorize along with the bits.
+// The bf16 row per level through the same target attributes: the compiler vectorizes the
+// per-value definition's bits, and the rounding's adds and selects along with them.
 using Bf16RowFn = void (*)(uint64_t, int64_t, int32_t, const float*, uint16_t*);
 
 #define SHARDREC_BF16_ROW_LOOP    \

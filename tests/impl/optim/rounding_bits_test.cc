@@ -126,7 +126,22 @@ TEST(RoundingBits, EveryCpuLevelWritesTheSameBits) {
   const RoundingBitsLevel levels[] = {RoundingBitsLevel::kBaseline, RoundingBitsLevel::kAvx2,
                                       RoundingBitsLevel::kAvx512};
   const uint64_t keys[] = {0, ~0ULL, 0x9e3779b97f4a7c15ULL, RoundingRowKey(3, 11, 0xbeef, 42)};
-  const int64_t first_cols[] = {0, 1, 37, 0xFFFFFFF0LL, (1LL << 40) + 3, -5};
+  // Aligned and unaligned starts at both vector widths; registers on each side of a change of the
+  // columns' high 16 bits (65536) and of their low 32 bits' wrap (2^32).
+  const int64_t first_cols[] = {0,
+                                1,
+                                8,
+                                16,
+                                37,
+                                65520,
+                                65530,
+                                0xFFFFFFF0LL,
+                                0xFFFFFFF8LL,
+                                (1LL << 32) - 1000,
+                                -5,
+                                -64,
+                                (1LL << 40) + 3,
+                                (1LL << 40) + 0x10000 - 16};
   std::vector<int32_t> lengths;
   for (int32_t n = 0; n <= 70; ++n) lengths.push_back(n);
   for (const int32_t n : {127, 128, 129, 256, 1000}) lengths.push_back(n);

@@ -350,6 +350,7 @@ void Rows(const FusedRowsArgs& a) {
   // The weight rows and states are read only when the optimizer runs on the row.
   const bool touches_rows = a.mode != FusedRowsMode::kAggregate || a.stats != nullptr;
   float stats_buf[2] = {0.0f, 0.0f};
+  uint32_t bits_buf[kFp8<kType> ? kFp8BitsChunk : 1];
   for (int64_t u = a.u_begin; touches_rows && u < a.u_end && u < a.u_begin + a.rows_ahead; ++u)
     PrefetchRow<kType>(a, a.unique_rows[u], elem);
   for (int64_t u = a.u_begin; u < a.u_end; ++u) {
@@ -415,10 +416,11 @@ void Rows(const FusedRowsArgs& a) {
       if (a.row_bits == nullptr) {
         EncodeFp8RowVec<I, kFp8KindOf<kType>>(w_buf, a.cols, dst);
       } else {
-        EncodeFp8RowVecStochastic<I, kFp8KindOf<kType>>(w_buf, a.cols, dst,
-                                                        [&](int32_t c0, int32_t n, uint32_t* bits) {
-                                                          a.row_bits(a.store_ctx, row, c0, n, bits);
-                                                        });
+        EncodeFp8RowVecStochastic<I, kFp8KindOf<kType>>(
+            w_buf, a.cols, dst, [&](int32_t c0, int32_t n) -> const uint32_t* {
+              a.row_bits(a.store_ctx, row, c0, n, bits_buf);
+              return bits_buf;
+            });
       }
     } else if constexpr (kType != WeightType::kFp32) {
       a.store_row(a.store_ctx, row, w_buf);
@@ -471,13 +473,11 @@ void Fp8Row(WeightType type, bool encode, float* values, int32_t cols, uint8_t* 
 template <class I>
 void Fp8RowStochastic(WeightType type, const float* values, int32_t cols, const uint32_t* bits,
                       uint8_t* row) {
-  const auto fill = [bits](int32_t c0, int32_t n, uint32_t* out) {
-    for (int32_t i = 0; i < n; ++i) out[i] = bits[c0 + i];
-  };
+  const auto bits_at = [bits](int32_t c0, int32_t) { return bits + c0; };
   if (type == WeightType::kFp8E5M2)
-    EncodeFp8RowVecStochastic<I, Fp8Kind::kE5M2>(values, cols, row, fill);
+    EncodeFp8RowVecStochastic<I, Fp8Kind::kE5M2>(values, cols, row, bits_at);
   else
-    EncodeFp8RowVecStochastic<I, Fp8Kind::kE4M3>(values, cols, row, fill);
+    EncodeFp8RowVecStochastic<I, Fp8Kind::kE4M3>(values, cols, row, bits_at);
 }
 
 }  // namespace

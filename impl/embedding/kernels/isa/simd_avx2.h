@@ -67,10 +67,14 @@ struct Avx2 {
     return _mm256_slli_epi32(v, n);
   }
   static IMask IGt(IReg a, IReg b) { return _mm256_cmpgt_epi32(a, b); }  // signed
+  static IReg IMax(IReg a, IReg b) { return _mm256_max_epi32(a, b); }    // signed
   static IMask IEq(IReg a, IReg b) { return _mm256_cmpeq_epi32(a, b); }
   static IReg ISelect(IMask m, IReg a, IReg b) { return _mm256_blendv_epi8(b, a, m); }
   static bool Any(IMask m) { return _mm256_movemask_epi8(m) != 0; }
   static Reg CvtI32(IReg v) { return _mm256_cvtepi32_ps(v); }  // exact for the small counts used
+  static IReg ILoad(const uint32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
   static void IStore(uint32_t* p, IReg v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
   // kWidth bytes widened to lanes, and each lane's low byte stored (lanes within 0..255).
   static IReg LoadBytes(const uint8_t* p) {

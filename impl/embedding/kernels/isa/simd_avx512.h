@@ -77,12 +77,14 @@ struct Avx512 {
     return _mm512_maskz_slli_epi32(0xFFFF, v, n);
   }
   static IMask IGt(IReg a, IReg b) { return _mm512_cmpgt_epi32_mask(a, b); }  // signed
+  static IReg IMax(IReg a, IReg b) { return _mm512_max_epi32(a, b); }         // signed
   static IMask IEq(IReg a, IReg b) { return _mm512_cmpeq_epi32_mask(a, b); }
   static IReg ISelect(IMask m, IReg a, IReg b) { return _mm512_mask_blend_epi32(m, b, a); }
   static bool Any(IMask m) { return m != 0; }
   static Reg CvtI32(IReg v) {
     return _mm512_maskz_cvtepi32_ps(0xFFFF, v);
   }  // exact for the small counts used
+  static IReg ILoad(const uint32_t* p) { return _mm512_loadu_si512(p); }
   static void IStore(uint32_t* p, IReg v) { _mm512_storeu_si512(p, v); }
   // kWidth bytes widened to lanes, and each lane's low byte stored (lanes within 0..255).
   static IReg LoadBytes(const uint8_t* p) {

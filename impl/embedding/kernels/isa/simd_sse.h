@@ -78,13 +78,17 @@ struct Sse {
   static IReg Sll(IReg v) {
     return _mm_slli_epi32(v, n);
   }
-  static IMask IGt(IReg a, IReg b) { return _mm_cmpgt_epi32(a, b); }  // signed
+  static IMask IGt(IReg a, IReg b) { return _mm_cmpgt_epi32(a, b); }     // signed
+  static IReg IMax(IReg a, IReg b) { return ISelect(IGt(a, b), a, b); }  // signed (SSE2)
   static IMask IEq(IReg a, IReg b) { return _mm_cmpeq_epi32(a, b); }
   static IReg ISelect(IMask m, IReg a, IReg b) {
     return _mm_or_si128(_mm_and_si128(m, a), _mm_andnot_si128(m, b));
   }
   static bool Any(IMask m) { return _mm_movemask_epi8(m) != 0; }
   static Reg CvtI32(IReg v) { return _mm_cvtepi32_ps(v); }  // exact for the small counts used
+  static IReg ILoad(const uint32_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
   static void IStore(uint32_t* p, IReg v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
   // kWidth bytes widened to lanes, and each lane's low byte stored (lanes within 0..255).
   static IReg LoadBytes(const uint8_t* p) {
@@ -147,10 +151,14 @@ struct Sse {
   static IMask IGt(IReg a, IReg b) {
     return static_cast<int32_t>(a) > static_cast<int32_t>(b) ? ~0u : 0u;
   }
+  static IReg IMax(IReg a, IReg b) {
+    return static_cast<int32_t>(a) > static_cast<int32_t>(b) ? a : b;
+  }
   static IMask IEq(IReg a, IReg b) { return a == b ? ~0u : 0u; }
   static IReg ISelect(IMask m, IReg a, IReg b) { return (a & m) | (b & ~m); }
   static bool Any(IMask m) { return m != 0; }
   static Reg CvtI32(IReg v) { return static_cast<float>(static_cast<int32_t>(v)); }
+  static IReg ILoad(const uint32_t* p) { return *p; }
   static void IStore(uint32_t* p, IReg v) { *p = v; }
   static IReg LoadBytes(const uint8_t* p) { return *p; }
   static void StoreBytes(uint8_t* p, IReg v) { *p = static_cast<uint8_t>(v); }
