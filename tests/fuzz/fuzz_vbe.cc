@@ -6,7 +6,9 @@
 // VBE batch), through forward_vbe or the pipelined input_dist_start_vbe. Checked on every input:
 //  - no crash, hang or sanitizer report;
 //  - every call returns OK or EINVAL / EUSAGE with a message, never EINTERNAL; a view that
-//    shardrec_embedding_vbe_output_len refuses is refused by the forward too;
+//    shardrec_embedding_vbe_output_len refuses, or that breaks a field rule (a NULL array with a
+//    count, a weights count that is not num_values, a wrong version, F or dtype), is refused by
+//    the forward;
 //  - a refused forward or backward (on any rank) changes no weight, optimizer state or step
 //    count on either rank, and a valid batch then gives the output it gave just before;
 //  - the next valid step works on both ranks (they stay paired).
@@ -59,6 +61,7 @@ struct Reader : shardrec::fuzz::ByteReader {
     const uint8_t b = Byte();
     if (b < 0xf0) return b % (typical + 1);
     if (b < 0xf8) return -1 - (b & 7);
+    if (b >= 0xfe) return b == 0xfe ? int64_t{1} << 62 : INT64_MAX;  // sums that wrap
     return int64_t{1} << (32 + (b & 7) * 4);
   }
 };
@@ -94,16 +97,17 @@ VbeBatch Decode(Reader& in) {
   const bool plain = (flags & 0x0c) == 0x0c;  // feature_batch_sizes NULL
   const size_t F = (flags & 0x30) == 0x30 ? kFeatures + 1 - 2 * (flags >> 7) : kFeatures;
   b.sizes.resize(F);
-  int64_t sum = 0, max = 0;
+  uint64_t sum = 0;  // wraps for the huge sizes, as a careless caller's would
+  int64_t max = 0;
   bool sane = true;  // every B_f small and non-negative
   for (auto& s : b.sizes) {
     s = in.Size(5);
     if (s < 0 || s > 5) sane = false;
     if (s > max) max = s;
-    if (s > 0) sum += s;
+    if (s > 0) sum += static_cast<uint64_t>(s);
   }
   int64_t B = inverse ? in.Size(5) : max;
-  if (!inverse && (spoil & 1)) B += (spoil & 2) ? 1 : -1;  // a stride that is not max B_f
+  if (!inverse && (spoil & 1)) B += (spoil & 2) && B < INT64_MAX ? 1 : -1;  // not max B_f
   if (plain) B = in.Byte() % 5;
   const size_t bags = plain ? F * static_cast<size_t>(B) : sane ? static_cast<size_t>(sum) : 0;
   b.lengths.resize(bags + 1);
@@ -131,7 +135,8 @@ VbeBatch Decode(Reader& in) {
     for (size_t i = 0; i < b.inverse.size(); ++i) {
       const int64_t bf = b.sizes[i / static_cast<size_t>(B)];
       const uint8_t r = in.Byte();
-      b.inverse[i] = r < 0xf0 ? (bf > 0 ? r % bf : 0) : (r & 1 ? bf + (r & 6) : -1 - (r & 6));
+      const int64_t past = bf < INT64_MAX - 8 ? bf + (r & 6) : INT64_MAX;  // out of range
+      b.inverse[i] = r < 0xf0 ? (bf > 0 ? r % bf : 0) : (r & 1 ? past : -1 - (r & 6));
     }
   }
   shardrec_kjt_vbe_view_t& v = b.view;
@@ -160,10 +165,28 @@ VbeBatch Decode(Reader& in) {
   if ((nulls & 0x30) == 0x30) v.inverse_indices = nullptr;
   if ((nulls & 0xc0) == 0xc0 && !plain) v.feature_batch_sizes = nullptr;
   if (nulls == 0x5a && weighted) v.kjt.num_weights += 1;  // shorter count only: never more
+  if ((nulls & 0xf0) == 0x90 && !weighted) v.kjt.num_weights = 1 + (nulls & 3);  // no array
   if (nulls == 0xa5) v.version = 2;
   if (nulls == 0x66) v.kjt.values_dtype = SHARDREC_DTYPE_FLOAT32;
   if (weighted && v.kjt.num_weights > b.weights.size()) v.kjt.weights = nullptr;
   return b;
+}
+
+// Field checks the header and docs/variable-batch.md promise, whatever else the view holds: a
+// view that breaks one is refused.
+bool MustRefuse(const shardrec_kjt_vbe_view_t& v) {
+  const shardrec_kjt_view_t& k = v.kjt;
+  return v.version != SHARDREC_KJT_VBE_VIEW_VERSION || k.num_features != kFeatures ||
+         (k.lengths == nullptr && k.num_lengths > 0) || (k.values == nullptr && k.num_values > 0) ||
+         (k.weights == nullptr && k.num_weights != 0) ||
+         (k.weights != nullptr && k.num_weights != k.num_values) ||
+         (k.values_dtype != SHARDREC_DTYPE_INT64 && k.values_dtype != SHARDREC_DTYPE_INT32) ||
+         (v.inverse_indices == nullptr && v.num_inverse_indices > 0) ||
+         (v.feature_batch_sizes == nullptr &&
+          (v.inverse_indices != nullptr || v.num_feature_batch_sizes != 0)) ||
+         (v.feature_batch_sizes != nullptr && v.num_feature_batch_sizes != kFeatures) ||
+         (v.inverse_indices != nullptr &&
+          v.num_inverse_indices != kFeatures * static_cast<uint64_t>(k.batch_size));
 }
 
 // A valid VBE batch from a seed: B_f in [0, 4], with inverse indices every other seed.
@@ -309,7 +332,7 @@ void Iteration(int rank, const Config& c, const Job& job, Reader* fuzzed) {
   std::vector<float> out(std::min(len, kMaxOut));
   shardrec_status_t rc = Forward(coll, &own.view, out.data(), len, job.pipelined);
   if (rc != SHARDREC_OK) CheckRejection(rc);
-  if (len_rc != SHARDREC_OK) FUZZ_CHECK(rc != SHARDREC_OK);
+  if (len_rc != SHARDREC_OK || MustRefuse(own.view)) FUZZ_CHECK(rc != SHARDREC_OK);
   const bool forward_ok = rc == SHARDREC_OK;
   size_t grad_len = out.size();
   if (fuzzed && (fuzzed->Byte() & 15) == 1) grad_len += 1;
