@@ -9,6 +9,7 @@
 //    files stay open) the weights are the in-memory table's, bit for bit, rows queued for the
 //    failed writes included; a store cut short refuses the read (SHARDREC_ECORRUPT) rather
 //    than returning other bytes.
+// And at creation: a directory one rank cannot make fails creation on every rank at once.
 // The store seals segments at 64 KiB here (SHARDREC_TIER_TEST_SEGMENT_KIB, the tiered tests'
 // switch), so a short run needs new segment files after the damage. A read-only directory is not
 // among the cases: the tests run as root in CI, which writes through the permissions.
@@ -27,6 +28,7 @@
 #include "shardrec/shardrec.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/capi/tiered/tiered_test_util.h"
+#include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
 namespace {
@@ -205,6 +207,49 @@ TEST(TieredFault, SegmentsCutShortAreRefusedAsCorruptNotReadAsZeros) {
   EXPECT_NE(std::string(shardrec_last_error()).find(".dat"), std::string::npos)
       << shardrec_last_error();
   tiered.reset();
+  fs::remove_all(dir);
+}
+
+// A directory one rank cannot make (a path through a regular file): that rank's creation fails
+// with SHARDREC_EIO naming the path, and its peer's at once with SHARDREC_EINVAL naming the rank,
+// not at the communicator's timeout.
+TEST(TieredFault, ADirectoryOneRankCannotMakeFailsCreationOnEveryRank) {
+  const Scenario s =
+      TieredScenario(2, SHARDREC_SHARDING_ROW_WISE, 0, 0, SHARDREC_POOLING_SUM, false);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("fault_create");
+  fs::create_directories(dir);
+  const std::string file = dir + "/file";
+  FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(2, [&](int r) {
+    const std::string mine = r == 1 ? file + "/sub" : dir + "/rank0";
+    shardrec_table_tier_t tier;
+    ASSERT_EQ(shardrec_table_tier_init(&tier, SHARDREC_TABLE_TIER_VERSION), SHARDREC_OK);
+    tier.table = "t0";
+    tier.dir = mine.c_str();
+    tier.cache_bytes = 1 << 16;
+    shardrec_embedding_options_t o;
+    ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
+    o.tiers = &tier;
+    o.num_tiers = 1;
+    shardrec_embedding_t* sentinel = reinterpret_cast<shardrec_embedding_t*>(&o);
+    shardrec_embedding_t* c = sentinel;
+    const shardrec_status_t rc =
+        shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o);
+    const std::string err = shardrec_last_error();
+    EXPECT_EQ(c, sentinel) << "a failed creation sets no collection";
+    if (r == 1) {
+      EXPECT_EQ(rc, SHARDREC_EIO) << err;
+      EXPECT_NE(err.find(file + "/sub"), std::string::npos) << err;
+    } else {
+      EXPECT_EQ(rc, SHARDREC_EINVAL) << err;
+      EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+    }
+  });
   fs::remove_all(dir);
 }
 
