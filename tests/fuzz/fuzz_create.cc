@@ -43,13 +43,20 @@ bool Documented(shardrec_status_t rc) {
 struct Scratch {
   std::filesystem::path root;
   Scratch() {
-    static const std::filesystem::path base = [] {
+    // The process's directory, removed when it exits.
+    static const struct Base {
+      std::filesystem::path path;
+      ~Base() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+      }
+    } base{[] {
       std::string tmpl = (std::filesystem::temp_directory_path() / "fuzz_create.XXXXXX").string();
       FUZZ_CHECK(mkdtemp(tmpl.data()) != nullptr);
       return std::filesystem::path(tmpl);
-    }();
+    }()};
     static uint64_t run = 0;
-    root = base / std::to_string(run++);
+    root = base.path / std::to_string(run++);
     std::filesystem::create_directories(root);
     FILE* f = std::fopen((root / "file").c_str(), "w");
     FUZZ_CHECK(f != nullptr);
