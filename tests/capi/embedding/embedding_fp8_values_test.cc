@@ -5,16 +5,23 @@
 // be the documented encoding of each row (the reference's RoundRowToFp8: NaN stays NaN, an
 // infinity saturates), go out through a table export and back through an import bit for bit,
 // survive a checkpoint save and load bit for bit (also from world 2 to world 1), and be read by
-// a forward without a refusal or a crash.
+// a forward without a refusal or a crash. And a checkpoint whose FP8 row carries a scale no
+// encoding gives (not a power of two, NaN, beyond 2^111, negative), its checksums made to match,
+// is refused as corrupt by a load (staged and partial, nothing changed) and by serving.
 #include <gtest/gtest.h>
+#define XXH_INLINE_ALL  // the checksums, header-only (as checkpoint_test_util.cc)
+#include <xxhash.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "shardrec/checkpoint.h"
+#include "shardrec/inference.h"
+#include "tests/capi/checkpoint/checkpoint_test_util.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/support/reference_model.h"
 #include "tests/support/spawn_ranks.h"
@@ -170,6 +177,70 @@ TEST(EmbeddingFp8Values, HostileRowsEncodeAsDocumentedAndRoundTrip) {
       EXPECT_EQ(FirstDifference(GetWeights(c1.get(), s1.tables[t]), want[t]), "")
           << "loaded " << s1.tables[t].name;
     ForwardReads(c1.get(), s1);
+  }
+}
+
+// Writes `scale` as row 0's scale of table t0's weights record in rank file 0 of checkpoint
+// `dir`, and makes the record's checksums and the manifest's match the new bytes.
+void ForgeScale(const std::string& dir, float scale) {
+  EditManifest(dir, [&](nlohmann::json& m) {
+    for (auto& f : m["files"])
+      for (auto& r : f["records"]) {
+        if (r["table"] != "t0" || r["tensor"] != "weights") continue;
+        const std::string path = dir + "/" + f["name"].get<std::string>();
+        const uint64_t begin = r["byte_range"][0], end = r["byte_range"][1];
+        ASSERT_EQ(r["xxh3"].size(), 1u) << "a record of one chunk";
+        std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+        std::vector<char> bytes(end - begin);
+        io.seekg(static_cast<std::streamoff>(begin));
+        io.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        std::memcpy(bytes.data(), &scale, sizeof(scale));
+        io.seekp(static_cast<std::streamoff>(begin));
+        io.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        r["xxh3"][0] = XXH3_64bits(bytes.data(), bytes.size());
+        return;
+      }
+    FAIL() << "no weights record of t0";
+  });
+}
+
+TEST(EmbeddingFp8Values, ACheckpointRowWithAScaleNoEncodingGivesIsCorrupt) {
+  Scenario s =
+      DTypeScenario(1, SHARDREC_DTYPE_FP8_E4M3, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  s.ranks_per_node = 1;
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string base = ::testing::TempDir() + "fp8_forged_scale";
+  CollPtr saver = CreateRank(s, plan.get(), 0, s.seed);
+  ASSERT_NE(saver, nullptr);
+  int round = 0;
+  for (const float scale : {3.0f, NAN, std::ldexp(1.0f, 120), -1.0f}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    const std::string dir = base + "_" + std::to_string(round++);
+    std::filesystem::remove_all(dir);
+    ASSERT_EQ(shardrec_checkpoint_save(saver.get(), dir.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    ForgeScale(dir, scale);
+    CollPtr c = CreateRank(s, plan.get(), 0, s.seed + 1);  // other weights than the checkpoint's
+    ASSERT_NE(c, nullptr);
+    const auto before = Snapshot(c.get(), s);
+    for (const int32_t partial : {0, 1}) {
+      shardrec_checkpoint_options_t o;
+      ASSERT_EQ(shardrec_checkpoint_options_init(&o, SHARDREC_CHECKPOINT_OPTIONS_VERSION),
+                SHARDREC_OK);
+      o.allow_partial_load = partial;
+      o.verify_first = partial;
+      EXPECT_EQ(shardrec_checkpoint_load(c.get(), dir.c_str(), &o), SHARDREC_ECORRUPT);
+      EXPECT_NE(std::string(shardrec_last_error()).find("power of two"), std::string::npos)
+          << shardrec_last_error();
+      EXPECT_EQ(Snapshot(c.get(), s), before) << "a refused load changed the collection";
+    }
+    shardrec_inference_t* inf = nullptr;
+    EXPECT_EQ(shardrec_inference_open(dir.c_str(), nullptr, &inf), SHARDREC_ECORRUPT)
+        << shardrec_last_error();
+    EXPECT_EQ(inf, nullptr);
+    shardrec_inference_destroy(inf);
+    std::filesystem::remove_all(dir);
   }
 }
 
