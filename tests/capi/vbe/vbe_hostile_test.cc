@@ -2,8 +2,9 @@
 // counts and sizes whose sums or products overflow, given by one rank while its peer's view is
 // good, through forward_vbe and through the pipelined input_dist_start_vbe. Each is SHARDREC_EINVAL
 // on both ranks, the refusing rank's message says what is wrong and the peer's names that rank,
-// nothing changes (weights, states, step count), and the next good step trains. Found by none of
-// the fuzz targets as a defect; kept as the regression net of the fuzz_vbe target's cases.
+// nothing changes (weights, states, step count), and the next good step trains. "weights_null" is
+// the regression test of a defect fuzz_vbe found: with inverse indices that skip a bag holding
+// ids, a NULL weights array with a nonzero count was trained as an unweighted batch.
 #include <gtest/gtest.h>
 
 #include <cstdint>
