@@ -226,7 +226,10 @@ void VbeStep::DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded) 
   const size_t width = k.values_dtype == DType::kInt64   ? sizeof(int64_t)
                        : k.values_dtype == DType::kInt32 ? sizeof(int32_t)
                                                          : 0;
+  // Every field check of CheckBatchFields that the copy would hide (it sets the copy's counts
+  // from what it copies): a weights count without weights included.
   if (width == 0 || (k.num_values > 0 && k.values == nullptr) ||
+      (k.weights == nullptr && k.num_weights != 0) ||
       (k.weights != nullptr && k.num_weights != k.num_values))
     return;
   size_t sum = 0, dropped = 0;

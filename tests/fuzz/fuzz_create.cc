@@ -1,18 +1,27 @@
-// libFuzzer target over the creation path a new user writes first: fuzzed table, feature,
-// optimizer and topology configs go to shardrec_plan_create, and fuzzed collection options to
-// shardrec_embedding_create (world 1). Checked on every input:
+// libFuzzer target over the creation path a new user writes first: fuzzed table (every weight
+// dtype, FP8 included), feature, optimizer and topology configs go to shardrec_plan_create, and
+// fuzzed collection options, tiered tables among them (shardrec_table_tier_t: a scratch directory
+// per input, bad paths, caches of 0, 1, huge and negative bytes), to shardrec_embedding_create
+// (world 1). Checked on every input:
 //  - no crash, hang or sanitizer report;
 //  - every call returns OK or a documented rejection (EINVAL, ENOMEM, EUNSUPPORTED, ENODEVICE,
-//    ENOTFOUND), never EINTERNAL, and a rejection leaves *out untouched;
-//  - what was created works: one forward and backward of a valid batch succeed, and the plan
-//    survives a JSON round trip with the same hash.
+//    ENOTFOUND; EIO for a tier directory that cannot be made), never EINTERNAL, and a rejection
+//    leaves *out untouched;
+//  - what was created works: one forward and backward of a valid batch succeed (a tier whose
+//    cache cannot hold the batch's rows refuses the forward, then the backward, changing no
+//    weight), and the plan survives a JSON round trip with the same hash;
+//  - the weight accessors keep their promise with hostile values (NaN, infinities, 1e30,
+//    subnormals): set_weights then get_weights gives values that set_weights stores unchanged
+//    (so a second round trip keeps every bit), NaN where NaN was set and nowhere else.
 // Memory stays bounded by giving the planner a 64 MiB rank: larger tables must be refused by it.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "shardrec/shardrec.h"
@@ -28,6 +37,43 @@ bool Documented(shardrec_status_t rc) {
   return rc == SHARDREC_EINVAL || rc == SHARDREC_ENOMEM || rc == SHARDREC_EUNSUPPORTED ||
          rc == SHARDREC_ENODEVICE || rc == SHARDREC_ENOTFOUND;
 }
+
+// The scratch directory of one input (tiers' stores), removed when the input is done; it holds
+// a regular file, "file", for the tiers whose directory is a file or lies under one.
+struct Scratch {
+  std::filesystem::path root;
+  Scratch() {
+    // The process's directory, removed when it exits.
+    static const struct Base {
+      std::filesystem::path path;
+      ~Base() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+      }
+    } base{[] {
+      std::string tmpl = (std::filesystem::temp_directory_path() / "fuzz_create.XXXXXX").string();
+      FUZZ_CHECK(mkdtemp(tmpl.data()) != nullptr);
+      return std::filesystem::path(tmpl);
+    }()};
+    static uint64_t run = 0;
+    root = base.path / std::to_string(run++);
+    std::filesystem::create_directories(root);
+    FILE* f = std::fopen((root / "file").c_str(), "w");
+    FUZZ_CHECK(f != nullptr);
+    std::fclose(f);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
+
+// The tiers of an input and the storage their strings point into.
+struct Tiers {
+  std::vector<shardrec_table_tier_t> tiers;
+  std::vector<std::string> dirs;
+  bool any = false;  // a tier given: a forward may be refused for the cache
+};
 
 // Reads bytes off the fuzz input; past the end it yields zeros (so short inputs are defaults).
 struct Reader : shardrec::fuzz::ByteReader {
@@ -97,6 +143,9 @@ struct Configs {
   std::vector<std::vector<const char*>> name_lists;
   std::vector<shardrec_optimizer_config_t> optimizers;
   shardrec_topology_t topology;
+  // Table-wise for every table, when asked: the planner would make small tables data-parallel,
+  // which no tier takes.
+  std::vector<shardrec_table_constraints_t> constraints;
   // The tables in the version-1 layout, when they were filled for version 1: a caller built
   // against that header passes an array of the shorter struct.
   std::vector<old_table_config_v1_t> v1_tables;
@@ -140,6 +189,9 @@ void Decode(Reader& in, Configs* c) {
     tc.dim = static_cast<int32_t>(in.Count(130));  // INT64_MAX etc. truncate to odd dims
     tc.pooling = in.Enum(3);
     tc.dtype = in.Enum(6);
+    // FP8 rows (E4M3, E5M2) from the version byte, so the older corpus keeps its meaning.
+    if ((version & 0x06) == 0x06 && version != 0xff)
+      tc.dtype = version & 8 ? SHARDREC_DTYPE_FP8_E5M2 : SHARDREC_DTYPE_FP8_E4M3;
     const uint8_t reads = in.Byte();
     const size_t count = reads % 4;
     // The arrays are exactly as long as the counts say (a caller that lies about a length
@@ -179,9 +231,80 @@ void Decode(Reader& in, Configs* c) {
   if (tb & 32) topo.collective_latency = in.Float(1e-5f);
   if (tb & 64) topo.device_type = in.Enum(2);
   if (tb == 0xff) topo.version = 0;
+  if ((tb & 0x80) && tb != 0xff) {
+    c->constraints.resize(c->tables.size());
+    for (size_t t = 0; t < c->tables.size(); ++t) {
+      FUZZ_CHECK(shardrec_table_constraints_init(
+                     &c->constraints[t], SHARDREC_TABLE_CONSTRAINTS_VERSION) == SHARDREC_OK);
+      c->constraints[t].table = c->tables[t].name;
+      c->constraints[t].sharding_types = 1u << SHARDREC_SHARDING_TABLE_WISE;
+    }
+  }
 }
 
-shardrec_embedding_options_t Options(Reader& in) {
+// Tiered tables (options version 5): up to three, naming plan tables, unknown or duplicate
+// ones, with directories good or bad and caches from none to huge.
+void DecodeTiers(Reader& in, const Scratch& scratch, Tiers* t) {
+  const uint8_t b = in.Byte();
+  const size_t n = b % 4;
+  t->dirs.resize(n);
+  t->tiers.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    shardrec_table_tier_t& tier = t->tiers[i];
+    FUZZ_CHECK(shardrec_table_tier_init(&tier, SHARDREC_TABLE_TIER_VERSION) == SHARDREC_OK);
+    tier.table = kNames[in.Byte() % 7];
+    const uint8_t d = in.Byte();
+    switch (d % 8) {
+      case 0:
+      case 1:
+        t->dirs[i] = (scratch.root / ("tier" + std::to_string(i))).string();
+        break;
+      case 2:
+        t->dirs[i] = scratch.root.string();  // shared by every tier that picks it
+        break;
+      case 3:
+        t->dirs[i] = (scratch.root / "file").string();  // a regular file
+        break;
+      case 4:
+        t->dirs[i] = (scratch.root / "file" / "sub").string();  // under a file
+        break;
+      case 5:
+        t->dirs[i] = (scratch.root / std::string(300, 'd') / std::string(300, 'e')).string();
+        break;
+      case 6:
+        t->dirs[i] = "/proc/shardrec-fuzz";  // cannot be made
+        break;
+      default:
+        t->dirs[i] = "";
+        break;
+    }
+    tier.dir = (d & 0x80) && (d % 8) == 7 ? nullptr : t->dirs[i].c_str();
+    switch (in.Byte() % 8) {
+      case 0:
+        tier.cache_bytes = 0;
+        break;
+      case 1:
+        tier.cache_bytes = 1;
+        break;
+      case 2:
+        tier.cache_bytes = INT64_MAX;
+        break;
+      case 3:
+        tier.cache_bytes = -4096;
+        break;
+      case 4:
+        tier.cache_bytes = int64_t{1} << 40;  // more than the machine: capped at the rows
+        break;
+      default:
+        tier.cache_bytes = int64_t{256} << (in.Byte() % 12);  // 256 B .. 512 KiB
+        break;
+    }
+    if ((d & 0x70) == 0x70) tier.version = 2;
+  }
+  t->any = n > 0;
+}
+
+shardrec_embedding_options_t Options(Reader& in, const Scratch& scratch, Tiers* tiers) {
   shardrec_embedding_options_t o;
   const uint8_t v = in.Byte();
   const uint32_t version = 1 + v % SHARDREC_EMBEDDING_OPTIONS_VERSION;
@@ -202,12 +325,20 @@ shardrec_embedding_options_t Options(Reader& in) {
     o.max_batch_size = in.Count(8);
     o.max_ids_per_batch = in.Count(64);
   }
+  if (version >= 5) {
+    DecodeTiers(in, scratch, tiers);
+    o.tiers = tiers->tiers.empty() ? nullptr : tiers->tiers.data();
+    o.num_tiers = tiers->tiers.size();
+    if (tiers->tiers.empty() && (v & 0x80)) o.num_tiers = 2;  // NULL with a count
+  }
   if (v == 0xff) o.version = 99;
   return o;
 }
 
-// A valid batch for whatever features the plan has: ids inside each feature's table.
-void TrainOnce(shardrec_embedding_t* coll, shardrec_plan_t* plan, Reader& in) {
+// A valid batch for whatever features the plan has: ids inside each feature's table. With
+// tiers the cache may be too small for the batch's rows: then the forward is refused, the
+// backward too, and no weight changes.
+void TrainOnce(shardrec_embedding_t* coll, shardrec_plan_t* plan, bool tiered, Reader& in) {
   size_t num_features = 0, num_tables = 0;
   FUZZ_CHECK(shardrec_plan_num_features(plan, &num_features) == SHARDREC_OK);
   FUZZ_CHECK(shardrec_plan_num_tables(plan, &num_tables) == SHARDREC_OK);
@@ -241,11 +372,70 @@ void TrainOnce(shardrec_embedding_t* coll, shardrec_plan_t* plan, Reader& in) {
   FUZZ_CHECK(shardrec_embedding_is_sequence(coll, &sequence) == SHARDREC_OK);
   const size_t rows = sequence ? ids.size() : static_cast<size_t>(batch);
   std::vector<float> out(rows * static_cast<size_t>(dim));
+  const char* table0 = nullptr;
+  int64_t rows0 = 0;
+  int32_t dim0 = 0;
+  FUZZ_CHECK(shardrec_plan_table_name(plan, 0, &table0) == SHARDREC_OK);
+  FUZZ_CHECK(shardrec_plan_table_rows(plan, 0, &rows0) == SHARDREC_OK);
+  FUZZ_CHECK(shardrec_plan_table_dim(plan, 0, &dim0) == SHARDREC_OK);
+  // The 64 MiB rank bounds rows x dim; a copy of table 0 is read only when it is small.
+  const size_t weights0 = static_cast<size_t>(rows0) * static_cast<size_t>(dim0);
+  const bool small0 = weights0 <= (size_t{1} << 16);
+  std::vector<float> before(small0 ? weights0 : 0);
+  if (small0)
+    FUZZ_CHECK(shardrec_embedding_get_weights(coll, table0, before.data(), before.size()) ==
+               SHARDREC_OK);
   const shardrec_status_t rc =
       shardrec_embedding_forward(coll, &view, out.data(), out.size(), nullptr);
-  FUZZ_CHECK(rc == SHARDREC_OK);
   std::vector<float> grad(out.size(), 0.01f);
-  FUZZ_CHECK(shardrec_embedding_backward(coll, grad.data(), grad.size(), nullptr) == SHARDREC_OK);
+  if (rc != SHARDREC_OK) {
+    FUZZ_CHECK(tiered && rc == SHARDREC_EINVAL && std::strlen(shardrec_last_error()) > 0);
+    FUZZ_CHECK(shardrec_embedding_backward(coll, grad.data(), grad.size(), nullptr) ==
+               SHARDREC_EUSAGE);
+    std::vector<float> after(before.size());
+    if (small0)
+      FUZZ_CHECK(shardrec_embedding_get_weights(coll, table0, after.data(), after.size()) ==
+                 SHARDREC_OK);
+    FUZZ_CHECK(before.empty() || std::memcmp(before.data(), after.data(), before.size() * 4) == 0);
+  } else {
+    FUZZ_CHECK(shardrec_embedding_backward(coll, grad.data(), grad.size(), nullptr) == SHARDREC_OK);
+  }
+  if (!small0) return;
+  // Hostile weights through the accessors: whatever set_weights stores, get_weights returns
+  // values that it stores unchanged (every dtype rounds its own values to themselves).
+  std::vector<float> w(weights0);
+  for (auto& x : w) {
+    const uint8_t b = in.Byte();
+    switch (b & 7) {
+      case 0:
+        x = NAN;
+        break;
+      case 1:
+        x = (b & 8) ? INFINITY : -INFINITY;
+        break;
+      case 2:
+        x = (b & 8) ? 1e30f : -3e38f;
+        break;
+      case 3:
+        x = (b & 8) ? 1e-45f : -1e-40f;  // subnormals
+        break;
+      default:
+        x = static_cast<float>(static_cast<int8_t>(b)) / 8.0f;
+        break;
+    }
+  }
+  FUZZ_CHECK(shardrec_embedding_set_weights(coll, table0, w.data(), w.size()) == SHARDREC_OK);
+  std::vector<float> got(w.size()), again(w.size());
+  FUZZ_CHECK(shardrec_embedding_get_weights(coll, table0, got.data(), got.size()) == SHARDREC_OK);
+  FUZZ_CHECK(shardrec_embedding_set_weights(coll, table0, got.data(), got.size()) == SHARDREC_OK);
+  FUZZ_CHECK(shardrec_embedding_get_weights(coll, table0, again.data(), again.size()) ==
+             SHARDREC_OK);
+  FUZZ_CHECK(std::memcmp(got.data(), again.data(), got.size() * 4) == 0);
+  for (size_t i = 0; i < w.size(); ++i) {
+    // A NaN stays NaN in every dtype; a finite value stays finite except where a 16-bit
+    // dtype overflows.
+    FUZZ_CHECK(std::isnan(w[i]) == std::isnan(got[i]));
+  }
 }
 
 shardrec_comm_t* Comm() {
@@ -265,9 +455,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decode(in, &c);
   shardrec_plan_t* sentinel = reinterpret_cast<shardrec_plan_t*>(&c);
   shardrec_plan_t* plan = sentinel;
-  shardrec_status_t rc = shardrec_plan_create(&plan, c.TablesArg(), c.tables.size(),
-                                              c.features.empty() ? nullptr : c.features.data(),
-                                              c.features.size(), &c.topology, nullptr, 0);
+  shardrec_status_t rc = shardrec_plan_create(
+      &plan, c.TablesArg(), c.tables.size(), c.features.empty() ? nullptr : c.features.data(),
+      c.features.size(), &c.topology, c.constraints.empty() ? nullptr : c.constraints.data(),
+      c.constraints.size());
   if (rc != SHARDREC_OK) {
     FUZZ_CHECK(Documented(rc));
     FUZZ_CHECK(plan == sentinel);
@@ -288,17 +479,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const uint8_t which = in.Byte();
   shardrec_optimizer_config_t opt = Optimizer(in);
-  shardrec_embedding_options_t options = Options(in);
+  const Scratch scratch;
+  Tiers tiers;
+  shardrec_embedding_options_t options = Options(in, scratch, &tiers);
   shardrec_embedding_t* coll_sentinel = reinterpret_cast<shardrec_embedding_t*>(&options);
   shardrec_embedding_t* coll = coll_sentinel;
   rc = shardrec_embedding_create(&coll, plan, Comm(), which & 1 ? &opt : nullptr,
                                  which & 2 ? &options : nullptr);
   if (rc != SHARDREC_OK) {
-    FUZZ_CHECK(Documented(rc));
+    FUZZ_CHECK(Documented(rc) || (tiers.any && rc == SHARDREC_EIO));
     FUZZ_CHECK(coll == coll_sentinel);
     FUZZ_CHECK(std::strlen(shardrec_last_error()) > 0);
   } else {
-    TrainOnce(coll, plan, in);
+    TrainOnce(coll, plan, tiers.any && (which & 2), in);
     shardrec_embedding_destroy(coll);
   }
   shardrec_plan_destroy(plan);

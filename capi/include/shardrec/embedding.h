@@ -112,7 +112,11 @@ SHARDREC_BEGIN_DECL
  *         checked before anything is written, since Linux would map them and kill the process
  *         on first write) or cannot be mapped, or exceed the free memory of a GPU
  *         collection's device (with its per-step buffers sized from the capacity hints, the
- *         message naming their bytes); SHARDREC_ECUDA when a device copy fails; SHARDREC_ETIMEOUT /
+ *         message naming their bytes); SHARDREC_EIO when a tiered table's directory or store
+ *         cannot be made (shardrec_table_tier_t.dir: a path through a regular file, a name over
+ *         the file system's limit; the message names the path and the system's reason);
+ *         SHARDREC_ECUDA when a device copy
+ *         fails; SHARDREC_ETIMEOUT /
  *         SHARDREC_EREMOTE
  * when a peer does not take part. Thread-safety: each rank calls from its own thread. The caller
  * owns *out.

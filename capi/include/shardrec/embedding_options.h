@@ -52,7 +52,8 @@ typedef struct shardrec_table_tier {
   uint32_t version;    /**< SHARDREC_TABLE_TIER_VERSION. */
   const char* table;   /**< A table of the plan, named by at most one tier; copied. */
   const char* dir;     /**< This rank's directory for the table's stores (one subdirectory per
-                            local shard), created if missing; non-empty; copied. What it holds is
+                            local shard), created if missing (SHARDREC_EIO at creation, naming
+                            the path, when it cannot be); non-empty; copied. What it holds is
                             scratch for the collection's life: an earlier run's stores are
                             emptied at creation, never read. */
   int64_t cache_bytes; /**< > 0: DRAM for this rank's cached rows of the table (rows at their

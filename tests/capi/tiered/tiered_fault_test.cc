@@ -1,0 +1,257 @@
+// A tiered table's store directory damaged while the collection trains (docs/disk-tier.md,
+// "Write-back"): removed, replaced by a regular file, or its segment files cut to nothing. Checked
+// through the C API against the same table in memory fed the same batches:
+//  - no crash and no hang: every forward either succeeds, with the in-memory table's output bit
+//    for bit, or fails with the store's error naming the path (SHARDREC_EIO for a segment that
+//    cannot be made, SHARDREC_ECORRUPT for a segment cut short), and its backward then fails
+//    (SHARDREC_EUSAGE) with nothing trained;
+//  - no row is lost or read wrong: while the store can still be read (a removed directory's
+//    files stay open) the weights are the in-memory table's, bit for bit, rows queued for the
+//    failed writes included; a store cut short refuses the read (SHARDREC_ECORRUPT) rather
+//    than returning other bytes.
+// And at creation: a directory one rank cannot make fails creation on every rank at once.
+// The store seals segments at 64 KiB here (SHARDREC_TIER_TEST_SEGMENT_KIB, the tiered tests'
+// switch), so a short run needs new segment files after the damage. A read-only directory is not
+// among the cases: the tests run as root in CI, which writes through the permissions.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shardrec/shardrec.h"
+#include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/capi/tiered/tiered_test_util.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace shardrec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kRows = 4000;
+constexpr int32_t kDim = 16;
+constexpr int64_t kBatch = 8;
+constexpr int32_t kBag = 4;
+
+// Creates the tiered collection (cache of 64 rows: each step evicts) and its in-memory twin.
+void CreatePair(const shardrec_plan_t* plan, const std::string& dir, CollPtr* tiered,
+                CollPtr* memory) {
+  shardrec_table_tier_t tier;
+  ASSERT_EQ(shardrec_table_tier_init(&tier, SHARDREC_TABLE_TIER_VERSION), SHARDREC_OK);
+  tier.table = "t";
+  tier.dir = dir.c_str();
+  tier.cache_bytes = 64 * (kDim * 4 + 32);
+  shardrec_embedding_options_t o;
+  ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
+  o.tiers = &tier;
+  o.num_tiers = 1;
+  // The store reads the switch when it opens, at creation.
+  ASSERT_EQ(setenv("SHARDREC_TIER_TEST_SEGMENT_KIB", "64", 1), 0);
+  shardrec_embedding_t* c = nullptr;
+  const shardrec_status_t rc = shardrec_embedding_create(&c, plan, GroupComm(1, 0), nullptr, &o);
+  unsetenv("SHARDREC_TIER_TEST_SEGMENT_KIB");
+  ASSERT_EQ(rc, SHARDREC_OK) << shardrec_last_error();
+  tiered->reset(c);
+  c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, plan, GroupComm(1, 0), nullptr, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  memory->reset(c);
+}
+
+std::vector<float> Weights(shardrec_embedding_t* c, shardrec_status_t* rc) {
+  std::vector<float> w(static_cast<size_t>(kRows * kDim));
+  *rc = shardrec_embedding_get_weights(c, "t", w.data(), w.size());
+  return w;
+}
+
+// Trains both collections on the same random batches for 60 steps, damaging the tiered table's
+// directory with `fault` before step 10; returns how many tiered forwards were refused. Every
+// refusal must be `code` with `says` in its message.
+int TrainThroughFault(shardrec_embedding_t* tiered, shardrec_embedding_t* memory,
+                      const std::function<void()>& fault, shardrec_status_t code,
+                      const std::string& says) {
+  std::mt19937_64 rng(7);
+  int refused = 0;
+  for (int step = 0; step < 60; ++step) {
+    if (step == 10) fault();
+    std::vector<int32_t> lengths(kBatch, kBag);
+    std::vector<int64_t> ids(static_cast<size_t>(kBatch * kBag));
+    for (auto& id : ids) id = static_cast<int64_t>(rng() % kRows);
+    shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
+    v.batch_size = kBatch;
+    v.num_features = 1;
+    v.lengths = lengths.data();
+    v.num_lengths = lengths.size();
+    v.values = ids.data();
+    v.num_values = ids.size();
+    std::vector<float> out(static_cast<size_t>(kBatch * kDim)), want(out.size());
+    const std::vector<float> grad(out.size(), 0.125f);
+    const shardrec_status_t rc =
+        shardrec_embedding_forward(tiered, &v, out.data(), out.size(), nullptr);
+    if (rc != SHARDREC_OK) {
+      ++refused;
+      EXPECT_EQ(rc, code) << "step " << step << ": " << shardrec_last_error();
+      EXPECT_NE(std::string(shardrec_last_error()).find(says), std::string::npos)
+          << "step " << step << ": " << shardrec_last_error();
+      EXPECT_EQ(shardrec_embedding_backward(tiered, grad.data(), grad.size(), nullptr),
+                SHARDREC_EUSAGE);
+      continue;  // the twin skips the step too
+    }
+    EXPECT_EQ(shardrec_embedding_backward(tiered, grad.data(), grad.size(), nullptr), SHARDREC_OK)
+        << "step " << step << ": " << shardrec_last_error();
+    EXPECT_EQ(shardrec_embedding_forward(memory, &v, want.data(), want.size(), nullptr),
+              SHARDREC_OK);
+    EXPECT_EQ(shardrec_embedding_backward(memory, grad.data(), grad.size(), nullptr), SHARDREC_OK);
+    EXPECT_EQ(FirstBitDifference(out, want), "") << "step " << step;
+  }
+  return refused;
+}
+
+shardrec_table_config_t Table() {
+  shardrec_table_config_t t;
+  EXPECT_EQ(shardrec_table_config_init(&t, SHARDREC_TABLE_CONFIG_VERSION), SHARDREC_OK);
+  t.name = "t";
+  t.rows = kRows;
+  t.dim = kDim;
+  return t;
+}
+
+// Removed: the store's open files go on working until it needs a new segment, which it cannot
+// make; the rows of the failed writes stay queued, so none is lost.
+TEST(TieredFault, DirectoryRemovedMidRunRefusesForwardsAndLosesNoRow) {
+  PlanPtr plan = OneTablePlan(Table());
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("fault_removed");
+  CollPtr tiered, memory;
+  CreatePair(plan.get(), dir, &tiered, &memory);
+  ASSERT_NE(tiered, nullptr);
+  const int refused = TrainThroughFault(
+      tiered.get(), memory.get(), [&] { fs::remove_all(dir); }, SHARDREC_EIO,
+      "cannot create segment");
+  EXPECT_GT(refused, 0) << "the run never needed a new segment: the case tests nothing";
+  shardrec_status_t rc_t = SHARDREC_OK, rc_m = SHARDREC_OK;
+  const std::vector<float> got = Weights(tiered.get(), &rc_t);
+  const std::vector<float> want = Weights(memory.get(), &rc_m);
+  ASSERT_EQ(rc_t, SHARDREC_OK) << shardrec_last_error();
+  ASSERT_EQ(rc_m, SHARDREC_OK);
+  EXPECT_EQ(FirstBitDifference(got, want), "");
+  shardrec_tier_stats_t st = SHARDREC_TIER_STATS_INIT;
+  ASSERT_EQ(shardrec_embedding_tier_stats(tiered.get(), "t", &st), SHARDREC_OK);
+  EXPECT_GT(st.queue_depth, 0) << "the failed writes' rows are still queued";
+  tiered.reset();  // destroying it with failed writes queued returns
+}
+
+// Replaced by a regular file of the same name: the same, "Not a directory".
+TEST(TieredFault, DirectoryReplacedByAFileRefusesForwardsAndLosesNoRow) {
+  PlanPtr plan = OneTablePlan(Table());
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("fault_file");
+  CollPtr tiered, memory;
+  CreatePair(plan.get(), dir, &tiered, &memory);
+  ASSERT_NE(tiered, nullptr);
+  const int refused = TrainThroughFault(
+      tiered.get(), memory.get(),
+      [&] {
+        fs::remove_all(dir);
+        FILE* f = std::fopen(dir.c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fclose(f);
+      },
+      SHARDREC_EIO, "Not a directory");
+  EXPECT_GT(refused, 0);
+  shardrec_status_t rc_t = SHARDREC_OK, rc_m = SHARDREC_OK;
+  const std::vector<float> got = Weights(tiered.get(), &rc_t);
+  const std::vector<float> want = Weights(memory.get(), &rc_m);
+  ASSERT_EQ(rc_t, SHARDREC_OK) << shardrec_last_error();
+  EXPECT_EQ(FirstBitDifference(got, want), "");
+  tiered.reset();
+  fs::remove(dir);
+}
+
+// Segment files cut to nothing: a read of a row they held is refused as corrupt, naming the
+// segment, never served as other bytes (also once the store has appended past the cut, which
+// leaves zeros where the records were); the forwards that read only cached or queued rows still
+// match the in-memory table.
+TEST(TieredFault, SegmentsCutShortAreRefusedAsCorruptNotReadAsZeros) {
+  PlanPtr plan = OneTablePlan(Table());
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("fault_truncated");
+  CollPtr tiered, memory;
+  CreatePair(plan.get(), dir, &tiered, &memory);
+  ASSERT_NE(tiered, nullptr);
+  const int refused = TrainThroughFault(
+      tiered.get(), memory.get(),
+      [&] {
+        int cut = 0;
+        for (const auto& e : fs::recursive_directory_iterator(dir))
+          if (e.is_regular_file() && e.path().extension() == ".dat") {
+            fs::resize_file(e.path(), 0);
+            ++cut;
+          }
+        ASSERT_GT(cut, 0);
+      },
+      // Cut short ("ends inside slot") or, once the store has written past the cut again,
+      // zeros where a record was ("fails its checksum"): either names the segment.
+      SHARDREC_ECORRUPT, "/seg-");
+  EXPECT_GT(refused, 0);
+  shardrec_status_t rc = SHARDREC_OK;
+  Weights(tiered.get(), &rc);
+  EXPECT_EQ(rc, SHARDREC_ECORRUPT) << shardrec_last_error();
+  EXPECT_NE(std::string(shardrec_last_error()).find(".dat"), std::string::npos)
+      << shardrec_last_error();
+  tiered.reset();
+  fs::remove_all(dir);
+}
+
+// A directory one rank cannot make (a path through a regular file): that rank's creation fails
+// with SHARDREC_EIO naming the path, and its peer's at once with SHARDREC_EINVAL naming the rank,
+// not at the communicator's timeout.
+TEST(TieredFault, ADirectoryOneRankCannotMakeFailsCreationOnEveryRank) {
+  const Scenario s =
+      TieredScenario(2, SHARDREC_SHARDING_ROW_WISE, 0, 0, SHARDREC_POOLING_SUM, false);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const std::string dir = FreshDir("fault_create");
+  fs::create_directories(dir);
+  const std::string file = dir + "/file";
+  FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  SpawnRanks(2, [&](int r) {
+    const std::string mine = r == 1 ? file + "/sub" : dir + "/rank0";
+    shardrec_table_tier_t tier;
+    ASSERT_EQ(shardrec_table_tier_init(&tier, SHARDREC_TABLE_TIER_VERSION), SHARDREC_OK);
+    tier.table = "t0";
+    tier.dir = mine.c_str();
+    tier.cache_bytes = 1 << 16;
+    shardrec_embedding_options_t o;
+    ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
+    o.tiers = &tier;
+    o.num_tiers = 1;
+    shardrec_embedding_t* sentinel = reinterpret_cast<shardrec_embedding_t*>(&o);
+    shardrec_embedding_t* c = sentinel;
+    const shardrec_status_t rc =
+        shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, &o);
+    const std::string err = shardrec_last_error();
+    EXPECT_EQ(c, sentinel) << "a failed creation sets no collection";
+    if (r == 1) {
+      EXPECT_EQ(rc, SHARDREC_EIO) << err;
+      EXPECT_NE(err.find(file + "/sub"), std::string::npos) << err;
+    } else {
+      EXPECT_EQ(rc, SHARDREC_EINVAL) << err;
+      EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+    }
+  });
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace shardrec::testing
