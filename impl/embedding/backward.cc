@@ -395,9 +395,14 @@ void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& r
         seg.base = (pl.aux ? places->aux : grad) + pl.offset + unit.col_offset;
         seg.stride = pl.stride;
       }
-      if (mine && in_place != nullptr && !l.pairs[unit.pair].mean) {
-        // A copy would move the same bits: the shards read the rows where they lie (only a MEAN
-        // divisor changes them on the way).
+      if (mine && in_place != nullptr && !l.pairs[unit.pair].mean &&
+          static_cast<size_t>(u) < rb.unit_ids.size() && rb.unit_ids[u] <= count) {
+        // Rows of one id each (an item's bags, sequence ids): a copy would move the same bits,
+        // read once, so the shards read them where they lie (a MEAN divisor changes them on the
+        // way). Rows that several ids read stay copied: the kernels read each several times in
+        // random order, from the compact copy (a feature's 12800 rows of 128 B fit in L2) rather
+        // than spread over the whole output (12-15 % slower steps of the repeated batch,
+        // RESULTS.md, branch vbe8).
         in_place->runs.push_back({static_cast<int64_t>(rb.ret_self_offset) + at,
                                   {seg.base, rb.ret_target.data() + k, seg.stride}});
         k += count;

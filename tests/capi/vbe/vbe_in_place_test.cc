@@ -32,8 +32,9 @@ Scenario RequestScenario(int32_t world, int32_t sharding, int32_t pooling, bool 
 
 // `requests` requests of `candidates` candidates each: a user feature has requests + 1 bags (the
 // last one read by no sample, bag 1 empty when there are two requests or more), sample b reading
-// bag b / candidates; an item feature has a bag per sample (some empty, some of two ids), read
-// in sample order.
+// bag b / candidates; an item feature has a bag per sample, read in sample order, some empty,
+// the others of one id (feature 3: its rows are read in place) or of one or two (feature 2: its
+// rows are copied, as rows that several ids read are).
 VbeBatchData RequestBatch(uint64_t seed, const std::vector<int64_t>& ranges, int64_t requests,
                           int64_t candidates, bool weighted) {
   std::mt19937_64 gen(seed);
@@ -47,7 +48,8 @@ VbeBatchData RequestBatch(uint64_t seed, const std::vector<int64_t>& ranges, int
   }
   for (int64_t f = 0; f < 4; ++f)
     for (int64_t j = 0; j < v.sizes[static_cast<size_t>(f)]; ++j) {
-      int32_t len = f < 2 ? 1 + static_cast<int32_t>(gen() % 3) : (gen() % 5 == 0 ? 2 : 1);
+      int32_t len =
+          f < 2 ? 1 + static_cast<int32_t>(gen() % 3) : (f == 2 && gen() % 5 == 0 ? 2 : 1);
       if ((f < 2 && j == 1 && requests >= 2) || (f >= 2 && gen() % 7 == 0)) len = 0;
       v.lengths.push_back(len);
       for (int32_t k = 0; k < len; ++k) {
