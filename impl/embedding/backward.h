@@ -51,8 +51,8 @@ struct SelfGradRows {
   };
   std::vector<Run> runs;
 
-  // The runs of `runs` whose rows are listed here, with their grads_at set, in *out; null when
-  // none is (the runs are read as they are).
+  // `runs` with grads_at set on those whose rows are listed here (a copy in *out), or `runs`
+  // itself when none is.
   std::span<const kernels::BagRun> Apply(std::span<const kernels::BagRun> runs,
                                          std::vector<kernels::BagRun>* out) const;
 };
@@ -148,9 +148,10 @@ class SparseUpdater {
 // In parallel over rows on `ctx`. With wire.data the other ranks' rows go there encoded (and
 // `send` is unused). With `places` (pooled, host only) pair p's row b of the gradient is read at
 // places->Row(grad, p, b) (CombineOutput's places). With `in_place` (host shards only), the own
-// rows that would be copied as they are (no MEAN divisor) are not: *in_place lists where they lie
-// in `grad` (or the places' scratch), for SparseUpdater::ApplySharded to read them there, so
-// `grad` and the scratch must stay unchanged until then.
+// rows of a unit that would copy them as they are (no MEAN divisor) and whose rows are each read
+// once (its ids no more than its rows: one-id bags, sequence ids) are not copied: *in_place lists
+// where they lie in `grad` (or the places' scratch), for SparseUpdater::ApplySharded to read them
+// there, so `grad` and the scratch must stay unchanged until then.
 void PackGradients(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb,
                    const float* grad, float* send, float* self, const WireRows& wire = {},
                    const PairRows* places = nullptr, SelfGradRows* in_place = nullptr);
