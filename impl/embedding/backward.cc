@@ -15,6 +15,20 @@
 
 namespace shardrec::embedding {
 
+std::span<const kernels::BagRun> SelfGradRows::Apply(std::span<const kernels::BagRun> runs,
+                                                     std::vector<kernels::BagRun>* out) const {
+  out->clear();
+  if (this->runs.empty()) return runs;
+  for (size_t j = 0; j < runs.size(); ++j) {
+    const auto it = std::lower_bound(this->runs.begin(), this->runs.end(), runs[j].io_offset,
+                                     [](const Run& r, int64_t io) { return r.io < io; });
+    if (it == this->runs.end() || it->io != runs[j].io_offset) continue;
+    if (out->empty()) out->assign(runs.begin(), runs.end());
+    (*out)[j].grads_at = it->at;
+  }
+  return out->empty() ? runs : std::span<const kernels::BagRun>(*out);
+}
+
 void SparseUpdater::Init(const Layout* layout, ParamStore* params,
                          const dynamic::DynamicTables* dynamic) {
   layout_ = layout;
@@ -56,7 +70,7 @@ bool SparseUpdater::FusedEligible(size_t local) const {
 Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& comm,
                                    const RoutedBatch& rb, const float* grads,
                                    const std::vector<optim::OptimizerConfig>& configs, int64_t step,
-                                   double* comm_seconds) {
+                                   double* comm_seconds, const SelfGradRows* self) {
   const Layout& l = *layout_;
   shard_order_.clear();
   for (size_t i = 0; i < l.local.size(); ++i) {
@@ -94,7 +108,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
           free_workspaces_.pop_back();
         }
         shard_status_[k] = BackwardShard(ExecContext::Host(nullptr), shard_order_[k], rb, grads,
-                                         configs, step, &workspaces_[w]);
+                                         self, configs, step, &workspaces_[w]);
         std::lock_guard<std::mutex> lock(workspace_mu_);
         free_workspaces_.push_back(w);
       }
@@ -103,7 +117,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
   } else {
     if (workspaces_.empty()) workspaces_.resize(1);
     for (size_t i : shard_order_)
-      SR_RETURN_IF_ERROR(BackwardShard(ctx, i, rb, grads, configs, step, &workspaces_[0]));
+      SR_RETURN_IF_ERROR(BackwardShard(ctx, i, rb, grads, self, configs, step, &workspaces_[0]));
   }
   SR_RETURN_IF_ERROR(ExchangeRowStats(comm, comm_seconds));
   for (size_t i = 0; i < l.local.size(); ++i)
@@ -112,7 +126,7 @@ Status SparseUpdater::ApplySharded(const ExecContext& ctx, comm::Communicator& c
 }
 
 Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const RoutedBatch& rb,
-                                    const float* grads,
+                                    const float* grads, const SelfGradRows* self,
                                     const std::vector<optim::OptimizerConfig>& configs,
                                     int64_t step, std::vector<uint8_t>* workspace) {
   const Layout& l = *layout_;
@@ -121,7 +135,11 @@ Status SparseUpdater::BackwardShard(const ExecContext& ctx, size_t i, const Rout
   const LocalShard& ls = l.local[i];
   const optim::OptimizerConfig& config = configs[ls.table];
   const int K = l.tables[ls.table].num_row_stats;
-  const auto& runs = rb.shards[i].runs;
+  // The own runs whose rows were left where they lie read them there (PackGradients' in_place).
+  thread_local std::vector<kernels::BagRun> placed;
+  const std::span<const kernels::BagRun> runs =
+      self != nullptr ? self->Apply(rb.shards[i].runs, &placed)
+                      : std::span<const kernels::BagRun>(rb.shards[i].runs);
   const size_t need = kernels::BackwardWorkspaceBytes(ctx, rb.shards[i].num_ids, ls.cols, K);
   if (workspace->size() < need) workspace->resize(need);
   int64_t num_unique = 0;
@@ -355,9 +373,10 @@ void PackRows(const Layout& l, const RoutedBatch& rb, const PackSegment& seg, co
 
 void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& rb,
                    const float* grad, float* send, float* self, const WireRows& wire,
-                   const PairRows* places) {
+                   const PairRows* places, SelfGradRows* in_place) {
   // Every unit's returned rows are one segment; each row has its own place.
   std::vector<PackSegment> segs;
+  if (in_place != nullptr) in_place->runs.clear();
   int64_t others = 0;  // element offset of the next other rank's rows in send / the wire
   int64_t k = 0;
   int64_t longest = 0;
@@ -375,6 +394,20 @@ void PackGradients(const ExecContext& ctx, const Layout& l, const RoutedBatch& r
         const PairRows::Place& pl = places->pairs[static_cast<size_t>(unit.pair)];
         seg.base = (pl.aux ? places->aux : grad) + pl.offset + unit.col_offset;
         seg.stride = pl.stride;
+      }
+      if (mine && in_place != nullptr && !l.pairs[unit.pair].mean &&
+          static_cast<size_t>(u) < rb.unit_ids.size() && rb.unit_ids[u] <= count) {
+        // Rows of one id each (an item's bags, sequence ids): a copy would move the same bits,
+        // read once, so the shards read them where they lie (a MEAN divisor changes them on the
+        // way). Rows that several ids read stay copied: the kernels read each several times in
+        // random order, from the compact copy (a feature's 12800 rows of 128 B fit in L2) rather
+        // than spread over the whole output (12-15 % slower steps of the repeated batch,
+        // RESULTS.md, branch vbe8).
+        in_place->runs.push_back({static_cast<int64_t>(rb.ret_self_offset) + at,
+                                  {seg.base, rb.ret_target.data() + k, seg.stride}});
+        k += count;
+        at += count * unit.cols;
+        continue;
       }
       if (mine)
         seg.dst = self + at;
@@ -423,7 +456,9 @@ Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const floa
                                  int64_t step, HostReduce* reduce) {
   // The gradient travels the forward's return route backwards: the sample side packs into the
   // buffer it received into, the owners receive into the buffer they looked up into; the rows of
-  // this rank's own samples are written straight to where its shards read them (SelfRows).
+  // this rank's own samples are read where they lie in `grad` (s.self_grads), or, divided by a
+  // MEAN divisor, written to where its shards read them (SelfRows). A copy of the own rows cost
+  // the VBE step at world 1 up to 3.4 ms (RESULTS.md, vbe5).
   const comm::Encoding benc = s.options.backward_encoding;
   if (WireInKernels(s.layout, benc)) {
     // The other ranks' gradient rows are encoded as they are packed, sent 16-bit, and decoded
@@ -433,7 +468,8 @@ Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const floa
     if (s.wire.send.size() < send_total) s.wire.send.resize(send_total);
     if (s.wire.recv.size() < rb.ret_self_offset) s.wire.recv.resize(rb.ret_self_offset);
     PackGradients(s.exec, s.layout, rb, grad, s.ret_recv.data(), s.SelfRows(rb),
-                  WireRows{s.wire.send.data(), comm::EncoderFor(benc), nullptr}, s.pair_rows);
+                  WireRows{s.wire.send.data(), comm::EncoderFor(benc), nullptr}, s.pair_rows,
+                  &s.self_grads);
     {
       ScopedTimer t(&s.timings.comm_seconds);
       ScopedTimer e(&s.timings.embedding_comm_seconds);
@@ -451,10 +487,11 @@ Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const floa
           comm::DecodeFloats(benc, arrived + b, static_cast<size_t>(e - b), decoded + b);
         });
     SR_RETURN_IF_ERROR(s.updater.ApplySharded(s.exec, *s.comm, rb, s.ret_send.data(), s.table_optim,
-                                              step, &s.timings.comm_seconds));
+                                              step, &s.timings.comm_seconds, &s.self_grads));
     return ApplyDataParallelTables(s, rb, grad, step, nullptr);
   }
-  PackGradients(s.exec, s.layout, rb, grad, s.ret_recv.data(), s.SelfRows(rb), {}, s.pair_rows);
+  PackGradients(s.exec, s.layout, rb, grad, s.ret_recv.data(), s.SelfRows(rb), {}, s.pair_rows,
+                &s.self_grads);
   {
     ScopedTimer t(&s.timings.comm_seconds);
     ScopedTimer e(&s.timings.embedding_comm_seconds);
@@ -467,7 +504,7 @@ Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const floa
     }
   }
   SR_RETURN_IF_ERROR(s.updater.ApplySharded(s.exec, *s.comm, rb, s.ret_send.data(), s.table_optim,
-                                            step, &s.timings.comm_seconds));
+                                            step, &s.timings.comm_seconds, &s.self_grads));
   return ApplyDataParallelTables(s, rb, grad, step, nullptr);
 }
 

@@ -14,6 +14,7 @@
 #include "impl/core/exec.h"
 #include "impl/embedding/dp_accumulate.h"
 #include "impl/embedding/input_dist.h"
+#include "impl/embedding/kernels/kernels.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/output_dist.h"
 #include "impl/embedding/param_store.h"
@@ -39,6 +40,23 @@ class RowApplier {
   virtual Status FinishRows() = 0;
 };
 
+// This rank's own returned rows that its shards read where they lie in the output gradient
+// (PackGradients' `in_place`), rather than from the self block the packing would copy them to:
+// per unit, where its rows would start in the return message (a run's io_offset) and where they
+// are read. Ascending io.
+struct SelfGradRows {
+  struct Run {
+    int64_t io = 0;
+    kernels::GradRowsAt at;
+  };
+  std::vector<Run> runs;
+
+  // `runs` with grads_at set on those whose rows are listed here (a copy in *out), or `runs`
+  // itself when none is.
+  std::span<const kernels::BagRun> Apply(std::span<const kernels::BagRun> runs,
+                                         std::vector<kernels::BagRun>* out) const;
+};
+
 class SparseUpdater {
  public:
   // `dynamic` (null: none) holds the collection's dynamic shards, whose rows are keyed for
@@ -48,12 +66,12 @@ class SparseUpdater {
 
   // Both steps take each table's optimizer (configs[t] for table t).
   // Sharded tables. `grads` is the gradient message this rank received (laid out like the
-  // forward return message it sent, so each run reads its gradient rows in place). Row
-  // statistics travel over `comm` (every rank takes part); `comm_seconds` accumulates the time
-  // spent in that collective.
+  // forward return message it sent, so each run reads its gradient rows in place), except the
+  // own rows `self` lists (null: none), read where it says. Row statistics travel over `comm`
+  // (every rank takes part); `comm_seconds` accumulates the time spent in that collective.
   Status ApplySharded(const ExecContext& ctx, comm::Communicator& comm, const RoutedBatch& rb,
                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
-                      int64_t step, double* comm_seconds);
+                      int64_t step, double* comm_seconds, const SelfGradRows* self = nullptr);
 
   // Data-parallel tables: `grad` is the gradient of this rank's output; the dense table
   // gradients and touched-row masks are all-reduced over `dp_comm` (travelling as `encoding`,
@@ -91,8 +109,9 @@ class SparseUpdater {
   // rows (the fused backward) or leaves their aggregated gradients and partial row statistics in
   // uniq_rows_ / uniq_grads_ / partial_stats_ for Update.
   Status BackwardShard(const ExecContext& ctx, size_t local, const RoutedBatch& rb,
-                       const float* grads, const std::vector<optim::OptimizerConfig>& configs,
-                       int64_t step, std::vector<uint8_t>* workspace);
+                       const float* grads, const SelfGradRows* self,
+                       const std::vector<optim::OptimizerConfig>& configs, int64_t step,
+                       std::vector<uint8_t>* workspace);
   // Applies `config` to the aggregated rows of local shard `local` (row statistics summed over
   // the whole row in column order).
   Status Update(const ExecContext& ctx, const optim::OptimizerConfig& config, int64_t step,
@@ -128,10 +147,14 @@ class SparseUpdater {
 // forward, this rank's own rows straight to `self`, where its shards read their gradients.
 // In parallel over rows on `ctx`. With wire.data the other ranks' rows go there encoded (and
 // `send` is unused). With `places` (pooled, host only) pair p's row b of the gradient is read at
-// places->Row(grad, p, b) (CombineOutput's places).
+// places->Row(grad, p, b) (CombineOutput's places). With `in_place` (host shards only), the own
+// rows of a unit that would copy them as they are (no MEAN divisor) and whose rows are each read
+// once (its ids no more than its rows: one-id bags, sequence ids) are not copied: *in_place lists
+// where they lie in `grad` (or the places' scratch), for SparseUpdater::ApplySharded to read them
+// there, so `grad` and the scratch must stay unchanged until then.
 void PackGradients(const ExecContext& ctx, const Layout& layout, const RoutedBatch& rb,
                    const float* grad, float* send, float* self, const WireRows& wire = {},
-                   const PairRows* places = nullptr);
+                   const PairRows* places = nullptr, SelfGradRows* in_place = nullptr);
 
 // The end of a backward: the data-parallel tables' all-reduce over s.dp_comm and update (through
 // `rows`, or on the host when null), then the count.

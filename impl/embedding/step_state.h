@@ -131,6 +131,7 @@ struct StepState {
   std::vector<float> ret_recv;
   std::vector<kernels::LookupJob> jobs;
   comm::EncodedScratch wire;  // 16-bit staging of the encoded all-to-alls
+  SelfGradRows self_grads;    // the own gradient rows the host backward reads where they lie
   CollectionTimings timings;
   // Set for the duration of a VBE batch's forward or backward call (vbe.h): where its pooled
   // output or gradient rows lie (null: the plain layout).

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -141,6 +142,27 @@ double ProcessCpuSeconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
+// The output and gradient buffers: std::vector's (glibc puts a large one 16 bytes into a cache
+// line, so every 128-byte row of a feature spans three lines), or, with `aligned`, on 64-byte
+// boundaries as a PyTorch tensor's are (two lines a row).
+bool g_aligned = false;
+struct Floats {
+  std::vector<float> vec;
+  std::unique_ptr<float, decltype(&std::free)> mem{nullptr, &std::free};
+  float* ptr = nullptr;
+  Floats(size_t n, float value) {
+    if (g_aligned) {
+      mem.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
+      ptr = mem.get();
+      std::fill(ptr, ptr + n, value);
+    } else {
+      vec.assign(n, value);
+      ptr = vec.data();
+    }
+  }
+  float* data() { return ptr; }
+};
+
 struct Timing {
   double wall = 0;  // median seconds of a step (rank 0's)
   double cpu = 0;   // median CPU seconds of the process over rank 0's steps (all ranks' work)
@@ -166,7 +188,7 @@ Timing Run(shardrec::bench::RankThreads& ranks, const shardrec_plan_t* plan,
     } else {
       Check(shardrec_embedding_vbe_output_len(c, &vbe, &len), "len");
     }
-    std::vector<float> out(len), grad(len, 0.001f);
+    Floats out(len, 0.0f), grad(len, 0.001f);
     std::vector<double> steps, cpu;
     for (int s = 0; s < kWarmup + kSteps; ++s) {
       const auto t0 = Clock::now();
@@ -239,11 +261,12 @@ double ExpandedFloorMs(int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Arguments: [rounds] [only-mode] [only-world]; a mode or world named alone is for profiling
-  // (its speedup column is then against itself).
+  // Arguments: [rounds] [only-mode] [only-world] [aligned]; a mode or world named alone is for
+  // profiling (its speedup column is then against itself); "all" and 0 name every mode and world.
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
-  const std::string only_mode = argc > 2 ? argv[2] : "";
+  const std::string only_mode = argc > 2 && std::string(argv[2]) != "all" ? argv[2] : "";
   const int only_world = argc > 3 ? std::atoi(argv[3]) : 0;
+  g_aligned = argc > 4 && std::string(argv[4]) == "aligned";
   std::vector<std::string> names;
   for (int f = 0; f < kFeatures; ++f)
     names.push_back((f < kUserFeatures ? "u" : "i") + std::to_string(f));
@@ -269,10 +292,10 @@ int main(int argc, char** argv) {
   std::printf(
       "%d requests x %d candidates = %d samples per rank; %d user features (bags of %d),"
       " %d item features (bags of %d); %d tables %d x %d, table-wise, row-wise Adagrad;"
-      " %d rounds of %d steps\n",
+      " %d rounds of %d steps; output and gradient %s\n",
       static_cast<int>(kRequests), static_cast<int>(kCandidates), static_cast<int>(kSamples),
       kUserFeatures, kUserBag, kItemFeatures, kItemBag, kFeatures, static_cast<int>(kRows), kDim,
-      rounds, kSteps);
+      rounds, kSteps, g_aligned ? "64-byte aligned" : "std::vector's (16 bytes into a line)");
   std::printf("%-5s %-9s %10s %13s %8s %9s %8s %12s %12s\n", "world", "mode", "step_ms", "min..max",
               "speedup", "cpu_ms", "cpu_x", "id_MB", "rows_MB");
   for (int world : {1, 2}) {

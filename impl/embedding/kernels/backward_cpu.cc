@@ -39,32 +39,39 @@ Status CheckHost(const ExecContext& ctx, const char* what) {
 }
 
 // Where the gradient of the id with index i (a key's low bits: its bag or its position, see
-// Grouping) comes from (a row in the io buffer) and the factor it is scaled by.
+// Grouping) comes from (a row in the io buffer, or where its run's grads_at says) and the factor
+// it is scaled by.
 struct Source {
-  const float* grads = nullptr;
-  const int64_t* grad_offset = nullptr;  // per index
-  const float* weight = nullptr;         // per position (keys hold positions), or null
+  const float* const* rows = nullptr;  // per index: its gradient row
+  const float* weight = nullptr;       // per position (keys hold positions), or null
   float scale = 1.0f;
 
-  const float* GradOf(int64_t i) const { return grads + grad_offset[i]; }
+  const float* GradOf(int64_t i) const { return rows[i]; }
   float FactorOf(int64_t i) const { return weight != nullptr ? scale * weight[i] : scale; }
 };
 
-// Fills the gradient offsets per bag or per position (and the weights) for `runs`, in parallel
+// Bag b's gradient row of `run`.
+inline const float* RunRow(const BagRun& run, const float* grads, int64_t grad_stride, int64_t b) {
+  const GradRowsAt& at = run.grads_at;
+  return at.base != nullptr ? at.base + at.index[b] * at.stride
+                            : grads + run.io_offset + b * grad_stride;
+}
+
+// Fills the gradient rows per bag or per position (and the weights) for `runs`, in parallel
 // over runs' bags.
 Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                   int64_t grad_stride, float scale, bool by_bag, void* ws,
                   const WorkspaceLayout& l) {
-  int64_t* off = detail::At<int64_t>(ws, l.grad_offset);
+  const float** rows = detail::At<const float*>(ws, l.grad_rows);
   float* wt = detail::At<float>(ws, l.weight);
   if (by_bag) {
-    // Unweighted: one offset per bag, numbered across the runs in order.
+    // Unweighted: one row per bag, numbered across the runs in order.
     int64_t b0 = 0;
     for (const BagRun& run : runs) {
-      for (int64_t b = 0; b < run.num_bags; ++b) off[b0 + b] = run.io_offset + b * grad_stride;
+      for (int64_t b = 0; b < run.num_bags; ++b) rows[b0 + b] = RunRow(run, grads, grad_stride, b);
       b0 += run.num_bags;
     }
-    return Source{grads, off, nullptr, scale};
+    return Source{rows, nullptr, scale};
   }
   bool weighted = false;
   for (const BagRun& r : runs) weighted |= r.weights != nullptr;
@@ -75,16 +82,16 @@ Source MakeSource(const ExecContext& ctx, std::span<const BagRun> runs, const fl
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t begin = run.offsets != nullptr ? run.offsets[b] - base : b;
         const int64_t end = run.offsets != nullptr ? run.offsets[b + 1] - base : b + 1;
-        const int64_t io = run.io_offset + b * grad_stride;
+        const float* io = RunRow(run, grads, grad_stride, b);
         for (int64_t i = begin; i < end; ++i) {
-          off[p0 + i] = io;
+          rows[p0 + i] = io;
           if (weighted) wt[p0 + i] = run.weights != nullptr ? run.weights[base + i] : 1.0f;
         }
       }
     });
     p0 += run.num_ids();
   }
-  return Source{grads, off, weighted ? wt : nullptr, scale};
+  return Source{rows, weighted ? wt : nullptr, scale};
 }
 
 // Keys ahead whose gradient rows are fetched while the current one is summed: the rows are
@@ -94,8 +101,8 @@ constexpr int64_t kGradAhead = 8;
 
 inline void PrefetchGrad(const detail::RowGroups& g, const Source& src, int32_t cols, int64_t k) {
   if (k + kGradAhead < g.num_keys)
-    core::PrefetchLines(src.GradOf(static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask)),
-                        int64_t{cols} * 4);
+    core::PrefetchSpan(src.GradOf(static_cast<int64_t>(g.keys[k + kGradAhead] & g.index_mask)),
+                       int64_t{cols} * 4);
 }
 
 // o[c] = sum over the ids keys[k_begin, k_end), in order, of factor * grad (first term assigned).
@@ -279,8 +286,7 @@ void GroupArgs(const detail::RowGroups& g, const Source& src, isa::FusedRowsArgs
   a->segments = g.segments;
   a->unique_rows = g.unique_rows;
   a->num_keys = g.num_keys;
-  a->grads = src.grads;
-  a->grad_offset = src.grad_offset;
+  a->grad_rows = src.rows;
   a->id_weights = src.weight;
   a->scale = src.scale;
   a->hot_ids = simt_body::kSegmentChunk;

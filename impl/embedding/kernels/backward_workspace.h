@@ -38,7 +38,7 @@ struct WorkspaceLayout {
   size_t keys_tmp = 0;      // uint64[n]: radix ping-pong buffer
   size_t segments = 0;      // int64[n + 1]: start of each unique row's keys
   size_t unique_rows = 0;   // int64[n]
-  size_t grad_offset = 0;   // int64[n]: io element offset of each bag's (or position's) gradient
+  size_t grad_rows = 0;     // 8-byte[n]: each bag's (or position's) gradient row (a pointer)
   size_t weight = 0;        // float[n]: per-position weight (weighted runs only)
   size_t histograms = 0;    // uint32[kRadixDigits * parts * kRadixBuckets]
   size_t task_grads = 0;    // float[tasks * 2 * FusedRowsScratchFloats(cols)]: each fused task's
@@ -66,7 +66,7 @@ inline WorkspaceLayout MakeLayout(int64_t n, int threads, int32_t cols,
   l.keys_tmp = take(8 * un);
   l.segments = take(8 * (un + 1));
   l.unique_rows = take(8 * un);
-  l.grad_offset = take(8 * un);
+  l.grad_rows = take(8 * un);
   l.weight = take(4 * un);
   l.histograms = take(4 * static_cast<size_t>(kRadixDigits) *
                       static_cast<size_t>(std::max(threads, 1)) * kRadixBuckets);

@@ -27,11 +27,21 @@ struct WeightsView {
   int64_t stride = 0;
 };
 
+// Where a run's gradient rows lie when they are not in the io buffer (host backward kernels):
+// bag b's row at base + index[b] * stride. The sample side's output gradient read in place, where
+// copying it into the io buffer first would only move the same bits (backward.h PackGradients).
+struct GradRowsAt {
+  const float* base = nullptr;  // null: the run's rows are in the io buffer
+  const int64_t* index = nullptr;
+  int64_t stride = 0;
+};
+
 // A run of bags: bag b holds the ids rows[offsets[b] .. offsets[b+1]) (local row indices,
 // already validated to lie in [0, rows)), or, when `offsets` is null, id b alone (sequence
 // lookups: one output row per id). `weights` holds one weight per id or is null. The bags'
 // output (forward) or gradient (backward) rows are contiguous in the caller's io buffer: bag b
-// at element io_offset + b * io_stride. A shard's ids usually arrive as several runs (one per
+// at element io_offset + b * io_stride, unless `grads_at` says where the backward reads them
+// (lookups and device kernels ignore it). A shard's ids usually arrive as several runs (one per
 // sending rank and feature), so kernels take lists of runs.
 struct BagRun {
   const int64_t* offsets = nullptr;
@@ -39,6 +49,7 @@ struct BagRun {
   const int64_t* rows = nullptr;
   const float* weights = nullptr;
   int64_t io_offset = 0;
+  GradRowsAt grads_at = {};
 
   int64_t num_ids() const { return offsets != nullptr ? offsets[num_bags] - offsets[0] : num_bags; }
 };
@@ -109,8 +120,8 @@ Status GroupRows(const ExecContext& ctx, std::span<const BagRun> runs, void* wor
 
 // Step 2: for every unique row (ascending), row_grads[u * cols + c] = sum over its ids, in
 // position order, of scale * weight * grad(bag)[c], where grad(bag) starts at element
-// run.io_offset + b * grad_stride of `grads`. unique_rows receives num_unique rows and
-// row_grads num_unique * cols floats.
+// run.io_offset + b * grad_stride of `grads` (or where run.grads_at says). unique_rows receives
+// num_unique rows and row_grads num_unique * cols floats.
 Status AggregateGrads(const ExecContext& ctx, std::span<const BagRun> runs, const float* grads,
                       int64_t grad_stride, int32_t cols, float scale, void* workspace,
                       int64_t* unique_rows, float* row_grads, CpuLevel level = CpuLevel::kAuto);

@@ -207,8 +207,8 @@ void BuildGroups(const ExecContext& ctx, std::span<const BagRun> runs, int64_t n
     g->keyed_by_bag = by_bag ? 1 : 0;
   } else {
     // Rows too wide to pack beside an index (rows near 2^63): a stable sort of bare positions,
-    // with the rows parked in the gradient-offset array that step 2 overwrites.
-    int64_t* rows = At<int64_t>(workspace, layout.grad_offset);
+    // with the rows parked in the gradient-row array that step 2 overwrites.
+    int64_t* rows = At<int64_t>(workspace, layout.grad_rows);
     ForEachId(runs, [&](int64_t p, int64_t row) { rows[p] = row; });
     std::iota(keys, keys + n, uint64_t{0});
     std::stable_sort(keys, keys + n, [&](uint64_t a, uint64_t b) { return rows[a] < rows[b]; });

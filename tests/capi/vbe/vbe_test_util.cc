@@ -200,8 +200,9 @@ void RunVbeEquivalence(const Scenario& s, shardrec_plan_t* plan, const VbeRunOpt
   };
   for (size_t step = 0; step < steps; ++step) {
     for (size_t r = 0; r < W; ++r) {
-      vbe[step][r] = MakeVbeBatch(s.data_seed * 1000003 + step * 101 + r, ranges, opts.mode,
-                                  s.weighted, s.max_bag);
+      vbe[step][r] = opts.batch ? opts.batch(step, r)
+                                : MakeVbeBatch(s.data_seed * 1000003 + step * 101 + r, ranges,
+                                               opts.mode, s.weighted, s.max_bag);
       if (!opts.pools.empty()) {
         // The ids keep their bags (feature-major): map each through its feature's pool.
         size_t at = 0, bag = 0;

@@ -57,7 +57,10 @@ std::vector<int64_t> IdRanges(const Scenario& s);
 
 // What a VBE run checks and how it is driven.
 struct VbeRunOptions {
+  // kInverse: weights within the bound (bags read several times); the others: bit for bit.
   VbeMode mode = VbeMode::kInverse;
+  // Rank `rank`'s batch of step `step`; null: MakeVbeBatch(..., mode, s.weighted, s.max_bag).
+  std::function<VbeBatchData(size_t step, size_t rank)> batch;
   int32_t steps = 3;
   bool pipelined = false;         // input_dist_start_vbe + wait + forward_distributed
   bool mix_plain = true;          // the last rank of a world >= 2 feeds a plain batch at step 1

@@ -33,7 +33,7 @@ struct FusedRowsArgs {
   FusedRowsMode mode = FusedRowsMode::kFused;
   // The grouping of one shard's ids (row_group.h): the ids of unique row unique_rows[u] are the
   // keys [segments[u], segments[u + 1]) in position order; a key's bits under index_mask index
-  // grad_offset (and id_weights). num_keys bounds the gradient prefetch.
+  // grad_rows (and id_weights). num_keys bounds the gradient prefetch.
   const uint64_t* keys = nullptr;
   uint64_t index_mask = 0;
   const int64_t* segments = nullptr;
@@ -42,9 +42,9 @@ struct FusedRowsArgs {
   int64_t u_begin = 0;  // the unique rows this call updates
   int64_t u_end = 0;
   // The contribution of index i: scale (times id_weights[i] when not null) x the gradient row at
-  // grads + grad_offset[i] (kApply: row u's gradient at grads + u * cols).
+  // grad_rows[i] (kApply: row u's gradient at grads + u * cols).
   const float* grads = nullptr;
-  const int64_t* grad_offset = nullptr;
+  const float* const* grad_rows = nullptr;
   const float* id_weights = nullptr;
   float scale = 1.0f;
   // Rows with more than hot_ids ids come summed by the caller (simt/segment_order.h's chunked

@@ -189,12 +189,11 @@ void SumRow(const FusedRowsArgs& a, int64_t k0, int64_t k1, float* g) {
     typename I::Reg acc[kMax];
     for (int64_t k = k0; k < k1; ++k) {
       if (c0 == 0 && k + a.grads_ahead < a.num_keys)
-        core::PrefetchLines(a.grads + a.grad_offset[a.keys[k + a.grads_ahead] & a.index_mask],
-                            row_bytes);
+        core::PrefetchSpan(a.grad_rows[a.keys[k + a.grads_ahead] & a.index_mask], row_bytes);
       const int64_t i = static_cast<int64_t>(a.keys[k] & a.index_mask);
       const typename I::Reg f =
           I::Set1(a.id_weights != nullptr ? a.scale * a.id_weights[i] : a.scale);
-      const float* src = a.grads + a.grad_offset[i] + c0;
+      const float* src = a.grad_rows[i] + c0;
       for (int r = 0; r < regs; ++r) {
         const typename I::Reg x = r + 1 < regs || last == I::kWidth
                                       ? I::LoadF32(src + r * I::kWidth)
@@ -374,9 +373,9 @@ void Rows(const FusedRowsArgs& a) {
       // lies. SumRow's 1 * x is x, and the rules only compute with g, so the bits are the same.
       const int64_t k = a.segments[u];
       if (k + a.grads_ahead < a.num_keys)
-        core::PrefetchLines(a.grads + a.grad_offset[a.keys[k + a.grads_ahead] & a.index_mask],
-                            int64_t{a.cols} * 4);
-      g = a.grads + a.grad_offset[a.keys[k] & a.index_mask];
+        core::PrefetchSpan(a.grad_rows[a.keys[k + a.grads_ahead] & a.index_mask],
+                           int64_t{a.cols} * 4);
+      g = a.grad_rows[a.keys[k] & a.index_mask];
     } else {
       SumRow<I>(a, a.segments[u], a.segments[u + 1],
                 a.grads_out != nullptr ? a.grads_out + u * a.cols : g_buf);
