@@ -360,10 +360,13 @@ Status EmbeddingCollection::RunForwardDistributed(float* out, size_t out_len,
                                                   const Status& rejected,
                                                   const DeviceOutput* device_out) {
   agreement_.PayOwed();
+  // A forward of the pipelined path that has no batch (its distribution failed, or was never
+  // started or waited for) is a failed forward too: the gradient the caller passes next is this
+  // forward's, not the batch before it (Forwarded).
   if (pending_ == nullptr || pending_work_ != nullptr)
-    return Status::InvalidUsage(pending_ == nullptr
-                                    ? "no input distribution was started"
-                                    : "call input_dist_wait before forward_distributed");
+    return Forwarded(Status::InvalidUsage(pending_ == nullptr
+                                              ? "no input distribution was started"
+                                              : "call input_dist_wait before forward_distributed"));
   ScopedTimer total(&s_.timings.total_seconds);
   std::unique_ptr<RoutedBatch> rb = std::move(pending_);
   const Status local = rejected.ok()

@@ -246,8 +246,10 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_wait(shardrec_embed
  * @return SHARDREC_OK; SHARDREC_EINVAL for a wrong @p out_len here or, where the ranks agree
  *         on their buffers, on another rank (on a 2D mesh with data-parallel dynamic tables
  *         also a batch another sharding group refused: see input_dist_start);
- *         SHARDREC_EUSAGE when no distribution was waited for; SHARDREC_ETIMEOUT /
- *         SHARDREC_EREMOTE.
+ *         SHARDREC_EUSAGE when no distribution was waited for (one that failed in
+ *         input_dist_start or input_dist_wait included): that is a failed forward too, so the
+ *         next backward fails with SHARDREC_EUSAGE and cannot train the batch before it with
+ *         this forward's gradient; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_embedding_t* coll,

@@ -102,6 +102,69 @@ INSTANTIATE_TEST_SUITE_P(Poolings, EmbeddingAsync,
                          ::testing::Values(SHARDREC_POOLING_SUM, SHARDREC_POOLING_MEAN,
                                            SHARDREC_POOLING_NONE));
 
+// A pipelined forward whose distribution failed is a failed forward: the backward after it is
+// refused on every rank, and does not train the batch of the forward before it (which has had
+// no backward yet) with the failed batch's gradient. Found by fuzz_vbe.
+TEST(EmbeddingAsyncRefusal, FailedDistributionLeavesNoBatchToTrain) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.optimizer.type = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+  s.steps = 2;
+  s.batch_sizes = {3, 3};
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  PlanPtr plan = MakePlan(s);
+  for (int bad_rank = 0; bad_rank < s.world; ++bad_rank) {
+    SpawnRanks(s.world, [&](int r) {
+      CollPtr c = CreateRank(s, plan.get(), r, s.seed);
+      ASSERT_NE(c, nullptr);
+      int64_t dim = 0;
+      shardrec_embedding_output_dim(c.get(), &dim);
+      const size_t len = static_cast<size_t>(batches[0][r].batch_size * dim);
+      std::vector<float> out(len);
+      KjtHolder first(batches[0][r], s.num_features, false);
+      ASSERT_EQ(shardrec_embedding_forward(c.get(), first.view(), out.data(), len, nullptr),
+                SHARDREC_OK);
+      const auto before = Snapshot(c.get(), s);
+      int64_t steps_before = -1;
+      shardrec_embedding_num_steps(c.get(), &steps_before);
+      // The next batch: the bad rank's names a feature count the collection does not have.
+      KjtHolder next(batches[1][r], s.num_features, false);
+      shardrec_kjt_view_t view = *next.view();
+      if (r == bad_rank) view.num_features += 1;
+      const shardrec_status_t start = shardrec_embedding_input_dist_start(c.get(), &view, nullptr);
+      const shardrec_status_t wait =
+          start == SHARDREC_OK ? shardrec_embedding_input_dist_wait(c.get(), nullptr) : start;
+      EXPECT_NE(wait, SHARDREC_OK) << "rank " << r;
+      std::vector<float> out2(static_cast<size_t>(batches[1][r].batch_size * dim));
+      EXPECT_EQ(shardrec_embedding_forward_distributed(c.get(), out2.data(), out2.size(), nullptr),
+                SHARDREC_EUSAGE);
+      // A gradient of the first forward's size: it would fit the batch before, and must not
+      // train it.
+      const std::vector<float> grad(len, 0.5f);
+      EXPECT_EQ(shardrec_embedding_backward(c.get(), grad.data(), grad.size(), nullptr),
+                SHARDREC_EUSAGE)
+          << "rank " << r;
+      int64_t steps_after = -1;
+      shardrec_embedding_num_steps(c.get(), &steps_after);
+      EXPECT_EQ(steps_after, steps_before);
+      const auto after = Snapshot(c.get(), s);
+      ASSERT_EQ(after.size(), before.size());
+      for (size_t i = 0; i < after.size(); ++i)
+        EXPECT_TRUE(BitEqual(after[i], before[i])) << "rank " << r << " tensor " << i;
+      // A good pipelined step then trains.
+      ASSERT_EQ(shardrec_embedding_input_dist_start(c.get(), next.view(), nullptr), SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_input_dist_wait(c.get(), nullptr), SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_forward_distributed(c.get(), out2.data(), out2.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      const std::vector<float> grad2(out2.size(), 0.5f);
+      ASSERT_EQ(shardrec_embedding_backward(c.get(), grad2.data(), grad2.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+    });
+  }
+}
+
 // Destroying a collection with a distribution in flight waits for it instead of crashing.
 TEST(EmbeddingAsyncLifetime, DestroyWithDistributionInFlight) {
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
