@@ -111,9 +111,9 @@ struct InverseScan {
 
 // The `n` inverse indices `src` of a feature of `bf` bags. The first loop, the only one over
 // indices that ascend in steps of 0 or 1, has no compare, so that the compiler vectorizes it
-// (x86-64's baseline has no unsigned 64-bit compare); their range is then that of the first and
-// the last. Other indices are checked by a second loop, over indices still in cache. Whatever the
-// view holds, nothing branches on it per index (the first index outside is found afterwards, by
+// (x86-64's baseline, SSE2, has no 64-bit vector compare); their range is then that of the first
+// and the last. Other indices are checked by a second loop, over indices still in cache. Whatever
+// the view holds, nothing branches on it per index (the first index outside is found afterwards, by
 // InverseOutside).
 InverseScan ScanInverse(const int64_t* src, int64_t n, int64_t bf) {
   InverseScan s;
