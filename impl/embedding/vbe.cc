@@ -87,31 +87,74 @@ Status CheckSizes(const Layout& l, const VbeBatch& v, int64_t* bags, int64_t* pa
   return Status::Ok();
 }
 
+// Feature f's first inverse index outside [0, B_f), named with its sample (the refusal's
+// message; only a view known to hold one is searched).
+Status InverseOutside(const Layout& l, const VbeBatch& v, int64_t f) {
+  const int64_t bf = v.feature_batch_sizes[f];
+  const int64_t B = v.kjt.batch_size;
+  const int64_t* inv = v.inverse + BagIndex::Plain(B).bag(f, 0);
+  for (int64_t b = 0; b < B; ++b)
+    if (inv[b] < 0 || inv[b] >= bf)
+      return Status::InvalidArgument("batch: feature '", FeatureName(l, f), "' sample ", b,
+                                     ": inverse index ", inv[b], " is outside [0, ", bf,
+                                     ") (the feature's batch size)");
+  return Status::Ok();
+}
+
+// What one pass over a feature's inverse indices found.
+struct InverseScan {
+  bool in_range = true;  // every index in [0, B_f)
+  // The indices run from 0 to B_f - 1 in steps of 0 or 1 (a request's candidates reading its
+  // bag; with B_f = B the identity): every bag is read, and none out of order.
+  bool ascending_cover = false;
+};
+
+// The `n` inverse indices `src` of a feature of `bf` bags. The first loop, the only one over
+// indices that ascend in steps of 0 or 1, has no compare, so that the compiler vectorizes it
+// (x86-64's baseline, SSE2, has no 64-bit vector compare); their range is then that of the first
+// and the last. Other indices are checked by a second loop, over indices still in cache. Whatever
+// the view holds, nothing branches on it per index (the first index outside is found afterwards, by
+// InverseOutside).
+InverseScan ScanInverse(const int64_t* src, int64_t n, int64_t bf) {
+  InverseScan s;
+  if (n == 0) {
+    s.ascending_cover = bf == 0;
+    return s;
+  }
+  // Unsigned: a negative index is outside too, and a step between hostile indices cannot
+  // overflow. A step of 0 or 1 is one whose bits above the lowest are zero.
+  const auto ubf = static_cast<uint64_t>(bf);
+  uint64_t jumps = 0;
+  for (int64_t b = 1; b < n; ++b)
+    jumps |= (static_cast<uint64_t>(src[b]) - static_cast<uint64_t>(src[b - 1])) & ~uint64_t{1};
+  if (jumps == 0) {
+    // Ascending from the first index without wrapping (n is far below 2^64): all lie between it
+    // and the last.
+    s.in_range = static_cast<uint64_t>(src[0]) < ubf && static_cast<uint64_t>(src[n - 1]) < ubf;
+    s.ascending_cover = s.in_range && src[0] == 0 && src[n - 1] == bf - 1;
+    return s;
+  }
+  uint64_t largest = 0;
+  for (int64_t b = 0; b < n; ++b) largest = std::max(largest, static_cast<uint64_t>(src[b]));
+  s.in_range = largest < ubf;
+  return s;
+}
+
 // Every inverse index in [0, B_f): the first one outside names its feature and sample.
 Status CheckInverse(const Layout& l, const VbeBatch& v) {
   if (v.inverse == nullptr) return Status::Ok();
   const int64_t nf = static_cast<int64_t>(l.plan->features.size());
   const int64_t B = v.kjt.batch_size;
   const BagIndex at = BagIndex::Plain(B);
-  for (int64_t f = 0; f < nf; ++f) {
-    const int64_t bf = v.feature_batch_sizes[f];
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t j = v.inverse[at.bag(f, b)];
-      if (j < 0 || j >= bf)
-        return Status::InvalidArgument("batch: feature '", FeatureName(l, f), "' sample ", b,
-                                       ": inverse index ", j, " is outside [0, ", bf,
-                                       ") (the feature's batch size)");
-    }
-  }
+  for (int64_t f = 0; f < nf; ++f)
+    if (!ScanInverse(v.inverse + at.bag(f, 0), B, v.feature_batch_sizes[f]).in_range)
+      return InverseOutside(l, v, f);
   return Status::Ok();
 }
 
-}  // namespace
-
-Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
-  int64_t bags = 0;
-  int64_t padded = 0;
-  SR_RETURN_IF_ERROR(CheckSizes(l, v, &bags, &padded));
+// The output length of a view whose sizes (and, for a sequence collection, inverse indices) are
+// checked; `bags` is sum_f B_f.
+Status CheckedOutputLen(const Layout& l, const VbeBatch& v, int64_t bags, size_t* out) {
   const auto D = static_cast<size_t>(l.output_dim);
   if (!l.sequence) {
     if (v.inverse != nullptr) {
@@ -131,7 +174,6 @@ Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
     return Status::Ok();
   }
   // A sequence output has a row per id of the expanded batch: the lengths of the bags read.
-  SR_RETURN_IF_ERROR(CheckInverse(l, v));
   if (bags > 0 && v.kjt.lengths == nullptr)
     return Status::InvalidArgument("batch: lengths is NULL but ", bags, " lengths are expected");
   std::vector<int64_t> begin(v.num_feature_batch_sizes + 1, 0);
@@ -152,6 +194,16 @@ Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
   return Status::Ok();
 }
 
+}  // namespace
+
+Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
+  int64_t bags = 0;
+  int64_t padded = 0;
+  SR_RETURN_IF_ERROR(CheckSizes(l, v, &bags, &padded));
+  if (l.sequence) SR_RETURN_IF_ERROR(CheckInverse(l, v));
+  return CheckedOutputLen(l, v, bags, out);
+}
+
 Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
   vbe_ = false;
   if (v.feature_batch_sizes == nullptr && v.num_feature_batch_sizes == 0) {
@@ -166,7 +218,6 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
   SR_RETURN_IF_ERROR(CheckSizes(l, v, &bags, &P));
   if (bags > 0 && v.kjt.lengths == nullptr)
     return Status::InvalidArgument("batch: lengths is NULL but ", bags, " lengths are expected");
-  SR_RETURN_IF_ERROR(CheckInverse(l, v));
   const int64_t nf = static_cast<int64_t>(v.num_feature_batch_sizes);
   features_ = nf;
   padded_samples_ = P;
@@ -174,6 +225,10 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
   out_samples_ = has_inverse_ ? v.kjt.batch_size : P;
   bag_begin_.assign(static_cast<size_t>(nf) + 1, 0);
   for (int64_t f = 0; f < nf; ++f) bag_begin_[f + 1] = bag_begin_[f] + v.feature_batch_sizes[f];
+  if (has_inverse_)
+    SR_RETURN_IF_ERROR(TakeInverse(l, v));
+  else
+    inverse_.clear();
   // Feature f's B_f bags, then P - B_f empty ones: the values keep their order.
   padded_lengths_.assign(static_cast<size_t>(nf * P), 0);
   const BagIndex from{0, bag_begin_.data()};
@@ -182,17 +237,13 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
     if (from.samples(f) > 0)
       std::memcpy(padded_lengths_.data() + to.bag(f, 0), v.kjt.lengths + from.bag(f, 0),
                   static_cast<size_t>(from.samples(f)) * sizeof(int32_t));
-  if (has_inverse_)
-    inverse_.assign(v.inverse, v.inverse + v.num_inverse);
-  else
-    inverse_.clear();
   *padded = v.kjt;
   padded->batch_size = P;
   feature_bags_.assign(v.feature_batch_sizes, v.feature_batch_sizes + nf);
   padded->feature_bags = feature_bags_.data();
   padded->lengths = padded_lengths_.data();
   padded->num_lengths = padded_lengths_.size();
-  if (has_inverse_) DropUnreadBags(l, v, padded);
+  if (has_inverse_ && unread_) DropUnreadBags(l, v, padded);
   const auto D = static_cast<size_t>(l.output_dim);
   padded_len_ = (l.sequence ? padded->num_values : static_cast<size_t>(P)) * D;
   value_begin_.clear();
@@ -202,9 +253,42 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
     for (size_t k = 0; k < padded_lengths_.size(); ++k)
       value_begin_[k + 1] = value_begin_[k] + std::max<int32_t>(padded_lengths_[k], 0);
   }
-  SR_RETURN_IF_ERROR(VbeOutputLen(l, v, &output_len_));
+  SR_RETURN_IF_ERROR(CheckedOutputLen(l, v, bags, &output_len_));
   PlacePairs(l);
   vbe_ = true;
+  return Status::Ok();
+}
+
+// One pass over each feature's inverse indices of the view: checked, and whether they cover the
+// feature's bags in ascending order (ScanInverse); then copied (from cache) where a later step
+// reads them. Only a feature they do not cover that way is walked again, to mark which of its
+// bags some sample reads: the common shapes (the items' identity, a request's candidates reading
+// its user bag) cost the one pass over the view, and a batch in which every bag is read has
+// nothing to drop (DropUnreadBags is not called).
+Status VbeStep::TakeInverse(const Layout& l, const VbeBatch& v) {
+  const int64_t B = v.kjt.batch_size;
+  const BagIndex at = BagIndex::Plain(B);
+  inverse_.resize(v.num_inverse);
+  covered_.assign(static_cast<size_t>(features_), 0);
+  read_.resize(static_cast<size_t>(bag_begin_.back()));
+  unread_ = false;
+  for (int64_t f = 0; f < features_; ++f) {
+    const auto fi = static_cast<size_t>(f);
+    const int64_t bf = bag_begin_[fi + 1] - bag_begin_[fi];
+    const int64_t* src = v.inverse + at.bag(f, 0);
+    const InverseScan scan = ScanInverse(src, B, bf);
+    if (!scan.in_range) return InverseOutside(l, v, f);
+    covered_[fi] = scan.ascending_cover ? 1 : 0;
+    // A pooled collection combines an identity feature's rows in place: nothing reads its copy.
+    if (B > 0 && (l.sequence || !scan.ascending_cover || bf != B))
+      std::memcpy(inverse_.data() + at.bag(f, 0), src, static_cast<size_t>(B) * sizeof(int64_t));
+    if (scan.ascending_cover) continue;
+    const int64_t* inv = inverse_.data() + at.bag(f, 0);
+    uint8_t* read = read_.data() + bag_begin_[fi];
+    std::fill(read, read + bf, 0);
+    for (int64_t b = 0; b < B; ++b) read[inv[b]] = 1;
+    unread_ = unread_ || std::find(read, read + bf, uint8_t{0}) != read + bf;
+  }
   return Status::Ok();
 }
 
@@ -218,11 +302,12 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
 void VbeStep::DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded) {
   const Batch& k = v.kjt;
   const auto nb = static_cast<size_t>(bag_begin_.back());
-  const int64_t B = out_samples_;
-  read_.assign(nb, 0);
-  for (int64_t f = 0; f < features_; ++f)
-    for (int64_t b = 0; b < B; ++b)
-      read_[static_cast<size_t>(bag_begin_[static_cast<size_t>(f)] + inverse_[f * B + b])] = 1;
+  // TakeInverse marked the bags of the features it did not find covered; the others are all read.
+  for (int64_t f = 0; f < features_; ++f) {
+    const auto fi = static_cast<size_t>(f);
+    if (covered_[fi] != 0)
+      std::fill(read_.begin() + bag_begin_[fi], read_.begin() + bag_begin_[fi + 1], 1);
+  }
   const size_t width = k.values_dtype == DType::kInt64   ? sizeof(int64_t)
                        : k.values_dtype == DType::kInt32 ? sizeof(int32_t)
                                                          : 0;
@@ -304,9 +389,9 @@ void VbeStep::PlacePairs(const Layout& l) {
     col_offset_[fi] = c.offset;
     col_width_[fi] = c.width;
     const int64_t bf = bag_begin_[fi + 1] - bag_begin_[fi];
-    // A feature read in sample order (the candidates' features) is combined in place.
-    bool identity = has_inverse_ && bf == out_samples_;
-    for (int64_t b = 0; identity && b < out_samples_; ++b) identity = inverse_[inv.bag(f, b)] == b;
+    // A feature read in sample order (the candidates' features) is combined in place: its
+    // inverse indices cover its B_f = B bags in ascending order, so they are the identity.
+    const bool identity = has_inverse_ && bf == out_samples_ && covered_[fi] != 0;
     PairRows::Place at;
     at.rows = bf;
     if (!has_inverse_) {

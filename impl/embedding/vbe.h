@@ -111,6 +111,8 @@ class VbeStep {
   std::vector<int64_t> bag_begin_;     // F + 1: the VBE view's BagIndex
   std::vector<int64_t> feature_bags_;  // F: B_f, for the padded batch (Batch::feature_bags)
   std::vector<int32_t> padded_lengths_;
+  // The view's inverse indices, F x B; a pooled collection's identity features' are not copied
+  // (their rows are combined in place, nothing reads them: TakeInverse).
   std::vector<int64_t> inverse_;
   std::vector<int64_t> value_begin_;  // sequence with inverse: F * P + 1 id offsets
   // Pooled: the pairs' places, and per feature its columns in the plain output and where its
@@ -123,11 +125,16 @@ class VbeStep {
   std::vector<int64_t> aux_begin_;
   std::vector<ExpandedFeature> expanded_;  // the scratch features (Expand, Reduce)
 
+  // Per feature: its inverse indices cover its bags in ascending order (with B_f = B: the
+  // identity), so every bag is read (TakeInverse).
+  std::vector<uint8_t> covered_;
   // Bags no output sample reads are not in the expanded batch (vbe.cc).
-  std::vector<uint8_t> read_;  // per VBE bag: some sample reads it
+  std::vector<uint8_t> read_;  // per VBE bag: some sample reads it (features not covered only)
+  bool unread_ = false;        // some bag is read by no sample
   std::vector<uint8_t> kept_values_;
   std::vector<float> kept_weights_;
 
+  Status TakeInverse(const Layout& l, const VbeBatch& v);
   void PlacePairs(const Layout& l);
   void DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded);
 };

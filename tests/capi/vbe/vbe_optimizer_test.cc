@@ -1,9 +1,11 @@
 // VBE training (docs/variable-batch.md) with the stateful optimizers whose update moves a row
 // even when its gradient is zero (Adam's moments decay, weight decay shrinks the row): a bag no
 // output sample reads (inverse indices skip it) must leave its rows untouched, as the expanded
-// batch, which does not hold it, does.
+// batch, which does not hold it, does, whatever the shape of the inverse indices.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,76 @@ TEST(VbeOptimizers, WeightDecayMatchesTheExpandedBatch) {
       o.mode = mode;
       RunVbeEquivalence(s, plan.get(), o);
     }
+}
+
+// Inverse indices of the shapes the VBE step tells apart without marking each bag (ascending from
+// 0 to B_f - 1 in steps of 0 or 1: every bag read) beside near misses that leave a bag unread
+// (a skipped middle bag, a first or last bag no sample reads, the identity with one bag more) and
+// an order that reads every bag but descends. B = 6; shape k of feature f at step `step` and rank
+// r is (f + step + r) % 8, and the last step's features are all of the first two shapes, so that
+// no bag of the batch is unread. Every bag holds one to three ids.
+VbeBatchData ShapedBatch(uint64_t seed, const std::vector<int64_t>& ranges, size_t step, size_t r,
+                         bool weighted) {
+  static const std::vector<std::vector<int64_t>> kShapes = {
+      {0, 1, 2, 3, 4, 5},  // the identity (B_f = B)
+      {0, 0, 1, 1, 2, 2},  // a request's candidates reading its bag
+      {0, 0, 1, 1, 3, 3},  // bag 2 unread
+      {1, 1, 1, 2, 2, 2},  // bag 0 unread
+      {0, 1, 1, 2, 2, 2},  // bag 3 unread (B_f = 4)
+      {0, 1, 2, 3, 4, 5},  // bag 6 unread (B_f = 7)
+      {2, 2, 1, 1, 0, 0},  // every bag read, descending
+      {0, 0, 0, 0, 0, 0},  // one bag, read by every sample
+  };
+  static const std::vector<int64_t> kBags = {6, 3, 4, 3, 4, 7, 3, 1};
+  std::mt19937_64 gen(seed);
+  VbeBatchData v;
+  v.has_inverse = true;
+  v.batch_size = 6;
+  const size_t F = ranges.size();
+  for (size_t f = 0; f < F; ++f) {
+    const size_t k = step == 8 ? f % 2 : (f + step + r) % kShapes.size();
+    v.sizes.push_back(kBags[k]);
+    v.inverse.insert(v.inverse.end(), kShapes[k].begin(), kShapes[k].end());
+  }
+  for (size_t f = 0; f < F; ++f)
+    for (int64_t j = 0; j < v.sizes[f]; ++j) {
+      const auto len = static_cast<int32_t>(1 + gen() % 3);
+      v.lengths.push_back(len);
+      for (int32_t i = 0; i < len; ++i) {
+        v.ids.push_back(static_cast<int64_t>(gen() % static_cast<uint64_t>(ranges[f])));
+        if (weighted) v.weights.push_back(0.25f + static_cast<float>(gen() % 1000) / 500.0f);
+      }
+    }
+  return v;
+}
+
+// With Adam (moments move a row whose gradient is zero) and with weight decay, so that a bag
+// taken for read when no sample reads it would change rows the expanded batch leaves alone.
+TEST(VbeOptimizers, InverseShapesMatchTheExpandedBatch) {
+  for (int32_t world : {1, 2})
+    for (int32_t pooling : {SHARDREC_POOLING_SUM, SHARDREC_POOLING_NONE})
+      for (bool decay : {false, true}) {
+        SCOPED_TRACE("world " + std::to_string(world) + " pooling " + std::to_string(pooling) +
+                     (decay ? " SGD with weight decay" : " Adam"));
+        Scenario s = StandardScenario(world, SHARDREC_SHARDING_ROW_WISE, pooling);
+        s.optimizer.type = decay ? 0 : 3;
+        s.optimizer.lr = 0.05f;
+        if (decay) {
+          s.optimizer.weight_decay = 0.1f;
+          s.optimizer.weight_decay_mode = 1;
+        }
+        s.weighted = pooling == SHARDREC_POOLING_SUM;
+        PlanPtr plan = MakePlan(s);
+        ASSERT_NE(plan, nullptr);
+        const std::vector<int64_t> ranges = IdRanges(s);
+        VbeRunOptions o;
+        o.mode = VbeMode::kInverse;
+        o.steps = 9;
+        o.batch = [&](size_t step, size_t rank) {
+          return ShapedBatch(17 * step + 5 * rank + 3, ranges, step, rank, s.weighted);
+        };
+        RunVbeEquivalence(s, plan.get(), o);
+      }
 }
 
 // The ids of a bag no sample reads leave the padded batch, but only from a sound view: an id
