@@ -43,18 +43,6 @@ SHARDREC_API shardrec_status_t shardrec_embedding_vbe_output_len(
   return Enter({Handle(coll, "coll"), NotNull(batch, "batch"), NotNull(out, "out")}, [&] {
     embedding::VbeBatch b;
     SR_RETURN_IF_ERROR(ToVbeBatch(batch, &b));
-    if (b.feature_batch_sizes == nullptr) {
-      if (b.inverse != nullptr || b.num_inverse != 0 || b.num_feature_batch_sizes != 0)
-        return Status::InvalidArgument(
-            "batch: inverse_indices or num_feature_batch_sizes given without "
-            "feature_batch_sizes (a plain view has neither)");
-      // A plain view: the plain output.
-      const auto& l = coll->impl->layout();
-      *out = static_cast<size_t>(l.sequence ? static_cast<int64_t>(b.kjt.num_values)
-                                            : b.kjt.batch_size) *
-             static_cast<size_t>(l.output_dim);
-      return Status::Ok();
-    }
     return coll->impl->VbeOutputLength(b, out);
   });
 }

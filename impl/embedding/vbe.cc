@@ -197,6 +197,22 @@ Status CheckedOutputLen(const Layout& l, const VbeBatch& v, int64_t bags, size_t
 }  // namespace
 
 Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
+  if (v.feature_batch_sizes == nullptr) {
+    if (v.inverse != nullptr || v.num_inverse != 0 || v.num_feature_batch_sizes != 0)
+      return Status::InvalidArgument(
+          "batch: inverse_indices or num_feature_batch_sizes given without "
+          "feature_batch_sizes (a plain view has neither)");
+    // A plain view: the plain output, of a batch the forward would not refuse for its shape.
+    const int64_t nf = static_cast<int64_t>(l.plan->features.size());
+    if (v.kjt.num_features != nf)
+      return Status::InvalidArgument("batch: num_features is ",
+                                     static_cast<uint64_t>(v.kjt.num_features),
+                                     " but the plan has ", nf, " features");
+    *out = static_cast<size_t>(l.sequence ? static_cast<int64_t>(v.kjt.num_values)
+                                          : v.kjt.batch_size) *
+           static_cast<size_t>(l.output_dim);
+    return Status::Ok();
+  }
   int64_t bags = 0;
   int64_t padded = 0;
   SR_RETURN_IF_ERROR(CheckSizes(l, v, &bags, &padded));

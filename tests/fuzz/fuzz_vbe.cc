@@ -301,10 +301,13 @@ shardrec_status_t Forward(shardrec_embedding_t* coll, const shardrec_kjt_vbe_vie
                           float* out, size_t len, bool pipelined) {
   if (!pipelined) return shardrec_embedding_forward_vbe(coll, view, out, len, nullptr);
   shardrec_status_t rc = shardrec_embedding_input_dist_start_vbe(coll, view, nullptr);
-  if (rc != SHARDREC_OK) return rc;
-  rc = shardrec_embedding_input_dist_wait(coll, nullptr);
-  if (rc != SHARDREC_OK) return rc;
-  return shardrec_embedding_forward_distributed(coll, out, len, nullptr);
+  if (rc == SHARDREC_OK) rc = shardrec_embedding_input_dist_wait(coll, nullptr);
+  if (rc == SHARDREC_OK) return shardrec_embedding_forward_distributed(coll, out, len, nullptr);
+  // A failed distribution alone does not end the batch before it: in TorchRec's pipelined order
+  // (forward_distributed(b), input_dist_start(b+1), backward(b)) that batch still trains. The
+  // forward of this batch is what fails, with EUSAGE, and only then is there nothing to train.
+  FUZZ_CHECK(shardrec_embedding_forward_distributed(coll, out, len, nullptr) == SHARDREC_EUSAGE);
+  return rc;
 }
 
 struct Job {

@@ -165,6 +165,54 @@ TEST(EmbeddingAsyncRefusal, FailedDistributionLeavesNoBatchToTrain) {
   }
 }
 
+// In TorchRec's pipelined order (forward_distributed(b), input_dist_start(b+1), backward(b)) a
+// refused start of the next batch leaves batch b to train: its backward runs on every rank and
+// trains exactly what it trains without the refused start (a second collection is the reference).
+TEST(EmbeddingAsyncRefusal, FailedStartOfTheNextBatchLeavesTheBatchBeforeToTrain) {
+  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
+  s.optimizer.type = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
+  s.steps = 2;
+  s.batch_sizes = {3, 3};
+  ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
+  const auto batches = MakeBatches(s, ref);
+  PlanPtr plan = MakePlan(s);
+  for (int bad_rank = 0; bad_rank < s.world; ++bad_rank) {
+    SpawnRanks(s.world, [&](int r) {
+      CollPtr c = CreateRank(s, plan.get(), r, s.seed);
+      CollPtr plain = CreateRank(s, plan.get(), r, s.seed);
+      ASSERT_NE(c, nullptr);
+      ASSERT_NE(plain, nullptr);
+      int64_t dim = 0;
+      shardrec_embedding_output_dim(c.get(), &dim);
+      const size_t len = static_cast<size_t>(batches[0][r].batch_size * dim);
+      const std::vector<float> grad(len, 0.5f);
+      std::vector<float> out(len);
+      KjtHolder first(batches[0][r], s.num_features, false);
+      for (shardrec_embedding_t* coll : {c.get(), plain.get()})
+        ASSERT_EQ(shardrec_embedding_forward(coll, first.view(), out.data(), len, nullptr),
+                  SHARDREC_OK);
+      KjtHolder next(batches[1][r], s.num_features, false);
+      shardrec_kjt_view_t view = *next.view();
+      if (r == bad_rank) view.num_features += 1;
+      const shardrec_status_t start = shardrec_embedding_input_dist_start(c.get(), &view, nullptr);
+      const shardrec_status_t wait =
+          start == SHARDREC_OK ? shardrec_embedding_input_dist_wait(c.get(), nullptr) : start;
+      EXPECT_EQ(wait, SHARDREC_EINVAL) << "rank " << r;
+      for (shardrec_embedding_t* coll : {c.get(), plain.get()})
+        ASSERT_EQ(shardrec_embedding_backward(coll, grad.data(), grad.size(), nullptr), SHARDREC_OK)
+            << "rank " << r << ": " << shardrec_last_error();
+      const auto got = Snapshot(c.get(), s);
+      const auto want = Snapshot(plain.get(), s);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(BitEqual(got[i], want[i])) << "rank " << r << " tensor " << i;
+      int64_t steps = -1;
+      shardrec_embedding_num_steps(c.get(), &steps);
+      EXPECT_EQ(steps, 1);
+    });
+  }
+}
+
 // Destroying a collection with a distribution in flight waits for it instead of crashing.
 TEST(EmbeddingAsyncLifetime, DestroyWithDistributionInFlight) {
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);

@@ -273,6 +273,12 @@ TEST(VbeValidation, OutputLenChecksItsArguments) {
   plain.kjt.num_features = 4;
   ASSERT_EQ(shardrec_embedding_vbe_output_len(cc, &plain, &len), SHARDREC_OK);
   EXPECT_EQ(len, 5u * 48u);
+  // ... of a plain view whose shape the forward accepts: a feature count the plan does not have
+  // is refused here too (found by fuzz_vbe), and `len` is left as it was.
+  plain.kjt.num_features = 3;
+  EXPECT_EQ(shardrec_embedding_vbe_output_len(cc, &plain, &len), SHARDREC_EINVAL);
+  EXPECT_NE(std::string(shardrec_last_error()).find("num_features is 3"), std::string::npos);
+  EXPECT_EQ(len, 5u * 48u);
 }
 
 }  // namespace
