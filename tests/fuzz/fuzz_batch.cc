@@ -3,6 +3,8 @@
 // the C API; rank 1 (a partner thread) always sends a valid batch. Checked on every input:
 //  - no crash, hang or sanitizer report (the sanitizers and the fuzzer watch for those);
 //  - every call returns OK or a documented rejection, never EINTERNAL;
+//  - a forward is refused exactly when the batch breaks a documented rule (MustRefuse), and a
+//    backward exactly when its forward was refused or its gradient is not finite;
 //  - a rejected forward or backward changes no weight or optimizer state on either rank;
 //  - the next valid step works on both ranks (they stay paired).
 #include <cmath>
@@ -89,6 +91,43 @@ FuzzBatch Decode(Reader& in) {
   return b;
 }
 
+// The batch rules of shardrec/tensor.h and shardrec_embedding_forward, written out again as the
+// oracle: whether a forward of `b` into `out_len` floats must be refused. A batch that breaks none
+// must be accepted (the partner's batch is always valid).
+bool MustRefuse(const FuzzBatch& b, size_t out_len, int64_t dim) {
+  const shardrec_kjt_view_t& v = b.view;
+  if (v.batch_size < 0 || v.batch_size > kMaxBatch) return true;  // Decode's lengths are then empty
+  if (v.num_features != static_cast<size_t>(kFeatures)) return true;
+  const int64_t B = v.batch_size;
+  if (v.num_lengths != static_cast<size_t>(kFeatures * B)) return true;
+  int64_t sum = 0;
+  for (size_t i = 0; i < v.num_lengths; ++i) {
+    if (v.lengths[i] < 0) return true;
+    sum += v.lengths[i];
+  }
+  if (static_cast<size_t>(sum) != v.num_values) return true;
+  // Features a and c read table "small" (5 rows), b reads "wide" (40).
+  const int64_t rows[kFeatures] = {5, 40, 5};
+  const auto* ids = static_cast<const int64_t*>(v.values);
+  size_t at = 0;
+  for (int f = 0; f < kFeatures; ++f)
+    for (int64_t s = 0; s < B; ++s)
+      for (int32_t k = 0; k < v.lengths[f * B + s]; ++k, ++at)
+        if (ids[at] < 0 || ids[at] >= rows[f]) return true;
+  if (v.weights != nullptr) {
+    if (v.num_weights != v.num_values) return true;
+    for (size_t i = 0; i < v.num_weights; ++i)
+      if (!std::isfinite(v.weights[i])) return true;  // the default non-finite policy: CHECK
+  }
+  return out_len != static_cast<size_t>(B * dim);
+}
+
+bool AllFinite(const std::vector<float>& g) {
+  for (float x : g)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
 // A valid batch (the partner's, and the check step's).
 FuzzBatch Valid(int64_t seed) {
   FuzzBatch b;
@@ -149,10 +188,14 @@ void Iteration(int rank, shardrec_embedding_t* c, Reader* fuzzed, int64_t seed) 
   if (fuzzed && (fuzzed->Byte() & 7) == 0) out_len += 1;
   shardrec_status_t rc = shardrec_embedding_forward(c, &own.view, out.data(), out_len, nullptr);
   FUZZ_CHECK(rc == SHARDREC_OK || Rejection(rc));
+  // The partner's batch is valid, so this rank's alone decides (the partner learns of it).
+  if (fuzzed) FUZZ_CHECK((rc != SHARDREC_OK) == MustRefuse(own, out_len, dim));
+  const bool forward_ok = rc == SHARDREC_OK;
   std::vector<float> grad(static_cast<size_t>(rows * dim));
   for (auto& g : grad) g = fuzzed ? fuzzed->Float() : 0.01f;
   rc = shardrec_embedding_backward(c, grad.data(), grad.size(), nullptr);
   FUZZ_CHECK(rc == SHARDREC_OK || Rejection(rc));
+  if (fuzzed) FUZZ_CHECK((rc == SHARDREC_OK) == (forward_ok && AllFinite(grad)));
   const std::vector<float> after = Snapshot(c);
   // A backward rejected on any rank is rejected on all, and nothing changed anywhere.
   if (rc != SHARDREC_OK) FUZZ_CHECK(SameBits(before, after));
