@@ -3,7 +3,8 @@
 // sizes) goes to one of three handles opened from a small checkpoint (fp32 + int4 with the ERROR
 // bounds policy, int8 with CLAMP, bf16 with SKIP). Checked on every input:
 //  - no crash, hang or sanitizer report;
-//  - every lookup returns OK or SHARDREC_EINVAL (never anything else);
+//  - every lookup returns OK or SHARDREC_EINVAL (never anything else), and a plain lookup is
+//    refused exactly when the request breaks a documented rule (MustRefuse);
 //  - an accepted request answers the same bits through a pinned snapshot, and finite weights give
 //    finite outputs.
 // A flags byte with its top bit set makes the request a VBE view instead (fuzzed batch sizes per
@@ -220,6 +221,41 @@ int FuzzVbe(shardrec_inference_t* inf, Reader& in, uint8_t flags) {
   return 0;
 }
 
+// The rules of a plain lookup (shardrec/tensor.h, shardrec_inference_lookup), written out again
+// as the oracle: whether a lookup of `v` into `out_len` floats must be refused by a handle whose
+// bounds policy is ERROR (`strict`) or CLAMP / SKIP. A request that breaks none must be answered.
+bool MustRefuse(const shardrec_kjt_view_t& v, size_t out_len, int64_t dim, bool strict) {
+  if (v.batch_size < 0 || v.batch_size >= 7) return true;  // an absurd B comes without lengths
+  if (v.num_features != static_cast<size_t>(kFeatures)) return true;
+  const int64_t B = v.batch_size;
+  if (v.num_lengths != static_cast<size_t>(kFeatures * B)) return true;
+  int64_t sum = 0;
+  for (size_t i = 0; i < v.num_lengths; ++i) {
+    if (v.lengths[i] < 0) return true;
+    sum += v.lengths[i];
+  }
+  if (static_cast<size_t>(sum) != v.num_values) return true;
+  if (v.weights != nullptr) {
+    if (v.num_weights != v.num_values) return true;
+    for (size_t i = 0; i < v.num_weights; ++i)
+      if (!std::isfinite(v.weights[i])) return true;
+  }
+  if (strict) {
+    // Features a and c read "small" (5 rows), b reads "wide" (40).
+    const int64_t rows[kFeatures] = {5, 40, 5};
+    size_t at = 0;
+    for (int f = 0; f < kFeatures; ++f)
+      for (int64_t s = 0; s < B; ++s)
+        for (int32_t k = 0; k < v.lengths[f * B + s]; ++k, ++at) {
+          const int64_t id = v.values_dtype == SHARDREC_DTYPE_INT32
+                                 ? static_cast<const int32_t*>(v.values)[at]
+                                 : static_cast<const int64_t*>(v.values)[at];
+          if (id < 0 || id >= rows[f]) return true;
+        }
+  }
+  return out_len != static_cast<size_t>(B * dim);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -271,6 +307,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<float> out(out_len + 1), again(out_len + 1);
   const shardrec_status_t rc = shardrec_inference_lookup(inf, &v, out.data(), out_len, nullptr);
   FUZZ_CHECK(rc == SHARDREC_OK || rc == SHARDREC_EINVAL);
+  // Handle 0 has the ERROR bounds policy; 1 and 2 CLAMP and SKIP.
+  FUZZ_CHECK((rc != SHARDREC_OK) == MustRefuse(v, out_len, dim, head % 3 == 0));
   if (rc != SHARDREC_OK) return 0;
   shardrec_inference_version_t* ver = nullptr;
   FUZZ_CHECK(shardrec_inference_pin(inf, &ver) == SHARDREC_OK);
