@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "impl/core/check.h"
+
 namespace shardrec::embedding::tiered {
 
 namespace {
@@ -54,7 +56,7 @@ Status WriteBackQueue::PushMany(store::RowStore* store, const int64_t* keys, con
   *queued = 0;
   const size_t vb = store->value_bytes();
   std::unique_lock<std::mutex> lock(mu_);
-  if (!error_.ok()) return error_;
+  SR_RETURN_IF_ERROR(RetryLocked(lock));
   size_t fresh = 0;  // queued since the writer was last woken
   for (size_t i = 0; i < n; ++i) {
     const Key k{store, keys[i]};
@@ -115,8 +117,21 @@ size_t WriteBackQueue::FindMany(store::RowStore* store, const int64_t* keys, siz
   return hits;
 }
 
+Status WriteBackQueue::RetryLocked(std::unique_lock<std::mutex>& lock) {
+  if (error_.ok()) return Status::Ok();
+  error_ = Status::Ok();
+  // Nothing left to write (cannot happen while the failed records are queued; kept for safety):
+  // the failure is over.
+  if (order_.empty()) return Status::Ok();
+  const uint64_t asked = ++retries_asked_;
+  changed_.notify_all();
+  changed_.wait(lock, [&] { return retries_done_ >= asked || stop_; });
+  return error_;
+}
+
 Status WriteBackQueue::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
+  SR_RETURN_IF_ERROR(RetryLocked(lock));
   changed_.wait(lock, [&] { return (order_.empty() && in_flight_ == 0) || !error_.ok(); });
   return error_;
 }
@@ -160,9 +175,12 @@ void WriteBackQueue::Run() {
       values.insert(values.end(), it->second.record.begin(), it->second.record.end());
     }
     if (taken.empty()) {
+      retries_done_ = retries_asked_;
       changed_.notify_all();
       continue;
     }
+    // A retry asked for before this batch was taken is answered by this batch's Put.
+    const uint64_t answers = retries_asked_;
     in_flight_ = taken.size();
     lock.unlock();
     // The records stay findable in pending_ while the store takes them: a miss between here and
@@ -171,7 +189,7 @@ void WriteBackQueue::Run() {
     lock.lock();
     in_flight_ = 0;
     if (!s.ok()) {
-      // Kept queued (and findable); every later call reports the error.
+      // Kept queued (and findable), first in the order: the next Push or Drain retries them.
       error_ = s;
       for (auto it = taken.rbegin(); it != taken.rend(); ++it) order_.push_front(*it);
     } else {
@@ -186,6 +204,7 @@ void WriteBackQueue::Run() {
       }
       written_ += static_cast<int64_t>(taken.size());
     }
+    retries_done_ = answers;
     changed_.notify_all();
   }
 }

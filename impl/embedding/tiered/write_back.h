@@ -2,8 +2,11 @@
 // from a cache is queued here and written to its store by the queue's own thread, so an eviction
 // does not wait for the disk. Bounded: a push waits while `capacity` records are queued. A record
 // is never lost: until its store has it, Find returns the newest queued record of its row (a
-// later miss of that row reads it from here), and a failed write keeps it queued and is reported
-// by the next Push, Find or Drain.
+// later miss of that row reads it from here), and a failed write keeps it queued. The next Push
+// or Drain meets the failure: it has the writer try the failed records once more and waits for
+// that attempt, going on when it succeeds (the disk has room again, the directory is back) and
+// returning the new error when it does not, so a passing condition costs the calls made while it
+// lasts and nothing after it.
 #pragma once
 
 #include <condition_variable>
@@ -32,7 +35,8 @@ class WriteBackQueue {
   WriteBackQueue& operator=(const WriteBackQueue&) = delete;
 
   // Queues `record` (the store's value_bytes()) as row `key` of `store`, replacing an older queued
-  // record of the row. Waits while the queue is full. The writer's last error, if any.
+  // record of the row. Waits while the queue is full. After a failed write, first retries it
+  // (see above); its error, or one the writer meets while this waits, queues nothing more.
   Status Push(store::RowStore* store, int64_t key, const uint8_t* record);
   // Push of `n` rows of `store`, taking the lock and waking the writer once per writer's batch
   // (256 records) instead of per record: record i (value_bytes() long) at
@@ -50,7 +54,8 @@ class WriteBackQueue {
   size_t FindMany(store::RowStore* store, const int64_t* keys, size_t n, uint8_t* out,
                   uint8_t* found) const;
 
-  // Waits until every queued record is in its store; the writer's error if a write failed.
+  // Waits until every queued record is in its store (after a failed write, retrying it first);
+  // the writer's error if a write failed.
   Status Drain();
 
   size_t depth() const;      // records queued now
@@ -72,6 +77,9 @@ class WriteBackQueue {
   };
   using Pendings = std::unordered_map<Key, Pending, KeyHash>;
   void Run();
+  // After a failed write: clears the error, wakes the writer and waits for its next attempt (the
+  // failed records are first in the order); that attempt's error, or OK. Called with mu_ held.
+  Status RetryLocked(std::unique_lock<std::mutex>& lock);
   // Queues one record under mu_ (room already checked), reusing a spare node.
   void Enqueue(const Key& k, const uint8_t* record, size_t bytes);
 
@@ -86,6 +94,8 @@ class WriteBackQueue {
   uint64_t next_seq_ = 1;
   size_t in_flight_ = 0;  // records the writer took and has not finished
   Status error_;
+  uint64_t retries_asked_ = 0;  // RetryLocked calls
+  uint64_t retries_done_ = 0;   // the value of retries_asked_ when the writer last finished a batch
   bool stop_ = false;
   int64_t written_ = 0;
   size_t max_depth_ = 0;

@@ -14,7 +14,10 @@
 // switch), so a short run needs new segment files after the damage. A read-only directory is not
 // among the cases: the tests run as root in CI, which writes through the permissions.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +26,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shardrec/shardrec.h"
@@ -74,13 +78,20 @@ std::vector<float> Weights(shardrec_embedding_t* c, shardrec_status_t* rc) {
 // Trains both collections on the same random batches for 60 steps, damaging the tiered table's
 // directory with `fault` before step 10; returns how many tiered forwards were refused. Every
 // refusal must be `code` with `says` in its message.
+// With `heal` (not null), calls it before step 30 and counts the refusals from then on in
+// `*refused_after_heal`.
 int TrainThroughFault(shardrec_embedding_t* tiered, shardrec_embedding_t* memory,
                       const std::function<void()>& fault, shardrec_status_t code,
-                      const std::string& says) {
+                      const std::string& says, const std::function<void()>& heal = nullptr,
+                      int* refused_after_heal = nullptr) {
   std::mt19937_64 rng(7);
   int refused = 0;
   for (int step = 0; step < 60; ++step) {
     if (step == 10) fault();
+    if (step == 30 && heal) {
+      heal();
+      *refused_after_heal = 0;
+    }
     std::vector<int32_t> lengths(kBatch, kBag);
     std::vector<int64_t> ids(static_cast<size_t>(kBatch * kBag));
     for (auto& id : ids) id = static_cast<int64_t>(rng() % kRows);
@@ -97,6 +108,7 @@ int TrainThroughFault(shardrec_embedding_t* tiered, shardrec_embedding_t* memory
         shardrec_embedding_forward(tiered, &v, out.data(), out.size(), nullptr);
     if (rc != SHARDREC_OK) {
       ++refused;
+      if (heal && step >= 30) ++*refused_after_heal;
       EXPECT_EQ(rc, code) << "step " << step << ": " << shardrec_last_error();
       EXPECT_NE(std::string(shardrec_last_error()).find(says), std::string::npos)
           << "step " << step << ": " << shardrec_last_error();
@@ -189,6 +201,16 @@ TEST(TieredFault, SegmentsCutShortAreRefusedAsCorruptNotReadAsZeros) {
   const int refused = TrainThroughFault(
       tiered.get(), memory.get(),
       [&] {
+        // The queue's thread writes when it gets a core: cut only once it has written what the
+        // first steps evicted, or a loaded machine cuts files that hold nothing yet and the
+        // case tests nothing.
+        shardrec_tier_stats_t st = SHARDREC_TIER_STATS_INIT;
+        for (int wait = 0; wait < 10000; ++wait) {
+          ASSERT_EQ(shardrec_embedding_tier_stats(tiered.get(), "t", &st), SHARDREC_OK);
+          if (st.queue_depth == 0 && st.written > 0) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        ASSERT_GT(st.written, 0);
         int cut = 0;
         for (const auto& e : fs::recursive_directory_iterator(dir))
           if (e.is_regular_file() && e.path().extension() == ".dat") {
@@ -208,6 +230,98 @@ TEST(TieredFault, SegmentsCutShortAreRefusedAsCorruptNotReadAsZeros) {
       << shardrec_last_error();
   tiered.reset();
   fs::remove_all(dir);
+}
+
+// A small tmpfs the test mounts (it runs as root in CI; the case is skipped, with the reason,
+// where mount is not permitted), unmounted at the end.
+class SmallTmpfs {
+ public:
+  SmallTmpfs() : dir_(FreshDir("fault_full")) {
+    fs::create_directories(dir_);
+    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=2m") != 0)
+      error_ = std::strerror(errno);
+    else
+      mounted_ = true;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+    fs::remove_all(dir_);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::string error_;
+  bool mounted_ = false;
+};
+
+// Writes a file of zeros until the file system is full; the bytes written.
+size_t FillUp(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  EXPECT_NE(f, nullptr);
+  if (f == nullptr) return 0;
+  std::setvbuf(f, nullptr, _IONBF, 0);
+  const std::vector<char> chunk(4096, 0);
+  size_t total = 0;
+  while (std::fwrite(chunk.data(), 1, chunk.size(), f) == chunk.size()) total += chunk.size();
+  std::fclose(f);
+  return total;
+}
+
+// A full disk is a passing condition: while it lasts the forwards that need a write refuse with
+// SHARDREC_EIO ("No space left on device", nothing trained), and so does a checkpoint save (which
+// writes the queued rows first); once it has room again the next forward writes the queued rows
+// and trains, every later step with the in-memory table's bits, and a save then loads back as
+// the in-memory table.
+TEST(TieredFault, AFullDiskRefusesUntilItHasRoomAgainAndLosesNoRow) {
+  SmallTmpfs tmp;
+  if (!tmp.mounted()) GTEST_SKIP() << "cannot mount a small tmpfs here: " << tmp.error();
+  PlanPtr plan = OneTablePlan(Table());
+  ASSERT_NE(plan, nullptr);
+  CollPtr tiered, memory;
+  CreatePair(plan.get(), tmp.dir() + "/store", &tiered, &memory);
+  ASSERT_NE(tiered, nullptr);
+  const std::string filler = tmp.dir() + "/filler";
+  const std::string ckpt = FreshDir("fault_full_ckpt");
+  int refused_after = -1;
+  const int refused = TrainThroughFault(
+      tiered.get(), memory.get(), [&] { EXPECT_GT(FillUp(filler), 0u); }, SHARDREC_EIO,
+      "No space left on device",
+      [&] {
+        // Still full: the save drains the queue first and refuses, publishing nothing.
+        EXPECT_EQ(shardrec_checkpoint_save(tiered.get(), ckpt.c_str(), nullptr), SHARDREC_EIO)
+            << shardrec_last_error();
+        const std::string err = shardrec_last_error();
+        EXPECT_NE(err.find("tiered table 't'"), std::string::npos) << err;
+        EXPECT_NE(err.find(tmp.dir() + "/store"), std::string::npos) << err;
+        EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+        fs::remove(filler);
+      },
+      &refused_after);
+  EXPECT_GT(refused, 0) << "the disk never filled: the case tests nothing";
+  EXPECT_EQ(refused_after, 0) << "the forwards after the disk had room again were refused";
+  shardrec_status_t rc_t = SHARDREC_OK, rc_m = SHARDREC_OK;
+  const std::vector<float> got = Weights(tiered.get(), &rc_t);
+  const std::vector<float> want = Weights(memory.get(), &rc_m);
+  ASSERT_EQ(rc_t, SHARDREC_OK) << shardrec_last_error();
+  ASSERT_EQ(rc_m, SHARDREC_OK);
+  EXPECT_EQ(FirstBitDifference(got, want), "");
+  // Saved once there is room, the checkpoint loads into memory as the in-memory table.
+  ASSERT_EQ(shardrec_checkpoint_save(tiered.get(), ckpt.c_str(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), nullptr, nullptr),
+            SHARDREC_OK);
+  CollPtr loaded(c);
+  ASSERT_EQ(shardrec_checkpoint_load(loaded.get(), ckpt.c_str(), nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  shardrec_status_t rc_l = SHARDREC_OK;
+  EXPECT_EQ(FirstBitDifference(Weights(loaded.get(), &rc_l), want), "");
+  EXPECT_EQ(rc_l, SHARDREC_OK);
+  tiered.reset();
+  fs::remove_all(ckpt);
 }
 
 // A directory one rank cannot make (a path through a regular file): that rank's creation fails
