@@ -113,9 +113,12 @@ void KillDuringWrites(bool compaction, int trials) {
     }
     close(fds[1]);
     Report last{0, 0};
-    // A few flushed rounds first, then a kill at a random point of a later round.
+    // A few flushed rounds first, then a kill at a random point of a later round. The kill
+    // during compaction waits for a round that reports one: on a loaded machine the compaction
+    // thread may not get a core within the first rounds (up to 500 more rounds are waited for).
     const uint32_t before = 2 + static_cast<uint32_t>(rng() % 3);
-    while (last.round < before) {
+    while (last.round < before ||
+           (compaction && last.compactions == 0 && last.round < before + 500)) {
       ASSERT_EQ(static_cast<ssize_t>(sizeof(last)), read(fds[0], &last, sizeof(last)))
           << "the writer died early";
     }
