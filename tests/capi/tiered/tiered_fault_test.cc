@@ -14,9 +14,7 @@
 // switch), so a short run needs new segment files after the damage. A read-only directory is not
 // among the cases: the tests run as root in CI, which writes through the permissions.
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,6 +30,7 @@
 #include "shardrec/shardrec.h"
 #include "tests/capi/embedding/embedding_test_util.h"
 #include "tests/capi/tiered/tiered_test_util.h"
+#include "tests/support/small_tmpfs.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace shardrec::testing {
@@ -232,31 +231,6 @@ TEST(TieredFault, SegmentsCutShortAreRefusedAsCorruptNotReadAsZeros) {
   fs::remove_all(dir);
 }
 
-// A small tmpfs the test mounts (it runs as root in CI; the case is skipped, with the reason,
-// where mount is not permitted), unmounted at the end.
-class SmallTmpfs {
- public:
-  SmallTmpfs() : dir_(FreshDir("fault_full")) {
-    fs::create_directories(dir_);
-    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=2m") != 0)
-      error_ = std::strerror(errno);
-    else
-      mounted_ = true;
-  }
-  ~SmallTmpfs() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    fs::remove_all(dir_);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-  std::string error_;
-  bool mounted_ = false;
-};
-
 // Writes a file of zeros until the file system is full; the bytes written.
 size_t FillUp(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "w");
@@ -276,7 +250,7 @@ size_t FillUp(const std::string& path) {
 // and trains, every later step with the in-memory table's bits, and a save then loads back as
 // the in-memory table.
 TEST(TieredFault, AFullDiskRefusesUntilItHasRoomAgainAndLosesNoRow) {
-  SmallTmpfs tmp;
+  SmallTmpfs tmp("fault_full", "size=2m");
   if (!tmp.mounted()) GTEST_SKIP() << "cannot mount a small tmpfs here: " << tmp.error();
   PlanPtr plan = OneTablePlan(Table());
   ASSERT_NE(plan, nullptr);

@@ -2,42 +2,20 @@
 // where mount is not permitted), Puts go on until the file system is full; the failing Put is
 // kIo naming the store's directory and leaves the store as before the call.
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "tests/impl/store/store_test_util.h"
+#include "tests/support/small_tmpfs.h"
 
 namespace shardrec::store {
 namespace {
 
+using shardrec::testing::SmallTmpfs;
 using testing::Value;
 using testing::Values;
-
-class SmallTmpfs {
- public:
-  explicit SmallTmpfs(const char* size = "size=512k")
-      : dir_(shardrec::testing::FreshDir("store_enospc")) {
-    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, size) != 0) {
-      error_ = std::strerror(errno);
-    } else {
-      mounted_ = true;
-    }
-  }
-  ~SmallTmpfs() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-  std::string error_;
-  bool mounted_ = false;
-};
 
 void ExpectHolds(RowStore* s, const std::vector<int64_t>& keys, uint32_t round) {
   const size_t vb = s->value_bytes();
@@ -55,7 +33,7 @@ void ExpectHolds(RowStore* s, const std::vector<int64_t>& keys, uint32_t round) 
 }
 
 TEST(StoreFullDisk, FailedPutIsIoNamingTheDirectoryAndChangesNothing) {
-  SmallTmpfs fs;
+  SmallTmpfs fs("store_enospc", "size=512k");
   if (!fs.mounted()) GTEST_SKIP() << "cannot mount a small tmpfs here: " << fs.error();
   StoreOptions o;
   o.dir = fs.dir() + "/store";
@@ -98,7 +76,7 @@ TEST(StoreFullDisk, FailedPutIsIoNamingTheDirectoryAndChangesNothing) {
 
 // A snapshot onto another file system cannot hard-link the segments: it copies them.
 TEST(StoreSnapshot, OntoAnotherFileSystemCopiesTheSegments) {
-  SmallTmpfs fs("size=16m");
+  SmallTmpfs fs("store_enospc", "size=16m");
   if (!fs.mounted()) GTEST_SKIP() << "cannot mount a small tmpfs here: " << fs.error();
   StoreOptions o = testing::Options("store_snapshot_copy", 200);
   auto keys = testing::Range(0, 5000);
