@@ -95,31 +95,11 @@ FuzzBatch Decode(Reader& in) {
 // oracle: whether a forward of `b` into `out_len` floats must be refused. A batch that breaks none
 // must be accepted (the partner's batch is always valid).
 bool MustRefuse(const FuzzBatch& b, size_t out_len, int64_t dim) {
-  const shardrec_kjt_view_t& v = b.view;
-  if (v.batch_size < 0 || v.batch_size > kMaxBatch) return true;  // Decode's lengths are then empty
-  if (v.num_features != static_cast<size_t>(kFeatures)) return true;
-  const int64_t B = v.batch_size;
-  if (v.num_lengths != static_cast<size_t>(kFeatures * B)) return true;
-  int64_t sum = 0;
-  for (size_t i = 0; i < v.num_lengths; ++i) {
-    if (v.lengths[i] < 0) return true;
-    sum += v.lengths[i];
-  }
-  if (static_cast<size_t>(sum) != v.num_values) return true;
-  // Features a and c read table "small" (5 rows), b reads "wide" (40).
+  // Features a and c read table "small" (5 rows), b reads "wide" (40); Decode gives a batch of
+  // more than kMaxBatch samples no lengths.
   const int64_t rows[kFeatures] = {5, 40, 5};
-  const auto* ids = static_cast<const int64_t*>(v.values);
-  size_t at = 0;
-  for (int f = 0; f < kFeatures; ++f)
-    for (int64_t s = 0; s < B; ++s)
-      for (int32_t k = 0; k < v.lengths[f * B + s]; ++k, ++at)
-        if (ids[at] < 0 || ids[at] >= rows[f]) return true;
-  if (v.weights != nullptr) {
-    if (v.num_weights != v.num_values) return true;
-    for (size_t i = 0; i < v.num_weights; ++i)
-      if (!std::isfinite(v.weights[i])) return true;  // the default non-finite policy: CHECK
-  }
-  return out_len != static_cast<size_t>(B * dim);
+  return shardrec::fuzz::KjtBreaksRules(b.view, kFeatures, kMaxBatch, rows) ||
+         out_len != static_cast<size_t>(b.view.batch_size * dim);
 }
 
 bool AllFinite(const std::vector<float>& g) {

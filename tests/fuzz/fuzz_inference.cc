@@ -225,35 +225,11 @@ int FuzzVbe(shardrec_inference_t* inf, Reader& in, uint8_t flags) {
 // as the oracle: whether a lookup of `v` into `out_len` floats must be refused by a handle whose
 // bounds policy is ERROR (`strict`) or CLAMP / SKIP. A request that breaks none must be answered.
 bool MustRefuse(const shardrec_kjt_view_t& v, size_t out_len, int64_t dim, bool strict) {
-  if (v.batch_size < 0 || v.batch_size >= 7) return true;  // an absurd B comes without lengths
-  if (v.num_features != static_cast<size_t>(kFeatures)) return true;
-  const int64_t B = v.batch_size;
-  if (v.num_lengths != static_cast<size_t>(kFeatures * B)) return true;
-  int64_t sum = 0;
-  for (size_t i = 0; i < v.num_lengths; ++i) {
-    if (v.lengths[i] < 0) return true;
-    sum += v.lengths[i];
-  }
-  if (static_cast<size_t>(sum) != v.num_values) return true;
-  if (v.weights != nullptr) {
-    if (v.num_weights != v.num_values) return true;
-    for (size_t i = 0; i < v.num_weights; ++i)
-      if (!std::isfinite(v.weights[i])) return true;
-  }
-  if (strict) {
-    // Features a and c read "small" (5 rows), b reads "wide" (40).
-    const int64_t rows[kFeatures] = {5, 40, 5};
-    size_t at = 0;
-    for (int f = 0; f < kFeatures; ++f)
-      for (int64_t s = 0; s < B; ++s)
-        for (int32_t k = 0; k < v.lengths[f * B + s]; ++k, ++at) {
-          const int64_t id = v.values_dtype == SHARDREC_DTYPE_INT32
-                                 ? static_cast<const int32_t*>(v.values)[at]
-                                 : static_cast<const int64_t*>(v.values)[at];
-          if (id < 0 || id >= rows[f]) return true;
-        }
-  }
-  return out_len != static_cast<size_t>(B * dim);
+  // Features a and c read "small" (5 rows), b reads "wide" (40); a batch of more than 6 samples
+  // comes without lengths.
+  const int64_t rows[kFeatures] = {5, 40, 5};
+  return shardrec::fuzz::KjtBreaksRules(v, kFeatures, 6, strict ? rows : nullptr) ||
+         out_len != static_cast<size_t>(v.batch_size * dim);
 }
 
 }  // namespace

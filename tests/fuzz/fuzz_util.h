@@ -1,8 +1,10 @@
 // What the libFuzzer targets share: a check that aborts with the library's last error (so the
-// fuzzer records the input as a crash), and a reader of the fuzz input that yields zeros past
-// its end, so a short input means defaults rather than an early return.
+// fuzzer records the input as a crash), a reader of the fuzz input that yields zeros past its
+// end, so a short input means defaults rather than an early return, and the batch rules their
+// oracles check.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,5 +32,40 @@ struct ByteReader {
     return *p++;
   }
 };
+
+// The rules of a plain batch (shardrec/tensor.h), written out again for the targets' oracles:
+// whether `v` breaks one, for a plan of `features` features where feature f reads a table of
+// rows[f] rows (ids are checked only when `rows` is not null: a serving handle may clamp or skip
+// them instead), a target that gives a batch of more than `max_batch` samples no lengths, and the
+// default non-finite policy (a NaN or infinite per-id weight is refused).
+inline bool KjtBreaksRules(const shardrec_kjt_view_t& v, int features, int64_t max_batch,
+                           const int64_t* rows) {
+  if (v.batch_size < 0 || v.batch_size > max_batch) return true;
+  if (v.num_features != static_cast<size_t>(features)) return true;
+  const int64_t B = v.batch_size;
+  if (v.num_lengths != static_cast<size_t>(features * B)) return true;
+  int64_t sum = 0;
+  for (size_t i = 0; i < v.num_lengths; ++i) {
+    if (v.lengths[i] < 0) return true;
+    sum += v.lengths[i];
+  }
+  if (static_cast<size_t>(sum) != v.num_values) return true;
+  if (v.weights != nullptr) {
+    if (v.num_weights != v.num_values) return true;
+    for (size_t i = 0; i < v.num_weights; ++i)
+      if (!std::isfinite(v.weights[i])) return true;
+  }
+  if (rows == nullptr) return false;
+  size_t at = 0;
+  for (int f = 0; f < features; ++f)
+    for (int64_t s = 0; s < B; ++s)
+      for (int32_t k = 0; k < v.lengths[f * B + s]; ++k, ++at) {
+        const int64_t id = v.values_dtype == SHARDREC_DTYPE_INT32
+                               ? static_cast<const int32_t*>(v.values)[at]
+                               : static_cast<const int64_t*>(v.values)[at];
+        if (id < 0 || id >= rows[f]) return true;
+      }
+  return false;
+}
 
 }  // namespace shardrec::fuzz
