@@ -9,6 +9,8 @@
 //    files stay open) the weights are the in-memory table's, bit for bit, rows queued for the
 //    failed writes included; a store cut short refuses the read (SHARDREC_ECORRUPT) rather
 //    than returning other bytes.
+// A full disk (a small tmpfs the test mounts), at worlds 1 and 2: refused while it lasts, trained
+// with the in-memory table's bits, nothing lost, once it has room again.
 // And at creation: a directory one rank cannot make fails creation on every rank at once.
 // The store seals segments at 64 KiB here (SHARDREC_TIER_TEST_SEGMENT_KIB, the tiered tests'
 // switch), so a short run needs new segment files after the damage. A read-only directory is not
@@ -296,6 +298,109 @@ TEST(TieredFault, AFullDiskRefusesUntilItHasRoomAgainAndLosesNoRow) {
   EXPECT_EQ(rc_l, SHARDREC_OK);
   tiered.reset();
   fs::remove_all(ckpt);
+}
+
+// The same at world 2, the table row-wise sharded, with only rank 0's store on the small tmpfs:
+// while it is full every rank's forward fails (rank 1's naming rank 0), none trains, and once it
+// has room every step trains on both ranks with the in-memory pair's bits.
+TEST(TieredFault, AFullDiskOnOneRankRefusesOnEveryRankUntilItHasRoom) {
+  SmallTmpfs tmp("fault_full_w2", "size=2m");
+  if (!tmp.mounted()) GTEST_SKIP() << "cannot mount a small tmpfs here: " << tmp.error();
+  shardrec_table_config_t table = Table();
+  const int32_t feature_index = 0;
+  table.features = &feature_index;
+  table.num_features = 1;
+  shardrec_feature_config_t feature = SHARDREC_FEATURE_CONFIG_INIT;
+  feature.name = "f";
+  shardrec_topology_t topo;
+  ASSERT_EQ(shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION), SHARDREC_OK);
+  topo.world_size = 2;
+  topo.optimizer = SHARDREC_OPTIMIZER_SGD;
+  shardrec_table_constraints_t cons;
+  ASSERT_EQ(shardrec_table_constraints_init(&cons, SHARDREC_TABLE_CONSTRAINTS_VERSION),
+            SHARDREC_OK);
+  cons.table = "t";
+  cons.sharding_types = 1u << SHARDREC_SHARDING_ROW_WISE;
+  shardrec_plan_t* p = nullptr;
+  ASSERT_EQ(shardrec_plan_create(&p, &table, 1, &feature, 1, &topo, &cons, 1), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr plan(p);
+  const std::string other = FreshDir("fault_full_w2_rank1");
+  const std::string filler = tmp.dir() + "/filler";
+  std::vector<int> refused(2, 0), refused_after(2, 0);
+  std::vector<std::vector<float>> got(2), want(2);
+  // 64 KiB segments, as CreatePair's: the stores read the switch when they open, at creation.
+  ASSERT_EQ(setenv("SHARDREC_TIER_TEST_SEGMENT_KIB", "64", 1), 0);
+  SpawnRanks(2, [&](int r) {
+    const std::string dir = r == 0 ? tmp.dir() + "/store" : other;
+    shardrec_table_tier_t tier;
+    ASSERT_EQ(shardrec_table_tier_init(&tier, SHARDREC_TABLE_TIER_VERSION), SHARDREC_OK);
+    tier.table = "t";
+    tier.dir = dir.c_str();
+    tier.cache_bytes = 64 * (kDim * 4 + 32);
+    shardrec_embedding_options_t o;
+    ASSERT_EQ(shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION), SHARDREC_OK);
+    o.tiers = &tier;
+    o.num_tiers = 1;
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), nullptr, &o), SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr tiered(c);
+    c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), nullptr, nullptr),
+              SHARDREC_OK);
+    CollPtr memory(c);
+    std::mt19937_64 rng(11 + static_cast<uint64_t>(r));
+    for (int step = 0; step < 60; ++step) {
+      // Both ranks between the same two steps (each fill or free happens between collectives
+      // every rank takes part in, so no rank's step sees half of it).
+      if (r == 0 && step == 10) EXPECT_GT(FillUp(filler), 0u);
+      if (r == 0 && step == 30) fs::remove(filler);
+      std::vector<int32_t> lengths(kBatch, kBag);
+      std::vector<int64_t> ids(static_cast<size_t>(kBatch * kBag));
+      for (auto& id : ids) id = static_cast<int64_t>(rng() % kRows);
+      shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
+      v.batch_size = kBatch;
+      v.num_features = 1;
+      v.lengths = lengths.data();
+      v.num_lengths = lengths.size();
+      v.values = ids.data();
+      v.num_values = ids.size();
+      std::vector<float> out(static_cast<size_t>(kBatch * kDim)), ref(out.size());
+      const std::vector<float> grad(out.size(), 0.125f);
+      const shardrec_status_t rc =
+          shardrec_embedding_forward(tiered.get(), &v, out.data(), out.size(), nullptr);
+      if (rc != SHARDREC_OK) {
+        ++refused[r];
+        if (step >= 30) ++refused_after[r];
+        const std::string err = shardrec_last_error();
+        EXPECT_EQ(rc, SHARDREC_EIO) << "rank " << r << " step " << step << ": " << err;
+        EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+        if (r == 1) EXPECT_NE(err.find("rank 0"), std::string::npos) << err;
+        EXPECT_EQ(shardrec_embedding_backward(tiered.get(), grad.data(), grad.size(), nullptr),
+                  SHARDREC_EUSAGE);
+        continue;
+      }
+      ASSERT_EQ(shardrec_embedding_backward(tiered.get(), grad.data(), grad.size(), nullptr),
+                SHARDREC_OK)
+          << shardrec_last_error();
+      ASSERT_EQ(shardrec_embedding_forward(memory.get(), &v, ref.data(), ref.size(), nullptr),
+                SHARDREC_OK);
+      ASSERT_EQ(shardrec_embedding_backward(memory.get(), grad.data(), grad.size(), nullptr),
+                SHARDREC_OK);
+      EXPECT_EQ(FirstBitDifference(out, ref), "") << "rank " << r << " step " << step;
+    }
+    shardrec_status_t rc_t = SHARDREC_OK, rc_m = SHARDREC_OK;
+    got[r] = Weights(tiered.get(), &rc_t);
+    EXPECT_EQ(rc_t, SHARDREC_OK) << shardrec_last_error();
+    want[r] = Weights(memory.get(), &rc_m);
+    EXPECT_EQ(rc_m, SHARDREC_OK);
+  });
+  unsetenv("SHARDREC_TIER_TEST_SEGMENT_KIB");
+  EXPECT_GT(refused[0], 0) << "the disk never filled: the case tests nothing";
+  EXPECT_EQ(refused[0], refused[1]) << "the ranks did not refuse the same steps";
+  EXPECT_EQ(refused_after[0] + refused_after[1], 0);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(FirstBitDifference(got[r], want[r]), "") << "rank " << r;
 }
 
 // A directory one rank cannot make (a path through a regular file): that rank's creation fails
