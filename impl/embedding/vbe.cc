@@ -35,6 +35,14 @@ const std::string& FeatureName(const Layout& l, int64_t f) {
 
 // The checks of the sizes alone (no lengths, ids or weights read): F, each B_f, the number of
 // lengths, kjt.batch_size and the inverse indices' count. *bags receives sum_f B_f, *padded max.
+// A plain view (no feature batch sizes) has no inverse indices either.
+Status CheckPlainView(const VbeBatch& v) {
+  if (v.inverse != nullptr || v.num_inverse != 0)
+    return Status::InvalidArgument(
+        "batch: inverse_indices given without feature_batch_sizes (a plain view has none)");
+  return Status::Ok();
+}
+
 Status CheckSizes(const Layout& l, const VbeBatch& v, int64_t* bags, int64_t* padded) {
   const int64_t nf = static_cast<int64_t>(l.plan->features.size());
   if (v.feature_batch_sizes == nullptr)
@@ -197,11 +205,9 @@ Status CheckedOutputLen(const Layout& l, const VbeBatch& v, int64_t bags, size_t
 }  // namespace
 
 Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
-  if (v.feature_batch_sizes == nullptr) {
-    if (v.inverse != nullptr || v.num_inverse != 0 || v.num_feature_batch_sizes != 0)
-      return Status::InvalidArgument(
-          "batch: inverse_indices or num_feature_batch_sizes given without "
-          "feature_batch_sizes (a plain view has neither)");
+  // A view is plain, or refused, by the same tests and with the same messages as in Prepare.
+  if (v.feature_batch_sizes == nullptr && v.num_feature_batch_sizes == 0) {
+    SR_RETURN_IF_ERROR(CheckPlainView(v));
     // A plain view: the plain output, of a batch the forward would not refuse for its shape.
     const int64_t nf = static_cast<int64_t>(l.plan->features.size());
     if (v.kjt.num_features != nf)
@@ -223,9 +229,7 @@ Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
 Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
   vbe_ = false;
   if (v.feature_batch_sizes == nullptr && v.num_feature_batch_sizes == 0) {
-    if (v.inverse != nullptr || v.num_inverse != 0)
-      return Status::InvalidArgument(
-          "batch: inverse_indices given without feature_batch_sizes (a plain view has none)");
+    SR_RETURN_IF_ERROR(CheckPlainView(v));
     *padded = v.kjt;
     return Status::Ok();
   }
