@@ -174,10 +174,13 @@ SHARDREC_API shardrec_status_t shardrec_embedding_is_sequence(const shardrec_emb
  *         rank: every rank's forward fails together and none changes state, so a loop that
  *         skips the backward after a failed forward stays in step on every rank);
  *         SHARDREC_EUSAGE when a started input distribution has not been consumed;
- *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE on communication failure. Synchronising (GPU
- *         collection): it first returns what earlier stream-ordered calls found (see
- *         shardrec_embedding_synchronize; every rank then returns that error and this batch is
- *         not forwarded).
+ *         SHARDREC_ETIMEOUT / SHARDREC_EREMOTE on communication failure; with tiered tables
+ *         (shardrec/tier.h), SHARDREC_EIO when a store cannot read or write (a full disk: the
+ *         next forward tries the write again) and SHARDREC_ECORRUPT for a record that fails its
+ *         checksum, naming the table and the store's path, on every rank (docs/disk-tier.md).
+ *         Synchronising (GPU collection): it first returns what earlier stream-ordered calls
+ *         found (see shardrec_embedding_synchronize; every rank then returns that error and this
+ *         batch is not forwarded).
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward(shardrec_embedding_t* coll,
@@ -249,7 +252,8 @@ SHARDREC_API shardrec_status_t shardrec_embedding_input_dist_wait(shardrec_embed
  *         SHARDREC_EUSAGE when no distribution was waited for (one that failed in
  *         input_dist_start or input_dist_wait included): that is a failed forward too, so the
  *         next backward fails with SHARDREC_EUSAGE and cannot train the batch before it with
- *         this forward's gradient; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE.
+ *         this forward's gradient; SHARDREC_ETIMEOUT / SHARDREC_EREMOTE; with tiered tables
+ *         SHARDREC_EIO / SHARDREC_ECORRUPT, as shardrec_embedding_forward.
  * Thread-safety: one thread at a time per collection.
  */
 SHARDREC_API shardrec_status_t shardrec_embedding_forward_distributed(shardrec_embedding_t* coll,
