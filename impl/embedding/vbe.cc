@@ -33,8 +33,6 @@ const std::string& FeatureName(const Layout& l, int64_t f) {
   return l.plan->features[static_cast<size_t>(f)].name;
 }
 
-// The checks of the sizes alone (no lengths, ids or weights read): F, each B_f, the number of
-// lengths, kjt.batch_size and the inverse indices' count. *bags receives sum_f B_f, *padded max.
 // A plain view (no feature batch sizes) has no inverse indices either.
 Status CheckPlainView(const VbeBatch& v) {
   if (v.inverse != nullptr || v.num_inverse != 0)
@@ -43,6 +41,17 @@ Status CheckPlainView(const VbeBatch& v) {
   return Status::Ok();
 }
 
+Status CheckFeatureCount(const Layout& l, const VbeBatch& v) {
+  const int64_t nf = static_cast<int64_t>(l.plan->features.size());
+  if (v.kjt.num_features != nf)
+    return Status::InvalidArgument("batch: num_features is ",
+                                   static_cast<uint64_t>(v.kjt.num_features), " but the plan has ",
+                                   nf, " features");
+  return Status::Ok();
+}
+
+// The checks of the sizes alone (no lengths, ids or weights read): F, each B_f, the number of
+// lengths, kjt.batch_size and the inverse indices' count. *bags receives sum_f B_f, *padded max.
 Status CheckSizes(const Layout& l, const VbeBatch& v, int64_t* bags, int64_t* padded) {
   const int64_t nf = static_cast<int64_t>(l.plan->features.size());
   if (v.feature_batch_sizes == nullptr)
@@ -51,10 +60,7 @@ Status CheckSizes(const Layout& l, const VbeBatch& v, int64_t* bags, int64_t* pa
   if (v.num_feature_batch_sizes != static_cast<size_t>(nf))
     return Status::InvalidArgument("batch: num_feature_batch_sizes is ", v.num_feature_batch_sizes,
                                    " but the plan has ", nf, " features");
-  if (v.kjt.num_features != nf)
-    return Status::InvalidArgument("batch: num_features is ",
-                                   static_cast<uint64_t>(v.kjt.num_features), " but the plan has ",
-                                   nf, " features");
+  SR_RETURN_IF_ERROR(CheckFeatureCount(l, v));
   int64_t sum = 0;
   int64_t max = 0;
   for (int64_t f = 0; f < nf; ++f) {
@@ -209,11 +215,9 @@ Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
   if (v.feature_batch_sizes == nullptr && v.num_feature_batch_sizes == 0) {
     SR_RETURN_IF_ERROR(CheckPlainView(v));
     // A plain view: the plain output, of a batch the forward would not refuse for its shape.
-    const int64_t nf = static_cast<int64_t>(l.plan->features.size());
-    if (v.kjt.num_features != nf)
-      return Status::InvalidArgument("batch: num_features is ",
-                                     static_cast<uint64_t>(v.kjt.num_features),
-                                     " but the plan has ", nf, " features");
+    SR_RETURN_IF_ERROR(CheckFeatureCount(l, v));
+    if (v.kjt.batch_size < 0)
+      return Status::InvalidArgument("batch: batch_size is ", v.kjt.batch_size, ", negative");
     *out = static_cast<size_t>(l.sequence ? static_cast<int64_t>(v.kjt.num_values)
                                           : v.kjt.batch_size) *
            static_cast<size_t>(l.output_dim);

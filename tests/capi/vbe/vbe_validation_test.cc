@@ -279,6 +279,10 @@ TEST(VbeValidation, OutputLenChecksItsArguments) {
   EXPECT_EQ(shardrec_embedding_vbe_output_len(cc, &plain, &len), SHARDREC_EINVAL);
   EXPECT_NE(std::string(shardrec_last_error()).find("num_features is 3"), std::string::npos);
   EXPECT_EQ(len, 5u * 48u);
+  plain.kjt.num_features = 4;
+  plain.kjt.batch_size = -2;
+  EXPECT_EQ(shardrec_embedding_vbe_output_len(cc, &plain, &len), SHARDREC_EINVAL);
+  EXPECT_EQ(len, 5u * 48u);
 }
 
 }  // namespace
