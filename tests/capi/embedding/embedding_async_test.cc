@@ -102,14 +102,20 @@ INSTANTIATE_TEST_SUITE_P(Poolings, EmbeddingAsync,
                          ::testing::Values(SHARDREC_POOLING_SUM, SHARDREC_POOLING_MEAN,
                                            SHARDREC_POOLING_NONE));
 
-// A pipelined forward whose distribution failed is a failed forward: the backward after it is
-// refused on every rank, and does not train the batch of the forward before it (which has had
-// no backward yet) with the failed batch's gradient. Found by fuzz_vbe.
-TEST(EmbeddingAsyncRefusal, FailedDistributionLeavesNoBatchToTrain) {
+// The refusal tests' world: two ranks, one row-wise table set, two batches of 3 samples a rank.
+Scenario RefusalScenario() {
   Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
   s.optimizer.type = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
   s.steps = 2;
   s.batch_sizes = {3, 3};
+  return s;
+}
+
+// A pipelined forward whose distribution failed is a failed forward: the backward after it is
+// refused on every rank, and does not train the batch of the forward before it (which has had
+// no backward yet) with the failed batch's gradient. Found by fuzz_vbe.
+TEST(EmbeddingAsyncRefusal, FailedDistributionLeavesNoBatchToTrain) {
+  const Scenario s = RefusalScenario();
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   const auto batches = MakeBatches(s, ref);
   PlanPtr plan = MakePlan(s);
@@ -169,10 +175,7 @@ TEST(EmbeddingAsyncRefusal, FailedDistributionLeavesNoBatchToTrain) {
 // refused start of the next batch leaves batch b to train: its backward runs on every rank and
 // trains exactly what it trains without the refused start (a second collection is the reference).
 TEST(EmbeddingAsyncRefusal, FailedStartOfTheNextBatchLeavesTheBatchBeforeToTrain) {
-  Scenario s = StandardScenario(2, SHARDREC_SHARDING_ROW_WISE, SHARDREC_POOLING_SUM);
-  s.optimizer.type = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-  s.steps = 2;
-  s.batch_sizes = {3, 3};
+  const Scenario s = RefusalScenario();
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   const auto batches = MakeBatches(s, ref);
   PlanPtr plan = MakePlan(s);

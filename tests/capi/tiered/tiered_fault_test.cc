@@ -76,6 +76,26 @@ std::vector<float> Weights(shardrec_embedding_t* c, shardrec_status_t* rc) {
   return w;
 }
 
+// A batch of kBatch samples of kBag ids drawn uniformly from the table's rows, with its storage.
+struct RandomBatch {
+  explicit RandomBatch(std::mt19937_64* rng)
+      : lengths(kBatch, kBag), ids(static_cast<size_t>(kBatch * kBag)) {
+    for (auto& id : ids) id = static_cast<int64_t>((*rng)() % kRows);
+    view.batch_size = kBatch;
+    view.num_features = 1;
+    view.lengths = lengths.data();
+    view.num_lengths = lengths.size();
+    view.values = ids.data();
+    view.num_values = ids.size();
+  }
+  RandomBatch(const RandomBatch&) = delete;
+  RandomBatch& operator=(const RandomBatch&) = delete;
+
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> ids;
+  shardrec_kjt_view_t view = SHARDREC_KJT_VIEW_INIT;
+};
+
 // Trains both collections on the same random batches for 60 steps, damaging the tiered table's
 // directory with `fault` before step 10; returns how many tiered forwards were refused. Every
 // refusal must be `code` with `says` in its message.
@@ -93,16 +113,8 @@ int TrainThroughFault(shardrec_embedding_t* tiered, shardrec_embedding_t* memory
       heal();
       *refused_after_heal = 0;
     }
-    std::vector<int32_t> lengths(kBatch, kBag);
-    std::vector<int64_t> ids(static_cast<size_t>(kBatch * kBag));
-    for (auto& id : ids) id = static_cast<int64_t>(rng() % kRows);
-    shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
-    v.batch_size = kBatch;
-    v.num_features = 1;
-    v.lengths = lengths.data();
-    v.num_lengths = lengths.size();
-    v.values = ids.data();
-    v.num_values = ids.size();
+    const RandomBatch batch(&rng);
+    const shardrec_kjt_view_t& v = batch.view;
     std::vector<float> out(static_cast<size_t>(kBatch * kDim)), want(out.size());
     const std::vector<float> grad(out.size(), 0.125f);
     const shardrec_status_t rc =
@@ -356,16 +368,8 @@ TEST(TieredFault, AFullDiskOnOneRankRefusesOnEveryRankUntilItHasRoom) {
       // every rank takes part in, so no rank's step sees half of it).
       if (r == 0 && step == 10) EXPECT_GT(FillUp(filler), 0u);
       if (r == 0 && step == 30) fs::remove(filler);
-      std::vector<int32_t> lengths(kBatch, kBag);
-      std::vector<int64_t> ids(static_cast<size_t>(kBatch * kBag));
-      for (auto& id : ids) id = static_cast<int64_t>(rng() % kRows);
-      shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
-      v.batch_size = kBatch;
-      v.num_features = 1;
-      v.lengths = lengths.data();
-      v.num_lengths = lengths.size();
-      v.values = ids.data();
-      v.num_values = ids.size();
+      const RandomBatch batch(&rng);
+      const shardrec_kjt_view_t& v = batch.view;
       std::vector<float> out(static_cast<size_t>(kBatch * kDim)), ref(out.size());
       const std::vector<float> grad(out.size(), 0.125f);
       const shardrec_status_t rc =
