@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <string>
 
 #include "tests/support/temp_dirs.h"
@@ -19,8 +18,6 @@ class SmallTmpfs {
  public:
   // `size` is mount's option, "size=512k" for example.
   SmallTmpfs(const std::string& tag, const char* size) : dir_(FreshDir(tag)) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);  // a FreshDir that names one without making it
     if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, size) != 0) {
       error_ = std::strerror(errno);
     } else {

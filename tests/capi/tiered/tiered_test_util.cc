@@ -64,14 +64,6 @@ int64_t CacheBytesFor(const Scenario& s, size_t t, int64_t slots) {
   return slots * slot * shards;
 }
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TMPDIR");
-  const std::filesystem::path p = std::filesystem::path(tmp != nullptr ? tmp : "/tmp") /
-                                  ("shardrec_tiered_" + std::to_string(::getpid()) + "_" + name);
-  std::filesystem::remove_all(p);
-  return p.string();
-}
-
 std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
                                  const std::vector<shardrec_table_tier_t>& tiers, bool pipelined,
                                  const Scenario* snapshot, const char* load_dir,

@@ -15,6 +15,7 @@
 #include "shardrec/embedding.h"
 #include "shardrec/tier.h"
 #include "tests/capi/embedding/embedding_test_util.h"
+#include "tests/support/temp_dirs.h"
 
 namespace shardrec::testing {
 
@@ -26,9 +27,6 @@ Scenario TieredScenario(int32_t world, int32_t sharding, int32_t optimizer, int3
 // Cache bytes that give every shard of table `t` of `s` about `slots` slots, whatever the most
 // shards of it one rank holds (column-wise: up to dim / 4).
 int64_t CacheBytesFor(const Scenario& s, size_t t, int64_t slots);
-
-// A fresh directory under the test temporary directory (removed first if it exists).
-std::string FreshDir(const std::string& name);
 
 // What one run leaves on each rank.
 struct TieredRun {
