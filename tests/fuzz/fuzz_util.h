@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "shardrec/shardrec.h"
 
@@ -33,17 +34,17 @@ struct ByteReader {
   }
 };
 
-// The rules of a plain batch (shardrec/tensor.h), written out again for the targets' oracles:
-// whether `v` breaks one, for a plan of `features` features where feature f reads a table of
-// rows[f] rows (ids are checked only when `rows` is not null: a serving handle may clamp or skip
-// them instead), a target that gives a batch of more than `max_batch` samples no lengths, and the
-// default non-finite policy (a NaN or infinite per-id weight is refused).
-inline bool KjtBreaksRules(const shardrec_kjt_view_t& v, int features, int64_t max_batch,
+// The rules of the bags of a batch (shardrec/tensor.h), written out again for the targets'
+// oracles: whether `v`'s lengths, values and weights break one when feature f has bags[f] bags,
+// feature-major, and reads a table of rows[f] rows (ids are checked only when `rows` is not null:
+// a serving handle may clamp or skip them instead), under the default non-finite policy (a NaN or
+// infinite per-id weight is refused). The arrays are those the view's counts say (the callers
+// check NULL arrays with counts first).
+inline bool BagsBreakRules(const shardrec_kjt_view_t& v, const int64_t* bags, int features,
                            const int64_t* rows) {
-  if (v.batch_size < 0 || v.batch_size > max_batch) return true;
-  if (v.num_features != static_cast<size_t>(features)) return true;
-  const int64_t B = v.batch_size;
-  if (v.num_lengths != static_cast<size_t>(features * B)) return true;
+  unsigned __int128 slots = 0;  // the count of a hostile view may not fit 64 bits
+  for (int f = 0; f < features; ++f) slots += static_cast<uint64_t>(bags[f]);
+  if (slots != v.num_lengths) return true;
   int64_t sum = 0;
   for (size_t i = 0; i < v.num_lengths; ++i) {
     if (v.lengths[i] < 0) return true;
@@ -56,16 +57,27 @@ inline bool KjtBreaksRules(const shardrec_kjt_view_t& v, int features, int64_t m
       if (!std::isfinite(v.weights[i])) return true;
   }
   if (rows == nullptr) return false;
-  size_t at = 0;
+  size_t bag = 0, at = 0;
   for (int f = 0; f < features; ++f)
-    for (int64_t s = 0; s < B; ++s)
-      for (int32_t k = 0; k < v.lengths[f * B + s]; ++k, ++at) {
+    for (int64_t s = 0; s < bags[f]; ++s, ++bag)
+      for (int32_t k = 0; k < v.lengths[bag]; ++k, ++at) {
         const int64_t id = v.values_dtype == SHARDREC_DTYPE_INT32
                                ? static_cast<const int32_t*>(v.values)[at]
                                : static_cast<const int64_t*>(v.values)[at];
         if (id < 0 || id >= rows[f]) return true;
       }
   return false;
+}
+
+// The rules of a plain batch: those of its bags, `batch_size` bags per feature, for a plan of
+// `features` features, and a target that gives a batch of more than `max_batch` samples no
+// lengths.
+inline bool KjtBreaksRules(const shardrec_kjt_view_t& v, int features, int64_t max_batch,
+                           const int64_t* rows) {
+  if (v.batch_size < 0 || v.batch_size > max_batch) return true;
+  if (v.num_features != static_cast<size_t>(features)) return true;
+  const std::vector<int64_t> bags(static_cast<size_t>(features), v.batch_size);
+  return BagsBreakRules(v, bags.data(), features, rows);
 }
 
 }  // namespace shardrec::fuzz

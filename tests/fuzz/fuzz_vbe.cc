@@ -5,10 +5,12 @@
 // sequence collections at world 1 and at world 2 (rank 1, a partner thread, always sends a valid
 // VBE batch), through forward_vbe or the pipelined input_dist_start_vbe. Checked on every input:
 //  - no crash, hang or sanitizer report;
-//  - every call returns OK or EINVAL / EUSAGE with a message, never EINTERNAL; a view that
-//    shardrec_embedding_vbe_output_len refuses, or that breaks a field rule (a NULL array with a
-//    count, a weights count that is not num_values, a wrong version, F or dtype), is refused by
-//    the forward;
+//  - every call returns OK or EINVAL / EUSAGE with a message, never EINTERNAL; the forward
+//    refuses a view exactly when it breaks a rule of docs/variable-batch.md (VbeBreaksRules: the
+//    fields, batch sizes, inverse indices, lengths, ids in range, finite weights) or out_len is
+//    wrong, and shardrec_embedding_vbe_output_len accepts every view that breaks none; a backward
+//    is refused when its forward was or its gradient has a wrong length or a non-finite element,
+//    and accepted otherwise when no sum of its elements can overflow;
 //  - a refused forward or backward (on any rank) changes no weight, optimizer state or step
 //    count on either rank, and a valid batch then gives the output it gave just before;
 //  - the next valid step works on both ranks (they stay paired).
@@ -189,6 +191,34 @@ bool MustRefuse(const shardrec_kjt_vbe_view_t& v) {
           v.num_inverse_indices != kFeatures * static_cast<uint64_t>(k.batch_size));
 }
 
+// Every rule of docs/variable-batch.md "Validation and agreement" written out again: MustRefuse's
+// fields, then the batch sizes, inverse indices and batch_size, then every bag's rules (a plain
+// view's as a plain batch's). A view that breaks none is accepted; one that breaks any is refused.
+bool VbeBreaksRules(const shardrec_kjt_vbe_view_t& v) {
+  static const int64_t kRowsOf[kFeatures] = {10, 23, 23, 5};  // t0; t1 twice; t2 (MakePlan)
+  if (MustRefuse(v)) return true;
+  const shardrec_kjt_view_t& k = v.kjt;
+  if (v.feature_batch_sizes == nullptr)
+    return shardrec::fuzz::KjtBreaksRules(k, kFeatures, INT64_MAX, kRowsOf);
+  const int64_t* sizes = v.feature_batch_sizes;
+  int64_t max = 0;
+  for (int f = 0; f < kFeatures; ++f) {
+    if (sizes[f] < 0) return true;
+    max = std::max(max, sizes[f]);
+  }
+  if (k.batch_size < 0) return true;
+  if (v.inverse_indices == nullptr) {
+    if (k.batch_size != max) return true;
+  } else {
+    for (int f = 0; f < kFeatures; ++f)
+      for (int64_t b = 0; b < k.batch_size; ++b) {
+        const int64_t i = v.inverse_indices[f * k.batch_size + b];
+        if (i < 0 || i >= sizes[f]) return true;
+      }
+  }
+  return shardrec::fuzz::BagsBreakRules(k, sizes, kFeatures, kRowsOf);
+}
+
 // A valid VBE batch from a seed: B_f in [0, 4], with inverse indices every other seed.
 VbeBatch Valid(uint64_t seed) {
   VbeBatch b;
@@ -324,26 +354,39 @@ void Iteration(int rank, const Config& c, const Job& job, Reader* fuzzed) {
   const std::vector<float> ref = ValidStep(coll, check_seed, false);
   const Snap before = Snapshot(c, coll);
   VbeBatch own = fuzzed ? Decode(*fuzzed) : Valid(job.seed * 4 + static_cast<uint64_t>(rank));
+  // The partner's views are valid, so the fuzzed rank's view alone decides the step's verdict
+  // (the partner's calls follow it).
+  const bool breaks = VbeBreaksRules(own.view);
   size_t len = 0;
   const shardrec_status_t len_rc = shardrec_embedding_vbe_output_len(coll, &own.view, &len);
   if (len_rc != SHARDREC_OK) {
     CheckRejection(len_rc);
     len = fuzzed ? fuzzed->Byte() % 64 : 0;
   }
+  if (!breaks) FUZZ_CHECK(len_rc == SHARDREC_OK);
   // A wrong output length now and then: this rank alone refuses, so every rank does.
-  if (fuzzed && (fuzzed->Byte() & 15) == 0) len += 1;
+  const bool wrong_len = fuzzed && (fuzzed->Byte() & 15) == 0;
+  if (wrong_len) len += 1;
   std::vector<float> out(std::min(len, kMaxOut));
   shardrec_status_t rc = Forward(coll, &own.view, out.data(), len, job.pipelined);
   if (rc != SHARDREC_OK) CheckRejection(rc);
-  if (len_rc != SHARDREC_OK || MustRefuse(own.view)) FUZZ_CHECK(rc != SHARDREC_OK);
+  if (len_rc != SHARDREC_OK || wrong_len) FUZZ_CHECK(rc != SHARDREC_OK);
+  if (fuzzed) FUZZ_CHECK((rc != SHARDREC_OK) == (breaks || wrong_len));  // exactly when one breaks
   const bool forward_ok = rc == SHARDREC_OK;
   size_t grad_len = out.size();
-  if (fuzzed && (fuzzed->Byte() & 15) == 1) grad_len += 1;
+  const bool wrong_grad_len = fuzzed && (fuzzed->Byte() & 15) == 1;
+  if (wrong_grad_len) grad_len += 1;
   std::vector<float> grad(grad_len);
   for (auto& g : grad) g = fuzzed ? fuzzed->Float() : 0.01f;
+  bool finite = true, small = true;  // small: no sum of these terms can overflow
+  for (float g : grad) {
+    finite = finite && std::isfinite(g);
+    small = small && std::fabs(g) < 1e6f;
+  }
   rc = shardrec_embedding_backward(coll, grad.data(), grad.size(), nullptr);
   if (rc != SHARDREC_OK) CheckRejection(rc);
-  if (!forward_ok) FUZZ_CHECK(rc != SHARDREC_OK);
+  if (!forward_ok || wrong_grad_len || !finite) FUZZ_CHECK(rc != SHARDREC_OK);
+  if (fuzzed && forward_ok && !wrong_grad_len && small) FUZZ_CHECK(rc == SHARDREC_OK);
   if (rc != SHARDREC_OK) {
     // Refused here or on the peer: nothing changed, and a valid batch reads what it read.
     const Snap after = Snapshot(c, coll);
