@@ -22,8 +22,7 @@ Status TieredTables::VisitRows(
     Shard& sh, int64_t first, int64_t count,
     const std::function<Status(int64_t, int32_t, const uint8_t*)>& visit) {
   double waited = 0;
-  std::vector<Fetched> unused;
-  TakePrefetch(&waited, &unused);
+  TakePrefetch(&waited, nullptr);
   std::lock_guard<std::mutex> cache_lock(cache_mu_);
   if (first < 0 || count < 0 || first + count > sh.spec.rows)
     return Status::Internal("rows ", first, "+", count, " of a tiered shard of ", sh.spec.rows);

@@ -49,8 +49,7 @@ Status TieredTables::SnapshotShard(int32_t local, const std::string& dir, int64_
   // A prefetch read before these writes would hand the next forward stale records: drop it, as
   // the accessors do.
   double waited = 0;
-  std::vector<Fetched> unused;
-  TakePrefetch(&waited, &unused);
+  TakePrefetch(&waited, nullptr);
   std::lock_guard<std::mutex> cache_lock(cache_mu_);
   // After the drain no older queued record of a row can land on what is written here.
   SR_RETURN_IF_ERROR(named(queue_->Drain()));

@@ -157,6 +157,7 @@ Status TieredTables::Open(const Layout* layout, ParamStore* params, std::vector<
   pf_rows_.resize(shards_.size());
   pf_fetched_.resize(shards_.size());
   pf_spare_.resize(shards_.size());
+  pf_unclaimed_.resize(shards_.size());
   pf_seen_.resize(shards_.size());
   pf_thread_ = std::thread([this] { RunPrefetches(); });
   return Status::Ok();
@@ -319,10 +320,18 @@ bool TieredTables::TakePrefetch(double* waited, std::vector<Fetched>* out) {
     shards_[j].stats.write_backs += pf_fetched_[j].write_backs;
   }
   // generation_ changes only in Resolve, on this thread.
-  if (!pf_status_.ok() || pf_generation_ != generation_) return false;
+  if (out == nullptr || !pf_status_.ok() || pf_generation_ != generation_) {
+    // pf_mu_ before cache_mu_, the prefetch thread's order.
+    std::lock_guard<std::mutex> cache_lock(cache_mu_);
+    for (size_t j = 0; j < shards_.size(); ++j) {
+      for (int32_t v : pf_fetched_[j].installed_slots)
+        pf_unclaimed_[j].emplace_back(v, shards_[j].cache->row_of(v));
+      pf_fetched_[j].installed_slots.clear();
+    }
+    return false;
+  }
   out->swap(pf_fetched_);
   pf_fetched_.swap(pf_spare_);
-  // An accessor's take drops its buffers instead of giving them back.
   pf_fetched_.resize(shards_.size());
   return true;
 }
@@ -344,6 +353,8 @@ Status TieredTables::Resolve(RoutedBatch& rb, const RoutedBatch* in_flight, bool
     for (size_t j = 0; j < shards_.size() && s.ok(); ++j)
       s = ResolveShard(j, rb, in_flight, training, epoch, floor, prefetched ? &fetched : nullptr,
                        &exposed);
+    // A dropped job's rows were this batch's or no batch's.
+    for (auto& unclaimed : pf_unclaimed_) unclaimed.clear();
     ++generation_;
   }
   if (prefetched) {
@@ -545,14 +556,16 @@ Status TieredTables::ResolveShard(size_t j, RoutedBatch& rb, const RoutedBatch* 
         pinned + static_cast<int64_t>(misses.size()), " distinct rows resident",
         in_flight != nullptr ? " (with those of the batch a backward may still train)" : "",
         " but its cache holds ", cache.slots(), " rows; give the tier more cache_bytes"));
-  if (prefetched != nullptr) {
-    // The rows the prefetch thread installed for this batch were its misses, not hits.
-    int64_t ahead = 0;
+  // The rows the prefetch thread installed for this batch were its misses, not hits, whether
+  // this forward took the job or an accessor dropped it (its rows stayed cached).
+  int64_t ahead = 0;
+  if (prefetched != nullptr)
     for (int32_t v : (*prefetched)[j].installed_slots) ahead += cache.Pinned(v, epoch) ? 1 : 0;
-    hits -= ahead;
-    sh.stats.misses += ahead;
-    sh.stats.prefetched += ahead;
-  }
+  for (const auto& [v, row] : pf_unclaimed_[j])
+    ahead += cache.row_of(v) == row && cache.Pinned(v, epoch) ? 1 : 0;
+  hits -= ahead;
+  sh.stats.misses += ahead;
+  sh.stats.prefetched += ahead;
   sh.stats.hits += hits;
   sh.stats.misses += static_cast<int64_t>(misses.size());
   // Room first: each miss takes a free slot or evicts a row pinned before `floor`.

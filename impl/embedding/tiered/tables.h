@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "impl/core/status.h"
@@ -199,7 +200,10 @@ class TieredTables {
                       uint32_t epoch, uint32_t floor, const std::vector<Fetched>* prefetched,
                       double* fetch_seconds);
   // Waits for the prefetch job in flight (adding the wait to `waited`), counts its reads, and
-  // moves them to `out` when they were read for the caches as they are now (returns true).
+  // moves them to `out` when they were read for the caches as they are now (returns true). With
+  // `out` null (an accessor's take, which must not leave records a write may make stale) or when
+  // they were not, the job's reads are dropped and the rows it installed, which stay cached, go
+  // to pf_unclaimed_.
   bool TakePrefetch(double* waited, std::vector<Fetched>* out);
   void RunPrefetches();
 
@@ -228,6 +232,9 @@ class TieredTables {
   std::vector<std::vector<int64_t>> pf_rows_;
   std::vector<Fetched> pf_fetched_;
   std::vector<Fetched> pf_spare_;  // the buffers of the job a Resolve took, given back after it
+  // Per shard, the (slot, row) pairs a dropped job installed: the next Resolve counts those its
+  // batch reads as the prefetched misses they were, not as hits. Under cache_mu_.
+  std::vector<std::vector<std::pair<int32_t, int64_t>>> pf_unclaimed_;
   std::vector<RowSet> pf_seen_;
   Status pf_status_;
   bool pf_valid_ = false;  // pf_fetched_ holds a finished job's reads

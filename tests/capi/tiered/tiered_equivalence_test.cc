@@ -118,6 +118,51 @@ TEST(TieredEquivalenceRounding, StochasticRoundingFollowsTheRow) {
   }
 }
 
+// Reading weights and states between pipelined steps (an accessor waits out the prefetch job and
+// drops its reads, leaving the rows it installed cached) changes neither the results nor the
+// counters: the rows the job installed are still the next batch's prefetched misses, not hits.
+TEST(TieredEquivalenceStats, AccessorsBetweenPipelinedStepsKeepTheCounters) {
+  for (int32_t world : {1, 2}) {
+    const Scenario s =
+        TieredScenario(world, SHARDREC_SHARDING_ROW_WISE, 1, 0, SHARDREC_POOLING_SUM, false);
+    PlanPtr plan = MakePlan(s);
+    ASSERT_NE(plan, nullptr);
+    const std::string quiet_dir = FreshDir("accessors_quiet");
+    const std::string read_dir = FreshDir("accessors_read");
+    const std::vector<TieredRun> quiet = RunTiered(s, plan.get(), SmallTiers(s, quiet_dir), true);
+    int64_t reads = 0;
+    const std::vector<TieredRun> read =
+        RunTiered(s, plan.get(), SmallTiers(s, read_dir), true, nullptr, nullptr, nullptr, nullptr,
+                  [&](shardrec_embedding_t* c, int32_t) {
+                    (void)Snapshot(c, s);  // every table's weights and states
+                    ++reads;
+                  });
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    EXPECT_EQ(reads, static_cast<int64_t>(s.steps) * world);
+    for (int32_t r = 0; r < world; ++r) {
+      for (size_t f = 0; f < quiet[r].out.size(); ++f)
+        EXPECT_EQ(FirstBitDifference(read[r].out[f], quiet[r].out[f]), "")
+            << "world " << world << " rank " << r << " forward " << f;
+      ASSERT_EQ(read[r].stats.size(), quiet[r].stats.size());
+      int64_t prefetched = 0;
+      for (size_t t = 0; t < quiet[r].stats.size(); ++t) {
+        const shardrec_tier_stats_t& a = read[r].stats[t];
+        const shardrec_tier_stats_t& b = quiet[r].stats[t];
+        const std::string where = "world " + std::to_string(world) + " rank " + std::to_string(r) +
+                                  " table " + std::to_string(t);
+        EXPECT_EQ(a.hits, b.hits) << where;
+        EXPECT_EQ(a.misses, b.misses) << where;
+        EXPECT_EQ(a.prefetched, b.prefetched) << where;
+        EXPECT_EQ(a.queue_reads + a.disk_reads, b.queue_reads + b.disk_reads) << where;
+        EXPECT_EQ(a.initialised, b.initialised) << where;
+        EXPECT_EQ(a.misses, a.queue_reads + a.disk_reads + a.initialised) << where;
+        prefetched += a.prefetched;
+      }
+      EXPECT_GT(prefetched, 0) << "world " << world << " rank " << r << ": nothing read ahead";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardrec::testing
 

@@ -64,11 +64,11 @@ int64_t CacheBytesFor(const Scenario& s, size_t t, int64_t slots) {
   return slots * slot * shards;
 }
 
-std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
-                                 const std::vector<shardrec_table_tier_t>& tiers, bool pipelined,
-                                 const Scenario* snapshot, const char* load_dir,
-                                 const char* save_dir,
-                                 const shardrec_checkpoint_options_t* load_options) {
+std::vector<TieredRun> RunTiered(
+    const Scenario& s, const shardrec_plan_t* plan, const std::vector<shardrec_table_tier_t>& tiers,
+    bool pipelined, const Scenario* snapshot, const char* load_dir, const char* save_dir,
+    const shardrec_checkpoint_options_t* load_options,
+    const std::function<void(shardrec_embedding_t*, int32_t)>& after_backward) {
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
   const auto batches = MakeBatches(s, ref);
   const auto grads = MakeGrads(s, batches, ref.output_dim());
@@ -130,6 +130,7 @@ std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
           shardrec_embedding_backward(c, grads[step][r].data(), grads[step][r].size(), nullptr),
           SHARDREC_OK)
           << "rank " << r << " step " << step << ": " << shardrec_last_error();
+      if (after_backward) after_backward(c, step);
     }
     run.snap = Snapshot(c, snapshot != nullptr ? *snapshot : s);
     if (save_dir != nullptr) {

@@ -41,11 +41,12 @@ struct TieredRun {
 // `snapshot` (default: s) names the tables whose weights and states the run snapshots.
 // `load_dir` (when not null): the collection first loads that checkpoint (with `load_options`,
 // null: defaults); `save_dir` (when not null): it saves one there after the snapshot.
-std::vector<TieredRun> RunTiered(const Scenario& s, const shardrec_plan_t* plan,
-                                 const std::vector<shardrec_table_tier_t>& tiers, bool pipelined,
-                                 const Scenario* snapshot = nullptr, const char* load_dir = nullptr,
-                                 const char* save_dir = nullptr,
-                                 const shardrec_checkpoint_options_t* load_options = nullptr);
+// `after_backward` (when set) is called on each rank after each step's backward.
+std::vector<TieredRun> RunTiered(
+    const Scenario& s, const shardrec_plan_t* plan, const std::vector<shardrec_table_tier_t>& tiers,
+    bool pipelined, const Scenario* snapshot = nullptr, const char* load_dir = nullptr,
+    const char* save_dir = nullptr, const shardrec_checkpoint_options_t* load_options = nullptr,
+    const std::function<void(shardrec_embedding_t*, int32_t step)>& after_backward = {});
 
 // The first difference between two float vectors, bit for bit ("" when identical).
 std::string FirstBitDifference(const std::vector<float>& a, const std::vector<float>& b);
