@@ -109,14 +109,16 @@ bool AllInRange(const Id* ids, size_t begin, size_t end, int64_t rows) {
 // them first: a separate pass read each id from memory once more, a fifth of a cache-resident
 // lookup at batch 2048), and at the first id out of range the whole pair starts over on the
 // resolving path (the bags already written are written again); a tiered table's ids are all
-// checked first, as its rows are gathered for the whole request at once. The resolving path
+// checked first, as its rows are gathered for the whole pair at once (adding to what the
+// request's earlier pairs of the table gathered). The resolving path
 // resolves each id (a dynamic table's index probes prefetched a few ids ahead) and leaves skipped
 // ids out. Either way the shared pooled kernel (impl/core/kernels/pooled.h) gathers, decodes and
 // sums every bag in registers, prefetching rows by the table's row size.
 template <bool kWeighted>
-Status PooledPair(const Model& m, const Table& t, const FeatureBags& fb, const Ids& ids,
+Status PooledPair(const Model& m, size_t table, const FeatureBags& fb, const Ids& ids,
                   const float* id_weights, BagScratch* bag, float* out, int64_t stride,
                   int64_t offset) {
+  const Table& t = m.tables[table];
   const int64_t B = fb.count;
   const size_t begin = fb.begin, end = fb.end;
   const bool mean = t.pooling == Pooling::kMean;
@@ -203,10 +205,10 @@ Status PooledPair(const Model& m, const Table& t, const FeatureBags& fb, const I
   }
   if (!summed) {
     if (t.tiered) {  // the request's rows from the row cache or the files, renumbered
-      SR_RETURN_IF_ERROR(
-          t.tiered->Gather(a.rows, static_cast<size_t>(bag->offsets[B]), &bag->tiered));
-      a.weights = bag->tiered.rows.data();
-      a.rows = bag->tiered.local.data();
+      TieredRows::Scratch& gathered = bag->tiered[table];
+      SR_RETURN_IF_ERROR(t.tiered->Gather(a.rows, static_cast<size_t>(bag->offsets[B]), &gathered));
+      a.weights = gathered.rows.data();
+      a.rows = gathered.local.data();
     }
     a.bag_begin = 0;
     a.bag_end = B;
@@ -284,10 +286,12 @@ DecodeBuffers::DecodeBuffers(const Model& m) {
 Status PooledBags(const Model& m, int32_t table, const FeatureBags& bags, const Ids& ids,
                   const float* weights, BagScratch* scratch, float* out, int64_t stride,
                   int64_t offset) {
-  const Table& t = m.tables[table];
+  const auto ti = static_cast<size_t>(table);
+  if (m.tables[ti].tiered && scratch->tiered.size() < m.tables.size())
+    scratch->tiered.resize(m.tables.size());
   return weights != nullptr
-             ? PooledPair<true>(m, t, bags, ids, weights, scratch, out, stride, offset)
-             : PooledPair<false>(m, t, bags, ids, weights, scratch, out, stride, offset);
+             ? PooledPair<true>(m, ti, bags, ids, weights, scratch, out, stride, offset)
+             : PooledPair<false>(m, ti, bags, ids, weights, scratch, out, stride, offset);
 }
 
 Status SequenceBags(const Model& m, const FeatureBags& bags, const Ids& ids, const float* weights,

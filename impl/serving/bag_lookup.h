@@ -42,7 +42,9 @@ struct BagScratch {
   std::vector<float> weights;
   std::vector<int64_t> offsets;
   std::vector<float> divisors;
-  TieredRows::Scratch tiered;  // a table served from disk: the bag rows gathered here
+  // Per table served from disk (indexed by table), the request's rows gathered so far: a row
+  // that several features of the request read is read and counted once.
+  std::vector<TieredRows::Scratch> tiered;
   // The in-memory tables' rows are prefetched into the second-level cache only
   // (core::kernels::PooledArgs::prefetch_to_l2): Lookup sets it when they outgrow the
   // last-level cache (RowsComeFromMemory).

@@ -134,15 +134,26 @@ Status TieredRows::ReadMissed(Scratch* s) const {
 }
 
 Status TieredRows::Gather(const int64_t* rows, size_t n, Scratch* s) const {
-  // Distinct rows first (an open-addressing table at most half full), so a request reads and
-  // copies each row once however often its bags name it.
-  size_t cap = 16;
-  while (cap < 2 * n) cap *= 2;
-  s->slots.assign(cap, -1);
-  s->uniq.clear();
-  s->local.resize(n);
+  // Distinct rows first (an open-addressing table at most half full, kept over the request's
+  // Gathers), so a request reads and copies each row once however often its bags name it.
+  const size_t before = s->uniq.size();
+  size_t cap = std::max<size_t>(16, s->slots.size());
+  while (cap < 2 * (before + n)) cap *= 2;
   const uint64_t mask = cap - 1;
   const int shift = 64 - std::countr_zero(cap);
+  if (s->slots.size() != cap) {  // new or grown: the request's earlier rows placed again
+    s->slots.assign(cap, -1);
+    for (size_t k = 0; k < before; ++k) {
+      const int64_t row = s->uniq[k];
+      for (uint64_t h = Mix(row) >> shift;; h = (h + 1) & mask) {
+        if (s->slots[h] < 0) {
+          s->slots[h] = static_cast<int64_t>(k);
+          break;
+        }
+      }
+    }
+  }
+  s->local.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const int64_t row = rows[i];
     for (uint64_t h = Mix(row) >> shift;; h = (h + 1) & mask) {
@@ -161,7 +172,7 @@ Status TieredRows::Gather(const int64_t* rows, size_t n, Scratch* s) const {
   s->rows.resize(u * row_bytes_);
   s->missed.clear();
   size_t zero = 0;
-  for (size_t k = 0; k < u; ++k) {
+  for (size_t k = before; k < u; ++k) {
     uint8_t* dst = s->rows.data() + k * row_bytes_;
     if (dynamic_ && s->uniq[k] == rows_) {  // the zero row: all zero bytes, as in memory
       std::memset(dst, 0, row_bytes_);
@@ -170,12 +181,12 @@ Status TieredRows::Gather(const int64_t* rows, size_t n, Scratch* s) const {
       s->missed.push_back(k);
     }
   }
-  // A request that fails counts nothing: the statistics describe the lookups that were served.
+  // A request that fails counts nothing more: the statistics describe the rows that were served.
   if (!s->missed.empty()) {
     SR_RETURN_IF_ERROR(ReadMissed(s));
     for (size_t k : s->missed) cache_->Put(s->uniq[k], s->rows.data() + k * row_bytes_);
   }
-  hits_.fetch_add(u - zero - s->missed.size(), std::memory_order_relaxed);
+  hits_.fetch_add(u - before - zero - s->missed.size(), std::memory_order_relaxed);
   misses_.fetch_add(s->missed.size(), std::memory_order_relaxed);
   return Status::Ok();
 }

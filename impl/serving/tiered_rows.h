@@ -35,13 +35,14 @@ struct TieredStats {
 
 class TieredRows {
  public:
-  // A request's scratch (one per lookup call: concurrent lookups share nothing but the cache).
+  // A request's scratch for this table (one per lookup call: concurrent lookups share nothing
+  // but the cache). It starts empty and accumulates the request's distinct rows over its Gathers.
   struct Scratch {
-    std::vector<uint8_t> rows;   // the request's distinct rows, stored form
-    std::vector<int64_t> local;  // per row of the request: its index in `rows`
+    std::vector<uint8_t> rows;   // the request's distinct rows so far, stored form
+    std::vector<int64_t> local;  // per row of the last Gather: its index in `rows`
     std::vector<int64_t> uniq;   // the distinct rows, in first-seen order
     std::vector<int64_t> slots;  // the dedup table: index into uniq, or -1
-    std::vector<size_t> missed;  // indices into uniq not found in the cache
+    std::vector<size_t> missed;  // indices into uniq the last Gather did not find in the cache
     std::vector<float> staging;  // one fp32 row (quantized storages, dynamic tables)
     std::vector<uint8_t> read;   // the missed rows' parts as stored in the files
     std::vector<RowPart> parts;  // where each part comes from and goes
@@ -56,12 +57,14 @@ class TieredRows {
                        bool dynamic, uint64_t cache_bytes, std::shared_ptr<const TieredRows>* out);
 
   // Gathers the stored rows of rows[0..n) (each in [0, rows), or `rows` for a dynamic table's
-  // zero row) into s->rows, one per distinct row, with s->local[i] the index of rows[i] there;
-  // the misses are read as one batch, and their bytes checked (tiered_reads.h) before any is
+  // zero row) into s->rows, one per distinct row of every Gather on `s` so far, with s->local[i]
+  // the index of rows[i] there: a row an earlier Gather of the request brought is neither looked
+  // up nor counted again (a row that several features of a request read counts once). The new
+  // misses are read as one batch, and their bytes checked (tiered_reads.h) before any is
   // converted. kIo / kCorrupt naming the table and the file when a read fails, a checksum does
   // not match or the file is shorter than at open; kInvalidArgument when a row cannot be stored
-  // in the table's storage (as open refuses it in memory). On any error nothing is cached and the
-  // statistics are unchanged.
+  // in the table's storage (as open refuses it in memory). On any error nothing is cached, the
+  // statistics are unchanged and `s` is unusable (the request fails).
   Status Gather(const int64_t* rows, size_t n, Scratch* s) const;
 
   uint64_t row_bytes() const { return row_bytes_; }

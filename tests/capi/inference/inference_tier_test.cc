@@ -130,6 +130,41 @@ TEST(InferenceTier, ACacheAsLargeAsTheTableHitsAfterTheFirstRead) {
   EXPECT_EQ(s2.disk_reads, s1.disk_reads);
 }
 
+// t1 is read by features f1 and f2: a row both name in one request is read and counted once
+// (docs/disk-tier.md "Serving"), whether the cache holds the request's rows or evicts between the
+// features.
+TEST(InferenceTier, ARowSeveralFeaturesOfARequestReadCountsOnce) {
+  const Trained t =
+      TrainAndSave(Side{1, 0, SHARDREC_SHARDING_TABLE_WISE, 4, SHARDREC_DTYPE_FLOAT32},
+                   SHARDREC_POOLING_SUM, false);
+  RefBatch b;
+  b.batch_size = 2;
+  b.lengths = {1, 1, 2, 1, 1, 2, 1, 1};  // f0, f1, f2, f3 x 2 samples
+  b.ids = {0, 1, 3, 5, 3, 5, 7, 3, 2, 4};
+  InferencePtr mem;
+  ASSERT_EQ(OpenTiered(t.trained_dir, SHARDREC_SERVING_FP32, 0, &mem), SHARDREC_OK);
+  const std::vector<float> want = Lookup(mem.get(), b, 4);
+  for (uint64_t cache_bytes : {uint64_t{1} << 20, uint64_t{200}}) {
+    SCOPED_TRACE("cache_bytes " + std::to_string(cache_bytes));
+    InferencePtr disk;
+    ASSERT_EQ(OpenTiered(t.trained_dir, SHARDREC_SERVING_FP32, cache_bytes, &disk), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_TRUE(SameBits(Lookup(disk.get(), b, 4), want));
+    const shardrec_serving_tier_stats_t s1 = Stats(disk.get(), "t1");
+    EXPECT_EQ(s1.hits, 0);
+    EXPECT_EQ(s1.misses, 3);  // rows 3, 5 and 7
+    EXPECT_TRUE(SameBits(Lookup(disk.get(), b, 4), want));
+    const shardrec_serving_tier_stats_t s2 = Stats(disk.get(), "t1");
+    EXPECT_EQ(s2.hits + s2.misses, 6);
+    if (cache_bytes > 1000) {
+      EXPECT_EQ(s2.hits, 3);
+      EXPECT_EQ(s2.disk_reads, s1.disk_reads);
+    } else {
+      EXPECT_LT(s1.cache_slots, 3);  // the cache evicts within the request
+    }
+  }
+}
+
 TEST(InferenceTier, ManyThreadsAcrossReloads) {
   const Trained t = TrainAndSave(Side{2, 0, SHARDREC_SHARDING_ROW_WISE, 4, SHARDREC_DTYPE_FLOAT32},
                                  SHARDREC_POOLING_SUM, true);
