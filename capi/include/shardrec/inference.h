@@ -41,8 +41,10 @@
  *    (448 for E4M3, 57344 for E5M2), then one code a value: x / scale rounded to nearest even,
  *    saturating. A value reads back as decoded code x scale, exactly in fp32, within
  *    max(2^-4 |x|, 2^-10 scale) of the trained value x for E4M3 and max(2^-3 |x|, 2^-17 scale)
- *    for E5M2. Non-finite trained values are refused, as for INT8. Row scales read back through
- *    shardrec_inference_row_scales (bias 0).
+ *    for E5M2, for |x| up to 464 x 2^111 (E4M3) or 61440 x 2^111 (E5M2): the scale is at most
+ *    2^111, so that no decoded value overflows fp32, and larger magnitudes saturate (3e38 reads
+ *    back as about 1.16e36 in E4M3). Non-finite trained values are refused, as for INT8. Row
+ *    scales read back through shardrec_inference_row_scales (bias 0).
  * Lookups accumulate in fp32 and dequantize on the fly. Pooled INT8 and INT4 lookups fold the
  * dequantization into the sum (code x (weight x scale) per value, weight x bias once per row, as
  * FBGEMM does): element j of a SUM bag of n ids is within g(n+3) x sum |w| (|q s| + |b|) of the
