@@ -48,7 +48,8 @@ Status EmbeddingCollection::ForwardVbe(const VbeBatch& batch, float* out, size_t
   Batch padded;
   vbe_forward_.Clear();
   if (local.ok() && !s_.options.device.is_host()) local = RefuseVbeOnDevice();
-  if (local.ok()) local = vbe_forward_.Prepare(s_.layout, batch, &padded);
+  const RouteOptions route{s_.options.bounds, s_.options.check_non_finite};
+  if (local.ok()) local = vbe_forward_.Prepare(s_.layout, batch, route, &padded);
   if (local.ok() && !vbe_forward_.vbe()) {
     // A plain view in a VBE call: the plain forward.
     vbe_source_ = &vbe_forward_;
@@ -97,7 +98,8 @@ Status EmbeddingCollection::StartInputDistVbe(const VbeBatch& batch, const Statu
   Batch padded;
   vbe_pending_.Clear();
   if (local.ok() && !s_.options.device.is_host()) local = RefuseVbeOnDevice();
-  if (local.ok()) local = vbe_pending_.Prepare(s_.layout, batch, &padded);
+  const RouteOptions route{s_.options.bounds, s_.options.check_non_finite};
+  if (local.ok()) local = vbe_pending_.Prepare(s_.layout, batch, route, &padded);
   if (!local.ok()) {
     vbe_pending_.Clear();
     return RunStartInputDist(Batch{}, local);

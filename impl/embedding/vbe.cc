@@ -230,7 +230,8 @@ Status VbeOutputLen(const Layout& l, const VbeBatch& v, size_t* out) {
   return CheckedOutputLen(l, v, bags, out);
 }
 
-Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
+Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, const RouteOptions& route,
+                        Batch* padded) {
   vbe_ = false;
   if (v.feature_batch_sizes == nullptr && v.num_feature_batch_sizes == 0) {
     SR_RETURN_IF_ERROR(CheckPlainView(v));
@@ -267,7 +268,7 @@ Status VbeStep::Prepare(const Layout& l, const VbeBatch& v, Batch* padded) {
   padded->feature_bags = feature_bags_.data();
   padded->lengths = padded_lengths_.data();
   padded->num_lengths = padded_lengths_.size();
-  if (has_inverse_ && unread_) DropUnreadBags(l, v, padded);
+  if (has_inverse_ && unread_) DropUnreadBags(l, v, route, padded);
   const auto D = static_cast<size_t>(l.output_dim);
   padded_len_ = (l.sequence ? padded->num_values : static_cast<size_t>(P)) * D;
   value_begin_.clear();
@@ -320,10 +321,14 @@ Status VbeStep::TakeInverse(const Layout& l, const VbeBatch& v) {
 // looked up nor trained: a zero gradient still moves a row under Adam, LAMB or weight decay, and
 // a dynamic table would insert the ids. Such bags become empty in the padded batch, their ids and
 // weights left out of a copy of the values (made only when one of them holds ids). Only a sound
-// view is thinned (lengths non-negative and summing to num_values, the left-out ids inside their
-// fixed tables, their weights finite): a malformed one runs whole, for the padded batch's checks
-// to name what is wrong as before.
-void VbeStep::DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded) {
+// view is thinned (lengths non-negative and summing to num_values; under the ERROR bounds policy
+// every id inside its fixed tables, and with the non-finite check every weight finite): a
+// malformed one runs whole, for the padded batch's checks to name what is wrong at its position
+// in the caller's values (a position in the copy would not be). Ids a CLAMP or SKIP policy
+// accepts, and weights the check does not look at, do not stop the thinning: the unread bags'
+// ids are left out whatever they are.
+void VbeStep::DropUnreadBags(const Layout& l, const VbeBatch& v, const RouteOptions& route,
+                             Batch* padded) {
   const Batch& k = v.kjt;
   const auto nb = static_cast<size_t>(bag_begin_.back());
   // TakeInverse marked the bags of the features it did not find covered; the others are all read.
@@ -349,21 +354,22 @@ void VbeStep::DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded) 
   }
   if (dropped == 0 || sum != k.num_values) return;
   const auto* bytes = static_cast<const uint8_t*>(k.values);
+  const bool ids_checked = route.bounds == BoundsPolicy::kError;
+  const bool weights_checked = route.check_non_finite && k.weights != nullptr;
   size_t pos = 0;
-  for (int64_t f = 0; f < features_; ++f)
+  for (int64_t f = 0; (ids_checked || weights_checked) && f < features_; ++f)
     for (int64_t j = bag_begin_[static_cast<size_t>(f)]; j < bag_begin_[static_cast<size_t>(f) + 1];
          ++j) {
       const auto len = static_cast<size_t>(k.lengths[j]);
-      if (read_[static_cast<size_t>(j)] == 0)
-        for (size_t i = pos; i < pos + len; ++i) {
-          const int64_t x = width == sizeof(int64_t) ? static_cast<const int64_t*>(k.values)[i]
-                                                     : static_cast<const int32_t*>(k.values)[i];
-          for (int32_t p : l.feature_pairs[static_cast<size_t>(f)]) {
-            const auto& cfg = l.plan->tables[l.pairs[p].table];
-            if (!cfg.dynamic.enabled && (x < 0 || x >= cfg.rows)) return;
-          }
-          if (k.weights != nullptr && !std::isfinite(k.weights[i])) return;
+      for (size_t i = pos; i < pos + len; ++i) {
+        const int64_t x = width == sizeof(int64_t) ? static_cast<const int64_t*>(k.values)[i]
+                                                   : static_cast<const int32_t*>(k.values)[i];
+        for (int32_t p : l.feature_pairs[static_cast<size_t>(f)]) {
+          const auto& cfg = l.plan->tables[l.pairs[p].table];
+          if (ids_checked && !cfg.dynamic.enabled && (x < 0 || x >= cfg.rows)) return;
         }
+        if (weights_checked && !std::isfinite(k.weights[i])) return;
+      }
       pos += len;
     }
   kept_values_.resize((k.num_values - dropped) * width);

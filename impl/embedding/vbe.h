@@ -25,6 +25,7 @@
 #include "impl/core/status.h"
 #include "impl/embedding/bag_index.h"
 #include "impl/embedding/batch.h"
+#include "impl/embedding/input_dist.h"
 #include "impl/embedding/layout.h"
 #include "impl/embedding/pair_rows.h"
 #include "impl/embedding/vbe_rows.h"
@@ -61,7 +62,9 @@ class VbeStep {
   // kjt.batch_size, then the plain batch's own checks run on the padded batch) and, when it is
   // sound, keeps its shape and sets `*padded` to the plain batch the pipeline runs (its lengths
   // owned here, its values and weights the view's). A plain view (no batch sizes) passes through.
-  Status Prepare(const Layout& l, const VbeBatch& batch, Batch* padded);
+  // `route`: the collection's bounds and non-finite policies, which say whether an id outside
+  // its table or a non-finite weight is an error the padded batch's checks must name.
+  Status Prepare(const Layout& l, const VbeBatch& batch, const RouteOptions& route, Batch* padded);
   // Whether the last Prepare was a VBE batch (else the plain output and gradient are the caller's).
   bool vbe() const { return vbe_; }
   void Clear() { vbe_ = false; }
@@ -136,7 +139,7 @@ class VbeStep {
 
   Status TakeInverse(const Layout& l, const VbeBatch& v);
   void PlacePairs(const Layout& l);
-  void DropUnreadBags(const Layout& l, const VbeBatch& v, Batch* padded);
+  void DropUnreadBags(const Layout& l, const VbeBatch& v, const RouteOptions& route, Batch* padded);
 };
 
 }  // namespace shardrec::embedding

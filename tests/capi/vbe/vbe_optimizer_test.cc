@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,6 +170,100 @@ TEST(VbeOptimizers, UnreadBagsAreStillChecked) {
           << err;
     }
   });
+}
+
+// A read bag's bad id or weight after an unread bag that holds ids is named at its position in
+// the caller's values (the padded batch's copy without the unread ids would shift it).
+TEST(VbeOptimizers, MessagesNameTheCallersValuePositionsPastUnreadBags) {
+  Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+  PlanPtr plan = MakePlan(s);
+  ASSERT_NE(plan, nullptr);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+  shardrec_embedding_t* c = nullptr;
+  ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr), SHARDREC_OK);
+  CollPtr coll(c);
+  // Every feature has two bags of one id; the one sample reads bag 1, bag 0 is unread.
+  VbeBatchData v;
+  v.batch_size = 1;
+  v.sizes.assign(4, 2);
+  v.lengths.assign(8, 1);
+  v.ids = {1, 2, 3, 4, 1, 2, 3, 4};
+  v.weights.assign(8, 1.0f);
+  v.has_inverse = true;
+  v.inverse.assign(4, 1);
+  const auto refused = [&](const VbeBatchData& bad) {
+    const shardrec_kjt_vbe_view_t view = bad.View();
+    std::vector<float> out(s.tables[0].dim + s.tables[1].dim * 2 + s.tables[2].dim);
+    EXPECT_EQ(shardrec_embedding_forward_vbe(c, &view, out.data(), out.size(), nullptr),
+              SHARDREC_EINVAL);
+    return std::string(shardrec_last_error());
+  };
+  VbeBatchData bad_id = v;
+  bad_id.ids[5] = 999;  // feature 2's bag 1: outside t1's 23 rows
+  std::string err = refused(bad_id);
+  EXPECT_NE(err.find("feature 'f2' sample 1 (value position 5): id 999 is out of range"),
+            std::string::npos)
+      << err;
+  VbeBatchData bad_weight = v;
+  bad_weight.weights[7] = std::numeric_limits<float>::quiet_NaN();  // feature 3's bag 1
+  err = refused(bad_weight);
+  EXPECT_NE(err.find("feature 'f3' sample 1 (value position 7): weight nan is not finite"),
+            std::string::npos)
+      << err;
+  int64_t steps = -1;
+  ASSERT_EQ(shardrec_embedding_num_steps(c, &steps), SHARDREC_OK);
+  EXPECT_EQ(steps, 0);
+}
+
+// Under the CLAMP and SKIP bounds policies an id outside its table is no error, so it does not
+// keep an unread bag in the batch: the bag's ids (in range or not) train nothing, as in the
+// expanded batch, which does not hold the bag.
+TEST(VbeOptimizers, UnreadBagsTrainNothingUnderClampAndSkip) {
+  for (int32_t bounds : {SHARDREC_BOUNDS_CLAMP, SHARDREC_BOUNDS_SKIP}) {
+    SCOPED_TRACE("bounds " + std::to_string(bounds));
+    Scenario s = StandardScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_POOLING_SUM);
+    // Decoupled weight decay moves a row a step touches even with a zero gradient.
+    s.optimizer.type = 0;
+    s.optimizer.lr = 0.05f;
+    s.optimizer.weight_decay = 0.1f;
+    s.optimizer.weight_decay_mode = 2;
+    PlanPtr plan = MakePlan(s);
+    ASSERT_NE(plan, nullptr);
+    const shardrec_optimizer_config_t opt = ToCOptimizer(s.optimizer);
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.bounds_policy = bounds;
+    shardrec_embedding_t *vc = nullptr, *pc = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&vc, plan.get(), GroupComm(1, 0), &opt, &o), SHARDREC_OK);
+    CollPtr vbe_coll(vc);
+    ASSERT_EQ(shardrec_embedding_create(&pc, plan.get(), GroupComm(1, 0), &opt, &o), SHARDREC_OK);
+    CollPtr plain_coll(pc);
+    // Feature 1's bag 0 (unread) holds row 5 and an id outside t1; the sample reads bag 1.
+    VbeBatchData v;
+    v.batch_size = 1;
+    v.sizes = {1, 2, 1, 1};
+    v.lengths = {1, 2, 1, 1, 1};
+    v.ids = {1, 5, 999, 7, 3, 4};
+    v.has_inverse = true;
+    v.inverse = {0, 1, 0, 0};
+    const RefBatch expanded = Expand(v);
+    const shardrec_kjt_vbe_view_t view = v.View();
+    size_t len = 0;
+    ASSERT_EQ(shardrec_embedding_vbe_output_len(vc, &view, &len), SHARDREC_OK);
+    std::vector<float> vout(len), pout(len);
+    ASSERT_EQ(shardrec_embedding_forward_vbe(vc, &view, vout.data(), len, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    KjtHolder kjt(expanded, 4, false);
+    ASSERT_EQ(shardrec_embedding_forward(pc, kjt.view(), pout.data(), len, nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_EQ(vout, pout);
+    const std::vector<float> grad(len, 0.5f);
+    ASSERT_EQ(shardrec_embedding_backward(vc, grad.data(), len, nullptr), SHARDREC_OK);
+    ASSERT_EQ(shardrec_embedding_backward(pc, grad.data(), len, nullptr), SHARDREC_OK);
+    const auto got = Snapshot(vc, s), want = Snapshot(pc, s);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got[k], want[k]) << "tensor " << k;
+  }
 }
 
 }  // namespace

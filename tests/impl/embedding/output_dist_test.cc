@@ -315,7 +315,7 @@ TEST(EmbeddingOutputDist, VbePlacesTakeOwnRowsStraightFromTheLookup) {
   vbe.num_inverse = inverse.size();
   VbeStep step;
   Batch padded;
-  ASSERT_TRUE(step.Prepare(l, vbe, &padded).ok());
+  ASSERT_TRUE(step.Prepare(l, vbe, RouteOptions{}, &padded).ok());
   PairRows* places = step.places();
   ASSERT_NE(places, nullptr);
   RoutedBatch rb;
