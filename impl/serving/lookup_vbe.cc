@@ -95,8 +95,8 @@ Status CheckLengths(const Model& m, const VbeRequest& r, Layout* l) {
     fb.begin = pos;
     for (int64_t b = 0; b < fb.count; ++b, ++k) {
       if (fb.lengths[b] < 0)
-        return Status::InvalidArgument("feature ", m.features[f], " sample ", b, ": length ",
-                                       fb.lengths[b], " is negative");
+        return Status::InvalidArgument("batch: feature '", m.features[f], "' sample ", b,
+                                       ": negative length ", fb.lengths[b]);
       pos += static_cast<uint64_t>(fb.lengths[b]);
     }
     fb.end = pos;
@@ -113,8 +113,10 @@ Status CheckInverse(const Model& m, const VbeRequest& r) {
     for (size_t b = 0; b < B; ++b) {
       const int64_t k = r.inverse[f * B + b];
       if (k < 0 || k >= bf)
-        return Status::InvalidArgument("feature ", m.features[f], " sample ", b, ": inverse index ",
-                                       k, " is outside [0, ", bf, ")");
+        // Worded as the training forward words it (embedding/vbe.cc), so one parser reads both.
+        return Status::InvalidArgument("batch: feature '", m.features[f], "' sample ", b,
+                                       ": inverse index ", k, " is outside [0, ", bf,
+                                       ") (the feature's batch size)");
     }
   }
   return Status::Ok();
