@@ -12,7 +12,9 @@ import "shardrec.dev/shardrec/internal/swig"
 // of feature f reads bag InverseIndices[f*BatchSize+b] and the output equals, bit for bit, that
 // of the expanded plain batch of BatchSize samples; without them BatchSize must be the largest
 // B_f and the output is feature-major (each feature's B_f rows of its width; a sequence
-// collection: one row per id). A nil FeatureBatchSizes is the plain batch KJT.
+// collection: one row per id). A nil FeatureBatchSizes is the plain batch KJT. A nil
+// InverseIndices is none; a non-nil empty one ([]int64{}) is the inverse indices of a zero-size
+// batch (BatchSize 0, bags that no sample reads).
 type VBEKJT struct {
 	KJT
 	FeatureBatchSizes []int64
