@@ -73,7 +73,7 @@ type Comm struct {
 
 func newComm(h uintptr) *Comm {
 	c := &Comm{owned: handleRef{h: h}}
-	runtime.SetFinalizer(c, closeLeaked("shardrec.Comm", (*Comm).Close))
+	runtime.SetFinalizer(c, closeLeaked((*Comm).Close))
 	return c
 }
 

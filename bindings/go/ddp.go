@@ -77,7 +77,7 @@ func NewBucketer(comm *Comm, counts []int64, opts *BucketerOptions) (*Bucketer, 
 		return nil, err
 	}
 	b := &Bucketer{owned: handleRef{h: out[0]}, counts: append([]int64(nil), counts...)}
-	runtime.SetFinalizer(b, closeLeaked("shardrec.Bucketer", (*Bucketer).Close))
+	runtime.SetFinalizer(b, closeLeaked((*Bucketer).Close))
 	return b, nil
 }
 
@@ -267,7 +267,7 @@ func NewFSDP(comm *Comm, unitCounts []int64, initial []float32, opt *OptimizerCo
 		return nil, err
 	}
 	f := &FSDP{owned: handleRef{h: out[0]}, counts: append([]int64(nil), unitCounts...)}
-	runtime.SetFinalizer(f, closeLeaked("shardrec.FSDP", (*FSDP).Close))
+	runtime.SetFinalizer(f, closeLeaked((*FSDP).Close))
 	return f, nil
 }
 

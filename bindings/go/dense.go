@@ -369,7 +369,7 @@ func NewMLPOn(inFeatures int64, widths []int64, activations []Activation, seed u
 			return m.requireHost("Binding host storage")
 		}
 	}
-	runtime.SetFinalizer(m, closeLeaked("shardrec.MLP", (*MLP).Close))
+	runtime.SetFinalizer(m, closeLeaked((*MLP).Close))
 	return m, nil
 }
 
@@ -510,7 +510,7 @@ func NewDCN(width int64, numLayers int, rank int64, seed uint64, name string) (*
 	d := &DCN{layer: layer{owned: handleRef{h: out[0]}, lastBatch: -1,
 		info: swig.Bind_dcn_tensor_info, copyT: swig.Bind_dcn_copy_tensor,
 		num: swig.Dcn_num_tensors, bindT: swig.Bind_dcn_bind_storage}, width: width}
-	runtime.SetFinalizer(d, closeLeaked("shardrec.DCN", (*DCN).Close))
+	runtime.SetFinalizer(d, closeLeaked((*DCN).Close))
 	return d, nil
 }
 

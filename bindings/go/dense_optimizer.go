@@ -29,7 +29,7 @@ func NewDenseOptimizer(opt *OptimizerConfig) (*DenseOptimizer, error) {
 		return nil, err
 	}
 	d := &DenseOptimizer{owned: handleRef{h: out[0]}}
-	runtime.SetFinalizer(d, closeLeaked("shardrec.DenseOptimizer", (*DenseOptimizer).Close))
+	runtime.SetFinalizer(d, closeLeaked((*DenseOptimizer).Close))
 	return d, nil
 }
 

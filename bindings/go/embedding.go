@@ -280,7 +280,7 @@ func newEmbeddingCollection(plan *Plan, owner *handleRef, opt *OptimizerConfig,
 		return nil, err
 	}
 	e := &EmbeddingCollection{owned: handleRef{h: out[0]}, shapes: shapes}
-	runtime.SetFinalizer(e, closeLeaked("shardrec.EmbeddingCollection", (*EmbeddingCollection).Close))
+	runtime.SetFinalizer(e, closeLeaked((*EmbeddingCollection).Close))
 	return e, nil
 }
 
@@ -331,13 +331,23 @@ func errNilBatch() error {
 	return &Error{Code: ErrCodeInvalid, Message: "batch must not be nil"}
 }
 
-// refusedBatch stands in for a nil batch in a collective call (see errNilBatch).
+// refusedBatch stands in for a nil batch in a collective call (see errNilBatch), or for one that
+// check refuses.
 var refusedBatch = &KJT{BatchSize: -1}
+
+// check refuses a nil batch and a negative NumFeatures, which would reach C as a huge size_t; the
+// library checks everything else.
+func (b *KJT) check() error {
+	if b == nil {
+		return errNilBatch()
+	}
+	return nonNegative("batch: NumFeatures", int64(b.NumFeatures))
+}
 
 // OutputSize is the number of floats of the forward output of batch.
 func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
-	if batch == nil {
-		return 0, errNilBatch()
+	if err := batch.check(); err != nil {
+		return 0, err
 	}
 	dim, err := e.OutputDim()
 	if err != nil {
@@ -366,9 +376,9 @@ func (e *EmbeddingCollection) OutputSize(batch *KJT) (int, error) {
 
 // Forward writes the output of this rank's batch into out (collective).
 func (e *EmbeddingCollection) Forward(batch *KJT, out []float32) error {
-	if batch == nil {
+	if err := batch.check(); err != nil {
 		_ = e.Forward(refusedBatch, out)
-		return errNilBatch()
+		return err
 	}
 	h, done := e.ref().acquire()
 	defer done()
@@ -396,8 +406,15 @@ func shapeElements(shape []int64) (int64, error) {
 // rank's next one.
 var refusedShape = []int64{1}
 
-// checkShape checks that buf holds exactly the elements of shape.
+// checkShape checks that buf holds exactly the elements of shape. A nil shape is refused (as
+// Java refuses a null one): an empty shape is a scalar (C's ndim 0, one element), so nil would
+// silently mean one too, never the 1-D view of buf that a caller leaving it out has in mind.
 func checkShape(what string, buf []float32, shape []int64) error {
+	if shape == nil {
+		return &Error{Code: ErrCodeInvalid, Message: fmt.Sprintf(
+			"shape must not be nil (%s as a 1-D tensor: []int64{%d}; a scalar: []int64{})", what,
+			len(buf))}
+	}
 	n, err := shapeElements(shape)
 	if err != nil {
 		return err
@@ -407,11 +424,13 @@ func checkShape(what string, buf []float32, shape []int64) error {
 
 // ForwardTensor is Forward into a tensor of extents shape (at most 4; with 2 or more, the last
 // is the output width): the library checks the shape against the output
-// (shardrec_embedding_forward_tensor). out holds exactly the shape's element count.
+// (shardrec_embedding_forward_tensor). out holds exactly the shape's element count. Every
+// *Tensor call refuses a nil shape (ErrCodeInvalid, on every rank): []int64{} is a scalar and
+// []int64{int64(len(out))} a 1-D view.
 func (e *EmbeddingCollection) ForwardTensor(batch *KJT, out []float32, shape []int64) error {
-	if batch == nil {
+	if err := batch.check(); err != nil {
 		_ = e.ForwardTensor(refusedBatch, out, shape)
-		return errNilBatch()
+		return err
 	}
 	h, done := e.ref().acquire()
 	defer done()
@@ -476,9 +495,9 @@ func (e *EmbeddingCollection) ForwardAlloc(batch *KJT) ([]float32, error) {
 
 // InputDistStart starts the pipelined input distribution of batch (collective).
 func (e *EmbeddingCollection) InputDistStart(batch *KJT) error {
-	if batch == nil {
+	if err := batch.check(); err != nil {
 		_ = e.InputDistStart(refusedBatch)
-		return errNilBatch()
+		return err
 	}
 	h, done := e.ref().acquire()
 	defer done()

@@ -119,7 +119,7 @@ func OpenInference(path string, opts *InferenceOptions) (*Inference, error) {
 		return nil, err
 	}
 	inf.outputDim, inf.sequence = dim[0], seq[0] != 0
-	runtime.SetFinalizer(inf, closeLeaked("shardrec.Inference", (*Inference).Close))
+	runtime.SetFinalizer(inf, closeLeaked((*Inference).Close))
 	return inf, nil
 }
 
@@ -235,8 +235,8 @@ func outputSize(batch *KJT, dim int64, sequence bool) int {
 // (a checksum taken at open fails, or the file is shorter), returns ErrCodeCorrupt or ErrCodeIO
 // naming the table and the file; nothing is cached and the handle serves on.
 func (inf *Inference) Lookup(batch *KJT, out []float32) (uint64, error) {
-	if batch == nil {
-		return 0, errNilBatch()
+	if err := batch.check(); err != nil {
+		return 0, err
 	}
 	version := make([]uint64, 1)
 	err := inf.use(func(h uintptr) error {
@@ -271,7 +271,7 @@ func (inf *Inference) Pin() (*InferenceSnapshot, error) {
 		return nil, err
 	}
 	s := &InferenceSnapshot{h: out[0], outputDim: inf.outputDim, sequence: inf.sequence}
-	runtime.SetFinalizer(s, closeLeaked("shardrec.InferenceSnapshot", (*InferenceSnapshot).Close))
+	runtime.SetFinalizer(s, closeLeaked((*InferenceSnapshot).Close))
 	return s, nil
 }
 
@@ -351,8 +351,8 @@ func (s *InferenceSnapshot) OutputSize(batch *KJT) int {
 
 // Lookup is Inference.Lookup on this version.
 func (s *InferenceSnapshot) Lookup(batch *KJT, out []float32) error {
-	if batch == nil {
-		return errNilBatch()
+	if err := batch.check(); err != nil {
+		return err
 	}
 	return s.use(func(h uintptr) error {
 		return swig.Bind_inference_snapshot_lookup(h, batch.BatchSize, int64(batch.NumFeatures),

@@ -35,6 +35,9 @@ func tierLists(tiers map[string]int64) ([]string, []int64, error) {
 	sort.Strings(names)
 	bytes := make([]int64, len(names))
 	for i, name := range names {
+		if err := nonNegative("tier cache bytes of table "+name, tiers[name]); err != nil {
+			return nil, nil, err
+		}
 		bytes[i] = tiers[name]
 	}
 	return names, bytes, nil

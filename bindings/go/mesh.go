@@ -172,7 +172,7 @@ func NewMesh(world *Comm, opts *MeshOptions) (*Mesh, error) {
 		return nil, err
 	}
 	m := &Mesh{owned: handleRef{h: out[0]}}
-	runtime.SetFinalizer(m, closeLeaked("shardrec.Mesh", (*Mesh).Close))
+	runtime.SetFinalizer(m, closeLeaked((*Mesh).Close))
 	return m, nil
 }
 

@@ -289,7 +289,7 @@ type Plan struct {
 
 func newPlan(h uintptr) *Plan {
 	p := &Plan{owned: handleRef{h: h}}
-	runtime.SetFinalizer(p, closeLeaked("plan", (*Plan).Close))
+	runtime.SetFinalizer(p, closeLeaked((*Plan).Close))
 	return p
 }
 
@@ -382,6 +382,9 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 		}
 	}
 	for _, c := range constraints {
+		if err := nonNegative("TierCacheBytes of table "+c.Table, c.TierCacheBytes); err != nil {
+			return nil, err
+		}
 		var mask uint
 		for _, s := range c.ShardingTypes {
 			mask |= 1 << uint(s)
@@ -398,6 +401,11 @@ func NewPlan(tables []TableConfig, features []FeatureConfig, topo Topology,
 	}
 	t := swig.Bind_plan_spec_topology(spec)
 	topo.setC(t)
+	for r, bytes := range topo.MemoryBytesPerRank {
+		if err := nonNegative(fmt.Sprintf("MemoryBytesPerRank[%d]", r), bytes); err != nil {
+			return nil, err
+		}
+	}
 	if topo.MemoryBytesPerRank != nil {
 		if err := swig.Bind_plan_spec_set_memory_bytes_per_rank(spec, topo.MemoryBytesPerRank); err != nil {
 			return nil, err

@@ -1,7 +1,7 @@
 // A tensor buffer or shape the Go binding refuses on one rank fails the collective forward or
 // backward on every rank in the same call, and the ranks stay in step: the refusing rank gets
 // its own error, the others EINVAL naming it, and the step that follows trains as if nothing had
-// been refused. A nil batch is refused the same way.
+// been refused. A nil batch, a nil shape and a negative NumFeatures are refused the same way.
 package shardrec
 
 import (
@@ -45,6 +45,30 @@ func TestRefusedTensorsFailEveryRankAndKeepTheRanksInStep(t *testing.T) {
 				return coll.ForwardTensor(k, make([]float32, need), []int64{-1, dim})
 			}
 			return coll.ForwardTensor(k, make([]float32, need), shape)
+		})
+		// A nil shape on rank 1 (never read as a scalar) and a negative NumFeatures on rank 0
+		// (never a huge size_t): refused naming them, and on the peer in the same call.
+		refusedTogether(t, rank, 1, func(bad bool) error {
+			if bad {
+				err := coll.ForwardTensor(k, make([]float32, need), nil)
+				if err == nil || !strings.Contains(err.Error(), "shape must not be nil") {
+					t.Errorf("rank 1: a nil shape gave %v", err)
+				}
+				return err
+			}
+			return coll.ForwardTensor(k, make([]float32, need), shape)
+		})
+		refusedTogether(t, rank, 0, func(bad bool) error {
+			if bad {
+				neg := *k
+				neg.NumFeatures = -1
+				err := coll.Forward(&neg, make([]float32, need))
+				if err == nil || !strings.Contains(err.Error(), "NumFeatures must be >= 0, got -1") {
+					t.Errorf("rank 0: a negative NumFeatures gave %v", err)
+				}
+				return err
+			}
+			return coll.Forward(k, make([]float32, need))
 		})
 		// A nil batch on rank 1 (Forward, ForwardTensor, ForwardAlloc, the pipelined start): its
 		// own error on rank 1, never a panic, and the peer learns of it in the same call.

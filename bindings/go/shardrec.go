@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -140,8 +141,10 @@ func (h *HostFloats) Close() error {
 
 // closeLeaked is the finalizer of every handle: the safety net for a value dropped without Close.
 // It logs a warning naming the leaked handle, then closes it, so that a leak shows up instead of
-// silently holding a peer (or rank 0's rendezvous store) until the garbage collector runs.
-func closeLeaked[T any](kind string, close func(*T) error) func(*T) {
+// silently holding a peer (or rank 0's rendezvous store) until the garbage collector runs. The
+// handle is named by its Go type ("shardrec.Plan 0x..."), the same way for every kind.
+func closeLeaked[T any](close func(*T) error) func(*T) {
+	kind := reflect.TypeOf((*T)(nil)).Elem().String()
 	return func(x *T) {
 		leakLog.Printf("libshardrec: %s %p was garbage-collected without Close; closing it now "+
 			"(Close handles so that peers and rank 0 are not kept waiting)", kind, x)

@@ -12,7 +12,9 @@ import "shardrec.dev/shardrec/internal/swig"
 // of feature f reads bag InverseIndices[f*BatchSize+b] and the output equals, bit for bit, that
 // of the expanded plain batch of BatchSize samples; without them BatchSize must be the largest
 // B_f and the output is feature-major (each feature's B_f rows of its width; a sequence
-// collection: one row per id). A nil FeatureBatchSizes is the plain batch KJT.
+// collection: one row per id). A nil FeatureBatchSizes is the plain batch KJT. A nil
+// InverseIndices is none; a non-nil empty one ([]int64{}) is the inverse indices of a zero-size
+// batch (BatchSize 0, bags that no sample reads).
 type VBEKJT struct {
 	KJT
 	FeatureBatchSizes []int64
@@ -20,14 +22,22 @@ type VBEKJT struct {
 }
 
 // refusedVBE stands in for a nil *VBEKJT in a collective call: a batch the library refuses (see
-// errNilBatch).
+// errNilBatch), or for one that check refuses.
 var refusedVBE = &VBEKJT{KJT: *refusedBatch}
+
+// check is KJT.check of a VBE batch (nil refused too).
+func (b *VBEKJT) check() error {
+	if b == nil {
+		return errNilBatch()
+	}
+	return b.KJT.check()
+}
 
 // OutputSizeVBE is the number of floats LookupVBE writes for batch
 // (shardrec_inference_vbe_output_len): an error for a batch whose sizes do not fit the handle.
 func (inf *Inference) OutputSizeVBE(batch *VBEKJT) (int, error) {
-	if batch == nil {
-		return 0, errNilBatch()
+	if err := batch.check(); err != nil {
+		return 0, err
 	}
 	n := make([]uint64, 1)
 	err := inf.use(func(h uintptr) error {
@@ -43,8 +53,8 @@ func (inf *Inference) OutputSizeVBE(batch *VBEKJT) (int, error) {
 // batch (sizes that do not add up, an inverse index outside [0, B_f), any error of Lookup)
 // returns an *Error naming the feature and sample, and out is not written.
 func (inf *Inference) LookupVBE(batch *VBEKJT, out []float32) (uint64, error) {
-	if batch == nil {
-		return 0, errNilBatch()
+	if err := batch.check(); err != nil {
+		return 0, err
 	}
 	version := make([]uint64, 1)
 	err := inf.use(func(h uintptr) error {
@@ -68,8 +78,8 @@ func (inf *Inference) LookupVBEAlloc(batch *VBEKJT) ([]float32, uint64, error) {
 
 // LookupVBE is Inference.LookupVBE on this version (size out with the handle's OutputSizeVBE).
 func (s *InferenceSnapshot) LookupVBE(batch *VBEKJT, out []float32) error {
-	if batch == nil {
-		return errNilBatch()
+	if err := batch.check(); err != nil {
+		return err
 	}
 	return s.use(func(h uintptr) error {
 		return swig.Bind_inference_snapshot_lookup_vbe(h, batch.BatchSize,
@@ -81,8 +91,8 @@ func (s *InferenceSnapshot) LookupVBE(batch *VBEKJT, out []float32) error {
 // OutputSizeVBE is the number of floats of the forward output of a VBE batch
 // (shardrec_embedding_vbe_output_len; not collective).
 func (e *EmbeddingCollection) OutputSizeVBE(batch *VBEKJT) (int, error) {
-	if batch == nil {
-		return 0, errNilBatch()
+	if err := batch.check(); err != nil {
+		return 0, err
 	}
 	h, done := e.ref().acquire()
 	defer done()
@@ -96,9 +106,9 @@ func (e *EmbeddingCollection) OutputSizeVBE(batch *VBEKJT) (int, error) {
 // and plain batches). The Backward that follows takes a gradient of the same layout; the
 // gradients of the samples that read a bag are summed into it.
 func (e *EmbeddingCollection) ForwardVBE(batch *VBEKJT, out []float32) error {
-	if batch == nil {
+	if err := batch.check(); err != nil {
 		_ = e.ForwardVBE(refusedVBE, out)
-		return errNilBatch()
+		return err
 	}
 	h, done := e.ref().acquire()
 	defer done()
@@ -126,11 +136,12 @@ func (e *EmbeddingCollection) ForwardVBEAlloc(batch *VBEKJT) ([]float32, error) 
 
 // ForwardVBETensor is ForwardVBE into a tensor of extents shape (with 2 or more, the last is the
 // output width, which only the plain layout has: inverse indices given, or a sequence
-// collection); out holds exactly the shape's element count.
+// collection); out holds exactly the shape's element count. A nil shape is refused, as in
+// ForwardTensor.
 func (e *EmbeddingCollection) ForwardVBETensor(batch *VBEKJT, out []float32, shape []int64) error {
-	if batch == nil {
+	if err := batch.check(); err != nil {
 		_ = e.ForwardVBETensor(refusedVBE, out, shape)
-		return errNilBatch()
+		return err
 	}
 	h, done := e.ref().acquire()
 	defer done()
@@ -149,9 +160,9 @@ func (e *EmbeddingCollection) ForwardVBETensor(batch *VBEKJT, out []float32, sha
 // InputDistStartVBE starts the pipelined input distribution of a VBE batch (collective); the
 // ForwardDistributed that follows writes OutputSizeVBE(batch) floats.
 func (e *EmbeddingCollection) InputDistStartVBE(batch *VBEKJT) error {
-	if batch == nil {
+	if err := batch.check(); err != nil {
 		_ = e.InputDistStartVBE(refusedVBE)
-		return errNilBatch()
+		return err
 	}
 	h, done := e.ref().acquire()
 	defer done()

@@ -60,6 +60,11 @@ static void sr_java_throw_einval(JNIEnv* jenv, const char* what) {
   ex = (*jenv)->NewObject(jenv, cls, ctor, (jint)SHARDREC_EINVAL, jmsg);
   if (ex != NULL) (*jenv)->Throw(jenv, (jthrowable)ex);
 }
+
+/* Where an empty direct buffer points when JNI gives it no address: a non-null buffer always
+   reaches C as a non-NULL pointer (a zero-size VBE batch's empty inverse indices must not read
+   as absent ones). Never read or written: its length is 0. */
+static int64_t sr_java_empty_buffer[1];
 %}
 
 /* ---- status: throw after out/argout/freearg ran, before returning to Java ---- */
@@ -153,6 +158,7 @@ SR_JAVA_HANDLE(shardrec_bind_tiers_t)
     jlong cap = (*jenv)->GetDirectBufferCapacity(jenv, $input);
     if (cap < 0) { sr_java_throw_einval(jenv, "buffer must be a direct NIO buffer"); return $null; }
     $1 = ($1_ltype)(*jenv)->GetDirectBufferAddress(jenv, $input);
+    if ($1 == NULL && cap == 0) $1 = ($1_ltype)sr_java_empty_buffer;
     $2 = (size_t)cap;
   }
 %}

@@ -2,7 +2,10 @@
  * bindings: the view is built here from flat arguments (the plain KJT's buffers, the batch size
  * of each feature and the optional inverse indices), and each helper makes one C call, so every
  * check and every message still comes from libshardrec. An empty batch-size array is a plain
- * batch (NULL feature_batch_sizes), and an empty inverse array gives no inverse indices. */
+ * batch (NULL feature_batch_sizes). The inverse indices pass as given: a NULL array gives none,
+ * and an empty non-NULL one (Java: a non-null empty buffer; Go: a non-nil empty slice) stays a
+ * non-NULL pointer with 0 entries, the inverse indices of a zero-size batch (batch_size 0;
+ * docs/variable-batch.md). */
 
 %{
 #include "shardrec/embedding.h"
@@ -23,7 +26,7 @@ static shardrec_kjt_vbe_view_t sr_bind_vbe(int64_t batch_size, size_t num_featur
                       num_weights);
   v.feature_batch_sizes = num_feature_batch_sizes > 0 ? feature_batch_sizes : NULL;
   v.num_feature_batch_sizes = num_feature_batch_sizes;
-  v.inverse_indices = num_inverse_indices > 0 ? inverse_indices : NULL;
+  v.inverse_indices = inverse_indices;
   v.num_inverse_indices = num_inverse_indices;
   return v;
 }

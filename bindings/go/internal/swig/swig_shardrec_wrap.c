@@ -1186,7 +1186,7 @@ static shardrec_kjt_vbe_view_t sr_bind_vbe(int64_t batch_size, size_t num_featur
                       num_weights);
   v.feature_batch_sizes = num_feature_batch_sizes > 0 ? feature_batch_sizes : NULL;
   v.num_feature_batch_sizes = num_feature_batch_sizes;
-  v.inverse_indices = num_inverse_indices > 0 ? inverse_indices : NULL;
+  v.inverse_indices = inverse_indices;
   v.num_inverse_indices = num_inverse_indices;
   return v;
 }

@@ -48,7 +48,7 @@ public final class Bucketer extends NativeHandle {
     }
 
     public Options compression(Compression v) {
-      compression = java.util.Objects.requireNonNull(v, "compression");
+      compression = ShardrecException.nonNull(v, "compression");
       return this;
     }
   }
@@ -103,7 +103,7 @@ public final class Bucketer extends NativeHandle {
   public static Bucketer create(Comm comm, long[] counts, Options options) {
     Options o = options == null ? new Options() : options;
     long[] out = new long[1];
-    if (counts == null) {
+    if (counts == null || o.compression == null) {
       // Creation is collective: this rank still meets its peers' agreement, with a compression
       // code C refuses on every rank together (else the peers wait out their timeout).
       try {
@@ -112,7 +112,8 @@ public final class Bucketer extends NativeHandle {
       } catch (ShardrecException expected) {
         // C's refusal; this rank's reason is the one to report.
       }
-      throw ShardrecException.invalid("counts must not be null");
+      throw ShardrecException.invalid(
+          (counts == null ? "counts" : "compression") + " must not be null");
     }
     use(comm, "comm", c -> Native.bind_ddp_create(out, c, counts, o.firstBucketBytes,
                                                   o.bucketCapBytes, o.compression.code()));

@@ -56,6 +56,8 @@ public final class Comm extends NativeHandle {
     }
 
     comm_options toNative() {
+      ShardrecException.nonNull(backend, "backend");
+      ShardrecException.nonNull(deviceType, "deviceType");
       comm_options o = new comm_options();
       Native.comm_options_init(o, NativeConstants.COMM_OPTIONS_VERSION);
       o.setTimeout_ms(timeoutMs);

@@ -126,13 +126,13 @@ public final class Config {
     }
 
     public Table features(int... v) {
-      features = v.clone();
+      features = ShardrecException.nonNull(v, "features").clone();
       return this;
     }
 
     /** Names the features that read this table (instead of {@link #features(int...)}). */
     public Table featureNames(String... v) {
-      featureNames = v.clone();
+      featureNames = ShardrecException.nonNull(v, "featureNames").clone();
       return this;
     }
 
@@ -156,12 +156,12 @@ public final class Config {
 
     /** Storage type of the weights (FLOAT32, FLOAT16, BFLOAT16, or FP8_E4M3 / FP8_E5M2). */
     public Table dtype(DType v) {
-      dtype = v;
+      dtype = ShardrecException.nonNull(v, "dtype");
       return this;
     }
 
     public Table init(InitKind kind, float low, float high) {
-      initKind = kind;
+      initKind = ShardrecException.nonNull(kind, "kind");
       initLow = low;
       initHigh = high;
       return this;
@@ -197,6 +197,8 @@ public final class Config {
 
     /** The C struct with this topology's fields (memoryBytesPerRank is not carried). */
     org.shardrec.swig.topology toNative() {
+      ShardrecException.nonNull(deviceType, "deviceType");
+      ShardrecException.nonNull(optimizer, "optimizer");
       org.shardrec.swig.topology t = new org.shardrec.swig.topology();
       org.shardrec.swig.Native.topology_init(t, NativeConstants.TOPOLOGY_VERSION);
       copyTo(t);
@@ -206,12 +208,12 @@ public final class Config {
     void copyTo(org.shardrec.swig.topology t) {
       t.setWorld_size(worldSize);
       t.setRanks_per_node(ranksPerNode);
-      t.setDevice_type(deviceType.code());
+      t.setDevice_type(ShardrecException.nonNull(deviceType, "deviceType").code());
       t.setMemory_bytes(memoryBytes);
       t.setIntra_node_bandwidth(intraNodeBandwidth);
       t.setInter_node_bandwidth(interNodeBandwidth);
       t.setBatch_size(batchSize);
-      t.setOptimizer(optimizer.code());
+      t.setOptimizer(ShardrecException.nonNull(optimizer, "optimizer").code());
       t.setMemory_bandwidth(memoryBandwidth);
       t.setReserved_fraction(reservedFraction);
       t.setCollective_latency(collectiveLatency);
@@ -346,7 +348,7 @@ public final class Config {
 
     /** The optimizer the plan is made for (the default of tables without their own). */
     public Topology optimizer(OptimizerType v) {
-      optimizer = v;
+      optimizer = ShardrecException.nonNull(v, "optimizer");
       return this;
     }
 
@@ -412,13 +414,15 @@ public final class Config {
     /** Allows only the given sharding types. */
     public Constraints shardingTypes(ShardingType... types) {
       long mask = 0;
-      for (ShardingType t : types) mask |= 1L << t.code();
+      for (ShardingType t : ShardrecException.nonNull(types, "types")) {
+        mask |= 1L << ShardrecException.nonNull(t, "a sharding type").code();
+      }
       shardingTypes = mask;
       return this;
     }
 
     public Constraints ranks(int... v) {
-      ranks = v.clone();
+      ranks = ShardrecException.nonNull(v, "ranks").clone();
       return this;
     }
 
@@ -466,7 +470,16 @@ public final class Config {
     public boolean stochasticRounding;
 
     /** The C struct of this configuration; the caller deletes it. */
+    /** "type must not be null" (or weightDecayMode) for a public field set to null; else null. */
+    String nullField() {
+      return type == null ? "the optimizer's type must not be null"
+             : weightDecayMode == null ? "the optimizer's weightDecayMode must not be null"
+             : null;
+    }
+
     org.shardrec.swig.optimizer_config toNative() {
+      String refused = nullField();
+      if (refused != null) throw ShardrecException.invalid(refused);
       org.shardrec.swig.optimizer_config o = new org.shardrec.swig.optimizer_config();
       org.shardrec.swig.Native.optimizer_config_init(o, NativeConstants.OPTIMIZER_CONFIG_VERSION);
       o.setType(type.code());
@@ -494,13 +507,13 @@ public final class Config {
     }
 
     public Optimizer weightDecay(float v, WeightDecayMode mode) {
+      weightDecayMode = ShardrecException.nonNull(mode, "mode");
       weightDecay = v;
-      weightDecayMode = mode;
       return this;
     }
 
     public Optimizer type(OptimizerType v) {
-      type = v;
+      type = ShardrecException.nonNull(v, "type");
       return this;
     }
 
@@ -569,18 +582,18 @@ public final class Config {
     }
 
     public EmbeddingOptions device(DeviceType type, int index) {
-      deviceType = java.util.Objects.requireNonNull(type, "type");
+      deviceType = ShardrecException.nonNull(type, "type");
       deviceIndex = index;
       return this;
     }
 
     public EmbeddingOptions nonFinite(NonFinitePolicy v) {
-      nonFinite = java.util.Objects.requireNonNull(v, "nonFinite");
+      nonFinite = ShardrecException.nonNull(v, "nonFinite");
       return this;
     }
 
     public EmbeddingOptions tableMemory(TableMemory v) {
-      tableMemory = java.util.Objects.requireNonNull(v, "tableMemory");
+      tableMemory = ShardrecException.nonNull(v, "tableMemory");
       return this;
     }
 
@@ -591,8 +604,9 @@ public final class Config {
 
     /** Sets both the forward and the backward communication encoding. */
     public EmbeddingOptions commEncoding(CommEncoding forward, CommEncoding backward) {
+      ShardrecException.nonNull(forward, "forward");
+      backwardCommEncoding = ShardrecException.nonNull(backward, "backward");
       forwardCommEncoding = forward;
-      backwardCommEncoding = backward;
       return this;
     }
   }
@@ -623,7 +637,7 @@ public final class Config {
     public long admissionDecaySteps;
 
     public DynamicTable eviction(Eviction v) {
-      eviction = java.util.Objects.requireNonNull(v, "eviction");
+      eviction = ShardrecException.nonNull(v, "eviction");
       return this;
     }
 
@@ -648,6 +662,7 @@ public final class Config {
     }
 
     org.shardrec.swig.dynamic_table_config toNative() {
+      ShardrecException.nonNull(eviction, "eviction");
       org.shardrec.swig.dynamic_table_config d = new org.shardrec.swig.dynamic_table_config();
       org.shardrec.swig.Native.dynamic_table_config_init(
           d, NativeConstants.DYNAMIC_TABLE_CONFIG_VERSION);

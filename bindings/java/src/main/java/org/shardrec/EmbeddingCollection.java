@@ -68,7 +68,7 @@ public final class EmbeddingCollection extends NativeHandle {
     String refused = plan == null ? "plan must not be null"
                      : plan.isClosed() ? "Plan is closed"
                      : eo.dpComm != null && eo.dpComm.isClosed() ? "the options' dpComm is closed"
-                     : null;
+                     : nullOption(optimizer, eo);
     if (refused != null) {
       embedding_options e = new embedding_options();
       try {
@@ -79,7 +79,8 @@ public final class EmbeddingCollection extends NativeHandle {
       } finally {
         e.delete();
       }
-      // A null plan is a bad argument; a closed handle is use after close, as for its own calls.
+      // A null plan or option is a bad argument; a closed handle is use after close, as for its
+      // own calls (EINVAL both).
       if (plan == null) throw ShardrecException.invalid(refused);
       throw new ShardrecException(ShardrecException.EINVAL, refused);
     }
@@ -124,6 +125,22 @@ public final class EmbeddingCollection extends NativeHandle {
     }
   }
 
+  // The first null among the fields of the configs (public, so settable to null directly), named;
+  // null when none is.
+  private static String nullOption(Config.Optimizer optimizer, Config.EmbeddingOptions eo) {
+    if (optimizer != null && optimizer.nullField() != null) return optimizer.nullField();
+    String field = eo.boundsPolicy == null ? "boundsPolicy"
+                   : eo.forwardCommEncoding == null ? "forwardCommEncoding"
+                   : eo.backwardCommEncoding == null ? "backwardCommEncoding"
+                   : eo.nonFinite == null ? "nonFinite"
+                   : eo.tableMemory == null ? "tableMemory"
+                   : eo.deviceType == null ? "deviceType"
+                   : eo.tiers == null ? "tiers"
+                   : eo.tiers.contains(null) ? "each of tiers"
+                   : null;
+    return field == null ? null : field + " must not be null";
+  }
+
   public long outputDim() {
     long[] out = new long[1];
     use(h -> Native.embedding_output_dim(h, out));
@@ -146,9 +163,9 @@ public final class EmbeddingCollection extends NativeHandle {
   public void forward(Kjt batch, FloatBuffer out) {
     FloatBuffer o = agreed(() -> Buffers.out(out, outputSize(batch), "out"),  // null: refused
                            e -> use(h -> RefuseTogether.forward(h, batch, e)));
-    use(h -> Native.bind_embedding_forward(h, batch.batchSize, batch.numFeatures, batch.lengths,
-                                           batch.values, batch.weights, o));
-    lastOutput = o.capacity();
+    forwardInto(o, h -> Native.bind_embedding_forward(h, batch.batchSize, batch.numFeatures,
+                                                      batch.lengths, batch.values, batch.weights,
+                                                      o));
   }
 
   /** Forward returning a new array (convenience; copies). */
@@ -170,18 +187,17 @@ public final class EmbeddingCollection extends NativeHandle {
                              return Buffers.out(out, Buffers.elements(shape), "out");
                            },
                            e -> use(h -> RefuseTogether.forward(h, batch, e)));
-    use(h -> Native.bind_embedding_forward_tensor(h, batch.batchSize, batch.numFeatures,
-                                                  batch.lengths, batch.values, batch.weights, o,
-                                                  shape));
-    lastOutput = o.capacity();
+    forwardInto(o, h -> Native.bind_embedding_forward_tensor(h, batch.batchSize,
+                                                             batch.numFeatures, batch.lengths,
+                                                             batch.values, batch.weights, o,
+                                                             shape));
   }
 
   /** {@link #forwardDistributed(FloatBuffer)} into a tensor of extents {@code shape}. */
   public void forwardDistributed(FloatBuffer out, long[] shape) {
     FloatBuffer o = agreed(() -> Buffers.out(out, Buffers.elements(shape), "out"),
                            e -> use(h -> RefuseTogether.forwardDistributed(h, e)));
-    use(h -> Native.bind_embedding_forward_distributed_tensor(h, o, shape));
-    lastOutput = o.capacity();
+    forwardInto(o, h -> Native.bind_embedding_forward_distributed_tensor(h, o, shape));
   }
 
   /** {@link #backward(FloatBuffer)} with the gradient as a tensor of extents {@code shape}. */
@@ -214,10 +230,10 @@ public final class EmbeddingCollection extends NativeHandle {
                              return Buffers.out(out, outputSizeVbe(batch), "out");
                            },
                            e -> use(h -> RefuseTogether.forward(h, null, e)));
-    use(h -> Native.bind_embedding_forward_vbe(h, batch.batchSize, batch.numFeatures,
-                                               batch.lengths, batch.values, batch.weights,
-                                               batch.featureBatchSizes, batch.inverseIndices, o));
-    lastOutput = o.capacity();
+    forwardInto(o, h -> Native.bind_embedding_forward_vbe(h, batch.batchSize, batch.numFeatures,
+                                                          batch.lengths, batch.values,
+                                                          batch.weights, batch.featureBatchSizes,
+                                                          batch.inverseIndices, o));
   }
 
   /** {@link #forwardVbe(VbeKjt, FloatBuffer)} returning a new array (convenience; copies). */
@@ -242,20 +258,19 @@ public final class EmbeddingCollection extends NativeHandle {
                              return Buffers.out(out, Buffers.elements(shape), "out");
                            },
                            e -> use(h -> RefuseTogether.forward(h, null, e)));
-    use(h -> Native.bind_embedding_forward_vbe_tensor(h, batch.batchSize, batch.numFeatures,
-                                                      batch.lengths, batch.values, batch.weights,
-                                                      batch.featureBatchSizes,
-                                                      batch.inverseIndices, o, shape));
-    lastOutput = o.capacity();
+    forwardInto(o, h -> Native.bind_embedding_forward_vbe_tensor(
+                       h, batch.batchSize, batch.numFeatures, batch.lengths, batch.values,
+                       batch.weights, batch.featureBatchSizes, batch.inverseIndices, o, shape));
   }
 
   /** {@link #inputDistStart(Kjt)} of a VBE batch; forwardDistributed then writes its output. */
   public void inputDistStartVbe(VbeKjt batch) {
     if (batch == null) throw use(h -> RefuseTogether.inputDistStart(h, nullBatch()));
-    use(h -> Native.bind_embedding_input_dist_start_vbe(h, batch.batchSize, batch.numFeatures,
-                                                        batch.lengths, batch.values,
-                                                        batch.weights, batch.featureBatchSizes,
-                                                        batch.inverseIndices));
+    started(h -> Native.bind_embedding_input_dist_start_vbe(h, batch.batchSize,
+                                                            batch.numFeatures, batch.lengths,
+                                                            batch.values, batch.weights,
+                                                            batch.featureBatchSizes,
+                                                            batch.inverseIndices));
   }
 
   // What a call given a null batch throws (after a call every rank fails, for the collective
@@ -282,8 +297,9 @@ public final class EmbeddingCollection extends NativeHandle {
    */
   public void inputDistStart(Kjt batch) {
     if (batch == null) throw use(h -> RefuseTogether.inputDistStart(h, nullBatch()));
-    use(h -> Native.bind_embedding_input_dist_start(h, batch.batchSize, batch.numFeatures,
-                                                    batch.lengths, batch.values, batch.weights));
+    started(h -> Native.bind_embedding_input_dist_start(h, batch.batchSize, batch.numFeatures,
+                                                        batch.lengths, batch.values,
+                                                        batch.weights));
   }
 
   public void inputDistWait() {
@@ -294,8 +310,28 @@ public final class EmbeddingCollection extends NativeHandle {
   public void forwardDistributed(FloatBuffer out) {
     FloatBuffer o = agreed(() -> Buffers.out(out, out == null ? 0 : out.remaining(), "out"),
                            e -> use(h -> RefuseTogether.forwardDistributed(h, e)));
-    use(h -> Native.embedding_forward_distributed(h, o));
+    forwardInto(o, h -> Native.embedding_forward_distributed(h, o));
+  }
+
+  // Runs a forward's native call into `o`, then records its size for the backward's own check.
+  // The size is forgotten first: a forward the library refuses leaves none, so the backward that
+  // follows reaches C, which answers EUSAGE (backward needs a forward first; docs/semantics.md)
+  // instead of a check against an earlier forward's size.
+  private void forwardInto(FloatBuffer o, HandleCall<?> call) {
+    lastOutput = -1;
+    use(call);
     lastOutput = o.capacity();
+  }
+
+  // Runs a pipelined start's native call. A refused start forgets the last forward's size too:
+  // what the library still takes after it is the library's to say, not a check here.
+  private void started(HandleCall<?> call) {
+    try {
+      use(call);
+    } catch (RuntimeException e) {
+      lastOutput = -1;
+      throw e;
+    }
   }
 
   /** Backward of the last forward with its output gradient (collective, zero-copy). */

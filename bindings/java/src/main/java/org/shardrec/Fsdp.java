@@ -30,6 +30,8 @@ public final class Fsdp extends NativeHandle {
     String refused = null;
     if (unitCounts == null || initial == null || optimizer == null) {
       refused = "unitCounts, initial and optimizer must not be null";
+    } else if (optimizer.nullField() != null) {
+      refused = optimizer.nullField();
     } else {
       long total = 0;
       for (long c : unitCounts) total += Math.max(c, 0);

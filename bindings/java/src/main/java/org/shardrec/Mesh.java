@@ -102,7 +102,7 @@ public final class Mesh extends NativeHandle {
     }
 
     public Options layout(MeshLayout v) {
-      layout = v;
+      layout = ShardrecException.nonNull(v, "layout");
       return this;
     }
 
@@ -119,11 +119,13 @@ public final class Mesh extends NativeHandle {
     }
 
     public Options syncMode(SyncMode v) {
-      syncMode = v;
+      syncMode = ShardrecException.nonNull(v, "syncMode");
       return this;
     }
 
     mesh_options toNative() {
+      ShardrecException.nonNull(layout, "layout");
+      ShardrecException.nonNull(syncMode, "syncMode");
       mesh_options o = new mesh_options();
       Native.mesh_options_init(o, NativeConstants.MESH_OPTIONS_VERSION);
       o.setSharding_group_size(shardingGroupSize);

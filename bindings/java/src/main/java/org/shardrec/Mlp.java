@@ -67,11 +67,14 @@ public final class Mlp extends DenseLayer {
                                            + (widths == null ? 0 : widths.length) + ")");
       }
       acts = new int[activations.length];
-      for (int i = 0; i < acts.length; ++i) acts[i] = activations[i].code();
+      for (int i = 0; i < acts.length; ++i) {
+        acts[i] = ShardrecException.nonNull(activations[i], "activations[" + i + "]").code();
+      }
     }
     long[] out = new long[1];
-    Native.bind_mlp_create_on(out, inFeatures, widths, acts, seed, name, device.code(),
-                              deviceIndex, math.code());
+    Native.bind_mlp_create_on(out, inFeatures, widths, acts, seed, name,
+                              ShardrecException.nonNull(device, "device").code(), deviceIndex,
+                              ShardrecException.nonNull(math, "math").code());
     return wrap(out[0]);
   }
 

@@ -87,10 +87,18 @@ public final class Plan extends NativeHandle {
     try {
       for (Config.Feature f : features) Native.bind_plan_spec_add_feature(spec, f.name, f.poolingFactor);
       for (Config.Table t : tables) {
-        Native.bind_plan_spec_add_table(spec, t.name, t.rows, t.dim, t.pooling.code(),
-                                        t.dtype.code(), t.features, t.initKind.code(), t.initLow,
-                                        t.initHigh);
-        for (String name : t.featureNames) Native.bind_plan_spec_add_table_feature_name(spec, name);
+        // The fields are public: a null set directly is refused here, naming field and table.
+        Native.bind_plan_spec_add_table(
+            spec, t.name, t.rows, t.dim,
+            ShardrecException.nonNull(t.pooling, "pooling of table " + t.name).code(),
+            ShardrecException.nonNull(t.dtype, "dtype of table " + t.name).code(), t.features,
+            ShardrecException.nonNull(t.initKind, "initKind of table " + t.name).code(),
+            t.initLow, t.initHigh);
+        if (t.featureNames != null) {
+          for (String name : t.featureNames) {
+            Native.bind_plan_spec_add_table_feature_name(spec, name);
+          }
+        }
         if (t.optimizer != null) {
           org.shardrec.swig.optimizer_config o = t.optimizer.toNative();
           try {
@@ -110,6 +118,7 @@ public final class Plan extends NativeHandle {
       }
       if (constraints != null) {
         for (Config.Constraints c : constraints) {
+          if (c == null) throw ShardrecException.invalid("constraints must not hold null");
           Native.bind_plan_spec_add_constraints(spec, c.table, c.shardingTypes, c.minPartition,
                                                 c.ranks, c.poolingFactors);
           Native.bind_plan_spec_set_constraints_tier(spec, c.tierCacheBytes, c.tierHitRate,

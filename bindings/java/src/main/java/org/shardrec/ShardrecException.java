@@ -53,6 +53,16 @@ public class ShardrecException extends RuntimeException {
     return new ShardrecException(EINVAL, message);
   }
 
+  /**
+   * {@code value}, a required argument of the binding: null throws ShardrecException {@link
+   * #EINVAL} "{@code name} must not be null" (never a NullPointerException, so that every
+   * refusal is a ShardrecException).
+   */
+  static <T> T nonNull(T value, String name) {
+    if (value == null) throw invalid(name + " must not be null");
+    return value;
+  }
+
   /** As {@link #invalid(String)}, with its cause. */
   static ShardrecException invalid(String message, Throwable cause) {
     return new ShardrecException(EINVAL, message, cause);

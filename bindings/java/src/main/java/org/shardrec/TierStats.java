@@ -61,11 +61,16 @@ public final class TierStats {
     return new TierStats(s);
   }
 
+  /** Every field, in declaration order, as name=value. */
   @Override
   public String toString() {
-    return "TierStats{cacheSlots=" + cacheSlots + ", cacheRows=" + cacheRows + ", hits=" + hits
-        + ", misses=" + misses + ", diskReads=" + diskReads + ", queueReads=" + queueReads
-        + ", initialised=" + initialised + ", prefetched=" + prefetched + ", writeBacks="
-        + writeBacks + ", steps=" + steps + "}";
+    return "TierStats{cacheBytes=" + cacheBytes + ", cacheSlots=" + cacheSlots + ", cacheRows="
+        + cacheRows + ", hits=" + hits + ", misses=" + misses + ", hitRate=" + hitRate
+        + ", diskReads=" + diskReads + ", diskReadBytes=" + diskReadBytes + ", diskBytes="
+        + diskBytes + ", queueReads=" + queueReads + ", initialised=" + initialised
+        + ", prefetched=" + prefetched + ", writeBacks=" + writeBacks + ", written=" + written
+        + ", queueDepth=" + queueDepth + ", queueMaxDepth=" + queueMaxDepth + ", steps=" + steps
+        + ", exposedFetchSeconds=" + exposedFetchSeconds + ", lastExposedFetchSeconds="
+        + lastExposedFetchSeconds + "}";
   }
 }

@@ -15,6 +15,8 @@ import java.nio.LongBuffer;
  * and the output equals, bit for bit, that of the expanded plain batch of {@code batchSize}
  * samples; without them ({@code null}) {@code batchSize} must be the largest B_f and the output is
  * feature-major (each feature's B_f rows of its width; a sequence collection: one row per id).
+ * A non-null empty {@code inverseIndices} ({@code new long[0]}) is the inverse indices of a
+ * zero-size batch ({@code batchSize} 0, bags that no sample reads), not their absence.
  * The buffers are borrowed by each call; nothing is copied. The library checks the sizes.
  */
 public final class VbeKjt {

@@ -42,6 +42,81 @@ class BadArgumentsTest {
   }
 
   @Test
+  void nullConfigValuesAreShardrecExceptionsNamingThem() {
+    // The setters, refusing at once.
+    refused("table must not be null", () -> new Config.EmbeddingOptions().tier(null, "d", 4096));
+    refused("dir must not be null", () -> new Config.EmbeddingOptions().tier("t", null, 4096));
+    refused("table must not be null", () -> new TableTier(null, "d", 4096));
+    refused("dtype must not be null", () -> new Config.Table("t", 4, 2).dtype(null));
+    refused("kind must not be null", () -> new Config.Table("t", 4, 2).init(null, 0, 1));
+    refused("features must not be null", () -> new Config.Table("t", 4, 2).features((int[]) null));
+    refused("featureNames must not be null",
+            () -> new Config.Table("t", 4, 2).featureNames((String[]) null));
+    refused("type must not be null", () -> new Config.Optimizer().type(null));
+    refused("mode must not be null", () -> new Config.Optimizer().weightDecay(0.1f, null));
+    refused("optimizer must not be null", () -> new Config.Topology(1).optimizer(null));
+    refused("types must not be null",
+            () -> new Config.Constraints("t").shardingTypes((ShardingType[]) null));
+    refused("a sharding type must not be null",
+            () -> new Config.Constraints("t").shardingTypes(ShardingType.TABLE_WISE, null));
+    refused("ranks must not be null", () -> new Config.Constraints("t").ranks((int[]) null));
+    refused("type must not be null", () -> new Config.EmbeddingOptions().device(null, 0));
+    refused("nonFinite must not be null", () -> new Config.EmbeddingOptions().nonFinite(null));
+    refused("tableMemory must not be null", () -> new Config.EmbeddingOptions().tableMemory(null));
+    refused("forward must not be null",
+            () -> new Config.EmbeddingOptions().commEncoding(null, CommEncoding.FP32));
+    refused("backward must not be null",
+            () -> new Config.EmbeddingOptions().commEncoding(CommEncoding.FP32, null));
+    refused("eviction must not be null", () -> new Config.DynamicTable().eviction(null));
+    refused("compression must not be null", () -> new Bucketer.Options().compression(null));
+    refused("layout must not be null", () -> new Mesh.Options().layout(null));
+    refused("syncMode must not be null", () -> new Mesh.Options().syncMode(null));
+    refused("device must not be null",
+            () -> Mlp.create(4, new long[] {2}, null, 1, "m", null, 0, DenseMath.FP32));
+    refused("math must not be null",
+            () -> Mlp.create(4, new long[] {2}, null, 1, "m", DeviceType.HOST, 0, null));
+    refused("activations[0] must not be null",
+            () -> Mlp.create(4, new long[] {2}, new Activation[] {null}, 1, "m", DeviceType.HOST,
+                             0, DenseMath.FP32));
+
+    // The public fields set to null directly: refused where the call reads them.
+    Config.Table noDtype = new Config.Table("t0", 40, 8).features(0);
+    noDtype.dtype = null;
+    refused("dtype of table t0 must not be null",
+            () -> Plan.create(List.of(noDtype), Training.features(), null, null));
+    Config.Table noPooling = new Config.Table("t0", 40, 8).features(0);
+    noPooling.pooling = null;
+    refused("pooling of table t0 must not be null",
+            () -> Plan.create(List.of(noPooling), Training.features(), null, null));
+    Config.Topology noOptimizer = new Config.Topology(1);
+    noOptimizer.optimizer = null;
+    refused("optimizer must not be null",
+            () -> Plan.create(Training.tables(), Training.features(), noOptimizer, null));
+    java.util.List<Config.Constraints> holdsNull = new java.util.ArrayList<>();
+    holdsNull.add(null);
+    refused("constraints must not hold null",
+            () -> Plan.create(Training.tables(), Training.features(), null, holdsNull));
+    try (Plan plan = Training.plan(1); Comm comm = Comm.createLocalGroup(1)[0]) {
+      Config.Optimizer noType = new Config.Optimizer();
+      noType.type = null;
+      refused("the optimizer's type must not be null",
+              () -> EmbeddingCollection.create(plan, comm, noType, null));
+      Config.EmbeddingOptions noBounds = new Config.EmbeddingOptions();
+      noBounds.boundsPolicy = null;
+      refused("boundsPolicy must not be null",
+              () -> EmbeddingCollection.create(plan, comm, null, noBounds));
+      Config.EmbeddingOptions nullTier = new Config.EmbeddingOptions();
+      nullTier.tiers.add(null);
+      refused("each of tiers must not be null",
+              () -> EmbeddingCollection.create(plan, comm, null, nullTier));
+      refused("the optimizer's type must not be null",
+              () -> Fsdp.create(comm, new long[] {1}, new float[] {0}, noType));
+      // The refusals were collective calls refused in step: the group still creates.
+      EmbeddingCollection.create(plan, comm, null, null).close();
+    }
+  }
+
+  @Test
   void nullArraysAreRefusedNamingTheParameter() {
     refused("lengths must not be null", () -> Kjt.of(2, 1, null, null));
     refused("values must not be null", () -> Kjt.of(2, 1, new int[] {1, 1}, null));

@@ -43,4 +43,31 @@ class TieredTableTest {
       }
     }
   }
+
+  @Test
+  void tierStatsPrintEveryField() throws Exception {
+    // Each field of the C struct gets its own value (setters by reflection, so that a field added
+    // later is covered too); every public field of TierStats must show as name=value.
+    org.shardrec.swig.tier_stats c = new org.shardrec.swig.tier_stats();
+    try {
+      int i = 0;
+      for (java.lang.reflect.Method m : c.getClass().getMethods()) {
+        if (!m.getName().startsWith("set") || m.getName().equals("setVersion")) continue;
+        Class<?> type = m.getParameterTypes()[0];
+        ++i;
+        m.invoke(c, type == double.class ? (Object) (i + 0.25) : (Object) (1000L + i));
+      }
+      TierStats stats = TierStats.fromNative(c);
+      String text = stats.toString();
+      int fields = 0;
+      for (java.lang.reflect.Field f : TierStats.class.getFields()) {
+        ++fields;
+        String want = f.getName() + "=" + f.get(stats);
+        assertTrue(text.contains(want), "missing " + want + " in " + text);
+      }
+      assertEquals(19, fields, "TierStats fields");
+    } finally {
+      c.delete();
+    }
+  }
 }
