@@ -250,6 +250,17 @@ void VbeTraining() {
             (void)vbe_coll.forward(shardrec::kjt_vbe_view(expanded, sizes, inverse));
           }).code() == SHARDREC_EINVAL,
           "a VBE batch whose sizes do not add up is refused");
+  // A zero-size batch with inverse indices: an empty vector's span is inverse indices still.
+  std::vector<int32_t> no_lengths = {1, 1, 2};
+  const std::vector<int64_t> no_inverse;
+  const auto empty = shardrec::kjt_vbe_view(shardrec::kjt_view(0, 2, no_lengths, ids), sizes,
+                                            std::span<const int64_t>(no_inverse));
+  Require(empty.inverse_indices != nullptr && empty.num_inverse_indices == 0,
+          "an empty span of inverse indices is a non-NULL pointer with 0 entries");
+  Require(vbe_coll.output_size(empty) == 0, "a zero-size VBE batch has no output");
+  Require(vbe_coll.forward(empty).empty(), "a zero-size VBE batch is a forward");
+  Require(shardrec::kjt_vbe_view(expanded, sizes).inverse_indices == nullptr,
+          "no inverse indices by default");
   std::printf("VBE training step: %zu floats as the expanded batch\n", got.size());
 }
 

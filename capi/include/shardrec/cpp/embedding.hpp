@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -40,18 +41,24 @@ inline shardrec_kjt_view_t kjt_view(int64_t batch_size, size_t num_features,
 /**
  * A batch with a batch size per feature (VBE, see shardrec_kjt_vbe_view_t) over caller memory:
  * @p kjt's lengths hold sum_f B_f bags feature-major; with @p inverse_indices (F x
- * kjt.batch_size) the output is that of the expanded batch, without them kjt.batch_size must be
- * the largest B_f and the output is feature-major. The spans must outlive the view's use.
+ * kjt.batch_size) the output is that of the expanded batch, without them (std::nullopt, the
+ * default) kjt.batch_size must be the largest B_f and the output is feature-major. A span given
+ * is inverse indices even when it is empty (a zero-size batch, kjt.batch_size 0: the view then
+ * carries a non-NULL pointer with 0 entries, as the C API asks). The spans must outlive the
+ * view's use.
  */
-inline shardrec_kjt_vbe_view_t kjt_vbe_view(const shardrec_kjt_view_t& kjt,
-                                            std::span<const int64_t> feature_batch_sizes,
-                                            std::span<const int64_t> inverse_indices = {}) {
+inline shardrec_kjt_vbe_view_t kjt_vbe_view(
+    const shardrec_kjt_view_t& kjt, std::span<const int64_t> feature_batch_sizes,
+    std::optional<std::span<const int64_t>> inverse_indices = std::nullopt) {
+  static constexpr int64_t kNoEntry = 0;  // the address of an empty array of inverse indices
   shardrec_kjt_vbe_view_t v = SHARDREC_KJT_VBE_VIEW_INIT;
   v.kjt = kjt;
   v.feature_batch_sizes = feature_batch_sizes.data();
   v.num_feature_batch_sizes = feature_batch_sizes.size();
-  v.inverse_indices = inverse_indices.empty() ? nullptr : inverse_indices.data();
-  v.num_inverse_indices = inverse_indices.size();
+  if (inverse_indices) {
+    v.inverse_indices = inverse_indices->data() != nullptr ? inverse_indices->data() : &kNoEntry;
+    v.num_inverse_indices = inverse_indices->size();
+  }
   return v;
 }
 
