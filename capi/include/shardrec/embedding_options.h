@@ -50,7 +50,10 @@ typedef enum shardrec_bounds_policy {
  */
 typedef struct shardrec_table_tier {
   uint32_t version;    /**< SHARDREC_TABLE_TIER_VERSION. */
-  const char* table;   /**< A table of the plan, named by at most one tier; copied. */
+  const char* table;   /**< A table of the plan, named by at most one tier; copied. A name
+                            the plan lacks, or a second tier of one table, is an invalid
+                            argument of creation (SHARDREC_EINVAL), not a lookup
+                            (SHARDREC_ENOTFOUND is shardrec_embedding_tier_stats'). */
   const char* dir;     /**< This rank's directory for the table's stores (one subdirectory per
                             local shard), created if missing (SHARDREC_EIO at creation, naming
                             the path, when it cannot be); non-empty; copied. What it holds is
