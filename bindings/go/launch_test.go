@@ -111,6 +111,22 @@ func TestAbortRacingCloseIsSafe(t *testing.T) {
 }
 
 func TestALeakedCommIsClosedWithAWarning(t *testing.T) {
+	got := leakWarning(t, func() {
+		group, err := NewLocalGroup(1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = group // dropped without Close
+	}, "shardrec.Comm ")
+	if !strings.Contains(got, "without Close") {
+		t.Fatal(got)
+	}
+}
+
+// leakWarning runs leak (which drops a handle without Close) with the leak log captured, and
+// collects garbage until the log holds want (returning the log), failing after 5 seconds.
+func leakWarning(t *testing.T, leak func(), want string) string {
+	t.Helper()
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	saved := leakLog
@@ -120,13 +136,7 @@ func TestALeakedCommIsClosedWithAWarning(t *testing.T) {
 		return buf.Write(p)
 	}), "", 0)
 	defer func() { leakLog = saved }()
-	func() {
-		group, err := NewLocalGroup(1, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = group // dropped without Close
-	}()
+	leak()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		runtime.GC()
@@ -134,14 +144,14 @@ func TestALeakedCommIsClosedWithAWarning(t *testing.T) {
 		mu.Lock()
 		got := buf.String()
 		mu.Unlock()
-		if strings.Contains(got, "shardrec.Comm ") {
-			if !strings.Contains(got, "without Close") {
-				t.Fatal(got)
-			}
-			return
+		if strings.Contains(got, want) {
+			return got
 		}
 	}
-	t.Fatal("no warning for the leaked communicator")
+	mu.Lock()
+	defer mu.Unlock()
+	t.Fatalf("no leak warning holding %q; the log holds %q", want, buf.String())
+	return ""
 }
 
 type writerFunc func([]byte) (int, error)

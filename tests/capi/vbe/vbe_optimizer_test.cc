@@ -137,6 +137,19 @@ TEST(VbeOptimizers, InverseShapesMatchTheExpandedBatch) {
       }
 }
 
+// Every feature of StandardScenario's 4 has two bags of one id; the one sample reads bag `read`,
+// the other bag is unread.
+VbeBatchData TwoBagsPerFeature(int64_t read) {
+  VbeBatchData v;
+  v.batch_size = 1;
+  v.sizes.assign(4, 2);
+  v.lengths.assign(8, 1);
+  v.ids = {1, 2, 3, 4, 1, 2, 3, 4};
+  v.has_inverse = true;
+  v.inverse.assign(4, read);
+  return v;
+}
+
 // The ids of a bag no sample reads leave the padded batch, but only from a sound view: an id
 // outside its table there is still refused, named as before.
 TEST(VbeOptimizers, UnreadBagsAreStillChecked) {
@@ -149,14 +162,7 @@ TEST(VbeOptimizers, UnreadBagsAreStillChecked) {
     ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(2, r), &opt, nullptr),
               SHARDREC_OK);
     CollPtr coll(c);
-    // Every feature has two bags of one id; the one sample reads bag 0, bag 1 is unread.
-    VbeBatchData v;
-    v.batch_size = 1;
-    v.sizes.assign(4, 2);
-    v.lengths.assign(8, 1);
-    v.ids = {1, 2, 3, 4, 1, 2, 3, 4};
-    v.has_inverse = true;
-    v.inverse.assign(4, 0);
+    VbeBatchData v = TwoBagsPerFeature(0);
     if (r == 0) v.ids[3] = 999;  // feature 1's unread bag: outside t1's 23 rows
     const shardrec_kjt_vbe_view_t view = v.View();
     size_t len = 0;
@@ -182,15 +188,8 @@ TEST(VbeOptimizers, MessagesNameTheCallersValuePositionsPastUnreadBags) {
   shardrec_embedding_t* c = nullptr;
   ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr), SHARDREC_OK);
   CollPtr coll(c);
-  // Every feature has two bags of one id; the one sample reads bag 1, bag 0 is unread.
-  VbeBatchData v;
-  v.batch_size = 1;
-  v.sizes.assign(4, 2);
-  v.lengths.assign(8, 1);
-  v.ids = {1, 2, 3, 4, 1, 2, 3, 4};
+  VbeBatchData v = TwoBagsPerFeature(1);
   v.weights.assign(8, 1.0f);
-  v.has_inverse = true;
-  v.inverse.assign(4, 1);
   const auto refused = [&](const VbeBatchData& bad) {
     const shardrec_kjt_vbe_view_t view = bad.View();
     std::vector<float> out(s.tables[0].dim + s.tables[1].dim * 2 + s.tables[2].dim);
