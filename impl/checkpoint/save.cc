@@ -393,9 +393,11 @@ Status CheckRankFiles(FileSystem& fs, const std::string& dir, const std::vector<
   return Status::Ok();
 }
 
-// Whether `name` is a store snapshot directory's name as a save gives it
-// (g<G>-rank<R>-shard<L>.store).
-bool SnapshotName(const std::string& name) {
+// Whether `name` is one a save gives its files, so that one no manifest names is a killed save's
+// garbage: a store snapshot directory (g<G>-rank<R>-shard<L>.store), a rank file
+// (g<G>-rank<R>.safetensors) or its temporary (.tmp), or the manifest's temporary
+// (manifest.json.tmp.<pid>.<n>). Sets `*dir_tree` for a snapshot directory.
+bool SaveFileName(const std::string& name, bool* dir_tree) {
   size_t at = 0;
   const auto number = [&](const char* before) {
     const size_t n = std::strlen(before);
@@ -405,19 +407,29 @@ bool SnapshotName(const std::string& name) {
     while (at < name.size() && name[at] >= '0' && name[at] <= '9') ++at;
     return at > start;
   };
-  return number("g") && number("-rank") && number("-shard") && name.substr(at) == ".store";
+  *dir_tree = false;
+  if (number(StrCat(kManifestName, ".tmp.").c_str())) return number(".") && at == name.size();
+  at = 0;
+  if (!number("g") || !number("-rank")) return false;
+  const std::string rest = name.substr(at);
+  if (rest == ".safetensors" || rest == ".safetensors.tmp") return true;
+  *dir_tree = true;
+  return number("-shard") && name.substr(at) == ".store";
 }
 
-// Removes the store snapshot directories in `dir` that `named` (the published manifest's files)
-// does not name: those of a save killed after it made them (of any generation and rank; the next
-// save of the same generation removes only its own names, and a save under another plan or world
-// size makes other names). Best effort, as the removal of the previous generation's files.
-void RemoveStraySnapshots(FileSystem& fs, const std::string& dir,
-                          const std::set<std::string>& named) {
+// Removes the files a save makes (SaveFileName) in `dir` that `named` (the published manifest's
+// files) does not name: those of a save killed after it made them (of any generation and rank;
+// the next save of the same generation replaces only its own names, and a save under another
+// plan or world size makes other names). Best effort, as the removal of the previous
+// generation's files.
+void RemoveStrayFiles(FileSystem& fs, const std::string& dir, const std::set<std::string>& named) {
   std::vector<std::string> names;
   if (!fs.ListDir(dir, &names).ok()) return;
-  for (const std::string& n : names)
-    if (SnapshotName(n) && named.count(n) == 0) (void)fs.RemoveTree(dir + "/" + n);
+  for (const std::string& n : names) {
+    bool tree = false;
+    if (!SaveFileName(n, &tree) || named.count(n) != 0) continue;
+    (void)(tree ? fs.RemoveTree(dir + "/" + n) : fs.Remove(dir + "/" + n));
+  }
 }
 
 }  // namespace
@@ -523,7 +535,7 @@ Status Save(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     for (const FileEntry& f : previous.files)
       (void)(f.is_store ? fs.RemoveTree(dir + "/" + f.name) : fs.Remove(dir + "/" + f.name));
   }
-  if (comm.Rank() == 0) RemoveStraySnapshots(fs, dir, named);
+  if (comm.Rank() == 0) RemoveStrayFiles(fs, dir, named);
   return Status::Ok();
 }
 

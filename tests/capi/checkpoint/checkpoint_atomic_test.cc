@@ -171,6 +171,44 @@ TEST(CheckpointAtomic, FailedLoadChangesNothingOnAnyRank) {
   }
 }
 
+// A save killed mid-way leaves files no manifest names (docs/checkpoint-format.md): a rank
+// file's temporary, a whole rank file of a generation never published, the manifest's temporary.
+// The next save into the directory removes every such file, whatever its generation or rank (a
+// rank of a larger world included), and nothing of the user's that only looks alike; the
+// checkpoint it publishes loads.
+TEST(CheckpointAtomic, ASaveRemovesWhatKilledSavesLeft) {
+  const Side side{2, 0, SHARDREC_SHARDING_ROW_WISE};
+  const Scenario s = SideScenario(side, SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD, 5);
+  const std::string dir = FreshDir("strays");
+  Snap saved;
+  OnSide(side, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    TrainSteps(side, s, r, c, m, 0, 1);
+    ASSERT_EQ(SaveOn(c, m, dir, nullptr), SHARDREC_OK) << shardrec_last_error();
+  });
+  const std::vector<std::string> strays = {"g2-rank1.safetensors.tmp", "g7-rank3.safetensors",
+                                           "g2-rank5.safetensors.tmp", "manifest.json.tmp.4242.7"};
+  const std::vector<std::string> kept = {"g2-rank1.safetensors.tmp.mine", "manifest.json.tmp.x",
+                                         "notes.tmp", "g2-rank1.safetensors.bak"};
+  for (const std::string& n : strays) Spit(dir + "/" + n, "partial");
+  for (const std::string& n : kept) Spit(dir + "/" + n, "mine");
+  OnSide(side, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    TrainSteps(side, s, r, c, m, 1, 2);
+    ASSERT_EQ(SaveOn(c, m, dir, nullptr), SHARDREC_OK) << shardrec_last_error();
+    const Snap snap = TakeSnap(c, s);
+    if (r == 0) saved = snap;
+  });
+  for (const std::string& n : strays) EXPECT_FALSE(fs::exists(dir + "/" + n)) << n;
+  for (const std::string& n : kept) EXPECT_EQ(Slurp(dir + "/" + n), "mine") << n;
+  EXPECT_FALSE(RankFile(dir, 0).empty());
+  EXPECT_FALSE(RankFile(dir, 1).empty());
+  OnSide(side, s, [&](int r, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    ASSERT_EQ(LoadOn(c, m, dir, nullptr), SHARDREC_OK) << shardrec_last_error();
+    std::string why;
+    const Snap loaded = TakeSnap(c, s);  // collective: on every rank
+    if (r == 0) EXPECT_TRUE(BitEqual(loaded, saved, &why)) << why;
+  });
+}
+
 // allow_partial_load streams into place: the same corruption is still reported on every rank,
 // and a version-1 options struct (which has no such field) loads all-or-nothing.
 TEST(CheckpointAtomic, AllowPartialLoadReportsAndVersionOneStaysAtomic) {
