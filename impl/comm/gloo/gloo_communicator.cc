@@ -281,7 +281,11 @@ std::string GlooCommunicator::PeersNotes(std::chrono::milliseconds timeout) cons
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
     if (left.count() <= 0) break;
     std::vector<uint8_t> note;
-    if (!store.GetWithin(StrCat(kNoteKey, r), left, &note).ok()) continue;
+    const Status got = store.GetWithin(StrCat(kNoteKey, r), left, &note);
+    // A rank without a note times out at once; any other failure is the store's own (its host
+    // gone with the rank that died): no other note can be read then.
+    if (!got.ok() && got.code() != Code::kTimeout) break;
+    if (!got.ok()) continue;
     out += StrCat(out.empty() ? "" : "; ", "rank ", r,
                   " had failed first: ", std::string(note.begin(), note.end()));
   }

@@ -229,7 +229,8 @@ Status Listen(const Endpoint& addr, bool any_interface, int* fd_out, uint16_t* p
   return Status::Ok();
 }
 
-Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd_out) {
+Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd_out,
+                        bool retry_refused) {
   sockaddr_storage ss;
   socklen_t len = ToSockaddr(to, &ss);
   std::string last = "no attempt";
@@ -259,8 +260,12 @@ Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd_
       *fd_out = fd;
       return Status::Ok();
     }
-    last = std::strerror(errno);
+    const int err = errno;
+    last = std::strerror(err);
     ::close(fd);
+    if (!retry_refused && err == ECONNREFUSED)
+      return Status::Remote("the rendezvous store at ", to.ToString(),
+                            " refused the connection: ", last);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   } while (Clock::now() < deadline);
   return Status::Timeout("could not connect to the rendezvous store at ", to.ToString(), ": ",

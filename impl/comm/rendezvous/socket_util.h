@@ -46,8 +46,11 @@ Status ResolveHostBy(const std::string& host, std::chrono::steady_clock::time_po
 Status Listen(const Endpoint& addr, bool any_interface, int* fd, uint16_t* port,
               uint16_t want_port = 0, bool* in_use = nullptr);
 
-// Connects with retries (the server may not be up yet) until the deadline.
-Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd);
+// Connects with retries (the server may not be up yet) until the deadline. With
+// `retry_refused` false a refused connection ends the attempts at once with kRemote: for a
+// server known to have been up, whose host process has gone.
+Status ConnectWithRetry(const Endpoint& to, Clock::time_point deadline, int* fd,
+                        bool retry_refused = true);
 
 // The local address of a connected socket.
 Status LocalHost(int fd, std::string* host);

@@ -78,7 +78,10 @@ Status TcpStore::Open(int* fd_out, std::optional<net::Clock::time_point> cap) {
   Status foreign;
   std::chrono::milliseconds pause = kFirstRetryPause;
   for (;;) {
-    Status s = net::ConnectWithRetry(server_, deadline, &fd);
+    // A bounded call (best effort, its own short time) to a store this session has met does
+    // not wait out a refused connection: the store's process is gone, and the caller (a rank
+    // collecting failure notes) must not spend its time on it.
+    Status s = net::ConnectWithRetry(server_, deadline, &fd, !(cap && instance_ != 0));
     if (!s.ok()) return foreign.ok() ? s : foreign;
     std::vector<uint8_t> request, reply;
     net::PutU8(&request, tcp_store::kHello);
