@@ -544,9 +544,12 @@ SHARDREC_API shardrec_status_t shardrec_comm_create_mpi(shardrec_comm_t** out,
  *
  * Trust model: when SHARDREC_RENDEZVOUS_TOKEN is set (the same secret on every rank) it becomes
  * the store's session nonce, and a connection without it is refused as with a unique id.
- * Without it the nonce is derived from public facts (convention, world size, address, port):
- * like torch's TCP store, anyone who can reach the port can join or disrupt the rendezvous, so
- * run on a private network or set the token. Traffic is never encrypted either way.
+ * Without it the nonce is derived from public facts (convention, world size, port, and
+ * TORCHELASTIC_RESTART_COUNT when set; with the token, the restart count is part of it too).
+ * The master address's text is not: ranks that spell rank 0's address differently (localhost,
+ * 127.0.0.1, a service name) meet. Like torch's TCP store, anyone who can reach the port can
+ * join or disrupt the rendezvous, so run on a private network or set the token. Traffic is
+ * never encrypted either way.
  * @param out     [out] Receives the new handle (caller owns; shardrec_comm_destroy()).
  * @param options [in] Options, or NULL for defaults.
  * @return SHARDREC_OK; SHARDREC_ENOTFOUND when no launcher variables are present;

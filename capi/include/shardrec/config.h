@@ -329,11 +329,33 @@ SHARDREC_API shardrec_status_t shardrec_topology_init(shardrec_topology_t* topol
  * Constraints on how the planner may shard one table (keyed by table name). Restricting a
  * table to one sharding type gives that type; how many blocks it has stays the planner's
  * choice (column-wise may keep a narrow table as one block of its full dim, when that is
- * cheapest). Restricting the type and pinning ranks yields exactly that layout (with
- * min_partition 0, CW and TWCW give each pinned rank, in the order given, one shard of the dim,
- * as even as it allows: the first dim % n ranks hold one column more; a dim smaller than the
- * number of pinned ranks is SHARDREC_EINVAL; TWCW needs its pinned ranks on one node), which is
- * the simplest way to build a manual plan.
+ * cheapest).
+ *
+ * Pinned ranks (@ref ranks) are a set: the order given is not kept (the planner sorts them),
+ * and a rank listed twice or outside [0, world_size) is SHARDREC_EINVAL. With the type
+ * restricted as well, pinning gives:
+ *  - CW, and TWCW whose pinned ranks are all on one node, with min_partition 0: one shard per
+ *    pinned rank, the k-th shard in column order on the k-th lowest pinned rank; widths are
+ *    dim / n, the first dim % n shards one column wider (a dim smaller than the number n of
+ *    pinned ranks is SHARDREC_EINVAL). CW pinned to {1, 0} on a dim of 128 gives columns 0-63
+ *    to rank 0 and 64-127 to rank 1. No two shards share a rank, and a shard that does not fit
+ *    its rank is not moved to another.
+ *  - CW with min_partition > 0, and TWCW with min_partition > 0 or pinned ranks on several
+ *    nodes: column blocks of the planner's width, as without pins. Each block in column order
+ *    goes to the pinned rank that fits it and has the least estimated cost placed on it so far
+ *    (earlier tables and this table's earlier blocks count), ties to the lower local rank
+ *    (rank % ranks_per_node), then the lower rank; TWCW first picks one node (the least summed
+ *    cost among those with a pinned rank, ties to the lower node; the next if the blocks do not
+ *    fit) and uses only its pinned ranks. Several blocks can land on one rank: 4 blocks over
+ *    pinned ranks {0, 1} go 0, 1, 0, 1; TWCW pinned to {1, 2} with 2 ranks per node puts every
+ *    block on rank 1.
+ *  - TW: the one shard goes to the pinned rank chosen as for a block above: neither the first
+ *    listed nor necessarily the lowest (pinned to {1, 2} with 2 ranks per node and nothing
+ *    placed yet, rank 2).
+ *  - DP and RW use every rank: offered only when every rank is pinned. TWRW and grid use whole
+ *    nodes: offered when all ranks of some node are pinned, and placed only on such nodes.
+ * For an exact layout the planner does not give (a rank order, widths of your choosing), write
+ * the plan as JSON and read it with shardrec_plan_from_json (docs/plan-format.md).
  */
 typedef struct shardrec_table_constraints {
   uint32_t version;             /**< SHARDREC_TABLE_CONSTRAINTS_VERSION. */
@@ -341,11 +363,12 @@ typedef struct shardrec_table_constraints {
   uint32_t sharding_types;      /**< Bitmask of `1u << SHARDREC_SHARDING_*`; 0 means the default set
                                      (every type except GRID, which is used only when asked for). */
   int32_t min_partition;        /**< Lower bound of a column block width (CW/TWCW/grid); 0 means
-                                     128, or, with pinned ranks and CW/TWCW, one shard of the dim
-                                     per pinned rank (widths differ by one column at most). */
-  const int32_t* ranks;         /**< Pinned ranks: shards go only to these ranks (types that need
-                                     other ranks are not offered). NULL when @ref num_ranks is 0.
-                                     TW uses the first that fits. Copied by the callee. */
+                                     128, or, with pinned ranks and CW (TWCW: pinned ranks on one
+                                     node), one shard per pinned rank (see above). */
+  const int32_t* ranks;         /**< Pinned ranks, a set (order ignored, no rank twice): shards go
+                                     only to these ranks (types that need other ranks are not
+                                     offered; which shard goes where: see above). NULL when
+                                     @ref num_ranks is 0. Copied by the callee. */
   size_t num_ranks;             /**< Length of @ref ranks; 0 means any rank. */
   const float* pooling_factors; /**< Optional expected ids per bag for each feature of the table
                                   (in the table's feature order), overriding the feature config. */
