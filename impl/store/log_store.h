@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -88,6 +89,10 @@ class LogStore final : public RowStore {
   Status FlushLocked(bool seal, Manifest* made);
   Status WriteManifest(const Manifest& m);
   std::string SegmentPath(uint32_t id) const;
+  // store_verify.cc. Needs flush_mu_: reads back the live records (those `m` names) of each
+  // sealed segment of `m` not checked before, kCorrupt naming the first that fails its checksum
+  // (the snapshot is then refused), and remembers the segments that passed.
+  Status VerifyForSnapshot(const Manifest& m);
 
   // store_compact.cc
   void CompactionLoop();
@@ -120,7 +125,8 @@ class LogStore final : public RowStore {
   Mark* mark_ = nullptr;  // the running write call's mark, while it runs
   uint64_t generation_ = 0;
 
-  std::mutex flush_mu_;  // one Flush or Snapshot at a time
+  std::mutex flush_mu_;          // one Flush or Snapshot at a time
+  std::set<uint32_t> verified_;  // sealed segments a snapshot has read back (under flush_mu_)
   std::mutex scan_mu_;
   std::shared_ptr<std::vector<int64_t>> scan_keys_;  // the sorted keys of the running scan
 

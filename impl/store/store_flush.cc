@@ -1,7 +1,8 @@
 // Durability: Flush writes the tail, fsyncs the segments written since the last one, then
 // replaces the MANIFEST (the index and its segment list) by write-fsync-rename-fsync; only then
-// are segments emptied by compaction unlinked. Snapshot seals, flushes and links the segments the
-// new manifest names into another directory beside a copy of it.
+// are segments emptied by compaction unlinked. Snapshot seals, flushes, reads back the live records
+// of segments no snapshot has linked yet (store_verify.cc) and links the segments the new manifest
+// names into another directory beside a copy of it.
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -156,6 +157,7 @@ Status LogStore::Snapshot(const std::string& dir) {
   }
   Manifest m;
   Status s = FlushLocked(/*seal=*/true, &m);
+  if (s.ok()) s = VerifyForSnapshot(m);
   const int snap_fd = s.ok() ? ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (s.ok() && snap_fd < 0) s = StoreErrno(o_.dir, "cannot open", dir);
   for (const ManifestSegment& seg : m.segments) {

@@ -350,6 +350,47 @@ TEST(Store, SnapshotOutlivesCompactionOfItsSegments) {
   ExpectRound(s.get(), Range(0, 600), 2);
 }
 
+// A snapshot links segments instead of copying them, so it reads back the live records of each
+// segment it links for the first time: a record damaged on disk since it was written refuses the
+// snapshot (kCorrupt naming the segment and slot), which leaves nothing behind, instead of
+// publishing a copy that would not load.
+TEST(Store, SnapshotRefusesASegmentDamagedSinceItWasWritten) {
+  StoreOptions o = Options("store_snapshot_damaged");
+  const std::string dst = shardrec::testing::FreshDir("store_snapshot_damaged_dst");
+  LogTuning t;
+  t.segment_bytes = 32 << 10;
+  t.compact_interval_ms = 1000000;
+  std::unique_ptr<LogStore> s;
+  ASSERT_TRUE(OpenLogStore(o, t, &s).ok());
+  PutRound(s.get(), Range(0, 600), 1);
+  ASSERT_TRUE(s->Flush().ok());
+  {
+    // One byte of slot 0's record (the first page after the header) of the first segment.
+    std::fstream f(o.dir + "/seg-00000001.dat", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(4096 + 20);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(4096 + 20);
+    f.write(&c, 1);
+  }
+  const Status refused = s->Snapshot(dst + "/a");
+  EXPECT_EQ(refused.code(), Code::kCorrupt) << refused.message();
+  EXPECT_NE(std::string(refused.message()).find("seg-00000001.dat slot 0"), std::string::npos)
+      << refused.message();
+  EXPECT_FALSE(std::filesystem::exists(dst + "/a"));
+  // Once the damaged record is replaced (its key written again), the snapshot links a store whose
+  // every live record checks.
+  PutRound(s.get(), Range(0, 1), 2);
+  ASSERT_TRUE(s->Snapshot(dst + "/b").ok());
+  StoreOptions ro = o;
+  ro.dir = dst + "/b";
+  ro.read_only = true;
+  auto r = MustOpen(ro);
+  ExpectRound(r.get(), Range(0, 1), 2);
+  ExpectRound(r.get(), Range(1, 600), 1);
+}
+
 TEST(Store, CompactionRewritesMostlyDeadSegmentsAndKeepsEveryRecord) {
   StoreOptions o = Options("store_compact");
   o.compact_dead_ratio = 0.5;
