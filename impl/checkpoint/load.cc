@@ -302,6 +302,12 @@ Status Load(embedding::TableStorage& storage, const Group& g, FileSystem& fs,
     SR_RETURN_IF_ERROR(dynamic.Commit(storage));
     return storage.SetNumSteps(reset.empty() ? m.step : 0);
   }();
+  // The streamed copy wrote in place what it had verified before it failed: say so, as the
+  // all-or-nothing path's commit does.
+  if (!local.ok())
+    local = Status(local.code(), StrCat(local.message(),
+                                        " (allow_partial_load: the collection is partly loaded, "
+                                        "load again)"));
   SR_RETURN_IF_ERROR(Agree(*g.comm, local, "to load its part of the checkpoint"));
   for (size_t i = 0; i < dense_at.size(); ++i)
     std::copy(dense_values[i].begin(), dense_values[i].end(), options.dense[i].data);

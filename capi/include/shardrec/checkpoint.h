@@ -198,7 +198,8 @@ SHARDREC_API shardrec_status_t shardrec_checkpoint_save(
  *         tiered table's rows (never staged: verified first, read again and written through
  *         the tier in bounded chunks), fails, or a tiered table's write-back fails. With
  *         allow_partial_load, SHARDREC_ECORRUPT, SHARDREC_EIO and a peer's failure found while
- *         copying leave the collection partly loaded as well.
+ *         copying leave the collection partly loaded as well (the message says "partly
+ *         loaded").
  *         A peer that dies (or stalls past the timeout, or an abort) during the load's last
  *         agreement can reach the ranks unevenly; no protocol can prevent it. A rank that returns
  *         SHARDREC_OK holds its part of the checkpoint, but its peers may not. A rank that returns
