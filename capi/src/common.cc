@@ -52,13 +52,62 @@ void StoreMessage(const std::string& msg) {
   t_error.len = msg.size();
 }
 
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, surrogates or
+// code points past U+10FFFF), or 0.
+size_t Utf8Sequence(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+  return n;
+}
+
+// Messages may quote bytes of a damaged file (a JSON parser's "last read"): every byte that is
+// not part of well-formed UTF-8 becomes the text \xNN, so bindings that decode the message as
+// UTF-8 (Java, Rust, Python) always can.
+std::string ValidUtf8(const std::string& msg) {
+  std::string out;
+  size_t i = 0;
+  while (i < msg.size()) {
+    const size_t n = Utf8Sequence(msg, i);
+    if (n > 0) {
+      out.append(msg, i, n);
+      i += n;
+      continue;
+    }
+    static const char kHex[] = "0123456789ABCDEF";
+    const auto c = static_cast<unsigned char>(msg[i++]);
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
 }  // namespace
 
 shardrec_status_t SetLastError(const Status& status) {
   if (status.ok()) {
     ClearLastError();
   } else {
-    StoreMessage(status.message());
+    StoreMessage(ValidUtf8(std::string(status.message())));
   }
   return static_cast<shardrec_status_t>(status.code());
 }

@@ -114,7 +114,9 @@ typedef struct shardrec_mesh shardrec_mesh_t;           /**< 2D replica x shard 
 SHARDREC_API const char* shardrec_status_string(shardrec_status_t code);
 
 /**
- * The message of the last failed call on the calling thread.
+ * The message of the last failed call on the calling thread. Always well-formed UTF-8: a byte of
+ * a damaged file that a message quotes and that is not part of well-formed UTF-8 appears as the
+ * four characters \xNN (hex).
  * @return A string owned by the library, valid until the next libshardrec call on this thread;
  *         empty (never NULL) when the last call succeeded. Thread-safe (per-thread storage).
  */

@@ -91,6 +91,21 @@ TEST(CheckpointReject, CorruptRecordNamesFileAndRecord) {
                  {fs::path(file).filename().string(), "record", "checksum"});
 }
 
+// A manifest that quotes bytes which are not UTF-8 (a JSON parser's "last read") gives a message
+// that is still well-formed UTF-8, the bytes as \xNN, which every binding can decode.
+TEST(CheckpointReject, AMessageQuotingBrokenUtf8IsStillUtf8) {
+  const Scenario s = AdamScenario();
+  const std::string dir = SavedCheckpoint(s);
+  Spit(dir + "/manifest.json", std::string("{\"key\"\xe6\xff\xc3(", 10));
+  ExpectRejected(s, dir, SHARDREC_ECORRUPT, {"manifest.json", "last read: '\"key\"\\xE6'"});
+  // Every byte sequence of the message is well-formed UTF-8 (ASCII here, escapes included).
+  OnSide(kSide, s, [&](int, shardrec_embedding_t* c, shardrec_mesh_t* m) {
+    EXPECT_EQ(LoadOn(c, m, dir, nullptr), SHARDREC_ECORRUPT);
+    for (const char ch : std::string(shardrec_last_error()))
+      EXPECT_LT(static_cast<unsigned char>(ch), 0x80) << shardrec_last_error();
+  });
+}
+
 // verify_first is still accepted (it only matters with allow_partial_load).
 TEST(CheckpointReject, CorruptRecordWithVerifyFirstChangesNothing) {
   const Scenario s = AdamScenario();
