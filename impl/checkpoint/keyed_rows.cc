@@ -279,8 +279,8 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
       auto rows_of = [&](std::pair<size_t, size_t> at) -> Status {
         if (record(at).rows == b.rows) return Status::Ok();
         return Status::Corrupt(path(at.first), ": record ", record(at).key, " has ",
-                               record(at).rows, " rows, its row block at row ", offset, " ", b.rows,
-                               " (its ", kMeta, " record)");
+                               record(at).rows, " rows; the ", kMeta,
+                               " record of its row block at row ", offset, " says ", b.rows);
       };
       for (const char* tensor : {kIds, kLastSeen, kCount, kScore})
         if (auto it = b.vectors.find(tensor); it != b.vectors.end())
