@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -364,6 +365,42 @@ std::string SafetensorsHeader(std::vector<Record>* records,
   return out;
 }
 
+namespace {
+
+// The safetensors format's own rule: the data area is exactly its tensors back to back. A gap,
+// an overlap or bytes after the last tensor are refused: a header length off by some bytes
+// shifts every tensor that far (each still inside the file) and shows here as such bytes.
+// Every writer of the library (SafetensorsHeader) lays its records out that way, and so does
+// the safetensors package. Zero-byte tensors sit anywhere a tensor may begin or end.
+Status CheckDataArea(const std::vector<Record>& records, uint64_t data_start, uint64_t file_size,
+                     const std::string& path) {
+  std::vector<const Record*> by_offset;
+  for (const Record& r : records) by_offset.push_back(&r);
+  std::sort(by_offset.begin(), by_offset.end(), [](const Record* a, const Record* b) {
+    return std::tie(a->offset, a->nbytes) < std::tie(b->offset, b->nbytes);
+  });
+  uint64_t end = data_start;
+  const Record* last = nullptr;
+  for (const Record* r : by_offset) {
+    if (r->offset != end)
+      return Status::Corrupt(path, ": tensor ", r->key, " begins at data offset ",
+                             r->offset - data_start,
+                             r->offset > end ? ", after a gap of " : ", inside the bytes of ",
+                             r->offset > end ? StrCat(r->offset - end, " bytes") : last->key,
+                             ": the safetensors data area must be its tensors back to back");
+    end = r->offset + r->nbytes;
+    last = r;
+  }
+  if (end != file_size)
+    return Status::Corrupt(path, ": the tensors end ", file_size - end,
+                           file_size - end == 1 ? " byte" : " bytes",
+                           " before the end of the file (", file_size,
+                           " bytes): a wrong header length or bytes after the last tensor");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ReadSafetensors(const ReadableFile& file, const std::string& path,
                        std::vector<Record>* records, std::map<std::string, std::string>* metadata) {
   uint8_t lenbuf[8];
@@ -401,9 +438,11 @@ Status ReadSafetensors(const ReadableFile& file, const std::string& path,
       r.full_rows = r.rows;
       r.full_cols = r.cols;
       const auto range = JsonInts<uint64_t>(t.at("data_offsets"));
-      if (range.size() != 2 || range[1] < range[0] || r.rows < 0 || r.cols < 0 ||
-          range[1] - range[0] != static_cast<uint64_t>(r.rows) * r.row_bytes() ||
-          data_start + range[1] > file.size())
+      // rows x row bytes is compared only once it is known to fit the file (no overflow).
+      const uint64_t rows = static_cast<uint64_t>(r.rows), row_bytes = r.row_bytes();
+      if (range.size() != 2 || range[1] < range[0] || range[1] > file.size() - data_start ||
+          (rows > 0 && row_bytes > (file.size() - data_start) / rows) ||
+          range[1] - range[0] != rows * row_bytes)
         return Status::Corrupt(path, ": tensor ", key,
                                " has data offsets that do not match its shape or the file size");
       r.offset = data_start + range[0];
@@ -411,7 +450,7 @@ Status ReadSafetensors(const ReadableFile& file, const std::string& path,
       r.chunk_rows = ChunkRows(r.row_bytes());
       records->push_back(std::move(r));
     }
-    return Status::Ok();
+    return CheckDataArea(*records, data_start, file.size(), path);
   } catch (const std::exception& e) {
     return Status::Corrupt(path, ": safetensors header is not valid: ", e.what());
   }

@@ -137,7 +137,9 @@ std::string SafetensorsHeader(std::vector<Record>* records,
                               const std::map<std::string, std::string>& metadata);
 // Reads a safetensors file's header: tensors as records (key, dtype, shape as rows/cols, vector
 // for 1-D, absolute offsets; full_* = the shape, offsets 0, no checksums) and the metadata.
-// kCorrupt naming `path` when the header is malformed or points outside the file.
+// kCorrupt naming `path` when the header is malformed or points outside the file, or when the
+// tensors do not fill the data area exactly, back to back (the safetensors rule: no gap, no
+// overlap, nothing after the last tensor, each tensor's bytes its dtype size x its shape).
 Status ReadSafetensors(const ReadableFile& file, const std::string& path,
                        std::vector<Record>* records, std::map<std::string, std::string>* metadata);
 

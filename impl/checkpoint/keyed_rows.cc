@@ -272,24 +272,52 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
       b.forwards = v[0];
       b.rows = v[1];
       b.slots = v[2];
+      // Every per-row record and every weights or state record of the block holds its live rows
+      // (a save writes none of them for a block without rows). One of other rows is refused,
+      // whatever the block's rows: a dynamic_meta edited to 0 rows would otherwise drop rows
+      // its records still hold, unread and unchecked.
+      auto rows_of = [&](std::pair<size_t, size_t> at) -> Status {
+        if (record(at).rows == b.rows) return Status::Ok();
+        return Status::Corrupt(path(at.first), ": record ", record(at).key, " has ",
+                               record(at).rows, " rows; the ", kMeta,
+                               " record of its row block at row ", offset, " says ", b.rows);
+      };
+      for (const char* tensor : {kIds, kLastSeen, kCount, kScore})
+        if (auto it = b.vectors.find(tensor); it != b.vectors.end())
+          SR_RETURN_IF_ERROR(rows_of(it->second));
+      for (const auto& [tensor, ats] : b.tensors)
+        for (const auto& at : ats) SR_RETURN_IF_ERROR(rows_of(at));
       if (b.rows == 0) continue;
       for (auto [tensor, out] : {std::pair{kIds, &b.ids}, std::pair{kLastSeen, &b.last_seen},
                                  std::pair{kCount, &b.count}}) {
         auto it = b.vectors.find(tensor);
-        if (it == b.vectors.end() || record(it->second).rows != b.rows)
+        if (it == b.vectors.end())
           return Status::Corrupt("checkpoint: dynamic table ", name, ": the row block at row ",
                                  offset, " lacks a ", tensor, " record of ", b.rows, " rows");
         SR_RETURN_IF_ERROR(ReadVector(*files[it->second.first], path(it->second.first),
                                       record(it->second), DType::kInt64, out));
       }
+      // A row's last-seen forward is one the table had counted by the save: from 0 (a fresh
+      // table's counter) to the block's forward counter. A save writes no other (the shard keeps
+      // them in that range); the shard would clamp one outside it into a window of 2^32 forwards
+      // and order evictions by a value the file never said.
+      for (size_t i = 0; i < b.last_seen.size(); ++i) {
+        if (b.last_seen[i] >= 0 && b.last_seen[i] <= b.forwards) continue;
+        const auto at = b.vectors.at(kLastSeen);
+        return Status::Corrupt(path(at.first), ": record ", record(at).key, ": row ", i,
+                               " was last seen at forward ", b.last_seen[i], ", outside 0..",
+                               b.forwards, " (the forward counter of its ", kMeta, " record)");
+      }
+      for (size_t i = 0; i < b.count.size(); ++i) {
+        if (b.count[i] >= 0 && b.count[i] <= UINT32_MAX) continue;
+        const auto at = b.vectors.at(kCount);
+        return Status::Corrupt(path(at.first), ": record ", record(at).key, ": row ", i,
+                               " has count ", b.count[i], ", outside 0..", UINT32_MAX);
+      }
       // Scores are optional: a table saved under another policy loads with every score 0.
-      if (auto it = b.vectors.find(kScore); it != b.vectors.end()) {
-        if (record(it->second).rows != b.rows)
-          return Status::Corrupt("checkpoint: dynamic table ", name, ": the row block at row ",
-                                 offset, " has a ", kScore, " record not of ", b.rows, " rows");
+      if (auto it = b.vectors.find(kScore); it != b.vectors.end())
         SR_RETURN_IF_ERROR(ReadVector(*files[it->second.first], path(it->second.first),
                                       record(it->second), DType::kFloat64, &b.score));
-      }
     }
     if (forwards < 0)
       return Status::Corrupt("checkpoint: dynamic table ", name, " has no row blocks");
@@ -345,8 +373,6 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
         for (int64_t i : pick) {
           sh.rows.ids.push_back(b.ids[i]);
           sh.rows.last_seen.push_back(b.last_seen[i]);
-          if (b.count[i] < 0 || b.count[i] > UINT32_MAX)
-            return Status::Corrupt("checkpoint: dynamic table ", name, ": a count is out of range");
           sh.rows.counts.push_back(static_cast<uint32_t>(b.count[i]));
           sh.rows.scores.push_back(b.score.empty() ? 0.0 : b.score[i]);
         }
@@ -366,10 +392,7 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
                            buf.data(), cols};
           int64_t covered = 0;
           for (const auto& at : b.tensors[tensor]) {
-            const Record& rec = record(at);
-            if (rec.rows != b.rows)
-              return Status::Corrupt(path(at.first), ": record ", rec.key, " has ", rec.rows,
-                                     " rows, its row block ", b.rows);
+            const Record& rec = record(at);  // of b.rows rows (checked above)
             const int64_t area = OverlapArea(rec, dst);
             if (area == 0) continue;
             covered += area;

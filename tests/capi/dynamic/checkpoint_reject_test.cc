@@ -177,6 +177,67 @@ TEST(DynamicCheckpointReject, AForwardCounterBeyondAnyRunIsCorrupt) {
   });
 }
 
+// A row block's dynamic_meta said 0 live rows while its ids, last_seen, count, weights and state
+// records kept theirs (all signed as a writer would): the load skipped those records and
+// emptied the block. Last-seen forwards outside 0..the forward counter (INT64_MIN, INT64_MAX,
+// one past the counter, -1) loaded too. Each is corrupt, naming the record; nothing changes.
+TEST(DynamicCheckpointReject, RecordsOfOtherRowsThanTheMetaAndStrayLastSeenAreCorrupt) {
+  const std::string good = FreshDir("meta_rows");
+  const Trained t(SHARDREC_OPTIMIZER_ADAM, good);
+  const DynScenario& s = t.s;
+  const int64_t dim = t.dim;
+  const Stream& st = t.st;
+  const PlanPtr& plan = t.plan;
+  ASSERT_NE(plan, nullptr);
+  const std::string meta_key = RecordKey(good, true, "dynamic_meta");
+  const std::string ids_key = RecordKey(good, true, "ids");
+  const std::string seen_key = RecordKey(good, true, "last_seen");
+  const std::vector<int64_t> meta = ReadIds(good, meta_key), seen = ReadIds(good, seen_key);
+  ASSERT_EQ(meta.size(), 3u);
+  ASSERT_GE(meta[1], 1) << "row block 0 of t0 should hold rows";
+  ASSERT_EQ(seen.size(), static_cast<size_t>(meta[1]));
+  const int64_t forwards = meta[0];
+  ASSERT_GE(forwards, 1);
+
+  struct Case {
+    std::string name, key;
+    std::vector<int64_t> values;  // the new values of record `key`
+    std::string needle;           // besides the record's key
+  };
+  std::vector<Case> cases;
+  cases.push_back({"meta_zero_rows", meta_key, {forwards, 0, meta[2]}, ids_key});
+  for (const int64_t v : {INT64_MIN, INT64_MAX, forwards + 1, int64_t{-1}}) {
+    cases.push_back({"last_seen_" + std::to_string(v), seen_key, seen, seen_key});
+    cases.back().values.back() = v;
+    cases.back().needle =
+        "last seen at forward " + std::to_string(v) + ", outside 0.." + std::to_string(forwards);
+  }
+
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string bad = FreshDir("meta_rows_" + c.name);
+    fs::remove_all(bad);
+    fs::copy(good, bad);
+    WriteIds(bad, c.key, c.values);
+    SpawnRanks(kWorld, [&](int r) {
+      CollPtr coll;
+      MakeStreamCollection(s, plan.get(), kWorld, r, &coll);
+      if (coll == nullptr) return;
+      shardrec_embedding_t* e = coll.get();
+      ASSERT_EQ(shardrec_checkpoint_load(e, good.c_str(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      const std::vector<float> before = Probe(e, st, r, dim);
+      EXPECT_EQ(shardrec_checkpoint_load(e, bad.c_str(), nullptr), SHARDREC_ECORRUPT)
+          << "rank " << r;
+      const std::string msg = shardrec_last_error();
+      EXPECT_NE(msg.find(c.needle), std::string::npos) << "rank " << r << ": " << msg;
+      EXPECT_NE(msg.find(c.key == meta_key ? ids_key : c.key), std::string::npos)
+          << "rank " << r << ": " << msg;
+      EXPECT_EQ(Probe(e, st, r, dim), before) << "rank " << r;
+    });
+  }
+}
+
 TEST(DynamicCheckpointReject, RepeatedIdIsCorruptOnEveryRankAndChangesNothing) {
   const std::string good = FreshDir("dup_ids");
   const Trained t(SHARDREC_OPTIMIZER_ADAM, good);
