@@ -276,11 +276,13 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
       // (a save writes none of them for a block without rows). One of other rows is refused,
       // whatever the block's rows: a dynamic_meta edited to 0 rows would otherwise drop rows
       // its records still hold, unread and unchecked.
+      // (Copies: a lambda may not capture a structured binding before C++20's clang 16.)
+      const int64_t block_rows = b.rows, block_offset = offset;
       auto rows_of = [&](std::pair<size_t, size_t> at) -> Status {
-        if (record(at).rows == b.rows) return Status::Ok();
-        return Status::Corrupt(path(at.first), ": record ", record(at).key, " has ",
-                               record(at).rows, " rows; the ", kMeta,
-                               " record of its row block at row ", offset, " says ", b.rows);
+        if (record(at).rows == block_rows) return Status::Ok();
+        return Status::Corrupt(
+            path(at.first), ": record ", record(at).key, " has ", record(at).rows, " rows; the ",
+            kMeta, " record of its row block at row ", block_offset, " says ", block_rows);
       };
       for (const char* tensor : {kIds, kLastSeen, kCount, kScore})
         if (auto it = b.vectors.find(tensor); it != b.vectors.end())

@@ -38,16 +38,6 @@ std::vector<std::string> RankFiles(const std::string& dir) {
   return out;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void Spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // Loads `dir` into a fresh collection of `s` on kSide; expects `code` on every rank with every
 // `needles` in the message, and the collection unchanged when `unchanged`.
 void ExpectRejected(const Scenario& s, const std::string& dir, shardrec_status_t code,

@@ -169,11 +169,6 @@ int RunInChild(const RunSpec& run) {
   return WaitExit(pid);
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 TEST(CheckpointRestart, KilledRankThenRestartReproducesTheUninterruptedRun) {
   const std::string base = FreshDir("restart");
   const RunSpec straight{Mode::kStraight, 4, base + "/unused", base + "/straight.bin"};

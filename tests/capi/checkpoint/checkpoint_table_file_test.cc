@@ -23,16 +23,6 @@ using nlohmann::json;
 
 const Side kSide{2, 0, SHARDREC_SHARDING_ROW_WISE};
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void Spit(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 uint64_t HeaderLength(const std::string& file) {
   uint64_t len = 0;
   for (int i = 0; i < 8; ++i)

@@ -25,6 +25,10 @@ struct Side {
 
 std::string SideName(const Side& s);
 
+// A file's bytes, and a file replaced by `bytes` (what the tests damage files with).
+std::string Slurp(const std::string& path);
+void Spit(const std::string& path, const std::string& bytes);
+
 // The scenario of one sharding group of `side` (StandardScenario's three tables).
 Scenario SideScenario(const Side& side, int32_t optimizer, uint64_t seed);
 
