@@ -438,9 +438,11 @@ Status ReadSafetensors(const ReadableFile& file, const std::string& path,
       r.full_rows = r.rows;
       r.full_cols = r.cols;
       const auto range = JsonInts<uint64_t>(t.at("data_offsets"));
-      // rows x row bytes is compared only once it is known to fit the file (no overflow).
+      // rows x row bytes is compared only once it is known to fit the file (no overflow), and a
+      // row of more than 2^40 elements is no table's (which keeps row_bytes from overflowing).
       const uint64_t rows = static_cast<uint64_t>(r.rows), row_bytes = r.row_bytes();
-      if (range.size() != 2 || range[1] < range[0] || range[1] > file.size() - data_start ||
+      if (r.rows < 0 || r.cols < 0 || r.cols > (int64_t{1} << 40) || range.size() != 2 ||
+          range[1] < range[0] || range[1] > file.size() - data_start ||
           (rows > 0 && row_bytes > (file.size() - data_start) / rows) ||
           range[1] - range[0] != rows * row_bytes)
         return Status::Corrupt(path, ": tensor ", key,
