@@ -3,6 +3,7 @@
 // worlds 1 and 2, plain and pipelined forwards, with caches so small that every step evicts.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -130,7 +131,7 @@ TEST(TieredEquivalenceStats, AccessorsBetweenPipelinedStepsKeepTheCounters) {
     const std::string quiet_dir = FreshDir("accessors_quiet");
     const std::string read_dir = FreshDir("accessors_read");
     const std::vector<TieredRun> quiet = RunTiered(s, plan.get(), SmallTiers(s, quiet_dir), true);
-    int64_t reads = 0;
+    std::atomic<int64_t> reads{0};  // the ranks are threads
     const std::vector<TieredRun> read =
         RunTiered(s, plan.get(), SmallTiers(s, read_dir), true, nullptr, nullptr, nullptr, nullptr,
                   [&](shardrec_embedding_t* c, int32_t) {
@@ -138,7 +139,7 @@ TEST(TieredEquivalenceStats, AccessorsBetweenPipelinedStepsKeepTheCounters) {
                     ++reads;
                   });
     ASSERT_FALSE(::testing::Test::HasFailure());
-    EXPECT_EQ(reads, static_cast<int64_t>(s.steps) * world);
+    EXPECT_EQ(reads.load(), static_cast<int64_t>(s.steps) * world);
     for (int32_t r = 0; r < world; ++r) {
       for (size_t f = 0; f < quiet[r].out.size(); ++f)
         EXPECT_EQ(FirstBitDifference(read[r].out[f], quiet[r].out[f]), "")
