@@ -26,6 +26,14 @@ DType StoredDType(Storage s) {
 
 uint64_t Mix(int64_t row) { return static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull; }
 
+// The dedup table's slot of `row`: where it is, or the empty slot where it goes (linear probing;
+// the table is at most half full, so there is one).
+uint64_t SlotOf(const TieredRows::Scratch& s, int64_t row, int shift, uint64_t mask) {
+  uint64_t h = Mix(row) >> shift;
+  while (s.slots[h] >= 0 && s.uniq[static_cast<size_t>(s.slots[h])] != row) h = (h + 1) & mask;
+  return h;
+}
+
 }  // namespace
 
 Status TieredRows::Create(std::string table, int64_t rows, int32_t dim, Storage storage,
@@ -143,30 +151,17 @@ Status TieredRows::Gather(const int64_t* rows, size_t n, Scratch* s) const {
   const int shift = 64 - std::countr_zero(cap);
   if (s->slots.size() != cap) {  // new or grown: the request's earlier rows placed again
     s->slots.assign(cap, -1);
-    for (size_t k = 0; k < before; ++k) {
-      const int64_t row = s->uniq[k];
-      for (uint64_t h = Mix(row) >> shift;; h = (h + 1) & mask) {
-        if (s->slots[h] < 0) {
-          s->slots[h] = static_cast<int64_t>(k);
-          break;
-        }
-      }
-    }
+    for (size_t k = 0; k < before; ++k)
+      s->slots[SlotOf(*s, s->uniq[k], shift, mask)] = static_cast<int64_t>(k);
   }
   s->local.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const int64_t row = rows[i];
-    for (uint64_t h = Mix(row) >> shift;; h = (h + 1) & mask) {
-      int64_t& e = s->slots[h];
-      if (e < 0) {
-        e = static_cast<int64_t>(s->uniq.size());
-        s->uniq.push_back(row);
-      } else if (s->uniq[static_cast<size_t>(e)] != row) {
-        continue;
-      }
-      s->local[i] = e;
-      break;
+    int64_t& e = s->slots[SlotOf(*s, rows[i], shift, mask)];
+    if (e < 0) {
+      e = static_cast<int64_t>(s->uniq.size());
+      s->uniq.push_back(rows[i]);
     }
+    s->local[i] = e;
   }
   const size_t u = s->uniq.size();
   s->rows.resize(u * row_bytes_);

@@ -64,8 +64,8 @@ struct Report {
   int64_t micros;  // kSaved: how long the save took
 };
 
-// The child: trains, saving after every other step into `ckpt`, reporting each event. Never
-// returns.
+// The child: trains, saving after every other step into `ckpt`, reporting each event, then waits
+// to be killed. Never returns.
 [[noreturn]] void Child(const std::string& ckpt, const std::string& tiers, int fd, int32_t steps) {
   DynScenario s = KillScenario();
   Tiered(&s, tiers);
@@ -96,7 +96,12 @@ struct Report {
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
             .count());
   }
-  _exit(0);
+  // Done: the parent sees the end of the pipe, and a kill it already decided on (a delay after
+  // the last save may outlast the remaining steps on a loaded machine) still meets a live
+  // process. An alarm ends a child whose parent never kills it.
+  close(fd);
+  alarm(60);
+  for (;;) pause();
 }
 
 // The outputs of steps [from, from + kTail) of a collection loaded from `ckpt` (tiers under
@@ -201,6 +206,7 @@ int32_t RunAndKill(const Kill& k, const std::string& ckpt, const std::string& ti
     }
   }
   close(fds[0]);
+  if (!killed) kill(pid, SIGKILL);  // it waits to be killed (Child); the expectation below fails
   int status = 0;
   waitpid(pid, &status, 0);
   *save_us_out = save_us;
