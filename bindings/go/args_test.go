@@ -77,15 +77,7 @@ func TestNegativeCountsAndNilShapesAreRefusedNamingThem(t *testing.T) {
 	}
 
 	// Serving: a negative NumFeatures and a negative tier cache size.
-	dir := t.TempDir() + "/ckpt"
-	if err := coll.SaveCheckpoint(dir); err != nil {
-		t.Fatal(err)
-	}
-	inf, err := OpenInference(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inf.Close()
+	inf, dir := servedFrom(t, coll)
 	_, err = inf.Lookup(&neg, make([]float32, n))
 	wantInvalid(t, "Lookup", err, negative)
 	_, err = inf.LookupVBE(vneg, make([]float32, 64))

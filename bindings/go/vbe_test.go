@@ -112,6 +112,22 @@ func vbeCollection(t *testing.T) (*EmbeddingCollection, func()) {
 	return coll, func() { coll.Close(); comms[0].Close(); plan.Close() }
 }
 
+// servedFrom saves coll's checkpoint into a temporary directory and opens it for serving with
+// default options; the Inference is closed when the test ends.
+func servedFrom(t *testing.T, coll *EmbeddingCollection) (*Inference, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := coll.SaveCheckpoint(dir); err != nil {
+		t.Fatal(err)
+	}
+	inf, err := OpenInference(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inf.Close() })
+	return inf, dir
+}
+
 func TestLookupVBEEqualsTheExpandedBatch(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	coll, done := vbeCollection(t)

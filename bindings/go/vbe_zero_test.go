@@ -5,7 +5,6 @@
 package shardrec
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,7 +23,6 @@ func zeroVBE(sizes []int64, inverse []int64) *VBEKJT {
 }
 
 func TestZeroSizeVBEBatchWithEmptyInverseIndices(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "ckpt")
 	coll, done := vbeCollection(t)
 	defer done()
 	for _, sizes := range [][]int64{{1, 2, 1}, {0, 0, 0}} {
@@ -46,14 +44,7 @@ func TestZeroSizeVBEBatchWithEmptyInverseIndices(t *testing.T) {
 		!strings.Contains(err.Error(), "inverse indices") {
 		t.Fatalf("nil InverseIndices with BatchSize 0: %v, want ErrCodeInvalid about inverse indices", err)
 	}
-	if err := coll.SaveCheckpoint(dir); err != nil {
-		t.Fatal(err)
-	}
-	inf, err := OpenInference(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inf.Close()
+	inf, _ := servedFrom(t, coll)
 	batch := zeroVBE([]int64{1, 2, 1}, []int64{})
 	if n, err := inf.OutputSizeVBE(batch); err != nil || n != 0 {
 		t.Fatalf("serving OutputSizeVBE = %d, %v; want 0, nil", n, err)
