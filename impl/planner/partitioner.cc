@@ -15,6 +15,10 @@ namespace {
 
 using sharding::ShardingType;
 
+bool Allowed(const ShardingOption& opt, int32_t rank) {
+  return std::binary_search(opt.allowed_ranks.begin(), opt.allowed_ranks.end(), rank);
+}
+
 class State {
  public:
   explicit State(const Topology& topo) : topo_(&topo) {
@@ -91,6 +95,31 @@ class State {
     for (int32_t r : allowed) f->largest_free_disk = std::max(f->largest_free_disk, disk_free_[r]);
   }
 
+  // Shards that must share one host (a table-row-wise group of row blocks, one per rank of the
+  // host; or a table-column-wise table's shards, on any ranks of it): `needed` is the most one of
+  // them needs (per_rank) or their sum. What the roomiest host offers is measured the same way:
+  // the least free memory of its allowed ranks, or their sum.
+  void FailTogether(const ShardingOption& opt, int32_t shard, int64_t needed, int32_t together,
+                    bool per_rank, FitFailure* f) const {
+    Fail(opt, shard, needed, opt.allowed_ranks, f);
+    f->together = together;
+    f->per_rank = per_rank;
+    f->host_free = -1;
+    for (int32_t n = 0; n < Nodes(); ++n) {
+      int64_t least = -1, sum = 0;
+      for (int32_t r = n * L(); r < n * L() + L(); ++r) {
+        if (!Allowed(opt, r)) continue;
+        least = least < 0 ? free_[r] : std::min(least, free_[r]);
+        sum += free_[r];
+      }
+      const int64_t offered = per_rank ? least : sum;
+      if (least >= 0 && offered > f->host_free) {
+        f->host_free = offered;
+        f->host = n;
+      }
+    }
+  }
+
   const std::vector<Perf>& perf() const { return perf_; }
   const std::vector<Storage>& storage() const { return storage_; }
 
@@ -101,10 +130,6 @@ class State {
   std::vector<int64_t> disk_free_;
   std::vector<Storage> storage_;
 };
-
-bool Allowed(const ShardingOption& opt, int32_t rank) {
-  return std::binary_search(opt.allowed_ranks.begin(), opt.allowed_ranks.end(), rank);
-}
 
 // Places L row blocks (shards [first, first+L)) on node `n` if every one fits.
 bool TryNodeRowBlocks(State& st, const ShardingOption& opt, size_t first, int32_t n,
@@ -162,8 +187,10 @@ bool PlaceOption(State& st, const ShardingOption& opt, sharding::TablePlan* tp, 
           }
         }
         if (!placed) {
-          st.Fail(opt, static_cast<int32_t>(first), opt.estimates[first].storage.total(),
-                  opt.allowed_ranks, f);
+          int64_t most = 0;
+          for (size_t i = first; i < first + static_cast<size_t>(L); ++i)
+            most = std::max(most, opt.estimates[i].storage.total());
+          st.FailTogether(opt, static_cast<int32_t>(first), most, L, /*per_rank=*/true, f);
           return false;
         }
       }
@@ -196,7 +223,8 @@ bool PlaceOption(State& st, const ShardingOption& opt, sharding::TablePlan* tp, 
           return true;
         }
       }
-      st.Fail(opt, 0, opt.SumStorage(), opt.allowed_ranks, f);
+      st.FailTogether(opt, 0, opt.SumStorage(), static_cast<int32_t>(opt.shards.size()),
+                      /*per_rank=*/false, f);
       return false;
     }
     case ShardingType::kDataParallel:
@@ -284,6 +312,24 @@ std::string FitFailureMessage(const FitFailure& f, const std::vector<sharding::T
         FormatBytes(f.largest_free_disk), " (topology disk_capacity ", FormatBytes(topo.disk_bytes),
         " per rank). Remedies: more ranks, a larger disk_capacity, or the table in "
         "memory");
+  if (f.together > 1 && f.needed_disk == 0) {
+    const std::string host_text =
+        f.host_free < 0 ? std::string("no host has an allowed rank")
+        : f.per_rank
+            ? StrCat("no host has that free on each of its ranks (the most is ",
+                     FormatBytes(f.host_free), " on every rank of host ", f.host, ")")
+            : StrCat("no host has room for them (the most free on one host's ranks together is ",
+                     FormatBytes(f.host_free), ", on host ", f.host,
+                     ", and each shard must fit one rank)");
+    return StrCat("planner: table '", t.name, "' (", t.rows, " x ", t.dim, ", ", DTypeName(t.dtype),
+                  ") does not fit: its ", f.together, " ", sharding::ShardingTypeName(f.type),
+                  " shards from shard ", f.shard, " must share one host, ",
+                  f.per_rank ? "one per rank, and need up to " : "and need ", FormatBytes(f.needed),
+                  f.per_rank ? " each" : " together", ", but ", host_text, " (", topo.world_size,
+                  " ranks, ", topo.local_world_size,
+                  " per host). Remedies: more ranks or hosts, more memory per rank, a smaller "
+                  "table, batch or optimizer, another sharding type, or fewer constraints");
+  }
   std::string free_text = f.largest_free < 0
                               ? std::string("no allowed rank has free memory")
                               : StrCat("the largest free capacity is ", FormatBytes(f.largest_free),

@@ -22,6 +22,12 @@ struct FitFailure {
   // A tiered table's shard (tier_model.h): the disk it needs and the most any allowed rank has.
   int64_t needed_disk = 0;
   int64_t largest_free_disk = 0;
+  // Shards that must share one host (partitioner.cc FailTogether): how many, whether `needed` is
+  // per rank (row blocks) or their sum, and the roomiest host (-1: none allowed) and its offer.
+  int32_t together = 1;
+  bool per_rank = false;
+  int32_t host = -1;
+  int64_t host_free = -1;
 };
 
 struct Placement {

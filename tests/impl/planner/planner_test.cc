@@ -135,6 +135,29 @@ TEST(PlannerPlan, DoesNotFitNamesTableSizeAndLargestFreeCapacity) {
   EXPECT_NE(m.find("Remedies"), std::string::npos) << m;
 }
 
+// Row blocks that must share a host fit one rank each, but no host has room on every rank: the
+// message says so instead of setting a need below the largest free capacity against it.
+TEST(PlannerPlan, RowBlocksThatNoHostHoldsTogetherAreNamedAsSuch) {
+  PlannerInput in = Input(3, 4, 2);
+  in.tables[0].rows = 400'000;  // 25.6 MB, pinned to rank 1
+  in.tables[1].rows = 400'000;  // 25.6 MB, pinned to rank 3
+  in.tables[2].rows = 800'000;  // two row blocks of 25.6 MB, on the two ranks of one host
+  in.topology.memory_bytes.assign(4, 40'000'000);
+  // One column-wise shard on a pinned rank is placed before the tables the planner places.
+  in.constraints = {Only("t0", ShardingType::kColumnWise, 0, {1}),
+                    Only("t1", ShardingType::kColumnWise, 0, {3}),
+                    Only("t2", ShardingType::kTableRowWise)};
+  PlannerResult r;
+  const Status s = MakePlan(in, &r);
+  ASSERT_EQ(s.code(), Code::kOutOfMemory) << s.message();
+  const std::string& m = s.message();
+  EXPECT_NE(m.find("planner: table 't2' (800000 x 16, float32) does not fit"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("must share one host"), std::string::npos) << m;
+  EXPECT_NE(m.find("no host has that free on each of its ranks"), std::string::npos) << m;
+  EXPECT_EQ(m.find("the largest free capacity is"), std::string::npos) << m;
+}
+
 TEST(PlannerPlan, CheckPlanFitsNamesTheRank) {
   const PlannerInput in = Input(2, 2, 2);
   const PlannerResult r = MustPlan(in);
