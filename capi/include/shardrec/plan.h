@@ -57,7 +57,8 @@ typedef struct shardrec_shard {
  *         feature or field; bad struct version, elements of one array declaring different
  *         versions, zero rows, duplicate names, unknown feature index, impossible
  *         constraints); SHARDREC_ENOMEM when no placement fits the memory of
- *         the topology (the message names the table, its size and the largest free capacity).
+ *         the topology (the message names the table, its size and the largest free capacity,
+ *         or, for shards that must share one host, what the roomiest host offers).
  * Thread-safety: safe to call concurrently. The caller owns *out (shardrec_plan_destroy).
  */
 SHARDREC_API shardrec_status_t
@@ -73,9 +74,13 @@ shardrec_plan_create(shardrec_plan_t** out, const shardrec_table_config_t* table
  * @param out  [out] Receives the new plan; must not be NULL. Set only on success.
  * @param text [in] UTF-8 JSON text of @p len bytes (need not be NUL-terminated); not retained.
  * @param len  Length of @p text in bytes.
- * @return SHARDREC_OK; SHARDREC_ECORRUPT when the text is not well-formed JSON or lacks a
- *         required field (message gives the byte offset); SHARDREC_EINVAL when it parses but
- *         the plan is invalid (message names the table and the rule broken).
+ * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p out, a NULL @p text with @p len > 0, or
+ *         when the text parses but the plan is invalid (message names the table and the rule
+ *         broken); SHARDREC_ECORRUPT when the text is not well-formed JSON or lacks a required field
+ *         (message gives the byte offset); SHARDREC_EUNSUPPORTED when the plan is valid but
+ *         beyond this build's limits (a dynamic table's shard of more slots than a shard
+ *         numbers: the message names the table, the shard and the limit); SHARDREC_ENOMEM when
+ *         memory runs out. Nothing is set on failure.
  * Thread-safety: safe to call concurrently. The caller owns *out.
  */
 SHARDREC_API shardrec_status_t shardrec_plan_from_json(shardrec_plan_t** out, const char* text,
