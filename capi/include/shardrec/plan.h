@@ -76,11 +76,12 @@ shardrec_plan_create(shardrec_plan_t** out, const shardrec_table_config_t* table
  * @param len  Length of @p text in bytes.
  * @return SHARDREC_OK; SHARDREC_EINVAL for a NULL @p out, a NULL @p text with @p len > 0, or
  *         when the text parses but the plan is invalid (message names the table and the rule
- *         broken); SHARDREC_ECORRUPT when the text is not well-formed JSON or lacks a required
- * field (message gives the byte offset); SHARDREC_EUNSUPPORTED when the plan is valid but beyond
- * this build's limits (a dynamic table's shard of more slots than a shard numbers: the message
- * names the table, the shard and the limit); SHARDREC_ENOMEM when memory runs out. Nothing is set
- * on failure. Thread-safety: safe to call concurrently. The caller owns *out.
+ *         broken); SHARDREC_ECORRUPT when the text is not well-formed JSON or lacks a field
+ *         (message gives the byte offset); SHARDREC_EUNSUPPORTED when the plan is valid but
+ *         beyond this build's limits (a dynamic shard of more slots than a shard numbers; the
+ *         message names the table, the shard and the limit); SHARDREC_ENOMEM when memory runs
+ *         out. Nothing is set on failure.
+ * Thread-safety: safe to call concurrently. The caller owns *out.
  */
 SHARDREC_API shardrec_status_t shardrec_plan_from_json(shardrec_plan_t** out, const char* text,
                                                        size_t len);
