@@ -249,6 +249,10 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
         }
       }
     }
+    // The saved table's capacity: its blocks' slots lie inside it.
+    int64_t saved_capacity = -1;
+    for (const TableEntry& te : m.tables)
+      if (te.name == name) saved_capacity = te.rows;
     int64_t forwards = -1;
     for (auto& [offset, b] : blocks) {
       auto meta = b.vectors.find(kMeta);
@@ -268,6 +272,13 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
                                "counters differ (", forwards, " before the row block at row ",
                                offset, ", ", v[0], " there): one of their ", kMeta,
                                " records is corrupt");
+      // The slots decide whether a block's admission counts are kept (they must be the same
+      // block's), so a count of slots the saved table never had is no block of it.
+      if (offset < 0 || saved_capacity < 0 || v[2] > saved_capacity - offset)
+        return Status::Corrupt(path(meta->second.first), ": record ", record(meta->second).key,
+                               ": the row block at row ", offset, " has ", v[2],
+                               " slots, beyond the table's capacity of ", saved_capacity,
+                               " rows in the manifest");
       forwards = v[0];
       b.forwards = v[0];
       b.rows = v[1];

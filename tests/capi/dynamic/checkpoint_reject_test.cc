@@ -180,7 +180,8 @@ TEST(DynamicCheckpointReject, AForwardCounterBeyondAnyRunIsCorrupt) {
 // A row block's dynamic_meta said 0 live rows while its ids, last_seen, count, weights and state
 // records kept theirs (all signed as a writer would): the load skipped those records and
 // emptied the block. Last-seen forwards outside 0..the forward counter (INT64_MIN, INT64_MAX,
-// one past the counter, -1) loaded too. Each is corrupt, naming the record; nothing changes.
+// one past the counter, -1) loaded too, and so did a block of more slots than the table has.
+// Each is corrupt, naming the record; nothing changes.
 TEST(DynamicCheckpointReject, RecordsOfOtherRowsThanTheMetaAndStrayLastSeenAreCorrupt) {
   const std::string good = FreshDir("meta_rows");
   const Trained t(SHARDREC_OPTIMIZER_ADAM, good);
@@ -202,16 +203,24 @@ TEST(DynamicCheckpointReject, RecordsOfOtherRowsThanTheMetaAndStrayLastSeenAreCo
   struct Case {
     std::string name, key;
     std::vector<int64_t> values;  // the new values of record `key`
-    std::string needle;           // besides the record's key
+    std::string needle;           // besides the key of the record it names
+    std::string named;            // that record's key
   };
   std::vector<Case> cases;
-  cases.push_back({"meta_zero_rows", meta_key, {forwards, 0, meta[2]}, ids_key});
+  cases.push_back({"meta_zero_rows", meta_key, {forwards, 0, meta[2]}, ids_key, ids_key});
   for (const int64_t v : {INT64_MIN, INT64_MAX, forwards + 1, int64_t{-1}}) {
-    cases.push_back({"last_seen_" + std::to_string(v), seen_key, seen, seen_key});
+    cases.push_back({"last_seen_" + std::to_string(v), seen_key, seen, "", seen_key});
     cases.back().values.back() = v;
     cases.back().needle =
         "last seen at forward " + std::to_string(v) + ", outside 0.." + std::to_string(forwards);
   }
+  // Slots beyond the saved table's capacity (64 rows), however many rows the block holds.
+  for (const int64_t slots : {int64_t{65}, INT64_MAX})
+    cases.push_back({"meta_slots_" + std::to_string(slots),
+                     meta_key,
+                     {forwards, meta[1], slots},
+                     "beyond the table's capacity of 64",
+                     meta_key});
 
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -231,8 +240,7 @@ TEST(DynamicCheckpointReject, RecordsOfOtherRowsThanTheMetaAndStrayLastSeenAreCo
           << "rank " << r;
       const std::string msg = shardrec_last_error();
       EXPECT_NE(msg.find(c.needle), std::string::npos) << "rank " << r << ": " << msg;
-      EXPECT_NE(msg.find(c.key == meta_key ? ids_key : c.key), std::string::npos)
-          << "rank " << r << ": " << msg;
+      EXPECT_NE(msg.find(c.named), std::string::npos) << "rank " << r << ": " << msg;
       EXPECT_EQ(Probe(e, st, r, dim), before) << "rank " << r;
     });
   }
