@@ -21,8 +21,10 @@
  * Environment (beside the bed's launcher variables):
  *   SHARDREC_BED_TIMEOUT_MS   the communicator timeout (default 10000)
  *   SHARDREC_BED_PAUSE_MS     pause between steps (default 20), so a timed fault lands mid-run
- *   SHARDREC_BED_DIE_IN_SAVE  "H:S:MS": the ranks of host H kill themselves (SIGKILL) MS ms into
- *                             the save after step S (a host lost in the middle of a save)
+ *   SHARDREC_BED_FAULT_IN_SAVE  "KIND:H:S:MS", MS ms into the save after step S: with KIND
+ *                             "kill" the ranks of host H kill themselves (SIGKILL: a host lost in
+ *                             the middle of a save); with "linkdown" host H's last rank sets the
+ *                             host's link down (the ranks run as root in their namespace)
  *   SHARDREC_BED_WATCHDOG_MS  a watchdog thread aborts the communicator (shardrec_comm_abort)
  *                             when one call has run this long; the rank prints how long the call
  *                             took to return after the abort
@@ -108,13 +110,20 @@ static int call_ends(shardrec_status_t rc, const char* what, int step, int rank)
   return 3;
 }
 
-/* ---- A host lost in the middle of a save: its ranks kill themselves MS ms into it. */
-static int g_die_host = -1, g_die_step = -1, g_die_ms;
+/* ---- A fault in the middle of a save, MS ms into it: the host's ranks killed, or its link
+ * down. */
+static int g_fault_host = -1, g_fault_step = -1, g_fault_ms, g_fault_linkdown;
 
-static void* die_later(void* arg) {
+static void* fault_later(void* arg) {
   (void)arg;
-  const struct timespec d = {g_die_ms / 1000, (long)(g_die_ms % 1000) * 1000000L};
+  const struct timespec d = {g_fault_ms / 1000, (long)(g_fault_ms % 1000) * 1000000L};
   nanosleep(&d, NULL);
+  if (g_fault_linkdown) {
+    printf("setting my host's link down in the save: %s\n",
+           system("ip link set eth0 down") == 0 ? "done" : "FAILED");
+    fflush(stdout);
+    return NULL;
+  }
   printf("killing myself in the save\n");
   fflush(stdout);
   raise(SIGKILL);
@@ -220,7 +229,8 @@ int main(int argc, char** argv) {
   float out[GLOBAL_BATCH * 2 * DIM], grad[GLOBAL_BATCH * 2 * DIM];
   shardrec_kjt_view_t view;
   shardrec_status_t rc;
-  const char* die;
+  const char* fault;
+  char kind[16] = "";
 
   if (argc < 4) {
     fprintf(stderr, "usage: mh_train DIR STEPS EVERY [resume]\n");
@@ -231,8 +241,13 @@ int main(int argc, char** argv) {
   resume = argc >= 5 && strcmp(argv[4], "resume") == 0;
   pause_ms = env_int("SHARDREC_BED_PAUSE_MS", 20);
   host = env_int("SHARDREC_BED_HOST", 0);
-  die = getenv("SHARDREC_BED_DIE_IN_SAVE");
-  if (die != NULL) sscanf(die, "%d:%d:%d", &g_die_host, &g_die_step, &g_die_ms);
+  fault = getenv("SHARDREC_BED_FAULT_IN_SAVE");
+  if (fault != NULL &&
+      sscanf(fault, "%15[a-z]:%d:%d:%d", kind, &g_fault_host, &g_fault_step, &g_fault_ms) != 4) {
+    fprintf(stderr, "bad SHARDREC_BED_FAULT_IN_SAVE '%s'\n", fault);
+    return 2;
+  }
+  g_fault_linkdown = strcmp(kind, "linkdown") == 0;
   snprintf(ckdir, sizeof(ckdir), "%s/ck", argv[1]);
   snprintf(path, sizeof(path), "%s/out", argv[1]);
   mkdir(argv[1], 0755);
@@ -330,9 +345,10 @@ int main(int argc, char** argv) {
     if (step % every == 0) {
       const double t0 = now_ms();
       step_f = (float)step;
-      if (host == g_die_host && step == g_die_step) {
+      if (host == g_fault_host && step == g_fault_step &&
+          (!g_fault_linkdown || env_int("LOCAL_RANK", 0) == env_int("LOCAL_WORLD_SIZE", 1) - 1)) {
         pthread_t t;
-        pthread_create(&t, NULL, die_later, NULL);
+        pthread_create(&t, NULL, fault_later, NULL);
       }
       printf("save %d begins\n", step);
       fflush(stdout);
