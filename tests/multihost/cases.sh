@@ -260,12 +260,13 @@ case "$case" in
     train=$(dirname "$prog")/mh_train
     bed sl --hosts 2 --ranks 1 --limit 30 --rate 1mbit --env SHARDREC_BED_TIMEOUT_MS=3000 \
       --env SHARDREC_BED_EXPORT_SAVES=1 -- "$train" "$out/sld" 6 6
-    # Every rank fails within the timeout, the probe and the agreement before the gather. The rank that timed out says
-    # the link may be slow: the probe's connection waits behind the data (unreachable) or gets
-    # through (every host answered), and neither message may rule the slow link out. (The other
-    # may instead fail first as the timed-out rank closes its connections: EREMOTE; its note
-    # need not arrive through the saturated link in time.)
-REMOTE)"|REMOTE)"
+    # Every rank fails within the timeout, the probe and the export's agreement before its
+    # gather (two operations, each with its own timeout). The rank that timed out says the link
+    # may be slow: the probe's connection waits behind the data (unreachable) or gets through
+    # (every host answered), and neither message may rule the slow link out. (The other may
+    # fail first as the timed-out rank closes its connections: EREMOTE; its note need not
+    # arrive through the saturated link in time.)
+    survivors_fail sl 0 1 4500 "E(TIMEOUT|REMOTE)"
     grep -Eq "ETIMEOUT.*within 3000 ms.*(unreachable|every peer's host answered).*(a slow or congested link|a link too slow or congested)" \
       "$out"/sl/rank*.log || fail "sl: no rank's timeout says the link may be slow" ;;
   *) echo "cases.sh: unknown case $case" >&2; exit 2 ;;
