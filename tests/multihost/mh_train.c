@@ -20,8 +20,11 @@
  *
  * Environment (beside the bed's launcher variables):
  *   SHARDREC_BED_TIMEOUT_MS   the communicator timeout (default 10000)
+ *   SHARDREC_BED_TIERS        the tiered tables: 0 none, 1 "big" (default), 2 "dyn" too (48 KB of
+ *                             cache a rank); the results do not depend on it
  *   SHARDREC_BED_PAUSE_MS     pause between steps (default 20), so a timed fault lands mid-run
- *   SHARDREC_BED_FAULT_IN_SAVE  "KIND:H:S:MS", MS ms into the save after step S: with KIND
+ *   SHARDREC_BED_FAULT_IN_SAVE  "KIND:H:S:MS", MS ms into the save after step S (S = 0: into
+ *                             the load of a resumed run): with KIND
  *                             "kill" the ranks of host H kill themselves (SIGKILL: a host lost in
  *                             the middle of a save); with "linkdown" host H's last rank sets the
  *                             host's link down (the ranks run as root in their namespace)
@@ -130,6 +133,16 @@ static void* fault_later(void* arg) {
   return NULL;
 }
 
+/* Starts the fault of SHARDREC_BED_FAULT_IN_SAVE when this is its host and step (0: the load). */
+static void start_fault(int host, int step) {
+  pthread_t t;
+  if (host != g_fault_host || step != g_fault_step) return;
+  /* The link is set down by the host's last rank alone. */
+  if (g_fault_linkdown && env_int("LOCAL_RANK", 0) != env_int("LOCAL_WORLD_SIZE", 1) - 1) return;
+  pthread_create(&t, NULL, fault_later, NULL);
+  pthread_detach(t);
+}
+
 /* ---- The model. */
 static shardrec_status_t make_plan(int world, int rpn, shardrec_plan_t** plan) {
   static const int32_t f0 = 0, f1 = 1;
@@ -217,13 +230,13 @@ int main(int argc, char** argv) {
   shardrec_comm_options_t co = SHARDREC_COMM_OPTIONS_INIT;
   shardrec_optimizer_config_t opt;
   shardrec_embedding_options_t options;
-  shardrec_table_tier_t tier;
+  shardrec_table_tier_t tiers[2];
   shardrec_checkpoint_options_t ck = SHARDREC_CHECKPOINT_OPTIONS_INIT;
   shardrec_dense_tensor_t dense;
   float step_f = 0;
   int32_t rank = -1, world = 0;
   char path[4200], ckdir[4096], tierdir[4096], tag[64];
-  int status = 0, step, first_step = 1, steps, every, resume, n, first, pause_ms, host;
+  int i, status = 0, step, first_step = 1, steps, every, resume, n, first, pause_ms, host;
   int32_t lengths[2 * GLOBAL_BATCH];
   int64_t ids[2 * GLOBAL_BATCH * MAX_BAG];
   float out[GLOBAL_BATCH * 2 * DIM], grad[GLOBAL_BATCH * 2 * DIM];
@@ -283,12 +296,17 @@ int main(int argc, char** argv) {
   snprintf(tierdir, sizeof(tierdir), "%s/tier/rank%d", argv[1], rank);
   snprintf(path, sizeof(path), "%s/tier", argv[1]);
   mkdir(path, 0755);
-  shardrec_table_tier_init(&tier, SHARDREC_TABLE_TIER_VERSION);
-  tier.table = "big";
-  tier.dir = tierdir;
-  tier.cache_bytes = 64 * 1024; /* ~500 rows of 20000: evicts every step */
-  options.tiers = &tier;
-  options.num_tiers = 1;
+  for (i = 0; i < 2; ++i) {
+    shardrec_table_tier_init(&tiers[i], SHARDREC_TABLE_TIER_VERSION);
+    tiers[i].dir = tierdir;
+  }
+  tiers[0].table = "big";
+  tiers[0].cache_bytes = 64 * 1024; /* ~400 rows of 20000: evicts every step */
+  tiers[1].table = "dyn";
+  tiers[1].cache_bytes = 48 * 1024; /* ~300 rows of the ~1400 live ones */
+  options.tiers = tiers;
+  options.num_tiers = (size_t)env_int("SHARDREC_BED_TIERS", 1);
+  if (options.num_tiers > 2) return 2;
   call_begins();
   rc = shardrec_embedding_create(&coll, plan, comm, &opt, &options);
   if ((status = call_ends(rc, "create_collection", 0, rank)) > 0) goto done;
@@ -304,6 +322,7 @@ int main(int argc, char** argv) {
     snprintf(path, sizeof(path), "%s/manifest.json", ckdir);
     if (stat(path, &st) == 0) {
       const double t0 = now_ms();
+      start_fault(host, 0);
       call_begins();
       rc = shardrec_checkpoint_load(coll, ckdir, &ck);
       if ((status = call_ends(rc, "load", 0, rank)) > 0) goto done;
@@ -345,11 +364,7 @@ int main(int argc, char** argv) {
     if (step % every == 0) {
       const double t0 = now_ms();
       step_f = (float)step;
-      if (host == g_fault_host && step == g_fault_step &&
-          (!g_fault_linkdown || env_int("LOCAL_RANK", 0) == env_int("LOCAL_WORLD_SIZE", 1) - 1)) {
-        pthread_t t;
-        pthread_create(&t, NULL, fault_later, NULL);
-      }
+      start_fault(host, step);
       printf("save %d begins\n", step);
       fflush(stdout);
       call_begins();
