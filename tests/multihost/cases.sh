@@ -197,19 +197,23 @@ case "$case" in
     within_2x trw 4
     within_2x rw100 2 --rate 100mbit ;;
   train_restart)  # a checkpointing job (tiered + dynamic tables) loses host 1; restarted, it goes on
-    # mh_train: a tiered table-row-wise table and a dynamic row-wise one, a checkpoint every 6
-    # steps into one directory. The reference never fails and exports both tables after each save.
+    # mh_train: a table-row-wise table and a dynamic row-wise one, both tiered (on disk under a
+    # small cache) unless SHARDREC_BED_TIERS says otherwise (the results do not depend on it), a
+    # checkpoint every 6 steps into one directory. The reference never fails and exports both
+    # tables after each save.
     train=$(dirname "$prog")/mh_train
     ip='[0-9]+\.[0-9]+\.[0-9]+'
-    bed ref --hosts 2 --ranks 2 --limit 60 --env SHARDREC_BED_EXPORT_SAVES=1 \
+    both=SHARDREC_BED_TIERS=2
+    bed ref --hosts 2 --ranks 2 --limit 60 --env $both --env SHARDREC_BED_EXPORT_SAVES=1 \
       --env SHARDREC_BED_PAUSE_MS=5 -- "$train" "$out/refd" 30 6
     all_ok ref 4
-    # resumed NAME HOSTS RANKS DIR: resume DIR's checkpoint on HOSTS x RANKS; the tables just
-    # loaded must be the reference's at the checkpoint's step, bit for bit. Prints the step.
+    # resumed NAME HOSTS RANKS DIR TIERS: resume DIR's checkpoint on HOSTS x RANKS with TIERS
+    # tiered tables; the tables just loaded must be the reference's at the checkpoint's step,
+    # bit for bit. Prints the step.
     resumed() {
       local name=$1 h=$2 r=$3 d=$4 w=$(($2 * $3)) step t
-      bed "$name" --hosts "$h" --ranks "$r" --limit 60 --env SHARDREC_BED_PAUSE_MS=0 -- \
-        "$train" "$d" 30 6 resume >&2
+      bed "$name" --hosts "$h" --ranks "$r" --limit 60 --env SHARDREC_BED_PAUSE_MS=0 \
+        --env SHARDREC_BED_TIERS="$5" -- "$train" "$d" 30 6 resume >&2
       all_ok "$name" "$w"
       step=$(sed -n 's/.*loaded the checkpoint of step \([0-9]*\).*/\1/p' "$out/$name/rank0.log")
       [[ -n $step ]] || fail "$name: no checkpoint was loaded"
@@ -221,25 +225,26 @@ case "$case" in
     }
     # 1. Host 1 killed mid-run (a step or a save): both survivors fail at once naming host 1.
     # (30 steps 40 ms apart: the kill lands after step 6's save and before the last step.)
-    bed k --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=4000 \
+    bed k --hosts 2 --ranks 2 --limit 30 --env $both --env SHARDREC_BED_TIMEOUT_MS=4000 \
       --env SHARDREC_BED_PAUSE_MS=40 --fault kill:1:0.8 -- "$train" "$out/kd" 30 6
     survivors_fail k 0 1 1000 "EREMOTE.*\\[$ip\\.2\\]"
     # Restarted on the same 2 x 2 (from a copy): the end state is the reference's, bit for bit.
     mkdir -p "$out/same" && cp -a "$out/kd/ck" "$out/same/" || fail "no checkpoint to copy"
-    killed=$(resumed same 2 2 "$out/same") || exit 1
+    killed=$(resumed same 2 2 "$out/same" 2) || exit 1
     for t in big dyn; do
       cmp -s "$out/same/out/final4.$t.st" "$out/refd/out/final4.$t.st" ||
         fail "same: table $t after the restart at step $killed differs from the reference's"
     done
-    # Elastic: the same checkpoint on 1 host x 2 ranks loads the reference's tables.
+    # Elastic: the same checkpoint on 1 host x 2 ranks, into tables held in memory, loads the
+    # reference's tables.
     mkdir -p "$out/one" && cp -a "$out/kd/ck" "$out/one/" || fail "no checkpoint to copy"
-    resumed one 1 2 "$out/one" >/dev/null || exit 1
+    resumed one 1 2 "$out/one" 0 >/dev/null || exit 1
     # 2. Host 1 killed in the save after step 12: no half checkpoint is published (the one in
     # the directory is step 6's or, once rank 0 published, step 12's, and loads as it was).
-    bed ks --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=4000 \
+    bed ks --hosts 2 --ranks 2 --limit 30 --env $both --env SHARDREC_BED_TIMEOUT_MS=4000 \
       --env SHARDREC_BED_FAULT_IN_SAVE=kill:1:12:0 -- "$train" "$out/ksd" 30 6
     survivors_fail ks 0 1 1000 "save 12 failed.*EREMOTE.*\\[$ip\\.2\\]"
-    step=$(resumed ks1 2 1 "$out/ksd") || exit 1
+    step=$(resumed ks1 2 1 "$out/ksd" 2) || exit 1
     [[ $step == 6 || $step == 12 ]] || fail "ks: the checkpoint left is of step $step"
     echo "killed: restarted at step $killed; killed in the save: restarted at step $step" ;;
   save_linkdown)  # host 1's link goes down in a save: every rank fails within its timeout
