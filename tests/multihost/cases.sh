@@ -196,6 +196,85 @@ case "$case" in
     }
     within_2x trw 4
     within_2x rw100 2 --rate 100mbit ;;
+  train_restart)  # a checkpointing job (tiered + dynamic tables) loses host 1; restarted, it goes on
+    # mh_train: a table-row-wise table and a dynamic row-wise one, both tiered (on disk under a
+    # small cache) unless SHARDREC_BED_TIERS says otherwise (the results do not depend on it), a
+    # checkpoint every 6 steps into one directory. The reference never fails and exports both
+    # tables after each save.
+    train=$(dirname "$prog")/mh_train
+    ip='[0-9]+\.[0-9]+\.[0-9]+'
+    both=SHARDREC_BED_TIERS=2
+    bed ref --hosts 2 --ranks 2 --limit 60 --env $both --env SHARDREC_BED_EXPORT_SAVES=1 \
+      --env SHARDREC_BED_PAUSE_MS=5 -- "$train" "$out/refd" 30 6
+    all_ok ref 4
+    # resumed NAME HOSTS RANKS DIR TIERS: resume DIR's checkpoint on HOSTS x RANKS with TIERS
+    # tiered tables; the tables just loaded must be the reference's at the checkpoint's step,
+    # bit for bit. Prints the step.
+    resumed() {
+      local name=$1 h=$2 r=$3 d=$4 w=$(($2 * $3)) step t
+      bed "$name" --hosts "$h" --ranks "$r" --limit 60 --env SHARDREC_BED_PAUSE_MS=0 \
+        --env SHARDREC_BED_TIERS="$5" -- "$train" "$d" 30 6 resume >&2
+      all_ok "$name" "$w"
+      step=$(sed -n 's/.*loaded the checkpoint of step \([0-9]*\).*/\1/p' "$out/$name/rank0.log")
+      [[ -n $step ]] || fail "$name: no checkpoint was loaded"
+      for t in big dyn; do
+        cmp -s "$d/out/resume$w.$t.st" "$out/refd/out/step$step.$t.st" ||
+          fail "$name: table $t loaded on $h x $r differs from the reference's at step $step"
+      done
+      echo "$step"
+    }
+    # 1. Host 1 killed mid-run (a step or a save): both survivors fail at once naming host 1.
+    # (30 steps 40 ms apart: the kill lands after step 6's save and before the last step.)
+    bed k --hosts 2 --ranks 2 --limit 30 --env $both --env SHARDREC_BED_TIMEOUT_MS=4000 \
+      --env SHARDREC_BED_PAUSE_MS=40 --fault kill:1:0.8 -- "$train" "$out/kd" 30 6
+    survivors_fail k 0 1 1000 "EREMOTE.*\\[$ip\\.2\\]"
+    # Restarted on the same 2 x 2 (from a copy): the end state is the reference's, bit for bit.
+    mkdir -p "$out/same" && cp -a "$out/kd/ck" "$out/same/" || fail "no checkpoint to copy"
+    killed=$(resumed same 2 2 "$out/same" 2) || exit 1
+    for t in big dyn; do
+      cmp -s "$out/same/out/final4.$t.st" "$out/refd/out/final4.$t.st" ||
+        fail "same: table $t after the restart at step $killed differs from the reference's"
+    done
+    # Elastic: the same checkpoint on 1 host x 2 ranks, into tables held in memory, loads the
+    # reference's tables.
+    mkdir -p "$out/one" && cp -a "$out/kd/ck" "$out/one/" || fail "no checkpoint to copy"
+    resumed one 1 2 "$out/one" 0 >/dev/null || exit 1
+    # 2. Host 1 killed in the save after step 12: no half checkpoint is published (the one in
+    # the directory is step 6's or, once rank 0 published, step 12's, and loads as it was).
+    bed ks --hosts 2 --ranks 2 --limit 30 --env $both --env SHARDREC_BED_TIMEOUT_MS=4000 \
+      --env SHARDREC_BED_FAULT_IN_SAVE=kill:1:12:0 -- "$train" "$out/ksd" 30 6
+    survivors_fail ks 0 1 1000 "save 12 failed.*EREMOTE.*\\[$ip\\.2\\]"
+    step=$(resumed ks1 2 1 "$out/ksd" 2) || exit 1
+    [[ $step == 6 || $step == 12 ]] || fail "ks: the checkpoint left is of step $step"
+    echo "killed: restarted at step $killed; killed in the save: restarted at step $step" ;;
+  save_linkdown)  # host 1's link goes down in a save: every rank fails within its timeout
+    train=$(dirname "$prog")/mh_train
+    ip='[0-9]+\.[0-9]+\.[0-9]+'
+    bed ld --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=3000 \
+      --env SHARDREC_BED_FAULT_IN_SAVE=linkdown:1:6:0 -- "$train" "$out/ldd" 12 6
+    # Rank 0 may have published (the save's last agreement) and failed in the next step.
+    # (EREMOTE where a rank of its own host timed out first and closed its connections.)
+    survivors_fail ld 0 1 3700 "E(TIMEOUT|REMOTE).*ranks 2, 3 at $ip\\.2 unreachable"
+    survivors_fail ld 2 3 3700 "save 6 failed.*E(TIMEOUT|REMOTE).*ranks 0, 1 at $ip\\.1 unreachable"
+    # With a watchdog that aborts a call after 1 s (timeout 30 s), every rank returns at once.
+    bed ab --hosts 2 --ranks 2 --limit 30 --env SHARDREC_BED_TIMEOUT_MS=30000 \
+      --env SHARDREC_BED_WATCHDOG_MS=1000 --env SHARDREC_BED_FAULT_IN_SAVE=linkdown:1:6:0 \
+      -- "$train" "$out/abd" 12 6
+    survivors_fail ab 0 3 1500 "save 6 failed.*EABORTED" ;;
+  slow_link)  # a transfer that needs longer than the timeout: the message says it may be that
+    # Exporting a table gathers it on every rank: 2.56 MB through a 1 Mbit/s link is ~10 s.
+    train=$(dirname "$prog")/mh_train
+    bed sl --hosts 2 --ranks 1 --limit 30 --rate 1mbit --env SHARDREC_BED_TIMEOUT_MS=3000 \
+      --env SHARDREC_BED_EXPORT_SAVES=1 -- "$train" "$out/sld" 6 6
+    # Every rank fails within the timeout, the probe and the export's agreement before its
+    # gather (two operations, each with its own timeout). The rank that timed out says the link
+    # may be slow: the probe's connection waits behind the data (unreachable) or gets through
+    # (every host answered), and neither message may rule the slow link out. (The other may
+    # fail first as the timed-out rank closes its connections: EREMOTE; its note need not
+    # arrive through the saturated link in time.)
+    survivors_fail sl 0 1 4500 "E(TIMEOUT|REMOTE)"
+    grep -Eq "ETIMEOUT.*within 3000 ms.*(unreachable|every peer's host answered).*(a slow or congested link|a link too slow or congested)" \
+      "$out"/sl/rank*.log || fail "sl: no rank's timeout says the link may be slow" ;;
   *) echo "cases.sh: unknown case $case" >&2; exit 2 ;;
 esac
 echo "PASS ($case)"

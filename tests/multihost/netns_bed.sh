@@ -9,8 +9,8 @@
 #   --no-local         do not set LOCAL_RANK / LOCAL_WORLD_SIZE (ranks must find their host)
 #   --rank0-addr A     MASTER_ADDR as rank 0 sees it: "ip" (default) or "loopback" (127.0.0.1)
 #   --env K=V          extra variable for every rank (repeatable)
-#   --fault SPEC       linkdown:HOST:AFTER_S, kill:HOST:AFTER_S, partition:AFTER_S or
-#                      late:HOST:DELAY_S (repeatable)
+#   --fault SPEC       linkdown:HOST:AFTER_S[:FOR_S] (up again after FOR_S), kill:HOST:AFTER_S,
+#                      partition:AFTER_S or late:HOST:DELAY_S (repeatable)
 # Each rank writes DIR/rank<r>.log (stdout and stderr), DIR/rank<r>.rc (exit status) and
 # DIR/rank<r>.ms (wall time). Host h holds ranks h*R .. h*R+R-1. The bed exits 0 once every rank
 # has ended (whatever its status), 77 when this machine cannot make namespaces (the reason on
@@ -147,10 +147,13 @@ done
 
 # Faults, each at its time after the start, in the background.
 for f in "${faults[@]}"; do
-  IFS=: read -r kind a b <<<"$f"
+  IFS=: read -r kind a b c <<<"$f"
   case "$kind" in
     linkdown) (sleep "$b"; ip -n "$(ns_of "$a")" link set eth0 down;
-               echo "netns_bed: host $a's link down" >&2) & pids+=($!) ;;
+               echo "netns_bed: host $a's link down" >&2
+               if [[ -n $c ]]; then
+                 sleep "$c"; ip -n "$(ns_of "$a")" link set eth0 up; echo "netns_bed: host $a's link up" >&2
+               fi) & pids+=($!) ;;
     kill) (sleep "$b"; for p in $(ip netns pids "$(ns_of "$a")"); do kill -KILL "$p"; done;
            echo "netns_bed: host $a's ranks killed" >&2) & pids+=($!) ;;
     partition)

@@ -303,13 +303,18 @@ std::string GlooCommunicator::WhoIsUnreachable(std::chrono::milliseconds timeout
   if (lost.empty()) {
     if (quiet_when_all_answer) return "";
     // A refusal answers too, and cannot tell a dead peer from a live one: Gloo closes each
-    // pair's listening socket once the pair is connected.
+    // pair's listening socket once the pair is connected. Nor can the probe tell a stalled peer
+    // from a transfer still under way on a link too slow for the timeout (through a saturated
+    // 1 Mbit/s link the probe's connection waited behind the data and did not answer at all).
     return StrCat("every peer's host answered a connection probe within ", budget.count(),
-                  " ms: no link is down; a peer is stalled, not calling, or gone");
+                  " ms: no link is down now; a peer is stalled, not calling, or gone, or the "
+                  "operation's transfers need longer than the timeout (a slow or congested "
+                  "link: raise the timeout)");
   }
   return StrCat(DescribePeers(lost, peers_),
                 " unreachable, no answer to a connection probe within ", budget.count(),
-                " ms: a link down or a partition");
+                " ms: a link down or a partition, or a link too slow or congested to answer in "
+                "time");
 }
 
 std::string GlooCommunicator::ExplainFailure(bool timed_out,
