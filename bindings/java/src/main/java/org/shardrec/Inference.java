@@ -42,6 +42,11 @@ public final class Inference extends NativeHandle {
       if (table == null || table.indexOf('\n') >= 0) {
         throw ShardrecException.invalid("a table name must not be null or hold a newline");
       }
+      // C reads the cache as unsigned: a negative one would ask for a cache of exabytes.
+      if (cacheBytes < 0) {
+        throw ShardrecException.invalid("tier cache bytes of table " + table
+                                        + " must be >= 0, got " + cacheBytes);
+      }
       tiers.put(table, cacheBytes);
       return this;
     }

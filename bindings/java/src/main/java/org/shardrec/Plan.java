@@ -119,6 +119,11 @@ public final class Plan extends NativeHandle {
       if (constraints != null) {
         for (Config.Constraints c : constraints) {
           if (c == null) throw ShardrecException.invalid("constraints must not hold null");
+          // C reads the cache as unsigned: a negative one would plan a cache of exabytes.
+          if (c.tierCacheBytes < 0) {
+            throw ShardrecException.invalid("tierCacheBytes of table " + c.table
+                                            + " must be >= 0, got " + c.tierCacheBytes);
+          }
           Native.bind_plan_spec_add_constraints(spec, c.table, c.shardingTypes, c.minPartition,
                                                 c.ranks, c.poolingFactors);
           Native.bind_plan_spec_set_constraints_tier(spec, c.tierCacheBytes, c.tierHitRate,
@@ -126,6 +131,19 @@ public final class Plan extends NativeHandle {
         }
       }
       if (topology != null) {
+        // C reads memory as unsigned: a negative capacity would plan exabytes per rank.
+        if (topology.memoryBytes < 0) {
+          throw ShardrecException.invalid("memoryBytes must be >= 0, got "
+                                          + topology.memoryBytes);
+        }
+        if (topology.memoryBytesPerRank != null) {
+          for (int r = 0; r < topology.memoryBytesPerRank.length; ++r) {
+            if (topology.memoryBytesPerRank[r] < 0) {
+              throw ShardrecException.invalid("memoryBytesPerRank[" + r + "] must be >= 0, got "
+                                              + topology.memoryBytesPerRank[r]);
+            }
+          }
+        }
         topology t = Native.bind_plan_spec_topology(spec);
         topology.copyTo(t);
         if (topology.memoryBytesPerRank != null) {

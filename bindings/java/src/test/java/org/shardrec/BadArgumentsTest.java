@@ -42,6 +42,29 @@ class BadArgumentsTest {
   }
 
   @Test
+  void negativeByteCountsThatCWouldReadAsHugeAreRefusedNamingThem() {
+    List<Config.Feature> features = List.of(new Config.Feature("f"));
+    List<Config.Table> tables = List.of(new Config.Table("t", 64, 8).features(0));
+    Config.Topology negative = new Config.Topology(1);
+    negative.memoryBytes = -1;
+    refused("memoryBytes must be >= 0, got -1",
+            () -> Plan.create(tables, features, negative, List.of()));
+    Config.Topology negativeRank = new Config.Topology(2);
+    negativeRank.memoryBytesPerRank = new long[] {1L << 30, -5};
+    refused("memoryBytesPerRank[1] must be >= 0, got -5",
+            () -> Plan.create(tables, features, negativeRank, List.of()));
+    Config.Constraints tier = new Config.Constraints("t").tier(-1, 0.5, 1.05);
+    refused("tierCacheBytes of table t must be >= 0, got -1",
+            () -> Plan.create(tables, features, new Config.Topology(1), List.of(tier)));
+    refused("tier cache bytes of table t must be >= 0, got -1",
+            () -> new Inference.Options().tier("t", -1));
+    // The same calls with the counts at 0 (the defaults) go through.
+    try (Plan p = Plan.create(tables, features, new Config.Topology(1), List.of())) {
+      assertEquals(1, p.numShards(0));
+    }
+  }
+
+  @Test
   void nullConfigValuesAreShardrecExceptionsNamingThem() {
     // The setters, refusing at once.
     refused("table must not be null", () -> new Config.EmbeddingOptions().tier(null, "d", 4096));
