@@ -10,8 +10,11 @@
 // E5M2: u = 2^-3, f = 2^-31): |decode(encode(x)) - x| <= max(u |x|, f A, 2^-136). (The scale
 // 2^k is the smallest with A / 2^k <= the format's largest finite value plus half its unit, so
 // A / 2^k exceeds half that and the subnormal step's half, 2^(emin-m-1) 2^k, is below f A;
-// 2^-136 covers the scale's clamp at 2^-126.) Infinities saturate to the block's largest finite
-// value (they take no part in the scale); a NaN arrives as a NaN.
+// 2^-136 covers the scale's clamp at 2^-126.) The bound holds for A up to the fit x 2^111
+// (E4M3: 464 x 2^111, E5M2: 61440 x 2^111; the scale's clamp at fp8.h's kFp8MaxScaleExp); a
+// block beyond saturates its largest values to the largest finite value x 2^111 of their sign.
+// Infinities saturate to the block's largest finite value (they take no part in the scale); a
+// NaN arrives as a NaN.
 #pragma once
 
 #include <cstddef>

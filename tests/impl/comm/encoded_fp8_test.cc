@@ -114,6 +114,63 @@ TEST(Fp8Wire, NonFiniteValues) {
   }
 }
 
+// The ends of float's range: blocks at the largest scale an FP8 row carries (2^111: within the
+// bound up to the fit x 2^111, saturating beyond it, up to FLT_MAX), at the smallest (2^-126:
+// the smallest normal and subnormals), blocks of zeros of both signs, and one of only
+// non-finite values: each within the bound or saturated as documented, signs and zeros kept,
+// nothing non-finite made of a finite value.
+TEST(Fp8Wire, ExtremeMagnitudesStayWithinTheBound) {
+  const float big = std::numeric_limits<float>::max();
+  const float tiny = std::numeric_limits<float>::min();
+  const float sub = std::numeric_limits<float>::denorm_min();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> blocks = {
+      {std::ldexp(464.0f, 111), -std::ldexp(463.0f, 111), 1.0f, -0.0f},
+      {std::ldexp(61440.0f, 111), -std::ldexp(61439.0f, 111), 1.0f},
+      {big, -big, big / 3, 1.0f, -0.0f},
+      {tiny, -tiny, sub, -sub, tiny * 7},
+      {sub, -sub, 0.0f},
+      {0.0f, -0.0f, 0.0f},
+      {inf, -inf, std::numeric_limits<float>::quiet_NaN()},
+  };
+  for (Encoding e : {Encoding::kFp8E4M3, Encoding::kFp8E5M2}) {
+    const Bound b = BoundOf(e);
+    const double fit = std::ldexp(e == Encoding::kFp8E4M3 ? 464.0 : 61440.0, 111);
+    const double top = std::ldexp(e == Encoding::kFp8E4M3 ? 448.0 : 57344.0, 111);
+    for (const std::vector<float>& block : blocks) {
+      const auto back = RoundTrip(e, block);
+      for (size_t i = 0; i < block.size(); ++i) {
+        SCOPED_TRACE(std::string(RowFormatName(e)) + " value " + std::to_string(i) + " = " +
+                     std::to_string(block[i]));
+        if (std::isnan(block[i])) {
+          EXPECT_TRUE(std::isnan(back[i]));
+          continue;
+        }
+        if (std::isinf(block[i])) {
+          EXPECT_TRUE(std::isfinite(back[i]));
+          EXPECT_EQ(std::signbit(back[i]), std::signbit(block[i]));
+          continue;
+        }
+        ASSERT_TRUE(std::isfinite(back[i]));
+        if (block[i] == 0.0f) {
+          EXPECT_EQ(back[i], 0.0f);
+          EXPECT_EQ(std::signbit(back[i]), std::signbit(block[i]));
+          continue;
+        }
+        if (BlockMax(block, i) > fit) {  // the block saturates: its values reach at most top
+          EXPECT_LE(std::fabs(back[i]), top);
+          EXPECT_EQ(std::signbit(back[i]), std::signbit(block[i]));
+          if (std::fabs(block[i]) >= top) EXPECT_EQ(std::fabs(back[i]), top);
+          continue;
+        }
+        const double err = std::fabs(static_cast<double>(back[i]) - block[i]);
+        EXPECT_LE(err, std::max({b.u * std::fabs(block[i]), b.f * BlockMax(block, i),
+                                 std::ldexp(1.0, -136)}));
+      }
+    }
+  }
+}
+
 TEST(Fp8Wire, DecodeAddAddsTheDecodedValues) {
   const auto v = Values(45, 9);
   std::vector<uint8_t> wire(Fp8WireBytes(v.size()));
