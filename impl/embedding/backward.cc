@@ -495,7 +495,10 @@ Status ExchangeAndApplyGradients(StepState& s, const RoutedBatch& rb, const floa
   {
     ScopedTimer t(&s.timings.comm_seconds);
     ScopedTimer e(&s.timings.embedding_comm_seconds);
-    if (benc == comm::Encoding::kFp32 && reduce != nullptr && reduce->active()) {
+    // The reduced gradient exchange reverses the forward's reduced return exchange, which only
+    // an exact forward takes (output_dist.cc): after an encoded forward the rows came back flat.
+    if (benc == comm::Encoding::kFp32 && s.options.forward_encoding == comm::Encoding::kFp32 &&
+        reduce != nullptr && reduce->active()) {
       SR_RETURN_IF_ERROR(reduce->Backward(*s.comm, rb, s.ret_recv.data(), s.ret_send.data()));
     } else {
       SR_RETURN_IF_ERROR(comm::EncodedAllToAllV(*s.comm, benc, s.ret_recv.data(),

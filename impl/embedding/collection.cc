@@ -69,8 +69,9 @@ Status RefuseDynamicOnDevice(const sharding::Plan& plan) {
 // A digest of the options every rank must share: results depend on them (the seed draws rows and
 // rounding bits; the optimizers train; the bounds and non-finite policies decide which batches
 // train) or the exchanges' sizes do (the encodings). The thread count and huge pages are this
-// rank's own.
-int64_t SharedOptionsDigest(const CollectionOptions& o,
+// rank's own, and so are the tiers, except the cache of a table whose column shards exchange row
+// statistics: they travel in slot order, so its ranks' slot counts must match (disk-tier.md).
+int64_t SharedOptionsDigest(const CollectionOptions& o, const Layout& layout,
                             const std::vector<optim::OptimizerConfig>& table_optim) {
   std::vector<int64_t> v = {static_cast<int64_t>(o.seed), static_cast<int64_t>(o.bounds),
                             o.check_non_finite ? 1 : 0, static_cast<int64_t>(o.forward_encoding),
@@ -78,6 +79,14 @@ int64_t SharedOptionsDigest(const CollectionOptions& o,
   for (const optim::OptimizerConfig& c : table_optim) {
     const std::vector<int64_t> words = optim::ConfigWords(c);
     v.insert(v.end(), words.begin(), words.end());
+  }
+  for (size_t t = 0; t < layout.tables.size(); ++t) {
+    const TableLayout& tl = layout.tables[t];
+    if (!tl.split_columns || tl.num_row_stats == 0) continue;
+    int64_t cache_bytes = 0;  // not tiered
+    for (const tiered::TierConfig& tc : o.tiers)
+      if (tc.table == layout.plan->tables[t].name) cache_bytes = tc.cache_bytes;
+    v.push_back(cache_bytes);
   }
   return comm::Digest63(v);
 }
@@ -158,7 +167,7 @@ Status EmbeddingCollection::Create(std::shared_ptr<const sharding::Plan> plan,
   if (!options.device.is_cuda() && !comm->device().is_host()) return local;
   SR_RETURN_IF_ERROR(c->engine_->HostComm(&comm, local.ok()));
   // One agreement on the plan, the shared options and what the engine may offer.
-  const int64_t digest = local.ok() ? SharedOptionsDigest(options, s.table_optim) : 0;
+  const int64_t digest = local.ok() ? SharedOptionsDigest(options, s.layout, s.table_optim) : 0;
   int64_t offer[StepAgreement::kEngineWords];
   std::copy_n(c->engine_->offer(), StepAgreement::kEngineWords, offer);
   SR_RETURN_IF_ERROR(StepAgreement::Create(*comm, plan.get(), digest, local, offer));

@@ -43,6 +43,9 @@ PairRows PlainPlaces(const Layout& l, int64_t rows) {
 // (0.0f + row, the bits of zero-then-add) and zeroes only the place's rows it does not return;
 // later units add in the same order as before. The columns no first unit reaches are zeroed,
 // except a data-parallel pair's when its lookup writes them whole (pooled, on the host).
+// A unit is first only when no earlier unit reached any of its columns: a sequence output's pairs
+// share its dim columns (each pair owns rows), so a table split into other column blocks than an
+// earlier one's would otherwise be first for part of them and zero the earlier table's rows.
 struct CombineInit {
   std::vector<uint8_t> first;         // per unit
   std::vector<PairRows::Place> zero;  // the pieces of places no first unit reaches, merged
@@ -50,15 +53,20 @@ struct CombineInit {
 
 void PlanCombineInit(const Layout& l, const PairRows& places, bool dp_writes_columns,
                      CombineInit* init) {
-  // Pairs own disjoint columns of the plain output, so they index one coverage map of D columns.
+  // Pooled pairs own disjoint columns of the plain output and sequence pairs share its columns,
+  // so both index one map of D columns: `reached` by any unit so far, `covered` by a first unit.
+  std::vector<uint8_t> reached(static_cast<size_t>(l.output_dim), 0);
   std::vector<uint8_t> covered(static_cast<size_t>(l.output_dim), 0);
   init->first.assign(l.units.size(), 0);
   for (int32_t d = 0; d < l.world; ++d) {
     for (int32_t u : l.units_to_rank[d]) {
       const Unit& unit = l.units[u];
-      uint8_t* c = covered.data() + l.pairs[unit.pair].out_offset + unit.col_offset;
-      if (std::any_of(c, c + unit.cols, [](uint8_t v) { return v != 0; })) continue;
-      std::fill(c, c + unit.cols, uint8_t{1});
+      const int64_t at = l.pairs[unit.pair].out_offset + unit.col_offset;
+      uint8_t* r = reached.data() + at;
+      const bool first = std::none_of(r, r + unit.cols, [](uint8_t v) { return v != 0; });
+      std::fill(r, r + unit.cols, uint8_t{1});
+      if (!first) continue;
+      std::fill(covered.data() + at, covered.data() + at + unit.cols, uint8_t{1});
       init->first[u] = 1;
     }
   }

@@ -43,7 +43,8 @@ Status StepAgreement::Create(comm::Communicator& comm, const sharding::Plan* pla
   if (agree[3] != digest || ~agree[4] != digest)
     return Status::InvalidArgument(
         "ranks were given different collection options (the seed, bounds policy, non-finite "
-        "check, communication encodings or optimizer settings differ); every rank must create "
+        "check, communication encodings, optimizer settings, or the tier cache_bytes of a "
+        "column-split table whose optimizer keeps row statistics differ); every rank must create "
         "the collection with the same options (the thread count may differ)");
   for (int i = 0; i < kEngineWords; ++i) offer[i] = agree[kCreateHead + i];
   return Status::Ok();

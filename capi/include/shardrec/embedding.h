@@ -80,8 +80,9 @@ SHARDREC_BEGIN_DECL
  * Creates this rank's part of a sharded collection. Collective: every rank of @p comm calls it
  * with the same plan (checked through the plan hash) and the same options and optimizer
  * (checked through a digest of the seed, bounds and non-finite policies, communication
- * encodings and each table's optimizer settings; the thread count, huge pages and capacity
- * hints may differ), and all ranks fail together if one rejects its arguments. Allocates all local
+ * encodings, each table's optimizer settings and the tier cache_bytes of a column-split table
+ * whose optimizer keeps row statistics; the thread count, huge pages, capacity hints and other
+ * tiers may differ), and all ranks fail together if one rejects its arguments. Allocates all local
  * shard weights (one arena per weight dtype) and optimizer states (one fp32 arena) and initialises
  * the weights.
  * @param out       [out] Receives the collection; must not be NULL. Set only on success.

@@ -22,7 +22,9 @@ SHARDREC_BEGIN_DECL
 typedef enum shardrec_bounds_policy {
   SHARDREC_BOUNDS_ERROR = 0, /**< Reject the batch with SHARDREC_EINVAL (default). */
   SHARDREC_BOUNDS_CLAMP = 1, /**< Use row 0 instead (FBGEMM's default behaviour). */
-  SHARDREC_BOUNDS_SKIP = 2   /**< Drop the id from its bag (it counts for nothing, MEAN too). */
+  SHARDREC_BOUNDS_SKIP = 2   /**< Drop the id from its bag (it counts for nothing, MEAN too); in
+                                  a sequence collection its output row stays (the output keeps one
+                                  row per id) and is zeros, and it trains nothing. */
 } shardrec_bounds_policy_t;
 
 /**

@@ -21,13 +21,23 @@ struct RunBits {
   std::vector<std::vector<std::vector<float>>> snapshot;  // [rank]
 };
 
-RunBits Train(const Scenario& s, bool flat) {
+// Encodings of the return exchange (forward) and of the gradient exchange (backward), and
+// whether the reduced run overrides the plan's choice (SHARDREC_HOST_REDUCE=1).
+struct Encodings {
+  int32_t forward = SHARDREC_COMM_ENCODING_FP32;
+  int32_t backward = SHARDREC_COMM_ENCODING_FP32;
+  bool force_reduced = false;
+};
+
+RunBits Train(const Scenario& s, bool flat, Encodings enc = {}) {
   RunBits bits;
   bits.outputs.assign(s.world, {});
   bits.snapshot.assign(s.world, {});
   // Read when each collection is created (all ranks of a run see the same value).
   if (flat)
     setenv("SHARDREC_HOST_REDUCE", "0", 1);
+  else if (enc.force_reduced)
+    setenv("SHARDREC_HOST_REDUCE", "1", 1);
   else
     unsetenv("SHARDREC_HOST_REDUCE");
   ReferenceModel ref(s.num_features, s.tables, s.optimizer, s.seed, s.world);
@@ -42,6 +52,8 @@ RunBits Train(const Scenario& s, bool flat) {
     shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
     o.seed = s.seed;
     o.num_threads = s.num_threads;
+    o.forward_comm_encoding = enc.forward;
+    o.backward_comm_encoding = enc.backward;
     shardrec_embedding_t* c = nullptr;
     ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(s.world, r), &opt, &o),
               SHARDREC_OK)
@@ -69,9 +81,9 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
 }
 
-void ExpectReducedEqualsFlat(const Scenario& s) {
-  const RunBits reduced = Train(s, false);
-  const RunBits flat = Train(s, true);
+void ExpectReducedEqualsFlat(const Scenario& s, Encodings enc = {}) {
+  const RunBits reduced = Train(s, false, enc);
+  const RunBits flat = Train(s, true, enc);
   for (int32_t r = 0; r < s.world; ++r) {
     ASSERT_FALSE(flat.outputs[r].empty());
     EXPECT_TRUE(SameBits(reduced.outputs[r], flat.outputs[r])) << "rank " << r << " outputs";
@@ -132,6 +144,18 @@ TEST(HostReduceTest, MixedWithRowWiseAndThreads) {
                 SHARDREC_SHARDING_GRID};
   s.num_threads = 2;
   ExpectReducedEqualsFlat(s);
+}
+
+TEST(HostReduceTest, QuantizedForwardOrBackwardAlone) {
+  // Only an exact (fp32) exchange is reduced inside a host: an encoded forward returns its rows
+  // flat, so the exact backward after it must take the flat exchange too, and an encoded backward
+  // after a reduced forward sends its gradients flat. Either way the flat run's bits.
+  const Scenario s = Uneven(4, SHARDREC_SHARDING_TABLE_ROW_WISE, SHARDREC_POOLING_SUM);
+  for (int32_t e : {SHARDREC_COMM_ENCODING_FP16, SHARDREC_COMM_ENCODING_FP8_E4M3}) {
+    SCOPED_TRACE(e);
+    ExpectReducedEqualsFlat(s, {e, SHARDREC_COMM_ENCODING_FP32, true});
+    ExpectReducedEqualsFlat(s, {SHARDREC_COMM_ENCODING_FP32, e, true});
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/shardrec.hpp"
+#include "tests/support/spawn_ranks.h"
 #include "tiered_test_util.h"
 
 namespace shardrec::testing {
@@ -203,6 +204,68 @@ TEST(TieredRefusal, AnEarlierRunsStoresAreNotRead) {
     for (const auto& st : tiered[0].stats) disk_reads += st.disk_reads + st.queue_reads;
     EXPECT_GT(disk_reads, 0) << "run " << run << " never read a written-back row";
   }
+}
+
+// A column-wise table whose optimizer keeps row statistics exchanges them in slot order, so its
+// ranks must give it the same cache (docs/disk-tier.md, Limits): ranks that differ, or tier it on
+// one rank only, fail creation on every rank instead of training something else than the table in
+// memory. Without row statistics (SGD) the ranks' caches may differ.
+std::string ColumnWisePlan(const char* optimizer) {
+  return std::string(R"({"format": "shardrec.plan", "version": 1, "world_size": 2,
+    "ranks_per_node": 2, "features": [{"name": "f", "pooling_factor": 1}],
+    "tables": [{"name": "cw", "rows": 40, "dim": 8, "pooling": "sum", "dtype": "float32",
+      "features": [0], "init": {"kind": "default", "low": 0, "high": 0},
+      "optimizer": {"type": ")") +
+         optimizer + R"(", "learning_rate": 0.1, "eps": 1e-8, "beta1": 0.9,
+        "beta2": 0.999, "weight_decay": 0, "weight_decay_mode": 0, "stochastic_rounding": 0},
+      "sharding": "column_wise",
+      "shards": [{"row_offset": 0, "rows": 40, "col_offset": 0, "cols": 4, "rank": 0},
+                 {"row_offset": 0, "rows": 40, "col_offset": 4, "cols": 4, "rank": 1}]}]})";
+}
+
+// Creates the plan's collection on two rank threads, rank r tiering "cw" with bytes[r] (0: not
+// tiered); the two statuses.
+std::vector<shardrec_status_t> CreateTwo(const std::string& json, const int64_t bytes[2],
+                                         const std::string& dir) {
+  shardrec_plan_t* plan = nullptr;
+  EXPECT_EQ(shardrec_plan_from_json(&plan, json.c_str(), json.size()), SHARDREC_OK)
+      << shardrec_last_error();
+  PlanPtr owned(plan);
+  std::vector<shardrec_status_t> rc(2, SHARDREC_OK);
+  SpawnRanks(2, [&](int r) {
+    const std::string mine = dir + "/r" + std::to_string(r);
+    std::vector<shardrec_table_tier_t> tiers;
+    if (bytes[r] > 0) tiers.push_back(Tier("cw", mine.c_str(), bytes[r]));
+    shardrec_embedding_options_t o;
+    shardrec_embedding_options_init(&o, SHARDREC_EMBEDDING_OPTIONS_VERSION);
+    o.tiers = tiers.data();
+    o.num_tiers = tiers.size();
+    shardrec_embedding_t* c = nullptr;
+    rc[r] = shardrec_embedding_create(&c, plan, GroupComm(2, r), nullptr, &o);
+    if (rc[r] != SHARDREC_OK && r == 1)
+      EXPECT_NE(std::string(shardrec_last_error()).find("cache_bytes"), std::string::npos)
+          << shardrec_last_error();
+    shardrec_embedding_destroy(c);
+  });
+  return rc;
+}
+
+TEST(TieredRefusal, ColumnShardsWithRowStatisticsNeedTheSameCacheOnEveryRank) {
+  const std::string dir = FreshDir("rowstats");
+  const int64_t slot = 4 * 8 + 4 + 32;  // a row, its row-wise Adagrad state, the metadata
+  const int64_t same[2] = {slot * 5, slot * 5}, differ[2] = {slot * 5, slot * 9},
+                one_rank[2] = {slot * 5, 0};
+  for (const char* opt : {"rowwise_adagrad", "partial_rowwise_adam", "lamb"}) {
+    const std::string json = ColumnWisePlan(opt);
+    EXPECT_EQ(CreateTwo(json, same, dir), std::vector<shardrec_status_t>(2, SHARDREC_OK)) << opt;
+    EXPECT_EQ(CreateTwo(json, differ, dir), std::vector<shardrec_status_t>(2, SHARDREC_EINVAL))
+        << opt;
+    EXPECT_EQ(CreateTwo(json, one_rank, dir), std::vector<shardrec_status_t>(2, SHARDREC_EINVAL))
+        << opt;
+  }
+  const std::string sgd = ColumnWisePlan("sgd");
+  EXPECT_EQ(CreateTwo(sgd, differ, dir), std::vector<shardrec_status_t>(2, SHARDREC_OK));
+  EXPECT_EQ(CreateTwo(sgd, one_rank, dir), std::vector<shardrec_status_t>(2, SHARDREC_OK));
 }
 
 }  // namespace
