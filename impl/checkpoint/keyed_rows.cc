@@ -4,6 +4,7 @@
 #include "impl/checkpoint/keyed_rows.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -327,10 +328,19 @@ Status KeyedLoad::Read(embedding::TableStorage& storage, const Manifest& m,
         return Status::Corrupt(path(at.first), ": record ", record(at).key, ": row ", i,
                                " has count ", b.count[i], ", outside 0..", UINT32_MAX);
       }
-      // Scores are optional: a table saved under another policy loads with every score 0.
-      if (auto it = b.vectors.find(kScore); it != b.vectors.end())
+      // Scores are optional: a table saved under another policy loads with every score 0. A
+      // saved score is one set_scores took, so finite: the shard would order its victims by a
+      // NaN's bits (above or below every score, by its sign) the file never meant.
+      if (auto it = b.vectors.find(kScore); it != b.vectors.end()) {
         SR_RETURN_IF_ERROR(ReadVector(*files[it->second.first], path(it->second.first),
                                       record(it->second), DType::kFloat64, &b.score));
+        for (size_t i = 0; i < b.score.size(); ++i) {
+          if (std::isfinite(b.score[i])) continue;
+          return Status::Corrupt(path(it->second.first), ": record ", record(it->second).key,
+                                 ": row ", i, " has score ", b.score[i],
+                                 "; scores are finite (set_scores refuses others)");
+        }
+      }
     }
     if (forwards < 0)
       return Status::Corrupt("checkpoint: dynamic table ", name, " has no row blocks");

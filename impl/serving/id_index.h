@@ -1,5 +1,6 @@
 // The id -> row index of a served dynamic table: open addressing with linear probing, built once
-// per version (versions are immutable, so there is no insert or erase after the build).
+// per version (versions are immutable, so there is no insert or erase after the build). The hash
+// is keyed by a secret of each index, so no one choosing ids can make them share a probe run.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +41,7 @@ class IdIndex {
 
   std::vector<Entry> entries_;  // a power of two >= 2 x rows, so at most half full
   uint64_t mask_ = 0;
+  uint64_t key_ = 0;  // the hash's secret (id_index.cc, NewKey)
 };
 
 }  // namespace shardrec::serving

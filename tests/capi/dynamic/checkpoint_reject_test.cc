@@ -4,12 +4,14 @@
 // loader's own checks can tell. The load fails with SHARDREC_ECORRUPT on every rank, naming the
 // id and the record, and changes nothing. (It used to load: the shard then held the id in two
 // slots, and a later eviction of it spun forever in the shard's index.) A forward counter beyond
-// any run (which training would overflow) is corrupt too.
+// any run (which training would overflow) is corrupt too, and so is a score no call could set
+// (NaN or infinite).
 #include <gtest/gtest.h>
 // Header-only XXH3, to sign the edited record and manifest as a writer would.
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -241,6 +243,50 @@ TEST(DynamicCheckpointReject, RecordsOfOtherRowsThanTheMetaAndStrayLastSeenAreCo
       const std::string msg = shardrec_last_error();
       EXPECT_NE(msg.find(c.needle), std::string::npos) << "rank " << r << ": " << msg;
       EXPECT_NE(msg.find(c.named), std::string::npos) << "rank " << r << ": " << msg;
+      EXPECT_EQ(Probe(e, st, r, dim), before) << "rank " << r;
+    });
+  }
+}
+
+// A SCORE table's saved score that is NaN or infinite (signed as a writer would) loaded: no call
+// sets one (set_scores refuses them, docs/dynamic-tables.md "Scores"), and the shard then ordered
+// its victims by it (a NaN above every finite score or below it, by its sign bit). It is corrupt,
+// naming the record and the row; nothing changes.
+TEST(DynamicCheckpointReject, ANonFiniteScoreIsCorrupt) {
+  const std::string good = FreshDir("score_nonfinite");
+  DynScenario s =
+      MakeDynScenario(kWorld, SHARDREC_SHARDING_ROW_WISE, SHARDREC_OPTIMIZER_SGD, 64, 24);
+  for (shardrec_dynamic_table_config_t& d : s.dynamic) d.eviction = SHARDREC_EVICTION_SCORE;
+  const int64_t dim = DynOutputDim(s);
+  const Stream st = MakeStream(s, dim, kSteps + 1);
+  const PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr);
+  SaveTrained(s, plan.get(), st, dim, good);
+  const std::string score_key = RecordKey(good, true, "score");
+  ASSERT_FALSE(score_key.empty()) << "a SCORE table saves a score record per row block";
+  const std::vector<int64_t> scores = ReadIds(good, score_key);  // the doubles' bits
+  ASSERT_GE(scores.size(), 2u);
+  for (const double v : {std::nan(""), -std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    SCOPED_TRACE(v);
+    const std::string bad = FreshDir("score_nonfinite_bad");
+    fs::remove_all(bad);
+    fs::copy(good, bad);
+    std::vector<int64_t> edited = scores;
+    std::memcpy(&edited[1], &v, sizeof(v));
+    WriteIds(bad, score_key, edited);
+    SpawnRanks(kWorld, [&](int r) {
+      CollPtr coll;
+      MakeStreamCollection(s, plan.get(), kWorld, r, &coll);
+      if (coll == nullptr) return;
+      shardrec_embedding_t* e = coll.get();
+      ASSERT_EQ(shardrec_checkpoint_load(e, good.c_str(), nullptr), SHARDREC_OK)
+          << shardrec_last_error();
+      const std::vector<float> before = Probe(e, st, r, dim);
+      EXPECT_EQ(shardrec_checkpoint_load(e, bad.c_str(), nullptr), SHARDREC_ECORRUPT)
+          << "rank " << r;
+      const std::string msg = shardrec_last_error();
+      EXPECT_NE(msg.find(score_key), std::string::npos) << "rank " << r << ": " << msg;
+      EXPECT_NE(msg.find("row 1 has score"), std::string::npos) << "rank " << r << ": " << msg;
       EXPECT_EQ(Probe(e, st, r, dim), before) << "rank " << r;
     });
   }

@@ -5,7 +5,7 @@
 // applying the next training delta equals a fresh open of the next checkpoint, bit for bit in every
 // storage, also through a serving file; a fixed table takes row updates only; deltas under load
 // never show a mixed version; bad deltas change nothing; corrupt ids are refused; sequence
-// tables and int32 ids.
+// tables and int32 ids; ids crafted to collide in the id index.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -491,6 +491,88 @@ TEST(InferenceDynamic, SequenceTablesFilledByDeltas) {
               SHARDREC_OK)
         << shardrec_last_error();
     EXPECT_TRUE(SameBits(out, want)) << (int32_ids ? "int32 ids" : "int64 ids");
+  }
+}
+
+// splitmix64's finaliser, the served tables' id index hash before it took a key, undone: the id
+// whose unkeyed hash is `h`.
+int64_t UnkeyedIdOfHash(uint64_t h) {
+  auto unshift = [](uint64_t y, int s) {
+    uint64_t x = y;
+    for (int i = 0; i < 64 / s + 1; ++i) x = y ^ (x >> s);
+    return x;
+  };
+  auto inverse = [](uint64_t a) {  // of an odd multiplier, mod 2^64 (Newton)
+    uint64_t x = a;
+    for (int i = 0; i < 6; ++i) x *= 2 - a * x;
+    return x;
+  };
+  uint64_t z = unshift(h, 31) * inverse(0x94d049bb133111ebull);
+  z = unshift(z, 27) * inverse(0xbf58476d1ce4e5b9ull);
+  return static_cast<int64_t>(unshift(z, 30) - 0x9e3779b97f4a7c15ull);
+}
+
+// Ids chosen so their unkeyed hashes share the low 40 bits (so every id's home bucket in any
+// index below 2^40 entries), as a delta from the network or a file from elsewhere may hold: the
+// index put them all in one probe run, and building it took n^2 / 2 probes (2^18 ids: hours under
+// the sanitizers, past this test's timeout; 32k: 33 s), as did each lookup that missed. Now its
+// hash is keyed: the delta applies, saves as a serving file and opens again at once, and every id
+// reads its row.
+TEST(InferenceDynamic, IdsCraftedToCollideIndexInLinearTime) {
+  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 8, 8);
+  for (RefTable& t : s.base.tables) {
+    t.pooling = SHARDREC_POOLING_NONE;
+    t.dim = 8;
+  }
+  PlanPtr plan = MakeDynPlan(s);
+  ASSERT_NE(plan, nullptr) << shardrec_last_error();
+  const std::string dir = FreshDir("dyncollide");
+  {
+    const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+    shardrec_embedding_t* c = nullptr;
+    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    CollPtr coll(c);
+    ASSERT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+  }
+  InferencePtr inf = Open(dir, SHARDREC_SERVING_FP32);
+  ASSERT_NE(inf, nullptr);
+  constexpr size_t kIds = size_t{1} << 18;
+  std::vector<int64_t> ids(kIds);
+  for (size_t k = 0; k < kIds; ++k) ids[k] = UnkeyedIdOfHash(static_cast<uint64_t>(k + 1) << 40);
+  std::vector<float> rows(kIds * 8);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 1000) * 0.5f;
+  ASSERT_EQ(shardrec_inference_apply_delta(inf.get(), "t0", ids.data(), rows.data(), kIds, nullptr,
+                                           0, nullptr),
+            SHARDREC_OK)
+      << shardrec_last_error();
+  const std::string file = dir + "/collide.srserve";
+  ASSERT_EQ(shardrec_inference_save(inf.get(), file.c_str()), SHARDREC_OK) << shardrec_last_error();
+  InferencePtr reopened = Open(file, SHARDREC_SERVING_AS_TRAINED);
+  ASSERT_NE(reopened, nullptr);
+  for (shardrec_inference_t* h : {inf.get(), reopened.get()}) {
+    int64_t n = 0;
+    ASSERT_EQ(shardrec_inference_table_info(h, 0, nullptr, &n, nullptr, nullptr), SHARDREC_OK);
+    EXPECT_EQ(n, static_cast<int64_t>(kIds));
+    RefBatch b;  // one sample: f0 = every 997th crafted id and one without a row; f1, f2 empty
+    b.batch_size = 1;
+    std::vector<float> want;
+    for (size_t k = 0; k < kIds; k += 997) {
+      b.ids.push_back(ids[k]);
+      want.insert(want.end(), rows.begin() + static_cast<int64_t>(k * 8),
+                  rows.begin() + static_cast<int64_t>(k * 8 + 8));
+    }
+    b.ids.push_back(UnkeyedIdOfHash(uint64_t{1} << 63));
+    want.insert(want.end(), 8, 0.0f);
+    b.lengths = {static_cast<int32_t>(b.ids.size()), 0, 0};
+    KjtHolder kjt(b, 3, false);
+    std::vector<float> out(want.size(), NAN);
+    ASSERT_EQ(shardrec_inference_lookup(h, kjt.view(), out.data(), out.size(), nullptr),
+              SHARDREC_OK)
+        << shardrec_last_error();
+    EXPECT_TRUE(SameBits(out, want));
   }
 }
 
