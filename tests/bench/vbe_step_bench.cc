@@ -17,6 +17,8 @@
 // count; int64 ids; the return and gradient messages one row of kDim floats per non-empty bag),
 // counting every destination (at world 2 the share that crosses to the peer is that of the tables
 // the peer owns).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -144,21 +146,29 @@ double ProcessCpuSeconds() {
 
 // The output and gradient buffers: std::vector's (glibc puts a large one 16 bytes into a cache
 // line, so every 128-byte row of a feature spans three lines), or, with `aligned`, on 64-byte
-// boundaries as a PyTorch tensor's are (two lines a row).
-bool g_aligned = false;
+// boundaries as a PyTorch tensor's are (two lines a row), or, with `huge`, also on 2 MiB pages
+// (MADV_HUGEPAGE before the first touch; with transparent huge pages in "madvise" mode nothing
+// else gets them): a step walks the 33 MB expanded output in strides of a whole row, one or two
+// rows a 4 KiB page, so on small pages nearly every row costs a TLB walk.
+enum class Buffers { kVector, kAligned, kHuge };
+Buffers g_buffers = Buffers::kVector;
 struct Floats {
   std::vector<float> vec;
   std::unique_ptr<float, decltype(&std::free)> mem{nullptr, &std::free};
   float* ptr = nullptr;
   Floats(size_t n, float value) {
-    if (g_aligned) {
-      mem.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
-      ptr = mem.get();
-      std::fill(ptr, ptr + n, value);
-    } else {
+    if (g_buffers == Buffers::kVector) {
       vec.assign(n, value);
       ptr = vec.data();
+      return;
     }
+    const size_t align = g_buffers == Buffers::kHuge ? size_t{2} << 20 : 64;
+    const size_t bytes = (n * sizeof(float) + align - 1) / align * align;
+    mem.reset(static_cast<float*>(std::aligned_alloc(align, bytes)));
+    ptr = mem.get();
+    if (ptr == nullptr) std::abort();
+    if (g_buffers == Buffers::kHuge) madvise(ptr, bytes, MADV_HUGEPAGE);  // refused: small pages
+    std::fill(ptr, ptr + n, value);
   }
   float* data() { return ptr; }
 };
@@ -240,13 +250,15 @@ Bytes MessageBytes(Mode mode) {
 // over `rounds` rounds of kSteps.
 double ExpandedFloorMs(int rounds) {
   const size_t n = static_cast<size_t>(kSamples) * kFeatures * kDim;
-  std::vector<float> out(n, 0.0f), grad(n, 0.5f);
+  Floats out_buf(n, 0.0f), grad_buf(n, 0.5f);  // on the steps' kind of buffers
+  float* out = out_buf.data();
+  const float* grad = grad_buf.data();
   std::vector<double> per_round;
   float sink = 0.0f;
   for (int r = 0; r < rounds; ++r) {
     const double c0 = ProcessCpuSeconds();
     for (int s = 0; s < kSteps; ++s) {
-      std::fill(out.begin(), out.end(), static_cast<float>(s));
+      std::fill(out, out + n, static_cast<float>(s));
       float sum = 0.0f;
       for (size_t i = 0; i < n; i += 16) sum += grad[i];  // one float per cache line: every line
       sink += sum + out[static_cast<size_t>(s)];
@@ -261,12 +273,15 @@ double ExpandedFloorMs(int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Arguments: [rounds] [only-mode] [only-world] [aligned]; a mode or world named alone is for
+  // Arguments: [rounds] [only-mode] [only-world] [aligned|huge]; a mode or world named alone is for
   // profiling (its speedup column is then against itself); "all" and 0 name every mode and world.
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
   const std::string only_mode = argc > 2 && std::string(argv[2]) != "all" ? argv[2] : "";
   const int only_world = argc > 3 ? std::atoi(argv[3]) : 0;
-  g_aligned = argc > 4 && std::string(argv[4]) == "aligned";
+  const std::string buffers = argc > 4 ? argv[4] : "";
+  g_buffers = buffers == "huge"      ? Buffers::kHuge
+              : buffers == "aligned" ? Buffers::kAligned
+                                     : Buffers::kVector;
   std::vector<std::string> names;
   for (int f = 0; f < kFeatures; ++f)
     names.push_back((f < kUserFeatures ? "u" : "i") + std::to_string(f));
@@ -295,7 +310,10 @@ int main(int argc, char** argv) {
       " %d rounds of %d steps; output and gradient %s\n",
       static_cast<int>(kRequests), static_cast<int>(kCandidates), static_cast<int>(kSamples),
       kUserFeatures, kUserBag, kItemFeatures, kItemBag, kFeatures, static_cast<int>(kRows), kDim,
-      rounds, kSteps, g_aligned ? "64-byte aligned" : "std::vector's (16 bytes into a line)");
+      rounds, kSteps,
+      g_buffers == Buffers::kHuge      ? "64-byte aligned on 2 MiB pages"
+      : g_buffers == Buffers::kAligned ? "64-byte aligned"
+                                       : "std::vector's (16 bytes into a line)");
   std::printf("%-5s %-9s %10s %13s %8s %9s %8s %12s %12s\n", "world", "mode", "step_ms", "min..max",
               "speedup", "cpu_ms", "cpu_x", "id_MB", "rows_MB");
   for (int world : {1, 2}) {
