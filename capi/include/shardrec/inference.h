@@ -284,9 +284,9 @@ SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_infe
  * The row-wise quantization parameters of rows of an INT8, INT4 or FP8 table in the current
  * version (see the file comment): each value of an INT8/INT4 row i reads back as
  * q * scales[i] + biases[i] and lies within scales[i] / 2 of the trained value (plus the fp32
- * rounding of that expression and of the quotient; see the file comment), so a bag's lookup error is bounded by the sum over its ids of
- * |weight| * scale / 2; an FP8 row's value reads back as its decoded code x scales[i] (bias 0),
- * within the FP8 bound of the file comment.
+ * rounding of that expression and of the quotient; see the file comment), so a bag's lookup error
+ * is bounded by the sum over its ids of |weight| * scale / 2; an FP8 row's value reads back as its
+ * decoded code x scales[i] (bias 0), within the FP8 bound of the file comment.
  * @param inf         [in] Must not be NULL.
  * @param table       [in] Table name; must not be NULL; its storage must be INT8, INT4,
  *                    FP8_E4M3 or FP8_E5M2 (an FP8 checkpoint served AS_TRAINED included).
