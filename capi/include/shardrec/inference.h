@@ -32,8 +32,10 @@
  *    for FP16 in its normal range, 2^-8 for BF16).
  *  - INT8 and INT4 are row-wise (FBGEMM's convention): each row stores an fp32 scale and an fp32
  *    bias, bias = the row's minimum, scale = (max - min) / (2^bits - 1), q = round((x - bias) /
- *    scale) to nearest, clamped to [0, 2^bits - 1]; a value reads back as q * scale + bias, within
- *    scale / 2 of the trained value (plus fp32 rounding of that expression). A row whose values
+ *    scale) computed in fp32, to nearest (ties to even), clamped to [0, 2^bits - 1]; a value
+ *    reads back as q * scale + bias, within scale / 2 of the trained value (plus the fp32
+ *    rounding of that expression, and up to (2^bits - 1) x 2^-23 x scale where the fp32
+ *    quotient's rounding carries it across a half; docs/serving.md). A row whose values
  *    are all equal has scale 0 and reads back exactly. shardrec_inference_row_scales gives
  *    the scale and bias of any row, so a caller can check the bound without an fp32 copy.
  *  - FP8_E4M3 and FP8_E5M2 (OCP 8-bit floats, E4M3 without infinities) store an fp32 per-row
@@ -282,9 +284,9 @@ SHARDREC_API shardrec_status_t shardrec_inference_table_info(const shardrec_infe
  * The row-wise quantization parameters of rows of an INT8, INT4 or FP8 table in the current
  * version (see the file comment): each value of an INT8/INT4 row i reads back as
  * q * scales[i] + biases[i] and lies within scales[i] / 2 of the trained value (plus the fp32
- * rounding of that expression), so a bag's lookup error is bounded by the sum over its ids of
- * |weight| * scale / 2; an FP8 row's value reads back as its decoded code x scales[i] (bias 0),
- * within the FP8 bound of the file comment.
+ * rounding of that expression and of the quotient; see the file comment), so a bag's lookup error
+ * is bounded by the sum over its ids of |weight| * scale / 2; an FP8 row's value reads back as its
+ * decoded code x scales[i] (bias 0), within the FP8 bound of the file comment.
  * @param inf         [in] Must not be NULL.
  * @param table       [in] Table name; must not be NULL; its storage must be INT8, INT4,
  *                    FP8_E4M3 or FP8_E5M2 (an FP8 checkpoint served AS_TRAINED included).

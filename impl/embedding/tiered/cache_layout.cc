@@ -24,15 +24,18 @@ int64_t MostShardsPerRank(const sharding::Plan& plan, int32_t table) {
 }
 
 // The arena offsets of every local shard for its (possibly shrunk) rows, as BuildLayout lays
-// them out: weights per dtype arena in local order, then the states.
+// them out: weights per dtype arena in local order (FP8 rows, scale and codes, in their own byte
+// arena: the other tables of a collection with a tiered one may be FP8), then the states.
 void LayOutArenas(Layout* l) {
-  l->weights_size = l->weights_fp16_size = l->weights_bf16_size = l->states_size = 0;
+  l->weights_size = l->weights_fp16_size = l->weights_bf16_size = l->weights_fp8_size = 0;
+  l->states_size = 0;
   for (LocalShard& ls : l->local) {
     size_t* arena = ls.dtype == DType::kFloat16    ? &l->weights_fp16_size
                     : ls.dtype == DType::kBFloat16 ? &l->weights_bf16_size
+                    : IsFp8DType(ls.dtype)         ? &l->weights_fp8_size
                                                    : &l->weights_size;
     ls.weight_offset = *arena;
-    *arena += static_cast<size_t>(ls.rows) * static_cast<size_t>(ls.cols);
+    *arena += static_cast<size_t>(ls.rows) * static_cast<size_t>(WeightRowStride(ls));
   }
   for (LocalShard& ls : l->local) {
     ls.state_offsets.clear();
