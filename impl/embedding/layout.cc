@@ -159,22 +159,11 @@ Status BuildTables(const sharding::Plan& plan, Layout* l) {
       ls.col_offset = sh.col_offset;
       ls.cols = sh.cols;
       ls.dtype = cfg.dtype;
-      size_t* arena = cfg.dtype == DType::kFloat16    ? &l->weights_fp16_size
-                      : cfg.dtype == DType::kBFloat16 ? &l->weights_bf16_size
-                      : IsFp8DType(cfg.dtype)         ? &l->weights_fp8_size
-                                                      : &l->weights_size;
-      ls.weight_offset = *arena;
-      *arena += static_cast<size_t>(ls.rows) * static_cast<size_t>(WeightRowStride(ls));
       tl.shard_local[s] = static_cast<int32_t>(l->local.size());
       l->local.push_back(std::move(ls));
     }
   }
-  for (auto& ls : l->local) {
-    for (const auto& spec : l->tables[ls.table].state_specs) {
-      ls.state_offsets.push_back(l->states_size);
-      l->states_size += static_cast<size_t>(ls.rows) * (spec.row_wise ? 1 : ls.cols);
-    }
-  }
+  LayOutArenas(l);
   return Status::Ok();
 }
 
@@ -231,6 +220,26 @@ int32_t FindRowBlock(const TableLayout& tl, int64_t row) {
   auto it = std::upper_bound(tl.blocks.begin(), tl.blocks.end(), row,
                              [](int64_t r, const RowBlock& b) { return r < b.row_offset; });
   return static_cast<int32_t>(it - tl.blocks.begin()) - 1;
+}
+
+void LayOutArenas(Layout* l) {
+  l->weights_size = l->weights_fp16_size = l->weights_bf16_size = l->weights_fp8_size = 0;
+  l->states_size = 0;
+  for (LocalShard& ls : l->local) {
+    size_t* arena = ls.dtype == DType::kFloat16    ? &l->weights_fp16_size
+                    : ls.dtype == DType::kBFloat16 ? &l->weights_bf16_size
+                    : IsFp8DType(ls.dtype)         ? &l->weights_fp8_size
+                                                   : &l->weights_size;
+    ls.weight_offset = *arena;
+    *arena += static_cast<size_t>(ls.rows) * static_cast<size_t>(WeightRowStride(ls));
+  }
+  for (LocalShard& ls : l->local) {
+    ls.state_offsets.clear();
+    for (const auto& spec : l->tables[ls.table].state_specs) {
+      ls.state_offsets.push_back(l->states_size);
+      l->states_size += static_cast<size_t>(ls.rows) * (spec.row_wise ? 1 : ls.cols);
+    }
+  }
 }
 
 Status BuildLayout(std::shared_ptr<const sharding::Plan> plan, int32_t rank,

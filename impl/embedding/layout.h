@@ -124,6 +124,12 @@ struct Layout {
 Status BuildLayout(std::shared_ptr<const sharding::Plan> plan, int32_t rank,
                    const std::vector<optim::OptimizerType>& optimizers, Layout* out);
 
+// Sets every local shard's arena offsets from its rows: weights in one arena per dtype (fp32,
+// fp16, bf16, and FP8 rows of scale and codes in bytes), in local order, then the optimizer
+// states in one fp32 arena. BuildLayout calls it; so does a tiered layout whose shards it has
+// shrunk to their caches (tiered/cache_layout.h), so both lay the arenas out alike.
+void LayOutArenas(Layout* l);
+
 // Index of the row block of `tl` holding global row `row` (row must be in range).
 int32_t FindRowBlock(const TableLayout& tl, int64_t row);
 

@@ -23,29 +23,6 @@ int64_t MostShardsPerRank(const sharding::Plan& plan, int32_t table) {
   return std::max<int64_t>(1, *std::max_element(per_rank.begin(), per_rank.end()));
 }
 
-// The arena offsets of every local shard for its (possibly shrunk) rows, as BuildLayout lays
-// them out: weights per dtype arena in local order (FP8 rows, scale and codes, in their own byte
-// arena: the other tables of a collection with a tiered one may be FP8), then the states.
-void LayOutArenas(Layout* l) {
-  l->weights_size = l->weights_fp16_size = l->weights_bf16_size = l->weights_fp8_size = 0;
-  l->states_size = 0;
-  for (LocalShard& ls : l->local) {
-    size_t* arena = ls.dtype == DType::kFloat16    ? &l->weights_fp16_size
-                    : ls.dtype == DType::kBFloat16 ? &l->weights_bf16_size
-                    : IsFp8DType(ls.dtype)         ? &l->weights_fp8_size
-                                                   : &l->weights_size;
-    ls.weight_offset = *arena;
-    *arena += static_cast<size_t>(ls.rows) * static_cast<size_t>(WeightRowStride(ls));
-  }
-  for (LocalShard& ls : l->local) {
-    ls.state_offsets.clear();
-    for (const auto& spec : l->tables[ls.table].state_specs) {
-      ls.state_offsets.push_back(l->states_size);
-      l->states_size += static_cast<size_t>(ls.rows) * (spec.row_wise ? 1 : ls.cols);
-    }
-  }
-}
-
 }  // namespace
 
 size_t RecordBytes(const Layout& layout, const LocalShard& ls) {
