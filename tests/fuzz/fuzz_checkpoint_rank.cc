@@ -26,8 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -35,27 +33,19 @@
 #include "shardrec/checkpoint.h"
 #include "shardrec/dynamic.h"
 #include "shardrec/shardrec.h"
+#include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
+
+using shardrec::fuzz::ScratchDir;
+using shardrec::fuzz::Slurp;
+using shardrec::fuzz::Spit;
 
 using nlohmann::json;
 
 constexpr int kTables = 4;
 constexpr const char* kNames[kTables] = {"w", "e", "lru", "score"};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  FUZZ_CHECK(f.good());
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-void Spit(const std::string& path, const std::string& bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  FUZZ_CHECK(f != nullptr);
-  FUZZ_CHECK(bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
-  FUZZ_CHECK(std::fclose(f) == 0);
-}
 
 // `m` (a parsed manifest) with the checksums of `file` as its only rank file, and its own.
 std::string Resigned(json m, const std::string& file) {
@@ -90,13 +80,7 @@ struct Fixture {
   shardrec_dynamic_table_stats_t baseline_stats[2];
 
   Fixture() {
-    // In memory where there is a tmpfs: a save and an export are written atomically (fsync).
-    char shm[] = "/dev/shm/shardrec_fuzz_rank_XXXXXX";
-    char tmp[] = "/tmp/shardrec_fuzz_rank_XXXXXX";
-    const char* made = mkdtemp(shm);
-    if (made == nullptr) made = mkdtemp(tmp);
-    FUZZ_CHECK(made != nullptr);
-    dir = made;
+    dir = ScratchDir("rank");  // fuzz_files.h: in memory where there is a tmpfs
     ckpt = dir + "/ckpt";
     FUZZ_CHECK(shardrec_comm_create_local_group(&comm, 1, nullptr) == SHARDREC_OK);
     shardrec_feature_config_t features[kTables];
@@ -134,21 +118,7 @@ struct Fixture {
     for (int step = 0; step < 2; ++step) {
       const int32_t lengths[kTables] = {1, 1, 3, 2};
       const int64_t ids[] = {step, 1, -3, 7 + step, int64_t{1} << 50, 11, -2};
-      shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
-      v.batch_size = 1;
-      v.num_features = kTables;
-      v.lengths = lengths;
-      v.num_lengths = kTables;
-      v.values = ids;
-      v.values_dtype = SHARDREC_DTYPE_INT64;
-      v.num_values = 7;
-      int64_t dim = 0;
-      FUZZ_CHECK(shardrec_embedding_output_dim(coll, &dim) == SHARDREC_OK);
-      std::vector<float> out(static_cast<size_t>(dim));
-      FUZZ_CHECK(shardrec_embedding_forward(coll, &v, out.data(), out.size(), nullptr) ==
-                 SHARDREC_OK);
-      for (float& g : out) g = 0.125f;
-      FUZZ_CHECK(shardrec_embedding_backward(coll, out.data(), out.size(), nullptr) == SHARDREC_OK);
+      shardrec::fuzz::TrainOneSample(coll, lengths, kTables, ids, 7);
     }
     const int64_t scored[] = {11, -2};
     const double scores[] = {0.5, -4.0};

@@ -23,9 +23,12 @@
 #include <vector>
 
 #include "shardrec/shardrec.h"
+#include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
+
+using shardrec::fuzz::ScratchDir;
 
 constexpr int kTables = 8;
 constexpr const char* kNames[kTables] = {"f32", "i8", "i4", "e4", "bf", "hf", "dyn", "dq"};
@@ -63,13 +66,7 @@ struct Fixture {
   int64_t output_dim = 0;
 
   Fixture() {
-    // In memory where there is a tmpfs: a save is written atomically (fsync).
-    char shm[] = "/dev/shm/shardrec_fuzz_delta_XXXXXX";
-    char tmp[] = "/tmp/shardrec_fuzz_delta_XXXXXX";
-    const char* made = mkdtemp(shm);
-    if (made == nullptr) made = mkdtemp(tmp);
-    FUZZ_CHECK(made != nullptr);
-    dir = made;
+    dir = ScratchDir("delta");  // fuzz_files.h: in memory where there is a tmpfs
     ckpt = dir + "/ckpt";
     shardrec_comm_t* comm = nullptr;
     FUZZ_CHECK(shardrec_comm_create_local_group(&comm, 1, nullptr) == SHARDREC_OK);

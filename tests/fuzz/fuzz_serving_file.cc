@@ -20,34 +20,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "shardrec/shardrec.h"
+#include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
+
+using shardrec::fuzz::ScratchDir;
+using shardrec::fuzz::Slurp;
+using shardrec::fuzz::Spit;
 
 using nlohmann::json;
 
 constexpr uint64_t kPrefix = 24;      // magic, header length, header XXH3
 constexpr uint64_t kChunk = 1 << 20;  // bytes per block checksum
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  FUZZ_CHECK(f.good());
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-void Spit(const std::string& path, const std::string& bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  FUZZ_CHECK(f != nullptr);
-  FUZZ_CHECK(bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
-  FUZZ_CHECK(std::fclose(f) == 0);
-}
 
 uint64_t Get64(const std::string& s, size_t at) {
   uint64_t v = 0;
@@ -184,13 +174,7 @@ std::string MakeSeed(const std::string& dir) {
 struct Fixture {
   std::string dir;
   Fixture() {
-    // In memory where there is a tmpfs: a save is written atomically (fsync).
-    char shm[] = "/dev/shm/shardrec_fuzz_serving_XXXXXX";
-    char tmp[] = "/tmp/shardrec_fuzz_serving_XXXXXX";
-    const char* made = mkdtemp(shm);
-    if (made == nullptr) made = mkdtemp(tmp);
-    FUZZ_CHECK(made != nullptr);
-    dir = made;
+    dir = ScratchDir("serving");  // fuzz_files.h: in memory where there is a tmpfs
     if (const char* out = std::getenv("SHARDREC_FUZZ_WRITE_SEED")) {
       Spit(std::string(out) + "/model", std::string(1, '\x01') + MakeSeed(dir));
     }

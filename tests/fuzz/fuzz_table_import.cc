@@ -19,32 +19,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "shardrec/checkpoint.h"
 #include "shardrec/dynamic.h"
 #include "shardrec/shardrec.h"
+#include "tests/fuzz/fuzz_files.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
 
+using shardrec::fuzz::ScratchDir;
+using shardrec::fuzz::Slurp;
+using shardrec::fuzz::Spit;
+
 constexpr int kTables = 4;
 constexpr const char* kNames[kTables] = {"w", "h", "e", "k"};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  FUZZ_CHECK(f.good());
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-void Spit(const std::string& path, const uint8_t* data, size_t size) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  FUZZ_CHECK(f != nullptr);
-  FUZZ_CHECK(size == 0 || std::fwrite(data, 1, size, f) == size);
-  FUZZ_CHECK(std::fclose(f) == 0);
-}
 
 struct Fixture {
   shardrec_comm_t* comm = nullptr;
@@ -55,13 +45,7 @@ struct Fixture {
   shardrec_dynamic_table_stats_t baseline_stats;
 
   Fixture() {
-    // In memory where there is a tmpfs: every export is written atomically (fsync).
-    char shm[] = "/dev/shm/shardrec_fuzz_import_XXXXXX";
-    char tmp[] = "/tmp/shardrec_fuzz_import_XXXXXX";
-    const char* made = mkdtemp(shm);
-    if (made == nullptr) made = mkdtemp(tmp);
-    FUZZ_CHECK(made != nullptr);
-    dir = made;
+    dir = ScratchDir("import");  // fuzz_files.h: in memory where there is a tmpfs
     FUZZ_CHECK(shardrec_comm_create_local_group(&comm, 1, nullptr) == SHARDREC_OK);
     const char* fnames[kTables] = {"fw", "fh", "fe", "fk"};
     shardrec_feature_config_t features[kTables];
@@ -132,21 +116,7 @@ struct Fixture {
     // default admission threshold admits at first sight).
     const int32_t lengths[kTables] = {1, 1, 1, 3};
     const int64_t ids[] = {0, 1, 2, -5, 7, int64_t{1} << 53};
-    shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
-    v.batch_size = 1;
-    v.num_features = kTables;
-    v.lengths = lengths;
-    v.num_lengths = kTables;
-    v.values = ids;
-    v.values_dtype = SHARDREC_DTYPE_INT64;
-    v.num_values = 6;
-    int64_t dim = 0;
-    FUZZ_CHECK(shardrec_embedding_output_dim(coll, &dim) == SHARDREC_OK);
-    std::vector<float> out(static_cast<size_t>(dim));
-    FUZZ_CHECK(shardrec_embedding_forward(coll, &v, out.data(), out.size(), nullptr) ==
-               SHARDREC_OK);
-    for (float& g : out) g = 0.125f;
-    FUZZ_CHECK(shardrec_embedding_backward(coll, out.data(), out.size(), nullptr) == SHARDREC_OK);
+    shardrec::fuzz::TrainOneSample(coll, lengths, kTables, ids, 6);
     if (!baseline[0].empty()) {  // not the first: the fixed tables' weights as the baseline's
       for (int i = 0; i < 3; ++i) {
         const std::string path = dir + "/base_" + kNames[i] + ".safetensors";

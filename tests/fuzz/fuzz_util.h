@@ -1,7 +1,7 @@
 // What the libFuzzer targets share: a check that aborts with the library's last error (so the
 // fuzzer records the input as a crash), a reader of the fuzz input that yields zeros past its
-// end, so a short input means defaults rather than an early return, and the batch rules their
-// oracles check.
+// end, so a short input means defaults rather than an early return, the batch rules their
+// oracles check, and one training step of a one-sample batch. (Scratch files: fuzz_files.h.)
 #pragma once
 
 #include <cmath>
@@ -78,6 +78,27 @@ inline bool KjtBreaksRules(const shardrec_kjt_view_t& v, int features, int64_t m
   if (v.num_features != static_cast<size_t>(features)) return true;
   const std::vector<int64_t> bags(static_cast<size_t>(features), v.batch_size);
   return BagsBreakRules(v, bags.data(), features, rows);
+}
+
+// One training step of a batch of one sample whose feature f has lengths[f] of the int64 `ids`,
+// in feature order, against a gradient of 0.125 everywhere: how the file targets put rows,
+// counts and optimizer state into a collection before they save or export it.
+inline void TrainOneSample(shardrec_embedding_t* coll, const int32_t* lengths, int features,
+                           const int64_t* ids, size_t num_ids) {
+  shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
+  v.batch_size = 1;
+  v.num_features = static_cast<size_t>(features);
+  v.lengths = lengths;
+  v.num_lengths = static_cast<size_t>(features);
+  v.values = ids;
+  v.values_dtype = SHARDREC_DTYPE_INT64;
+  v.num_values = num_ids;
+  int64_t dim = 0;
+  FUZZ_CHECK(shardrec_embedding_output_dim(coll, &dim) == SHARDREC_OK);
+  std::vector<float> out(static_cast<size_t>(dim));
+  FUZZ_CHECK(shardrec_embedding_forward(coll, &v, out.data(), out.size(), nullptr) == SHARDREC_OK);
+  for (float& g : out) g = 0.125f;
+  FUZZ_CHECK(shardrec_embedding_backward(coll, out.data(), out.size(), nullptr) == SHARDREC_OK);
 }
 
 }  // namespace shardrec::fuzz
