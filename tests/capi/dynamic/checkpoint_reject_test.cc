@@ -147,6 +147,27 @@ struct Trained {
   PlanPtr plan;
 };
 
+// On every rank, a collection loaded from `good` refuses `bad` with SHARDREC_ECORRUPT whose
+// message holds each of `needles`, and its weights stay as `good` loaded them.
+void ExpectCorruptChangesNothing(const DynScenario& s, const shardrec_plan_t* plan,
+                                 const Stream& st, int64_t dim, const std::string& good,
+                                 const std::string& bad, const std::vector<std::string>& needles) {
+  SpawnRanks(kWorld, [&](int r) {
+    CollPtr coll;
+    MakeStreamCollection(s, plan, kWorld, r, &coll);
+    if (coll == nullptr) return;
+    shardrec_embedding_t* e = coll.get();
+    ASSERT_EQ(shardrec_checkpoint_load(e, good.c_str(), nullptr), SHARDREC_OK)
+        << shardrec_last_error();
+    const std::vector<float> before = Probe(e, st, r, dim);
+    EXPECT_EQ(shardrec_checkpoint_load(e, bad.c_str(), nullptr), SHARDREC_ECORRUPT) << "rank " << r;
+    const std::string msg = shardrec_last_error();
+    for (const std::string& needle : needles)
+      EXPECT_NE(msg.find(needle), std::string::npos) << "rank " << r << ": " << msg;
+    EXPECT_EQ(Probe(e, st, r, dim), before) << "rank " << r;
+  });
+}
+
 // A forward counter near INT64_MAX (every block alike, signed as a writer would) used to load,
 // and training then overflowed it. Counters beyond 2^62 are corrupt; nothing changes.
 TEST(DynamicCheckpointReject, AForwardCounterBeyondAnyRunIsCorrupt) {
@@ -230,21 +251,7 @@ TEST(DynamicCheckpointReject, RecordsOfOtherRowsThanTheMetaAndStrayLastSeenAreCo
     fs::remove_all(bad);
     fs::copy(good, bad);
     WriteIds(bad, c.key, c.values);
-    SpawnRanks(kWorld, [&](int r) {
-      CollPtr coll;
-      MakeStreamCollection(s, plan.get(), kWorld, r, &coll);
-      if (coll == nullptr) return;
-      shardrec_embedding_t* e = coll.get();
-      ASSERT_EQ(shardrec_checkpoint_load(e, good.c_str(), nullptr), SHARDREC_OK)
-          << shardrec_last_error();
-      const std::vector<float> before = Probe(e, st, r, dim);
-      EXPECT_EQ(shardrec_checkpoint_load(e, bad.c_str(), nullptr), SHARDREC_ECORRUPT)
-          << "rank " << r;
-      const std::string msg = shardrec_last_error();
-      EXPECT_NE(msg.find(c.needle), std::string::npos) << "rank " << r << ": " << msg;
-      EXPECT_NE(msg.find(c.named), std::string::npos) << "rank " << r << ": " << msg;
-      EXPECT_EQ(Probe(e, st, r, dim), before) << "rank " << r;
-    });
+    ExpectCorruptChangesNothing(s, plan.get(), st, dim, good, bad, {c.needle, c.named});
   }
 }
 
@@ -274,21 +281,7 @@ TEST(DynamicCheckpointReject, ANonFiniteScoreIsCorrupt) {
     std::vector<int64_t> edited = scores;
     std::memcpy(&edited[1], &v, sizeof(v));
     WriteIds(bad, score_key, edited);
-    SpawnRanks(kWorld, [&](int r) {
-      CollPtr coll;
-      MakeStreamCollection(s, plan.get(), kWorld, r, &coll);
-      if (coll == nullptr) return;
-      shardrec_embedding_t* e = coll.get();
-      ASSERT_EQ(shardrec_checkpoint_load(e, good.c_str(), nullptr), SHARDREC_OK)
-          << shardrec_last_error();
-      const std::vector<float> before = Probe(e, st, r, dim);
-      EXPECT_EQ(shardrec_checkpoint_load(e, bad.c_str(), nullptr), SHARDREC_ECORRUPT)
-          << "rank " << r;
-      const std::string msg = shardrec_last_error();
-      EXPECT_NE(msg.find(score_key), std::string::npos) << "rank " << r << ": " << msg;
-      EXPECT_NE(msg.find("row 1 has score"), std::string::npos) << "rank " << r << ": " << msg;
-      EXPECT_EQ(Probe(e, st, r, dim), before) << "rank " << r;
-    });
+    ExpectCorruptChangesNothing(s, plan.get(), st, dim, good, bad, {score_key, "row 1 has score"});
   }
 }
 

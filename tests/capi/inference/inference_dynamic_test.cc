@@ -434,27 +434,35 @@ TEST(InferenceDynamic, BadDeltasAndFixedTables) {
   EXPECT_GE(changed, dim);  // every column of a pair that reads the table (unless equal by chance)
 }
 
-// A sequence (NONE) collection of two dynamic tables saved before any training (empty tables),
-// filled by deltas: known ids read their rows, unknown ones zeros, with int32 ids sign-extended.
-TEST(InferenceDynamic, SequenceTablesFilledByDeltas) {
+// The checkpoint, in a fresh directory named after `tag`, of a world-1 sequence (NONE)
+// collection of two dynamic tables of dim 8 saved before any training (empty tables); empty
+// when it could not be made (the test has failed then).
+std::string SavedEmptySequenceTables(const std::string& tag) {
   DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 8, 8);
   for (RefTable& t : s.base.tables) {
     t.pooling = SHARDREC_POOLING_NONE;
     t.dim = 8;
   }
   PlanPtr plan = MakeDynPlan(s);
-  ASSERT_NE(plan, nullptr) << shardrec_last_error();
-  const std::string dir = FreshDir("dynseq");
-  {
-    const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
-    ASSERT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_OK)
-        << shardrec_last_error();
-  }
+  EXPECT_NE(plan, nullptr) << shardrec_last_error();
+  if (plan == nullptr) return "";
+  const std::string dir = FreshDir(tag);
+  const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
+  shardrec_embedding_t* c = nullptr;
+  EXPECT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr), SHARDREC_OK)
+      << shardrec_last_error();
+  if (c == nullptr) return "";
+  CollPtr coll(c);
+  const shardrec_status_t saved = shardrec_checkpoint_save(c, dir.c_str(), nullptr);
+  EXPECT_EQ(saved, SHARDREC_OK) << shardrec_last_error();
+  return saved == SHARDREC_OK ? dir : "";
+}
+
+// A sequence (NONE) collection of two dynamic tables saved before any training (empty tables),
+// filled by deltas: known ids read their rows, unknown ones zeros, with int32 ids sign-extended.
+TEST(InferenceDynamic, SequenceTablesFilledByDeltas) {
+  const std::string dir = SavedEmptySequenceTables("dynseq");
+  ASSERT_FALSE(dir.empty());
   InferencePtr inf = Open(dir, SHARDREC_SERVING_AS_TRAINED);
   ASSERT_NE(inf, nullptr);
   int32_t seq = 0;
@@ -519,24 +527,8 @@ int64_t UnkeyedIdOfHash(uint64_t h) {
 // hash is keyed: the delta applies, saves as a serving file and opens again at once, and every id
 // reads its row.
 TEST(InferenceDynamic, IdsCraftedToCollideIndexInLinearTime) {
-  DynScenario s = MakeDynScenario(1, SHARDREC_SHARDING_TABLE_WISE, SHARDREC_OPTIMIZER_SGD, 8, 8);
-  for (RefTable& t : s.base.tables) {
-    t.pooling = SHARDREC_POOLING_NONE;
-    t.dim = 8;
-  }
-  PlanPtr plan = MakeDynPlan(s);
-  ASSERT_NE(plan, nullptr) << shardrec_last_error();
-  const std::string dir = FreshDir("dyncollide");
-  {
-    const shardrec_optimizer_config_t opt = ToCOptimizer(s.base.optimizer);
-    shardrec_embedding_t* c = nullptr;
-    ASSERT_EQ(shardrec_embedding_create(&c, plan.get(), GroupComm(1, 0), &opt, nullptr),
-              SHARDREC_OK)
-        << shardrec_last_error();
-    CollPtr coll(c);
-    ASSERT_EQ(shardrec_checkpoint_save(c, dir.c_str(), nullptr), SHARDREC_OK)
-        << shardrec_last_error();
-  }
+  const std::string dir = SavedEmptySequenceTables("dyncollide");
+  ASSERT_FALSE(dir.empty());
   InferencePtr inf = Open(dir, SHARDREC_SERVING_FP32);
   ASSERT_NE(inf, nullptr);
   constexpr size_t kIds = size_t{1} << 18;
