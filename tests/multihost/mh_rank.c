@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mh_util.h"
 #include "shardrec/checkpoint.h"
 #include "shardrec/comm.h"
 #include "shardrec/embedding.h"
@@ -60,17 +61,6 @@ static const char* const kTypeNames[NUM_TYPES] = {
       goto done;                                                                                 \
     }                                                                                            \
   } while (0)
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
-static int env_int(const char* name, int fallback) {
-  const char* v = getenv(name);
-  return v != NULL && *v != '\0' ? atoi(v) : fallback;
-}
 
 /* With SHARDREC_BED_PET=1 the rank's environment is rewritten into what Kubeflow Trainer v2's
  * TrainJob gives a process started without torchrun: PET_NNODES, PET_NPROC_PER_NODE,

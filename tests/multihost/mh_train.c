@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mh_util.h"
 #include "shardrec/checkpoint.h"
 #include "shardrec/comm.h"
 #include "shardrec/embedding.h"
@@ -57,17 +58,6 @@
 #define DIM 16
 #define GLOBAL_BATCH 32
 #define MAX_BAG 3
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
-static int env_int(const char* name, int fallback) {
-  const char* v = getenv(name);
-  return v != NULL && *v != '\0' ? atoi(v) : fallback;
-}
 
 /* ---- The watchdog: one call at a time is watched; past its limit the communicator is aborted. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
