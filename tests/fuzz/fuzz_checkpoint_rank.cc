@@ -83,9 +83,7 @@ struct Fixture {
     dir = ScratchDir("rank");  // fuzz_files.h: in memory where there is a tmpfs
     ckpt = dir + "/ckpt";
     FUZZ_CHECK(shardrec_comm_create_local_group(&comm, 1, nullptr) == SHARDREC_OK);
-    shardrec_feature_config_t features[kTables];
-    int32_t feature_of[kTables];
-    shardrec_table_config_t t[kTables];
+    shardrec::fuzz::OneTablePerFeature cfg(kNames, kTables);
     shardrec_dynamic_table_config_t lru, score;
     shardrec_dynamic_table_config_init(&lru, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
     lru.eviction = SHARDREC_EVICTION_LRU;
@@ -93,25 +91,13 @@ struct Fixture {
     score.eviction = SHARDREC_EVICTION_SCORE;
     score.admission_threshold = 2;
     for (int i = 0; i < kTables; ++i) {
-      shardrec_feature_config_init(&features[i], SHARDREC_FEATURE_CONFIG_VERSION);
-      features[i].name = kNames[i];
-      feature_of[i] = i;
-      shardrec_table_config_init(&t[i], SHARDREC_TABLE_CONFIG_VERSION);
-      t[i].name = kNames[i];
-      t[i].rows = 4 + i;
-      t[i].dim = 2 + i % 2;
-      t[i].features = &feature_of[i];
-      t[i].num_features = 1;
+      cfg.table(i).rows = 4 + i;
+      cfg.table(i).dim = 2 + i % 2;
     }
-    t[1].dtype = SHARDREC_DTYPE_FP8_E4M3;
-    t[2].dynamic = &lru;
-    t[3].dynamic = &score;
-    shardrec_topology_t topo;
-    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-    topo.world_size = 1;
-    topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-    FUZZ_CHECK(shardrec_plan_create(&plan, t, kTables, features, kTables, &topo, nullptr, 0) ==
-               SHARDREC_OK);
+    cfg.table(1).dtype = SHARDREC_DTYPE_FP8_E4M3;
+    cfg.table(2).dynamic = &lru;
+    cfg.table(3).dynamic = &score;
+    plan = cfg.Plan(SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD);
     FUZZ_CHECK(shardrec_embedding_create(&coll, plan, comm, nullptr, nullptr) == SHARDREC_OK);
     // Two steps: the dynamic tables admit rows (the SCORE table at an id's second sighting) and
     // count sightings; the SCORE table gets scores.

@@ -70,57 +70,31 @@ struct Fixture {
     ckpt = dir + "/ckpt";
     shardrec_comm_t* comm = nullptr;
     FUZZ_CHECK(shardrec_comm_create_local_group(&comm, 1, nullptr) == SHARDREC_OK);
-    shardrec_feature_config_t features[kTables];
-    int32_t feature_of[kTables];
-    shardrec_table_config_t t[kTables];
+    shardrec::fuzz::OneTablePerFeature cfg(kNames, kTables);
     shardrec_dynamic_table_config_t dyn;
     shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
     for (int i = 0; i < kTables; ++i) {
-      shardrec_feature_config_init(&features[i], SHARDREC_FEATURE_CONFIG_VERSION);
-      features[i].name = kNames[i];
-      feature_of[i] = i;
-      shardrec_table_config_init(&t[i], SHARDREC_TABLE_CONFIG_VERSION);
-      t[i].name = kNames[i];
-      t[i].rows = kDynamic[i] ? 8 : 3 + i % 4;
-      t[i].dim = 2 + i % 3;
-      t[i].features = &feature_of[i];
-      t[i].num_features = 1;
-      if (kDynamic[i]) t[i].dynamic = &dyn;
+      cfg.table(i).rows = kDynamic[i] ? 8 : 3 + i % 4;
+      cfg.table(i).dim = 2 + i % 3;
+      if (kDynamic[i]) cfg.table(i).dynamic = &dyn;
     }
-    t[1].pooling = SHARDREC_POOLING_MEAN;
-    t[3].dtype = SHARDREC_DTYPE_FP8_E4M3;
-    shardrec_topology_t topo;
-    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-    topo.world_size = 1;
-    shardrec_plan_t* plan = nullptr;
-    FUZZ_CHECK(shardrec_plan_create(&plan, t, kTables, features, kTables, &topo, nullptr, 0) ==
-               SHARDREC_OK);
+    cfg.table(1).pooling = SHARDREC_POOLING_MEAN;
+    cfg.table(3).dtype = SHARDREC_DTYPE_FP8_E4M3;
+    shardrec_plan_t* plan = cfg.Plan();
     shardrec_embedding_t* coll = nullptr;
     FUZZ_CHECK(shardrec_embedding_create(&coll, plan, comm, nullptr, nullptr) == SHARDREC_OK);
     // Each dynamic table admits three ids of the pool in one forward.
     std::vector<int32_t> lengths(kTables, 1);
     lengths[6] = lengths[7] = 3;
     std::vector<int64_t> ids = {0, 1, 2, 0, 1, 2, -1, 5, int64_t{1} << 40, 0, 100, -9};
-    shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
-    v.batch_size = 1;
-    v.num_features = kTables;
-    v.lengths = lengths.data();
-    v.num_lengths = lengths.size();
-    v.values = ids.data();
-    v.values_dtype = SHARDREC_DTYPE_INT64;
-    v.num_values = ids.size();
+    shardrec::fuzz::TrainOneSample(coll, lengths.data(), kTables, ids.data(), ids.size(), 0.25f);
     FUZZ_CHECK(shardrec_embedding_output_dim(coll, &output_dim) == SHARDREC_OK);
-    std::vector<float> out(static_cast<size_t>(output_dim));
-    FUZZ_CHECK(shardrec_embedding_forward(coll, &v, out.data(), out.size(), nullptr) ==
-               SHARDREC_OK);
-    for (float& g : out) g = 0.25f;
-    FUZZ_CHECK(shardrec_embedding_backward(coll, out.data(), out.size(), nullptr) == SHARDREC_OK);
     FUZZ_CHECK(shardrec_checkpoint_save(coll, ckpt.c_str(), nullptr) == SHARDREC_OK);
     shardrec_embedding_destroy(coll);
     shardrec_plan_destroy(plan);
     shardrec_comm_destroy(comm);
     for (int i = 0; i < kTables; ++i) {
-      dims[i] = t[i].dim;
+      dims[i] = cfg.table(i).dim;
       offsets[i] = i == 0 ? 0 : offsets[i - 1] + dims[i - 1];
     }
     Reopen();

@@ -102,54 +102,27 @@ std::string MakeSeed(const std::string& dir) {
   const int32_t storage[kTables] = {SHARDREC_SERVING_FP32, SHARDREC_SERVING_INT8,
                                     SHARDREC_SERVING_INT4, SHARDREC_SERVING_AS_TRAINED,
                                     SHARDREC_SERVING_BF16, SHARDREC_SERVING_FP16};
-  shardrec_feature_config_t features[kTables];
-  int32_t feature_of[kTables];
-  shardrec_table_config_t t[kTables];
+  shardrec::fuzz::OneTablePerFeature cfg(names, kTables);
   shardrec_table_storage_t ts[kTables];
   shardrec_dynamic_table_config_t dyn;
   shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
   for (int i = 0; i < kTables; ++i) {
-    shardrec_feature_config_init(&features[i], SHARDREC_FEATURE_CONFIG_VERSION);
-    features[i].name = names[i];
-    feature_of[i] = i;
-    shardrec_table_config_init(&t[i], SHARDREC_TABLE_CONFIG_VERSION);
-    t[i].name = names[i];
-    t[i].rows = 3 + i;
-    t[i].dim = 2 + i % 3;
-    t[i].features = &feature_of[i];
-    t[i].num_features = 1;
+    cfg.table(i).rows = 3 + i;
+    cfg.table(i).dim = 2 + i % 3;
     ts[i] = SHARDREC_TABLE_STORAGE_INIT;
     ts[i].table = names[i];
     ts[i].storage = storage[i];
   }
-  t[1].pooling = SHARDREC_POOLING_MEAN;
-  t[3].dtype = SHARDREC_DTYPE_FP8_E4M3;
-  t[5].dynamic = &dyn;
-  shardrec_topology_t topo;
-  shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-  topo.world_size = 1;
-  shardrec_plan_t* plan = nullptr;
-  FUZZ_CHECK(shardrec_plan_create(&plan, t, kTables, features, kTables, &topo, nullptr, 0) ==
-             SHARDREC_OK);
+  cfg.table(1).pooling = SHARDREC_POOLING_MEAN;
+  cfg.table(3).dtype = SHARDREC_DTYPE_FP8_E4M3;
+  cfg.table(5).dynamic = &dyn;
+  shardrec_plan_t* plan = cfg.Plan();
   shardrec_embedding_t* coll = nullptr;
   FUZZ_CHECK(shardrec_embedding_create(&coll, plan, comm, nullptr, nullptr) == SHARDREC_OK);
   // The dynamic table admits two ids of one forward.
   const int32_t lengths[kTables] = {1, 1, 1, 1, 1, 2};
   const int64_t ids[] = {0, 1, 2, 0, 1, -9, int64_t{1} << 40};
-  shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
-  v.batch_size = 1;
-  v.num_features = kTables;
-  v.lengths = lengths;
-  v.num_lengths = kTables;
-  v.values = ids;
-  v.values_dtype = SHARDREC_DTYPE_INT64;
-  v.num_values = 7;
-  int64_t dim = 0;
-  FUZZ_CHECK(shardrec_embedding_output_dim(coll, &dim) == SHARDREC_OK);
-  std::vector<float> out(static_cast<size_t>(dim));
-  FUZZ_CHECK(shardrec_embedding_forward(coll, &v, out.data(), out.size(), nullptr) == SHARDREC_OK);
-  for (float& g : out) g = 0.25f;
-  FUZZ_CHECK(shardrec_embedding_backward(coll, out.data(), out.size(), nullptr) == SHARDREC_OK);
+  shardrec::fuzz::TrainOneSample(coll, lengths, kTables, ids, 7, 0.25f);
   float dense[3] = {1, -2, 3};
   shardrec_dense_tensor_t d = {"d", dense, 3};
   shardrec_checkpoint_options_t co = SHARDREC_CHECKPOINT_OPTIONS_INIT;

@@ -48,9 +48,7 @@ struct Fixture {
     dir = ScratchDir("import");  // fuzz_files.h: in memory where there is a tmpfs
     FUZZ_CHECK(shardrec_comm_create_local_group(&comm, 1, nullptr) == SHARDREC_OK);
     const char* fnames[kTables] = {"fw", "fh", "fe", "fk"};
-    shardrec_feature_config_t features[kTables];
-    int32_t feature_of[kTables];
-    shardrec_table_config_t t[kTables];
+    shardrec::fuzz::OneTablePerFeature cfg(kNames, kTables, fnames);
     shardrec_dynamic_table_config_t dyn;
     shardrec_dynamic_table_config_init(&dyn, SHARDREC_DYNAMIC_TABLE_CONFIG_VERSION);
     const int64_t rows[kTables] = {6, 5, 4, 6};  // k: its capacity
@@ -58,24 +56,12 @@ struct Fixture {
     const int32_t dtypes[kTables] = {SHARDREC_DTYPE_FLOAT32, SHARDREC_DTYPE_BFLOAT16,
                                      SHARDREC_DTYPE_FP8_E4M3, SHARDREC_DTYPE_FLOAT32};
     for (int i = 0; i < kTables; ++i) {
-      shardrec_feature_config_init(&features[i], SHARDREC_FEATURE_CONFIG_VERSION);
-      features[i].name = fnames[i];
-      feature_of[i] = i;
-      shardrec_table_config_init(&t[i], SHARDREC_TABLE_CONFIG_VERSION);
-      t[i].name = kNames[i];
-      t[i].rows = rows[i];
-      t[i].dim = dims[i];
-      t[i].dtype = dtypes[i];
-      t[i].features = &feature_of[i];
-      t[i].num_features = 1;
+      cfg.table(i).rows = rows[i];
+      cfg.table(i).dim = dims[i];
+      cfg.table(i).dtype = dtypes[i];
     }
-    t[3].dynamic = &dyn;
-    shardrec_topology_t topo;
-    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
-    topo.world_size = 1;
-    topo.optimizer = SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD;
-    FUZZ_CHECK(shardrec_plan_create(&plan, t, kTables, features, kTables, &topo, nullptr, 0) ==
-               SHARDREC_OK);
+    cfg.table(3).dynamic = &dyn;
+    plan = cfg.Plan(SHARDREC_OPTIMIZER_ROWWISE_ADAGRAD);
     Reset();
     // Rows the dynamic table holds before any import (an import adds beside them), and weights
     // of every fixed table other than the init's.

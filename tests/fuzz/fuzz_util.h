@@ -1,7 +1,8 @@
 // What the libFuzzer targets share: a check that aborts with the library's last error (so the
 // fuzzer records the input as a crash), a reader of the fuzz input that yields zeros past its
 // end, so a short input means defaults rather than an early return, the batch rules their
-// oracles check, and one training step of a one-sample batch. (Scratch files: fuzz_files.h.)
+// oracles check, the configs of one-table-per-feature plans and one training step of a
+// one-sample batch. (Scratch files: fuzz_files.h.)
 #pragma once
 
 #include <cmath>
@@ -80,11 +81,55 @@ inline bool KjtBreaksRules(const shardrec_kjt_view_t& v, int features, int64_t m
   return BagsBreakRules(v, bags.data(), features, rows);
 }
 
+// The configs of a one-rank plan in which feature i is read by table i alone, both named
+// names[i] (the feature feature_names[i] where given); every other field is the library's
+// default, for the caller to set through table(i) before Plan. Not copyable: each table points
+// at its feature index here.
+class OneTablePerFeature {
+ public:
+  OneTablePerFeature(const char* const* names, int n, const char* const* feature_names = nullptr)
+      : features_(static_cast<size_t>(n)),
+        feature_of_(static_cast<size_t>(n)),
+        tables_(static_cast<size_t>(n)) {
+    for (size_t i = 0; i < tables_.size(); ++i) {
+      shardrec_feature_config_init(&features_[i], SHARDREC_FEATURE_CONFIG_VERSION);
+      features_[i].name = feature_names != nullptr ? feature_names[i] : names[i];
+      feature_of_[i] = static_cast<int32_t>(i);
+      shardrec_table_config_init(&tables_[i], SHARDREC_TABLE_CONFIG_VERSION);
+      tables_[i].name = names[i];
+      tables_[i].features = &feature_of_[i];
+      tables_[i].num_features = 1;
+    }
+  }
+  OneTablePerFeature(const OneTablePerFeature&) = delete;
+  OneTablePerFeature& operator=(const OneTablePerFeature&) = delete;
+
+  shardrec_table_config_t& table(int i) { return tables_[static_cast<size_t>(i)]; }
+
+  // The plan at world 1; tables without an optimizer of their own take `optimizer`, or the
+  // topology's default when it is negative. The caller owns it.
+  shardrec_plan_t* Plan(int32_t optimizer = -1) const {
+    shardrec_topology_t topo;
+    shardrec_topology_init(&topo, SHARDREC_TOPOLOGY_VERSION);
+    topo.world_size = 1;
+    if (optimizer >= 0) topo.optimizer = optimizer;
+    shardrec_plan_t* plan = nullptr;
+    FUZZ_CHECK(shardrec_plan_create(&plan, tables_.data(), tables_.size(), features_.data(),
+                                    features_.size(), &topo, nullptr, 0) == SHARDREC_OK);
+    return plan;
+  }
+
+ private:
+  std::vector<shardrec_feature_config_t> features_;
+  std::vector<int32_t> feature_of_;
+  std::vector<shardrec_table_config_t> tables_;
+};
+
 // One training step of a batch of one sample whose feature f has lengths[f] of the int64 `ids`,
-// in feature order, against a gradient of 0.125 everywhere: how the file targets put rows,
+// in feature order, against a gradient of `grad` everywhere: how the file targets put rows,
 // counts and optimizer state into a collection before they save or export it.
 inline void TrainOneSample(shardrec_embedding_t* coll, const int32_t* lengths, int features,
-                           const int64_t* ids, size_t num_ids) {
+                           const int64_t* ids, size_t num_ids, float grad = 0.125f) {
   shardrec_kjt_view_t v = SHARDREC_KJT_VIEW_INIT;
   v.batch_size = 1;
   v.num_features = static_cast<size_t>(features);
@@ -97,7 +142,7 @@ inline void TrainOneSample(shardrec_embedding_t* coll, const int32_t* lengths, i
   FUZZ_CHECK(shardrec_embedding_output_dim(coll, &dim) == SHARDREC_OK);
   std::vector<float> out(static_cast<size_t>(dim));
   FUZZ_CHECK(shardrec_embedding_forward(coll, &v, out.data(), out.size(), nullptr) == SHARDREC_OK);
-  for (float& g : out) g = 0.125f;
+  for (float& g : out) g = grad;
   FUZZ_CHECK(shardrec_embedding_backward(coll, out.data(), out.size(), nullptr) == SHARDREC_OK);
 }
 
