@@ -98,7 +98,8 @@ class State {
   // Shards that must share one host (a table-row-wise group of row blocks, one per rank of the
   // host; or a table-column-wise table's shards, on any ranks of it): `needed` is the most one of
   // them needs (per_rank) or their sum. What the roomiest host offers is measured the same way:
-  // the least free memory of its allowed ranks, or their sum.
+  // the least free memory of its ranks (a host counts only when every one is allowed, as
+  // TryNodeRowBlocks places), or the sum over its allowed ranks.
   void FailTogether(const ShardingOption& opt, int32_t shard, int64_t needed, int32_t together,
                     bool per_rank, FitFailure* f) const {
     Fail(opt, shard, needed, opt.allowed_ranks, f);
@@ -107,11 +108,16 @@ class State {
     f->host_free = -1;
     for (int32_t n = 0; n < Nodes(); ++n) {
       int64_t least = -1, sum = 0;
+      bool every = true;
       for (int32_t r = n * L(); r < n * L() + L(); ++r) {
-        if (!Allowed(opt, r)) continue;
+        if (!Allowed(opt, r)) {
+          every = false;
+          continue;
+        }
         least = least < 0 ? free_[r] : std::min(least, free_[r]);
         sum += free_[r];
       }
+      if (per_rank && !every) continue;
       const int64_t offered = per_rank ? least : sum;
       if (least >= 0 && offered > f->host_free) {
         f->host_free = offered;
@@ -314,7 +320,8 @@ std::string FitFailureMessage(const FitFailure& f, const std::vector<sharding::T
         "memory");
   if (f.together > 1 && f.needed_disk == 0) {
     const std::string host_text =
-        f.host_free < 0 ? std::string("no host has an allowed rank")
+        f.host_free < 0 ? std::string(f.per_rank ? "no host has every rank allowed"
+                                                 : "no host has an allowed rank")
         : f.per_rank
             ? StrCat("no host has that free on each of its ranks (the most is ",
                      FormatBytes(f.host_free), " on every rank of host ", f.host, ")")
